@@ -1,0 +1,107 @@
+package vsphere
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// AnnotationMirrorKey is the ExtraConfig key that mirrors the annotation, so
+// that ownership survives an operator editing the Notes field (DESIGN §5.8).
+// It is not a guestinfo.* key: the guest cannot read or change it.
+const AnnotationMirrorKey = "cds.hatchery.annotation"
+
+// maxAnnotationBytes bounds what is parsed; a real record is a few hundred bytes.
+const maxAnnotationBytes = 64 << 10
+
+// Annotation is the ownership and state record every VM created by the
+// hatchery carries (001 §5, Amendment C C.8.4). It is the source of truth:
+// in-memory caches are accelerators rebuilt from it after a restart. It
+// never holds a secret.
+type Annotation struct {
+	HatcheryName            string    `json:"hatchery_name"`
+	WorkerName              string    `json:"worker_name"`
+	RegisterOnly            bool      `json:"register_only"`
+	Provisioning            bool      `json:"provisioning"`
+	WorkerModelPath         string    `json:"worker_model_path"`
+	VMwareModelPath         string    `json:"vmware_model_path"`
+	WorkerModelLastModified string    `json:"worker_model_last_modified"`
+	Model                   bool      `json:"model"`
+	Created                 time.Time `json:"created"`
+	JobID                   string    `json:"job_id"`
+	IPAddress               string    `json:"ip_address"`
+	Flavor                  string    `json:"flavor,omitempty"`
+	// WorkerStarted is when the worker process was launched in the guest;
+	// nil until then. Cleanup decides from it (DESIGN §5.6).
+	WorkerStarted *time.Time `json:"worker_started,omitempty"`
+}
+
+// ErrNoAnnotation means the VM carries no ownership record at all.
+var ErrNoAnnotation = errors.New("no cds annotation")
+
+// Marshal returns the JSON written in the Notes field and its mirror.
+func (a Annotation) Marshal() string {
+	b, _ := json.Marshal(a) // plain fields: cannot fail
+	return string(b)
+}
+
+// ParseAnnotation decodes a record. Anything that is not a JSON object with a
+// hatchery name is rejected: a foreign or corrupt note is never acted on.
+func ParseAnnotation(s string) (*Annotation, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return nil, ErrNoAnnotation
+	}
+	if len(s) > maxAnnotationBytes {
+		return nil, fmt.Errorf("annotation of %d bytes exceeds %d", len(s), maxAnnotationBytes)
+	}
+	if s[0] != '{' {
+		return nil, ErrNoAnnotation
+	}
+	var a Annotation
+	if err := json.Unmarshal([]byte(s), &a); err != nil {
+		return nil, fmt.Errorf("parse annotation: %w", err)
+	}
+	if a.HatcheryName == "" {
+		return nil, errors.New("parse annotation: no hatchery name")
+	}
+	return &a, nil
+}
+
+// AnnotationFromVM reads the record of a VM: the Notes field first, the
+// ExtraConfig mirror when the Notes field is empty, foreign or corrupt.
+func AnnotationFromVM(notes string, extra []types.BaseOptionValue) (*Annotation, error) {
+	a, err := ParseAnnotation(notes)
+	if err == nil {
+		return a, nil
+	}
+	for _, o := range extra {
+		ov := o.GetOptionValue()
+		if ov == nil || ov.Key != AnnotationMirrorKey {
+			continue
+		}
+		if s, ok := ov.Value.(string); ok {
+			if m, merr := ParseAnnotation(s); merr == nil {
+				return m, nil
+			}
+		}
+	}
+	return nil, err
+}
+
+// ApplyTo writes the record to a config spec: Notes field and mirror.
+func (a Annotation) ApplyTo(spec *types.VirtualMachineConfigSpec) {
+	s := a.Marshal()
+	spec.Annotation = s
+	for _, o := range spec.ExtraConfig {
+		if ov := o.GetOptionValue(); ov != nil && ov.Key == AnnotationMirrorKey {
+			ov.Value = s
+			return
+		}
+	}
+	spec.ExtraConfig = append(spec.ExtraConfig, &types.OptionValue{Key: AnnotationMirrorKey, Value: s})
+}

@@ -1,0 +1,6 @@
+package vsphere
+
+import "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+
+// The hatchery implements the framework's interface.
+var _ hatchery.InterfaceWithModels = (*HatcheryVSphere)(nil)

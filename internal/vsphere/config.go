@@ -1,0 +1,126 @@
+package vsphere
+
+import (
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// Configuration is [hatchery.vsphere] (001 §3, §12, §13, Amendment C, DESIGN
+// §4-§5). Defaults live in DefaultConfiguration, checks in Validate; fields
+// in seconds or minutes are read through the Duration accessors.
+type Configuration struct {
+	CommonConfiguration hatchery.CommonConfiguration `mapstructure:"commonConfiguration" toml:"commonConfiguration" json:"commonConfiguration"`
+
+	// vCenter connection. Password is a secret: never logged or shown.
+	User     string `mapstructure:"user" toml:"user" json:"user"`
+	Endpoint string `mapstructure:"endpoint" toml:"endpoint" json:"endpoint"`
+	Password string `mapstructure:"password" toml:"password" json:"-"`
+	// Insecure switches TLS verification of vCenter off (opt-in).
+	Insecure bool `mapstructure:"insecure" toml:"insecure" json:"insecure"`
+	// CAFile is a PEM bundle trusted for vCenter's certificate.
+	CAFile string `mapstructure:"caFile" toml:"caFile" json:"caFile"`
+
+	// Placement.
+	DatacenterString   string `mapstructure:"datacenterString" toml:"datacenterString" json:"datacenterString"`
+	DatastoreString    string `mapstructure:"datastoreString" toml:"datastoreString" json:"datastoreString"`
+	NetworkString      string `mapstructure:"networkString" toml:"networkString" json:"networkString"`
+	ResourcePoolString string `mapstructure:"resourcePoolString" toml:"resourcePoolString" json:"resourcePoolString"`
+	FolderString       string `mapstructure:"folderString" toml:"folderString" json:"folderString"`
+	CardName           string `mapstructure:"cardName" toml:"cardName" json:"cardName"`
+
+	// Static IPs: iprange/gateway/dns/subnetMask (one range set), or several
+	// [[networks]] each with its own gateway and mask.
+	IPRange    string          `mapstructure:"iprange" toml:"iprange" json:"iprange"`
+	Gateway    string          `mapstructure:"gateway" toml:"gateway" json:"gateway"`
+	DNS        string          `mapstructure:"dns" toml:"dns" json:"dns"`
+	SubnetMask string          `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
+	Networks   []NetworkConfig `mapstructure:"networks" toml:"networks" json:"networks"`
+
+	// Lifetimes and loops.
+	// WorkerTTL is in minutes.
+	WorkerTTL int `mapstructure:"workerTTL" toml:"workerTTL" json:"workerTTL"`
+	// WorkerRegistrationTTL is in minutes.
+	WorkerRegistrationTTL int `mapstructure:"workerRegistrationTTL" toml:"workerRegistrationTTL" json:"workerRegistrationTTL"`
+	// WorkerProvisioningInterval is in seconds.
+	WorkerProvisioningInterval int                        `mapstructure:"workerProvisioningInterval" toml:"workerProvisioningInterval" json:"workerProvisioningInterval"`
+	WorkerProvisioningPoolSize int                        `mapstructure:"workerProvisioningPoolSize" toml:"workerProvisioningPoolSize" json:"workerProvisioningPoolSize"`
+	WorkerProvisioning         []WorkerProvisioningConfig `mapstructure:"workerProvisioning" toml:"workerProvisioning" json:"workerProvisioning"`
+	// KillAwolServersInterval is in seconds.
+	KillAwolServersInterval int `mapstructure:"killAwolServersInterval" toml:"killAwolServersInterval" json:"killAwolServersInterval"`
+	// KillDisabledWorkersInterval is in seconds.
+	KillDisabledWorkersInterval int `mapstructure:"killDisabledWorkersInterval" toml:"killDisabledWorkersInterval" json:"killDisabledWorkersInterval"`
+
+	// Guest credentials per model; "models" is accepted as an alias.
+	GuestCredentials      []GuestCredential       `mapstructure:"guestCredentials" toml:"guestCredentials" json:"guestCredentials"`
+	Models                []GuestCredential       `mapstructure:"models" toml:"models" json:"models"`
+	DefaultWorkerModelsV2 []DefaultWorkerModelsV2 `mapstructure:"defaultWorkerModelsV2" toml:"defaultWorkerModelsV2" json:"defaultWorkerModelsV2"`
+
+	// Resource-based capacity (001 §12); 0 = no static limit.
+	MaxCPUs     int   `mapstructure:"maxCpus" toml:"maxCpus" json:"maxCpus"`
+	MaxMemoryMB int64 `mapstructure:"maxMemoryMB" toml:"maxMemoryMB" json:"maxMemoryMB"`
+
+	// Flavors (001 §13, Amendment C). Both TOML forms are accepted by the
+	// loader ([[hatchery.vsphere.flavors]] name=… and
+	// [hatchery.vsphere.flavors.NAME]); after loading Flavors holds one entry
+	// per flavor with a lower-cased Name.
+	Flavors                  []FlavorConfig `mapstructure:"-" toml:"-" json:"flavors"`
+	DefaultFlavor            string         `mapstructure:"defaultFlavor" toml:"defaultFlavor" json:"defaultFlavor"`
+	CountSmallerFlavorToKeep int            `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
+
+	// vCenter load (issue 9). InventoryMode is "shared" (one inventory of
+	// leaf properties, refreshed by one owner) or "listing" (list on every read).
+	InventoryMode string `mapstructure:"inventoryMode" toml:"inventoryMode" json:"inventoryMode"`
+	// InventoryRefreshInterval is in seconds.
+	InventoryRefreshInterval int `mapstructure:"inventoryRefreshInterval" toml:"inventoryRefreshInterval" json:"inventoryRefreshInterval"`
+	// MaxConcurrentTasks bounds vCenter tasks in flight (clone, power, destroy…).
+	MaxConcurrentTasks int `mapstructure:"maxConcurrentTasks" toml:"maxConcurrentTasks" json:"maxConcurrentTasks"`
+}
+
+// NetworkConfig is one static IP range with its own gateway, mask and DNS.
+type NetworkConfig struct {
+	IPRange    string `mapstructure:"iprange" toml:"iprange" json:"iprange"`
+	Gateway    string `mapstructure:"gateway" toml:"gateway" json:"gateway"`
+	DNS        string `mapstructure:"dns" toml:"dns" json:"dns"`
+	SubnetMask string `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
+}
+
+// WorkerProvisioningConfig is one warm-pool entry (001 §3.2, Amendment C C.3.4).
+type WorkerProvisioningConfig struct {
+	// ModelPath is a V1 model path ("group/model").
+	ModelPath string `mapstructure:"modelPath" toml:"modelPath" json:"modelPath"`
+	// ModelVMWare is a V2 template name ("debian12").
+	ModelVMWare string `mapstructure:"modelVMWare" toml:"modelVMWare" json:"modelVMWare"`
+	Number      int    `mapstructure:"number" toml:"number" json:"number"`
+	// Flavor pre-sizes the pool's VMs; "" keeps them neutral (template size).
+	Flavor string `mapstructure:"flavor" toml:"flavor" json:"flavor"`
+}
+
+// GuestCredential gives the guest OS account for a model (001 §3.3).
+// Password is a secret.
+type GuestCredential struct {
+	ModelPath      string `mapstructure:"modelPath" toml:"modelPath" json:"modelPath"`
+	ModelVMWare    string `mapstructure:"modelVMWare" toml:"modelVMWare" json:"modelVMWare"`
+	Username       string `mapstructure:"username" toml:"username" json:"username"`
+	Password       string `mapstructure:"password" toml:"password" json:"-"`
+	PreStartScript string `mapstructure:"preStartScript" toml:"preStartScript" json:"preStartScript"`
+}
+
+// DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (001 §3.4).
+type DefaultWorkerModelsV2 struct {
+	WorkerModelV2 string   `mapstructure:"workerModelV2" toml:"workerModelV2" json:"workerModelV2"`
+	Binaries      []string `mapstructure:"binaries" toml:"binaries" json:"binaries"`
+}
+
+// FlavorConfig is one flavor: CPU and RAM applied at clone or claim time,
+// and an optional disk size that may only grow the template's first disk.
+type FlavorConfig struct {
+	Name       string `mapstructure:"name" toml:"name" json:"name"`
+	CPUs       int32  `mapstructure:"cpus" toml:"cpus" json:"cpus"`
+	MemoryMB   int64  `mapstructure:"memoryMB" toml:"memoryMB" json:"memoryMB"`
+	DiskSizeGB int64  `mapstructure:"diskSizeGB" toml:"diskSizeGB" json:"diskSizeGB,omitempty"`
+}
+
+// Inventory modes.
+const (
+	InventoryShared  = "shared"
+	InventoryListing = "listing"
+)

@@ -1,0 +1,140 @@
+// Package vsphere is the vSphere hatchery: it decides which CDS jobs it can
+// serve, clones or claims worker VMs, launches the worker through guest
+// operations, keeps a warm pool, cleans up, checks capacity and flavors and
+// exports metrics. It reaches vCenter only through VSphereClient.
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+)
+
+// Name prefixes of the VMs the hatchery creates.
+const (
+	provisionV1Prefix = "provision-v1-"
+	provisionV2Prefix = "provision-v2-"
+	provisionPrefix   = "provision-"
+	registerPrefix    = "register-"
+)
+
+// HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
+// for concurrent use by the framework's spawners and its own loops.
+type HatcheryVSphere struct {
+	cfg *Configuration
+	vs  VSphereClient
+	cds cdsclient.Interface
+	inv Inventory
+	log *slog.Logger
+	now func() time.Time
+
+	// Local bookkeeping (001 §10): accelerators covering the window before
+	// the inventory sees the hatchery's own writes; rebuilt from
+	// annotations after a restart.
+	pendingJobs *nameSet // cachePendingJobID: jobs being spawned
+	provPending *nameSet // cacheProvisioning.pending: VMs being provisioned
+	provUsing   *nameSet // cacheProvisioning.using: provisioned VMs being claimed
+	toDelete    *nameSet // cacheToDelete: VMs marked for deletion
+
+	ips      *ipPool            // static IPs (ip.go)
+	capacity *capacityState     // in-flight footprints (capacity.go)
+	prov     *provisioningState // warm pool (provisioning.go)
+}
+
+// Options are what New needs. Inventory defaults to a ListingInventory
+// over Client; Logger to slog.Default(); Now to time.Now.
+type Options struct {
+	Config    *Configuration
+	Client    VSphereClient
+	CDS       cdsclient.Interface
+	Inventory Inventory
+	Logger    *slog.Logger
+	Now       func() time.Time
+}
+
+// New builds the hatchery from a validated configuration.
+func New(o Options) (*HatcheryVSphere, error) {
+	if o.Config == nil || o.Client == nil {
+		return nil, errors.New("new vsphere hatchery: config and client are required")
+	}
+	h := &HatcheryVSphere{
+		cfg:         o.Config,
+		vs:          o.Client,
+		cds:         o.CDS,
+		inv:         o.Inventory,
+		log:         o.Logger,
+		now:         o.Now,
+		pendingJobs: newNameSet(),
+		provPending: newNameSet(),
+		provUsing:   newNameSet(),
+		toDelete:    newNameSet(),
+	}
+	if h.inv == nil {
+		h.inv = ListingInventory{Client: o.Client}
+	}
+	if h.log == nil {
+		h.log = slog.Default()
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	ips, err := newIPPool(o.Config)
+	if err != nil {
+		return nil, err
+	}
+	h.ips = ips
+	h.capacity = newCapacityState()
+	h.prov = newProvisioningState()
+	return h, nil
+}
+
+// Name is the hatchery's name, written in every VM it owns.
+func (h *HatcheryVSphere) Name() string { return h.cfg.CommonConfiguration.Name }
+
+// ModelType is "vsphere".
+func (h *HatcheryVSphere) ModelType() string { return "vsphere" }
+
+// Config returns the hatchery's configuration (read-only by convention).
+func (h *HatcheryVSphere) Config() *Configuration { return h.cfg }
+
+// Run starts the hatchery's own loops (provisioning, awol cleanup, disabled
+// workers cleanup) and blocks until ctx ends and all of them have returned.
+func (h *HatcheryVSphere) Run(ctx context.Context) {
+	var wg sync.WaitGroup
+	loop := func(name string, every time.Duration, fn func(context.Context)) {
+		if every <= 0 {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runEvery(ctx, h.log, name, every, fn)
+		}()
+	}
+	if len(h.cfg.WorkerProvisioning) > 0 {
+		loop("provisioning", h.cfg.WorkerProvisioningIntervalDuration(), h.provisioning)
+	}
+	loop("kill-awol-servers", h.cfg.KillAwolServersIntervalDuration(), h.killAwolServers)
+	loop("kill-disabled-workers", h.cfg.KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
+	wg.Wait()
+}
+
+// runEvery runs fn at once, then every interval, until ctx ends. A run
+// never overlaps the next: a slow pass delays the following tick.
+func runEvery(ctx context.Context, log *slog.Logger, name string, every time.Duration, fn func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			log.Debug("loop stopped", "loop", name)
+			return
+		case <-t.C:
+		}
+	}
+}

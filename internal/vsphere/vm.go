@@ -1,0 +1,100 @@
+package vsphere
+
+import (
+	"context"
+	"strings"
+
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// VM is the hatchery's view of one VM or template, built from the leaf
+// properties of VMProperties. It is a value: safe to copy and to share.
+type VM struct {
+	Ref      types.ManagedObjectReference
+	Name     string
+	Template bool
+	// Annotation is the parsed ownership record (Notes, else its ExtraConfig
+	// mirror); nil when the VM has none that parses.
+	Annotation *Annotation
+	NumCPU     int32
+	MemoryMB   int32
+	PowerState types.VirtualMachinePowerState
+	// IPAddresses holds guest.ipAddress and every guest.net[].ipAddress.
+	IPAddresses          []string
+	GuestOperationsReady bool
+}
+
+// OwnedBy tells whether the VM carries hatcheryName's ownership record.
+// Only such VMs may be renamed, reconfigured, powered off or destroyed.
+func (v VM) OwnedBy(hatcheryName string) bool {
+	return hatcheryName != "" && v.Annotation != nil && v.Annotation.HatcheryName == hatcheryName
+}
+
+// PoweredOn tells whether the VM is powered on.
+func (v VM) PoweredOn() bool { return v.PowerState == types.VirtualMachinePowerStatePoweredOn }
+
+// HasPrefix tells whether the VM's name starts with prefix.
+func (v VM) HasPrefix(prefix string) bool { return strings.HasPrefix(v.Name, prefix) }
+
+// VMFromObject builds the view from a listed managed object.
+func VMFromObject(o mo.VirtualMachine) VM {
+	v := VM{Ref: o.Reference(), Name: o.Name, PowerState: o.Runtime.PowerState}
+	if o.Config != nil {
+		v.Template = o.Config.Template
+		v.NumCPU = o.Config.Hardware.NumCPU
+		v.MemoryMB = o.Config.Hardware.MemoryMB
+		if a, err := AnnotationFromVM(o.Config.Annotation, o.Config.ExtraConfig); err == nil {
+			v.Annotation = a
+		}
+	}
+	if o.Guest != nil {
+		v.GuestOperationsReady = o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
+		seen := map[string]bool{}
+		add := func(ip string) {
+			if ip != "" && !seen[ip] {
+				seen[ip] = true
+				v.IPAddresses = append(v.IPAddresses, ip)
+			}
+		}
+		add(o.Guest.IpAddress)
+		for _, n := range o.Guest.Net {
+			for _, ip := range n.IpAddress {
+				add(ip)
+			}
+		}
+	}
+	return v
+}
+
+// Inventory is the one source of VM listings for every loop and decision
+// (DESIGN §7). Implementations are safe for concurrent use.
+type Inventory interface {
+	// VMs returns every VM and template of the datacenter.
+	VMs(ctx context.Context) ([]VM, error)
+	// Invalidate tells the inventory the hatchery changed vCenter (clone,
+	// rename, reconfigure, power, destroy): the next VMs call reflects it.
+	Invalidate()
+}
+
+// ListingInventory lists the datacenter on every read: the plain design of
+// the spec, kept behind inventoryMode = "listing".
+type ListingInventory struct {
+	Client VSphereClient
+}
+
+// VMs lists every VM now.
+func (l ListingInventory) VMs(ctx context.Context) ([]VM, error) {
+	objs, err := l.Client.ListVirtualMachines(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]VM, 0, len(objs))
+	for _, o := range objs {
+		out = append(out, VMFromObject(o))
+	}
+	return out, nil
+}
+
+// Invalidate does nothing: every read is fresh.
+func (ListingInventory) Invalidate() {}

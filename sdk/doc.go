@@ -1,0 +1,6 @@
+// Package sdk holds the CDS domain types a hatchery exchanges with the CDS API:
+// worker models (V1 and V2), requirements, queued jobs, workers and the small
+// helpers that read them (flavor resolution, commands, credentials).
+//
+// JSON field names follow the CDS API exactly (see shared/cds-api/captures).
+package sdk

@@ -1,0 +1,66 @@
+// Package hatchery is the common CDS hatchery framework: the interface a
+// hatchery implements, the run loop that reads the CDS queue and dispatches
+// spawns within the configured capacity (001 §6.4), worker tokens and
+// configuration, heartbeats and the /mon HTTP server.
+package hatchery
+
+import (
+	"context"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// Interface is what a hatchery implements for the framework.
+type Interface interface {
+	// Name is the hatchery's name (commonConfiguration.name).
+	Name() string
+	// ModelType is the worker model type served ("vsphere").
+	ModelType() string
+	// CanSpawn tells whether this hatchery can serve the job at all
+	// (model type, requirements, duplicates). It must be cheap: no vCenter
+	// round trip per call beyond reading shared state.
+	CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) bool
+	// CanAllocateResources tells whether the infrastructure has room for the
+	// next worker of that model now. false means "not now": the job stays
+	// queued. An error is logged and treated as false.
+	CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error)
+	// SpawnWorker starts one worker. It blocks until the worker process is
+	// launched in the guest or the spawn failed (and was cleaned up).
+	SpawnWorker(ctx context.Context, args SpawnArguments) error
+	// WorkersStarted returns the names of the workers this hatchery has
+	// started and not yet destroyed (pre-provisioned idle VMs excluded).
+	WorkersStarted(ctx context.Context) ([]string, error)
+	// Status returns the hatchery's own /mon/status lines.
+	Status(ctx context.Context) []sdk.MonitoringStatusLine
+}
+
+// InterfaceWithModels is a hatchery that serves worker models V1 and may
+// register them (build their template).
+type InterfaceWithModels interface {
+	Interface
+	// NeedRegistration tells whether a V1 model's template must be (re)built.
+	NeedRegistration(ctx context.Context, model *sdk.Model) bool
+}
+
+// SpawnArguments is everything SpawnWorker needs for one worker.
+type SpawnArguments struct {
+	// WorkerName is the unique name of the worker (and of its VM).
+	WorkerName string
+	// Model is the resolved worker model.
+	Model sdk.WorkerStarterWorkerModel
+	// JobID is the V1 job id (decimal) or the V2 run job id; "" for a
+	// registration.
+	JobID string
+	// Requirements are the job's requirements (V1; V2 flavor is in Model).
+	Requirements []sdk.Requirement
+	// RegisterOnly is true when the worker only registers a V1 model.
+	RegisterOnly bool
+	// HatcheryName is the name of the hatchery spawning.
+	HatcheryName string
+	// WorkerConfig is the worker configuration, token included, that the
+	// hatchery passes to the worker (CDS_CONFIG). It holds a secret: never log it.
+	WorkerConfig WorkerConfig
+}
+
+// ModelPath is a convenience for logs: the model's name or "".
+func (a SpawnArguments) ModelPath() string { return a.Model.GetName() }

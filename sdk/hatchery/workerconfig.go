@@ -1,0 +1,51 @@
+package hatchery
+
+import (
+	"encoding/base64"
+	"encoding/json"
+)
+
+// WorkerLogConfig tells the worker where to send its logs.
+type WorkerLogConfig struct {
+	GraylogProtocol string `json:"graylog_protocol,omitempty"`
+	GraylogHost     string `json:"graylog_host,omitempty"`
+	GraylogPort     string `json:"graylog_port,omitempty"`
+	GraylogExtraKey string `json:"graylog_extra_key,omitempty"`
+	Level           string `json:"level,omitempty"`
+}
+
+// WorkerConfig is the configuration given to a worker through the
+// CDS_CONFIG environment variable (base64 of this JSON). APIToken is the
+// worker's JWT: a secret, never logged.
+type WorkerConfig struct {
+	Name                string            `json:"name"`
+	Basedir             string            `json:"basedir"`
+	HatcheryName        string            `json:"hatchery_name"`
+	APIEndpoint         string            `json:"api_endpoint"`
+	APIEndpointInsecure bool              `json:"api_endpoint_insecure"`
+	APIToken            string            `json:"api_token"`
+	CDNEndpoint         string            `json:"cdn_endpoint"`
+	Model               string            `json:"model"`
+	BookedJobID         int64             `json:"booked_job_id,omitempty"`
+	RunJobID            string            `json:"run_job_id,omitempty"`
+	Region              string            `json:"region,omitempty"`
+	InjectEnvVars       map[string]string `json:"inject_env_vars,omitempty"`
+	Log                 WorkerLogConfig   `json:"log"`
+}
+
+// EncodeBase64 returns base64(JSON(c)), the value of CDS_CONFIG.
+func (c WorkerConfig) EncodeBase64() string {
+	b, _ := json.Marshal(c) // a struct of strings, bools and maps cannot fail
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// DecodeWorkerConfig reverses EncodeBase64.
+func DecodeWorkerConfig(s string) (WorkerConfig, error) {
+	var c WorkerConfig
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return c, err
+	}
+	err = json.Unmarshal(b, &c)
+	return c, err
+}
