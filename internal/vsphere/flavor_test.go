@@ -148,7 +148,7 @@ func TestApplyFlavor(t *testing.T) {
 		{name: "same disk size is no device change", flavor: &FlavorConfig{Name: "same", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20},
 			devices: devices(), wantCPUs: 4, wantMemory: 8192},
 		{name: "disk size only in KB", flavor: &FlavorConfig{Name: "kb", CPUs: 2, MemoryMB: 2048, DiskSizeGB: 30},
-			devices: object.VirtualDeviceList{&types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: 7}, CapacityInKB: 20 << 20}},
+			devices:  object.VirtualDeviceList{&types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: 7}, CapacityInKB: 20 << 20}},
 			wantCPUs: 2, wantMemory: 2048, wantDiskKey: 7, wantDiskGB: 30},
 		{name: "shrink refused", flavor: &FlavorConfig{Name: "tiny", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 10},
 			devices: devices(), wantErr: `apply flavor "tiny": diskSizeGB 10 is smaller than the template's first disk`},
