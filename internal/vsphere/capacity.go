@@ -27,8 +27,11 @@ type reservation struct {
 	fp      footprint
 	created time.Time
 	// released is 0 while the spawn is in flight, else the generation of
-	// its release: see capacityState.
-	released uint64
+	// its release; releasedAt is when. seen is the generation at which a
+	// decision's snapshot first showed the job's VM powered on (0 never).
+	released   uint64
+	releasedAt time.Time
+	seen       uint64
 }
 
 // capacityState tracks the footprint of spawns in flight (DESIGN §5.4) and
@@ -36,15 +39,22 @@ type reservation struct {
 // never held across a vCenter call: decisions read the inventory and the
 // pool first, then lock, decide and reserve.
 //
-// A released reservation can still be needed: a decision that read the
-// inventory before the release may not see the VM the spawn powered on.
-// Every decision takes the current generation before reading (begin), every
-// release bumps it, and a released reservation is counted by the decisions
-// that began before its release (unless their snapshot shows its VM), and
-// forgotten once no such decision is running. So a spawn is counted once —
-// through its reservation, or through its powered-on VM — never zero times
-// (no overshoot), never twice for longer than a decision (no permanent
-// double count).
+// A spawn is counted through its reservation until a decision's inventory
+// snapshot shows its VM powered on, then through the VM. A released
+// reservation (a "tombstone") can still be needed, because a snapshot may
+// not show the VM the spawn just powered on:
+//   - a decision that began (took the generation) before the release may
+//     have read the inventory before the VM was there: it counts the
+//     tombstone. Every release bumps the generation.
+//   - the shared inventory shows a write only after its next refresh: a
+//     tombstone is also counted for a grace period after its release
+//     (releaseGrace), unless the snapshot shows the VM.
+//
+// A tombstone is forgotten once no running decision began before its
+// release and either its grace is over or a snapshot showed its VM (later
+// snapshots show it too, or show it stopped). So a spawn is counted once,
+// never zero times (no overshoot); twice at most while one decision runs;
+// a failed spawn holds its footprint for the grace period at most.
 type capacityState struct {
 	mu     sync.Mutex
 	gen    uint64
@@ -69,17 +79,17 @@ func (s *capacityState) begin() uint64 {
 }
 
 // end unregisters a decision started at generation g.
-func (s *capacityState) end(g uint64) {
+func (s *capacityState) end(g uint64, now time.Time, grace time.Duration) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.active[g]--; s.active[g] <= 0 {
 		delete(s.active, g)
 	}
-	s.gcLocked()
+	s.gcLocked(now, grace)
 }
 
 // gcLocked forgets released reservations no running decision needs.
-func (s *capacityState) gcLocked() {
+func (s *capacityState) gcLocked(now time.Time, grace time.Duration) {
 	oldest, found := uint64(0), false
 	for g := range s.active {
 		if !found || g < oldest {
@@ -88,7 +98,8 @@ func (s *capacityState) gcLocked() {
 	}
 	kept := s.res[:0]
 	for _, r := range s.res {
-		if r.released != 0 && (!found || r.released <= oldest) {
+		if r.released != 0 && (!found || r.released <= oldest) &&
+			(!now.Before(r.releasedAt.Add(grace)) || (r.seen != 0 && (!found || r.seen <= oldest))) {
 			continue
 		}
 		kept = append(kept, r)
@@ -115,17 +126,22 @@ func (s *capacityState) expireLocked(now time.Time) []reservation {
 }
 
 // inFlightLocked sums the reservations a decision begun at generation g
-// must count: not released before g, whose VM the decision's snapshot does
-// not show powered on (visible), excluding jobID's own in-flight
-// reservation (it is replaced if the decision allows again).
-func (s *capacityState) inFlightLocked(g uint64, jobID string, visible map[string]bool) (footprint, int) {
+// must count at now: the in-flight ones and the tombstones it may not see
+// (released after g, or within grace of their release), in both cases
+// unless its snapshot shows the job's VM powered on (visible); excluding
+// jobID's own in-flight reservation (replaced if the decision allows).
+func (s *capacityState) inFlightLocked(g uint64, now time.Time, grace time.Duration, jobID string, visible map[string]bool) (footprint, int) {
 	var sum footprint
 	n := 0
 	for _, r := range s.res {
-		if r.released != 0 && r.released <= g {
+		if r.jobID != "" && visible[r.jobID] {
+			if r.seen == 0 {
+				s.gen++
+				r.seen = s.gen
+			}
 			continue
 		}
-		if r.jobID != "" && visible[r.jobID] {
+		if r.released != 0 && r.released <= g && !now.Before(r.releasedAt.Add(grace)) {
 			continue
 		}
 		if r.released == 0 && jobID != "" && r.jobID == jobID {
@@ -151,18 +167,35 @@ func (s *capacityState) reserveLocked(r reservation) {
 }
 
 // release marks the oldest in-flight reservation of jobID released.
-func (s *capacityState) release(jobID string) bool {
+func (s *capacityState) release(jobID string, now time.Time, grace time.Duration) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, r := range s.res {
 		if r.released == 0 && r.jobID == jobID {
 			s.gen++
-			r.released = s.gen
-			s.gcLocked()
+			r.released, r.releasedAt = s.gen, now
+			s.gcLocked(now, grace)
 			return true
 		}
 	}
 	return false
+}
+
+// releaseGrace is how long a released reservation is still counted when
+// the inventory does not show its VM: none with the listing inventory
+// (every read is fresh; the generations cover a read racing the release),
+// else four refresh intervals — the age past which the shared inventory
+// refuses its snapshot as stale — so that a lagging snapshot never hides
+// a powered-on VM. A failed spawn holds its footprint that long at most.
+func (h *HatcheryVSphere) releaseGrace() time.Duration {
+	if h.cfg.InventoryMode == InventoryListing {
+		return 0
+	}
+	every := h.cfg.InventoryRefreshIntervalDuration()
+	if every <= 0 {
+		every = 30 * time.Second
+	}
+	return 4 * every
 }
 
 // inFlightCount returns the number of reservations not yet released.
@@ -203,8 +236,9 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	}
 
 	s := h.capacity
+	grace := h.releaseGrace()
 	gen := s.begin()
-	defer s.end(gen)
+	defer func() { s.end(gen, h.now(), grace) }()
 
 	// vCenter reads first, without the lock.
 	vms, err := h.inv.VMs(ctx)
@@ -231,7 +265,7 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	now := h.now()
 	s.mu.Lock()
 	expired := s.expireLocked(now)
-	inflight, n := s.inFlightLocked(gen, jobID, usage.jobs)
+	inflight, n := s.inFlightLocked(gen, now, grace, jobID, usage.jobs)
 	in.Used = usage.footprint.add(inflight)
 	in.InFlight = inflight
 	d := decideCapacity(in)
@@ -269,7 +303,7 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 // the VM it powered on (so the VM is then visible), or the spawn failed.
 // Releasing a job without a reservation does nothing.
 func (h *HatcheryVSphere) releaseCapacity(jobID string) {
-	if h.capacity.release(jobID) {
+	if h.capacity.release(jobID, h.now(), h.releaseGrace()) {
 		h.log.Debug("in-flight capacity reservation released", "job", jobID)
 	}
 }

@@ -142,7 +142,9 @@ type capEnv struct {
 
 // newCapEnv builds a hatchery over a mock client whose resource pool reads
 // are served by env.pool (plenty of room unless changed), a fake inventory
-// and a captured JSON logger. cfg is completed with the hatchery name.
+// and a captured JSON logger. cfg is completed with the hatchery name and,
+// when unset, the listing inventory mode: the fake inventory is always
+// fresh, as the listing inventory is.
 func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
@@ -176,6 +178,9 @@ func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
 		return rt, nil
 	}).AnyTimes()
 	cfg.CommonConfiguration.Name = capHatcheryName
+	if cfg.InventoryMode == "" {
+		cfg.InventoryMode = InventoryListing
+	}
 	h, err := New(Options{
 		Config:    &cfg,
 		Client:    m,

@@ -385,6 +385,40 @@ func TestReservationLifecycle(t *testing.T) {
 		require.Equal(t, 1, n, "released reservations are forgotten once no decision needs them")
 	})
 
+	t.Run("shared inventory: a released spawn counts until its VM shows or the grace ends", func(t *testing.T) {
+		t.Parallel()
+		shared := cfg
+		shared.InventoryMode = InventoryShared
+		shared.InventoryRefreshInterval = 15 // grace 4 × 15 s
+		env := newCapEnv(t, shared)
+		require.Equal(t, time.Minute, env.h.releaseGrace())
+		// j1 and j2 spawned and released; the inventory lags and shows neither.
+		require.True(t, can(t, env, "large", "j1"))
+		require.True(t, can(t, env, "large", "j2"))
+		env.h.releaseCapacity("j1")
+		env.h.releaseCapacity("j2")
+		require.False(t, can(t, env, "small", "j3"), "lagging snapshot: both still counted")
+		// The inventory catches up with j1's VM: counted once, through the VM.
+		env.inv.set(capVM("worker-j1", "j1", 8, 16384))
+		require.False(t, can(t, env, "small", "j3"))
+		// j2's spawn had failed (no VM ever): its footprint is held for the grace only.
+		env.clock.advance(time.Minute - time.Second)
+		require.False(t, can(t, env, "small", "j3"))
+		env.clock.advance(time.Second)
+		require.True(t, can(t, env, "large", "j3"))
+		env.h.releaseCapacity("j3")
+		env.clock.advance(time.Minute)
+		// Everything released is forgotten: j1 counts through its VM alone.
+		require.True(t, can(t, env, "large", "j4"))
+		env.h.releaseCapacity("j4")
+		env.clock.advance(time.Minute)
+		require.True(t, can(t, env, "small", "j5")) // gc runs at the end of each decision
+		env.h.capacity.mu.Lock()
+		n := len(env.h.capacity.res)
+		env.h.capacity.mu.Unlock()
+		require.Equal(t, 1, n, "only j5's reservation is left")
+	})
+
 	t.Run("registration without job id", func(t *testing.T) {
 		t.Parallel()
 		env := newCapEnv(t, cfg)

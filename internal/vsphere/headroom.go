@@ -51,8 +51,9 @@ type capacityView struct {
 
 func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, error) {
 	s := h.capacity
+	grace := h.releaseGrace()
 	gen := s.begin()
-	defer s.end(gen)
+	defer func() { s.end(gen, h.now(), grace) }()
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return capacityView{}, fmt.Errorf("read capacity: list vms: %w", err)
@@ -63,7 +64,7 @@ func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, e
 	now := h.now()
 	s.mu.Lock()
 	expired := s.expireLocked(now)
-	inflight, _ := s.inFlightLocked(gen, "", vmUse.jobs)
+	inflight, _ := s.inFlightLocked(gen, now, grace, "", vmUse.jobs)
 	n, nfp := s.inFlightCountLocked()
 	health := s.poolHealth
 	s.mu.Unlock()
