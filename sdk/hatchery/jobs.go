@@ -58,6 +58,13 @@ func (f *Framework) enqueue(ctx context.Context, c candidate) bool {
 	}
 }
 
+func (f *Framework) isInflight(k string) bool {
+	f.inflightMu.Lock()
+	defer f.inflightMu.Unlock()
+	_, ok := f.inflight[k]
+	return ok
+}
+
 func (f *Framework) done(k string) {
 	f.inflightMu.Lock()
 	delete(f.inflight, k)

@@ -40,8 +40,8 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// signal wakes a loop without blocking; signals coalesce.
-func signal(ch chan struct{}) {
+// wake wakes a loop without blocking; signals coalesce.
+func wake(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
@@ -127,7 +127,12 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 		for i := range jobs {
 			ids[jobs[i].ID] = struct{}{}
 		}
-		f.attempts.prune(ids)
+		f.attempts.prune(func(id int64) bool {
+			if _, ok := ids[id]; ok {
+				return true
+			}
+			return f.isInflight(candidate{v1ID: id}.key())
+		})
 		for i := range jobs {
 			if !f.enqueue(ctx, candidate{v1: &jobs[i], v1ID: jobs[i].ID}) && ctx.Err() != nil {
 				return
@@ -208,7 +213,7 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 		if !sleepCtx(ctx, d) {
 			return
 		}
-		signal(pollNow)
+		wake(pollNow)
 	}
 }
 

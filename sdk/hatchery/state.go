@@ -57,12 +57,12 @@ func (a *attemptCounter) forget(id int64) {
 	a.mu.Unlock()
 }
 
-// prune forgets jobs no longer queued.
-func (a *attemptCounter) prune(queued map[int64]struct{}) {
+// prune forgets jobs neither queued nor being processed (keep tells).
+func (a *attemptCounter) prune(keep func(id int64) bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id := range a.n {
-		if _, ok := queued[id]; !ok {
+		if !keep(id) {
 			delete(a.n, id)
 		}
 	}
