@@ -510,7 +510,9 @@ func (s *Server) AddModelV2(projectKey, vcs, repo, branch string, m sdk.V2Worker
 	s.st.v2mods[v2ModelKey(projectKey, vcs, repo, m.Name, branch)] = m
 }
 
-func v2ModelKey(p, v, r, n, b string) string { return p + "\x00" + v + "\x00" + r + "\x00" + n + "\x00" + b }
+func v2ModelKey(p, v, r, n, b string) string {
+	return p + "\x00" + v + "\x00" + r + "\x00" + n + "\x00" + b
+}
 
 // RegisterWorker records a worker as the worker process does when it
 // starts. jobID is a V1 job id (decimal) or a V2 run job id; "" registers a
