@@ -53,7 +53,7 @@ const (
 
 type recorded struct {
 	Method, Path, RawPath, Query, Auth, ContentType string
-	Body                                             []byte
+	Body                                            []byte
 }
 
 // fakeAPI answers sign-ins with the recorded sign-in answers (session
@@ -408,15 +408,15 @@ func TestDecodeEveryCapture(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, files, 55)
 	targets := map[string]func() any{
-		"POST /auth/consumer/builtin/signin":     func() any { return &sdk.AuthConsumerSigninResponse{} },
-		"POST /v2/auth/consumer/hatchery/signin": func() any { return &sdk.V2HatcherySigninResponse{} },
-		"GET /queue/workflows":                   func() any { return &[]sdk.WorkflowNodeJobRun{} },
-		"GET /queue/workflows/1/infos":           func() any { return &sdk.WorkflowNodeJobRun{} },
-		"POST /queue/workflows/1/book":           func() any { return &sdk.BookedJob{} },
-		"GET /worker":                            func() any { return &[]sdk.Worker{} },
-		"GET /v2/worker":                         func() any { return &[]sdk.V2Worker{} },
-		"GET /worker/model/enabled":              func() any { return &[]sdk.Model{} },
-		"POST /worker/model":                     func() any { return &sdk.Model{} },
+		"POST /auth/consumer/builtin/signin":                   func() any { return &sdk.AuthConsumerSigninResponse{} },
+		"POST /v2/auth/consumer/hatchery/signin":               func() any { return &sdk.V2HatcherySigninResponse{} },
+		"GET /queue/workflows":                                 func() any { return &[]sdk.WorkflowNodeJobRun{} },
+		"GET /queue/workflows/1/infos":                         func() any { return &sdk.WorkflowNodeJobRun{} },
+		"POST /queue/workflows/1/book":                         func() any { return &sdk.BookedJob{} },
+		"GET /worker":                                          func() any { return &[]sdk.Worker{} },
+		"GET /v2/worker":                                       func() any { return &[]sdk.V2Worker{} },
+		"GET /worker/model/enabled":                            func() any { return &[]sdk.Model{} },
+		"POST /worker/model":                                   func() any { return &sdk.Model{} },
 		"GET /worker/model/shared.infra/vsphere-debian/secret": func() any { return &[]sdk.WorkerModelSecret{} },
 		"GET /v2/queue/default":                                func() any { return &[]sdk.V2WorkflowRunJob{} },
 		"GET /group":                                           func() any { return &[]sdk.Group{} },
