@@ -48,7 +48,9 @@ func (s *Server) routes() http.Handler {
 	mux.Handle("GET /v2/project/{key}/vcs/{vcs}/repository/{repo}/workermodel/{name}", s.route(apiNone, s.modelV2))
 
 	mux.Handle("/", s.route(apiNone, func(r *http.Request, _ *session) (int, any, error) {
-		return 0, nil, errNotFound(r.URL.Path + " not found")
+		e := errNotFound(r.URL.Path + " not found")
+		e.noRequestID = true
+		return 0, nil, e
 	}))
 	return mux
 }

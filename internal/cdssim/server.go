@@ -173,6 +173,8 @@ const (
 type apiErr struct {
 	status int
 	body   sdk.APIError
+	// noRequestID: the API's router 404 carries no request_id.
+	noRequestID bool
 }
 
 func (e *apiErr) Error() string { return e.body.Message }
@@ -213,7 +215,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 
 func writeErr(w http.ResponseWriter, reqID string, e *apiErr) {
 	body := e.body
-	body.RequestID = reqID
+	if !e.noRequestID {
+		body.RequestID = reqID
+	}
 	writeJSON(w, e.status, body)
 }
 

@@ -75,6 +75,7 @@ type state struct {
 	services   map[string]int64    // V1 service id by name
 	hatcheries map[string]*sdk.V2Hatchery
 	nextID     int64
+	nextJobV1  int64 // V1 job ids count from 1, apart from other ids
 
 	jobsV1 map[int64]*jobV1
 	jobsV2 map[string]*jobV2
@@ -261,7 +262,8 @@ func (s *Server) AddJobV1(j JobV1) int64 {
 		j.JobName = "build"
 	}
 	s.mu.Lock()
-	id := s.st.id()
+	s.st.nextJobV1++
+	id := s.st.nextJobV1
 	reqs := append(sdk.RequirementList{}, j.Requirements...)
 	for i := range reqs {
 		if reqs[i].ID == 0 {
