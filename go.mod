@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	github.com/golang/mock v1.6.0
+	github.com/gorilla/websocket v1.5.3
 	github.com/stretchr/testify v1.12.1
 	github.com/vmware/govmomi v0.56.0
 )
