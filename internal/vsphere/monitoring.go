@@ -368,6 +368,8 @@ type meterGatherer struct {
 
 // Gather implements prometheus.Gatherer.
 func (g *meterGatherer) Gather() ([]*dto.MetricFamily, error) {
+	// Counters recorded before the scrape (spawns) are in the scrape.
+	g.m.flush()
 	g.m.cycleMu.Lock()
 	defer g.m.cycleMu.Unlock()
 	producersMu.Lock()
