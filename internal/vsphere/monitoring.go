@@ -53,8 +53,9 @@ type Metrics struct {
 	service string
 	base    []tag.Mutator // service_name, service_type
 	meter   view.Meter
-	views   map[string]*view.View // by view name
-	cycle   []*view.View          // gauges rebuilt by every collection pass
+	// cycle are the registered per-pass gauges, replaced by fresh views
+	// every pass (guarded by cycleMu).
+	cycle []*view.View
 
 	exporter *ocprom.Exporter
 
@@ -160,11 +161,25 @@ type viewDef struct {
 	cycle bool
 }
 
-func lastValue() *view.Aggregation { return view.LastValue() }
-func sum() *view.Aggregation       { return view.Sum() }
-func count() *view.Aggregation     { return view.Count() }
+// OpenCensus returns one shared *Aggregation for LastValue, Sum and Count,
+// and registering a view writes to its aggregation (canonicalize): each
+// view gets its own copy, or two meters registering at once would race.
+func lastValue() *view.Aggregation { a := *view.LastValue(); return &a }
+func sum() *view.Aggregation       { a := *view.Sum(); return &a }
+func count() *view.Aggregation     { a := *view.Count(); return &a }
 func spawnDistribution() *view.Aggregation {
 	return view.Distribution(append([]float64(nil), spawnDurationBuckets...)...)
+}
+
+// newView builds a view of d, tagged with the service tags and d's keys.
+func (d viewDef) newView() *view.View {
+	return &view.View{
+		Name:        d.measure.Name(),
+		Description: d.measure.Description(),
+		Measure:     d.measure,
+		Aggregation: d.agg(),
+		TagKeys:     append([]tag.Key{keyServiceName, keyServiceType}, d.keys...),
+	}
 }
 
 // viewDefs are every view of the hatchery, in documentation order.
@@ -225,19 +240,11 @@ func NewMetrics(serviceName string) (*Metrics, error) {
 			tag.Upsert(keyServiceType, MetricsServiceType),
 		},
 		meter:    meter,
-		views:    map[string]*view.View{},
 		soapPrev: map[string]SOAPCount{},
 	}
 	all := make([]*view.View, 0, len(viewDefs))
 	for _, d := range viewDefs {
-		v := &view.View{
-			Name:        d.measure.Name(),
-			Description: d.measure.Description(),
-			Measure:     d.measure,
-			Aggregation: d.agg(),
-			TagKeys:     append([]tag.Key{keyServiceName, keyServiceType}, d.keys...),
-		}
-		m.views[v.Name] = v
+		v := d.newView()
 		all = append(all, v)
 		if d.cycle {
 			m.cycle = append(m.cycle, v)
@@ -328,7 +335,9 @@ func (m *Metrics) flush() {
 	}
 }
 
-// resetGauges drops every series of the per-cycle gauges. Caller holds cycleMu.
+// resetGauges drops every series of the per-pass gauges (001 §14.1:
+// unregister and register again) by replacing their views with fresh ones.
+// Fresh views, because registering writes to a view. Caller holds cycleMu.
 func (m *Metrics) resetGauges() error {
 	m.closeMu.RLock()
 	defer m.closeMu.RUnlock()
@@ -336,6 +345,13 @@ func (m *Metrics) resetGauges() error {
 		return nil
 	}
 	m.meter.Unregister(m.cycle...)
+	fresh := make([]*view.View, 0, len(m.cycle))
+	for _, d := range viewDefs {
+		if d.cycle {
+			fresh = append(fresh, d.newView())
+		}
+	}
+	m.cycle = fresh
 	if err := m.meter.Register(m.cycle...); err != nil {
 		return fmt.Errorf("re-register gauges: %w", err)
 	}
