@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -171,6 +173,11 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bo
 	if !md.IsDefined(key...) {
 		return false, nil
 	}
+	switch t := md.Type(key...); t {
+	case "ArrayHash", "Hash", "":
+	default:
+		return false, fmt.Errorf("%s.%s: is %s, want [[%s.%s]] entries or [%s.%s.NAME] tables", KeyPrefix, flavorsKey, strings.ToLower(t), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
+	}
 	if md.Type(key...) == "ArrayHash" {
 		var list []FlavorConfig
 		if err := md.PrimitiveDecode(raw, &list); err != nil {
@@ -207,38 +214,47 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bo
 	return true, nil
 }
 
+// flavorDecodeError names the flavor key a decode error is about.
 func flavorDecodeError(err error) error {
-	var pe toml.ParseError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("%s.%s: %s (want [[%s.%s]] entries with name, cpus, memoryMB, diskSizeGB, or [%s.%s.NAME] tables)", KeyPrefix, flavorsKey, pe.Message, KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
-	}
-	return fmt.Errorf("%s.%s: %s (want [[%s.%s]] entries with name, cpus, memoryMB, diskSizeGB, or [%s.%s.NAME] tables)", KeyPrefix, flavorsKey, strings.TrimPrefix(err.Error(), "toml: "), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
+	return fmt.Errorf("%w (flavors are [[%s.%s]] entries with name, cpus, memoryMB, diskSizeGB, or [%s.%s.NAME] tables)", decodeError(err, nil), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
 }
 
 // secretKeys are the leaf names whose values must never be quoted.
 var secretKeys = map[string]bool{"password": true, "token": true, "tokenV2": true, "rsaPrivateKey": true}
 
+// typeErrorRE matches BurntSushi/toml's decode (type) errors, which are
+// plain errors: `toml: line 2 (last key "a.b"): incompatible types: …`.
+var typeErrorRE = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "(.*)"\): (.*)$`)
+
 // decodeError rewrites a TOML error as "line N: key: problem", hiding the
 // message when the key holds a secret (the lexer quotes what it found).
 func decodeError(err error, secrets []string) error {
+	var line, key, msg string
 	var pe toml.ParseError
-	if !errors.As(err, &pe) {
+	if errors.As(err, &pe) {
+		line, key, msg = strconv.Itoa(pe.Position.Line), pe.LastKey, pe.Message
+	} else if m := typeErrorRE.FindStringSubmatch(err.Error()); m != nil {
+		line, key, msg = m[1], m[2], m[3]
+	} else {
 		return errors.New(scrubString(strings.TrimPrefix(err.Error(), "toml: "), secrets))
 	}
-	msg := pe.Message
-	key := pe.LastKey
 	leaf := key
 	if i := strings.LastIndexByte(key, '.'); i >= 0 {
 		leaf = key[i+1:]
 	}
 	if secretKeys[leaf] {
-		msg = "invalid value (not shown: the key holds a secret); a secret is a quoted TOML string"
+		msg = "invalid value (not shown: the key holds a secret; a secret is a quoted TOML string)"
 	}
 	msg = scrubString(msg, secrets)
-	if key == "" {
-		return fmt.Errorf("line %d: %s", pe.Position.Line, msg)
+	var b strings.Builder
+	if line != "" {
+		b.WriteString("line " + line + ": ")
 	}
-	return fmt.Errorf("line %d: %s: %s", pe.Position.Line, key, msg)
+	if key != "" {
+		b.WriteString(key + ": ")
+	}
+	b.WriteString(msg)
+	return errors.New(b.String())
 }
 
 // unknownKeys reports the keys of the file nothing decoded, each once (a
