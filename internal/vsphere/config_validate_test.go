@@ -85,9 +85,13 @@ func TestValidateProblems(t *testing.T) {
 		{"mask contiguous", func(c *Configuration) { c.SubnetMask = "255.0.255.0" }, "subnetMask", "not a contiguous subnet mask"},
 		{"mask zero", func(c *Configuration) { c.SubnetMask = "0.0.0.0" }, "subnetMask", "not a contiguous subnet mask"},
 		{"network iprange required", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30"}, {Gateway: "10.2.0.1"}} }, "networks[1].iprange", "required"},
-		{"network iprange syntax", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30"}, {IPRange: "10.2.0.1/33"}} }, "networks[1].iprange", "not an IPv4 CIDR block"},
+		{"network iprange syntax", func(c *Configuration) {
+			c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30"}, {IPRange: "10.2.0.1/33"}}
+		}, "networks[1].iprange", "not an IPv4 CIDR block"},
 		{"network gateway", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30", Gateway: "x"}} }, "networks[0].gateway", "not an IPv4 address"},
-		{"network mask", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30", SubnetMask: "255.255.255.1"}} }, "networks[0].subnetMask", "not a contiguous"},
+		{"network mask", func(c *Configuration) {
+			c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30", SubnetMask: "255.255.255.1"}}
+		}, "networks[0].subnetMask", "not a contiguous"},
 		{"network overlaps iprange", func(c *Configuration) {
 			c.IPRange = "10.0.0.10/24"
 			c.Networks = []NetworkConfig{{IPRange: "10.0.0.200/29"}}
