@@ -4,6 +4,7 @@ go 1.26.8
 
 require (
 	contrib.go.opencensus.io/exporter/prometheus v0.4.2
+	github.com/BurntSushi/toml v1.6.0
 	github.com/golang/mock v1.6.0
 	github.com/gorilla/websocket v1.5.3
 	github.com/prometheus/client_golang v1.13.0
