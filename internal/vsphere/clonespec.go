@@ -7,6 +7,7 @@ import (
 	"path"
 	"strings"
 
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -65,8 +66,9 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	h.inv.Invalidate()
 	if err != nil {
 		// A failed clone task may leave a half-made VM behind (it carries
-		// our annotation): the cleanup destroys it.
-		return fail("clone", err, true)
+		// our annotation): the cleanup destroys it. A name already taken
+		// is someone else's VM: never marked.
+		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}))
 	}
 	if ref == nil {
 		return fail("clone", errors.New("no reference returned"), true)

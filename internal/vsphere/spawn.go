@@ -206,4 +206,3 @@ func modelOf(a *Annotation) string {
 	}
 	return a.VMwareModelPath
 }
-
