@@ -62,8 +62,8 @@ func TestCanSpawn(t *testing.T) {
 		},
 		{
 			name: "one ip left", model: v2, jobID: "run-1",
-			cfg: func(c *Configuration) { c.IPRange = "10.0.0.1/30" },
-			vms: []VM{{Name: "a", Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
+			cfg:  func(c *Configuration) { c.IPRange = "10.0.0.1/30" },
+			vms:  []VM{{Name: "a", Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
 			want: true,
 		},
 	}
