@@ -20,7 +20,10 @@ import (
 // error names the VM, the job and the step.
 func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
 	key := pendingKey(args.JobID, args.Model)
-	h.pendingJobs.Add(key)
+	if !h.pendingJobs.Add(key) {
+		h.log.Info("spawn refused", "vm", args.WorkerName, "job", args.JobID, "model", args.Model.GetName(), "reason", "job already being spawned")
+		return fmt.Errorf("spawn worker %q for job %q: job already being spawned", args.WorkerName, args.JobID)
+	}
 	defer h.pendingJobs.Remove(key)
 	defer h.releaseCapacity(args.JobID)
 

@@ -313,3 +313,13 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 		})
 	}
 }
+
+func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spIPConfig())
+	f.h.pendingJobs.Add("run-1")
+	err := f.h.SpawnWorker(context.Background(), spV2Args())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "already being spawned")
+	assert.True(t, f.h.pendingJobs.Has("run-1"), "the other spawn's entry is kept")
+}
