@@ -323,3 +323,36 @@ func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
 	assert.Contains(t, err.Error(), "already being spawned")
 	assert.True(t, f.h.pendingJobs.Has("run-1"), "the other spawn's entry is kept")
 }
+
+func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	f.inv.vms = []VM{
+		{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
+	}
+	args := hatchery.SpawnArguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: hatchery.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
+	vm := f.expectClone("mymodel", "worker-v1-1", nil)
+	var written types.VirtualMachineConfigSpec
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.9", nil)
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &types.NamePasswordAuthentication{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			written = s
+			return nil
+		})
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+	a, err := AnnotationFromVM(written.Annotation, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
+	assert.Equal(t, "12", a.JobID)
+	assert.False(t, a.Model)
+
+	// Without our template the V1 job fails before any vCenter call.
+	f2 := newSpFixture(t, spConfig())
+	f2.inv.vms = []VM{{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}}
+	err = f2.h.SpawnWorker(context.Background(), args)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "resolve template")
+}
