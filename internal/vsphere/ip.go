@@ -100,17 +100,6 @@ func maskOf(iprange string) string {
 	return netip.AddrFrom4(b).String()
 }
 
-// splitList splits a comma-separated list, dropping blanks.
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
 // enabled tells whether static IPs are configured.
 func (p *ipPool) enabled() bool { return p != nil && len(p.addrs) > 0 }
 
