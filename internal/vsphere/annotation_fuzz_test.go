@@ -274,3 +274,18 @@ func FuzzAnnotationRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestAnnotationIgnoresNilExtraConfigEntries(t *testing.T) {
+	t.Parallel()
+	mirror := Annotation{HatcheryName: "ours", WorkerName: "w"}.Marshal()
+	extra := []types.BaseOptionValue{nil, &types.OptionValue{Key: AnnotationMirrorKey, Value: mirror}}
+	a, err := AnnotationFromVM("", extra)
+	if err != nil || a.HatcheryName != "ours" {
+		t.Fatalf("mirror after a nil entry: got %v, %v", a, err)
+	}
+	spec := types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{nil}}
+	Annotation{HatcheryName: "ours"}.ApplyTo(&spec)
+	if len(spec.ExtraConfig) != 2 || spec.Annotation == "" {
+		t.Fatalf("ApplyTo over a nil entry: %+v", spec)
+	}
+}
