@@ -55,8 +55,8 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 			neutral = append(neutral, v)
 		}
 	}
-	oldestFirst(exact)
-	oldestFirst(neutral)
+	sortOldestFirst(exact)
+	sortOldestFirst(neutral)
 
 	for _, v := range append(exact, neutral...) {
 		if !h.provUsing.Add(v.Name) {
@@ -83,7 +83,7 @@ func claimReason(v VM, wantFlavor string) string {
 	return "neutral vm, resized on claim"
 }
 
-func oldestFirst(vms []VM) {
+func sortOldestFirst(vms []VM) {
 	sort.SliceStable(vms, func(i, j int) bool {
 		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
 		if !a.Equal(b) {
@@ -126,7 +126,7 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 	} else if flavor == nil && annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := h.log.With("vm", vm.Name, "model", modelOf(annot), "job", annot.JobID)
+	log := h.log.With("vm", vm.Name, "model", annotationModel(annot), "job", annot.JobID)
 
 	// Cleanup leaves the VM alone under its new name until it runs.
 	h.prov.preparing.Add(newName)
@@ -172,8 +172,8 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 	return obj, nil
 }
 
-// modelOf names the model an annotation is for.
-func modelOf(a Annotation) string {
+// annotationModel names the model an annotation is for.
+func annotationModel(a Annotation) string {
 	if a.VMwareModelPath != "" {
 		return a.VMwareModelPath
 	}

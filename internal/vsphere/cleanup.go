@@ -59,8 +59,8 @@ type awolVerdict struct {
 	reason string
 }
 
-func keep(reason string) awolVerdict   { return awolVerdict{reason: reason} }
-func remove(reason string) awolVerdict { return awolVerdict{del: true, reason: reason} }
+func awolKeep(reason string) awolVerdict   { return awolVerdict{reason: reason} }
+func awolRemove(reason string) awolVerdict { return awolVerdict{del: true, reason: reason} }
 
 // killAwolServers is one pass of the awol cleanup (001 §8.1, DESIGN §5.6).
 // It looks only at VMs owned by this hatchery that are not templates and
@@ -88,13 +88,13 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		var v awolVerdict
 		switch {
 		case h.toDelete.Has(vm.Name):
-			v = remove("marked for deletion")
+			v = awolRemove("marked for deletion")
 		case apiErr != nil:
 			continue
 		default:
 			v = h.awolVerdict(ctx, vm, workers)
 		}
-		log := h.log.With("vm", vm.Name, "model", modelOf(*vm.Annotation), "reason", v.reason)
+		log := h.log.With("vm", vm.Name, "model", annotationModel(*vm.Annotation), "reason", v.reason)
 		if !v.del {
 			log.Debug("awol cleanup keeps vm")
 			continue
@@ -115,26 +115,26 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 	switch {
 	case h.provPending.Has(vm.Name):
-		return keep("being provisioned")
+		return awolKeep("being provisioned")
 	case h.provUsing.Has(vm.Name) || h.prov.preparing.Has(vm.Name):
-		return keep("claimed, being prepared")
+		return awolKeep("claimed, being prepared")
 	case h.prov.deleting.Has(vm.Name):
-		return keep("being deleted")
+		return awolKeep("being deleted")
 	}
 
 	if vm.HasPrefix(provisionPrefix) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
 		// left half-made by a crash: never powered off long after creation.
 		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff {
-			return keep("provisioned, idle")
+			return awolKeep("provisioned, idle")
 		}
 		if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
-			return remove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
+			return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
 		}
-		return keep("provisioned, not yet powered off")
+		return awolKeep("provisioned, not yet powered off")
 	}
 	if a.Model {
-		return keep("model template")
+		return awolKeep("model template")
 	}
 
 	known := workers.known[vm.Name]
@@ -144,9 +144,9 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 		t, ok, err := h.firstEventTime(ctx, vm)
 		switch {
 		case err != nil:
-			return keep(fmt.Sprintf("no timestamp in annotation and events unreadable: %v", err))
+			return awolKeep(fmt.Sprintf("no timestamp in annotation and events unreadable: %v", err))
 		case !ok:
-			return keep("no timestamp in annotation nor events")
+			return awolKeep("no timestamp in annotation nor events")
 		}
 		created = t
 	}
@@ -156,26 +156,26 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 	}
 	if started == nil {
 		if now.Sub(created) > regTTL {
-			return remove(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
+			return awolRemove(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
 		}
-		return keep("worker starting")
+		return awolKeep("worker starting")
 	}
 
 	age := now.Sub(*started)
 	switch {
 	case known:
 		if age > h.cfg.WorkerTTLDuration() {
-			return remove(fmt.Sprintf("worker ttl expired, started %s ago", age.Round(time.Second)))
+			return awolRemove(fmt.Sprintf("worker ttl expired, started %s ago", age.Round(time.Second)))
 		}
-		return keep("worker known to the api, within ttl")
+		return awolKeep("worker known to the api, within ttl")
 	case vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly:
-		return remove("worker finished: unknown to the api and powered off")
+		return awolRemove("worker finished: unknown to the api and powered off")
 	case age > regTTL:
-		return remove(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
+		return awolRemove(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
 	case a.RegisterOnly && vm.PowerState == types.VirtualMachinePowerStatePoweredOff:
-		return keep("registration vm powered off, waiting to become a template")
+		return awolKeep("registration vm powered off, waiting to become a template")
 	}
-	return keep("worker starting, within registration ttl")
+	return awolKeep("worker starting, within registration ttl")
 }
 
 // firstEventTime is the events fallback for a VM whose annotation carries

@@ -80,7 +80,7 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm VM) 
 		h.log.Warn("registration outcome unknown", "vm", vm.Name, "model", path, "reason", err.Error())
 		return
 	}
-	m, ok := findModel(ms, path)
+	m, ok := findEnabledModel(ms, path)
 	if !ok {
 		return
 	}

@@ -156,12 +156,12 @@ func (h *HatcheryVSphere) provisioning(ctx context.Context) {
 			v2 = append(v2, q)
 		}
 	}
-	queue := append(roundRobin(v2), roundRobin(v1)...)
+	queue := append(roundRobinTasks(v2), roundRobinTasks(v1)...)
 	h.runProvisionTasks(ctx, queue)
 }
 
-// roundRobin interleaves the queues: one of each in turn.
-func roundRobin(queues [][]provisionTask) []provisionTask {
+// roundRobinTasks interleaves the queues: one of each in turn.
+func roundRobinTasks(queues [][]provisionTask) []provisionTask {
 	var out []provisionTask
 	for i := 0; ; i++ {
 		added := false
@@ -236,7 +236,7 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 			task.flavor = f
 		}
 		if !key.v1 {
-			if !hasTemplate(vms, key.model) {
+			if !poolHasTemplate(vms, key.model) {
 				h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "no template with that name")
 				continue
 			}
@@ -252,7 +252,7 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 		if !v1OK {
 			continue // logged once by enabledModels
 		}
-		m, ok := findModel(v1Models, key.model)
+		m, ok := findEnabledModel(v1Models, key.model)
 		if !ok {
 			h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "model not enabled on the api")
 			continue
@@ -288,7 +288,7 @@ func (h *HatcheryVSphere) enabledModels(ctx context.Context) ([]sdk.Model, bool)
 	return ms, true
 }
 
-func findModel(ms []sdk.Model, path string) (sdk.Model, bool) {
+func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
 	for _, m := range ms {
 		if m.Path() == path {
 			return m, true
@@ -307,7 +307,7 @@ func (h *HatcheryVSphere) modelTemplate(vms []VM, modelPath string) (VM, bool) {
 	return VM{}, false
 }
 
-func hasTemplate(vms []VM, name string) bool {
+func poolHasTemplate(vms []VM, name string) bool {
 	for _, v := range vms {
 		if v.Template && v.Name == name {
 			return true
