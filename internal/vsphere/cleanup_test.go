@@ -3,7 +3,6 @@ package vsphere
 import (
 	"context"
 	"errors"
-	"sort"
 	"testing"
 	"time"
 
@@ -329,10 +328,4 @@ func TestKillDisabledWorkersAPIError(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
 	assert.Zero(t, e.h.toDelete.Len())
-}
-
-func sortedCopy(s []string) []string {
-	out := append([]string(nil), s...)
-	sort.Strings(out)
-	return out
 }

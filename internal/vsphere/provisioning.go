@@ -188,6 +188,9 @@ func (h *HatcheryVSphere) runProvisionTasks(ctx context.Context, queue []provisi
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, task := range queue {
+		if ctx.Err() != nil {
+			return
+		}
 		select {
 		case <-ctx.Done():
 			return
