@@ -124,10 +124,10 @@ func TestProvisioningFillsPools(t *testing.T) {
 	vms := []VM{
 		warmTpl("debian12"), warmTpl("ubuntu"),
 		warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true; a.WorkerModelPath = "grp/m1" })),
-		warmProvVM("provision-v2-have", "debian12", ""),            // counts for debian12
-		warmProvVM("provision-v2-claimed", "debian12", ""),         // leaving the pool
-		warmProvVM("provision-v2-large", "debian12", "large"),      // another pool
-		other,                                                      // not ours
+		warmProvVM("provision-v2-have", "debian12", ""),       // counts for debian12
+		warmProvVM("provision-v2-claimed", "debian12", ""),    // leaving the pool
+		warmProvVM("provision-v2-large", "debian12", "large"), // another pool
+		other, // not ours
 		warmProvVM("provision-v2-tobedeleted", "debian12", ""),     // leaving the pool
 		warmProvVM("provision-v2-booting", "ubuntu", "large", wOn), // being provisioned
 	}

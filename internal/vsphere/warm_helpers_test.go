@@ -154,9 +154,9 @@ func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
 // vmOpt changes a test VM.
 type vmOpt func(*VM)
 
-func wOn(v *VM)  { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
-func wOff(v *VM) { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
-func wTemplate(v *VM)   { v.Template = true }
+func wOn(v *VM)       { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
+func wOff(v *VM)      { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
+func wTemplate(v *VM) { v.Template = true }
 
 func wCreated(ago time.Duration) vmOpt {
 	return func(v *VM) { v.Annotation.Created = warmNow.Add(-ago) }
