@@ -44,11 +44,11 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	}
 
 	obj := h.vs.NewVirtualMachine(vm.Ref)
+	defer h.inv.Invalidate() // even a failed task may have changed the VM
 	if vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, err)
 		}
-		h.inv.Invalidate()
 	}
 	err := h.vs.DestroyVirtualMachine(ctx, obj)
 	if err != nil && fault.Is(err, &types.InvalidPowerState{}) {
@@ -58,7 +58,6 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		}
 		err = h.vs.DestroyVirtualMachine(ctx, obj)
 	}
-	h.inv.Invalidate()
 	if err != nil {
 		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
 	}
