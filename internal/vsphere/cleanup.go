@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -74,6 +75,11 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		h.log.Warn("awol cleanup skipped: cannot list vms", "reason", err.Error())
 		return
 	}
+	if len(h.cfg.WorkerProvisioning) == 0 {
+		// The provisioning loop does not run without entries: the pools
+		// of removed entries are emptied here.
+		h.removeSurplus(ctx, vms, h.poolCounts(vms), nil)
+	}
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.log.Warn("awol cleanup limited to vms marked for deletion", "reason", apiErr.Error())
@@ -100,7 +106,10 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			continue
 		}
 		log.Info("awol cleanup deletes vm")
-		if err := h.deleteServer(ctx, vm); err != nil {
+		switch err := h.deleteServer(ctx, vm); {
+		case errors.Is(err, errDeleteInProgress):
+			h.log.Debug("vm already being deleted", "vm", vm.Name, "reason", err.Error())
+		case err != nil:
 			h.log.Warn("vm not deleted, retried next pass", "vm", vm.Name, "reason", err.Error())
 		}
 	}

@@ -223,7 +223,10 @@ func TestKillAwolServers(t *testing.T) {
 			if !tc.noAPI {
 				cds = &warmCDS{v1: tc.v1, v2: tc.v2, v1Err: tc.apiErr}
 			}
-			e := newWarmEnv(t, warmConfig(), tc.vms, cds)
+			cfg := warmConfig()
+			// A pool configured large enough: no provisioned VM is surplus here.
+			cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 5}}
+			e := newWarmEnv(t, cfg, tc.vms, cds)
 			for _, n := range tc.toDelete {
 				e.h.markToDelete(n)
 			}
@@ -327,5 +330,29 @@ func TestKillDisabledWorkersAPIError(t *testing.T) {
 	cds := &warmCDS{v2Err: errors.New("api down"), v1: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
 	e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
+	assert.Zero(t, e.h.toDelete.Len())
+}
+
+// TestKillAwolServersEmptiesUnconfiguredPools: with no workerProvisioning
+// entry left the provisioning loop does not run, so cleanup removes the idle
+// provisioned VMs of ours — and only those.
+func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
+	t.Parallel()
+	other := warmProvVM("provision-v2-b", "debian12", "")
+	other.Annotation.HatcheryName = "hatch-b"
+	vms := []VM{
+		warmProvVM("provision-v2-idle", "debian12", ""),
+		warmProvVM("provision-v2-idle-large", "ubuntu", "large"),
+		warmProvVM("provision-v2-booting", "debian12", "", wOn),
+		warmProvVM("provision-v2-claimed", "debian12", ""),
+		other,
+	}
+	e := newWarmEnv(t, warmConfig(), vms, &warmCDS{})
+	e.h.provPending.Add("provision-v2-booting")
+	e.h.provUsing.Add("provision-v2-claimed")
+	e.expectDelete(vms[0])
+	e.expectDelete(vms[1])
+
+	e.h.killAwolServers(context.Background())
 	assert.Zero(t, e.h.toDelete.Len())
 }
