@@ -97,7 +97,8 @@ func sortOldestFirst(vms []VM) {
 // annot.WorkerName, write annot (and the flavor's CPU/RAM and disk growth
 // when the VM is neutral and a flavor is requested) while powered off,
 // power on. The annotation written always names this hatchery, is no longer
-// a provisioning one and keeps the VM's static IP when annot has none. It
+// a provisioning one, is created now (the claim time) and keeps the VM's
+// static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
 func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
@@ -117,9 +118,11 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 	if annot.IPAddress == "" {
 		annot.IPAddress = vm.Annotation.IPAddress
 	}
-	if annot.Created.IsZero() {
-		annot.Created = h.now().UTC()
-	}
+	// Created is the claim time: cleanup measures the worker's registration
+	// window from it until WorkerStarted is recorded. Keeping the
+	// provisioning time would let cleanup take a freshly claimed VM that
+	// waited long in the pool for a worker that never started.
+	annot.Created = h.now().UTC()
 	resize := flavor != nil && vm.Annotation.Flavor == ""
 	if flavor != nil && annot.Flavor == "" {
 		annot.Flavor = flavor.Name

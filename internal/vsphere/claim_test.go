@@ -183,7 +183,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	)
 
 	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
-		Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow, Provisioning: true}, large)
+		Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
@@ -192,6 +192,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
 	assert.Equal(t, warmHatcheryName, a.HatcheryName)
+	assert.Equal(t, warmNow, a.Created, "the registration window starts at the claim")
 	assert.False(t, e.h.toDelete.Has("worker-1"))
 	assert.Positive(t, e.inv.invalidated.Load())
 }

@@ -20,9 +20,9 @@ func (h *HatcheryVSphere) markToDelete(name string) { h.toDelete.Add(name) }
 
 // deleteServer powers off and destroys one VM of ours (001 §8.3). It
 // refuses a VM that does not carry this hatchery's ownership record and any
-// template but this hatchery's own model template. For a register- VM whose
-// registration did not succeed, it reports the spawn error to the API
-// first. The VM stays marked for deletion until the destroy succeeds, so a
+// template but this hatchery's own model template. For a registration VM
+// (register- prefix or RegisterOnly record) whose registration did not
+// succeed, it reports the spawn error to the API first. The VM stays marked for deletion until the destroy succeeds, so a
 // failure is retried by the next cleanup pass.
 func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	if !vm.OwnedBy(h.Name()) {
@@ -39,7 +39,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	defer h.prov.deleting.Remove(vm.Name)
 	h.markToDelete(vm.Name) // until destroyed: a failure is retried
 
-	if vm.HasPrefix(registerPrefix) && vm.Annotation.RegisterOnly {
+	if vm.HasPrefix(registerPrefix) || vm.Annotation.RegisterOnly {
 		h.reportRegistrationFailure(ctx, vm)
 	}
 
