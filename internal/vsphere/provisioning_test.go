@@ -123,7 +123,11 @@ func TestProvisioningFillsPools(t *testing.T) {
 	other.Annotation.HatcheryName = "hatch-b"
 	vms := []VM{
 		warmTpl("debian12"), warmTpl("ubuntu"),
-		warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true; a.WorkerModelPath = "grp/m1" })),
+		warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) {
+			a.Model = true
+			a.WorkerModelPath = "grp/m1"
+			a.WorkerModelLastModified = fmt.Sprint(modTime.Unix()) // up to date: no registration needed
+		})),
 		warmProvVM("provision-v2-have", "debian12", ""),       // counts for debian12
 		warmProvVM("provision-v2-claimed", "debian12", ""),    // leaving the pool
 		warmProvVM("provision-v2-large", "debian12", "large"), // another pool
