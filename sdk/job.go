@@ -63,6 +63,7 @@ type WorkflowNodeJobRun struct {
 	ModelType         string      `json:"model_type"`
 	BookedBy          Service     `json:"bookedby"`
 	SpawnInfos        []SpawnInfo `json:"spawninfos"`
+	ExecGroups        []Group     `json:"exec_groups"`
 	Header            Header      `json:"header,omitempty"`
 }
 

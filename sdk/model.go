@@ -34,28 +34,32 @@ type ModelVirtualMachine struct {
 
 // Model is a CDS worker model V1 as returned by GET /worker/model/enabled.
 type Model struct {
-	ID                     int64               `json:"id"`
-	Name                   string              `json:"name"`
-	Description            string              `json:"description"`
-	Type                   string              `json:"type"`
-	Disabled               bool                `json:"disabled"`
-	Restricted             bool                `json:"restricted"`
-	RegisteredOS           *string             `json:"registered_os"`
-	RegisteredArch         *string             `json:"registered_arch"`
-	NeedRegistration       bool                `json:"need_registration"`
-	LastRegistration       time.Time           `json:"last_registration"`
-	CheckRegistration      bool                `json:"check_registration"`
-	UserLastModified       time.Time           `json:"user_last_modified"`
-	GroupID                int64               `json:"group_id"`
-	NbSpawnErr             int64               `json:"nb_spawn_err"`
-	LastSpawnErr           *string             `json:"last_spawn_err"`
-	LastSpawnErrLogs       *string             `json:"last_spawn_err_log"`
-	DateLastSpawnErr       *time.Time          `json:"date_last_spawn_err"`
-	IsDeprecated           bool                `json:"is_deprecated"`
-	ModelVirtualMachine    ModelVirtualMachine `json:"model_virtual_machine"`
-	Group                  *Group              `json:"group,omitempty"`
-	RegisteredCapabilities RequirementList     `json:"registered_capabilities"`
-	IsOfficial             bool                `json:"is_official"`
+	ID                int64     `json:"id"`
+	Name              string    `json:"name"`
+	Description       string    `json:"description"`
+	Type              string    `json:"type"`
+	Disabled          bool      `json:"disabled"`
+	Restricted        bool      `json:"restricted"`
+	RegisteredOS      *string   `json:"registered_os"`
+	RegisteredArch    *string   `json:"registered_arch"`
+	NeedRegistration  bool      `json:"need_registration"`
+	LastRegistration  time.Time `json:"last_registration"`
+	CheckRegistration bool      `json:"check_registration"`
+	UserLastModified  time.Time `json:"user_last_modified"`
+	// CreatedBy is the author as the API shows it; kept raw.
+	CreatedBy           json.RawMessage     `json:"created_by,omitempty"`
+	GroupID             int64               `json:"group_id"`
+	NbSpawnErr          int64               `json:"nb_spawn_err"`
+	LastSpawnErr        *string             `json:"last_spawn_err"`
+	LastSpawnErrLogs    *string             `json:"last_spawn_err_log"`
+	DateLastSpawnErr    *time.Time          `json:"date_last_spawn_err"`
+	IsDeprecated        bool                `json:"is_deprecated"`
+	ModelVirtualMachine ModelVirtualMachine `json:"model_virtual_machine"`
+	// ModelDocker is the docker part, always {} for vsphere models; kept raw.
+	ModelDocker            json.RawMessage `json:"model_docker,omitempty"`
+	Group                  *Group          `json:"group,omitempty"`
+	RegisteredCapabilities RequirementList `json:"registered_capabilities"`
+	IsOfficial             bool            `json:"is_official"`
 }
 
 // Path returns "group/name", the key CDS and this hatchery use for a V1 model.
@@ -69,7 +73,8 @@ func (m Model) Path() string {
 // WorkerModelSecret is one secret of a V1 worker model
 // (GET /worker/model/{group}/{name}/secret).
 type WorkerModelSecret struct {
-	ID            int64     `json:"id"`
+	// ID is a uuid (the API answers a string, see captures/v1-worker-model-secret.json).
+	ID            string    `json:"id"`
 	Created       time.Time `json:"created"`
 	WorkerModelID int64     `json:"worker_model_id"`
 	Name          string    `json:"name"`
@@ -77,10 +82,13 @@ type WorkerModelSecret struct {
 }
 
 // SpawnErrorForm is the body of PUT /worker/model/{group}/{name}/error.
-// The keys are capitalised on the wire.
+// The recorded exchange (captures/v1-worker-model-spawn-error.json) sends
+// lower-case keys {"error","logs"} and the API accepts them (Go's decoder
+// matches keys case-insensitively, so the capitalised {"Error","Logs"} of
+// CDS's own untagged struct is accepted too). Logs is base64 on the wire.
 type SpawnErrorForm struct {
-	Error string `json:"Error"`
-	Logs  []byte `json:"Logs"`
+	Error string `json:"error"`
+	Logs  []byte `json:"logs"`
 }
 
 // V2WorkerModel is a worker model V2 (as-code). Spec is type dependent; for

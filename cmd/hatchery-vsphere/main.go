@@ -1,12 +1,20 @@
 // Command hatchery-vsphere runs the CDS vSphere hatchery.
+//
+// Subcommands: start, demo, config new, config check, version. Run
+// `hatchery-vsphere help` for their flags.
 package main
 
 import (
-	"fmt"
+	"context"
 	"os"
+	"os/signal"
+	"syscall"
 )
 
 func main() {
-	fmt.Fprintln(os.Stderr, "hatchery-vsphere: not implemented yet")
-	os.Exit(2)
+	// SIGTERM (systemd stop) and SIGINT cancel the context every command runs under.
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	code := newApp().run(ctx, os.Args[1:])
+	stop()
+	os.Exit(code)
 }

@@ -2,13 +2,74 @@ package vsphere
 
 import (
 	"context"
+	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// STUB — owned by the spawn-path work (issue 3).
+// isRegisterJob tells whether a job id is a model registration (no job).
+func isRegisterJob(jobID string) bool { return jobID == "" || jobID == "0" }
 
-// CanSpawn tells whether the hatchery can serve the job (001 §6.5).
+// pendingKey is the pendingJobs entry of a spawn: the job id, or
+// "register-<model>" for a registration, which has no job.
+func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
+	if isRegisterJob(jobID) && model.IsV1() {
+		return registerPrefix + modelTemplateName(model.ModelV1)
+	}
+	return jobID
+}
+
+// CanSpawn tells whether the hatchery can serve the job (001 §6.5,
+// Amendment C C.6.1): a vsphere model with a command, no service, memory or
+// hostname requirement (flavor is served), a registration only for a V1
+// model not already being registered, no VM already serving the job and no
+// spawn of it in flight, and a free static IP when a range is configured.
+// It reads the inventory once and logs one line per refusal.
 func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) bool {
-	return false
+	refuse := func(reason string) bool {
+		h.log.Info("cannot spawn", "job", jobID, "model", model.GetName(), "reason", reason)
+		return false
+	}
+	if model.GetType() != sdk.VSphere {
+		return refuse("model type " + model.GetType() + " is not vsphere")
+	}
+	for _, r := range requirements {
+		switch r.Type {
+		case sdk.ServiceRequirement, sdk.MemoryRequirement, sdk.HostnameRequirement:
+			return refuse("unsupported requirement " + r.Type + " " + r.Name)
+		}
+	}
+	if strings.TrimSpace(model.GetCmd()) == "" {
+		return refuse("model has no cmd")
+	}
+	register := isRegisterJob(jobID)
+	if register && !model.IsV1() {
+		return refuse("v2 models cannot be registered")
+	}
+	if h.pendingJobs.Has(pendingKey(jobID, model)) {
+		return refuse("job is already being spawned")
+	}
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return refuse("cannot list vms: " + err.Error())
+	}
+	if register {
+		name := strings.ToLower(modelTemplateName(model.ModelV1))
+		for _, v := range vms {
+			n := strings.ToLower(v.Name)
+			if n == name+"-tmp" || strings.HasPrefix(n, registerPrefix+name) {
+				return refuse("model is already being registered by vm " + v.Name)
+			}
+		}
+	} else {
+		for _, v := range vms {
+			if v.Annotation != nil && v.Annotation.JobID == jobID {
+				return refuse("vm " + v.Name + " already serves the job")
+			}
+		}
+	}
+	if h.ips.enabled() && !h.ips.available(vms) {
+		return refuse("no static ip available")
+	}
+	return true
 }

@@ -1,10 +1,214 @@
 package vsphere
 
-// STUB — owned by the spawn-path work (issue 3): static IP pool.
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"sync"
+	"time"
+)
 
-// ipPool hands out static IPs from the configured ranges (001 §7).
-type ipPool struct{}
+// ipReservationTTL is how long a locally reserved IP stays reserved (001
+// §7.1): long enough for a clone to finish and the VM's annotation to show
+// the IP in the inventory, short enough that a crashed spawn does not hold
+// it for long. Reservations expire lazily on the next pick, with no
+// goroutine per reservation.
+const ipReservationTTL = 5 * time.Minute
+
+// ErrNoIPAvailable means every address of the configured ranges is used by
+// a VM or reserved by a spawn in flight.
+var ErrNoIPAvailable = errors.New("no ip address available")
+
+// ipNetwork is the settings shared by the addresses of one configured range.
+type ipNetwork struct {
+	Gateway    string
+	SubnetMask string
+	DNS        []string
+}
+
+// ipLease is one reserved static IP with its network settings.
+type ipLease struct {
+	IP         string
+	Gateway    string
+	SubnetMask string
+	DNS        []string
+}
+
+// ipPool hands out static IPs from the configured ranges (001 §7): the
+// top-level iprange and each [[networks]] entry, in that order. The mutex is
+// held only around the in-memory pick, never across a vCenter call: callers
+// read the inventory first and pass its VMs in.
+type ipPool struct {
+	addrs []netip.Addr
+	net   map[netip.Addr]int // address -> index in nets
+	nets  []ipNetwork
+	now   func() time.Time
+
+	mu       sync.Mutex
+	reserved map[netip.Addr]time.Time // address -> expiry
+}
 
 // newIPPool parses the configured ranges; a config without range gives an
 // empty pool (DHCP / template network settings).
-func newIPPool(cfg *Configuration) (*ipPool, error) { return &ipPool{}, nil }
+func newIPPool(cfg *Configuration) (*ipPool, error) {
+	p := &ipPool{net: map[netip.Addr]int{}, now: time.Now, reserved: map[netip.Addr]time.Time{}}
+	type rangeSet struct {
+		key                 string
+		iprange, gw, dns, m string
+	}
+	sets := []rangeSet{}
+	if strings.TrimSpace(cfg.IPRange) != "" {
+		sets = append(sets, rangeSet{"iprange", cfg.IPRange, cfg.Gateway, cfg.DNS, cfg.SubnetMask})
+	}
+	for i, n := range cfg.Networks {
+		sets = append(sets, rangeSet{fmt.Sprintf("networks[%d].iprange", i), n.IPRange, n.Gateway, n.DNS, n.SubnetMask})
+	}
+	for _, s := range sets {
+		addrs, err := ParseIPRange(s.iprange)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s.key, err)
+		}
+		mask := strings.TrimSpace(s.m)
+		if mask == "" {
+			mask = maskOf(s.iprange)
+		}
+		p.nets = append(p.nets, ipNetwork{Gateway: strings.TrimSpace(s.gw), SubnetMask: mask, DNS: splitList(s.dns)})
+		for _, a := range addrs {
+			if _, dup := p.net[a]; dup {
+				return nil, fmt.Errorf("%s: address %s is already in another range", s.key, a)
+			}
+			p.net[a] = len(p.nets) - 1
+			p.addrs = append(p.addrs, a)
+		}
+	}
+	return p, nil
+}
+
+// maskOf returns the dotted subnet mask of the first block of an iprange.
+func maskOf(iprange string) string {
+	first, _, _ := strings.Cut(iprange, ",")
+	pfx, err := netip.ParsePrefix(strings.TrimSpace(first))
+	if err != nil || !pfx.Addr().Is4() {
+		return ""
+	}
+	var b [4]byte
+	for i := 0; i < pfx.Bits(); i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	return netip.AddrFrom4(b).String()
+}
+
+// enabled tells whether static IPs are configured.
+func (p *ipPool) enabled() bool { return p != nil && len(p.addrs) > 0 }
+
+// usedBy returns the addresses held by VMs: the annotation IP of every VM
+// (powered off too: it keeps its IP) and every guest IP.
+func usedBy(vms []VM) map[netip.Addr]bool {
+	used := map[netip.Addr]bool{}
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			used[a] = true
+		}
+	}
+	for _, v := range vms {
+		if v.Annotation != nil {
+			add(v.Annotation.IPAddress)
+		}
+		for _, ip := range v.IPAddresses {
+			add(ip)
+		}
+	}
+	return used
+}
+
+// expireLocked drops the reservations past their expiry. p.mu is held.
+func (p *ipPool) expireLocked(now time.Time) {
+	for a, exp := range p.reserved {
+		if !now.Before(exp) {
+			delete(p.reserved, a)
+		}
+	}
+}
+
+// reserve picks the first address that no VM of vms uses and that is not
+// reserved, and reserves it for ipReservationTTL. vms must be a fresh read
+// of the inventory made before the call.
+func (p *ipPool) reserve(ctx context.Context, vms []VM) (ipLease, error) {
+	if err := ctx.Err(); err != nil {
+		return ipLease{}, err
+	}
+	if !p.enabled() {
+		return ipLease{}, errors.New("reserve ip: no ip range configured")
+	}
+	used := usedBy(vms)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.now()
+	p.expireLocked(now)
+	for _, a := range p.addrs {
+		if used[a] {
+			continue
+		}
+		if _, ok := p.reserved[a]; ok {
+			continue
+		}
+		p.reserved[a] = now.Add(ipReservationTTL)
+		return p.leaseOf(a), nil
+	}
+	return ipLease{}, ErrNoIPAvailable
+}
+
+// leaseOf builds the lease of an address of the pool.
+func (p *ipPool) leaseOf(a netip.Addr) ipLease {
+	n := p.nets[p.net[a]]
+	return ipLease{IP: a.String(), Gateway: n.Gateway, SubnetMask: n.SubnetMask, DNS: append([]string(nil), n.DNS...)}
+}
+
+// lookup returns the settings of ip when it belongs to the pool.
+func (p *ipPool) lookup(ip string) (ipLease, bool) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || p == nil {
+		return ipLease{}, false
+	}
+	if _, ok := p.net[a]; !ok {
+		return ipLease{}, false
+	}
+	return p.leaseOf(a), true
+}
+
+// release drops the local reservation of ip (a spawn failed or gave up).
+func (p *ipPool) release(ip string) {
+	a, err := netip.ParseAddr(ip)
+	if err != nil || p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.reserved, a)
+}
+
+// available tells whether at least one address is free for vms.
+func (p *ipPool) available(vms []VM) bool {
+	used, total := p.counts(vms)
+	return used < total
+}
+
+// counts returns how many addresses of the pool are used by a VM or
+// reserved, and the pool's size.
+func (p *ipPool) counts(vms []VM) (used, total int) {
+	if !p.enabled() {
+		return 0, 0
+	}
+	inUse := usedBy(vms)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.expireLocked(p.now())
+	for _, a := range p.addrs {
+		if _, ok := p.reserved[a]; ok || inUse[a] {
+			used++
+		}
+	}
+	return used, len(p.addrs)
+}

@@ -3,22 +3,209 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
-// STUB — owned by the spawn-path work (issue 3).
-
-// SpawnWorker starts one worker (001 §6.2).
+// SpawnWorker starts one worker (001 §6.2): it resolves the flavor, the
+// guest credentials, the script and the template, claims a pre-provisioned
+// VM or clones a fresh one, waits for it to be ready, launches the worker
+// and records the start in the VM's annotation. A registration (RegisterOnly)
+// builds the V1 model's template instead. On any failure after a VM exists
+// the VM is powered off and marked for deletion and its IP released; the
+// error names the VM, the job and the step.
 func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
-	return errors.New("not implemented")
+	key := pendingKey(args.JobID, args.Model)
+	if !h.pendingJobs.Add(key) {
+		h.log.Info("spawn refused", "vm", args.WorkerName, "job", args.JobID, "model", args.Model.GetName(), "reason", "job already being spawned")
+		return fmt.Errorf("spawn worker %q for job %q: job already being spawned", args.WorkerName, args.JobID)
+	}
+	defer h.pendingJobs.Remove(key)
+	defer h.releaseCapacity(args.JobID)
+
+	if args.RegisterOnly {
+		return h.registerModel(ctx, args)
+	}
+	name := args.WorkerName
+	errf := func(step string, err error) error {
+		h.log.Warn("spawn failed", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "reason", step)
+		return fmt.Errorf("spawn worker %q for job %q: %s: %w", name, args.JobID, step, err)
+	}
+	if name == "" {
+		return errf("check arguments", errors.New("no worker name"))
+	}
+
+	flavor, err := h.resolveFlavor(args.Model, args.Requirements)
+	if err != nil {
+		return errf("resolve flavor", fmt.Errorf("flavor %q: %w", args.Model.GetFlavor(args.Requirements, h.cfg.DefaultFlavor), err))
+	}
+	ga, err := h.guestCredentials(args.Model)
+	if err != nil {
+		return errf("resolve guest credentials", err)
+	}
+	script, err := workerScript(args, ga.preStartScript)
+	if err != nil {
+		return errf("build worker script", err)
+	}
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return errf("list vms", err)
+	}
+	templateName, err := h.spawnTemplate(vms, args.Model)
+	if err != nil {
+		return errf("resolve template", err)
+	}
+	for _, v := range vms {
+		if v.Name == name {
+			return errf("check name", fmt.Errorf("a vm named %q already exists", name))
+		}
+	}
+
+	annot := Annotation{
+		HatcheryName: h.Name(),
+		WorkerName:   name,
+		JobID:        args.JobID,
+		Created:      h.now().UTC(),
+		Flavor:       flavorName(flavor),
+	}
+	if args.Model.IsV1() {
+		annot.WorkerModelPath = args.Model.GetName()
+		annot.WorkerModelLastModified = modelLastModified(args.Model.ModelV1)
+	} else {
+		annot.VMwareModelPath = templateName
+	}
+
+	vm, err := h.claimOrClone(ctx, args, templateName, &annot, flavor)
+	if err != nil {
+		return errf("create vm", err)
+	}
+	h.log.Info("vm created", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "flavor", annot.Flavor, "ip", annot.IPAddress)
+
+	if err := h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig); err != nil {
+		h.abandonVM(ctx, vm, name, annot.IPAddress)
+		var se *spawnStepError
+		if errors.As(err, &se) {
+			return errf(se.Step, se.Err)
+		}
+		return errf("start worker", err)
+	}
+	return nil
 }
 
-// cloneVM clones templateName into a new VM vmName carrying annot (IP
-// allocated and recorded in annot when a range is configured) with the
-// flavor applied, powered on. On failure nothing is left holding an IP and a
-// half-made VM is marked for deletion.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
-	return nil, errors.New("not implemented")
+// spawnTemplate names the template a worker of model is cloned from: the
+// V2 spec.image, which must exist as a template; for V1 this hatchery's
+// template of the model, built by registration.
+func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerModel) (string, error) {
+	if model.IsV1() {
+		t, ok := h.findModelTemplate(vms, model.ModelV1)
+		if !ok {
+			return "", fmt.Errorf("no template %q of model %q: the model is not registered", modelTemplateName(model.ModelV1), model.GetName())
+		}
+		return t.Name, nil
+	}
+	image := model.GetVSphereImage()
+	if image == "" {
+		return "", fmt.Errorf("model %q has no spec.image", model.GetName())
+	}
+	for _, v := range vms {
+		if v.Name == image {
+			if !v.Template {
+				return "", fmt.Errorf("image %q of model %q is a vm, not a template", image, model.GetName())
+			}
+			return image, nil
+		}
+	}
+	return "", fmt.Errorf("template %q of model %q not found", image, model.GetName())
+}
+
+// claimOrClone returns the worker's VM, powered on and carrying annot: a
+// claimed pre-provisioned VM when one fits, else a fresh clone. On error
+// the callee has already cleaned up (delete mark, IP released).
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
+	if err != nil {
+		h.log.Warn("claim provisioned vm failed, cloning", "vm", annot.WorkerName, "job", args.JobID, "reason", err.Error())
+		claimed = nil
+	}
+	if claimed != nil {
+		defer h.releaseClaim(claimed.Name)
+		if !claimed.OwnedBy(h.Name()) {
+			// Never act on a VM that is not ours, whatever the claim says.
+			return nil, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
+		}
+		annot.IPAddress = claimed.Annotation.IPAddress
+		annot.Created = claimed.Annotation.Created
+		h.log.Info("provisioned vm claimed", "vm", claimed.Name, "job", args.JobID, "flavor", flavorName(flavor), "ip", annot.IPAddress)
+		vm, err := h.prepareClaimedVM(ctx, claimed, *annot, flavor)
+		h.inv.Invalidate()
+		if err != nil {
+			return nil, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
+		}
+		if vm == nil {
+			return nil, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
+		}
+		return vm, nil
+	}
+	return h.cloneVM(ctx, templateName, annot.WorkerName, annot, flavor)
+}
+
+// startWorker waits for the VM to be ready, launches the worker and records
+// its start time in the annotation.
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
+	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
+		return err
+	}
+	if err := h.launchWorker(ctx, vm, ga, script, cfg); err != nil {
+		return stepErr("launch worker", err)
+	}
+	started := h.now().UTC()
+	annot.WorkerStarted = &started
+	h.log.Info("worker launched", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", annot.IPAddress)
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		// The worker runs: the VM is not abandoned. Cleanup falls back on
+		// the creation time and the worker list.
+		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
+	}
+	return nil
+}
+
+// writeAnnotation writes annot (Notes and mirror) on a VM of ours.
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm *object.VirtualMachine, annot *Annotation) error {
+	var spec types.VirtualMachineConfigSpec
+	annot.ApplyTo(&spec)
+	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
+	h.inv.Invalidate()
+	if err != nil {
+		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
+	}
+	return nil
+}
+
+// abandonVM is the failure path for a VM this spawn created or claimed:
+// power off (on a context detached from a cancelled spawn, bounded), mark
+// for deletion, release the IP reservation.
+func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm *object.VirtualMachine, name, ip string) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
+	defer cancel()
+	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {
+		h.log.Warn("power off failed vm", "vm", name, "reason", err.Error())
+	}
+	h.markToDelete(name)
+	h.inv.Invalidate()
+	if ip != "" {
+		h.ips.release(ip)
+	}
+	h.log.Info("vm marked for deletion", "vm", name, "ip", ip, "reason", "spawn failed")
+}
+
+// modelOf is the model recorded in an annotation, for logs.
+func modelOf(a *Annotation) string {
+	if a.WorkerModelPath != "" {
+		return a.WorkerModelPath
+	}
+	return a.VMwareModelPath
 }

@@ -2,11 +2,64 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// STUB — owned by the capacity/flavor work (issue 5).
+// Status returns the hatchery's /mon/status lines about capacity: vCPUs and
+// RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
+// pool's readability (WARN when unreadable) and the spawns in flight. The
+// framework adds the workers N/maxWorker line itself.
+func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine {
+	u, err := h.CapacityUsage(ctx)
+	if err != nil {
+		return []sdk.MonitoringStatusLine{{
+			Component: "vsphere/capacity",
+			Value:     fmt.Sprintf("unknown: %v", err),
+			Status:    sdk.MonitoringStatusWarn,
+		}}
+	}
+	return capacityStatusLines(u)
+}
 
-// Status returns the hatchery's /mon/status lines.
-func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine { return nil }
+// capacityStatusLines renders a usage snapshot.
+func capacityStatusLines(u CapacityUsage) []sdk.MonitoringStatusLine {
+	limitLine := func(component string, used, max int64, unit string) sdk.MonitoringStatusLine {
+		l := sdk.MonitoringStatusLine{Component: component, Status: sdk.MonitoringStatusOK}
+		if max <= 0 {
+			l.Value = fmt.Sprintf("%d%s/unlimited", used, unit)
+			return l
+		}
+		l.Value = fmt.Sprintf("%d%s/%d%s", used, unit, max, unit)
+		if used > max {
+			l.Status = sdk.MonitoringStatusWarn
+		}
+		return l
+	}
+	lines := []sdk.MonitoringStatusLine{
+		limitLine("vsphere/capacity/vcpus", u.CPUs, u.MaxCPUs, ""),
+		limitLine("vsphere/capacity/memory", u.MemoryMB, u.MaxMemoryMB, " MB"),
+	}
+	pool := sdk.MonitoringStatusLine{Component: "vsphere/capacity/resource-pool", Status: sdk.MonitoringStatusOK}
+	if u.PoolReadable {
+		pool.Value = fmt.Sprintf("readable: %d MB memory and %d MHz cpu unreserved for VMs",
+			u.PoolUnreservedMemoryBytes>>20, u.PoolUnreservedCPUMHz)
+	} else {
+		pool.Status = sdk.MonitoringStatusWarn
+		pool.Value = "unreadable: static limits only"
+		if !u.PoolUnreadableSince.IsZero() {
+			pool.Value += " since " + u.PoolUnreadableSince.UTC().Format(time.RFC3339)
+		}
+		if u.PoolError != "" {
+			pool.Value += ": " + u.PoolError
+		}
+	}
+	lines = append(lines, pool, sdk.MonitoringStatusLine{
+		Component: "vsphere/capacity/in-flight",
+		Status:    sdk.MonitoringStatusOK,
+		Value:     fmt.Sprintf("%d spawns reserving %d vCPUs, %d MB", u.InFlight, u.InFlightCPUs, u.InFlightMemoryMB),
+	})
+	return lines
+}

@@ -73,7 +73,10 @@ type Inventory interface {
 	// VMs returns every VM and template of the datacenter.
 	VMs(ctx context.Context) ([]VM, error)
 	// Invalidate tells the inventory the hatchery changed vCenter (clone,
-	// rename, reconfigure, power, destroy): the next VMs call reflects it.
+	// rename, reconfigure, power, destroy). A listing inventory reflects it
+	// at the next VMs call; a shared one refreshes soon (coalesced), so
+	// callers must not rely on seeing their own write at once: local
+	// bookkeeping covers that window.
 	Invalidate()
 }
 

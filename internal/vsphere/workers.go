@@ -2,16 +2,81 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// STUB — owned by the spawn-path work (issue 3).
+// WorkersStarted returns the names of our VMs that are workers (DESIGN
+// §5.5): non-template VMs carrying this hatchery's ownership record, except
+// the idle pre-provisioned ones (provision-*). VMs of other hatcheries and
+// unannotated VMs never count against maxWorker.
+func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) {
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list workers started: %w", err)
+	}
+	var out []string
+	for _, v := range vms {
+		if v.Template || !v.OwnedBy(h.Name()) || v.HasPrefix(provisionPrefix) {
+			continue
+		}
+		out = append(out, v.Name)
+	}
+	return out, nil
+}
 
-// WorkersStarted returns the names of our VMs that are workers (DESIGN §5.5).
-func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) { return nil, nil }
+// modelTemplateName is the name of the template this hatchery builds for a
+// V1 model (001 §4.1): the model's name.
+func modelTemplateName(m *sdk.Model) string { return m.Name }
 
-// NeedRegistration tells whether a V1 model's template must be (re)built (001 §6.7).
+// modelLastModified is the model's user last modification as the unix
+// seconds string kept in the template's annotation.
+func modelLastModified(m *sdk.Model) string {
+	return strconv.FormatInt(m.UserLastModified.Unix(), 10)
+}
+
+// findModelTemplate returns our template of a V1 model: a template named
+// after the model whose annotation is ours with Model set. Templates of
+// other hatcheries or without annotation are never returned.
+func (h *HatcheryVSphere) findModelTemplate(vms []VM, m *sdk.Model) (VM, bool) {
+	name := modelTemplateName(m)
+	for _, v := range vms {
+		if v.Template && v.Name == name && v.OwnedBy(h.Name()) && v.Annotation.Model {
+			return v, true
+		}
+	}
+	return VM{}, false
+}
+
+// NeedRegistration tells whether a V1 model's template must be (re)built
+// (001 §6.7): the model is flagged for registration, we have no template for
+// it, or the template was built from an older version of the model. When
+// the VMs cannot be listed it answers false: a registration started blind
+// could not check for a template being built.
 func (h *HatcheryVSphere) NeedRegistration(ctx context.Context, model *sdk.Model) bool {
+	if model == nil {
+		return false
+	}
+	log := h.log.With("model", model.Path())
+	if model.NeedRegistration {
+		log.Info("model needs registration", "reason", "flagged by the api")
+		return true
+	}
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		log.Warn("cannot check model registration", "reason", err.Error())
+		return false
+	}
+	tmpl, ok := h.findModelTemplate(vms, model)
+	if !ok {
+		log.Info("model needs registration", "reason", "no template")
+		return true
+	}
+	if got, want := tmpl.Annotation.WorkerModelLastModified, modelLastModified(model); got != want {
+		log.Info("model needs registration", "reason", fmt.Sprintf("template built from version %s, model is %s", got, want))
+		return true
+	}
 	return false
 }

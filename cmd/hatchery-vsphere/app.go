@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+// StartFunc runs the hatchery until ctx is cancelled (SIGTERM/SIGINT). cfg
+// is loaded and validated; logger writes to stderr.
+type StartFunc func(ctx context.Context, cfg *vsphere.Configuration, logger *slog.Logger) error
+
+// DemoFunc runs the in-process demo until ctx is cancelled; stdout is where
+// it prints the addresses of /mon/status and /mon/metrics.
+type DemoFunc func(ctx context.Context, stdout io.Writer, logger *slog.Logger) error
+
+// app is the command line with its dependencies injected, so that tests run
+// commands as functions (captured output, fake environment, fake hooks)
+// without touching process-wide state.
+type app struct {
+	stdout, stderr io.Writer
+	lookupEnv      func(string) (string, bool)
+	start          StartFunc
+	demo           DemoFunc
+}
+
+// newApp wires the real process: os streams and environment, and the
+// runStart / runDemo hooks.
+func newApp() *app {
+	return &app{stdout: os.Stdout, stderr: os.Stderr, lookupEnv: os.LookupEnv, start: runStart, demo: runDemo}
+}
+
+// usage is printed by help and on a wrong command line.
+const usage = `usage: hatchery-vsphere <command> [flags]
+
+commands:
+  start --config FILE         run the hatchery (SIGTERM/SIGINT stop it)
+  demo                        run the hatchery against in-process vCenter and CDS simulators
+  config new                  print the reference configuration (every key, default, meaning)
+  config check --config FILE  load and validate FILE; list every problem
+  version                     print version and commit
+
+secrets may come from the environment: CDS_HATCHERY_VSPHERE_PASSWORD,
+CDS_HATCHERY_VSPHERE_API_TOKEN, CDS_HATCHERY_VSPHERE_API_TOKENV2,
+CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY. See docs/configuration.md.
+`
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitFail  = 1 // the command ran and failed (bad configuration, start error)
+	exitUsage = 2 // wrong command line
+)
+
+// run dispatches args (without the program name) and returns the exit code.
+func (a *app) run(ctx context.Context, args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "start":
+		return a.cmdStart(ctx, args[1:])
+	case "demo":
+		return a.cmdDemo(ctx, args[1:])
+	case "config":
+		return a.cmdConfig(args[1:])
+	case "version":
+		return a.cmdVersion(args[1:])
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, usage)
+		return exitOK
+	default:
+		fmt.Fprintf(a.stderr, "hatchery-vsphere: unknown command %q\n\n%s", args[0], usage)
+		return exitUsage
+	}
+}
+
+// logger is the process logger: text lines on stderr.
+func (a *app) logger(level slog.Level) *slog.Logger {
+	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// parseLevel reads --log-level.
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToUpper(s))); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+// loadOptions is how commands load configuration: secrets from a.lookupEnv.
+func (a *app) loadOptions() vsphere.LoadOptions {
+	return vsphere.LoadOptions{LookupEnv: a.lookupEnv}
+}

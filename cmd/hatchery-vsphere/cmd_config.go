@@ -1,0 +1,71 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+// cmdConfig is `config new` and `config check --config FILE`.
+func (a *app) cmdConfig(args []string) int {
+	if len(args) == 0 {
+		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new | config check --config FILE\n")
+		return exitUsage
+	}
+	switch args[0] {
+	case "new":
+		fs := a.flagSet("config new")
+		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
+			return exitUsage
+		}
+		if _, err := a.stdout.Write(vsphere.ReferenceConfig()); err != nil {
+			fmt.Fprintf(a.stderr, "config new: %v\n", err)
+			return exitFail
+		}
+		return exitOK
+	case "check":
+		fs := a.flagSet("config check")
+		path := fs.String("config", "", "configuration file to check (required)")
+		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
+			return exitUsage
+		}
+		if *path == "" {
+			fmt.Fprint(a.stderr, "config check: --config FILE is required\n")
+			return exitUsage
+		}
+		if _, err := vsphere.LoadAndValidate(*path, a.loadOptions()); err != nil {
+			printConfigError(a.stderr, *path, err)
+			return exitFail
+		}
+		fmt.Fprintln(a.stdout, "configuration OK")
+		return exitOK
+	default:
+		fmt.Fprintf(a.stderr, "config: unknown subcommand %q (want new or check)\n", args[0])
+		return exitUsage
+	}
+}
+
+// printConfigError writes a load/validation failure: every problem on its
+// own line, or the single fatal error. Messages never hold secrets (the
+// vsphere package guarantees and tests it).
+func printConfigError(w io.Writer, path string, err error) {
+	var ce vsphere.ConfigErrors
+	if errors.As(err, &ce) {
+		fmt.Fprintf(w, "%s: %d configuration problem(s):\n", path, len(ce))
+		for _, e := range ce {
+			fmt.Fprintf(w, "  %s\n", e.Error())
+		}
+		return
+	}
+	fmt.Fprintf(w, "%v\n", err)
+}
+
+// flagSet is a flag set writing its errors and usage to stderr.
+func (a *app) flagSet(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(a.stderr)
+	return fs
+}

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+const (
+	plantedPassword = "vc-Pa55word-cmd-planted"
+	plantedToken    = "tok-cmd-planted-0123456789"
+)
+
+var rsaKey = sync.OnceValue(func() string {
+	k, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		panic(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
+})
+
+// result is one command run.
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// runCmd runs the command line with the environment env and the hooks of
+// a (nil: hooks that fail the test if called).
+func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if a == nil {
+		a = &app{}
+	}
+	a.stdout, a.stderr = &out, &errb
+	a.lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if a.start == nil {
+		a.start = func(context.Context, *vsphere.Configuration, *slog.Logger) error {
+			t.Error("start hook called")
+			return nil
+		}
+	}
+	if a.demo == nil {
+		a.demo = func(context.Context, io.Writer, *slog.Logger) error { t.Error("demo hook called"); return nil }
+	}
+	code := a.run(context.Background(), args)
+	return result{code, out.String(), errb.String()}
+}
+
+func secretsEnv() map[string]string {
+	return map[string]string{
+		vsphere.EnvPassword:      plantedPassword,
+		vsphere.EnvAPITokenV2:    plantedToken,
+		vsphere.EnvRSAPrivateKey: rsaKey(),
+	}
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "hatchery.toml")
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+	return p
+}
+
+func TestConfigNewPrintsReference(t *testing.T) {
+	t.Parallel()
+	r := runCmd(t, nil, nil, "config", "new")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	onDisk, err := os.ReadFile(filepath.Join("..", "..", "configs", "hatchery.toml"))
+	require.NoError(t, err)
+	assert.Equal(t, string(onDisk), r.stdout)
+}
+
+func TestConfigNewThenCheckRoundTrips(t *testing.T) {
+	t.Parallel()
+	printed := runCmd(t, nil, nil, "config", "new").stdout
+	path := writeFile(t, printed)
+
+	r := runCmd(t, secretsEnv(), nil, "config", "check", "--config", path)
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "configuration OK\n", r.stdout)
+
+	// Secrets filled into the file instead of the environment work too.
+	filled := strings.Replace(printed, `password = ""`, `password = "`+plantedPassword+`"`, 1)
+	filled = strings.Replace(filled, `tokenV2 = ""`, `tokenV2 = "`+plantedToken+`"`, 1)
+	filled = strings.Replace(filled, `rsaPrivateKey = ""`, `rsaPrivateKey = """`+rsaKey()+`"""`, 1)
+	r = runCmd(t, nil, nil, "config", "check", "--config", writeFile(t, filled))
+	assert.Equal(t, exitOK, r.code, r.stderr)
+}
+
+func TestConfigCheckListsEveryProblem(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, `
+[hatchery.vsphere]
+  password = "`+plantedPassword+`"
+  maxCpu = 4
+  iprange = "10.0.0.1"
+  defaultFlavor = "huge"
+  [hatchery.vsphere.commonConfiguration.provision]
+    maxWorker = 2
+  [[hatchery.vsphere.networks]]
+    iprange = "10.0.0.0/24"
+  [[hatchery.vsphere.networks]]
+    iprange = "nope"
+`)
+	r := runCmd(t, nil, nil, "config", "check", "--config", path)
+	require.Equal(t, exitFail, r.code)
+	assert.Empty(t, r.stdout)
+	for _, want := range []string{
+		"hatchery.vsphere.maxCpu: unknown key (did you mean maxCpus?)",
+		"hatchery.vsphere.iprange: ",
+		"hatchery.vsphere.networks[1].iprange: ",
+		"hatchery.vsphere.defaultFlavor: \"huge\" is not a defined flavor",
+		"hatchery.vsphere.commonConfiguration.provision.maxConcurrentProvisioning: 10 is greater than provision.maxWorker 2",
+		"hatchery.vsphere.commonConfiguration.name: required",
+		"hatchery.vsphere.commonConfiguration.api.token: required",
+		"hatchery.vsphere.endpoint: required",
+	} {
+		assert.Contains(t, r.stderr, want)
+	}
+	assert.NotContains(t, r.stderr, plantedPassword)
+}
+
+func TestConfigCheckNeverPrintsSecrets(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		doc  string
+		env  map[string]string
+	}{
+		{"valid file with a password", "", secretsEnv()},
+		{"syntax error on the password line", "[hatchery.vsphere]\npassword = " + plantedPassword + "\n", nil},
+		{"password in the file, other problems", "[hatchery.vsphere]\npassword = \"" + plantedPassword + "\"\nendpoint = \"" + plantedPassword + "@vc\"\n", nil},
+		{"secrets from env, file invalid", "[hatchery.vsphere]\nuser = \"" + plantedToken + "x\"\n", secretsEnv()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			doc := tt.doc
+			if doc == "" {
+				doc = string(vsphere.ReferenceConfig())
+			}
+			r := runCmd(t, tt.env, nil, "config", "check", "--config", writeFile(t, doc))
+			for _, s := range []string{plantedPassword, plantedToken, "PRIVATE KEY-----\nMI"} {
+				assert.NotContains(t, r.stdout+r.stderr, s)
+			}
+		})
+	}
+}
+
+func TestConfigCheckUsage(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string
+	}{
+		{"no file flag", []string{"config", "check"}, exitUsage, "--config FILE is required"},
+		{"missing file", []string{"config", "check", "--config", "/nonexistent/h.toml"}, exitFail, "open config"},
+		{"no subcommand", []string{"config"}, exitUsage, "usage"},
+		{"bad subcommand", []string{"config", "old"}, exitUsage, "unknown subcommand"},
+		{"no command", nil, exitUsage, "usage"},
+		{"bad command", []string{"stop"}, exitUsage, `unknown command "stop"`},
+		{"bad flag", []string{"version", "--x"}, exitUsage, "flag provided but not defined"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r := runCmd(t, nil, nil, tt.args...)
+			assert.Equal(t, tt.code, r.code)
+			assert.Contains(t, r.stderr, tt.want)
+		})
+	}
+}
+
+func TestVersion(t *testing.T) {
+	t.Parallel()
+	r := runCmd(t, nil, nil, "version")
+	require.Equal(t, exitOK, r.code)
+	assert.True(t, strings.HasPrefix(r.stdout, "hatchery-vsphere dev (commit "), r.stdout)
+}
+
+func TestStartCallsHookWithValidatedConfig(t *testing.T) {
+	t.Parallel()
+	path := writeFile(t, string(vsphere.ReferenceConfig()))
+	var got *vsphere.Configuration
+	a := &app{start: func(ctx context.Context, cfg *vsphere.Configuration, _ *slog.Logger) error {
+		require.NotNil(t, ctx)
+		got = cfg
+		return context.Canceled // a signal-stopped run is a clean exit
+	}}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", path, "--log-level", "debug")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NotNil(t, got)
+	assert.Equal(t, plantedPassword, got.Password, "env secrets reach the hook")
+	assert.Contains(t, r.stderr, "configuration loaded")
+	assert.NotContains(t, r.stderr, plantedPassword, "the debug dump is redacted")
+	assert.NotContains(t, r.stderr, plantedToken)
+}
+
+func TestStartRefusesInvalidConfig(t *testing.T) {
+	t.Parallel()
+	r := runCmd(t, nil, nil, "start", "--config", writeFile(t, "[hatchery.vsphere]\n"))
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.stderr, "hatchery.vsphere.endpoint: required")
+}
+
+func TestStartHookError(t *testing.T) {
+	t.Parallel()
+	a := &app{start: func(context.Context, *vsphere.Configuration, *slog.Logger) error { return io.ErrUnexpectedEOF }}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.stderr, "hatchery stopped")
+}
+
+func TestDefaultHooksLogNotWired(t *testing.T) {
+	t.Parallel()
+	a := &app{start: runStart, demo: runDemo}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "start not wired yet")
+
+	r = runCmd(t, nil, &app{demo: runDemo}, "demo")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "demo not wired yet")
+}

@@ -1,0 +1,629 @@
+package cdssim
+
+import (
+	"context"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+type apiKind int
+
+const (
+	apiNone apiKind = iota
+	apiV1
+	apiV2
+)
+
+// session is a signed-in hatchery (V1 service or V2 hatchery).
+type session struct {
+	api       apiKind
+	name      string // service / hatchery name
+	serviceID int64  // V1 service id
+	hatchID   string // V2 hatchery id
+	modelType string // V2 hatchery type
+	expires   time.Time
+}
+
+type jobV1 struct {
+	run        sdk.WorkflowNodeJobRun
+	bookedBy   string
+	spawnInfos []sdk.SpawnInfo
+	results    []sdk.Result
+}
+
+type jobV2 struct {
+	run     sdk.V2WorkflowRunJob
+	model   sdk.V2WorkerModel
+	takenBy string
+	infos   []sdk.V2SendJobRunInfo
+}
+
+type modelV1 struct {
+	m           sdk.Model
+	secrets     []sdk.WorkerModelSecret
+	bookedBy    string
+	spawnErrors []sdk.SpawnErrorForm
+}
+
+type worker struct {
+	v2       bool
+	w        sdk.Worker
+	w2       sdk.V2Worker
+	disabled bool
+}
+
+// Call is one request the simulator answered.
+type Call struct {
+	Method string
+	Path   string
+	Query  string
+	Status int
+}
+
+type failure struct {
+	status    int
+	remaining int       // calls left (count mode)
+	until     time.Time // deadline (duration mode)
+}
+
+type state struct {
+	sessions   map[string]*session // by JWT
+	services   map[string]int64    // V1 service id by name
+	hatcheries map[string]*sdk.V2Hatchery
+	nextID     int64
+	nextJobV1  int64 // V1 job ids count from 1, apart from other ids
+
+	jobsV1 map[int64]*jobV1
+	jobsV2 map[string]*jobV2
+	models map[string]*modelV1 // by group/name
+	v2mods map[string]sdk.V2WorkerModel
+	workrs map[string]*worker // by name
+
+	heartbeatsV1 []sdk.MonitoringStatus
+	heartbeatsV2 []sdk.MonitoringStatus
+	calls        []Call
+
+	fail    failure
+	latency time.Duration
+
+	subsV1 map[chan []byte]struct{}
+	subsV2 map[chan []byte]struct{}
+}
+
+func (st *state) init() {
+	st.sessions = map[string]*session{}
+	st.services = map[string]int64{}
+	st.hatcheries = map[string]*sdk.V2Hatchery{}
+	st.jobsV1 = map[int64]*jobV1{}
+	st.jobsV2 = map[string]*jobV2{}
+	st.models = map[string]*modelV1{}
+	st.v2mods = map[string]sdk.V2WorkerModel{}
+	st.workrs = map[string]*worker{}
+	st.subsV1 = map[chan []byte]struct{}{}
+	st.subsV2 = map[chan []byte]struct{}{}
+}
+
+func (st *state) id() int64 {
+	st.nextID++
+	return st.nextID
+}
+
+func (s *Server) record(r *http.Request, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.calls = append(s.st.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
+}
+
+// injected applies the configured latency and failures to one request.
+func (s *Server) injected(ctx context.Context) error {
+	s.mu.Lock()
+	lat := s.st.latency
+	var status int
+	f := &s.st.fail
+	switch {
+	case f.remaining > 0:
+		f.remaining--
+		status = f.status
+	case !f.until.IsZero() && time.Now().Before(f.until):
+		status = f.status
+	}
+	s.mu.Unlock()
+	if lat > 0 {
+		t := time.NewTimer(lat)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.done:
+			return errNotFound("simulator closed")
+		}
+	}
+	if status != 0 {
+		return newErr(status, errIDInternal, http.StatusText(status), "injected by cdssim")
+	}
+	return nil
+}
+
+// authenticate checks the bearer session against the route's API version:
+// no or unknown session 401 id 10; a session of the other version 403 id 11.
+func (s *Server) authenticate(r *http.Request, api apiKind) (*session, error) {
+	tok := bearer(r)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sess, ok := s.st.sessions[tok]
+	if tok == "" || !ok || time.Now().After(sess.expires) {
+		return nil, errNotAuthenticated()
+	}
+	if sess.api != api {
+		return nil, errForbidden()
+	}
+	return sess, nil
+}
+
+// FailNext makes the next n requests (sign-ins included) answer status
+// (e.g. 500 or 503) with a CDS error body.
+func (s *Server) FailNext(n, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.fail = failure{status: status, remaining: n}
+}
+
+// FailFor makes every request answer status for d from now.
+func (s *Server) FailFor(d time.Duration, status int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.fail = failure{status: status, until: time.Now().Add(d)}
+}
+
+// ClearFailures stops injected failures.
+func (s *Server) ClearFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.fail = failure{}
+}
+
+// SetLatency delays every answer by d (0 turns it off); the delay ends early
+// when the request's context ends.
+func (s *Server) SetLatency(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.latency = d
+}
+
+// ExpireSessions forgets every session: the next authenticated call answers
+// 401 id 10 "not authenticated" until the hatchery signs in again.
+func (s *Server) ExpireSessions() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	clear(s.st.sessions)
+}
+
+// Sessions is the number of live sessions.
+func (s *Server) Sessions() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.st.sessions)
+}
+
+// Calls returns every request answered so far, in order.
+func (s *Server) Calls() []Call {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Call(nil), s.st.calls...)
+}
+
+// CountCalls counts the answered requests with that method and path.
+func (s *Server) CountCalls(method, path string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for _, c := range s.st.calls {
+		if c.Method == method && c.Path == path {
+			n++
+		}
+	}
+	return n
+}
+
+// Heartbeats returns the heartbeat bodies received on V1 and on V2.
+func (s *Server) Heartbeats() (v1, v2 []sdk.MonitoringStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]sdk.MonitoringStatus(nil), s.st.heartbeatsV1...), append([]sdk.MonitoringStatus(nil), s.st.heartbeatsV2...)
+}
+
+// JobV1 describes a V1 job to queue.
+type JobV1 struct {
+	// Requirements of the job (model, flavor, region, binary...).
+	Requirements sdk.RequirementList
+	// ModelType is the job's model type (vsphere when empty).
+	ModelType string
+	// ProjectKey, WorkflowName and JobName name the job (defaults PROJ, wf, build).
+	ProjectKey, WorkflowName, JobName string
+}
+
+// AddJobV1 queues a Waiting V1 job, pushes a job event on /ws and returns its id.
+func (s *Server) AddJobV1(j JobV1) int64 {
+	if j.ModelType == "" {
+		j.ModelType = sdk.VSphere
+	}
+	if j.ProjectKey == "" {
+		j.ProjectKey = "PROJ"
+	}
+	if j.WorkflowName == "" {
+		j.WorkflowName = "wf"
+	}
+	if j.JobName == "" {
+		j.JobName = "build"
+	}
+	s.mu.Lock()
+	s.st.nextJobV1++
+	id := s.st.nextJobV1
+	reqs := append(sdk.RequirementList{}, j.Requirements...)
+	for i := range reqs {
+		if reqs[i].ID == 0 {
+			reqs[i].ID = s.st.id()
+		}
+		if reqs[i].Name == "" {
+			reqs[i].Name = reqs[i].Type
+		}
+	}
+	now := time.Now().UTC()
+	s.st.jobsV1[id] = &jobV1{run: sdk.WorkflowNodeJobRun{
+		ProjectID:         1,
+		ID:                id,
+		WorkflowNodeRunID: id,
+		Job: sdk.ExecutedJob{
+			PipelineActionID: 1, PipelineStageID: 1, Enabled: true,
+			Action: sdk.Action{ID: id, Name: j.JobName, Type: "Joined", Requirements: reqs},
+		},
+		Parameters: []sdk.Parameter{
+			{Name: "cds.project", Type: "string", Value: j.ProjectKey},
+			{Name: "cds.workflow", Type: "string", Value: j.WorkflowName},
+			{Name: "cds.job", Type: "string", Value: j.JobName},
+		},
+		Status:     sdk.StatusWaiting,
+		Queued:     now,
+		ModelType:  j.ModelType,
+		ExecGroups: []sdk.Group{{ID: 1, Name: "shared.infra"}},
+		Header:     sdk.Header{"X-Project-Key": j.ProjectKey, "X-Workflow": j.WorkflowName, "X-Workflow-Run": "1"},
+	}}
+	s.mu.Unlock()
+	s.broadcastV1(id, sdk.StatusWaiting)
+	return id
+}
+
+// JobV1State is what happened to a V1 job.
+type JobV1State struct {
+	Status     string
+	BookedBy   string // hatchery name, "" when not booked
+	SpawnInfos []sdk.SpawnInfo
+	Results    []sdk.Result
+}
+
+// JobV1 returns the state of a V1 job.
+func (s *Server) JobV1(id int64) (JobV1State, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.st.jobsV1[id]
+	if !ok {
+		return JobV1State{}, false
+	}
+	return JobV1State{
+		Status:     j.run.Status,
+		BookedBy:   j.bookedBy,
+		SpawnInfos: append([]sdk.SpawnInfo(nil), j.spawnInfos...),
+		Results:    append([]sdk.Result(nil), j.results...),
+	}, true
+}
+
+// SetJobV1Status sets a V1 job's status (e.g. Building, Success) and
+// pushes a job event.
+func (s *Server) SetJobV1Status(id int64, status string) bool {
+	s.mu.Lock()
+	j, ok := s.st.jobsV1[id]
+	if ok {
+		j.run.Status = status
+	}
+	s.mu.Unlock()
+	if ok {
+		s.broadcastV1(id, status)
+	}
+	return ok
+}
+
+// JobV2 describes a V2 job to queue.
+type JobV2 struct {
+	// Region of the job (the first configured region when empty).
+	Region string
+	// ModelType of the job (vsphere when empty).
+	ModelType string
+	// Model is the job's worker model, answered by GET .../job/{id}.
+	Model sdk.V2WorkerModel
+	// RunsOn is the job's runs-on (Model.Name when its model is empty).
+	RunsOn sdk.V2JobRunsOn
+	// ProjectKey, WorkflowName and JobName name the job (defaults PROJ, wf, build).
+	ProjectKey, WorkflowName, JobName string
+}
+
+// AddJobV2 queues a Waiting V2 job, pushes an event on /v2/hatchery/ws and
+// returns its run job id (a uuid).
+func (s *Server) AddJobV2(j JobV2) string {
+	if j.Region == "" {
+		j.Region = s.opts.Regions[0]
+	}
+	if j.ModelType == "" {
+		j.ModelType = sdk.VSphere
+	}
+	if j.Model.Type == "" {
+		j.Model.Type = j.ModelType
+	}
+	if j.RunsOn.Model == "" {
+		j.RunsOn.Model = j.Model.Name
+	}
+	if j.ProjectKey == "" {
+		j.ProjectKey = "PROJ"
+	}
+	if j.WorkflowName == "" {
+		j.WorkflowName = "wf"
+	}
+	if j.JobName == "" {
+		j.JobName = "build"
+	}
+	id := requestID()
+	s.mu.Lock()
+	n := s.st.id()
+	s.st.jobsV2[id] = &jobV2{
+		run: sdk.V2WorkflowRunJob{
+			ID: id, JobID: j.JobName, WorkflowRunID: requestID(), ProjectKey: j.ProjectKey,
+			WorkflowName: j.WorkflowName, RunNumber: n, RunAttempt: 1, Status: sdk.StatusWaiting,
+			Queued: time.Now().UTC(), Region: j.Region, ModelType: j.ModelType, ModelOSArch: j.Model.OSArch,
+			Job: sdk.V2Job{Name: j.JobName, RunsOn: j.RunsOn, Region: j.Region},
+		},
+		model: j.Model,
+	}
+	s.mu.Unlock()
+	s.broadcastV2(j.Region, j.ModelType, id, n)
+	return id
+}
+
+// JobV2State is what happened to a V2 job.
+type JobV2State struct {
+	Status  string
+	TakenBy string // hatchery name, "" when not taken
+	Infos   []sdk.V2SendJobRunInfo
+}
+
+// JobV2 returns the state of a V2 job.
+func (s *Server) JobV2(id string) (JobV2State, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j, ok := s.st.jobsV2[id]
+	if !ok {
+		return JobV2State{}, false
+	}
+	return JobV2State{Status: j.run.Status, TakenBy: j.takenBy, Infos: append([]sdk.V2SendJobRunInfo(nil), j.infos...)}, true
+}
+
+// SetJobV2Status sets a V2 job's status and pushes an event.
+func (s *Server) SetJobV2Status(id, status string) bool {
+	s.mu.Lock()
+	j, ok := s.st.jobsV2[id]
+	var region, mt string
+	var n int64
+	if ok {
+		j.run.Status = status
+		region, mt, n = j.run.Region, j.run.ModelType, j.run.RunNumber
+	}
+	s.mu.Unlock()
+	if ok {
+		s.broadcastV2(region, mt, id, n)
+	}
+	return ok
+}
+
+// AddModelV1 adds a V1 worker model; secrets maps a secret name (e.g.
+// "secrets.vsphere_password", referenced as "{{.secrets.vsphere_password}}"
+// in ModelVirtualMachine.Password) to its value. Group defaults to
+// shared.infra, Type to vsphere. It returns the model's path group/name.
+func (s *Server) AddModelV1(m sdk.Model, secrets map[string]string) string {
+	if m.Group == nil {
+		m.Group = &sdk.Group{ID: 1, Name: "shared.infra"}
+	}
+	if m.Type == "" {
+		m.Type = sdk.VSphere
+	}
+	m.GroupID = m.Group.ID
+	if m.RegisteredCapabilities == nil {
+		m.RegisteredCapabilities = sdk.RequirementList{}
+	}
+	if m.CreatedBy == nil {
+		m.CreatedBy = []byte(`{"username":"admin","fullname":"admin","email":"admin@localhost.local"}`)
+	}
+	if m.ModelDocker == nil {
+		m.ModelDocker = []byte(`{}`)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.ID == 0 {
+		m.ID = s.st.id()
+	}
+	if m.UserLastModified.IsZero() {
+		m.UserLastModified = time.Now().UTC()
+	}
+	mv := &modelV1{m: m}
+	names := make([]string, 0, len(secrets))
+	for k := range secrets {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		mv.secrets = append(mv.secrets, sdk.WorkerModelSecret{ID: requestID(), Created: time.Now().UTC(), WorkerModelID: m.ID, Name: k, Value: secrets[k]})
+	}
+	s.st.models[m.Path()] = mv
+	return m.Path()
+}
+
+// ModelV1State is what happened to a V1 model.
+type ModelV1State struct {
+	Model       sdk.Model
+	BookedBy    string
+	SpawnErrors []sdk.SpawnErrorForm
+}
+
+// ModelV1 returns the state of a V1 model by path group/name.
+func (s *Server) ModelV1(path string) (ModelV1State, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.st.models[path]
+	if !ok {
+		return ModelV1State{}, false
+	}
+	return ModelV1State{Model: m.m, BookedBy: m.bookedBy, SpawnErrors: append([]sdk.SpawnErrorForm(nil), m.spawnErrors...)}, true
+}
+
+// MarkModelV1Registered records a successful registration: need_registration
+// false, last_registration now, booking and spawn errors cleared.
+func (s *Server) MarkModelV1Registered(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	m, ok := s.st.models[path]
+	if ok {
+		m.m.NeedRegistration = false
+		m.m.LastRegistration = time.Now().UTC()
+		m.bookedBy = ""
+		m.m.NbSpawnErr = 0
+		m.m.LastSpawnErr, m.m.LastSpawnErrLogs, m.m.DateLastSpawnErr = nil, nil, nil
+	}
+	return ok
+}
+
+// AddModelV2 makes a V2 model answer GET
+// /v2/project/{key}/vcs/{vcs}/repository/{repo}/workermodel/{name}?branch=
+// (branch "" matches any branch).
+func (s *Server) AddModelV2(projectKey, vcs, repo, branch string, m sdk.V2WorkerModel) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.v2mods[v2ModelKey(projectKey, vcs, repo, m.Name, branch)] = m
+}
+
+func v2ModelKey(p, v, r, n, b string) string {
+	return p + "\x00" + v + "\x00" + r + "\x00" + n + "\x00" + b
+}
+
+// RegisterWorker records a worker as the worker process does when it
+// starts. jobID is a V1 job id (decimal) or a V2 run job id; "" registers a
+// V1 model-registration worker. The worker is Building (Registering without
+// a job) and its job becomes Building. It returns the worker id, or "" when
+// the job is unknown.
+func (s *Server) RegisterWorker(name, jobID string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j, ok := s.st.jobsV2[jobID]; ok && jobID != "" {
+		id := requestID()
+		j.run.Status = sdk.StatusBuilding
+		j.run.WorkerName = name
+		s.st.workrs[name] = &worker{v2: true, w2: sdk.V2Worker{
+			ID: id, Name: name, LastBeat: time.Now().UTC(), ModelName: j.model.Name, JobRunID: jobID,
+			HatcheryName: j.takenBy, Status: sdk.StatusBuilding, OS: "linux", Arch: "amd64",
+		}}
+		if h, ok := s.st.hatcheries[j.takenBy]; ok {
+			s.st.workrs[name].w2.HatcheryID = h.ID
+		}
+		return id
+	}
+	w := sdk.Worker{ID: requestID(), Name: name, LastBeat: time.Now().UTC(), Status: sdk.StatusRegistering, OS: "linux", Arch: "amd64", Uptodate: true}
+	if jobID != "" {
+		n, err := strconv.ParseInt(jobID, 10, 64)
+		j, ok := s.st.jobsV1[n]
+		if err != nil || !ok {
+			return ""
+		}
+		j.run.Status = sdk.StatusBuilding
+		j.run.Job.WorkerName, j.run.Job.WorkerID = name, w.ID
+		w.JobRunID = &n
+		w.Status = sdk.StatusBuilding
+		w.HatcheryName = j.bookedBy
+		if sid, ok := s.st.services[j.bookedBy]; ok {
+			w.HatcheryID = &sid
+		}
+	}
+	s.st.workrs[name] = &worker{w: w}
+	return w.ID
+}
+
+// FinishWorker removes a worker as when its process exits; its job gets
+// status (Success when empty). It reports whether the worker existed.
+func (s *Server) FinishWorker(name, status string) bool {
+	if status == "" {
+		status = sdk.StatusSuccess
+	}
+	s.mu.Lock()
+	w, ok := s.st.workrs[name]
+	if !ok {
+		s.mu.Unlock()
+		return false
+	}
+	delete(s.st.workrs, name)
+	var v1ID int64
+	var v2ID string
+	if w.v2 {
+		if j, ok := s.st.jobsV2[w.w2.JobRunID]; ok {
+			j.run.Status = status
+			v2ID = j.run.ID
+		}
+	} else if w.w.JobRunID != nil {
+		if j, ok := s.st.jobsV1[*w.w.JobRunID]; ok {
+			j.run.Status = status
+			v1ID = j.run.ID
+		}
+	}
+	s.mu.Unlock()
+	if v1ID != 0 {
+		s.broadcastV1(v1ID, status)
+	}
+	if v2ID != "" {
+		s.SetJobV2Status(v2ID, status)
+	}
+	return true
+}
+
+// WorkerState is a registered worker as the simulator sees it.
+type WorkerState struct {
+	ID       string
+	V2       bool
+	Status   string
+	Disabled bool
+}
+
+// Worker returns a registered worker by name.
+func (s *Server) Worker(name string) (WorkerState, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.st.workrs[name]
+	if !ok {
+		return WorkerState{}, false
+	}
+	if w.v2 {
+		return WorkerState{ID: w.w2.ID, V2: true, Status: w.w2.Status, Disabled: w.disabled}, true
+	}
+	return WorkerState{ID: w.w.ID, Status: w.w.Status, Disabled: w.disabled}, true
+}
+
+// DisableWorker disables a worker as POST /worker/{id}/disable does.
+func (s *Server) DisableWorker(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	w, ok := s.st.workrs[name]
+	if ok {
+		w.disabled = true
+		w.w.Status = sdk.StatusDisabled
+		w.w2.Status = sdk.StatusDisabled
+	}
+	return ok
+}

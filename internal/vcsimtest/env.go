@@ -1,0 +1,378 @@
+// Package vcsimtest starts govmomi's in-process vSphere simulator (vcsim
+// v0.56.0) for tests, shaped like the hatchery's production inventory: one
+// datacenter, a resource pool, a datastore, the "VM Network" network and
+// named templates. It works around the simulator's gaps (see vcsim.md):
+// guest operations go to a recording FakeGuest instead of Docker, and VMs
+// that power on become tools-running / guest-operations-ready.
+//
+// Every Env is private to its test (no package-level mutable state), so
+// tests using it may run in parallel. Starting one costs ~0.35 s.
+package vcsimtest
+
+import (
+	"context"
+	"crypto/tls"
+	"log/slog"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+// Names of the inventory every Env has (the simulator's VPX model).
+const (
+	DatacenterName   = "DC0"
+	ResourcePoolPath = "/DC0/host/DC0_C0/Resources"
+	DatastoreName    = "LocalDS_0"
+	NetworkName      = "VM Network"
+	FolderPath       = "/DC0/vm"
+	CardName         = "vmxnet3"
+	// DefaultTemplate is the template every Env has unless Options.Templates
+	// says otherwise: debian12, 2 vCPU, 4096 MB.
+	DefaultTemplate = "debian12"
+)
+
+// Default credentials. DefaultPassword has characters that break a URL
+// built by concatenation, so every test exercises url.UserPassword.
+const (
+	DefaultUser          = "hatchery@vsphere.local"
+	DefaultPassword      = "p@ss:w/rd%?"
+	DefaultGuestUser     = "root"
+	DefaultGuestPassword = "guest-secret"
+)
+
+// TestPollInterval is the poll period of clients built by Env: short, so
+// waits finish fast while still going through the ticker.
+const TestPollInterval = 20 * time.Millisecond
+
+// Template describes a template created at Start (or by AddTemplate).
+type Template struct {
+	Name     string
+	CPUs     int32 // 0 means 2
+	MemoryMB int32 // 0 means 4096
+	// Annotation is written in the template's Notes field ("" for none).
+	Annotation string
+}
+
+// Options shape an Env. The zero value is a useful default.
+type Options struct {
+	// User and Password are the vCenter credentials the simulator accepts
+	// ("" means DefaultUser / DefaultPassword).
+	User, Password string
+	// Templates replaces the default template list ([debian12]); set
+	// NoTemplates for none.
+	Templates   []Template
+	NoTemplates bool
+	// GuestUser and GuestPassword are the guest credentials FakeGuest
+	// accepts ("" means DefaultGuestUser / DefaultGuestPassword).
+	GuestUser, GuestPassword string
+	// ReadyDelay delays tools-running / guestOperationsReady after a power
+	// on (0: ready when the power-on task completes).
+	ReadyDelay time.Duration
+	// ForeignVMs adds that many powered-on VMs the hatchery does not own
+	// (fast fixtures, see AddForeignVMs).
+	ForeignVMs int
+	// Logger is given to Env.Client (nil: discard).
+	Logger *slog.Logger
+}
+
+// Env is one running simulator and a ready client.
+type Env struct {
+	// Model is the simulator's model; Model.Map() is its registry.
+	Model *simulator.Model
+	// Server is the HTTPS server (127.0.0.1, self-signed certificate).
+	Server *simulator.Server
+	// URL is the SDK URL with the credentials in its user information.
+	URL *url.URL
+	// Endpoint is URL without credentials ("https://127.0.0.1:port/sdk").
+	Endpoint string
+	// User and Password are the vCenter credentials.
+	User, Password string
+	// CAFile is a PEM file holding the server's certificate.
+	CAFile string
+	// Names of the inventory (see the constants).
+	Datacenter, ResourcePool, Datastore, Network, Folder string
+	// Templates are the names of the templates created.
+	Templates []string
+	// Admin is a plain govmomi client (insecure TLS) for fixtures and
+	// assertions; tests of the hatchery use Client.
+	Admin *govmomi.Client
+	// Client is a ready GovmomiClient built from ClientConfig().
+	Client *vsphere.GovmomiClient
+	// Guest is the recording fake guest process manager.
+	Guest *FakeGuest
+
+	t      testing.TB
+	ctx    context.Context // ends when the test ends
+	opts   Options
+	ready  *readiness
+	wg     sync.WaitGroup
+	fastMu sync.Mutex
+	fastN  int
+}
+
+// Start runs a simulator for t and tears it down in t.Cleanup.
+func Start(t testing.TB, o Options) *Env {
+	t.Helper()
+	if o.User == "" {
+		o.User = DefaultUser
+	}
+	if o.Password == "" {
+		o.Password = DefaultPassword
+	}
+	if o.GuestUser == "" {
+		o.GuestUser = DefaultGuestUser
+	}
+	if o.GuestPassword == "" {
+		o.GuestPassword = DefaultGuestPassword
+	}
+	if o.Templates == nil && !o.NoTemplates {
+		o.Templates = []Template{{Name: DefaultTemplate}}
+	}
+
+	m := simulator.VPX()
+	m.Machine = 0 // no stock VMs: the datacenter holds what the test puts there
+	if err := m.Create(); err != nil {
+		t.Fatalf("create simulator model: %v", err)
+	}
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(o.User, o.Password)}
+	s := m.Service.NewServer()
+	caFile, err := s.CertificateFile()
+	if err != nil {
+		s.Close()
+		m.Remove()
+		t.Fatalf("write simulator certificate: %v", err)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Env{
+		Model:        m,
+		Server:       s,
+		URL:          s.URL,
+		User:         o.User,
+		Password:     o.Password,
+		CAFile:       caFile,
+		Datacenter:   DatacenterName,
+		ResourcePool: ResourcePoolPath,
+		Datastore:    DatastoreName,
+		Network:      NetworkName,
+		Folder:       FolderPath,
+		t:            t,
+		ctx:          ctx,
+		opts:         o,
+	}
+	ep := *s.URL
+	ep.User = nil
+	e.Endpoint = ep.String()
+	t.Cleanup(func() {
+		cancel()
+		e.wg.Wait()
+		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer ccancel()
+		if e.Client != nil {
+			e.Client.Close(cctx)
+		}
+		if e.Admin != nil {
+			_ = e.Admin.Logout(cctx)
+		}
+		s.Close()
+		m.Remove()
+	})
+
+	e.Guest = installFakeGuest(e, o.GuestUser, o.GuestPassword)
+	e.ready = installReadiness(e, o.ReadyDelay)
+
+	admin, err := govmomi.NewClient(ctx, s.URL, true)
+	if err != nil {
+		t.Fatalf("admin client: %v", err)
+	}
+	e.Admin = admin
+
+	for _, tpl := range o.Templates {
+		e.AddTemplate(tpl)
+	}
+	if o.ForeignVMs > 0 {
+		e.AddForeignVMs("foreign-", o.ForeignVMs)
+	}
+	e.Client = e.NewClient(nil)
+	return e
+}
+
+// ClientConfig is a verified-TLS (CAFile) configuration for this simulator,
+// with TestPollInterval.
+func (e *Env) ClientConfig() vsphere.ClientConfig {
+	log := e.opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return vsphere.ClientConfig{
+		Endpoint:     e.Endpoint,
+		User:         e.User,
+		Password:     e.Password,
+		CAFile:       e.CAFile,
+		Datacenter:   e.Datacenter,
+		ResourcePool: e.ResourcePool,
+		Folder:       e.Folder,
+		PollInterval: TestPollInterval,
+		Logger:       log,
+	}
+}
+
+// NewClient builds another client (closed at cleanup); mutate, when not
+// nil, edits the configuration first.
+func (e *Env) NewClient(mutate func(*vsphere.ClientConfig)) *vsphere.GovmomiClient {
+	e.t.Helper()
+	c, err := e.TryClient(mutate)
+	if err != nil {
+		e.t.Fatalf("vsphere client: %v", err)
+	}
+	return c
+}
+
+// TryClient is NewClient returning the constructor's error.
+func (e *Env) TryClient(mutate func(*vsphere.ClientConfig)) (*vsphere.GovmomiClient, error) {
+	cfg := e.ClientConfig()
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	c, err := vsphere.NewGovmomiClient(e.ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if c != e.Client {
+		e.t.Cleanup(func() {
+			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			c.Close(cctx)
+		})
+	}
+	return c, nil
+}
+
+// Config returns a hatchery configuration pointing at this simulator:
+// connection, TLS (CAFile) and placement fields only.
+func (e *Env) Config() *vsphere.Configuration {
+	return &vsphere.Configuration{
+		User:               e.User,
+		Endpoint:           e.Endpoint,
+		Password:           e.Password,
+		CAFile:             e.CAFile,
+		DatacenterString:   e.Datacenter,
+		DatastoreString:    e.Datastore,
+		NetworkString:      e.Network,
+		ResourcePoolString: e.ResourcePool,
+		FolderString:       e.Folder,
+		CardName:           CardName,
+	}
+}
+
+// Context ends when the test ends.
+func (e *Env) Context() context.Context { return e.ctx }
+
+// SimContext returns a fresh simulator context for registry access (each
+// goroutine must use its own: lock ownership is per context).
+func (e *Env) SimContext() *simulator.Context {
+	return &simulator.Context{Context: e.ctx, Map: e.Model.Map(), Session: e.Model.Service.Context.Session}
+}
+
+// AddTemplate creates a template through the API: pvscsi controller, a
+// disk, a vmxnet3 NIC on "VM Network", CPUs/MemoryMB, then MarkAsTemplate.
+func (e *Env) AddTemplate(tpl Template) {
+	e.t.Helper()
+	if tpl.CPUs == 0 {
+		tpl.CPUs = 2
+	}
+	if tpl.MemoryMB == 0 {
+		tpl.MemoryMB = 4096
+	}
+	ctx := e.ctx
+	if err := e.createTemplate(ctx, tpl); err != nil {
+		e.t.Fatalf("create template %q: %v", tpl.Name, err)
+	}
+	e.Templates = append(e.Templates, tpl.Name)
+}
+
+func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
+	c := e.Admin.Client
+	finder := newFinder(c, e.Datacenter)
+	dc, err := finder.Datacenter(ctx, e.Datacenter)
+	if err != nil {
+		return err
+	}
+	finder.SetDatacenter(dc)
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return err
+	}
+	pool, err := finder.ResourcePool(ctx, e.ResourcePool)
+	if err != nil {
+		return err
+	}
+	ds, err := finder.Datastore(ctx, e.Datastore)
+	if err != nil {
+		return err
+	}
+	netw, err := finder.Network(ctx, e.Network)
+	if err != nil {
+		return err
+	}
+	backing, err := netw.EthernetCardBackingInfo(ctx)
+	if err != nil {
+		return err
+	}
+
+	var devices object.VirtualDeviceList
+	scsi, err := devices.CreateSCSIController("pvscsi")
+	if err != nil {
+		return err
+	}
+	devices = append(devices, scsi)
+	ctrl, err := devices.FindSCSIController("")
+	if err != nil {
+		return err
+	}
+	disk := devices.CreateDisk(ctrl, ds.Reference(), "")
+	disk.CapacityInKB = 10 * 1024 * 1024
+	devices = append(devices, disk)
+	nic, err := object.EthernetCardTypes().CreateEthernetCard(CardName, backing)
+	if err != nil {
+		return err
+	}
+	devices = append(devices, nic)
+	changes, err := devices.ConfigSpec(types.VirtualDeviceConfigSpecOperationAdd)
+	if err != nil {
+		return err
+	}
+	for _, ch := range changes {
+		if ch.GetVirtualDeviceConfigSpec().Device == disk {
+			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
+		}
+	}
+	spec := types.VirtualMachineConfigSpec{
+		Name:         tpl.Name,
+		GuestId:      "debian12_64Guest",
+		NumCPUs:      tpl.CPUs,
+		MemoryMB:     int64(tpl.MemoryMB),
+		Annotation:   tpl.Annotation,
+		Files:        &types.VirtualMachineFileInfo{VmPathName: "[" + e.Datastore + "]"},
+		DeviceChange: changes,
+	}
+	task, err := folders.VmFolder.CreateVM(ctx, spec, pool, nil)
+	if err != nil {
+		return err
+	}
+	info, err := task.WaitForResult(ctx)
+	if err != nil {
+		return err
+	}
+	vm := object.NewVirtualMachine(c, info.Result.(types.ManagedObjectReference))
+	return vm.MarkAsTemplate(ctx)
+}

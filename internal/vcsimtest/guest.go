@@ -1,0 +1,172 @@
+package vcsimtest
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// GuestCall is one StartProgramInGuest the fake accepted or refused.
+type GuestCall struct {
+	VM               string
+	User             string
+	ProgramPath      string
+	Arguments        string
+	EnvVariables     []string
+	WorkingDirectory string
+	// Pid is the pid returned (0 when the call failed).
+	Pid int64
+	// Fault is the fault returned (nil on success).
+	Fault types.BaseMethodFault
+}
+
+// FakeGuest replaces the simulator's guest process manager, whose
+// StartProgramInGuest needs Docker (vcsim.md). Like a real guest it refuses
+// a VM that is not powered on (InvalidPowerState), whose tools are not
+// ready (GuestOperationsUnavailable), or wrong credentials
+// (InvalidGuestLogin). It records every call. Safe for concurrent use.
+type FakeGuest struct {
+	*simulator.GuestProcessManager
+
+	mu       sync.Mutex
+	user     string
+	password string
+	calls    []GuestCall
+	nextPid  int64
+	failures []types.BaseMethodFault
+	notify   chan struct{} // closed and replaced on every call
+}
+
+func installFakeGuest(e *Env, user, password string) *FakeGuest {
+	m := e.Model.Map()
+	pms := m.AllReference("GuestProcessManager")
+	if len(pms) != 1 {
+		e.t.Fatalf("simulator has %d guest process managers, want 1", len(pms))
+	}
+	orig := pms[0].(*simulator.GuestProcessManager)
+	f := &FakeGuest{GuestProcessManager: orig, user: user, password: password, nextPid: 1000, notify: make(chan struct{})}
+	m.Put(f)
+	return f
+}
+
+// SetCredentials changes the guest account the fake accepts.
+func (f *FakeGuest) SetCredentials(user, password string) {
+	f.mu.Lock()
+	f.user, f.password = user, password
+	f.mu.Unlock()
+}
+
+// FailNext makes the next calls fail with these faults, in order (after
+// the power and credential checks pass).
+func (f *FakeGuest) FailNext(faults ...types.BaseMethodFault) {
+	f.mu.Lock()
+	f.failures = append(f.failures, faults...)
+	f.mu.Unlock()
+}
+
+// Calls returns a copy of every call so far, oldest first.
+func (f *FakeGuest) Calls() []GuestCall {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.calls)
+}
+
+// CallsFor returns the calls made for one VM.
+func (f *FakeGuest) CallsFor(vm string) []GuestCall {
+	var out []GuestCall
+	for _, c := range f.Calls() {
+		if c.VM == vm {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// WaitForCalls blocks until at least n calls were made or ctx ends, and
+// returns the calls; no polling.
+func (f *FakeGuest) WaitForCalls(ctx context.Context, n int) ([]GuestCall, error) {
+	for {
+		f.mu.Lock()
+		if len(f.calls) >= n {
+			out := slices.Clone(f.calls)
+			f.mu.Unlock()
+			return out, nil
+		}
+		ch := f.notify
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return f.Calls(), ctx.Err()
+		case <-ch:
+		}
+	}
+}
+
+// StartProgramInGuest is the simulator method the fake overrides.
+func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.StartProgramInGuest) soap.HasFault {
+	body := new(methods.StartProgramInGuestBody)
+	call := GuestCall{}
+	if spec, ok := req.Spec.(*types.GuestProgramSpec); ok {
+		call.ProgramPath = spec.ProgramPath
+		call.Arguments = spec.Arguments
+		call.EnvVariables = slices.Clone(spec.EnvVariables)
+		call.WorkingDirectory = spec.WorkingDirectory
+	}
+	var pass string
+	if auth, ok := req.Auth.(*types.NamePasswordAuthentication); ok {
+		call.User, pass = auth.Username, auth.Password
+	}
+
+	var fault types.BaseMethodFault
+	vm, ok := ctx.Map.Get(req.Vm).(*simulator.VirtualMachine)
+	if !ok {
+		fault = &types.ManagedObjectNotFound{Obj: req.Vm}
+	} else {
+		var state types.VirtualMachinePowerState
+		ready := false
+		ctx.WithLock(vm, func() {
+			call.VM = vm.Name
+			state = vm.Runtime.PowerState
+			ready = vm.Guest != nil && vm.Guest.GuestOperationsReady != nil && *vm.Guest.GuestOperationsReady
+		})
+		switch {
+		case state != types.VirtualMachinePowerStatePoweredOn:
+			fault = &types.InvalidPowerState{RequestedState: types.VirtualMachinePowerStatePoweredOn, ExistingState: state}
+		case !ready:
+			fault = new(types.GuestOperationsUnavailable)
+		}
+	}
+
+	f.mu.Lock()
+	if fault == nil && (call.User != f.user || pass != f.password) {
+		fault = new(types.InvalidGuestLogin)
+	}
+	if fault == nil && len(f.failures) > 0 {
+		fault, f.failures = f.failures[0], f.failures[1:]
+	}
+	if fault == nil {
+		f.nextPid++
+		call.Pid = f.nextPid
+	}
+	call.Fault = fault
+	f.calls = append(f.calls, call)
+	close(f.notify)
+	f.notify = make(chan struct{})
+	f.mu.Unlock()
+
+	if fault != nil {
+		body.Fault_ = simulator.Fault("", fault)
+		return body
+	}
+	body.Res = &types.StartProgramInGuestResponse{Returnval: call.Pid}
+	return body
+}
+
+func newFinder(c *vim25.Client, _ string) *find.Finder { return find.NewFinder(c, true) }

@@ -1,0 +1,122 @@
+package vcsimtest
+
+import (
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// readiness is a registry handler: when a VM powers on it reports VMware
+// Tools running and guest operations ready (at once, or after delay); when
+// it powers off, not running and not ready. The simulator never does this
+// for VMs without a container (vcsim.md). The IP of a customized clone is
+// already set by the simulator itself (guest.ipAddress, guest.net).
+type readiness struct {
+	self  types.ManagedObjectReference
+	env   *Env
+	delay time.Duration
+}
+
+func installReadiness(e *Env, delay time.Duration) *readiness {
+	r := &readiness{
+		self:  types.ManagedObjectReference{Type: "VcsimtestReadiness", Value: "readiness"},
+		env:   e,
+		delay: delay,
+	}
+	e.Model.Map().AddHandler(r)
+	return r
+}
+
+// Reference implements mo.Reference.
+func (r *readiness) Reference() types.ManagedObjectReference { return r.self }
+
+// PutObject implements simulator.RegisterObject.
+func (r *readiness) PutObject(*simulator.Context, mo.Reference) {}
+
+// RemoveObject implements simulator.RegisterObject.
+func (r *readiness) RemoveObject(*simulator.Context, types.ManagedObjectReference) {}
+
+// UpdateObject implements simulator.RegisterObject. It runs inside the
+// power task, which holds the VM's lock on behalf of ctx.
+func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, changes []types.PropertyChange) {
+	if obj.Reference().Type != "VirtualMachine" {
+		return
+	}
+	var state types.VirtualMachinePowerState
+	found := false
+	for _, ch := range changes {
+		if ch.Name == "runtime.powerState" {
+			if s, ok := ch.Val.(types.VirtualMachinePowerState); ok {
+				state, found = s, true
+			}
+		}
+	}
+	if !found {
+		return
+	}
+	vm, ok := ctx.Map.Get(obj.Reference()).(*simulator.VirtualMachine)
+	if !ok {
+		return
+	}
+	if state != types.VirtualMachinePowerStatePoweredOn {
+		ctx.WithLock(vm, func() { setGuest(ctx, vm, false) })
+		return
+	}
+	if r.delay <= 0 {
+		ctx.WithLock(vm, func() { setGuest(ctx, vm, true) })
+		return
+	}
+	if r.env.ctx.Err() != nil {
+		return // the test is over: start nothing
+	}
+	r.env.wg.Add(1)
+	go func() {
+		defer r.env.wg.Done()
+		timer := time.NewTimer(r.delay)
+		defer timer.Stop()
+		select {
+		case <-r.env.ctx.Done():
+			return
+		case <-timer.C:
+		}
+		sctx := r.env.SimContext()
+		sctx.WithLock(vm, func() {
+			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+				setGuest(sctx, vm, true)
+			}
+		})
+	}()
+}
+
+// setGuest reports tools running (or not) on vm; the caller holds vm's
+// lock. The *bool fields are set directly (mo.ApplyPropertyChange cannot
+// assign them) and announced with the other changes.
+func setGuest(ctx *simulator.Context, vm *simulator.VirtualMachine, running bool) {
+	if vm.Guest == nil {
+		vm.Guest = &types.GuestInfo{}
+	}
+	vm.Guest.GuestOperationsReady = types.NewBool(running)
+	vm.Guest.InteractiveGuestOperationsReady = types.NewBool(running)
+	ctx.Update(vm, guestChanges(running))
+}
+
+// guestChanges are the guest properties of a VM whose tools run (or not).
+func guestChanges(running bool) []types.PropertyChange {
+	status := string(types.VirtualMachineToolsRunningStatusGuestToolsNotRunning)
+	tools := types.VirtualMachineToolsStatusToolsNotRunning
+	state := "notRunning"
+	if running {
+		status = string(types.VirtualMachineToolsRunningStatusGuestToolsRunning)
+		tools = types.VirtualMachineToolsStatusToolsOk
+		state = "running"
+	}
+	return []types.PropertyChange{
+		{Name: "guest.toolsRunningStatus", Val: status},
+		{Name: "guest.toolsStatus", Val: tools},
+		{Name: "guest.guestState", Val: state},
+		{Name: "summary.guest.toolsRunningStatus", Val: status},
+		{Name: "summary.guest.toolsStatus", Val: tools},
+	}
+}

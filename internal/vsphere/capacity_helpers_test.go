@@ -1,0 +1,218 @@
+package vsphere
+
+// Test helpers of the capacity/flavor work. Names carry a "cap" prefix so
+// that they do not collide with the helpers of other files of the package.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+const capHatcheryName = "hatch-1"
+
+// capFlavors is 001 §13.2's example.
+func capFlavors() []FlavorConfig {
+	return []FlavorConfig{
+		{Name: "small", CPUs: 2, MemoryMB: 4096},
+		{Name: "medium", CPUs: 4, MemoryMB: 8192},
+		{Name: "large", CPUs: 8, MemoryMB: 16384},
+		{Name: "xlarge", CPUs: 16, MemoryMB: 32768},
+	}
+}
+
+// capInventory is a fake Inventory over a slice; hook, when set, runs
+// inside VMs (after the slice was copied), to interleave events.
+type capInventory struct {
+	mu   sync.Mutex
+	vms  []VM
+	err  error
+	hook func()
+}
+
+func (f *capInventory) VMs(context.Context) ([]VM, error) {
+	f.mu.Lock()
+	out := append([]VM(nil), f.vms...)
+	err, hook := f.err, f.hook
+	f.mu.Unlock()
+	if hook != nil {
+		hook()
+	}
+	return out, err
+}
+
+func (f *capInventory) Invalidate() {}
+
+func (f *capInventory) set(vms ...VM) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vms = vms
+}
+
+// capPool is the resource pool runtime the mock serves; err makes reads fail.
+type capPool struct {
+	mu           sync.Mutex
+	memoryBytes  int64
+	cpuMHz       int64
+	err          error
+	loadFailures int // LoadResourcePool fails while > 0
+}
+
+func (p *capPool) setErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.err = err
+}
+
+func (p *capPool) set(memoryMB, cpuMHz int64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.memoryBytes, p.cpuMHz = memoryMB<<20, cpuMHz
+}
+
+// capLogs is a concurrency-safe buffer of JSON log lines.
+type capLogs struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *capLogs) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// records returns the decoded log lines whose msg is msg.
+func (l *capLogs) records(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &m), line)
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// capClock is an injectable clock.
+type capClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *capClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *capClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+type capEnv struct {
+	h     *HatcheryVSphere
+	inv   *capInventory
+	pool  *capPool
+	logs  *capLogs
+	clock *capClock
+	mock  *mock_vsphere.MockVSphereClient
+}
+
+// newCapEnv builds a hatchery over a mock client whose resource pool reads
+// are served by env.pool (plenty of room unless changed), a fake inventory
+// and a captured JSON logger. cfg is completed with the hatchery name and,
+// when unset, the listing inventory mode: the fake inventory is always
+// fresh, as the listing inventory is.
+func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
+	t.Helper()
+	ctrl := gomock.NewController(t)
+	m := mock_vsphere.NewMockVSphereClient(ctrl)
+	env := &capEnv{
+		inv:   &capInventory{},
+		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},
+		logs:  &capLogs{},
+		clock: &capClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
+		mock:  m,
+	}
+	poolObj := object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"})
+	m.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (*object.ResourcePool, error) {
+		env.pool.mu.Lock()
+		defer env.pool.mu.Unlock()
+		if env.pool.loadFailures > 0 {
+			env.pool.loadFailures--
+			return nil, errCapPoolLoad
+		}
+		return poolObj, nil
+	}).AnyTimes()
+	m.EXPECT().ResourcePoolRuntime(gomock.Any(), poolObj).DoAndReturn(func(context.Context, *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+		env.pool.mu.Lock()
+		defer env.pool.mu.Unlock()
+		if env.pool.err != nil {
+			return nil, env.pool.err
+		}
+		rt := &types.ResourcePoolRuntimeInfo{}
+		rt.Memory.UnreservedForVm = env.pool.memoryBytes
+		rt.Cpu.UnreservedForVm = env.pool.cpuMHz
+		return rt, nil
+	}).AnyTimes()
+	cfg.CommonConfiguration.Name = capHatcheryName
+	if cfg.InventoryMode == "" {
+		cfg.InventoryMode = InventoryListing
+	}
+	h, err := New(Options{
+		Config:    &cfg,
+		Client:    m,
+		Inventory: env.inv,
+		Logger:    slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:       env.clock.now,
+	})
+	require.NoError(t, err)
+	env.h = h
+	return env
+}
+
+type capError string
+
+func (e capError) Error() string { return string(e) }
+
+const errCapPoolLoad = capError("pool not found")
+
+// capVM is a VM owned by the test hatchery for jobID, powered on.
+func capVM(name, jobID string, cpus, memMB int32) VM {
+	return VM{
+		Name: name, NumCPU: cpus, MemoryMB: memMB,
+		PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Annotation: &Annotation{HatcheryName: capHatcheryName, WorkerName: name, JobID: jobID},
+	}
+}
+
+// capV2 is a V2 model on image "debian12" with an optional job flavor.
+func capV2(jobFlavor string) sdk.WorkerStarterWorkerModel {
+	return sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "debian12-generic", Type: sdk.VSphere},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
+		JobFlavor:   jobFlavor,
+	}
+}

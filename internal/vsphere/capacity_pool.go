@@ -1,0 +1,110 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+)
+
+// poolSnapshot is one read of the resource pool's runtime.
+type poolSnapshot struct {
+	Readable bool
+	// UnreservedMemoryBytes is runtime.memory.unreservedForVm (bytes).
+	UnreservedMemoryBytes int64
+	// UnreservedCPUMHz is runtime.cpu.unreservedForVm (MHz).
+	UnreservedCPUMHz int64
+}
+
+// poolHealth is the resource pool's readability as last seen: an outage is
+// logged once when it starts and once when it ends, never per job.
+type poolHealth struct {
+	down  bool
+	since time.Time
+	err   string
+}
+
+// readPool reads the resource pool runtime through the VSphereClient (the
+// pool object is looked up once and kept until a read fails). It never
+// fails: an unreadable pool is a snapshot with Readable false, and the
+// static limits still apply (graceful degradation, 001 §12).
+func (h *HatcheryVSphere) readPool(ctx context.Context) poolSnapshot {
+	snap, err := h.poolRuntime(ctx)
+	if err != nil && ctx.Err() != nil {
+		// Our caller gave up (shutdown, deadline): not a pool outage.
+		return poolSnapshot{}
+	}
+	h.notePoolHealth(err)
+	return snap
+}
+
+func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error) {
+	s := h.capacity
+	s.mu.Lock()
+	pool := s.pool
+	s.mu.Unlock()
+	if pool == nil {
+		p, err := h.vs.LoadResourcePool(ctx)
+		if err != nil {
+			return poolSnapshot{}, fmt.Errorf("load resource pool: %w", err)
+		}
+		if p == nil {
+			return poolSnapshot{}, errors.New("load resource pool: no pool returned")
+		}
+		pool = p
+		s.mu.Lock()
+		s.pool = pool
+		s.mu.Unlock()
+	}
+	rt, err := h.vs.ResourcePoolRuntime(ctx, pool)
+	if err == nil && rt == nil {
+		err = errors.New("empty runtime")
+	}
+	if err != nil {
+		s.mu.Lock()
+		if s.pool == pool {
+			s.pool = nil // look it up again next time: it may have been moved or renamed
+		}
+		s.mu.Unlock()
+		return poolSnapshot{}, fmt.Errorf("read resource pool %s runtime: %w", poolRef(pool), err)
+	}
+	return poolSnapshot{
+		Readable:              true,
+		UnreservedMemoryBytes: rt.Memory.UnreservedForVm,
+		UnreservedCPUMHz:      rt.Cpu.UnreservedForVm,
+	}, nil
+}
+
+func poolRef(p *object.ResourcePool) string {
+	if p == nil {
+		return "<nil>"
+	}
+	return p.Reference().Value
+}
+
+// notePoolHealth records a read's outcome and logs the transitions only.
+func (h *HatcheryVSphere) notePoolHealth(err error) {
+	s := h.capacity
+	now := h.now()
+	s.mu.Lock()
+	wasDown, since := s.poolHealth.down, s.poolHealth.since
+	if err != nil {
+		if !wasDown {
+			s.poolHealth = poolHealth{down: true, since: now}
+		}
+		s.poolHealth.err = err.Error()
+	} else {
+		s.poolHealth = poolHealth{}
+	}
+	s.mu.Unlock()
+	switch {
+	case err != nil && !wasDown:
+		h.log.Warn("resource pool unreadable: capacity checks continue with static limits only", "err", err)
+	case err != nil:
+		h.log.Debug("resource pool still unreadable", "err", err, "since", since)
+	case wasDown:
+		h.log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
+	}
+}

@@ -1,0 +1,218 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// cloneVM clones templateName into a new VM vmName carrying annot (IP
+// allocated and recorded in annot when a range is configured) with the
+// flavor applied, powered on. On failure nothing is left holding an IP and a
+// half-made VM is marked for deletion.
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+	if annot == nil {
+		return nil, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
+	}
+	if annot.Created.IsZero() {
+		annot.Created = h.now().UTC()
+	}
+	leased := ""
+	if h.ips.enabled() && annot.IPAddress == "" {
+		// Read the inventory first, then pick under the pool's lock only.
+		vms, err := h.inv.VMs(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("clone %q from template %q: list vms for ip: %w", vmName, templateName, err)
+		}
+		lease, err := h.ips.reserve(ctx, vms)
+		if err != nil {
+			return nil, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
+		}
+		leased = lease.IP
+		annot.IPAddress = lease.IP
+		h.log.Info("ip reserved", "vm", vmName, "ip", lease.IP)
+	}
+	fail := func(step string, err error, created bool) (*object.VirtualMachine, error) {
+		if leased != "" {
+			h.ips.release(leased)
+			annot.IPAddress = ""
+		}
+		if created {
+			h.markToDelete(vmName)
+		}
+		h.log.Warn("clone failed", "vm", vmName, "model", templateName, "reason", step)
+		return nil, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
+	}
+
+	template, err := h.vs.LoadVirtualMachine(ctx, templateName)
+	if err != nil {
+		return fail("load template", err, false)
+	}
+	spec, err := h.prepareCloneSpec(ctx, template, annot, flavor)
+	if err != nil {
+		return fail("prepare clone spec", err, false)
+	}
+	folder, err := h.vs.LoadFolder(ctx)
+	if err != nil {
+		return fail("load folder", err, false)
+	}
+	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
+	h.inv.Invalidate()
+	if err != nil {
+		// A failed clone task may leave a half-made VM behind (it carries
+		// our annotation): the cleanup destroys it. A name already taken
+		// is someone else's VM: never marked.
+		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}))
+	}
+	if ref == nil {
+		return fail("clone", errors.New("no reference returned"), true)
+	}
+	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
+	return h.vs.NewVirtualMachine(*ref), nil
+}
+
+// prepareCloneSpec builds the clone specification (001 §6.2.1, Amendment C):
+// the template's first NIC moved to the configured network, placement in
+// the configured pool and datastore as a linked clone, Linux customization
+// (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
+// CPU/RAM/disk, tools after power on, powered on.
+func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig) (*types.VirtualMachineCloneSpec, error) {
+	tname := objectName(template)
+	if annot == nil {
+		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
+	}
+	devices, err := h.vs.LoadVirtualMachineDevices(ctx, template)
+	if err != nil {
+		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
+	}
+	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	if len(cards) == 0 {
+		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
+	}
+	network, err := h.vs.LoadNetwork(ctx, h.cfg.NetworkString)
+	if err != nil {
+		return nil, fmt.Errorf("load network %q: %w", h.cfg.NetworkString, err)
+	}
+	first, ok := cards[0].(types.BaseVirtualEthernetCard)
+	if !ok {
+		return nil, fmt.Errorf("template %q: first network card is not an ethernet card", tname)
+	}
+	if err := h.vs.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), h.cfg.CardName, network); err != nil {
+		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, h.cfg.NetworkString, err)
+	}
+	pool, err := h.vs.LoadResourcePool(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load resource pool %q: %w", h.cfg.ResourcePoolString, err)
+	}
+	ds, err := h.vs.LoadDatastore(ctx, h.cfg.DatastoreString)
+	if err != nil {
+		return nil, fmt.Errorf("load datastore %q: %w", h.cfg.DatastoreString, err)
+	}
+
+	// One adapter mapping per NIC of the template (vSphere refuses a
+	// mismatch): the first gets the static IP when one was allocated, every
+	// other NIC, and the first without an IP range, DHCP.
+	nics := make([]types.CustomizationAdapterMapping, len(cards))
+	global := types.CustomizationGlobalIPSettings{}
+	for i := range nics {
+		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
+	}
+	if annot.IPAddress != "" {
+		lease, ok := h.ips.lookup(annot.IPAddress)
+		if !ok {
+			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
+		}
+		nics[0].Adapter = types.CustomizationIPSettings{
+			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
+			SubnetMask:    lease.SubnetMask,
+			DnsServerList: lease.DNS,
+		}
+		if lease.Gateway != "" {
+			nics[0].Adapter.Gateway = []string{lease.Gateway}
+		}
+		global.DnsServerList = lease.DNS
+	}
+	hostname := sanitizeHostname(annot.WorkerName)
+	if hostname == "" {
+		return nil, fmt.Errorf("clone spec from template %q: worker name %q gives no valid hostname", tname, annot.WorkerName)
+	}
+
+	config := &types.VirtualMachineConfigSpec{
+		DeviceChange: []types.BaseVirtualDeviceConfigSpec{
+			&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: cards[0]},
+		},
+		Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)},
+	}
+	annot.ApplyTo(config)
+	if err := applyFlavor(config, flavor, devices); err != nil {
+		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", flavorName(flavor), tname, err)
+	}
+
+	poolRef, dsRef := pool.Reference(), ds.Reference()
+	return &types.VirtualMachineCloneSpec{
+		Location: types.VirtualMachineRelocateSpec{
+			Pool:         &poolRef,
+			Datastore:    &dsRef,
+			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking),
+		},
+		Customization: &types.CustomizationSpec{
+			Identity: &types.CustomizationLinuxPrep{
+				HostName: &types.CustomizationFixedName{Name: hostname},
+			},
+			GlobalIPSettings: global,
+			NicSettingMap:    nics,
+		},
+		Config:   config,
+		PowerOn:  true,
+		Template: false,
+	}, nil
+}
+
+// maxHostnameLen is the DNS label limit a Linux hostname must respect.
+const maxHostnameLen = 63
+
+// sanitizeHostname turns a VM name into a valid hostname label: lower
+// case letters, digits and dashes, no leading or trailing dash, at most 63
+// characters.
+func sanitizeHostname(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > maxHostnameLen {
+		s = strings.TrimRight(s[:maxHostnameLen], "-")
+	}
+	return s
+}
+
+// objectName names a VM object for errors and logs: its inventory name,
+// else its reference.
+func objectName(vm *object.VirtualMachine) string {
+	if vm == nil {
+		return ""
+	}
+	if vm.InventoryPath != "" {
+		return path.Base(vm.InventoryPath)
+	}
+	return vm.Reference().Value
+}
+
+// flavorName is the flavor's name, "" for none.
+func flavorName(f *FlavorConfig) string {
+	if f == nil {
+		return ""
+	}
+	return f.Name
+}

@@ -1,0 +1,173 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func TestPrepareCloneSpec(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name      string
+		cfg       func(*Configuration)
+		nics      int
+		ip        string
+		wantFixed bool
+		wantMask  string
+		wantGW    string
+		wantDNS   []string
+	}{
+		{name: "dhcp without ip range", nics: 1},
+		{name: "dhcp with two nics", nics: 2},
+		{
+			name: "fixed ip from iprange",
+			cfg: func(c *Configuration) {
+				c.IPRange, c.Gateway, c.DNS, c.SubnetMask = "10.0.0.10/24", "10.0.0.1", "10.0.0.2, 10.0.0.3", "255.255.255.0"
+			},
+			nics: 1, ip: "10.0.0.10", wantFixed: true, wantMask: "255.255.255.0", wantGW: "10.0.0.1", wantDNS: []string{"10.0.0.2", "10.0.0.3"},
+		},
+		{
+			name: "fixed ip from a [[networks]] entry uses its own settings",
+			cfg: func(c *Configuration) {
+				c.IPRange, c.Gateway, c.SubnetMask = "10.0.0.10/30", "10.0.0.1", "255.255.255.0"
+				c.Networks = []NetworkConfig{{IPRange: "172.16.4.20/22", Gateway: "172.16.4.1", DNS: "172.16.4.2"}}
+			},
+			nics: 2, ip: "172.16.4.21", wantFixed: true, wantMask: "255.255.252.0", wantGW: "172.16.4.1", wantDNS: []string{"172.16.4.2"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := spConfig()
+			if tt.cfg != nil {
+				tt.cfg(cfg)
+			}
+			f := newSpFixture(t, cfg)
+			tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+			f.expectCloneSpecCalls(tmpl, tt.nics)
+			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
+
+			spec, err := f.h.prepareCloneSpec(context.Background(), tmpl, annot, nil)
+			require.NoError(t, err)
+
+			// NIC edit with the configured backing.
+			require.Len(t, spec.Config.DeviceChange, 1)
+			dc := spec.Config.DeviceChange[0].GetVirtualDeviceConfigSpec()
+			assert.Equal(t, types.VirtualDeviceConfigSpecOperationEdit, dc.Operation)
+			card, ok := dc.Device.(types.BaseVirtualEthernetCard)
+			require.True(t, ok, "edited device is an ethernet card")
+			assert.Equal(t, spWorkerBack, card.GetVirtualEthernetCard().Backing)
+			assert.Equal(t, int32(4000), card.GetVirtualEthernetCard().Key)
+
+			// Placement: linked clone in the configured pool and datastore.
+			assert.Equal(t, spPoolRef, *spec.Location.Pool)
+			assert.Equal(t, spDSRef, *spec.Location.Datastore)
+			assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
+			assert.True(t, spec.PowerOn)
+			assert.False(t, spec.Template)
+			require.NotNil(t, spec.Config.Tools)
+			assert.True(t, *spec.Config.Tools.AfterPowerOn)
+
+			// Annotation and its mirror.
+			got, err := AnnotationFromVM(spec.Config.Annotation, nil)
+			require.NoError(t, err)
+			assert.Equal(t, *annot, *got)
+			mirror, err := AnnotationFromVM("", spec.Config.ExtraConfig)
+			require.NoError(t, err)
+			assert.Equal(t, *annot, *mirror)
+
+			// Customization.
+			prep, ok := spec.Customization.Identity.(*types.CustomizationLinuxPrep)
+			require.True(t, ok)
+			assert.Equal(t, "worker-one-x", prep.HostName.(*types.CustomizationFixedName).Name)
+			require.Len(t, spec.Customization.NicSettingMap, tt.nics)
+			for i, m := range spec.Customization.NicSettingMap {
+				if i == 0 && tt.wantFixed {
+					fixed, ok := m.Adapter.Ip.(*types.CustomizationFixedIp)
+					require.True(t, ok, "first nic has a fixed ip")
+					assert.Equal(t, tt.ip, fixed.IpAddress)
+					assert.Equal(t, tt.wantMask, m.Adapter.SubnetMask)
+					assert.Equal(t, []string{tt.wantGW}, m.Adapter.Gateway)
+					assert.Equal(t, tt.wantDNS, m.Adapter.DnsServerList)
+					assert.Equal(t, tt.wantDNS, spec.Customization.GlobalIPSettings.DnsServerList)
+					continue
+				}
+				_, dhcp := m.Adapter.Ip.(*types.CustomizationDhcpIpGenerator)
+				assert.True(t, dhcp, "nic %d uses dhcp", i)
+			}
+		})
+	}
+}
+
+func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+	f.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), tmpl).Return(spDevices(0), nil)
+	_, err := f.h.prepareCloneSpec(context.Background(), tmpl, &Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "has no network card")
+}
+
+func TestCloneVM(t *testing.T) {
+	t.Parallel()
+	cloneErr := errors.New("task failed")
+	tests := []struct {
+		name     string
+		cloneErr error
+	}{
+		{name: "success"},
+		{name: "clone fails", cloneErr: cloneErr},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := spConfig()
+			cfg.IPRange, cfg.Gateway, cfg.SubnetMask = "10.0.0.10/24", "10.0.0.1", "255.255.255.0"
+			f := newSpFixture(t, cfg)
+			// 10.0.0.10 is held by a powered-off VM's annotation.
+			f.inv.add(VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
+			tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
+			f.expectCloneSpecCalls(tmpl, 1)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+			newRef := spRef("VirtualMachine", "vm-new")
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
+				DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ *object.Folder, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+					assert.True(t, strings.Contains(spec.Config.Annotation, `"ip_address":"10.0.0.11"`))
+					if tt.cloneErr != nil {
+						return nil, tt.cloneErr
+					}
+					return &newRef, nil
+				})
+			if tt.cloneErr == nil {
+				f.vs.EXPECT().NewVirtualMachine(newRef).Return(object.NewVirtualMachine(nil, newRef))
+			}
+			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
+			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)
+			used, _ := f.h.ips.counts(nil)
+			if tt.cloneErr != nil {
+				require.ErrorIs(t, err, cloneErr)
+				assert.Contains(t, err.Error(), `clone "worker-1" from template "debian12"`)
+				assert.True(t, f.h.toDelete.Has("worker-1"), "half-made vm marked for deletion")
+				assert.Equal(t, 0, used, "ip reservation released")
+				assert.Empty(t, annot.IPAddress)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, newRef, vm.Reference())
+			assert.Equal(t, "10.0.0.11", annot.IPAddress)
+			assert.Equal(t, 1, used, "ip stays reserved until the inventory shows the vm")
+			assert.False(t, annot.Created.IsZero())
+			assert.Positive(t, f.inv.invalidated)
+		})
+	}
+}

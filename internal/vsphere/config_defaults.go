@@ -1,0 +1,68 @@
+package vsphere
+
+import "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+
+// Default values of the settings that have one. DefaultConfiguration is the
+// only place they are applied; docs/configuration.md and
+// configs/hatchery.toml show the same values.
+const (
+	DefaultCardName                    = "e1000"
+	DefaultSubnetMask                  = "255.255.255.0"
+	DefaultWorkerTTL                   = 120 // minutes
+	DefaultWorkerRegistrationTTL       = 10  // minutes
+	DefaultWorkerProvisioningInterval  = 120 // seconds
+	DefaultWorkerProvisioningPoolSize  = 1
+	DefaultKillAwolServersInterval     = 120 // seconds
+	DefaultKillDisabledWorkersInterval = 120 // seconds
+	DefaultInventoryRefreshInterval    = 30  // seconds
+	DefaultMaxConcurrentTasks          = 8
+
+	DefaultHTTPAddr                       = "127.0.0.1"
+	DefaultHTTPPort                       = 8086
+	DefaultAPIRequestTimeout              = 10 // seconds
+	DefaultAPIMaxHeartbeatFailures        = 10
+	DefaultMaxWorker                      = 10
+	DefaultMaxConcurrentProvisioning      = 10
+	DefaultMaxConcurrentRegistering       = 2
+	DefaultRegisterFrequency              = 60 // seconds
+	DefaultMaxAttemptsNumberBeforeFailure = 5
+)
+
+// DefaultConfiguration returns the configuration every loaded file starts
+// from: the defaults of 001 §3 (vSphere keys and the common provision block)
+// plus this project's own (inventory, vCenter task bound, /mon listener on
+// 127.0.0.1:8086, the port CDS hatcheries use by default). Keys without a
+// default (name, endpoint, credentials…) are left empty; Validate reports the
+// required ones.
+func DefaultConfiguration() Configuration {
+	return Configuration{
+		CommonConfiguration: hatchery.CommonConfiguration{
+			HTTP: hatchery.HTTPConfig{
+				Addr: DefaultHTTPAddr,
+				Port: DefaultHTTPPort,
+			},
+			API: hatchery.APIConfig{
+				RequestTimeout:       DefaultAPIRequestTimeout,
+				MaxHeartbeatFailures: DefaultAPIMaxHeartbeatFailures,
+			},
+			Provision: hatchery.ProvisionConfig{
+				MaxWorker:                      DefaultMaxWorker,
+				MaxConcurrentProvisioning:      DefaultMaxConcurrentProvisioning,
+				MaxConcurrentRegistering:       DefaultMaxConcurrentRegistering,
+				RegisterFrequency:              DefaultRegisterFrequency,
+				MaxAttemptsNumberBeforeFailure: DefaultMaxAttemptsNumberBeforeFailure,
+			},
+		},
+		CardName:                    DefaultCardName,
+		SubnetMask:                  DefaultSubnetMask,
+		WorkerTTL:                   DefaultWorkerTTL,
+		WorkerRegistrationTTL:       DefaultWorkerRegistrationTTL,
+		WorkerProvisioningInterval:  DefaultWorkerProvisioningInterval,
+		WorkerProvisioningPoolSize:  DefaultWorkerProvisioningPoolSize,
+		KillAwolServersInterval:     DefaultKillAwolServersInterval,
+		KillDisabledWorkersInterval: DefaultKillDisabledWorkersInterval,
+		InventoryMode:               InventoryShared,
+		InventoryRefreshInterval:    DefaultInventoryRefreshInterval,
+		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
+	}
+}

@@ -1,0 +1,321 @@
+package vsphere
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/BurntSushi/toml"
+)
+
+// Environment variables that override the secrets of the file, so that the
+// file can be world-readable and the secrets kept in a root-only
+// EnvironmentFile (see configs/hatchery-vsphere.service). A variable set to a
+// non-empty value wins over the file.
+const (
+	EnvPassword      = "CDS_HATCHERY_VSPHERE_PASSWORD"        // hatchery.vsphere.password
+	EnvAPIToken      = "CDS_HATCHERY_VSPHERE_API_TOKEN"       // …commonConfiguration.api.token
+	EnvAPITokenV2    = "CDS_HATCHERY_VSPHERE_API_TOKENV2"     // …commonConfiguration.api.tokenV2
+	EnvRSAPrivateKey = "CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY" // …commonConfiguration.rsaPrivateKey (PEM text)
+)
+
+// maxConfigBytes bounds what the loader reads: a configuration is a few KB,
+// anything near this is a wrong file.
+const maxConfigBytes = 4 << 20
+
+// LoadOptions tune LoadConfigFile and LoadConfigFrom.
+type LoadOptions struct {
+	// LookupEnv reads the secret overrides (Env* constants); nil means
+	// os.LookupEnv. Tests pass a map-backed function instead of setting the
+	// process environment.
+	LookupEnv func(key string) (string, bool)
+}
+
+func (o LoadOptions) lookupEnv() func(string) (string, bool) {
+	if o.LookupEnv != nil {
+		return o.LookupEnv
+	}
+	return os.LookupEnv
+}
+
+// LoadConfig reads the TOML file at path, with secrets overridable from the
+// process environment. See LoadConfigFrom; the result is not validated (use
+// LoadAndValidate or Validate).
+func LoadConfig(path string) (*Configuration, error) {
+	return LoadConfigFile(path, LoadOptions{})
+}
+
+// LoadConfigFile is LoadConfig with options.
+func LoadConfigFile(path string, o LoadOptions) (*Configuration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	cfg, err := LoadConfigFrom(f, o)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// LoadConfigFrom decodes a TOML document whose [hatchery.vsphere] table is
+// the configuration:
+//   - DefaultConfiguration is applied first; keys present in the file win;
+//   - flavors are accepted as [[hatchery.vsphere.flavors]] name=… or as
+//     [hatchery.vsphere.flavors.NAME] and normalised into Flavors in file
+//     order with lower-cased names (defaultFlavor and workerProvisioning
+//     flavors are lower-cased too);
+//   - guestCredentials and its alias models are both kept as written (see
+//     AllGuestCredentials);
+//   - the Env* variables override the secrets.
+//
+// A key the configuration does not know is an error naming its full path,
+// with a suggestion when it looks like a typo; all of them are returned
+// together as ConfigErrors. A syntax error or a value of the wrong type is
+// an error naming the key. No error ever quotes a secret.
+func LoadConfigFrom(r io.Reader, o LoadOptions) (*Configuration, error) {
+	cfg, problems, err := decodeConfig(r, o)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, problems
+	}
+	return cfg, nil
+}
+
+// LoadAndValidate loads the file at path and validates it, returning every
+// problem at once: unknown keys and Validate's findings together (a syntax
+// or type error stops before validation).
+func LoadAndValidate(path string, o LoadOptions) (*Configuration, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("open config: %w", err)
+	}
+	defer f.Close()
+	cfg, problems, err := decodeConfig(f, o)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	var verrs ConfigErrors
+	if err := cfg.Validate(); err != nil && !errors.As(err, &verrs) {
+		return nil, err
+	}
+	if all := append(problems, verrs...); len(all) > 0 {
+		return nil, all
+	}
+	return cfg, nil
+}
+
+// fileRoot is the document: only [hatchery.vsphere] is read.
+type fileRoot struct {
+	Hatchery struct {
+		VSphere vsphereTable `toml:"vsphere"`
+	} `toml:"hatchery"`
+}
+
+// vsphereTable is Configuration with flavors kept raw, because they come in
+// two forms.
+type vsphereTable struct {
+	Configuration
+	RawFlavors toml.Primitive `toml:"flavors"`
+}
+
+// decodeConfig returns the configuration and the unknown keys, or an error
+// that stops everything (unreadable, not TOML, wrong type, no table).
+func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read config: %w", err)
+	}
+	if len(data) > maxConfigBytes {
+		return nil, nil, fmt.Errorf("config is larger than %d bytes", maxConfigBytes)
+	}
+	env := o.lookupEnv()
+	envSecrets := envSecretValues(env)
+
+	var root fileRoot
+	root.Hatchery.VSphere.Configuration = DefaultConfiguration()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&root)
+	if err != nil {
+		return nil, nil, decodeError(err, envSecrets)
+	}
+	if !md.IsDefined("hatchery", "vsphere") {
+		return nil, nil, errors.New("no [hatchery.vsphere] table: the configuration must be under [hatchery.vsphere] (print a reference with `hatchery-vsphere config new`)")
+	}
+	cfg := root.Hatchery.VSphere.Configuration
+
+	mapForm, err := decodeFlavors(md, root.Hatchery.VSphere.RawFlavors, &cfg)
+	if err != nil {
+		return nil, nil, errors.New(scrubString(err.Error(), envSecrets))
+	}
+	cfg.DefaultFlavor = strings.ToLower(cfg.DefaultFlavor)
+	for i := range cfg.WorkerProvisioning {
+		cfg.WorkerProvisioning[i].Flavor = strings.ToLower(cfg.WorkerProvisioning[i].Flavor)
+	}
+	applyEnv(&cfg, env)
+
+	problems := unknownKeys(md, mapForm)
+	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
+}
+
+// decodeFlavors fills cfg.Flavors from either form and reports whether the
+// map form was used.
+func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bool, error) {
+	cfg.Flavors = nil
+	key := []string{"hatchery", "vsphere", flavorsKey}
+	if !md.IsDefined(key...) {
+		return false, nil
+	}
+	switch t := md.Type(key...); t {
+	case "ArrayHash", "Hash", "":
+	default:
+		return false, fmt.Errorf("%s.%s: is %s, want [[%s.%s]] entries or [%s.%s.NAME] tables", KeyPrefix, flavorsKey, strings.ToLower(t), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
+	}
+	if md.Type(key...) == "ArrayHash" {
+		var list []FlavorConfig
+		if err := md.PrimitiveDecode(raw, &list); err != nil {
+			return false, flavorDecodeError(err)
+		}
+		for i := range list {
+			list[i].Name = strings.ToLower(list[i].Name)
+		}
+		cfg.Flavors = list
+		return false, nil
+	}
+	var byName map[string]FlavorConfig
+	if err := md.PrimitiveDecode(raw, &byName); err != nil {
+		return true, flavorDecodeError(err)
+	}
+	// File order, from the metadata (a Go map has none).
+	prefix := KeyPrefix + "." + flavorsKey + "."
+	for _, k := range md.Keys() {
+		if len(k) != 4 || k[0] != "hatchery" || k[1] != "vsphere" || k[2] != flavorsKey {
+			continue
+		}
+		name := k[3]
+		f, ok := byName[name]
+		if !ok {
+			continue
+		}
+		if f.Name != "" && !strings.EqualFold(f.Name, name) {
+			return true, fmt.Errorf("%s%s.name: %q differs from the table name %q (in the [%s%s] form the name is the table's; drop name or make it equal)", prefix, name, f.Name, name, prefix, name)
+		}
+		f.Name = strings.ToLower(name)
+		cfg.Flavors = append(cfg.Flavors, f)
+		delete(byName, name)
+	}
+	return true, nil
+}
+
+// flavorDecodeError names the flavor key a decode error is about.
+func flavorDecodeError(err error) error {
+	return fmt.Errorf("%w (flavors are [[%s.%s]] entries with name, cpus, memoryMB, diskSizeGB, or [%s.%s.NAME] tables)", decodeError(err, nil), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
+}
+
+// secretKeys are the leaf names whose values must never be quoted.
+var secretKeys = map[string]bool{"password": true, "token": true, "tokenV2": true, "rsaPrivateKey": true}
+
+// typeErrorRE matches BurntSushi/toml's decode (type) errors, which are
+// plain errors: `toml: line 2 (last key "a.b"): incompatible types: …`.
+var typeErrorRE = regexp.MustCompile(`^toml: (?:line (\d+) )?\(last key "(.*)"\): (.*)$`)
+
+// decodeError rewrites a TOML error as "line N: key: problem", hiding the
+// message when the key holds a secret (the lexer quotes what it found).
+func decodeError(err error, secrets []string) error {
+	var line, key, msg string
+	var pe toml.ParseError
+	if errors.As(err, &pe) {
+		line, key, msg = strconv.Itoa(pe.Position.Line), pe.LastKey, pe.Message
+	} else if m := typeErrorRE.FindStringSubmatch(err.Error()); m != nil {
+		line, key, msg = m[1], m[2], m[3]
+	} else {
+		return errors.New(scrubString(strings.TrimPrefix(err.Error(), "toml: "), secrets))
+	}
+	leaf := key
+	if i := strings.LastIndexByte(key, '.'); i >= 0 {
+		leaf = key[i+1:]
+	}
+	if secretKeys[leaf] {
+		msg = "invalid value (not shown: the key holds a secret; a secret is a quoted TOML string)"
+	}
+	msg = scrubString(msg, secrets)
+	var b strings.Builder
+	if line != "" {
+		b.WriteString("line " + line + ": ")
+	}
+	if key != "" {
+		b.WriteString(key + ": ")
+	}
+	b.WriteString(msg)
+	return errors.New(b.String())
+}
+
+// unknownKeys reports the keys of the file nothing decoded, each once (a
+// misspelt table is reported, not every key inside it).
+func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
+	tree := configKeys()
+	var out ConfigErrors
+	var reported []string
+	for _, k := range md.Undecoded() {
+		path := k.String()
+		skip := false
+		for _, p := range reported {
+			if strings.HasPrefix(path, p+".") {
+				skip = true
+				break
+			}
+		}
+		if skip {
+			continue
+		}
+		reported = append(reported, path)
+		parent, leaf := "", k[len(k)-1]
+		if len(k) > 1 {
+			parent = toml.Key(k[:len(k)-1]).String()
+		}
+		if flavorsMapForm && len(k) == 5 && strings.HasPrefix(path, KeyPrefix+"."+flavorsKey+".") {
+			parent = KeyPrefix + "." + flavorsKey
+		}
+		problem := "unknown key"
+		if s := tree.suggest(parent, leaf); s != "" && s != leaf {
+			problem += fmt.Sprintf(" (did you mean %s?)", s)
+		} else if !strings.HasPrefix(path+".", KeyPrefix+".") {
+			problem += " (this file holds only [" + KeyPrefix + "])"
+		} else {
+			problem += " (see `hatchery-vsphere config new` for every key)"
+		}
+		out = append(out, FieldError{Key: path, Problem: problem})
+	}
+	return out
+}
+
+// envSecretValues returns the secrets set in the environment.
+func envSecretValues(env func(string) (string, bool)) []string {
+	var out []string
+	for _, k := range []string{EnvPassword, EnvAPIToken, EnvAPITokenV2, EnvRSAPrivateKey} {
+		if v, ok := env(k); ok && v != "" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// applyEnv overrides the secrets with the non-empty Env* variables.
+func applyEnv(cfg *Configuration, env func(string) (string, bool)) {
+	set := func(dst *string, key string) {
+		if v, ok := env(key); ok && v != "" {
+			*dst = v
+		}
+	}
+	set(&cfg.Password, EnvPassword)
+	set(&cfg.CommonConfiguration.API.Token, EnvAPIToken)
+	set(&cfg.CommonConfiguration.API.TokenV2, EnvAPITokenV2)
+	set(&cfg.CommonConfiguration.RSAPrivateKey, EnvRSAPrivateKey)
+}

@@ -1,0 +1,438 @@
+package vsphere
+
+import (
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"net/netip"
+	"net/url"
+	"strings"
+)
+
+// cardNames are the virtual NIC types govmomi can create (object.EthernetCardTypes).
+var cardNames = []string{"e1000", "e1000e", "vmxnet", "vmxnet2", "vmxnet3", "vmxnet3vrdma", "pcnet32", "sriov"}
+
+// Validate checks the configuration and returns every problem found as
+// ConfigErrors (nil when there is none). Each problem names the full TOML key
+// path, what is wrong and what is allowed; no message quotes a secret.
+// Validate does no I/O.
+func (c *Configuration) Validate() error {
+	var es ConfigErrors
+	c.validateCommon(&es)
+	c.validateVCenter(&es)
+	c.validateNumbers(&es)
+	c.validateNetwork(&es)
+	c.validateFlavors(&es)
+	c.validateProvisioning(&es)
+	c.validateCredentials(&es)
+	if c.InventoryMode != InventoryShared && c.InventoryMode != InventoryListing {
+		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q)", c.InventoryMode, InventoryShared, InventoryListing)
+	}
+	return es.scrub(c.secrets()).err()
+}
+
+func (c *Configuration) validateCommon(es *ConfigErrors) {
+	cc := &c.CommonConfiguration
+	const p = "commonConfiguration."
+	if strings.TrimSpace(cc.Name) == "" {
+		es.add(p+"name", "required: the hatchery's name, as registered in CDS")
+	}
+	checkURL(es, p+"url", cc.URL, false, "the URL the CDS API reaches this hatchery's /mon endpoints at")
+	checkURL(es, p+"api.http.url", cc.API.HTTP.URL, true, "the CDS API URL")
+	checkURL(es, p+"cdn.url", cc.CDN.URL, false, "the CDN URL (empty: asked from the API)")
+	checkURL(es, p+"provision.workerApiHttp.url", cc.Provision.WorkerAPIHTTP.URL, false, "the CDS API URL as workers reach it (empty: api.http.url)")
+	if cc.API.Token == "" && cc.API.TokenV2 == "" {
+		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s)", EnvAPIToken, EnvAPITokenV2)
+	}
+	if cc.RSAPrivateKey == "" {
+		es.add(p+"rsaPrivateKey", "required: a PEM RSA private key (PKCS#1 or PKCS#8) to sign worker tokens (or %s)", EnvRSAPrivateKey)
+	} else if problem := checkRSAKey(cc.RSAPrivateKey); problem != "" {
+		es.add(p+"rsaPrivateKey", "%s (want a PEM RSA private key, PKCS#1 or PKCS#8; value not shown)", problem)
+	}
+	if cc.HTTP.Port < 0 || cc.HTTP.Port > 65535 {
+		es.add(p+"http.port", "%d is out of range (allowed: 1-65535, or 0 for a free port chosen at start)", cc.HTTP.Port)
+	}
+	if cc.HTTP.Addr != "" {
+		if _, err := netip.ParseAddr(cc.HTTP.Addr); err != nil && strings.ContainsAny(cc.HTTP.Addr, " :/") {
+			es.add(p+"http.addr", "%q is not a listen address (want an IP such as 127.0.0.1, a host name, or empty for all interfaces)", cc.HTTP.Addr)
+		}
+	}
+	if cc.API.RequestTimeout <= 0 {
+		es.add(p+"api.requestTimeout", "%d: must be > 0 (seconds)", cc.API.RequestTimeout)
+	}
+	if cc.API.MaxHeartbeatFailures <= 0 {
+		es.add(p+"api.maxHeartbeatFailures", "%d: must be > 0 (consecutive failed heartbeats before the process stops)", cc.API.MaxHeartbeatFailures)
+	}
+
+	pv := &cc.Provision
+	const pp = p + "provision."
+	if pv.MaxWorker < 0 {
+		es.add(pp+"maxWorker", "%d: must be >= 0 (0 = unlimited)", pv.MaxWorker)
+	}
+	if pv.MaxConcurrentProvisioning <= 0 {
+		es.add(pp+"maxConcurrentProvisioning", "%d: must be > 0", pv.MaxConcurrentProvisioning)
+	} else if pv.MaxWorker > 0 && pv.MaxConcurrentProvisioning > pv.MaxWorker {
+		es.add(pp+"maxConcurrentProvisioning", "%d is greater than provision.maxWorker %d (must be <= maxWorker when maxWorker > 0)", pv.MaxConcurrentProvisioning, pv.MaxWorker)
+	}
+	if pv.MaxConcurrentRegistering < -1 {
+		es.add(pp+"maxConcurrentRegistering", "%d: must be >= -1 (-1 disables model registration)", pv.MaxConcurrentRegistering)
+	} else if pv.MaxWorker > 0 && pv.MaxConcurrentRegistering > pv.MaxWorker {
+		es.add(pp+"maxConcurrentRegistering", "%d is greater than provision.maxWorker %d (must be <= maxWorker when maxWorker > 0; -1 disables registration)", pv.MaxConcurrentRegistering, pv.MaxWorker)
+	}
+	if pv.RegisterFrequency <= 0 {
+		es.add(pp+"registerFrequency", "%d: must be > 0 (seconds)", pv.RegisterFrequency)
+	}
+	if pv.MaxAttemptsNumberBeforeFailure < -1 {
+		es.add(pp+"maxAttemptsNumberBeforeFailure", "%d: must be >= -1 (-1 disables the cap)", pv.MaxAttemptsNumberBeforeFailure)
+	}
+	for i, v := range pv.InjectEnvVars {
+		if name, _, ok := strings.Cut(v, "="); !ok || name == "" {
+			es.add(fmt.Sprintf(pp+"injectEnvVars[%d]", i), "entry is not NAME=value")
+		}
+	}
+}
+
+func (c *Configuration) validateVCenter(es *ConfigErrors) {
+	if strings.TrimSpace(c.Endpoint) == "" {
+		es.add("endpoint", "required: the vCenter host name or address (e.g. vcenter.example.com)")
+	} else if strings.ContainsAny(c.Endpoint, " \t@") {
+		es.add("endpoint", "%q is not a host name, host:port or URL (no spaces, no user@)", c.Endpoint)
+	}
+	if strings.TrimSpace(c.User) == "" {
+		es.add("user", "required: the vCenter user")
+	}
+	if c.Password == "" {
+		es.add("password", "required: the vCenter password (or %s)", EnvPassword)
+	}
+	if strings.TrimSpace(c.DatacenterString) == "" {
+		es.add("datacenterString", "required: the vSphere datacenter name")
+	}
+	ok := false
+	for _, n := range cardNames {
+		ok = ok || c.CardName == n
+	}
+	if !ok {
+		es.add("cardName", "%q is not a network card type (allowed: %s)", c.CardName, strings.Join(cardNames, ", "))
+	}
+}
+
+func (c *Configuration) validateNumbers(es *ConfigErrors) {
+	positive := []struct {
+		key  string
+		v    int
+		unit string
+	}{
+		{"workerTTL", c.WorkerTTL, "minutes"},
+		{"workerRegistrationTTL", c.WorkerRegistrationTTL, "minutes"},
+		{"workerProvisioningInterval", c.WorkerProvisioningInterval, "seconds"},
+		{"workerProvisioningPoolSize", c.WorkerProvisioningPoolSize, "parallel provisioning operations"},
+		{"killAwolServersInterval", c.KillAwolServersInterval, "seconds"},
+		{"killDisabledWorkersInterval", c.KillDisabledWorkersInterval, "seconds"},
+		{"inventoryRefreshInterval", c.InventoryRefreshInterval, "seconds"},
+		{"maxConcurrentTasks", c.MaxConcurrentTasks, "vCenter tasks in flight"},
+	}
+	for _, n := range positive {
+		if n.v <= 0 {
+			es.add(n.key, "%d: must be > 0 (%s)", n.v, n.unit)
+		}
+	}
+	if c.MaxCPUs < 0 {
+		es.add("maxCpus", "%d: must be >= 0 (0 = no static vCPU limit)", c.MaxCPUs)
+	}
+	if c.MaxMemoryMB < 0 {
+		es.add("maxMemoryMB", "%d: must be >= 0 (0 = no static memory limit)", c.MaxMemoryMB)
+	}
+	if c.CountSmallerFlavorToKeep < 0 {
+		es.add("countSmallerFlavorToKeep", "%d: must be >= 0 (0 = no reserve)", c.CountSmallerFlavorToKeep)
+	}
+}
+
+// ipSet is one parsed range, for the overlap check.
+type ipSet struct {
+	key   string
+	addrs []netip.Addr
+}
+
+func (c *Configuration) validateNetwork(es *ConfigErrors) {
+	var sets []ipSet
+	checkRangeSet(es, "", NetworkConfig{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask}, &sets)
+	for i, n := range c.Networks {
+		prefix := fmt.Sprintf("networks[%d].", i)
+		if strings.TrimSpace(n.IPRange) == "" {
+			es.add(prefix+"iprange", "required: each [[networks]] entry needs an iprange (a.a.a.a/b,c.c.c.c/e)")
+		}
+		checkRangeSet(es, prefix, n, &sets)
+	}
+	// Overlaps: report each later range against the first one it meets.
+	owner := map[netip.Addr]string{}
+	for _, s := range sets {
+		for _, a := range s.addrs {
+			if prev, ok := owner[a]; ok {
+				es.add(s.key, "overlaps %s (address %s is in both; ranges must be disjoint)", prev, a)
+				break
+			}
+		}
+		for _, a := range s.addrs {
+			if _, ok := owner[a]; !ok {
+				owner[a] = KeyPrefix + "." + s.key
+			}
+		}
+	}
+}
+
+// checkRangeSet checks one iprange with its gateway, dns and mask.
+func checkRangeSet(es *ConfigErrors, prefix string, n NetworkConfig, sets *[]ipSet) {
+	if n.IPRange != "" {
+		addrs, err := ParseIPRange(n.IPRange)
+		if err != nil {
+			es.add(prefix+"iprange", "%v", err)
+		} else {
+			*sets = append(*sets, ipSet{key: prefix + "iprange", addrs: addrs})
+		}
+	}
+	checkIPv4(es, prefix+"gateway", n.Gateway)
+	for i, d := range splitList(n.DNS) {
+		key := prefix + "dns"
+		if len(splitList(n.DNS)) > 1 {
+			key = fmt.Sprintf("%s[%d]", key, i)
+		}
+		checkIPv4(es, key, d)
+	}
+	if n.SubnetMask != "" {
+		if problem := checkMask(n.SubnetMask); problem != "" {
+			es.add(prefix+"subnetMask", "%s", problem)
+		}
+	}
+}
+
+// splitList splits a comma-separated setting, dropping blanks.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+func checkIPv4(es *ConfigErrors, key, v string) {
+	if v == "" {
+		return
+	}
+	a, err := netip.ParseAddr(strings.TrimSpace(v))
+	if err != nil || !a.Is4() {
+		es.add(key, "%q is not an IPv4 address (want e.g. 192.168.1.1)", v)
+	}
+}
+
+// checkMask returns what is wrong with a dotted IPv4 subnet mask, "" if nothing.
+func checkMask(v string) string {
+	a, err := netip.ParseAddr(v)
+	if err != nil || !a.Is4() {
+		return fmt.Sprintf("%q is not an IPv4 subnet mask (want e.g. 255.255.255.0)", v)
+	}
+	b := a.As4()
+	m := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	inv := ^m // a contiguous mask inverted is 2^k-1
+	if m == 0 || inv&(inv+1) != 0 {
+		return fmt.Sprintf("%q is not a contiguous subnet mask (want leading one bits then zero bits, e.g. 255.255.255.0 or 255.255.252.0)", v)
+	}
+	return ""
+}
+
+func (c *Configuration) validateFlavors(es *ConfigErrors) {
+	seen := map[string]int{}
+	for i, f := range c.Flavors {
+		key := fmt.Sprintf("flavors[%d]", i)
+		name := strings.ToLower(strings.TrimSpace(f.Name))
+		label := ""
+		if name != "" {
+			label = fmt.Sprintf("flavor %q: ", name)
+		}
+		switch {
+		case name == "":
+			es.add(key+".name", "required: every flavor needs a non-empty name")
+		case strings.TrimSpace(f.Name) != f.Name:
+			es.add(key+".name", "%q has surrounding spaces (want a plain name such as \"small\")", f.Name)
+		}
+		if name != "" {
+			if j, dup := seen[name]; dup {
+				es.add(key+".name", "%sduplicate of flavors[%d] (names are case-insensitive and must be unique)", label, j)
+			} else {
+				seen[name] = i
+			}
+		}
+		if f.CPUs <= 0 {
+			es.add(key+".cpus", "%s%d: must be > 0 (vCPUs)", label, f.CPUs)
+		} else if c.MaxCPUs > 0 && int(f.CPUs) > c.MaxCPUs {
+			es.add(key+".cpus", "%s%d vCPUs is more than maxCpus %d: the flavor could never be spawned", label, f.CPUs, c.MaxCPUs)
+		}
+		if f.MemoryMB <= 0 {
+			es.add(key+".memoryMB", "%s%d: must be > 0 (MB of RAM)", label, f.MemoryMB)
+		} else if c.MaxMemoryMB > 0 && f.MemoryMB > c.MaxMemoryMB {
+			es.add(key+".memoryMB", "%s%d MB is more than maxMemoryMB %d: the flavor could never be spawned", label, f.MemoryMB, c.MaxMemoryMB)
+		}
+		if f.DiskSizeGB < 0 {
+			es.add(key+".diskSizeGB", "%s%d: must be >= 0 (GB; 0 keeps the template's disk, a larger size only grows it)", label, f.DiskSizeGB)
+		}
+	}
+	if c.DefaultFlavor != "" && !c.hasFlavor(c.DefaultFlavor) {
+		es.add("defaultFlavor", "%q is not a defined flavor (defined: %s)", c.DefaultFlavor, c.flavorNames())
+	}
+}
+
+// hasFlavor reports whether name (case-insensitive) is a defined flavor.
+func (c *Configuration) hasFlavor(name string) bool {
+	for _, f := range c.Flavors {
+		if strings.EqualFold(strings.TrimSpace(f.Name), strings.TrimSpace(name)) {
+			return true
+		}
+	}
+	return false
+}
+
+// flavorNames lists the defined flavor names for messages.
+func (c *Configuration) flavorNames() string {
+	if len(c.Flavors) == 0 {
+		return "none; define [[hatchery.vsphere.flavors]]"
+	}
+	names := make([]string, len(c.Flavors))
+	for i, f := range c.Flavors {
+		names[i] = f.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func (c *Configuration) validateProvisioning(es *ConfigErrors) {
+	type pair struct{ model, flavor string }
+	seen := map[pair]int{}
+	for i, w := range c.WorkerProvisioning {
+		key := fmt.Sprintf("workerProvisioning[%d]", i)
+		model := checkModelRef(es, key, w.ModelPath, w.ModelVMWare)
+		if w.Number < 0 {
+			es.add(key+".number", "%d: must be >= 0 (VMs kept pre-provisioned)", w.Number)
+		}
+		flavor := strings.ToLower(strings.TrimSpace(w.Flavor))
+		if flavor != "" && !c.hasFlavor(flavor) {
+			es.add(key+".flavor", "%q is not a defined flavor (defined: %s; empty keeps the VMs neutral)", w.Flavor, c.flavorNames())
+		}
+		if model == "" {
+			continue
+		}
+		p := pair{model, flavor}
+		if j, dup := seen[p]; dup {
+			es.add(key, "duplicate of workerProvisioning[%d] (same model and flavor; merge them into one entry with the total number)", j)
+		} else {
+			seen[p] = i
+		}
+	}
+	for i, d := range c.DefaultWorkerModelsV2 {
+		if strings.TrimSpace(d.WorkerModelV2) == "" {
+			es.add(fmt.Sprintf("defaultWorkerModelsV2[%d].workerModelV2", i), "required: the V2 worker model to use")
+		}
+	}
+}
+
+// checkModelRef checks that exactly one of modelPath / modelVMWare is set
+// and returns a key identifying the model ("" when invalid).
+func checkModelRef(es *ConfigErrors, key, modelPath, modelVMWare string) string {
+	modelPath, modelVMWare = strings.TrimSpace(modelPath), strings.TrimSpace(modelVMWare)
+	switch {
+	case modelPath == "" && modelVMWare == "":
+		es.add(key, "needs a model: set exactly one of modelPath (V1, \"group/model\") or modelVMWare (V2, a template name)")
+		return ""
+	case modelPath != "" && modelVMWare != "":
+		es.add(key, "sets both modelPath and modelVMWare: set exactly one (modelPath for a V1 model, modelVMWare for a V2 template)")
+		return ""
+	case modelPath != "":
+		if g, m, ok := strings.Cut(modelPath, "/"); !ok || g == "" || m == "" || strings.Contains(m, "/") {
+			es.add(key+".modelPath", "%q is not a V1 model path (want \"group/model\")", modelPath)
+			return ""
+		}
+		return "v1:" + modelPath
+	default:
+		return "v2:" + modelVMWare
+	}
+}
+
+func (c *Configuration) validateCredentials(es *ConfigErrors) {
+	seen := map[string]string{}
+	for _, list := range []struct {
+		key   string
+		creds []GuestCredential
+	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
+		for i, g := range list.creds {
+			key := fmt.Sprintf("%s[%d]", list.key, i)
+			model := checkModelRef(es, key, g.ModelPath, g.ModelVMWare)
+			if strings.TrimSpace(g.Username) == "" {
+				es.add(key+".username", "required: the guest OS account the worker runs as")
+			}
+			if model == "" {
+				continue
+			}
+			if prev, dup := seen[model]; dup {
+				es.add(key, "duplicate credentials for the model of %s (one entry per model; models is an alias of guestCredentials)", prev)
+			} else {
+				seen[model] = KeyPrefix + "." + key
+			}
+		}
+	}
+}
+
+// checkURL checks that v is an absolute http(s) URL; empty is a problem
+// only when required.
+func checkURL(es *ConfigErrors, key, v string, required bool, what string) {
+	if v == "" {
+		if required {
+			es.add(key, "required: %s (e.g. https://cds-api.example.com)", what)
+		}
+		return
+	}
+	u, err := url.Parse(v)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		es.add(key, "%q is not an absolute http(s) URL: %s", v, what)
+	}
+}
+
+// checkRSAKey returns what is wrong with a PEM RSA private key, "" if
+// nothing. The message never quotes the key.
+func checkRSAKey(s string) string {
+	block, rest := pem.Decode([]byte(strings.TrimSpace(s)))
+	if block == nil {
+		return "not PEM (no -----BEGIN ... PRIVATE KEY----- block found)"
+	}
+	if len(strings.TrimSpace(string(rest))) > 0 {
+		return "trailing data after the PEM block"
+	}
+	switch block.Type {
+	case "RSA PRIVATE KEY":
+		if _, err := x509.ParsePKCS1PrivateKey(block.Bytes); err != nil {
+			return "the RSA PRIVATE KEY block does not parse as PKCS#1"
+		}
+	case "PRIVATE KEY":
+		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+		if err != nil {
+			return "the PRIVATE KEY block does not parse as PKCS#8"
+		}
+		if _, ok := k.(*rsa.PrivateKey); !ok {
+			return fmt.Sprintf("the PKCS#8 key is %T, not RSA", k)
+		}
+	default:
+		return fmt.Sprintf("PEM block type %q is not an RSA private key", block.Type)
+	}
+	return ""
+}
+
+// secrets returns the secret values held by c, for scrubbing messages.
+func (c *Configuration) secrets() []string {
+	out := []string{c.Password, c.CommonConfiguration.API.Token, c.CommonConfiguration.API.TokenV2, c.CommonConfiguration.RSAPrivateKey}
+	for _, g := range c.GuestCredentials {
+		out = append(out, g.Password)
+	}
+	for _, g := range c.Models {
+		out = append(out, g.Password)
+	}
+	return out
+}

@@ -1,0 +1,271 @@
+package vsphere
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestValidateAcceptsValid(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	require.NoError(t, c.Validate())
+}
+
+// TestValidateProblems has one case per documented problem: the key path
+// and the gist of the message must both appear.
+func TestValidateProblems(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		mutate  func(c *Configuration)
+		key     string
+		problem string
+	}{
+		{"name required", func(c *Configuration) { c.CommonConfiguration.Name = " " }, "commonConfiguration.name", "required"},
+		{"api url required", func(c *Configuration) { c.CommonConfiguration.API.HTTP.URL = "" }, "commonConfiguration.api.http.url", "required"},
+		{"api url absolute", func(c *Configuration) { c.CommonConfiguration.API.HTTP.URL = "cds.example.com" }, "commonConfiguration.api.http.url", "not an absolute http(s) URL"},
+		{"hatchery url", func(c *Configuration) { c.CommonConfiguration.URL = "ftp://x" }, "commonConfiguration.url", "not an absolute http(s) URL"},
+		{"cdn url", func(c *Configuration) { c.CommonConfiguration.CDN.URL = "::" }, "commonConfiguration.cdn.url", "not an absolute"},
+		{"worker api url", func(c *Configuration) { c.CommonConfiguration.Provision.WorkerAPIHTTP.URL = "x" }, "commonConfiguration.provision.workerApiHttp.url", "not an absolute"},
+		{"a token required", func(c *Configuration) { c.CommonConfiguration.API.TokenV2 = "" }, "commonConfiguration.api.token", "at least one of api.token"},
+		{"rsa key required", func(c *Configuration) { c.CommonConfiguration.RSAPrivateKey = "" }, "commonConfiguration.rsaPrivateKey", "required"},
+		{"rsa key not pem", func(c *Configuration) { c.CommonConfiguration.RSAPrivateKey = "garbage" }, "commonConfiguration.rsaPrivateKey", "not PEM"},
+		{"rsa key wrong block", func(c *Configuration) {
+			c.CommonConfiguration.RSAPrivateKey = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"
+		}, "commonConfiguration.rsaPrivateKey", "not an RSA private key"},
+		{"rsa key bad der", func(c *Configuration) {
+			c.CommonConfiguration.RSAPrivateKey = "-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"
+		}, "commonConfiguration.rsaPrivateKey", "does not parse as PKCS#1"},
+		{"http port range", func(c *Configuration) { c.CommonConfiguration.HTTP.Port = 70000 }, "commonConfiguration.http.port", "out of range"},
+		{"http port negative", func(c *Configuration) { c.CommonConfiguration.HTTP.Port = -1 }, "commonConfiguration.http.port", "out of range"},
+		{"http addr", func(c *Configuration) { c.CommonConfiguration.HTTP.Addr = "1.2.3.4:80" }, "commonConfiguration.http.addr", "not a listen address"},
+		{"request timeout", func(c *Configuration) { c.CommonConfiguration.API.RequestTimeout = 0 }, "commonConfiguration.api.requestTimeout", "must be > 0"},
+		{"heartbeat failures", func(c *Configuration) { c.CommonConfiguration.API.MaxHeartbeatFailures = -1 }, "commonConfiguration.api.maxHeartbeatFailures", "must be > 0"},
+		{"maxWorker negative", func(c *Configuration) { c.CommonConfiguration.Provision.MaxWorker = -1 }, "commonConfiguration.provision.maxWorker", "must be >= 0"},
+		{"provisioning above maxWorker", func(c *Configuration) {
+			c.CommonConfiguration.Provision.MaxWorker = 5
+			c.CommonConfiguration.Provision.MaxConcurrentRegistering = 1
+		}, "commonConfiguration.provision.maxConcurrentProvisioning", "greater than provision.maxWorker 5"},
+		{"provisioning not positive", func(c *Configuration) { c.CommonConfiguration.Provision.MaxConcurrentProvisioning = 0 }, "commonConfiguration.provision.maxConcurrentProvisioning", "must be > 0"},
+		{"registering above maxWorker", func(c *Configuration) {
+			c.CommonConfiguration.Provision.MaxWorker = 1
+			c.CommonConfiguration.Provision.MaxConcurrentProvisioning = 1
+		}, "commonConfiguration.provision.maxConcurrentRegistering", "greater than provision.maxWorker 1"},
+		{"registering below -1", func(c *Configuration) { c.CommonConfiguration.Provision.MaxConcurrentRegistering = -2 }, "commonConfiguration.provision.maxConcurrentRegistering", "must be >= -1"},
+		{"register frequency", func(c *Configuration) { c.CommonConfiguration.Provision.RegisterFrequency = 0 }, "commonConfiguration.provision.registerFrequency", "must be > 0"},
+		{"max attempts", func(c *Configuration) { c.CommonConfiguration.Provision.MaxAttemptsNumberBeforeFailure = -3 }, "commonConfiguration.provision.maxAttemptsNumberBeforeFailure", "must be >= -1"},
+		{"inject env vars", func(c *Configuration) { c.CommonConfiguration.Provision.InjectEnvVars = []string{"A=1", "novalue"} }, "commonConfiguration.provision.injectEnvVars[1]", "NAME=value"},
+		{"endpoint required", func(c *Configuration) { c.Endpoint = "" }, "endpoint", "required"},
+		{"endpoint with user", func(c *Configuration) { c.Endpoint = "admin@vc" }, "endpoint", "not a host name"},
+		{"user required", func(c *Configuration) { c.User = "" }, "user", "required"},
+		{"password required", func(c *Configuration) { c.Password = "" }, "password", "required"},
+		{"datacenter required", func(c *Configuration) { c.DatacenterString = "" }, "datacenterString", "required"},
+		{"card name", func(c *Configuration) { c.CardName = "e2000" }, "cardName", "not a network card type"},
+		{"workerTTL", func(c *Configuration) { c.WorkerTTL = 0 }, "workerTTL", "must be > 0 (minutes)"},
+		{"workerRegistrationTTL", func(c *Configuration) { c.WorkerRegistrationTTL = -1 }, "workerRegistrationTTL", "must be > 0"},
+		{"workerProvisioningInterval", func(c *Configuration) { c.WorkerProvisioningInterval = 0 }, "workerProvisioningInterval", "must be > 0 (seconds)"},
+		{"workerProvisioningPoolSize", func(c *Configuration) { c.WorkerProvisioningPoolSize = 0 }, "workerProvisioningPoolSize", "must be > 0"},
+		{"killAwolServersInterval", func(c *Configuration) { c.KillAwolServersInterval = 0 }, "killAwolServersInterval", "must be > 0"},
+		{"killDisabledWorkersInterval", func(c *Configuration) { c.KillDisabledWorkersInterval = 0 }, "killDisabledWorkersInterval", "must be > 0"},
+		{"inventoryRefreshInterval", func(c *Configuration) { c.InventoryRefreshInterval = 0 }, "inventoryRefreshInterval", "must be > 0"},
+		{"maxConcurrentTasks", func(c *Configuration) { c.MaxConcurrentTasks = 0 }, "maxConcurrentTasks", "must be > 0"},
+		{"maxCpus negative", func(c *Configuration) { c.MaxCPUs = -1 }, "maxCpus", "must be >= 0"},
+		{"maxMemoryMB negative", func(c *Configuration) { c.MaxMemoryMB = -1 }, "maxMemoryMB", "must be >= 0"},
+		{"countSmallerFlavorToKeep", func(c *Configuration) { c.CountSmallerFlavorToKeep = -1 }, "countSmallerFlavorToKeep", "must be >= 0"},
+		{"inventory mode", func(c *Configuration) { c.InventoryMode = "cached" }, "inventoryMode", `allowed: "shared", "listing"`},
+		{"iprange syntax", func(c *Configuration) { c.IPRange = "10.0.0.1" }, "iprange", "not an IPv4 CIDR block"},
+		{"gateway ipv4", func(c *Configuration) { c.Gateway = "fe80::1" }, "gateway", "not an IPv4 address"},
+		{"dns ipv4", func(c *Configuration) { c.DNS = "dns.example.com" }, "dns", "not an IPv4 address"},
+		{"dns list", func(c *Configuration) { c.DNS = "10.0.0.2, nope" }, "dns[1]", "not an IPv4 address"},
+		{"mask syntax", func(c *Configuration) { c.SubnetMask = "24" }, "subnetMask", "not an IPv4 subnet mask"},
+		{"mask contiguous", func(c *Configuration) { c.SubnetMask = "255.0.255.0" }, "subnetMask", "not a contiguous subnet mask"},
+		{"mask zero", func(c *Configuration) { c.SubnetMask = "0.0.0.0" }, "subnetMask", "not a contiguous subnet mask"},
+		{"network iprange required", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30"}, {Gateway: "10.2.0.1"}} }, "networks[1].iprange", "required"},
+		{"network iprange syntax", func(c *Configuration) {
+			c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30"}, {IPRange: "10.2.0.1/33"}}
+		}, "networks[1].iprange", "not an IPv4 CIDR block"},
+		{"network gateway", func(c *Configuration) { c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30", Gateway: "x"}} }, "networks[0].gateway", "not an IPv4 address"},
+		{"network mask", func(c *Configuration) {
+			c.Networks = []NetworkConfig{{IPRange: "10.1.0.1/30", SubnetMask: "255.255.255.1"}}
+		}, "networks[0].subnetMask", "not a contiguous"},
+		{"network overlaps iprange", func(c *Configuration) {
+			c.IPRange = "10.0.0.10/24"
+			c.Networks = []NetworkConfig{{IPRange: "10.0.0.200/29"}}
+		}, "networks[0].iprange", "overlaps hatchery.vsphere.iprange"},
+		{"networks overlap each other", func(c *Configuration) {
+			c.Networks = []NetworkConfig{{IPRange: "10.0.0.0/29"}, {IPRange: "10.1.0.0/29"}, {IPRange: "10.0.0.4/30"}}
+		}, "networks[2].iprange", "overlaps hatchery.vsphere.networks[0].iprange"},
+		{"flavor name required", func(c *Configuration) { c.Flavors = append(c.Flavors, FlavorConfig{CPUs: 1, MemoryMB: 1}) }, "flavors[2].name", "required"},
+		{"flavor name spaces", func(c *Configuration) { c.Flavors[1].Name = " large" }, "flavors[1].name", "surrounding spaces"},
+		{"flavor duplicate", func(c *Configuration) {
+			c.Flavors = append(c.Flavors, FlavorConfig{Name: "SMALL", CPUs: 1, MemoryMB: 1})
+		}, "flavors[2].name", "duplicate of flavors[0]"},
+		{"flavor cpus", func(c *Configuration) { c.Flavors[0].CPUs = 0 }, "flavors[0].cpus", `flavor "small": 0: must be > 0`},
+		{"flavor memory", func(c *Configuration) { c.Flavors[0].MemoryMB = -5 }, "flavors[0].memoryMB", "must be > 0"},
+		{"flavor disk", func(c *Configuration) { c.Flavors[0].DiskSizeGB = -1 }, "flavors[0].diskSizeGB", "must be >= 0"},
+		{"flavor above maxCpus", func(c *Configuration) { c.MaxCPUs = 4 }, "flavors[1].cpus", "more than maxCpus 4"},
+		{"flavor above maxMemoryMB", func(c *Configuration) { c.MaxMemoryMB = 8192 }, "flavors[1].memoryMB", "more than maxMemoryMB 8192"},
+		{"default flavor undefined", func(c *Configuration) { c.DefaultFlavor = "huge" }, "defaultFlavor", `"huge" is not a defined flavor (defined: small, large)`},
+		{"default flavor without flavors", func(c *Configuration) { c.Flavors = nil }, "defaultFlavor", "none; define"},
+		{"provisioning needs a model", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{{Number: 1}}
+		}, "workerProvisioning[0]", "set exactly one of modelPath"},
+		{"provisioning both models", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{{ModelPath: "g/m", ModelVMWare: "debian12", Number: 1}}
+		}, "workerProvisioning[0]", "sets both modelPath and modelVMWare"},
+		{"provisioning model path", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{{ModelPath: "nogroup", Number: 1}}
+		}, "workerProvisioning[0].modelPath", `want "group/model"`},
+		{"provisioning number", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: -1}}
+		}, "workerProvisioning[0].number", "must be >= 0"},
+		{"provisioning flavor", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1, Flavor: "xl"}}
+		}, "workerProvisioning[0].flavor", `"xl" is not a defined flavor`},
+		{"provisioning duplicate", func(c *Configuration) {
+			c.WorkerProvisioning = []WorkerProvisioningConfig{
+				{ModelVMWare: "debian12", Number: 1, Flavor: "small"},
+				{ModelVMWare: "debian12", Number: 1},
+				{ModelVMWare: "debian12", Number: 2, Flavor: "SMALL"},
+			}
+		}, "workerProvisioning[2]", "duplicate of workerProvisioning[0]"},
+		{"default models v2", func(c *Configuration) {
+			c.DefaultWorkerModelsV2 = []DefaultWorkerModelsV2{{Binaries: []string{"git"}}}
+		}, "defaultWorkerModelsV2[0].workerModelV2", "required"},
+		{"credentials model", func(c *Configuration) {
+			c.GuestCredentials = []GuestCredential{{Username: "u"}}
+		}, "guestCredentials[0]", "needs a model"},
+		{"credentials username", func(c *Configuration) {
+			c.GuestCredentials = []GuestCredential{{ModelVMWare: "debian12"}}
+		}, "guestCredentials[0].username", "required"},
+		{"models alias username", func(c *Configuration) {
+			c.Models = []GuestCredential{{ModelPath: "g/m"}}
+		}, "models[0].username", "required"},
+		{"credentials duplicate across alias", func(c *Configuration) {
+			c.GuestCredentials = []GuestCredential{{ModelVMWare: "debian12", Username: "a"}}
+			c.Models = []GuestCredential{{ModelVMWare: "debian12", Username: "b"}}
+		}, "models[0]", "duplicate credentials"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			require.Error(t, err)
+			var ce ConfigErrors
+			require.True(t, errors.As(err, &ce))
+			key := KeyPrefix + "." + tt.key
+			found := false
+			for _, fe := range ce {
+				if fe.Key == key && strings.Contains(fe.Problem, tt.problem) {
+					found = true
+				}
+			}
+			assert.True(t, found, "want %s: …%s…; got:\n%v", key, tt.problem, err)
+			assert.Contains(t, err.Error(), key+": ")
+			assertNoSecret(t, err.Error())
+		})
+	}
+}
+
+func TestValidateRegisteringDisabledAndUnlimited(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                      string
+		maxWorker, prov, register int
+	}{
+		{"maxWorker 0 skips the <= checks", 0, 50, 50},
+		{"registering -1 allowed", 5, 5, -1},
+		{"equal to maxWorker", 5, 5, 5},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := validConfig()
+			p := &c.CommonConfiguration.Provision
+			p.MaxWorker, p.MaxConcurrentProvisioning, p.MaxConcurrentRegistering = tt.maxWorker, tt.prov, tt.register
+			require.NoError(t, c.Validate())
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfiguration()
+	c.CommonConfiguration.Provision.MaxWorker = -1
+	c.IPRange = "bad"
+	c.Networks = []NetworkConfig{{IPRange: "10.0.0.1/24"}, {IPRange: "nope"}}
+	c.Flavors = []FlavorConfig{{Name: "a"}}
+	err := c.Validate()
+	require.Error(t, err)
+	var ce ConfigErrors
+	require.True(t, errors.As(err, &ce))
+	keys := map[string]bool{}
+	for _, fe := range ce {
+		keys[strings.TrimPrefix(fe.Key, KeyPrefix+".")] = true
+	}
+	for _, k := range []string{
+		"commonConfiguration.name", "commonConfiguration.api.http.url", "commonConfiguration.api.token",
+		"commonConfiguration.rsaPrivateKey", "endpoint", "user", "password", "datacenterString",
+		"commonConfiguration.provision.maxWorker", "iprange", "networks[1].iprange", "flavors[0].cpus", "flavors[0].memoryMB",
+	} {
+		assert.True(t, keys[k], "missing %s in:\n%v", k, err)
+	}
+	assert.Equal(t, len(ce), strings.Count(err.Error(), "\n")+1, "one problem per line")
+}
+
+func TestValidateNeverShowsSecrets(t *testing.T) {
+	t.Parallel()
+	// Secrets planted where a careless message could echo them.
+	c := validConfig()
+	c.Endpoint = testPassword + "@vc"
+	c.CommonConfiguration.API.Token = testToken
+	c.CommonConfiguration.API.HTTP.URL = testToken
+	c.CommonConfiguration.RSAPrivateKey = "-----BEGIN RSA PRIVATE KEY-----\nMIIsecret\n-----END RSA PRIVATE KEY-----\n"
+	c.GuestCredentials = []GuestCredential{{ModelVMWare: testTokenV2, Password: testTokenV2}}
+	err := c.Validate()
+	require.Error(t, err)
+	assertNoSecret(t, err.Error())
+	assert.NotContains(t, err.Error(), "MIIsecret")
+}
+
+func TestRedacted(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	c.CommonConfiguration.API.Token = testToken
+	c.GuestCredentials = []GuestCredential{{ModelVMWare: "d", Username: "u", Password: "guest-secret"}}
+	c.Models = []GuestCredential{{ModelVMWare: "e", Username: "u"}}
+	r := c.Redacted()
+
+	assert.Equal(t, RedactedMask, r.Password)
+	assert.Equal(t, RedactedMask, r.CommonConfiguration.API.Token)
+	assert.Equal(t, RedactedMask, r.CommonConfiguration.API.TokenV2)
+	assert.Equal(t, RedactedMask, r.CommonConfiguration.RSAPrivateKey)
+	assert.Equal(t, RedactedMask, r.GuestCredentials[0].Password)
+	assert.Empty(t, r.Models[0].Password, "an unset secret stays empty")
+	assert.Equal(t, c.User, r.User)
+
+	// The copy is deep: masking did not touch the original.
+	assert.Equal(t, "guest-secret", c.GuestCredentials[0].Password)
+	assert.Equal(t, testPassword, c.Password)
+	r.Flavors[0].Name = "changed"
+	assert.Equal(t, "small", c.Flavors[0].Name)
+}
+
+func TestStaticNetworksFallBack(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	c.IPRange, c.Gateway, c.DNS = "10.0.0.10/24", "10.0.0.1", "10.0.0.2"
+	c.Networks = []NetworkConfig{{IPRange: "10.1.0.10/24", Gateway: "10.1.0.1"}}
+	assert.Equal(t, []NetworkConfig{
+		{IPRange: "10.0.0.10/24", Gateway: "10.0.0.1", DNS: "10.0.0.2", SubnetMask: DefaultSubnetMask},
+		{IPRange: "10.1.0.10/24", Gateway: "10.1.0.1", DNS: "10.0.0.2", SubnetMask: DefaultSubnetMask},
+	}, c.StaticNetworks())
+	c.IPRange, c.Networks = "", nil
+	assert.Empty(t, c.StaticNetworks(), "no range: DHCP")
+}

@@ -1,0 +1,326 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/session/keepalive"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/soap"
+)
+
+// Timeouts and intervals of the govmomi adapter. Each one bounds a wait so
+// that a hung vCenter can never block a hatchery loop forever.
+const (
+	// DefaultRequestTimeout bounds every SOAP request (001 §9: "All vSphere
+	// API calls use a 15-second request timeout"). Task completion is waited
+	// for by polling, so no single request needs longer.
+	DefaultRequestTimeout = 15 * time.Second
+
+	// cloneTaskTimeout bounds a clone task: a full clone copies the
+	// template's disks on the datastore, which takes minutes on a busy
+	// vCenter; ten minutes is far past a healthy clone and still frees the
+	// job for another spawn attempt.
+	cloneTaskTimeout = 10 * time.Minute
+	// powerTaskTimeout bounds power on/off: the hypervisor acts at once;
+	// two minutes covers a queued host.
+	powerTaskTimeout = 2 * time.Minute
+	// reconfigureTaskTimeout bounds rename and reconfigure: metadata changes
+	// on the VM's config file.
+	reconfigureTaskTimeout = 2 * time.Minute
+	// destroyTaskTimeout bounds destroy: it deletes the VM's files.
+	destroyTaskTimeout = 5 * time.Minute
+
+	// DefaultPollInterval is how often waits re-read a property. One second
+	// keeps a readiness wait's load at one small request per second per VM.
+	DefaultPollInterval = time.Second
+	// DefaultKeepAliveInterval is the idle time between session keep-alive
+	// requests; vCenter expires idle sessions after ~30 minutes.
+	DefaultKeepAliveInterval = 5 * time.Minute
+
+	// taskPollMin is the first delay when polling a task; it doubles up to
+	// the poll interval, so quick tasks finish quickly and long ones cost
+	// one request per interval.
+	taskPollMin = 25 * time.Millisecond
+)
+
+// ClientConfig is what NewGovmomiClient needs to reach vCenter.
+type ClientConfig struct {
+	// Endpoint is a host, host:port or full URL ("https://vc.example/sdk").
+	// User information in the URL is ignored: User and Password are used.
+	Endpoint string
+	User     string
+	// Password is a secret: it never appears in an error or a log.
+	Password string
+	// Insecure switches TLS certificate verification off (opt-in).
+	Insecure bool
+	// CAFile is a PEM file (or a list separated by the OS path list
+	// separator) of roots trusted for vCenter's certificate.
+	CAFile string
+
+	// Datacenter is the datacenter's name or inventory path; "" is the
+	// default datacenter (an error when there are several).
+	Datacenter string
+	// ResourcePool is resourcePoolString: inventory path or name; "" is the
+	// datacenter's default pool.
+	ResourcePool string
+	// Folder is folderString: inventory path or name; "" is the
+	// datacenter's VM folder.
+	Folder string
+
+	// RequestTimeout bounds each SOAP request; 0 means DefaultRequestTimeout.
+	RequestTimeout time.Duration
+	// TaskTimeoutScale multiplies the named task timeouts; 0 means 1. Tests
+	// may shorten them.
+	TaskTimeoutScale float64
+	// PollInterval is the period of property polls in waits; 0 means
+	// DefaultPollInterval.
+	PollInterval time.Duration
+	// KeepAliveInterval is the session keep-alive period; 0 means
+	// DefaultKeepAliveInterval.
+	KeepAliveInterval time.Duration
+	// MaxConcurrentTasks bounds vCenter tasks in flight (clone, power,
+	// rename, reconfigure, destroy); 0 is unbounded.
+	MaxConcurrentTasks int
+	// Logger receives structured logs; nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// ClientConfigFrom maps the hatchery configuration to a ClientConfig.
+func ClientConfigFrom(c *Configuration) ClientConfig {
+	return ClientConfig{
+		Endpoint:           c.Endpoint,
+		User:               c.User,
+		Password:           c.Password,
+		Insecure:           c.Insecure,
+		CAFile:             c.CAFile,
+		Datacenter:         c.DatacenterString,
+		ResourcePool:       c.ResourcePoolString,
+		Folder:             c.FolderString,
+		MaxConcurrentTasks: c.MaxConcurrentTasks,
+	}
+}
+
+// GovmomiClient implements VSphereClient with govmomi. It is safe for
+// concurrent use. It keeps one session alive (keep-alive every
+// KeepAliveInterval, re-login once on NotAuthenticated), bounds every SOAP
+// request by RequestTimeout and every task by a named timeout, and counts
+// SOAP requests and bytes per method (Stats). Close logs out.
+type GovmomiClient struct {
+	cfg    ClientConfig
+	log    *slog.Logger
+	vim    *vim25.Client
+	sm     *session.Manager
+	pc     *property.Collector
+	finder *find.Finder
+	dc     *object.Datacenter
+	ka     *keepalive.HandlerSOAP
+	rl     *reloginRoundTripper
+	stats  *soapStats
+	sem    chan struct{} // nil when unbounded
+
+	// PollInterval is the period of property polls in waits. Tests may
+	// shorten it before use; it is not changed concurrently.
+	PollInterval time.Duration
+
+	taskScale float64
+
+	vmsMu   sync.Mutex
+	vmsView *vmView // reused ContainerView over the VM folder
+
+	closeOnce sync.Once
+}
+
+// NewGovmomiClient connects and logs in to vCenter, resolves the datacenter
+// and returns a ready client. The password never appears in its errors.
+func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, error) {
+	u, err := endpointURL(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.RequestTimeout <= 0 {
+		cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = DefaultPollInterval
+	}
+	if cfg.KeepAliveInterval <= 0 {
+		cfg.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if cfg.TaskTimeoutScale <= 0 {
+		cfg.TaskTimeoutScale = 1
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+
+	sc := soap.NewClient(u, cfg.Insecure)
+	if cfg.CAFile != "" {
+		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
+			return nil, fmt.Errorf("load vcenter ca file %q: %w", cfg.CAFile, err)
+		}
+	}
+	stats := newSOAPStats()
+	sc.Client.Transport = &countingTransport{next: sc.Client.Transport, stats: stats}
+	metered := &meteredRoundTripper{next: sc, timeout: cfg.RequestTimeout}
+
+	// vim25.NewClient needs the soap.Client itself to set the namespace and
+	// version; its one request is bounded and labelled here.
+	rctx, cancel := context.WithTimeout(withSOAPMethod(ctx, "RetrieveServiceContent"), cfg.RequestTimeout)
+	vc, err := vim25.NewClient(rctx, sc)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("connect to vcenter %s: %w", u.Host, err)
+	}
+	ka := keepalive.NewHandlerSOAP(metered, cfg.KeepAliveInterval, nil)
+	rl := &reloginRoundTripper{
+		next:     ka,
+		sm:       *vc.ServiceContent.SessionManager,
+		user:     cfg.User,
+		password: cfg.Password,
+		log:      log,
+	}
+	vc.RoundTripper = rl
+
+	c := &GovmomiClient{
+		cfg:          cfg,
+		log:          log,
+		vim:          vc,
+		sm:           session.NewManager(vc),
+		pc:           property.DefaultCollector(vc),
+		ka:           ka,
+		rl:           rl,
+		stats:        stats,
+		PollInterval: cfg.PollInterval,
+		taskScale:    cfg.TaskTimeoutScale,
+	}
+	if cfg.MaxConcurrentTasks > 0 {
+		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
+	}
+	if err := c.sm.Login(ctx, url.UserPassword(cfg.User, cfg.Password)); err != nil {
+		ka.Stop()
+		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
+	}
+	c.finder = find.NewFinder(vc, true)
+	dc, err := c.findDatacenter(ctx, cfg.Datacenter)
+	if err != nil {
+		c.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	c.dc = dc
+	c.finder.SetDatacenter(dc)
+	log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
+	return c, nil
+}
+
+func (c *GovmomiClient) findDatacenter(ctx context.Context, name string) (*object.Datacenter, error) {
+	if name == "" {
+		dc, err := c.finder.DefaultDatacenter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("find default datacenter (set datacenterString): %w", err)
+		}
+		return dc, nil
+	}
+	dc, err := c.finder.Datacenter(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("find datacenter %q (datacenterString): %w", name, err)
+	}
+	return dc, nil
+}
+
+// endpointURL builds the SDK URL from a host, host:port or URL. It never
+// includes credentials: they are passed to Login (url.UserPassword escapes
+// any character). Its errors never echo the endpoint's user information.
+func endpointURL(endpoint string) (*url.URL, error) {
+	endpoint = strings.TrimSpace(endpoint)
+	if endpoint == "" {
+		return nil, errors.New("vcenter endpoint is empty")
+	}
+	if !strings.Contains(endpoint, "://") {
+		endpoint = "https://" + endpoint
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error repeats the whole URL, user info included
+		}
+		return nil, fmt.Errorf("parse vcenter endpoint: %w", err)
+	}
+	if u.Scheme != "https" && u.Scheme != "http" {
+		return nil, fmt.Errorf("vcenter endpoint scheme %q: want https", u.Scheme)
+	}
+	if u.Host == "" {
+		return nil, errors.New("vcenter endpoint has no host")
+	}
+	u.User = nil
+	if u.Path == "" || u.Path == "/" {
+		u.Path = vim25.Path
+	}
+	u.RawQuery, u.Fragment = "", ""
+	return u, nil
+}
+
+// Datacenter returns the datacenter the client works in.
+func (c *GovmomiClient) Datacenter() *object.Datacenter { return c.dc }
+
+// Vim25 returns the underlying govmomi client (for tests and tools; the
+// hatchery reaches vCenter only through VSphereClient).
+func (c *GovmomiClient) Vim25() *vim25.Client { return c.vim }
+
+// Relogins returns how many times the client logged in again after vCenter
+// answered NotAuthenticated.
+func (c *GovmomiClient) Relogins() int64 { return c.rl.relogins.Load() }
+
+// Close stops the keep-alive and logs out; it is bounded by ctx and by the
+// request timeout. Calls after the first do nothing.
+func (c *GovmomiClient) Close(ctx context.Context) {
+	c.closeOnce.Do(func() {
+		c.vmsMu.Lock()
+		v := c.vmsView
+		c.vmsView = nil
+		c.vmsMu.Unlock()
+		if v != nil {
+			if err := v.view.Destroy(ctx); err != nil {
+				c.log.Debug("destroy vm container view", "error", err)
+			}
+		}
+		c.rl.closed.Store(true)
+		if err := c.sm.Logout(ctx); err != nil {
+			c.log.Warn("log out of vcenter", "error", err)
+		}
+		c.ka.Stop()
+		c.vim.CloseIdleConnections()
+	})
+}
+
+// scaled returns a named task timeout times TaskTimeoutScale.
+func (c *GovmomiClient) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) * c.taskScale)
+}
+
+// acquire takes a task slot (MaxConcurrentTasks) or fails when ctx ends.
+func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
+	if c.sem == nil {
+		return func() {}, nil
+	}
+	select {
+	case c.sem <- struct{}{}:
+		return func() { <-c.sem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for a vcenter task slot: %w", ctx.Err())
+	}
+}
+
+var _ VSphereClient = (*GovmomiClient)(nil)

@@ -1,0 +1,141 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sort"
+	"time"
+
+	"github.com/vmware/govmomi/event"
+	"github.com/vmware/govmomi/guest"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// maxEvents bounds an events query: vCenter's own history is capped near
+// 1000 per entity, and without MaxCount it returns only the last 10.
+const maxEvents = 1000
+
+// pollVM reads props of vm every PollInterval (first read at once) until
+// done says so, or ctx ends. One small RetrieveProperties per tick: no
+// property collector or filter is created.
+func (c *GovmomiClient) pollVM(ctx context.Context, vm *object.VirtualMachine, what string, props []string, done func(*mo.VirtualMachine) bool) error {
+	ticker := time.NewTicker(c.PollInterval)
+	defer ticker.Stop()
+	for {
+		var o mo.VirtualMachine
+		if err := c.pc.RetrieveOne(ctx, vm.Reference(), props, &o); err != nil {
+			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), err)
+		}
+		if done(&o) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), ctx.Err())
+		case <-ticker.C:
+		}
+	}
+}
+
+// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
+func (c *GovmomiClient) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
+	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, func(o *mo.VirtualMachine) bool {
+		return o.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff
+	})
+}
+
+// WaitForGuestOperationsReady blocks until guest.guestOperationsReady is
+// true or ctx ends.
+func (c *GovmomiClient) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
+	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, func(o *mo.VirtualMachine) bool {
+		return o.Guest != nil && o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
+	})
+}
+
+// WaitForVirtualMachineIP blocks until the guest reports an IPv4 address
+// in guest.net or guest.ipAddress — expectedIP when not empty — or ctx
+// ends, and returns it. Link-local and loopback addresses are skipped, so
+// a container bridge or APIPA address is never taken for the VM's address.
+func (c *GovmomiClient) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
+	var found string
+	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, func(o *mo.VirtualMachine) bool {
+		found = pickIP(o.Guest, expectedIP)
+		return found != ""
+	})
+	if err != nil {
+		return "", err
+	}
+	return found, nil
+}
+
+// pickIP returns expected when the guest reports it, else ("" expected)
+// the first usable IPv4 address: guest.net first, then guest.ipAddress.
+func pickIP(g *types.GuestInfo, expected string) string {
+	if g == nil {
+		return ""
+	}
+	candidates := make([]string, 0, 4)
+	for _, n := range g.Net {
+		candidates = append(candidates, n.IpAddress...)
+	}
+	candidates = append(candidates, g.IpAddress)
+	for _, s := range candidates {
+		ip := net.ParseIP(s)
+		if ip == nil || ip.To4() == nil {
+			continue
+		}
+		if expected != "" {
+			if ip.Equal(net.ParseIP(expected)) {
+				return expected
+			}
+			continue
+		}
+		if ip.IsLoopback() || ip.IsLinkLocalUnicast() || ip.IsUnspecified() {
+			continue
+		}
+		return ip.String()
+	}
+	return ""
+}
+
+// StartProgramInGuest runs a program in the guest through the guest
+// operations process manager and returns its pid.
+func (c *GovmomiClient) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+	if spec == nil {
+		return 0, fmt.Errorf("start program in %q: nil program spec", vmName(vm))
+	}
+	pm, err := guest.NewOperationsManager(c.vim, vm.Reference()).ProcessManager(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("find guest process manager for %q: %w", vmName(vm), err)
+	}
+	pid, err := pm.StartProgram(ctx, auth, spec)
+	if err != nil {
+		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, vmName(vm), err)
+	}
+	c.log.Debug("started program in guest", "vm", vmName(vm), "program", spec.ProgramPath, "pid", pid)
+	return pid, nil
+}
+
+// LoadVirtualMachineEvents returns the VM's events of the given types (all
+// types when none), oldest first, at most the last maxEvents.
+func (c *GovmomiClient) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
+	filter := types.EventFilterSpec{
+		Entity: &types.EventFilterSpecByEntity{
+			Entity:    vm.Reference(),
+			Recursion: types.EventFilterSpecRecursionOptionSelf,
+		},
+		EventTypeId: eventTypes,
+		MaxCount:    maxEvents,
+	}
+	events, err := event.NewManager(c.vim).QueryEvents(ctx, filter)
+	if err != nil {
+		return nil, fmt.Errorf("query events of %q: %w", vmName(vm), err)
+	}
+	sort.SliceStable(events, func(i, j int) bool {
+		return events[i].GetEvent().Key < events[j].GetEvent().Key
+	})
+	return events, nil
+}

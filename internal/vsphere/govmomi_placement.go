@@ -1,0 +1,121 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// LoadFolder returns the folder new VMs go to: Folder (folderString, an
+// inventory path or name) else the datacenter's VM folder.
+func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) {
+	if c.cfg.Folder == "" {
+		folders, err := c.dc.Folders(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+		}
+		return folders.VmFolder, nil
+	}
+	f, err := c.finder.Folder(ctx, c.cfg.Folder)
+	if err != nil {
+		return nil, fmt.Errorf("find folder %q (folderString): %w", c.cfg.Folder, ambiguity(err, "folderString"))
+	}
+	return f, nil
+}
+
+// LoadResourcePool returns the pool new VMs go to: ResourcePool
+// (resourcePoolString, an inventory path or name) else the datacenter's
+// default pool. Several candidates are an error naming the setting.
+func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
+	if c.cfg.ResourcePool == "" {
+		p, err := c.finder.DefaultResourcePool(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("find default resource pool of datacenter %q: %w", c.dc.Name(), ambiguity(err, "resourcePoolString"))
+		}
+		return p, nil
+	}
+	p, err := c.finder.ResourcePool(ctx, c.cfg.ResourcePool)
+	if err != nil {
+		return nil, fmt.Errorf("find resource pool %q (resourcePoolString): %w", c.cfg.ResourcePool, ambiguity(err, "resourcePoolString"))
+	}
+	return p, nil
+}
+
+// LoadNetwork finds a network by name or path; "" is the default network.
+func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
+	if name == "" {
+		n, err := c.finder.DefaultNetwork(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("find default network of datacenter %q: %w", c.dc.Name(), ambiguity(err, "networkString"))
+		}
+		return n, nil
+	}
+	n, err := c.finder.Network(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("find network %q: %w", name, ambiguity(err, "networkString"))
+	}
+	return n, nil
+}
+
+// LoadDatastore finds a datastore by name or path; "" is the default datastore.
+func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
+	if name == "" {
+		d, err := c.finder.DefaultDatastore(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("find default datastore of datacenter %q: %w", c.dc.Name(), ambiguity(err, "datastoreString"))
+		}
+		return d, nil
+	}
+	d, err := c.finder.Datastore(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("find datastore %q: %w", name, ambiguity(err, "datastoreString"))
+	}
+	return d, nil
+}
+
+// SetupEthernetCard sets card's backing to network, as a card of type
+// ethernetCardName (e.g. "vmxnet3", "e1000").
+func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error {
+	if card == nil || network == nil {
+		return errors.New("set up ethernet card: nil card or network")
+	}
+	backing, err := network.EthernetCardBackingInfo(ctx)
+	if err != nil {
+		return fmt.Errorf("read backing of network %q: %w", network.GetInventoryPath(), err)
+	}
+	device, err := object.EthernetCardTypes().CreateEthernetCard(ethernetCardName, backing)
+	if err != nil {
+		return fmt.Errorf("create ethernet card %q: %w", ethernetCardName, err)
+	}
+	card.Backing = device.(types.BaseVirtualEthernetCard).GetVirtualEthernetCard().Backing
+	return nil
+}
+
+// ResourcePoolRuntime reads the pool's runtime.
+func (c *GovmomiClient) ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+	var p mo.ResourcePool
+	if err := c.pc.RetrieveOne(ctx, pool.Reference(), []string{"runtime"}, &p); err != nil {
+		return nil, fmt.Errorf("read runtime of resource pool %q: %w", pool.InventoryPath, err)
+	}
+	return &p.Runtime, nil
+}
+
+// ErrAmbiguous marks a placement setting that resolves to several objects
+// (or none was set and the datacenter has several).
+var ErrAmbiguous = errors.New("ambiguous vsphere placement")
+
+// ambiguity adds a hint naming setting when err says several objects match.
+func ambiguity(err error, setting string) error {
+	var dm find.DefaultMultipleFoundError
+	var dmp *find.DefaultMultipleFoundError
+	var mf *find.MultipleFoundError
+	if errors.As(err, &dm) || errors.As(err, &dmp) || errors.As(err, &mf) {
+		return fmt.Errorf("%w: %w; set %s to one inventory path", ErrAmbiguous, err, setting)
+	}
+	return err
+}

@@ -1,0 +1,138 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// meteredRoundTripper is the innermost SOAP layer: it bounds each request by
+// timeout and labels its context with the SOAP method name, which
+// countingTransport uses to attribute bytes.
+type meteredRoundTripper struct {
+	next    soap.RoundTripper
+	timeout time.Duration
+}
+
+// RoundTrip implements soap.RoundTripper.
+func (m *meteredRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	ctx, cancel := context.WithTimeout(withSOAPMethod(ctx, soapMethodName(req)), m.timeout)
+	defer cancel()
+	return m.next.RoundTrip(ctx, req, res)
+}
+
+// soapMethodName turns *methods.RetrievePropertiesBody into "RetrieveProperties".
+func soapMethodName(req soap.HasFault) string {
+	t := reflect.TypeOf(req)
+	for t != nil && t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if t == nil {
+		return "unknown"
+	}
+	return strings.TrimSuffix(t.Name(), "Body")
+}
+
+type soapMethodKey struct{}
+
+func withSOAPMethod(ctx context.Context, name string) context.Context {
+	return context.WithValue(ctx, soapMethodKey{}, name)
+}
+
+func soapMethodFrom(ctx context.Context) string {
+	if s, ok := ctx.Value(soapMethodKey{}).(string); ok && s != "" {
+		return s
+	}
+	return "unknown"
+}
+
+// reloginRoundTripper is the outermost SOAP layer: when vCenter answers
+// NotAuthenticated (session expired or terminated), it logs in again once
+// and retries the request once. Concurrent failures share one login.
+type reloginRoundTripper struct {
+	next     soap.RoundTripper
+	sm       types.ManagedObjectReference
+	user     string
+	password string // secret: never logged
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	gen      atomic.Int64 // session generation, bumped by each re-login
+	relogins atomic.Int64
+	closed   atomic.Bool
+}
+
+// RoundTrip implements soap.RoundTripper.
+func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	gen := r.gen.Load()
+	err := r.next.RoundTrip(ctx, req, res)
+	if err == nil || !isNotAuthenticated(err) || r.closed.Load() {
+		return err
+	}
+	switch req.(type) {
+	case *methods.LoginBody, *methods.LogoutBody:
+		return err
+	}
+	if lerr := r.relogin(ctx, gen); lerr != nil {
+		return fmt.Errorf("%w (re-login failed: %w)", err, lerr)
+	}
+	return r.next.RoundTrip(ctx, req, res)
+}
+
+// relogin logs in again unless another caller already did since gen.
+func (r *reloginRoundTripper) relogin(ctx context.Context, gen int64) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.gen.Load() != gen {
+		return nil // someone else logged in meanwhile
+	}
+	_, err := methods.Login(ctx, r.next, &types.Login{This: r.sm, UserName: r.user, Password: r.password})
+	if err != nil {
+		return fmt.Errorf("log in again as %q: %w", r.user, err)
+	}
+	r.gen.Add(1)
+	r.relogins.Add(1)
+	r.log.Warn("vcenter session was not authenticated: logged in again", "user", r.user)
+	return nil
+}
+
+// generation is the session generation; session-scoped objects (views)
+// created under another generation are gone.
+func (r *reloginRoundTripper) generation() int64 { return r.gen.Load() }
+
+// isNotAuthenticated tells whether err is vCenter's NotAuthenticated fault.
+func isNotAuthenticated(err error) bool {
+	return err != nil && fault.Is(err, &types.NotAuthenticated{})
+}
+
+// isNotFound tells whether err is ManagedObjectNotFound (the object is gone).
+func isNotFound(err error) bool {
+	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
+}
+
+// invalidPowerState returns the existing state of an InvalidPowerState fault.
+func invalidPowerState(err error) (types.VirtualMachinePowerState, bool) {
+	var existing types.VirtualMachinePowerState
+	found := false
+	if err == nil {
+		return existing, false // fault.In panics on nil
+	}
+	fault.In(err, func(f types.BaseMethodFault, _ string, _ []types.LocalizableMessage) bool {
+		if ips, ok := f.(*types.InvalidPowerState); ok {
+			existing, found = ips.ExistingState, true
+			return true
+		}
+		return false
+	})
+	return existing, found
+}

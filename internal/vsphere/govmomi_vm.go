@@ -1,0 +1,238 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// vmView is the reused ContainerView over the datacenter's VM folder,
+// valid for the session generation it was created in (views are
+// session-scoped: a re-login loses them).
+type vmView struct {
+	view *view.ContainerView
+	gen  int64
+}
+
+// ListVirtualMachines lists every VM and template of the datacenter through
+// one reused ContainerView, retrieving only VMProperties. Cost: one
+// RetrieveProperties per call (plus a CreateContainerView after a login).
+func (c *GovmomiClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
+	for attempt := 0; ; attempt++ {
+		v, err := c.vmContainerView(ctx)
+		if err != nil {
+			return nil, err
+		}
+		var vms []mo.VirtualMachine
+		err = v.view.Retrieve(ctx, []string{"VirtualMachine"}, VMProperties, &vms)
+		if err == nil {
+			return vms, nil
+		}
+		if attempt == 0 && isNotFound(err) {
+			// The view vanished with its session: build a new one once.
+			c.dropView(v)
+			continue
+		}
+		return nil, fmt.Errorf("list virtual machines of datacenter %q: %w", c.dc.Name(), err)
+	}
+}
+
+// vmContainerView returns the current view, creating one when none exists
+// for this session. The mutex is never held across a round trip.
+func (c *GovmomiClient) vmContainerView(ctx context.Context) (*vmView, error) {
+	gen := c.rl.generation()
+	c.vmsMu.Lock()
+	v := c.vmsView
+	c.vmsMu.Unlock()
+	if v != nil && v.gen == gen {
+		return v, nil
+	}
+	folders, err := c.dc.Folders(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read folders of datacenter %q: %w", c.dc.Name(), err)
+	}
+	cv, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, fmt.Errorf("create container view over %q: %w", folders.VmFolder.InventoryPath, err)
+	}
+	nv := &vmView{view: cv, gen: gen}
+	c.vmsMu.Lock()
+	old := c.vmsView
+	c.vmsView = nv
+	c.vmsMu.Unlock()
+	if old != nil && old.gen == gen {
+		// Lost a race with another caller: its view is superseded.
+		_ = old.view.Destroy(ctx) //nolint:errcheck // best effort: the view dies with the session anyway
+	}
+	return nv, nil
+}
+
+// dropView forgets v if it is still the current view.
+func (c *GovmomiClient) dropView(v *vmView) {
+	c.vmsMu.Lock()
+	if c.vmsView == v {
+		c.vmsView = nil
+	}
+	c.vmsMu.Unlock()
+}
+
+// LoadVirtualMachine finds a VM or template by name (or inventory path) in
+// the datacenter.
+func (c *GovmomiClient) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
+	vm, err := c.finder.VirtualMachine(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("find virtual machine %q: %w", name, err)
+	}
+	return vm, nil
+}
+
+// NewVirtualMachine wraps a reference without a round trip.
+func (c *GovmomiClient) NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine {
+	return object.NewVirtualMachine(c.vim, ref)
+}
+
+// LoadVirtualMachineDevices returns the VM's device list.
+func (c *GovmomiClient) LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error) {
+	devices, err := vm.Device(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read devices of %q: %w", vmName(vm), err)
+	}
+	return devices, nil
+}
+
+// GetVirtualMachinePowerState reads runtime.powerState.
+func (c *GovmomiClient) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
+	var o mo.VirtualMachine
+	if err := c.pc.RetrieveOne(ctx, vm.Reference(), []string{"runtime.powerState"}, &o); err != nil {
+		return "", fmt.Errorf("read power state of %q: %w", vmName(vm), err)
+	}
+	return o.Runtime.PowerState, nil
+}
+
+// StartVirtualMachine powers the VM on; already on is success (checked
+// first, and InvalidPowerState with an existing powered-on state too).
+func (c *GovmomiClient) StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+	state, err := c.GetVirtualMachinePowerState(ctx, vm)
+	if err != nil {
+		return err
+	}
+	if state == types.VirtualMachinePowerStatePoweredOn {
+		return nil
+	}
+	_, err = c.runTask(ctx, powerTaskTimeout, vm.PowerOn)
+	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOn {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("power on %q: %w", vmName(vm), err)
+	}
+	c.log.Debug("powered on", "vm", vmName(vm))
+	return nil
+}
+
+// ShutdownVirtualMachine powers the VM off (hard power off); already off
+// is success.
+func (c *GovmomiClient) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+	state, err := c.GetVirtualMachinePowerState(ctx, vm)
+	if err != nil {
+		return err
+	}
+	if state == types.VirtualMachinePowerStatePoweredOff {
+		return nil
+	}
+	_, err = c.runTask(ctx, powerTaskTimeout, vm.PowerOff)
+	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOff {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("power off %q: %w", vmName(vm), err)
+	}
+	c.log.Debug("powered off", "vm", vmName(vm))
+	return nil
+}
+
+// DestroyVirtualMachine destroys a powered-off VM; a VM already gone
+// (ManagedObjectNotFound) is success.
+func (c *GovmomiClient) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+	_, err := c.runTask(ctx, destroyTaskTimeout, vm.Destroy)
+	if err != nil && isNotFound(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("destroy %q: %w", vmName(vm), err)
+	}
+	c.log.Debug("destroyed", "vm", vmName(vm))
+	return nil
+}
+
+// CloneVirtualMachine clones vm into folder under name and waits for the
+// task (cloneTaskTimeout); it returns the new VM's reference.
+func (c *GovmomiClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	if spec == nil {
+		return nil, fmt.Errorf("clone %q from template %q: nil clone spec", name, vmName(vm))
+	}
+	res, err := c.runTask(ctx, cloneTaskTimeout, func(ctx context.Context) (*object.Task, error) {
+		return vm.Clone(ctx, folder, name, *spec)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("clone %q from template %q: %w", name, vmName(vm), err)
+	}
+	ref, ok := res.(types.ManagedObjectReference)
+	if !ok {
+		return nil, fmt.Errorf("clone %q from template %q: task result is %T, not a reference", name, vmName(vm), res)
+	}
+	c.log.Debug("cloned", "vm", name, "template", vmName(vm))
+	return &ref, nil
+}
+
+// RenameVirtualMachine renames the VM and waits for the task.
+func (c *GovmomiClient) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error {
+	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
+		return vm.Rename(ctx, newName)
+	})
+	if err != nil {
+		return fmt.Errorf("rename %q to %q: %w", vmName(vm), newName, err)
+	}
+	return nil
+}
+
+// ReconfigureVirtualMachine applies spec and waits for the task.
+func (c *GovmomiClient) ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
+	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
+		return vm.Reconfigure(ctx, spec)
+	})
+	if err != nil {
+		return fmt.Errorf("reconfigure %q: %w", vmName(vm), err)
+	}
+	return nil
+}
+
+// MarkVirtualMachineAsTemplate turns a powered-off VM into a template (a
+// single request, not a task).
+func (c *GovmomiClient) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error {
+	release, err := c.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := vm.MarkAsTemplate(ctx); err != nil {
+		return fmt.Errorf("mark %q as template: %w", vmName(vm), err)
+	}
+	return nil
+}
+
+// vmName names a VM in errors and logs without a round trip: its name
+// when it was found by path, else its reference.
+func vmName(vm *object.VirtualMachine) string {
+	if vm == nil {
+		return "<nil>"
+	}
+	if n := vm.Name(); n != "" {
+		return n
+	}
+	return vm.Reference().Value
+}

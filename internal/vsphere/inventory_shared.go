@@ -1,0 +1,204 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Bounds of the shared inventory.
+const (
+	// defaultInventoryMinGap is the least time between two refreshes asked
+	// by Invalidate: a burst of spawns, each writing to vCenter, costs one
+	// listing per gap, not one per write.
+	defaultInventoryMinGap = 2 * time.Second
+	// inventoryStaleFactor: a snapshot older than this many refresh
+	// intervals is refused (an error, not stale data), so that no decision
+	// — above all no deletion — is taken on what vCenter said long ago.
+	inventoryStaleFactor = 4
+)
+
+// ErrInventoryStale is returned when no refresh succeeded recently enough.
+var ErrInventoryStale = errors.New("vm inventory is stale")
+
+// SharedInventory keeps one snapshot of the datacenter's VMs, built from the
+// leaf properties of VMProperties, refreshed by one owner (Run): every
+// interval, and soon after Invalidate (coalesced, at most one refresh per
+// MinGap). Readers get the last snapshot without a vCenter round trip; only
+// the very first read waits for the first refresh. A reader must not rely on
+// seeing its own write at once: local bookkeeping (pending jobs, reserved IPs,
+// in-flight capacity, claimed and to-delete VMs) covers that window.
+type SharedInventory struct {
+	client   VSphereClient
+	interval time.Duration
+	minGap   time.Duration
+	log      *slog.Logger
+	now      func() time.Time
+
+	kick  chan struct{} // coalescing refresh signal, capacity 1
+	ready chan struct{} // closed after the first refresh attempt
+
+	mu          sync.RWMutex
+	vms         []VM
+	lastOK      time.Time // time of the last successful refresh
+	lastErr     error     // error of the last refresh, nil when it succeeded
+	generation  uint64    // successful refreshes so far
+	refreshes   uint64    // refresh attempts so far
+	readyClosed bool
+	changed     chan struct{} // closed and replaced after every refresh attempt
+}
+
+// NewSharedInventory builds the inventory; call Run to start refreshing.
+// interval <= 0 means 30 s; minGap <= 0 means defaultInventoryMinGap.
+func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	if minGap <= 0 {
+		minGap = defaultInventoryMinGap
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return &SharedInventory{
+		client:   client,
+		interval: interval,
+		minGap:   minGap,
+		log:      log,
+		now:      time.Now,
+		kick:     make(chan struct{}, 1),
+		ready:    make(chan struct{}),
+		changed:  make(chan struct{}),
+	}
+}
+
+// Run refreshes the inventory at once, then every interval and after each
+// Invalidate, until ctx ends. Exactly one Run may be active.
+func (s *SharedInventory) Run(ctx context.Context) {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	var last time.Time
+	for {
+		if wait := s.minGap - s.now().Sub(last); !last.IsZero() && wait > 0 {
+			// Invalidations keep coalescing into s.kick while we wait.
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		last = s.now()
+		s.refresh(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-s.kick:
+		}
+	}
+}
+
+// refresh lists the datacenter once and swaps the snapshot.
+func (s *SharedInventory) refresh(ctx context.Context) {
+	objs, err := s.client.ListVirtualMachines(ctx)
+	var vms []VM
+	if err == nil {
+		vms = make([]VM, 0, len(objs))
+		for _, o := range objs {
+			vms = append(vms, VMFromObject(o))
+		}
+	}
+	s.mu.Lock()
+	s.refreshes++
+	if err != nil {
+		if s.lastErr == nil {
+			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
+		}
+		s.lastErr = err
+	} else {
+		if s.lastErr != nil {
+			s.log.Info("vm inventory refresh recovered", "vms", len(vms))
+		}
+		s.vms, s.lastErr, s.lastOK = vms, nil, s.now()
+		s.generation++
+	}
+	if !s.readyClosed {
+		s.readyClosed = true
+		close(s.ready)
+	}
+	close(s.changed)
+	s.changed = make(chan struct{})
+	s.mu.Unlock()
+}
+
+// VMs returns the current snapshot. The first call waits for the first
+// refresh (bounded by ctx). It fails when the last successful refresh is
+// older than inventoryStaleFactor intervals (vCenter unreachable).
+func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
+	select {
+	case <-s.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("wait for first vm inventory: %w", ctx.Err())
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.lastOK.IsZero() {
+		return nil, fmt.Errorf("%w: no successful listing yet: %v", ErrInventoryStale, s.lastErr)
+	}
+	if age := s.now().Sub(s.lastOK); age > inventoryStaleFactor*s.interval {
+		return nil, fmt.Errorf("%w: last successful listing %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
+	}
+	return s.vms, nil
+}
+
+// Invalidate asks for a refresh soon; many calls coalesce into one.
+func (s *SharedInventory) Invalidate() {
+	select {
+	case s.kick <- struct{}{}:
+	default:
+	}
+}
+
+// WaitRefresh blocks until a refresh attempt that started after the call
+// has completed, or ctx ends. Tests and the demo use it instead of sleeping.
+func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
+	s.mu.RLock()
+	ch := s.changed
+	s.mu.RUnlock()
+	s.Invalidate()
+	// The attempt in flight when we were called may have listed before our
+	// caller's write: wait for the one after it too.
+	for i := 0; i < 2; i++ {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		s.mu.RLock()
+		ch = s.changed
+		s.mu.RUnlock()
+		if i == 0 {
+			s.Invalidate()
+		}
+	}
+	return nil
+}
+
+// InventoryStats describes the inventory for /mon/status and benchmarks.
+type InventoryStats struct {
+	VMs        int
+	Refreshes  uint64
+	Generation uint64
+	LastOK     time.Time
+	LastErr    error
+}
+
+// Stats returns a copy of the inventory's counters.
+func (s *SharedInventory) Stats() InventoryStats {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return InventoryStats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
+}

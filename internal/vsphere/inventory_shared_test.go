@@ -1,0 +1,135 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+)
+
+func listedVM(name string) mo.VirtualMachine {
+	o := mo.VirtualMachine{}
+	o.Self = types.ManagedObjectReference{Type: "VirtualMachine", Value: name}
+	o.Name = name
+	return o
+}
+
+func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	var lists atomic.Int64
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+		lists.Add(1)
+		return []mo.VirtualMachine{listedVM("a"), listedVM("b")}, nil
+	}).AnyTimes()
+
+	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	for i := 0; i < 100; i++ {
+		vms, err := inv.VMs(ctx)
+		require.NoError(t, err)
+		require.Len(t, vms, 2)
+	}
+	require.Equal(t, int64(1), lists.Load(), "100 reads after the first refresh must not list again")
+}
+
+func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	var names atomic.Value
+	names.Store([]string{"a"})
+	var lists atomic.Int64
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+		lists.Add(1)
+		var out []mo.VirtualMachine
+		for _, n := range names.Load().([]string) {
+			out = append(out, listedVM(n))
+		}
+		return out, nil
+	}).AnyTimes()
+
+	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, err := inv.VMs(ctx)
+	require.NoError(t, err)
+	names.Store([]string{"a", "b"})
+	for i := 0; i < 50; i++ {
+		inv.Invalidate()
+	}
+	require.NoError(t, inv.WaitRefresh(ctx))
+	vms, err := inv.VMs(ctx)
+	require.NoError(t, err)
+	require.Len(t, vms, 2, "the write is visible after a refresh")
+	// 1 first refresh + at most a few for 50 invalidations and WaitRefresh.
+	require.LessOrEqual(t, lists.Load(), int64(5), "invalidations coalesce")
+}
+
+func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	var fail atomic.Bool
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+		if fail.Load() {
+			return nil, errors.New("vcenter down")
+		}
+		return []mo.VirtualMachine{listedVM("a")}, nil
+	}).AnyTimes()
+
+	inv := NewSharedInventory(vs, time.Minute, time.Millisecond, nil)
+	var now atomic.Int64
+	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
+	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, err := inv.VMs(ctx)
+	require.NoError(t, err)
+
+	fail.Store(true)
+	require.NoError(t, inv.WaitRefresh(ctx))
+	vms, err := inv.VMs(ctx)
+	require.NoError(t, err, "a recent snapshot is still served during a short outage")
+	require.Len(t, vms, 1)
+	require.Error(t, inv.Stats().LastErr)
+
+	now.Add(int64(5 * time.Minute))
+	_, err = inv.VMs(ctx)
+	require.ErrorIs(t, err, ErrInventoryStale, "an old snapshot is refused")
+
+	fail.Store(false)
+	require.NoError(t, inv.WaitRefresh(ctx))
+	_, err = inv.VMs(ctx)
+	require.NoError(t, err, "recovered after vCenter is back")
+}
+
+func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	inv := NewSharedInventory(vs, time.Minute, 0, nil) // never Run
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := inv.VMs(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}

@@ -1,0 +1,128 @@
+package vsphere
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func spPool(t *testing.T, cfg *Configuration) (*ipPool, *spClock) {
+	t.Helper()
+	p, err := newIPPool(cfg)
+	require.NoError(t, err)
+	c := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	p.now = c.Now
+	return p, c
+}
+
+func TestIPPoolReserveSkipsUsedAddresses(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vms  []VM
+		want string
+	}{
+		{name: "empty datacenter", want: "10.0.0.10"},
+		{
+			name: "powered-off vm holds its annotation ip",
+			vms:  []VM{{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: "x", IPAddress: "10.0.0.10"}}},
+			want: "10.0.0.11",
+		},
+		{
+			name: "foreign vm's guest ip is used",
+			vms:  []VM{{Name: "b", IPAddresses: []string{"10.0.0.10", "10.0.0.11"}}},
+			want: "10.0.0.12",
+		},
+		{
+			name: "template annotation ip counts too",
+			vms:  []VM{{Name: "c", Template: true, Annotation: &Annotation{HatcheryName: "x", IPAddress: "10.0.0.10"}}},
+			want: "10.0.0.11",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p, _ := spPool(t, &Configuration{IPRange: "10.0.0.10/24"})
+			l, err := p.reserve(context.Background(), tt.vms)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, l.IP)
+			assert.Equal(t, "255.255.255.0", l.SubnetMask, "mask derived from the block")
+		})
+	}
+}
+
+func TestIPPoolExhaustionExpiryAndRelease(t *testing.T) {
+	t.Parallel()
+	p, clock := spPool(t, &Configuration{IPRange: "10.0.0.1/30"}) // .1 and .2
+	ctx := context.Background()
+	a, err := p.reserve(ctx, nil)
+	require.NoError(t, err)
+	b, err := p.reserve(ctx, nil)
+	require.NoError(t, err)
+	assert.NotEqual(t, a.IP, b.IP)
+	assert.False(t, p.available(nil))
+	_, err = p.reserve(ctx, nil)
+	require.ErrorIs(t, err, ErrNoIPAvailable)
+
+	p.release(a.IP)
+	assert.True(t, p.available(nil))
+	c, err := p.reserve(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, a.IP, c.IP)
+
+	clock.Advance(ipReservationTTL - time.Second)
+	assert.False(t, p.available(nil), "reservations still held before expiry")
+	clock.Advance(time.Second)
+	used, total := p.counts(nil)
+	assert.Equal(t, 0, used, "reservations expire lazily")
+	assert.Equal(t, 2, total)
+}
+
+func TestIPPoolNoRange(t *testing.T) {
+	t.Parallel()
+	p, _ := spPool(t, &Configuration{})
+	assert.False(t, p.enabled())
+	_, err := p.reserve(context.Background(), nil)
+	require.Error(t, err)
+}
+
+func TestIPPoolBadConfig(t *testing.T) {
+	t.Parallel()
+	_, err := newIPPool(&Configuration{IPRange: "10.0.0.1/24", Networks: []NetworkConfig{{IPRange: "10.0.0.5/32"}}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "networks[0].iprange")
+	_, err = newIPPool(&Configuration{IPRange: "nonsense"})
+	require.Error(t, err)
+}
+
+func TestIPPoolConcurrentReservationsAreDistinct(t *testing.T) {
+	t.Parallel()
+	p, _ := spPool(t, &Configuration{IPRange: "10.1.0.3/26"}) // .3 to .62: 60 addresses
+	_, total := p.counts(nil)
+	require.Equal(t, 60, total)
+	const n = 50
+	var wg sync.WaitGroup
+	ips := make([]string, n)
+	errs := make([]error, n)
+	for i := range n {
+		wg.Go(func() {
+			l, err := p.reserve(context.Background(), nil)
+			ips[i], errs[i] = l.IP, err
+		})
+	}
+	wg.Wait()
+	seen := map[string]bool{}
+	for i := range n {
+		require.NoError(t, errs[i])
+		assert.False(t, seen[ips[i]], "ip %s handed out twice", ips[i])
+		seen[ips[i]] = true
+	}
+	assert.Len(t, seen, n)
+	used, _ := p.counts(nil)
+	assert.Equal(t, n, used)
+}

@@ -1,0 +1,427 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	ocprom "contrib.go.opencensus.io/exporter/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/vmware/govmomi/object"
+	"go.opencensus.io/metric/metricproducer"
+	"go.opencensus.io/stats"
+	"go.opencensus.io/stats/view"
+	"go.opencensus.io/tag"
+)
+
+// Metrics of the vSphere hatchery (001 §13 "Prometheus Metrics for vSphere
+// Resource Consumption", docs/metrics.md).
+//
+// Every Metrics owns its OpenCensus view.Meter, its views and a Prometheus
+// registry: several hatcheries (or tests) in one process never see each
+// other's series. The view names are the spec's, "cds/hatchery/vsphere/…";
+// the OpenCensus Prometheus exporter turns them into
+// "cds_hatchery_vsphere_…" (no exporter namespace is needed: the prefix is
+// part of the view name).
+//
+// Gauges are rebuilt by each collection pass (RunMetrics, collectMetrics):
+// a gauge whose source could not be read in the last pass is absent from
+// the scrape rather than stale. Counters and the spawn histogram accumulate
+// for the life of the Metrics.
+//
+// The hooks Headroom, SOAP and Logger are set once, before RunMetrics starts
+// and before the spawn methods are called; they are not changed afterwards.
+// The spawn methods are safe for concurrent use.
+type Metrics struct {
+	// Headroom, when set, tells how many more workers of each flavor would
+	// pass the capacity check now (HatcheryVSphere.FlavorHeadroom). nil: the
+	// flavor_headroom gauge is not recorded.
+	Headroom func(ctx context.Context) (map[string]int, error)
+	// SOAP, when set, returns a snapshot of the cumulative SOAP counters of
+	// the vCenter client, by SOAP method. nil: soap_requests and soap_bytes
+	// are not recorded.
+	SOAP func() map[string]SOAPCount
+	// Logger receives the spawn methods' warnings; nil means slog.Default().
+	// Collection passes log through the hatchery's logger.
+	Logger *slog.Logger
+
+	service string
+	base    []tag.Mutator // service_name, service_type
+	meter   view.Meter
+	// cycle are the registered per-pass gauges, replaced by fresh views
+	// every pass (guarded by cycleMu).
+	cycle []*view.View
+
+	exporter *ocprom.Exporter
+
+	// cycleMu makes a collection pass's reset-and-record atomic for a
+	// scrape: Gather never sees a half-rebuilt set of gauges. It is never
+	// held across a vCenter round trip.
+	cycleMu sync.Mutex
+
+	// closeMu guards closed: nothing is sent to a stopped meter.
+	closeMu sync.RWMutex
+	closed  bool
+
+	// stateMu guards the collector's memory between passes.
+	stateMu  sync.Mutex
+	soapPrev map[string]SOAPCount
+	pool     *object.ResourcePool // loaded once, dropped when unreadable
+}
+
+// SOAPCount is the cumulative traffic of one SOAP method since the vCenter
+// client started: requests sent and bytes exchanged (request and response
+// bodies together). The Metrics turns successive snapshots into counters; a
+// value that goes down is taken as a restart of the source.
+type SOAPCount struct {
+	Requests int64
+	Bytes    int64
+}
+
+// MetricsServiceType is the service_type tag of every series: CDS tags
+// hatchery metrics with the service type "hatchery".
+const MetricsServiceType = "hatchery"
+
+// MetricsInterval is the collection period of the spec (001 §13): 30 s.
+const MetricsInterval = 30 * time.Second
+
+// metricPrefix starts every view name.
+const metricPrefix = "cds/hatchery/vsphere/"
+
+// Tag keys: a fixed, small label set (STYLE §13).
+var (
+	keyServiceName = tag.MustNewKey("service_name")
+	keyServiceType = tag.MustNewKey("service_type")
+	keyWorkerName  = tag.MustNewKey("worker_name")
+	keyWorkerModel = tag.MustNewKey("worker_model")
+	keyFlavor      = tag.MustNewKey("flavor")
+	keyReason      = tag.MustNewKey("reason")
+	keyMethod      = tag.MustNewKey("method")
+	keySource      = tag.MustNewKey("source")
+)
+
+// Measures. OpenCensus keeps measures in a process-wide registry by name;
+// they hold no data, so sharing them between Metrics instances is safe.
+var (
+	mWorkerVCPUs    = stats.Int64(metricPrefix+"worker_vcpus", "Number of vCPUs of a worker VM of this hatchery", "1")
+	mWorkerMemoryMB = stats.Int64(metricPrefix+"worker_memory_mb", "Memory of a worker VM of this hatchery, in MB", "MBy")
+
+	mAllocatedVCPUs     = stats.Int64(metricPrefix+"allocated_vcpus", "vCPUs of this hatchery's powered-on VMs (templates excluded)", "1")
+	mAllocatedMemoryMB  = stats.Int64(metricPrefix+"allocated_memory_mb", "Memory of this hatchery's powered-on VMs (templates excluded), in MB", "MBy")
+	mVMCount            = stats.Int64(metricPrefix+"vm_count", "VMs of this hatchery, workers and pre-provisioned, any power state (templates excluded)", "1")
+	mProvisionedVMCount = stats.Int64(metricPrefix+"provisioned_vm_count", "Pre-provisioned (idle) VMs of this hatchery", "1")
+	mTemplateVCPUs      = stats.Int64(metricPrefix+"template_vcpus", "vCPUs defined by this hatchery's model templates (annotation model=true)", "1")
+	mTemplateMemoryMB   = stats.Int64(metricPrefix+"template_memory_mb", "Memory defined by this hatchery's model templates, in MB", "MBy")
+	mTemplateCount      = stats.Int64(metricPrefix+"template_count", "Model templates of this hatchery", "1")
+
+	mPoolTotalVCPUs    = stats.Int64(metricPrefix+"pool_total_vcpus", "vCPUs of every powered-on VM of the datacenter (templates excluded)", "1")
+	mPoolTotalMemoryMB = stats.Int64(metricPrefix+"pool_total_memory_mb", "Memory of every powered-on VM of the datacenter (templates excluded), in MB", "MBy")
+	mPoolTotalVMCount  = stats.Int64(metricPrefix+"pool_total_vm_count", "VMs of the datacenter, any owner, any power state (templates excluded)", "1")
+
+	mRPCPUMaxMHz          = stats.Int64(metricPrefix+"resource_pool_cpu_max_mhz", "Resource pool maximum CPU capacity (runtime.cpu.maxUsage), in MHz", "MHz")
+	mRPCPUUsageMHz        = stats.Int64(metricPrefix+"resource_pool_cpu_usage_mhz", "Resource pool current CPU usage (runtime.cpu.overallUsage), in MHz", "MHz")
+	mRPCPUUnreservedMHz   = stats.Int64(metricPrefix+"resource_pool_cpu_unreserved_mhz", "Resource pool CPU unreserved for VMs (runtime.cpu.unreservedForVm), in MHz", "MHz")
+	mRPMemMaxBytes        = stats.Int64(metricPrefix+"resource_pool_memory_max_bytes", "Resource pool maximum memory capacity (runtime.memory.maxUsage), in bytes", stats.UnitBytes)
+	mRPMemUsageBytes      = stats.Int64(metricPrefix+"resource_pool_memory_usage_bytes", "Resource pool current memory usage (runtime.memory.overallUsage), in bytes", stats.UnitBytes)
+	mRPMemUnreservedBytes = stats.Int64(metricPrefix+"resource_pool_memory_unreserved_bytes", "Resource pool memory unreserved for VMs (runtime.memory.unreservedForVm), in bytes", stats.UnitBytes)
+
+	mIPUsedCount  = stats.Int64(metricPrefix+"ip_used_count", "Addresses of the configured IP ranges in use by a VM (annotation or guest)", "1")
+	mIPTotalCount = stats.Int64(metricPrefix+"ip_total_count", "Addresses in the configured IP ranges", "1")
+
+	mFlavorHeadroom = stats.Int64(metricPrefix+"flavor_headroom", "How many more workers of the flavor would pass the capacity check now", "1")
+
+	mSpawnsStarted   = stats.Int64(metricPrefix+"spawns_started", "Worker spawns started", "1")
+	mSpawnsSucceeded = stats.Int64(metricPrefix+"spawns_succeeded", "Worker spawns that launched the worker", "1")
+	mSpawnsFailed    = stats.Int64(metricPrefix+"spawns_failed", "Worker spawns that failed, by reason", "1")
+	mSpawnDuration   = stats.Float64(metricPrefix+"spawn_duration_seconds", "Time from job taken to worker launched in the guest, successful spawns, in seconds", stats.UnitSeconds)
+
+	mSOAPRequests = stats.Int64(metricPrefix+"soap_requests", "SOAP requests sent to vCenter, by method", "1")
+	mSOAPBytes    = stats.Int64(metricPrefix+"soap_bytes", "SOAP bytes exchanged with vCenter (request and response bodies), by method", stats.UnitBytes)
+
+	mCollectionErrors = stats.Int64(metricPrefix+"collection_errors", "Collection passes in which a source could not be read, by source", "1")
+)
+
+// spawnDurationBuckets are the spawn_duration_seconds bucket bounds: a
+// clone plus boot takes from tens of seconds to several minutes; a claim of
+// a pre-provisioned VM a few seconds.
+var spawnDurationBuckets = []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200}
+
+// viewDef describes one view; views are built per Metrics from these.
+type viewDef struct {
+	measure stats.Measure
+	agg     func() *view.Aggregation
+	keys    []tag.Key // beyond service_name and service_type
+	// cycle: a gauge rebuilt (unregistered, re-registered, recorded) by
+	// every collection pass.
+	cycle bool
+}
+
+// OpenCensus returns one shared *Aggregation for LastValue, Sum and Count,
+// and registering a view writes to its aggregation (canonicalize): each
+// view gets its own copy, or two meters registering at once would race.
+func lastValue() *view.Aggregation { a := *view.LastValue(); return &a }
+func sum() *view.Aggregation       { a := *view.Sum(); return &a }
+func count() *view.Aggregation     { a := *view.Count(); return &a }
+func spawnDistribution() *view.Aggregation {
+	return view.Distribution(append([]float64(nil), spawnDurationBuckets...)...)
+}
+
+// newView builds a view of d, tagged with the service tags and d's keys.
+func (d viewDef) newView() *view.View {
+	return &view.View{
+		Name:        d.measure.Name(),
+		Description: d.measure.Description(),
+		Measure:     d.measure,
+		Aggregation: d.agg(),
+		TagKeys:     append([]tag.Key{keyServiceName, keyServiceType}, d.keys...),
+	}
+}
+
+// viewDefs are every view of the hatchery, in documentation order.
+var viewDefs = []viewDef{
+	{mWorkerVCPUs, lastValue, []tag.Key{keyWorkerName, keyWorkerModel}, true},
+	{mWorkerMemoryMB, lastValue, []tag.Key{keyWorkerName, keyWorkerModel}, true},
+	{mAllocatedVCPUs, lastValue, nil, true},
+	{mAllocatedMemoryMB, lastValue, nil, true},
+	{mVMCount, lastValue, nil, true},
+	{mProvisionedVMCount, lastValue, nil, true},
+	{mTemplateVCPUs, lastValue, nil, true},
+	{mTemplateMemoryMB, lastValue, nil, true},
+	{mTemplateCount, lastValue, nil, true},
+	{mPoolTotalVCPUs, lastValue, nil, true},
+	{mPoolTotalMemoryMB, lastValue, nil, true},
+	{mPoolTotalVMCount, lastValue, nil, true},
+	{mRPCPUMaxMHz, lastValue, nil, true},
+	{mRPCPUUsageMHz, lastValue, nil, true},
+	{mRPCPUUnreservedMHz, lastValue, nil, true},
+	{mRPMemMaxBytes, lastValue, nil, true},
+	{mRPMemUsageBytes, lastValue, nil, true},
+	{mRPMemUnreservedBytes, lastValue, nil, true},
+	{mIPUsedCount, lastValue, nil, true},
+	{mIPTotalCount, lastValue, nil, true},
+	{mFlavorHeadroom, lastValue, []tag.Key{keyFlavor}, true},
+	{mSpawnsStarted, count, []tag.Key{keyWorkerModel}, false},
+	{mSpawnsSucceeded, count, []tag.Key{keyWorkerModel}, false},
+	{mSpawnsFailed, count, []tag.Key{keyWorkerModel, keyReason}, false},
+	{mSpawnDuration, spawnDistribution, []tag.Key{keyWorkerModel}, false},
+	{mSOAPRequests, sum, []tag.Key{keyMethod}, false},
+	{mSOAPBytes, sum, []tag.Key{keyMethod}, false},
+	{mCollectionErrors, count, []tag.Key{keySource}, false},
+}
+
+// producersMu serialises scrapes across every Metrics of the process. The
+// OpenCensus Prometheus exporter reads the process-wide producer list
+// (metricproducer.GlobalManager); a Metrics keeps its meter out of that list
+// and adds it only for the duration of its own scrape, under this lock, so a
+// scrape sees its own meter and no other hatchery's.
+var producersMu sync.Mutex
+
+// NewMetrics starts a private OpenCensus meter with every view of the
+// hatchery, tagged service_name=serviceName and service_type=hatchery, and
+// the Prometheus exporter that serves it (Handler). Close stops it.
+func NewMetrics(serviceName string) (*Metrics, error) {
+	if serviceName == "" {
+		return nil, errors.New("new metrics: service name is required")
+	}
+	meter := view.NewMeter()
+	producer, ok := meter.(metricproducer.Producer)
+	if !ok {
+		return nil, fmt.Errorf("new metrics: meter %T is not a metric producer", meter)
+	}
+	m := &Metrics{
+		service: serviceName,
+		base: []tag.Mutator{
+			tag.Upsert(keyServiceName, tagValue(serviceName)),
+			tag.Upsert(keyServiceType, MetricsServiceType),
+		},
+		meter:    meter,
+		soapPrev: map[string]SOAPCount{},
+	}
+	all := make([]*view.View, 0, len(viewDefs))
+	for _, d := range viewDefs {
+		v := d.newView()
+		all = append(all, v)
+		if d.cycle {
+			m.cycle = append(m.cycle, v)
+		}
+	}
+
+	meter.Start()
+	// Register is handled by the meter's goroutine after it has added
+	// itself to the global producer list: once it returns, taking the meter
+	// out of that list cannot race with the addition.
+	if err := meter.Register(all...); err != nil {
+		meter.Stop()
+		return nil, fmt.Errorf("new metrics: register views: %w", err)
+	}
+	producersMu.Lock()
+	metricproducer.GlobalManager().DeleteProducer(producer)
+	producersMu.Unlock()
+
+	reg := prometheus.NewRegistry()
+	exp, err := ocprom.NewExporter(ocprom.Options{
+		Registry:   reg,
+		Registerer: uncheckedRegisterer{reg},
+		Gatherer:   &meterGatherer{m: m, producer: producer, reg: reg},
+		OnError: func(err error) {
+			m.logger().Warn("export metrics", "err", err)
+		},
+	})
+	if err != nil {
+		meter.Stop()
+		return nil, fmt.Errorf("new metrics: prometheus exporter: %w", err)
+	}
+	m.exporter = exp
+	return m, nil
+}
+
+// Handler serves this Metrics in the Prometheus text format: mount it at
+// /mon/metrics. Besides this Metrics' own series it shows the views
+// registered on OpenCensus' default (global) meter, if any.
+func (m *Metrics) Handler() http.Handler { return m.exporter }
+
+// Close stops the meter. Later records are dropped; the handler keeps
+// serving the last data.
+func (m *Metrics) Close() {
+	m.closeMu.Lock()
+	defer m.closeMu.Unlock()
+	if m.closed {
+		return
+	}
+	m.closed = true
+	m.meter.Stop()
+}
+
+func (m *Metrics) logger() *slog.Logger {
+	if m.Logger != nil {
+		return m.Logger
+	}
+	return slog.Default()
+}
+
+// record sends measurements tagged with the service tags plus extra to the
+// meter. It does not wait for the meter to aggregate them (see flush).
+func (m *Metrics) record(extra []tag.Mutator, ms ...stats.Measurement) error {
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return nil
+	}
+	mut := append(append([]tag.Mutator(nil), m.base...), extra...)
+	// The background context: the caller's context may carry OpenCensus
+	// tags of its own, which must not reach these series. Recording does
+	// not block on I/O.
+	err := stats.RecordWithOptions(context.Background(),
+		stats.WithRecorder(m.meter), stats.WithTags(mut...), stats.WithMeasurements(ms...))
+	if err != nil {
+		return fmt.Errorf("record %s: %w", ms[0].Measure().Name(), err)
+	}
+	return nil
+}
+
+// flush returns once the meter has aggregated everything recorded before:
+// the meter handles commands in order on one goroutine, and Find is a
+// round trip through that queue.
+func (m *Metrics) flush() {
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if !m.closed {
+		m.meter.Find(mVMCount.Name())
+	}
+}
+
+// resetGauges drops every series of the per-pass gauges (001 §14.1:
+// unregister and register again) by replacing their views with fresh ones.
+// Fresh views, because registering writes to a view. Caller holds cycleMu.
+func (m *Metrics) resetGauges() error {
+	m.closeMu.RLock()
+	defer m.closeMu.RUnlock()
+	if m.closed {
+		return nil
+	}
+	m.meter.Unregister(m.cycle...)
+	fresh := make([]*view.View, 0, len(m.cycle))
+	for _, d := range viewDefs {
+		if d.cycle {
+			fresh = append(fresh, d.newView())
+		}
+	}
+	m.cycle = fresh
+	if err := m.meter.Register(m.cycle...); err != nil {
+		return fmt.Errorf("re-register gauges: %w", err)
+	}
+	return nil
+}
+
+// tagValue makes s a valid OpenCensus tag value: printable ASCII, at most
+// 255 bytes. Other characters become '_'.
+func tagValue(s string) string {
+	b := []byte(s)
+	if len(b) > 255 {
+		b = b[:255]
+	}
+	for i, c := range b {
+		if c < 0x20 || c > 0x7e {
+			b[i] = '_'
+		}
+	}
+	return string(b)
+}
+
+// meterGatherer gathers the exporter's registry with this Metrics' meter,
+// and only it, in the global producer list (see producersMu), and never in
+// the middle of a collection pass.
+type meterGatherer struct {
+	m        *Metrics
+	producer metricproducer.Producer
+	reg      *prometheus.Registry
+}
+
+// Gather implements prometheus.Gatherer.
+func (g *meterGatherer) Gather() ([]*dto.MetricFamily, error) {
+	// Counters recorded before the scrape (spawns) are in the scrape.
+	g.m.flush()
+	g.m.cycleMu.Lock()
+	defer g.m.cycleMu.Unlock()
+	producersMu.Lock()
+	defer producersMu.Unlock()
+	mgr := metricproducer.GlobalManager()
+	mgr.AddProducer(g.producer)
+	defer mgr.DeleteProducer(g.producer)
+	return g.reg.Gather()
+}
+
+// uncheckedRegisterer registers collectors as "unchecked" (no descriptors
+// announced): the exporter's collector describes only the series present at
+// registration time, and its series come and go with each collection pass.
+type uncheckedRegisterer struct{ prometheus.Registerer }
+
+// Register implements prometheus.Registerer.
+func (r uncheckedRegisterer) Register(c prometheus.Collector) error {
+	return r.Registerer.Register(uncheckedCollector{c})
+}
+
+// MustRegister implements prometheus.Registerer.
+func (r uncheckedRegisterer) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := r.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+// Unregister implements prometheus.Registerer.
+func (r uncheckedRegisterer) Unregister(c prometheus.Collector) bool {
+	return r.Registerer.Unregister(uncheckedCollector{c})
+}
+
+// uncheckedCollector hides a collector's descriptors from the registry.
+type uncheckedCollector struct{ prometheus.Collector }
+
+// Describe announces nothing: the collector is unchecked.
+func (uncheckedCollector) Describe(chan<- *prometheus.Desc) {}

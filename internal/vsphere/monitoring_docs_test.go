@@ -1,0 +1,138 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opencensus.io/stats/view"
+)
+
+// metricsDoc is the operator documentation of the metrics.
+const metricsDoc = "../../docs/metrics.md"
+
+var (
+	docTableRow   = regexp.MustCompile("^\\| `(cds_hatchery_vsphere_[a-z0-9_]+)` \\| ([a-z]+) \\|")
+	docMetricName = regexp.MustCompile(`cds_hatchery_vsphere_[a-z0-9_]+`)
+)
+
+// fullScrape scrapes a Metrics in which every metric has a series: every
+// source readable in the last pass, one source failed in an earlier pass,
+// spawns recorded.
+func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
+	t.Helper()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.inv.set(fixtureVMs(), nil)
+	e.expectPool(fixtureRuntime())
+	var mu sync.Mutex
+	headroomErr := errors.New("capacity check failed")
+	e.m.Headroom = func(context.Context) (map[string]int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return map[string]int{"small": 2}, headroomErr
+	}
+	e.m.SOAP = func() map[string]SOAPCount {
+		return map[string]SOAPCount{"RetrievePropertiesEx": {Requests: 3, Bytes: 3000}}
+	}
+	e.h.collectMetrics(context.Background(), e.m)
+	mu.Lock()
+	headroomErr = nil
+	mu.Unlock()
+	e.h.collectMetrics(context.Background(), e.m)
+	e.m.SpawnStarted("debian12")
+	e.m.SpawnSucceeded("debian12", 40*time.Second)
+	e.m.SpawnFailed("debian12", SpawnFailureIP)
+	return scrape(t, e.m)
+}
+
+// TestMetricsDocMatchesScrape checks docs/metrics.md against a real scrape:
+// every documented metric is exported with the documented type, every
+// exported metric is documented, and every name used in a query exists.
+func TestMetricsDocMatchesScrape(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile(metricsDoc)
+	require.NoError(t, err)
+	fams := fullScrape(t)
+
+	documented := map[string]string{} // name -> type
+	for _, line := range strings.Split(string(doc), "\n") {
+		if m := docTableRow.FindStringSubmatch(line); m != nil {
+			assert.NotContains(t, documented, m[1], "documented twice")
+			documented[m[1]] = m[2]
+		}
+	}
+	require.NotEmpty(t, documented)
+
+	promType := map[dto.MetricType]string{
+		dto.MetricType_GAUGE: "gauge", dto.MetricType_COUNTER: "counter", dto.MetricType_HISTOGRAM: "histogram",
+	}
+	for name, typ := range documented {
+		f, ok := fams[name]
+		if assert.True(t, ok, "%s is documented but not exported", name) {
+			assert.Equal(t, typ, promType[f.GetType()], "type of %s", name)
+		}
+	}
+	var exported []string
+	for name := range fams {
+		exported = append(exported, name)
+		assert.Contains(t, documented, name, "%s is exported but not documented", name)
+	}
+	sort.Strings(exported)
+	assert.Len(t, exported, len(viewDefs), "one Prometheus family per view: %v", exported)
+
+	for _, name := range docMetricName.FindAllString(string(doc), -1) {
+		base := name
+		for _, suffix := range []string{"_bucket", "_sum", "_count"} {
+			if trimmed := strings.TrimSuffix(name, suffix); trimmed != name && fams[trimmed].GetType() == dto.MetricType_HISTOGRAM {
+				base = trimmed
+			}
+		}
+		assert.Contains(t, fams, base, "%s is used in docs/metrics.md but not exported", name)
+	}
+}
+
+// TestMetricsViewNamesAreTheSpecs pins the OpenCensus view names of 001 §13.
+func TestMetricsViewNamesAreTheSpecs(t *testing.T) {
+	t.Parallel()
+	spec := []string{
+		"worker_vcpus", "worker_memory_mb", "allocated_vcpus", "allocated_memory_mb", "vm_count",
+		"provisioned_vm_count", "template_vcpus", "template_memory_mb", "template_count",
+		"pool_total_vcpus", "pool_total_memory_mb", "pool_total_vm_count",
+		"resource_pool_cpu_max_mhz", "resource_pool_cpu_usage_mhz", "resource_pool_cpu_unreserved_mhz",
+		"resource_pool_memory_max_bytes", "resource_pool_memory_usage_bytes", "resource_pool_memory_unreserved_bytes",
+		"ip_used_count", "ip_total_count",
+	}
+	views := map[string]*view.View{}
+	for _, d := range viewDefs {
+		v := d.newView()
+		views[v.Name] = v
+	}
+	for _, name := range spec {
+		v, ok := views["cds/hatchery/vsphere/"+name]
+		if assert.True(t, ok, name) {
+			assert.Equal(t, "LastValue", v.Aggregation.Type.String(), name)
+			assert.ElementsMatch(t, []string{"service_name", "service_type"}, tagNames(v)[:2], name)
+		}
+	}
+	for _, name := range []string{"worker_vcpus", "worker_memory_mb"} {
+		assert.Equal(t, []string{"service_name", "service_type", "worker_name", "worker_model"},
+			tagNames(views["cds/hatchery/vsphere/"+name]), name)
+	}
+}
+
+func tagNames(v *view.View) []string {
+	var out []string
+	for _, k := range v.TagKeys {
+		out = append(out, k.Name())
+	}
+	return out
+}

@@ -1,0 +1,739 @@
+package vsphere
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang/mock/gomock"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	hatcherysdk "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// fakeInventory serves a settable VM list.
+type fakeInventory struct {
+	mu    sync.Mutex
+	vms   []VM
+	err   error
+	calls chan struct{} // when set, receives one value per VMs call
+}
+
+func (f *fakeInventory) VMs(ctx context.Context) ([]VM, error) {
+	f.mu.Lock()
+	vms, err, calls := append([]VM(nil), f.vms...), f.err, f.calls
+	f.mu.Unlock()
+	if calls != nil {
+		select {
+		case calls <- struct{}{}:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return vms, err
+}
+
+func (f *fakeInventory) Invalidate() {}
+
+func (f *fakeInventory) set(vms []VM, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vms, f.err = vms, err
+}
+
+// syncBuffer is a log sink safe for the collector goroutine and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+const testHatchery = "hatch-a"
+
+func poweredOn() types.VirtualMachinePowerState  { return types.VirtualMachinePowerStatePoweredOn }
+func poweredOff() types.VirtualMachinePowerState { return types.VirtualMachinePowerStatePoweredOff }
+
+// fixtureVMs is a datacenter: this hatchery's workers, a pre-provisioned
+// VM and a model template; another hatchery's worker; foreign VMs and a
+// foreign template.
+func fixtureVMs() []VM {
+	ours := func(a Annotation) *Annotation { a.HatcheryName = testHatchery; return &a }
+	return []VM{
+		{Name: "worker-1", NumCPU: 2, MemoryMB: 4096, PowerState: poweredOn(),
+			Annotation: ours(Annotation{VMwareModelPath: "debian12", IPAddress: "192.168.0.10"})},
+		{Name: "worker-2", NumCPU: 4, MemoryMB: 8192, PowerState: poweredOn(),
+			Annotation: ours(Annotation{WorkerModelPath: "shared.infra/ubuntu"}), IPAddresses: []string{"192.168.0.11", "172.17.0.1"}},
+		{Name: "provision-v2-abc", NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff(),
+			Annotation: ours(Annotation{VMwareModelPath: "debian12", Provisioning: true, IPAddress: "192.168.0.12"})},
+		{Name: "shared.infra-ubuntu", Template: true, NumCPU: 1, MemoryMB: 1024, PowerState: poweredOff(),
+			Annotation: ours(Annotation{WorkerModelPath: "shared.infra/ubuntu", Model: true})},
+		{Name: "other-worker", NumCPU: 8, MemoryMB: 16384, PowerState: poweredOn(),
+			Annotation: &Annotation{HatcheryName: "hatch-b", VMwareModelPath: "debian12", IPAddress: "192.168.0.20"}},
+		{Name: "db-server", NumCPU: 16, MemoryMB: 32768, PowerState: poweredOn(), IPAddresses: []string{"10.0.0.5"}},
+		{Name: "debian12", Template: true, NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff()},
+		{Name: "old-vm", NumCPU: 1, MemoryMB: 512, PowerState: poweredOff()},
+	}
+}
+
+func fixtureRuntime() *types.ResourcePoolRuntimeInfo {
+	return &types.ResourcePoolRuntimeInfo{
+		Cpu:    types.ResourcePoolResourceUsage{MaxUsage: 10000, OverallUsage: 2500, UnreservedForVm: 7000},
+		Memory: types.ResourcePoolResourceUsage{MaxUsage: 64 << 30, OverallUsage: 16 << 30, UnreservedForVm: 40 << 30},
+	}
+}
+
+// fixtureConfig has 14 addresses in iprange and 2 in a [[networks]] range.
+func fixtureConfig(name string) *Configuration {
+	return &Configuration{
+		CommonConfiguration: hatcherysdk.CommonConfiguration{Name: name},
+		IPRange:             "192.168.0.0/28",
+		Networks:            []NetworkConfig{{IPRange: "192.168.0.20/31"}},
+	}
+}
+
+type testEnv struct {
+	h    *HatcheryVSphere
+	m    *Metrics
+	vs   *mock_vsphere.MockVSphereClient
+	inv  *fakeInventory
+	logs *syncBuffer
+	pool *object.ResourcePool
+}
+
+func newTestEnv(t *testing.T, cfg *Configuration) *testEnv {
+	t.Helper()
+	ctrl := gomock.NewController(t)
+	e := &testEnv{
+		vs:   mock_vsphere.NewMockVSphereClient(ctrl),
+		inv:  &fakeInventory{},
+		logs: &syncBuffer{},
+		pool: object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"}),
+	}
+	h, err := New(Options{Config: cfg, Client: e.vs, Inventory: e.inv,
+		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+	e.h = h
+	m, err := NewMetrics(cfg.CommonConfiguration.Name)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	e.m = m
+	return e
+}
+
+// expectPool makes the resource pool readable (loaded once, read every pass).
+func (e *testEnv) expectPool(rt *types.ResourcePoolRuntimeInfo) {
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil).MaxTimes(1)
+	e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(rt, nil).AnyTimes()
+}
+
+// scrape fetches the Handler over HTTP and parses the Prometheus text.
+func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/mon/metrics", nil)
+	require.NoError(t, err)
+	resp, err := srv.Client().Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var p expfmt.TextParser
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	return fams
+}
+
+type labels map[string]string
+
+// series returns the value of the sample of family name whose labels
+// include want, and whether there is one.
+func series(fams map[string]*dto.MetricFamily, name string, want labels) (float64, bool) {
+	f, ok := fams[name]
+	if !ok {
+		return 0, false
+	}
+next:
+	for _, mt := range f.GetMetric() {
+		got := map[string]string{}
+		for _, lp := range mt.GetLabel() {
+			got[lp.GetName()] = lp.GetValue()
+		}
+		for k, v := range want {
+			if got[k] != v {
+				continue next
+			}
+		}
+		switch {
+		case mt.Gauge != nil:
+			return mt.GetGauge().GetValue(), true
+		case mt.Counter != nil:
+			return mt.GetCounter().GetValue(), true
+		case mt.Untyped != nil:
+			return mt.GetUntyped().GetValue(), true
+		case mt.Histogram != nil:
+			return float64(mt.GetHistogram().GetSampleCount()), true
+		}
+	}
+	return 0, false
+}
+
+func svc(name string, extra ...string) labels {
+	l := labels{"service_name": name, "service_type": "hatchery"}
+	for i := 0; i+1 < len(extra); i += 2 {
+		l[extra[i]] = extra[i+1]
+	}
+	return l
+}
+
+func TestMetricsScrapeMatchesFixture(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.inv.set(fixtureVMs(), nil)
+	e.expectPool(fixtureRuntime())
+
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+
+	tests := []struct {
+		metric string
+		labels labels
+		want   float64
+	}{
+		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "worker-1", "worker_model", "debian12"), 2},
+		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "worker-1", "worker_model", "debian12"), 4096},
+		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "worker-2", "worker_model", "shared.infra/ubuntu"), 4},
+		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "worker-2", "worker_model", "shared.infra/ubuntu"), 8192},
+		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "provision-v2-abc", "worker_model", "debian12"), 2},
+		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "provision-v2-abc", "worker_model", "debian12"), 2048},
+		// Ours, powered on: worker-1 + worker-2.
+		{"cds_hatchery_vsphere_allocated_vcpus", svc(testHatchery), 6},
+		{"cds_hatchery_vsphere_allocated_memory_mb", svc(testHatchery), 12288},
+		// Ours, templates excluded: two workers + one provisioned.
+		{"cds_hatchery_vsphere_vm_count", svc(testHatchery), 3},
+		{"cds_hatchery_vsphere_provisioned_vm_count", svc(testHatchery), 1},
+		{"cds_hatchery_vsphere_template_vcpus", svc(testHatchery), 1},
+		{"cds_hatchery_vsphere_template_memory_mb", svc(testHatchery), 1024},
+		{"cds_hatchery_vsphere_template_count", svc(testHatchery), 1},
+		// Every non-template VM: 6; powered on: worker-1, worker-2, other-worker, db-server.
+		{"cds_hatchery_vsphere_pool_total_vm_count", svc(testHatchery), 6},
+		{"cds_hatchery_vsphere_pool_total_vcpus", svc(testHatchery), 2 + 4 + 8 + 16},
+		{"cds_hatchery_vsphere_pool_total_memory_mb", svc(testHatchery), 4096 + 8192 + 16384 + 32768},
+		{"cds_hatchery_vsphere_resource_pool_cpu_max_mhz", svc(testHatchery), 10000},
+		{"cds_hatchery_vsphere_resource_pool_cpu_usage_mhz", svc(testHatchery), 2500},
+		{"cds_hatchery_vsphere_resource_pool_cpu_unreserved_mhz", svc(testHatchery), 7000},
+		{"cds_hatchery_vsphere_resource_pool_memory_max_bytes", svc(testHatchery), 64 << 30},
+		{"cds_hatchery_vsphere_resource_pool_memory_usage_bytes", svc(testHatchery), 16 << 30},
+		{"cds_hatchery_vsphere_resource_pool_memory_unreserved_bytes", svc(testHatchery), 40 << 30},
+		// .10 (annotation), .11 (guest), .12 (annotation, powered off),
+		// .20 (another hatchery's VM); 10.0.0.5 and 172.17.0.1 are out of range.
+		{"cds_hatchery_vsphere_ip_used_count", svc(testHatchery), 4},
+		{"cds_hatchery_vsphere_ip_total_count", svc(testHatchery), 14 + 2},
+	}
+	for _, tt := range tests {
+		got, ok := series(fams, tt.metric, tt.labels)
+		if assert.True(t, ok, "%s%v missing", tt.metric, tt.labels) {
+			assert.Equal(t, tt.want, got, "%s%v", tt.metric, tt.labels)
+		}
+		assert.Equal(t, dto.MetricType_GAUGE, fams[tt.metric].GetType(), tt.metric)
+	}
+
+	// Only our non-template VMs have per-worker series.
+	assert.Len(t, fams["cds_hatchery_vsphere_worker_vcpus"].GetMetric(), 3)
+	for _, name := range []string{"other-worker", "db-server", "debian12", "old-vm", "shared.infra-ubuntu"} {
+		_, ok := series(fams, "cds_hatchery_vsphere_worker_vcpus", labels{"worker_name": name})
+		assert.False(t, ok, "unexpected per-worker series for %s", name)
+	}
+	// No source failed.
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_collection_errors")
+}
+
+func TestMetricsDestroyedWorkerSeriesGone(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.inv.set(fixtureVMs(), nil)
+	e.expectPool(fixtureRuntime())
+
+	e.h.collectMetrics(context.Background(), e.m)
+	_, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_worker_vcpus", labels{"worker_name": "worker-1"})
+	require.True(t, ok)
+
+	var remaining []VM
+	for _, v := range fixtureVMs() {
+		if v.Name != "worker-1" {
+			remaining = append(remaining, v)
+		}
+	}
+	e.inv.set(remaining, nil)
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+
+	for _, metric := range []string{"cds_hatchery_vsphere_worker_vcpus", "cds_hatchery_vsphere_worker_memory_mb"} {
+		_, ok := series(fams, metric, labels{"worker_name": "worker-1"})
+		assert.False(t, ok, "%s of the destroyed worker is still exported", metric)
+		_, ok = series(fams, metric, labels{"worker_name": "worker-2"})
+		assert.True(t, ok, "%s of a live worker is gone", metric)
+	}
+	vmCount, _ := series(fams, "cds_hatchery_vsphere_vm_count", svc(testHatchery))
+	assert.Equal(t, 2.0, vmCount)
+	alloc, _ := series(fams, "cds_hatchery_vsphere_allocated_vcpus", svc(testHatchery))
+	assert.Equal(t, 4.0, alloc)
+}
+
+func TestMetricsResourcePoolUnreadable(t *testing.T) {
+	t.Parallel()
+	rpMetrics := []string{
+		"cds_hatchery_vsphere_resource_pool_cpu_max_mhz",
+		"cds_hatchery_vsphere_resource_pool_cpu_usage_mhz",
+		"cds_hatchery_vsphere_resource_pool_cpu_unreserved_mhz",
+		"cds_hatchery_vsphere_resource_pool_memory_max_bytes",
+		"cds_hatchery_vsphere_resource_pool_memory_usage_bytes",
+		"cds_hatchery_vsphere_resource_pool_memory_unreserved_bytes",
+	}
+	denied := errors.New("permission to read pool denied")
+
+	tests := []struct {
+		name   string
+		expect func(e *testEnv)
+	}{
+		{"load fails", func(e *testEnv) {
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, denied)
+		}},
+		{"runtime fails", func(e *testEnv) {
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil)
+			e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(nil, denied)
+		}},
+		{"readable then fails", func(e *testEnv) {
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil)
+			gomock.InOrder(
+				e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(fixtureRuntime(), nil),
+				e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(nil, denied),
+			)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			e := newTestEnv(t, fixtureConfig(testHatchery))
+			e.inv.set(fixtureVMs(), nil)
+			tt.expect(e)
+			if tt.name == "readable then fails" {
+				e.h.collectMetrics(context.Background(), e.m)
+				_, ok := series(scrape(t, e.m), rpMetrics[0], svc(testHatchery))
+				require.True(t, ok)
+			}
+
+			e.h.collectMetrics(context.Background(), e.m)
+			fams := scrape(t, e.m)
+
+			for _, metric := range rpMetrics {
+				assert.NotContains(t, fams, metric)
+			}
+			vmCount, ok := series(fams, "cds_hatchery_vsphere_vm_count", svc(testHatchery))
+			assert.True(t, ok)
+			assert.Equal(t, 3.0, vmCount)
+			_, ok = series(fams, "cds_hatchery_vsphere_ip_used_count", svc(testHatchery))
+			assert.True(t, ok)
+			_, ok = series(fams, "cds_hatchery_vsphere_worker_vcpus", labels{"worker_name": "worker-1"})
+			assert.True(t, ok)
+			errs, ok := series(fams, "cds_hatchery_vsphere_collection_errors", svc(testHatchery, "source", "resource_pool"))
+			assert.True(t, ok)
+			assert.Equal(t, 1.0, errs)
+
+			logs := e.logs.String()
+			assert.Contains(t, logs, "level=WARN")
+			assert.Contains(t, logs, "resource pool unreadable")
+			assert.Contains(t, logs, denied.Error())
+		})
+	}
+}
+
+func TestMetricsResourcePoolReloadedAfterFailure(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.inv.set(fixtureVMs(), nil)
+	gomock.InOrder(
+		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil),
+		e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(nil, errors.New("pool gone")),
+		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil),
+		e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(fixtureRuntime(), nil),
+		// Loaded pool is kept: the third pass reads the runtime only.
+		e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(fixtureRuntime(), nil),
+	)
+	for range 3 {
+		e.h.collectMetrics(context.Background(), e.m)
+	}
+	v, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_resource_pool_memory_max_bytes", svc(testHatchery))
+	assert.True(t, ok)
+	assert.Equal(t, float64(64<<30), v)
+}
+
+func TestMetricsInventoryUnreadable(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	e.h.collectMetrics(context.Background(), e.m)
+
+	e.inv.set(nil, errors.New("vcenter unreachable"))
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+
+	for _, metric := range []string{
+		"cds_hatchery_vsphere_worker_vcpus", "cds_hatchery_vsphere_vm_count",
+		"cds_hatchery_vsphere_pool_total_vm_count", "cds_hatchery_vsphere_ip_used_count",
+	} {
+		assert.NotContains(t, fams, metric, "stale value of an unreadable inventory")
+	}
+	_, ok := series(fams, "cds_hatchery_vsphere_resource_pool_cpu_max_mhz", svc(testHatchery))
+	assert.True(t, ok)
+	n, _ := series(fams, "cds_hatchery_vsphere_collection_errors", svc(testHatchery, "source", "inventory"))
+	assert.Equal(t, 1.0, n)
+	assert.Contains(t, e.logs.String(), "vcenter unreachable")
+}
+
+func TestMetricsCanceledPassChangesNothing(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	e.h.collectMetrics(context.Background(), e.m)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.inv.set(nil, ctx.Err())
+	e.h.collectMetrics(ctx, e.m)
+
+	v, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_vm_count", svc(testHatchery))
+	assert.True(t, ok)
+	assert.Equal(t, 3.0, v)
+}
+
+func TestMetricsNoIPRangeNoIPGauges(t *testing.T) {
+	t.Parallel()
+	cfg := fixtureConfig(testHatchery)
+	cfg.IPRange, cfg.Networks = "", nil
+	e := newTestEnv(t, cfg)
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_ip_used_count")
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_ip_total_count")
+	assert.Contains(t, fams, "cds_hatchery_vsphere_vm_count")
+}
+
+func TestMetricsFlavorHeadroom(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+
+	var mu sync.Mutex
+	headroom, headroomErr := map[string]int{"small": 3, "medium": 1, "large": 0}, error(nil)
+	e.m.Headroom = func(ctx context.Context) (map[string]int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return headroom, headroomErr
+	}
+
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+	for flavor, want := range map[string]float64{"small": 3, "medium": 1, "large": 0} {
+		got, ok := series(fams, "cds_hatchery_vsphere_flavor_headroom", svc(testHatchery, "flavor", flavor))
+		if assert.True(t, ok, flavor) {
+			assert.Equal(t, want, got, flavor)
+		}
+	}
+
+	mu.Lock()
+	headroom, headroomErr = nil, errors.New("capacity check failed")
+	mu.Unlock()
+	e.h.collectMetrics(context.Background(), e.m)
+	fams = scrape(t, e.m)
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_flavor_headroom")
+	n, _ := series(fams, "cds_hatchery_vsphere_collection_errors", svc(testHatchery, "source", "headroom"))
+	assert.Equal(t, 1.0, n)
+	assert.Contains(t, fams, "cds_hatchery_vsphere_vm_count")
+}
+
+func TestMetricsHeadroomNilNotRecorded(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	e.h.collectMetrics(context.Background(), e.m)
+	fams := scrape(t, e.m)
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_flavor_headroom")
+	assert.NotContains(t, fams, "cds_hatchery_vsphere_soap_requests")
+}
+
+func TestMetricsSOAPCounters(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	snapshots := []map[string]SOAPCount{
+		{"RetrievePropertiesEx": {Requests: 10, Bytes: 5000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
+		{"RetrievePropertiesEx": {Requests: 25, Bytes: 12000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
+		// The client restarted: its counters start over.
+		{"RetrievePropertiesEx": {Requests: 3, Bytes: 1000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
+	}
+	var i int
+	e.m.SOAP = func() map[string]SOAPCount { return snapshots[i] } // called by the pass only
+
+	want := []struct{ retrieve, retrieveBytes, clone float64 }{{10, 5000, 1}, {25, 12000, 1}, {28, 13000, 1}}
+	for i = range snapshots {
+		e.h.collectMetrics(context.Background(), e.m)
+		fams := scrape(t, e.m)
+		assert.Equal(t, dto.MetricType_COUNTER, fams["cds_hatchery_vsphere_soap_requests"].GetType())
+		got, _ := series(fams, "cds_hatchery_vsphere_soap_requests", svc(testHatchery, "method", "RetrievePropertiesEx"))
+		assert.Equal(t, want[i].retrieve, got, "pass %d", i)
+		got, _ = series(fams, "cds_hatchery_vsphere_soap_bytes", svc(testHatchery, "method", "RetrievePropertiesEx"))
+		assert.Equal(t, want[i].retrieveBytes, got, "pass %d", i)
+		got, _ = series(fams, "cds_hatchery_vsphere_soap_requests", svc(testHatchery, "method", "CloneVM_Task"))
+		assert.Equal(t, want[i].clone, got, "pass %d", i)
+	}
+}
+
+func TestMetricsSpawnCounters(t *testing.T) {
+	t.Parallel()
+	m, err := NewMetrics(testHatchery)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+
+	var wg sync.WaitGroup
+	for range 3 {
+		wg.Go(func() { m.SpawnStarted("debian12") })
+	}
+	wg.Go(func() { m.SpawnStarted("shared.infra/ubuntu") })
+	wg.Wait()
+	m.SpawnSucceeded("debian12", 42*time.Second)
+	m.SpawnSucceeded("debian12", 200*time.Second)
+	m.SpawnFailed("debian12", SpawnFailureClone)
+	m.SpawnFailed("shared.infra/ubuntu", SpawnFailureReason("password=hunter2")) // unknown: "other"
+
+	fams := scrape(t, m)
+	counter := func(name string, l labels) float64 {
+		t.Helper()
+		f := fams[name]
+		require.NotNil(t, f, name)
+		assert.Equal(t, dto.MetricType_COUNTER, f.GetType(), name)
+		v, ok := series(fams, name, l)
+		assert.True(t, ok, "%s%v", name, l)
+		return v
+	}
+	assert.Equal(t, 3.0, counter("cds_hatchery_vsphere_spawns_started", svc(testHatchery, "worker_model", "debian12")))
+	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_started", svc(testHatchery, "worker_model", "shared.infra/ubuntu")))
+	assert.Equal(t, 2.0, counter("cds_hatchery_vsphere_spawns_succeeded", svc(testHatchery, "worker_model", "debian12")))
+	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_failed", svc(testHatchery, "worker_model", "debian12", "reason", "clone")))
+	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_failed", svc(testHatchery, "worker_model", "shared.infra/ubuntu", "reason", "other")))
+
+	h := fams["cds_hatchery_vsphere_spawn_duration_seconds"]
+	require.NotNil(t, h)
+	require.Equal(t, dto.MetricType_HISTOGRAM, h.GetType())
+	hist := h.GetMetric()[0].GetHistogram()
+	assert.Equal(t, uint64(2), hist.GetSampleCount())
+	assert.Equal(t, 242.0, hist.GetSampleSum())
+	buckets := map[float64]uint64{}
+	for _, b := range hist.GetBucket() {
+		buckets[b.GetUpperBound()] = b.GetCumulativeCount()
+	}
+	assert.Equal(t, uint64(0), buckets[30])
+	assert.Equal(t, uint64(1), buckets[45])
+	assert.Equal(t, uint64(1), buckets[180])
+	assert.Equal(t, uint64(2), buckets[240])
+
+	// No secret-looking or free-form reason reached a label.
+	for _, f := range fams {
+		for _, mt := range f.GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				assert.NotContains(t, lp.GetValue(), "hunter2")
+			}
+		}
+	}
+}
+
+func TestMetricsRecordAfterCloseIsDropped(t *testing.T) {
+	t.Parallel()
+	m, err := NewMetrics(testHatchery)
+	require.NoError(t, err)
+	m.SpawnStarted("debian12")
+	m.Close()
+	m.Close()
+	m.SpawnStarted("debian12") // must not panic on the stopped meter
+	v, ok := series(scrape(t, m), "cds_hatchery_vsphere_spawns_started", svc(testHatchery))
+	assert.True(t, ok)
+	assert.Equal(t, 1.0, v)
+}
+
+func TestMetricsInstancesDoNotInterfere(t *testing.T) {
+	t.Parallel()
+	// Two hatcheries in one process, and a third with the same name as the
+	// first (as two tests may have): each scrape shows its own data only.
+	a := newTestEnv(t, fixtureConfig("hatch-a"))
+	b := newTestEnv(t, fixtureConfig("hatch-b"))
+	c := newTestEnv(t, fixtureConfig("hatch-a"))
+	for _, e := range []*testEnv{a, b, c} {
+		e.expectPool(fixtureRuntime())
+		e.inv.set(fixtureVMs(), nil)
+	}
+	c.inv.set(fixtureVMs()[:1], nil) // hatch-a again, one worker only
+
+	var wg sync.WaitGroup
+	for _, e := range []*testEnv{a, b, c} {
+		wg.Go(func() {
+			e.h.collectMetrics(context.Background(), e.m)
+			e.m.SpawnStarted("debian12")
+		})
+	}
+	wg.Wait()
+
+	scrapes := make([]map[string]*dto.MetricFamily, 3)
+	for i, e := range []*testEnv{a, b, c} {
+		wg.Go(func() { scrapes[i] = scrape(t, e.m) })
+	}
+	wg.Wait()
+
+	want := []struct {
+		service         string
+		vmCount, starts float64
+		workers         []string
+	}{
+		{"hatch-a", 3, 1, []string{"provision-v2-abc", "worker-1", "worker-2"}},
+		{"hatch-b", 1, 1, []string{"other-worker"}},
+		{"hatch-a", 1, 1, []string{"worker-1"}},
+	}
+	for i, w := range want {
+		fams := scrapes[i]
+		for _, f := range fams {
+			for _, mt := range f.GetMetric() {
+				for _, lp := range mt.GetLabel() {
+					if lp.GetName() == "service_name" {
+						assert.Equal(t, w.service, lp.GetValue(), "instance %d exports %s of another instance", i, f.GetName())
+					}
+				}
+			}
+		}
+		n, _ := series(fams, "cds_hatchery_vsphere_vm_count", svc(w.service))
+		assert.Equal(t, w.vmCount, n, "instance %d", i)
+		n, _ = series(fams, "cds_hatchery_vsphere_spawns_started", svc(w.service))
+		assert.Equal(t, w.starts, n, "instance %d", i)
+		var workers []string
+		for _, mt := range fams["cds_hatchery_vsphere_worker_vcpus"].GetMetric() {
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == "worker_name" {
+					workers = append(workers, lp.GetValue())
+				}
+			}
+		}
+		sort.Strings(workers)
+		assert.Equal(t, w.workers, workers, "instance %d", i)
+	}
+}
+
+func TestRunMetricsCollectsUntilCanceled(t *testing.T) {
+	t.Parallel()
+	e := newTestEnv(t, fixtureConfig(testHatchery))
+	e.expectPool(fixtureRuntime())
+	e.inv.set(fixtureVMs(), nil)
+	e.inv.calls = make(chan struct{})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.h.RunMetrics(ctx, e.m, time.Millisecond)
+	}()
+	// Two passes: the first at once, the second from the ticker.
+	for range 2 {
+		select {
+		case <-e.inv.calls:
+		case <-time.After(10 * time.Second):
+			t.Fatal("no collection pass")
+		}
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("RunMetrics did not return after cancel")
+	}
+	assert.Contains(t, scrape(t, e.m), "cds_hatchery_vsphere_vm_count")
+}
+
+func TestSummarizeVMsEdgeCases(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vms  []VM
+		want vmSummary
+	}{
+		{"empty datacenter", nil, vmSummary{}},
+		{"our vSphere template without model flag is neither worker nor model template",
+			[]VM{{Name: "t", Template: true, NumCPU: 2, MemoryMB: 2, Annotation: &Annotation{HatcheryName: testHatchery}}},
+			vmSummary{}},
+		{"model VM not yet marked as template counts as a template and in the pool",
+			[]VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: poweredOn(), Annotation: &Annotation{HatcheryName: testHatchery, Model: true}}},
+			vmSummary{templateVCPUs: 2, templateMemoryMB: 1024, templateCount: 1, poolVCPUs: 2, poolMemoryMB: 1024, poolVMCount: 1}},
+		{"empty hatchery name owns nothing",
+			[]VM{{Name: "x", NumCPU: 1, MemoryMB: 1, Annotation: &Annotation{}}},
+			vmSummary{poolVMCount: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, summarizeVMs(testHatchery, tt.vms))
+		})
+	}
+}
+
+func TestTagValue(t *testing.T) {
+	t.Parallel()
+	assert.Equal(t, "a_b", tagValue("a\nb"))
+	assert.Equal(t, "caf__", tagValue("café"))
+	assert.Len(t, tagValue(strings.Repeat("x", 300)), 255)
+	assert.Equal(t, "shared.infra/ubuntu", tagValue("shared.infra/ubuntu"))
+}
+
+func TestNewMetricsNeedsName(t *testing.T) {
+	t.Parallel()
+	_, err := NewMetrics("")
+	assert.Error(t, err)
+}
+
+func ExampleMetrics_SpawnFailed() {
+	m, err := NewMetrics("my-hatchery")
+	if err != nil {
+		panic(err)
+	}
+	defer m.Close()
+	m.SpawnFailed("debian12", SpawnFailureGuestNotReady)
+	fmt.Println(SpawnFailureReason("disk full").known())
+	// Output: other
+}

@@ -1,0 +1,155 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/vmware/govmomi/object"
+)
+
+// tmpSuffix names the VM a V1 model's template is built in.
+const tmpSuffix = "-tmp"
+
+// registerModel builds the template of a V1 model (001 §4.1, §6.7): clone
+// the model's base image as "<model>-tmp", run the worker in register mode
+// followed by PostCmd (which shuts the VM down), wait for the shutdown,
+// replace our previous template of the model, rename the VM to the model's
+// name, record Model=true and the model's last modification, and mark it
+// as a template. A failure is reported to the API as the model's spawn
+// error and the tmp VM is powered off and marked for deletion.
+func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.SpawnArguments) error {
+	m := args.Model.ModelV1
+	if m == nil {
+		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())
+	}
+	tmpName := modelTemplateName(m) + tmpSuffix
+	var vm *object.VirtualMachine
+	var annot Annotation
+	vmName := tmpName
+	leasedIP := ""
+	fail := func(step string, err error) error {
+		h.log.Warn("model registration failed", "vm", vmName, "model", m.Path(), "reason", step)
+		if vm != nil {
+			h.abandonVM(ctx, vm, vmName, leasedIP)
+		}
+		err = fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
+		h.reportModelError(ctx, m, err)
+		return err
+	}
+
+	ga, err := h.guestCredentials(args.Model)
+	if err != nil {
+		return fail("resolve guest credentials", err)
+	}
+	script, err := workerScript(args, ga.preStartScript)
+	if err != nil {
+		return fail("build register script", err)
+	}
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return fail("list vms", err)
+	}
+	for _, v := range vms {
+		if v.Name == tmpName {
+			return fail("check name", fmt.Errorf("a vm named %q already exists", tmpName))
+		}
+	}
+	image := m.ModelVirtualMachine.Image
+	annot = Annotation{
+		HatcheryName:            h.Name(),
+		WorkerName:              args.WorkerName,
+		RegisterOnly:            true,
+		WorkerModelPath:         m.Path(),
+		VMwareModelPath:         image,
+		WorkerModelLastModified: modelLastModified(m),
+		Created:                 h.now().UTC(),
+	}
+	if annot.WorkerName == "" {
+		annot.WorkerName = tmpName
+	}
+	vm, err = h.cloneVM(ctx, image, tmpName, &annot, nil)
+	if err != nil {
+		vm = nil // cloneVM has cleaned up
+		return fail("clone base image", err)
+	}
+	leasedIP = annot.IPAddress
+	h.log.Info("model registration started", "vm", tmpName, "model", m.Path(), "ip", annot.IPAddress)
+
+	if err := h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig); err != nil {
+		var se *spawnStepError
+		if errors.As(err, &se) {
+			return fail(se.Step, se.Err)
+		}
+		return fail("start register worker", err)
+	}
+	sctx, cancel := context.WithTimeout(ctx, readiness.RegisterShutdown)
+	err = h.vs.WaitForVirtualMachineShutdown(sctx, vm)
+	cancel()
+	if err != nil {
+		return fail("wait for shutdown", err)
+	}
+
+	vms, err = h.inv.VMs(ctx)
+	if err != nil {
+		return fail("list vms", err)
+	}
+	name := modelTemplateName(m)
+	for _, v := range vms {
+		if v.Name != name {
+			continue
+		}
+		// Only our own template of this model is replaced; anything else
+		// with that name is left alone and the registration fails.
+		if !v.Template || !v.OwnedBy(h.Name()) || !v.Annotation.Model {
+			return fail("replace template", fmt.Errorf("vm %q exists and is not this hatchery's template of the model", name))
+		}
+		if err := h.vs.DestroyVirtualMachine(ctx, h.vs.NewVirtualMachine(v.Ref)); err != nil {
+			h.inv.Invalidate()
+			return fail("destroy old template", fmt.Errorf("template %q: %w", name, err))
+		}
+		h.inv.Invalidate()
+		h.log.Info("old model template destroyed", "vm", name, "model", m.Path(), "reason", "replaced by a new registration")
+	}
+	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
+		h.inv.Invalidate()
+		return fail("rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
+	}
+	vmName = name
+	h.inv.Invalidate()
+	annot.WorkerName = name
+	annot.Model = true
+	annot.RegisterOnly = false
+	annot.JobID = ""
+	// A template holds no IP and no worker: its clones get their own.
+	annot.IPAddress = ""
+	annot.WorkerStarted = nil
+	if err := h.writeAnnotation(ctx, vm, &annot); err != nil {
+		return fail("write template annotation", err)
+	}
+	if err := h.vs.MarkVirtualMachineAsTemplate(ctx, vm); err != nil {
+		h.inv.Invalidate()
+		return fail("mark as template", fmt.Errorf("template %q: %w", name, err))
+	}
+	h.inv.Invalidate()
+	h.ips.release(leasedIP)
+	h.log.Info("model registered", "vm", name, "model", m.Path())
+	return nil
+}
+
+// reportModelError sends a registration failure to the API (PUT
+// /worker/model/{group}/{name}/error); without a CDS client it only logs.
+func (h *HatcheryVSphere) reportModelError(ctx context.Context, m *sdk.Model, err error) {
+	if h.cds == nil {
+		return
+	}
+	group := ""
+	if m.Group != nil {
+		group = m.Group.Name
+	}
+	if rerr := h.cds.WorkerModelSpawnError(ctx, group, m.Name, sdk.SpawnErrorForm{Error: err.Error()}); rerr != nil {
+		h.log.Warn("report model spawn error failed", "model", m.Path(), "reason", rerr.Error())
+	}
+}

@@ -1,0 +1,185 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func spRegisterArgs() hatchery.SpawnArguments {
+	return hatchery.SpawnArguments{
+		WorkerName:   "register-mymodel-1",
+		Model:        spV1Model(),
+		RegisterOnly: true,
+		HatcheryName: spHatchery,
+		WorkerConfig: hatchery.WorkerConfig{Name: "register-mymodel-1", HatcheryName: spHatchery, APIToken: "jwt-token", Model: "shared.infra/mymodel"},
+	}
+}
+
+// expectRegisterWorker sets the readiness and launch calls of the tmp VM.
+func (f *spFixture) expectRegisterWorker(vm *object.VirtualMachine, launched *string) {
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.4", nil)
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
+		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
+			*launched = s.Arguments
+			return 2, nil
+		})
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil) // worker start
+}
+
+func TestRegisterModelReplacesOurTemplate(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	cds := &spCDS{}
+	f.h.cds = cds
+	oldRef := spRef("VirtualMachine", "vm-old")
+	f.inv.vms = []VM{
+		{Name: "debian12-base", Template: true},
+		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
+	}
+	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
+	var launched string
+	f.expectRegisterWorker(vm, &launched)
+	oldVM := object.NewVirtualMachine(nil, oldRef)
+	var final types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil),
+		f.vs.EXPECT().NewVirtualMachine(oldRef).Return(oldVM),
+		f.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), oldVM).Return(nil),
+		f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(nil),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				final = s
+				return nil
+			}),
+		f.vs.EXPECT().MarkVirtualMachineAsTemplate(gomock.Any(), vm).Return(nil),
+	)
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), spRegisterArgs()))
+
+	assert.Equal(t, "-n ;./worker register\nsudo shutdown -h now", launched)
+	a, err := AnnotationFromVM(final.Annotation, final.ExtraConfig)
+	require.NoError(t, err)
+	assert.True(t, a.Model)
+	assert.False(t, a.RegisterOnly)
+	assert.Equal(t, "1700000000", a.WorkerModelLastModified)
+	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
+	assert.Empty(t, a.IPAddress)
+	assert.Nil(t, a.WorkerStarted)
+	assert.Empty(t, cds.errors)
+	assert.Zero(t, f.h.toDelete.Len())
+	assert.False(t, f.h.pendingJobs.Has("register-mymodel"))
+}
+
+func TestRegisterModelFailures(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name     string
+		vms      []VM
+		setup    func(f *spFixture, vm *object.VirtualMachine)
+		wantStep string
+	}{
+		{
+			name: "no shutdown",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(context.DeadlineExceeded)
+			},
+			wantStep: "wait for shutdown",
+		},
+		{
+			name: "foreign template with the model's name is left alone",
+			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}},
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
+			},
+			wantStep: "replace template",
+		},
+		{
+			name: "unannotated template with the model's name is left alone",
+			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
+			},
+			wantStep: "replace template",
+		},
+		{
+			name: "rename fails",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
+				f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(errors.New("rename task failed"))
+			},
+			wantStep: "rename",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newSpFixture(t, spConfig())
+			cds := &spCDS{}
+			f.h.cds = cds
+			f.inv.vms = append([]VM{{Name: "debian12-base", Template: true}}, tt.vms...)
+			vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
+			var launched string
+			f.expectRegisterWorker(vm, &launched)
+			tt.setup(f, vm)
+			f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
+
+			err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
+
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), `register model "shared.infra/mymodel" in vm "mymodel-tmp": `+tt.wantStep)
+			assert.True(t, f.h.toDelete.Has("mymodel-tmp"))
+			assert.False(t, f.h.toDelete.Has("mymodel"), "the other template is never marked")
+			require.Len(t, cds.errors, 1)
+			assert.Contains(t, cds.errors[0], "shared.infra/mymodel: register model")
+			assert.NotContains(t, cds.errors[0], spSecret)
+		})
+	}
+}
+
+func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	cds := &spCDS{}
+	f.h.cds = cds
+	f.inv.vms = []VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}
+	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "check name")
+	assert.False(t, f.h.toDelete.Has("mymodel-tmp"))
+	assert.Len(t, cds.errors, 1)
+}
+
+func TestWorkerScript(t *testing.T) {
+	t.Parallel()
+	args := spV2Args()
+	tests := []struct {
+		name     string
+		pre      string
+		register bool
+		want     string
+	}{
+		{name: "pre cmd post", want: "cd /tmp\n./worker --basedir=/var/lib/cds\nsudo shutdown -h now"},
+		{name: "prestart first", pre: "echo {{.Name}}", want: "echo worker-v2-1\ncd /tmp\n./worker --basedir=/var/lib/cds\nsudo shutdown -h now"},
+		{name: "register", register: true, want: "cd /tmp\n./worker --basedir=/var/lib/cds register\nsudo shutdown -h now"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			a := args
+			a.RegisterOnly = tt.register
+			got, err := workerScript(a, tt.pre)
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, got)
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package vsphere
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	"github.com/golang/mock/gomock"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// spInventory is an in-memory Inventory for the spawn-path tests.
+type spInventory struct {
+	mu          sync.Mutex
+	vms         []VM
+	err         error
+	invalidated int
+}
+
+func (i *spInventory) VMs(context.Context) ([]VM, error) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return append([]VM(nil), i.vms...), i.err
+}
+
+func (i *spInventory) Invalidate() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.invalidated++
+}
+
+func (i *spInventory) add(v VM) {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	i.vms = append(i.vms, v)
+}
+
+// spClock is a settable clock.
+type spClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *spClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *spClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+const spHatchery = "hatch-test"
+
+// spConfig is a minimal configuration for the spawn-path tests.
+func spConfig() *Configuration {
+	cfg := &Configuration{
+		NetworkString:   "VM Network",
+		DatastoreString: "LocalDS_0",
+		CardName:        "vmxnet3",
+	}
+	cfg.CommonConfiguration.Name = spHatchery
+	return cfg
+}
+
+// spFixture is a hatchery over a strict gomock client.
+type spFixture struct {
+	h     *HatcheryVSphere
+	vs    *mock_vsphere.MockVSphereClient
+	inv   *spInventory
+	clock *spClock
+}
+
+func newSpFixture(t *testing.T, cfg *Configuration) *spFixture {
+	t.Helper()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	inv := &spInventory{}
+	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	h, err := New(Options{
+		Config:    cfg,
+		Client:    vs,
+		Inventory: inv,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:       clock.Now,
+	})
+	if err != nil {
+		t.Fatalf("new hatchery: %v", err)
+	}
+	h.ips.now = clock.Now
+	return &spFixture{h: h, vs: vs, inv: inv, clock: clock}
+}
+
+func spRef(kind, id string) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: kind, Value: id}
+}
+
+// spDevices is a template's device list: a disk and nics vmxnet3 cards.
+func spDevices(nics int) object.VirtualDeviceList {
+	l := object.VirtualDeviceList{&types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: 2000}, CapacityInKB: 10 << 20}}
+	for i := 0; i < nics; i++ {
+		card := &types.VirtualVmxnet3{}
+		card.Key = int32(4000 + i)
+		card.Backing = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "template-net"}}
+		l = append(l, card)
+	}
+	return l
+}
+
+var (
+	spPoolRef    = spRef("ResourcePool", "resgroup-1")
+	spDSRef      = spRef("Datastore", "datastore-1")
+	spNetRef     = spRef("Network", "network-7")
+	spFolderRef  = spRef("Folder", "group-v3")
+	spWorkerBack = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "VM Network"}}
+)
+
+// expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
+func (f *spFixture) expectCloneSpecCalls(tmpl *object.VirtualMachine, nics int) {
+	f.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), tmpl).Return(spDevices(nics), nil)
+	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil)
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
+		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ object.NetworkReference) error {
+			card.Backing = spWorkerBack
+			return nil
+		})
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil)
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil)
+}

@@ -1,0 +1,358 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// spCDS is a fake CDS client recording model spawn errors; every other
+// method panics (the embedded nil interface): the spawn path must not call them.
+type spCDS struct {
+	cdsclient.Interface
+	mu     sync.Mutex
+	errors []string
+}
+
+func (c *spCDS) WorkerModelSpawnError(_ context.Context, group, name string, form sdk.SpawnErrorForm) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.errors = append(c.errors, group+"/"+name+": "+form.Error)
+	return nil
+}
+
+const spSecret = "s3cr3t-guest-password"
+
+// spV2Args is a V2 spawn of job "run-1" on template debian12.
+func spV2Args() hatchery.SpawnArguments {
+	return hatchery.SpawnArguments{
+		WorkerName: "worker-v2-1",
+		JobID:      "run-1",
+		Model: sdk.WorkerStarterWorkerModel{
+			ModelV2:     &sdk.V2WorkerModel{Name: "my-model", Type: sdk.VSphere},
+			VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12", Username: "admin", Password: spSecret},
+			PreCmd:      "cd /tmp",
+			Cmd:         "./worker --basedir={{.Basedir}}",
+			PostCmd:     "sudo shutdown -h now",
+		},
+		HatcheryName: spHatchery,
+		WorkerConfig: hatchery.WorkerConfig{Name: "worker-v2-1", Basedir: "/var/lib/cds", HatcheryName: spHatchery, APIEndpoint: "http://api", APIToken: "jwt-token", RunJobID: "run-1", Model: "my-model"},
+	}
+}
+
+func spIPConfig() *Configuration {
+	cfg := spConfig()
+	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "10.0.0.10/29", "10.0.0.1", "255.255.255.0", "10.0.0.2"
+	return cfg
+}
+
+var spNewRef = spRef("VirtualMachine", "vm-new")
+
+// expectClone sets the calls of a successful (or failing) fresh clone.
+func (f *spFixture) expectClone(template, name string, cloneErr error) *object.VirtualMachine {
+	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-"+template))
+	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), template).Return(tmpl, nil)
+	f.expectCloneSpecCalls(tmpl, 1)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+	if cloneErr != nil {
+		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(nil, cloneErr)
+		return nil
+	}
+	ref := spNewRef
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(&ref, nil)
+	vm := object.NewVirtualMachine(nil, spNewRef)
+	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
+	return vm
+}
+
+type spProgMatcher struct{ path string }
+
+func (m spProgMatcher) Matches(x any) bool {
+	s, ok := x.(*types.GuestProgramSpec)
+	return ok && s.ProgramPath == m.path
+}
+func (m spProgMatcher) String() string { return "program " + m.path }
+
+func TestSpawnWorkerV2Success(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spIPConfig())
+	f.inv.add(VM{Name: "debian12", Template: true})
+	args := spV2Args()
+	vm := f.expectClone("debian12", args.WorkerName, nil)
+
+	var launched *types.GuestProgramSpec
+	var written types.VirtualMachineConfigSpec
+	auth := &types.NamePasswordAuthentication{Username: "admin", Password: spSecret}
+	gomock.InOrder(
+		f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil),
+		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{envProgram}).Return(int64(1), nil),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{launchProgram}).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
+				launched = s
+				return 2, nil
+			}),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				written = s
+				return nil
+			}),
+	)
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+
+	require.NotNil(t, launched)
+	assert.Equal(t, "-n ;cd /tmp\n./worker --basedir=/var/lib/cds\nsudo shutdown -h now", launched.Arguments)
+	require.Len(t, launched.EnvVariables, 1)
+	env, ok := strings.CutPrefix(launched.EnvVariables[0], "CDS_CONFIG=")
+	require.True(t, ok)
+	got, err := hatchery.DecodeWorkerConfig(env)
+	require.NoError(t, err)
+	assert.Equal(t, args.WorkerConfig, got)
+
+	annot, err := AnnotationFromVM(written.Annotation, written.ExtraConfig)
+	require.NoError(t, err)
+	require.NotNil(t, annot.WorkerStarted, "worker start recorded")
+	assert.Equal(t, f.clock.Now(), *annot.WorkerStarted)
+	assert.Equal(t, "run-1", annot.JobID)
+	assert.Equal(t, "debian12", annot.VMwareModelPath)
+	assert.Equal(t, "10.0.0.10", annot.IPAddress)
+	assert.Equal(t, spHatchery, annot.HatcheryName)
+	assert.False(t, f.h.pendingJobs.Has("run-1"), "job no longer pending")
+	assert.Zero(t, f.h.toDelete.Len())
+	assert.NotContains(t, written.Annotation, spSecret)
+	assert.NotContains(t, written.Annotation, "jwt-token")
+}
+
+func TestSpawnWorkerFailures(t *testing.T) {
+	t.Parallel()
+	loginFault := soap.WrapVimFault(&types.InvalidGuestLogin{})
+	tests := []struct {
+		name     string
+		args     func(*hatchery.SpawnArguments)
+		setup    func(f *spFixture, vm *object.VirtualMachine)
+		cloneErr error
+		noVM     bool // the failure happens before any vCenter write
+		wantStep string
+		wantIs   error
+		powerOff bool
+		noMark   bool // the name belongs to a vm that is not ours
+	}{
+		{
+			name:     "clone fails",
+			cloneErr: errors.New("clone task failed"),
+			wantStep: "create vm",
+		},
+		{
+			name:     "clone refused: name taken meanwhile",
+			cloneErr: soap.WrapVimFault(&types.DuplicateName{Name: "worker-v2-1"}),
+			wantStep: "create vm",
+			noMark:   true,
+		},
+		{
+			name: "guest operations never ready",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
+			},
+			wantStep: "wait for guest operations ready", wantIs: context.DeadlineExceeded, powerOff: true,
+		},
+		{
+			name: "ip timeout",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded)
+			},
+			wantStep: "wait for ip", wantIs: context.DeadlineExceeded, powerOff: true,
+		},
+		{
+			name: "guest reports another ip",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("172.17.0.1", nil)
+			},
+			wantStep: "wait for ip", powerOff: true,
+		},
+		{
+			name: "bad credentials refused by env",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), loginFault)
+			},
+			wantStep: "run env in guest", wantIs: errGuestLogin, powerOff: true,
+		},
+		{
+			name: "bad credentials refused at launch",
+			setup: func(f *spFixture, vm *object.VirtualMachine) {
+				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).Return(int64(0), loginFault)
+			},
+			wantStep: "launch worker", wantIs: errGuestLogin, powerOff: true,
+		},
+		{
+			name:     "no guest credentials",
+			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Username, a.Model.VSphereSpec.Password = "", "" },
+			noVM:     true,
+			wantStep: "resolve guest credentials",
+		},
+		{
+			name:     "image is not a template",
+			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Image = "ubuntu24" },
+			noVM:     true,
+			wantStep: `resolve template: template "ubuntu24" of model "my-model" not found`,
+		},
+		{
+			name:     "bad script template",
+			args:     func(a *hatchery.SpawnArguments) { a.Model.Cmd = "./worker {{.Nope}}" },
+			noVM:     true,
+			wantStep: "build worker script",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newSpFixture(t, spIPConfig())
+			f.inv.add(VM{Name: "debian12", Template: true})
+			args := spV2Args()
+			if tt.args != nil {
+				tt.args(&args)
+			}
+			if !tt.noVM {
+				vm := f.expectClone("debian12", args.WorkerName, tt.cloneErr)
+				if tt.setup != nil {
+					tt.setup(f, vm)
+				}
+				if tt.powerOff {
+					f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
+				}
+			}
+
+			err := f.h.SpawnWorker(context.Background(), args)
+
+			require.Error(t, err)
+			msg := err.Error()
+			assert.Contains(t, msg, `spawn worker "worker-v2-1" for job "run-1": `+tt.wantStep)
+			if tt.wantIs != nil {
+				assert.ErrorIs(t, err, tt.wantIs)
+			}
+			assert.NotContains(t, msg, spSecret)
+			assert.NotContains(t, msg, "jwt-token")
+			assert.Equal(t, !tt.noVM && !tt.noMark, f.h.toDelete.Has(args.WorkerName), "vm marked for deletion iff one was created")
+			used, _ := f.h.ips.counts(nil)
+			assert.Zero(t, used, "ip reservation released")
+			assert.False(t, f.h.pendingJobs.Has(args.JobID))
+		})
+	}
+}
+
+// TestWaitGuestEnvRetries runs sequentially: it shortens the package's
+// readiness timeouts, which parallel tests only start reading after it.
+func TestWaitGuestEnvRetries(t *testing.T) {
+	saved := readiness
+	t.Cleanup(func() { readiness = saved })
+	readiness.EnvRetry = time.Millisecond
+	readiness.Env = 10 * time.Second
+
+	f := newSpFixture(t, spConfig())
+	vm := object.NewVirtualMachine(nil, spNewRef)
+	notReady := soap.WrapVimFault(&types.GuestOperationsUnavailable{})
+	gomock.InOrder(
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), notReady),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), notReady),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(7), nil),
+	)
+	require.NoError(t, f.h.waitGuestEnv(context.Background(), vm, guestAccess{auth: &types.NamePasswordAuthentication{Username: "u"}}))
+
+	// A context that ends stops the retries with its error.
+	ctx, cancel := context.WithCancel(context.Background())
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
+		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+			cancel()
+			return 0, notReady
+		})
+	err := f.h.waitGuestEnv(ctx, vm, guestAccess{auth: &types.NamePasswordAuthentication{Username: "u"}})
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		foreign VM
+	}{
+		{name: "unannotated vm with the worker's name", foreign: VM{Ref: spRef("VirtualMachine", "vm-f1"), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
+		{name: "other hatchery's vm with the worker's name", foreign: VM{Ref: spRef("VirtualMachine", "vm-f2"), Name: "worker-v2-1", Annotation: &Annotation{HatcheryName: "other"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := newSpFixture(t, spIPConfig())
+			f.inv.add(VM{Name: "debian12", Template: true})
+			f.inv.add(tt.foreign)
+			// Strict mock: no expectation, so any rename, reconfigure,
+			// power or destroy call fails the test.
+			err := f.h.SpawnWorker(context.Background(), spV2Args())
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), "already exists")
+			assert.False(t, f.h.toDelete.Has(tt.foreign.Name))
+		})
+	}
+}
+
+func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spIPConfig())
+	f.h.pendingJobs.Add("run-1")
+	err := f.h.SpawnWorker(context.Background(), spV2Args())
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "already being spawned")
+	assert.True(t, f.h.pendingJobs.Has("run-1"), "the other spawn's entry is kept")
+}
+
+func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	f.inv.vms = []VM{
+		{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
+	}
+	args := hatchery.SpawnArguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: hatchery.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
+	vm := f.expectClone("mymodel", "worker-v1-1", nil)
+	var written types.VirtualMachineConfigSpec
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.9", nil)
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &types.NamePasswordAuthentication{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			written = s
+			return nil
+		})
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+	a, err := AnnotationFromVM(written.Annotation, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
+	assert.Equal(t, "12", a.JobID)
+	assert.False(t, a.Model)
+
+	// Without our template the V1 job fails before any vCenter call.
+	f2 := newSpFixture(t, spConfig())
+	f2.inv.vms = []VM{{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}}
+	err = f2.h.SpawnWorker(context.Background(), args)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "resolve template")
+}

@@ -1,0 +1,101 @@
+package hatchery
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DefaultCommonConfiguration returns the defaults of 001 §3.1.1: at most 10
+// workers, 10 provisioning and 2 registrations at once, models checked every
+// 60 s, 5 spawn attempts per job, 10 s per API request and 10 heartbeat
+// failures before the process stops.
+func DefaultCommonConfiguration() CommonConfiguration {
+	return CommonConfiguration{
+		HTTP: HTTPConfig{Addr: "", Port: 8086},
+		API: APIConfig{
+			RequestTimeout:       10,
+			MaxHeartbeatFailures: 10,
+		},
+		Provision: ProvisionConfig{
+			MaxWorker:                      10,
+			MaxConcurrentProvisioning:      10,
+			MaxConcurrentRegistering:       2,
+			RegisterFrequency:              60,
+			MaxAttemptsNumberBeforeFailure: 5,
+			WorkerBasedir:                  "/tmp",
+		},
+	}
+}
+
+// RequestTimeoutDuration is api.requestTimeout as a duration (10 s when unset).
+func (c CommonConfiguration) RequestTimeoutDuration() time.Duration {
+	if c.API.RequestTimeout <= 0 {
+		return 10 * time.Second
+	}
+	return time.Duration(c.API.RequestTimeout) * time.Second
+}
+
+// RegisterFrequencyDuration is provision.registerFrequency as a duration
+// (60 s when unset).
+func (c CommonConfiguration) RegisterFrequencyDuration() time.Duration {
+	if c.Provision.RegisterFrequency <= 0 {
+		return 60 * time.Second
+	}
+	return time.Duration(c.Provision.RegisterFrequency) * time.Second
+}
+
+// V2Region is the region used on the V2 queue routes: provision.region, or
+// "default" (the API's default region) when unset.
+func (c CommonConfiguration) V2Region() string {
+	if c.Provision.Region == "" {
+		return "default"
+	}
+	return c.Provision.Region
+}
+
+// Validate returns every problem of the common configuration, each naming
+// its key path (001 §6.4.5). It does not parse the private key; New does.
+func (c CommonConfiguration) Validate() []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if strings.TrimSpace(c.Name) == "" {
+		add("commonConfiguration.name: must be set")
+	}
+	if c.API.HTTP.URL == "" {
+		add("commonConfiguration.api.http.url: must be set")
+	}
+	if c.API.Token == "" && c.API.TokenV2 == "" {
+		add("commonConfiguration.api: token or tokenV2 must be set")
+	}
+	if c.RSAPrivateKey == "" {
+		add("commonConfiguration.rsaPrivateKey: must be set")
+	}
+	p := c.Provision
+	if p.MaxWorker < 0 {
+		add("commonConfiguration.provision.maxWorker: must be >= 0 (0 is unlimited), got %d", p.MaxWorker)
+	}
+	if p.MaxConcurrentProvisioning <= 0 {
+		add("commonConfiguration.provision.maxConcurrentProvisioning: must be > 0, got %d", p.MaxConcurrentProvisioning)
+	}
+	if p.MaxConcurrentRegistering < -1 || p.MaxConcurrentRegistering == 0 {
+		add("commonConfiguration.provision.maxConcurrentRegistering: must be > 0 or -1 (disabled), got %d", p.MaxConcurrentRegistering)
+	}
+	if p.MaxWorker > 0 {
+		if p.MaxConcurrentProvisioning > p.MaxWorker {
+			add("commonConfiguration.provision.maxConcurrentProvisioning: %d exceeds maxWorker %d", p.MaxConcurrentProvisioning, p.MaxWorker)
+		}
+		if p.MaxConcurrentRegistering > p.MaxWorker {
+			add("commonConfiguration.provision.maxConcurrentRegistering: %d exceeds maxWorker %d", p.MaxConcurrentRegistering, p.MaxWorker)
+		}
+	}
+	if p.MaxAttemptsNumberBeforeFailure < -1 || p.MaxAttemptsNumberBeforeFailure == 0 {
+		add("commonConfiguration.provision.maxAttemptsNumberBeforeFailure: must be > 0 or -1 (disabled), got %d", p.MaxAttemptsNumberBeforeFailure)
+	}
+	for i, kv := range p.InjectEnvVars {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			add("commonConfiguration.provision.injectEnvVars[%d]: want KEY=VALUE", i)
+		}
+	}
+	return errs
+}

@@ -1,0 +1,441 @@
+package hatchery
+
+import (
+	"context"
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+)
+
+// Intervals are the framework's timings. Zero fields take the defaults of
+// DefaultIntervals; tests shorten them.
+type Intervals struct {
+	// Heartbeat is the period of heartbeats (the first is sent at once).
+	Heartbeat time.Duration
+	// QueuePolling is the period of the V1 and V2 queue polls.
+	QueuePolling time.Duration
+	// Register is the period of the model registration pass and the
+	// lifetime of the V1 models cache; 0 means registerFrequency.
+	Register time.Duration
+	// WorkerPool is the period of the worker pool refresh (status,
+	// /mon/workers, inconsistent worker check) outside spawns.
+	WorkerPool time.Duration
+	// BackoffMin and BackoffMax bound the retry delay of sign-in, CDN
+	// config and websocket reconnections (doubling from min to max).
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// Shutdown bounds how long Run waits, after ctx ended, for the mon
+	// server and the goroutines to stop.
+	Shutdown time.Duration
+}
+
+// DefaultIntervals are the CDS timings: heartbeat every 30 s, queue polled
+// every 20 s (DESIGN §4).
+func DefaultIntervals() Intervals {
+	return Intervals{
+		Heartbeat:    30 * time.Second,
+		QueuePolling: 20 * time.Second,
+		WorkerPool:   30 * time.Second,
+		BackoffMin:   time.Second,
+		BackoffMax:   30 * time.Second,
+		Shutdown:     10 * time.Second,
+	}
+}
+
+func (i Intervals) withDefaults(cfg CommonConfiguration) Intervals {
+	d := DefaultIntervals()
+	set := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	set(&i.Heartbeat, d.Heartbeat)
+	set(&i.QueuePolling, d.QueuePolling)
+	set(&i.Register, cfg.RegisterFrequencyDuration())
+	set(&i.WorkerPool, d.WorkerPool)
+	set(&i.BackoffMin, d.BackoffMin)
+	set(&i.BackoffMax, d.BackoffMax)
+	set(&i.Shutdown, d.Shutdown)
+	if i.BackoffMax < i.BackoffMin {
+		i.BackoffMax = i.BackoffMin
+	}
+	return i
+}
+
+// V2Commands are the guest commands given to V2 models, which carry none.
+type V2Commands struct {
+	PreCmd  string
+	Cmd     string
+	PostCmd string
+}
+
+// DefaultV2Commands runs "./worker" then powers the VM off, as CDS does
+// for vsphere V2 models.
+func DefaultV2Commands() V2Commands {
+	return V2Commands{Cmd: "./worker", PostCmd: "sudo shutdown -h now"}
+}
+
+// InterfaceWithDefaultModelV2 is a hatchery that can run V1 jobs without a
+// model requirement on a V2 model (001 §3.4, §6.8).
+type InterfaceWithDefaultModelV2 interface {
+	// DefaultModelV2 returns the V2 model for a V1 job, or nil (and no
+	// error) when none applies.
+	DefaultModelV2(ctx context.Context, job *sdk.WorkflowNodeJobRun) (*sdk.V2WorkerModel, error)
+}
+
+// Options are what New needs. Config, Hatchery and Client are required.
+type Options struct {
+	// Config is the common configuration (validated by the caller).
+	Config CommonConfiguration
+	// Hatchery is the hatchery served. When it implements
+	// InterfaceWithModels, V1 models are registered; when it implements
+	// InterfaceWithDefaultModelV2, V1 jobs without a model requirement may
+	// run on a V2 model.
+	Hatchery Interface
+	// Client reaches the CDS API.
+	Client cdsclient.Interface
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// Version is reported by /mon/version and in the status.
+	Version string
+	// ExtraStatus adds lines to /mon/status and heartbeats.
+	ExtraStatus func(ctx context.Context) []sdk.MonitoringStatusLine
+	// Metrics serves /mon/metrics; nil answers 404.
+	Metrics http.Handler
+	// Observer receives spawn counters; nil is NopObserver.
+	Observer Observer
+	// Intervals are the timings; zero fields are defaults.
+	Intervals Intervals
+	// V2Commands are the guest commands of V2 models; zero is
+	// DefaultV2Commands.
+	V2Commands *V2Commands
+	// WorkerLog is copied into every WorkerConfig.
+	WorkerLog WorkerLogConfig
+	// DisableMonServer keeps Run from serving /mon (the caller may mount
+	// Handler itself).
+	DisableMonServer bool
+}
+
+// Framework runs a hatchery against the CDS API: sign-in, heartbeats, queue
+// polling and events, capacity checks, spawns, model registration and the
+// /mon server. Create it with New and call Run once.
+type Framework struct {
+	cfg      CommonConfiguration
+	h        Interface
+	client   cdsclient.Interface
+	log      *slog.Logger
+	now      func() time.Time
+	version  string
+	extra    func(ctx context.Context) []sdk.MonitoringStatusLine
+	metrics  http.Handler
+	obs      Observer
+	iv       Intervals
+	v2cmd    V2Commands
+	workerLg WorkerLogConfig
+	monOff   bool
+	key      *rsa.PrivateKey
+	hostname string
+
+	running atomic.Bool
+
+	// Set once before the loops start.
+	cdnURL string
+
+	// candidates feeds the starters; inflight holds the keys of the jobs
+	// queued or being processed so a job is never handled twice at once.
+	candidates chan candidate
+	inflightMu sync.Mutex
+	inflight   map[string]struct{}
+	pollV1Now  chan struct{}
+	pollV2Now  chan struct{}
+
+	// spawns joins the registration goroutines started by the register loop.
+	spawns sync.WaitGroup
+
+	cap      capacity
+	attempts attemptCounter
+	models   modelsCache
+	st       state
+
+	monReady chan struct{}
+	monAddr  atomic.Value // string
+}
+
+// New checks the options and builds the framework. It parses the RSA
+// private key (an error names the key path, never the key).
+func New(o Options) (*Framework, error) {
+	if o.Hatchery == nil || o.Client == nil {
+		return nil, errors.New("new hatchery framework: hatchery and client are required")
+	}
+	key, err := ParseRSAPrivateKey(o.Config.RSAPrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("new hatchery framework: commonConfiguration.rsaPrivateKey: %w", err)
+	}
+	f := &Framework{
+		cfg:       o.Config,
+		h:         o.Hatchery,
+		client:    o.Client,
+		log:       o.Logger,
+		now:       o.Now,
+		version:   o.Version,
+		extra:     o.ExtraStatus,
+		metrics:   o.Metrics,
+		obs:       o.Observer,
+		iv:        o.Intervals.withDefaults(o.Config),
+		v2cmd:     DefaultV2Commands(),
+		workerLg:  o.WorkerLog,
+		monOff:    o.DisableMonServer,
+		key:       key,
+		inflight:  map[string]struct{}{},
+		monReady:  make(chan struct{}),
+		pollV1Now: make(chan struct{}, 1),
+		pollV2Now: make(chan struct{}, 1),
+	}
+	if o.V2Commands != nil {
+		f.v2cmd = *o.V2Commands
+	}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	if f.now == nil {
+		f.now = time.Now
+	}
+	if f.obs == nil {
+		f.obs = NopObserver{}
+	}
+	if f.metrics == nil {
+		f.metrics = http.NotFoundHandler()
+	}
+	if f.cfg.Name == "" {
+		f.cfg.Name = o.Hatchery.Name()
+	}
+	f.hostname, _ = os.Hostname()
+	f.cap.init()
+	f.attempts.init()
+	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
+	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
+	f.st.queue.set(sdk.MonitoringStatusWarn, "not polled yet")
+	return f, nil
+}
+
+// PublicKeyPEM returns the PEM of the public key matching
+// commonConfiguration.rsaPrivateKey, for the sign-in request.
+func (f *Framework) PublicKeyPEM() ([]byte, error) { return PublicKeyPEM(f.key) }
+
+// CDNURL is the CDN endpoint given to workers, resolved by Run ("" when
+// running without CDN).
+func (f *Framework) CDNURL() string { return f.cdnURL }
+
+// MonReady is closed once Run's /mon server listens (never when disabled).
+func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
+
+// MonAddr is the address the /mon server listens on ("" before MonReady).
+func (f *Framework) MonAddr() string {
+	s, _ := f.monAddr.Load().(string)
+	return s
+}
+
+// errHeartbeat marks the fatal heartbeat error.
+var errHeartbeat = errors.New("too many consecutive heartbeat failures")
+
+// Run serves /mon, signs in (retrying while the API is down), resolves the
+// CDN endpoint, then runs the heartbeat, queue, event, worker pool and
+// registration loops and the starters until ctx ends or heartbeats fail
+// api.maxHeartbeatFailures times in a row. It joins every goroutine it
+// started before returning, waiting at most Intervals.Shutdown after ctx
+// ended for goroutines stuck in the hatchery. It returns nil when ctx
+// ended, the heartbeat error otherwise.
+func (f *Framework) Run(ctx context.Context) error {
+	if !f.running.CompareAndSwap(false, true) {
+		return errors.New("run hatchery framework: already running")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	var wg sync.WaitGroup
+	var fatalMu sync.Mutex
+	var fatal error
+	fail := func(err error) {
+		fatalMu.Lock()
+		if fatal == nil {
+			fatal = err
+		}
+		fatalMu.Unlock()
+		cancel()
+	}
+	start := func(fn func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(ctx)
+		}()
+	}
+
+	if !f.monOff {
+		if err := f.startMon(ctx, &wg); err != nil {
+			return err
+		}
+	}
+
+	if f.signInLoop(ctx) {
+		f.resolveCDN(ctx)
+		n := f.cfg.Provision.MaxConcurrentProvisioning
+		if n <= 0 {
+			n = 1
+		}
+		f.candidates = make(chan candidate, n)
+		for range n {
+			start(f.starter)
+		}
+		start(func(ctx context.Context) {
+			if err := f.heartbeatLoop(ctx); err != nil {
+				fail(err)
+			}
+		})
+		if f.cfg.API.Token != "" {
+			start(f.pollV1Loop)
+			start(f.eventsV1Loop)
+		}
+		if f.cfg.API.TokenV2 != "" {
+			start(f.pollV2Loop)
+			start(f.eventsV2Loop)
+		}
+		start(f.workerPoolLoop)
+		if _, ok := f.h.(InterfaceWithModels); ok && f.cfg.API.Token != "" && f.cfg.Provision.MaxConcurrentRegistering != -1 {
+			start(f.registerLoop)
+		}
+	}
+
+	<-ctx.Done()
+	f.log.Info("hatchery framework stopping")
+	done := make(chan struct{})
+	go func() {
+		wg.Wait()
+		f.spawns.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-time.After(f.iv.Shutdown):
+		err = fmt.Errorf("run hatchery framework: goroutines still running %s after shutdown", f.iv.Shutdown)
+		f.log.Error("shutdown timed out", "reason", err.Error())
+	}
+	fatalMu.Lock()
+	defer fatalMu.Unlock()
+	if fatal != nil {
+		return errors.Join(fatal, err)
+	}
+	return err
+}
+
+// signInLoop signs in, retrying with back-off until it succeeds (true) or
+// ctx ends (false). The status shows the last failure meanwhile.
+func (f *Framework) signInLoop(ctx context.Context) bool {
+	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
+	for {
+		f.st.signIn.set(sdk.MonitoringStatusWarn, "signing in")
+		err := f.client.SignIn(ctx)
+		if err == nil {
+			f.st.signIn.set(sdk.MonitoringStatusOK, "signed in")
+			f.log.Info("signed in to cds api")
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		f.st.signIn.set(sdk.MonitoringStatusAlert, "sign-in failed: "+err.Error())
+		d := b.next()
+		f.log.Warn("sign-in failed, retrying", "reason", err.Error(), "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return false
+		}
+	}
+}
+
+// cdnAttempts bounds how many times Run asks the API for the CDN before
+// running without it.
+const cdnAttempts = 3
+
+// resolveCDN sets the CDN endpoint given to workers: cdn.url when set, else
+// the API's answer; on 404 or repeated failures, none (workers then run
+// without CDN logs). It never loops forever.
+func (f *Framework) resolveCDN(ctx context.Context) {
+	if f.cfg.CDN.URL != "" {
+		f.cdnURL = f.cfg.CDN.URL
+		return
+	}
+	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
+	for i := 1; i <= cdnAttempts; i++ {
+		cdn, err := f.client.ConfigCDN(ctx)
+		switch {
+		case err == nil:
+			f.cdnURL = cdn.HTTPURL
+			f.log.Info("cdn resolved", "cdn", cdn.HTTPURL)
+			return
+		case errors.Is(err, cdsclient.ErrNotFound):
+			f.log.Warn("api has no cdn and commonConfiguration.cdn.url is unset: workers run without cdn logs")
+			return
+		}
+		f.log.Warn("get cdn config failed", "reason", err.Error(), "attempt", i)
+		if i == cdnAttempts || !sleepCtx(ctx, b.next()) {
+			break
+		}
+	}
+	f.log.Warn("giving up on cdn config: workers run without cdn logs")
+}
+
+// startMon listens on commonConfiguration.http and serves Handler until
+// ctx ends, then shuts the server down within Intervals.Shutdown.
+func (f *Framework) startMon(ctx context.Context, wg *sync.WaitGroup) error {
+	addr := net.JoinHostPort(f.cfg.HTTP.Addr, fmt.Sprint(f.cfg.HTTP.Port))
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen mon server on %s: %w", addr, err)
+	}
+	srv := &http.Server{
+		Handler:           f.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return ctx },
+	}
+	f.monAddr.Store(ln.Addr().String())
+	close(f.monReady)
+	f.log.Info("mon server listening", "addr", ln.Addr().String())
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			f.log.Error("mon server stopped", "reason", err.Error())
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.iv.Shutdown)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			f.log.Warn("mon server shutdown", "reason", err.Error())
+			_ = srv.Close()
+		}
+	}()
+	return nil
+}
+
+// detached returns a context that survives ctx's cancellation, bounded by
+// the request timeout: for releasing bookings while shutting down.
+func (f *Framework) detached(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), f.cfg.RequestTimeoutDuration())
+}

@@ -1,0 +1,414 @@
+package hatchery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+)
+
+// Spawn info message ids of the CDS API (V1).
+const (
+	msgSpawnInfoHatcheryStarts             = "MsgSpawnInfoHatcheryStarts"
+	msgSpawnInfoHatcheryStartsSuccessfully = "MsgSpawnInfoHatcheryStartsSuccessfully"
+	msgSpawnInfoHatcheryErrorSpawn         = "MsgSpawnInfoHatcheryErrorSpawn"
+)
+
+// V1 job status the hatchery serves.
+const statusJobWaiting = "Waiting"
+
+// candidate is a job to consider: a V1 job (from the poll, or only its id
+// from an event) or a V2 run job id.
+type candidate struct {
+	v1   *sdk.WorkflowNodeJobRun
+	v1ID int64
+	v2ID string
+}
+
+func (c candidate) key() string {
+	if c.v2ID != "" {
+		return "v2:" + c.v2ID
+	}
+	return "v1:" + strconv.FormatInt(c.v1ID, 10)
+}
+
+// enqueue hands a job to the starters unless it is already queued or being
+// processed. It blocks while every starter is busy; false when the job was
+// not queued.
+func (f *Framework) enqueue(ctx context.Context, c candidate) bool {
+	k := c.key()
+	f.inflightMu.Lock()
+	if _, ok := f.inflight[k]; ok {
+		f.inflightMu.Unlock()
+		return false
+	}
+	f.inflight[k] = struct{}{}
+	f.inflightMu.Unlock()
+	select {
+	case f.candidates <- c:
+		return true
+	case <-ctx.Done():
+		f.done(k)
+		return false
+	}
+}
+
+func (f *Framework) isInflight(k string) bool {
+	f.inflightMu.Lock()
+	defer f.inflightMu.Unlock()
+	_, ok := f.inflight[k]
+	return ok
+}
+
+func (f *Framework) done(k string) {
+	f.inflightMu.Lock()
+	delete(f.inflight, k)
+	f.inflightMu.Unlock()
+}
+
+// starter processes candidates one at a time until ctx ends. Run starts
+// maxConcurrentProvisioning of them.
+func (f *Framework) starter(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c := <-f.candidates:
+			if c.v2ID != "" {
+				f.processV2(ctx, c.v2ID)
+			} else {
+				f.processV1(ctx, c)
+			}
+			f.done(c.key())
+		}
+	}
+}
+
+// skip logs why a job is not spawned for, one line per decision.
+func (f *Framework) skip(job, model, reason string, attrs ...any) {
+	f.obs.JobSkipped(strings.SplitN(reason, ":", 2)[0])
+	f.log.Info("job skipped", append([]any{"job", job, "model", model, "reason", reason}, attrs...)...)
+}
+
+// regionOK applies provision.region and ignoreJobWithNoRegion to a V1 job.
+func (f *Framework) regionOK(reqs sdk.RequirementList) (bool, string) {
+	r := reqs.First(sdk.RegionRequirement)
+	switch {
+	case r == "" && f.cfg.Provision.IgnoreJobWithNoRegion:
+		return false, "region: job has no region requirement and ignoreJobWithNoRegion is set"
+	case r != "" && r != f.cfg.Provision.Region:
+		return false, fmt.Sprintf("region: job requires %q, hatchery is in %q", r, f.cfg.Provision.Region)
+	}
+	return true, ""
+}
+
+// resolveModelV1 finds the model of a V1 job: its model requirement among
+// the enabled V1 models, else the hatchery's default V2 model.
+func (f *Framework) resolveModelV1(ctx context.Context, job *sdk.WorkflowNodeJobRun) (sdk.WorkerStarterWorkerModel, string) {
+	reqs := job.Job.Action.Requirements
+	want := strings.Fields(reqs.First(sdk.ModelRequirement))
+	if len(want) == 0 {
+		d, ok := f.h.(InterfaceWithDefaultModelV2)
+		if !ok {
+			return sdk.WorkerStarterWorkerModel{}, "model: job has no model requirement"
+		}
+		m, err := d.DefaultModelV2(ctx, job)
+		if err != nil {
+			return sdk.WorkerStarterWorkerModel{}, "model: default v2 model: " + err.Error()
+		}
+		if m == nil {
+			return sdk.WorkerStarterWorkerModel{}, "model: no model requirement and no default v2 model matches"
+		}
+		wm, reason := f.starterModelV2(*m, sdk.V2JobRunsOn{})
+		return wm, reason
+	}
+	models, err := f.modelsV1(ctx, false)
+	if err != nil {
+		return sdk.WorkerStarterWorkerModel{}, "model: " + err.Error()
+	}
+	for i := range models {
+		m := models[i]
+		if m.Path() != want[0] && !(!strings.Contains(want[0], "/") && m.Name == want[0]) {
+			continue
+		}
+		switch {
+		case m.Type != f.h.ModelType():
+			return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: type %q is not %q", m.Type, f.h.ModelType())
+		case m.Disabled:
+			return sdk.WorkerStarterWorkerModel{}, "model: disabled"
+		case m.NeedRegistration:
+			return sdk.WorkerStarterWorkerModel{}, "model: needs registration first"
+		}
+		return sdk.WorkerStarterWorkerModel{ModelV1: &m}, ""
+	}
+	return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: %q not found among enabled models", want[0])
+}
+
+// starterModelV2 fills the starter model of a V2 model.
+func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) (sdk.WorkerStarterWorkerModel, string) {
+	if m.Type != f.h.ModelType() {
+		return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: type %q is not %q", m.Type, f.h.ModelType())
+	}
+	spec, err := m.VSphereSpec()
+	if err != nil {
+		return sdk.WorkerStarterWorkerModel{}, "model: decode spec: " + err.Error()
+	}
+	return sdk.WorkerStarterWorkerModel{
+		ModelV2:     &m,
+		VSphereSpec: spec,
+		JobFlavor:   runsOn.Flavor,
+		JobMemory:   runsOn.Memory,
+		PreCmd:      f.v2cmd.PreCmd,
+		Cmd:         f.v2cmd.Cmd,
+		PostCmd:     f.v2cmd.PostCmd,
+	}, ""
+}
+
+// admit runs CanSpawn, checkCapacities and CanAllocateResources for a job;
+// on success the returned slot must be released by the caller.
+func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*slot, string) {
+	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
+		return nil, "cannot spawn: refused by hatchery"
+	}
+	s, reason, err := f.reserve(ctx, workerName, false)
+	if err != nil {
+		return nil, "capacity: " + err.Error()
+	}
+	if s == nil {
+		return nil, "capacity: " + reason
+	}
+	ok, err := f.h.CanAllocateResources(ctx, model, jobID, reqs)
+	if err != nil || !ok {
+		s.release()
+		if err != nil {
+			return nil, "resources: " + err.Error()
+		}
+		return nil, "resources: not enough room now"
+	}
+	return s, ""
+}
+
+// workerToken signs the worker's JWT.
+func (f *Framework) workerToken(name string, model sdk.WorkerStarterWorkerModel, jobID int64, runJobID string, register bool) (string, error) {
+	w := WorkerJWTWorker{WorkerName: name, JobID: jobID, RunJobID: runJobID, RegisterOnly: register}
+	if model.ModelV1 != nil {
+		w.Model = WorkerJWTModel{ID: model.ModelV1.ID, Name: model.ModelV1.Path()}
+	} else {
+		w.Model = WorkerJWTModel{Name: model.GetName()}
+	}
+	return SignWorkerJWT(f.key, newWorkerJWTClaims(f.cfg.Name, f.now(), w))
+}
+
+// processV1 handles one V1 job: filters, model, admission, booking, spawn,
+// spawn infos, release and the attempt cap.
+func (f *Framework) processV1(ctx context.Context, c candidate) {
+	id := c.v1ID
+	jobKey := strconv.FormatInt(id, 10)
+	job := c.v1
+	if job == nil {
+		j, err := f.client.QueueJobInfo(ctx, id)
+		if err != nil {
+			if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrForbidden) && !errors.Is(err, cdsclient.ErrNotFound) {
+				f.log.Warn("get job info failed", "job", jobKey, "reason", err.Error())
+			}
+			return
+		}
+		job = j
+	}
+	if job.Status != "" && job.Status != statusJobWaiting {
+		f.log.Debug("job skipped", "job", jobKey, "reason", "status "+job.Status)
+		return
+	}
+	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
+		f.skip(jobKey, "", "booked: by "+job.BookedBy.Name)
+		return
+	}
+	reqs := job.Job.Action.Requirements
+	if ok, reason := f.regionOK(reqs); !ok {
+		f.skip(jobKey, "", reason)
+		return
+	}
+	model, reason := f.resolveModelV1(ctx, job)
+	if reason != "" {
+		f.skip(jobKey, reqs.First(sdk.ModelRequirement), reason)
+		return
+	}
+	name := WorkerName("", model.GetName())
+	s, reason := f.admit(ctx, jobKey, model, reqs, name)
+	if s == nil {
+		f.skip(jobKey, model.GetName(), reason)
+		return
+	}
+	defer s.release()
+
+	if _, err := f.client.QueueJobBook(ctx, id); err != nil {
+		if errors.Is(err, cdsclient.ErrAlreadyBooked) {
+			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", "booked by another hatchery")
+			f.obs.JobSkipped("booked")
+			return
+		}
+		f.skip(jobKey, model.GetName(), "book: "+err.Error())
+		return
+	}
+	booked := f.now()
+	token, err := f.workerToken(name, model, id, "", false)
+	if err != nil {
+		f.afterV1Failure(ctx, id, model, name, booked, err)
+		return
+	}
+	args := SpawnArguments{
+		WorkerName:   name,
+		Model:        model,
+		JobID:        jobKey,
+		Requirements: reqs,
+		HatcheryName: f.cfg.Name,
+		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+			Name: name, Model: model.GetName(), JobID: id, Token: token,
+		}),
+	}
+	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
+	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, name, model.GetName())
+	f.log.Info("spawning worker", "job", jobKey, "model", model.GetName(), "worker", name)
+	f.obs.SpawnStarted(ev)
+	err = f.h.SpawnWorker(ctx, args)
+	d := f.now().Sub(booked)
+	if err != nil {
+		f.obs.SpawnFailed(ev, d)
+		f.afterV1Failure(ctx, id, model, name, booked, err)
+		return
+	}
+	f.obs.SpawnSucceeded(ev, d)
+	f.attempts.forget(id)
+	f.log.Info("worker spawned", "job", jobKey, "model", model.GetName(), "worker", name, "duration", d)
+	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStartsSuccessfully, f.cfg.Name, jobKey, name, d.Round(time.Second).String())
+}
+
+// afterV1Failure reports a failed spawn, then releases the job or, past
+// maxAttemptsNumberBeforeFailure attempts, fails it. It uses a context
+// that survives shutdown so no booking is left behind.
+func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.WorkerStarterWorkerModel, name string, booked time.Time, spawnErr error) {
+	jobKey := strconv.FormatInt(id, 10)
+	dctx, cancel := f.detached(ctx)
+	defer cancel()
+	d := f.now().Sub(booked)
+	f.sendSpawnInfo(dctx, id, msgSpawnInfoHatcheryErrorSpawn, f.cfg.Name, model.GetName(), d.Round(time.Second).String(), spawnErr.Error())
+	n := f.attempts.fail(id)
+	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
+	if maxAttempts > 0 && n >= maxAttempts {
+		reason := fmt.Sprintf("hatchery %s could not start a worker after %d attempts: %v", f.cfg.Name, n, spawnErr)
+		f.log.Warn("spawn failed, failing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+		if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
+			f.log.Warn("fail job failed", "job", jobKey, "reason", err.Error())
+		} else {
+			f.attempts.forget(id)
+		}
+		return
+	}
+	f.log.Warn("spawn failed, releasing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+	if err := f.client.QueueJobRelease(dctx, id); err != nil {
+		f.log.Warn("release job failed", "job", jobKey, "reason", err.Error())
+	}
+}
+
+// sendSpawnInfo posts one spawn info; failures are logged only.
+func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, args ...string) {
+	info := sdk.SpawnInfo{RemoteTime: f.now(), Message: sdk.SpawnInfoMessage{ID: msgID, Args: args}}
+	if err := f.client.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info}); err != nil && ctx.Err() == nil {
+		f.log.Warn("send spawn info failed", "job", strconv.FormatInt(id, 10), "reason", err.Error())
+	}
+}
+
+// processV2 handles one V2 run job: info, model, admission, take, spawn,
+// job infos and release on failure.
+func (f *Framework) processV2(ctx context.Context, id string) {
+	region := f.cfg.V2Region()
+	info, err := f.client.V2QueueJobInfo(ctx, region, id)
+	if err != nil {
+		if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrNotFound) {
+			f.log.Warn("get v2 job info failed", "job", id, "reason", err.Error())
+		}
+		return
+	}
+	rj := info.RunJob
+	if rj.Status != "" && rj.Status != statusJobWaiting {
+		f.log.Debug("job skipped", "job", id, "reason", "status "+rj.Status)
+		return
+	}
+	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
+		f.skip(id, info.Model.Name, "booked: taken by "+rj.HatcheryName)
+		return
+	}
+	model, reason := f.starterModelV2(info.Model, rj.Job.RunsOn)
+	if reason != "" {
+		f.skip(id, info.Model.Name, reason)
+		return
+	}
+	name := WorkerName("", model.GetName())
+	s, reason := f.admit(ctx, id, model, nil, name)
+	if s == nil {
+		f.skip(id, model.GetName(), reason)
+		return
+	}
+	defer s.release()
+
+	if err := f.client.V2QueueJobTake(ctx, region, id); err != nil {
+		if errors.Is(err, cdsclient.ErrAlreadyBooked) || errors.Is(err, cdsclient.ErrNotFound) {
+			f.log.Debug("job skipped", "job", id, "model", model.GetName(), "reason", "taken by another hatchery")
+			f.obs.JobSkipped("booked")
+			return
+		}
+		f.skip(id, model.GetName(), "take: "+err.Error())
+		return
+	}
+	taken := f.now()
+	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: true}
+	fail := func(spawnErr error) {
+		dctx, cancel := f.detached(ctx)
+		defer cancel()
+		f.log.Warn("spawn failed, releasing job", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error())
+		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr))
+		if err := f.client.V2QueueJobRelease(dctx, region, id); err != nil {
+			f.log.Warn("release v2 job failed", "job", id, "reason", err.Error())
+		}
+	}
+	token, err := f.workerToken(name, model, 0, id, false)
+	if err != nil {
+		fail(err)
+		return
+	}
+	args := SpawnArguments{
+		WorkerName:   name,
+		Model:        model,
+		JobID:        id,
+		HatcheryName: f.cfg.Name,
+		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
+		}),
+	}
+	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
+	f.log.Info("spawning worker", "job", id, "model", model.GetName(), "worker", name)
+	f.obs.SpawnStarted(ev)
+	err = f.h.SpawnWorker(ctx, args)
+	d := f.now().Sub(taken)
+	if err != nil {
+		f.obs.SpawnFailed(ev, d)
+		fail(err)
+		return
+	}
+	f.obs.SpawnSucceeded(ev, d)
+	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
+	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
+}
+
+// sendV2Info posts one V2 job run info; failures are logged only.
+func (f *Framework) sendV2Info(ctx context.Context, region, id, level, msg string) {
+	err := f.client.V2QueueJobSendInfo(ctx, region, id, sdk.V2SendJobRunInfo{Level: level, Message: msg, Time: f.now()})
+	if err != nil && ctx.Err() == nil {
+		f.log.Warn("send v2 job info failed", "job", id, "reason", err.Error())
+	}
+}

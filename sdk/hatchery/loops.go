@@ -1,0 +1,228 @@
+package hatchery
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+)
+
+// backoff doubles a delay from min to max.
+type backoff struct{ cur, min, max time.Duration }
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max} }
+
+// next returns the delay to wait now and doubles the following one.
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	}
+	d := b.cur
+	b.cur = min(b.cur*2, b.max)
+	return d
+}
+
+// reset starts again from min.
+func (b *backoff) reset() { b.cur = 0 }
+
+// sleepCtx waits d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// wake wakes a loop without blocking; signals coalesce.
+func wake(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// runLoop runs fn at once, then on every tick or signal, until ctx ends. A
+// pass never overlaps the next.
+func runLoop(ctx context.Context, every time.Duration, wake <-chan struct{}, fn func(context.Context)) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		fn(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-wake:
+		}
+	}
+}
+
+// defaultMaxHeartbeatFailures applies when api.maxHeartbeatFailures is unset.
+const defaultMaxHeartbeatFailures = 10
+
+// heartbeatLoop sends the status at once then every Intervals.Heartbeat.
+// It returns an error after api.maxHeartbeatFailures consecutive failures,
+// nil when ctx ends. On a 401 it signs in again.
+func (f *Framework) heartbeatLoop(ctx context.Context) error {
+	maxFail := f.cfg.API.MaxHeartbeatFailures
+	if maxFail <= 0 {
+		maxFail = defaultMaxHeartbeatFailures
+	}
+	failures := 0
+	t := time.NewTicker(f.iv.Heartbeat)
+	defer t.Stop()
+	for {
+		lines := f.statusLines(ctx)
+		err := f.client.Heartbeat(ctx, sdk.MonitoringStatus{Now: f.now(), Lines: lines})
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err == nil:
+			failures = 0
+			f.st.heartbeat.set(sdk.MonitoringStatusOK, "sent at "+f.now().UTC().Format(time.RFC3339))
+		default:
+			failures++
+			f.st.heartbeat.set(sdk.MonitoringStatusAlert, "failed "+strconv.Itoa(failures)+"/"+strconv.Itoa(maxFail)+": "+err.Error())
+			f.log.Warn("heartbeat failed", "reason", err.Error(), "failures", failures, "max", maxFail)
+			if failures >= maxFail {
+				return errors.Join(errHeartbeat, err)
+			}
+			if errors.Is(err, cdsclient.ErrNotAuthenticated) {
+				if serr := f.client.SignIn(ctx); serr != nil {
+					f.st.signIn.set(sdk.MonitoringStatusAlert, "sign-in failed: "+serr.Error())
+					f.log.Warn("sign-in after 401 failed", "reason", serr.Error())
+				} else {
+					f.st.signIn.set(sdk.MonitoringStatusOK, "signed in")
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// pollV1Loop polls the V1 queue every Intervals.QueuePolling.
+func (f *Framework) pollV1Loop(ctx context.Context) {
+	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, func(ctx context.Context) {
+		jobs, err := f.client.QueueWorkflowNodeJobRun(ctx, f.cfg.Provision.Region)
+		if err != nil {
+			if ctx.Err() == nil {
+				f.st.queue.set(sdk.MonitoringStatusWarn, "v1 poll failed: "+err.Error())
+				f.log.Warn("poll v1 queue failed", "reason", err.Error())
+			}
+			return
+		}
+		f.st.queue.set(sdk.MonitoringStatusOK, "v1 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
+		ids := make(map[int64]struct{}, len(jobs))
+		for i := range jobs {
+			ids[jobs[i].ID] = struct{}{}
+		}
+		f.attempts.prune(func(id int64) bool {
+			if _, ok := ids[id]; ok {
+				return true
+			}
+			return f.isInflight(candidate{v1ID: id}.key())
+		})
+		for i := range jobs {
+			if !f.enqueue(ctx, candidate{v1: &jobs[i], v1ID: jobs[i].ID}) && ctx.Err() != nil {
+				return
+			}
+		}
+	})
+}
+
+// pollV2Loop polls the V2 queue of the hatchery's region every
+// Intervals.QueuePolling.
+func (f *Framework) pollV2Loop(ctx context.Context) {
+	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, func(ctx context.Context) {
+		jobs, err := f.client.V2QueueJobs(ctx, f.cfg.V2Region())
+		if err != nil {
+			if ctx.Err() == nil {
+				f.st.queue.set(sdk.MonitoringStatusWarn, "v2 poll failed: "+err.Error())
+				f.log.Warn("poll v2 queue failed", "reason", err.Error())
+			}
+			return
+		}
+		f.st.queue.set(sdk.MonitoringStatusOK, "v2 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
+		for i := range jobs {
+			if !f.enqueue(ctx, candidate{v2ID: jobs[i].ID}) && ctx.Err() != nil {
+				return
+			}
+		}
+	})
+}
+
+// eventsV1Loop follows the V1 websocket, reconnecting with back-off; after
+// every reconnection the queue is polled at once (events may be lost).
+func (f *Framework) eventsV1Loop(ctx context.Context) {
+	eventsLoop(ctx, f, "v1", f.pollV1Now, f.client.QueueEvents, func(id int64) candidate {
+		return candidate{v1ID: id}
+	})
+}
+
+// eventsV2Loop follows the V2 websocket like eventsV1Loop.
+func (f *Framework) eventsV2Loop(ctx context.Context) {
+	eventsLoop(ctx, f, "v2", f.pollV2Now, f.client.V2QueueEvents, func(id string) candidate {
+		return candidate{v2ID: id}
+	})
+}
+
+func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow chan struct{}, subscribe func(context.Context, chan<- T) error, toCandidate func(T) candidate) {
+	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
+	for ctx.Err() == nil {
+		cctx, cancel := context.WithCancel(ctx)
+		ch := make(chan T)
+		done := make(chan struct{})
+		go func() { // joined below before the next connection
+			defer close(done)
+			for {
+				select {
+				case <-cctx.Done():
+					return
+				case id := <-ch:
+					f.enqueue(cctx, toCandidate(id))
+				}
+			}
+		}()
+		started := time.Now()
+		err := subscribe(cctx, ch)
+		cancel()
+		<-done
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(started) > f.iv.BackoffMax {
+			b.reset()
+		}
+		d := b.next()
+		reason := "connection closed"
+		if err != nil {
+			reason = err.Error()
+		}
+		f.log.Warn("queue events disconnected, reconnecting", "queue", name, "reason", reason, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return
+		}
+		wake(pollNow)
+	}
+}
+
+// workerPoolLoop refreshes the worker pool (status, /mon/workers,
+// inconsistent workers) every Intervals.WorkerPool.
+func (f *Framework) workerPoolLoop(ctx context.Context) {
+	runLoop(ctx, f.iv.WorkerPool, nil, func(ctx context.Context) {
+		if _, err := f.workerPool(ctx, nil); err != nil && ctx.Err() == nil {
+			f.log.Warn("refresh worker pool failed", "reason", err.Error())
+		}
+	})
+}

@@ -1,0 +1,57 @@
+package hatchery
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// VersionInfo is the body of /mon/version.
+type VersionInfo struct {
+	Name    string `json:"name"`
+	Type    string `json:"type"`
+	Version string `json:"version"`
+}
+
+// Handler serves /mon/version, /mon/status, /mon/workers and /mon/metrics,
+// without authentication. Run serves it on commonConfiguration.http unless
+// DisableMonServer is set.
+func (f *Framework) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /mon/version", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, VersionInfo{Name: f.cfg.Name, Type: f.h.ModelType(), Version: f.version})
+	})
+	mux.HandleFunc("GET /mon/status", func(w http.ResponseWriter, r *http.Request) {
+		st := f.Status(r.Context())
+		writeJSON(w, StatusHTTPCode(st), st)
+	})
+	mux.HandleFunc("GET /mon/workers", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, f.Pool())
+	})
+	mux.Handle("/mon/metrics", f.metrics)
+	return mux
+}
+
+// Status is the framework's whole status, as /mon/status and heartbeats
+// show it.
+func (f *Framework) Status(ctx context.Context) sdk.MonitoringStatus {
+	return sdk.MonitoringStatus{Now: f.now(), Lines: f.statusLines(ctx)}
+}
+
+// StatusHTTPCode is 503 when a line is an alert, 200 otherwise.
+func StatusHTTPCode(st sdk.MonitoringStatus) int {
+	for _, l := range st.Lines {
+		if l.Status == sdk.MonitoringStatusAlert {
+			return http.StatusServiceUnavailable
+		}
+	}
+	return http.StatusOK
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to do
+}

@@ -1,0 +1,47 @@
+package hatchery
+
+import "time"
+
+// SpawnEvent describes one spawn for an Observer.
+type SpawnEvent struct {
+	// Model is the model's name ("group/name" for V1).
+	Model string
+	// JobID is the V1 job id (decimal) or the V2 run job id; "" for a
+	// registration.
+	JobID string
+	// V2 is true for a V2 job.
+	V2 bool
+	// RegisterOnly is true for a model registration.
+	RegisterOnly bool
+}
+
+// Observer receives the framework's counters. Calls are synchronous from
+// the spawning goroutine: implementations must be cheap and safe for
+// concurrent use. Metrics exporters implement it.
+type Observer interface {
+	// SpawnStarted is called just before SpawnWorker.
+	SpawnStarted(ev SpawnEvent)
+	// SpawnSucceeded is called when SpawnWorker returned nil; d runs from
+	// the job being booked/taken to the worker launched.
+	SpawnSucceeded(ev SpawnEvent, d time.Duration)
+	// SpawnFailed is called when SpawnWorker returned an error.
+	SpawnFailed(ev SpawnEvent, d time.Duration)
+	// JobSkipped is called for every job the framework decided not to spawn
+	// for, with a short stable reason ("region", "capacity", "booked", ...).
+	JobSkipped(reason string)
+}
+
+// NopObserver is an Observer doing nothing; the default.
+type NopObserver struct{}
+
+// SpawnStarted does nothing.
+func (NopObserver) SpawnStarted(SpawnEvent) {}
+
+// SpawnSucceeded does nothing.
+func (NopObserver) SpawnSucceeded(SpawnEvent, time.Duration) {}
+
+// SpawnFailed does nothing.
+func (NopObserver) SpawnFailed(SpawnEvent, time.Duration) {}
+
+// JobSkipped does nothing.
+func (NopObserver) JobSkipped(string) {}

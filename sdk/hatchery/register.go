@@ -1,0 +1,115 @@
+package hatchery
+
+import (
+	"context"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// registerLoop registers the V1 models that need it every
+// Intervals.Register (001 §6.4.4).
+func (f *Framework) registerLoop(ctx context.Context) {
+	hm := f.h.(InterfaceWithModels)
+	runLoop(ctx, f.iv.Register, nil, func(ctx context.Context) { f.registerPass(ctx, hm) })
+}
+
+// registerPass books and spawns a RegisterOnly worker for each model that
+// needs registration, within maxConcurrentRegistering. Spawns run in
+// goroutines joined by Run.
+func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
+	models, err := f.modelsV1(ctx, true)
+	if err != nil {
+		if ctx.Err() == nil {
+			f.log.Warn("registration pass: list models failed", "reason", err.Error())
+		}
+		return
+	}
+	for i := range models {
+		if ctx.Err() != nil {
+			return
+		}
+		m := models[i]
+		if m.Type != f.h.ModelType() || m.Disabled || !hm.NeedRegistration(ctx, &m) {
+			continue
+		}
+		path := m.Path()
+		key := "register:" + path
+		f.inflightMu.Lock()
+		_, busy := f.inflight[key]
+		f.inflightMu.Unlock()
+		if busy {
+			continue
+		}
+		model := sdk.WorkerStarterWorkerModel{ModelV1: &m}
+		if !f.h.CanSpawn(ctx, model, "", nil) {
+			f.log.Info("registration skipped", "model", path, "reason", "cannot spawn: refused by hatchery")
+			continue
+		}
+		name := WorkerName(RegisterPrefix, m.Name)
+		s, reason, err := f.reserve(ctx, name, true)
+		if err != nil {
+			f.log.Warn("registration skipped", "model", path, "reason", "capacity: "+err.Error())
+			return
+		}
+		if s == nil {
+			f.log.Info("registration skipped", "model", path, "reason", "capacity: "+reason)
+			return
+		}
+		group := ""
+		if m.Group != nil {
+			group = m.Group.Name
+		}
+		if err := f.client.WorkerModelBook(ctx, group, m.Name); err != nil {
+			s.release()
+			f.log.Info("registration skipped", "model", path, "reason", "book model: "+err.Error())
+			continue
+		}
+		token, err := f.workerToken(name, model, 0, "", true)
+		if err != nil {
+			s.release()
+			f.log.Error("registration skipped", "model", path, "reason", err.Error())
+			continue
+		}
+		args := SpawnArguments{
+			WorkerName:   name,
+			Model:        model,
+			RegisterOnly: true,
+			HatcheryName: f.cfg.Name,
+			WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{Name: name, Model: path, Token: token}),
+		}
+		f.inflightMu.Lock()
+		f.inflight[key] = struct{}{}
+		f.inflightMu.Unlock()
+		f.spawns.Add(1)
+		go func() {
+			defer f.spawns.Done()
+			defer f.done(key)
+			defer s.release()
+			f.register(ctx, group, args)
+		}()
+	}
+}
+
+// register spawns one registration worker and reports a failure on the model.
+func (f *Framework) register(ctx context.Context, group string, args SpawnArguments) {
+	path := args.Model.GetName()
+	ev := SpawnEvent{Model: path, RegisterOnly: true}
+	start := f.now()
+	f.log.Info("registering model", "model", path, "worker", args.WorkerName)
+	f.obs.SpawnStarted(ev)
+	err := f.h.SpawnWorker(ctx, args)
+	d := f.now().Sub(start)
+	if err == nil {
+		f.obs.SpawnSucceeded(ev, d)
+		f.log.Info("registration worker spawned", "model", path, "worker", args.WorkerName, "duration", d.Round(time.Millisecond))
+		return
+	}
+	f.obs.SpawnFailed(ev, d)
+	f.log.Warn("registration spawn failed", "model", path, "worker", args.WorkerName, "reason", err.Error())
+	dctx, cancel := f.detached(ctx)
+	defer cancel()
+	if err := f.client.WorkerModelSpawnError(dctx, group, args.Model.ModelV1.Name, sdk.SpawnErrorForm{Error: err.Error()}); err != nil {
+		f.log.Warn("report model spawn error failed", "model", path, "reason", err.Error())
+	}
+}

@@ -1,0 +1,142 @@
+package hatchery
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// statusLine is one mutable component of the framework's status.
+type statusLine struct {
+	mu     sync.Mutex
+	status string
+	value  string
+}
+
+func (l *statusLine) set(status, value string) {
+	l.mu.Lock()
+	l.status, l.value = status, value
+	l.mu.Unlock()
+}
+
+func (l *statusLine) get() (string, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.status, l.value
+}
+
+// state is what the loops report for /mon/status and heartbeats.
+type state struct {
+	signIn    statusLine
+	heartbeat statusLine
+	queue     statusLine
+}
+
+// attemptCounter counts failed spawn attempts per V1 job.
+type attemptCounter struct {
+	mu sync.Mutex
+	n  map[int64]int
+}
+
+func (a *attemptCounter) init() { a.n = map[int64]int{} }
+
+// fail records a failed attempt and returns the count.
+func (a *attemptCounter) fail(id int64) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.n[id]++
+	return a.n[id]
+}
+
+func (a *attemptCounter) forget(id int64) {
+	a.mu.Lock()
+	delete(a.n, id)
+	a.mu.Unlock()
+}
+
+// prune forgets jobs neither queued nor being processed (keep tells).
+func (a *attemptCounter) prune(keep func(id int64) bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for id := range a.n {
+		if !keep(id) {
+			delete(a.n, id)
+		}
+	}
+}
+
+// modelsCache caches GET /worker/model/enabled for Intervals.Register.
+// Its mutex is held across the API call on purpose: concurrent starters
+// wait for one fetch instead of each asking.
+type modelsCache struct {
+	mu      sync.Mutex
+	models  []sdk.Model
+	fetched time.Time
+}
+
+// modelsV1 returns the enabled V1 models, fetched at most once per
+// Intervals.Register (force fetches now). On error the previous list is
+// returned if any.
+func (f *Framework) modelsV1(ctx context.Context, force bool) ([]sdk.Model, error) {
+	c := &f.models
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !force && !c.fetched.IsZero() && f.now().Sub(c.fetched) < f.iv.Register {
+		return c.models, nil
+	}
+	ms, err := f.client.WorkerModelsEnabled(ctx)
+	if err != nil {
+		if c.models != nil {
+			f.log.Warn("list worker models failed, using cached list", "reason", err.Error())
+			return c.models, nil
+		}
+		return nil, fmt.Errorf("list worker models: %w", err)
+	}
+	c.models, c.fetched = ms, f.now()
+	return ms, nil
+}
+
+// WorkersStatusValue renders the worker count: "N/max" or "N/unlimited".
+func WorkersStatusValue(n, maxWorker int) string {
+	if maxWorker <= 0 {
+		return fmt.Sprintf("%d/unlimited", n)
+	}
+	return fmt.Sprintf("%d/%d", n, maxWorker)
+}
+
+// statusLines is the whole status: the framework's lines, the hatchery's
+// Status() and ExtraStatus.
+func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine {
+	line := func(component, status, value string) sdk.MonitoringStatusLine {
+		return sdk.MonitoringStatusLine{Status: status, Component: component, Value: value, Type: "hatchery", Service: f.cfg.Name, Hostname: f.hostname}
+	}
+	var lines []sdk.MonitoringStatusLine
+	lines = append(lines, line("Version", sdk.MonitoringStatusOK, f.version))
+	s, v := f.st.signIn.get()
+	lines = append(lines, line("API", s, v))
+	s, v = f.st.heartbeat.get()
+	lines = append(lines, line("Heartbeat", s, v))
+	s, v = f.st.queue.get()
+	lines = append(lines, line("Queue", s, v))
+	cdn := f.cdnURL
+	if cdn == "" {
+		cdn = "none"
+	}
+	lines = append(lines, line("CDN", sdk.MonitoringStatusOK, cdn))
+	pool := f.Pool()
+	ws := sdk.MonitoringStatusOK
+	if mw := f.cfg.Provision.MaxWorker; mw > 0 && len(pool) >= mw {
+		ws = sdk.MonitoringStatusWarn
+	}
+	lines = append(lines, line("Workers", ws, WorkersStatusValue(len(pool), f.cfg.Provision.MaxWorker)))
+	lines = append(lines, line("Spawns in flight", sdk.MonitoringStatusOK,
+		fmt.Sprintf("%d/%d", f.cap.toStart.Load(), f.cfg.Provision.MaxConcurrentProvisioning)))
+	lines = append(lines, f.h.Status(ctx)...)
+	if f.extra != nil {
+		lines = append(lines, f.extra(ctx)...)
+	}
+	return lines
+}

@@ -1,0 +1,57 @@
+package hatchery
+
+import (
+	"strings"
+)
+
+// workerConfigInput is what varies per worker in its configuration.
+type workerConfigInput struct {
+	Name     string
+	Model    string
+	JobID    int64
+	RunJobID string
+	Token    string
+}
+
+// buildWorkerConfig fills a WorkerConfig from the common configuration:
+// API endpoint from provision.workerApiHttp (else api.http), CDN endpoint
+// as resolved at start, env vars from provision.injectEnvVars.
+func buildWorkerConfig(cfg CommonConfiguration, cdnURL string, logCfg WorkerLogConfig, in workerConfigInput) WorkerConfig {
+	api := cfg.API.HTTP
+	if cfg.Provision.WorkerAPIHTTP.URL != "" {
+		api = cfg.Provision.WorkerAPIHTTP
+	}
+	wc := WorkerConfig{
+		Name:                in.Name,
+		Basedir:             cfg.Provision.WorkerBasedir,
+		HatcheryName:        cfg.Name,
+		APIEndpoint:         api.URL,
+		APIEndpointInsecure: api.Insecure,
+		APIToken:            in.Token,
+		CDNEndpoint:         cdnURL,
+		Model:               in.Model,
+		BookedJobID:         in.JobID,
+		RunJobID:            in.RunJobID,
+		Region:              cfg.Provision.Region,
+		InjectEnvVars:       parseEnvVars(cfg.Provision.InjectEnvVars),
+		Log:                 logCfg,
+	}
+	return wc
+}
+
+// parseEnvVars turns "K=V" entries into a map; entries without '=' or with
+// an empty key are ignored (Validate reports them).
+func parseEnvVars(kvs []string) map[string]string {
+	if len(kvs) == 0 {
+		return nil
+	}
+	m := make(map[string]string, len(kvs))
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		m[k] = v
+	}
+	return m
+}
