@@ -187,6 +187,8 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
+	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
+	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
 	a, err := ParseAnnotation(gotSpec.Annotation)
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")

@@ -264,13 +264,13 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "model needs registration")
 			continue
 		}
-		tpl, ok := h.modelTemplate(vms, key.model)
+		tpl, ok := h.findModelTemplate(vms, &m)
 		if !ok {
 			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "no model template built yet")
 			continue
 		}
 		task.template = tpl.Name
-		task.lastModified = fmt.Sprintf("%d", m.UserLastModified.Unix())
+		task.lastModified = modelLastModified(&m)
 		targets = append(targets, poolTarget{task: task, number: e.Number})
 	}
 	return targets, configured
@@ -298,16 +298,6 @@ func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
 		}
 	}
 	return sdk.Model{}, false
-}
-
-// modelTemplate finds the template this hatchery built for the V1 model.
-func (h *HatcheryVSphere) modelTemplate(vms []VM, modelPath string) (VM, bool) {
-	for _, v := range vms {
-		if v.Template && v.OwnedBy(h.Name()) && v.Annotation.Model && v.Annotation.WorkerModelPath == modelPath {
-			return v, true
-		}
-	}
-	return VM{}, false
 }
 
 func poolHasTemplate(vms []VM, name string) bool {
