@@ -129,6 +129,9 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 		return awolKeep("claimed, being prepared")
 	case h.prov.deleting.Has(vm.Name):
 		return awolKeep("being deleted")
+	case a.JobID != "" && h.pendingJobs.Has(a.JobID):
+		// The spawn owns its VM until it returns; on failure it marks it.
+		return awolKeep("spawn of its job in flight")
 	}
 
 	if vm.HasPrefix(provisionPrefix) && a.Provisioning {

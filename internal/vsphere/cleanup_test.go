@@ -34,6 +34,7 @@ func TestKillAwolServers(t *testing.T) {
 		noAPI     bool
 		toDelete  []string
 		pending   []string
+		jobs      []string
 		using     []string
 		preparing []string
 		events    []types.BaseEvent
@@ -123,6 +124,11 @@ func TestKillAwolServers(t *testing.T) {
 			name:      "claimed vm being prepared under its new name is kept",
 			vms:       []VM{warmVM("w-preparing", wOff, wCreated(3*time.Hour))},
 			preparing: []string{"w-preparing"},
+		},
+		{
+			name:    "worker whose job is being spawned is kept",
+			vms:     []VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			jobs:    []string{"77"},
 		},
 		{
 			name:      "worker known to the api past the worker ttl is deleted",
@@ -232,6 +238,9 @@ func TestKillAwolServers(t *testing.T) {
 			}
 			for _, n := range tc.pending {
 				e.h.provPending.Add(n)
+			}
+			for _, j := range tc.jobs {
+				e.h.pendingJobs.Add(j)
 			}
 			for _, n := range tc.using {
 				e.h.provUsing.Add(n)
