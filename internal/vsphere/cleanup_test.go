@@ -126,9 +126,9 @@ func TestKillAwolServers(t *testing.T) {
 			preparing: []string{"w-preparing"},
 		},
 		{
-			name:    "worker whose job is being spawned is kept",
-			vms:     []VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
-			jobs:    []string{"77"},
+			name: "worker whose job is being spawned is kept",
+			vms:  []VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			jobs: []string{"77"},
 		},
 		{
 			name:      "worker known to the api past the worker ttl is deleted",
