@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -23,13 +24,18 @@ func (h *HatcheryVSphere) loadAPIWorkers(ctx context.Context) (apiWorkers, error
 	if h.cds == nil {
 		return w, fmt.Errorf("list workers: no cds api client")
 	}
-	v1, err := h.cds.WorkerList(ctx)
-	if err != nil {
-		return w, fmt.Errorf("list v1 workers: %w", err)
+	// A hatchery signed in with one API version only has no session for the
+	// other: that version contributes no worker, it is not an outage.
+	v1, err1 := h.cds.WorkerList(ctx)
+	if err1 != nil && !errors.Is(err1, cdsclient.ErrNoSession) {
+		return w, fmt.Errorf("list v1 workers: %w", err1)
 	}
-	v2, err := h.cds.V2WorkerList(ctx)
-	if err != nil {
-		return w, fmt.Errorf("list v2 workers: %w", err)
+	v2, err2 := h.cds.V2WorkerList(ctx)
+	if err2 != nil && !errors.Is(err2, cdsclient.ErrNoSession) {
+		return w, fmt.Errorf("list v2 workers: %w", err2)
+	}
+	if err1 != nil && err2 != nil {
+		return w, fmt.Errorf("list workers: %w", err1)
 	}
 	add := func(name, status string) {
 		w.known[name] = true
