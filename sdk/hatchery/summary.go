@@ -73,14 +73,14 @@ func (b *pollBatch) record(o outcome) {
 		"gone", c[outcomeNone])
 }
 
-// skipLog remembers the last skip reason logged at Info per job, so a job
-// refused again and again for the same reason logs at Info once.
+// skipLog remembers the skip reasons already logged at Info per job, so a
+// job refused again and again for the same reason logs at Info once.
 type skipLog struct {
-	mu   sync.Mutex
-	last map[string]string // candidate key -> reason without its counts
+	mu     sync.Mutex
+	logged map[string]map[string]bool // candidate key -> reasons without their counts
 }
 
-func (l *skipLog) init() { l.last = map[string]string{} }
+func (l *skipLog) init() { l.logged = map[string]map[string]bool{} }
 
 // stableReason drops the varying counts of a reason ("max workers reached
 // (10/10)" becomes "max workers reached").
@@ -91,16 +91,20 @@ func stableReason(reason string) string {
 	return reason
 }
 
-// first records reason for key and tells whether it differs from the last
-// one recorded.
+// first records reason for key and tells whether it is the first time.
 func (l *skipLog) first(key, reason string) bool {
 	r := stableReason(reason)
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.last[key] == r {
+	m := l.logged[key]
+	if m == nil {
+		m = map[string]bool{}
+		l.logged[key] = m
+	}
+	if m[r] {
 		return false
 	}
-	l.last[key] = r
+	m[r] = true
 	return true
 }
 
@@ -108,7 +112,7 @@ func (l *skipLog) first(key, reason string) bool {
 // skip logs at Info again.
 func (l *skipLog) forget(key string) {
 	l.mu.Lock()
-	delete(l.last, key)
+	delete(l.logged, key)
 	l.mu.Unlock()
 }
 
@@ -116,9 +120,9 @@ func (l *skipLog) forget(key string) {
 func (l *skipLog) prune(prefix string, keep func(key string) bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for k := range l.last {
+	for k := range l.logged {
 		if strings.HasPrefix(k, prefix) && !keep(k) {
-			delete(l.last, k)
+			delete(l.logged, k)
 		}
 	}
 }
