@@ -68,6 +68,17 @@ func (f *Framework) isInflight(k string) bool {
 	return ok
 }
 
+// inflightKeys returns the keys of the jobs queued or being processed now.
+func (f *Framework) inflightKeys() map[string]bool {
+	f.inflightMu.Lock()
+	defer f.inflightMu.Unlock()
+	m := make(map[string]bool, len(f.inflight))
+	for k := range f.inflight {
+		m[k] = true
+	}
+	return m
+}
+
 func (f *Framework) done(k string) {
 	f.inflightMu.Lock()
 	delete(f.inflight, k)

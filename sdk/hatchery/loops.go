@@ -114,6 +114,9 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 // pollV1Loop polls the V1 queue every Intervals.QueuePolling.
 func (f *Framework) pollV1Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, func(ctx context.Context) {
+		// Jobs being processed when the listing starts may be booked by
+		// us and so left out of it: their attempt counts stay.
+		before := f.inflightKeys()
 		jobs, err := f.client.QueueWorkflowNodeJobRun(ctx, f.cfg.Provision.Region)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -133,7 +136,8 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 			if _, ok := ids[id]; ok {
 				return true
 			}
-			return f.isInflight(candidate{v1ID: id}.key())
+			k := candidate{v1ID: id}.key()
+			return before[k] || f.isInflight(k)
 		})
 		f.skips.prune("v1:", func(k string) bool { return keys[k] || f.isInflight(k) })
 		batch := newPollBatch(f.log, "v1", len(jobs))

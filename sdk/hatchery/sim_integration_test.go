@@ -745,12 +745,12 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	const (
 		n         = 200
 		maxWorker = 10
-		maxProv   = 4
+		maxProv   = 5
 	)
 	iv := simIntervals()
 	iv.QueuePolling = 50 * time.Millisecond
-	iv.WorkerPool = 50 * time.Millisecond
-	iv.WorkerPoolMin = 20 * time.Millisecond
+	iv.WorkerPool = 200 * time.Millisecond
+	iv.WorkerPoolMin = 100 * time.Millisecond
 	r := newSimRig(t, simRigOptions{v1: true, intervals: iv, cfg: func(cfg *CommonConfiguration) {
 		cfg.Provision.MaxWorker = maxWorker
 		cfg.Provision.MaxConcurrentProvisioning = maxProv
@@ -762,6 +762,7 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	for range n {
 		ids = append(ids, r.sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(model)}}))
 	}
+	started := time.Now()
 	stop := r.run()
 
 	// The workers run their job: every few milliseconds each live worker
@@ -792,6 +793,7 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	cancel()
 	<-done
 	require.NoError(t, stop())
+	elapsed := time.Since(started)
 
 	r.h.get(func(h *simHatchery) {
 		assert.LessOrEqual(t, h.maxLive, maxWorker, "never more than maxWorker workers")
@@ -808,6 +810,10 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	refreshes := int(r.f.PoolRefreshes())
 	assert.LessOrEqual(t, workerLists, refreshes+1, "one worker list per refresh (+1 refresh cut by the shutdown)")
 	assert.Less(t, workerLists, n/2, "far fewer worker lists than jobs")
+	// Refreshes are bounded by time: the ticker, plus refreshes asked for
+	// by spawns ending, at most one per WorkerPoolMin; plus Run's first.
+	bound := int(elapsed/iv.WorkerPool) + int(elapsed/iv.WorkerPoolMin) + 2
+	assert.LessOrEqual(t, refreshes, bound, "refreshes bounded by time, not by jobs")
 	t.Logf("%d jobs, %d polls, %d worker lists, %d refreshes", n, r.sim.CountCalls("GET", "/queue/workflows"), workerLists, refreshes)
 
 	// One Info summary per poll; a job refused again for the same reason
