@@ -160,9 +160,10 @@ func (e *Env) AddForeignVMs(prefix string, n int) []types.ManagedObjectReference
 	for i := range vms {
 		k := start + i
 		ip := base
+		k++ // 10.200.0.1 first
 		ip[2], ip[3] = byte(k>>8), byte(k)
 		vms[i] = ForeignVM{
-			Name:      fmt.Sprintf("%s%05d", prefix, k),
+			Name:      fmt.Sprintf("%s%05d", prefix, start+i),
 			PoweredOn: true,
 			NumCPU:    1,
 			MemoryMB:  1024,
