@@ -302,7 +302,7 @@ func (e *Env) AddTemplate(tpl Template) {
 
 func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 	c := e.Admin.Client
-	finder := newFinder(c, e.Datacenter)
+	finder := newFinder(c)
 	dc, err := finder.Datacenter(ctx, e.Datacenter)
 	if err != nil {
 		return err

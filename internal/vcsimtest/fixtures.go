@@ -1,7 +1,6 @@
 package vcsimtest
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 
@@ -238,5 +237,3 @@ func (e *Env) AddVMs(vms []ForeignVM) []types.ManagedObjectReference {
 
 // Ready reports whether the Env's context is still live (the test runs).
 func (e *Env) Ready() bool { return e.ctx.Err() == nil }
-
-var _ = context.Background
