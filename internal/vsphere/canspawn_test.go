@@ -92,13 +92,14 @@ func TestWorkersStarted(t *testing.T) {
 		{Name: "worker-1", Annotation: ours},
 		{Name: "worker-off", Annotation: ours, PowerState: types.VirtualMachinePowerStatePoweredOff},
 		{Name: "provision-v2-abc", Annotation: ours},
+		{Name: "mymodel-tmp", Annotation: &Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}},
 		{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true}},
 		{Name: "foreign", Annotation: &Annotation{HatcheryName: "other"}},
 		{Name: "unannotated"},
 	}
 	got, err := f.h.WorkersStarted(context.Background())
 	assert.NoError(t, err)
-	assert.Equal(t, []string{"worker-1", "worker-off"}, got)
+	assert.Equal(t, []string{"worker-1", "worker-off", "register-mymodel-x1"}, got, "a registration VM is reported under its worker name")
 }
 
 func TestNeedRegistration(t *testing.T) {

@@ -41,7 +41,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 
 	flavor, err := h.resolveFlavor(args.Model, args.Requirements)
 	if err != nil {
-		return errf("resolve flavor", fmt.Errorf("flavor %q: %w", args.Model.GetFlavor(args.Requirements, h.cfg.DefaultFlavor), err))
+		return errf("resolve flavor", err)
 	}
 	ga, err := h.guestCredentials(args.Model)
 	if err != nil {

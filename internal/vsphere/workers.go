@@ -22,7 +22,15 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 		if v.Template || !v.OwnedBy(h.Name()) || v.HasPrefix(provisionPrefix) {
 			continue
 		}
-		out = append(out, v.Name)
+		name := v.Name
+		if v.Annotation.RegisterOnly && v.Annotation.WorkerName != "" {
+			// A registration VM is "<model>-tmp" but its worker registers
+			// with the API under the spawn's name ("register-…"): report
+			// that name, so the framework counts it as registering and
+			// matches it with the API's worker.
+			name = v.Annotation.WorkerName
+		}
+		out = append(out, name)
 	}
 	return out, nil
 }
