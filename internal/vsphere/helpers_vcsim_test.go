@@ -180,10 +180,12 @@ type viPowerTracker struct {
 	max      int64
 	powerOns int
 	offs     uint64
+	// changed fires after every power transition of ours.
+	changed *viSignal
 }
 
 func viTrackPower(env *vcsimtest.Env, hatch string) *viPowerTracker {
-	p := &viPowerTracker{hatch: hatch, on: map[types.ManagedObjectReference]int32{}}
+	p := &viPowerTracker{hatch: hatch, on: map[types.ManagedObjectReference]int32{}, changed: newViSignal()}
 	env.Model.Map().AddHandler(p)
 	return p
 }
@@ -226,6 +228,7 @@ func (p *viPowerTracker) UpdateObject(ctx *simulator.Context, obj mo.Reference, 
 	if !owned {
 		return
 	}
+	defer p.changed.fire()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	ref := vm.Self
