@@ -61,13 +61,16 @@ func (c *GovmomiClient) vmContainerView(ctx context.Context) (*vmView, error) {
 	}
 	nv := &vmView{view: cv, gen: gen}
 	c.vmsMu.Lock()
-	old := c.vmsView
+	if cur := c.vmsView; cur != nil && cur.gen == gen {
+		c.vmsMu.Unlock()
+		// Lost a race with another caller: use its view, which other
+		// callers may be reading through, and destroy ours, which nobody
+		// else has seen.
+		_ = cv.Destroy(ctx) //nolint:errcheck // best effort: the view dies with the session anyway
+		return cur, nil
+	}
 	c.vmsView = nv
 	c.vmsMu.Unlock()
-	if old != nil && old.gen == gen {
-		// Lost a race with another caller: its view is superseded.
-		_ = old.view.Destroy(ctx) //nolint:errcheck // best effort: the view dies with the session anyway
-	}
 	return nv, nil
 }
 
