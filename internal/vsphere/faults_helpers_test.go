@@ -141,6 +141,12 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 		{Name: "provision-v2-foreign", Annotation: otherProv.Marshal(), NumCPU: 2, MemoryMB: 4096},
 		{Name: "worker-ft-lookalike", PoweredOn: true, NumCPU: 1, MemoryMB: 1024, IP: ftForeignIP},
 	})
+	// A roomy resource pool: capacity is not what these tests exercise
+	// (vcsim's static runtime has ~1 GB unreserved).
+	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		rt.Memory.UnreservedForVm = 1 << 40
+		rt.Cpu.UnreservedForVm = 1 << 20
+	})
 	if o.beforeClient != nil {
 		o.beforeClient(env)
 	}
@@ -165,7 +171,9 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: &ftClock{t: time.Now()}, cds: &ftCDS{workers: map[string]bool{}}}
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: client}
 	if o.mode == ftShared {
-		r.shared = vsphere.NewSharedInventory(client, 50*time.Millisecond, 5*time.Millisecond, log)
+		// 250 ms: stale after 1 s, well past a listing under -race with
+		// parallel simulators.
+		r.shared = vsphere.NewSharedInventory(client, 250*time.Millisecond, 5*time.Millisecond, log)
 		inv = r.shared
 		ctx, cancel := context.WithCancel(env.Context())
 		done := make(chan struct{})

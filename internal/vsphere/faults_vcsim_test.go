@@ -347,8 +347,12 @@ func TestFaultsVCenterOutage(t *testing.T) {
 			assert.False(t, ok, "the finished worker is removed after recovery")
 			_, ok = ftFind(r.env, "worker-out-a")
 			assert.True(t, ok, "the running worker stays")
+			// Worker a took the provisioned vm; the pool is refilled now.
+			r.ftSync()
+			r.h.WarmProvisioningPass(ctx)
+			r.ftCleanup(1)
 			r.ftCheckInvariants()
-			assert.Len(t, ftOurs(r.env), 2, "worker a and the provisioned vm")
+			assert.Len(t, ftOurs(r.env), 3, "worker a and the refilled pool")
 		})
 	}
 }
