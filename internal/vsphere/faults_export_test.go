@@ -1,0 +1,51 @@
+package vsphere
+
+import (
+	"context"
+	"sort"
+	"testing"
+	"time"
+)
+
+// Hooks for the external (vcsim) fault tests, compiled into tests only.
+
+// FaultsShortenReadiness shortens the readiness timeouts for one test and
+// restores them at its end. The timeouts are package state: a test calling
+// it must not run in parallel.
+func FaultsShortenReadiness(t testing.TB, guestOps time.Duration) {
+	t.Helper()
+	saved := readiness
+	t.Cleanup(func() { readiness = saved })
+	readiness.GuestOps = guestOps
+	readiness.IP = guestOps
+	readiness.Env = guestOps
+	readiness.EnvRetry = guestOps / 10
+	readiness.Cleanup = 10 * time.Second
+}
+
+// FaultsReservedIPs returns the IPs reserved by spawns (sorted).
+func (h *HatcheryVSphere) FaultsReservedIPs() []string {
+	h.ips.mu.Lock()
+	defer h.ips.mu.Unlock()
+	h.ips.expireLocked(h.ips.now())
+	out := make([]string, 0, len(h.ips.reserved))
+	for a := range h.ips.reserved {
+		out = append(out, a.String())
+	}
+	sort.Strings(out)
+	return out
+}
+
+// FaultsIPCounts is the pool's used (by vms or reserved) and total counts.
+func (h *HatcheryVSphere) FaultsIPCounts(vms []VM) (used, total int) { return h.ips.counts(vms) }
+
+// FaultsMarkedToDelete tells whether the VM named name is marked for deletion.
+func (h *HatcheryVSphere) FaultsMarkedToDelete(name string) bool { return h.toDelete.Has(name) }
+
+// FaultsReleaseGrace is how long a released capacity reservation still counts.
+func (h *HatcheryVSphere) FaultsReleaseGrace() time.Duration { return h.releaseGrace() }
+
+// FaultsKillDisabledWorkersPass runs one disabled-workers cleanup pass.
+func (h *HatcheryVSphere) FaultsKillDisabledWorkersPass(ctx context.Context) {
+	h.killDisabledWorkers(ctx)
+}
