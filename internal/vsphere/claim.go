@@ -39,6 +39,7 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 	if err != nil {
 		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
 	}
+	h.forgetConsumed(vms)
 	var exact, neutral []VM
 	for _, v := range vms {
 		if !h.idleProvisioned(v) {
@@ -68,6 +69,9 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 			h.provUsing.Remove(v.Name)
 			continue
 		}
+		// From here the VM is a worker (or, on failure, marked for
+		// deletion): never idle again, whatever a stale snapshot says.
+		h.prov.consumed.Add(v.Ref.Value)
 		h.log.Info("claimed provisioned vm", "vm", v.Name, "model", want.model, "flavor", wantFlavor,
 			"reason", claimReason(v, wantFlavor))
 		return &v, nil

@@ -71,6 +71,10 @@ type provisioningState struct {
 	// preparing holds the new (worker) names of claimed VMs between their
 	// rename and their power-on: cleanup leaves them alone.
 	preparing *nameSet
+	// consumed holds the references of claimed VMs (claim_consumed.go): a
+	// lagging shared inventory may still show such a VM under its
+	// provisioned name, powered off, after the worker started in it.
+	consumed *nameSet
 
 	// clone replaces h.cloneVM in tests; nil means h.cloneVM.
 	clone cloneFunc
@@ -81,6 +85,7 @@ func newProvisioningState() *provisioningState {
 		pending:   map[string]poolKey{},
 		deleting:  newNameSet(),
 		preparing: newNameSet(),
+		consumed:  newNameSet(),
 	}
 }
 
@@ -322,14 +327,15 @@ func (h *HatcheryVSphere) flavorByName(name string) *FlavorConfig {
 
 // poolCounts counts, per pool, the provisioned VMs of this hatchery that
 // stay in the pool: in vCenter (idle, or left half-made and waiting for
-// cleanup) or being provisioned now. VMs being claimed or marked for
-// deletion are leaving the pool and are not counted.
+// cleanup) or being provisioned now. VMs being claimed, already claimed
+// (a stale snapshot may still show them here) or marked for deletion are
+// leaving the pool and are not counted.
 func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 	seen := map[string]bool{}
 	counts := map[poolKey]int{}
 	for _, v := range vms {
 		k, ok := h.keyOf(v)
-		if !ok || h.provUsing.Has(v.Name) || h.toDelete.Has(v.Name) || seen[v.Name] {
+		if !ok || h.provUsing.Has(v.Name) || h.prov.consumed.Has(v.Ref.Value) || h.toDelete.Has(v.Name) || seen[v.Name] {
 			continue
 		}
 		seen[v.Name] = true

@@ -19,7 +19,8 @@ func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
 		!h.provPending.Has(vm.Name) &&
 		!h.provUsing.Has(vm.Name) &&
 		!h.toDelete.Has(vm.Name) &&
-		!h.prov.deleting.Has(vm.Name)
+		!h.prov.deleting.Has(vm.Name) &&
+		!h.prov.consumed.Has(vm.Ref.Value)
 }
 
 // removeSurplus destroys idle provisioned VMs of pools holding more than
