@@ -72,7 +72,10 @@ func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result 
 		}
 	}
 	if a.demo == nil {
-		a.demo = func(context.Context, io.Writer, *slog.Logger, DemoFlags) error { t.Error("demo hook called"); return nil }
+		a.demo = func(context.Context, io.Writer, *slog.Logger, DemoFlags) error {
+			t.Error("demo hook called")
+			return nil
+		}
 	}
 	return runCmdCtx(context.Background(), env, a, args...)
 }
