@@ -39,6 +39,10 @@ const (
 	DefaultTemplate = "debian12"
 )
 
+// newServerMu serialises simulator creation across Envs (see Start). It is
+// the package's only shared state and guards the simulator's, not ours.
+var newServerMu sync.Mutex
+
 // Default credentials. DefaultPassword has characters that break a URL
 // built by concatenation, so every test exercises url.UserPassword.
 const (
@@ -139,12 +143,17 @@ func Start(t testing.TB, o Options) *Env {
 
 	m := simulator.VPX()
 	m.Machine = 0 // no stock VMs: the datacenter holds what the test puts there
+	// vcsim v0.56.0 models share their default OptionManager settings, and
+	// NewServer rewrites the "*.uri" ones: two Envs starting at once race.
+	newServerMu.Lock()
 	if err := m.Create(); err != nil {
+		newServerMu.Unlock()
 		t.Fatalf("create simulator model: %v", err)
 	}
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(o.User, o.Password)}
 	s := m.Service.NewServer()
+	newServerMu.Unlock()
 	caFile, err := s.CertificateFile()
 	if err != nil {
 		s.Close()
@@ -302,7 +311,7 @@ func (e *Env) AddTemplate(tpl Template) {
 
 func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 	c := e.Admin.Client
-	finder := newFinder(c, e.Datacenter)
+	finder := newFinder(c)
 	dc, err := finder.Datacenter(ctx, e.Datacenter)
 	if err != nil {
 		return err

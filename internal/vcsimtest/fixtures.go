@@ -1,7 +1,6 @@
 package vcsimtest
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 
@@ -160,9 +159,10 @@ func (e *Env) AddForeignVMs(prefix string, n int) []types.ManagedObjectReference
 	for i := range vms {
 		k := start + i
 		ip := base
+		k++ // 10.200.0.1 first
 		ip[2], ip[3] = byte(k>>8), byte(k)
 		vms[i] = ForeignVM{
-			Name:      fmt.Sprintf("%s%05d", prefix, k),
+			Name:      fmt.Sprintf("%s%05d", prefix, start+i),
 			PoweredOn: true,
 			NumCPU:    1,
 			MemoryMB:  1024,
@@ -237,5 +237,3 @@ func (e *Env) AddVMs(vms []ForeignVM) []types.ManagedObjectReference {
 
 // Ready reports whether the Env's context is still live (the test runs).
 func (e *Env) Ready() bool { return e.ctx.Err() == nil }
-
-var _ = context.Background

@@ -169,4 +169,5 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 	return body
 }
 
-func newFinder(c *vim25.Client, _ string) *find.Finder { return find.NewFinder(c, true) }
+// newFinder is a finder over every object of c's inventory.
+func newFinder(c *vim25.Client) *find.Finder { return find.NewFinder(c, true) }

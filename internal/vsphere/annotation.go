@@ -80,6 +80,9 @@ func AnnotationFromVM(notes string, extra []types.BaseOptionValue) (*Annotation,
 		return a, nil
 	}
 	for _, o := range extra {
+		if o == nil {
+			continue
+		}
 		ov := o.GetOptionValue()
 		if ov == nil || ov.Key != AnnotationMirrorKey {
 			continue
@@ -98,6 +101,9 @@ func (a Annotation) ApplyTo(spec *types.VirtualMachineConfigSpec) {
 	s := a.Marshal()
 	spec.Annotation = s
 	for _, o := range spec.ExtraConfig {
+		if o == nil {
+			continue
+		}
 		if ov := o.GetOptionValue(); ov != nil && ov.Key == AnnotationMirrorKey {
 			ov.Value = s
 			return

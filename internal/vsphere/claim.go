@@ -2,25 +2,185 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
+	"sort"
+	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
-// STUB — owned by the warm-pool work (issue 4).
-
-// claimProvisionedVM picks an idle provisioned VM for model (exact flavor,
-// then neutral; DESIGN §5.3), marks it as being used and returns it; nil,nil
-// when none is available.
+// claimProvisionedVM picks an idle provisioned VM for model (001 §6.3.4,
+// DESIGN §5.3), marks it as being used and returns it; nil, nil when none is
+// available. Candidates are this hatchery's provisioned VMs of the model
+// (V2: the template name, V1: the model path), powered off, not being
+// provisioned, claimed or deleted. An exact-flavor VM is preferred, then a
+// neutral VM (the caller reconfigures it through prepareClaimedVM); a VM
+// pre-sized for another flavor is never taken. Power state and annotation
+// decide that a VM is ready: a VM still powered on is still being
+// provisioned (or half-made) and is skipped. The claim is atomic: two
+// concurrent claims never return the same VM. The caller releases it with
+// releaseClaim.
 func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *FlavorConfig) (*VM, error) {
+	want := poolKey{model: model.GetVSphereImage()}
+	if model.IsV1() {
+		want = poolKey{v1: true, model: model.ModelV1.Path()}
+	}
+	if want.model == "" {
+		return nil, nil
+	}
+	wantFlavor := ""
+	if flavor != nil {
+		wantFlavor = strings.ToLower(flavor.Name)
+	}
+
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
+	}
+	var exact, neutral []VM
+	for _, v := range vms {
+		if !h.idleProvisioned(v) {
+			continue
+		}
+		k, _ := h.keyOf(v)
+		if k.v1 != want.v1 || k.model != want.model {
+			continue
+		}
+		switch k.flavor {
+		case wantFlavor:
+			exact = append(exact, v)
+		case "":
+			neutral = append(neutral, v)
+		}
+	}
+	sortOldestFirst(exact)
+	sortOldestFirst(neutral)
+
+	for _, v := range append(exact, neutral...) {
+		if !h.provUsing.Add(v.Name) {
+			continue // taken by a concurrent claim
+		}
+		// Re-check after taking it: the surplus removal or cleanup may
+		// have marked it between the listing and the claim.
+		if h.toDelete.Has(v.Name) || h.prov.deleting.Has(v.Name) {
+			h.provUsing.Remove(v.Name)
+			continue
+		}
+		h.log.Info("claimed provisioned vm", "vm", v.Name, "model", want.model, "flavor", wantFlavor,
+			"reason", claimReason(v, wantFlavor))
+		return &v, nil
+	}
+	h.log.Debug("no provisioned vm to claim", "model", want.model, "flavor", wantFlavor, "reason", "no idle vm of that model and flavor")
 	return nil, nil
 }
 
+func claimReason(v VM, wantFlavor string) string {
+	if strings.EqualFold(v.Annotation.Flavor, wantFlavor) {
+		return "exact flavor"
+	}
+	return "neutral vm, resized on claim"
+}
+
+func sortOldestFirst(vms []VM) {
+	sort.SliceStable(vms, func(i, j int) bool {
+		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
+		if !a.Equal(b) {
+			return a.Before(b)
+		}
+		return vms[i].Name < vms[j].Name
+	})
+}
+
 // prepareClaimedVM turns a claimed VM into the worker: rename to
-// annot.WorkerName, write annot (and the flavor's CPU/RAM when the VM is
-// neutral) while powered off, power on. On error the VM is marked for deletion.
+// annot.WorkerName, write annot (and the flavor's CPU/RAM and disk growth
+// when the VM is neutral and a flavor is requested) while powered off,
+// power on. The annotation written always names this hatchery, is no longer
+// a provisioning one, is created now (the claim time) and keeps the VM's
+// static IP when annot has none. It
+// refuses a VM that is not ours. On error the VM is powered off and marked
+// for deletion, and the error names the failed step.
 func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
-	return nil, nil
+	if vm == nil {
+		return nil, fmt.Errorf("prepare claimed vm: no vm")
+	}
+	if !vm.OwnedBy(h.Name()) || vm.Template {
+		h.log.Error("refusing to prepare claimed vm", "vm", vm.Name, "reason", "not a vm owned by this hatchery")
+		return nil, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	}
+	newName := annot.WorkerName
+	if newName == "" {
+		return nil, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
+	}
+	annot.HatcheryName = h.Name()
+	annot.Provisioning = false
+	if annot.IPAddress == "" {
+		annot.IPAddress = vm.Annotation.IPAddress
+	}
+	// Created is the claim time: cleanup measures the worker's registration
+	// window from it until WorkerStarted is recorded. Keeping the
+	// provisioning time would let cleanup take a freshly claimed VM that
+	// waited long in the pool for a worker that never started.
+	annot.Created = h.now().UTC()
+	resize := flavor != nil && vm.Annotation.Flavor == ""
+	if flavor != nil && annot.Flavor == "" {
+		annot.Flavor = flavor.Name
+	} else if flavor == nil && annot.Flavor == "" {
+		annot.Flavor = vm.Annotation.Flavor
+	}
+	log := h.log.With("vm", vm.Name, "model", annotationModel(annot), "job", annot.JobID)
+
+	// Cleanup leaves the VM alone under its new name until it runs.
+	h.prov.preparing.Add(newName)
+	defer h.prov.preparing.Remove(newName)
+
+	obj := h.vs.NewVirtualMachine(vm.Ref)
+	current := vm.Name
+	fail := func(step string, err error) (*object.VirtualMachine, error) {
+		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
+		log.Warn("claimed vm failed, marked for deletion", "reason", err.Error())
+		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
+			log.Warn("claimed vm not powered off, left to cleanup", "reason", serr.Error())
+		}
+		h.markToDelete(current)
+		h.inv.Invalidate()
+		return nil, err
+	}
+
+	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
+		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
+	}
+	current = newName
+
+	spec := types.VirtualMachineConfigSpec{}
+	annot.ApplyTo(&spec)
+	if resize {
+		devices, err := h.vs.LoadVirtualMachineDevices(ctx, obj)
+		if err != nil {
+			return fail("load devices", err)
+		}
+		if err := applyFlavor(&spec, flavor, devices); err != nil {
+			return fail(fmt.Sprintf("apply flavor %q", flavor.Name), err)
+		}
+	}
+	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+		return fail("reconfigure", err)
+	}
+	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
+		return fail("power on", err)
+	}
+	h.inv.Invalidate()
+	log.Info("claimed vm prepared", "flavor", annot.Flavor, "reason", fmt.Sprintf("renamed to %q and powered on", newName))
+	return obj, nil
+}
+
+// annotationModel names the model an annotation is for.
+func annotationModel(a Annotation) string {
+	if a.VMwareModelPath != "" {
+		return a.VMwareModelPath
+	}
+	return a.WorkerModelPath
 }
 
 // releaseClaim forgets the claim of a provisioned VM (spawn finished or failed).

@@ -1,11 +1,239 @@
 package vsphere
 
-import "context"
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
 
-// STUB — owned by the warm-pool/cleanup work (issue 4).
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// apiWorkers is what the CDS API knows of the workers, by name.
+type apiWorkers struct {
+	known    map[string]bool
+	disabled map[string]bool
+}
+
+// loadAPIWorkers lists the V1 and V2 workers. Any failure (or no API
+// client) is an error: the callers then decide nothing that depends on it.
+func (h *HatcheryVSphere) loadAPIWorkers(ctx context.Context) (apiWorkers, error) {
+	w := apiWorkers{known: map[string]bool{}, disabled: map[string]bool{}}
+	if h.cds == nil {
+		return w, fmt.Errorf("list workers: no cds api client")
+	}
+	// A hatchery signed in with one API version only has no session for the
+	// other: that version contributes no worker, it is not an outage.
+	v1, err1 := h.cds.WorkerList(ctx)
+	if err1 != nil && !errors.Is(err1, cdsclient.ErrNoSession) {
+		return w, fmt.Errorf("list v1 workers: %w", err1)
+	}
+	v2, err2 := h.cds.V2WorkerList(ctx)
+	if err2 != nil && !errors.Is(err2, cdsclient.ErrNoSession) {
+		return w, fmt.Errorf("list v2 workers: %w", err2)
+	}
+	if err1 != nil && err2 != nil {
+		return w, fmt.Errorf("list workers: %w", err1)
+	}
+	add := func(name, status string) {
+		w.known[name] = true
+		if status == sdk.StatusDisabled {
+			w.disabled[name] = true
+		}
+	}
+	for _, x := range v1 {
+		add(x.Name, x.Status)
+	}
+	for _, x := range v2 {
+		add(x.Name, x.Status)
+	}
+	return w, nil
+}
+
+// registrationTTL is workerRegistrationTTL, or the spec's default when unset.
+func (h *HatcheryVSphere) registrationTTL() time.Duration {
+	if d := h.cfg.WorkerRegistrationTTLDuration(); d > 0 {
+		return d
+	}
+	return defaultRegistrationTTL
+}
+
+// awolVerdict is one cleanup decision: delete or not, and why.
+type awolVerdict struct {
+	del    bool
+	reason string
+}
+
+func awolKeep(reason string) awolVerdict   { return awolVerdict{reason: reason} }
+func awolRemove(reason string) awolVerdict { return awolVerdict{del: true, reason: reason} }
 
 // killAwolServers is one pass of the awol cleanup (001 §8.1, DESIGN §5.6).
-func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {}
+// It looks only at VMs owned by this hatchery that are not templates and
+// decides from the annotation's timestamps (Created, WorkerStarted) and the
+// power state; vSphere events are read only for a VM whose annotation has
+// no timestamp at all. When the CDS API cannot be read, only the VMs
+// marked for deletion are deleted this pass: nothing is guessed.
+func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		h.log.Warn("awol cleanup skipped: cannot list vms", "reason", err.Error())
+		return
+	}
+	if len(h.cfg.WorkerProvisioning) == 0 {
+		// The provisioning loop does not run without entries: the pools
+		// of removed entries are emptied here.
+		h.removeSurplus(ctx, vms, h.poolCounts(vms), nil)
+	}
+	workers, apiErr := h.loadAPIWorkers(ctx)
+	if apiErr != nil {
+		h.log.Warn("awol cleanup limited to vms marked for deletion", "reason", apiErr.Error())
+	}
+	for _, vm := range vms {
+		if ctx.Err() != nil {
+			return
+		}
+		if vm.Template || !vm.OwnedBy(h.Name()) {
+			continue // never ours to decide
+		}
+		var v awolVerdict
+		switch {
+		case h.toDelete.Has(vm.Name):
+			v = awolRemove("marked for deletion")
+		case apiErr != nil:
+			continue
+		default:
+			v = h.awolVerdict(ctx, vm, workers)
+		}
+		log := h.log.With("vm", vm.Name, "model", annotationModel(*vm.Annotation), "reason", v.reason)
+		if !v.del {
+			log.Debug("awol cleanup keeps vm")
+			continue
+		}
+		log.Info("awol cleanup deletes vm")
+		switch err := h.deleteServer(ctx, vm); {
+		case errors.Is(err, errDeleteInProgress):
+			h.log.Debug("vm already being deleted", "vm", vm.Name, "reason", err.Error())
+		case err != nil:
+			h.log.Warn("vm not deleted, retried next pass", "vm", vm.Name, "reason", err.Error())
+		}
+	}
+}
 
-// killDisabledWorkers is one pass of the disabled-worker cleanup (001 §8.2).
-func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {}
+// awolVerdict decides the fate of one VM of ours that is not marked for
+// deletion, from its annotation, its power state and the API's workers.
+func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWorkers) awolVerdict {
+	a := vm.Annotation
+	now := h.now()
+	regTTL := h.registrationTTL()
+
+	switch {
+	case h.provPending.Has(vm.Name):
+		return awolKeep("being provisioned")
+	case h.provUsing.Has(vm.Name) || h.prov.preparing.Has(vm.Name):
+		return awolKeep("claimed, being prepared")
+	case h.prov.deleting.Has(vm.Name):
+		return awolKeep("being deleted")
+	case a.JobID != "" && h.pendingJobs.Has(a.JobID):
+		// The spawn owns its VM until it returns; on failure it marks it.
+		return awolKeep("spawn of its job in flight")
+	}
+
+	if vm.HasPrefix(provisionPrefix) && a.Provisioning {
+		// Provisioned VMs belong to the provisioning loop, except one
+		// left half-made by a crash: never powered off long after creation.
+		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff {
+			return awolKeep("provisioned, idle")
+		}
+		if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
+			return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
+		}
+		return awolKeep("provisioned, not yet powered off")
+	}
+	if a.Model {
+		return awolKeep("model template")
+	}
+
+	known := workers.known[vm.Name]
+	started := a.WorkerStarted
+	created := a.Created
+	if created.IsZero() && started == nil {
+		t, ok, err := h.firstEventTime(ctx, vm)
+		switch {
+		case err != nil:
+			return awolKeep(fmt.Sprintf("no timestamp in annotation and events unreadable: %v", err))
+		case !ok:
+			return awolKeep("no timestamp in annotation nor events")
+		}
+		created = t
+	}
+	if started == nil && known {
+		// The API knows the worker: it did start, the record lags.
+		started = &created
+	}
+	if started == nil {
+		if now.Sub(created) > regTTL {
+			return awolRemove(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
+		}
+		return awolKeep("worker starting")
+	}
+
+	age := now.Sub(*started)
+	switch {
+	case known:
+		if age > h.cfg.WorkerTTLDuration() {
+			return awolRemove(fmt.Sprintf("worker ttl expired, started %s ago", age.Round(time.Second)))
+		}
+		return awolKeep("worker known to the api, within ttl")
+	case vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly:
+		return awolRemove("worker finished: unknown to the api and powered off")
+	case age > regTTL:
+		return awolRemove(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
+	case a.RegisterOnly && vm.PowerState == types.VirtualMachinePowerStatePoweredOff:
+		return awolKeep("registration vm powered off, waiting to become a template")
+	}
+	return awolKeep("worker starting, within registration ttl")
+}
+
+// firstEventTime is the events fallback for a VM whose annotation carries
+// no timestamp: the time of its oldest retained event.
+func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time, bool, error) {
+	events, err := h.vs.LoadVirtualMachineEvents(ctx, h.vs.NewVirtualMachine(vm.Ref))
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("load events of %q: %w", vm.Name, err)
+	}
+	for _, e := range events {
+		if ev := e.GetEvent(); ev != nil && !ev.CreatedTime.IsZero() {
+			return ev.CreatedTime, true, nil
+		}
+	}
+	return time.Time{}, false, nil
+}
+
+// killDisabledWorkers is one pass of the disabled-worker cleanup (001
+// §8.2): every VM of ours whose worker the API reports Disabled is marked
+// for deletion; the awol cleanup destroys it.
+func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
+	workers, err := h.loadAPIWorkers(ctx)
+	if err != nil {
+		h.log.Warn("disabled workers cleanup skipped", "reason", err.Error())
+		return
+	}
+	if len(workers.disabled) == 0 {
+		return
+	}
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		h.log.Warn("disabled workers cleanup skipped: cannot list vms", "reason", err.Error())
+		return
+	}
+	for _, vm := range vms {
+		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
+			continue
+		}
+		if h.toDelete.Add(vm.Name) {
+			h.log.Info("vm marked for deletion", "vm", vm.Name, "reason", "worker disabled on the api")
+		}
+	}
+}

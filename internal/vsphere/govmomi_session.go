@@ -76,7 +76,13 @@ type reloginRoundTripper struct {
 func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
 	gen := r.gen.Load()
 	err := r.next.RoundTrip(ctx, req, res)
-	if err == nil || !isNotAuthenticated(err) || r.closed.Load() {
+	if r.closed.Load() {
+		return err
+	}
+	if err == nil && !missingNotAuthenticated(res) {
+		return nil
+	}
+	if err != nil && !isNotAuthenticated(err) {
 		return err
 	}
 	switch req.(type) {
@@ -84,9 +90,41 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 		return err
 	}
 	if lerr := r.relogin(ctx, gen); lerr != nil {
+		if err == nil {
+			return lerr
+		}
 		return fmt.Errorf("%w (re-login failed: %w)", err, lerr)
 	}
+	// The response was (partly) decoded: zero it before the retry.
+	if v := reflect.ValueOf(res); v.Kind() == reflect.Pointer && !v.IsNil() {
+		v.Elem().Set(reflect.Zero(v.Elem().Type()))
+	}
 	return r.next.RoundTrip(ctx, req, res)
+}
+
+// missingNotAuthenticated tells whether a property retrieval came back
+// with NotAuthenticated per object (the simulator answers unauthenticated
+// reads so, where vCenter answers a NotAuthenticated fault).
+func missingNotAuthenticated(res soap.HasFault) bool {
+	var objects []types.ObjectContent
+	switch r := res.(type) {
+	case *methods.RetrievePropertiesExBody:
+		if r.Res != nil && r.Res.Returnval != nil {
+			objects = r.Res.Returnval.Objects
+		}
+	case *methods.RetrievePropertiesBody:
+		if r.Res != nil {
+			objects = r.Res.Returnval
+		}
+	}
+	for _, o := range objects {
+		for _, m := range o.MissingSet {
+			if _, ok := m.Fault.Fault.(*types.NotAuthenticated); ok {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // relogin logs in again unless another caller already did since gen.

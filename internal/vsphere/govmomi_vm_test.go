@@ -96,3 +96,202 @@ func TestCloneStartGuest(t *testing.T) {
 	assert.Equal(t, []string{"CDS_CONFIG=abc"}, calls[0].EnvVariables)
 	assert.Equal(t, pid, calls[0].Pid)
 }
+
+func TestListVirtualMachinesLeafPropertiesAndTemplates(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 3})
+	ctx := testCtx(t)
+	c := env.Client
+	cloneWorker(t, ctx, env, "worker-1", "")
+
+	vms, err := c.ListVirtualMachines(ctx)
+	require.NoError(t, err)
+	byName := map[string]vsphere.VM{}
+	for _, o := range vms {
+		v := vsphere.VMFromObject(o)
+		byName[v.Name] = v
+		// Only the leaf properties of VMProperties are retrieved.
+		require.NotNil(t, o.Config, o.Name)
+		assert.Empty(t, o.Config.Name, "config.name is not a listed property")
+		assert.Empty(t, o.Config.GuestId, "config.guestId is not a listed property")
+		assert.Nil(t, o.Config.Hardware.Device, "devices are not listed")
+		assert.Empty(t, o.Summary.Config.Name, "summary is not listed")
+		assert.Nil(t, o.Runtime.Host, "runtime.host is not listed")
+		assert.Nil(t, o.ResourcePool)
+		if o.Guest != nil {
+			assert.Empty(t, o.Guest.GuestId, "guest.guestId is not listed")
+		}
+	}
+	require.Len(t, byName, 5)
+	assert.True(t, byName[vcsimtest.DefaultTemplate].Template)
+	assert.Equal(t, int32(2), byName[vcsimtest.DefaultTemplate].NumCPU)
+	assert.Equal(t, int32(4096), byName[vcsimtest.DefaultTemplate].MemoryMB)
+	assert.False(t, byName["worker-1"].Template)
+	require.NotNil(t, byName["worker-1"].Annotation, "the ExtraConfig mirror survives the clone")
+	assert.Equal(t, "hatch", byName["worker-1"].Annotation.HatcheryName)
+	assert.True(t, byName["foreign-00000"].PoweredOn())
+	assert.Equal(t, []string{"10.200.0.1"}, byName["foreign-00000"].IPAddresses)
+
+	// The container view is reused: a second list is one request.
+	before := c.Stats()
+	_, err = c.ListVirtualMachines(ctx)
+	require.NoError(t, err)
+	delta := c.Stats().Sub(before)
+	require.Len(t, delta, 1, "%v", delta)
+	assert.Equal(t, int64(1), delta["RetrievePropertiesEx"].Requests)
+	assert.Positive(t, delta["RetrievePropertiesEx"].RequestBytes)
+	assert.Positive(t, delta["RetrievePropertiesEx"].ResponseBytes)
+}
+
+func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	folder, err := c.LoadFolder(ctx)
+	require.NoError(t, err)
+	a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
+
+	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
+	require.NoError(t, err)
+	st := env.MustInspect("big-1")
+	assert.Equal(t, *ref, st.Ref)
+	assert.Equal(t, int32(4), st.NumCPU)
+	assert.Equal(t, int32(8192), st.MemoryMB)
+	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	// vcsim drops config.annotation on clone (vcsim.md); the annotation
+	// path is exercised by a reconfigure, as when a VM is claimed.
+	vm := c.NewVirtualMachine(*ref)
+	a.JobID = "42"
+	spec := types.VirtualMachineConfigSpec{}
+	a.ApplyTo(&spec)
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vm, spec))
+	st = env.MustInspect("big-1")
+	assert.Equal(t, a.Marshal(), st.Annotation)
+	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
+
+	vms, err := c.ListVirtualMachines(ctx)
+	require.NoError(t, err)
+	for _, o := range vms {
+		if o.Name == "big-1" {
+			v := vsphere.VMFromObject(o)
+			require.NotNil(t, v.Annotation)
+			assert.Equal(t, "42", v.Annotation.JobID)
+			assert.Equal(t, int32(4), v.NumCPU)
+		}
+	}
+
+	// Cloning to an existing name fails and names both VMs.
+	_, err = c.CloneVirtualMachine(ctx, tpl, folder, "big-1", nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `clone "big-1" from template "debian12"`)
+}
+
+func TestPowerOperationsAreIdempotent(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+
+	for range 2 {
+		require.NoError(t, c.StartVirtualMachine(ctx, vm))
+		state, err := c.GetVirtualMachinePowerState(ctx, vm)
+		require.NoError(t, err)
+		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
+	}
+	assert.True(t, env.MustInspect("worker-1").GuestOperationsReady)
+
+	// Shutdown wait on a powered-on VM ends with ctx.
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	err := c.WaitForVirtualMachineShutdown(short, vm)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+
+	for range 2 {
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
+		require.NoError(t, c.WaitForVirtualMachineShutdown(ctx, vm))
+	}
+	st := env.MustInspect("worker-1")
+	assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, st.PowerState)
+	assert.False(t, st.GuestOperationsReady)
+}
+
+func TestDestroy(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	err := c.DestroyVirtualMachine(ctx, vm)
+	require.Error(t, err, "a powered-on VM is not destroyed")
+	assert.Contains(t, err.Error(), `destroy "`)
+	_, ok := env.Inspect("worker-1")
+	assert.True(t, ok)
+
+	require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vm))
+	_, ok = env.Inspect("worker-1")
+	assert.False(t, ok)
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vm), "destroying a VM already gone is success")
+
+	_, err = c.LoadVirtualMachine(ctx, "worker-1")
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `find virtual machine "worker-1"`)
+}
+
+func TestRenameReconfigureAndMarkAsTemplate(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "provision-v2-abc", "")
+
+	require.NoError(t, c.RenameVirtualMachine(ctx, vm, "worker-7"))
+	_, ok := env.Inspect("provision-v2-abc")
+	assert.False(t, ok)
+	loaded, err := c.LoadVirtualMachine(ctx, "worker-7")
+	require.NoError(t, err)
+	assert.Equal(t, vm.Reference(), loaded.Reference())
+
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, loaded, types.VirtualMachineConfigSpec{NumCPUs: 8, MemoryMB: 16384}))
+	st := env.MustInspect("worker-7")
+	assert.Equal(t, int32(8), st.NumCPU)
+	assert.Equal(t, int32(16384), st.MemoryMB)
+
+	require.NoError(t, c.MarkVirtualMachineAsTemplate(ctx, loaded))
+	assert.True(t, env.MustInspect("worker-7").Template)
+	err = c.StartVirtualMachine(ctx, loaded)
+	require.Error(t, err, "a template cannot be powered on")
+	assert.Contains(t, err.Error(), `power on "worker-7"`)
+}
+
+func TestLoadVirtualMachineDevicesAndEthernetCard(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	devices, err := c.LoadVirtualMachineDevices(ctx, tpl)
+	require.NoError(t, err)
+	assert.Len(t, devices.SelectByType((*types.VirtualDisk)(nil)), 1)
+	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	require.Len(t, cards, 1)
+	_, err = devices.FindSCSIController("")
+	require.NoError(t, err)
+
+	network, err := c.LoadNetwork(ctx, vcsimtest.NetworkName)
+	require.NoError(t, err)
+	card := cards[0].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
+	card.Backing = nil
+	require.NoError(t, c.SetupEthernetCard(ctx, card, "e1000", network))
+	backing, ok := card.Backing.(*types.VirtualEthernetCardNetworkBackingInfo)
+	require.True(t, ok, "%T", card.Backing)
+	assert.Equal(t, vcsimtest.NetworkName, backing.DeviceName)
+	require.Error(t, c.SetupEthernetCard(ctx, card, "no-such-card", network))
+}

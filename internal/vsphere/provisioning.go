@@ -1,13 +1,418 @@
 package vsphere
 
-import "context"
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
 
-// STUB — owned by the warm-pool work (issue 4).
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/vmware/govmomi/object"
+)
 
-// provisioningState is the warm pool's own state.
-type provisioningState struct{}
+// provisionIPTimeout bounds the wait for a freshly provisioned VM's IP: the
+// readiness deadline of 001 §9.1. A VM that has no IP by then is removed.
+const provisionIPTimeout = 3 * time.Minute
 
-func newProvisioningState() *provisioningState { return &provisioningState{} }
+// defaultRegistrationTTL is the spec's default workerRegistrationTTL (001
+// §3.1), used as the bound of an in-flight provisioning when the
+// configuration leaves it at zero.
+const defaultRegistrationTTL = 10 * time.Minute
 
-// provisioning is one pass of the provisioning loop (V2 then V1, 001 §6.3).
-func (h *HatcheryVSphere) provisioning(ctx context.Context) {}
+// cloneFunc is the signature of HatcheryVSphere.cloneVM.
+type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error)
+
+// poolKey identifies one warm pool: V1 or V2, the model (V2 template name or
+// V1 model path) and the flavor name the VMs are pre-sized for ("" =
+// neutral). Flavor names are lower-case.
+type poolKey struct {
+	v1     bool
+	model  string
+	flavor string
+}
+
+func (k poolKey) prefix() string {
+	if k.v1 {
+		return provisionV1Prefix
+	}
+	return provisionV2Prefix
+}
+
+// keyOf returns the pool a provisioned VM belongs to, false when the VM is
+// not a provisioned VM of this hatchery.
+func (h *HatcheryVSphere) keyOf(vm VM) (poolKey, bool) {
+	if vm.Template || !vm.OwnedBy(h.Name()) || !vm.Annotation.Provisioning {
+		return poolKey{}, false
+	}
+	flavor := strings.ToLower(vm.Annotation.Flavor)
+	switch {
+	case vm.HasPrefix(provisionV2Prefix):
+		return poolKey{model: vm.Annotation.VMwareModelPath, flavor: flavor}, true
+	case vm.HasPrefix(provisionV1Prefix):
+		return poolKey{v1: true, model: vm.Annotation.WorkerModelPath, flavor: flavor}, true
+	}
+	return poolKey{}, false
+}
+
+// provisioningState is the warm pool's own state: the pool of every VM
+// being provisioned now (their names are also in h.provPending), VMs being
+// deleted, and claimed VMs being turned into workers under their new name.
+// All of it is an accelerator: after a restart the pool is rebuilt from
+// the annotations.
+type provisioningState struct {
+	mu      sync.Mutex
+	pending map[string]poolKey
+
+	// deleting holds the VMs a deleteServer call is working on, so that
+	// the provisioning and cleanup loops never destroy the same VM twice.
+	deleting *nameSet
+	// preparing holds the new (worker) names of claimed VMs between their
+	// rename and their power-on: cleanup leaves them alone.
+	preparing *nameSet
+
+	// clone replaces h.cloneVM in tests; nil means h.cloneVM.
+	clone cloneFunc
+}
+
+func newProvisioningState() *provisioningState {
+	return &provisioningState{
+		pending:   map[string]poolKey{},
+		deleting:  newNameSet(),
+		preparing: newNameSet(),
+	}
+}
+
+func (p *provisioningState) addPending(name string, k poolKey) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.pending[name] = k
+}
+
+func (p *provisioningState) removePending(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.pending, name)
+}
+
+// pendingByKey returns the names being provisioned, with their pool.
+func (p *provisioningState) pendingByKey() map[string]poolKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]poolKey, len(p.pending))
+	for n, k := range p.pending {
+		out[n] = k
+	}
+	return out
+}
+
+// provisionTask is one VM to provision.
+type provisionTask struct {
+	key      poolKey
+	template string
+	flavor   *FlavorConfig
+	// lastModified is the V1 model's last modification (Unix seconds).
+	lastModified string
+}
+
+// poolTarget is one pool's configured size and how to fill it.
+type poolTarget struct {
+	task   provisionTask
+	number int
+}
+
+// provisioning is one pass of the provisioning loop (001 §6.3, DESIGN
+// §5.3): it removes idle surplus VMs, then clones the missing ones, V2 pools
+// before V1 pools, round-robin across pools, at most
+// workerProvisioningPoolSize at once. It returns when every clone it
+// started has ended.
+func (h *HatcheryVSphere) provisioning(ctx context.Context) {
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		h.log.Warn("provisioning skipped: cannot list vms", "reason", err.Error())
+		return
+	}
+	targets, configured := h.provisioningTargets(ctx, vms)
+	counts := h.poolCounts(vms)
+
+	h.removeSurplus(ctx, vms, counts, configured)
+
+	var v2, v1 [][]provisionTask
+	for _, t := range targets {
+		deficit := t.number - counts[t.task.key]
+		if deficit <= 0 {
+			continue
+		}
+		h.log.Info("provisioning pool below target", "model", t.task.key.model, "flavor", t.task.key.flavor,
+			"reason", fmt.Sprintf("%d of %d present", counts[t.task.key], t.number))
+		q := make([]provisionTask, deficit)
+		for i := range q {
+			q[i] = t.task
+		}
+		if t.task.key.v1 {
+			v1 = append(v1, q)
+		} else {
+			v2 = append(v2, q)
+		}
+	}
+	queue := append(roundRobinTasks(v2), roundRobinTasks(v1)...)
+	h.runProvisionTasks(ctx, queue)
+}
+
+// roundRobinTasks interleaves the queues: one of each in turn.
+func roundRobinTasks(queues [][]provisionTask) []provisionTask {
+	var out []provisionTask
+	for i := 0; ; i++ {
+		added := false
+		for _, q := range queues {
+			if i < len(q) {
+				out = append(out, q[i])
+				added = true
+			}
+		}
+		if !added {
+			return out
+		}
+	}
+}
+
+// runProvisionTasks runs the tasks, at most workerProvisioningPoolSize at
+// once, stops starting new ones when ctx ends and joins them all.
+func (h *HatcheryVSphere) runProvisionTasks(ctx context.Context, queue []provisionTask) {
+	size := h.cfg.WorkerProvisioningPoolSize
+	if size <= 0 {
+		size = 1
+	}
+	sem := make(chan struct{}, size)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for _, task := range queue {
+		if ctx.Err() != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case sem <- struct{}{}:
+		}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			h.provisionOne(ctx, task)
+		})
+	}
+}
+
+// provisioningTargets reads the configuration into pools: the pools to
+// fill (entries that can be provisioned now) and the configured size of
+// every pool (surplus is measured against it, even for a pool that cannot
+// be filled this pass).
+func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]poolTarget, map[poolKey]int) {
+	configured := map[poolKey]int{}
+	var targets []poolTarget
+	var v1Models []sdk.Model
+	v1Loaded, v1OK := false, false
+
+	for i, e := range h.cfg.WorkerProvisioning {
+		var key poolKey
+		switch {
+		case e.ModelVMWare != "":
+			key = poolKey{model: e.ModelVMWare, flavor: strings.ToLower(e.Flavor)}
+		case e.ModelPath != "":
+			key = poolKey{v1: true, model: e.ModelPath, flavor: strings.ToLower(e.Flavor)}
+		default:
+			h.log.Warn("provisioning entry skipped", "reason", fmt.Sprintf("workerProvisioning[%d] names no model", i))
+			continue
+		}
+		if e.Number <= 0 {
+			continue
+		}
+		configured[key] += e.Number
+
+		task := provisionTask{key: key}
+		if key.flavor != "" {
+			f := h.flavorByName(key.flavor)
+			if f == nil {
+				h.log.Warn("provisioning entry skipped", "model", key.model, "flavor", key.flavor, "reason", "unknown flavor")
+				continue
+			}
+			task.flavor = f
+		}
+		if !key.v1 {
+			if !poolHasTemplate(vms, key.model) {
+				h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "no template with that name")
+				continue
+			}
+			task.template = key.model
+			targets = append(targets, poolTarget{task: task, number: e.Number})
+			continue
+		}
+
+		if !v1Loaded {
+			v1Loaded = true
+			v1Models, v1OK = h.enabledModels(ctx)
+		}
+		if !v1OK {
+			continue // logged once by enabledModels
+		}
+		m, ok := findEnabledModel(v1Models, key.model)
+		if !ok {
+			h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "model not enabled on the api")
+			continue
+		}
+		if m.NeedRegistration || h.NeedRegistration(ctx, &m) {
+			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "model needs registration")
+			continue
+		}
+		tpl, ok := h.findModelTemplate(vms, &m)
+		if !ok {
+			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "no model template built yet")
+			continue
+		}
+		task.template = tpl.Name
+		task.lastModified = modelLastModified(&m)
+		targets = append(targets, poolTarget{task: task, number: e.Number})
+	}
+	return targets, configured
+}
+
+// enabledModels fetches the V1 models; false (logged) when the API is not
+// there or fails: V1 pools are then not filled this pass.
+func (h *HatcheryVSphere) enabledModels(ctx context.Context) ([]sdk.Model, bool) {
+	if h.cds == nil {
+		h.log.Warn("v1 provisioning skipped", "reason", "no cds api client")
+		return nil, false
+	}
+	ms, err := h.cds.WorkerModelsEnabled(ctx)
+	if err != nil {
+		h.log.Warn("v1 provisioning skipped", "reason", fmt.Sprintf("list enabled worker models: %v", err))
+		return nil, false
+	}
+	return ms, true
+}
+
+func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
+	for _, m := range ms {
+		if m.Path() == path {
+			return m, true
+		}
+	}
+	return sdk.Model{}, false
+}
+
+func poolHasTemplate(vms []VM, name string) bool {
+	for _, v := range vms {
+		if v.Template && v.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// flavorByName returns the configured flavor (names are case-insensitive).
+func (h *HatcheryVSphere) flavorByName(name string) *FlavorConfig {
+	for i := range h.cfg.Flavors {
+		if strings.EqualFold(h.cfg.Flavors[i].Name, name) {
+			f := h.cfg.Flavors[i]
+			return &f
+		}
+	}
+	return nil
+}
+
+// poolCounts counts, per pool, the provisioned VMs of this hatchery that
+// stay in the pool: in vCenter (idle, or left half-made and waiting for
+// cleanup) or being provisioned now. VMs being claimed or marked for
+// deletion are leaving the pool and are not counted.
+func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
+	seen := map[string]bool{}
+	counts := map[poolKey]int{}
+	for _, v := range vms {
+		k, ok := h.keyOf(v)
+		if !ok || h.provUsing.Has(v.Name) || h.toDelete.Has(v.Name) || seen[v.Name] {
+			continue
+		}
+		seen[v.Name] = true
+		counts[k]++
+	}
+	for name, k := range h.prov.pendingByKey() {
+		if !seen[name] {
+			seen[name] = true
+			counts[k]++
+		}
+	}
+	return counts
+}
+
+// provisionOne clones one VM for the pool, waits for its IP and powers it
+// off. A VM that fails on the way is marked for deletion.
+func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
+	name := newProvisionName(t.key.prefix())
+	h.provPending.Add(name)
+	h.prov.addPending(name, t.key)
+	defer func() {
+		h.prov.removePending(name)
+		h.provPending.Remove(name)
+	}()
+
+	annot := Annotation{
+		HatcheryName: h.Name(),
+		WorkerName:   name,
+		Provisioning: true,
+		Created:      h.now().UTC(),
+	}
+	if t.flavor != nil {
+		annot.Flavor = t.flavor.Name
+	}
+	if t.key.v1 {
+		annot.WorkerModelPath = t.key.model
+		annot.WorkerModelLastModified = t.lastModified
+	} else {
+		annot.VMwareModelPath = t.key.model
+	}
+
+	clone := h.prov.clone
+	if clone == nil {
+		clone = h.cloneVM
+	}
+	log := h.log.With("vm", name, "model", t.key.model, "flavor", t.key.flavor)
+	vm, err := clone(ctx, t.template, name, &annot, t.flavor)
+	if err != nil {
+		log.Warn("provisioning failed", "reason", fmt.Sprintf("clone %q: %v", t.template, err))
+		h.markToDelete(name)
+		h.inv.Invalidate()
+		return
+	}
+	h.inv.Invalidate()
+
+	ipCtx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
+	_, err = h.vs.WaitForVirtualMachineIP(ipCtx, vm, annot.IPAddress)
+	cancel()
+	if err != nil {
+		log.Warn("provisioning failed", "reason", fmt.Sprintf("wait for ip of %q: %v", name, err))
+		h.markToDelete(name)
+		return
+	}
+	if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
+		log.Warn("provisioning failed", "reason", fmt.Sprintf("power off %q: %v", name, err))
+		h.markToDelete(name)
+		h.inv.Invalidate()
+		return
+	}
+	h.inv.Invalidate()
+	log.Info("provisioned vm ready", "reason", "cloned, got its ip, powered off")
+}
+
+// nameAlphabet is lower-case and DNS-safe.
+const nameAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+// newProvisionName returns prefix followed by 10 random lower-case letters
+// and digits.
+func newProvisionName(prefix string) string {
+	var b [10]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
+	for i := range b {
+		b[i] = nameAlphabet[int(b[i])%len(nameAlphabet)]
+	}
+	return prefix + string(b[:])
+}

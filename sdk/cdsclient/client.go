@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -356,7 +357,14 @@ func newAPIError(method, path string, status int, body []byte) *APIError {
 	}
 	msg := strings.TrimSpace(string(body))
 	if len(msg) > 200 {
-		msg = msg[:200]
+		// Cut on a rune boundary (at most UTFMax-1 bytes back, so that
+		// invalid UTF-8 still leaves an excerpt): a message cut mid-rune
+		// is not valid text.
+		cut := 200
+		for i := 1; i < utf8.UTFMax && !utf8.RuneStart(msg[cut]); i++ {
+			cut--
+		}
+		msg = msg[:cut]
 	}
 	e.Message = msg
 	if e.Message == "" {

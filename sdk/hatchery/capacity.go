@@ -6,7 +6,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -39,45 +38,121 @@ var poolStatuses = map[string]bool{
 	sdk.StatusPending: true, sdk.StatusRegistering: true,
 }
 
-// capacity is the admission state of 001 §6.4. Admissions are serialised
-// by mu: computing the pool (an API round trip) and reserving a slot is one
-// step, so concurrent starters cannot both take the last slot. Spawns
-// themselves run in parallel.
+// capacity is the admission state of 001 §6.4. The per-job decision is
+// made in memory under mu from three sets: the last worker-pool snapshot
+// (API workers and WorkersStarted, refreshed by the worker pool loop), the
+// spawns in flight (reserved under mu before SpawnWorker) and the spawns
+// ended since the snapshot was taken (kept until a snapshot started after
+// their end is installed). mu is never held across a call that leaves the
+// process: the refresh reads the API and the hatchery without it and
+// installs the result under it.
 type capacity struct {
 	mu sync.Mutex
-	// reserved maps the names of spawns in flight to RegisterOnly.
-	reservedMu sync.Mutex
-	reserved   map[string]bool
-	// toStart counts spawns about to start or starting (nbWorkerToStart);
-	// registering counts registrations in flight.
-	toStart     atomic.Int64
-	registering atomic.Int64
-
-	snapMu   sync.Mutex
+	// snapshot is the pool of the last successful refresh (API and
+	// hatchery workers, no spawn in flight); known tells it exists.
 	snapshot []PoolWorker
-	disabled map[string]bool // API worker ids already disabled
+	known    bool
+	// started counts refreshes started; installed is the sequence number
+	// of the snapshot installed.
+	started   uint64
+	installed uint64
+	// inFlight maps the names of spawns in flight to RegisterOnly.
+	inFlight map[string]bool
+	// ended maps the names of spawns that succeeded to the sequence number
+	// of the last refresh started before they ended: they count in the pool
+	// until a refresh started after them is installed.
+	ended map[string]endedSpawn
+	// toStart counts spawns in flight (nbWorkerToStart); registering
+	// counts registrations in flight.
+	toStart     int
+	registering int
+	// refreshes counts installed snapshots (tests and logs).
+	refreshes uint64
+	// capacitySkipped is set when a job was refused for capacity since
+	// the last refresh: a refresh that finds room then wakes the polls.
+	capacitySkipped bool
+
+	disabledMu sync.Mutex
+	disabled   map[string]bool // API worker ids already disabled
+}
+
+// endedSpawn is a spawn that returned; it counts in the pool until a
+// snapshot taken after it is installed.
+type endedSpawn struct {
+	seq      uint64
+	register bool
 }
 
 func (c *capacity) init() {
-	c.reserved = map[string]bool{}
+	c.inFlight = map[string]bool{}
+	c.ended = map[string]endedSpawn{}
 	c.disabled = map[string]bool{}
 }
 
-func (c *capacity) reservedCopy() map[string]bool {
-	c.reservedMu.Lock()
-	defer c.reservedMu.Unlock()
-	m := make(map[string]bool, len(c.reserved))
-	for k, v := range c.reserved {
+// localNames returns the names of the spawns in flight or ended since the
+// snapshot: workers the hatchery knows even if neither the API nor
+// WorkersStarted shows them yet. The caller holds c.mu.
+func (c *capacity) localNamesLocked() map[string]bool {
+	m := make(map[string]bool, len(c.inFlight)+len(c.ended))
+	for k, v := range c.inFlight {
 		m[k] = v
+	}
+	for k, e := range c.ended {
+		m[k] = e.register
 	}
 	return m
 }
 
-// Pool returns the last computed worker pool (for /mon/workers).
+// poolLocked is the current pool: the snapshot, then the spawns ended
+// since, then the spawns in flight. The caller holds c.mu.
+func (c *capacity) poolLocked() []PoolWorker {
+	pool := make([]PoolWorker, 0, len(c.snapshot)+len(c.ended)+len(c.inFlight))
+	inPool := make(map[string]bool, cap(pool))
+	for _, w := range c.snapshot {
+		pool = append(pool, w)
+		inPool[w.Name] = true
+	}
+	add := func(names map[string]bool, source string) {
+		sorted := make([]string, 0, len(names))
+		for n := range names {
+			if !inPool[n] {
+				sorted = append(sorted, n)
+			}
+		}
+		sort.Strings(sorted)
+		for _, n := range sorted {
+			st := sdk.StatusPending
+			if names[n] {
+				st = sdk.StatusRegistering
+			}
+			pool = append(pool, PoolWorker{Name: n, Status: st, Source: source})
+			inPool[n] = true
+		}
+	}
+	ended := make(map[string]bool, len(c.ended))
+	for n, e := range c.ended {
+		ended[n] = e.register
+	}
+	add(ended, PoolSourceHatchery)
+	add(c.inFlight, PoolSourceStarting)
+	return pool
+}
+
+// Pool returns the current worker pool (for /mon/workers and the status):
+// the last snapshot plus the spawns the snapshot does not show yet. It
+// makes no network call.
 func (f *Framework) Pool() []PoolWorker {
-	f.cap.snapMu.Lock()
-	defer f.cap.snapMu.Unlock()
-	return append([]PoolWorker(nil), f.cap.snapshot...)
+	f.cap.mu.Lock()
+	defer f.cap.mu.Unlock()
+	return f.cap.poolLocked()
+}
+
+// PoolRefreshes is the number of worker pool snapshots taken so far (each
+// one lists the API workers once and asks WorkersStarted once).
+func (f *Framework) PoolRefreshes() uint64 {
+	f.cap.mu.Lock()
+	defer f.cap.mu.Unlock()
+	return f.cap.refreshes
 }
 
 // ownWorker tells whether an API worker belongs to this hatchery; an empty
@@ -86,16 +161,23 @@ func (f *Framework) ownWorker(hatcheryName string) bool {
 	return hatcheryName == "" || hatcheryName == f.cfg.Name
 }
 
-// workerPool builds the pool: API workers of this hatchery in an active
-// status, plus started workers not registered yet (Pending, or Registering
-// for "register-" names), plus the spawns in flight in reserved. A V1
+// refreshPool takes a new snapshot of the worker pool and installs it: API
+// workers of this hatchery in an active status, plus started workers not
+// registered yet (Pending, or Registering for "register-" names). A V1
 // worker registered with this hatchery's name but unknown to the hatchery
-// is disabled (001 §6.4.1). reserved must be read before the hatchery and
-// the API are asked, so a spawn finishing meanwhile is seen by one of them.
-func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([]PoolWorker, error) {
-	if reserved == nil {
-		reserved = f.cap.reservedCopy()
-	}
+// (neither started nor spawning) is disabled (001 §6.4.1). No lock is held
+// during the calls. Only the worker pool loop (and Run, before the loops)
+// calls it, so refreshes never overlap.
+func (f *Framework) refreshPool(ctx context.Context) error {
+	// The spawns known locally are read before the hatchery and the API
+	// are asked, so a spawn ending meanwhile is seen by one of them, and
+	// the refresh's sequence number tells which ended spawns it covers.
+	f.cap.mu.Lock()
+	f.cap.started++
+	seq := f.cap.started
+	local := f.cap.localNamesLocked()
+	f.cap.mu.Unlock()
+
 	// The API first, the hatchery second: a worker registered at the time
 	// of the API answer has its VM already, so the hatchery's answer shows
 	// it and it is not mistaken for an inconsistent one.
@@ -104,23 +186,23 @@ func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([
 	var err error
 	if f.cfg.API.Token != "" {
 		if v1Workers, err = f.client.WorkerList(ctx); err != nil {
-			return nil, fmt.Errorf("list v1 workers: %w", err)
+			return fmt.Errorf("list v1 workers: %w", err)
 		}
 	}
 	if f.cfg.API.TokenV2 != "" {
 		if v2Workers, err = f.client.V2WorkerList(ctx); err != nil {
-			return nil, fmt.Errorf("list v2 workers: %w", err)
+			return fmt.Errorf("list v2 workers: %w", err)
 		}
 	}
 	startedList, err := f.h.WorkersStarted(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("list started workers: %w", err)
+		return fmt.Errorf("list started workers: %w", err)
 	}
 	started := make(map[string]bool, len(startedList))
 	for _, n := range startedList {
 		started[n] = true
 	}
-	pool := make([]PoolWorker, 0, len(startedList)+len(reserved))
+	pool := make([]PoolWorker, 0, len(startedList))
 	inPool := map[string]bool{}
 	var seenIDs []string
 
@@ -130,7 +212,7 @@ func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([
 				continue
 			}
 			seenIDs = append(seenIDs, w.ID)
-			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(reserved, w.Name) {
+			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(local, w.Name) {
 				f.disableInconsistent(ctx, w)
 				continue
 			}
@@ -147,7 +229,7 @@ func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([
 			if !poolStatuses[w.Status] || !f.ownWorker(w.HatcheryName) || inPool[w.Name] {
 				continue
 			}
-			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(reserved, w.Name) {
+			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(local, w.Name) {
 				// V2 has no disable route: leave it out of the pool.
 				f.log.Warn("v2 worker registered but not started by this hatchery", "worker", w.Name, "reason", "inconsistent")
 				continue
@@ -167,26 +249,9 @@ func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([
 		pool = append(pool, PoolWorker{Name: n, Status: st, Source: PoolSourceHatchery})
 		inPool[n] = true
 	}
-	names := make([]string, 0, len(reserved))
-	for n := range reserved {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		if inPool[n] {
-			continue
-		}
-		st := sdk.StatusPending
-		if reserved[n] {
-			st = sdk.StatusRegistering
-		}
-		pool = append(pool, PoolWorker{Name: n, Status: st, Source: PoolSourceStarting})
-		inPool[n] = true
-	}
 
-	f.cap.snapMu.Lock()
-	f.cap.snapshot = pool
 	if f.cfg.API.Token != "" {
+		f.cap.disabledMu.Lock()
 		keep := make(map[string]bool, len(seenIDs))
 		for _, id := range seenIDs {
 			if f.cap.disabled[id] {
@@ -194,9 +259,43 @@ func (f *Framework) workerPool(ctx context.Context, reserved map[string]bool) ([
 			}
 		}
 		f.cap.disabled = keep
+		f.cap.disabledMu.Unlock()
 	}
-	f.cap.snapMu.Unlock()
-	return pool, nil
+
+	f.cap.mu.Lock()
+	if seq <= f.cap.installed {
+		f.cap.mu.Unlock()
+		return nil // a later refresh was installed already
+	}
+	f.cap.snapshot, f.cap.known, f.cap.installed = pool, true, seq
+	f.cap.refreshes++
+	// Spawns that ended before this refresh started are in its answers
+	// (or gone): they no longer need counting apart.
+	for n, e := range f.cap.ended {
+		if e.seq < seq {
+			delete(f.cap.ended, n)
+		}
+	}
+	room := f.roomLocked()
+	wakePolls := f.cap.capacitySkipped && room
+	if wakePolls {
+		f.cap.capacitySkipped = false
+	}
+	f.cap.mu.Unlock()
+	if wakePolls {
+		// Jobs were refused for capacity and there is room now: look at
+		// the queue again instead of waiting for the next poll.
+		wake(f.pollV1Now)
+		wake(f.pollV2Now)
+	}
+	return nil
+}
+
+// roomLocked tells whether one more job worker would be admitted now, as
+// far as counts go. The caller holds f.cap.mu.
+func (f *Framework) roomLocked() bool {
+	_, reason := f.decideLocked(false)
+	return reason == ""
 }
 
 func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
@@ -204,24 +303,25 @@ func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
 // disableInconsistent disables a V1 worker the API says is this hatchery's
 // but the hatchery does not know, once.
 func (f *Framework) disableInconsistent(ctx context.Context, w sdk.Worker) {
-	f.cap.snapMu.Lock()
+	f.cap.disabledMu.Lock()
 	done := f.cap.disabled[w.ID]
 	f.cap.disabled[w.ID] = true
-	f.cap.snapMu.Unlock()
+	f.cap.disabledMu.Unlock()
 	if done {
 		return
 	}
 	f.log.Warn("disabling worker registered but not started by this hatchery", "worker", w.Name, "reason", "inconsistent")
 	if err := f.client.WorkerDisable(ctx, w.ID); err != nil {
-		f.cap.snapMu.Lock()
+		f.cap.disabledMu.Lock()
 		delete(f.cap.disabled, w.ID)
-		f.cap.snapMu.Unlock()
+		f.cap.disabledMu.Unlock()
 		f.log.Warn("disable inconsistent worker failed", "worker", w.Name, "reason", err.Error())
 	}
 }
 
-// slot is a capacity reservation for one spawn; release it exactly once
-// (extra calls do nothing).
+// slot is a capacity reservation for one spawn. Call spawned when
+// SpawnWorker succeeded, then release (or release alone after a failure);
+// extra calls do nothing.
 type slot struct {
 	f        *Framework
 	name     string
@@ -229,46 +329,56 @@ type slot struct {
 	once     sync.Once
 }
 
-func (s *slot) release() {
+// spawned ends the reservation of a spawn that succeeded: the provisioning
+// slot frees at once, and the worker keeps counting in the pool until a
+// snapshot taken after now is installed. It wakes the worker pool loop.
+func (s *slot) spawned() { s.end(true) }
+
+// release ends the reservation of a spawn that did not happen or failed.
+func (s *slot) release() { s.end(false) }
+
+func (s *slot) end(ok bool) {
 	s.once.Do(func() {
-		s.f.cap.reservedMu.Lock()
-		delete(s.f.cap.reserved, s.name)
-		s.f.cap.reservedMu.Unlock()
+		c := &s.f.cap
+		c.mu.Lock()
+		delete(c.inFlight, s.name)
 		if s.register {
-			s.f.cap.registering.Add(-1)
+			c.registering--
 		} else {
-			s.f.cap.toStart.Add(-1)
+			c.toStart--
 		}
+		if ok {
+			c.ended[s.name] = endedSpawn{seq: c.started, register: s.register}
+		}
+		c.mu.Unlock()
+		wake(s.f.poolNow)
 	})
 }
 
-// reserve is checkCapacities (001 §6.4): it admits one more worker named
-// name, or says why not. The slot counts in the pool as Pending (or
-// Registering) until released.
-func (f *Framework) reserve(ctx context.Context, name string, register bool) (*slot, string, error) {
+// decideLocked is the count part of checkCapacities (001 §6.4) on the
+// current pool: "" when one more worker (a registration when register)
+// fits, else why not. The caller holds f.cap.mu.
+func (f *Framework) decideLocked(register bool) (pool int, reason string) {
+	c := &f.cap
 	p := f.cfg.Provision
-	maxProv := int64(max(p.MaxConcurrentProvisioning, 1))
-	maxReg := int64(p.MaxConcurrentRegistering)
+	maxProv := max(p.MaxConcurrentProvisioning, 1)
+	maxReg := p.MaxConcurrentRegistering
 	if register {
 		if maxReg == -1 {
-			return nil, "registration disabled (maxConcurrentRegistering = -1)", nil
+			return 0, "registration disabled (maxConcurrentRegistering = -1)"
 		}
-		if f.cap.registering.Load() >= maxReg {
-			return nil, fmt.Sprintf("max concurrent registering reached (%d)", maxReg), nil
+		if c.registering >= maxReg {
+			return 0, fmt.Sprintf("max concurrent registering reached (%d)", maxReg)
 		}
-	} else if f.cap.toStart.Load() >= maxProv {
-		return nil, fmt.Sprintf("max concurrent provisioning reached (%d spawns in flight)", maxProv), nil
+	} else if c.toStart >= maxProv {
+		return 0, fmt.Sprintf("max concurrent provisioning reached (%d spawns in flight)", maxProv)
 	}
-
-	f.cap.mu.Lock()
-	defer f.cap.mu.Unlock()
-	reserved := f.cap.reservedCopy()
-	pool, err := f.workerPool(ctx, reserved)
-	if err != nil {
-		return nil, "", fmt.Errorf("check capacities: %w", err)
+	if !c.known {
+		return 0, "worker pool not known yet"
 	}
-	var nbPending, nbRegistering int64
-	for _, w := range pool {
+	all := c.poolLocked()
+	var nbPending, nbRegistering int
+	for _, w := range all {
 		switch w.Status {
 		case sdk.StatusPending:
 			nbPending++
@@ -277,24 +387,44 @@ func (f *Framework) reserve(ctx context.Context, name string, register bool) (*s
 		}
 	}
 	switch {
-	case p.MaxWorker > 0 && len(pool) >= p.MaxWorker:
-		return nil, fmt.Sprintf("max workers reached (%d/%d)", len(pool), p.MaxWorker), nil
+	case p.MaxWorker > 0 && len(all) >= p.MaxWorker:
+		return len(all), fmt.Sprintf("max workers reached (%d/%d)", len(all), p.MaxWorker)
 	case !register && nbPending >= maxProv:
-		return nil, fmt.Sprintf("max concurrent provisioning reached (%d pending)", nbPending), nil
-	case !register && f.cap.toStart.Load() >= maxProv:
-		return nil, fmt.Sprintf("max concurrent provisioning reached (%d spawns in flight)", maxProv), nil
+		return len(all), fmt.Sprintf("max concurrent provisioning reached (%d pending)", nbPending)
 	case register && nbRegistering >= maxReg:
-		return nil, fmt.Sprintf("max concurrent registering reached (%d registering)", nbRegistering), nil
-	case register && f.cap.registering.Load() >= maxReg:
-		return nil, fmt.Sprintf("max concurrent registering reached (%d)", maxReg), nil
+		return len(all), fmt.Sprintf("max concurrent registering reached (%d registering)", nbRegistering)
 	}
-	f.cap.reservedMu.Lock()
-	f.cap.reserved[name] = register
-	f.cap.reservedMu.Unlock()
+	return len(all), ""
+}
+
+// reserve is checkCapacities (001 §6.4): it admits one more worker named
+// name, or says why not. It decides in memory from the last worker pool
+// snapshot and the spawns the framework knows, under one mutex, so
+// concurrent starters cannot both take the last slot; it makes no network
+// call. The slot counts in the pool as Pending (or Registering) until
+// released, or, once spawned, until a later snapshot covers it.
+func (f *Framework) reserve(name string, register bool) (*slot, string) {
+	c := &f.cap
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, reason := f.decideLocked(register); reason != "" {
+		if !register {
+			c.capacitySkipped = true
+		}
+		return nil, reason
+	}
+	c.inFlight[name] = register
 	if register {
-		f.cap.registering.Add(1)
+		c.registering++
 	} else {
-		f.cap.toStart.Add(1)
+		c.toStart++
 	}
-	return &slot{f: f, name: name, register: register}, "", nil
+	return &slot{f: f, name: name, register: register}, ""
+}
+
+// spawnsInFlight is the number of job spawns in flight.
+func (f *Framework) spawnsInFlight() int {
+	f.cap.mu.Lock()
+	defer f.cap.mu.Unlock()
+	return f.cap.toStart
 }

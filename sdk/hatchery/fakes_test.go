@@ -423,6 +423,11 @@ func (h *fakeHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) err
 	h.maxLive = max(h.maxLive, h.inFlight+len(h.started))
 	h.spawns = append(h.spawns, args)
 	h.perJob[args.JobID]++
+	if args.RegisterOnly {
+		// The registration worker builds the template: the model no
+		// longer needs registering.
+		delete(h.needReg, args.Model.GetName())
+	}
 	h.mu.Unlock()
 	h.spawned <- args
 

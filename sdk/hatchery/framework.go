@@ -27,9 +27,15 @@ type Intervals struct {
 	// Register is the period of the model registration pass and the
 	// lifetime of the V1 models cache; 0 means registerFrequency.
 	Register time.Duration
-	// WorkerPool is the period of the worker pool refresh (status,
-	// /mon/workers, inconsistent worker check) outside spawns.
+	// WorkerPool is the period of the worker pool refresh (the snapshot
+	// capacity decisions read, the status, /mon/workers, the inconsistent
+	// worker check).
 	WorkerPool time.Duration
+	// WorkerPoolMin is the shortest time between two worker pool
+	// refreshes: a spawn ending asks for a refresh at once, and refreshes
+	// asked for meanwhile coalesce into one after this delay. It bounds
+	// the worker list calls when many spawns end close together.
+	WorkerPoolMin time.Duration
 	// BackoffMin and BackoffMax bound the retry delay of sign-in, CDN
 	// config and websocket reconnections (doubling from min to max).
 	BackoffMin time.Duration
@@ -43,12 +49,13 @@ type Intervals struct {
 // every 20 s (DESIGN §4).
 func DefaultIntervals() Intervals {
 	return Intervals{
-		Heartbeat:    30 * time.Second,
-		QueuePolling: 20 * time.Second,
-		WorkerPool:   30 * time.Second,
-		BackoffMin:   time.Second,
-		BackoffMax:   30 * time.Second,
-		Shutdown:     10 * time.Second,
+		Heartbeat:     30 * time.Second,
+		QueuePolling:  20 * time.Second,
+		WorkerPool:    30 * time.Second,
+		WorkerPoolMin: 2 * time.Second,
+		BackoffMin:    time.Second,
+		BackoffMax:    30 * time.Second,
+		Shutdown:      10 * time.Second,
 	}
 }
 
@@ -63,6 +70,7 @@ func (i Intervals) withDefaults(cfg CommonConfiguration) Intervals {
 	set(&i.QueuePolling, d.QueuePolling)
 	set(&i.Register, cfg.RegisterFrequencyDuration())
 	set(&i.WorkerPool, d.WorkerPool)
+	set(&i.WorkerPoolMin, min(d.WorkerPoolMin, i.WorkerPool))
 	set(&i.BackoffMin, d.BackoffMin)
 	set(&i.BackoffMax, d.BackoffMax)
 	set(&i.Shutdown, d.Shutdown)
@@ -160,12 +168,15 @@ type Framework struct {
 	inflight   map[string]struct{}
 	pollV1Now  chan struct{}
 	pollV2Now  chan struct{}
+	// poolNow asks the worker pool loop for a refresh.
+	poolNow chan struct{}
 
 	// spawns joins the registration goroutines started by the register loop.
 	spawns sync.WaitGroup
 
 	cap      capacity
 	attempts attemptCounter
+	skips    skipLog
 	models   modelsCache
 	st       state
 
@@ -202,6 +213,7 @@ func New(o Options) (*Framework, error) {
 		monReady:  make(chan struct{}),
 		pollV1Now: make(chan struct{}, 1),
 		pollV2Now: make(chan struct{}, 1),
+		poolNow:   make(chan struct{}, 1),
 	}
 	if o.V2Commands != nil {
 		f.v2cmd = *o.V2Commands
@@ -224,6 +236,7 @@ func New(o Options) (*Framework, error) {
 	f.hostname, _ = os.Hostname()
 	f.cap.init()
 	f.attempts.init()
+	f.skips.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
 	f.st.queue.set(sdk.MonitoringStatusWarn, "not polled yet")
@@ -291,6 +304,12 @@ func (f *Framework) Run(ctx context.Context) error {
 
 	if f.signInLoop(ctx) {
 		f.resolveCDN(ctx)
+		// The first snapshot before the first poll, so queued jobs are not
+		// refused for an unknown pool; on failure the loop retries.
+		firstPoolErr := f.refreshPool(ctx)
+		if firstPoolErr != nil && ctx.Err() == nil {
+			f.log.Warn("refresh worker pool failed", "reason", firstPoolErr.Error())
+		}
 		n := f.cfg.Provision.MaxConcurrentProvisioning
 		if n <= 0 {
 			n = 1
@@ -312,7 +331,7 @@ func (f *Framework) Run(ctx context.Context) error {
 			start(f.pollV2Loop)
 			start(f.eventsV2Loop)
 		}
-		start(f.workerPoolLoop)
+		start(func(ctx context.Context) { f.workerPoolLoop(ctx, firstPoolErr) })
 		if _, ok := f.h.(InterfaceWithModels); ok && f.cfg.API.Token != "" && f.cfg.Provision.MaxConcurrentRegistering != -1 {
 			start(f.registerLoop)
 		}

@@ -268,8 +268,11 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 		{ID: "3", Name: "theirs", Status: sdk.StatusBuilding, HatcheryName: "other"},
 		{ID: "4", Name: "ours-disabled", Status: sdk.StatusDisabled, HatcheryName: testHatchery},
 	}
-	pool, err := hs.f.workerPool(context.Background(), map[string]bool{"spawning": false})
-	require.NoError(t, err)
+	hs.f.cap.mu.Lock()
+	hs.f.cap.inFlight["spawning"] = false // a spawn in flight
+	hs.f.cap.mu.Unlock()
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	pool := hs.f.Pool()
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"2"}, c.disabled) })
 	byName := map[string]PoolWorker{}
 	for _, w := range pool {
@@ -283,8 +286,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	assert.Contains(t, hs.logs.String(), `"worker":"ours-gone","reason":"inconsistent"`)
 
 	// Disabled once, not at every pass.
-	_, err = hs.f.workerPool(context.Background(), nil)
-	require.NoError(t, err)
+	require.NoError(t, hs.f.refreshPool(context.Background()))
 	hs.c.snapshot(func(c *fakeClient) { assert.Len(t, c.disabled, 1) })
 }
 

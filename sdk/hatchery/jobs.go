@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,8 @@ type candidate struct {
 	v1   *sdk.WorkflowNodeJobRun
 	v1ID int64
 	v2ID string
+	// batch is the queue poll that found the job (nil for an event).
+	batch *pollBatch
 }
 
 func (c candidate) key() string {
@@ -65,6 +68,17 @@ func (f *Framework) isInflight(k string) bool {
 	return ok
 }
 
+// inflightKeys returns the keys of the jobs queued or being processed now.
+func (f *Framework) inflightKeys() map[string]bool {
+	f.inflightMu.Lock()
+	defer f.inflightMu.Unlock()
+	m := make(map[string]bool, len(f.inflight))
+	for k := range f.inflight {
+		m[k] = true
+	}
+	return m
+}
+
 func (f *Framework) done(k string) {
 	f.inflightMu.Lock()
 	delete(f.inflight, k)
@@ -79,20 +93,33 @@ func (f *Framework) starter(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-f.candidates:
+			var o outcome
 			if c.v2ID != "" {
-				f.processV2(ctx, c.v2ID)
+				o = f.processV2(ctx, c.v2ID)
 			} else {
-				f.processV1(ctx, c)
+				o = f.processV1(ctx, c)
 			}
 			f.done(c.key())
+			c.batch.record(o)
 		}
 	}
 }
 
-// skip logs why a job is not spawned for, one line per decision.
-func (f *Framework) skip(job, model, reason string, attrs ...any) {
-	f.obs.JobSkipped(strings.SplitN(reason, ":", 2)[0])
-	f.log.Info("job skipped", append([]any{"job", job, "model", model, "reason", reason}, attrs...)...)
+// skip logs why a job is not spawned for and tells the outcome. A job
+// refused again for the same reason logs at Debug: with a long queue the
+// same refusal comes back every poll (the poll summary counts them).
+func (f *Framework) skip(key, job, model, reason string) outcome {
+	kind := strings.SplitN(reason, ":", 2)[0]
+	f.obs.JobSkipped(kind)
+	lvl := slog.LevelInfo
+	if !f.skips.first(key, reason) {
+		lvl = slog.LevelDebug
+	}
+	f.log.Log(context.Background(), lvl, "job skipped", "job", job, "model", model, "reason", reason)
+	if kind == "capacity" || kind == "resources" {
+		return outcomeCapacity
+	}
+	return outcomeSkipped
 }
 
 // regionOK applies provision.region and ignoreJobWithNoRegion to a V1 job.
@@ -175,10 +202,7 @@ func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerSta
 	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
 		return nil, "cannot spawn: refused by hatchery"
 	}
-	s, reason, err := f.reserve(ctx, workerName, false)
-	if err != nil {
-		return nil, "capacity: " + err.Error()
-	}
+	s, reason := f.reserve(workerName, false)
 	if s == nil {
 		return nil, "capacity: " + reason
 	}
@@ -206,9 +230,10 @@ func (f *Framework) workerToken(name string, model sdk.WorkerStarterWorkerModel,
 
 // processV1 handles one V1 job: filters, model, admission, booking, spawn,
 // spawn infos, release and the attempt cap.
-func (f *Framework) processV1(ctx context.Context, c candidate) {
+func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	id := c.v1ID
 	jobKey := strconv.FormatInt(id, 10)
+	key := c.key()
 	job := c.v1
 	if job == nil {
 		j, err := f.client.QueueJobInfo(ctx, id)
@@ -216,33 +241,29 @@ func (f *Framework) processV1(ctx context.Context, c candidate) {
 			if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrForbidden) && !errors.Is(err, cdsclient.ErrNotFound) {
 				f.log.Warn("get job info failed", "job", jobKey, "reason", err.Error())
 			}
-			return
+			return outcomeNone
 		}
 		job = j
 	}
 	if job.Status != "" && job.Status != statusJobWaiting {
 		f.log.Debug("job skipped", "job", jobKey, "reason", "status "+job.Status)
-		return
+		return outcomeNone
 	}
 	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
-		f.skip(jobKey, "", "booked: by "+job.BookedBy.Name)
-		return
+		return f.skip(key, jobKey, "", "booked: by "+job.BookedBy.Name)
 	}
 	reqs := job.Job.Action.Requirements
 	if ok, reason := f.regionOK(reqs); !ok {
-		f.skip(jobKey, "", reason)
-		return
+		return f.skip(key, jobKey, "", reason)
 	}
 	model, reason := f.resolveModelV1(ctx, job)
 	if reason != "" {
-		f.skip(jobKey, reqs.First(sdk.ModelRequirement), reason)
-		return
+		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), reason)
 	}
 	name := WorkerName("", model.GetName())
 	s, reason := f.admit(ctx, jobKey, model, reqs, name)
 	if s == nil {
-		f.skip(jobKey, model.GetName(), reason)
-		return
+		return f.skip(key, jobKey, model.GetName(), reason)
 	}
 	defer s.release()
 
@@ -250,16 +271,16 @@ func (f *Framework) processV1(ctx context.Context, c candidate) {
 		if errors.Is(err, cdsclient.ErrAlreadyBooked) {
 			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", "booked by another hatchery")
 			f.obs.JobSkipped("booked")
-			return
+			return outcomeSkipped
 		}
-		f.skip(jobKey, model.GetName(), "book: "+err.Error())
-		return
+		return f.skip(key, jobKey, model.GetName(), "book: "+err.Error())
 	}
+	f.skips.forget(key)
 	booked := f.now()
 	token, err := f.workerToken(name, model, id, "", false)
 	if err != nil {
 		f.afterV1Failure(ctx, id, model, name, booked, err)
-		return
+		return outcomeFailed
 	}
 	args := SpawnArguments{
 		WorkerName:   name,
@@ -278,14 +299,17 @@ func (f *Framework) processV1(ctx context.Context, c candidate) {
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(booked)
 	if err != nil {
+		s.release()
 		f.obs.SpawnFailed(ev, d)
 		f.afterV1Failure(ctx, id, model, name, booked, err)
-		return
+		return outcomeFailed
 	}
+	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.attempts.forget(id)
 	f.log.Info("worker spawned", "job", jobKey, "model", model.GetName(), "worker", name, "duration", d)
 	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStartsSuccessfully, f.cfg.Name, jobKey, name, d.Round(time.Second).String())
+	return outcomeStarted
 }
 
 // afterV1Failure reports a failed spawn, then releases the job or, past
@@ -325,34 +349,32 @@ func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, a
 
 // processV2 handles one V2 run job: info, model, admission, take, spawn,
 // job infos and release on failure.
-func (f *Framework) processV2(ctx context.Context, id string) {
+func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	region := f.cfg.V2Region()
+	key := candidate{v2ID: id}.key()
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrNotFound) {
 			f.log.Warn("get v2 job info failed", "job", id, "reason", err.Error())
 		}
-		return
+		return outcomeNone
 	}
 	rj := info.RunJob
 	if rj.Status != "" && rj.Status != statusJobWaiting {
 		f.log.Debug("job skipped", "job", id, "reason", "status "+rj.Status)
-		return
+		return outcomeNone
 	}
 	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
-		f.skip(id, info.Model.Name, "booked: taken by "+rj.HatcheryName)
-		return
+		return f.skip(key, id, info.Model.Name, "booked: taken by "+rj.HatcheryName)
 	}
 	model, reason := f.starterModelV2(info.Model, rj.Job.RunsOn)
 	if reason != "" {
-		f.skip(id, info.Model.Name, reason)
-		return
+		return f.skip(key, id, info.Model.Name, reason)
 	}
 	name := WorkerName("", model.GetName())
 	s, reason := f.admit(ctx, id, model, nil, name)
 	if s == nil {
-		f.skip(id, model.GetName(), reason)
-		return
+		return f.skip(key, id, model.GetName(), reason)
 	}
 	defer s.release()
 
@@ -360,11 +382,11 @@ func (f *Framework) processV2(ctx context.Context, id string) {
 		if errors.Is(err, cdsclient.ErrAlreadyBooked) || errors.Is(err, cdsclient.ErrNotFound) {
 			f.log.Debug("job skipped", "job", id, "model", model.GetName(), "reason", "taken by another hatchery")
 			f.obs.JobSkipped("booked")
-			return
+			return outcomeSkipped
 		}
-		f.skip(id, model.GetName(), "take: "+err.Error())
-		return
+		return f.skip(key, id, model.GetName(), "take: "+err.Error())
 	}
+	f.skips.forget(key)
 	taken := f.now()
 	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: true}
 	fail := func(spawnErr error) {
@@ -379,7 +401,7 @@ func (f *Framework) processV2(ctx context.Context, id string) {
 	token, err := f.workerToken(name, model, 0, id, false)
 	if err != nil {
 		fail(err)
-		return
+		return outcomeFailed
 	}
 	args := SpawnArguments{
 		WorkerName:   name,
@@ -396,13 +418,16 @@ func (f *Framework) processV2(ctx context.Context, id string) {
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(taken)
 	if err != nil {
+		s.release()
 		f.obs.SpawnFailed(ev, d)
 		fail(err)
-		return
+		return outcomeFailed
 	}
+	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
+	return outcomeStarted
 }
 
 // sendV2Info posts one V2 job run info; failures are logged only.

@@ -114,6 +114,9 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 // pollV1Loop polls the V1 queue every Intervals.QueuePolling.
 func (f *Framework) pollV1Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, func(ctx context.Context) {
+		// Jobs being processed when the listing starts may be booked by
+		// us and so left out of it: their attempt counts stay.
+		before := f.inflightKeys()
 		jobs, err := f.client.QueueWorkflowNodeJobRun(ctx, f.cfg.Provision.Region)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -124,18 +127,26 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 		}
 		f.st.queue.set(sdk.MonitoringStatusOK, "v1 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
 		ids := make(map[int64]struct{}, len(jobs))
+		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
 			ids[jobs[i].ID] = struct{}{}
+			keys[candidate{v1ID: jobs[i].ID}.key()] = true
 		}
 		f.attempts.prune(func(id int64) bool {
 			if _, ok := ids[id]; ok {
 				return true
 			}
-			return f.isInflight(candidate{v1ID: id}.key())
+			k := candidate{v1ID: id}.key()
+			return before[k] || f.isInflight(k)
 		})
+		f.skips.prune("v1:", func(k string) bool { return keys[k] || f.isInflight(k) })
+		batch := newPollBatch(f.log, "v1", len(jobs))
 		for i := range jobs {
-			if !f.enqueue(ctx, candidate{v1: &jobs[i], v1ID: jobs[i].ID}) && ctx.Err() != nil {
-				return
+			if !f.enqueue(ctx, candidate{v1: &jobs[i], v1ID: jobs[i].ID, batch: batch}) {
+				if ctx.Err() != nil {
+					return
+				}
+				batch.record(outcomeBusy)
 			}
 		}
 	})
@@ -154,9 +165,18 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 			return
 		}
 		f.st.queue.set(sdk.MonitoringStatusOK, "v2 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
+		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
-			if !f.enqueue(ctx, candidate{v2ID: jobs[i].ID}) && ctx.Err() != nil {
-				return
+			keys[candidate{v2ID: jobs[i].ID}.key()] = true
+		}
+		f.skips.prune("v2:", func(k string) bool { return keys[k] || f.isInflight(k) })
+		batch := newPollBatch(f.log, "v2", len(jobs))
+		for i := range jobs {
+			if !f.enqueue(ctx, candidate{v2ID: jobs[i].ID, batch: batch}) {
+				if ctx.Err() != nil {
+					return
+				}
+				batch.record(outcomeBusy)
 			}
 		}
 	})
@@ -217,12 +237,43 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 	}
 }
 
-// workerPoolLoop refreshes the worker pool (status, /mon/workers,
-// inconsistent workers) every Intervals.WorkerPool.
-func (f *Framework) workerPoolLoop(ctx context.Context) {
-	runLoop(ctx, f.iv.WorkerPool, nil, func(ctx context.Context) {
-		if _, err := f.workerPool(ctx, nil); err != nil && ctx.Err() == nil {
-			f.log.Warn("refresh worker pool failed", "reason", err.Error())
+// workerPoolLoop refreshes the worker pool snapshot every
+// Intervals.WorkerPool, and when asked through poolNow (a spawn ended), at
+// most once per Intervals.WorkerPoolMin. A failed refresh is retried with
+// back-off (BackoffMin to BackoffMax) instead of waiting a whole period.
+// Run took the first snapshot; firstErr is its outcome.
+func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
+	t := time.NewTicker(f.iv.WorkerPool)
+	defer t.Stop()
+	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
+	var retry <-chan time.Time
+	if firstErr != nil {
+		retry = time.After(b.next())
+	}
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-retry:
+		case <-f.poolNow:
+			if !sleepCtx(ctx, f.iv.WorkerPoolMin-time.Since(last)) {
+				return
+			}
 		}
-	})
+		last = time.Now()
+		retry = nil
+		err := f.refreshPool(ctx)
+		switch {
+		case err == nil:
+			b.reset()
+		case ctx.Err() != nil:
+			return
+		default:
+			d := b.next()
+			f.log.Warn("refresh worker pool failed", "reason", err.Error(), "retry_in", d)
+			retry = time.After(d)
+		}
+	}
 }

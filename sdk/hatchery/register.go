@@ -47,11 +47,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			continue
 		}
 		name := WorkerName(RegisterPrefix, m.Name)
-		s, reason, err := f.reserve(ctx, name, true)
-		if err != nil {
-			f.log.Warn("registration skipped", "model", path, "reason", "capacity: "+err.Error())
-			return
-		}
+		s, reason := f.reserve(name, true)
 		if s == nil {
 			f.log.Info("registration skipped", "model", path, "reason", "capacity: "+reason)
 			return
@@ -86,13 +82,14 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			defer f.spawns.Done()
 			defer f.done(key)
 			defer s.release()
-			f.register(ctx, group, args)
+			f.register(ctx, group, args, s)
 		}()
 	}
 }
 
-// register spawns one registration worker and reports a failure on the model.
-func (f *Framework) register(ctx context.Context, group string, args SpawnArguments) {
+// register spawns one registration worker and reports a failure on the
+// model. It ends the slot's reservation when SpawnWorker returns.
+func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *slot) {
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}
 	start := f.now()
@@ -101,10 +98,12 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 	err := f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(start)
 	if err == nil {
+		s.spawned()
 		f.obs.SpawnSucceeded(ev, d)
 		f.log.Info("registration worker spawned", "model", path, "worker", args.WorkerName, "duration", d.Round(time.Millisecond))
 		return
 	}
+	s.release()
 	f.obs.SpawnFailed(ev, d)
 	f.log.Warn("registration spawn failed", "model", path, "worker", args.WorkerName, "reason", err.Error())
 	dctx, cancel := f.detached(ctx)

@@ -1,0 +1,279 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func v2Model(image string) sdk.WorkerStarterWorkerModel {
+	return sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "my-model", Type: sdk.VSphere},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: image},
+	}
+}
+
+func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
+	return sdk.WorkerStarterWorkerModel{ModelV1: &sdk.Model{Name: name, Type: sdk.VSphere, Group: &sdk.Group{Name: group}}}
+}
+
+// TestClaimProvisionedVMOrder: exact flavor first, then neutral, never a VM
+// pre-sized for another flavor, never a VM that is not idle or not ours.
+func TestClaimProvisionedVMOrder(t *testing.T) {
+	t.Parallel()
+	large := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192}
+	small := &FlavorConfig{Name: "small", CPUs: 1, MemoryMB: 1024}
+	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
+	foreign.Annotation.HatcheryName = "hatch-b"
+	notIdle := []VM{
+		warmProvVM("provision-v2-on", "debian12", "large", wOn),
+		warmProvVM("provision-v2-pending", "debian12", "large"),
+		warmProvVM("provision-v2-deleted", "debian12", "large"),
+		warmProvVM("provision-v2-used", "debian12", "large"),
+		foreign,
+		warmProvVM("provision-v2-tpl", "debian12", "large", wTemplate),
+		warmProvVM("provision-v2-other-model", "ubuntu", "large"),
+		warmProvVM("w-renamed", "debian12", "large"), // no provision- prefix: not in the pool
+	}
+	exactOld := warmProvVM("provision-v2-large-old", "debian12", "LARGE", wCreated(2*time.Hour))
+	exactNew := warmProvVM("provision-v2-large-new", "debian12", "large", wCreated(time.Hour))
+	neutral := warmProvVM("provision-v2-neutral", "debian12", "")
+	otherFlavor := warmProvVM("provision-v2-small", "debian12", "small")
+
+	cases := []struct {
+		name   string
+		vms    []VM
+		flavor *FlavorConfig
+		want   []string // successive claims, "" = none
+	}{
+		{"exact then neutral then none", append([]VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
+			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
+		{"neutral when no exact", []VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
+		{"never another flavor", []VM{otherFlavor, exactOld}, &FlavorConfig{Name: "medium"}, []string{""}},
+		{"no flavor takes only neutral", []VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
+		{"small flavor exact", []VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
+		{"nothing for the model", notIdle, large, []string{""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWarmEnv(t, warmConfig(), tc.vms, nil)
+			e.h.provPending.Add("provision-v2-pending")
+			e.h.markToDelete("provision-v2-deleted")
+			e.h.provUsing.Add("provision-v2-used")
+			for _, want := range tc.want {
+				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
+				require.NoError(t, err)
+				if want == "" {
+					assert.Nil(t, got)
+					continue
+				}
+				require.NotNil(t, got, "want %s", want)
+				assert.Equal(t, want, got.Name)
+				assert.True(t, e.h.provUsing.Has(want), "claimed vm must be marked as used")
+			}
+		})
+	}
+}
+
+// TestClaimProvisionedVMV1 matches V1 pools on the model path.
+func TestClaimProvisionedVMV1(t *testing.T) {
+	t.Parallel()
+	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *Annotation) {
+		a.Provisioning = true
+		a.WorkerModelPath = "grp/m1"
+	}))
+	v2vm := warmProvVM("provision-v2-abc", "m1", "")
+	e := newWarmEnv(t, warmConfig(), []VM{v2vm, v1vm}, nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, "provision-v1-abc", got.Name)
+	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+}
+
+// TestClaimProvisionedVMListError names the model.
+func TestClaimProvisionedVMListError(t *testing.T) {
+	t.Parallel()
+	e := newWarmEnv(t, warmConfig(), nil, nil)
+	e.inv.err = errors.New("vcenter down")
+	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `"debian12"`)
+}
+
+// TestClaimProvisionedVMConcurrent: concurrent claims never get the same
+// VM, and every idle VM is handed out once (run with -race).
+func TestClaimProvisionedVMConcurrent(t *testing.T) {
+	t.Parallel()
+	const pool, claimers = 5, 16
+	var vms []VM
+	for i := range pool {
+		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
+	}
+	e := newWarmEnv(t, warmConfig(), vms, nil)
+
+	var (
+		mu  sync.Mutex
+		got []string
+		wg  sync.WaitGroup
+	)
+	start := make(chan struct{})
+	for range claimers {
+		wg.Go(func() {
+			<-start
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			if err != nil || vm == nil {
+				return
+			}
+			mu.Lock()
+			got = append(got, vm.Name)
+			mu.Unlock()
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	assert.Len(t, got, pool)
+	seen := map[string]bool{}
+	for _, n := range got {
+		assert.False(t, seen[n], "%s claimed twice", n)
+		seen[n] = true
+	}
+}
+
+// TestPrepareClaimedVMNeutralResized: a neutral VM is renamed, reconfigured
+// with the new annotation and the flavor while powered off, then powered on.
+func TestPrepareClaimedVMNeutralResized(t *testing.T) {
+	t.Parallel()
+	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.7" }))
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	large := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192}
+	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
+	want := Annotation{
+		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
+		Created: warmNow, IPAddress: "10.0.0.7", Flavor: "large",
+	}
+	wantSpec := types.VirtualMachineConfigSpec{}
+	want.ApplyTo(&wantSpec)
+	require.NoError(t, applyFlavor(&wantSpec, large, devices))
+
+	var gotSpec types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), "worker-1").Return(nil),
+		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), warmRefIs("provision-v2-n")).Return(devices, nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				gotSpec = s
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n")).Return(nil),
+	)
+
+	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
+		Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
+	require.NoError(t, err)
+	require.NotNil(t, obj)
+	assert.Equal(t, wantSpec, gotSpec)
+	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
+	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
+	a, err := ParseAnnotation(gotSpec.Annotation)
+	require.NoError(t, err)
+	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
+	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
+	assert.Equal(t, warmHatcheryName, a.HatcheryName)
+	assert.Equal(t, warmNow, a.Created, "the registration window starts at the claim")
+	assert.False(t, e.h.toDelete.Has("worker-1"))
+	assert.Positive(t, e.inv.invalidated.Load())
+}
+
+// TestPrepareClaimedVMExactNotResized: an exact-flavor VM is already sized:
+// no device load, the reconfigure carries the annotation only.
+func TestPrepareClaimedVMExactNotResized(t *testing.T) {
+	t.Parallel()
+	vm := warmProvVM("provision-v2-l", "debian12", "large")
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	gomock.InOrder(
+		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), "worker-2").Return(nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				assert.Zero(t, s.NumCPUs)
+				assert.Zero(t, s.MemoryMB)
+				assert.Empty(t, s.DeviceChange)
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
+	)
+	_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-2", Created: warmNow}, &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192})
+	require.NoError(t, err)
+}
+
+// TestPrepareClaimedVMFailures: a failed step powers the VM off, marks it
+// (under the name it has now) for deletion and names the step.
+func TestPrepareClaimedVMFailures(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	cases := []struct {
+		name     string
+		setup    func(e *warmEnv)
+		step     string
+		markName string
+	}{
+		{"rename", func(e *warmEnv) {
+			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(boom)
+		}, `rename "provision-v2-x" to "worker-3"`, "provision-v2-x"},
+		{"reconfigure", func(e *warmEnv) {
+			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(nil)
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
+		}, "reconfigure", "worker-3"},
+		{"power on", func(e *warmEnv) {
+			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(nil)
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
+			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
+		}, "power on", "worker-3"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vm := warmProvVM("provision-v2-x", "debian12", "")
+			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+			tc.setup(e)
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
+			_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-3"}, nil)
+			require.Error(t, err)
+			assert.ErrorIs(t, err, boom)
+			assert.Contains(t, err.Error(), tc.step)
+			assert.True(t, e.h.toDelete.Has(tc.markName))
+		})
+	}
+}
+
+// TestPrepareClaimedVMRefusesForeign: no call reaches vCenter for a VM that
+// is not ours (the strict mock fails on any).
+func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
+	t.Parallel()
+	other := warmProvVM("provision-v2-b", "debian12", "")
+	other.Annotation.HatcheryName = "hatch-b"
+	bare := VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
+	tpl := warmProvVM("provision-v2-tpl", "debian12", "", wTemplate)
+	e := newWarmEnv(t, warmConfig(), []VM{other, bare, tpl}, nil)
+	for _, vm := range []VM{other, bare, tpl} {
+		_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-x"}, nil)
+		require.Error(t, err, vm.Name)
+	}
+	_, err := e.h.prepareClaimedVM(context.Background(), nil, Annotation{WorkerName: "worker-x"}, nil)
+	require.Error(t, err)
+	assert.Zero(t, e.h.toDelete.Len())
+}

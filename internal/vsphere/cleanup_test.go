@@ -1,0 +1,367 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TestKillAwolServers covers every branch of the awol cleanup: each case
+// lists the datacenter and exactly which VMs are destroyed (powered off
+// first when on). The mock is strict: any other vCenter call fails.
+func TestKillAwolServers(t *testing.T) {
+	t.Parallel()
+	const regTTL = 10 * time.Minute
+	const ttl = 120 * time.Minute
+
+	provOn := func(name string, opts ...vmOpt) VM {
+		return warmProvVM(name, "debian12", "", append([]vmOpt{wOn}, opts...)...)
+	}
+
+	cases := []struct {
+		name      string
+		vms       []VM
+		v1        []sdk.Worker
+		v2        []sdk.V2Worker
+		apiErr    error
+		noAPI     bool
+		toDelete  []string
+		pending   []string
+		jobs      []string
+		using     []string
+		preparing []string
+		events    []types.BaseEvent
+		eventsErr error
+		destroyed []string
+	}{
+		{
+			name:      "marked for deletion, powered on: powered off and destroyed",
+			vms:       []VM{warmVM("w-1")},
+			toDelete:  []string{"w-1"},
+			v2:        []sdk.V2Worker{{Name: "w-1"}},
+			destroyed: []string{"w-1"},
+		},
+		{
+			name:      "marked for deletion, powered off: destroyed",
+			vms:       []VM{warmVM("w-1", wOff)},
+			toDelete:  []string{"w-1"},
+			destroyed: []string{"w-1"},
+		},
+		{
+			name:      "marked for deletion is deleted even when the api fails",
+			vms:       []VM{warmVM("w-1"), warmVM("w-old", wCreated(time.Hour))},
+			toDelete:  []string{"w-1"},
+			apiErr:    errors.New("api down"),
+			destroyed: []string{"w-1"},
+		},
+		{
+			name:     "api error: nothing else is decided",
+			vms:      []VM{warmVM("w-old", wCreated(time.Hour)), warmVM("w-done", wOff, wStarted(time.Hour)), provOn("provision-v2-half", wCreated(time.Hour))},
+			apiErr:   errors.New("api down"),
+			toDelete: nil,
+		},
+		{
+			name:  "no api client: nothing but marked vms",
+			vms:   []VM{warmVM("w-old", wCreated(time.Hour))},
+			noAPI: true,
+		},
+		{
+			name: "provisioned idle vm is left to the provisioning loop",
+			vms:  []VM{warmProvVM("provision-v2-idle", "debian12", "", wCreated(24*time.Hour))},
+		},
+		{
+			name:    "provisioned vm being provisioned is kept",
+			vms:     []VM{provOn("provision-v2-busy", wCreated(time.Hour))},
+			pending: []string{"provision-v2-busy"},
+		},
+		{
+			name:      "half-provisioned vm left by a crash is deleted",
+			vms:       []VM{provOn("provision-v2-half", wCreated(regTTL+time.Minute))},
+			destroyed: []string{"provision-v2-half"},
+		},
+		{
+			name: "provisioned vm powered on within the bound is kept",
+			vms:  []VM{provOn("provision-v2-young", wCreated(regTTL-time.Minute))},
+		},
+		{
+			name:  "provisioned vm being claimed is kept",
+			vms:   []VM{provOn("provision-v2-claimed", wCreated(time.Hour))},
+			using: []string{"provision-v2-claimed"},
+		},
+		{
+			name: "model vm is kept",
+			vms:  []VM{warmVM("model-debian", wOff, wCreated(48*time.Hour), wAnnot(func(a *Annotation) { a.Model = true }))},
+		},
+		{
+			name: "our template is never touched",
+			vms:  []VM{warmVM("grp-model", wOff, wTemplate, wCreated(48*time.Hour))},
+		},
+		{
+			name:      "worker never started past the registration ttl is deleted",
+			vms:       []VM{warmVM("w-stuck", wCreated(regTTL+time.Second))},
+			destroyed: []string{"w-stuck"},
+		},
+		{
+			name: "worker never started within the registration ttl is kept",
+			vms:  []VM{warmVM("w-young", wCreated(regTTL-time.Second))},
+		},
+		{
+			name: "renamed but never started (crash during a claim) is deleted",
+			vms: []VM{warmVM("w-renamed", wOff, wCreated(3*time.Hour), wAnnot(func(a *Annotation) {
+				a.Provisioning = true
+				a.VMwareModelPath = "debian12"
+			}))},
+			destroyed: []string{"w-renamed"},
+		},
+		{
+			name:      "claimed vm being prepared under its new name is kept",
+			vms:       []VM{warmVM("w-preparing", wOff, wCreated(3*time.Hour))},
+			preparing: []string{"w-preparing"},
+		},
+		{
+			name: "worker whose job is being spawned is kept",
+			vms:  []VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			jobs: []string{"77"},
+		},
+		{
+			name:      "worker known to the api past the worker ttl is deleted",
+			vms:       []VM{warmVM("w-v1", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
+			v1:        []sdk.Worker{{Name: "w-v1", Status: sdk.StatusBuilding}},
+			destroyed: []string{"w-v1"},
+		},
+		{
+			name:      "v2 worker known to the api past the worker ttl is deleted",
+			vms:       []VM{warmVM("w-v2", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
+			v2:        []sdk.V2Worker{{Name: "w-v2", Status: sdk.StatusBuilding}},
+			destroyed: []string{"w-v2"},
+		},
+		{
+			name: "worker known to the api within the worker ttl is kept",
+			vms:  []VM{warmVM("w-busy", wCreated(ttl), wStarted(ttl-time.Minute))},
+			v1:   []sdk.Worker{{Name: "w-busy", Status: sdk.StatusBuilding}},
+		},
+		{
+			name: "worker known to the api whose record lacks the start time is kept within the ttl",
+			vms:  []VM{warmVM("w-lag", wCreated(time.Hour))},
+			v2:   []sdk.V2Worker{{Name: "w-lag", Status: sdk.StatusWaiting}},
+		},
+		{
+			name:      "worker known to the api whose record lacks the start time: ttl from creation",
+			vms:       []VM{warmVM("w-lag", wCreated(ttl+time.Minute))},
+			v2:        []sdk.V2Worker{{Name: "w-lag", Status: sdk.StatusWaiting}},
+			destroyed: []string{"w-lag"},
+		},
+		{
+			name:      "worker unknown to the api and powered off has finished",
+			vms:       []VM{warmVM("w-done", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute))},
+			destroyed: []string{"w-done"},
+		},
+		{
+			name:      "worker unknown to the api, powered on, past the registration ttl",
+			vms:       []VM{warmVM("w-lost", wCreated(time.Hour), wStarted(regTTL+time.Second))},
+			destroyed: []string{"w-lost"},
+		},
+		{
+			name: "worker unknown to the api, powered on, within the registration ttl",
+			vms:  []VM{warmVM("w-booting", wCreated(time.Hour), wStarted(regTTL-time.Second))},
+		},
+		{
+			name: "registration vm powered off within the ttl waits to become a template",
+			vms: []VM{warmVM("register-m1-x", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute), wAnnot(func(a *Annotation) {
+				a.RegisterOnly = true
+				a.WorkerModelPath = "grp/m1"
+			}))},
+		},
+		{
+			name: "registration vm powered off past the ttl is deleted",
+			vms: []VM{warmVM("register-m1-y", wOff, wCreated(time.Hour), wStarted(regTTL+time.Minute), wAnnot(func(a *Annotation) {
+				a.RegisterOnly = true
+				a.WorkerModelPath = "grp/m1"
+			}))},
+			destroyed: []string{"register-m1-y"},
+		},
+		{
+			name: "no timestamp in the annotation: oldest event decides (old)",
+			vms:  []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			events: []types.BaseEvent{
+				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Hour)}}}},
+				&types.VmStartingEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-59 * time.Minute)}}},
+			},
+			destroyed: []string{"w-notime"},
+		},
+		{
+			name: "no timestamp in the annotation: oldest event decides (young)",
+			vms:  []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			events: []types.BaseEvent{
+				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Minute)}}}},
+			},
+		},
+		{
+			name:      "no timestamp and events unreadable: kept",
+			vms:       []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			eventsErr: errors.New("events gone"),
+		},
+		{
+			name: "mixed datacenter: exactly the expired ones go",
+			vms: []VM{
+				warmVM("w-keep", wCreated(time.Minute)),
+				warmVM("w-stuck", wCreated(time.Hour)),
+				warmVM("w-done", wOff, wStarted(time.Hour)),
+				warmProvVM("provision-v2-idle", "debian12", ""),
+				provOn("provision-v2-half", wCreated(time.Hour)),
+				warmVM("w-api", wStarted(time.Hour)),
+			},
+			v1:        []sdk.Worker{{Name: "w-api"}},
+			destroyed: []string{"provision-v2-half", "w-done", "w-stuck"},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var cds *warmCDS
+			if !tc.noAPI {
+				cds = &warmCDS{v1: tc.v1, v2: tc.v2, v1Err: tc.apiErr}
+			}
+			cfg := warmConfig()
+			// A pool configured large enough: no provisioned VM is surplus here.
+			cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 5}}
+			e := newWarmEnv(t, cfg, tc.vms, cds)
+			for _, n := range tc.toDelete {
+				e.h.markToDelete(n)
+			}
+			for _, n := range tc.pending {
+				e.h.provPending.Add(n)
+			}
+			for _, j := range tc.jobs {
+				e.h.pendingJobs.Add(j)
+			}
+			for _, n := range tc.using {
+				e.h.provUsing.Add(n)
+			}
+			for _, n := range tc.preparing {
+				e.h.prov.preparing.Add(n)
+			}
+			if tc.events != nil || tc.eventsErr != nil {
+				e.vs.EXPECT().LoadVirtualMachineEvents(gomock.Any(), gomock.Any()).Return(tc.events, tc.eventsErr)
+			}
+			byName := map[string]VM{}
+			for _, v := range tc.vms {
+				byName[v.Name] = v
+			}
+			for _, n := range tc.destroyed {
+				e.expectDelete(byName[n])
+			}
+
+			e.h.killAwolServers(context.Background())
+
+			for _, n := range tc.destroyed {
+				assert.False(t, e.h.toDelete.Has(n), "%s still marked after its deletion", n)
+			}
+		})
+	}
+}
+
+// TestKillAwolServersRetriesFailedDeletion: a destroy that fails keeps the VM
+// marked; the next pass destroys it and forgets the mark.
+func TestKillAwolServersRetriesFailedDeletion(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("w-1", wOff)
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, &warmCDS{})
+	e.h.markToDelete("w-1")
+	gomock.InOrder(
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(errors.New("task failed")),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+	)
+
+	e.h.killAwolServers(context.Background())
+	require.True(t, e.h.toDelete.Has("w-1"), "a failed deletion must stay marked")
+
+	e.h.killAwolServers(context.Background())
+	assert.False(t, e.h.toDelete.Has("w-1"))
+}
+
+// TestKillAwolServersFailedDeletionOfExpiredVMIsRetried: a VM found expired
+// but not destroyed stays marked, so it goes even if the API is down next pass.
+func TestKillAwolServersFailedDeletionOfExpiredVMIsRetried(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("w-stuck", wCreated(time.Hour))
+	cds := &warmCDS{}
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, cds)
+	gomock.InOrder(
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(errors.New("host unreachable")),
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(nil),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(nil),
+	)
+	e.h.killAwolServers(context.Background())
+	require.True(t, e.h.toDelete.Has("w-stuck"))
+
+	cds.mu.Lock()
+	cds.v1Err = errors.New("api down")
+	cds.mu.Unlock()
+	e.h.killAwolServers(context.Background())
+	assert.False(t, e.h.toDelete.Has("w-stuck"))
+}
+
+// TestKillDisabledWorkers: only our VMs whose worker is disabled are marked.
+func TestKillDisabledWorkers(t *testing.T) {
+	t.Parallel()
+	foreign := warmVM("w-foreign")
+	foreign.Annotation.HatcheryName = "hatch-b"
+	vms := []VM{
+		warmVM("w-dis-v1"),
+		warmVM("w-dis-v2"),
+		warmVM("w-ok"),
+		foreign,
+		warmVM("w-tpl", wTemplate),
+		{Ref: warmRef("w-bare"), Name: "w-bare"},
+	}
+	cds := &warmCDS{
+		v1: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
+		v2: []sdk.V2Worker{{Name: "w-dis-v2", Status: sdk.StatusDisabled}, {Name: "w-tpl", Status: sdk.StatusDisabled}, {Name: "w-bare", Status: sdk.StatusDisabled}},
+	}
+	e := newWarmEnv(t, warmConfig(), vms, cds)
+
+	e.h.killDisabledWorkers(context.Background())
+
+	assert.Equal(t, []string{"w-dis-v1", "w-dis-v2"}, e.h.toDelete.List())
+}
+
+// TestKillDisabledWorkersAPIError: nothing is marked when the API fails.
+func TestKillDisabledWorkersAPIError(t *testing.T) {
+	t.Parallel()
+	cds := &warmCDS{v2Err: errors.New("api down"), v1: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
+	e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1")}, cds)
+	e.h.killDisabledWorkers(context.Background())
+	assert.Zero(t, e.h.toDelete.Len())
+}
+
+// TestKillAwolServersEmptiesUnconfiguredPools: with no workerProvisioning
+// entry left the provisioning loop does not run, so cleanup removes the idle
+// provisioned VMs of ours — and only those.
+func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
+	t.Parallel()
+	other := warmProvVM("provision-v2-b", "debian12", "")
+	other.Annotation.HatcheryName = "hatch-b"
+	vms := []VM{
+		warmProvVM("provision-v2-idle", "debian12", ""),
+		warmProvVM("provision-v2-idle-large", "ubuntu", "large"),
+		warmProvVM("provision-v2-booting", "debian12", "", wOn),
+		warmProvVM("provision-v2-claimed", "debian12", ""),
+		other,
+	}
+	e := newWarmEnv(t, warmConfig(), vms, &warmCDS{})
+	e.h.provPending.Add("provision-v2-booting")
+	e.h.provUsing.Add("provision-v2-claimed")
+	e.expectDelete(vms[0])
+	e.expectDelete(vms[1])
+
+	e.h.killAwolServers(context.Background())
+	assert.Zero(t, e.h.toDelete.Len())
+}

@@ -1,0 +1,127 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TestDeleteServer covers the power-off, destroy and mark bookkeeping.
+func TestDeleteServer(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	invalidPower := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+		Fault: &types.InvalidPowerState{ExistingState: types.VirtualMachinePowerStatePoweredOn},
+	}}
+	cases := []struct {
+		name       string
+		vm         VM
+		setup      func(e *warmEnv)
+		wantErr    string
+		stayMarked bool
+	}{
+		{"powered on: off then destroy", warmVM("w-1"), func(e *warmEnv) {
+			gomock.InOrder(
+				e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+			)
+		}, "", false},
+		{"powered off: destroy only", warmVM("w-1", wOff), func(e *warmEnv) {
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil)
+		}, "", false},
+		{"stale power state: invalid power state, off, destroy again", warmVM("w-1", wOff), func(e *warmEnv) {
+			gomock.InOrder(
+				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(invalidPower),
+				e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+			)
+		}, "", false},
+		{"power off fails: stays marked", warmVM("w-1"), func(e *warmEnv) {
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(boom)
+		}, `delete vm "w-1": power off: boom`, true},
+		{"destroy fails: stays marked", warmVM("w-1", wOff), func(e *warmEnv) {
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(boom)
+		}, `delete vm "w-1": destroy: boom`, true},
+		{"our model template being replaced may go", warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true })), func(e *warmEnv) {
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("m1")).Return(nil)
+		}, "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWarmEnv(t, warmConfig(), []VM{tc.vm}, nil)
+			tc.setup(e)
+			err := e.h.deleteServer(context.Background(), tc.vm)
+			if tc.wantErr != "" {
+				require.EqualError(t, err, tc.wantErr)
+			} else {
+				require.NoError(t, err)
+			}
+			assert.Equal(t, tc.stayMarked, e.h.toDelete.Has(tc.vm.Name))
+			assert.Positive(t, e.inv.invalidated.Load())
+		})
+	}
+}
+
+// TestDeleteServerInProgress: a VM being deleted by one loop is not deleted
+// again by another at the same time.
+func TestDeleteServerInProgress(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("w-1", wOff)
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	inDestroy := make(chan struct{})
+	finish := make(chan struct{})
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).DoAndReturn(func(context.Context, interface{}) error {
+		close(inDestroy)
+		<-finish
+		return nil
+	})
+	done := make(chan error)
+	go func() { done <- e.h.deleteServer(context.Background(), vm) }()
+	<-inDestroy
+	err := e.h.deleteServer(context.Background(), vm)
+	require.ErrorIs(t, err, errDeleteInProgress)
+	close(finish)
+	require.NoError(t, <-done)
+}
+
+// TestDeleteServerRegistrationReport: deleting a register- VM reports a
+// spawn error when the model still needs registration, not otherwise.
+func TestDeleteServerRegistrationReport(t *testing.T) {
+	t.Parallel()
+	created := warmNow.Add(-time.Hour)
+	cases := []struct {
+		name  string
+		model sdk.Model
+		want  []string
+	}{
+		{"still needs registration", sdk.Model{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true, LastRegistration: created.Add(time.Minute)},
+			[]string{"grp/m1: worker model grp/m1: registration vm register-m1-x was deleted before the registration ended"}},
+		{"last registered before the vm", sdk.Model{Name: "m1", Group: &sdk.Group{Name: "grp"}, LastRegistration: created.Add(-time.Minute)},
+			[]string{"grp/m1: worker model grp/m1: registration vm register-m1-x was deleted before the registration ended"}},
+		{"registered since", sdk.Model{Name: "m1", Group: &sdk.Group{Name: "grp"}, LastRegistration: created.Add(time.Minute)}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vm := warmVM("register-m1-x", wOff, wAnnot(func(a *Annotation) {
+				a.RegisterOnly = true
+				a.WorkerModelPath = "grp/m1"
+				a.Created = created
+			}))
+			cds := &warmCDS{models: []sdk.Model{tc.model}}
+			e := newWarmEnv(t, warmConfig(), []VM{vm}, cds)
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("register-m1-x")).Return(nil)
+			require.NoError(t, e.h.deleteServer(context.Background(), vm))
+			assert.Equal(t, tc.want, cds.spawnErrors)
+		})
+	}
+}

@@ -1,0 +1,41 @@
+package vsphere
+
+import (
+	"context"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/vmware/govmomi/object"
+)
+
+// Hooks for the external (vcsim) tests of the warm pool and cleanup: the
+// loops' single passes and the claim path, compiled into tests only.
+
+// WarmProvisioningPass runs one provisioning pass.
+func (h *HatcheryVSphere) WarmProvisioningPass(ctx context.Context) { h.provisioning(ctx) }
+
+// WarmKillAwolServersPass runs one awol cleanup pass.
+func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killAwolServers(ctx) }
+
+// WarmClaim is claimProvisionedVM.
+func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *FlavorConfig) (*VM, error) {
+	return h.claimProvisionedVM(ctx, model, flavor)
+}
+
+// WarmPrepareClaimed is prepareClaimedVM.
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+	return h.prepareClaimedVM(ctx, vm, annot, flavor)
+}
+
+// WarmReleaseClaim is releaseClaim.
+func (h *HatcheryVSphere) WarmReleaseClaim(name string) { h.releaseClaim(name) }
+
+// WarmCloneFunc is the signature of cloneVM.
+type WarmCloneFunc = cloneFunc
+
+// WarmWrapClone makes provisioning clone through wrap(cloneVM).
+func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneFunc) {
+	h.prov.clone = wrap(h.cloneVM)
+}
+
+// WarmFlavor returns the configured flavor named name (nil when unknown).
+func (h *HatcheryVSphere) WarmFlavor(name string) *FlavorConfig { return h.flavorByName(name) }

@@ -1,0 +1,155 @@
+package vsphere_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+)
+
+var guestAuth = &types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}
+
+func TestGuestReadinessAfterDelay(t *testing.T) {
+	t.Parallel()
+	const delay = 300 * time.Millisecond
+	env := vcsimtest.Start(t, vcsimtest.Options{ReadyDelay: delay})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.21")
+
+	start := time.Now()
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	assert.False(t, env.MustInspect("worker-1").GuestOperationsReady, "not ready before the delay")
+	_, err := c.StartProgramInGuest(ctx, vm, guestAuth, &types.GuestProgramSpec{ProgramPath: "/usr/bin/env"})
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.GuestOperationsUnavailable{}), "%v", err)
+
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+	assert.GreaterOrEqual(t, time.Since(start), delay)
+	st := env.MustInspect("worker-1")
+	assert.True(t, st.GuestOperationsReady)
+	assert.Equal(t, string(types.VirtualMachineToolsRunningStatusGuestToolsRunning), st.ToolsRunningStatus)
+
+	ip, err := c.WaitForVirtualMachineIP(ctx, vm, "")
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.21", ip)
+
+	// Another expected IP never shows up: the wait ends with ctx.
+	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
+	defer cancel()
+	_, err = c.WaitForVirtualMachineIP(short, vm, "10.0.0.99")
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Contains(t, err.Error(), "wait for ip address of")
+}
+
+func TestGuestReadinessWaitEndsWithContext(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	before := env.Client.Stats().Total().Requests
+	err := env.Client.WaitForGuestOperationsReady(short, vm) // powered off: never ready
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	// Polled on a ticker, not in a busy loop.
+	assert.LessOrEqual(t, env.Client.Stats().Total().Requests-before, int64(100*time.Millisecond/vcsimtest.TestPollInterval)+2)
+}
+
+func TestStartProgramInGuest(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	spec := &types.GuestProgramSpec{ProgramPath: "/bin/echo", Arguments: "-n ;./worker", EnvVariables: []string{"CDS_CONFIG=e30="}}
+
+	_, err := c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	require.Error(t, err, "powered off")
+	assert.True(t, fault.Is(err, &types.InvalidPowerState{}), "%v", err)
+
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+
+	_, err = c.StartProgramInGuest(ctx, vm, &types.NamePasswordAuthentication{Username: "root", Password: "wrong"}, spec)
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.InvalidGuestLogin{}), "%v", err)
+	assert.NotContains(t, err.Error(), "wrong")
+
+	env.Guest.FailNext(new(types.GuestProcessNotFound))
+	_, err = c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.GuestProcessNotFound{}), "%v", err)
+
+	pid, err := c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	require.NoError(t, err)
+	assert.Positive(t, pid)
+
+	calls, err := env.Guest.WaitForCalls(ctx, 4)
+	require.NoError(t, err)
+	require.Len(t, calls, 4)
+	last := calls[3]
+	assert.Equal(t, vcsimtest.GuestCall{
+		VM: "worker-1", User: vcsimtest.DefaultGuestUser, ProgramPath: "/bin/echo", Arguments: "-n ;./worker",
+		EnvVariables: []string{"CDS_CONFIG=e30="}, Pid: pid,
+	}, last)
+	assert.NotNil(t, calls[0].Fault)
+	assert.Zero(t, calls[0].Pid)
+}
+
+func TestResourcePoolRuntime(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := testCtx(t)
+	c := env.Client
+	pool, err := c.LoadResourcePool(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, env.ResourcePoolRef(), pool.Reference())
+
+	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		rt.Memory.UnreservedForVm = 8 << 30
+		rt.Cpu.UnreservedForVm = 12000
+		rt.Memory.OverallUsage = 1 << 30
+	})
+	rt, err := c.ResourcePoolRuntime(ctx, pool)
+	require.NoError(t, err)
+	assert.Equal(t, int64(8<<30), rt.Memory.UnreservedForVm)
+	assert.Equal(t, int64(12000), rt.Cpu.UnreservedForVm)
+	assert.Equal(t, int64(1<<30), rt.Memory.OverallUsage)
+}
+
+func TestLoadVirtualMachineEvents(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	// More than the 10 events vcsim returns without MaxCount.
+	for range 6 {
+		require.NoError(t, c.StartVirtualMachine(ctx, vm))
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
+	}
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+
+	on, err := c.LoadVirtualMachineEvents(ctx, vm, "VmPoweredOnEvent")
+	require.NoError(t, err)
+	require.Len(t, on, 7)
+	for _, e := range on {
+		_, ok := e.(*types.VmPoweredOnEvent)
+		assert.True(t, ok, "%T", e)
+	}
+	all, err := c.LoadVirtualMachineEvents(ctx, vm)
+	require.NoError(t, err)
+	assert.Greater(t, len(all), 20)
+	for i := 1; i < len(all); i++ {
+		assert.Less(t, all[i-1].GetEvent().Key, all[i].GetEvent().Key, "oldest first")
+	}
+	_, last := all[len(all)-1].(*types.VmPoweredOnEvent)
+	assert.True(t, last, "newest last: %T", all[len(all)-1])
+}

@@ -1,0 +1,82 @@
+package vsphere_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+func TestPlacement(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := testCtx(t)
+
+	t.Run("configured", func(t *testing.T) {
+		c := env.Client
+		pool, err := c.LoadResourcePool(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, vcsimtest.ResourcePoolPath, pool.InventoryPath)
+		folder, err := c.LoadFolder(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, vcsimtest.FolderPath, folder.InventoryPath)
+		ds, err := c.LoadDatastore(ctx, vcsimtest.DatastoreName)
+		require.NoError(t, err)
+		assert.Equal(t, vcsimtest.DatastoreName, ds.Name())
+		n, err := c.LoadNetwork(ctx, vcsimtest.NetworkName)
+		require.NoError(t, err)
+		assert.Contains(t, n.GetInventoryPath(), vcsimtest.NetworkName)
+	})
+
+	t.Run("defaults", func(t *testing.T) {
+		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool, c.Folder, c.Datacenter = "", "", "" })
+		folder, err := c.LoadFolder(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, vcsimtest.FolderPath, folder.InventoryPath)
+		ds, err := c.LoadDatastore(ctx, "")
+		require.NoError(t, err, "one datastore: the default")
+		assert.Equal(t, vcsimtest.DatastoreName, ds.Name())
+		// The VPX model has a standalone host and a cluster: two pools.
+		_, err = c.LoadResourcePool(ctx)
+		require.ErrorIs(t, err, vsphere.ErrAmbiguous)
+		assert.Contains(t, err.Error(), "resourcePoolString")
+	})
+
+	t.Run("pool by name", func(t *testing.T) {
+		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool = "Resources" })
+		_, err := c.LoadResourcePool(ctx)
+		require.ErrorIs(t, err, vsphere.ErrAmbiguous, "two pools are named Resources")
+		assert.Contains(t, err.Error(), `find resource pool "Resources" (resourcePoolString)`)
+	})
+
+	t.Run("missing", func(t *testing.T) {
+		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool, c.Folder = "/DC0/host/nope/Resources", "/DC0/vm/nope" })
+		_, err := c.LoadResourcePool(ctx)
+		require.Error(t, err)
+		assert.NotErrorIs(t, err, vsphere.ErrAmbiguous)
+		_, err = c.LoadFolder(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `find folder "/DC0/vm/nope" (folderString)`)
+		_, err = c.LoadDatastore(ctx, "nope")
+		require.Error(t, err)
+		_, err = c.LoadNetwork(ctx, "nope")
+		require.Error(t, err)
+		_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.Datacenter = "nope" })
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), `find datacenter "nope" (datacenterString)`)
+	})
+
+	t.Run("config mapping", func(t *testing.T) {
+		cfg := vsphere.ClientConfigFrom(env.Config())
+		cfg.PollInterval = vcsimtest.TestPollInterval
+		c, err := vsphere.NewGovmomiClient(ctx, cfg)
+		require.NoError(t, err)
+		defer c.Close(ctx)
+		pool, err := c.LoadResourcePool(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, vcsimtest.ResourcePoolPath, pool.InventoryPath)
+	})
+}

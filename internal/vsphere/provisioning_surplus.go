@@ -1,0 +1,85 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// idleProvisioned tells whether vm is an idle VM of the warm pool: ours,
+// provisioned, powered off, not being provisioned, claimed or deleted.
+// Only such VMs may be claimed or removed as surplus.
+func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
+	if _, ok := h.keyOf(vm); !ok {
+		return false
+	}
+	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff &&
+		!h.provPending.Has(vm.Name) &&
+		!h.provUsing.Has(vm.Name) &&
+		!h.toDelete.Has(vm.Name) &&
+		!h.prov.deleting.Has(vm.Name)
+}
+
+// removeSurplus destroys idle provisioned VMs of pools holding more than
+// their configured number (the number went down, the entry or its flavor
+// changed, or it was removed). Only idle VMs go: a VM being provisioned or
+// claimed is never touched, so a pool may stay above its number until
+// those end. A failed deletion stays marked and is retried by cleanup.
+func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, configured map[poolKey]int) {
+	idle := map[poolKey][]VM{}
+	for _, v := range vms {
+		if h.idleProvisioned(v) {
+			k, _ := h.keyOf(v)
+			idle[k] = append(idle[k], v)
+		}
+	}
+	keys := make([]poolKey, 0, len(idle))
+	for k := range idle {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+
+	for _, k := range keys {
+		excess := counts[k] - configured[k]
+		if excess <= 0 {
+			continue
+		}
+		candidates := idle[k]
+		sort.Slice(candidates, func(i, j int) bool {
+			a, b := candidates[i].Annotation.Created, candidates[j].Annotation.Created
+			if !a.Equal(b) {
+				return a.Before(b)
+			}
+			return candidates[i].Name < candidates[j].Name
+		})
+		for _, v := range candidates {
+			if excess == 0 || ctx.Err() != nil {
+				break
+			}
+			// Taking the claim first keeps a concurrent spawn off this VM.
+			if !h.provUsing.Add(v.Name) {
+				continue
+			}
+			excess--
+			h.markToDelete(v.Name)
+			h.log.Info("deleting surplus provisioned vm", "vm", v.Name, "model", k.model, "flavor", k.flavor,
+				"reason", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
+			if err := h.deleteServer(ctx, v); err != nil {
+				h.log.Warn("surplus provisioned vm not deleted, retried by cleanup", "vm", v.Name, "reason", err.Error())
+			}
+			h.provUsing.Remove(v.Name)
+		}
+	}
+}
+
+func keyLess(a, b poolKey) bool {
+	if a.v1 != b.v1 {
+		return !a.v1
+	}
+	if a.model != b.model {
+		return a.model < b.model
+	}
+	return a.flavor < b.flavor
+}

@@ -1,0 +1,413 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+)
+
+// cloneCall is one call of the provisioning clone hook.
+type cloneCall struct {
+	template string
+	name     string
+	annot    Annotation
+	flavor   string
+}
+
+// cloneRecorder replaces cloneVM: it records the calls and returns a VM
+// object whose reference is warmRef(name), or err.
+type cloneRecorder struct {
+	mu    sync.Mutex
+	calls []cloneCall
+	err   func(name string) error
+	hook  func()
+}
+
+func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *FlavorConfig) (*object.VirtualMachine, error) {
+	if r.hook != nil {
+		r.hook()
+	}
+	c := cloneCall{template: tpl, name: name, annot: *a}
+	if f != nil {
+		c.flavor = f.Name
+	}
+	r.mu.Lock()
+	r.calls = append(r.calls, c)
+	r.mu.Unlock()
+	if r.err != nil {
+		if err := r.err(name); err != nil {
+			return nil, err
+		}
+	}
+	return object.NewVirtualMachine(nil, warmRef(name)), nil
+}
+
+func (r *cloneRecorder) names() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, c := range r.calls {
+		out = append(out, c.name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// refRecorder records the VM names a mocked call was made for.
+type refRecorder struct {
+	mu    sync.Mutex
+	names []string
+}
+
+func (r *refRecorder) add(vm *object.VirtualMachine) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.names = append(r.names, vm.Reference().Value[len("vm-"):])
+}
+
+func (r *refRecorder) sorted() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := append([]string(nil), r.names...)
+	sort.Strings(out)
+	return out
+}
+
+// expectProvisionSteps expects n provisioned VMs to get their IP and be
+// powered off, and records for which VMs.
+func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
+	ip, off = &refRecorder{}, &refRecorder{}
+	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Times(n).
+		DoAndReturn(func(ctx context.Context, vm *object.VirtualMachine, _ string) (string, error) {
+			if _, ok := ctx.Deadline(); !ok {
+				return "", errors.New("ip wait must be bounded")
+			}
+			ip.add(vm)
+			return "10.0.0.9", nil
+		})
+	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Times(n).
+		DoAndReturn(func(_ context.Context, vm *object.VirtualMachine) error {
+			off.add(vm)
+			return nil
+		})
+	return ip, off
+}
+
+var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9]{10}$`)
+
+// TestProvisioningFillsPools: deficits per (model, flavor), V2 pools then V1,
+// round-robin; each VM annotated, cloned, waited for and powered off.
+func TestProvisioningFillsPools(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 1 // sequential: the queue order is observable
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{
+		{ModelVMWare: "debian12", Number: 3},
+		{ModelVMWare: "ubuntu", Number: 2, Flavor: "Large"},
+		{ModelPath: "grp/m1", Number: 1},
+	}
+	modTime := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	other := warmProvVM("provision-v2-other", "debian12", "")
+	other.Annotation.HatcheryName = "hatch-b"
+	vms := []VM{
+		warmTpl("debian12"), warmTpl("ubuntu"),
+		warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) {
+			a.Model = true
+			a.WorkerModelPath = "grp/m1"
+			a.WorkerModelLastModified = fmt.Sprint(modTime.Unix()) // up to date: no registration needed
+		})),
+		warmProvVM("provision-v2-have", "debian12", ""),       // counts for debian12
+		warmProvVM("provision-v2-claimed", "debian12", ""),    // leaving the pool
+		warmProvVM("provision-v2-large", "debian12", "large"), // another pool
+		other, // not ours
+		warmProvVM("provision-v2-tobedeleted", "debian12", ""),     // leaving the pool
+		warmProvVM("provision-v2-booting", "ubuntu", "large", wOn), // being provisioned
+	}
+	cds := &warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, UserLastModified: modTime}}}
+	e := newWarmEnv(t, cfg, vms, cds)
+	e.h.provUsing.Add("provision-v2-claimed")
+	e.h.markToDelete("provision-v2-tobedeleted")
+	e.h.provPending.Add("provision-v2-booting")
+	e.h.prov.addPending("provision-v2-booting", poolKey{model: "ubuntu", flavor: "large"})
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+	// provision-v2-large is surplus (no pool for it) and idle: removed.
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-large")).Return(nil)
+	ip, off := expectProvisionSteps(e, 4)
+
+	e.h.provisioning(context.Background())
+
+	var templates []string
+	for _, c := range rec.calls {
+		templates = append(templates, c.template)
+		assert.Regexp(t, provisionNameRE, c.name)
+		assert.Equal(t, c.name, c.annot.WorkerName)
+		assert.Equal(t, warmHatcheryName, c.annot.HatcheryName)
+		assert.True(t, c.annot.Provisioning)
+		assert.Equal(t, warmNow, c.annot.Created)
+		switch c.template {
+		case "debian12":
+			assert.Contains(t, c.name, "provision-v2-")
+			assert.Equal(t, "debian12", c.annot.VMwareModelPath)
+			assert.Empty(t, c.annot.Flavor)
+			assert.Empty(t, c.flavor)
+		case "ubuntu":
+			assert.Equal(t, "ubuntu", c.annot.VMwareModelPath)
+			assert.Equal(t, "large", c.annot.Flavor)
+			assert.Equal(t, "large", c.flavor)
+		case "m1":
+			assert.Contains(t, c.name, "provision-v1-")
+			assert.Equal(t, "grp/m1", c.annot.WorkerModelPath)
+			assert.Equal(t, fmt.Sprint(modTime.Unix()), c.annot.WorkerModelLastModified)
+		}
+	}
+	assert.Equal(t, []string{"debian12", "ubuntu", "debian12", "m1"}, templates)
+	assert.Equal(t, rec.names(), ip.sorted())
+	assert.Equal(t, rec.names(), off.sorted())
+	assert.Equal(t, []string{"provision-v2-booting"}, e.h.provPending.List(), "only the pass's own names are released")
+}
+
+// TestProvisioningBoundedAndJoined: at most workerProvisioningPoolSize
+// clones run at once, and the pass returns only when all have ended.
+func TestProvisioningBoundedAndJoined(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 2
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 6}}
+	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+
+	var active, maxActive, finished atomic.Int64
+	entered := make(chan struct{}, 6)
+	release := make(chan struct{})
+	rec := &cloneRecorder{hook: func() {
+		n := active.Add(1)
+		for {
+			m := maxActive.Load()
+			if n <= m || maxActive.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		entered <- struct{}{}
+		<-release
+		active.Add(-1)
+		finished.Add(1)
+	}}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 6)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		e.h.provisioning(context.Background())
+	}()
+	<-entered
+	<-entered
+	assert.Equal(t, int64(2), active.Load(), "two clones in flight")
+	close(release)
+	<-done
+
+	assert.Equal(t, int64(6), finished.Load(), "every clone ended before the pass returned")
+	assert.LessOrEqual(t, maxActive.Load(), int64(2))
+	assert.Zero(t, e.h.provPending.Len())
+}
+
+// TestProvisioningFailuresMarked: a VM that fails to clone, to get its IP
+// or to power off is marked for deletion; nothing stays pending.
+func TestProvisioningFailuresMarked(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	cases := []struct {
+		name  string
+		setup func(e *warmEnv, rec *cloneRecorder)
+	}{
+		{"clone", func(_ *warmEnv, rec *cloneRecorder) {
+			rec.err = func(string) error { return boom }
+		}},
+		{"ip", func(e *warmEnv, _ *cloneRecorder) {
+			e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Return("", context.DeadlineExceeded)
+		}},
+		{"power off", func(e *warmEnv, _ *cloneRecorder) {
+			e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Return("10.0.0.1", nil)
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := warmConfig()
+			cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}
+			e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+			rec := &cloneRecorder{}
+			e.h.prov.clone = rec.clone
+			tc.setup(e, rec)
+
+			e.h.provisioning(context.Background())
+
+			require.Len(t, rec.calls, 1)
+			assert.Equal(t, []string{rec.calls[0].name}, e.h.toDelete.List())
+			assert.Zero(t, e.h.provPending.Len())
+		})
+	}
+}
+
+// TestProvisioningSkips: entries that cannot be provisioned now are skipped
+// with a log line, never cloned.
+func TestProvisioningSkips(t *testing.T) {
+	t.Parallel()
+	tplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true; a.WorkerModelPath = "grp/m1" }))
+	foreignTplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) {
+		a.HatcheryName = "hatch-b"
+		a.Model = true
+		a.WorkerModelPath = "grp/m1"
+	}))
+	m1 := sdk.Model{Name: "m1", Group: &sdk.Group{Name: "grp"}}
+	cases := []struct {
+		name    string
+		entries []WorkerProvisioningConfig
+		vms     []VM
+		cds     *warmCDS
+	}{
+		{"v1 without api client", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, nil},
+		{"v1 api error", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
+		{"v1 model not enabled", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{}},
+		{"v1 model needs registration", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1},
+			&warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true}}}},
+		{"v1 no template of ours", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
+		{"v2 template missing", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}, nil, nil},
+		{"unknown flavor", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []VM{warmTpl("debian12")}, nil},
+		{"no model", []WorkerProvisioningConfig{{Number: 1}}, []VM{warmTpl("debian12")}, nil},
+		{"pool full", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}},
+			[]VM{warmTpl("debian12"), warmProvVM("provision-v2-a", "debian12", "")}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := warmConfig()
+			cfg.WorkerProvisioning = tc.entries
+			e := newWarmEnv(t, cfg, tc.vms, tc.cds)
+			rec := &cloneRecorder{}
+			e.h.prov.clone = rec.clone
+			e.h.provisioning(context.Background())
+			assert.Empty(t, rec.calls)
+		})
+	}
+}
+
+// TestProvisioningStopsOnContext: no clone starts once ctx has ended.
+func TestProvisioningStopsOnContext(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.h.provisioning(ctx)
+	assert.Empty(t, rec.calls)
+}
+
+// TestProvisioningSurplusRemovesOnlyIdle: when a pool is above its number,
+// only idle provisioned VMs of ours go, oldest first; VMs being provisioned,
+// claimed or marked, other pools within their number, powered-on VMs and
+// other hatcheries' VMs stay.
+func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{
+		{ModelVMWare: "debian12", Number: 2},
+		{ModelVMWare: "ubuntu", Number: 1},
+	}
+	other := warmProvVM("provision-v2-other", "debian12", "", wCreated(48*time.Hour))
+	other.Annotation.HatcheryName = "hatch-b"
+	vms := []VM{
+		warmTpl("debian12"), warmTpl("ubuntu"), warmTpl("centos"),
+		warmProvVM("provision-v2-d1", "debian12", "", wCreated(4*time.Hour)),
+		warmProvVM("provision-v2-d2", "debian12", "", wCreated(3*time.Hour)),
+		warmProvVM("provision-v2-d3", "debian12", "", wCreated(2*time.Hour)),
+		warmProvVM("provision-v2-d4", "debian12", "", wCreated(1*time.Hour)),
+		warmProvVM("provision-v2-dclaimed", "debian12", "", wCreated(5*time.Hour)),
+		warmProvVM("provision-v2-dbooting", "debian12", "", wOn, wCreated(6*time.Hour)),
+		warmProvVM("provision-v2-dlarge", "debian12", "large"), // flavor no longer configured
+		warmProvVM("provision-v2-u1", "ubuntu", ""),
+		warmProvVM("provision-v2-c1", "centos", ""), // entry removed
+		warmProvVM("provision-v2-c2", "centos", "", wOn),
+		other,
+	}
+	e := newWarmEnv(t, cfg, vms, &warmCDS{})
+	e.h.provUsing.Add("provision-v2-dclaimed")
+	e.h.provPending.Add("provision-v2-dbooting")
+	e.h.prov.addPending("provision-v2-dbooting", poolKey{model: "debian12"})
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+	// debian12: d1..d4 + dbooting = 5 in the pool, 2 configured: the 3 oldest idle go.
+	for _, n := range []string{"provision-v2-d1", "provision-v2-d2", "provision-v2-d3", "provision-v2-dlarge", "provision-v2-c1"} {
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(n)).Return(nil)
+	}
+
+	e.h.provisioning(context.Background())
+
+	assert.Empty(t, rec.calls, "no pool is short")
+	assert.Zero(t, e.h.toDelete.Len())
+	assert.Equal(t, []string{"provision-v2-dclaimed"}, e.h.provUsing.List(), "the claim is untouched, surplus locks released")
+}
+
+// TestProvisioningSurplusDeletionFailureRetried: a surplus VM whose destroy
+// fails stays marked; the next cleanup pass destroys it.
+func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	vm := warmProvVM("provision-v2-d1", "debian12", "")
+	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12"), vm}, &warmCDS{})
+	gomock.InOrder(
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(errors.New("busy")),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(nil),
+	)
+	e.h.provisioning(context.Background())
+	require.True(t, e.h.toDelete.Has("provision-v2-d1"))
+	assert.Zero(t, e.h.provUsing.Len())
+
+	// Marked: neither claimed nor counted meanwhile.
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	require.NoError(t, err)
+	assert.Nil(t, got)
+
+	e.h.killAwolServers(context.Background())
+	assert.False(t, e.h.toDelete.Has("provision-v2-d1"))
+}
+
+// TestRoundRobinTasks interleaves the queues.
+func TestRoundRobinTasks(t *testing.T) {
+	t.Parallel()
+	a, b, c := provisionTask{template: "a"}, provisionTask{template: "b"}, provisionTask{template: "c"}
+	got := roundRobinTasks([][]provisionTask{{a, a, a}, {b}, {c, c}})
+	var s string
+	for _, x := range got {
+		s += x.template
+	}
+	assert.Equal(t, "abcaca", s)
+}
+
+// TestNewProvisionName is lower-case and DNS-safe.
+func TestNewProvisionName(t *testing.T) {
+	t.Parallel()
+	seen := map[string]bool{}
+	for range 100 {
+		n := newProvisionName(provisionV2Prefix)
+		assert.Regexp(t, provisionNameRE, n)
+		assert.False(t, seen[n])
+		seen[n] = true
+	}
+}

@@ -1,0 +1,209 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// warmHatcheryName is the hatchery under test in the warm-pool tests.
+const warmHatcheryName = "hatch-a"
+
+// warmNow is the fixed clock of the warm-pool tests.
+var warmNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// warmInventory is a fixed Inventory for decision tests.
+type warmInventory struct {
+	mu          sync.Mutex
+	vms         []VM
+	err         error
+	invalidated atomic.Int64
+}
+
+func (f *warmInventory) VMs(context.Context) ([]VM, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return append([]VM(nil), f.vms...), nil
+}
+
+func (f *warmInventory) Invalidate() { f.invalidated.Add(1) }
+
+// warmCDS is a fake CDS API: only the calls the warm pool and cleanup make
+// are implemented; any other call panics through the nil embedded interface.
+type warmCDS struct {
+	cdsclient.Interface
+
+	mu          sync.Mutex
+	v1          []sdk.Worker
+	v2          []sdk.V2Worker
+	v1Err       error
+	v2Err       error
+	models      []sdk.Model
+	modelsErr   error
+	spawnErrors []string // "group/name: error"
+}
+
+func (c *warmCDS) WorkerList(context.Context) ([]sdk.Worker, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v1, c.v1Err
+}
+
+func (c *warmCDS) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.v2, c.v2Err
+}
+
+func (c *warmCDS) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.models, c.modelsErr
+}
+
+func (c *warmCDS) WorkerModelSpawnError(_ context.Context, group, name string, form sdk.SpawnErrorForm) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.spawnErrors = append(c.spawnErrors, group+"/"+name+": "+form.Error)
+	return nil
+}
+
+// warmConfig is a small valid configuration for hatch-a.
+func warmConfig() *Configuration {
+	return &Configuration{
+		CommonConfiguration:        hatchery.CommonConfiguration{Name: warmHatcheryName},
+		WorkerTTL:                  120,
+		WorkerRegistrationTTL:      10,
+		WorkerProvisioningInterval: 60,
+		WorkerProvisioningPoolSize: 2,
+		Flavors: []FlavorConfig{
+			{Name: "small", CPUs: 1, MemoryMB: 1024},
+			{Name: "large", CPUs: 4, MemoryMB: 8192},
+		},
+	}
+}
+
+// warmEnv is a hatchery on a strict gomock VSphereClient and a fixed inventory.
+type warmEnv struct {
+	h    *HatcheryVSphere
+	vs   *mock_vsphere.MockVSphereClient
+	inv  *warmInventory
+	cds  *warmCDS
+	ctrl *gomock.Controller
+}
+
+// newWarmEnv builds the hatchery. NewVirtualMachine (a local wrapper, no
+// round trip) is allowed any number of times; every vCenter call must be
+// expected by the test. cds nil leaves the hatchery without an API client.
+func newWarmEnv(t *testing.T, cfg *Configuration, vms []VM, cds *warmCDS) *warmEnv {
+	t.Helper()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs.EXPECT().NewVirtualMachine(gomock.Any()).DoAndReturn(func(ref types.ManagedObjectReference) *object.VirtualMachine {
+		return object.NewVirtualMachine(nil, ref)
+	}).AnyTimes()
+	inv := &warmInventory{vms: vms}
+	o := Options{
+		Config:    cfg,
+		Client:    vs,
+		Inventory: inv,
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:       func() time.Time { return warmNow },
+	}
+	if cds != nil {
+		o.CDS = cds
+	}
+	h, err := New(o)
+	if err != nil {
+		t.Fatalf("new hatchery: %v", err)
+	}
+	return &warmEnv{h: h, vs: vs, inv: inv, cds: cds, ctrl: ctrl}
+}
+
+// warmRef is the fake reference of a VM named name.
+func warmRef(name string) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
+}
+
+// warmRefIs matches a *object.VirtualMachine by the reference of the VM named name.
+type warmRefIs string
+
+func (m warmRefIs) Matches(x interface{}) bool {
+	o, ok := x.(*object.VirtualMachine)
+	return ok && o != nil && o.Reference() == warmRef(string(m))
+}
+
+func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
+
+// vmOpt changes a test VM.
+type vmOpt func(*VM)
+
+func wOn(v *VM)       { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
+func wOff(v *VM)      { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
+func wTemplate(v *VM) { v.Template = true }
+
+func wCreated(ago time.Duration) vmOpt {
+	return func(v *VM) { v.Annotation.Created = warmNow.Add(-ago) }
+}
+
+func wStarted(ago time.Duration) vmOpt {
+	return func(v *VM) { t := warmNow.Add(-ago); v.Annotation.WorkerStarted = &t }
+}
+
+func wAnnot(f func(*Annotation)) vmOpt { return func(v *VM) { f(v.Annotation) } }
+
+// warmVM is a VM carrying hatch-a's annotation, powered on, created a minute ago.
+func warmVM(name string, opts ...vmOpt) VM {
+	v := VM{
+		Ref:        warmRef(name),
+		Name:       name,
+		PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Annotation: &Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
+	}
+	for _, o := range opts {
+		o(&v)
+	}
+	return v
+}
+
+// warmProvVM is an idle provisioned V2 VM of hatch-a for template model.
+func warmProvVM(name, model, flavor string, opts ...vmOpt) VM {
+	v := warmVM(name, wOff, wAnnot(func(a *Annotation) {
+		a.Provisioning = true
+		a.VMwareModelPath = model
+		a.Flavor = flavor
+	}))
+	for _, o := range opts {
+		o(&v)
+	}
+	return v
+}
+
+// warmTpl is a template without annotation (an operator's template).
+func warmTpl(name string) VM {
+	return VM{Ref: warmRef(name), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
+}
+
+// expectDelete expects vm to be powered off (when on) and destroyed once.
+func (e *warmEnv) expectDelete(v VM) {
+	if v.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs(v.Name)).Return(nil)
+	}
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(v.Name)).Return(nil)
+}

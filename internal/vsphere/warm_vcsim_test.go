@@ -1,0 +1,286 @@
+package vsphere_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+)
+
+// warmVcsimAPI is a CDS API that knows no worker (enough for cleanup).
+type warmVcsimAPI struct{ cdsclient.Interface }
+
+func (warmVcsimAPI) WorkerList(context.Context) ([]sdk.Worker, error)         { return nil, nil }
+func (warmVcsimAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error)     { return nil, nil }
+func (warmVcsimAPI) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) { return nil, nil }
+
+const warmVcsimHatchery = "hatch-vcsim"
+
+// warmVcsimEnv starts a simulator with the debian12 and ubuntu templates.
+func warmVcsimEnv(t *testing.T) *vcsimtest.Env {
+	t.Helper()
+	return vcsimtest.Start(t, vcsimtest.Options{Templates: []vcsimtest.Template{{Name: "debian12"}, {Name: "ubuntu"}}})
+}
+
+// warmVcsimConfig is a hatchery configuration on env with a static IP range.
+func warmVcsimConfig(env *vcsimtest.Env, pools ...vsphere.WorkerProvisioningConfig) *vsphere.Configuration {
+	cfg := env.Config()
+	cfg.CommonConfiguration.Name = warmVcsimHatchery
+	cfg.WorkerTTL = 120
+	cfg.WorkerRegistrationTTL = 10
+	cfg.WorkerProvisioningInterval = 60
+	cfg.WorkerProvisioningPoolSize = 2
+	cfg.IPRange = "10.10.0.10/24"
+	cfg.Gateway = "10.10.0.1"
+	cfg.DNS = "10.10.0.2"
+	cfg.SubnetMask = "255.255.255.0"
+	cfg.Flavors = []vsphere.FlavorConfig{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}}
+	cfg.WorkerProvisioning = pools
+	return cfg
+}
+
+// newWarmVcsimHatchery builds a hatchery on env (listing inventory).
+func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *vsphere.Configuration, now func() time.Time) *vsphere.HatcheryVSphere {
+	t.Helper()
+	h, err := vsphere.New(vsphere.Options{
+		Config: cfg,
+		Client: env.Client,
+		CDS:    warmVcsimAPI{},
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:    now,
+	})
+	require.NoError(t, err)
+	return h
+}
+
+// warmVcsimVMs lists the datacenter through the hatchery's own view.
+func warmVcsimVMs(t *testing.T, env *vcsimtest.Env) []vsphere.VM {
+	t.Helper()
+	objs, err := env.Client.ListVirtualMachines(env.Context())
+	require.NoError(t, err)
+	var out []vsphere.VM
+	for _, o := range objs {
+		out = append(out, vsphere.VMFromObject(o))
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// warmPool returns our provisioned VMs of model.
+func warmPool(vms []vsphere.VM, model string) []vsphere.VM {
+	var out []vsphere.VM
+	for _, v := range vms {
+		if v.OwnedBy(warmVcsimHatchery) && v.Annotation.Provisioning && v.HasPrefix("provision-v2-") && v.Annotation.VMwareModelPath == model {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+func warmNames(vms []vsphere.VM) []string {
+	var out []string
+	for _, v := range vms {
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+// The vcsim tests do not run in parallel: vcsim v0.56.0 races on shared
+// state while two simulators are being created.
+
+// TestVcsimProvisioningFillsTwoPools: one pass fills both pools to their
+// number, powered off, pre-sized when the entry has a flavor; a second pass
+// clones nothing more.
+func TestVcsimProvisioningFillsTwoPools(t *testing.T) {
+	env := warmVcsimEnv(t)
+	cfg := warmVcsimConfig(env,
+		vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2},
+		vsphere.WorkerProvisioningConfig{ModelVMWare: "ubuntu", Number: 3, Flavor: "small"},
+	)
+	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
+	ctx := env.Context()
+
+	h.WarmProvisioningPass(ctx)
+
+	vms := warmVcsimVMs(t, env)
+	debian, ubuntu := warmPool(vms, "debian12"), warmPool(vms, "ubuntu")
+	require.Len(t, debian, 2, "debian12 pool: %v", warmNames(vms))
+	require.Len(t, ubuntu, 3, "ubuntu pool: %v", warmNames(vms))
+	for _, v := range append(debian, ubuntu...) {
+		assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, v.PowerState, v.Name)
+		assert.NotEmpty(t, v.Annotation.IPAddress, "%s keeps its static ip", v.Name)
+	}
+	for _, v := range debian {
+		assert.Empty(t, v.Annotation.Flavor)
+		assert.Equal(t, int32(2), v.NumCPU, "neutral: template size")
+	}
+	for _, v := range ubuntu {
+		assert.Equal(t, "small", v.Annotation.Flavor)
+		assert.Equal(t, int32(1), v.NumCPU)
+		assert.Equal(t, int32(1024), v.MemoryMB)
+	}
+
+	h.WarmProvisioningPass(ctx)
+	vms2 := warmVcsimVMs(t, env)
+	assert.Equal(t, warmNames(debian), warmNames(warmPool(vms2, "debian12")))
+	assert.Equal(t, warmNames(ubuntu), warmNames(warmPool(vms2, "ubuntu")))
+}
+
+// TestVcsimClaimNeutralResized: a claimed neutral VM is renamed,
+// reconfigured with the new annotation and the flavor, and powered on.
+func TestVcsimClaimNeutralResized(t *testing.T) {
+	env := warmVcsimEnv(t)
+	cfg := warmVcsimConfig(env, vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 1})
+	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
+	ctx := env.Context()
+	h.WarmProvisioningPass(ctx)
+	pool := warmPool(warmVcsimVMs(t, env), "debian12")
+	require.Len(t, pool, 1)
+
+	model := sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
+	}
+	large := h.WarmFlavor("large")
+	vm, err := h.WarmClaim(ctx, model, large)
+	require.NoError(t, err)
+	require.NotNil(t, vm)
+	assert.Equal(t, pool[0].Name, vm.Name)
+	again, err := h.WarmClaim(ctx, model, large)
+	require.NoError(t, err)
+	assert.Nil(t, again, "the only vm is claimed")
+
+	obj, err := h.WarmPrepareClaimed(ctx, vm, vsphere.Annotation{
+		HatcheryName: warmVcsimHatchery, WorkerName: "worker-job-7", JobID: "7", VMwareModelPath: "debian12",
+	}, large)
+	require.NoError(t, err)
+	require.NotNil(t, obj)
+	h.WarmReleaseClaim(vm.Name)
+
+	_, stillThere := env.Inspect(pool[0].Name)
+	assert.False(t, stillThere, "renamed")
+	st := env.MustInspect("worker-job-7")
+	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
+	assert.Equal(t, int32(4), st.NumCPU)
+	assert.Equal(t, int32(8192), st.MemoryMB)
+	a, err := vsphere.ParseAnnotation(st.Annotation)
+	require.NoError(t, err)
+	assert.False(t, a.Provisioning)
+	assert.Equal(t, "worker-job-7", a.WorkerName)
+	assert.Equal(t, "7", a.JobID)
+	assert.Equal(t, "large", a.Flavor)
+	assert.Equal(t, pool[0].Annotation.IPAddress, a.IPAddress)
+	mirror, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	require.NoError(t, err)
+	assert.Equal(t, *a, *mirror)
+}
+
+// TestVcsimLowerNumberRemovesOnlyIdleSurplus: lowering a pool's number
+// destroys idle VMs only: a claimed VM, another pool, another hatchery's
+// provisioned VM and unannotated VMs stay.
+func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
+	env := warmVcsimEnv(t)
+	other := vsphere.Annotation{HatcheryName: "hatch-other", WorkerName: "provision-v2-other", Provisioning: true, VMwareModelPath: "debian12", Created: time.Now().Add(-time.Hour)}
+	env.AddVMs([]vcsimtest.ForeignVM{
+		{Name: "provision-v2-other", Annotation: other.Marshal(), NumCPU: 2, MemoryMB: 4096},
+		{Name: "provision-v2-bare", NumCPU: 2, MemoryMB: 4096},
+	})
+	cfg := warmVcsimConfig(env,
+		vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 4},
+		vsphere.WorkerProvisioningConfig{ModelVMWare: "ubuntu", Number: 1},
+	)
+	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
+	ctx := env.Context()
+	h.WarmProvisioningPass(ctx)
+	require.Len(t, warmPool(warmVcsimVMs(t, env), "debian12"), 4)
+	ubuntu := warmNames(warmPool(warmVcsimVMs(t, env), "ubuntu"))
+	require.Len(t, ubuntu, 1)
+
+	claimed, err := h.WarmClaim(ctx, sdk.WorkerStarterWorkerModel{
+		ModelV2: &sdk.V2WorkerModel{Name: "debian"}, VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
+	}, nil)
+	require.NoError(t, err)
+	require.NotNil(t, claimed)
+
+	cfg.WorkerProvisioning[0].Number = 1
+	h.WarmProvisioningPass(ctx)
+
+	vms := warmVcsimVMs(t, env)
+	left := warmPool(vms, "debian12")
+	require.Len(t, left, 2, "the claimed vm and one idle vm: %v", warmNames(left))
+	assert.Contains(t, warmNames(left), claimed.Name)
+	assert.Equal(t, ubuntu, warmNames(warmPool(vms, "ubuntu")))
+	names := warmNames(vms)
+	assert.Contains(t, names, "provision-v2-other")
+	assert.Contains(t, names, "provision-v2-bare")
+}
+
+// TestVcsimCrashBetweenCloneAndShutdownNoLeak: the hatchery stops between
+// a clone and its power-off; a new hatchery on the same vCenter, with no
+// cache, removes the half-provisioned VM in one cleanup pass, and leaves
+// the finished ones in the pool.
+func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
+	env := warmVcsimEnv(t)
+	cfg := warmVcsimConfig(env, vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2})
+	cfg.WorkerProvisioningPoolSize = 1
+
+	// First life: one VM provisioned fully, the second interrupted.
+	h1 := newWarmVcsimHatchery(t, env, cfg, time.Now)
+	runCtx, crash := context.WithCancel(env.Context())
+	clones := 0
+	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
+		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *vsphere.FlavorConfig) (*object.VirtualMachine, error) {
+			vm, err := next(ctx, tpl, name, a, f)
+			clones++
+			if clones == 2 {
+				crash() // the process dies: no wait for ip, no power off
+			}
+			return vm, err
+		}
+	})
+	h1.WarmProvisioningPass(runCtx)
+	require.Equal(t, 2, clones)
+
+	pool := warmPool(warmVcsimVMs(t, env), "debian12")
+	require.Len(t, pool, 2)
+	var half, done []string
+	for _, v := range pool {
+		if v.PoweredOn() {
+			half = append(half, v.Name)
+		} else {
+			done = append(done, v.Name)
+		}
+	}
+	require.Len(t, half, 1, "one vm left powered on by the crash")
+	require.Len(t, done, 1)
+
+	// Second life, later than the provisioning bound (workerRegistrationTTL).
+	later := time.Now().Add(cfg.WorkerRegistrationTTLDuration() + time.Minute)
+	h2 := newWarmVcsimHatchery(t, env, cfg, func() time.Time { return later })
+	h2.WarmKillAwolServersPass(env.Context())
+
+	_, leaked := env.Inspect(half[0])
+	assert.False(t, leaked, "half-provisioned vm %s leaked", half[0])
+	assert.Equal(t, done, warmNames(warmPool(warmVcsimVMs(t, env), "debian12")), "the finished vm stays in the pool")
+
+	// And the pool is refilled by the new hatchery.
+	h2.WarmProvisioningPass(env.Context())
+	assert.Len(t, warmPool(warmVcsimVMs(t, env), "debian12"), 2)
+	for _, v := range warmPool(warmVcsimVMs(t, env), "debian12") {
+		assert.False(t, v.PoweredOn(), v.Name)
+		assert.True(t, strings.HasPrefix(v.Name, "provision-v2-"))
+	}
+}
