@@ -80,6 +80,9 @@ type Options struct {
 	Logger *slog.Logger
 	// OnReady, when set, is called once everything runs (tests).
 	OnReady func(Info)
+	// OnDone, when set, is called when a Once run has succeeded, before
+	// anything stops (tests check the simulator's final state there).
+	OnDone func(Info, *Report)
 }
 
 // Info describes a running demo.
@@ -208,8 +211,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	d.inv = run.Inventory
 	mon := "http://" + run.MonAddr
 	out.banner(mon, env, o)
+	info := Info{MonURL: mon, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}
 	if o.OnReady != nil {
-		o.OnReady(Info{MonURL: mon, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg})
+		o.OnReady(info)
 	}
 
 	wg.Add(3)
@@ -235,6 +239,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case <-d.changed:
 			if rep := d.report(); o.Once && rep.Done() == o.Jobs {
 				out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+				if o.OnDone != nil {
+					o.OnDone(info, rep)
+				}
 				return rep, nil
 			}
 		}
