@@ -237,7 +237,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			rep := d.report()
 			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
 		case <-d.changed:
-			if rep := d.report(); o.Once && rep.Done() == o.Jobs {
+			rep := d.report()
+			if lost := rep.Lost(); o.Once && len(lost) > 0 {
+				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
+			}
+			if o.Once && rep.Done() == o.Jobs {
 				out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
 				if o.OnDone != nil {
 					o.OnDone(info, rep)

@@ -276,19 +276,26 @@ func (d *driver) watchCleanup(ctx context.Context) {
 		for _, v := range listVMs(d.env) {
 			live[v.Name] = true
 		}
-		var gone []*jobLife
+		var gone, lost []*jobLife
 		d.mu.Lock()
 		for _, j := range d.order {
+			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && !live[j.VM] {
+				j.Lost = time.Now() // destroyed while its worker ran
+				lost = append(lost, j)
+			}
 			if !j.Finished.IsZero() && j.Destroyed.IsZero() && !live[j.VM] {
 				j.Destroyed = time.Now()
 				gone = append(gone, j)
 			}
 		}
 		d.mu.Unlock()
+		for _, j := range lost {
+			d.out.job(j, "ERROR: VM %s vanished while its worker was running", j.VM)
+		}
 		for _, j := range gone {
 			d.out.job(j, "VM %s destroyed by the hatchery's cleanup (%s after queued)", j.VM, j.Destroyed.Sub(j.Queued).Round(100*time.Millisecond))
 		}
-		if len(gone) > 0 {
+		if len(gone)+len(lost) > 0 {
 			d.signal()
 		}
 	}
@@ -331,8 +338,9 @@ type JobReport struct {
 	CPUs     int32
 	MemoryMB int32
 	IP       string
-	// Times of the steps (zero: not reached).
-	Queued, Launched, Finished, Destroyed time.Time
+	// Times of the steps (zero: not reached). Lost is when the VM was
+	// found gone while its worker still ran (a hatchery bug).
+	Queued, Launched, Finished, Destroyed, Lost time.Time
 }
 
 // Report is what a demo run saw.
@@ -340,6 +348,17 @@ type Report struct {
 	Jobs []JobReport
 	// IPClashes lists launches whose IP another powered-on VM held.
 	IPClashes []string
+}
+
+// Lost lists the jobs whose VM vanished while the worker ran.
+func (r *Report) Lost() []JobReport {
+	var out []JobReport
+	for _, j := range r.Jobs {
+		if !j.Lost.IsZero() {
+			out = append(out, j)
+		}
+	}
+	return out
 }
 
 // Done counts the jobs finished whose VM was destroyed.
