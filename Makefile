@@ -1,11 +1,14 @@
 # hatchery-vsphere — developer entry points.
 GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo dev)
+LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MOCKGEN ?= $(shell $(GO) env GOPATH)/bin/mockgen
 
 .PHONY: build test generate lint bench demo check-generate
 
 build:
-	$(GO) build -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
 
 ## test: the README's test command (vet, format, generated code current, race tests)
 test:
@@ -29,5 +32,6 @@ lint:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+## demo: the hatchery against in-process simulators (DEMO_FLAGS="--jobs 6 --once")
 demo:
-	$(GO) run ./cmd/hatchery-vsphere demo
+	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/hatchery-vsphere demo $(DEMO_FLAGS)

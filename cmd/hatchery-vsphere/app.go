@@ -15,9 +15,10 @@ import (
 // is loaded and validated; logger writes to stderr.
 type StartFunc func(ctx context.Context, cfg *vsphere.Configuration, logger *slog.Logger) error
 
-// DemoFunc runs the in-process demo until ctx is cancelled; stdout is where
-// it prints the addresses of /mon/status and /mon/metrics.
-type DemoFunc func(ctx context.Context, stdout io.Writer, logger *slog.Logger) error
+// DemoFunc runs the in-process demo until ctx is cancelled (or, with
+// flags.Once, until its jobs are done); stdout is where it prints the
+// addresses of /mon/status and /mon/metrics and the life of every job.
+type DemoFunc func(ctx context.Context, stdout io.Writer, logger *slog.Logger, flags DemoFlags) error
 
 // app is the command line with its dependencies injected, so that tests run
 // commands as functions (captured output, fake environment, fake hooks)
@@ -40,7 +41,8 @@ const usage = `usage: hatchery-vsphere <command> [flags]
 
 commands:
   start --config FILE         run the hatchery (SIGTERM/SIGINT stop it)
-  demo                        run the hatchery against in-process vCenter and CDS simulators
+  demo [--jobs N] [--once] [--listen ADDR:PORT]
+                              run the hatchery against in-process vCenter and CDS simulators
   config new                  print the reference configuration (every key, default, meaning)
   config check --config FILE  load and validate FILE; list every problem
   version                     print version and commit

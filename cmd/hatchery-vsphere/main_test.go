@@ -34,6 +34,24 @@ var rsaKey = sync.OnceValue(func() string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
 })
 
+// syncBuffer is an output stream safe for the daemon's concurrent writers.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
 // result is one command run.
 type result struct {
 	code           int
@@ -44,12 +62,9 @@ type result struct {
 // a (nil: hooks that fail the test if called).
 func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result {
 	t.Helper()
-	var out, errb bytes.Buffer
 	if a == nil {
 		a = &app{}
 	}
-	a.stdout, a.stderr = &out, &errb
-	a.lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if a.start == nil {
 		a.start = func(context.Context, *vsphere.Configuration, *slog.Logger) error {
 			t.Error("start hook called")
@@ -57,9 +72,21 @@ func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result 
 		}
 	}
 	if a.demo == nil {
-		a.demo = func(context.Context, io.Writer, *slog.Logger) error { t.Error("demo hook called"); return nil }
+		a.demo = func(context.Context, io.Writer, *slog.Logger, DemoFlags) error {
+			t.Error("demo hook called")
+			return nil
+		}
 	}
-	code := a.run(context.Background(), args)
+	return runCmdCtx(context.Background(), env, a, args...)
+}
+
+// runCmdCtx runs the command line under ctx with a's hooks (both must be
+// set, or the command must not call them).
+func runCmdCtx(ctx context.Context, env map[string]string, a *app, args ...string) result {
+	var out, errb syncBuffer
+	a.stdout, a.stderr = &out, &errb
+	a.lookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	code := a.run(ctx, args)
 	return result{code, out.String(), errb.String()}
 }
 
@@ -230,14 +257,15 @@ func TestStartHookError(t *testing.T) {
 	assert.Contains(t, r.stderr, "hatchery stopped")
 }
 
-func TestDefaultHooksLogNotWired(t *testing.T) {
+func TestDemoFlags(t *testing.T) {
 	t.Parallel()
-	a := &app{start: runStart, demo: runDemo}
-	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
-	assert.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "start not wired yet")
+	var got DemoFlags
+	a := &app{demo: func(_ context.Context, _ io.Writer, _ *slog.Logger, f DemoFlags) error { got = f; return nil }}
+	r := runCmd(t, nil, a, "demo", "--jobs", "6", "--once", "--listen", "127.0.0.1:9999")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, DemoFlags{Jobs: 6, Once: true, Listen: "127.0.0.1:9999"}, got)
 
-	r = runCmd(t, nil, &app{demo: runDemo}, "demo")
-	assert.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "demo not wired yet")
+	r = runCmd(t, nil, nil, "demo", "--once")
+	assert.Equal(t, exitUsage, r.code)
+	assert.Contains(t, r.stderr, "--once needs --jobs N")
 }

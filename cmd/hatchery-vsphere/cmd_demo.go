@@ -1,0 +1,57 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
+)
+
+// DemoFlags are the command line of `demo`.
+type DemoFlags struct {
+	// Jobs is --jobs: how many jobs to feed (0: a steady trickle, forever).
+	Jobs int
+	// Once is --once: exit 0 once the jobs are done and their VMs cleaned up.
+	Once bool
+	// Listen is --listen: the /mon address ("" picks a free port).
+	Listen string
+}
+
+// runDemo is the hook `demo` calls: the in-process demo of internal/demo.
+var runDemo DemoFunc = func(ctx context.Context, stdout io.Writer, logger *slog.Logger, f DemoFlags) error {
+	_, err := demo.Run(ctx, demo.Options{Jobs: f.Jobs, Once: f.Once, Listen: f.Listen, Stdout: stdout, Logger: logger})
+	return err
+}
+
+// cmdDemo is `demo [--jobs N] [--once] [--listen ADDR:PORT] [--log-level LEVEL]`.
+// The hatchery's own logs go to stderr at --log-level (warn by default, so
+// that the job lines on stdout stay readable).
+func (a *app) cmdDemo(ctx context.Context, args []string) int {
+	fs := a.flagSet("demo")
+	var f DemoFlags
+	fs.IntVar(&f.Jobs, "jobs", 0, "number of jobs to feed (0: a steady trickle until interrupted)")
+	fs.BoolVar(&f.Once, "once", false, "exit 0 when the jobs are done and their VMs destroyed (needs --jobs), non-zero on timeout")
+	fs.StringVar(&f.Listen, "listen", "", "address of /mon (default 127.0.0.1 on a free port)")
+	level := fs.String("log-level", "warn", "hatchery logs on stderr: debug, info, warn or error")
+	if fs.Parse(args) != nil || fs.NArg() > 0 {
+		return exitUsage
+	}
+	if f.Jobs < 0 || (f.Once && f.Jobs == 0) {
+		fmt.Fprint(a.stderr, "demo: --once needs --jobs N with N > 0\n")
+		return exitUsage
+	}
+	lvl, err := parseLevel(*level)
+	if err != nil {
+		fmt.Fprintf(a.stderr, "demo: %v\n", err)
+		return exitUsage
+	}
+	logger := a.logger(lvl)
+	if err := a.demo(ctx, a.stdout, logger, f); err != nil && !errors.Is(err, context.Canceled) {
+		logger.Error("demo stopped", "reason", err)
+		return exitFail
+	}
+	return exitOK
+}

@@ -1,0 +1,266 @@
+// Package daemon wires hatchery-vsphere together: the CDS client, the
+// vCenter connection, the VM inventory, the vSphere hatchery, its metrics and
+// the common hatchery framework. Run is the one owner of every long-lived
+// goroutine of the process; it starts them in order (the /mon server first)
+// and joins them all, within a bound, when its context ends.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// Defaults of Options.
+const (
+	// DefaultDialBackoffMin and DefaultDialBackoffMax bound the wait between
+	// two attempts to reach vCenter while it does not answer: retries start
+	// fast (a vCenter restarting) and settle at one attempt every 30 s (a
+	// long outage should not flood the logs).
+	DefaultDialBackoffMin = time.Second
+	DefaultDialBackoffMax = 30 * time.Second
+	// DefaultShutdownTimeout bounds the whole shutdown after ctx ended: the
+	// framework (which releases booked jobs), the hatchery's loops, the
+	// inventory and metrics loops and the vCenter logout. systemd's default
+	// stop timeout is 90 s; 30 s leaves room.
+	DefaultShutdownTimeout = 30 * time.Second
+)
+
+// Options are what Run needs. Config is required; the hooks exist for tests
+// and the demo, and their zero values are the production behaviour.
+type Options struct {
+	// Config is a loaded and validated configuration.
+	Config *vsphere.Configuration
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Version is reported by /mon/version, the status and the V2 sign-in.
+	Version string
+
+	// Dial connects to vCenter; nil is vsphere.NewGovmomiClient.
+	Dial DialFunc
+	// DialBackoffMin and DialBackoffMax bound the wait between dials
+	// (zero: DefaultDialBackoffMin / DefaultDialBackoffMax).
+	DialBackoffMin, DialBackoffMax time.Duration
+	// Intervals are the framework's timings (zero fields: its defaults).
+	Intervals hatchery.Intervals
+	// MetricsInterval is the metrics collection period (0:
+	// vsphere.MetricsInterval).
+	MetricsInterval time.Duration
+	// ShutdownTimeout bounds the shutdown (0: DefaultShutdownTimeout).
+	ShutdownTimeout time.Duration
+	// Observer, when set, receives the framework's spawn events after the
+	// metrics did.
+	Observer hatchery.Observer
+	// OnReady, when set, is called once the /mon server listens and every
+	// loop is started.
+	OnReady func(Running)
+}
+
+// Running describes a running daemon, for OnReady.
+type Running struct {
+	// MonAddr is the address the /mon server listens on (host:port).
+	MonAddr string
+	// Hatchery is the vSphere hatchery.
+	Hatchery *vsphere.HatcheryVSphere
+	// Inventory is the shared VM inventory; nil in listing mode.
+	Inventory *vsphere.SharedInventory
+	// VCenter is the vCenter connection.
+	VCenter *VCenter
+}
+
+// Run runs the hatchery until ctx ends (nil is returned then) or the
+// framework stops on its own (too many heartbeat failures: its error is
+// returned). vCenter may be unreachable at start: Run keeps serving /mon
+// (status 503, "vCenter" line in alert) and connects when vCenter answers.
+// Every goroutine Run starts has returned when Run returns, unless the
+// shutdown exceeded Options.ShutdownTimeout, which is then an error.
+func Run(ctx context.Context, o Options) error {
+	if o.Config == nil {
+		return errors.New("run daemon: configuration is required")
+	}
+	cfg := o.Config
+	name := cfg.CommonConfiguration.Name
+	log := o.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	if o.DialBackoffMin <= 0 {
+		o.DialBackoffMin = DefaultDialBackoffMin
+	}
+	if o.DialBackoffMax < o.DialBackoffMin {
+		o.DialBackoffMax = max(DefaultDialBackoffMax, o.DialBackoffMin)
+	}
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = DefaultShutdownTimeout
+	}
+
+	key, err := hatchery.ParseRSAPrivateKey(cfg.CommonConfiguration.RSAPrivateKey)
+	if err != nil {
+		return fmt.Errorf("run daemon: commonConfiguration.rsaPrivateKey: %w", err)
+	}
+	pub, err := hatchery.PublicKeyPEM(key)
+	if err != nil {
+		return fmt.Errorf("run daemon: public key: %w", err)
+	}
+	cc := cfg.CommonConfiguration
+	cds, err := cdsclient.New(cdsclient.Config{
+		APIURL:                cc.API.HTTP.URL,
+		Insecure:              cc.API.HTTP.Insecure,
+		Token:                 cc.API.Token,
+		TokenV2:               cc.API.TokenV2,
+		RequestTimeout:        cc.RequestTimeoutDuration(),
+		ServiceName:           name,
+		HTTPURL:               cc.URL,
+		ServiceConfig:         cfg.Redacted(),
+		PublicKey:             pub,
+		Region:                cc.Provision.Region,
+		IgnoreJobWithNoRegion: cc.Provision.IgnoreJobWithNoRegion,
+		Version:               o.Version,
+		Logger:                log,
+	})
+	if err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+
+	metrics, err := vsphere.NewMetrics(name)
+	if err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+	defer metrics.Close()
+
+	clientCfg := vsphere.ClientConfigFrom(cfg)
+	clientCfg.Logger = log
+	var shared *vsphere.SharedInventory
+	vc := newVCenter(clientCfg, o.Dial, o.DialBackoffMin, o.DialBackoffMax, log, func() {
+		if shared != nil {
+			shared.Invalidate() // list at once rather than at the next tick
+		}
+	})
+	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
+	if cfg.InventoryMode != vsphere.InventoryListing {
+		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		inv = shared
+	}
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log})
+	if err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+	metrics.Headroom = h.FlavorHeadroom
+	metrics.SOAP = vc.SOAPCounts
+	metrics.Logger = log
+
+	hostname, _ := os.Hostname()
+	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
+
+	// Three stages, stopped in this order at shutdown: the framework (it
+	// stops taking jobs and releases those it holds, still able to reach
+	// vCenter), then the hatchery's own loops (provisioning, cleanup,
+	// metrics), then what they all read (inventory, vCenter dialer).
+	fwCtx, fwCancel := context.WithCancel(ctx)
+	defer fwCancel()
+	loopsCtx, loopsCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer loopsCancel()
+	baseCtx, baseCancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer baseCancel()
+
+	fw, err := hatchery.New(hatchery.Options{
+		Config:      cc,
+		Hatchery:    h,
+		Client:      cds,
+		Logger:      log,
+		Version:     o.Version,
+		ExtraStatus: st.lines,
+		Metrics:     metrics.Handler(),
+		Observer:    metricsObserver{m: metrics, ctx: ctx, next: o.Observer},
+		Intervals:   o.Intervals,
+	})
+	if err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+
+	var fwWG, loopsWG, baseWG sync.WaitGroup
+	goLoop := func(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(ctx)
+		}()
+	}
+
+	// The framework first: its /mon server answers before anything else
+	// starts, so that a supervisor sees the status of a daemon still
+	// waiting for vCenter or the CDS API.
+	fwErr := make(chan error, 1)
+	goLoop(&fwWG, fwCtx, func(ctx context.Context) { fwErr <- fw.Run(ctx) })
+	select {
+	case <-fw.MonReady():
+	case err := <-fwErr: // the /mon listener failed: nothing else started
+		fwWG.Wait()
+		return fmt.Errorf("run daemon: %w", err)
+	}
+
+	goLoop(&baseWG, baseCtx, vc.Run)
+	if shared != nil {
+		goLoop(&baseWG, baseCtx, shared.Run)
+	}
+	goLoop(&loopsWG, loopsCtx, h.Run)
+	goLoop(&loopsWG, loopsCtx, func(ctx context.Context) { h.RunMetrics(ctx, metrics, o.MetricsInterval) })
+	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
+	if o.OnReady != nil {
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})
+	}
+
+	var runErr error
+	fwReturned := false
+	select {
+	case <-ctx.Done():
+	case runErr = <-fwErr: // the framework stopped on its own (heartbeats)
+		fwReturned = true
+		if runErr == nil {
+			runErr = errors.New("hatchery framework stopped")
+		}
+		log.Error("hatchery framework stopped: shutting down", "reason", runErr.Error())
+	}
+	log.Info("hatchery stopping", "hatchery", name)
+
+	deadline := time.NewTimer(o.ShutdownTimeout)
+	defer deadline.Stop()
+	var shutErr error
+	stage := func(what string, cancel context.CancelFunc, wg *sync.WaitGroup) {
+		cancel()
+		if shutErr != nil {
+			return // past the deadline: do not wait any more
+		}
+		done := make(chan struct{})
+		go func() { // returns once wg does
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-deadline.C:
+			shutErr = fmt.Errorf("run daemon: %s still running %s after shutdown began", what, o.ShutdownTimeout)
+			log.Error("shutdown timed out", "reason", shutErr.Error())
+		}
+	}
+	stage("hatchery framework", fwCancel, &fwWG)
+	if !fwReturned && shutErr == nil {
+		// The framework's own error at shutdown: goroutines past its bound.
+		if err := <-fwErr; err != nil {
+			shutErr = err
+		}
+	}
+	stage("hatchery loops", loopsCancel, &loopsWG)
+	stage("inventory and vcenter dialer", baseCancel, &baseWG)
+	vc.Close(ctx)
+	log.Info("hatchery stopped", "hatchery", name)
+	return errors.Join(runErr, shutErr)
+}

@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"context"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// metricsObserver turns the framework's spawn events into the hatchery's
+// spawn metrics, and forwards them to next (nil: nobody).
+type metricsObserver struct {
+	m    *vsphere.Metrics
+	ctx  context.Context // the daemon's: once it ended, a failure is a cancellation
+	next hatchery.Observer
+}
+
+// SpawnStarted implements hatchery.Observer.
+func (o metricsObserver) SpawnStarted(ev hatchery.SpawnEvent) {
+	o.m.SpawnStarted(ev.Model)
+	if o.next != nil {
+		o.next.SpawnStarted(ev)
+	}
+}
+
+// SpawnSucceeded implements hatchery.Observer.
+func (o metricsObserver) SpawnSucceeded(ev hatchery.SpawnEvent, d time.Duration) {
+	o.m.SpawnSucceeded(ev.Model, d)
+	if o.next != nil {
+		o.next.SpawnSucceeded(ev, d)
+	}
+}
+
+// SpawnFailed implements hatchery.Observer. The framework does not pass the
+// error: the reason is "canceled" while shutting down, "other" otherwise
+// (the spawn path logs the precise cause).
+func (o metricsObserver) SpawnFailed(ev hatchery.SpawnEvent, d time.Duration) {
+	reason := vsphere.SpawnFailureOther
+	if o.ctx.Err() != nil {
+		reason = vsphere.SpawnFailureCanceled
+	}
+	o.m.SpawnFailed(ev.Model, reason)
+	if o.next != nil {
+		o.next.SpawnFailed(ev, d)
+	}
+}
+
+// JobSkipped implements hatchery.Observer; the metrics have no series for it.
+func (o metricsObserver) JobSkipped(reason string) {
+	if o.next != nil {
+		o.next.JobSkipped(reason)
+	}
+}

@@ -1,0 +1,61 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// inventoryStaleFactor mirrors the shared inventory's own rule: a snapshot
+// older than this many refresh intervals is refused by its readers.
+const inventoryStaleFactor = 4
+
+// statusSource renders the daemon's own /mon/status lines (the framework's
+// ExtraStatus): the vCenter connection and, in shared inventory mode, the
+// inventory's freshness.
+type statusSource struct {
+	service  string
+	hostname string
+	vc       *VCenter
+	inv      *vsphere.SharedInventory // nil in listing mode
+	interval time.Duration            // inventory refresh interval
+	now      func() time.Time
+}
+
+// lines implements hatchery.Options.ExtraStatus.
+func (s *statusSource) lines(context.Context) []sdk.MonitoringStatusLine {
+	out := []sdk.MonitoringStatusLine{s.vc.StatusLine()}
+	if s.inv != nil {
+		out = append(out, inventoryLine(s.inv.Stats(), s.interval, s.now()))
+	}
+	for i := range out {
+		out[i].Type, out[i].Service, out[i].Hostname = "hatchery", s.service, s.hostname
+	}
+	return out
+}
+
+// inventoryLine is "vCenter inventory": OK when the last refresh succeeded,
+// WARN when it failed but the snapshot is still usable, AL when readers
+// refuse it (never listed, or older than inventoryStaleFactor intervals).
+func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.Time) sdk.MonitoringStatusLine {
+	l := sdk.MonitoringStatusLine{Component: "vCenter inventory"}
+	switch {
+	case st.LastOK.IsZero() && st.LastErr == nil:
+		l.Status, l.Value = sdk.MonitoringStatusWarn, "not listed yet"
+	case st.LastOK.IsZero():
+		l.Status, l.Value = sdk.MonitoringStatusAlert, fmt.Sprintf("never listed: %v", st.LastErr)
+	case now.Sub(st.LastOK) > inventoryStaleFactor*interval:
+		l.Status = sdk.MonitoringStatusAlert
+		l.Value = fmt.Sprintf("stale: last listing %s ago: %v", now.Sub(st.LastOK).Round(time.Second), st.LastErr)
+	case st.LastErr != nil:
+		l.Status = sdk.MonitoringStatusWarn
+		l.Value = fmt.Sprintf("%d VMs listed %s ago; last refresh failed: %v", st.VMs, now.Sub(st.LastOK).Round(time.Second), st.LastErr)
+	default:
+		l.Status = sdk.MonitoringStatusOK
+		l.Value = fmt.Sprintf("%d VMs listed %s ago (every %s)", st.VMs, now.Sub(st.LastOK).Round(time.Second), interval)
+	}
+	return l
+}

@@ -1,0 +1,326 @@
+// Package demo runs hatchery-vsphere end to end on one machine with nothing
+// but Go: an in-process vCenter simulator (govmomi's vcsim with the
+// template debian12 and a resource pool of finite capacity), an in-process
+// CDS API simulator, and the real daemon (internal/daemon) configured from
+// configs/demo.toml. It feeds jobs (V2 jobs of flavors small, medium and
+// large, and V1 jobs on a V1 model), plays the part of each worker (it
+// registers with the API, runs a moment, finishes and powers its VM off, as
+// the worker's `shutdown -h now` would) and prints the life of every job, up
+// to its VM being destroyed by the hatchery's cleanup.
+package demo
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// Defaults of Options.
+const (
+	// DefaultOnceTimeout bounds a --once run: six jobs take well under a
+	// minute; two minutes is the promise of the README.
+	DefaultOnceTimeout = 2 * time.Minute
+	// DefaultJobEvery is the trickle's period: a new job every 1.5 s keeps
+	// a few VMs alive at once without exceeding maxWorker.
+	DefaultJobEvery = 1500 * time.Millisecond
+	// DefaultWorkerRunTime is how long a simulated worker "builds".
+	DefaultWorkerRunTime = 2 * time.Second
+)
+
+// Demo identities: throwaway values of the in-process simulators.
+const (
+	hatcheryName  = "hatchery-vsphere-demo"
+	vcUser        = "demo@vsphere.local"
+	vcPassword    = "demo-vcsim-password"
+	guestUser     = "cds"
+	guestPassword = "demo-guest-password"
+	imageTemplate = "debian12"
+	// v1ModelName is the V1 model; its template (named after it) is
+	// created at start as if the model had been registered before.
+	v1ModelName  = "debian12-v1"
+	v1ModelGroup = "shared.infra"
+	v2ModelName  = "debian12"
+)
+
+// Options tune Run. The zero value is `hatchery-vsphere demo`: jobs
+// forever, /mon on a free port.
+type Options struct {
+	// Jobs is how many jobs to feed; 0 feeds one every JobEvery forever.
+	Jobs int
+	// Once makes Run return nil after Jobs jobs completed and all their VMs
+	// were destroyed, an error after Timeout.
+	Once bool
+	// Listen is the /mon address (host:port); "" is 127.0.0.1 on a free port.
+	Listen string
+	// Timeout bounds a Once run (0: DefaultOnceTimeout).
+	Timeout time.Duration
+	// JobEvery is the period between two jobs (0: DefaultJobEvery).
+	JobEvery time.Duration
+	// WorkerRunTime is how long a simulated worker runs (0: DefaultWorkerRunTime).
+	WorkerRunTime time.Duration
+	// Stdout receives the addresses and the life of every job (nil: discard).
+	Stdout io.Writer
+	// Logger receives the daemon's and the simulators' logs (nil: discard).
+	Logger *slog.Logger
+	// OnReady, when set, is called once everything runs (tests).
+	OnReady func(Info)
+	// OnDone, when set, is called when a Once run has succeeded, before
+	// anything stops (tests check the simulator's final state there).
+	OnDone func(Info, *Report)
+}
+
+// Info describes a running demo.
+type Info struct {
+	// MonURL is the base URL of the hatchery's /mon server.
+	MonURL string
+	// SDKURL, User and Password reach the vCenter simulator (govc).
+	SDKURL, User, Password string
+	// Env is the vCenter simulator.
+	Env *vcsimtest.Env
+	// API is the CDS API simulator.
+	API *cdssim.Server
+	// Config is the hatchery's configuration.
+	Config *vsphere.Configuration
+}
+
+// Run runs the demo until ctx ends (nil) or, with Once, until Jobs jobs are
+// done and cleaned up. It returns the report of every job fed.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Once && o.Jobs <= 0 {
+		return nil, errors.New("demo: --once needs --jobs N")
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultOnceTimeout
+	}
+	if o.JobEvery <= 0 {
+		o.JobEvery = DefaultJobEvery
+	}
+	if o.WorkerRunTime <= 0 {
+		o.WorkerRunTime = DefaultWorkerRunTime
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	start := time.Now()
+	out := &printer{w: o.Stdout, start: start}
+
+	cfg, err := demoConfig(o.Listen)
+	if err != nil {
+		return nil, err
+	}
+
+	env, closeSim, err := startSimulator(vcsimtest.Options{
+		User: vcUser, Password: vcPassword,
+		GuestUser: guestUser, GuestPassword: guestPassword,
+		Templates: []vcsimtest.Template{
+			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
+			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
+		},
+		ReadyDelay: 300 * time.Millisecond,
+		Logger:     log.With("component", "vcsim"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer closeSim()
+	// A resource pool of finite capacity: 64 GB and 64 GHz unreserved.
+	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 64<<30, 64<<30, 64<<30
+		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
+	})
+
+	api, err := cdssim.New(cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")})
+	if err != nil {
+		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)
+	}
+	defer api.Close()
+	api.AddModelV1(v1Model(), nil)
+
+	cfg.Endpoint, cfg.User, cfg.Password = env.Endpoint, env.User, env.Password
+	cfg.CAFile, cfg.Insecure = env.CAFile, false
+	cfg.ResourcePoolString, cfg.FolderString = env.ResourcePool, env.Folder
+	cfg.CardName = vcsimtest.CardName
+	cc := &cfg.CommonConfiguration
+	cc.API.HTTP.URL = api.URL()
+	cc.API.Token, cc.API.TokenV2 = api.TokenV1(), api.TokenV2()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("demo: configuration: %w", err)
+	}
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	d := &driver{
+		o: o, cfg: cfg, env: env, api: api, out: out, log: log,
+		jobs: map[string]*jobLife{}, byWorker: map[string]*jobLife{},
+		changed: make(chan struct{}, 1),
+	}
+
+	ready := make(chan daemon.Running, 1)
+	daemonErr := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		daemonErr <- daemon.Run(runCtx, daemon.Options{
+			Config:          cfg,
+			Logger:          log,
+			Version:         "demo",
+			DialBackoffMin:  100 * time.Millisecond,
+			DialBackoffMax:  time.Second,
+			Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
+			MetricsInterval: 2 * time.Second,
+			ShutdownTimeout: 20 * time.Second,
+			Dial: func(ctx context.Context, cc vsphere.ClientConfig) (*vsphere.GovmomiClient, error) {
+				cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
+				return vsphere.NewGovmomiClient(ctx, cc)
+			},
+			OnReady: func(r daemon.Running) { ready <- r },
+		})
+	}()
+	defer wg.Wait()
+	defer cancel()
+
+	var run daemon.Running
+	select {
+	case run = <-ready:
+	case err := <-daemonErr:
+		return nil, fmt.Errorf("demo: daemon stopped at start: %w", err)
+	case <-ctx.Done():
+		return nil, nil
+	}
+	d.inv = run.Inventory
+	mon := "http://" + run.MonAddr
+	out.banner(mon, env, o)
+	info := Info{MonURL: mon, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}
+	if o.OnReady != nil {
+		o.OnReady(info)
+	}
+
+	wg.Add(3)
+	go func() { defer wg.Done(); d.feed(runCtx) }()
+	go func() { defer wg.Done(); d.workers(runCtx) }()
+	go func() { defer wg.Done(); d.watchCleanup(runCtx) }()
+
+	var timeout <-chan time.Time
+	if o.Once {
+		t := time.NewTimer(o.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return d.report(), nil
+		case err := <-daemonErr:
+			return d.report(), fmt.Errorf("demo: daemon stopped: %w", err)
+		case <-timeout:
+			rep := d.report()
+			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
+		case <-d.changed:
+			rep := d.report()
+			if lost := rep.Lost(); o.Once && len(lost) > 0 {
+				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
+			}
+			if o.Once && rep.Done() == o.Jobs {
+				out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+				if o.OnDone != nil {
+					o.OnDone(info, rep)
+				}
+				return rep, nil
+			}
+		}
+	}
+}
+
+// demoConfig is configs/demo.toml with the /mon address of listen, a fresh
+// RSA key and placeholders for what the simulators decide.
+func demoConfig(listen string) (*vsphere.Configuration, error) {
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := vsphere.LoadConfigFrom(bytes.NewReader(vsphere.DemoConfig()), vsphere.LoadOptions{LookupEnv: noEnv})
+	if err != nil {
+		return nil, fmt.Errorf("demo: load configs/demo.toml: %w", err)
+	}
+	cc := &cfg.CommonConfiguration
+	cc.Name = hatcheryName
+	cc.HTTP.Addr, cc.HTTP.Port = "127.0.0.1", 0
+	if listen != "" {
+		host, port, err := net.SplitHostPort(listen)
+		if err != nil {
+			return nil, fmt.Errorf("demo: --listen %q: %w", listen, err)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 0 || p > 65535 {
+			return nil, fmt.Errorf("demo: --listen %q: bad port", listen)
+		}
+		if host == "" {
+			host = "127.0.0.1"
+		}
+		cc.HTTP.Addr, cc.HTTP.Port = host, p
+	}
+	key, err := GenerateRSAKeyPEM()
+	if err != nil {
+		return nil, fmt.Errorf("demo: %w", err)
+	}
+	cc.RSAPrivateKey = key
+	// demo.toml's 5 addresses would hold the jobs back behind the warm pool.
+	cfg.IPRange = "10.0.0.10/27"
+	// Short loops, so that the demo moves.
+	cfg.KillAwolServersInterval = 2
+	cfg.KillDisabledWorkersInterval = 5
+	cfg.WorkerProvisioningInterval = 3
+	cfg.InventoryRefreshInterval = 2
+	for i := range cfg.GuestCredentials {
+		cfg.GuestCredentials[i].Username, cfg.GuestCredentials[i].Password = guestUser, guestPassword
+	}
+	return cfg, nil
+}
+
+// v1Model is the demo's V1 worker model: image debian12.
+func v1Model() sdk.Model {
+	return sdk.Model{
+		Name:             v1ModelName,
+		Type:             sdk.VSphere,
+		Group:            &sdk.Group{ID: 1, Name: v1ModelGroup},
+		UserLastModified: v1ModelModified,
+		ModelVirtualMachine: sdk.ModelVirtualMachine{
+			Image: imageTemplate, Cmd: "./worker", PostCmd: "sudo shutdown -h now",
+			User: guestUser, Password: guestPassword,
+		},
+	}
+}
+
+// v1ModelModified is the V1 model's version, also written in its template.
+var v1ModelModified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// v1TemplateAnnotation marks the V1 model's template as this hatchery's,
+// built from the current version of the model: no registration is needed.
+func v1TemplateAnnotation(cfg *vsphere.Configuration) string {
+	return vsphere.Annotation{
+		HatcheryName:            cfg.CommonConfiguration.Name,
+		WorkerModelPath:         v1ModelGroup + "/" + v1ModelName,
+		VMwareModelPath:         imageTemplate,
+		WorkerModelLastModified: strconv.FormatInt(v1ModelModified.Unix(), 10),
+		Model:                   true,
+		Created:                 time.Now().UTC(),
+	}.Marshal()
+}

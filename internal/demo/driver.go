@@ -1,0 +1,464 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// jobSpec is one kind of job the feeder cycles through.
+type jobSpec struct {
+	v1     bool
+	flavor string
+}
+
+// jobMix is the feeder's cycle: every V2 flavor and V1 jobs (small through
+// a flavor requirement, and the default flavor).
+var jobMix = []jobSpec{
+	{flavor: "small"}, {flavor: "medium"}, {v1: true, flavor: "small"},
+	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium"},
+}
+
+// jobLife is what the demo saw of one job.
+type jobLife struct {
+	JobReport
+	finishing bool // FinishWorker scheduled
+}
+
+// driver feeds jobs, plays the workers and watches the cleanup.
+type driver struct {
+	o   Options
+	cfg *vsphere.Configuration
+	env *vcsimtest.Env
+	api *cdssim.Server
+	out *printer
+	log *slog.Logger
+	inv *vsphere.SharedInventory // the hatchery's: a worker "boots" until it shows there
+
+	mu       sync.Mutex
+	jobs     map[string]*jobLife // by job id (V1 decimal, V2 run job id)
+	byWorker map[string]*jobLife
+	order    []*jobLife
+	ipClash  []string
+
+	changed chan struct{} // coalescing: a job made progress
+}
+
+func (d *driver) signal() {
+	select {
+	case d.changed <- struct{}{}:
+	default:
+	}
+}
+
+// flavorSize is the CPU/RAM a job of flavor f must get ("" = defaultFlavor).
+func (d *driver) flavorSize(f string) (string, int32, int64) {
+	if f == "" {
+		f = d.cfg.DefaultFlavor
+	}
+	for _, fl := range d.cfg.Flavors {
+		if strings.EqualFold(fl.Name, f) {
+			return fl.Name, fl.CPUs, fl.MemoryMB
+		}
+	}
+	return f, 0, 0
+}
+
+// feed queues Options.Jobs jobs (or one per JobEvery forever).
+func (d *driver) feed(ctx context.Context) {
+	t := time.NewTicker(d.o.JobEvery)
+	defer t.Stop()
+	for i := 0; d.o.Jobs <= 0 || i < d.o.Jobs; i++ {
+		d.addJob(i, jobMix[i%len(jobMix)])
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (d *driver) addJob(n int, s jobSpec) {
+	name, cpus, mem := d.flavorSize(s.flavor)
+	r := JobReport{Seq: n + 1, V1: s.v1, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
+	if s.v1 {
+		reqs := sdk.RequirementList{{Type: sdk.ModelRequirement, Value: v1ModelGroup + "/" + v1ModelName}}
+		if s.flavor != "" {
+			reqs = append(reqs, sdk.Requirement{Type: sdk.FlavorRequirement, Value: s.flavor})
+		}
+		r.JobID = strconv.FormatInt(d.api.AddJobV1(cdssim.JobV1{Requirements: reqs, JobName: fmt.Sprintf("build-%d", n+1)}), 10)
+	} else {
+		spec, _ := json.Marshal(sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword})
+		r.JobID = d.api.AddJobV2(cdssim.JobV2{
+			Model:   sdk.V2WorkerModel{Name: v2ModelName, OSArch: "linux/amd64", Type: sdk.VSphere, Spec: spec},
+			RunsOn:  sdk.V2JobRunsOn{Model: v2ModelName, Flavor: s.flavor},
+			JobName: fmt.Sprintf("build-%d", n+1),
+		})
+	}
+	j := &jobLife{JobReport: r}
+	d.mu.Lock()
+	d.jobs[r.JobID] = j
+	d.order = append(d.order, j)
+	d.mu.Unlock()
+	d.out.job(j, "queued (%s)", j.kind())
+}
+
+// workers plays the worker of every launch the fake guest records: the VM
+// name is the worker name, CDS_CONFIG says which job it runs.
+func (d *driver) workers(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	seen := 0
+	for {
+		calls, err := d.env.Guest.WaitForCalls(ctx, seen+1)
+		if err != nil {
+			return
+		}
+		for _, c := range calls[seen:] {
+			if c.Fault != nil || c.ProgramPath != "/bin/echo" {
+				continue
+			}
+			wc, ok := workerConfig(c)
+			if !ok {
+				continue
+			}
+			wg.Add(1)
+			go func() { // joined above; stopped by ctx
+				defer wg.Done()
+				d.runWorker(ctx, c, wc)
+			}()
+		}
+		seen = len(calls)
+	}
+}
+
+// workerConfig decodes CDS_CONFIG from a launch.
+func workerConfig(c vcsimtest.GuestCall) (hatchery.WorkerConfig, bool) {
+	for _, e := range c.EnvVariables {
+		if enc, ok := strings.CutPrefix(e, "CDS_CONFIG="); ok {
+			wc, err := hatchery.DecodeWorkerConfig(enc)
+			return wc, err == nil
+		}
+	}
+	return hatchery.WorkerConfig{}, false
+}
+
+// runWorker is one worker's life: launched (VM, flavor, hardware, IP),
+// registered, finished after WorkerRunTime, VM powered off.
+func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatchery.WorkerConfig) {
+	jobID := wc.RunJobID
+	if wc.BookedJobID != 0 {
+		jobID = strconv.FormatInt(wc.BookedJobID, 10)
+	}
+	st, _ := d.env.Inspect(c.VM)
+	d.mu.Lock()
+	j, ok := d.jobs[jobID]
+	if ok {
+		j.VM, j.CPUs, j.MemoryMB, j.IP, j.Launched = c.VM, st.NumCPU, st.MemoryMB, st.IPAddress, time.Now()
+		d.byWorker[c.VM] = j
+		if clash := d.ipClashLocked(c.VM, st.IPAddress); clash != "" {
+			d.ipClash = append(d.ipClash, clash)
+		}
+	}
+	d.mu.Unlock()
+	if !ok {
+		d.log.Warn("demo: launch for an unknown job", "vm", c.VM, "job", jobID)
+		return
+	}
+	mark := "ok"
+	if st.NumCPU != j.WantCPUs || int64(st.MemoryMB) != j.WantMemoryMB {
+		mark = fmt.Sprintf("MISMATCH, want %d vCPU / %d MB", j.WantCPUs, j.WantMemoryMB)
+	}
+	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress)
+
+	// The worker boots and registers a moment later, by which time the
+	// hatchery lists its VM (else the API reports a worker the hatchery
+	// does not know yet).
+	if err := d.waitListed(ctx, c.VM); err != nil {
+		return
+	}
+	if d.api.RegisterWorker(c.VM, jobID) == "" {
+		d.log.Warn("demo: register worker refused", "worker", c.VM, "job", jobID)
+	}
+	d.out.job(j, "worker %s registered, job building", c.VM)
+	t := time.NewTimer(d.o.WorkerRunTime)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return
+	case <-t.C:
+	}
+	d.api.FinishWorker(c.VM, sdk.StatusSuccess)
+	if err := d.powerOff(ctx, st.Ref); err != nil && ctx.Err() == nil {
+		d.log.Warn("demo: power off worker vm", "vm", c.VM, "err", err)
+	}
+	d.mu.Lock()
+	j.Finished = time.Now()
+	d.mu.Unlock()
+	d.out.job(j, "job finished (Success), worker ran `shutdown -h now`: VM powered off")
+	d.signal()
+}
+
+// waitListed blocks until the hatchery's inventory lists vm, or ctx ends.
+func (d *driver) waitListed(ctx context.Context, vm string) error {
+	if d.inv == nil {
+		return nil
+	}
+	for {
+		vms, err := d.inv.VMs(ctx)
+		if err == nil {
+			for _, v := range vms {
+				if v.Name == vm {
+					return nil
+				}
+			}
+		}
+		if err := d.inv.WaitRefresh(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+// ipClashLocked describes another live VM holding ip, "" when none.
+func (d *driver) ipClashLocked(vm, ip string) string {
+	if ip == "" {
+		return ""
+	}
+	for _, v := range listVMs(d.env) {
+		if v.Name != vm && v.IP == ip && v.PoweredOn {
+			return fmt.Sprintf("%s and %s both hold %s", vm, v.Name, ip)
+		}
+	}
+	return ""
+}
+
+// powerOff powers the VM off as its guest shutting down would.
+func (d *driver) powerOff(ctx context.Context, ref types.ManagedObjectReference) error {
+	vm := object.NewVirtualMachine(d.env.Admin.Client, ref)
+	task, err := vm.PowerOff(ctx)
+	if err != nil {
+		return fmt.Errorf("power off %s: %w", ref.Value, err)
+	}
+	if err := task.Wait(ctx); err != nil {
+		return fmt.Errorf("power off %s: %w", ref.Value, err)
+	}
+	return nil
+}
+
+// watchCleanup notices when the hatchery destroyed a finished worker's VM.
+func (d *driver) watchCleanup(ctx context.Context) {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		live := map[string]bool{}
+		for _, v := range listVMs(d.env) {
+			live[v.Name] = true
+		}
+		var gone, lost []*jobLife
+		d.mu.Lock()
+		for _, j := range d.order {
+			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && !live[j.VM] {
+				j.Lost = time.Now() // destroyed while its worker ran
+				lost = append(lost, j)
+			}
+			if !j.Finished.IsZero() && j.Destroyed.IsZero() && !live[j.VM] {
+				j.Destroyed = time.Now()
+				gone = append(gone, j)
+			}
+		}
+		d.mu.Unlock()
+		for _, j := range lost {
+			d.out.job(j, "ERROR: VM %s vanished while its worker was running", j.VM)
+		}
+		for _, j := range gone {
+			d.out.job(j, "VM %s destroyed by the hatchery's cleanup (%s after queued)", j.VM, j.Destroyed.Sub(j.Queued).Round(100*time.Millisecond))
+		}
+		if len(gone)+len(lost) > 0 {
+			d.signal()
+		}
+	}
+}
+
+// report copies what the demo saw.
+func (d *driver) report() *Report {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	r := &Report{IPClashes: append([]string(nil), d.ipClash...)}
+	for _, j := range d.order {
+		r.Jobs = append(r.Jobs, j.JobReport)
+	}
+	return r
+}
+
+func (j *jobLife) kind() string {
+	if j.V1 {
+		return "v1, flavor " + j.Flavor
+	}
+	return "v2, flavor " + j.Flavor
+}
+
+// JobReport is the life of one job as the demo saw it.
+type JobReport struct {
+	// Seq numbers jobs from 1 in feeding order.
+	Seq int
+	// JobID is the V1 job id (decimal) or the V2 run job id.
+	JobID string
+	// V1 tells a V1 job from a V2 job.
+	V1 bool
+	// Flavor is the flavor the job resolves to; WantCPUs and WantMemoryMB
+	// its size.
+	Flavor       string
+	WantCPUs     int32
+	WantMemoryMB int64
+	// VM is the worker VM; CPUs, MemoryMB and IP were read from the
+	// simulator when the worker was launched.
+	VM       string
+	CPUs     int32
+	MemoryMB int32
+	IP       string
+	// Times of the steps (zero: not reached). Lost is when the VM was
+	// found gone while its worker still ran (a hatchery bug).
+	Queued, Launched, Finished, Destroyed, Lost time.Time
+}
+
+// Report is what a demo run saw.
+type Report struct {
+	Jobs []JobReport
+	// IPClashes lists launches whose IP another powered-on VM held.
+	IPClashes []string
+}
+
+// Lost lists the jobs whose VM vanished while the worker ran.
+func (r *Report) Lost() []JobReport {
+	var out []JobReport
+	for _, j := range r.Jobs {
+		if !j.Lost.IsZero() {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+// Done counts the jobs finished whose VM was destroyed.
+func (r *Report) Done() int {
+	n := 0
+	for _, j := range r.Jobs {
+		if !j.Destroyed.IsZero() {
+			n++
+		}
+	}
+	return n
+}
+
+// SimVM is a VM of the simulator as the demo and its tests look at it.
+type SimVM struct {
+	Name       string
+	Template   bool
+	PoweredOn  bool
+	IP         string
+	Annotation *vsphere.Annotation // nil when not one of ours (annotation, else mirror)
+}
+
+// ListVMs lists the simulator's VMs and templates from its registry.
+func ListVMs(env *vcsimtest.Env) []SimVM { return listVMs(env) }
+
+func listVMs(env *vcsimtest.Env) []SimVM {
+	sctx := env.SimContext()
+	var out []SimVM
+	for _, o := range env.Model.Map().All("VirtualMachine") {
+		vm, ok := o.(*simulator.VirtualMachine)
+		if !ok {
+			continue
+		}
+		var v SimVM
+		sctx.WithLock(vm, func() {
+			v.Name = vm.Name
+			v.PoweredOn = vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn
+			if g := vm.Guest; g != nil {
+				v.IP = g.IpAddress
+			}
+			if c := vm.Config; c != nil {
+				v.Template = c.Template
+				a, err := vsphere.ParseAnnotation(c.Annotation)
+				if err != nil {
+					for _, ov := range c.ExtraConfig {
+						if x := ov.GetOptionValue(); x != nil && x.Key == vsphere.AnnotationMirrorKey {
+							a, err = vsphere.ParseAnnotation(fmt.Sprint(x.Value))
+						}
+					}
+				}
+				if err == nil {
+					v.Annotation = a
+				}
+			}
+		})
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, k int) bool { return out[i].Name < out[k].Name })
+	return out
+}
+
+// printer writes the demo's lines, one per step, with the time since start.
+type printer struct {
+	mu    sync.Mutex
+	w     io.Writer
+	start time.Time
+}
+
+func (p *printer) printf(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, "[%6.1fs] %s\n", time.Since(p.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (p *printer) job(j *jobLife, format string, args ...any) {
+	id := j.JobID
+	if len(id) > 8 {
+		id = id[:8]
+	}
+	p.printf("job %d (%s %s): %s", j.Seq, map[bool]string{true: "v1", false: "v2"}[j.V1], id, fmt.Sprintf(format, args...))
+}
+
+// banner prints where everything is.
+func (p *printer) banner(mon string, env *vcsimtest.Env, o Options) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.w, `hatchery-vsphere demo: the real hatchery against in-process vCenter and CDS API simulators
+
+  /mon/status   %[1]s/mon/status
+  /mon/metrics  %[1]s/mon/metrics
+  /mon/workers  %[1]s/mon/workers
+
+  vCenter simulator SDK  %[2]s
+  user / password        %[3]s / %[4]s   (the simulator's own throwaway credentials)
+  inspect with govc:     GOVC_URL=%[2]s GOVC_USERNAME='%[3]s' GOVC_PASSWORD='%[4]s' GOVC_INSECURE=1 govc ls /DC0/vm
+
+`, mon, env.Endpoint, env.User, env.Password)
+	if o.Jobs > 0 {
+		fmt.Fprintf(p.w, "feeding %d jobs (V2 flavors small/medium/large and V1 jobs), one every %s\n\n", o.Jobs, o.JobEvery)
+	} else {
+		fmt.Fprintf(p.w, "feeding a job every %s until interrupted (Ctrl-C)\n\n", o.JobEvery)
+	}
+}
