@@ -207,12 +207,30 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
+	// The hatchery's loops start once vCenter answers (in shared mode: once
+	// the inventory holds a first listing): before that every pass would
+	// only fail and log it. /mon/status says why meanwhile.
+	synced := vc.Ready()
+	if shared != nil {
+		synced = shared.Synced()
+	}
+	afterConnect := func(fn func(context.Context)) func(context.Context) {
+		return func(ctx context.Context) {
+			select {
+			case <-synced:
+				fn(ctx)
+			case <-ctx.Done():
+			}
+		}
+	}
 	goLoop(&baseWG, baseCtx, vc.Run)
 	if shared != nil {
+		// Not gated: its first (failing) attempt is what lets a first read
+		// answer "stale" at once instead of waiting, e.g. for /mon/status.
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
-	goLoop(&loopsWG, loopsCtx, h.Run)
-	goLoop(&loopsWG, loopsCtx, func(ctx context.Context) { h.RunMetrics(ctx, metrics, o.MetricsInterval) })
+	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
+	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, metrics, o.MetricsInterval) }))
 	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
 		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})

@@ -53,6 +53,8 @@ type VCenter struct {
 	unreachable error     // last transport error of a delegated call, nil after a success
 	since       time.Time // when unreachable started
 	closed      bool
+
+	ready chan struct{} // closed at the first successful dial
 }
 
 // newVCenter builds the wrapper; Run dials.
@@ -60,8 +62,11 @@ func newVCenter(cfg vsphere.ClientConfig, dial DialFunc, backMin, backMax time.D
 	if dial == nil {
 		dial = vsphere.NewGovmomiClient
 	}
-	return &VCenter{cfg: cfg, dial: dial, log: log, backMin: backMin, backMax: backMax, onConnect: onConnect, host: endpointHost(cfg.Endpoint)}
+	return &VCenter{cfg: cfg, dial: dial, log: log, backMin: backMin, backMax: backMax, onConnect: onConnect, host: endpointHost(cfg.Endpoint), ready: make(chan struct{})}
 }
+
+// Ready is closed once the first dial succeeded.
+func (v *VCenter) Ready() <-chan struct{} { return v.ready }
 
 // Run dials vCenter until it succeeds or ctx ends, waiting between
 // attempts from backMin doubling to backMax. It returns once connected.
@@ -78,6 +83,7 @@ func (v *VCenter) Run(ctx context.Context) {
 			}
 			v.cur, v.dialErr = c, nil
 			v.attempts++
+			close(v.ready)
 			v.mu.Unlock()
 			v.log.Info("vcenter connected", "endpoint", v.host)
 			if v.onConnect != nil {

@@ -38,8 +38,9 @@ type SharedInventory struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	kick  chan struct{} // coalescing refresh signal, capacity 1
-	ready chan struct{} // closed after the first refresh attempt
+	kick    chan struct{} // coalescing refresh signal, capacity 1
+	ready   chan struct{} // closed after the first refresh attempt
+	firstOK chan struct{} // closed after the first successful refresh
 
 	mu          sync.RWMutex
 	vms         []VM
@@ -71,6 +72,7 @@ func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, lo
 		now:      time.Now,
 		kick:     make(chan struct{}, 1),
 		ready:    make(chan struct{}),
+		firstOK:  make(chan struct{}),
 		changed:  make(chan struct{}),
 	}
 }
@@ -124,6 +126,9 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 		}
 		s.vms, s.lastErr, s.lastOK = vms, nil, s.now()
 		s.generation++
+		if s.generation == 1 {
+			close(s.firstOK)
+		}
 	}
 	if !s.readyClosed {
 		s.readyClosed = true
@@ -153,6 +158,10 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	}
 	return s.vms, nil
 }
+
+// Synced is closed once a refresh has succeeded: loops that would only
+// fail on an empty inventory wait for it.
+func (s *SharedInventory) Synced() <-chan struct{} { return s.firstOK }
 
 // Invalidate asks for a refresh soon; many calls coalesce into one.
 func (s *SharedInventory) Invalidate() {

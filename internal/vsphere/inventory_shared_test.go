@@ -133,3 +133,36 @@ func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 	_, err := inv.VMs(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 }
+
+func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	var fail atomic.Bool
+	fail.Store(true)
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+		if fail.Load() {
+			return nil, errors.New("not connected")
+		}
+		return []mo.VirtualMachine{listedVM("a")}, nil
+	}).AnyTimes()
+	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	require.NoError(t, inv.WaitRefresh(ctx))
+	select {
+	case <-inv.Synced():
+		t.Fatal("synced after failed refreshes only")
+	default:
+	}
+	fail.Store(false)
+	inv.Invalidate()
+	select {
+	case <-inv.Synced():
+	case <-time.After(10 * time.Second):
+		t.Fatal("not synced after a successful refresh")
+	}
+}
