@@ -68,6 +68,7 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 			h.provUsing.Remove(v.Name)
 			continue
 		}
+		h.prov.forgetRecent(v.Name) // renamed soon: no longer in its pool
 		h.log.Info("claimed provisioned vm", "vm", v.Name, "model", want.model, "flavor", wantFlavor,
 			"reason", claimReason(v, wantFlavor))
 		return &v, nil
