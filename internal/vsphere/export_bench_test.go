@@ -9,7 +9,11 @@ import "context"
 func (h *HatcheryVSphere) InventoryOf() Inventory { return h.inv }
 
 // BenchKillDisabledWorkersPass runs one disabled-workers cleanup pass.
-func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) { h.killDisabledWorkers(ctx) }
+func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
+	h.killDisabledWorkers(ctx)
+}
 
 // BenchCollectMetrics runs one metrics collection pass.
-func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) { h.collectMetrics(ctx, m) }
+func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
+	h.collectMetrics(ctx, m)
+}
