@@ -75,6 +75,47 @@ func (c *benchClient) cloneAt(name string) (time.Time, bool) {
 	return t, ok
 }
 
+// refusals counts the reasons of "cannot spawn" and "spawn failed" log
+// lines, to explain failed burst spawns.
+type refusals struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *refusals) Enabled(context.Context, slog.Level) bool { return true }
+func (r *refusals) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *refusals) WithGroup(string) slog.Handler            { return r }
+func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
+	if rec.Message != "cannot spawn" && rec.Message != "spawn failed" {
+		return nil
+	}
+	reason := ""
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "reason" {
+			reason = a.Value.String()
+			if i := strings.IndexAny(reason, ":"); i > 0 {
+				reason = reason[:i]
+			}
+		}
+		return true
+	})
+	r.mu.Lock()
+	r.n[rec.Message+": "+reason]++
+	r.mu.Unlock()
+	return nil
+}
+
+func (r *refusals) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var parts []string
+	for k, v := range r.n {
+		parts = append(parts, fmt.Sprintf("%s ×%d", k, v))
+	}
+	sort.Strings(parts)
+	return strings.Join(parts, "; ")
+}
+
 // benchResult is one row of the printed table.
 type benchResult struct {
 	vms  int
@@ -89,6 +130,7 @@ type benchResult struct {
 	burst              int
 	burstSubmitted     time.Duration
 	burstFailed        int
+	burstWhy           string
 	idleReqs, idleMB   float64 // per minute
 	idleDetail         string
 	metricsPass        time.Duration
@@ -240,7 +282,8 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	})
 	hc := newBenchClient(gc) // the hatchery's port: job path and loops
 	ic := newBenchClient(gc) // the inventory owner's port: refreshes
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	why := &refusals{n: map[string]int{}}
+	log := slog.New(why)
 	inv, run, err := vsphere.NewInventory(cfg, ic, log)
 	if err != nil {
 		b.Fatal(err)
@@ -369,7 +412,6 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 			<-startAll
 			if _, err := spawnJob(ctx, h, fmt.Sprintf("burst-%d", i), fmt.Sprintf("worker-burst-%d", i)); err != nil {
 				failed.Add(1)
-				b.Logf("burst spawn: %v", err)
 			}
 		}()
 	}
@@ -383,8 +425,11 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 			last = at
 		}
 	}
-	r.burstSubmitted = last.Sub(t0)
+	if !last.IsZero() {
+		r.burstSubmitted = last.Sub(t0)
+	}
 	r.burstFailed = int(failed.Load())
+	r.burstWhy = why.String()
 	return r
 }
 
@@ -433,6 +478,9 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 		"VMs", "mode", "jobs", "req/job", "KB/job", "lists/job", "refr/job", "idle req/m", "idle MB/min", "dec p50", "dec p99", "burst", "metrics", "heap MB")
 	for _, r := range rs {
 		burst := fmt.Sprintf("%d in %.2fs", r.burst, r.burstSubmitted.Seconds())
+		if r.burstSubmitted == 0 {
+			burst = fmt.Sprintf("%d: none", r.burst)
+		}
 		if r.burstFailed > 0 {
 			burst += fmt.Sprintf(" (%d failed)", r.burstFailed)
 		}
@@ -444,6 +492,9 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 	for _, r := range rs {
 		fmt.Fprintf(w, "%d/%s: one listing %.0f KB; per job by method: %s\n", r.vms, r.mode, r.listingBytes/1e3, r.perMethodPerJobTop)
 		fmt.Fprintf(w, "%d/%s idle passes: %s\n", r.vms, r.mode, r.idleDetail)
+		if r.burstWhy != "" {
+			fmt.Fprintf(w, "%d/%s refusals and failures logged: %s\n", r.vms, r.mode, r.burstWhy)
+		}
 	}
 	fmt.Fprintln(w, `
 Method: per job = SOAP counter delta over the sequential jobs (CanSpawn, CanAllocateResources,
