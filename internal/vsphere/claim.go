@@ -72,6 +72,7 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		// From here the VM is a worker (or, on failure, marked for
 		// deletion): never idle again, whatever a stale snapshot says.
 		h.prov.consumed.Add(v.Ref.Value)
+		h.prov.forgetRecent(v.Name) // renamed soon: no longer in its pool
 		h.log.Info("claimed provisioned vm", "vm", v.Name, "model", want.model, "flavor", wantFlavor,
 			"reason", claimReason(v, wantFlavor))
 		return &v, nil

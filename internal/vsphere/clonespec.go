@@ -24,12 +24,18 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 		annot.Created = h.now().UTC()
 	}
 	leased := ""
-	if h.ips.enabled() && annot.IPAddress == "" {
-		// Read the inventory first, then pick under the pool's lock only.
-		vms, err := h.inv.VMs(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("clone %q from template %q: list vms for ip: %w", vmName, templateName, err)
+	needIP := h.ips.enabled() && annot.IPAddress == ""
+	var vms []VM
+	if _, listing := h.inv.(ListingInventory); needIP || !listing {
+		// A shared snapshot costs no round trip: it also gives the
+		// template's reference (a lookup by name walks the VM folder).
+		var err error
+		if vms, err = h.inv.VMs(ctx); err != nil {
+			return nil, fmt.Errorf("clone %q from template %q: list vms: %w", vmName, templateName, err)
 		}
+	}
+	if needIP {
+		// Read the inventory first, then pick under the pool's lock only.
 		lease, err := h.ips.reserve(ctx, vms)
 		if err != nil {
 			return nil, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
@@ -50,7 +56,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 		return nil, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
-	template, err := h.vs.LoadVirtualMachine(ctx, templateName)
+	template, err := h.loadTemplate(ctx, vms, templateName)
 	if err != nil {
 		return fail("load template", err, false)
 	}
@@ -75,6 +81,20 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	}
 	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
 	return h.vs.NewVirtualMachine(*ref), nil
+}
+
+// loadTemplate returns the template named name: from vms when it is there
+// (no round trip; a template recreated since the snapshot fails the clone
+// with a not-found fault and the job is retried), else looked up by name.
+func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name string) (*object.VirtualMachine, error) {
+	for _, v := range vms {
+		if v.Name == name && v.Template && v.Ref.Value != "" {
+			t := h.vs.NewVirtualMachine(v.Ref)
+			t.InventoryPath = name // names it in errors and logs
+			return t, nil
+		}
+	}
+	return h.vs.LoadVirtualMachine(ctx, name)
 }
 
 // prepareCloneSpec builds the clone specification (001 §6.2.1, Amendment C):

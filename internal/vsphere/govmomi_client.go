@@ -128,6 +128,9 @@ type GovmomiClient struct {
 	rl     *reloginRoundTripper
 	stats  *soapStats
 	sem    chan struct{} // nil when unbounded
+	// placement memoises LoadFolder, LoadResourcePool, LoadDatastore and
+	// LoadNetwork (placementCacheTTL): resolving them walks the inventory.
+	placement *placementCache
 
 	// PollInterval is the period of property polls in waits. Tests may
 	// shorten it before use; it is not changed concurrently.
@@ -204,6 +207,7 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 		stats:        stats,
 		PollInterval: cfg.PollInterval,
 		taskScale:    cfg.TaskTimeoutScale,
+		placement:    newPlacementCache(),
 	}
 	if cfg.MaxConcurrentTasks > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)

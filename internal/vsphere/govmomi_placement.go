@@ -14,68 +14,76 @@ import (
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder.
 func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) {
-	if c.cfg.Folder == "" {
-		folders, err := c.dc.Folders(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+	return cachedLookup(c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
+		if c.cfg.Folder == "" {
+			folders, err := c.dc.Folders(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+			}
+			return folders.VmFolder, nil
 		}
-		return folders.VmFolder, nil
-	}
-	f, err := c.finder.Folder(ctx, c.cfg.Folder)
-	if err != nil {
-		return nil, fmt.Errorf("find folder %q (folderString): %w", c.cfg.Folder, ambiguity(err, "folderString"))
-	}
-	return f, nil
+		f, err := c.finder.Folder(ctx, c.cfg.Folder)
+		if err != nil {
+			return nil, fmt.Errorf("find folder %q (folderString): %w", c.cfg.Folder, ambiguity(err, "folderString"))
+		}
+		return f, nil
+	})
 }
 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name) else the datacenter's
 // default pool. Several candidates are an error naming the setting.
 func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
-	if c.cfg.ResourcePool == "" {
-		p, err := c.finder.DefaultResourcePool(ctx)
+	return cachedLookup(c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
+		if c.cfg.ResourcePool == "" {
+			p, err := c.finder.DefaultResourcePool(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("find default resource pool of datacenter %q: %w", c.dc.Name(), ambiguity(err, "resourcePoolString"))
+			}
+			return p, nil
+		}
+		p, err := c.finder.ResourcePool(ctx, c.cfg.ResourcePool)
 		if err != nil {
-			return nil, fmt.Errorf("find default resource pool of datacenter %q: %w", c.dc.Name(), ambiguity(err, "resourcePoolString"))
+			return nil, fmt.Errorf("find resource pool %q (resourcePoolString): %w", c.cfg.ResourcePool, ambiguity(err, "resourcePoolString"))
 		}
 		return p, nil
-	}
-	p, err := c.finder.ResourcePool(ctx, c.cfg.ResourcePool)
-	if err != nil {
-		return nil, fmt.Errorf("find resource pool %q (resourcePoolString): %w", c.cfg.ResourcePool, ambiguity(err, "resourcePoolString"))
-	}
-	return p, nil
+	})
 }
 
 // LoadNetwork finds a network by name or path; "" is the default network.
 func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
-	if name == "" {
-		n, err := c.finder.DefaultNetwork(ctx)
+	return cachedLookup(c.placement, "network", name, func() (object.NetworkReference, error) {
+		if name == "" {
+			n, err := c.finder.DefaultNetwork(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("find default network of datacenter %q: %w", c.dc.Name(), ambiguity(err, "networkString"))
+			}
+			return n, nil
+		}
+		n, err := c.finder.Network(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("find default network of datacenter %q: %w", c.dc.Name(), ambiguity(err, "networkString"))
+			return nil, fmt.Errorf("find network %q: %w", name, ambiguity(err, "networkString"))
 		}
 		return n, nil
-	}
-	n, err := c.finder.Network(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("find network %q: %w", name, ambiguity(err, "networkString"))
-	}
-	return n, nil
+	})
 }
 
 // LoadDatastore finds a datastore by name or path; "" is the default datastore.
 func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
-	if name == "" {
-		d, err := c.finder.DefaultDatastore(ctx)
+	return cachedLookup(c.placement, "datastore", name, func() (*object.Datastore, error) {
+		if name == "" {
+			d, err := c.finder.DefaultDatastore(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("find default datastore of datacenter %q: %w", c.dc.Name(), ambiguity(err, "datastoreString"))
+			}
+			return d, nil
+		}
+		d, err := c.finder.Datastore(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("find default datastore of datacenter %q: %w", c.dc.Name(), ambiguity(err, "datastoreString"))
+			return nil, fmt.Errorf("find datastore %q: %w", name, ambiguity(err, "datastoreString"))
 		}
 		return d, nil
-	}
-	d, err := c.finder.Datastore(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("find datastore %q: %w", name, ambiguity(err, "datastoreString"))
-	}
-	return d, nil
+	})
 }
 
 // SetupEthernetCard sets card's backing to network, as a card of type

@@ -64,6 +64,12 @@ func (h *HatcheryVSphere) keyOf(vm VM) (poolKey, bool) {
 type provisioningState struct {
 	mu      sync.Mutex
 	pending map[string]poolKey
+	// recent holds VMs provisioned by this process that no inventory
+	// snapshot has shown yet (shared inventory only): they count in their
+	// pool until a snapshot shows them or their deadline passes (the
+	// capacity release grace), so a pass right after another does not
+	// provision them twice.
+	recent map[string]recentVM
 
 	// deleting holds the VMs a deleteServer call is working on, so that
 	// the provisioning and cleanup loops never destroy the same VM twice.
@@ -83,6 +89,7 @@ type provisioningState struct {
 func newProvisioningState() *provisioningState {
 	return &provisioningState{
 		pending:   map[string]poolKey{},
+		recent:    map[string]recentVM{},
 		deleting:  newNameSet(),
 		preparing: newNameSet(),
 		consumed:  newNameSet(),
@@ -99,6 +106,42 @@ func (p *provisioningState) removePending(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	delete(p.pending, name)
+}
+
+// recentVM is an entry of provisioningState.recent.
+type recentVM struct {
+	key   poolKey
+	until time.Time
+}
+
+// addRecent records a VM just provisioned, counted until until.
+func (p *provisioningState) addRecent(name string, k poolKey, until time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.recent[name] = recentVM{key: k, until: until}
+}
+
+// forgetRecent drops a recent VM (seen, claimed or deleted).
+func (p *provisioningState) forgetRecent(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.recent, name)
+}
+
+// recentByKey returns the recent VMs still unseen at now, with their pool,
+// and forgets the expired ones.
+func (p *provisioningState) recentByKey(now time.Time) map[string]poolKey {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string]poolKey, len(p.recent))
+	for n, r := range p.recent {
+		if !now.Before(r.until) {
+			delete(p.recent, n)
+			continue
+		}
+		out[n] = r.key
+	}
+	return out
 }
 
 // pendingByKey returns the names being provisioned, with their pool.
@@ -347,6 +390,20 @@ func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 			counts[k]++
 		}
 	}
+	present := make(map[string]bool, len(vms))
+	for _, v := range vms {
+		present[v.Name] = true
+	}
+	for name, k := range h.prov.recentByKey(h.now()) {
+		switch {
+		case present[name]:
+			h.prov.forgetRecent(name) // the snapshot shows it: counted above
+		case seen[name] || h.provUsing.Has(name) || h.toDelete.Has(name):
+		default:
+			seen[name] = true
+			counts[k]++
+		}
+	}
 	return counts
 }
 
@@ -406,6 +463,10 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		return
 	}
 	h.inv.Invalidate()
+	if grace := h.releaseGrace(); grace > 0 {
+		// The shared inventory shows the VM after its next refresh.
+		h.prov.addRecent(name, t.key, h.now().Add(grace))
+	}
 	log.Info("provisioned vm ready", "reason", "cloned, got its ip, powered off")
 }
 

@@ -18,7 +18,8 @@ func TestVcsimSpawnWorkerV2(t *testing.T) {
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = "hatch-vcsim"
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.77.10/24", "192.168.77.1", "255.255.255.0", "192.168.77.2"
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client})
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, Inventory: inv})
 	require.NoError(t, err)
 
 	wc := hatchery.WorkerConfig{Name: "worker-vcsim-1", HatcheryName: "hatch-vcsim", APIEndpoint: "http://api", APIToken: "jwt", RunJobID: "run-9", Model: "m"}
@@ -58,6 +59,7 @@ func TestVcsimSpawnWorkerV2(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, wc, got)
 
+	env.WaitInventory(inv)
 	started, err := h.WorkersStarted(env.Context())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"worker-vcsim-1"}, started)

@@ -52,15 +52,17 @@ func warmVcsimConfig(env *vcsimtest.Env, pools ...vsphere.WorkerProvisioningConf
 	return cfg
 }
 
-// newWarmVcsimHatchery builds a hatchery on env (listing inventory).
+// newWarmVcsimHatchery builds a hatchery on env, its inventory in the mode
+// of vcsimtest.InventoryMode().
 func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *vsphere.Configuration, now func() time.Time) *vsphere.HatcheryVSphere {
 	t.Helper()
 	h, err := vsphere.New(vsphere.Options{
-		Config: cfg,
-		Client: env.Client,
-		CDS:    warmVcsimAPI{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    now,
+		Config:    cfg,
+		Client:    env.Client,
+		Inventory: env.Inventory(cfg),
+		CDS:       warmVcsimAPI{},
+		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:       now,
 	})
 	require.NoError(t, err)
 	return h
@@ -147,6 +149,7 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
 	ctx := env.Context()
 	h.WarmProvisioningPass(ctx)
+	env.WaitInventory(h.InventoryOf()) // a claim reads the inventory
 	pool := warmPool(warmVcsimVMs(t, env), "debian12")
 	require.Len(t, pool, 1)
 
@@ -276,7 +279,9 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	assert.False(t, leaked, "half-provisioned vm %s leaked", half[0])
 	assert.Equal(t, done, warmNames(warmPool(warmVcsimVMs(t, env), "debian12")), "the finished vm stays in the pool")
 
-	// And the pool is refilled by the new hatchery.
+	// And the pool is refilled by the new hatchery, once its inventory
+	// shows the deletion.
+	env.WaitInventory(h2.InventoryOf())
 	h2.WarmProvisioningPass(env.Context())
 	assert.Len(t, warmPool(warmVcsimVMs(t, env), "debian12"), 2)
 	for _, v := range warmPool(warmVcsimVMs(t, env), "debian12") {

@@ -1,0 +1,102 @@
+package vcsimtest
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+// InventoryModeEnv names the environment variable choosing the inventory
+// mode of the hatcheries tests build on a simulator: "shared" (the
+// production default, used when the variable is unset or empty) or
+// "listing". CI runs the simulator tests once in each mode (issue 9), so
+// that every decision is checked against both a fresh listing per read and
+// a lagging shared snapshot.
+const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"
+
+// TestInventoryMinGap is the least time between two refreshes of a shared
+// inventory built by Env.Inventory: short, so WaitInventory returns fast,
+// while refreshes still coalesce.
+const TestInventoryMinGap = 50 * time.Millisecond
+
+// InventoryMode returns the mode named by InventoryModeEnv, else
+// vsphere.InventoryShared. An unknown value panics: a CI typo must not
+// silently test the other mode.
+func InventoryMode() string {
+	switch m := os.Getenv(InventoryModeEnv); m {
+	case "":
+		return vsphere.InventoryShared
+	case vsphere.InventoryShared, vsphere.InventoryListing:
+		return m
+	default:
+		panic(fmt.Sprintf("%s=%q: want %q or %q", InventoryModeEnv, m, vsphere.InventoryShared, vsphere.InventoryListing))
+	}
+}
+
+// Inventory builds the inventory a hatchery on this simulator reads, in the
+// mode of InventoryMode() (written to cfg.InventoryMode, which the capacity
+// check reads too, unless the test already set one), over e.Client. A
+// shared inventory refreshes every cfg.InventoryRefreshInterval (30 s when
+// unset) and TestInventoryMinGap after an Invalidate; its owner loop runs
+// until the test ends and is joined at cleanup.
+func (e *Env) Inventory(cfg *vsphere.Configuration) vsphere.Inventory {
+	e.t.Helper()
+	return e.InventoryOver(cfg, e.Client)
+}
+
+// InventoryOver is Inventory over another client (a counting decorator,
+// a second session).
+func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereClient) vsphere.Inventory {
+	e.t.Helper()
+	if cfg.InventoryMode == "" {
+		cfg.InventoryMode = InventoryMode()
+	}
+	if cfg.InventoryRefreshInterval <= 0 {
+		cfg.InventoryRefreshInterval = vsphere.DefaultInventoryRefreshInterval
+	}
+	log := e.opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.InventoryMode == vsphere.InventoryListing {
+		inv, _, err := vsphere.NewInventory(cfg, client, log)
+		if err != nil {
+			e.t.Fatalf("inventory: %v", err)
+		}
+		return inv
+	}
+	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
+	e.run(inv.Run)
+	return inv
+}
+
+// run starts fn in a goroutine that ends with the test's context and is
+// joined at cleanup.
+func (e *Env) run(fn func(context.Context)) {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn(e.ctx)
+	}()
+}
+
+// WaitInventory returns once inv shows every write made before the call: a
+// shared inventory is refreshed (WaitRefresh); a listing one is always
+// current. Tests call it before asserting on what the hatchery reads, never
+// sleep.
+func (e *Env) WaitInventory(inv vsphere.Inventory) {
+	e.t.Helper()
+	s, ok := inv.(*vsphere.SharedInventory)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	defer cancel()
+	if err := s.WaitRefresh(ctx); err != nil {
+		e.t.Fatalf("wait for inventory refresh: %v", err)
+	}
+}

@@ -1,0 +1,19 @@
+package vsphere
+
+import "context"
+
+// Hooks for the external benchmarks and the simulator tests run in both
+// inventory modes, compiled into tests only.
+
+// InventoryOf returns the inventory the hatchery reads.
+func (h *HatcheryVSphere) InventoryOf() Inventory { return h.inv }
+
+// BenchKillDisabledWorkersPass runs one disabled-workers cleanup pass.
+func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
+	h.killDisabledWorkers(ctx)
+}
+
+// BenchCollectMetrics runs one metrics collection pass.
+func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
+	h.collectMetrics(ctx, m)
+}

@@ -1,0 +1,54 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+)
+
+// NewInventory builds the VM inventory that cfg.InventoryMode names
+// (DESIGN §7, issue 9):
+//   - "shared" (the default): one SharedInventory refreshed every
+//     inventoryRefreshInterval and soon after the hatchery's own writes. The
+//     returned run function is its owner loop: the caller starts it in one
+//     goroutine next to HatcheryVSphere.Run and joins it at shutdown (it
+//     returns when ctx ends).
+//   - "listing": the spec's plain design, a ListingInventory listing the
+//     datacenter on every read; run returns at once.
+//
+// Both satisfy Inventory, so every loop and decision reads through the same
+// interface and the two modes can be measured side by side.
+func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
+	if cfg == nil || client == nil {
+		return nil, nil, fmt.Errorf("new inventory: config and client are required")
+	}
+	switch cfg.InventoryMode {
+	case InventoryListing:
+		return ListingInventory{Client: client}, func(context.Context) {}, nil
+	case InventoryShared, "":
+		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		return inv, inv.Run, nil
+	default:
+		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q", cfg.InventoryMode, InventoryShared, InventoryListing)
+	}
+}
+
+// SOAPCounts converts the adapter's per-method SOAP counters to what the
+// metrics collector reads (Metrics.SOAP): requests, and request plus
+// response body bytes.
+func (s SOAPStats) SOAPCounts() map[string]SOAPCount {
+	out := make(map[string]SOAPCount, len(s))
+	for method, m := range s {
+		out[method] = SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
+	}
+	return out
+}
+
+// SOAPHook returns the Metrics.SOAP hook of a client: a snapshot of its
+// cumulative SOAP counters by method, for cds/hatchery/vsphere/soap_requests
+// and soap_bytes. Wire it once, before RunMetrics starts:
+//
+//	m.SOAP = vsphere.SOAPHook(client)
+func SOAPHook(c *GovmomiClient) func() map[string]SOAPCount {
+	return func() map[string]SOAPCount { return c.Stats().SOAPCounts() }
+}
