@@ -35,10 +35,11 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (001 §10): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	pendingJobs *nameSet // cachePendingJobID: jobs being spawned
-	provPending *nameSet // cacheProvisioning.pending: VMs being provisioned
-	provUsing   *nameSet // cacheProvisioning.using: provisioned VMs being claimed
-	toDelete    *nameSet // cacheToDelete: VMs marked for deletion
+	pendingJobs *nameSet       // cachePendingJobID: jobs being spawned
+	provPending *nameSet       // cacheProvisioning.pending: VMs being provisioned
+	provUsing   *nameSet       // cacheProvisioning.using: provisioned VMs being claimed
+	toDelete    *nameSet       // cacheToDelete: VMs marked for deletion
+	recent      *recentWorkers // workers created, maybe not in the inventory yet
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
@@ -72,6 +73,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		provPending: newNameSet(),
 		provUsing:   newNameSet(),
 		toDelete:    newNameSet(),
+		recent:      newRecentWorkers(),
 	}
 	if h.inv == nil {
 		h.inv = ListingInventory{Client: o.Client}

@@ -76,6 +76,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fail("clone base image", err)
 	}
 	leasedIP = annot.IPAddress
+	h.recent.add(annot.WorkerName, h.now())
 	h.log.Info("model registration started", "vm", tmpName, "model", m.Path(), "ip", annot.IPAddress)
 
 	if err := h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig); err != nil {

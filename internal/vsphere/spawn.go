@@ -83,6 +83,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("create vm", err)
 	}
+	h.recent.add(name, h.now())
 	h.log.Info("vm created", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "flavor", annot.Flavor, "ip", annot.IPAddress)
 
 	if err := h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig); err != nil {

@@ -3,7 +3,9 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -18,7 +20,9 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 		return nil, fmt.Errorf("list workers started: %w", err)
 	}
 	var out []string
+	shown := make(map[string]bool, len(vms))
 	for _, v := range vms {
+		shown[v.Name] = true
 		if v.Template || !v.OwnedBy(h.Name()) || v.HasPrefix(provisionPrefix) {
 			continue
 		}
@@ -30,9 +34,13 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 			// matches it with the API's worker.
 			name = v.Annotation.WorkerName
 		}
+		shown[name] = true
 		out = append(out, name)
 	}
-	return out, nil
+	// Workers created since the inventory's last listing.
+	recent := h.recent.missing(shown, h.now(), max(h.releaseGrace(), time.Minute))
+	sort.Strings(recent)
+	return append(out, recent...), nil
 }
 
 // modelTemplateName is the name of the template this hatchery builds for a

@@ -1,0 +1,49 @@
+package vsphere
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A worker created since the shared inventory's last listing is reported
+// by WorkersStarted, once, until the inventory shows it or the grace ends.
+func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
+	t.Parallel()
+	cfg := spConfig()
+	cfg.InventoryMode = InventoryShared
+	cfg.InventoryRefreshInterval = 30 // grace = 4 × 30 s
+	f := newSpFixture(t, cfg)
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	f.h.now = func() time.Time { return now }
+	ours := &Annotation{HatcheryName: spHatchery}
+	f.inv.vms = []VM{{Name: "worker-1", Annotation: ours}}
+
+	f.h.recent.add("worker-2", now)
+	f.h.recent.add("register-mymodel-x1", now)
+	got, err := f.h.WorkersStarted(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"worker-1", "register-mymodel-x1", "worker-2"}, got)
+
+	// The inventory catches up: each name is reported once.
+	f.inv.vms = append(f.inv.vms,
+		VM{Name: "worker-2", Annotation: ours},
+		VM{Name: "mymodel-tmp", Annotation: &Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}})
+	got, err = f.h.WorkersStarted(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"worker-1", "worker-2", "register-mymodel-x1"}, got)
+
+	// A worker whose VM never shows (destroyed before any listing) is
+	// forgotten after the grace.
+	f.inv.vms = f.inv.vms[:1]
+	f.h.recent.add("worker-3", now)
+	now = now.Add(2 * time.Minute)
+	got, _ = f.h.WorkersStarted(context.Background())
+	assert.Contains(t, got, "worker-3", "still within the grace")
+	now = now.Add(3 * time.Minute)
+	got, _ = f.h.WorkersStarted(context.Background())
+	assert.Equal(t, []string{"worker-1"}, got, "forgotten after the grace")
+}
