@@ -215,8 +215,11 @@ func Start(t testing.TB, o Options) *Env {
 	return e
 }
 
+// TestRequestTimeout bounds each SOAP request of the test clients.
+const TestRequestTimeout = 60 * time.Second
+
 // ClientConfig is a verified-TLS (CAFile) configuration for this simulator,
-// with TestPollInterval.
+// with TestPollInterval and TestRequestTimeout.
 func (e *Env) ClientConfig() vsphere.ClientConfig {
 	log := e.opts.Logger
 	if log == nil {
@@ -231,7 +234,11 @@ func (e *Env) ClientConfig() vsphere.ClientConfig {
 		ResourcePool: e.ResourcePool,
 		Folder:       e.Folder,
 		PollInterval: TestPollInterval,
-		Logger:       log,
+		// The simulator answers in milliseconds, but a -race run on a busy
+		// 2-core machine can starve it for seconds: a test fails on what
+		// it asserts, not on the production 15 s request bound.
+		RequestTimeout: TestRequestTimeout,
+		Logger:         log,
 	}
 }
 
