@@ -20,9 +20,9 @@ import (
 // the fake guest got the worker script and its config. Another hatchery's
 // VM (holding the range's first IP) and a foreign VM are untouched.
 //
-// Not parallel: vcsim v0.56.0's CreateResourcePool writes the summary its
-// every resource pool shares (esx.ResourcePool), a data race with any
-// other simulator reading its pools.
+// Not parallel: vcsim v0.56.0's CreateResourcePool writes the summary that
+// every simulated resource pool shares (esx.ResourcePool): a data race with
+// any other simulator reading its pools.
 func TestVcsimSpawnV2Placement(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := env.Context()
