@@ -208,7 +208,6 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	case <-ctx.Done():
 		return nil, nil
 	}
-	d.inv = run.Inventory
 	mon := "http://" + run.MonAddr
 	out.banner(mon, env, o)
 	info := Info{MonURL: mon, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}

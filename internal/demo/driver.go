@@ -50,7 +50,6 @@ type driver struct {
 	api *cdssim.Server
 	out *printer
 	log *slog.Logger
-	inv *vsphere.SharedInventory // the hatchery's: a worker "boots" until it shows there
 
 	mu       sync.Mutex
 	jobs     map[string]*jobLife // by job id (V1 decimal, V2 run job id)
@@ -188,12 +187,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress)
 
-	// The worker boots and registers a moment later, by which time the
-	// hatchery lists its VM (else the API reports a worker the hatchery
-	// does not know yet).
-	if err := d.waitListed(ctx, c.VM); err != nil {
-		return
-	}
+	// The worker registers right after its launch, as a real one does.
 	if d.api.RegisterWorker(c.VM, jobID) == "" {
 		d.log.Warn("demo: register worker refused", "worker", c.VM, "job", jobID)
 	}
@@ -214,26 +208,6 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	d.mu.Unlock()
 	d.out.job(j, "job finished (Success), worker ran `shutdown -h now`: VM powered off")
 	d.signal()
-}
-
-// waitListed blocks until the hatchery's inventory lists vm, or ctx ends.
-func (d *driver) waitListed(ctx context.Context, vm string) error {
-	if d.inv == nil {
-		return nil
-	}
-	for {
-		vms, err := d.inv.VMs(ctx)
-		if err == nil {
-			for _, v := range vms {
-				if v.Name == vm {
-					return nil
-				}
-			}
-		}
-		if err := d.inv.WaitRefresh(ctx); err != nil {
-			return err
-		}
-	}
 }
 
 // ipClashLocked describes another live VM holding ip, "" when none.

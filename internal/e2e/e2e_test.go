@@ -190,6 +190,9 @@ func TestDemoOnce(t *testing.T) {
 	assert.Equal(t, map[string]bool{"small": true, "medium": true, "large": true}, flavors)
 	assert.Positive(t, v1, "V1 jobs in the mix")
 	assert.Empty(t, rep.IPClashes, "clashes at launch")
+	// Workers register as soon as they are launched: the hatchery knows
+	// them already, none is taken for an inconsistent one.
+	assert.NotContains(t, logs.String(), `reason=inconsistent`, "a worker taken for an inconsistent one")
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -12,6 +12,7 @@ package vcsimtest
 import (
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"sync"
@@ -113,18 +114,53 @@ type Env struct {
 	// Guest is the recording fake guest process manager.
 	Guest *FakeGuest
 
-	t      testing.TB
-	ctx    context.Context // ends when the test ends
+	t      reporter
+	ctx    context.Context // ends at Close
+	cancel context.CancelFunc
 	opts   Options
 	ready  *readiness
 	wg     sync.WaitGroup
 	fastMu sync.Mutex
 	fastN  int
+
+	closeMu   sync.Mutex
+	closers   []func() // clients built by TryClient, closed by Close
+	closeOnce sync.Once
 }
 
-// Start runs a simulator for t and tears it down in t.Cleanup.
+// reporter is the part of testing.TB the fixture methods use to fail.
+type reporter interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// panicReporter fails an Env built by New: its fixture methods are for
+// tests, and a failure there is a bug of the caller or of the harness.
+type panicReporter struct{}
+
+func (panicReporter) Helper() {}
+
+func (panicReporter) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf("vcsimtest: "+format, args...))
+}
+
+// Start runs a simulator for t and tears it down in t.Cleanup; a failure
+// to start fails the test.
 func Start(t testing.TB, o Options) *Env {
 	t.Helper()
+	e, err := New(o)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	e.t = t
+	t.Cleanup(e.Close)
+	return e
+}
+
+// New runs a simulator outside a test (the demo); the caller must Close
+// it. Fixture methods of an Env built by New panic where a test's would
+// fail it.
+func New(o Options) (*Env, error) {
 	if o.User == "" {
 		o.User = DefaultUser
 	}
@@ -148,7 +184,7 @@ func Start(t testing.TB, o Options) *Env {
 	newServerMu.Lock()
 	if err := m.Create(); err != nil {
 		newServerMu.Unlock()
-		t.Fatalf("create simulator model: %v", err)
+		return nil, fmt.Errorf("create simulator model: %w", err)
 	}
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{Host: "127.0.0.1:0", User: url.UserPassword(o.User, o.Password)}
@@ -158,7 +194,7 @@ func Start(t testing.TB, o Options) *Env {
 	if err != nil {
 		s.Close()
 		m.Remove()
-		t.Fatalf("write simulator certificate: %v", err)
+		return nil, fmt.Errorf("write simulator certificate: %w", err)
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -174,45 +210,66 @@ func Start(t testing.TB, o Options) *Env {
 		Datastore:    DatastoreName,
 		Network:      NetworkName,
 		Folder:       FolderPath,
-		t:            t,
+		t:            panicReporter{},
 		ctx:          ctx,
+		cancel:       cancel,
 		opts:         o,
 	}
 	ep := *s.URL
 	ep.User = nil
 	e.Endpoint = ep.String()
-	t.Cleanup(func() {
-		cancel()
-		e.wg.Wait()
-		cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer ccancel()
-		if e.Client != nil {
-			e.Client.Close(cctx)
-		}
-		if e.Admin != nil {
-			_ = e.Admin.Logout(cctx)
-		}
-		s.Close()
-		m.Remove()
-	})
+	fail := func(err error) (*Env, error) {
+		e.Close()
+		return nil, err
+	}
 
-	e.Guest = installFakeGuest(e, o.GuestUser, o.GuestPassword)
+	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
+		return fail(err)
+	}
 	e.ready = installReadiness(e, o.ReadyDelay)
 
 	admin, err := govmomi.NewClient(ctx, s.URL, true)
 	if err != nil {
-		t.Fatalf("admin client: %v", err)
+		return fail(fmt.Errorf("admin client: %w", err))
 	}
 	e.Admin = admin
 
 	for _, tpl := range o.Templates {
-		e.AddTemplate(tpl)
+		if err := e.addTemplate(tpl); err != nil {
+			return fail(err)
+		}
 	}
 	if o.ForeignVMs > 0 {
 		e.AddForeignVMs("foreign-", o.ForeignVMs)
 	}
-	e.Client = e.NewClient(nil)
-	return e
+	if e.Client, err = e.TryClient(nil); err != nil {
+		return fail(fmt.Errorf("vsphere client: %w", err))
+	}
+	return e, nil
+}
+
+// Close stops the simulator: it ends Context, joins the goroutines the Env
+// started, closes the clients it built, the server and the model. It is
+// idempotent; Start calls it at the test's cleanup.
+func (e *Env) Close() {
+	e.closeOnce.Do(func() {
+		e.cancel()
+		e.wg.Wait()
+		e.closeMu.Lock()
+		cs := e.closers
+		e.closers = nil
+		e.closeMu.Unlock()
+		for i := len(cs) - 1; i >= 0; i-- {
+			cs[i]()
+		}
+		if e.Admin != nil {
+			cctx, ccancel := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = e.Admin.Logout(cctx)
+			ccancel()
+		}
+		e.Server.Close()
+		e.Model.Remove()
+	})
 }
 
 // TestRequestTimeout bounds each SOAP request of the test clients.
@@ -263,13 +320,13 @@ func (e *Env) TryClient(mutate func(*vsphere.ClientConfig)) (*vsphere.GovmomiCli
 	if err != nil {
 		return nil, err
 	}
-	if c != e.Client {
-		e.t.Cleanup(func() {
-			cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			c.Close(cctx)
-		})
-	}
+	e.closeMu.Lock()
+	e.closers = append(e.closers, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		c.Close(cctx)
+	})
+	e.closeMu.Unlock()
 	return c, nil
 }
 
@@ -290,7 +347,7 @@ func (e *Env) Config() *vsphere.Configuration {
 	}
 }
 
-// Context ends when the test ends.
+// Context ends at Close (for an Env from Start, when the test ends).
 func (e *Env) Context() context.Context { return e.ctx }
 
 // SimContext returns a fresh simulator context for registry access (each
@@ -303,17 +360,24 @@ func (e *Env) SimContext() *simulator.Context {
 // disk, a vmxnet3 NIC on "VM Network", CPUs/MemoryMB, then MarkAsTemplate.
 func (e *Env) AddTemplate(tpl Template) {
 	e.t.Helper()
+	if err := e.addTemplate(tpl); err != nil {
+		e.t.Fatalf("%v", err)
+	}
+}
+
+// addTemplate is AddTemplate returning its error.
+func (e *Env) addTemplate(tpl Template) error {
 	if tpl.CPUs == 0 {
 		tpl.CPUs = 2
 	}
 	if tpl.MemoryMB == 0 {
 		tpl.MemoryMB = 4096
 	}
-	ctx := e.ctx
-	if err := e.createTemplate(ctx, tpl); err != nil {
-		e.t.Fatalf("create template %q: %v", tpl.Name, err)
+	if err := e.createTemplate(e.ctx, tpl); err != nil {
+		return fmt.Errorf("create template %q: %w", tpl.Name, err)
 	}
 	e.Templates = append(e.Templates, tpl.Name)
+	return nil
 }
 
 func (e *Env) createTemplate(ctx context.Context, tpl Template) error {

@@ -33,6 +33,38 @@ func TestStartDefaults(t *testing.T) {
 	assert.NotEmpty(t, cfg.CAFile)
 }
 
+// TestNewAndClose: an Env built outside a test serves until Close, which
+// ends its context, joins its goroutines, stops the server and can be
+// called twice.
+func TestNewAndClose(t *testing.T) {
+	t.Parallel()
+	env, err := vcsimtest.New(vcsimtest.Options{})
+	require.NoError(t, err)
+	closed := false
+	t.Cleanup(func() {
+		if !closed {
+			env.Close()
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vms, err := env.Client.ListVirtualMachines(ctx)
+	require.NoError(t, err)
+	require.Len(t, vms, 1, "the default template")
+	extra, err := env.TryClient(nil)
+	require.NoError(t, err)
+	cfg := env.Config()
+	inv := env.InventoryOver(cfg, extra) // its loop is joined by Close
+	env.WaitInventory(inv)
+
+	env.Close()
+	closed = true
+	require.Error(t, env.Context().Err(), "context ended")
+	env.Close() // idempotent
+	_, err = vsphere.NewGovmomiClient(ctx, env.ClientConfig())
+	require.Error(t, err, "the server no longer answers")
+}
+
 func TestTemplatesOption(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{Templates: []vcsimtest.Template{

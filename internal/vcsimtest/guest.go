@@ -2,6 +2,7 @@ package vcsimtest
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -44,16 +45,19 @@ type FakeGuest struct {
 	notify   chan struct{} // closed and replaced on every call
 }
 
-func installFakeGuest(e *Env, user, password string) *FakeGuest {
+func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
 	m := e.Model.Map()
 	pms := m.AllReference("GuestProcessManager")
 	if len(pms) != 1 {
-		e.t.Fatalf("simulator has %d guest process managers, want 1", len(pms))
+		return nil, fmt.Errorf("install fake guest: simulator has %d guest process managers, want 1", len(pms))
 	}
-	orig := pms[0].(*simulator.GuestProcessManager)
+	orig, ok := pms[0].(*simulator.GuestProcessManager)
+	if !ok {
+		return nil, fmt.Errorf("install fake guest: guest process manager is a %T", pms[0])
+	}
 	f := &FakeGuest{GuestProcessManager: orig, user: user, password: password, nextPid: 1000, notify: make(chan struct{})}
 	m.Put(f)
-	return f
+	return f, nil
 }
 
 // SetCredentials changes the guest account the fake accepts.

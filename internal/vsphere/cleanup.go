@@ -86,6 +86,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		// of removed entries are emptied here.
 		h.removeSurplus(ctx, vms, h.poolCounts(vms), nil)
 	}
+	h.dropAbsentDeleteMarks(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.log.Warn("awol cleanup limited to vms marked for deletion", "reason", apiErr.Error())

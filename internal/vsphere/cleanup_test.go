@@ -365,3 +365,59 @@ func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
 	e.h.killAwolServers(context.Background())
 	assert.Zero(t, e.h.toDelete.Len())
 }
+
+// TestKillAwolServersDropsAbsentDeleteMarks: a delete mark whose VM no
+// listing shows (a clone that failed with a fault marks its name) goes
+// once it has been missing for deleteMarkAbsentTTL; never while the name
+// is being cloned, provisioned, claimed or deleted; a VM listed again
+// restarts the count.
+func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		// busy puts the name in one of the in-flight sets.
+		busy func(h *HatcheryVSphere, name string)
+		// listedOnce lists the VM on the second pass only.
+		listedOnce bool
+		wantKept   bool
+	}{
+		{name: "never listed: dropped"},
+		{name: "clone in flight: kept", busy: func(h *HatcheryVSphere, n string) { h.cloning.Add(n) }, wantKept: true},
+		{name: "being provisioned: kept", busy: func(h *HatcheryVSphere, n string) { h.provPending.Add(n) }, wantKept: true},
+		{name: "claimed, being prepared: kept", busy: func(h *HatcheryVSphere, n string) { h.prov.preparing.Add(n) }, wantKept: true},
+		{name: "listed in between: count restarts", listedOnce: true, wantKept: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWarmEnv(t, warmConfig(), nil, &warmCDS{})
+			now := warmNow
+			e.h.now = func() time.Time { return now }
+			e.h.markToDelete("w-gone")
+			if tc.busy != nil {
+				tc.busy(e.h, "w-gone")
+			}
+
+			e.h.killAwolServers(context.Background())
+			require.True(t, e.h.toDelete.Has("w-gone"), "a fresh mark is kept")
+			now = now.Add(deleteMarkAbsentTTL / 2)
+			if tc.listedOnce {
+				// Listed, and marked: the pass destroys it, and the
+				// destroy fails, so it stays marked.
+				e.inv.mu.Lock()
+				e.inv.vms = []VM{warmVM("w-gone", wOff)}
+				e.inv.mu.Unlock()
+				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-gone")).Return(errors.New("task failed"))
+			}
+			e.h.killAwolServers(context.Background())
+			require.True(t, e.h.toDelete.Has("w-gone"), "kept before the bound")
+			e.inv.mu.Lock()
+			e.inv.vms = nil
+			e.inv.mu.Unlock()
+
+			now = now.Add(deleteMarkAbsentTTL/2 + time.Second)
+			e.h.killAwolServers(context.Background())
+			assert.Equal(t, tc.wantKept, e.h.toDelete.Has("w-gone"))
+		})
+	}
+}

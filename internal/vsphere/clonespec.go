@@ -14,12 +14,19 @@ import (
 
 // cloneVM clones templateName into a new VM vmName carrying annot (IP
 // allocated and recorded in annot when a range is configured) with the
-// flavor applied, powered on. On failure nothing is left holding an IP and a
-// half-made VM is marked for deletion.
+// flavor applied, powered on. On failure a half-made VM is marked for
+// deletion; the IP reservation is released at once when no clone was
+// started or vCenter answered a fault, and kept until it expires (or the
+// inventory shows the IP) when the clone's outcome is unknown: vCenter may
+// still create the VM holding that IP.
 func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
 	if annot == nil {
 		return nil, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
+	// Cleanup never forgets a delete mark of a name being cloned: the VM
+	// may not be in the inventory yet.
+	h.cloning.Add(vmName)
+	defer h.cloning.Remove(vmName)
 	if annot.Created.IsZero() {
 		annot.Created = h.now().UTC()
 	}
@@ -44,8 +51,14 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 		annot.IPAddress = lease.IP
 		h.log.Info("ip reserved", "vm", vmName, "ip", lease.IP)
 	}
-	fail := func(step string, err error, created bool) (*object.VirtualMachine, error) {
-		if leased != "" {
+	// fail cleans up after a failed step. created: a VM of that name may
+	// exist (it is marked for deletion); unknown: vCenter may still create
+	// it, so its IP stays reserved.
+	fail := func(step string, err error, created, unknown bool) (*object.VirtualMachine, error) {
+		switch {
+		case leased != "" && unknown:
+			h.log.Info("ip kept reserved", "vm", vmName, "ip", leased, "reason", "clone outcome unknown: "+step)
+		case leased != "":
 			h.ips.release(leased)
 			annot.IPAddress = ""
 		}
@@ -58,15 +71,15 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 
 	template, err := h.loadTemplate(ctx, vms, templateName)
 	if err != nil {
-		return fail("load template", err, false)
+		return fail("load template", err, false, false)
 	}
 	spec, err := h.prepareCloneSpec(ctx, template, annot, flavor)
 	if err != nil {
-		return fail("prepare clone spec", err, false)
+		return fail("prepare clone spec", err, false, false)
 	}
 	folder, err := h.vs.LoadFolder(ctx)
 	if err != nil {
-		return fail("load folder", err, false)
+		return fail("load folder", err, false, false)
 	}
 	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
 	h.inv.Invalidate()
@@ -74,13 +87,27 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}))
+		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
 	}
 	if ref == nil {
-		return fail("clone", errors.New("no reference returned"), true)
+		// vCenter reported success: the VM probably exists with its IP.
+		return fail("clone", errors.New("no reference returned"), true, true)
 	}
 	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
 	return h.vs.NewVirtualMachine(*ref), nil
+}
+
+// isVCenterFault tells whether err carries a fault vCenter answered (a
+// failed task's fault or a SOAP fault): the operation's outcome is known.
+// Anything else (the task wait timed out, ctx ended, the connection
+// failed) leaves it unknown: the task may still run on vCenter.
+func isVCenterFault(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var f types.BaseMethodFault
+	_, ok := fault.As(err, &f)
+	return ok
 }
 
 // loadTemplate returns the template named name: from vms when it is there

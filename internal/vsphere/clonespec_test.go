@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -10,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -119,13 +122,20 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 
 func TestCloneVM(t *testing.T) {
 	t.Parallel()
-	cloneErr := errors.New("task failed")
+	taskFault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InsufficientResourcesFault{}, LocalizedMessage: "insufficient resources"}}
 	tests := []struct {
 		name     string
 		cloneErr error
+		// keepIP: the clone's outcome is unknown, vCenter may still
+		// create the VM holding the IP.
+		keepIP bool
 	}{
 		{name: "success"},
-		{name: "clone fails", cloneErr: cloneErr},
+		{name: "task fault", cloneErr: fmt.Errorf("clone: %w", taskFault)},
+		{name: "soap fault", cloneErr: soap.WrapVimFault(&types.InvalidState{})},
+		{name: "task wait timed out", cloneErr: fmt.Errorf("wait for task task-1: %w", context.DeadlineExceeded), keepIP: true},
+		{name: "ctx cancelled", cloneErr: fmt.Errorf("wait for task task-1: %w", context.Canceled), keepIP: true},
+		{name: "connection lost", cloneErr: errors.New("read task task-1: connection reset by peer"), keepIP: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,10 +165,20 @@ func TestCloneVM(t *testing.T) {
 			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)
 			used, _ := f.h.ips.counts(nil)
 			if tt.cloneErr != nil {
-				require.ErrorIs(t, err, cloneErr)
+				require.ErrorIs(t, err, tt.cloneErr)
 				assert.Contains(t, err.Error(), `clone "worker-1" from template "debian12"`)
 				assert.True(t, f.h.toDelete.Has("worker-1"), "half-made vm marked for deletion")
-				assert.Equal(t, 0, used, "ip reservation released")
+				assert.False(t, f.h.cloning.Has("worker-1"), "clone no longer in flight")
+				if tt.keepIP {
+					assert.Equal(t, 1, used, "outcome unknown: ip kept reserved")
+					used, _ = f.h.ips.counts([]VM{{Name: "worker-1", Annotation: &Annotation{IPAddress: "10.0.0.11"}}})
+					assert.Equal(t, 1, used, "the late vm holds the reserved ip")
+					f.clock.Advance(ipReservationTTL)
+					used, _ = f.h.ips.counts(nil)
+					assert.Equal(t, 0, used, "the reservation expires")
+					return
+				}
+				assert.Equal(t, 0, used, "vcenter answered a fault: ip reservation released")
 				assert.Empty(t, annot.IPAddress)
 				return
 			}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/fault"
@@ -15,8 +17,66 @@ import (
 var errDeleteInProgress = errors.New("deletion already in progress")
 
 // markToDelete records that the VM named name (ours) must be destroyed; the
-// next cleanup pass powers it off and destroys it, retrying until it is gone.
+// next cleanup pass powers it off and destroys it, retrying until it is gone
+// or until it has been missing from the inventory for deleteMarkAbsentTTL.
 func (h *HatcheryVSphere) markToDelete(name string) { h.toDelete.Add(name) }
+
+// deleteMarkAbsentTTL is how long a delete mark survives while its VM is
+// missing from every inventory the cleanup reads: a clone that failed with
+// a fault marks its name although no VM may exist. Longer than the clone
+// task timeout (10 min), so a clone whose outcome was unknown has had time
+// to show its VM; a VM appearing later still carries our annotation with
+// no worker start, and the awol rules remove it after the registration TTL.
+const deleteMarkAbsentTTL = 15 * time.Minute
+
+// absentMarks remembers since when each VM marked for deletion has been
+// missing from the inventory. Only the awol cleanup pass uses it.
+type absentMarks struct {
+	mu    sync.Mutex
+	since map[string]time.Time
+}
+
+func newAbsentMarks() *absentMarks { return &absentMarks{since: map[string]time.Time{}} }
+
+// dropAbsentDeleteMarks forgets the delete marks of names that vms (a
+// fresh listing) and the listings before it have not shown for
+// deleteMarkAbsentTTL. A name being cloned, provisioned, claimed or
+// deleted now is never dropped: its VM may not be listed yet.
+func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
+	listed := make(map[string]bool, len(vms))
+	for _, v := range vms {
+		listed[v.Name] = true
+	}
+	now := h.now()
+	m := h.markAbsent
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	marked := map[string]bool{}
+	for _, name := range h.toDelete.List() {
+		marked[name] = true
+		busy := h.cloning.Has(name) || h.provPending.Has(name) || h.provUsing.Has(name) ||
+			h.prov.preparing.Has(name) || h.prov.deleting.Has(name)
+		if listed[name] || busy {
+			delete(m.since, name)
+			continue
+		}
+		first, ok := m.since[name]
+		if !ok {
+			m.since[name] = now
+			continue
+		}
+		if d := now.Sub(first); d >= deleteMarkAbsentTTL {
+			h.toDelete.Remove(name)
+			delete(m.since, name)
+			h.log.Info("delete mark dropped", "vm", name, "reason", fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
+		}
+	}
+	for name := range m.since {
+		if !marked[name] {
+			delete(m.since, name)
+		}
+	}
+}
 
 // deleteServer powers off and destroys one VM of ours (001 §8.3). It
 // refuses a VM that does not carry this hatchery's ownership record and any

@@ -42,6 +42,10 @@ func (h *HatcheryVSphere) FaultsIPCounts(vms []VM) (used, total int) { return h.
 // FaultsMarkedToDelete tells whether the VM named name is marked for deletion.
 func (h *HatcheryVSphere) FaultsMarkedToDelete(name string) bool { return h.toDelete.Has(name) }
 
+// FaultsDeleteMarkAbsentTTL is how long a delete mark survives while its
+// VM is missing from the inventory.
+func FaultsDeleteMarkAbsentTTL() time.Duration { return deleteMarkAbsentTTL }
+
 // FaultsReleaseGrace is how long a released capacity reservation still counts.
 func (h *HatcheryVSphere) FaultsReleaseGrace() time.Duration { return h.releaseGrace() }
 

@@ -35,6 +35,13 @@ func TestFaultsCloneFails(t *testing.T) {
 			r.ftCleanup(1)
 			r.ftCheckInvariants()
 
+			// The mark of a name no VM carries is not kept forever: it
+			// survives a while (a late VM would still be caught), then goes.
+			assert.True(t, r.h.FaultsMarkedToDelete("worker-clone-1"), "marked: a half-made vm may appear")
+			r.clock.Advance(vsphere.FaultsDeleteMarkAbsentTTL())
+			r.ftCleanup(1)
+			assert.False(t, r.h.FaultsMarkedToDelete("worker-clone-1"), "mark of a vm never listed dropped")
+
 			require.NoError(t, r.ftSpawn("worker-clone-2", "job-1", ""), "the retry spawns")
 			v, ok := ftFind(r.env, "worker-clone-2")
 			require.True(t, ok)
@@ -197,9 +204,10 @@ func TestFaultsGuestNeverReady(t *testing.T) {
 }
 
 // TestFaultsCloneSlowerThanTaskTimeout: the clone request is slower than
-// the (scaled) clone task timeout. The spawn gives up naming the clone;
-// vCenter still creates the VM afterwards; it carries our annotation and
-// was marked, so the next cleanup pass destroys it.
+// the (scaled) clone task timeout. The spawn gives up naming the clone and
+// keeps the IP reserved (the outcome is unknown); vCenter still creates the
+// VM afterwards holding that IP; it carries our annotation and was marked,
+// so the next cleanup pass destroys it and frees the IP.
 func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 	t.Parallel()
 	for _, mode := range ftModes {
@@ -215,7 +223,8 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 				client: func(c *vsphere.ClientConfig) { c.TaskTimeoutScale = 1.0 / 300 },
 			})
 			r.ftSpawnFails("worker-slow-1", "job-7", "", "create vm", "clone")
-			assert.Empty(t, r.h.FaultsReservedIPs())
+			reserved := r.h.FaultsReservedIPs()
+			require.Len(t, reserved, 1, "outcome unknown: the ip stays reserved")
 			assert.True(t, r.h.FaultsMarkedToDelete("worker-slow-1"), "outcome unknown: marked")
 
 			require.Eventually(t, func() bool { _, ok := ftFind(r.env, "worker-slow-1"); return ok },
@@ -223,6 +232,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 			late, _ := ftFind(r.env, "worker-slow-1")
 			require.NotNil(t, late.Annot)
 			assert.Equal(t, ftHatchery, late.Annot.HatcheryName)
+			assert.Equal(t, reserved[0], late.Annot.IPAddress, "the late vm holds the reserved ip")
 
 			r.ftCleanup(1)
 			_, ok := ftFind(r.env, "worker-slow-1")

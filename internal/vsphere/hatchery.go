@@ -39,6 +39,8 @@ type HatcheryVSphere struct {
 	provPending *nameSet       // cacheProvisioning.pending: VMs being provisioned
 	provUsing   *nameSet       // cacheProvisioning.using: provisioned VMs being claimed
 	toDelete    *nameSet       // cacheToDelete: VMs marked for deletion
+	markAbsent  *absentMarks   // since when a marked VM has been missing from the inventory
+	cloning     *nameSet       // VMs whose clone is in flight (cloneVM)
 	recent      *recentWorkers // workers created, maybe not in the inventory yet
 
 	ips      *ipPool            // static IPs (ip.go)
@@ -73,6 +75,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 		provPending: newNameSet(),
 		provUsing:   newNameSet(),
 		toDelete:    newNameSet(),
+		markAbsent:  newAbsentMarks(),
+		cloning:     newNameSet(),
 		recent:      newRecentWorkers(),
 	}
 	if h.inv == nil {

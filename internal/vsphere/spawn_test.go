@@ -2,7 +2,7 @@ package vsphere
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -150,11 +150,18 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		wantIs   error
 		powerOff bool
 		noMark   bool // the name belongs to a vm that is not ours
+		keepIP   bool // vcenter may still create the vm holding the ip
 	}{
 		{
-			name:     "clone fails",
-			cloneErr: errors.New("clone task failed"),
+			name:     "clone fails with a fault",
+			cloneErr: soap.WrapVimFault(&types.InsufficientResourcesFault{}),
 			wantStep: "create vm",
+		},
+		{
+			name:     "clone outcome unknown: ip kept",
+			cloneErr: fmt.Errorf("wait for task task-1: %w", context.DeadlineExceeded),
+			wantStep: "create vm",
+			keepIP:   true,
 		},
 		{
 			name:     "clone refused: name taken meanwhile",
@@ -254,7 +261,11 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			assert.NotContains(t, msg, "jwt-token")
 			assert.Equal(t, !tt.noVM && !tt.noMark, f.h.toDelete.Has(args.WorkerName), "vm marked for deletion iff one was created")
 			used, _ := f.h.ips.counts(nil)
-			assert.Zero(t, used, "ip reservation released")
+			if tt.keepIP {
+				assert.Equal(t, 1, used, "ip reservation kept")
+			} else {
+				assert.Zero(t, used, "ip reservation released")
+			}
 			assert.False(t, f.h.pendingJobs.Has(args.JobID))
 		})
 	}

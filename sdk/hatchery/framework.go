@@ -175,10 +175,13 @@ type Framework struct {
 	spawns sync.WaitGroup
 
 	cap      capacity
-	attempts attemptCounter
-	skips    skipLog
-	models   modelsCache
-	st       state
+	attempts attemptCounter[int64]
+	// attemptsV2 counts failed spawns per V2 run job; past
+	// maxAttemptsNumberBeforeFailure the job is no longer taken.
+	attemptsV2 attemptCounter[string]
+	skips      skipLog
+	models     modelsCache
+	st         state
 
 	monReady chan struct{}
 	monAddr  atomic.Value // string
@@ -236,6 +239,7 @@ func New(o Options) (*Framework, error) {
 	f.hostname, _ = os.Hostname()
 	f.cap.init()
 	f.attempts.init()
+	f.attemptsV2.init()
 	f.skips.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")

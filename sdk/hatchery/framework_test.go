@@ -433,6 +433,65 @@ func TestV2SpawnFailureReleases(t *testing.T) {
 	})
 }
 
+func TestV2AttemptCapStopsTakingJob(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.API.Token = ""
+	cfg.API.TokenV2 = "v2-secret-token-123456"
+	cfg.Provision.MaxAttemptsNumberBeforeFailure = 3
+	hs := newHarness(t, cfg, nil)
+	hs.h.spawnErr = errors.New("unknown flavor \"huge\"")
+	hs.c.v2jobs["run-a"] = &fakeV2Job{info: sdk.V2QueueJobInfo{
+		RunJob: sdk.V2WorkflowRunJob{ID: "run-a", Status: "Waiting"},
+		Model:  sdk.V2WorkerModel{Name: "debian12", Type: sdk.VSphere},
+	}}
+	hs.run()
+	for range 3 {
+		<-hs.h.spawned
+	}
+	var polls int
+	require.Eventually(t, func() bool {
+		var released bool
+		hs.c.snapshot(func(c *fakeClient) { released, polls = c.v2releases == 3, c.polls })
+		return released
+	}, waitFor, tick)
+
+	// The job stays in the queue: later polls see it and never take it again.
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = c.polls })
+		return n >= polls+10
+	}, waitFor, tick)
+	hs.h.get(func(h *fakeHatchery) { assert.Equal(t, 3, h.perJob["run-a"], "no take after the cap") })
+	hs.c.snapshot(func(c *fakeClient) {
+		assert.Equal(t, 3, c.books, "taken three times")
+		infos := c.v2infos["run-a"]
+		require.NotEmpty(t, infos)
+		last := infos[len(infos)-1]
+		assert.Equal(t, sdk.JobRunInfoLevelError, last.Level)
+		assert.Contains(t, last.Message, "gives up after 3 attempts")
+		assert.Contains(t, last.Message, `unknown flavor "huge"`)
+	})
+	logs := hs.logs.String()
+	assert.Len(t, logLines(logs, "gave up after 3 failed attempts", "INFO"), 1, "one Info line while it stays queued")
+
+	// Once it leaves the queue its count is forgotten: back in the queue,
+	// it is taken again.
+	hs.c.snapshot(func(c *fakeClient) { c.v2jobs["run-a"].done = true; polls = c.polls })
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = c.polls })
+		return n >= polls+3
+	}, waitFor, tick)
+	hs.c.snapshot(func(c *fakeClient) { c.v2jobs["run-a"].done = false })
+	select {
+	case got := <-hs.h.spawned:
+		assert.Equal(t, "run-a", got.JobID)
+	case <-time.After(waitFor):
+		t.Fatal("a job back in the queue is not taken again")
+	}
+}
+
 func TestModelRegistration(t *testing.T) {
 	t.Parallel()
 	cfg := testConfig(t)

@@ -347,11 +347,17 @@ func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, a
 	}
 }
 
-// processV2 handles one V2 run job: info, model, admission, take, spawn,
-// job infos and release on failure.
+// processV2 handles one V2 run job: the attempt cap, info, model,
+// admission, take, spawn, job infos and release on failure.
 func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	region := f.cfg.V2Region()
 	key := candidate{v2ID: id}.key()
+	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
+	if n := f.attemptsV2.count(id); maxAttempts > 0 && n >= maxAttempts {
+		// V2 has no fail route: the job stays in the queue for other
+		// hatcheries; this one stops taking it until it leaves the queue.
+		return f.skip(key, id, "", fmt.Sprintf("attempts: gave up after %d failed attempts", n))
+	}
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrNotFound) {
@@ -392,8 +398,15 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	fail := func(spawnErr error) {
 		dctx, cancel := f.detached(ctx)
 		defer cancel()
-		f.log.Warn("spawn failed, releasing job", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error())
-		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr))
+		n := f.attemptsV2.fail(id)
+		msg := fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr)
+		if maxAttempts > 0 && n >= maxAttempts {
+			f.log.Warn("spawn failed, releasing job and giving up on it", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
+		} else {
+			f.log.Warn("spawn failed, releasing job", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+		}
+		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
 		if err := f.client.V2QueueJobRelease(dctx, region, id); err != nil {
 			f.log.Warn("release v2 job failed", "job", id, "reason", err.Error())
 		}
@@ -425,6 +438,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
+	f.attemptsV2.forget(id)
 	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
 	return outcomeStarted

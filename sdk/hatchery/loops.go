@@ -156,6 +156,9 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 // Intervals.QueuePolling.
 func (f *Framework) pollV2Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, func(ctx context.Context) {
+		// Jobs being processed when the listing starts may be taken by
+		// us and so left out of it: their attempt counts stay.
+		before := f.inflightKeys()
 		jobs, err := f.client.V2QueueJobs(ctx, f.cfg.V2Region())
 		if err != nil {
 			if ctx.Err() == nil {
@@ -169,6 +172,10 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 		for i := range jobs {
 			keys[candidate{v2ID: jobs[i].ID}.key()] = true
 		}
+		f.attemptsV2.prune(func(id string) bool {
+			k := candidate{v2ID: id}.key()
+			return keys[k] || before[k] || f.isInflight(k)
+		})
 		f.skips.prune("v2:", func(k string) bool { return keys[k] || f.isInflight(k) })
 		batch := newPollBatch(f.log, "v2", len(jobs))
 		for i := range jobs {

@@ -35,30 +35,38 @@ type state struct {
 	queue     statusLine
 }
 
-// attemptCounter counts failed spawn attempts per V1 job.
-type attemptCounter struct {
+// attemptCounter counts failed spawn attempts per job: V1 jobs by their
+// int64 id, V2 run jobs by their string id.
+type attemptCounter[K comparable] struct {
 	mu sync.Mutex
-	n  map[int64]int
+	n  map[K]int
 }
 
-func (a *attemptCounter) init() { a.n = map[int64]int{} }
+func (a *attemptCounter[K]) init() { a.n = map[K]int{} }
 
 // fail records a failed attempt and returns the count.
-func (a *attemptCounter) fail(id int64) int {
+func (a *attemptCounter[K]) fail(id K) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.n[id]++
 	return a.n[id]
 }
 
-func (a *attemptCounter) forget(id int64) {
+// count returns the failed attempts recorded for id.
+func (a *attemptCounter[K]) count(id K) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n[id]
+}
+
+func (a *attemptCounter[K]) forget(id K) {
 	a.mu.Lock()
 	delete(a.n, id)
 	a.mu.Unlock()
 }
 
 // prune forgets jobs neither queued nor being processed (keep tells).
-func (a *attemptCounter) prune(keep func(id int64) bool) {
+func (a *attemptCounter[K]) prune(keep func(id K) bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id := range a.n {
