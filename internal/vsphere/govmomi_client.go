@@ -122,7 +122,6 @@ type GovmomiClient struct {
 	vim    *vim25.Client
 	sm     *session.Manager
 	pc     *property.Collector
-	finder *find.Finder
 	dc     *object.Datacenter
 	ka     *keepalive.HandlerSOAP
 	rl     *reloginRoundTripper
@@ -216,27 +215,37 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 		ka.Stop()
 		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
 	}
-	c.finder = find.NewFinder(vc, true)
 	dc, err := c.findDatacenter(ctx, cfg.Datacenter)
 	if err != nil {
 		c.Close(context.WithoutCancel(ctx))
 		return nil, err
 	}
 	c.dc = dc
-	c.finder.SetDatacenter(dc)
 	log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
 	return c, nil
 }
 
+// find returns a finder scoped to the datacenter. A govmomi Finder caches
+// the datacenter's folders lazily and is not safe for concurrent use, so
+// each call gets its own; the lookups it serves are rare (placement is
+// cached, VMs come from the inventory).
+func (c *GovmomiClient) find() *find.Finder {
+	f := find.NewFinder(c.vim, true)
+	if c.dc != nil {
+		f.SetDatacenter(c.dc)
+	}
+	return f
+}
+
 func (c *GovmomiClient) findDatacenter(ctx context.Context, name string) (*object.Datacenter, error) {
 	if name == "" {
-		dc, err := c.finder.DefaultDatacenter(ctx)
+		dc, err := c.find().DefaultDatacenter(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("find default datacenter (set datacenterString): %w", err)
 		}
 		return dc, nil
 	}
-	dc, err := c.finder.Datacenter(ctx, name)
+	dc, err := c.find().Datacenter(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("find datacenter %q (datacenterString): %w", name, err)
 	}
