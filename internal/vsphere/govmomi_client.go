@@ -117,16 +117,16 @@ func ClientConfigFrom(c *Configuration) ClientConfig {
 // request by RequestTimeout and every task by a named timeout, and counts
 // SOAP requests and bytes per method (Stats). Close logs out.
 type GovmomiClient struct {
-	cfg    ClientConfig
-	log    *slog.Logger
-	vim    *vim25.Client
-	sm     *session.Manager
-	pc     *property.Collector
-	dc     *object.Datacenter
-	ka     *keepalive.HandlerSOAP
-	rl     *reloginRoundTripper
-	stats  *soapStats
-	sem    chan struct{} // nil when unbounded
+	cfg   ClientConfig
+	log   *slog.Logger
+	vim   *vim25.Client
+	sm    *session.Manager
+	pc    *property.Collector
+	dc    *object.Datacenter
+	ka    *keepalive.HandlerSOAP
+	rl    *reloginRoundTripper
+	stats *soapStats
+	sem   chan struct{} // nil when unbounded
 	// placement memoises LoadFolder, LoadResourcePool, LoadDatastore and
 	// LoadNetwork (placementCacheTTL): resolving them walks the inventory.
 	placement *placementCache
