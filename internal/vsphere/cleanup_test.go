@@ -113,6 +113,19 @@ func TestKillAwolServers(t *testing.T) {
 			vms:  []VM{warmVM("w-young", wCreated(regTTL-time.Second))},
 		},
 		{
+			name:      "powered off, worker never started, created by an earlier run (spawn cut by a restart): deleted",
+			vms:       []VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			destroyed: []string{"w-orphan"},
+		},
+		{
+			name: "powered off, worker never started, created by this run: kept within the registration ttl",
+			vms:  []VM{warmVM("w-cloning", wOff, wCreated(-time.Second), wAnnot(func(a *Annotation) { a.JobID = "78" }))},
+		},
+		{
+			name: "powered on, worker never started, created by an earlier run: kept within the registration ttl (its worker may be registering)",
+			vms:  []VM{warmVM("w-earlier-on", wCreated(time.Minute))},
+		},
+		{
 			name: "renamed but never started (crash during a claim) is deleted",
 			vms: []VM{warmVM("w-renamed", wOff, wCreated(3*time.Hour), wAnnot(func(a *Annotation) {
 				a.Provisioning = true

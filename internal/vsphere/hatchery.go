@@ -31,6 +31,10 @@ type HatcheryVSphere struct {
 	inv Inventory
 	log *slog.Logger
 	now func() time.Time
+	// started is when this process built the hatchery: a VM created
+	// earlier was created by an earlier run, whose in-memory bookkeeping
+	// (spawns in flight, deletion marks) is gone.
+	started time.Time
 
 	// Local bookkeeping (001 §10): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
@@ -84,6 +88,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.started = h.now()
 	ips, err := newIPPool(o.Config)
 	if err != nil {
 		return nil, err
