@@ -79,6 +79,9 @@ type Options struct {
 	Stdout io.Writer
 	// Logger receives the daemon's and the simulators' logs (nil: discard).
 	Logger *slog.Logger
+	// Tune, when set, edits the hatchery's configuration before the daemon
+	// starts (tests: pool sizes, limits); the result is validated again.
+	Tune func(*vsphere.Configuration)
 	// OnReady, when set, is called once everything runs (tests).
 	OnReady func(Info)
 	// OnDone, when set, is called when a Once run has succeeded, before
@@ -131,6 +134,12 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	defer sims.Close()
 	env, api, cfg := sims.Env, sims.API, sims.Config
+	if o.Tune != nil {
+		o.Tune(cfg)
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("demo: tuned configuration: %w", err)
+		}
+	}
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()

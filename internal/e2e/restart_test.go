@@ -76,12 +76,39 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("never 5 spawns in flight at once after 3 succeeded")
 	}
+	// ... and at least 2 of the spawns in flight have their VM in vCenter,
+	// no worker launched yet (cloned or claimed, booting): the shutdown
+	// cuts them there.
+	booting := func() int {
+		_, workers := r.ourVMs()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		n := 0
+		for _, v := range workers {
+			if v.Annotation.JobID != "" && len(r.launches[v.Annotation.JobID]) == 0 {
+				n++
+			}
+		}
+		return n
+	}
+	waitBooting := time.NewTimer(30 * time.Second)
+	defer waitBooting.Stop()
+	tick := time.NewTicker(5 * time.Millisecond) // polls the simulator: no signal for "a clone exists"
+	defer tick.Stop()
+	for booting() < 2 {
+		select {
+		case <-waitBooting.C:
+			t.Fatal("never 2 worker VMs booting at once")
+		case <-tick.C:
+		}
+	}
+	atCancel := booting()
 	started1, ok1, failed1 := obs1.counts()
 	took, err := run1.stop(t, 30*time.Second)
 	require.NoError(t, err, "first run's error")
 	s1, ok1b, failed1b := obs1.counts()
-	t.Logf("run 1 stopped in %s; at cancel %d spawns started, %d succeeded, %d failed; at return %d/%d/%d",
-		took.Round(time.Millisecond), started1, ok1, failed1, s1, ok1b, failed1b)
+	t.Logf("run 1 stopped in %s; at cancel %d spawns started, %d succeeded, %d failed, %d worker VMs booting; at return %d/%d/%d",
+		took.Round(time.Millisecond), started1, ok1, failed1, atCancel, s1, ok1b, failed1b)
 	assert.Less(t, took, 30*time.Second, "shutdown bound")
 
 	// Right after the shutdown: a job held by the hatchery has a worker.
