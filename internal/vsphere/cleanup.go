@@ -157,6 +157,9 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 	known := workers.known[vm.Name]
 	started := a.WorkerStarted
+	if t, ok := h.unrecorded.get(vm.Name); ok && started == nil {
+		started = &t // launched by this run, the record failed
+	}
 	created := a.Created
 	if created.IsZero() && started == nil {
 		t, ok, err := h.firstEventTime(ctx, vm)

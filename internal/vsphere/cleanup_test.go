@@ -37,6 +37,7 @@ func TestKillAwolServers(t *testing.T) {
 		jobs      []string
 		using     []string
 		preparing []string
+		launched  []string // launched by this run, start not recorded (a minute ago)
 		events    []types.BaseEvent
 		eventsErr error
 		destroyed []string
@@ -120,6 +121,17 @@ func TestKillAwolServers(t *testing.T) {
 		{
 			name: "powered off, worker never started, created by this run: kept within the registration ttl",
 			vms:  []VM{warmVM("w-cloning", wOff, wCreated(-time.Second), wAnnot(func(a *Annotation) { a.JobID = "78" }))},
+		},
+		{
+			name:      "worker launched by this run, start record failed, finished and powered off: deleted",
+			vms:       []VM{warmVM("w-unrecorded", wOff, wCreated(-time.Second))},
+			launched:  []string{"w-unrecorded"},
+			destroyed: []string{"w-unrecorded"},
+		},
+		{
+			name:     "worker launched by this run, start record failed, powered on and registering: kept",
+			vms:      []VM{warmVM("w-unrecorded-on", wCreated(-time.Second))},
+			launched: []string{"w-unrecorded-on"},
 		},
 		{
 			name: "powered on, worker never started, created by an earlier run: kept within the registration ttl (its worker may be registering)",
@@ -260,6 +272,9 @@ func TestKillAwolServers(t *testing.T) {
 			}
 			for _, n := range tc.preparing {
 				e.h.prov.preparing.Add(n)
+			}
+			for _, n := range tc.launched {
+				e.h.unrecorded.add(n, warmNow.Add(-time.Minute))
 			}
 			if tc.events != nil || tc.eventsErr != nil {
 				e.vs.EXPECT().LoadVirtualMachineEvents(gomock.Any(), gomock.Any()).Return(tc.events, tc.eventsErr)

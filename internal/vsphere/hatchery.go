@@ -39,11 +39,12 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (001 §10): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	pendingJobs *nameSet       // cachePendingJobID: jobs being spawned
-	provPending *nameSet       // cacheProvisioning.pending: VMs being provisioned
-	provUsing   *nameSet       // cacheProvisioning.using: provisioned VMs being claimed
-	toDelete    *nameSet       // cacheToDelete: VMs marked for deletion
-	recent      *recentWorkers // workers created, maybe not in the inventory yet
+	pendingJobs *nameSet          // cachePendingJobID: jobs being spawned
+	provPending *nameSet          // cacheProvisioning.pending: VMs being provisioned
+	provUsing   *nameSet          // cacheProvisioning.using: provisioned VMs being claimed
+	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
+	recent      *recentWorkers    // workers created, maybe not in the inventory yet
+	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
@@ -78,6 +79,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		provUsing:   newNameSet(),
 		toDelete:    newNameSet(),
 		recent:      newRecentWorkers(),
+		unrecorded:  newUnrecordedStarts(),
 	}
 	if h.inv == nil {
 		h.inv = ListingInventory{Client: o.Client}
