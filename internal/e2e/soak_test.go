@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -45,7 +46,7 @@ func (m memSample) String() string {
 
 // TestSoakWithFaults is the demo path (the real daemon, the simulators,
 // simulated workers) with many jobs while vCenter fails CloneVM_Task,
-// PowerOnVM_Task, ReconfigVM_Task and Destroy_Task at random (3 %) and the
+// PowerOnVM_Task, ReconfigVM_Task and Destroy_Task at random (5 %) and the
 // CDS API answers 503 to everything in 300 ms bursts every 4 s. It ends
 // with every job done (worker ran, VM destroyed) or, for a V1 job, failed
 // with a result by the hatchery; no job left booked/taken and waiting; no
@@ -64,7 +65,7 @@ func TestSoakWithFaults(t *testing.T) {
 	}
 	var stdout, logs syncBuffer
 	t.Cleanup(func() {
-		if t.Failed() {
+		if t.Failed() || os.Getenv("SOAKDBG") != "" {
 			t.Logf("demo output:\n%s\nlogs (last 300 kB):\n%s", stdout.String(), tail(logs.String(), 300<<10))
 		}
 	})
@@ -92,7 +93,10 @@ func TestSoakWithFaults(t *testing.T) {
 		mu.Lock()
 		samples = append(samples, sampleMem("start"))
 		mu.Unlock()
-		injectVCenterFaults(info.Env, 0.03)
+		info.Env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+			rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 256<<30, 256<<30, 256<<30
+		})
+		injectVCenterFaults(info.Env, 0.05)
 		bursts = apiBursts(info.API, 4*time.Second, 300*time.Millisecond, stop, &wg)
 		wg.Add(1)
 		go func() { // the middle sample: half the jobs done
@@ -144,8 +148,13 @@ func TestSoakWithFaults(t *testing.T) {
 		JobEvery: 150 * time.Millisecond, WorkerRunTime: 300 * time.Millisecond,
 		Stdout: done, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
 		Tune: func(cfg *vsphere.Configuration) {
-			cfg.CommonConfiguration.Provision.MaxWorker = 8
-			cfg.CommonConfiguration.Provision.MaxConcurrentProvisioning = 6
+			// Room for 16 workers at once, loops every second: the
+			// throughput is bounded by the loops' periods, not by limits.
+			cfg.CommonConfiguration.Provision.MaxWorker = 16
+			cfg.CommonConfiguration.Provision.MaxConcurrentProvisioning = 16
+			cfg.MaxCPUs = 128
+			cfg.KillAwolServersInterval = 1
+			cfg.InventoryRefreshInterval = 1
 		},
 		OnReady: onReady, OnDone: onDone,
 	})
