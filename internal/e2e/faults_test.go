@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // faultMethods are the vCenter methods a fault run makes fail at random:
@@ -142,3 +143,11 @@ func ourLeft(info demo.Info) (workers []demo.SimVM, pool int) {
 	}
 	return workers, pool
 }
+
+// oneSimulatorTask bounds the hatchery's vCenter tasks in flight to one.
+// vcsim v0.56.0 races with itself on concurrent clones (CloneVM_Task
+// against another clone's folder and datastore updates: seen under -race
+// in its Datastore.resolve, folderPutChild and createVM), which no
+// version the proxy serves fixes (vcsim.md): the tests serialise the
+// tasks, while spawns stay concurrent around them.
+func oneSimulatorTask(cfg *vsphere.Configuration) { cfg.MaxConcurrentTasks = 1 }

@@ -31,6 +31,7 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 	// Room for half the burst at once.
 	cfg.CommonConfiguration.Provision.MaxWorker = 12
 	cfg.CommonConfiguration.Provision.MaxConcurrentProvisioning = 10
+	oneSimulatorTask(cfg)
 	require.NoError(t, cfg.Validate())
 
 	ctx, cancel := context.WithCancel(context.Background())

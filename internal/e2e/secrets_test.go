@@ -119,6 +119,7 @@ func TestSecretsNeverLeakInAFaultRun(t *testing.T) {
 			cfg.CommonConfiguration.Provision.MaxConcurrentProvisioning = 12
 			cfg.KillAwolServersInterval = 1
 			cfg.InventoryRefreshInterval = 1
+			oneSimulatorTask(cfg)
 		},
 		OnReady: onReady, OnDone: onDone,
 	})

@@ -89,8 +89,10 @@ func TestSoakWithFaults(t *testing.T) {
 	stopAll := func() { stopOnce.Do(func() { close(stop) }); wg.Wait() }
 	t.Cleanup(stopAll)
 
+	var got demo.Info
 	onReady := func(info demo.Info) {
 		mu.Lock()
+		got = info
 		samples = append(samples, sampleMem("start"))
 		mu.Unlock()
 		info.Env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
@@ -155,10 +157,20 @@ func TestSoakWithFaults(t *testing.T) {
 			cfg.MaxCPUs = 128
 			cfg.KillAwolServersInterval = 1
 			cfg.InventoryRefreshInterval = 1
+			oneSimulatorTask(cfg)
 		},
 		OnReady: onReady, OnDone: onDone,
 	})
 	elapsed := time.Since(start)
+	if err != nil && rep != nil {
+		mu.Lock()
+		for _, j := range rep.Jobs {
+			if j.Destroyed.IsZero() && j.Failed.IsZero() {
+				t.Logf("job %d (%s, v1 %v) not ended: %s; report %+v", j.Seq, j.JobID, j.V1, jobStateOf(got, j), j)
+			}
+		}
+		mu.Unlock()
+	}
 	require.NoError(t, err)
 	require.Len(t, rep.Jobs, jobs)
 

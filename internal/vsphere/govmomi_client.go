@@ -224,6 +224,15 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 	}
 	c.dc = dc
 	c.finder.SetDatacenter(dc)
+	// A Finder caches the datacenter's folders on its first lookup by
+	// writing a field without a lock: concurrent first lookups (spawns
+	// resolving the network, pool or datastore on a placement cache miss)
+	// race on it. Filling that cache now, before the client is shared,
+	// leaves every later use a read.
+	if _, err := c.finder.DefaultFolder(ctx); err != nil {
+		c.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("load folders of datacenter %q: %w", dc.InventoryPath, err)
+	}
 	log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
 	return c, nil
 }
