@@ -64,7 +64,8 @@ type Options struct {
 	// Jobs is how many jobs to feed; 0 feeds one every JobEvery forever.
 	Jobs int
 	// Once makes Run return nil after Jobs jobs completed and all their VMs
-	// were destroyed, an error after Timeout.
+	// were destroyed (or, for V1 jobs, were failed by the hatchery after
+	// too many spawn attempts), an error after Timeout.
 	Once bool
 	// Listen is the /mon address (host:port); "" is 127.0.0.1 on a free port.
 	Listen string
@@ -78,6 +79,9 @@ type Options struct {
 	Stdout io.Writer
 	// Logger receives the daemon's and the simulators' logs (nil: discard).
 	Logger *slog.Logger
+	// Tune, when set, edits the hatchery's configuration before the daemon
+	// starts (tests: pool sizes, limits); the result is validated again.
+	Tune func(*vsphere.Configuration)
 	// OnReady, when set, is called once everything runs (tests).
 	OnReady func(Info)
 	// OnDone, when set, is called when a Once run has succeeded, before
@@ -124,47 +128,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	out := &printer{w: o.Stdout, start: start}
 
-	cfg, err := demoConfig(o.Listen)
+	sims, err := StartSims(o.Listen, log)
 	if err != nil {
 		return nil, err
 	}
-
-	env, closeSim, err := startSimulator(vcsimtest.Options{
-		User: vcUser, Password: vcPassword,
-		GuestUser: guestUser, GuestPassword: guestPassword,
-		Templates: []vcsimtest.Template{
-			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
-			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
-		},
-		ReadyDelay: 300 * time.Millisecond,
-		Logger:     log.With("component", "vcsim"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	defer closeSim()
-	// A resource pool of finite capacity: 64 GB and 64 GHz unreserved.
-	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
-		rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 64<<30, 64<<30, 64<<30
-		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
-	})
-
-	api, err := cdssim.New(cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")})
-	if err != nil {
-		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)
-	}
-	defer api.Close()
-	api.AddModelV1(v1Model(), nil)
-
-	cfg.Endpoint, cfg.User, cfg.Password = env.Endpoint, env.User, env.Password
-	cfg.CAFile, cfg.Insecure = env.CAFile, false
-	cfg.ResourcePoolString, cfg.FolderString = env.ResourcePool, env.Folder
-	cfg.CardName = vcsimtest.CardName
-	cc := &cfg.CommonConfiguration
-	cc.API.HTTP.URL = api.URL()
-	cc.API.Token, cc.API.TokenV2 = api.TokenV1(), api.TokenV2()
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("demo: configuration: %w", err)
+	defer sims.Close()
+	env, api, cfg := sims.Env, sims.API, sims.Config
+	if o.Tune != nil {
+		o.Tune(cfg)
+		if err := cfg.Validate(); err != nil {
+			return nil, fmt.Errorf("demo: tuned configuration: %w", err)
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)
@@ -181,21 +155,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		daemonErr <- daemon.Run(runCtx, daemon.Options{
-			Config:          cfg,
-			Logger:          log,
-			Version:         "demo",
-			DialBackoffMin:  100 * time.Millisecond,
-			DialBackoffMax:  time.Second,
-			Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
-			MetricsInterval: 2 * time.Second,
-			ShutdownTimeout: 20 * time.Second,
-			Dial: func(ctx context.Context, cc vsphere.ClientConfig) (*vsphere.GovmomiClient, error) {
-				cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
-				return vsphere.NewGovmomiClient(ctx, cc)
-			},
-			OnReady: func(r daemon.Running) { ready <- r },
-		})
+		do := DaemonOptions(cfg, log)
+		do.OnReady = func(r daemon.Running) { ready <- r }
+		daemonErr <- daemon.Run(runCtx, do)
 	}()
 	defer wg.Wait()
 	defer cancel()
@@ -240,14 +202,111 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			if lost := rep.Lost(); o.Once && len(lost) > 0 {
 				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
 			}
-			if o.Once && rep.Done() == o.Jobs {
-				out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+			if o.Once && rep.Done()+rep.Failed() == o.Jobs {
+				if n := rep.Failed(); n > 0 {
+					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", o.Jobs, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
+				} else {
+					out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+				}
 				if o.OnDone != nil {
 					o.OnDone(info, rep)
 				}
 				return rep, nil
 			}
 		}
+	}
+}
+
+// Sims are the demo's two simulators and the hatchery configuration that
+// points at them. Tests use them to run the daemon more than once on the
+// same simulators (a restart).
+type Sims struct {
+	// Env is the vCenter simulator.
+	Env *vcsimtest.Env
+	// API is the CDS API simulator.
+	API *cdssim.Server
+	// Config is the hatchery's configuration (validated).
+	Config *vsphere.Configuration
+
+	closeSim func()
+}
+
+// StartSims starts the demo's vCenter simulator (templates debian12 and the
+// V1 model's, a resource pool of finite capacity) and CDS API simulator (the
+// V1 model), and builds the demo configuration for them with the /mon
+// address listen ("" is 127.0.0.1 on a free port). Close stops them.
+func StartSims(listen string, log *slog.Logger) (*Sims, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	cfg, err := demoConfig(listen)
+	if err != nil {
+		return nil, err
+	}
+
+	env, closeSim, err := startSimulator(vcsimtest.Options{
+		User: vcUser, Password: vcPassword,
+		GuestUser: guestUser, GuestPassword: guestPassword,
+		Templates: []vcsimtest.Template{
+			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
+			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
+		},
+		ReadyDelay: 300 * time.Millisecond,
+		Logger:     log.With("component", "vcsim"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	// A resource pool of finite capacity: 64 GB and 64 GHz unreserved.
+	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 64<<30, 64<<30, 64<<30
+		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
+	})
+
+	api, err := cdssim.New(cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")})
+	if err != nil {
+		closeSim()
+		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)
+	}
+	api.AddModelV1(v1Model(), nil)
+
+	cfg.Endpoint, cfg.User, cfg.Password = env.Endpoint, env.User, env.Password
+	cfg.CAFile, cfg.Insecure = env.CAFile, false
+	cfg.ResourcePoolString, cfg.FolderString = env.ResourcePool, env.Folder
+	cfg.CardName = vcsimtest.CardName
+	cc := &cfg.CommonConfiguration
+	cc.API.HTTP.URL = api.URL()
+	cc.API.Token, cc.API.TokenV2 = api.TokenV1(), api.TokenV2()
+	if err := cfg.Validate(); err != nil {
+		api.Close()
+		closeSim()
+		return nil, fmt.Errorf("demo: configuration: %w", err)
+	}
+	return &Sims{Env: env, API: api, Config: cfg, closeSim: closeSim}, nil
+}
+
+// Close stops both simulators.
+func (s *Sims) Close() {
+	s.API.Close()
+	s.closeSim()
+}
+
+// DaemonOptions are the options the demo runs the daemon with: fast loops
+// and back-offs, short readiness polls, log to log.
+func DaemonOptions(cfg *vsphere.Configuration, log *slog.Logger) daemon.Options {
+	return daemon.Options{
+		Config:          cfg,
+		Logger:          log,
+		Version:         "demo",
+		DialBackoffMin:  100 * time.Millisecond,
+		DialBackoffMax:  time.Second,
+		Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
+		MetricsInterval: 2 * time.Second,
+		ShutdownTimeout: 20 * time.Second,
+		Dial: func(ctx context.Context, cc vsphere.ClientConfig) (*vsphere.GovmomiClient, error) {
+			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
+			return vsphere.NewGovmomiClient(ctx, cc)
+		},
 	}
 }
 

@@ -250,9 +250,13 @@ func (d *driver) watchCleanup(ctx context.Context) {
 		for _, v := range listVMs(d.env) {
 			live[v.Name] = true
 		}
-		var gone, lost []*jobLife
+		var gone, lost, failed []*jobLife
 		d.mu.Lock()
 		for _, j := range d.order {
+			if j.V1 && j.Launched.IsZero() && j.Failed.IsZero() && d.failedV1(j.JobID) {
+				j.Failed = time.Now() // the hatchery gave up and failed it
+				failed = append(failed, j)
+			}
 			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && !live[j.VM] {
 				j.Lost = time.Now() // destroyed while its worker ran
 				lost = append(lost, j)
@@ -266,13 +270,26 @@ func (d *driver) watchCleanup(ctx context.Context) {
 		for _, j := range lost {
 			d.out.job(j, "ERROR: VM %s vanished while its worker was running", j.VM)
 		}
+		for _, j := range failed {
+			d.out.job(j, "job failed by the hatchery after too many spawn attempts")
+		}
 		for _, j := range gone {
 			d.out.job(j, "VM %s destroyed by the hatchery's cleanup (%s after queued)", j.VM, j.Destroyed.Sub(j.Queued).Round(100*time.Millisecond))
 		}
-		if len(gone)+len(lost) > 0 {
+		if len(gone)+len(lost)+len(failed) > 0 {
 			d.signal()
 		}
 	}
+}
+
+// failedV1 reports whether the API holds a failed result for V1 job id.
+func (d *driver) failedV1(id string) bool {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return false
+	}
+	st, ok := d.api.JobV1(n)
+	return ok && st.Status == sdk.StatusFail && len(st.Results) > 0
 }
 
 // report copies what the demo saw.
@@ -313,8 +330,11 @@ type JobReport struct {
 	MemoryMB int32
 	IP       string
 	// Times of the steps (zero: not reached). Lost is when the VM was
-	// found gone while its worker still ran (a hatchery bug).
-	Queued, Launched, Finished, Destroyed, Lost time.Time
+	// found gone while its worker still ran (a hatchery bug). Failed is
+	// when the API was seen holding a failed result for a V1 job that
+	// never got a worker (the hatchery gave up after
+	// maxAttemptsNumberBeforeFailure spawn failures).
+	Queued, Launched, Finished, Destroyed, Lost, Failed time.Time
 }
 
 // Report is what a demo run saw.
@@ -333,6 +353,17 @@ func (r *Report) Lost() []JobReport {
 		}
 	}
 	return out
+}
+
+// Failed counts the jobs the hatchery failed without a worker.
+func (r *Report) Failed() int {
+	n := 0
+	for _, j := range r.Jobs {
+		if !j.Failed.IsZero() {
+			n++
+		}
+	}
+	return n
 }
 
 // Done counts the jobs finished whose VM was destroyed.

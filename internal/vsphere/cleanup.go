@@ -158,6 +158,9 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 	known := workers.known[vm.Name]
 	started := a.WorkerStarted
+	if t, ok := h.unrecorded.get(vm.Name); ok && started == nil {
+		started = &t // launched by this run, the record failed
+	}
 	created := a.Created
 	if created.IsZero() && started == nil {
 		t, ok, err := h.firstEventTime(ctx, vm)
@@ -174,6 +177,14 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 		started = &created
 	}
 	if started == nil {
+		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly && !a.Provisioning && created.Before(h.started) {
+			// An earlier run's spawn that failed or was cut short by the
+			// shutdown: it powered the VM off and marked it for deletion
+			// in memory only. No spawn of this run owns it (nothing in
+			// flight above), no worker will ever start in it, and it holds
+			// its job ("already serves the job") and its IP until deleted.
+			return awolRemove("left by an earlier run: powered off, its worker never started")
+		}
 		if now.Sub(created) > regTTL {
 			return awolRemove(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
 		}

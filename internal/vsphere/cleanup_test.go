@@ -37,6 +37,7 @@ func TestKillAwolServers(t *testing.T) {
 		jobs      []string
 		using     []string
 		preparing []string
+		launched  []string // launched by this run, start not recorded (a minute ago)
 		events    []types.BaseEvent
 		eventsErr error
 		destroyed []string
@@ -111,6 +112,30 @@ func TestKillAwolServers(t *testing.T) {
 		{
 			name: "worker never started within the registration ttl is kept",
 			vms:  []VM{warmVM("w-young", wCreated(regTTL-time.Second))},
+		},
+		{
+			name:      "powered off, worker never started, created by an earlier run (spawn cut by a restart): deleted",
+			vms:       []VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			destroyed: []string{"w-orphan"},
+		},
+		{
+			name: "powered off, worker never started, created by this run: kept within the registration ttl",
+			vms:  []VM{warmVM("w-cloning", wOff, wCreated(-time.Second), wAnnot(func(a *Annotation) { a.JobID = "78" }))},
+		},
+		{
+			name:      "worker launched by this run, start record failed, finished and powered off: deleted",
+			vms:       []VM{warmVM("w-unrecorded", wOff, wCreated(-time.Second))},
+			launched:  []string{"w-unrecorded"},
+			destroyed: []string{"w-unrecorded"},
+		},
+		{
+			name:     "worker launched by this run, start record failed, powered on and registering: kept",
+			vms:      []VM{warmVM("w-unrecorded-on", wCreated(-time.Second))},
+			launched: []string{"w-unrecorded-on"},
+		},
+		{
+			name: "powered on, worker never started, created by an earlier run: kept within the registration ttl (its worker may be registering)",
+			vms:  []VM{warmVM("w-earlier-on", wCreated(time.Minute))},
 		},
 		{
 			name: "renamed but never started (crash during a claim) is deleted",
@@ -247,6 +272,9 @@ func TestKillAwolServers(t *testing.T) {
 			}
 			for _, n := range tc.preparing {
 				e.h.prov.preparing.Add(n)
+			}
+			for _, n := range tc.launched {
+				e.h.unrecorded.add(n, warmNow.Add(-time.Minute))
 			}
 			if tc.events != nil || tc.eventsErr != nil {
 				e.vs.EXPECT().LoadVirtualMachineEvents(gomock.Any(), gomock.Any()).Return(tc.events, tc.eventsErr)

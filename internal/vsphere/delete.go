@@ -122,6 +122,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
 	}
 	h.toDelete.Remove(vm.Name)
+	h.unrecorded.remove(vm.Name)
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made,
 		// which would otherwise hold it until ipReservationTTL.

@@ -31,17 +31,22 @@ type HatcheryVSphere struct {
 	inv Inventory
 	log *slog.Logger
 	now func() time.Time
+	// started is when this process built the hatchery: a VM created
+	// earlier was created by an earlier run, whose in-memory bookkeeping
+	// (spawns in flight, deletion marks) is gone.
+	started time.Time
 
 	// Local bookkeeping (001 §10): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	pendingJobs *nameSet       // cachePendingJobID: jobs being spawned
-	provPending *nameSet       // cacheProvisioning.pending: VMs being provisioned
-	provUsing   *nameSet       // cacheProvisioning.using: provisioned VMs being claimed
-	toDelete    *nameSet       // cacheToDelete: VMs marked for deletion
-	markAbsent  *absentMarks   // since when a marked VM has been missing from the inventory
-	cloning     *nameSet       // VMs whose clone is in flight (cloneVM)
-	recent      *recentWorkers // workers created, maybe not in the inventory yet
+	pendingJobs *nameSet          // cachePendingJobID: jobs being spawned
+	provPending *nameSet          // cacheProvisioning.pending: VMs being provisioned
+	provUsing   *nameSet          // cacheProvisioning.using: provisioned VMs being claimed
+	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
+	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
+	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
+	recent      *recentWorkers    // workers created, maybe not in the inventory yet
+	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
@@ -78,6 +83,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		markAbsent:  newAbsentMarks(),
 		cloning:     newNameSet(),
 		recent:      newRecentWorkers(),
+		unrecorded:  newUnrecordedStarts(),
 	}
 	if h.inv == nil {
 		h.inv = ListingInventory{Client: o.Client}
@@ -88,6 +94,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.started = h.now()
 	ips, err := newIPPool(o.Config)
 	if err != nil {
 		return nil, err

@@ -167,8 +167,10 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMac
 	annot.WorkerStarted = &started
 	h.log.Info("worker launched", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", annot.IPAddress)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
-		// The worker runs: the VM is not abandoned. Cleanup falls back on
-		// the creation time and the worker list.
+		// The worker runs: the VM is not abandoned. Cleanup reads the
+		// start from memory (this run), the worker list, else the
+		// creation time.
+		h.unrecorded.add(name, started)
 		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
 	}
 	return nil
