@@ -334,7 +334,7 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 		return
 	}
 	f.log.Warn("spawn failed, releasing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
-	if err := f.client.QueueJobRelease(dctx, id); err != nil {
+	if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", "job", jobKey, "reason", err.Error())
 	}
 }
@@ -407,7 +407,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 			f.log.Warn("spawn failed, releasing job", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
-		if err := f.client.V2QueueJobRelease(dctx, region, id); err != nil {
+		if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
 			f.log.Warn("release v2 job failed", "job", id, "reason", err.Error())
 		}
 	}
