@@ -39,3 +39,6 @@ func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneF
 
 // WarmFlavor returns the configured flavor named name (nil when unknown).
 func (h *HatcheryVSphere) WarmFlavor(name string) *FlavorConfig { return h.flavorByName(name) }
+
+// WarmInventory is the hatchery's inventory, for tests that wait for it.
+func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }

@@ -219,6 +219,9 @@ func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 	require.NotNil(t, claimed)
 
 	cfg.WorkerProvisioning[0].Number = 1
+	// The surplus removal acts on what the inventory shows: let it see the
+	// pool the first pass made (a shared inventory lags by design).
+	env.WaitInventory(h.WarmInventory())
 	h.WarmProvisioningPass(ctx)
 
 	vms := warmVcsimVMs(t, env)
