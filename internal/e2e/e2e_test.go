@@ -1,5 +1,16 @@
+//go:build !race
+
 // Package e2e runs the demo's path end to end as a test: the real daemon
 // against the in-process vCenter and CDS API simulators.
+//
+// These tests are built without the race detector (//go:build !race):
+// govmomi's simulator v0.56.0, pinned, races with itself when clones,
+// property reads and destroys run at once (a Destroy_Task removes the VM's
+// files in a background task that races the next unregister), and the race
+// detector fails a test for a race inside the simulator's own code. Our
+// code's concurrency is checked under -race by the other packages (the
+// capacity-overshoot, concurrent-IP, claim and fault tests); .ci/test runs
+// this package in a separate run without -race.
 package e2e
 
 import (

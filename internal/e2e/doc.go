@@ -1,0 +1,3 @@
+// Package e2e holds the end-to-end tests of the daemon on the demo's path.
+// Its tests are built without the race detector; see e2e_test.go.
+package e2e
