@@ -63,6 +63,7 @@ type capacityState struct {
 
 	pool       *object.ResourcePool // looked up once, dropped when a read fails
 	poolHealth poolHealth
+	lastPool   poolSnapshot // the last read, for status lines (no round trip)
 }
 
 func newCapacityState() *capacityState {

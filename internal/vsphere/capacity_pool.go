@@ -16,6 +16,8 @@ type poolSnapshot struct {
 	UnreservedMemoryBytes int64
 	// UnreservedCPUMHz is runtime.cpu.unreservedForVm (MHz).
 	UnreservedCPUMHz int64
+	// Read is true for a reading taken (readable or not), false for none yet.
+	Read bool
 }
 
 // poolHealth is the resource pool's readability as last seen: an outage is
@@ -37,7 +39,18 @@ func (h *HatcheryVSphere) readPool(ctx context.Context) poolSnapshot {
 		return poolSnapshot{}
 	}
 	h.notePoolHealth(err)
+	snap.Read = true
+	h.capacity.mu.Lock()
+	h.capacity.lastPool = snap
+	h.capacity.mu.Unlock()
 	return snap
+}
+
+// lastPool returns the last resource pool read without reaching vCenter.
+func (h *HatcheryVSphere) lastPool() poolSnapshot {
+	h.capacity.mu.Lock()
+	defer h.capacity.mu.Unlock()
+	return h.capacity.lastPool
 }
 
 func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error) {

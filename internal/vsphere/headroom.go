@@ -33,7 +33,10 @@ type CapacityUsage struct {
 	MaxMemoryMB int64
 	// PoolReadable tells whether the resource pool runtime was read; the
 	// two unreserved values are meaningful only then.
-	PoolReadable              bool
+	PoolReadable bool
+	// PoolNotRead is true while no reading was taken yet (status lines
+	// show the last reading and do not reach vCenter themselves).
+	PoolNotRead               bool
 	PoolUnreservedMemoryBytes int64
 	PoolUnreservedCPUMHz      int64
 	// PoolError and PoolUnreadableSince describe the outage when the pool
@@ -50,6 +53,12 @@ type capacityView struct {
 }
 
 func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, error) {
+	return h.readCapacityViewPool(ctx, h.readPool)
+}
+
+// readCapacityViewPool is readCapacityView with the pool read given: live
+// (readPool) for decisions, the last reading (lastPool) for status lines.
+func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool func(context.Context) poolSnapshot) (capacityView, error) {
 	s := h.capacity
 	grace := h.releaseGrace()
 	gen := s.begin()
@@ -59,7 +68,7 @@ func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, e
 		return capacityView{}, fmt.Errorf("read capacity: list vms: %w", err)
 	}
 	vmUse := countAllocatedResources(vms, h.Name())
-	pool := h.readPool(ctx)
+	pool := readPool(ctx)
 
 	now := h.now()
 	s.mu.Lock()
@@ -79,7 +88,7 @@ func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, e
 			CPUs: used.CPUs, MemoryMB: used.MemoryMB, VMs: vmUse.VMs,
 			InFlight: n, InFlightCPUs: nfp.CPUs, InFlightMemoryMB: nfp.MemoryMB,
 			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,
-			PoolReadable: pool.Readable, PoolUnreservedMemoryBytes: pool.UnreservedMemoryBytes, PoolUnreservedCPUMHz: pool.UnreservedCPUMHz,
+			PoolReadable: pool.Readable, PoolNotRead: !pool.Read, PoolUnreservedMemoryBytes: pool.UnreservedMemoryBytes, PoolUnreservedCPUMHz: pool.UnreservedCPUMHz,
 		},
 		in: capacityInput{
 			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,

@@ -12,8 +12,13 @@ import (
 // RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
 // pool's readability (WARN when unreadable) and the spawns in flight. The
 // framework adds the workers N/maxWorker line itself.
+//
+// It reaches no vCenter: heartbeats and /mon/status must answer while
+// vCenter is slow or down. The resource pool line shows the last reading,
+// taken by capacity decisions and by the metrics pass.
 func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine {
-	u, err := h.CapacityUsage(ctx)
+	v, err := h.readCapacityViewPool(ctx, func(context.Context) poolSnapshot { return h.lastPool() })
+	u := v.usage
 	if err != nil {
 		return []sdk.MonitoringStatusLine{{
 			Component: "vsphere/capacity",
@@ -43,7 +48,9 @@ func capacityStatusLines(u CapacityUsage) []sdk.MonitoringStatusLine {
 		limitLine("vsphere/capacity/memory", u.MemoryMB, u.MaxMemoryMB, " MB"),
 	}
 	pool := sdk.MonitoringStatusLine{Component: "vsphere/capacity/resource-pool", Status: sdk.MonitoringStatusOK}
-	if u.PoolReadable {
+	if u.PoolNotRead {
+		pool.Value = "not read yet"
+	} else if u.PoolReadable {
 		pool.Value = fmt.Sprintf("readable: %d MB memory and %d MHz cpu unreserved for VMs",
 			u.PoolUnreservedMemoryBytes>>20, u.PoolUnreservedCPUMHz)
 	} else {
