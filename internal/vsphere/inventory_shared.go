@@ -44,6 +44,7 @@ type SharedInventory struct {
 
 	mu          sync.RWMutex
 	vms         []VM
+	idx         *vmIndex // index of vms, built once per refresh
 	lastOK      time.Time // time of the last successful refresh
 	lastErr     error     // error of the last refresh, nil when it succeeded
 	generation  uint64    // successful refreshes so far
@@ -107,11 +108,13 @@ func (s *SharedInventory) Run(ctx context.Context) {
 func (s *SharedInventory) refresh(ctx context.Context) {
 	objs, err := s.client.ListVirtualMachines(ctx)
 	var vms []VM
+	var idx *vmIndex
 	if err == nil {
 		vms = make([]VM, 0, len(objs))
 		for _, o := range objs {
 			vms = append(vms, VMFromObject(o))
 		}
+		idx = newVMIndex(vms)
 	}
 	s.mu.Lock()
 	s.refreshes++
@@ -124,7 +127,7 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 		if s.lastErr != nil {
 			s.log.Info("vm inventory refresh recovered", "vms", len(vms))
 		}
-		s.vms, s.lastErr, s.lastOK = vms, nil, s.now()
+		s.vms, s.idx, s.lastErr, s.lastOK = vms, idx, nil, s.now()
 		s.generation++
 		if s.generation == 1 {
 			close(s.firstOK)
@@ -157,6 +160,16 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 		return nil, fmt.Errorf("%w: last successful listing %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
 	}
 	return s.vms, nil
+}
+
+// indexOf returns the index of the current snapshot when vms is it.
+func (s *SharedInventory) indexOf(vms []VM) *vmIndex {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.idx != nil && sameSnapshot(vms, s.vms) {
+		return s.idx
+	}
+	return nil
 }
 
 // Synced is closed once a refresh has succeeded: loops that would only
