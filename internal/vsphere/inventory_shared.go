@@ -44,7 +44,7 @@ type SharedInventory struct {
 
 	mu          sync.RWMutex
 	vms         []VM
-	idx         *vmIndex // index of vms, built once per refresh
+	idx         *vmIndex  // index of vms, built once per refresh
 	lastOK      time.Time // time of the last successful refresh
 	lastErr     error     // error of the last refresh, nil when it succeeded
 	generation  uint64    // successful refreshes so far
