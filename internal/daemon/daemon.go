@@ -145,7 +145,12 @@ func Run(ctx context.Context, o Options) error {
 		}
 	})
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
-	if cfg.InventoryMode != vsphere.InventoryListing {
+	switch cfg.InventoryMode {
+	case vsphere.InventoryListing:
+	case vsphere.InventoryWatch:
+		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), log)
+		inv = shared
+	default:
 		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}

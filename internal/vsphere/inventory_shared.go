@@ -37,6 +37,11 @@ type SharedInventory struct {
 	minGap   time.Duration
 	log      *slog.Logger
 	now      func() time.Time
+	// watch: Run keeps the snapshot current through a property-collector
+	// watch (inventory_watch.go) instead of periodic listings.
+	watch       bool
+	maxWait     time.Duration // watch: longest WaitForUpdatesEx
+	resyncEvery time.Duration // watch: full resync period, a safety net
 
 	kick    chan struct{} // coalescing refresh signal, capacity 1
 	ready   chan struct{} // closed after the first refresh attempt
@@ -81,6 +86,10 @@ func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, lo
 // Run refreshes the inventory at once, then every interval and after each
 // Invalidate, until ctx ends. Exactly one Run may be active.
 func (s *SharedInventory) Run(ctx context.Context) {
+	if s.watch {
+		s.runWatch(ctx)
+		return
+	}
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	var last time.Time
@@ -116,6 +125,12 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 		}
 		idx = newVMIndex(vms)
 	}
+	s.store(vms, idx, err)
+}
+
+// store records one refresh attempt: on success vms (indexed by idx)
+// becomes the snapshot; on failure the last snapshot stays.
+func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	if err != nil {
@@ -207,6 +222,14 @@ func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// Changed returns a channel closed at the end of the next refresh attempt
+// (or, in watch mode, the next delivery): a signal to re-read the snapshot.
+func (s *SharedInventory) Changed() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.changed
 }
 
 // InventoryStats describes the inventory for /mon/status and benchmarks.
