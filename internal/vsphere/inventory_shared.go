@@ -59,10 +59,11 @@ type SharedInventory struct {
 }
 
 // NewSharedInventory builds the inventory; call Run to start refreshing.
-// interval <= 0 means 30 s; minGap <= 0 means defaultInventoryMinGap.
+// interval <= 0 means DefaultInventoryRefreshInterval; minGap <= 0 means
+// defaultInventoryMinGap.
 func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	if interval <= 0 {
-		interval = 30 * time.Second
+		interval = DefaultInventoryRefreshInterval * time.Second
 	}
 	if minGap <= 0 {
 		minGap = defaultInventoryMinGap

@@ -29,7 +29,7 @@ const (
 // ContainerView, see vcsim.md), WaitForUpdatesEx with a version, the
 // changes applied to the snapshot. It resyncs in full (a new collector and
 // filter, every VM listed) at start, after any error (a lost session among
-// them), and every watchResyncInterval. interval <= 0 means 30 s: it bounds
+// them), and every watchResyncInterval. interval <= 0 means DefaultInventoryRefreshInterval: it bounds
 // each wait and the staleness check as in NewSharedInventory.
 //
 // Invalidate does nothing in this mode: the watch sees the hatchery's writes

@@ -224,3 +224,60 @@ func diffStates(got, want watchedState) string {
 	slices.Sort(out)
 	return strings.Join(out, "\n")
 }
+
+// After its session is lost (terminated by an operator or an idle
+// timeout), the watch's collector is gone: the adapter logs in again, the
+// wait on the old collector fails, the inventory resyncs on a new one and
+// sees what changed meanwhile.
+func TestVcsimWatchInventoryResyncsAfterSessionLoss(t *testing.T) {
+	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 5})
+	ctx, cancel := context.WithTimeout(env.Context(), watchRoundTimeout)
+	defer cancel()
+	watchClient := env.NewClient(nil)
+	inv := vsphere.NewWatchInventory(watchClient, 2*time.Second, slog.New(slog.DiscardHandler))
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); inv.Run(runCtx) }()
+	t.Cleanup(func() { stop(); wg.Wait() })
+	select {
+	case <-inv.Synced():
+	case <-ctx.Done():
+		t.Fatal("no first watch sync before the deadline")
+	}
+
+	// The session ends; the watch's next wait logs in again and finds its
+	// collector gone.
+	env.TerminateSession(watchClient)
+	waitFor := func(what string, ok func([]vsphere.VM) bool) {
+		t.Helper()
+		for {
+			ch := inv.Changed()
+			if vms, err := inv.VMs(ctx); err == nil && ok(vms) {
+				return
+			}
+			select {
+			case <-ch:
+			case <-ctx.Done():
+				t.Fatalf("%s: not before the deadline (last error: %v)", what, inv.Stats().LastErr)
+			}
+		}
+	}
+	waitFor("re-login", func([]vsphere.VM) bool { return watchClient.Relogins() >= 1 })
+
+	// A VM cloned now is seen only by a new collector.
+	c := env.Client
+	template, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	folder, err := c.LoadFolder(ctx)
+	require.NoError(t, err)
+	pool, err := c.LoadResourcePool(ctx)
+	require.NoError(t, err)
+	poolRef := pool.Reference()
+	_, err = c.CloneVirtualMachine(ctx, template, folder, "after-session-loss", &types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}})
+	require.NoError(t, err)
+	waitFor("the vm cloned after the session loss", func(vms []vsphere.VM) bool {
+		return slices.ContainsFunc(vms, func(v vsphere.VM) bool { return v.Name == "after-session-loss" })
+	})
+	require.GreaterOrEqual(t, watchClient.Relogins(), int64(1), "the watch's client logged in again")
+}
