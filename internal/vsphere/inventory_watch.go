@@ -104,7 +104,13 @@ func (s *SharedInventory) runWatch(ctx context.Context) {
 			s.publishWatch(state)
 			continue
 		}
-		applyUpdateSet(state, set)
+		if !applyUpdateSet(state, set) {
+			// A change of a VM the watch never saw enter: the state is
+			// not what vCenter holds. Resync rather than guess.
+			s.log.Warn("vm watch out of step: resyncing")
+			version = ""
+			continue
+		}
 		version = set.Version
 		s.publishWatch(state)
 	}
@@ -126,7 +132,9 @@ func (s *SharedInventory) watchResync(ctx context.Context) (map[types.ManagedObj
 			}
 			return state, version, nil
 		}
-		applyUpdateSet(state, set)
+		if !applyUpdateSet(state, set) {
+			return nil, "", errors.New("vm watch resync: a change of a vm not yet entered")
+		}
 		version = set.Version
 		if set.Truncated == nil || !*set.Truncated {
 			return state, version, nil
@@ -134,8 +142,11 @@ func (s *SharedInventory) watchResync(ctx context.Context) (map[types.ManagedObj
 	}
 }
 
-// applyUpdateSet applies the object updates of set to state.
-func applyUpdateSet(state map[types.ManagedObjectReference]*watchedVM, set *types.UpdateSet) {
+// applyUpdateSet applies the object updates of set to state. It returns
+// false when an update modifies a VM state does not hold (the watch is out
+// of step with vCenter: the caller resyncs).
+func applyUpdateSet(state map[types.ManagedObjectReference]*watchedVM, set *types.UpdateSet) bool {
+	ok := true
 	for _, fs := range set.FilterSet {
 		for _, u := range fs.ObjectSet {
 			if u.Obj.Type != "VirtualMachine" {
@@ -149,9 +160,9 @@ func applyUpdateSet(state map[types.ManagedObjectReference]*watchedVM, set *type
 				state[u.Obj] = &watchedVM{props: map[string]types.DynamicProperty{}}
 			}
 			w := state[u.Obj]
-			if w == nil { // a change of a VM we never saw enter: take it whole
-				w = &watchedVM{props: map[string]types.DynamicProperty{}}
-				state[u.Obj] = w
+			if w == nil {
+				ok = false
+				continue
 			}
 			for _, c := range u.ChangeSet {
 				switch c.Op {
@@ -164,6 +175,7 @@ func applyUpdateSet(state map[types.ManagedObjectReference]*watchedVM, set *type
 			w.vm = watchedView(u.Obj, w.props)
 		}
 	}
+	return ok
 }
 
 // watchedView builds the VM view from the properties of one VM.
