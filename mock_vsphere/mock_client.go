@@ -7,7 +7,6 @@ package mock_vsphere
 import (
 	context "context"
 	reflect "reflect"
-	time "time"
 
 	gomock "github.com/golang/mock/gomock"
 	object "github.com/vmware/govmomi/object"
@@ -376,19 +375,4 @@ func (m *MockVSphereClient) WaitForVirtualMachineShutdown(arg0 context.Context, 
 func (mr *MockVSphereClientMockRecorder) WaitForVirtualMachineShutdown(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "WaitForVirtualMachineShutdown", reflect.TypeOf((*MockVSphereClient)(nil).WaitForVirtualMachineShutdown), arg0, arg1)
-}
-
-// WaitForVirtualMachineUpdates mocks base method.
-func (m *MockVSphereClient) WaitForVirtualMachineUpdates(arg0 context.Context, arg1 string, arg2 time.Duration) (*types.UpdateSet, error) {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "WaitForVirtualMachineUpdates", arg0, arg1, arg2)
-	ret0, _ := ret[0].(*types.UpdateSet)
-	ret1, _ := ret[1].(error)
-	return ret0, ret1
-}
-
-// WaitForVirtualMachineUpdates indicates an expected call of WaitForVirtualMachineUpdates.
-func (mr *MockVSphereClientMockRecorder) WaitForVirtualMachineUpdates(arg0, arg1, arg2 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "WaitForVirtualMachineUpdates", reflect.TypeOf((*MockVSphereClient)(nil).WaitForVirtualMachineUpdates), arg0, arg1, arg2)
 }

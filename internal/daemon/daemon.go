@@ -145,12 +145,7 @@ func Run(ctx context.Context, o Options) error {
 		}
 	})
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
-	switch cfg.InventoryMode {
-	case vsphere.InventoryListing:
-	case vsphere.InventoryWatch:
-		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), log)
-		inv = shared
-	default:
+	if cfg.InventoryMode != vsphere.InventoryListing {
 		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}

@@ -259,18 +259,6 @@ func (v *VCenter) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine,
 	return r, v.note(ctx, err)
 }
 
-// WaitForVirtualMachineUpdates implements vsphere.VSphereClient. The
-// client keeps its watch collector across calls; it reports
-// vsphere.ErrWatchLost when a re-login lost it, and the caller resyncs.
-func (v *VCenter) WaitForVirtualMachineUpdates(ctx context.Context, version string, maxWait time.Duration) (*types.UpdateSet, error) {
-	c, err := v.client()
-	if err != nil {
-		return nil, err
-	}
-	r, err := c.WaitForVirtualMachineUpdates(ctx, version, maxWait)
-	return r, v.note(ctx, err)
-}
-
 // LoadVirtualMachine implements vsphere.VSphereClient.
 func (v *VCenter) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
 	c, err := v.client()

@@ -204,9 +204,9 @@ func BenchmarkInventoryModes(b *testing.B) {
 
 // benchModes are the modes measured: the spec's baseline (whole objects
 // listed by every decision, test-only), the product's leaf-property listing
-// mode, and the shared inventory (plus the watch when it is configured).
+// mode, and the shared inventory.
 func benchModes() []string {
-	return []string{benchModeSpec, vsphere.InventoryListing, vsphere.InventoryShared, vsphere.InventoryWatch}
+	return []string{benchModeSpec, vsphere.InventoryListing, vsphere.InventoryShared}
 }
 
 // benchJobs is how many jobs are spawned one after the other for the
@@ -265,12 +265,6 @@ func heapAlloc() uint64 {
 
 func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	r := benchResult{vms: n, mode: mode, burst: benchBurst(b)}
-	if mode == vsphere.InventoryWatch {
-		// vcsim recomputes the whole filter (every VM) for each change it
-		// reports: a burst of hundreds of clones at 5,000 VMs keeps it busy
-		// for many minutes, a simulator cost (vcsim.md), not the product's.
-		r.burst = min(r.burst, 20)
-	}
 	if mode == benchModeSpec {
 		// Whole-object listings by each of hundreds of concurrent jobs take
 		// minutes in vcsim: the baseline's burst is not measured.
@@ -363,64 +357,30 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		name   string
 		perMin float64
 		fn     func()
-		client *vsphere.GovmomiClient // whose SOAP counters to read; nil: the hatchery's
 	}
 	perMin := func(seconds int) float64 { return 60 / float64(seconds) }
 	passes := []pass{
-		{"provisioning", perMin(vsphere.DefaultWorkerProvisioningInterval), func() { h.WarmProvisioningPass(ctx) }, nil},
-		{"killAwolServers", perMin(vsphere.DefaultKillAwolServersInterval), func() { h.WarmKillAwolServersPass(ctx) }, nil},
-		{"killDisabledWorkers", perMin(vsphere.DefaultKillDisabledWorkersInterval), func() { h.BenchKillDisabledWorkersPass(ctx) }, nil},
+		{"provisioning", perMin(vsphere.DefaultWorkerProvisioningInterval), func() { h.WarmProvisioningPass(ctx) }},
+		{"killAwolServers", perMin(vsphere.DefaultKillAwolServersInterval), func() { h.WarmKillAwolServersPass(ctx) }},
+		{"killDisabledWorkers", perMin(vsphere.DefaultKillDisabledWorkersInterval), func() { h.BenchKillDisabledWorkersPass(ctx) }},
 		{"metrics", 60 / vsphere.MetricsInterval.Seconds(), func() {
 			t0 := time.Now()
 			h.BenchCollectMetrics(ctx, m)
 			r.metricsPass = time.Since(t0)
-		}, nil},
-	}
-	if mode == vsphere.InventoryWatch {
-		// What the watch costs idle, measured on a second session so the
-		// owner's collector is left alone: one full resync every
-		// watchResyncInterval (10 min) and one empty wait per maxWait.
-		wc := env.NewClient(nil)
-		maxWait := min(time.Minute, cfg.InventoryRefreshIntervalDuration())
-		var version string
-		passes = append(passes, pass{"watchResync", 0.1, func() {
-			v := ""
-			for {
-				set, err := wc.WaitForVirtualMachineUpdates(ctx, v, maxWait)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if set == nil {
-					break
-				}
-				v = set.Version
-				if set.Truncated == nil || !*set.Truncated {
-					break
-				}
-			}
-			version = v
-		}, wc}, pass{"watchEmptyWait", time.Minute.Seconds() / maxWait.Seconds(), func() {
-			if _, err := wc.WaitForVirtualMachineUpdates(ctx, version, 0); err != nil {
-				b.Fatal(err)
-			}
-		}, wc})
+		}},
 	}
 	if mode == vsphere.InventoryShared {
 		passes = append(passes, pass{"inventoryRefresh", perMin(vsphere.DefaultInventoryRefreshInterval), func() {
 			if _, err := ic.ListVirtualMachines(ctx); err != nil { // what one refresh does
 				b.Fatal(err)
 			}
-		}, nil})
+		}})
 	}
 	var details []string
 	for _, p := range passes {
-		c := gc
-		if p.client != nil {
-			c = p.client
-		}
-		before := c.Stats()
+		before := gc.Stats()
 		p.fn()
-		d := c.Stats().Sub(before).Total()
+		d := gc.Stats().Sub(before).Total()
 		r.idleReqs += float64(d.Requests) * p.perMin
 		bytes := float64(d.RequestBytes + d.ResponseBytes)
 		r.idleMB += bytes * p.perMin / 1e6
@@ -459,10 +419,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		lat = append(lat, at.Sub(t0))
 	}
 	// Refreshes the last jobs' writes asked for are the jobs' cost too.
-	if s, ok := inv.(*vsphere.SharedInventory); ok && mode == vsphere.InventoryWatch {
-		// The watch streams the writes: wait until it shows the last job's VM.
-		waitWatchShows(b, ctx, s, fmt.Sprintf("worker-seq-%d", r.jobs-1))
-	} else if ok {
+	if s, ok := inv.(*vsphere.SharedInventory); ok {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		if err := s.WaitRefresh(wctx); err != nil {
 			b.Fatal(err)
@@ -508,31 +465,6 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	r.burstFailed = int(failed.Load())
 	r.burstWhy = why.String()
 	return r
-}
-
-// waitWatchShows returns once the watch inventory shows the VM name
-// powered on, re-reading the snapshot at each delivery (bounded: 2 min).
-func waitWatchShows(b *testing.B, ctx context.Context, s *vsphere.SharedInventory, name string) {
-	b.Helper()
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	for {
-		ch := s.Changed()
-		vms, err := s.VMs(ctx)
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, v := range vms {
-			if v.Name == name && v.PoweredOn() {
-				return
-			}
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			b.Fatalf("watch never showed %s powered on", name)
-		}
-	}
 }
 
 func topMethods(d vsphere.SOAPStats, jobs int) string {
@@ -607,7 +539,7 @@ SpawnWorker to worker launched), shared-inventory refreshes their writes trigger
 the jobs; lists/job counts ListVirtualMachines on the job path, refr/job the inventory owner's refreshes.
 Idle = the SOAP delta of one pass of each loop (provisioning with no entries, killAwolServers,
 killDisabledWorkers, metrics collection, and in shared mode one inventory refresh) times its passes per
-minute at the default intervals (provisioning/awol/disabled 120 s, metrics 30 s, inventory 60 s; watch: one empty wait per minute plus a full resync every 10 min).
+minute at the default intervals (provisioning/awol/disabled 120 s, metrics 30 s, inventory 60 s).
 Decision latency = CanSpawn start → CloneVirtualMachine submitted (sequential jobs). Burst = time from
 starting all jobs at once to the last clone submitted. Heap = after GC, after warm-up, minus before the
 hatchery was built (vcsim runs in the same process).`)

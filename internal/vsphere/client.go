@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"time"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -20,13 +19,6 @@ type VSphereClient interface {
 	// ListVirtualMachines returns every VM and template of the datacenter
 	// with only the leaf properties in VMProperties set.
 	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
-	// WaitForVirtualMachineUpdates watches the same VMs and properties
-	// through a property collector of its own: version "" (re)creates it
-	// and returns every VM as an "enter" update; another version waits up
-	// to maxWait for the changes since it (nil: none). After an error
-	// (ErrWatchLost when the session lost the collector) the caller
-	// resyncs with "". One caller at a time.
-	WaitForVirtualMachineUpdates(ctx context.Context, version string, maxWait time.Duration) (*types.UpdateSet, error)
 	// LoadVirtualMachine finds a VM or template by name in the datacenter.
 	LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error)
 	// NewVirtualMachine wraps a reference without a round trip.

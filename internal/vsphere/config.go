@@ -67,9 +67,7 @@ type Configuration struct {
 	CountSmallerFlavorToKeep int            `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
 
 	// vCenter load (issue 9). InventoryMode is "shared" (one inventory of
-	// leaf properties, refreshed by one owner), "watch" (the same inventory
-	// kept current by a property-collector watch) or "listing" (list on
-	// every read).
+	// leaf properties, refreshed by one owner) or "listing" (list on every read).
 	InventoryMode string `mapstructure:"inventoryMode" toml:"inventoryMode" json:"inventoryMode"`
 	// InventoryRefreshInterval is in seconds.
 	InventoryRefreshInterval int `mapstructure:"inventoryRefreshInterval" toml:"inventoryRefreshInterval" json:"inventoryRefreshInterval"`
@@ -125,5 +123,4 @@ type FlavorConfig struct {
 const (
 	InventoryShared  = "shared"
 	InventoryListing = "listing"
-	InventoryWatch   = "watch"
 )

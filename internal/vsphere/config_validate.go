@@ -26,8 +26,8 @@ func (c *Configuration) Validate() error {
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
-	if c.InventoryMode != InventoryShared && c.InventoryMode != InventoryListing && c.InventoryMode != InventoryWatch {
-		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryShared, InventoryListing, InventoryWatch)
+	if c.InventoryMode != InventoryShared && c.InventoryMode != InventoryListing {
+		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q)", c.InventoryMode, InventoryShared, InventoryListing)
 	}
 	return es.scrub(c.secrets()).err()
 }

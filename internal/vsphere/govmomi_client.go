@@ -139,8 +139,7 @@ type GovmomiClient struct {
 	taskScale float64
 
 	vmsMu   sync.Mutex
-	vmsView *vmView  // reused ContainerView over the VM folder
-	watch   *vmWatch // collector of WaitForVirtualMachineUpdates
+	vmsView *vmView // reused ContainerView over the VM folder
 
 	closeOnce sync.Once
 }
@@ -301,7 +300,6 @@ func (c *GovmomiClient) Close(ctx context.Context) {
 				c.log.Debug("destroy vm container view", "error", err)
 			}
 		}
-		c.closeVMWatch(ctx)
 		c.rl.closed.Store(true)
 		if err := c.sm.Logout(ctx); err != nil {
 			c.log.Warn("log out of vcenter", "error", err)

@@ -25,14 +25,8 @@ type meteredRoundTripper struct {
 }
 
 // RoundTrip implements soap.RoundTripper.
-// A WaitForUpdatesEx is a long poll: vCenter holds it up to its
-// MaxWaitSeconds by design, so that wait is added to its bound.
 func (m *meteredRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
-	timeout := m.timeout
-	if w, ok := req.(*methods.WaitForUpdatesExBody); ok && w.Req != nil && w.Req.Options != nil && w.Req.Options.MaxWaitSeconds != nil {
-		timeout += time.Duration(*w.Req.Options.MaxWaitSeconds) * time.Second
-	}
-	ctx, cancel := context.WithTimeout(withSOAPMethod(ctx, soapMethodName(req)), timeout)
+	ctx, cancel := context.WithTimeout(withSOAPMethod(ctx, soapMethodName(req)), m.timeout)
 	defer cancel()
 	return m.next.RoundTrip(ctx, req, res)
 }

@@ -13,9 +13,6 @@ import (
 //     returned run function is its owner loop: the caller starts it in one
 //     goroutine next to HatcheryVSphere.Run and joins it at shutdown (it
 //     returns when ctx ends).
-//   - "watch": the same SharedInventory kept current by a property
-//     collector watch (NewWatchInventory), with full resyncs at start, after
-//     an error and every 10 minutes; run is its owner loop as above.
 //   - "listing": the spec's plain design, a ListingInventory listing the
 //     datacenter on every read; run returns at once.
 //
@@ -28,14 +25,11 @@ func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (I
 	switch cfg.InventoryMode {
 	case InventoryListing:
 		return ListingInventory{Client: client}, func(context.Context) {}, nil
-	case InventoryWatch:
-		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), log)
-		return inv, inv.Run, nil
 	case InventoryShared, "":
 		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	default:
-		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q, %q", cfg.InventoryMode, InventoryShared, InventoryListing, InventoryWatch)
+		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q", cfg.InventoryMode, InventoryShared, InventoryListing)
 	}
 }
 

@@ -37,11 +37,6 @@ type SharedInventory struct {
 	minGap   time.Duration
 	log      *slog.Logger
 	now      func() time.Time
-	// watch: Run keeps the snapshot current through a property-collector
-	// watch (inventory_watch.go) instead of periodic listings.
-	watch       bool
-	maxWait     time.Duration // watch: longest WaitForUpdatesEx
-	resyncEvery time.Duration // watch: full resync period, a safety net
 
 	kick    chan struct{} // coalescing refresh signal, capacity 1
 	ready   chan struct{} // closed after the first refresh attempt
@@ -87,10 +82,6 @@ func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, lo
 // Run refreshes the inventory at once, then every interval and after each
 // Invalidate, until ctx ends. Exactly one Run may be active.
 func (s *SharedInventory) Run(ctx context.Context) {
-	if s.watch {
-		s.runWatch(ctx)
-		return
-	}
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	var last time.Time
@@ -223,14 +214,6 @@ func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// Changed returns a channel closed at the end of the next refresh attempt
-// (or, in watch mode, the next delivery): a signal to re-read the snapshot.
-func (s *SharedInventory) Changed() <-chan struct{} {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	return s.changed
 }
 
 // InventoryStats describes the inventory for /mon/status and benchmarks.
