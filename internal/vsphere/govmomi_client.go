@@ -328,3 +328,14 @@ func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
 }
 
 var _ VSphereClient = (*GovmomiClient)(nil)
+
+// lookupFinder returns a finder over the client's datacenter for one
+// lookup. A find.Finder is not safe for concurrent use (it caches the
+// datacenter's folders on first use), and concurrent spawns resolve
+// placement and templates at the same time: one finder each costs one
+// folders read per lookup, and lookups are cached (placementCache).
+func (c *GovmomiClient) lookupFinder() *find.Finder {
+	f := find.NewFinder(c.vim, true)
+	f.SetDatacenter(c.dc)
+	return f
+}

@@ -22,7 +22,7 @@ func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) 
 			}
 			return folders.VmFolder, nil
 		}
-		f, err := c.finder.Folder(ctx, c.cfg.Folder)
+		f, err := c.lookupFinder().Folder(ctx, c.cfg.Folder)
 		if err != nil {
 			return nil, fmt.Errorf("find folder %q (folderString): %w", c.cfg.Folder, ambiguity(err, "folderString"))
 		}
@@ -36,13 +36,13 @@ func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) 
 func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
 	return cachedLookup(c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
 		if c.cfg.ResourcePool == "" {
-			p, err := c.finder.DefaultResourcePool(ctx)
+			p, err := c.lookupFinder().DefaultResourcePool(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("find default resource pool of datacenter %q: %w", c.dc.Name(), ambiguity(err, "resourcePoolString"))
 			}
 			return p, nil
 		}
-		p, err := c.finder.ResourcePool(ctx, c.cfg.ResourcePool)
+		p, err := c.lookupFinder().ResourcePool(ctx, c.cfg.ResourcePool)
 		if err != nil {
 			return nil, fmt.Errorf("find resource pool %q (resourcePoolString): %w", c.cfg.ResourcePool, ambiguity(err, "resourcePoolString"))
 		}
@@ -54,13 +54,13 @@ func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourceP
 func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
 	return cachedLookup(c.placement, "network", name, func() (object.NetworkReference, error) {
 		if name == "" {
-			n, err := c.finder.DefaultNetwork(ctx)
+			n, err := c.lookupFinder().DefaultNetwork(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("find default network of datacenter %q: %w", c.dc.Name(), ambiguity(err, "networkString"))
 			}
 			return n, nil
 		}
-		n, err := c.finder.Network(ctx, name)
+		n, err := c.lookupFinder().Network(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("find network %q: %w", name, ambiguity(err, "networkString"))
 		}
@@ -72,13 +72,13 @@ func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.Ne
 func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
 	return cachedLookup(c.placement, "datastore", name, func() (*object.Datastore, error) {
 		if name == "" {
-			d, err := c.finder.DefaultDatastore(ctx)
+			d, err := c.lookupFinder().DefaultDatastore(ctx)
 			if err != nil {
 				return nil, fmt.Errorf("find default datastore of datacenter %q: %w", c.dc.Name(), ambiguity(err, "datastoreString"))
 			}
 			return d, nil
 		}
-		d, err := c.finder.Datastore(ctx, name)
+		d, err := c.lookupFinder().Datastore(ctx, name)
 		if err != nil {
 			return nil, fmt.Errorf("find datastore %q: %w", name, ambiguity(err, "datastoreString"))
 		}

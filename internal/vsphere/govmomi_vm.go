@@ -86,7 +86,7 @@ func (c *GovmomiClient) dropView(v *vmView) {
 // LoadVirtualMachine finds a VM or template by name (or inventory path) in
 // the datacenter.
 func (c *GovmomiClient) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
-	vm, err := c.finder.VirtualMachine(ctx, name)
+	vm, err := c.lookupFinder().VirtualMachine(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
