@@ -61,14 +61,12 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 				return refuse("model is already being registered by vm " + v.Name)
 			}
 		}
-	} else {
-		for _, v := range vms {
-			if v.Annotation != nil && v.Annotation.JobID == jobID {
-				return refuse("vm " + v.Name + " already serves the job")
-			}
-		}
 	}
-	if h.ips.enabled() && !h.ips.available(vms) {
+	idx := h.indexOf(vms)
+	if name, ok := idx.jobs[jobID]; ok && !register {
+		return refuse("vm " + name + " already serves the job")
+	}
+	if h.ips.enabled() && !h.ips.available(idx.used) {
 		return refuse("no static ip available")
 	}
 	return true

@@ -43,7 +43,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	}
 	if needIP {
 		// Read the inventory first, then pick under the pool's lock only.
-		lease, err := h.ips.reserve(ctx, vms)
+		lease, err := h.ips.reserveFree(ctx, h.indexOf(vms).used)
 		if err != nil {
 			return nil, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
 		}
@@ -75,6 +75,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	}
 	spec, err := h.prepareCloneSpec(ctx, template, annot, flavor)
 	if err != nil {
+		h.tmplDevs.forget(template)
 		return fail("prepare clone spec", err, false, false)
 	}
 	folder, err := h.vs.LoadFolder(ctx)
@@ -84,6 +85,8 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
 	h.inv.Invalidate()
 	if err != nil {
+		// The template may have changed under its cached device list.
+		h.tmplDevs.forget(template)
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
@@ -134,7 +137,7 @@ func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
 	}
-	devices, err := h.vs.LoadVirtualMachineDevices(ctx, template)
+	devices, err := h.tmplDevs.load(ctx, template, h.vs.LoadVirtualMachineDevices)
 	if err != nil {
 		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
 	}

@@ -14,7 +14,7 @@ const (
 	DefaultWorkerProvisioningPoolSize  = 1
 	DefaultKillAwolServersInterval     = 120 // seconds
 	DefaultKillDisabledWorkersInterval = 120 // seconds
-	DefaultInventoryRefreshInterval    = 30  // seconds
+	DefaultInventoryRefreshInterval    = 60  // seconds; the hatchery's own writes refresh sooner
 	DefaultMaxConcurrentTasks          = 8
 
 	DefaultHTTPAddr                       = "127.0.0.1"

@@ -92,7 +92,13 @@ func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.Virtu
 	if card == nil || network == nil {
 		return errors.New("set up ethernet card: nil card or network")
 	}
-	backing, err := network.EthernetCardBackingInfo(ctx)
+	// The backing names the network (one round trip for a standard
+	// network, more for a distributed port group): cached with the
+	// placement, shared read-only by the clone specs that use it.
+	ref := network.Reference()
+	backing, err := cachedLookup(c.placement, "backing", ref.Type+":"+ref.Value, func() (types.BaseVirtualDeviceBackingInfo, error) {
+		return network.EthernetCardBackingInfo(ctx)
+	})
 	if err != nil {
 		return fmt.Errorf("read backing of network %q: %w", network.GetInventoryPath(), err)
 	}

@@ -51,6 +51,7 @@ type HatcheryVSphere struct {
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
+	tmplDevs *templateDevices   // template device lists (template_devices.go)
 }
 
 // Options are what New needs. Inventory defaults to a ListingInventory
@@ -102,6 +103,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.ips = ips
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
+	h.tmplDevs = newTemplateDevices(h.now)
 	return h, nil
 }
 

@@ -44,6 +44,7 @@ type SharedInventory struct {
 
 	mu          sync.RWMutex
 	vms         []VM
+	idx         *vmIndex  // index of vms, built once per refresh
 	lastOK      time.Time // time of the last successful refresh
 	lastErr     error     // error of the last refresh, nil when it succeeded
 	generation  uint64    // successful refreshes so far
@@ -53,10 +54,11 @@ type SharedInventory struct {
 }
 
 // NewSharedInventory builds the inventory; call Run to start refreshing.
-// interval <= 0 means 30 s; minGap <= 0 means defaultInventoryMinGap.
+// interval <= 0 means DefaultInventoryRefreshInterval; minGap <= 0 means
+// defaultInventoryMinGap.
 func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	if interval <= 0 {
-		interval = 30 * time.Second
+		interval = DefaultInventoryRefreshInterval * time.Second
 	}
 	if minGap <= 0 {
 		minGap = defaultInventoryMinGap
@@ -107,12 +109,20 @@ func (s *SharedInventory) Run(ctx context.Context) {
 func (s *SharedInventory) refresh(ctx context.Context) {
 	objs, err := s.client.ListVirtualMachines(ctx)
 	var vms []VM
+	var idx *vmIndex
 	if err == nil {
 		vms = make([]VM, 0, len(objs))
 		for _, o := range objs {
 			vms = append(vms, VMFromObject(o))
 		}
+		idx = newVMIndex(vms)
 	}
+	s.store(vms, idx, err)
+}
+
+// store records one refresh attempt: on success vms (indexed by idx)
+// becomes the snapshot; on failure the last snapshot stays.
+func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	if err != nil {
@@ -124,7 +134,7 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 		if s.lastErr != nil {
 			s.log.Info("vm inventory refresh recovered", "vms", len(vms))
 		}
-		s.vms, s.lastErr, s.lastOK = vms, nil, s.now()
+		s.vms, s.idx, s.lastErr, s.lastOK = vms, idx, nil, s.now()
 		s.generation++
 		if s.generation == 1 {
 			close(s.firstOK)
@@ -157,6 +167,16 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 		return nil, fmt.Errorf("%w: last successful listing %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
 	}
 	return s.vms, nil
+}
+
+// indexOf returns the index of the current snapshot when vms is it.
+func (s *SharedInventory) indexOf(vms []VM) *vmIndex {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.idx != nil && sameSnapshot(vms, s.vms) {
+		return s.idx
+	}
+	return nil
 }
 
 // Synced is closed once a refresh has succeeded: loops that would only

@@ -136,13 +136,18 @@ func (p *ipPool) expireLocked(now time.Time) {
 // reserved, and reserves it for ipReservationTTL. vms must be a fresh read
 // of the inventory made before the call.
 func (p *ipPool) reserve(ctx context.Context, vms []VM) (ipLease, error) {
+	return p.reserveFree(ctx, usedBy(vms))
+}
+
+// reserveFree is reserve given the addresses the VMs use (usedBy, or the
+// vmIndex of the snapshot).
+func (p *ipPool) reserveFree(ctx context.Context, used map[netip.Addr]bool) (ipLease, error) {
 	if err := ctx.Err(); err != nil {
 		return ipLease{}, err
 	}
 	if !p.enabled() {
 		return ipLease{}, errors.New("reserve ip: no ip range configured")
 	}
-	used := usedBy(vms)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
@@ -189,19 +194,27 @@ func (p *ipPool) release(ip string) {
 	delete(p.reserved, a)
 }
 
-// available tells whether at least one address is free for vms.
-func (p *ipPool) available(vms []VM) bool {
-	used, total := p.counts(vms)
+// available tells whether at least one address is free given the
+// addresses VMs hold (usedBy, or the vmIndex of the snapshot).
+func (p *ipPool) available(inUse map[netip.Addr]bool) bool {
+	used, total := p.countsUsed(inUse)
 	return used < total
 }
 
-// counts returns how many addresses of the pool are used by a VM or
+// counts returns how many addresses of the pool are used by a VM of vms or
 // reserved, and the pool's size.
 func (p *ipPool) counts(vms []VM) (used, total int) {
 	if !p.enabled() {
 		return 0, 0
 	}
-	inUse := usedBy(vms)
+	return p.countsUsed(usedBy(vms))
+}
+
+// countsUsed is counts given the addresses the VMs use.
+func (p *ipPool) countsUsed(inUse map[netip.Addr]bool) (used, total int) {
+	if !p.enabled() {
+		return 0, 0
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.expireLocked(p.now())

@@ -1,0 +1,99 @@
+package vsphere
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// templateDevicesTTL bounds how long a template's device list is reused.
+// Templates are not edited in place by the hatchery (a V1 registration
+// makes a new template, with a new reference); an operator who converts a
+// template to a VM, edits its hardware and converts it back is seen within
+// this time, or at once when a clone from it fails (forget).
+const templateDevicesTTL = 10 * time.Minute
+
+// templateDevices memoises the device list of templates by reference, so
+// that a spawn decision does not read a device list that never changes
+// (one RetrievePropertiesEx of config.hardware.device per clone without
+// it). Its mutex never spans a round trip.
+type templateDevices struct {
+	mu      sync.Mutex
+	now     func() time.Time
+	entries map[types.ManagedObjectReference]templateDevicesEntry
+}
+
+type templateDevicesEntry struct {
+	devices object.VirtualDeviceList
+	expires time.Time
+}
+
+func newTemplateDevices(now func() time.Time) *templateDevices {
+	if now == nil {
+		now = time.Now
+	}
+	return &templateDevices{now: now, entries: map[types.ManagedObjectReference]templateDevicesEntry{}}
+}
+
+// load returns a private copy of the template's device list: from the
+// cache, else read through load and stored. The copy's devices are fresh
+// shallow copies, so a caller that edits a device (a NIC's backing) never
+// changes the cached list.
+func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (object.VirtualDeviceList, error)) (object.VirtualDeviceList, error) {
+	if t == nil {
+		return read(ctx, template)
+	}
+	ref := template.Reference()
+	t.mu.Lock()
+	e, ok := t.entries[ref]
+	t.mu.Unlock()
+	if ok && t.now().Before(e.expires) {
+		return copyDevices(e.devices), nil
+	}
+	devices, err := read(ctx, template)
+	if err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	t.entries[ref] = templateDevicesEntry{devices: copyDevices(devices), expires: t.now().Add(templateDevicesTTL)}
+	t.mu.Unlock()
+	return devices, nil
+}
+
+// forget drops the template's cached devices (a clone from it failed).
+func (t *templateDevices) forget(template *object.VirtualMachine) {
+	if t == nil || template == nil {
+		return
+	}
+	t.mu.Lock()
+	delete(t.entries, template.Reference())
+	t.mu.Unlock()
+}
+
+// copyDevices returns a list of shallow copies of the devices: top-level
+// fields (a NIC's Backing, a disk's capacity) of the copies can be
+// assigned without touching the originals; nested pointers are shared and
+// must be replaced, not edited in place.
+func copyDevices(in object.VirtualDeviceList) object.VirtualDeviceList {
+	out := make(object.VirtualDeviceList, len(in))
+	for i, d := range in {
+		v := reflect.ValueOf(d)
+		if v.Kind() != reflect.Pointer || v.IsNil() {
+			out[i] = d
+			continue
+		}
+		c := reflect.New(v.Elem().Type())
+		c.Elem().Set(v.Elem())
+		cd, ok := c.Interface().(types.BaseVirtualDevice)
+		if !ok {
+			out[i] = d
+			continue
+		}
+		out[i] = cd
+	}
+	return out
+}
