@@ -42,3 +42,6 @@ func (h *HatcheryVSphere) WarmFlavor(name string) *FlavorConfig { return h.flavo
 
 // WarmInventory is the hatchery's inventory, for tests that wait for it.
 func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }
+
+// CollectMetricsOnce runs one metrics collection pass.
+func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *Metrics) { h.collectMetrics(ctx, m) }
