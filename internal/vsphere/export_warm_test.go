@@ -44,4 +44,6 @@ func (h *HatcheryVSphere) WarmFlavor(name string) *FlavorConfig { return h.flavo
 func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }
 
 // CollectMetricsOnce runs one metrics collection pass.
-func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *Metrics) { h.collectMetrics(ctx, m) }
+func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *Metrics) {
+	h.collectMetrics(ctx, m)
+}
