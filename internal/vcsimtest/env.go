@@ -295,7 +295,13 @@ func (e *Env) ClientConfig() vsphere.ClientConfig {
 		// 2-core machine can starve it for seconds: a test fails on what
 		// it asserts, not on the production 15 s request bound.
 		RequestTimeout: TestRequestTimeout,
-		Logger:         log,
+		// One vCenter task at a time: govmomi's simulator v0.56.0 races
+		// with itself when two tasks run at once (clones writing the same
+		// folder, destroys the same datastore map), and the race detector
+		// reports it against the test. The hatchery's decisions stay
+		// concurrent; production's default is 8 tasks in flight.
+		MaxConcurrentTasks: 1,
+		Logger:             log,
 	}
 }
 
