@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/simulator"
@@ -36,23 +38,8 @@ const (
 	vcPassword = "d@emon:pa/ss%"
 )
 
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the shared concurrency-safe output sink.
+type syncBuffer = testutil.SyncBuffer
 
 // testLogger logs to a buffer printed when the test fails.
 func testLogger(t *testing.T) (*slog.Logger, *syncBuffer) {

@@ -1,7 +1,6 @@
 package vsphere
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
@@ -56,23 +57,8 @@ func (f *fakeInventory) set(vms []VM, err error) {
 	f.vms, f.err = vms, err
 }
 
-// syncBuffer is a log sink safe for the collector goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
+// syncBuffer is the shared concurrency-safe output sink.
+type syncBuffer = testutil.SyncBuffer
 
 const testHatchery = "hatch-a"
 

@@ -1,7 +1,6 @@
 package hatchery
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -503,23 +504,8 @@ func (h *fakeHatchery) get(fn func(h *fakeHatchery)) {
 	fn(h)
 }
 
-// syncBuffer is a goroutine-safe log sink.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is the shared concurrency-safe output sink.
+type syncBuffer = testutil.SyncBuffer
 
 // testConfig is a configuration with a V1 token and small limits.
 func testConfig(t *testing.T) CommonConfiguration {

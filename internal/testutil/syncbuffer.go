@@ -1,0 +1,28 @@
+// Package testutil holds small helpers shared by the project's tests.
+package testutil
+
+import (
+	"bytes"
+	"sync"
+)
+
+// SyncBuffer is an output stream (log sink, command output) safe for
+// concurrent writers and a reading test. The zero value is ready to use.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns everything written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
