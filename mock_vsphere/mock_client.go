@@ -234,6 +234,22 @@ func (mr *MockVSphereClientMockRecorder) NewVirtualMachine(arg0 interface{}) *go
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "NewVirtualMachine", reflect.TypeOf((*MockVSphereClient)(nil).NewVirtualMachine), arg0)
 }
 
+// ProbeInventory mocks base method.
+func (m *MockVSphereClient) ProbeInventory(arg0 context.Context, arg1 *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ProbeInventory", arg0, arg1)
+	ret0, _ := ret[0].([]types.ManagedObjectReference)
+	ret1, _ := ret[1].(*types.ResourcePoolRuntimeInfo)
+	ret2, _ := ret[2].(error)
+	return ret0, ret1, ret2
+}
+
+// ProbeInventory indicates an expected call of ProbeInventory.
+func (mr *MockVSphereClientMockRecorder) ProbeInventory(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ProbeInventory", reflect.TypeOf((*MockVSphereClient)(nil).ProbeInventory), arg0, arg1)
+}
+
 // ReconfigureVirtualMachine mocks base method.
 func (m *MockVSphereClient) ReconfigureVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine, arg2 types.VirtualMachineConfigSpec) error {
 	m.ctrl.T.Helper()
@@ -262,6 +278,20 @@ func (mr *MockVSphereClientMockRecorder) RenameVirtualMachine(arg0, arg1, arg2 i
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RenameVirtualMachine", reflect.TypeOf((*MockVSphereClient)(nil).RenameVirtualMachine), arg0, arg1, arg2)
 }
 
+// ResetVirtualMachineWatch mocks base method.
+func (m *MockVSphereClient) ResetVirtualMachineWatch(arg0 context.Context) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ResetVirtualMachineWatch", arg0)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// ResetVirtualMachineWatch indicates an expected call of ResetVirtualMachineWatch.
+func (mr *MockVSphereClientMockRecorder) ResetVirtualMachineWatch(arg0 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResetVirtualMachineWatch", reflect.TypeOf((*MockVSphereClient)(nil).ResetVirtualMachineWatch), arg0)
+}
+
 // ResourcePoolRuntime mocks base method.
 func (m *MockVSphereClient) ResourcePoolRuntime(arg0 context.Context, arg1 *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
 	m.ctrl.T.Helper()
@@ -275,6 +305,21 @@ func (m *MockVSphereClient) ResourcePoolRuntime(arg0 context.Context, arg1 *obje
 func (mr *MockVSphereClientMockRecorder) ResourcePoolRuntime(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResourcePoolRuntime", reflect.TypeOf((*MockVSphereClient)(nil).ResourcePoolRuntime), arg0, arg1)
+}
+
+// RetrieveVirtualMachines mocks base method.
+func (m *MockVSphereClient) RetrieveVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "RetrieveVirtualMachines", arg0, arg1)
+	ret0, _ := ret[0].([]mo.VirtualMachine)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// RetrieveVirtualMachines indicates an expected call of RetrieveVirtualMachines.
+func (mr *MockVSphereClientMockRecorder) RetrieveVirtualMachines(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RetrieveVirtualMachines", reflect.TypeOf((*MockVSphereClient)(nil).RetrieveVirtualMachines), arg0, arg1)
 }
 
 // SetupEthernetCard mocks base method.
@@ -334,6 +379,35 @@ func (mr *MockVSphereClientMockRecorder) StartVirtualMachine(arg0, arg1 interfac
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "StartVirtualMachine", reflect.TypeOf((*MockVSphereClient)(nil).StartVirtualMachine), arg0, arg1)
 }
 
+// UnwatchVirtualMachines mocks base method.
+func (m *MockVSphereClient) UnwatchVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "UnwatchVirtualMachines", arg0, arg1)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// UnwatchVirtualMachines indicates an expected call of UnwatchVirtualMachines.
+func (mr *MockVSphereClientMockRecorder) UnwatchVirtualMachines(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "UnwatchVirtualMachines", reflect.TypeOf((*MockVSphereClient)(nil).UnwatchVirtualMachines), arg0, arg1)
+}
+
+// VirtualMachineChanges mocks base method.
+func (m *MockVSphereClient) VirtualMachineChanges(arg0 context.Context) ([]types.ObjectUpdate, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "VirtualMachineChanges", arg0)
+	ret0, _ := ret[0].([]types.ObjectUpdate)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// VirtualMachineChanges indicates an expected call of VirtualMachineChanges.
+func (mr *MockVSphereClientMockRecorder) VirtualMachineChanges(arg0 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "VirtualMachineChanges", reflect.TypeOf((*MockVSphereClient)(nil).VirtualMachineChanges), arg0)
+}
+
 // WaitForGuestOperationsReady mocks base method.
 func (m *MockVSphereClient) WaitForGuestOperationsReady(arg0 context.Context, arg1 *object.VirtualMachine) error {
 	m.ctrl.T.Helper()
@@ -375,4 +449,18 @@ func (m *MockVSphereClient) WaitForVirtualMachineShutdown(arg0 context.Context, 
 func (mr *MockVSphereClientMockRecorder) WaitForVirtualMachineShutdown(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "WaitForVirtualMachineShutdown", reflect.TypeOf((*MockVSphereClient)(nil).WaitForVirtualMachineShutdown), arg0, arg1)
+}
+
+// WatchVirtualMachines mocks base method.
+func (m *MockVSphereClient) WatchVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "WatchVirtualMachines", arg0, arg1)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// WatchVirtualMachines indicates an expected call of WatchVirtualMachines.
+func (mr *MockVSphereClientMockRecorder) WatchVirtualMachines(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "WatchVirtualMachines", reflect.TypeOf((*MockVSphereClient)(nil).WatchVirtualMachines), arg0, arg1)
 }

@@ -469,3 +469,62 @@ func (v *VCenter) LoadVirtualMachineEvents(ctx context.Context, vm *object.Virtu
 	r, err := c.LoadVirtualMachineEvents(ctx, rebind(c, vm), eventTypes...)
 	return r, v.note(ctx, err)
 }
+
+// ProbeInventory implements vsphere.VSphereClient.
+func (v *VCenter) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	c, err := v.client()
+	if err != nil {
+		return nil, nil, err
+	}
+	refs, rt, err := c.ProbeInventory(ctx, pool)
+	return refs, rt, v.note(ctx, err)
+}
+
+// RetrieveVirtualMachines implements vsphere.VSphereClient.
+func (v *VCenter) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+	c, err := v.client()
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.RetrieveVirtualMachines(ctx, refs)
+	return r, v.note(ctx, err)
+}
+
+// ResetVirtualMachineWatch implements vsphere.VSphereClient.
+func (v *VCenter) ResetVirtualMachineWatch(ctx context.Context) error {
+	c, err := v.client()
+	if err != nil {
+		return err
+	}
+	return v.note(ctx, c.ResetVirtualMachineWatch(ctx))
+}
+
+// WatchVirtualMachines implements vsphere.VSphereClient.
+func (v *VCenter) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	c, err := v.client()
+	if err != nil {
+		return err
+	}
+	return v.note(ctx, c.WatchVirtualMachines(ctx, refs))
+}
+
+// UnwatchVirtualMachines implements vsphere.VSphereClient.
+func (v *VCenter) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	c, err := v.client()
+	if err != nil {
+		return err
+	}
+	return v.note(ctx, c.UnwatchVirtualMachines(ctx, refs))
+}
+
+// VirtualMachineChanges implements vsphere.VSphereClient. A watch started
+// on a connection that has since been replaced is lost: the new client has
+// none and says so (vsphere.ErrWatchLost).
+func (v *VCenter) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+	c, err := v.client()
+	if err != nil {
+		return nil, err
+	}
+	r, err := c.VirtualMachineChanges(ctx)
+	return r, v.note(ctx, err)
+}

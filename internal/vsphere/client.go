@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -73,6 +74,54 @@ type VSphereClient interface {
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error)
+
+	// The incremental inventory (inventoryMode = "watch", DESIGN §7):
+
+	// ProbeInventory reads, in one round trip, the references of every VM
+	// and template of the datacenter (the `view` of the VM folder's
+	// container view) and, when pool is not nil, the pool's runtime (nil
+	// when pool is nil).
+	ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error)
+	// RetrieveVirtualMachines reads VMProperties of the given VMs by
+	// reference, no listing; VMs that no longer exist are left out.
+	RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error)
+	// ResetVirtualMachineWatch drops the VM change watch (best effort) and
+	// starts an empty one in the current session.
+	ResetVirtualMachineWatch(ctx context.Context) error
+	// WatchVirtualMachines adds VMs to the change watch: from now on a
+	// change of one of their VMWatchProperties is reported by
+	// VirtualMachineChanges. ErrWatchLost when the watch is not one of the
+	// current session (reset it).
+	WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error
+	// UnwatchVirtualMachines takes VMs that are gone out of the watch.
+	UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error
+	// VirtualMachineChanges returns at once (it never waits for a change)
+	// the updates of watched VMs since the previous call: "enter" (a VM's
+	// first report: every watched property), "modify" (the properties that
+	// changed) and "leave" (gone). ErrWatchLost (wrapped) when the watch is
+	// gone (a new session): reset it and read everything again.
+	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
+}
+
+// ErrWatchLost means the VM change watch is gone or was never started in
+// the current session: the caller resets it and reads every VM again.
+var ErrWatchLost = errors.New("vm change watch lost")
+
+// VMWatchProperties are the properties the change watch reports. Each is a
+// scalar that moves whenever something the hatchery reads moves: the name,
+// the template flag, config.changeVersion (any reconfiguration: the
+// annotation, its ExtraConfig mirror, CPU and memory), the power state, the
+// primary guest IP and guest-operations readiness. A reported change makes
+// the inventory read that VM's VMProperties again. Limit: an IP change on a
+// secondary NIC alone (guest.net) moves none of them; the periodic resync
+// catches it.
+var VMWatchProperties = []string{
+	"name",
+	"config.template",
+	"config.changeVersion",
+	"runtime.powerState",
+	"guest.ipAddress",
+	"guest.guestOperationsReady",
 }
 
 // VMProperties are the leaf properties ListVirtualMachines retrieves: only
@@ -81,6 +130,7 @@ var VMProperties = []string{
 	"name",
 	"config.template",
 	"config.annotation",
+	"config.changeVersion",
 	"config.extraConfig",
 	"config.hardware.numCPU",
 	"config.hardware.memoryMB",
