@@ -11,11 +11,11 @@ import (
 )
 
 // InventoryModeEnv names the environment variable choosing the inventory
-// mode of the hatcheries tests build on a simulator: "shared" (the
-// production default, used when the variable is unset or empty) or
-// "listing". CI runs the simulator tests once in each mode (issue 9), so
-// that every decision is checked against both a fresh listing per read and
-// a lagging shared snapshot.
+// mode of the hatcheries tests build on a simulator: "watch" (the
+// production default, used when the variable is unset or empty), "shared"
+// or "listing". CI runs the simulator tests in each mode (issue 9), so that
+// every decision is checked against a fresh listing per read, a lagging
+// listed snapshot and an incrementally kept one.
 const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"
 
 // TestInventoryMinGap is the least time between two refreshes of a shared
@@ -24,16 +24,16 @@ const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"
 const TestInventoryMinGap = 50 * time.Millisecond
 
 // InventoryMode returns the mode named by InventoryModeEnv, else
-// vsphere.InventoryShared. An unknown value panics: a CI typo must not
-// silently test the other mode.
+// vsphere.InventoryWatch. An unknown value panics: a CI typo must not
+// silently test another mode.
 func InventoryMode() string {
 	switch m := os.Getenv(InventoryModeEnv); m {
 	case "":
-		return vsphere.InventoryShared
-	case vsphere.InventoryShared, vsphere.InventoryListing:
+		return vsphere.InventoryWatch
+	case vsphere.InventoryWatch, vsphere.InventoryShared, vsphere.InventoryListing:
 		return m
 	default:
-		panic(fmt.Sprintf("%s=%q: want %q or %q", InventoryModeEnv, m, vsphere.InventoryShared, vsphere.InventoryListing))
+		panic(fmt.Sprintf("%s=%q: want one of %q", InventoryModeEnv, m, vsphere.InventoryModes))
 	}
 }
 
@@ -70,6 +70,9 @@ func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereCl
 		return inv
 	}
 	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
+	if cfg.InventoryMode == vsphere.InventoryWatch {
+		inv = vsphere.NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
+	}
 	e.run(inv.Run)
 	return inv
 }

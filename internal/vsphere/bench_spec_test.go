@@ -8,6 +8,7 @@ import (
 
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -61,4 +62,4 @@ func (s *specListingInventory) VMs(ctx context.Context) ([]vsphere.VM, error) {
 }
 
 // Invalidate does nothing: every read is fresh.
-func (*specListingInventory) Invalidate() {}
+func (*specListingInventory) Invalidate(...types.ManagedObjectReference) {}

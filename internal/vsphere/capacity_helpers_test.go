@@ -53,7 +53,7 @@ func (f *capInventory) VMs(context.Context) ([]VM, error) {
 	return out, err
 }
 
-func (f *capInventory) Invalidate() {}
+func (f *capInventory) Invalidate(...types.ManagedObjectReference) {}
 
 func (f *capInventory) set(vms ...VM) {
 	f.mu.Lock()

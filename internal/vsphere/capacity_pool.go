@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // poolSnapshot is one read of the resource pool's runtime.
@@ -120,4 +121,35 @@ func (h *HatcheryVSphere) notePoolHealth(err error) {
 	case wasDown:
 		h.log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	}
+}
+
+// poolRuntimeSource is an inventory that reads the resource pool's runtime
+// along with the VMs (the watch inventory's probe).
+type poolRuntimeSource interface {
+	PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time)
+}
+
+// inventoryPoolRuntime returns the inventory's last reading of the pool
+// runtime when it has one no older than two refresh intervals, else nil.
+// Reports (metrics, headroom) use it and make no round trip of their own;
+// decisions always read the pool live (readPool).
+func (h *HatcheryVSphere) inventoryPoolRuntime() *types.ResourcePoolRuntimeInfo {
+	src, ok := h.inv.(poolRuntimeSource)
+	if !ok {
+		return nil
+	}
+	rt, at := src.PoolRuntime()
+	if rt == nil || h.now().Sub(at) > 2*h.cfg.InventoryRefreshIntervalDuration() {
+		return nil
+	}
+	return rt
+}
+
+// reportPool is the pool reading of reports: the inventory's when recent,
+// else a live read.
+func (h *HatcheryVSphere) reportPool(ctx context.Context) poolSnapshot {
+	if rt := h.inventoryPoolRuntime(); rt != nil {
+		return poolSnapshot{Readable: true, Read: true, UnreservedMemoryBytes: rt.Memory.UnreservedForVm, UnreservedCPUMHz: rt.Cpu.UnreservedForVm}
+	}
+	return h.readPool(ctx)
 }

@@ -132,7 +132,7 @@ func TestVcsimCapacityResourcePool(t *testing.T) {
 // local bookkeeping must cover.
 func TestVcsimCapacityConcurrentLargeJobs(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{vsphere.InventoryListing, vsphere.InventoryShared} {
+	for _, mode := range vsphere.InventoryModes {
 		// One mode at a time: each loads the machine (40 jobs, the
 		// simulator, SOAP) on its own.
 		t.Run(mode, func(t *testing.T) { viRunConcurrentLarge(t, mode) })
@@ -201,8 +201,11 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: env.Client}
 	var shared *vsphere.SharedInventory
-	if mode == vsphere.InventoryShared {
+	if mode != vsphere.InventoryListing {
 		shared = vsphere.NewSharedInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
+		if mode == vsphere.InventoryWatch {
+			shared = vsphere.NewWatchInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
+		}
 		inv = shared
 		bg.Add(2)
 		go func() { defer bg.Done(); shared.Run(runCtx) }()

@@ -66,8 +66,10 @@ type Configuration struct {
 	DefaultFlavor            string         `mapstructure:"defaultFlavor" toml:"defaultFlavor" json:"defaultFlavor"`
 	CountSmallerFlavorToKeep int            `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
 
-	// vCenter load (issue 9). InventoryMode is "shared" (one inventory of
-	// leaf properties, refreshed by one owner) or "listing" (list on every read).
+	// vCenter load (issue 9). InventoryMode is "watch" (one inventory of
+	// leaf properties kept current by a change watch), "shared" (the same
+	// inventory refreshed by full listings) or "listing" (list on every
+	// read).
 	InventoryMode string `mapstructure:"inventoryMode" toml:"inventoryMode" json:"inventoryMode"`
 	// InventoryRefreshInterval is in seconds.
 	InventoryRefreshInterval int `mapstructure:"inventoryRefreshInterval" toml:"inventoryRefreshInterval" json:"inventoryRefreshInterval"`
@@ -119,8 +121,18 @@ type FlavorConfig struct {
 	DiskSizeGB int64  `mapstructure:"diskSizeGB" toml:"diskSizeGB" json:"diskSizeGB,omitempty"`
 }
 
-// Inventory modes.
+// Inventory modes (inventoryMode).
 const (
-	InventoryShared  = "shared"
+	// InventoryWatch (the default): one shared inventory kept current by a
+	// change watch, reading only what moved (NewWatchInventory).
+	InventoryWatch = "watch"
+	// InventoryShared: one shared inventory refreshed by a full leaf
+	// listing every interval (NewSharedInventory).
+	InventoryShared = "shared"
+	// InventoryListing: no inventory, a listing on every read (the spec's
+	// plain design).
 	InventoryListing = "listing"
 )
+
+// InventoryModes lists the allowed inventoryMode values.
+var InventoryModes = []string{InventoryWatch, InventoryShared, InventoryListing}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -26,8 +27,8 @@ func (c *Configuration) Validate() error {
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
-	if c.InventoryMode != InventoryShared && c.InventoryMode != InventoryListing {
-		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q)", c.InventoryMode, InventoryShared, InventoryListing)
+	if !slices.Contains(InventoryModes, c.InventoryMode) {
+		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}
 	return es.scrub(c.secrets()).err()
 }

@@ -76,7 +76,7 @@ func TestValidateProblems(t *testing.T) {
 		{"maxCpus negative", func(c *Configuration) { c.MaxCPUs = -1 }, "maxCpus", "must be >= 0"},
 		{"maxMemoryMB negative", func(c *Configuration) { c.MaxMemoryMB = -1 }, "maxMemoryMB", "must be >= 0"},
 		{"countSmallerFlavorToKeep", func(c *Configuration) { c.CountSmallerFlavorToKeep = -1 }, "countSmallerFlavorToKeep", "must be >= 0"},
-		{"inventory mode", func(c *Configuration) { c.InventoryMode = "cached" }, "inventoryMode", `allowed: "shared", "listing"`},
+		{"inventory mode", func(c *Configuration) { c.InventoryMode = "cached" }, "inventoryMode", `allowed: "watch", "shared", "listing"`},
 		{"iprange syntax", func(c *Configuration) { c.IPRange = "10.0.0.1" }, "iprange", "not an IPv4 CIDR block"},
 		{"gateway ipv4", func(c *Configuration) { c.Gateway = "fe80::1" }, "gateway", "not an IPv4 address"},
 		{"dns ipv4", func(c *Configuration) { c.DNS = "dns.example.com" }, "dns", "not an IPv4 address"},

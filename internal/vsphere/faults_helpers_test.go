@@ -55,9 +55,10 @@ type ftMode string
 const (
 	ftListing ftMode = vsphere.InventoryListing
 	ftShared  ftMode = vsphere.InventoryShared
+	ftWatch   ftMode = vsphere.InventoryWatch
 )
 
-var ftModes = []ftMode{ftListing, ftShared}
+var ftModes = []ftMode{ftListing, ftShared, ftWatch}
 
 // ftClock is the hatchery's injected clock.
 type ftClock struct {
@@ -178,10 +179,13 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: &ftClock{t: time.Now()}, cds: &ftCDS{workers: map[string]bool{}}}
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: client}
-	if o.mode == ftShared {
+	if o.mode != ftListing {
 		// 250 ms: stale after 1 s, well past a listing under -race with
 		// parallel simulators.
 		r.shared = vsphere.NewSharedInventory(client, 250*time.Millisecond, 5*time.Millisecond, log)
+		if o.mode == ftWatch {
+			r.shared = vsphere.NewWatchInventory(client, 250*time.Millisecond, 5*time.Millisecond, log)
+		}
 		inv = r.shared
 		ctx, cancel := context.WithCancel(env.Context())
 		done := make(chan struct{})

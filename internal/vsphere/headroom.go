@@ -113,9 +113,10 @@ func (h *HatcheryVSphere) CapacityUsage(ctx context.Context) (CapacityUsage, err
 // through right now, one after the other: static limits, resource pool
 // memory and CPU, starvation reserve. HeadroomUnlimited means nothing
 // limits it. The framework's maxWorker count is not part of it. It reads
-// the inventory and the pool once and reserves nothing.
+// the inventory and the pool once (the inventory's pool reading when it has
+// a recent one: reportPool) and reserves nothing.
 func (h *HatcheryVSphere) FlavorHeadroom(ctx context.Context) (map[string]int, error) {
-	v, err := h.readCapacityView(ctx)
+	v, err := h.readCapacityViewPool(ctx, h.reportPool)
 	if err != nil {
 		return nil, err
 	}

@@ -8,11 +8,12 @@ import (
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
 // (DESIGN §7, issue 9):
-//   - "shared" (the default): one SharedInventory refreshed every
-//     inventoryRefreshInterval and soon after the hatchery's own writes. The
-//     returned run function is its owner loop: the caller starts it in one
-//     goroutine next to HatcheryVSphere.Run and joins it at shutdown (it
-//     returns when ctx ends).
+//   - "watch" (the default): one SharedInventory refreshed incrementally
+//     (NewWatchInventory) every inventoryRefreshInterval and soon after the
+//     hatchery's own writes. The returned run function is its owner loop:
+//     the caller starts it in one goroutine next to HatcheryVSphere.Run and
+//     joins it at shutdown (it returns when ctx ends).
+//   - "shared": the same, each refresh a full leaf listing.
 //   - "listing": the spec's plain design, a ListingInventory listing the
 //     datacenter on every read; run returns at once.
 //
@@ -25,11 +26,14 @@ func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (I
 	switch cfg.InventoryMode {
 	case InventoryListing:
 		return ListingInventory{Client: client}, func(context.Context) {}, nil
-	case InventoryShared, "":
+	case InventoryShared:
 		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
+	case InventoryWatch, "":
+		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		return inv, inv.Run, nil
 	default:
-		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q", cfg.InventoryMode, InventoryShared, InventoryListing)
+		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q, %q", cfg.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Bounds of the shared inventory.
@@ -51,6 +53,11 @@ type SharedInventory struct {
 	refreshes   uint64    // refresh attempts so far
 	readyClosed bool
 	changed     chan struct{} // closed and replaced after every refresh attempt
+
+	watch       *watchState // non-nil in watch mode (NewWatchInventory)
+	invalidated map[types.ManagedObjectReference]bool
+	poolRT      *types.ResourcePoolRuntimeInfo // watch mode: the last probe's reading
+	poolAt      time.Time
 }
 
 // NewSharedInventory builds the inventory; call Run to start refreshing.
@@ -76,6 +83,8 @@ func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, lo
 		ready:    make(chan struct{}),
 		firstOK:  make(chan struct{}),
 		changed:  make(chan struct{}),
+
+		invalidated: map[types.ManagedObjectReference]bool{},
 	}
 }
 
@@ -105,8 +114,14 @@ func (s *SharedInventory) Run(ctx context.Context) {
 	}
 }
 
-// refresh lists the datacenter once and swaps the snapshot.
+// refresh lists the datacenter once and swaps the snapshot (in watch mode:
+// one incremental refresh, watchRefresh).
 func (s *SharedInventory) refresh(ctx context.Context) {
+	if s.watch != nil {
+		s.watchRefresh(ctx)
+		return
+	}
+	s.takeInvalidated() // a listing reads every VM
 	objs, err := s.client.ListVirtualMachines(ctx)
 	var vms []VM
 	var idx *vmIndex
@@ -183,8 +198,17 @@ func (s *SharedInventory) indexOf(vms []VM) *vmIndex {
 // fail on an empty inventory wait for it.
 func (s *SharedInventory) Synced() <-chan struct{} { return s.firstOK }
 
-// Invalidate asks for a refresh soon; many calls coalesce into one.
-func (s *SharedInventory) Invalidate() {
+// Invalidate asks for a refresh soon; many calls coalesce into one. The
+// VMs named are read again by that refresh even when the watch reported
+// no change of theirs (watch mode; a listing reads every VM anyway).
+func (s *SharedInventory) Invalidate(vms ...types.ManagedObjectReference) {
+	if len(vms) > 0 {
+		s.mu.Lock()
+		for _, r := range vms {
+			s.invalidated[r] = true
+		}
+		s.mu.Unlock()
+	}
 	select {
 	case s.kick <- struct{}{}:
 	default:

@@ -35,7 +35,8 @@ func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *Metrics, every time
 }
 
 // collectMetrics is one collection pass: it reads one inventory snapshot,
-// the resource pool runtime, the flavor headroom and the SOAP counters,
+// the resource pool runtime (the inventory's reading when it has a recent
+// one, else a live read), the flavor headroom and the SOAP counters,
 // then rebuilds every gauge of m from them. A source that cannot be read is
 // logged as a warning and counted in collection_errors; its gauges are
 // absent until a later pass reads it, and the other gauges are unaffected.
@@ -50,7 +51,10 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 		failed = append(failed, metricsSourceInventory)
 		h.log.Warn("metrics: read inventory", "err", invErr)
 	}
-	rt, rpErr := h.resourcePoolRuntime(ctx, m)
+	rt, rpErr := h.inventoryPoolRuntime(), error(nil)
+	if rt == nil {
+		rt, rpErr = h.resourcePoolRuntime(ctx, m)
+	}
 	if rpErr != nil {
 		failed = append(failed, metricsSourceResourcePool)
 		h.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", "err", rpErr)

@@ -49,7 +49,7 @@ func (f *fakeInventory) VMs(ctx context.Context) ([]VM, error) {
 	return vms, err
 }
 
-func (f *fakeInventory) Invalidate() {}
+func (f *fakeInventory) Invalidate(...types.ManagedObjectReference) {}
 
 func (f *fakeInventory) set(vms []VM, err error) {
 	f.mu.Lock()

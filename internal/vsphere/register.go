@@ -115,11 +115,11 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		h.log.Info("old model template destroyed", "vm", name, "model", m.Path(), "reason", "replaced by a new registration")
 	}
 	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
-		h.inv.Invalidate()
+		h.inv.Invalidate(vm.Reference())
 		return fail("rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
 	}
 	vmName = name
-	h.inv.Invalidate()
+	h.inv.Invalidate(vm.Reference())
 	annot.WorkerName = name
 	annot.Model = true
 	annot.RegisterOnly = false
@@ -131,10 +131,11 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fail("write template annotation", err)
 	}
 	if err := h.vs.MarkVirtualMachineAsTemplate(ctx, vm); err != nil {
-		h.inv.Invalidate()
+		h.inv.Invalidate(vm.Reference())
 		return fail("mark as template", fmt.Errorf("template %q: %w", name, err))
 	}
-	h.inv.Invalidate()
+	// Named: a watch may not report the template flag (vcsim does not).
+	h.inv.Invalidate(vm.Reference())
 	h.ips.release(leasedIP)
 	h.log.Info("model registered", "vm", name, "model", m.Path())
 	return nil

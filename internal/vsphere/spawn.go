@@ -181,7 +181,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm *object.Virtua
 	var spec types.VirtualMachineConfigSpec
 	annot.ApplyTo(&spec)
 	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
-	h.inv.Invalidate()
+	h.inv.Invalidate(vm.Reference())
 	if err != nil {
 		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
 	}

@@ -28,7 +28,7 @@ func (i *spInventory) VMs(context.Context) ([]VM, error) {
 	return append([]VM(nil), i.vms...), i.err
 }
 
-func (i *spInventory) Invalidate() {
+func (i *spInventory) Invalidate(...types.ManagedObjectReference) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.invalidated++

@@ -76,8 +76,9 @@ type Inventory interface {
 	// rename, reconfigure, power, destroy). A listing inventory reflects it
 	// at the next VMs call; a shared one refreshes soon (coalesced), so
 	// callers must not rely on seeing their own write at once: local
-	// bookkeeping covers that window.
-	Invalidate()
+	// bookkeeping covers that window. The VMs named, when known, are read
+	// again even if nothing else says they changed.
+	Invalidate(vms ...types.ManagedObjectReference)
 }
 
 // ListingInventory lists the datacenter on every read: the plain design of
@@ -100,4 +101,4 @@ func (l ListingInventory) VMs(ctx context.Context) ([]VM, error) {
 }
 
 // Invalidate does nothing: every read is fresh.
-func (ListingInventory) Invalidate() {}
+func (ListingInventory) Invalidate(...types.ManagedObjectReference) {}

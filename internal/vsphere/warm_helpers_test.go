@@ -42,7 +42,7 @@ func (f *warmInventory) VMs(context.Context) ([]VM, error) {
 	return append([]VM(nil), f.vms...), nil
 }
 
-func (f *warmInventory) Invalidate() { f.invalidated.Add(1) }
+func (f *warmInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
 
 // warmCDS is a fake CDS API: only the calls the warm pool and cleanup make
 // are implemented; any other call panics through the nil embedded interface.

@@ -1,0 +1,382 @@
+package vsphere
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// watchResyncInterval is the period of the full resync that backs the
+// change watch up: a change the watch cannot see (an IP on a secondary NIC
+// alone, a simulator that does not report a property) lives this long at
+// most. One hour keeps its cost (one leaf listing) a small part of an idle
+// hatchery's load.
+const watchResyncInterval = time.Hour
+
+// NewWatchInventory builds the SharedInventory of inventoryMode = "watch":
+// the same snapshot, owner loop (Run), staleness rule, Invalidate and
+// WaitRefresh as NewSharedInventory, but each refresh is incremental
+// instead of a listing of every VM (DESIGN §7, docs/inventory-watch.md):
+//
+//   - the changes of the watched VMs since the last refresh
+//     (VirtualMachineChanges: one request, nothing waited for);
+//   - one probe: every VM reference and the resource pool's runtime
+//     (ProbeInventory: one request). New references are added to the watch
+//     and read; references gone are dropped;
+//   - one read of only the VMs whose watched properties moved, the new ones
+//     and those named to Invalidate (RetrieveVirtualMachines), when any.
+//
+// An idle refresh therefore costs two requests, the larger carrying one
+// reference per VM. The first refresh, any error, a lost watch (new
+// session) and every watchResyncInterval start again from a full leaf
+// listing under a new watch. interval and minGap as in NewSharedInventory.
+func NewWatchInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+	s := NewSharedInventory(client, interval, minGap, log)
+	s.watch = &watchState{}
+	return s
+}
+
+// watchState is the watch inventory's working state, owned by Run's
+// goroutine (never read elsewhere; readers get the published snapshot).
+type watchState struct {
+	synced   bool      // a resync succeeded and the watch has not failed since
+	resyncAt time.Time // next periodic resync
+	vms      map[types.ManagedObjectReference]VM
+	signals  map[types.ManagedObjectReference]vmSignals // as last read
+	watched  map[types.ManagedObjectReference]bool
+	toRead   map[types.ManagedObjectReference]bool // seen moving, not read yet
+	pool     *object.ResourcePool
+	dirty    bool // vms changed since the last publication
+}
+
+// vmSignals are the values of VMWatchProperties of one VM.
+type vmSignals struct {
+	name          string
+	template      bool
+	changeVersion string
+	powerState    types.VirtualMachinePowerState
+	ipAddress     string
+	opsReady      bool
+}
+
+// signalsOf reads the watched properties from a VM read with VMProperties.
+func signalsOf(o mo.VirtualMachine) vmSignals {
+	s := vmSignals{name: o.Name, powerState: o.Runtime.PowerState}
+	if o.Config != nil {
+		s.template = o.Config.Template
+		s.changeVersion = o.Config.ChangeVersion
+	}
+	if o.Guest != nil {
+		s.ipAddress = o.Guest.IpAddress
+		s.opsReady = o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
+	}
+	return s
+}
+
+// apply returns s with the reported changes applied. A value of an
+// unexpected type, or a property the watch does not know, yields ok false:
+// the caller reads the VM again rather than guess.
+func (s vmSignals) apply(changes []types.PropertyChange) (out vmSignals, ok bool) {
+	out = s
+	for _, c := range changes {
+		val := c.Val
+		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
+			val = nil
+		}
+		switch c.Name {
+		case "name":
+			v, good := stringOf(val)
+			out.name, ok = v, good
+		case "config.template":
+			v, good := val.(bool)
+			out.template, ok = v, good || val == nil
+		case "config.changeVersion":
+			v, good := stringOf(val)
+			out.changeVersion, ok = v, good
+		case "runtime.powerState":
+			switch v := val.(type) {
+			case types.VirtualMachinePowerState:
+				out.powerState, ok = v, true
+			case string:
+				out.powerState, ok = types.VirtualMachinePowerState(v), true
+			case nil:
+				out.powerState, ok = "", true
+			}
+		case "guest.ipAddress":
+			v, good := stringOf(val)
+			out.ipAddress, ok = v, good
+		case "guest.guestOperationsReady":
+			v, good := val.(bool)
+			out.opsReady, ok = v, good || val == nil
+		default:
+			ok = false
+		}
+		if !ok {
+			return s, false
+		}
+	}
+	return out, true
+}
+
+func stringOf(v any) (string, bool) {
+	switch s := v.(type) {
+	case string:
+		return s, true
+	case nil:
+		return "", true
+	}
+	return "", false
+}
+
+// watchRefresh is one refresh of the watch inventory.
+func (s *SharedInventory) watchRefresh(ctx context.Context) {
+	w := s.watch
+	if !w.synced || !s.now().Before(w.resyncAt) {
+		s.storeWatch(s.watchResync(ctx))
+		return
+	}
+	err := s.watchStep(ctx)
+	if errors.Is(err, ErrWatchLost) {
+		s.log.Info("vm change watch lost: resyncing", "err", err)
+		err = s.watchResync(ctx)
+	} else if err != nil {
+		w.synced = false // the next refresh starts again from a listing
+	}
+	s.storeWatch(err)
+}
+
+// storeWatch publishes the watch state (or records err).
+func (s *SharedInventory) storeWatch(err error) {
+	if err != nil {
+		s.store(nil, nil, err)
+		return
+	}
+	w := s.watch
+	s.mu.RLock()
+	vms, idx := s.vms, s.idx
+	s.mu.RUnlock()
+	if w.dirty || idx == nil {
+		vms = make([]VM, 0, len(w.vms))
+		for _, v := range w.vms {
+			vms = append(vms, v)
+		}
+		slices.SortFunc(vms, func(a, b VM) int { return cmp.Compare(a.Ref.Value, b.Ref.Value) })
+		idx = newVMIndex(vms)
+		w.dirty = false
+	}
+	s.store(vms, idx, nil)
+}
+
+// watchResync starts a new watch over every VM and lists them all.
+func (s *SharedInventory) watchResync(ctx context.Context) error {
+	w := s.watch
+	w.synced = false
+	if err := s.client.ResetVirtualMachineWatch(ctx); err != nil {
+		return fmt.Errorf("reset vm change watch: %w", err)
+	}
+	pool := s.watchPool(ctx)
+	refs, rt, err := s.client.ProbeInventory(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("probe inventory: %w", err)
+	}
+	if err := s.client.WatchVirtualMachines(ctx, refs); err != nil {
+		return fmt.Errorf("watch %d vms: %w", len(refs), err)
+	}
+	// Listed after the watch started: a change after the listing is
+	// reported; one before it is in the listing.
+	objs, err := s.client.ListVirtualMachines(ctx)
+	if err != nil {
+		return err
+	}
+	w.vms = make(map[types.ManagedObjectReference]VM, len(objs))
+	w.signals = make(map[types.ManagedObjectReference]vmSignals, len(objs))
+	w.watched = make(map[types.ManagedObjectReference]bool, len(refs))
+	w.toRead = map[types.ManagedObjectReference]bool{}
+	for _, r := range refs {
+		w.watched[r] = true
+	}
+	for _, o := range objs {
+		w.vms[o.Self] = VMFromObject(o)
+		w.signals[o.Self] = signalsOf(o)
+	}
+	s.takeInvalidated() // the listing is fresher than any of them
+	w.synced, w.dirty, w.resyncAt = true, true, s.now().Add(watchResyncInterval)
+	s.setPoolRuntime(rt)
+	s.log.Debug("vm inventory resynced", "vms", len(w.vms), "watched", len(w.watched))
+	return nil
+}
+
+// watchStep applies the changes since the last refresh, probes for new
+// and gone VMs, and reads the VMs that moved.
+func (s *SharedInventory) watchStep(ctx context.Context) error {
+	w := s.watch
+	ups, err := s.client.VirtualMachineChanges(ctx)
+	if err != nil {
+		return fmt.Errorf("read vm changes: %w", err)
+	}
+	for _, u := range ups {
+		ref := u.Obj
+		if u.Kind == types.ObjectUpdateKindLeave {
+			s.forgetVM(ref)
+			delete(w.watched, ref)
+			continue
+		}
+		old, known := w.signals[ref]
+		if !known {
+			w.toRead[ref] = true
+			continue
+		}
+		if next, ok := old.apply(u.ChangeSet); !ok || next != old {
+			w.toRead[ref] = true
+		}
+	}
+
+	pool := s.watchPool(ctx)
+	refs, rt, err := s.client.ProbeInventory(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("probe inventory: %w", err)
+	}
+	s.setPoolRuntime(rt)
+	present := make(map[types.ManagedObjectReference]bool, len(refs))
+	var added []types.ManagedObjectReference
+	for _, r := range refs {
+		present[r] = true
+		if !w.watched[r] {
+			added = append(added, r)
+		}
+	}
+	var gone []types.ManagedObjectReference
+	for r := range w.watched {
+		if !present[r] {
+			gone = append(gone, r)
+		}
+	}
+	for r := range w.vms {
+		if !present[r] {
+			s.forgetVM(r)
+		}
+	}
+	if len(gone) > 0 {
+		for _, r := range gone {
+			delete(w.watched, r)
+		}
+		if err := s.client.UnwatchVirtualMachines(ctx, gone); err != nil {
+			s.log.Debug("unwatch gone vms", "vms", len(gone), "err", err)
+		}
+	}
+	if len(added) > 0 {
+		// Watched before they are read, as in a resync.
+		if err := s.client.WatchVirtualMachines(ctx, added); err != nil {
+			return fmt.Errorf("watch %d new vms: %w", len(added), err)
+		}
+		for _, r := range added {
+			w.watched[r] = true
+			w.toRead[r] = true
+		}
+	}
+	for _, r := range s.takeInvalidated() {
+		if present[r] {
+			w.toRead[r] = true
+		}
+	}
+	for r := range w.toRead {
+		if !present[r] {
+			delete(w.toRead, r)
+		}
+	}
+	if len(w.toRead) == 0 {
+		return nil
+	}
+	read := make([]types.ManagedObjectReference, 0, len(w.toRead))
+	for r := range w.toRead {
+		read = append(read, r)
+	}
+	objs, err := s.client.RetrieveVirtualMachines(ctx, read)
+	if err != nil {
+		return fmt.Errorf("read %d changed vms: %w", len(read), err)
+	}
+	for _, o := range objs {
+		w.vms[o.Self] = VMFromObject(o)
+		w.signals[o.Self] = signalsOf(o)
+		delete(w.toRead, o.Self)
+	}
+	for r := range w.toRead { // not returned: gone since the probe
+		s.forgetVM(r)
+		delete(w.toRead, r)
+	}
+	w.dirty = true
+	return nil
+}
+
+// forgetVM drops a VM from the watch state.
+func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
+	w := s.watch
+	if _, ok := w.vms[ref]; ok {
+		delete(w.vms, ref)
+		w.dirty = true
+	}
+	delete(w.signals, ref)
+	delete(w.toRead, ref)
+}
+
+// watchPool returns the pool the probe reads, looking it up when not known
+// yet. A pool that cannot be found is not an inventory failure: the probe
+// reads the VMs only and reports use live reads.
+func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
+	w := s.watch
+	if w.pool != nil {
+		return w.pool
+	}
+	p, err := s.client.LoadResourcePool(ctx)
+	if err != nil {
+		s.log.Debug("inventory: resource pool not probed", "err", err)
+		return nil
+	}
+	w.pool = p
+	return p
+}
+
+// setPoolRuntime records the pool runtime of the last probe.
+func (s *SharedInventory) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if rt == nil {
+		s.poolRT, s.poolAt = nil, time.Time{}
+		return
+	}
+	cp := *rt
+	s.poolRT, s.poolAt = &cp, s.now()
+}
+
+// PoolRuntime returns the resource pool runtime the last refresh read with
+// the VMs, and when; nil when the inventory does not read it (modes other
+// than "watch", or a pool that cannot be found).
+func (s *SharedInventory) PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.poolRT == nil {
+		return nil, time.Time{}
+	}
+	cp := *s.poolRT
+	return &cp, s.poolAt
+}
+
+// takeInvalidated returns and clears the VMs named to Invalidate.
+func (s *SharedInventory) takeInvalidated() []types.ManagedObjectReference {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]types.ManagedObjectReference, 0, len(s.invalidated))
+	for r := range s.invalidated {
+		out = append(out, r)
+	}
+	clear(s.invalidated)
+	return out
+}
