@@ -49,7 +49,7 @@ func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.T
 		l.Status, l.Value = sdk.MonitoringStatusAlert, fmt.Sprintf("never listed: %v", st.LastErr)
 	case now.Sub(st.LastOK) > inventoryStaleFactor*interval:
 		l.Status = sdk.MonitoringStatusAlert
-		l.Value = fmt.Sprintf("stale: last listing %s ago: %v", now.Sub(st.LastOK).Round(time.Second), st.LastErr)
+		l.Value = fmt.Sprintf("stale: last refresh %s ago: %v", now.Sub(st.LastOK).Round(time.Second), st.LastErr)
 	case st.LastErr != nil:
 		l.Status = sdk.MonitoringStatusWarn
 		l.Value = fmt.Sprintf("%d VMs listed %s ago; last refresh failed: %v", st.VMs, now.Sub(st.LastOK).Round(time.Second), st.LastErr)

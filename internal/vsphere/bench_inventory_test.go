@@ -133,6 +133,8 @@ type benchResult struct {
 	burstWhy           string
 	idleReqs, idleMB   float64 // per minute
 	idleDetail         string
+	resyncReqs         float64 // watch mode: the first refresh (a resync) and the two after it
+	resyncBytes        float64
 	metricsPass        time.Duration
 	heapMB             float64
 	heapNote           string
@@ -204,9 +206,10 @@ func BenchmarkInventoryModes(b *testing.B) {
 
 // benchModes are the modes measured: the spec's baseline (whole objects
 // listed by every decision, test-only), the product's leaf-property listing
-// mode, and the shared inventory.
+// mode, the shared inventory refreshed by listings, and the watch inventory
+// (the default).
 func benchModes() []string {
-	return []string{benchModeSpec, vsphere.InventoryListing, vsphere.InventoryShared}
+	return []string{benchModeSpec, vsphere.InventoryListing, vsphere.InventoryShared, vsphere.InventoryWatch}
 }
 
 // benchJobs is how many jobs are spawned one after the other for the
@@ -323,6 +326,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	}
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	preRun := gc.Stats()
 	wg.Add(1)
 	go func() { defer wg.Done(); run(runCtx) }()
 	b.Cleanup(func() { stop(); wg.Wait() })
@@ -343,6 +347,17 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	// Warm-up: first snapshot, one pass of every loop.
 	if _, err := inv.VMs(ctx); err != nil {
 		b.Fatal(err)
+	}
+	if mode == vsphere.InventoryWatch {
+		// A resync (the first refresh) and the refreshes after it: the
+		// watch's start-up cost, paid again every watch resync interval.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		if err := inv.(*vsphere.SharedInventory).WaitRefresh(wctx); err != nil {
+			b.Fatal(err)
+		}
+		cancel()
+		d := gc.Stats().Sub(preRun).Total()
+		r.resyncReqs, r.resyncBytes = float64(d.Requests), float64(d.RequestBytes+d.ResponseBytes)
 	}
 	h.WarmProvisioningPass(ctx)
 	h.WarmKillAwolServersPass(ctx)
@@ -376,15 +391,37 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 			}
 		}})
 	}
+	var watchCycles float64
+	if mode == vsphere.InventoryWatch {
+		// Real refreshes of the running owner loop (WaitRefresh waits for
+		// two): their cost is divided by how many ran.
+		s := inv.(*vsphere.SharedInventory)
+		passes = append(passes, pass{"inventoryRefresh", perMin(vsphere.DefaultInventoryRefreshInterval), func() {
+			r0 := s.Stats().Refreshes
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			if err := s.WaitRefresh(wctx); err != nil {
+				b.Fatal(err)
+			}
+			watchCycles = max(1, float64(s.Stats().Refreshes-r0))
+		}})
+	}
 	var details []string
 	for _, p := range passes {
 		before := gc.Stats()
+		watchCycles = 1
 		p.fn()
 		d := gc.Stats().Sub(before).Total()
-		r.idleReqs += float64(d.Requests) * p.perMin
-		bytes := float64(d.RequestBytes + d.ResponseBytes)
+		reqs, bytes := float64(d.Requests)/watchCycles, float64(d.RequestBytes+d.ResponseBytes)/watchCycles
+		r.idleReqs += reqs * p.perMin
 		r.idleMB += bytes * p.perMin / 1e6
-		details = append(details, fmt.Sprintf("%s %d req %.0f KB ×%.1f/min", p.name, d.Requests, bytes/1e3, p.perMin))
+		details = append(details, fmt.Sprintf("%s %.0f req %.1f KB ×%.1f/min", p.name, reqs, bytes/1e3, p.perMin))
+	}
+	if mode == vsphere.InventoryWatch {
+		perMin := 1 / vsphere.WatchResyncInterval.Minutes()
+		r.idleReqs += r.resyncReqs * perMin
+		r.idleMB += r.resyncBytes * perMin / 1e6
+		details = append(details, fmt.Sprintf("watch resync and the refreshes after it %.0f req %.0f KB ×%.3f/min", r.resyncReqs, r.resyncBytes/1e3, perMin))
 	}
 	r.idleDetail = strings.Join(details, "; ")
 	{
@@ -539,7 +576,9 @@ SpawnWorker to worker launched), shared-inventory refreshes their writes trigger
 the jobs; lists/job counts ListVirtualMachines on the job path, refr/job the inventory owner's refreshes.
 Idle = the SOAP delta of one pass of each loop (provisioning with no entries, killAwolServers,
 killDisabledWorkers, metrics collection, and in shared mode one inventory refresh) times its passes per
-minute at the default intervals (provisioning/awol/disabled 120 s, metrics 30 s, inventory 60 s).
+minute at the default intervals (provisioning/awol/disabled 120 s, metrics 30 s, inventory 60 s). In
+watch mode the inventory refresh is the running owner loop's (SOAP delta over two real refreshes, halved),
+and the watch's resync (its first refresh and the two after it, measured at start) counts once per hour.
 Decision latency = CanSpawn start → CloneVirtualMachine submitted (sequential jobs). Burst = time from
 starting all jobs at once to the last clone submitted. Heap = after GC, after warm-up, minus before the
 hatchery was built (vcsim runs in the same process).`)

@@ -17,3 +17,7 @@ func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
 func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
 	h.collectMetrics(ctx, m)
 }
+
+// WatchResyncInterval is watchResyncInterval, for the benchmark's idle
+// figure (the resync's cost counts once per interval).
+const WatchResyncInterval = watchResyncInterval

@@ -176,10 +176,10 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.lastOK.IsZero() {
-		return nil, fmt.Errorf("%w: no successful listing yet: %v", ErrInventoryStale, s.lastErr)
+		return nil, fmt.Errorf("%w: no successful refresh yet: %v", ErrInventoryStale, s.lastErr)
 	}
 	if age := s.now().Sub(s.lastOK); age > inventoryStaleFactor*s.interval {
-		return nil, fmt.Errorf("%w: last successful listing %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
+		return nil, fmt.Errorf("%w: last successful refresh %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
 	}
 	return s.vms, nil
 }
