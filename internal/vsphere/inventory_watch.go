@@ -53,6 +53,7 @@ type watchState struct {
 	signals  map[types.ManagedObjectReference]vmSignals // as last read
 	watched  map[types.ManagedObjectReference]bool
 	toRead   map[types.ManagedObjectReference]bool // seen moving, not read yet
+	fresh    map[types.ManagedObjectReference]bool // found by the last probe, read by the next refresh
 	pool     *object.ResourcePool
 	dirty    bool // vms changed since the last publication
 }
@@ -200,6 +201,7 @@ func (s *SharedInventory) watchResync(ctx context.Context) error {
 	w.signals = make(map[types.ManagedObjectReference]vmSignals, len(objs))
 	w.watched = make(map[types.ManagedObjectReference]bool, len(refs))
 	w.toRead = map[types.ManagedObjectReference]bool{}
+	w.fresh = map[types.ManagedObjectReference]bool{}
 	for _, r := range refs {
 		w.watched[r] = true
 	}
@@ -272,6 +274,16 @@ func (s *SharedInventory) watchStep(ctx context.Context) error {
 			s.log.Debug("unwatch gone vms", "vms", len(gone), "err", err)
 		}
 	}
+	// New VMs read now are those the previous refresh found: a VM is read
+	// one refresh after it appears (soon: a refresh is asked for), never in
+	// the refresh that first sees it, which may be while vCenter is still
+	// creating it (the pinned simulator even races then).
+	for r := range w.fresh {
+		if present[r] {
+			w.toRead[r] = true
+		}
+	}
+	clear(w.fresh)
 	if len(added) > 0 {
 		// Watched before they are read, as in a resync.
 		if err := s.client.WatchVirtualMachines(ctx, added); err != nil {
@@ -279,8 +291,9 @@ func (s *SharedInventory) watchStep(ctx context.Context) error {
 		}
 		for _, r := range added {
 			w.watched[r] = true
-			w.toRead[r] = true
+			w.fresh[r] = true
 		}
+		s.Invalidate()
 	}
 	for _, r := range s.takeInvalidated() {
 		if present[r] {
@@ -325,6 +338,7 @@ func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
 	}
 	delete(w.signals, ref)
 	delete(w.toRead, ref)
+	delete(w.fresh, ref)
 }
 
 // watchPool returns the pool the probe reads, looking it up when not known

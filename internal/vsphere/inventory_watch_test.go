@@ -268,7 +268,15 @@ func TestWatchInventoryNewVMIsWatchedBeforeItIsRead(t *testing.T) {
 
 	f.set(watchedObj("new", types.VirtualMachinePowerStatePoweredOn, "1")) // not watched yet: no report
 	inv.refresh(ctx)
-	assert.Equal(t, []string{"Changes", "Probe", "Watch 1", "Retrieve 1"}, f.takeCalls())
+	assert.Equal(t, []string{"Changes", "Probe", "Watch 1"}, f.takeCalls(), "watched at once, read by the next refresh")
+	assert.NotContains(t, snapshotNames(t, inv), "new")
+	select {
+	case <-inv.kick:
+	default:
+		t.Fatal("a refresh is asked for, to read the new vm soon")
+	}
+	inv.refresh(ctx)
+	assert.Equal(t, []string{"Changes", "Probe", "Retrieve 1"}, f.takeCalls())
 	assert.Contains(t, snapshotNames(t, inv), "new")
 
 	// Its first report by the watch carries what was read: no second read.
