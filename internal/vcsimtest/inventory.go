@@ -29,7 +29,7 @@ const TestInventoryMinGap = 50 * time.Millisecond
 func InventoryMode() string {
 	switch m := os.Getenv(InventoryModeEnv); m {
 	case "":
-		return vsphere.InventoryWatch
+		return vsphere.InventoryShared
 	case vsphere.InventoryWatch, vsphere.InventoryShared, vsphere.InventoryListing:
 		return m
 	default:

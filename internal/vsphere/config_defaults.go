@@ -61,7 +61,7 @@ func DefaultConfiguration() Configuration {
 		WorkerProvisioningPoolSize:  DefaultWorkerProvisioningPoolSize,
 		KillAwolServersInterval:     DefaultKillAwolServersInterval,
 		KillDisabledWorkersInterval: DefaultKillDisabledWorkersInterval,
-		InventoryMode:               InventoryWatch,
+		InventoryMode:               InventoryShared,
 		InventoryRefreshInterval:    DefaultInventoryRefreshInterval,
 		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
 	}

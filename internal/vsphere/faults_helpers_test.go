@@ -58,7 +58,7 @@ const (
 	ftWatch   ftMode = vsphere.InventoryWatch
 )
 
-var ftModes = []ftMode{ftListing, ftShared, ftWatch}
+var ftModes = []ftMode{ftListing, ftShared}
 
 // ftClock is the hatchery's injected clock.
 type ftClock struct {

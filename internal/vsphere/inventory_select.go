@@ -26,10 +26,10 @@ func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (I
 	switch cfg.InventoryMode {
 	case InventoryListing:
 		return ListingInventory{Client: client}, func(context.Context) {}, nil
-	case InventoryShared:
+	case InventoryShared, "":
 		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
-	case InventoryWatch, "":
+	case InventoryWatch:
 		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	default:
