@@ -140,6 +140,9 @@ type GovmomiClient struct {
 	vmsMu   sync.Mutex
 	vmsView *vmView // reused ContainerView over the VM folder
 
+	watchMu sync.Mutex
+	watch   *vmWatch // the VM change watch (govmomi_watch.go); nil when none
+
 	closeOnce sync.Once
 }
 
@@ -296,10 +299,12 @@ func (c *GovmomiClient) Vim25() *vim25.Client { return c.vim }
 // answered NotAuthenticated.
 func (c *GovmomiClient) Relogins() int64 { return c.rl.relogins.Load() }
 
-// Close stops the keep-alive and logs out; it is bounded by ctx and by the
-// request timeout. Calls after the first do nothing.
+// Close destroys the VM change watch's collector and the container view
+// (best effort), stops the keep-alive and logs out; it is bounded by ctx
+// and by the request timeout. Calls after the first do nothing.
 func (c *GovmomiClient) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {
+		c.closeWatch(ctx)
 		c.vmsMu.Lock()
 		v := c.vmsView
 		c.vmsView = nil

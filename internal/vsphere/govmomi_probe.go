@@ -1,0 +1,158 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// retrieveMaxRefs is the most VMs one RetrievePropertiesEx of
+// RetrieveVirtualMachines asks for. VMProperties come to a few KB per VM
+// (extraConfig, guest.net): 1,000 VMs are a response of a few MB, read
+// well inside the request timeout; more VMs take more requests.
+const retrieveMaxRefs = 1000
+
+// ProbeInventory reads, in one RetrievePropertiesEx, the `view` of the VM
+// folder's container view (every VM and template) and, when pool is not
+// nil, the pool's runtime. Neither object spec has a SelectSet. A view
+// lost with its session is made again once, as ListVirtualMachines does.
+func (c *GovmomiClient) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	for attempt := 0; ; attempt++ {
+		v, err := c.vmContainerView(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		refs, rt, err := c.probe(ctx, v, pool)
+		if err == nil {
+			return refs, rt, nil
+		}
+		if attempt == 0 && isNotFound(err) {
+			// The view vanished with its session: build a new one once.
+			c.dropView(v)
+			continue
+		}
+		if pool != nil {
+			return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+		}
+		return nil, nil, fmt.Errorf("probe inventory of datacenter %q: %w", c.dc.Name(), err)
+	}
+}
+
+func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	viewRef := v.view.Reference()
+	spec := types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: viewRef}},
+		PropSet:   []types.PropertySpec{{Type: viewRef.Type, PathSet: []string{"view"}}},
+	}
+	var poolRef types.ManagedObjectReference
+	if pool != nil {
+		poolRef = pool.Reference()
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: poolRef})
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: poolRef.Type, PathSet: []string{"runtime"}})
+	}
+	res, err := c.pc.RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{spec}})
+	if err != nil {
+		return nil, nil, err
+	}
+	var (
+		refs     []types.ManagedObjectReference
+		rt       *types.ResourcePoolRuntimeInfo
+		sawView  bool
+		poolMiss error
+	)
+	for _, oc := range res.Returnval {
+		switch oc.Obj {
+		case viewRef:
+			if len(oc.MissingSet) > 0 {
+				return nil, nil, fmt.Errorf("read view of container view %s: %w", viewRef.Value, missingFault(oc.MissingSet[0]))
+			}
+			sawView = true
+			for _, p := range oc.PropSet {
+				if p.Name != "view" {
+					continue
+				}
+				if a, ok := p.Val.(types.ArrayOfManagedObjectReference); ok {
+					for _, ref := range a.ManagedObjectReference {
+						if ref.Type == "VirtualMachine" {
+							refs = append(refs, ref)
+						}
+					}
+				}
+			}
+		case poolRef:
+			if len(oc.MissingSet) > 0 {
+				poolMiss = missingFault(oc.MissingSet[0])
+			}
+			for _, p := range oc.PropSet {
+				if r, ok := p.Val.(types.ResourcePoolRuntimeInfo); ok && p.Name == "runtime" {
+					rt = &r
+				}
+			}
+		}
+	}
+	if !sawView {
+		return nil, nil, fmt.Errorf("container view %s: no view returned", viewRef.Value)
+	}
+	if pool != nil && rt == nil {
+		if poolMiss == nil {
+			poolMiss = errors.New("no runtime returned")
+		}
+		return nil, nil, fmt.Errorf("read runtime of resource pool %q: %w", poolName(pool), poolMiss)
+	}
+	return refs, rt, nil
+}
+
+// RetrieveVirtualMachines reads VMProperties of the given VMs by reference
+// (explicit object specs, no SelectSet, retrieveMaxRefs per request). VMs
+// that no longer exist are left out. No refs, no request.
+func (c *GovmomiClient) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+	if len(refs) == 0 {
+		return nil, nil
+	}
+	var vms []mo.VirtualMachine
+	for chunk := range slices.Chunk(refs, retrieveMaxRefs) {
+		objs := make([]types.ObjectSpec, len(chunk))
+		for i, ref := range chunk {
+			objs[i] = types.ObjectSpec{Obj: ref, Skip: types.NewBool(false)}
+		}
+		res, err := c.pc.RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{{
+			ObjectSet:                     objs,
+			PropSet:                       []types.PropertySpec{{Type: "VirtualMachine", PathSet: VMProperties}},
+			ReportMissingObjectsInResults: types.NewBool(true),
+		}}})
+		if err != nil {
+			return nil, fmt.Errorf("retrieve %d virtual machines of datacenter %q: %w", len(chunk), c.dc.Name(), err)
+		}
+		content := slices.DeleteFunc(res.Returnval, func(oc types.ObjectContent) bool {
+			return slices.ContainsFunc(oc.MissingSet, func(m types.MissingProperty) bool { return objectGone(m.Fault) })
+		})
+		var part []mo.VirtualMachine
+		if err := mo.LoadObjectContent(content, &part); err != nil {
+			return nil, fmt.Errorf("decode %d virtual machines of datacenter %q: %w", len(content), c.dc.Name(), err)
+		}
+		vms = append(vms, part...)
+	}
+	return vms, nil
+}
+
+// missingFault turns a missing property into an error.
+func missingFault(m types.MissingProperty) error {
+	if m.Fault.Fault == nil {
+		return fmt.Errorf("property %q missing", m.Path)
+	}
+	return fmt.Errorf("property %q missing: %w", m.Path, soap.WrapVimFault(m.Fault.Fault))
+}
+
+// poolName names a pool in errors without a round trip.
+func poolName(pool *object.ResourcePool) string {
+	if pool.InventoryPath != "" {
+		return pool.InventoryPath
+	}
+	return pool.Reference().Value
+}
