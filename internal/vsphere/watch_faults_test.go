@@ -1,9 +1,9 @@
 //go:build !race
 
-// Fault tests of the VM change watch (named TestFaults… so that .ci/test
-// runs them in its step without the race detector): the simulator's fault injector
+// Fault tests of the VM change watch. The simulator's fault injector
 // updates its rule counters without a lock (see faults_helpers_test.go), so
-// these run without the race detector.
+// these run without the race detector; their TestFaults prefix puts them in
+// that step of .ci/test.
 
 package vsphere_test
 

@@ -825,3 +825,32 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	t.Logf("watch client: %d WaitForUpdatesEx, %d CreateFilter, %d DestroyPropertyFilter, %d RetrievePropertiesEx",
 		st["WaitForUpdatesEx"].Requests, st["CreateFilter"].Requests, st["DestroyPropertyFilter"].Requests, st["RetrievePropertiesEx"].Requests)
 }
+
+func TestWatchReportsGuestOperationsReady(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{ReadyDelay: 200 * time.Millisecond})
+	ctx := watchCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	ref := vm.Reference()
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
+	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
+
+	// The tools come up after the power-on: only the readiness moves.
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	var on, ready bool
+	require.NoError(t, pollUntil(ctx, func() bool {
+		ups, err := c.VirtualMachineChanges(ctx)
+		require.NoError(t, err)
+		for _, u := range ups {
+			if v, ok := changeOf(u, "runtime.powerState"); ok && v == types.VirtualMachinePowerStatePoweredOn {
+				on = true
+			}
+			if v, ok := changeOf(u, "guest.guestOperationsReady"); ok && v == true {
+				ready = true
+			}
+		}
+		return on && ready
+	}))
+}
