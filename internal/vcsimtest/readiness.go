@@ -92,14 +92,16 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 
 // setGuest reports tools running (or not) on vm; the caller holds vm's
 // lock. The *bool fields are set directly (mo.ApplyPropertyChange cannot
-// assign them) and announced with the other changes.
+// assign a *bool) and guest.guestOperationsReady is announced, as a plain
+// bool, with the other changes, so that a property collector watching it
+// reports the change as vCenter does.
 func setGuest(ctx *simulator.Context, vm *simulator.VirtualMachine, running bool) {
 	if vm.Guest == nil {
 		vm.Guest = &types.GuestInfo{}
 	}
 	vm.Guest.GuestOperationsReady = types.NewBool(running)
 	vm.Guest.InteractiveGuestOperationsReady = types.NewBool(running)
-	ctx.Update(vm, guestChanges(running))
+	ctx.Update(vm, append(guestChanges(running), types.PropertyChange{Name: "guest.guestOperationsReady", Val: running}))
 }
 
 // guestChanges are the guest properties of a VM whose tools run (or not).

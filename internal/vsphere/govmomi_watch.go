@@ -251,6 +251,10 @@ func (c *GovmomiClient) VirtualMachineChanges(ctx context.Context) ([]types.Obje
 		if err != nil {
 			if lost || page > 0 || isNotFound(err) || fault.Is(err, &types.InvalidCollectorVersion{}) {
 				c.forgetWatch(w)
+				if !lost && !isNotFound(err) {
+					// The collector still exists: nothing else will destroy it.
+					c.destroyWatchCollector(ctx, w.pc)
+				}
 				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc.Name(), w.pc.Reference().Value, ErrWatchLost, err)
 			}
 			return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w", c.dc.Name(), w.pc.Reference().Value, err)

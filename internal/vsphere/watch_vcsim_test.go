@@ -7,7 +7,6 @@ package vsphere_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -216,7 +215,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
 	require.NoError(t, c.WatchVirtualMachines(ctx, refs), "watched vms are skipped")
 	d = c.Stats().Sub(before)
-	assert.Equal(t, SOAPOnly("CreateFilter", 1), requestsOf(d), "one filter, none for vms already watched")
+	assert.Equal(t, soapOnly("CreateFilter", 1), requestsOf(d), "one filter, none for vms already watched")
 
 	all := drainEnters(t, ctx, env, c, refs)
 	assert.Len(t, all, 6)
@@ -236,7 +235,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 		require.NoError(t, err)
 		assert.Empty(t, ups, "nothing changed")
 		d = c.Stats().Sub(before)
-		assert.Equal(t, SOAPOnly("WaitForUpdatesEx", 1), requestsOf(d))
+		assert.Equal(t, soapOnly("WaitForUpdatesEx", 1), requestsOf(d))
 		t.Logf("idle VirtualMachineChanges: %d request, %d bytes sent, %d bytes received",
 			d["WaitForUpdatesEx"].Requests, d["WaitForUpdatesEx"].RequestBytes, d["WaitForUpdatesEx"].ResponseBytes)
 	}
@@ -251,8 +250,8 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	assert.Empty(t, ups, "a new watch is empty")
 }
 
-// SOAPOnly is a request count map with one method.
-func SOAPOnly(method string, n int64) map[string]int64 { return map[string]int64{method: n} }
+// soapOnly is a request count map with one method.
+func soapOnly(method string, n int64) map[string]int64 { return map[string]int64{method: n} }
 
 // requestsOf keeps the request counts of a stats delta.
 func requestsOf(s vsphere.SOAPStats) map[string]int64 {
@@ -325,7 +324,7 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{ra, unknown}))
 	assert.Empty(t, c.Stats().Sub(before), "filter 1 still lists worker-b: no request")
 	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{rb}))
-	assert.Equal(t, SOAPOnly("DestroyPropertyFilter", 1), requestsOf(c.Stats().Sub(before)), "filter 1 is empty: destroyed")
+	assert.Equal(t, soapOnly("DestroyPropertyFilter", 1), requestsOf(c.Stats().Sub(before)), "filter 1 is empty: destroyed")
 	before = c.Stats()
 	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{ra, rb, unknown}))
 	assert.Empty(t, c.Stats().Sub(before), "unknown vms cost nothing")
@@ -377,7 +376,7 @@ func TestWatchPagesTruncatedUpdates(t *testing.T) {
 		entered[u.Obj] = true
 	}
 	assert.Len(t, entered, 250)
-	assert.Equal(t, SOAPOnly("WaitForUpdatesEx", 3), requestsOf(d), "vcsim pages at 100 object updates: 100+100+50")
+	assert.Equal(t, soapOnly("WaitForUpdatesEx", 3), requestsOf(d), "vcsim pages at 100 object updates: 100+100+50")
 	t.Logf("250 enters: %d requests, %d bytes received", d["WaitForUpdatesEx"].Requests, d["WaitForUpdatesEx"].ResponseBytes)
 
 	ups, err = c.VirtualMachineChanges(ctx)
@@ -638,7 +637,12 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		obs.watched[ref] = true
 	}
 	stop := make(chan struct{})
+	stopObserver := sync.OnceFunc(func() { close(stop) })
 	var wg sync.WaitGroup
+	t.Cleanup(func() { // before ctx is cancelled and the simulator closed
+		stopObserver()
+		wg.Wait()
+	})
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -806,7 +810,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		mismatch = modelMatches(obs.model(), truth)
 		return mismatch == nil
 	})
-	close(stop)
+	stopObserver()
 	wg.Wait()
 	require.NoError(t, err, "converge: %v", mismatch)
 	require.NoError(t, last)
@@ -820,5 +824,33 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	st := c.Stats()
 	t.Logf("watch client: %d WaitForUpdatesEx, %d CreateFilter, %d DestroyPropertyFilter, %d RetrievePropertiesEx",
 		st["WaitForUpdatesEx"].Requests, st["CreateFilter"].Requests, st["DestroyPropertyFilter"].Requests, st["RetrievePropertiesEx"].Requests)
-	assert.False(t, errors.Is(obs.failed(), vsphere.ErrWatchLost))
+}
+
+func TestWatchReportsGuestOperationsReady(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{ReadyDelay: 200 * time.Millisecond})
+	ctx := watchCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	ref := vm.Reference()
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
+	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
+
+	// The tools come up after the power-on: only the readiness moves.
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	var on, ready bool
+	require.NoError(t, pollUntil(ctx, func() bool {
+		ups, err := c.VirtualMachineChanges(ctx)
+		require.NoError(t, err)
+		for _, u := range ups {
+			if v, ok := changeOf(u, "runtime.powerState"); ok && v == types.VirtualMachinePowerStatePoweredOn {
+				on = true
+			}
+			if v, ok := changeOf(u, "guest.guestOperationsReady"); ok && v == true {
+				ready = true
+			}
+		}
+		return on && ready
+	}))
 }

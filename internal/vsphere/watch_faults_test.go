@@ -1,0 +1,83 @@
+//go:build !race
+
+// Fault tests of the VM change watch. The simulator's fault injector
+// updates its rule counters without a lock (see faults_helpers_test.go), so
+// these run without the race detector; their TestFaults prefix puts them in
+// that step of .ci/test.
+
+package vsphere_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+// watchFault makes the WaitForUpdatesEx calls after the next skip answer f,
+// once.
+func watchFault(env *vcsimtest.Env, skip int, f types.BaseMethodFault) {
+	env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
+		MethodName:  "WaitForUpdatesEx",
+		ObjectType:  "*",
+		ObjectName:  "*",
+		Probability: 1,
+		FaultType:   simulator.FaultTypeCustom,
+		Fault:       f,
+		Message:     "injected WaitForUpdatesEx fault",
+		MaxCount:    1,
+		SkipCount:   skip,
+		Enabled:     true,
+	})
+}
+
+func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := watchCtx(t)
+	c := env.Client
+	refs := env.AddForeignVMs("many-", 250)
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+
+	// A failing poll keeps the watch: nothing was read.
+	watchFault(env, 0, &types.SystemError{Reason: "injected"})
+	_, err := c.VirtualMachineChanges(ctx)
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, vsphere.ErrWatchLost)
+	assert.Contains(t, err.Error(), `datacenter "DC0"`)
+	nudge(env)
+	ups, err := c.VirtualMachineChanges(ctx)
+	require.NoError(t, err, "the watch is kept")
+	assert.Len(t, ups, 250)
+
+	// A failure after a first page would lose updates: the watch is lost
+	// and its collector destroyed.
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	nudge(env)
+	watchFault(env, 1, &types.SystemError{Reason: "injected"})
+	before := c.Stats()
+	_, err = c.VirtualMachineChanges(ctx)
+	require.ErrorIs(t, err, vsphere.ErrWatchLost)
+	d := c.Stats().Sub(before)
+	assert.Equal(t, int64(2), d["WaitForUpdatesEx"].Requests)
+	assert.Equal(t, int64(1), d["DestroyPropertyCollector"].Requests)
+
+	// An invalid version loses the watch too.
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	watchFault(env, 0, &types.InvalidCollectorVersion{})
+	_, err = c.VirtualMachineChanges(ctx)
+	require.ErrorIs(t, err, vsphere.ErrWatchLost)
+	_, err = c.VirtualMachineChanges(ctx)
+	require.ErrorIs(t, err, vsphere.ErrWatchLost, "until reset")
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	ups, err = c.VirtualMachineChanges(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ups)
+}
