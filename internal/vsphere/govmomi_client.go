@@ -141,7 +141,10 @@ type GovmomiClient struct {
 	vmsView *vmView // reused ContainerView over the VM folder
 
 	watchMu sync.Mutex
-	watch   *vmWatch // the VM change watch (govmomi_watch.go); nil when none
+	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
+	retired []retiredWatch // abandoned watch collectors not destroyed yet
+	// watchNow is the watch's clock (time.Now when nil; tests set it).
+	watchNow func() time.Time
 
 	closeOnce sync.Once
 }

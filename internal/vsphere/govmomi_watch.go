@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -31,6 +33,15 @@ const (
 	// a filter keeps alive: a filter is destroyed once all its VMs are
 	// gone, so smaller filters are freed sooner.
 	watchFilterMaxRefs = 1000
+
+	// watchRetireDelay is how long a collector whose WaitForUpdatesEx was
+	// abandoned (a timeout or a broken connection: no answer came) is kept
+	// before it is destroyed. The server may still be computing that
+	// answer, and destroying the collector under it is at best wasted and,
+	// in govmomi's simulator v0.56.0, a panic (it looks the collector's
+	// filters up while it iterates them). Two minutes is eight request
+	// bounds; a collector still running then is destroyed anyway.
+	watchRetireDelay = 2 * time.Minute
 )
 
 // watchNoWait is WaitOptions.MaxWaitSeconds = 0: "compute the updates once
@@ -49,6 +60,37 @@ type vmWatch struct {
 	// gone yet; byRef maps each watched VM to its filter.
 	filters map[types.ManagedObjectReference]map[types.ManagedObjectReference]struct{}
 	byRef   map[types.ManagedObjectReference]types.ManagedObjectReference
+	// abandoned is when a WaitForUpdatesEx on pc got no answer; zero when
+	// every poll was answered. An abandoned collector is never changed
+	// again, only retired (watchRetireDelay).
+	abandoned time.Time
+}
+
+// retiredWatch is an abandoned watch collector waiting to be destroyed.
+type retiredWatch struct {
+	ref types.ManagedObjectReference
+	gen int64
+	at  time.Time
+}
+
+// abandonedAt returns now when err is a poll that got no answer (timeout,
+// cancel, broken connection: the server may still be running it), zero
+// when err carries the server's answer (a SOAP or vim fault).
+func (c *GovmomiClient) abandonedAt(err error) time.Time {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if soap.IsSoapFault(e) || soap.IsVimFault(e) {
+			return time.Time{}
+		}
+	}
+	return c.watchClock()
+}
+
+// watchClock returns the watch's current time.
+func (c *GovmomiClient) watchClock() time.Time {
+	if c.watchNow != nil {
+		return c.watchNow()
+	}
+	return time.Now()
 }
 
 // ResetVirtualMachineWatch drops the VM change watch (its collector is
@@ -61,8 +103,9 @@ func (c *GovmomiClient) ResetVirtualMachineWatch(ctx context.Context) error {
 	c.watch = nil
 	c.watchMu.Unlock()
 	if old != nil && old.gen == c.rl.generation() {
-		c.destroyWatchCollector(ctx, old.pc)
+		c.dropWatchCollector(ctx, old)
 	}
+	c.destroyRetiredWatches(ctx)
 	// A re-login while the collector is being made leaves it in an
 	// unknown session: make it again, once.
 	for attempt := 0; ; attempt++ {
@@ -76,7 +119,7 @@ func (c *GovmomiClient) ResetVirtualMachineWatch(ctx context.Context) error {
 			c.watchMu.Unlock()
 			return nil
 		}
-		c.destroyWatchCollector(ctx, w.pc)
+		c.destroyWatchCollector(ctx, w.pc.Reference())
 		if attempt > 0 {
 			return fmt.Errorf("start vm change watch in datacenter %q: session changed twice: %w", c.dc.Name(), ErrWatchLost)
 		}
@@ -97,7 +140,7 @@ func (c *GovmomiClient) newVMWatch(ctx context.Context) (*vmWatch, error) {
 		Options: &types.WaitOptions{MaxWaitSeconds: &watchNoWait},
 	})
 	if err != nil {
-		c.destroyWatchCollector(ctx, pc)
+		c.dropWatchCollector(ctx, &vmWatch{pc: pc, gen: gen, abandoned: c.abandonedAt(err)})
 		return nil, fmt.Errorf("read baseline version of vm change watch collector %s in datacenter %q: %w", pc.Reference().Value, c.dc.Name(), err)
 	}
 	w := &vmWatch{
@@ -249,11 +292,16 @@ func (c *GovmomiClient) VirtualMachineChanges(ctx context.Context) ([]types.Obje
 		})
 		lost := w.gen != c.rl.generation()
 		if err != nil {
+			if at := c.abandonedAt(err); !at.IsZero() {
+				c.watchMu.Lock()
+				w.abandoned = at
+				c.watchMu.Unlock()
+			}
 			if lost || page > 0 || isNotFound(err) || fault.Is(err, &types.InvalidCollectorVersion{}) {
 				c.forgetWatch(w)
 				if !lost && !isNotFound(err) {
 					// The collector still exists: nothing else will destroy it.
-					c.destroyWatchCollector(ctx, w.pc)
+					c.dropWatchCollector(ctx, w)
 				}
 				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc.Name(), w.pc.Reference().Value, ErrWatchLost, err)
 			}
@@ -325,8 +373,11 @@ func (c *GovmomiClient) forgetWatch(w *vmWatch) {
 // destroyWatchFilters destroys w's filters, best effort, when w belongs to
 // the current session (others died with theirs).
 func (c *GovmomiClient) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []types.ManagedObjectReference) {
-	if len(filters) == 0 || w.gen != c.rl.generation() {
-		return
+	c.watchMu.Lock()
+	abandoned := !w.abandoned.IsZero()
+	c.watchMu.Unlock()
+	if len(filters) == 0 || w.gen != c.rl.generation() || abandoned {
+		return // an abandoned collector's filters go with it
 	}
 	for _, f := range filters {
 		dctx, cancel := context.WithTimeout(ctx, watchDestroyTimeout)
@@ -338,11 +389,51 @@ func (c *GovmomiClient) destroyWatchFilters(ctx context.Context, w *vmWatch, fil
 	}
 }
 
+// dropWatchCollector destroys w's collector now, or retires it when a poll
+// of it was abandoned (watchRetireDelay). The caller has made w not
+// current.
+func (c *GovmomiClient) dropWatchCollector(ctx context.Context, w *vmWatch) {
+	c.watchMu.Lock()
+	abandoned := w.abandoned
+	if !abandoned.IsZero() {
+		c.retired = append(c.retired, retiredWatch{ref: w.pc.Reference(), gen: w.gen, at: abandoned})
+	}
+	c.watchMu.Unlock()
+	if abandoned.IsZero() {
+		c.destroyWatchCollector(ctx, w.pc.Reference())
+		return
+	}
+	c.log.Info("vm change watch collector retired: a poll of it got no answer", "collector", w.pc.Reference().Value, "destroyed_after", watchRetireDelay)
+}
+
+// destroyRetiredWatches destroys the retired collectors of the current
+// session that were abandoned at least watchRetireDelay ago and forgets
+// those of older sessions (they died with them).
+func (c *GovmomiClient) destroyRetiredWatches(ctx context.Context) {
+	gen := c.rl.generation()
+	var due []types.ManagedObjectReference
+	c.watchMu.Lock()
+	keep := c.retired[:0]
+	for _, r := range c.retired {
+		switch {
+		case r.gen != gen:
+		case c.watchClock().Sub(r.at) >= watchRetireDelay:
+			due = append(due, r.ref)
+		default:
+			keep = append(keep, r)
+		}
+	}
+	c.retired = keep
+	c.watchMu.Unlock()
+	for _, ref := range due {
+		c.destroyWatchCollector(ctx, ref)
+	}
+}
+
 // destroyWatchCollector destroys a watch collector (and so its filters),
 // best effort. It calls the method by reference: property.Collector.Destroy
 // would clear the shared Collector's reference under other readers.
-func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, pc *property.Collector) {
-	ref := pc.Reference()
+func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, ref types.ManagedObjectReference) {
 	dctx, cancel := context.WithTimeout(ctx, watchDestroyTimeout)
 	defer cancel()
 	if _, err := methods.DestroyPropertyCollector(dctx, c.vim, &types.DestroyPropertyCollector{This: ref}); err != nil {
@@ -350,13 +441,16 @@ func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, pc *property.
 	}
 }
 
-// closeWatch destroys the watch's collector at Close, best effort.
+// closeWatch destroys the watch's collector at Close, best effort; an
+// abandoned or retired one is left to the session's logout.
 func (c *GovmomiClient) closeWatch(ctx context.Context) {
 	c.watchMu.Lock()
 	w := c.watch
 	c.watch = nil
+	c.retired = nil
+	abandoned := w != nil && !w.abandoned.IsZero()
 	c.watchMu.Unlock()
-	if w != nil && w.gen == c.rl.generation() {
-		c.destroyWatchCollector(ctx, w.pc)
+	if w != nil && w.gen == c.rl.generation() && !abandoned {
+		c.destroyWatchCollector(ctx, w.pc.Reference())
 	}
 }

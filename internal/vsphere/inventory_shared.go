@@ -21,6 +21,13 @@ const (
 	// intervals is refused (an error, not stale data), so that no decision
 	// — above all no deletion — is taken on what vCenter said long ago.
 	inventoryStaleFactor = 4
+	// inventoryRefreshGrace: while a refresh is running and has not failed,
+	// the snapshot may be used this much longer than inventoryStaleFactor
+	// intervals, and no longer than this after the refresh started (two
+	// 15 s request bounds). A slow vCenter, or a listing of thousands of
+	// VMs during a burst of clones, is not an outage; a refresh that hangs
+	// past it is treated as one.
+	inventoryRefreshGrace = 30 * time.Second
 )
 
 // ErrInventoryStale is returned when no refresh succeeded recently enough.
@@ -53,6 +60,7 @@ type SharedInventory struct {
 	refreshes   uint64    // refresh attempts so far
 	readyClosed bool
 	changed     chan struct{} // closed and replaced after every refresh attempt
+	running     time.Time     // start of the refresh in flight; zero when none
 
 	watch       *watchState // non-nil in watch mode (NewWatchInventory)
 	invalidated map[types.ManagedObjectReference]bool
@@ -104,6 +112,9 @@ func (s *SharedInventory) Run(ctx context.Context) {
 			}
 		}
 		last = s.now()
+		s.mu.Lock()
+		s.running = last
+		s.mu.Unlock()
 		s.refresh(ctx)
 		select {
 		case <-ctx.Done():
@@ -140,6 +151,7 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.mu.Lock()
 	s.refreshes++
+	s.running = time.Time{}
 	if err != nil {
 		if s.lastErr == nil {
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
@@ -178,8 +190,21 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	if s.lastOK.IsZero() {
 		return nil, fmt.Errorf("%w: no successful refresh yet: %v", ErrInventoryStale, s.lastErr)
 	}
-	if age := s.now().Sub(s.lastOK); age > inventoryStaleFactor*s.interval {
-		return nil, fmt.Errorf("%w: last successful refresh %s ago: %v", ErrInventoryStale, age.Round(time.Second), s.lastErr)
+	now := s.now()
+	limit := inventoryStaleFactor * s.interval
+	inFlight := !s.running.IsZero() && now.Sub(s.running) <= inventoryRefreshGrace
+	if inFlight {
+		limit += inventoryRefreshGrace
+	}
+	if age := now.Sub(s.lastOK); age > limit {
+		why := "no refresh running"
+		switch {
+		case s.lastErr != nil:
+			why = "last refresh failed: " + s.lastErr.Error()
+		case !s.running.IsZero():
+			why = fmt.Sprintf("refresh running for %s", now.Sub(s.running).Round(time.Second))
+		}
+		return nil, fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrInventoryStale, age.Round(time.Second), limit, why)
 	}
 	return s.vms, nil
 }
@@ -216,15 +241,22 @@ func (s *SharedInventory) Invalidate(vms ...types.ManagedObjectReference) {
 }
 
 // WaitRefresh blocks until a refresh attempt that started after the call
-// has completed, or ctx ends. Tests and the demo use it instead of sleeping.
+// has completed, or ctx ends; in watch mode, also the attempt after it,
+// which reads the VMs that one found. Tests and the demo use it instead of
+// sleeping.
 func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
 	s.mu.RLock()
 	ch := s.changed
 	s.mu.RUnlock()
 	s.Invalidate()
 	// The attempt in flight when we were called may have listed before our
-	// caller's write: wait for the one after it too.
-	for i := 0; i < 2; i++ {
+	// caller's write: wait for the one after it too. In watch mode a new
+	// VM is read one refresh after the probe finds it: one more.
+	attempts := 2
+	if s.watch != nil {
+		attempts = 3
+	}
+	for i := 0; i < attempts; i++ {
 		select {
 		case <-ch:
 		case <-ctx.Done():
@@ -233,7 +265,7 @@ func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
 		s.mu.RLock()
 		ch = s.changed
 		s.mu.RUnlock()
-		if i == 0 {
+		if i < attempts-1 {
 			s.Invalidate()
 		}
 	}

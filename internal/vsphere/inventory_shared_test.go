@@ -116,11 +116,64 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	now.Add(int64(5 * time.Minute))
 	_, err = inv.VMs(ctx)
 	require.ErrorIs(t, err, ErrInventoryStale, "an old snapshot is refused")
+	require.Contains(t, err.Error(), "last refresh failed: vcenter down", "the error says why")
 
 	fail.Store(false)
 	require.NoError(t, inv.WaitRefresh(ctx))
 	_, err = inv.VMs(ctx)
 	require.NoError(t, err, "recovered after vCenter is back")
+}
+
+func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	var calls atomic.Int64
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]mo.VirtualMachine, error) {
+		if calls.Add(1) == 2 { // the second refresh hangs until released
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}
+		return []mo.VirtualMachine{listedVM("a")}, nil
+	}).AnyTimes()
+
+	inv := NewSharedInventory(vs, time.Minute, time.Millisecond, nil)
+	var now atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now.Store(start.UnixNano())
+	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	_, err := inv.VMs(ctx)
+	require.NoError(t, err)
+	inv.Invalidate()
+	<-entered // refresh 2 started at `start` and is running
+
+	now.Store(start.Add(4*time.Minute + 10*time.Second).UnixNano())
+	_, err = inv.VMs(ctx)
+	require.ErrorIs(t, err, ErrInventoryStale, "a refresh running for longer than the grace is an outage")
+	require.Contains(t, err.Error(), "refresh running for 4m10s")
+
+	// The same age with a refresh that started recently is served.
+	inv.mu.Lock()
+	inv.running = start.Add(4 * time.Minute)
+	inv.mu.Unlock()
+	_, err = inv.VMs(ctx)
+	require.NoError(t, err, "a slow refresh within the grace keeps the snapshot")
+
+	now.Store(start.Add(4*time.Minute + inventoryRefreshGrace + time.Second).UnixNano())
+	_, err = inv.VMs(ctx)
+	require.ErrorIs(t, err, ErrInventoryStale, "past the grace the snapshot is refused")
+	close(release)
 }
 
 func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {

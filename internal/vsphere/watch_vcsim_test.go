@@ -355,6 +355,46 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	assert.Equal(t, "worker-a2", v)
 }
 
+func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := watchCtx(t)
+	c := env.Client
+	var mu sync.Mutex
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	c.SetWatchClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
+	refs := env.AddForeignVMs("abandon-", 3)
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+
+	// A poll with a version takes at least one 20 ms simulator tick: a
+	// 1 ms deadline gets no answer while the simulator still computes it.
+	short, cancel := context.WithTimeout(ctx, time.Millisecond)
+	_, err := c.VirtualMachineChanges(short)
+	cancel()
+	require.Error(t, err)
+	assert.NotErrorIs(t, err, vsphere.ErrWatchLost, "a poll without an answer keeps the watch")
+
+	before := c.Stats()
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	assert.Zero(t, c.Stats().Sub(before)["DestroyPropertyCollector"].Requests,
+		"a collector whose poll got no answer is not destroyed under the simulator")
+	_, err = c.VirtualMachineChanges(ctx)
+	require.NoError(t, err, "the new watch works")
+
+	mu.Lock()
+	now = now.Add(vsphere.WatchRetireDelay)
+	mu.Unlock()
+	before = c.Stats()
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	assert.Equal(t, int64(2), c.Stats().Sub(before)["DestroyPropertyCollector"].Requests,
+		"the current collector, and the retired one once its delay passed")
+	before = c.Stats()
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	assert.Equal(t, int64(1), c.Stats().Sub(before)["DestroyPropertyCollector"].Requests,
+		"a retired collector is destroyed once")
+}
+
 func TestWatchPagesTruncatedUpdates(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
