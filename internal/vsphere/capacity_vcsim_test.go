@@ -127,12 +127,12 @@ func TestVcsimCapacityResourcePool(t *testing.T) {
 // CanAllocateResources and, when allowed, spawning through SpawnWorker
 // (whose deferred releaseCapacity ends the reservation), the refused ones
 // retrying as workers end — never have more than 16 vCPUs of our VMs
-// powered on at once in the simulator. Run in both inventory modes: the
+// powered on at once in the simulator. Run in every inventory mode: the
 // shared inventory shows a spawn's VM only after its next refresh, which
 // local bookkeeping must cover.
 func TestVcsimCapacityConcurrentLargeJobs(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{vsphere.InventoryListing, vsphere.InventoryShared} {
+	for _, mode := range []string{vsphere.InventoryListing, vsphere.InventoryShared, vsphere.InventoryWatch} {
 		// One mode at a time: each loads the machine (40 jobs, the
 		// simulator, SOAP) on its own.
 		t.Run(mode, func(t *testing.T) { viRunConcurrentLarge(t, mode) })

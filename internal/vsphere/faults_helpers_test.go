@@ -58,7 +58,7 @@ const (
 	ftWatch   ftMode = vsphere.InventoryWatch
 )
 
-var ftModes = []ftMode{ftListing, ftShared}
+var ftModes = []ftMode{ftListing, ftShared, ftWatch}
 
 // ftClock is the hatchery's injected clock.
 type ftClock struct {

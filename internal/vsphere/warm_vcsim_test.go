@@ -212,6 +212,8 @@ func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 	ubuntu := warmNames(warmPool(warmVcsimVMs(t, env), "ubuntu"))
 	require.Len(t, ubuntu, 1)
 
+	// A claim takes what the inventory shows: let it see the new pool.
+	env.WaitInventory(h.WarmInventory())
 	claimed, err := h.WarmClaim(ctx, sdk.WorkerStarterWorkerModel{
 		ModelV2: &sdk.V2WorkerModel{Name: "debian"}, VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
 	}, nil)
