@@ -140,6 +140,11 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 	h.prov.preparing.Add(newName)
 	defer h.prov.preparing.Remove(newName)
 
+	// The VM came from the snapshot, which shows its address from now on:
+	// the reservation its provisioning made under its old name would
+	// outlive it.
+	h.ips.release(vm.Annotation.IPAddress, vm.Name)
+
 	obj := h.vs.NewVirtualMachine(vm.Ref)
 	current := vm.Name
 	fail := func(step string, err error) (*object.VirtualMachine, error) {

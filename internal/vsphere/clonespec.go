@@ -43,7 +43,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	}
 	if needIP {
 		// Read the inventory first, then pick under the pool's lock only.
-		lease, err := h.ips.reserveFree(ctx, h.indexOf(vms).used)
+		lease, err := h.ips.reserveFree(ctx, h.indexOf(vms).used, vmName)
 		if err != nil {
 			return nil, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
 		}
@@ -59,7 +59,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 		case leased != "" && unknown:
 			h.log.Info("ip kept reserved", "vm", vmName, "ip", leased, "reason", "clone outcome unknown: "+step)
 		case leased != "":
-			h.ips.release(leased)
+			h.ips.release(leased, vmName)
 			annot.IPAddress = ""
 		}
 		if created {

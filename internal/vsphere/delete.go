@@ -124,9 +124,10 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	h.toDelete.Remove(vm.Name)
 	h.unrecorded.remove(vm.Name)
 	if ip := vm.Annotation.IPAddress; ip != "" {
-		// The address is free again: drop the reservation its clone made,
-		// which would otherwise hold it until ipReservationTTL.
-		h.ips.release(ip)
+		// The address is free again: drop the reservation its clone made
+		// (if still its own), which would otherwise hold it until
+		// ipReservationTTL.
+		h.ips.release(ip, vm.Name)
 	}
 	return nil
 }

@@ -125,3 +125,28 @@ func TestDeleteServerRegistrationReport(t *testing.T) {
 		})
 	}
 }
+
+// TestDeleteServerStaleSecondDeletionKeepsANewReservation: a snapshot
+// older than a VM's destruction makes a loop delete it again (vCenter says
+// "gone", a success). The address it held may already be reserved by a new
+// spawn: that reservation must survive (the soak test once saw two workers
+// launched on one IP this way).
+func TestDeleteServerStaleSecondDeletionKeepsANewReservation(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.IPRange = "10.0.0.15/32" // one address
+	old := warmVM("w-old", wOff, wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.15" }))
+	e := newWarmEnv(t, cfg, []VM{old}, nil)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-old")).Return(nil).Times(2)
+
+	_, err := e.h.ips.reserve(context.Background(), []VM{old}, "w-old")
+	require.ErrorIs(t, err, ErrNoIPAvailable, "the old vm holds the only address")
+	require.NoError(t, e.h.deleteServer(context.Background(), old))
+	lease, err := e.h.ips.reserve(context.Background(), nil, "w-new")
+	require.NoError(t, err, "the address is free once the vm is destroyed")
+	require.Equal(t, "10.0.0.15", lease.IP)
+
+	require.NoError(t, e.h.deleteServer(context.Background(), old), "deleting a vm already gone succeeds")
+	_, err = e.h.ips.reserve(context.Background(), nil, "w-third")
+	require.ErrorIs(t, err, ErrNoIPAvailable, "w-new keeps its reservation")
+}

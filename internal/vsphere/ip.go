@@ -47,13 +47,19 @@ type ipPool struct {
 	now   func() time.Time
 
 	mu       sync.Mutex
-	reserved map[netip.Addr]time.Time // address -> expiry
+	reserved map[netip.Addr]ipReservation
+}
+
+// ipReservation is who holds a reserved address, and until when.
+type ipReservation struct {
+	owner string // the VM the address was reserved for
+	until time.Time
 }
 
 // newIPPool parses the configured ranges; a config without range gives an
 // empty pool (DHCP / template network settings).
 func newIPPool(cfg *Configuration) (*ipPool, error) {
-	p := &ipPool{net: map[netip.Addr]int{}, now: time.Now, reserved: map[netip.Addr]time.Time{}}
+	p := &ipPool{net: map[netip.Addr]int{}, now: time.Now, reserved: map[netip.Addr]ipReservation{}}
 	type rangeSet struct {
 		key                 string
 		iprange, gw, dns, m string
@@ -125,23 +131,23 @@ func usedBy(vms []VM) map[netip.Addr]bool {
 
 // expireLocked drops the reservations past their expiry. p.mu is held.
 func (p *ipPool) expireLocked(now time.Time) {
-	for a, exp := range p.reserved {
-		if !now.Before(exp) {
+	for a, r := range p.reserved {
+		if !now.Before(r.until) {
 			delete(p.reserved, a)
 		}
 	}
 }
 
 // reserve picks the first address that no VM of vms uses and that is not
-// reserved, and reserves it for ipReservationTTL. vms must be a fresh read
-// of the inventory made before the call.
-func (p *ipPool) reserve(ctx context.Context, vms []VM) (ipLease, error) {
-	return p.reserveFree(ctx, usedBy(vms))
+// reserved, and reserves it for the VM named owner for ipReservationTTL.
+// vms must be a fresh read of the inventory made before the call.
+func (p *ipPool) reserve(ctx context.Context, vms []VM, owner string) (ipLease, error) {
+	return p.reserveFree(ctx, usedBy(vms), owner)
 }
 
 // reserveFree is reserve given the addresses the VMs use (usedBy, or the
 // vmIndex of the snapshot).
-func (p *ipPool) reserveFree(ctx context.Context, used map[netip.Addr]bool) (ipLease, error) {
+func (p *ipPool) reserveFree(ctx context.Context, used map[netip.Addr]bool, owner string) (ipLease, error) {
 	if err := ctx.Err(); err != nil {
 		return ipLease{}, err
 	}
@@ -159,7 +165,7 @@ func (p *ipPool) reserveFree(ctx context.Context, used map[netip.Addr]bool) (ipL
 		if _, ok := p.reserved[a]; ok {
 			continue
 		}
-		p.reserved[a] = now.Add(ipReservationTTL)
+		p.reserved[a] = ipReservation{owner: owner, until: now.Add(ipReservationTTL)}
 		return p.leaseOf(a), nil
 	}
 	return ipLease{}, ErrNoIPAvailable
@@ -183,15 +189,20 @@ func (p *ipPool) lookup(ip string) (ipLease, bool) {
 	return p.leaseOf(a), true
 }
 
-// release drops the local reservation of ip (a spawn failed or gave up).
-func (p *ipPool) release(ip string) {
+// release drops the local reservation of ip when it is owner's (its clone
+// failed, or its VM was destroyed). A reservation of another VM is kept:
+// a deletion decided on a snapshot older than the VM's destruction must
+// not free the address a new spawn has just reserved.
+func (p *ipPool) release(ip, owner string) {
 	a, err := netip.ParseAddr(ip)
 	if err != nil || p == nil {
 		return
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	delete(p.reserved, a)
+	if r, ok := p.reserved[a]; ok && r.owner == owner {
+		delete(p.reserved, a)
+	}
 }
 
 // available tells whether at least one address is free given the

@@ -48,7 +48,7 @@ func TestIPPoolReserveSkipsUsedAddresses(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			p, _ := spPool(t, &Configuration{IPRange: "10.0.0.10/24"})
-			l, err := p.reserve(context.Background(), tt.vms)
+			l, err := p.reserve(context.Background(), tt.vms, "vm")
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, l.IP)
 			assert.Equal(t, "255.255.255.0", l.SubnetMask, "mask derived from the block")
@@ -60,18 +60,20 @@ func TestIPPoolExhaustionExpiryAndRelease(t *testing.T) {
 	t.Parallel()
 	p, clock := spPool(t, &Configuration{IPRange: "10.0.0.1/30"}) // .1 and .2
 	ctx := context.Background()
-	a, err := p.reserve(ctx, nil)
+	a, err := p.reserve(ctx, nil, "vm")
 	require.NoError(t, err)
-	b, err := p.reserve(ctx, nil)
+	b, err := p.reserve(ctx, nil, "vm")
 	require.NoError(t, err)
 	assert.NotEqual(t, a.IP, b.IP)
 	assert.False(t, p.available(nil))
-	_, err = p.reserve(ctx, nil)
+	_, err = p.reserve(ctx, nil, "vm")
 	require.ErrorIs(t, err, ErrNoIPAvailable)
 
-	p.release(a.IP)
+	p.release(a.IP, "other")
+	assert.False(t, p.available(nil), "another vm's release keeps the reservation")
+	p.release(a.IP, "vm")
 	assert.True(t, p.available(nil))
-	c, err := p.reserve(ctx, nil)
+	c, err := p.reserve(ctx, nil, "vm")
 	require.NoError(t, err)
 	assert.Equal(t, a.IP, c.IP)
 
@@ -87,7 +89,7 @@ func TestIPPoolNoRange(t *testing.T) {
 	t.Parallel()
 	p, _ := spPool(t, &Configuration{})
 	assert.False(t, p.enabled())
-	_, err := p.reserve(context.Background(), nil)
+	_, err := p.reserve(context.Background(), nil, "vm")
 	require.Error(t, err)
 }
 
@@ -111,7 +113,7 @@ func TestIPPoolConcurrentReservationsAreDistinct(t *testing.T) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			l, err := p.reserve(context.Background(), nil)
+			l, err := p.reserve(context.Background(), nil, "vm")
 			ips[i], errs[i] = l.IP, err
 		})
 	}

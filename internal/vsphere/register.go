@@ -34,6 +34,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		h.log.Warn("model registration failed", "vm", vmName, "model", m.Path(), "reason", step)
 		if vm != nil {
 			h.abandonVM(ctx, vm, vmName, leasedIP)
+			h.ips.release(leasedIP, tmpName) // reserved under its first name
 		}
 		err = fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
 		h.reportModelError(ctx, m, err)
@@ -136,7 +137,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	}
 	// Named: a watch may not report the template flag (vcsim does not).
 	h.inv.Invalidate(vm.Reference())
-	h.ips.release(leasedIP)
+	h.ips.release(leasedIP, tmpName)
 	h.log.Info("model registered", "vm", name, "model", m.Path())
 	return nil
 }

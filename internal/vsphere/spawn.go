@@ -190,7 +190,8 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm *object.Virtua
 
 // abandonVM is the failure path for a VM this spawn created or claimed:
 // power off (on a context detached from a cancelled spawn, bounded), mark
-// for deletion, release the IP reservation.
+// for deletion, release the IP reservation made for it under name (the
+// VM, powered off, keeps the address in its annotation until destroyed).
 func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm *object.VirtualMachine, name, ip string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
 	defer cancel()
@@ -200,7 +201,7 @@ func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm *object.VirtualMachi
 	h.markToDelete(name)
 	h.inv.Invalidate()
 	if ip != "" {
-		h.ips.release(ip)
+		h.ips.release(ip, name)
 	}
 	h.log.Info("vm marked for deletion", "vm", name, "ip", ip, "reason", "spawn failed")
 }
