@@ -147,11 +147,11 @@ func Run(ctx context.Context, o Options) error {
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
 	switch cfg.InventoryMode {
 	case vsphere.InventoryListing:
-	case vsphere.InventoryWatch:
-		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
-		inv = shared
-	default: // vsphere.InventoryShared, validated
+	case vsphere.InventoryShared:
 		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		inv = shared
+	default: // vsphere.InventoryWatch, validated
+		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log})

@@ -11,8 +11,8 @@ import (
 )
 
 // InventoryModeEnv names the environment variable choosing the inventory
-// mode of the hatcheries tests build on a simulator: "shared" (the
-// production default, used when the variable is unset or empty), "watch"
+// mode of the hatcheries tests build on a simulator: "watch" (the
+// production default, used when the variable is unset or empty), "shared"
 // or "listing". CI runs the simulator tests in each mode (issue 9), so that
 // every decision is checked against a fresh listing per read, a lagging
 // listed snapshot and an incrementally kept one.
@@ -24,12 +24,12 @@ const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"
 const TestInventoryMinGap = 50 * time.Millisecond
 
 // InventoryMode returns the mode named by InventoryModeEnv, else
-// vsphere.InventoryShared. An unknown value panics: a CI typo must not
+// vsphere.InventoryWatch. An unknown value panics: a CI typo must not
 // silently test another mode.
 func InventoryMode() string {
 	switch m := os.Getenv(InventoryModeEnv); m {
 	case "":
-		return vsphere.InventoryShared
+		return vsphere.InventoryWatch
 	case vsphere.InventoryWatch, vsphere.InventoryShared, vsphere.InventoryListing:
 		return m
 	default:

@@ -596,6 +596,9 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 		}
 	}
 	fmt.Fprintln(w, `
+Modes: spec = the spec's design (whole objects, test-only baseline); listing = leaf listing on every
+read; shared = one inventory refreshed by listings; watch = one inventory refreshed from a change
+watch (the default inventoryMode).
 Method: per job = SOAP counter delta over the sequential jobs (CanSpawn, CanAllocateResources,
 SpawnWorker to worker launched), shared-inventory refreshes their writes triggered included, divided by
 the jobs; lists/job counts ListVirtualMachines on the job path, refr/job the inventory owner's refreshes.

@@ -61,7 +61,7 @@ func DefaultConfiguration() Configuration {
 		WorkerProvisioningPoolSize:  DefaultWorkerProvisioningPoolSize,
 		KillAwolServersInterval:     DefaultKillAwolServersInterval,
 		KillDisabledWorkersInterval: DefaultKillDisabledWorkersInterval,
-		InventoryMode:               InventoryShared,
+		InventoryMode:               InventoryWatch,
 		InventoryRefreshInterval:    DefaultInventoryRefreshInterval,
 		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
 	}

@@ -17,8 +17,8 @@ import (
 //   - "listing": the spec's plain design, a ListingInventory listing the
 //     datacenter on every read; run returns at once.
 //
-// Both satisfy Inventory, so every loop and decision reads through the same
-// interface and the two modes can be measured side by side.
+// All satisfy Inventory, so every loop and decision reads through the same
+// interface and the modes can be measured side by side.
 func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
 	if cfg == nil || client == nil {
 		return nil, nil, fmt.Errorf("new inventory: config and client are required")
@@ -26,10 +26,10 @@ func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (I
 	switch cfg.InventoryMode {
 	case InventoryListing:
 		return ListingInventory{Client: client}, func(context.Context) {}, nil
-	case InventoryShared, "":
+	case InventoryShared:
 		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
-	case InventoryWatch:
+	case InventoryWatch, "":
 		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	default:
