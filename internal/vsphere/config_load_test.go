@@ -285,7 +285,7 @@ func TestDemoConfigShape(t *testing.T) {
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
 	}, cfg.Flavors)
 	assert.Equal(t, 32, cfg.MaxCPUs)
-	assert.Equal(t, InventoryShared, cfg.InventoryMode)
+	assert.Equal(t, InventoryWatch, cfg.InventoryMode)
 	require.Len(t, cfg.WorkerProvisioning, 1)
 	assert.Equal(t, WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2}, cfg.WorkerProvisioning[0])
 	assert.NotEmpty(t, cfg.IPRange)
