@@ -71,6 +71,13 @@ func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereCl
 	}
 	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	if cfg.InventoryMode == vsphere.InventoryWatch {
+		if client == vsphere.VSphereClient(e.Client) {
+			// A client has one change watch (VSphereClient): a watch
+			// inventory gets a session of its own, as the inventory of a
+			// hatchery process does, so that two hatcheries of one test
+			// (a restart) do not reset each other's watch.
+			client = e.NewClient(nil)
+		}
 		inv = vsphere.NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	}
 	e.run(inv.Run)

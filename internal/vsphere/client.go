@@ -86,7 +86,9 @@ type VSphereClient interface {
 	// reference, no listing; VMs that no longer exist are left out.
 	RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error)
 	// ResetVirtualMachineWatch drops the VM change watch (best effort) and
-	// starts an empty one in the current session.
+	// starts an empty one in the current session. A client has one watch,
+	// for one owner (one watch inventory): two owners would reset each
+	// other's watch and poll one collector at once.
 	ResetVirtualMachineWatch(ctx context.Context) error
 	// WatchVirtualMachines adds VMs to the change watch: from now on a
 	// change of one of their VMWatchProperties is reported by
