@@ -167,6 +167,22 @@ func (s *capacityState) reserveLocked(r reservation) {
 	s.res = append(s.res, &r)
 }
 
+// drop forgets the in-flight reservation of jobID at once, without the
+// released reservation's grace: for a VM known to hold nothing any more
+// (a provisioned VM powered off). A decision whose snapshot still shows it
+// powered on counts it through the VM.
+func (s *capacityState) drop(jobID string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, r := range s.res {
+		if r.released == 0 && r.jobID == jobID {
+			s.res = append(s.res[:i], s.res[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
 // release marks the oldest in-flight reservation of jobID released.
 func (s *capacityState) release(jobID string, now time.Time, grace time.Duration) bool {
 	s.mu.Lock()

@@ -50,6 +50,9 @@ func countAllocatedResources(vms []VM, hatcheryName string) vmUsage {
 		if v.Annotation.JobID != "" {
 			u.jobs[v.Annotation.JobID] = true
 		}
+		if v.Annotation.Provisioning {
+			u.jobs[provisionReservationKey(v.Name)] = true
+		}
 	}
 	return u
 }
@@ -72,6 +75,16 @@ func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
 // the inventory snapshot. A template is preferred over a VM of the same name.
 func templateFootprint(vms []VM, model sdk.WorkerStarterWorkerModel) (footprint, error) {
 	names := templateCandidates(model)
+	if fp, ok := footprintOfTemplate(vms, names); ok {
+		return fp, nil
+	}
+	return footprint{}, fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), names)
+}
+
+// footprintOfTemplate is the hardware of the first of names found in vms
+// with known CPUs and memory (a template preferred over a VM of the same
+// name).
+func footprintOfTemplate(vms []VM, names []string) (footprint, bool) {
 	for _, name := range names {
 		var found *VM
 		for i := range vms {
@@ -84,10 +97,10 @@ func templateFootprint(vms []VM, model sdk.WorkerStarterWorkerModel) (footprint,
 			}
 		}
 		if found != nil && found.NumCPU > 0 && found.MemoryMB > 0 {
-			return footprint{CPUs: int64(found.NumCPU), MemoryMB: int64(found.MemoryMB)}, nil
+			return footprint{CPUs: int64(found.NumCPU), MemoryMB: int64(found.MemoryMB)}, true
 		}
 	}
-	return footprint{}, fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), names)
+	return footprint{}, false
 }
 
 // capacityInput is everything one decision needs, already read: the

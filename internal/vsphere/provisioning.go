@@ -408,9 +408,28 @@ func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 }
 
 // provisionOne clones one VM for the pool, waits for its IP and powers it
-// off. A VM that fails on the way is marked for deletion.
+// off, when its footprint fits the static limits meanwhile
+// (reserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := newProvisionName(t.key.prefix())
+	log := h.log.With("vm", name, "model", t.key.model, "flavor", t.key.flavor)
+	d, err := h.reserveProvisioning(ctx, name, t)
+	if err != nil {
+		log.Warn("provisioning deferred to the next pass", "reason", err.Error())
+		return
+	}
+	if !d.Allowed {
+		log.Info("provisioning deferred to the next pass", "reason", "capacity: "+d.Reason)
+		return
+	}
+	off := false
+	defer func() {
+		if off {
+			h.dropProvisioning(name)
+		} else {
+			h.releaseCapacity(provisionReservationKey(name))
+		}
+	}()
 	h.provPending.Add(name)
 	h.prov.addPending(name, t.key)
 	defer func() {
@@ -438,7 +457,6 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	if clone == nil {
 		clone = h.cloneVM
 	}
-	log := h.log.With("vm", name, "model", t.key.model, "flavor", t.key.flavor)
 	vm, err := clone(ctx, t.template, name, &annot, t.flavor)
 	if err != nil {
 		log.Warn("provisioning failed", "reason", fmt.Sprintf("clone %q: %v", t.template, err))
@@ -462,6 +480,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		h.inv.Invalidate()
 		return
 	}
+	off = true
 	h.inv.Invalidate()
 	if grace := h.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"sort"
 	"sync"
@@ -410,4 +411,134 @@ func TestNewProvisionName(t *testing.T) {
 		assert.False(t, seen[n])
 		seen[n] = true
 	}
+}
+
+// TestProvisioningRespectsStaticLimits: a provisioned VM is powered on until
+// it has its IP, so provisioning reserves its footprint against maxCpus like
+// a spawn: with 2 of 6 vCPUs used by a worker and 2-vCPU templates, two
+// clones in flight at once leave no room for a third, which is deferred to
+// the next pass; the reservations end once the VMs are powered off.
+func TestProvisioningRespectsStaticLimits(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.MaxCPUs = 6
+	cfg.WorkerProvisioningPoolSize = 3
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	tpl := warmTpl("debian12")
+	tpl.NumCPU, tpl.MemoryMB = 2, 2048
+	worker := warmVM("worker-1", func(v *VM) { v.NumCPU, v.MemoryMB = 2, 2048 })
+	e := newWarmEnv(t, cfg, []VM{tpl, worker}, nil)
+	deferred := make(chan struct{})
+	e.h.log = slog.New(&messageSignal{msg: "provisioning deferred to the next pass", ch: deferred})
+	entered := make(chan struct{}, 3)
+	release := make(chan struct{})
+	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 2)
+
+	done := make(chan struct{})
+	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	<-entered
+	<-entered
+	select {
+	case <-deferred: // the third decision, with two clones in flight
+	case <-entered:
+		close(release)
+		<-done
+		t.Fatal("a third clone started: maxCpus overshot")
+	}
+	close(release)
+	<-done
+
+	assert.Len(t, rec.names(), 2, "2 used + 2 + 2 = 6 vCPUs: a third clone would overshoot maxCpus")
+	e.h.capacity.mu.Lock()
+	n, _ := e.h.capacity.inFlightCountLocked()
+	e.h.capacity.mu.Unlock()
+	assert.Zero(t, n, "powered off: the provisioned vms hold no capacity")
+
+	// The next pass provisions the third: the two are powered off.
+	expectProvisionSteps(e, 1)
+	e.h.provisioning(context.Background())
+	assert.Len(t, rec.names(), 3)
+}
+
+// TestProvisioningWithoutStaticLimitFillsThePool: without maxCpus or
+// maxMemoryMB nothing is checked (and nothing read) before a clone.
+func TestProvisioningWithoutStaticLimitFillsThePool(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 3
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	entered := make(chan struct{}, 3)
+	release := make(chan struct{})
+	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 3)
+	done := make(chan struct{})
+	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	for range 3 {
+		<-entered // all three in flight at once
+	}
+	close(release)
+	<-done
+	assert.Len(t, rec.names(), 3)
+}
+
+// messageSignal is a slog handler closing ch at the first record whose
+// message is msg: a test waits on a logged decision instead of sleeping.
+type messageSignal struct {
+	msg  string
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (m *messageSignal) Enabled(context.Context, slog.Level) bool { return true }
+func (m *messageSignal) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == m.msg {
+		m.once.Do(func() { close(m.ch) })
+	}
+	return nil
+}
+func (m *messageSignal) WithAttrs([]slog.Attr) slog.Handler { return m }
+func (m *messageSignal) WithGroup(string) slog.Handler      { return m }
+
+// TestProvisioningReservationCountsForSpawns: while a provisioning clone is
+// in flight, a spawn decision counts its footprint; a failed provisioning
+// keeps it for the release grace (its VM may still be powered on).
+func TestProvisioningReservationCountsForSpawns(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.MaxCPUs = 4
+	cfg.WorkerProvisioningPoolSize = 1
+	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}
+	tpl := warmTpl("debian12")
+	tpl.NumCPU, tpl.MemoryMB = 2, 2048
+	e := newWarmEnv(t, cfg, []VM{tpl}, nil)
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, errors.New("no pool")).AnyTimes()
+	model := sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
+	}
+	inClone := make(chan struct{})
+	proceed := make(chan struct{})
+	rec := &cloneRecorder{hook: func() { close(inClone); <-proceed }, err: func(string) error { return errors.New("clone refused") }}
+	e.h.prov.clone = rec.clone
+	done := make(chan struct{})
+	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	<-inClone
+
+	ok, err := e.h.CanAllocateResources(context.Background(), model, "job-1", nil)
+	require.NoError(t, err)
+	assert.True(t, ok, "2 in flight + 2 = 4 vCPUs fits")
+	ok, err = e.h.CanAllocateResources(context.Background(), model, "job-2", nil)
+	require.NoError(t, err)
+	assert.False(t, ok, "2 provisioning + 2 job-1 + 2 = 6 > 4")
+	close(proceed)
+	<-done
+	e.h.releaseCapacity("job-1")
+
+	ok, err = e.h.CanAllocateResources(context.Background(), model, "job-3", nil)
+	require.NoError(t, err)
+	assert.False(t, ok, "the failed provisioning and job-1 are held for the release grace")
 }
