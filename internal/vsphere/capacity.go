@@ -279,27 +279,12 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	in.Pool = h.readPool(ctx)
 
 	// Then decide and reserve atomically.
-	now := h.now()
-	s.mu.Lock()
-	expired := s.expireLocked(now)
-	inflight, n := s.inFlightLocked(gen, now, grace, jobID, usage.jobs)
-	in.Used = usage.footprint.add(inflight)
-	in.InFlight = inflight
-	d := decideCapacity(in)
-	if d.Allowed && in.Known {
-		s.reserveLocked(reservation{jobID: jobID, model: model.GetName(), flavor: flavorName, fp: in.Next, created: now})
-	}
-	s.mu.Unlock()
-
-	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", "job", r.jobID, "model", r.model, "flavor", r.flavor,
-			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
-	}
+	in, d, n := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: jobID, model: model.GetName(), flavor: flavorName})
 	attrs := []any{
 		"model", model.GetName(), "flavor", flavorName, "job", jobID, "allowed", d.Allowed, "reason", d.Reason,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
 		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
-		"inflight", n, "inflight_cpus", inflight.CPUs, "inflight_memory_mb", inflight.MemoryMB,
+		"inflight", n, "inflight_cpus", in.InFlight.CPUs, "inflight_memory_mb", in.InFlight.MemoryMB,
 		"pool_readable", in.Pool.Readable,
 	}
 	if in.Pool.Readable {
@@ -313,6 +298,39 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	}
 	h.log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
 	return d.Allowed, nil
+}
+
+// decideAndReserve is the atomic part of a capacity decision begun at
+// generation gen (capacityState.begin, before the inventory was read): under
+// the state's lock it drops expired reservations, adds the spawns in flight
+// to usage, decides on in and, when allowed with a known footprint,
+// reserves in.Next under r.jobID (r's model and flavor are for logs). It
+// returns in completed with Used and InFlight, the decision and how many
+// reservations were counted in flight.
+func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usage vmUsage, in capacityInput, r reservation) (capacityInput, capacityDecision, int) {
+	s := h.capacity
+	now := h.now()
+	s.mu.Lock()
+	expired := s.expireLocked(now)
+	inflight, n := s.inFlightLocked(gen, now, grace, r.jobID, usage.jobs)
+	in.Used = usage.footprint.add(inflight)
+	in.InFlight = inflight
+	d := decideCapacity(in)
+	if d.Allowed && in.Known {
+		r.fp, r.created = in.Next, now
+		s.reserveLocked(r)
+	}
+	s.mu.Unlock()
+	h.logExpired(expired, now)
+	return in, d, n
+}
+
+// logExpired logs the in-flight reservations expireLocked dropped.
+func (h *HatcheryVSphere) logExpired(expired []reservation, now time.Time) {
+	for _, r := range expired {
+		h.log.Warn("in-flight capacity reservation expired", "job", r.jobID, "model", r.model, "flavor", r.flavor,
+			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
+	}
 }
 
 // releaseCapacity drops the in-flight reservation of jobID; SpawnWorker calls

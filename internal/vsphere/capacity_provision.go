@@ -44,23 +44,7 @@ func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, 
 	}
 	in.Reserve, _ = starvationReserve(h.cfg.Flavors, t.flavor, h.cfg.CountSmallerFlavorToKeep)
 
-	key := provisionReservationKey(name)
-	now := h.now()
-	s.mu.Lock()
-	expired := s.expireLocked(now)
-	inflight, n := s.inFlightLocked(gen, now, grace, key, usage.jobs)
-	in.Used = usage.footprint.add(inflight)
-	in.InFlight = inflight
-	d := decideCapacity(in)
-	if d.Allowed && in.Known {
-		s.reserveLocked(reservation{jobID: key, model: t.key.model, flavor: t.key.flavor, fp: in.Next, created: now})
-	}
-	s.mu.Unlock()
-
-	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", "job", r.jobID, "model", r.model, "flavor", r.flavor,
-			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
-	}
+	in, d, n := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: provisionReservationKey(name), model: t.key.model, flavor: t.key.flavor})
 	h.log.Debug("provisioning capacity decision", "vm", name, "model", t.key.model, "flavor", t.key.flavor,
 		"allowed", d.Allowed, "reason", d.Reason, "known_footprint", in.Known,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,

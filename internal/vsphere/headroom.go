@@ -77,10 +77,7 @@ func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool fun
 	n, nfp := s.inFlightCountLocked()
 	health := s.poolHealth
 	s.mu.Unlock()
-	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", "job", r.jobID, "model", r.model, "flavor", r.flavor,
-			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
-	}
+	h.logExpired(expired, now)
 
 	used := vmUse.footprint.add(inflight)
 	v := capacityView{
