@@ -268,7 +268,8 @@ func StartSims(listen string, log *slog.Logger) (*Sims, error) {
 		closeSim()
 		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)
 	}
-	api.AddModelV1(v1Model(), nil)
+	// As the API does: the model shows a reference, the secret holds the value.
+	api.AddModelV1(v1Model(), map[string]string{v1PasswordSecret: guestPassword})
 
 	cfg.Endpoint, cfg.User, cfg.Password = env.Endpoint, env.User, env.Password
 	cfg.CAFile, cfg.Insecure = env.CAFile, false
@@ -362,10 +363,13 @@ func v1Model() sdk.Model {
 		UserLastModified: v1ModelModified,
 		ModelVirtualMachine: sdk.ModelVirtualMachine{
 			Image: imageTemplate, Cmd: "./worker", PostCmd: "sudo shutdown -h now",
-			User: guestUser, Password: guestPassword,
+			User: guestUser, Password: "{{." + v1PasswordSecret + "}}",
 		},
 	}
 }
+
+// v1PasswordSecret is the V1 model's secret holding its guest password.
+const v1PasswordSecret = "secrets.vsphere_password"
 
 // v1ModelModified is the V1 model's version, also written in its template.
 var v1ModelModified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

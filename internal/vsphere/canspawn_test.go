@@ -197,7 +197,7 @@ func TestGuestCredentials(t *testing.T) {
 			cfg := spConfig()
 			cfg.GuestCredentials, cfg.Models = tt.creds, tt.models
 			f := newSpFixture(t, cfg)
-			ga, err := f.h.guestCredentials(tt.model)
+			ga, err := f.h.guestCredentials(context.Background(), tt.model)
 			if tt.wantError {
 				assert.Error(t, err)
 				return

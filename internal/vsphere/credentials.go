@@ -1,11 +1,20 @@
 package vsphere
 
 import (
+	"context"
 	"fmt"
+	"regexp"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/vim25/types"
 )
+
+// secretRef matches a reference to a V1 model secret as GET
+// /worker/model/enabled shows it in the model's password:
+// "{{.secrets.vsphere_password}}" (spaces inside the braces allowed). The
+// value is the secret named "secrets.vsphere_password" of GET
+// /worker/model/{group}/{name}/secret.
+var secretRef = regexp.MustCompile(`\{\{\s*\.(secrets\.[A-Za-z0-9_.-]+)\s*\}\}`)
 
 // guestAccess is how the hatchery signs in to a worker's guest OS and what
 // it runs there before the worker. It holds a secret: never log it.
@@ -29,11 +38,12 @@ func credentialMatches(c GuestCredential, model sdk.WorkerStarterWorkerModel) bo
 
 // guestCredentials resolves the guest account of a model (001 §6.2.3):
 // the first guestCredentials entry, then the first models entry (alias),
-// matched on the model; else the model's own username/password. The
-// preStartScript of the matching entry is kept even when the account comes
-// from the model. No account is an error that names the model, never the
-// secret.
-func (h *HatcheryVSphere) guestCredentials(model sdk.WorkerStarterWorkerModel) (guestAccess, error) {
+// matched on the model; else the model's own username/password, where a V1
+// model's secret references are replaced by the model's secrets read from
+// the API (resolveModelSecrets). The preStartScript of the matching entry
+// is kept even when the account comes from the model. No account is an
+// error that names the model, never the secret.
+func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.WorkerStarterWorkerModel) (guestAccess, error) {
 	var ga guestAccess
 	var matched *GuestCredential
 	for _, list := range [][]GuestCredential{h.cfg.GuestCredentials, h.cfg.Models} {
@@ -56,9 +66,53 @@ func (h *HatcheryVSphere) guestCredentials(model sdk.WorkerStarterWorkerModel) (
 		}
 	}
 	if u := model.GetVSphereUsername(); u != "" {
-		ga.auth = &types.NamePasswordAuthentication{Username: u, Password: model.GetVSpherePassword()}
+		password, err := h.resolveModelSecrets(ctx, model, model.GetVSpherePassword())
+		if err != nil {
+			return ga, err
+		}
+		ga.auth = &types.NamePasswordAuthentication{Username: u, Password: password}
 		ga.source = "model"
 		return ga, nil
 	}
 	return ga, fmt.Errorf("no guest credentials for model %q (image %q): set guestCredentials in the hatchery config or username/password in the model", model.GetName(), model.GetVSphereImage())
 }
+
+// resolveModelSecrets replaces the secret references (secretRef) in s, a
+// field of a V1 model, by the values of the model's secrets (one API call,
+// only when s holds a reference). A V2 model's fields come resolved. An
+// error names the model and the secret, never a value.
+func (h *HatcheryVSphere) resolveModelSecrets(ctx context.Context, model sdk.WorkerStarterWorkerModel, s string) (string, error) {
+	if !model.IsV1() || !secretRef.MatchString(s) {
+		return s, nil
+	}
+	m := model.ModelV1
+	if h.cds == nil {
+		return "", fmt.Errorf("model %q: its password references a secret and the hatchery has no CDS API client", m.Path())
+	}
+	if m.Group == nil || m.Group.Name == "" {
+		return "", fmt.Errorf("model %q: its password references a secret and the model has no group to read secrets from", m.Path())
+	}
+	secrets, err := h.cds.WorkerModelSecretList(ctx, m.Group.Name, m.Name)
+	if err != nil {
+		return "", fmt.Errorf("model %q: read its secrets: %w", m.Path(), err)
+	}
+	values := make(map[string]string, len(secrets))
+	for _, sec := range secrets {
+		values[sec.Name] = sec.Value
+	}
+	var missing []string
+	out := secretRef.ReplaceAllStringFunc(s, func(ref string) string {
+		name := secretRef.FindStringSubmatch(ref)[1]
+		v, ok := values[name]
+		if !ok {
+			missing = append(missing, name)
+			return ref
+		}
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("model %q: its password references %q, which the API does not have (it has %d secrets)", m.Path(), missing, len(secrets))
+	}
+	return out, nil
+}
+

@@ -41,7 +41,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return err
 	}
 
-	ga, err := h.guestCredentials(args.Model)
+	ga, err := h.guestCredentials(ctx, args.Model)
 	if err != nil {
 		return fail("resolve guest credentials", err)
 	}

@@ -43,7 +43,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve flavor", err)
 	}
-	ga, err := h.guestCredentials(args.Model)
+	ga, err := h.guestCredentials(ctx, args.Model)
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
