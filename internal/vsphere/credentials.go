@@ -115,4 +115,3 @@ func (h *HatcheryVSphere) resolveModelSecrets(ctx context.Context, model sdk.Wor
 	}
 	return out, nil
 }
-
