@@ -118,6 +118,9 @@ func (c *Client) websocket(ctx context.Context, v apiVersion, path string, hello
 			return fmt.Errorf("websocket %s: subscribe: %w", path, err)
 		}
 	}
+	if fn, ok := ctx.Value(connectedKey{}).(func()); ok && fn != nil {
+		fn()
+	}
 	for {
 		_, msg, err := conn.ReadMessage()
 		if err != nil {
@@ -180,4 +183,15 @@ func (c *Client) dialWS(ctx context.Context, v apiVersion, path string) (*websoc
 		_ = resp.Body.Close()
 	}
 	return conn, nil
+}
+
+type connectedKey struct{}
+
+// WithConnected returns a context carrying fn, which QueueEvents and
+// V2QueueEvents call once their websocket is established (dialled and
+// subscribed), before the first read: the moment from which no event is
+// missed, when a caller polls what may have been queued while it was
+// disconnected.
+func WithConnected(ctx context.Context, fn func()) context.Context {
+	return context.WithValue(ctx, connectedKey{}, fn)
 }

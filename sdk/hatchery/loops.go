@@ -206,8 +206,14 @@ func (f *Framework) eventsV2Loop(ctx context.Context) {
 
 func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow chan struct{}, subscribe func(context.Context, chan<- T) error, toCandidate func(T) candidate) {
 	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
-	for ctx.Err() == nil {
+	for reconnect := false; ctx.Err() == nil; reconnect = true {
 		cctx, cancel := context.WithCancel(ctx)
+		if reconnect {
+			// Events queued while disconnected were missed: poll once the
+			// new connection is up (not before: a job queued between that
+			// poll and the connection would wait for the next period).
+			cctx = cdsclient.WithConnected(cctx, func() { wake(pollNow) })
+		}
 		ch := make(chan T)
 		done := make(chan struct{})
 		go func() { // joined below before the next connection
@@ -240,7 +246,6 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 		if !sleepCtx(ctx, d) {
 			return
 		}
-		wake(pollNow)
 	}
 }
 

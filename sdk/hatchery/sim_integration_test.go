@@ -533,7 +533,17 @@ func TestSimWebsocketDroppedReconnects(t *testing.T) {
 			return sim.CountCalls("GET", "/ws") >= round && sim.CountCalls("GET", "/v2/hatchery/ws") >= round
 		}, simWait, tick, "round %d: old sockets closed", round)
 		r.waitWS(1, 1)
-		require.Eventually(t, func() bool { return sim.CountCalls("GET", "/queue/workflows") > polls }, simWait, tick)
+		// The framework polls once the new v1 socket is up; wait for that
+		// poll to have succeeded (a poll cut by the drop may have reached
+		// the simulator too), so that the jobs below can only come
+		// through the sockets. The simulator records a call once it has
+		// answered: it may count it after the client logged it.
+		require.Eventually(t, func() bool {
+			logs := r.logs.String()
+			i := strings.LastIndex(logs, `"msg":"queue events disconnected, reconnecting","queue":"v1"`)
+			return i >= 0 && strings.Contains(logs[i:], `"msg":"queue poll","queue":"v1"`) &&
+				sim.CountCalls("GET", "/queue/workflows") > polls
+		}, simWait, tick, "round %d: no successful v1 poll after the reconnection", round)
 		polls = sim.CountCalls("GET", "/queue/workflows")
 
 		id := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(model)}})
