@@ -9,10 +9,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// inventoryStaleFactor mirrors the shared inventory's own rule: a snapshot
-// older than this many refresh intervals is refused by its readers.
-const inventoryStaleFactor = 4
-
 // statusSource renders the daemon's own /mon/status lines (the framework's
 // ExtraStatus): the vCenter connection and, in shared inventory mode, the
 // inventory's freshness.
@@ -39,23 +35,22 @@ func (s *statusSource) lines(context.Context) []sdk.MonitoringStatusLine {
 
 // inventoryLine is "vCenter inventory": OK when the last refresh succeeded,
 // WARN when it failed but the snapshot is still usable, AL when readers
-// refuse it (never listed, or older than inventoryStaleFactor intervals).
+// refuse it (never read, or stale by the inventory's own rule: st.Stale).
 func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.Time) sdk.MonitoringStatusLine {
 	l := sdk.MonitoringStatusLine{Component: "vCenter inventory"}
 	switch {
 	case st.LastOK.IsZero() && st.LastErr == nil:
-		l.Status, l.Value = sdk.MonitoringStatusWarn, "not listed yet"
+		l.Status, l.Value = sdk.MonitoringStatusWarn, "not read yet"
 	case st.LastOK.IsZero():
-		l.Status, l.Value = sdk.MonitoringStatusAlert, fmt.Sprintf("never listed: %v", st.LastErr)
-	case now.Sub(st.LastOK) > inventoryStaleFactor*interval:
-		l.Status = sdk.MonitoringStatusAlert
-		l.Value = fmt.Sprintf("stale: last refresh %s ago: %v", now.Sub(st.LastOK).Round(time.Second), st.LastErr)
+		l.Status, l.Value = sdk.MonitoringStatusAlert, fmt.Sprintf("never read: %v", st.LastErr)
+	case st.Stale != nil:
+		l.Status, l.Value = sdk.MonitoringStatusAlert, st.Stale.Error()
 	case st.LastErr != nil:
 		l.Status = sdk.MonitoringStatusWarn
-		l.Value = fmt.Sprintf("%d VMs listed %s ago; last refresh failed: %v", st.VMs, now.Sub(st.LastOK).Round(time.Second), st.LastErr)
+		l.Value = fmt.Sprintf("%d VMs, refreshed %s ago; last refresh failed: %v", st.VMs, now.Sub(st.LastOK).Round(time.Second), st.LastErr)
 	default:
 		l.Status = sdk.MonitoringStatusOK
-		l.Value = fmt.Sprintf("%d VMs listed %s ago (every %s)", st.VMs, now.Sub(st.LastOK).Round(time.Second), interval)
+		l.Value = fmt.Sprintf("%d VMs, refreshed %s ago (every %s)", st.VMs, now.Sub(st.LastOK).Round(time.Second), interval)
 	}
 	return l
 }

@@ -190,7 +190,16 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	if s.lastOK.IsZero() {
 		return nil, fmt.Errorf("%w: no successful refresh yet: %v", ErrInventoryStale, s.lastErr)
 	}
-	now := s.now()
+	if err := s.staleLocked(s.now()); err != nil {
+		return nil, err
+	}
+	return s.vms, nil
+}
+
+// staleLocked is the staleness rule (inventoryStaleFactor intervals, plus
+// inventoryRefreshGrace while a refresh runs): an error saying why when
+// the last successful refresh is too old, else nil. s.mu is held.
+func (s *SharedInventory) staleLocked(now time.Time) error {
 	limit := inventoryStaleFactor * s.interval
 	inFlight := !s.running.IsZero() && now.Sub(s.running) <= inventoryRefreshGrace
 	if inFlight {
@@ -204,9 +213,9 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 		case !s.running.IsZero():
 			why = fmt.Sprintf("refresh running for %s", now.Sub(s.running).Round(time.Second))
 		}
-		return nil, fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrInventoryStale, age.Round(time.Second), limit, why)
+		return fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrInventoryStale, age.Round(time.Second), limit, why)
 	}
-	return s.vms, nil
+	return nil
 }
 
 // indexOf returns the index of the current snapshot when vms is it.
@@ -279,11 +288,18 @@ type InventoryStats struct {
 	Generation uint64
 	LastOK     time.Time
 	LastErr    error
+	// Stale is what readers get instead of the snapshot now (the
+	// staleness rule), nil when they get it.
+	Stale error
 }
 
 // Stats returns a copy of the inventory's counters.
 func (s *SharedInventory) Stats() InventoryStats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	return InventoryStats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
+	st := InventoryStats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
+	if !s.lastOK.IsZero() {
+		st.Stale = s.staleLocked(s.now())
+	}
+	return st
 }

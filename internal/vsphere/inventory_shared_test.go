@@ -110,6 +110,7 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	require.NoError(t, inv.WaitRefresh(ctx))
 	vms, err := inv.VMs(ctx)
 	require.NoError(t, err, "a recent snapshot is still served during a short outage")
+	require.NoError(t, inv.Stats().Stale)
 	require.Len(t, vms, 1)
 	require.Error(t, inv.Stats().LastErr)
 
@@ -117,6 +118,7 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	_, err = inv.VMs(ctx)
 	require.ErrorIs(t, err, ErrInventoryStale, "an old snapshot is refused")
 	require.Contains(t, err.Error(), "last refresh failed: vcenter down", "the error says why")
+	require.ErrorIs(t, inv.Stats().Stale, ErrInventoryStale, "the status line reads the same verdict")
 
 	fail.Store(false)
 	require.NoError(t, inv.WaitRefresh(ctx))
