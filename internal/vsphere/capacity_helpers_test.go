@@ -4,7 +4,6 @@ package vsphere
 // that they do not collide with the helpers of other files of the package.
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -84,23 +84,14 @@ func (p *capPool) set(memoryMB, cpuMHz int64) {
 
 // capLogs is a concurrency-safe buffer of JSON log lines.
 type capLogs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *capLogs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
+	testutil.SyncBuffer
 }
 
 // records returns the decoded log lines whose msg is msg.
 func (l *capLogs) records(t *testing.T, msg string) []map[string]any {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(l.buf.String()), "\n") {
+	for _, line := range strings.Split(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}

@@ -22,6 +22,17 @@ func listedVM(name string) mo.VirtualMachine {
 	return o
 }
 
+// runInventory runs inv's owner loop until the test ends (joined at
+// cleanup) and returns the context it runs under.
+func runInventory(t *testing.T, inv *SharedInventory) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); inv.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx
+}
+
 func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
@@ -33,10 +44,7 @@ func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 	}).AnyTimes()
 
 	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := runInventory(t, inv)
 
 	for i := 0; i < 100; i++ {
 		vms, err := inv.VMs(ctx)
@@ -63,10 +71,7 @@ func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
 	}).AnyTimes()
 
 	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := runInventory(t, inv)
 
 	_, err := inv.VMs(ctx)
 	require.NoError(t, err)
@@ -98,10 +103,7 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := runInventory(t, inv)
 
 	_, err := inv.VMs(ctx)
 	require.NoError(t, err)
@@ -150,10 +152,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now.Store(start.UnixNano())
 	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := runInventory(t, inv)
 
 	_, err := inv.VMs(ctx)
 	require.NoError(t, err)
@@ -202,10 +201,7 @@ func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
 		return []mo.VirtualMachine{listedVM("a")}, nil
 	}).AnyTimes()
 	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); inv.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	ctx := runInventory(t, inv)
 
 	require.NoError(t, inv.WaitRefresh(ctx))
 	select {
