@@ -154,13 +154,14 @@ func Run(ctx context.Context, o Options) error {
 		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: metrics})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 	metrics.Headroom = h.FlavorHeadroom
 	metrics.SOAP = vc.SOAPCounts
 	metrics.Logger = log
+	metrics.Health = func() vsphere.Health { return health(vc, shared, time.Now()) }
 
 	hostname, _ := os.Hostname()
 	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}

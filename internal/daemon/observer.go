@@ -46,7 +46,26 @@ func (o metricsObserver) SpawnFailed(ev hatchery.SpawnEvent, d time.Duration) {
 	}
 }
 
-// JobSkipped implements hatchery.Observer; the metrics have no series for it.
+// HeartbeatSent implements hatchery.HealthObserver: heartbeat_failures.
+func (o metricsObserver) HeartbeatSent(ok bool) {
+	o.m.HeartbeatSent(ok)
+	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
+		ho.HeartbeatSent(ok)
+	}
+}
+
+// MaxWorkersReached implements hatchery.HealthObserver:
+// capacity_refusals{resource="count"}.
+func (o metricsObserver) MaxWorkersReached() {
+	o.m.CapacityRefused(vsphere.CapacityCount)
+	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
+		ho.MaxWorkersReached()
+	}
+}
+
+// JobSkipped implements hatchery.Observer; the metrics count the refusals
+// for lack of room through MaxWorkersReached and the hatchery's own
+// capacity checks instead.
 func (o metricsObserver) JobSkipped(reason string) {
 	if o.next != nil {
 		o.next.JobSkipped(reason)

@@ -141,6 +141,14 @@ func (v *VCenter) Connected() bool {
 	return v.cur != nil
 }
 
+// Up tells whether vCenter is connected and its last request did not fail
+// in transport: the "vCenter" status line is OK.
+func (v *VCenter) Up() bool {
+	v.mu.RLock()
+	defer v.mu.RUnlock()
+	return v.cur != nil && v.unreachable == nil
+}
+
 // SOAPCounts returns the cumulative SOAP counters of the connected client,
 // for vsphere.Metrics.SOAP; nil before the connection.
 func (v *VCenter) SOAPCounts() map[string]vsphere.SOAPCount {

@@ -67,6 +67,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refuse("vm " + name + " already serves the job")
 	}
 	if h.ips.enabled() && !h.ips.available(idx.used) {
+		h.metrics.CapacityRefused(CapacityIP)
 		return refuse("no static ip available")
 	}
 	return true

@@ -297,7 +297,24 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 		attrs = append(attrs, "footprint_err", footprintErr.Error())
 	}
 	h.log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
+	if r, ok := refusedResource(d); ok {
+		h.metrics.CapacityRefused(r)
+	}
 	return d.Allowed, nil
+}
+
+// refusedResource tells which resource a refusing decision found
+// exhausted; false when d allowed the worker.
+func refusedResource(d capacityDecision) (CapacityResource, bool) {
+	switch {
+	case d.Allowed:
+		return "", false
+	case d.Reason == reasonPoolCPU || d.Reason == reasonCPULimit || d.Reason == reasonCPUStarvation:
+		return CapacityCPU, true
+	case d.Reason == reasonPoolMemory || d.Reason == reasonMemoryLimit || d.Reason == reasonMemoryStarvation:
+		return CapacityMemory, true
+	}
+	return "", false
 }
 
 // decideAndReserve is the atomic part of a capacity decision begun at

@@ -31,6 +31,8 @@ type HatcheryVSphere struct {
 	inv Inventory
 	log *slog.Logger
 	now func() time.Time
+	// metrics counts capacity refusals; nil: not counted.
+	metrics *Metrics
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -63,6 +65,9 @@ type Options struct {
 	Inventory Inventory
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Metrics, when set, counts the jobs refused for lack of room
+	// (capacity_refusals).
+	Metrics *Metrics
 }
 
 // New builds the hatchery from a validated configuration.
@@ -77,6 +82,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		inv:         o.Inventory,
 		log:         o.Logger,
 		now:         o.Now,
+		metrics:     o.Metrics,
 		pendingJobs: newNameSet(),
 		provPending: newNameSet(),
 		provUsing:   newNameSet(),

@@ -46,6 +46,11 @@ type Metrics struct {
 	// the vCenter client, by SOAP method. nil: soap_requests and soap_bytes
 	// are not recorded.
 	SOAP func() map[string]SOAPCount
+	// Health, when set, is read at every scrape (it must not block) for the
+	// gauges that have to be current even while no collection pass can run,
+	// vCenter being unreachable: vcenter_up, inventory_stale and
+	// inventory_age_seconds. nil: those gauges are not recorded.
+	Health func() Health
 	// Logger receives the spawn methods' warnings; nil means slog.Default().
 	// Collection passes log through the hatchery's logger.
 	Logger *slog.Logger
@@ -72,6 +77,32 @@ type Metrics struct {
 	stateMu  sync.Mutex
 	soapPrev map[string]SOAPCount
 	pool     *object.ResourcePool // loaded once, dropped when unreadable
+
+	// seenMu guards models: the worker models whose spawn counters were
+	// set to 0 for every label value (zeroModel).
+	seenMu sync.Mutex
+	models map[string]bool
+
+	// heartbeatMu guards heartbeatFails, the consecutive failed heartbeats.
+	heartbeatMu    sync.Mutex
+	heartbeatFails int64
+}
+
+// Health is what the daemon knows at scrape time of its links: read by the
+// Metrics.Health hook at every scrape.
+type Health struct {
+	// VCenterUp: connected to vCenter and its last request did not fail in
+	// transport.
+	VCenterUp bool
+	// Inventory is false in listing mode (no shared inventory): the
+	// inventory gauges are not recorded then.
+	Inventory bool
+	// InventoryStale: the shared inventory refuses its snapshot (too old,
+	// or never read because every refresh failed).
+	InventoryStale bool
+	// InventoryAge is the time since the last successful refresh; negative
+	// when none succeeded yet (inventory_age_seconds is then not recorded).
+	InventoryAge time.Duration
 }
 
 // SOAPCount is the cumulative traffic of one SOAP method since the vCenter
@@ -103,6 +134,7 @@ var (
 	keyReason      = tag.MustNewKey("reason")
 	keyMethod      = tag.MustNewKey("method")
 	keySource      = tag.MustNewKey("source")
+	keyResource    = tag.MustNewKey("resource")
 )
 
 // Measures. OpenCensus keeps measures in a process-wide registry by name;
@@ -144,6 +176,13 @@ var (
 	mSOAPBytes    = stats.Int64(metricPrefix+"soap_bytes", "SOAP bytes exchanged with vCenter (request and response bodies), by method", stats.UnitBytes)
 
 	mCollectionErrors = stats.Int64(metricPrefix+"collection_errors", "Collection passes in which a source could not be read, by source", "1")
+
+	mCapacityRefusals    = stats.Int64(metricPrefix+"capacity_refusals", "Jobs waiting that the hatchery refused for lack of room, by exhausted resource", "1")
+	mProvisionedVMTarget = stats.Int64(metricPrefix+"provisioned_vm_target", "Pre-provisioned (idle) VMs the warm pool is configured to keep", "1")
+	mHeartbeatFailures   = stats.Int64(metricPrefix+"heartbeat_failures", "Consecutive failed heartbeats to the CDS API (0 after a success)", "1")
+	mVCenterUp           = stats.Int64(metricPrefix+"vcenter_up", "1 when connected to vCenter and its last request did not fail in transport, else 0", "1")
+	mInventoryStale      = stats.Int64(metricPrefix+"inventory_stale", "1 when the shared VM inventory refuses its snapshot as stale, else 0", "1")
+	mInventoryAge        = stats.Float64(metricPrefix+"inventory_age_seconds", "Time since the shared VM inventory last refreshed successfully, in seconds", stats.UnitSeconds)
 )
 
 // spawnDurationBuckets are the spawn_duration_seconds bucket bounds: a
@@ -161,12 +200,15 @@ type viewDef struct {
 	cycle bool
 }
 
-// OpenCensus returns one shared *Aggregation for LastValue, Sum and Count,
+// Counters are Sum views of measurements of 1 rather than Count views: a
+// Sum view takes a measurement of 0, which is how a counter with a known
+// label set is exported at 0 before its first event (zeroCounters).
+//
+// OpenCensus returns one shared *Aggregation for LastValue and Sum,
 // and registering a view writes to its aggregation (canonicalize): each
 // view gets its own copy, or two meters registering at once would race.
 func lastValue() *view.Aggregation { a := *view.LastValue(); return &a }
 func sum() *view.Aggregation       { a := *view.Sum(); return &a }
-func count() *view.Aggregation     { a := *view.Count(); return &a }
 func spawnDistribution() *view.Aggregation {
 	return view.Distribution(append([]float64(nil), spawnDurationBuckets...)...)
 }
@@ -205,13 +247,19 @@ var viewDefs = []viewDef{
 	{mIPUsedCount, lastValue, nil, true},
 	{mIPTotalCount, lastValue, nil, true},
 	{mFlavorHeadroom, lastValue, []tag.Key{keyFlavor}, true},
-	{mSpawnsStarted, count, []tag.Key{keyWorkerModel}, false},
-	{mSpawnsSucceeded, count, []tag.Key{keyWorkerModel}, false},
-	{mSpawnsFailed, count, []tag.Key{keyWorkerModel, keyReason}, false},
+	{mSpawnsStarted, sum, []tag.Key{keyWorkerModel}, false},
+	{mSpawnsSucceeded, sum, []tag.Key{keyWorkerModel}, false},
+	{mSpawnsFailed, sum, []tag.Key{keyWorkerModel, keyReason}, false},
 	{mSpawnDuration, spawnDistribution, []tag.Key{keyWorkerModel}, false},
 	{mSOAPRequests, sum, []tag.Key{keyMethod}, false},
 	{mSOAPBytes, sum, []tag.Key{keyMethod}, false},
-	{mCollectionErrors, count, []tag.Key{keySource}, false},
+	{mCollectionErrors, sum, []tag.Key{keySource}, false},
+	{mCapacityRefusals, sum, []tag.Key{keyResource}, false},
+	{mProvisionedVMTarget, lastValue, nil, true},
+	{mHeartbeatFailures, lastValue, nil, false},
+	{mVCenterUp, lastValue, nil, false},
+	{mInventoryStale, lastValue, nil, false},
+	{mInventoryAge, lastValue, nil, false},
 }
 
 // producersMu serialises scrapes across every Metrics of the process. The
@@ -241,6 +289,7 @@ func NewMetrics(serviceName string) (*Metrics, error) {
 		},
 		meter:    meter,
 		soapPrev: map[string]SOAPCount{},
+		models:   map[string]bool{},
 	}
 	all := make([]*view.View, 0, len(viewDefs))
 	for _, d := range viewDefs {
@@ -277,7 +326,67 @@ func NewMetrics(serviceName string) (*Metrics, error) {
 		return nil, fmt.Errorf("new metrics: prometheus exporter: %w", err)
 	}
 	m.exporter = exp
+	if err := m.zeroCounters(); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("new metrics: %w", err)
+	}
 	return m, nil
+}
+
+// zeroCounters exports, from the start, every series whose label set is
+// known in advance at 0: collection_errors of every source,
+// capacity_refusals of every resource, heartbeat_failures. A ratio or an
+// increase() over them then answers 0, not "no data", until the first
+// event. (spawns_* are zeroed per model, at its first spawn: zeroModel.)
+func (m *Metrics) zeroCounters() error {
+	var errs []error
+	for _, src := range []string{metricsSourceInventory, metricsSourceResourcePool, metricsSourceHeadroom, metricsSourceIPRange} {
+		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keySource, src)}, mCollectionErrors.M(0)))
+	}
+	for _, r := range CapacityResources {
+		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(0)))
+	}
+	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0)))
+	return errors.Join(errs...)
+}
+
+// HeartbeatSent records the outcome of one heartbeat to the CDS API:
+// heartbeat_failures counts the consecutive failures, 0 after a success.
+func (m *Metrics) HeartbeatSent(ok bool) {
+	m.heartbeatMu.Lock()
+	defer m.heartbeatMu.Unlock()
+	if ok {
+		m.heartbeatFails = 0
+	} else {
+		m.heartbeatFails++
+	}
+	if err := m.record(nil, mHeartbeatFailures.M(m.heartbeatFails)); err != nil {
+		m.logger().Warn("record heartbeat metric", "err", err)
+	}
+}
+
+// recordHealth records the scrape-time gauges from the Health hook.
+func (m *Metrics) recordHealth() {
+	if m.Health == nil {
+		return
+	}
+	hl := m.Health()
+	b := func(v bool) int64 {
+		if v {
+			return 1
+		}
+		return 0
+	}
+	ms := []stats.Measurement{mVCenterUp.M(b(hl.VCenterUp))}
+	if hl.Inventory {
+		ms = append(ms, mInventoryStale.M(b(hl.InventoryStale)))
+		if hl.InventoryAge >= 0 {
+			ms = append(ms, mInventoryAge.M(hl.InventoryAge.Seconds()))
+		}
+	}
+	if err := m.record(nil, ms...); err != nil {
+		m.logger().Warn("record health metrics", "err", err)
+	}
 }
 
 // Handler serves this Metrics in the Prometheus text format: mount it at
@@ -294,6 +403,9 @@ func (m *Metrics) Close() {
 		return
 	}
 	m.closed = true
+	// Aggregate what was recorded before: the meter's stop does not wait
+	// for the measurements still queued.
+	m.meter.Find(mVMCount.Name())
 	m.meter.Stop()
 }
 
@@ -384,7 +496,9 @@ type meterGatherer struct {
 
 // Gather implements prometheus.Gatherer.
 func (g *meterGatherer) Gather() ([]*dto.MetricFamily, error) {
-	// Counters recorded before the scrape (spawns) are in the scrape.
+	// Counters recorded before the scrape (spawns) are in the scrape, and
+	// so are the health gauges read now.
+	g.m.recordHealth()
 	g.m.flush()
 	g.m.cycleMu.Lock()
 	defer g.m.cycleMu.Unlock()

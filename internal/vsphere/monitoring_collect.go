@@ -113,6 +113,7 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 			mRPCPUMaxMHz.M(rt.Cpu.MaxUsage), mRPCPUUsageMHz.M(rt.Cpu.OverallUsage), mRPCPUUnreservedMHz.M(rt.Cpu.UnreservedForVm),
 			mRPMemMaxBytes.M(rt.Memory.MaxUsage), mRPMemUsageBytes.M(rt.Memory.OverallUsage), mRPMemUnreservedBytes.M(rt.Memory.UnreservedForVm))
 	}
+	rec(nil, mProvisionedVMTarget.M(warmPoolTarget(h.cfg)))
 	for flavor, n := range headroom {
 		rec([]tag.Mutator{tag.Upsert(keyFlavor, tagValue(flavor))}, mFlavorHeadroom.M(int64(n)))
 	}
@@ -307,4 +308,14 @@ func ipsInUse(inRange map[netip.Addr]bool, vms []VM) int64 {
 		}
 	}
 	return int64(len(used))
+}
+
+// warmPoolTarget is how many pre-provisioned VMs the warm pool is
+// configured to keep: the sum of workerProvisioning[].number.
+func warmPoolTarget(cfg *Configuration) int64 {
+	var n int64
+	for _, w := range cfg.WorkerProvisioning {
+		n += int64(w.Number)
+	}
+	return n
 }

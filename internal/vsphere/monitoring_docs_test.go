@@ -43,6 +43,7 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	e.m.SOAP = func() map[string]SOAPCount {
 		return map[string]SOAPCount{"RetrievePropertiesEx": {Requests: 3, Bytes: 3000}}
 	}
+	e.m.Health = func() Health { return Health{VCenterUp: true, Inventory: true, InventoryAge: 5 * time.Second} }
 	e.h.collectMetrics(context.Background(), e.m)
 	mu.Lock()
 	headroomErr = nil

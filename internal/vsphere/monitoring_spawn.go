@@ -53,15 +53,66 @@ func (r SpawnFailureReason) known() SpawnFailureReason {
 	return SpawnFailureOther
 }
 
+// CapacityResource is the resource tag of capacity_refusals: what was
+// exhausted when a waiting job was refused.
+type CapacityResource string
+
+// Capacity resources.
+const (
+	// CapacityCPU: maxCpus (with the reserve for smaller flavors) or the
+	// resource pool's unreserved CPU.
+	CapacityCPU CapacityResource = "cpu"
+	// CapacityMemory: maxMemoryMB (with the reserve for smaller flavors) or
+	// the resource pool's unreserved memory.
+	CapacityMemory CapacityResource = "memory"
+	// CapacityIP: no free address in the configured static IP ranges.
+	CapacityIP CapacityResource = "ip"
+	// CapacityCount: provision.maxWorker workers already run or start.
+	CapacityCount CapacityResource = "count"
+)
+
+// CapacityResources lists every resource, in documentation order.
+var CapacityResources = []CapacityResource{CapacityCPU, CapacityMemory, CapacityIP, CapacityCount}
+
+// CapacityRefused counts a waiting job refused because r is exhausted.
+// m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) CapacityRefused(r CapacityResource) {
+	if m == nil {
+		return
+	}
+	if err := m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(1)); err != nil {
+		m.logger().Warn("record capacity metric", "err", err)
+	}
+}
+
 // SpawnStarted counts a spawn of a worker of model (the model's path or
 // template name) that has started: the job is taken.
 func (m *Metrics) SpawnStarted(model string) {
+	m.zeroModel(model)
 	m.recordSpawn(stats.Measurement(mSpawnsStarted.M(1)), tag.Upsert(keyWorkerModel, tagValue(model)))
+}
+
+// zeroModel exports, the first time model is seen, spawns_succeeded and
+// spawns_failed of every reason for it at 0: the failure ratio of a model
+// that never failed is then 0, not "no data".
+func (m *Metrics) zeroModel(model string) {
+	m.seenMu.Lock()
+	defer m.seenMu.Unlock()
+	if m.models[model] {
+		return
+	}
+	m.models[model] = true
+	mod := tag.Upsert(keyWorkerModel, tagValue(model))
+	m.recordSpawn(mSpawnsSucceeded.M(0), mod)
+	for _, r := range SpawnFailureReasons {
+		m.recordSpawn(mSpawnsFailed.M(0), mod, tag.Upsert(keyReason, string(r)))
+	}
 }
 
 // SpawnSucceeded counts a spawn whose worker was launched in the guest, d
 // after the job was taken, and records d in spawn_duration_seconds.
 func (m *Metrics) SpawnSucceeded(model string, d time.Duration) {
+	m.zeroModel(model)
 	mod := tag.Upsert(keyWorkerModel, tagValue(model))
 	m.recordSpawn(mSpawnsSucceeded.M(1), mod)
 	m.recordSpawn(mSpawnDuration.M(d.Seconds()), mod)
@@ -70,6 +121,7 @@ func (m *Metrics) SpawnSucceeded(model string, d time.Duration) {
 // SpawnFailed counts a failed spawn of model; an unknown reason is counted
 // as SpawnFailureOther.
 func (m *Metrics) SpawnFailed(model string, reason SpawnFailureReason) {
+	m.zeroModel(model)
 	m.recordSpawn(mSpawnsFailed.M(1),
 		tag.Upsert(keyWorkerModel, tagValue(model)),
 		tag.Upsert(keyReason, string(reason.known())))

@@ -255,8 +255,11 @@ func TestMetricsScrapeMatchesFixture(t *testing.T) {
 		_, ok := series(fams, "cds_hatchery_vsphere_worker_vcpus", labels{"worker_name": name})
 		assert.False(t, ok, "unexpected per-worker series for %s", name)
 	}
-	// No source failed.
-	assert.NotContains(t, fams, "cds_hatchery_vsphere_collection_errors")
+	// No source failed: every collection_errors series is still at its 0.
+	assert.Len(t, fams["cds_hatchery_vsphere_collection_errors"].GetMetric(), 4)
+	for _, mt := range fams["cds_hatchery_vsphere_collection_errors"].GetMetric() {
+		assert.Zero(t, mt.GetCounter().GetValue(), "collection_errors%v", mt.GetLabel())
+	}
 }
 
 func TestMetricsDestroyedWorkerSeriesGone(t *testing.T) {

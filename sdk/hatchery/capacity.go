@@ -404,12 +404,19 @@ func (f *Framework) decideLocked(register bool) (pool int, reason string) {
 // call. The slot counts in the pool as Pending (or Registering) until
 // released, or, once spawned, until a later snapshot covers it.
 func (f *Framework) reserve(name string, register bool) (*slot, string) {
+	full := false
+	defer func() { // after the unlock: observers are not called under c.mu
+		if ho, ok := f.obs.(HealthObserver); ok && full {
+			ho.MaxWorkersReached()
+		}
+	}()
 	c := &f.cap
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, reason := f.decideLocked(register); reason != "" {
+	if pool, reason := f.decideLocked(register); reason != "" {
 		if !register {
 			c.capacitySkipped = true
+			full = f.cfg.Provision.MaxWorker > 0 && pool >= f.cfg.Provision.MaxWorker
 		}
 		return nil, reason
 	}

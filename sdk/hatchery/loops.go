@@ -81,6 +81,9 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 	for {
 		lines := f.statusLines(ctx)
 		err := f.client.Heartbeat(ctx, sdk.MonitoringStatus{Now: f.now(), Lines: lines})
+		if ho, ok := f.obs.(HealthObserver); ok && ctx.Err() == nil {
+			ho.HeartbeatSent(err == nil)
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil

@@ -45,3 +45,15 @@ func (NopObserver) SpawnFailed(SpawnEvent, time.Duration) {}
 
 // JobSkipped does nothing.
 func (NopObserver) JobSkipped(string) {}
+
+// HealthObserver is an optional extension of Observer: when the Observer
+// also implements it, the framework reports its heartbeats and the jobs it
+// refuses because provision.maxWorker workers already run or start.
+type HealthObserver interface {
+	// HeartbeatSent is called after every heartbeat to the CDS API, ok
+	// when the API accepted it.
+	HeartbeatSent(ok bool)
+	// MaxWorkersReached is called when a waiting job is refused because
+	// the worker pool already holds provision.maxWorker workers.
+	MaxWorkersReached()
+}
