@@ -1,3 +1,11 @@
+//go:build !race
+
+// The end-to-end test is built without the race detector, like
+// internal/e2e: it installs vCenter fault-injection rules while the demo
+// clones and powers on, and the pinned govmomi simulator races inside its
+// own fault injector then (internal/vsphere/faults_vcsim_test.go says
+// more). .ci/test runs this package a second time without -race.
+
 package promtest
 
 import (
