@@ -161,7 +161,14 @@ func Run(ctx context.Context, o Options) error {
 	metrics.Headroom = h.FlavorHeadroom
 	metrics.SOAP = vc.SOAPCounts
 	metrics.Logger = log
-	metrics.Health = func() vsphere.Health { return health(vc, shared, time.Now()) }
+	metrics.Health = func() vsphere.Health {
+		var st *vsphere.InventoryStats
+		if shared != nil {
+			s := shared.Stats()
+			st = &s
+		}
+		return health(vc.Up(), st, time.Now())
+	}
 
 	hostname, _ := os.Hostname()
 	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}

@@ -56,19 +56,18 @@ func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.T
 }
 
 // health is what the scrape-time gauges show (vsphere.Metrics.Health): the
-// vCenter link as the "vCenter" status line judges it, and the shared
-// inventory's staleness as the "vCenter inventory" line does (inv nil:
-// listing mode, no inventory gauges).
-func health(vc *VCenter, inv *vsphere.SharedInventory, now time.Time) vsphere.Health {
-	hl := vsphere.Health{VCenterUp: vc.Up(), InventoryAge: -1}
+// vCenter link as the "vCenter" status line judges it (vcUp), and the
+// shared inventory's staleness as the "vCenter inventory" line does (inv
+// nil: listing mode, no inventory gauges).
+func health(vcUp bool, inv *vsphere.InventoryStats, now time.Time) vsphere.Health {
+	hl := vsphere.Health{VCenterUp: vcUp, InventoryAge: -1}
 	if inv == nil {
 		return hl
 	}
-	st := inv.Stats()
 	hl.Inventory = true
-	hl.InventoryStale = st.Stale != nil || (st.LastOK.IsZero() && st.LastErr != nil)
-	if !st.LastOK.IsZero() {
-		hl.InventoryAge = now.Sub(st.LastOK)
+	hl.InventoryStale = inv.Stale != nil || (inv.LastOK.IsZero() && inv.LastErr != nil)
+	if !inv.LastOK.IsZero() {
+		hl.InventoryAge = now.Sub(inv.LastOK)
 	}
 	return hl
 }
