@@ -33,6 +33,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
 
 // Timings of the end-to-end test: Prometheus scrapes and evaluates every
@@ -193,7 +194,7 @@ scrape_configs:
 		"--web.listen-address="+addr,
 		"--log.level=warn",
 	)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
@@ -399,22 +400,4 @@ func docExprs(t *testing.T) []string {
 		out[i] = window.ReplaceAllString(e, "["+rateWindow+"]")
 	}
 	return out
-}
-
-// syncBuffer is a bytes buffer safe for a process's concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
