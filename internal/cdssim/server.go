@@ -168,6 +168,10 @@ const (
 	errIDAlreadyBooked    = 89
 	errIDAlreadyReleased  = 135
 	errIDInternal         = 1 // "internal server error"
+	// errIDLocked answers a result whose buildID does not lock the job
+	// (409 "Resource locked"); the captures hold no such answer, so the id
+	// is the simulator's own.
+	errIDLocked = 193
 )
 
 type apiErr struct {

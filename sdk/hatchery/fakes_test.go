@@ -159,7 +159,10 @@ func (c *fakeClient) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 
 func (c *fakeClient) APIURL() string { return "http://api.test" }
 
-func (c *fakeClient) QueueWorkflowNodeJobRun(ctx context.Context, region string) ([]sdk.WorkflowNodeJobRun, error) {
+// V2Region is the region the fake V2 sign-in answers.
+func (c *fakeClient) V2Region() string { return "default" }
+
+func (c *fakeClient) QueueWorkflowNodeJobRun(ctx context.Context, regions []string) ([]sdk.WorkflowNodeJobRun, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.polls++

@@ -243,7 +243,8 @@ func New(o Options) (*Framework, error) {
 	f.skips.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
-	f.st.queue.set(sdk.MonitoringStatusWarn, "not polled yet")
+	f.st.queueV1.set(sdk.MonitoringStatusWarn, "not polled yet")
+	f.st.queueV2.set(sdk.MonitoringStatusWarn, "not polled yet")
 	return f, nil
 }
 
