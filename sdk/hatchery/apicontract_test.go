@@ -148,3 +148,58 @@ func TestV1QueueRegions(t *testing.T) {
 		assert.Equal(t, tc.want, c.V1QueueRegions(), "region %q ignoreJobWithNoRegion %v", tc.region, tc.ignore)
 	}
 }
+
+// End to end against the simulator, V1 and V2 with a region configured:
+// every spawned worker signs in with the token its hatchery gave it
+// (checked against the hatchery's public key), takes its job and ends it.
+// The V1 poll asks for the region and for the jobs without one; the V2
+// queue is read in the region the V2 sign-in answered, not
+// provision.region.
+func TestSimWorkersSignInTakeAndEndTheirJobs(t *testing.T) {
+	t.Parallel()
+	sim := cdssim.Start(t, cdssim.Options{Regions: []string{"eu-west"}, CDN: &sdk.CDNConfig{HTTPURL: "http://cdn.test"}})
+	r := newSimRigOn(t, sim, simRigOptions{v1: true, v2: true, cfg: func(cfg *CommonConfiguration) {
+		cfg.Provision.Region = "eu"
+		cfg.Provision.MaxWorker = 10
+	}})
+	r.h.registerInSim = true
+	model := r.addModel()
+	region := func(reg string) sdk.Requirement {
+		return sdk.Requirement{Name: "region", Type: sdk.RegionRequirement, Value: reg}
+	}
+	inRegion := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(model), region("eu")}})
+	noRegion := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(model)}})
+	elsewhere := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(model), region("us")}})
+	v2job := sim.AddJobV2(cdssim.JobV2{Model: v2Model()})
+	stop := r.run()
+
+	done := func() bool {
+		a, _ := sim.JobV1(inRegion)
+		b, _ := sim.JobV1(noRegion)
+		c, _ := sim.JobV2(v2job)
+		return a.Status == sdk.StatusSuccess && b.Status == sdk.StatusSuccess && c.Status == sdk.StatusSuccess
+	}
+	require.Eventually(t, func() bool {
+		r.h.finishAll() // the workers that took their job end it
+		return done()
+	}, simWait, 10*time.Millisecond)
+	require.NoError(t, stop())
+
+	r.h.get(func(h *simHatchery) {
+		assert.Empty(t, h.workerErrs, "every worker signed in and took its job")
+		assert.Equal(t, map[string]int{jobKey(inRegion): 1, jobKey(noRegion): 1, v2job: 1}, h.perJob)
+	})
+	st, _ := sim.JobV1(elsewhere)
+	assert.Equal(t, sdk.StatusWaiting, st.Status, "a job of another region is left alone")
+	assert.Empty(t, sim.UnknownSpawnInfoIDs(), "only spawn info ids the api defines")
+	var v1Queries []string
+	for _, c := range sim.Calls() {
+		if c.Method == "GET" && c.Path == "/queue/workflows" {
+			v1Queries = append(v1Queries, c.Query)
+		}
+	}
+	require.NotEmpty(t, v1Queries)
+	assert.Equal(t, "modelType=vsphere&region=eu&region=", v1Queries[0])
+	assert.Positive(t, sim.CountCalls("GET", "/v2/queue/eu-west"), "the sign-in region")
+	assert.Zero(t, sim.CountCalls("GET", "/v2/queue/eu"), "not provision.region")
+}
