@@ -203,3 +203,24 @@ func TestSimWorkersSignInTakeAndEndTheirJobs(t *testing.T) {
 	assert.Positive(t, sim.CountCalls("GET", "/v2/queue/eu-west"), "the sign-in region")
 	assert.Zero(t, sim.CountCalls("GET", "/v2/queue/eu"), "not provision.region")
 }
+
+// Stopping leaves the jobs already spawned for booked (their workers may
+// still take them) and says which in one line.
+func TestStopListsSpawnedJobsLeftBooked(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	hs := newHarness(t, cfg, nil)
+	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
+	hs.c.addJob(7, modelReq("shared.infra/debian12"))
+	stop := hs.run()
+	a := <-hs.h.spawned
+	require.Eventually(t, func() bool {
+		return len(logLines(hs.logs.String(), `"msg":"worker spawned"`, "INFO")) == 1
+	}, waitFor, tick)
+	require.NoError(t, firstErr(stop()))
+	lines := logLines(hs.logs.String(), "jobs spawned for stay booked", "INFO")
+	require.Len(t, lines, 1)
+	assert.Contains(t, lines[0], `"jobs":"v1:7(`+a.WorkerName+`)"`)
+	assert.Contains(t, lines[0], `"count":1`)
+	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, testHatchery, c.jobs[7].bookedBy, "still booked") })
+}

@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -180,6 +182,9 @@ type Framework struct {
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
 	skips      skipLog
+	// spawned are the jobs this run spawned a worker for that were not
+	// seen back in the queue since: booked or taken, by this hatchery.
+	spawned    spawnedJobs
 	models     modelsCache
 	st         state
 
@@ -241,6 +246,7 @@ func New(o Options) (*Framework, error) {
 	f.attempts.init()
 	f.attemptsV2.init()
 	f.skips.init()
+	f.spawned.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
 	f.st.queueV1.set(sdk.MonitoringStatusWarn, "not polled yet")
@@ -263,6 +269,56 @@ func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
 func (f *Framework) MonAddr() string {
 	s, _ := f.monAddr.Load().(string)
 	return s
+}
+
+// spawnedJobs are the jobs a worker was spawned for (V1 "v1:id", V2
+// "v2:id") and when, with the worker's name.
+type spawnedJobs struct {
+	mu   sync.Mutex
+	jobs map[string]spawnedJob
+}
+
+type spawnedJob struct {
+	worker string
+	at     time.Time
+}
+
+func (s *spawnedJobs) init() { s.jobs = map[string]spawnedJob{} }
+
+func (s *spawnedJobs) add(key, worker string, at time.Time) {
+	s.mu.Lock()
+	s.jobs[key] = spawnedJob{worker: worker, at: at}
+	s.mu.Unlock()
+}
+
+// seen forgets a job back in the queue (released) or given up on.
+func (s *spawnedJobs) seen(key string) {
+	s.mu.Lock()
+	delete(s.jobs, key)
+	s.mu.Unlock()
+}
+
+// prune forgets the spawns older than attemptsRetention.
+func (s *spawnedJobs) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, j := range s.jobs {
+		if now.Sub(j.at) >= attemptsRetention {
+			delete(s.jobs, k)
+		}
+	}
+}
+
+// list returns "key(worker)" for each job, sorted.
+func (s *spawnedJobs) list() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.jobs))
+	for k, j := range s.jobs {
+		out = append(out, k+"("+j.worker+")")
+	}
+	sort.Strings(out)
+	return out
 }
 
 // errHeartbeat marks the fatal heartbeat error.
@@ -343,7 +399,13 @@ func (f *Framework) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	f.log.Info("hatchery framework stopping")
+	if jobs := f.spawned.list(); len(jobs) > 0 {
+		// Their workers may still take them: the bookings are left as
+		// they are, and the operator sees which jobs they are.
+		f.log.Info("hatchery framework stopping, jobs spawned for stay booked", "jobs", strings.Join(jobs, " "), "count", len(jobs))
+	} else {
+		f.log.Info("hatchery framework stopping")
+	}
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()

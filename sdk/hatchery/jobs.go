@@ -320,6 +320,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	}
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
+	f.spawned.add(key, name, booked)
 	f.log.Info("worker spawned", "job", jobKey, "model", model.GetName(), "worker", name, "duration", d)
 	return outcomeStarted
 }
@@ -358,6 +359,7 @@ func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerSta
 		return
 	}
 	f.attempts.forget(id)
+	f.spawned.seen(candidate{v1ID: id}.key())
 }
 
 // sendSpawnInfo posts one spawn info; failures are logged only.
@@ -460,6 +462,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
+	f.spawned.add(key, name, taken)
 	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
 	return outcomeStarted

@@ -130,8 +130,11 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
 			ids[jobs[i].ID] = struct{}{}
-			keys[candidate{v1ID: jobs[i].ID}.key()] = true
+			k := candidate{v1ID: jobs[i].ID}.key()
+			keys[k] = true
+			f.spawned.seen(k) // back in the queue: no longer booked
 		}
+		f.spawned.prune(f.now())
 		f.attempts.prune(f.now(), func(id int64) bool {
 			if _, ok := ids[id]; ok {
 				return true
@@ -171,8 +174,11 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 		f.st.queueV2.set(sdk.MonitoringStatusOK, "region "+region+": polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
 		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
-			keys[candidate{v2ID: jobs[i].ID}.key()] = true
+			k := candidate{v2ID: jobs[i].ID}.key()
+			keys[k] = true
+			f.spawned.seen(k) // back in the queue: no longer taken
 		}
+		f.spawned.prune(f.now())
 		f.attemptsV2.prune(f.now(), func(id string) bool {
 			k := candidate{v2ID: id}.key()
 			return keys[k] || before[k] || f.isInflight(k)
