@@ -184,9 +184,9 @@ type Framework struct {
 	skips      skipLog
 	// spawned are the jobs this run spawned a worker for that were not
 	// seen back in the queue since: booked or taken, by this hatchery.
-	spawned    spawnedJobs
-	models     modelsCache
-	st         state
+	spawned spawnedJobs
+	models  modelsCache
+	st      state
 
 	monReady chan struct{}
 	monAddr  atomic.Value // string
