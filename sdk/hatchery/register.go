@@ -42,9 +42,8 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 		path := m.Path()
 		key := "register:" + path
 		if m.NbSpawnErr >= maxModelSpawnErrors {
-			// As the API's own hatcheries do: a model that failed this
-			// often needs a human; a successful registration (or an edit
-			// of the model) clears the count.
+			// As CDS's own hatcheries do: a model that failed this often
+			// needs a human; a successful registration clears the count.
 			reason := fmt.Sprintf("spawn errors: the model has %d, registration stops at %d", m.NbSpawnErr, maxModelSpawnErrors)
 			lvl := slog.LevelWarn
 			if !f.skips.first(key, reason) {
