@@ -41,9 +41,9 @@ type Interface interface {
 	// until ctx ends or the connection drops (then it returns the error).
 	QueueEvents(ctx context.Context, jobIDs chan<- int64) error
 
-	// V2 queue; region is V2Region's.
-	// V2Region is the region the last V2 sign-in answered ("" before): the
-	// V2 queue routes take it, whatever provision.region says.
+	// V2 queue. V2Region is the region the last V2 sign-in answered (""
+	// before): the region every V2 queue route below takes, whatever
+	// provision.region says.
 	V2Region() string
 	V2QueueJobs(ctx context.Context, region string) ([]sdk.V2WorkflowRunJob, error)
 	V2QueueJobInfo(ctx context.Context, region, jobRunID string) (*sdk.V2QueueJobInfo, error)
