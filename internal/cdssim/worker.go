@@ -259,25 +259,53 @@ func (w *Worker) End(ctx context.Context, status string) error {
 	return nil
 }
 
+// workerRetryEvery and workerRetryFor pace a simulated worker's retries of
+// a call the API answered 5xx (or did not answer), as the real worker
+// retries: injected API failures must not lose a job's result.
+const (
+	workerRetryEvery = 50 * time.Millisecond
+	workerRetryFor   = 2 * time.Minute
+)
+
+// do sends one call, retried on 5xx and transport errors until
+// workerRetryFor or ctx ends; 4xx answers are final.
 func (w *Worker) do(ctx context.Context, method, path, token string, body any) (*http.Response, error) {
 	b, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, w.api+path, bytes.NewReader(b))
+	ctx, cancel := context.WithTimeout(ctx, workerRetryFor)
+	defer cancel()
+	t := time.NewTicker(workerRetryEvery)
+	defer t.Stop()
+	for {
+		resp, retry, err := w.once(ctx, method, path, token, b)
+		if !retry {
+			return resp, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+func (w *Worker) once(ctx context.Context, method, path, token string, body []byte) (*http.Response, bool, error) {
+	req, err := http.NewRequestWithContext(ctx, method, w.api+path, bytes.NewReader(body))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.hc.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, ctx.Err() == nil, err
 	}
 	defer resp.Body.Close()
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
 	if resp.StatusCode >= 300 {
-		return nil, fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(msg))
+		return nil, resp.StatusCode >= 500, fmt.Errorf("%s %s: status %d: %s", method, path, resp.StatusCode, bytes.TrimSpace(msg))
 	}
-	return resp, nil
+	return resp, false, nil
 }

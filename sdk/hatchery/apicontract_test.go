@@ -211,11 +211,20 @@ func TestStopListsSpawnedJobsLeftBooked(t *testing.T) {
 	cfg := testConfig(t)
 	hs := newHarness(t, cfg, nil)
 	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
-	hs.c.addJob(7, modelReq("shared.infra/debian12"))
+	hs.c.addJob(6, modelReq("shared.infra/debian12"))
 	stop := hs.run()
-	a := <-hs.h.spawned
+	ended := <-hs.h.spawned
 	require.Eventually(t, func() bool {
 		return len(logLines(hs.logs.String(), `"msg":"worker spawned"`, "INFO")) == 1
+	}, waitFor, tick)
+	// Job 6's worker ran it and left: the job is no longer booked.
+	hs.h.finishAll()
+	hs.c.finishJob(6)
+	require.Eventually(t, func() bool { return !hs.f.poolNames()(ended.WorkerName) }, waitFor, tick)
+	hs.c.addJob(7, modelReq("shared.infra/debian12"))
+	a := <-hs.h.spawned
+	require.Eventually(t, func() bool {
+		return len(logLines(hs.logs.String(), `"msg":"worker spawned"`, "INFO")) == 2
 	}, waitFor, tick)
 	require.NoError(t, firstErr(stop()))
 	lines := logLines(hs.logs.String(), "jobs spawned for stay booked", "INFO")

@@ -183,7 +183,8 @@ type Framework struct {
 	attemptsV2 attemptCounter[string]
 	skips      skipLog
 	// spawned are the jobs this run spawned a worker for that were not
-	// seen back in the queue since: booked or taken, by this hatchery.
+	// seen back in the queue since; those whose worker is still in the
+	// pool stay booked (or taken) by this hatchery.
 	spawned spawnedJobs
 	models  modelsCache
 	st      state
@@ -271,6 +272,17 @@ func (f *Framework) MonAddr() string {
 	return s
 }
 
+// poolNames returns whether a worker is in the worker pool (the last
+// snapshot and the spawns since), as of now.
+func (f *Framework) poolNames() func(worker string) bool {
+	pool := f.Pool()
+	names := make(map[string]bool, len(pool))
+	for _, w := range pool {
+		names[w.Name] = true
+	}
+	return func(worker string) bool { return names[worker] }
+}
+
 // spawnedJobs are the jobs a worker was spawned for (V1 "v1:id", V2
 // "v2:id") and when, with the worker's name.
 type spawnedJobs struct {
@@ -309,13 +321,16 @@ func (s *spawnedJobs) prune(now time.Time) {
 	}
 }
 
-// list returns "key(worker)" for each job, sorted.
-func (s *spawnedJobs) list() []string {
+// list returns "key(worker)" for each job whose worker is live (a worker
+// that ended took its job with it), sorted.
+func (s *spawnedJobs) list(live func(worker string) bool) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]string, 0, len(s.jobs))
 	for k, j := range s.jobs {
-		out = append(out, k+"("+j.worker+")")
+		if live(j.worker) {
+			out = append(out, k+"("+j.worker+")")
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -399,7 +414,7 @@ func (f *Framework) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	if jobs := f.spawned.list(); len(jobs) > 0 {
+	if jobs := f.spawned.list(f.poolNames()); len(jobs) > 0 {
 		// Their workers may still take them: the bookings are left as
 		// they are, and the operator sees which jobs they are.
 		f.log.Info("hatchery framework stopping, jobs spawned for stay booked", "jobs", strings.Join(jobs, " "), "count", len(jobs))
