@@ -178,7 +178,7 @@ type Framework struct {
 
 	cap      capacity
 	attempts attemptCounter[int64]
-	// attemptsV2 counts failed spawns per V2 run job; past
+	// attemptsV2 counts spawn attempts per V2 run job; past
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
 	skips      skipLog

@@ -379,7 +379,8 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
 	if n := f.attemptsV2.count(id); maxAttempts > 0 && n >= maxAttempts {
 		// V2 has no fail route: the job stays in the queue for other
-		// hatcheries; this one stops taking it until it leaves the queue.
+		// hatcheries; this one stops taking it until its count is
+		// forgotten (out of the queue for attemptsRetention).
 		return f.skip(key, id, "", fmt.Sprintf("attempts: gave up after %d attempts", n))
 	}
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
