@@ -121,11 +121,13 @@ const (
 
 // Result is the body of POST /queue/workflows/{id}/result. A hatchery only
 // sends failed results, for jobs it gives up on: Status "Fail", Reason set.
+// The API reads buildID and remoteTime in camel case: with other keys it
+// reads build 0 and answers 409 "Resource locked".
 type Result struct {
 	ID         int64     `json:"id"`
-	BuildID    int64     `json:"build_id"`
+	BuildID    int64     `json:"buildID"`
 	Status     string    `json:"status"`
 	Reason     string    `json:"reason,omitempty"`
-	RemoteTime time.Time `json:"remote_time"`
+	RemoteTime time.Time `json:"remoteTime"`
 	Duration   string    `json:"duration,omitempty"`
 }

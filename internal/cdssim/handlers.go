@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/pem"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -27,7 +28,8 @@ func (s *Server) routes() http.Handler {
 	h("POST /queue/workflows/{id}/book", apiV1, s.jobV1Book)
 	h("DELETE /queue/workflows/{id}/book", apiV1, s.jobV1Release)
 	h("POST /queue/workflows/{id}/spawn/infos", apiV1, s.jobV1SpawnInfos)
-	h("POST /queue/workflows/{id}/result", apiV1, s.jobV1Result)
+	h("POST /queue/workflows/{id}/result", apiNone, s.jobV1Result) // a hatchery or the job's worker
+	h("POST /queue/workflows/{id}/take", apiWorker, s.jobV1Take)
 	h("GET /ws", apiV1, s.wsV1)
 
 	h("GET /v2/queue/{region}", apiV2, s.queueV2)
@@ -35,6 +37,8 @@ func (s *Server) routes() http.Handler {
 	h("POST /v2/queue/{region}/job/{id}/hatchery/take", apiV2, s.jobV2Take)
 	h("DELETE /v2/queue/{region}/job/{id}/hatchery/take", apiV2, s.jobV2Release)
 	h("POST /v2/queue/{region}/job/{id}/info", apiV2, s.jobV2SendInfo)
+	h("POST /v2/queue/{region}/job/{id}/result", apiWorker, s.jobV2WorkerResult)
+	h("POST /auth/consumer/worker/signin", apiNone, s.workerSignin)
 	h("GET /v2/hatchery/ws", apiV2, s.wsV2)
 
 	h("GET /worker", apiV1, s.workersV1)
@@ -103,6 +107,9 @@ func (s *Server) signinV1(r *http.Request, _ *session) (int, any, error) {
 		sid = s.st.id()
 		s.st.services[req.Service.Name] = sid
 	}
+	// Any PEM is accepted here, as the API does; worker sign-in is where a
+	// key that is not PKCS#1 fails.
+	s.st.pubKeys[req.Service.Name] = req.Service.PublicKey
 	s.mu.Unlock()
 	tok, err := s.newSession(respWriter(r), &session{api: apiV1, name: req.Service.Name, serviceID: sid})
 	if err != nil {
@@ -156,6 +163,7 @@ func (s *Server) signinV2(r *http.Request, _ *session) (int, any, error) {
 	}
 	before := *h // the answer shows the state before this sign-in
 	h.Config, h.PublicKey, h.HTTPURL, h.ModelType = req.Config, req.PublicKey, req.HTTPURL, req.Type
+	s.st.pubKeys[req.Name] = req.PublicKey
 	s.mu.Unlock()
 	tok, err := s.newSession(respWriter(r), &session{api: apiV2, name: req.Name, hatchID: h.ID, modelType: req.Type})
 	if err != nil {
@@ -204,7 +212,7 @@ func (s *Server) configCDN(_ *http.Request, _ *session) (int, any, error) {
 
 func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 	mt := r.URL.Query().Get("modelType")
-	region := r.URL.Query().Get("region")
+	regions, byRegion := r.URL.Query()["region"]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []sdk.WorkflowNodeJobRun{}
@@ -215,7 +223,9 @@ func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 		if mt != "" && j.run.ModelType != mt {
 			continue
 		}
-		if jr := j.run.Job.Action.Requirements.First(sdk.RegionRequirement); jr != "" && region != "" && jr != region {
+		// Each region value matches exactly; the empty value matches the
+		// jobs without a region; no region parameter lists them all.
+		if byRegion && !slices.Contains(regions, j.run.Job.Action.Requirements.First(sdk.RegionRequirement)) {
 			continue
 		}
 		out = append(out, s.jobV1View(j))
@@ -314,12 +324,41 @@ func (s *Server) jobV1SpawnInfos(r *http.Request, _ *session) (int, any, error) 
 	if err != nil {
 		return 0, nil, err
 	}
+	for _, in := range infos {
+		// The API answers 204 for an unknown id but stores the info
+		// without a user message: the simulator flags it instead.
+		if _, ok := SpawnInfoMessageIDs[in.Message.ID]; !ok {
+			s.st.unknownSpawnInfos = append(s.st.unknownSpawnInfos, in.Message.ID)
+		}
+	}
 	j.spawnInfos = append(j.spawnInfos, infos...)
 	return http.StatusNoContent, nil, nil
 }
 
+// resultBody is the body of POST /queue/workflows/{id}/result with the
+// keys the API reads: buildID and remoteTime are camel case.
+type resultBody struct {
+	ID         int64     `json:"id"`
+	BuildID    int64     `json:"buildID"`
+	Status     string    `json:"status"`
+	Reason     string    `json:"reason"`
+	RemoteTime time.Time `json:"remoteTime"`
+	Duration   string    `json:"duration"`
+}
+
+// jobV1Result takes a result from a hatchery (V1 session, failing a job it
+// gives up on) or from the job's worker. The API locks the job by the
+// body's buildID: without it (other keys, or 0) it answers 409 "Resource
+// locked".
 func (s *Server) jobV1Result(r *http.Request, _ *session) (int, any, error) {
-	var res sdk.Result
+	sess, err := s.authenticate(r, apiV1)
+	if err != nil {
+		var werr error
+		if sess, werr = s.authenticate(r, apiWorker); werr != nil {
+			return 0, nil, err
+		}
+	}
+	var res resultBody
 	if err := decodeBody(r, &res); err != nil {
 		return 0, nil, err
 	}
@@ -329,12 +368,20 @@ func (s *Server) jobV1Result(r *http.Request, _ *session) (int, any, error) {
 		s.mu.Unlock()
 		return 0, nil, err
 	}
-	j.results = append(j.results, res)
+	if res.BuildID != j.run.ID {
+		s.mu.Unlock()
+		return 0, nil, newErr(http.StatusConflict, errIDLocked, "Resource locked", "")
+	}
+	j.results = append(j.results, sdk.Result{ID: res.ID, BuildID: res.BuildID, Status: res.Status, Reason: res.Reason, RemoteTime: res.RemoteTime, Duration: res.Duration})
 	if res.Status != "" {
 		j.run.Status = res.Status
 	}
 	id, st := j.run.ID, j.run.Status
 	s.mu.Unlock()
+	if sess.api == apiWorker {
+		s.FinishWorker(sess.name, st)
+		return http.StatusNoContent, nil, nil
+	}
 	s.broadcastV1(id, st)
 	return http.StatusNoContent, nil, nil
 }

@@ -10,6 +10,17 @@
 // PKCS#1 "RSA PUBLIC KEY" PEM). A session is valid while the simulator knows
 // it: ExpireSessions forgets them all, so the next call answers 401 id 10.
 //
+// It is as strict as the real API where a hatchery can get it wrong: a
+// worker signs in (POST /auth/consumer/worker/signin, see StartWorker) with
+// the JWT its hatchery signed, verified with the public key that hatchery
+// sent at sign-in read as a PKCS#1 "RSA PUBLIC KEY" PEM (401 otherwise);
+// the V2 queue answers only for its regions, the first announced at V2
+// sign-in (404 "region … not found" otherwise); a V1 result needs the
+// camel-case buildID (409 "Resource locked" otherwise); the V1 queue
+// matches each region value exactly, the empty value matching the jobs
+// without a region; spawn-info ids the API does not define are flagged
+// (UnknownSpawnInfoIDs).
+//
 // Everything is safe for concurrent use.
 package cdssim
 
@@ -168,6 +179,10 @@ const (
 	errIDAlreadyBooked    = 89
 	errIDAlreadyReleased  = 135
 	errIDInternal         = 1 // "internal server error"
+	// errIDLocked answers a result whose buildID does not lock the job
+	// (409 "Resource locked"); the captures hold no such answer, so the id
+	// is the simulator's own.
+	errIDLocked = 193
 )
 
 type apiErr struct {

@@ -89,7 +89,7 @@ func TestSimulatorV1Flow(t *testing.T) {
 
 	id := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{{Type: sdk.ModelRequirement, Value: path}}})
 	other := sim.AddJobV1(cdssim.JobV1{ModelType: sdk.Docker})
-	jobs, err := a.QueueWorkflowNodeJobRun(ctx, "")
+	jobs, err := a.QueueWorkflowNodeJobRun(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, jobs, 1, "docker job filtered out")
 	assert.Equal(t, id, jobs[0].ID)
@@ -116,7 +116,7 @@ func TestSimulatorV1Flow(t *testing.T) {
 	wg.Wait()
 	assert.EqualValues(t, 1, wins.Load())
 	assert.EqualValues(t, 3, lost.Load())
-	jobs, err = a.QueueWorkflowNodeJobRun(ctx, "")
+	jobs, err = a.QueueWorkflowNodeJobRun(ctx, nil)
 	require.NoError(t, err)
 	assert.Empty(t, jobs, "booked jobs are left out")
 

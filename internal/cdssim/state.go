@@ -16,6 +16,8 @@ const (
 	apiNone apiKind = iota
 	apiV1
 	apiV2
+	// apiWorker is a worker session (POST /auth/consumer/worker/signin).
+	apiWorker
 )
 
 // session is a signed-in hatchery (V1 service or V2 hatchery).
@@ -74,14 +76,20 @@ type state struct {
 	sessions   map[string]*session // by JWT
 	services   map[string]int64    // V1 service id by name
 	hatcheries map[string]*sdk.V2Hatchery
-	nextID     int64
-	nextJobV1  int64 // V1 job ids count from 1, apart from other ids
+	// pubKeys is the public key each hatchery sent at its last sign-in.
+	pubKeys   map[string][]byte
+	nextID    int64
+	nextJobV1 int64 // V1 job ids count from 1, apart from other ids
 
 	jobsV1 map[int64]*jobV1
 	jobsV2 map[string]*jobV2
 	models map[string]*modelV1 // by group/name
 	v2mods map[string]sdk.V2WorkerModel
 	workrs map[string]*worker // by name
+
+	// unknownSpawnInfos are the spawn-info message ids received that the
+	// API does not define.
+	unknownSpawnInfos []string
 
 	heartbeatsV1 []sdk.MonitoringStatus
 	heartbeatsV2 []sdk.MonitoringStatus
@@ -98,6 +106,7 @@ func (st *state) init() {
 	st.sessions = map[string]*session{}
 	st.services = map[string]int64{}
 	st.hatcheries = map[string]*sdk.V2Hatchery{}
+	st.pubKeys = map[string][]byte{}
 	st.jobsV1 = map[int64]*jobV1{}
 	st.jobsV2 = map[string]*jobV2{}
 	st.models = map[string]*modelV1{}
@@ -229,6 +238,38 @@ func (s *Server) CountCalls(method, path string) int {
 	}
 	return n
 }
+
+// SpawnInfoMessageIDs are the spawn-info message ids the CDS API defines
+// (its sdk/messages.go) that concern spawning a worker. An info with
+// another id is accepted (204) but shown to users without a message.
+var SpawnInfoMessageIDs = map[string]struct{}{
+	"MsgSpawnInfoHatcheryStarts":           {},
+	"MsgSpawnInfoHatcheryErrorSpawn":       {},
+	"MsgSpawnInfoHatcheryStartDockerPull":  {},
+	"MsgSpawnInfoHatcheryEndDockerPull":    {},
+	"MsgSpawnInfoHatcheryEndDockerPullErr": {},
+	"MsgSpawnInfoDeprecatedModel":          {},
+	"MsgSpawnInfoWorkerEnd":                {},
+	"MsgSpawnInfoJobInQueue":               {},
+	"MsgSpawnInfoJobTaken":                 {},
+	"MsgSpawnInfoJobTakenWorkerVersion":    {},
+	"MsgSpawnInfoWorkerForJob":             {},
+	"MsgSpawnInfoWorkerForJobError":        {},
+	"MsgSpawnInfoJobError":                 {},
+	"MsgSpawnInfoHatcheryCannotStart":      {},
+	"MsgSpawnErrorHatcheryRetryAttempt":    {},
+}
+
+// UnknownSpawnInfoIDs returns the spawn-info message ids received that the
+// API does not define (see SpawnInfoMessageIDs), in order.
+func (s *Server) UnknownSpawnInfoIDs() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.st.unknownSpawnInfos...)
+}
+
+// Region is the V2 region the simulator announces at V2 sign-in.
+func (s *Server) Region() string { return s.opts.Regions[0] }
 
 // Heartbeats returns the heartbeat bodies received on V1 and on V2.
 func (s *Server) Heartbeats() (v1, v2 []sdk.MonitoringStatus) {

@@ -160,7 +160,9 @@ func workerConfig(c vcsimtest.GuestCall) (hatchery.WorkerConfig, bool) {
 }
 
 // runWorker is one worker's life: launched (VM, flavor, hardware, IP),
-// registered, finished after WorkerRunTime, VM powered off.
+// signed in with the token its hatchery gave it and its job taken (over the
+// simulator's HTTP API, as the real worker does), finished after
+// WorkerRunTime, VM powered off.
 func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatchery.WorkerConfig) {
 	jobID := wc.RunJobID
 	if wc.BookedJobID != 0 {
@@ -187,11 +189,17 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress)
 
-	// The worker registers right after its launch, as a real one does.
-	if d.api.RegisterWorker(c.VM, jobID) == "" {
-		d.log.Warn("demo: register worker refused", "worker", c.VM, "job", jobID)
+	// The worker signs in right after its launch, as a real one does.
+	w, err := cdssim.StartWorker(ctx, d.api.URL(), cdssim.WorkerJob{
+		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: d.api.Region(),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("demo: worker sign-in refused", "vm", c.VM, "job", jobID, "err", err)
+		}
+		return
 	}
-	d.out.job(j, "worker %s registered, job building", c.VM)
+	d.out.job(j, "worker %s signed in, job building", c.VM)
 	t := time.NewTimer(d.o.WorkerRunTime)
 	defer t.Stop()
 	select {
@@ -199,7 +207,9 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 		return
 	case <-t.C:
 	}
-	d.api.FinishWorker(c.VM, sdk.StatusSuccess)
+	if err := w.End(ctx, sdk.StatusSuccess); err != nil && ctx.Err() == nil {
+		d.log.Warn("demo: worker result refused", "vm", c.VM, "job", jobID, "err", err)
+	}
 	if err := d.powerOff(ctx, st.Ref); err != nil && ctx.Err() == nil {
 		d.log.Warn("demo: power off worker vm", "vm", c.VM, "err", err)
 	}

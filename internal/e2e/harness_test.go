@@ -161,9 +161,10 @@ func (r *rig) jobState(j rigJob) jobState {
 }
 
 // playWorkers plays the worker of every successful launch the fake guest
-// records, across daemon runs, until ctx ends: it registers with the API at
-// once, "builds" for runTime, finishes (Success) and powers its VM off as
-// `shutdown -h now` would.
+// records, across daemon runs, until ctx ends: it signs in to the API at
+// once with the token its hatchery gave it and takes its job, "builds" for
+// runTime, ends it (Success) and powers its VM off as `shutdown -h now`
+// would.
 func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -181,7 +182,7 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 				if c.Fault != nil || c.ProgramPath != "/bin/echo" {
 					continue
 				}
-				job, ok := launchJob(c)
+				job, wc, ok := launchJob(c)
 				if !ok {
 					continue
 				}
@@ -192,7 +193,7 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					r.runWorker(ctx, c.VM, job, runTime)
+					r.runWorker(ctx, c.VM, job, wc, runTime)
 				}()
 			}
 			seen = len(calls)
@@ -200,10 +201,15 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 	}()
 }
 
-func (r *rig) runWorker(ctx context.Context, vm, job string, runTime time.Duration) {
+func (r *rig) runWorker(ctx context.Context, vm, job string, wc hatchery.WorkerConfig, runTime time.Duration) {
 	api := r.sims.API
-	if api.RegisterWorker(vm, job) == "" {
-		r.log.Warn("test worker: register refused", "vm", vm, "job", job)
+	w, err := cdssim.StartWorker(ctx, api.URL(), cdssim.WorkerJob{
+		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: api.Region(),
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn("test worker: sign-in refused", "vm", vm, "job", job, "err", err)
+		}
 		return
 	}
 	tm := time.NewTimer(runTime) // the build's duration, not a synchronisation
@@ -213,7 +219,9 @@ func (r *rig) runWorker(ctx context.Context, vm, job string, runTime time.Durati
 		return
 	case <-tm.C:
 	}
-	api.FinishWorker(vm, sdk.StatusSuccess)
+	if err := w.End(ctx, sdk.StatusSuccess); err != nil && ctx.Err() == nil {
+		r.log.Warn("test worker: result refused", "vm", vm, "job", job, "err", err)
+	}
 	if ref, ok := r.vmRef(vm); ok {
 		task, err := object.NewVirtualMachine(r.sims.Env.Admin.Client, ref).PowerOff(ctx)
 		if err == nil {
@@ -230,21 +238,22 @@ func (r *rig) vmRef(name string) (types.ManagedObjectReference, bool) {
 	return st.Ref, ok
 }
 
-// launchJob is the job of a launch, from its CDS_CONFIG.
-func launchJob(c vcsimtest.GuestCall) (string, bool) {
+// launchJob is the job of a launch and the worker configuration it got,
+// from its CDS_CONFIG.
+func launchJob(c vcsimtest.GuestCall) (string, hatchery.WorkerConfig, bool) {
 	for _, e := range c.EnvVariables {
 		if enc, ok := strings.CutPrefix(e, "CDS_CONFIG="); ok {
 			wc, err := hatchery.DecodeWorkerConfig(enc)
 			if err != nil {
-				return "", false
+				return "", wc, false
 			}
 			if wc.BookedJobID != 0 {
-				return strconv.FormatInt(wc.BookedJobID, 10), true
+				return strconv.FormatInt(wc.BookedJobID, 10), wc, true
 			}
-			return wc.RunJobID, wc.RunJobID != ""
+			return wc.RunJobID, wc, wc.RunJobID != ""
 		}
 	}
-	return "", false
+	return "", hatchery.WorkerConfig{}, false
 }
 
 // ourVMs splits the hatchery's VMs in the simulator (templates aside):

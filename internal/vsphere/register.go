@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/vmware/govmomi/object"
 )
@@ -36,9 +35,9 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 			h.abandonVM(ctx, vm, vmName, leasedIP)
 			h.ips.release(leasedIP, tmpName) // reserved under its first name
 		}
-		err = fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
-		h.reportModelError(ctx, m, err)
-		return err
+		// The framework reports the returned error on the model (PUT
+		// .../error), once per attempt.
+		return fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
 	}
 
 	ga, err := h.guestCredentials(ctx, args.Model)
@@ -140,19 +139,4 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	h.ips.release(leasedIP, tmpName)
 	h.log.Info("model registered", "vm", name, "model", m.Path())
 	return nil
-}
-
-// reportModelError sends a registration failure to the API (PUT
-// /worker/model/{group}/{name}/error); without a CDS client it only logs.
-func (h *HatcheryVSphere) reportModelError(ctx context.Context, m *sdk.Model, err error) {
-	if h.cds == nil {
-		return
-	}
-	group := ""
-	if m.Group != nil {
-		group = m.Group.Name
-	}
-	if rerr := h.cds.WorkerModelSpawnError(ctx, group, m.Name, sdk.SpawnErrorForm{Error: err.Error()}); rerr != nil {
-		h.log.Warn("report model spawn error failed", "model", m.Path(), "reason", rerr.Error())
-	}
 }

@@ -51,10 +51,15 @@ func (c *Client) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 }
 
 // QueueWorkflowNodeJobRun lists the waiting V1 jobs of model type vsphere:
-// GET /queue/workflows?modelType=vsphere&region=<region>. The API leaves
+// GET /queue/workflows?modelType=vsphere&region=<r1>&region=<r2>... The
+// API matches each region exactly, the empty value matching the jobs
+// without a region; no region at all lists every region. The API leaves
 // booked jobs out, this hatchery's included.
-func (c *Client) QueueWorkflowNodeJobRun(ctx context.Context, region string) ([]sdk.WorkflowNodeJobRun, error) {
-	q := url.Values{"modelType": {sdk.VSphere}, "region": {region}}
+func (c *Client) QueueWorkflowNodeJobRun(ctx context.Context, regions []string) ([]sdk.WorkflowNodeJobRun, error) {
+	q := url.Values{"modelType": {sdk.VSphere}}
+	if len(regions) > 0 {
+		q["region"] = append([]string(nil), regions...)
+	}
 	var jobs []sdk.WorkflowNodeJobRun
 	if err := c.call(ctx, v1, http.MethodGet, "/queue/workflows", q, nil, &jobs); err != nil {
 		return nil, fmt.Errorf("queue workflows: %w", err)
@@ -118,8 +123,9 @@ func (c *Client) QueueJobSendSpawnInfo(ctx context.Context, id int64, infos []sd
 }
 
 // QueueJobFail sends a failed result for a V1 job the hatchery gives up on:
-// POST /queue/workflows/{id}/result with sdk.Result{id, build_id, status:
-// "Fail", reason, remote_time} (the shape of CDS's sdk.Result).
+// POST /queue/workflows/{id}/result with sdk.Result{id, buildID, status:
+// "Fail", reason, remoteTime} (the shape of CDS's sdk.Result; the API locks
+// the job by buildID and answers 409 without it).
 func (c *Client) QueueJobFail(ctx context.Context, id int64, reason string) error {
 	res := sdk.Result{ID: id, BuildID: id, Status: sdk.StatusFail, Reason: reason, RemoteTime: time.Now(), Duration: "0s"}
 	if err := c.call(ctx, v1, http.MethodPost, jobPath(id, "/result"), nil, res, nil); err != nil {

@@ -147,6 +147,13 @@ func (c *Client) V2Hatchery() (*sdk.V2Hatchery, string) {
 	return c.hatchery, c.region
 }
 
+// V2Region is the region the last V2 sign-in answered ("" before).
+func (c *Client) V2Region() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.region
+}
+
 // HasV1 tells whether the client is configured for V1 (a V1 token is set).
 func (c *Client) HasV1() bool { return c.cfg.Token != "" }
 

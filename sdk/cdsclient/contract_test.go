@@ -208,6 +208,7 @@ func TestSignInRequests(t *testing.T) {
 	require.NotNil(t, h)
 	assert.Equal(t, "8646f789-611a-49a7-97e2-0e34cd014f69", h.ID)
 	assert.Equal(t, "default", region)
+	assert.Equal(t, region, c.V2Region(), "the V2 queue routes take the sign-in region")
 }
 
 func TestSignInSkipsMissingToken(t *testing.T) {
@@ -263,9 +264,10 @@ func TestEveryCall(t *testing.T) {
 				}
 				return err
 			}},
-		{name: "queue", capture: "v1-queue-workflows-with-job.json", method: "GET", path: "/queue/workflows", query: "modelType=vsphere&region=eu", auth: sessV1,
+		{name: "queue", capture: "v1-queue-workflows-with-job.json", method: "GET", path: "/queue/workflows", query: "modelType=vsphere&region=eu&region=", auth: sessV1,
 			call: func(c *cdsclient.Client) error {
-				jobs, err := c.QueueWorkflowNodeJobRun(ctx, "eu")
+				// A region and the jobs without one: both values, in order.
+				jobs, err := c.QueueWorkflowNodeJobRun(ctx, []string{"eu", ""})
 				if err == nil {
 					require.Len(t, jobs, 1)
 					assert.Equal(t, "shared.infra/vsphere-debian", jobs[0].Job.Action.Requirements.First(sdk.ModelRequirement))
@@ -303,13 +305,17 @@ func TestEveryCall(t *testing.T) {
 				assert.Equal(t, []string{"args", "id"}, keys(t, l[0]["message"]))
 			}},
 		{name: "fail", capture: "v1-queue-job-spawninfos.json", method: "POST", path: "/queue/workflows/1/result", auth: sessV1,
-			bodyKeys: []string{"build_id", "duration", "id", "reason", "remote_time", "status"},
+			// The API reads buildID and remoteTime in camel case (409
+			// "Resource locked" with other keys).
+			bodyKeys: []string{"buildID", "duration", "id", "reason", "remoteTime", "status"},
 			call:     func(c *cdsclient.Client) error { return c.QueueJobFail(ctx, 1, "gave up") },
 			check: func(t *testing.T, body []byte) {
-				var r sdk.Result
+				var r map[string]any
 				require.NoError(t, json.Unmarshal(body, &r))
-				assert.Equal(t, "Fail", r.Status)
-				assert.Equal(t, "gave up", r.Reason)
+				assert.Equal(t, "Fail", r["status"])
+				assert.Equal(t, "gave up", r["reason"])
+				assert.EqualValues(t, 1, r["buildID"])
+				assert.NotEmpty(t, r["remoteTime"])
 			}},
 		{name: "workers v1", capture: "v1-worker-list.json", method: "GET", path: "/worker", auth: sessV1,
 			call: func(c *cdsclient.Client) error { _, err := c.WorkerList(ctx); return err }},

@@ -28,7 +28,9 @@ type Interface interface {
 	APIURL() string
 
 	// V1 queue.
-	QueueWorkflowNodeJobRun(ctx context.Context, region string) ([]sdk.WorkflowNodeJobRun, error)
+	// QueueWorkflowNodeJobRun lists the waiting V1 jobs of the given
+	// regions ("" is the jobs without a region).
+	QueueWorkflowNodeJobRun(ctx context.Context, regions []string) ([]sdk.WorkflowNodeJobRun, error)
 	QueueJobInfo(ctx context.Context, id int64) (*sdk.WorkflowNodeJobRun, error)
 	QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob, error)
 	QueueJobRelease(ctx context.Context, id int64) error
@@ -39,7 +41,10 @@ type Interface interface {
 	// until ctx ends or the connection drops (then it returns the error).
 	QueueEvents(ctx context.Context, jobIDs chan<- int64) error
 
-	// V2 queue.
+	// V2 queue. V2Region is the region the last V2 sign-in answered (""
+	// before): the region every V2 queue route below takes, whatever
+	// provision.region says.
+	V2Region() string
 	V2QueueJobs(ctx context.Context, region string) ([]sdk.V2WorkflowRunJob, error)
 	V2QueueJobInfo(ctx context.Context, region, jobRunID string) (*sdk.V2QueueJobInfo, error)
 	V2QueueJobTake(ctx context.Context, region, jobRunID string) error

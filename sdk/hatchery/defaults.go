@@ -45,13 +45,20 @@ func (c CommonConfiguration) RegisterFrequencyDuration() time.Duration {
 	return time.Duration(c.Provision.RegisterFrequency) * time.Second
 }
 
-// V2Region is the region used on the V2 queue routes: provision.region, or
-// "default" (the API's default region) when unset.
-func (c CommonConfiguration) V2Region() string {
-	if c.Provision.Region == "" {
-		return "default"
+// V1QueueRegions are the region values of the V1 queue poll. The API
+// matches each exactly and the empty value matches the jobs without a
+// region: with provision.region R, "R" and "" (only "R" when
+// ignoreJobWithNoRegion is set); without a region, "" (the jobs without a
+// region, the only ones such a hatchery takes).
+func (c CommonConfiguration) V1QueueRegions() []string {
+	switch {
+	case c.Provision.Region == "":
+		return []string{""}
+	case c.Provision.IgnoreJobWithNoRegion:
+		return []string{c.Provision.Region}
+	default:
+		return []string{c.Provision.Region, ""}
 	}
-	return c.Provision.Region
 }
 
 // Validate returns every problem of the common configuration, each naming

@@ -70,6 +70,7 @@ type fakeClient struct {
 	signInFailures int // sign-ins still to fail
 	signIns        int
 	outage         bool // queue, worker and model calls answer 5xx
+	v2outage       bool // the V2 queue poll answers 5xx
 	heartbeatErr   error
 	heartbeats     int
 	cdn            *sdk.CDNConfig
@@ -86,6 +87,7 @@ type fakeClient struct {
 	failReasons     map[int64]string
 	disabled        []string
 	modelBooks      []string
+	modelErrors     []string // "group/name: error" per spawn error report
 	v2infos         map[string][]sdk.V2SendJobRunInfo
 	v2releases      int
 	spawnInfos      map[int64][]sdk.SpawnInfo
@@ -159,7 +161,10 @@ func (c *fakeClient) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 
 func (c *fakeClient) APIURL() string { return "http://api.test" }
 
-func (c *fakeClient) QueueWorkflowNodeJobRun(ctx context.Context, region string) ([]sdk.WorkflowNodeJobRun, error) {
+// V2Region is the region the fake V2 sign-in answers.
+func (c *fakeClient) V2Region() string { return "default" }
+
+func (c *fakeClient) QueueWorkflowNodeJobRun(ctx context.Context, regions []string) ([]sdk.WorkflowNodeJobRun, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.polls++
@@ -243,7 +248,7 @@ func (c *fakeClient) V2QueueJobs(ctx context.Context, region string) ([]sdk.V2Wo
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.polls++
-	if c.outage {
+	if c.outage || c.v2outage {
 		return nil, serverError()
 	}
 	var out []sdk.V2WorkflowRunJob
@@ -363,7 +368,18 @@ func (c *fakeClient) WorkerModelBook(ctx context.Context, group, name string) er
 	return nil
 }
 
+// WorkerModelSpawnError records the report and, as the API does, counts
+// it on the model (nb_spawn_err), which still needs registration.
 func (c *fakeClient) WorkerModelSpawnError(ctx context.Context, group, name string, form sdk.SpawnErrorForm) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.modelErrors = append(c.modelErrors, group+"/"+name+": "+form.Error)
+	for i := range c.models {
+		if c.models[i].Path() == group+"/"+name {
+			c.models[i].NbSpawnErr++
+			c.models[i].NeedRegistration = true
+		}
+	}
 	return nil
 }
 
@@ -424,9 +440,9 @@ func (h *fakeHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) err
 	h.maxLive = max(h.maxLive, h.inFlight+len(h.started))
 	h.spawns = append(h.spawns, args)
 	h.perJob[args.JobID]++
-	if args.RegisterOnly {
+	if args.RegisterOnly && h.spawnErr == nil {
 		// The registration worker builds the template: the model no
-		// longer needs registering.
+		// longer needs registering (a failed spawn leaves it needing it).
 		delete(h.needReg, args.Model.GetName())
 	}
 	h.mu.Unlock()

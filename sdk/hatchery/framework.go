@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -176,12 +178,16 @@ type Framework struct {
 
 	cap      capacity
 	attempts attemptCounter[int64]
-	// attemptsV2 counts failed spawns per V2 run job; past
+	// attemptsV2 counts spawn attempts per V2 run job; past
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
 	skips      skipLog
-	models     modelsCache
-	st         state
+	// spawned are the jobs this run spawned a worker for that were not
+	// seen back in the queue since; those whose worker is still in the
+	// pool stay booked (or taken) by this hatchery.
+	spawned spawnedJobs
+	models  modelsCache
+	st      state
 
 	monReady chan struct{}
 	monAddr  atomic.Value // string
@@ -241,9 +247,11 @@ func New(o Options) (*Framework, error) {
 	f.attempts.init()
 	f.attemptsV2.init()
 	f.skips.init()
+	f.spawned.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
-	f.st.queue.set(sdk.MonitoringStatusWarn, "not polled yet")
+	f.st.queueV1.set(sdk.MonitoringStatusWarn, "not polled yet")
+	f.st.queueV2.set(sdk.MonitoringStatusWarn, "not polled yet")
 	return f, nil
 }
 
@@ -262,6 +270,70 @@ func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
 func (f *Framework) MonAddr() string {
 	s, _ := f.monAddr.Load().(string)
 	return s
+}
+
+// poolNames returns whether a worker is in the worker pool (the last
+// snapshot and the spawns since), as of now.
+func (f *Framework) poolNames() func(worker string) bool {
+	pool := f.Pool()
+	names := make(map[string]bool, len(pool))
+	for _, w := range pool {
+		names[w.Name] = true
+	}
+	return func(worker string) bool { return names[worker] }
+}
+
+// spawnedJobs are the jobs a worker was spawned for (V1 "v1:id", V2
+// "v2:id") and when, with the worker's name.
+type spawnedJobs struct {
+	mu   sync.Mutex
+	jobs map[string]spawnedJob
+}
+
+type spawnedJob struct {
+	worker string
+	at     time.Time
+}
+
+func (s *spawnedJobs) init() { s.jobs = map[string]spawnedJob{} }
+
+func (s *spawnedJobs) add(key, worker string, at time.Time) {
+	s.mu.Lock()
+	s.jobs[key] = spawnedJob{worker: worker, at: at}
+	s.mu.Unlock()
+}
+
+// seen forgets a job back in the queue (released) or given up on.
+func (s *spawnedJobs) seen(key string) {
+	s.mu.Lock()
+	delete(s.jobs, key)
+	s.mu.Unlock()
+}
+
+// prune forgets the spawns older than attemptsRetention.
+func (s *spawnedJobs) prune(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, j := range s.jobs {
+		if now.Sub(j.at) >= attemptsRetention {
+			delete(s.jobs, k)
+		}
+	}
+}
+
+// list returns "key(worker)" for each job whose worker is live (a worker
+// that ended took its job with it), sorted.
+func (s *spawnedJobs) list(live func(worker string) bool) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.jobs))
+	for k, j := range s.jobs {
+		if live(j.worker) {
+			out = append(out, k+"("+j.worker+")")
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // errHeartbeat marks the fatal heartbeat error.
@@ -342,7 +414,13 @@ func (f *Framework) Run(ctx context.Context) error {
 	}
 
 	<-ctx.Done()
-	f.log.Info("hatchery framework stopping")
+	if jobs := f.spawned.list(f.poolNames()); len(jobs) > 0 {
+		// Their workers may still take them: the bookings are left as
+		// they are, and the operator sees which jobs they are.
+		f.log.Info("hatchery framework stopping, jobs spawned for stay booked", "jobs", strings.Join(jobs, " "), "count", len(jobs))
+	} else {
+		f.log.Info("hatchery framework stopping")
+	}
 	done := make(chan struct{})
 	go func() {
 		wg.Wait()

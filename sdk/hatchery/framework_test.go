@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -439,7 +440,10 @@ func TestV2AttemptCapStopsTakingJob(t *testing.T) {
 	cfg.API.Token = ""
 	cfg.API.TokenV2 = "v2-secret-token-123456"
 	cfg.Provision.MaxAttemptsNumberBeforeFailure = 3
-	hs := newHarness(t, cfg, nil)
+	var skew atomic.Int64 // how far the framework's clock is ahead
+	hs := newHarness(t, cfg, func(o *Options) {
+		o.Now = func() time.Time { return time.Now().Add(time.Duration(skew.Load())) }
+	})
 	hs.h.spawnErr = errors.New("unknown flavor \"huge\"")
 	hs.c.v2jobs["run-a"] = &fakeV2Job{info: sdk.V2QueueJobInfo{
 		RunJob: sdk.V2WorkflowRunJob{ID: "run-a", Status: "Waiting"},
@@ -473,11 +477,28 @@ func TestV2AttemptCapStopsTakingJob(t *testing.T) {
 		assert.Contains(t, last.Message, `unknown flavor "huge"`)
 	})
 	logs := hs.logs.String()
-	assert.Len(t, logLines(logs, "gave up after 3 failed attempts", "INFO"), 1, "one Info line while it stays queued")
+	assert.Len(t, logLines(logs, "gave up after 3 attempts", "INFO"), 1, "one Info line while it stays queued")
 
-	// Once it leaves the queue its count is forgotten: back in the queue,
-	// it is taken again.
+	// It leaves the queue and comes back (as a job does while its worker
+	// boots and again once its VM is reclaimed): its count is kept.
 	hs.c.snapshot(func(c *fakeClient) { c.v2jobs["run-a"].done = true; polls = c.polls })
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = c.polls })
+		return n >= polls+3
+	}, waitFor, tick)
+	hs.c.snapshot(func(c *fakeClient) { c.v2jobs["run-a"].done = false; polls = c.polls })
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = c.polls })
+		return n >= polls+5
+	}, waitFor, tick)
+	hs.h.get(func(h *fakeHatchery) { assert.Equal(t, 3, h.perJob["run-a"], "back in the queue, still not taken") })
+
+	// Once it has been out of the queue for attemptsRetention, its count
+	// is forgotten: back in the queue, it is taken again.
+	hs.c.snapshot(func(c *fakeClient) { c.v2jobs["run-a"].done = true; polls = c.polls })
+	skew.Store(int64(attemptsRetention + time.Hour))
 	require.Eventually(t, func() bool {
 		var n int
 		hs.c.snapshot(func(c *fakeClient) { n = c.polls })

@@ -13,11 +13,17 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
 
-// Spawn info message ids of the CDS API (V1).
+// Spawn info message ids the CDS API defines (V1), with their arguments.
+// The API stores an info with an id it does not know without a message,
+// so users see nothing: only these are sent.
 const (
-	msgSpawnInfoHatcheryStarts             = "MsgSpawnInfoHatcheryStarts"
-	msgSpawnInfoHatcheryStartsSuccessfully = "MsgSpawnInfoHatcheryStartsSuccessfully"
-	msgSpawnInfoHatcheryErrorSpawn         = "MsgSpawnInfoHatcheryErrorSpawn"
+	// msgSpawnInfoHatcheryStarts: hatchery name, model.
+	msgSpawnInfoHatcheryStarts = "MsgSpawnInfoHatcheryStarts"
+	// msgSpawnInfoHatcheryErrorSpawn: hatchery name, model, duration, error.
+	msgSpawnInfoHatcheryErrorSpawn = "MsgSpawnInfoHatcheryErrorSpawn"
+	// msgSpawnErrorHatcheryRetryAttempt: hatchery name, reason; sent when
+	// the hatchery fails a job after maxAttemptsNumberBeforeFailure attempts.
+	msgSpawnErrorHatcheryRetryAttempt = "MsgSpawnErrorHatcheryRetryAttempt"
 )
 
 // V1 job status the hatchery serves.
@@ -277,9 +283,17 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	}
 	f.skips.forget(key)
 	booked := f.now()
+	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
+	if n := f.attempts.count(id); maxAttempts > 0 && n >= maxAttempts {
+		// Every earlier attempt spawned a worker or failed to, and the job
+		// is still waiting: no worker took it. Give up on it.
+		f.failV1Job(ctx, id, model, n, fmt.Sprintf("no worker took the job after %d spawn attempts", n))
+		return outcomeFailed
+	}
+	n := f.attempts.add(id, booked)
 	token, err := f.workerToken(name, model, id, "", false)
 	if err != nil {
-		f.afterV1Failure(ctx, id, model, name, booked, err)
+		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
 	args := SpawnArguments{
@@ -293,50 +307,59 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		}),
 	}
 	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
-	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, name, model.GetName())
-	f.log.Info("spawning worker", "job", jobKey, "model", model.GetName(), "worker", name)
+	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, model.GetName())
+	f.log.Info("spawning worker", "job", jobKey, "model", model.GetName(), "worker", name, "attempt", n)
 	f.obs.SpawnStarted(ev)
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(booked)
 	if err != nil {
 		s.release()
 		f.obs.SpawnFailed(ev, d)
-		f.afterV1Failure(ctx, id, model, name, booked, err)
+		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
-	f.attempts.forget(id)
+	f.spawned.add(key, name, booked)
 	f.log.Info("worker spawned", "job", jobKey, "model", model.GetName(), "worker", name, "duration", d)
-	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStartsSuccessfully, f.cfg.Name, jobKey, name, d.Round(time.Second).String())
 	return outcomeStarted
 }
 
-// afterV1Failure reports a failed spawn, then releases the job or, past
-// maxAttemptsNumberBeforeFailure attempts, fails it. It uses a context
-// that survives shutdown so no booking is left behind.
-func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.WorkerStarterWorkerModel, name string, booked time.Time, spawnErr error) {
+// afterV1Failure reports a failed spawn (attempt n), then releases the job
+// or, at maxAttemptsNumberBeforeFailure attempts, fails it. It uses a
+// context that survives shutdown so no booking is left behind.
+func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.WorkerStarterWorkerModel, name string, booked time.Time, n int, spawnErr error) {
 	jobKey := strconv.FormatInt(id, 10)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
 	d := f.now().Sub(booked)
 	f.sendSpawnInfo(dctx, id, msgSpawnInfoHatcheryErrorSpawn, f.cfg.Name, model.GetName(), d.Round(time.Second).String(), spawnErr.Error())
-	n := f.attempts.fail(id)
-	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
-	if maxAttempts > 0 && n >= maxAttempts {
-		reason := fmt.Sprintf("hatchery %s could not start a worker after %d attempts: %v", f.cfg.Name, n, spawnErr)
-		f.log.Warn("spawn failed, failing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
-		if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
-			f.log.Warn("fail job failed", "job", jobKey, "reason", err.Error())
-		} else {
-			f.attempts.forget(id)
-		}
+	if maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure; maxAttempts > 0 && n >= maxAttempts {
+		f.failV1Job(ctx, id, model, n, fmt.Sprintf("could not start a worker after %d attempts: %v", n, spawnErr))
 		return
 	}
 	f.log.Warn("spawn failed, releasing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
 	if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", "job", jobKey, "reason", err.Error())
 	}
+}
+
+// failV1Job gives up on a booked V1 job after n attempts: a spawn info
+// saying why, then a failed result. It uses a context that survives
+// shutdown.
+func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerStarterWorkerModel, n int, why string) {
+	jobKey := strconv.FormatInt(id, 10)
+	dctx, cancel := f.detached(ctx)
+	defer cancel()
+	f.log.Warn("giving up on job, failing it", "job", jobKey, "model", model.GetName(), "reason", why, "attempts", n)
+	f.sendSpawnInfo(dctx, id, msgSpawnErrorHatcheryRetryAttempt, f.cfg.Name, why)
+	reason := fmt.Sprintf("hatchery %s: %s", f.cfg.Name, why)
+	if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
+		f.log.Warn("fail job failed", "job", jobKey, "reason", err.Error())
+		return
+	}
+	f.attempts.forget(id)
+	f.spawned.seen(candidate{v1ID: id}.key())
 }
 
 // sendSpawnInfo posts one spawn info; failures are logged only.
@@ -350,13 +373,15 @@ func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, a
 // processV2 handles one V2 run job: the attempt cap, info, model,
 // admission, take, spawn, job infos and release on failure.
 func (f *Framework) processV2(ctx context.Context, id string) outcome {
-	region := f.cfg.V2Region()
+	// The V2 queue routes take the region the V2 sign-in answered.
+	region := f.client.V2Region()
 	key := candidate{v2ID: id}.key()
 	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
 	if n := f.attemptsV2.count(id); maxAttempts > 0 && n >= maxAttempts {
 		// V2 has no fail route: the job stays in the queue for other
-		// hatcheries; this one stops taking it until it leaves the queue.
-		return f.skip(key, id, "", fmt.Sprintf("attempts: gave up after %d failed attempts", n))
+		// hatcheries; this one stops taking it until its count is
+		// forgotten (out of the queue for attemptsRetention).
+		return f.skip(key, id, "", fmt.Sprintf("attempts: gave up after %d attempts", n))
 	}
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
@@ -394,11 +419,11 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	f.skips.forget(key)
 	taken := f.now()
+	n := f.attemptsV2.add(id, taken)
 	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: true}
 	fail := func(spawnErr error) {
 		dctx, cancel := f.detached(ctx)
 		defer cancel()
-		n := f.attemptsV2.fail(id)
 		msg := fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr)
 		if maxAttempts > 0 && n >= maxAttempts {
 			f.log.Warn("spawn failed, releasing job and giving up on it", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
@@ -438,7 +463,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
-	f.attemptsV2.forget(id)
+	f.spawned.add(key, name, taken)
 	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
 	return outcomeStarted

@@ -39,14 +39,16 @@ func ParseRSAPrivateKey(pemText string) (*rsa.PrivateKey, error) {
 	return rk, nil
 }
 
-// PublicKeyPEM returns the PKIX "PUBLIC KEY" PEM of key's public half, the
-// public key a hatchery sends at sign-in so the API can verify worker JWTs.
+// PublicKeyPEM returns the PKCS#1 "RSA PUBLIC KEY" PEM of key's public
+// half, the public key a hatchery sends at sign-in so the API can verify
+// worker JWTs. The API takes only this form: a PKIX "PUBLIC KEY" PEM is
+// accepted at sign-in, but every worker sign-in is then refused (401).
 func PublicKeyPEM(key *rsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalPKIXPublicKey(&key.PublicKey)
-	if err != nil {
-		return nil, fmt.Errorf("marshal public key: %w", err)
+	if key == nil {
+		return nil, errors.New("marshal public key: no private key")
 	}
-	return pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), nil
+	der := x509.MarshalPKCS1PublicKey(&key.PublicKey)
+	return pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: der}), nil
 }
 
 // WorkerJWTModel names the worker model in a worker JWT.

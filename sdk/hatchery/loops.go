@@ -120,22 +120,25 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 		// Jobs being processed when the listing starts may be booked by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()
-		jobs, err := f.client.QueueWorkflowNodeJobRun(ctx, f.cfg.Provision.Region)
+		jobs, err := f.client.QueueWorkflowNodeJobRun(ctx, f.cfg.V1QueueRegions())
 		if err != nil {
 			if ctx.Err() == nil {
-				f.st.queue.set(sdk.MonitoringStatusWarn, "v1 poll failed: "+err.Error())
+				f.st.queueV1.set(sdk.MonitoringStatusWarn, "poll failed: "+err.Error())
 				f.log.Warn("poll v1 queue failed", "reason", err.Error())
 			}
 			return
 		}
-		f.st.queue.set(sdk.MonitoringStatusOK, "v1 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
+		f.st.queueV1.set(sdk.MonitoringStatusOK, "polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
 		ids := make(map[int64]struct{}, len(jobs))
 		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
 			ids[jobs[i].ID] = struct{}{}
-			keys[candidate{v1ID: jobs[i].ID}.key()] = true
+			k := candidate{v1ID: jobs[i].ID}.key()
+			keys[k] = true
+			f.spawned.seen(k) // back in the queue: no longer booked
 		}
-		f.attempts.prune(func(id int64) bool {
+		f.spawned.prune(f.now())
+		f.attempts.prune(f.now(), func(id int64) bool {
 			if _, ok := ids[id]; ok {
 				return true
 			}
@@ -155,27 +158,31 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 	})
 }
 
-// pollV2Loop polls the V2 queue of the hatchery's region every
+// pollV2Loop polls the V2 queue of the region the V2 sign-in answered every
 // Intervals.QueuePolling.
 func (f *Framework) pollV2Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, func(ctx context.Context) {
 		// Jobs being processed when the listing starts may be taken by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()
-		jobs, err := f.client.V2QueueJobs(ctx, f.cfg.V2Region())
+		region := f.client.V2Region()
+		jobs, err := f.client.V2QueueJobs(ctx, region)
 		if err != nil {
 			if ctx.Err() == nil {
-				f.st.queue.set(sdk.MonitoringStatusWarn, "v2 poll failed: "+err.Error())
-				f.log.Warn("poll v2 queue failed", "reason", err.Error())
+				f.st.queueV2.set(sdk.MonitoringStatusWarn, "region "+region+": poll failed: "+err.Error())
+				f.log.Warn("poll v2 queue failed", "region", region, "reason", err.Error())
 			}
 			return
 		}
-		f.st.queue.set(sdk.MonitoringStatusOK, "v2 polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
+		f.st.queueV2.set(sdk.MonitoringStatusOK, "region "+region+": polled at "+f.now().UTC().Format(time.RFC3339)+", "+strconv.Itoa(len(jobs))+" jobs")
 		keys := make(map[string]bool, len(jobs))
 		for i := range jobs {
-			keys[candidate{v2ID: jobs[i].ID}.key()] = true
+			k := candidate{v2ID: jobs[i].ID}.key()
+			keys[k] = true
+			f.spawned.seen(k) // back in the queue: no longer taken
 		}
-		f.attemptsV2.prune(func(id string) bool {
+		f.spawned.prune(f.now())
+		f.attemptsV2.prune(f.now(), func(id string) bool {
 			k := candidate{v2ID: id}.key()
 			return keys[k] || before[k] || f.isInflight(k)
 		})

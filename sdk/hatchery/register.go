@@ -2,10 +2,16 @@ package hatchery
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
+
+// maxModelSpawnErrors is the model spawn error count (nb_spawn_err) at
+// which registration attempts stop, as in CDS's own hatcheries.
+const maxModelSpawnErrors = 5
 
 // registerLoop registers the V1 models that need it every
 // Intervals.Register (001 §6.4.4).
@@ -30,11 +36,26 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			return
 		}
 		m := models[i]
-		if m.Type != f.h.ModelType() || m.Disabled || !hm.NeedRegistration(ctx, &m) {
+		if m.Type != f.h.ModelType() || m.Disabled {
 			continue
 		}
 		path := m.Path()
 		key := "register:" + path
+		if m.NbSpawnErr >= maxModelSpawnErrors {
+			// As CDS's own hatcheries do: a model that failed this often
+			// needs a human; a successful registration clears the count.
+			reason := fmt.Sprintf("spawn errors: the model has %d, registration stops at %d", m.NbSpawnErr, maxModelSpawnErrors)
+			lvl := slog.LevelWarn
+			if !f.skips.first(key, reason) {
+				lvl = slog.LevelDebug
+			}
+			f.log.Log(ctx, lvl, "registration skipped", "model", path, "reason", reason)
+			continue
+		}
+		f.skips.forget(key)
+		if !hm.NeedRegistration(ctx, &m) {
+			continue
+		}
 		f.inflightMu.Lock()
 		_, busy := f.inflight[key]
 		f.inflightMu.Unlock()
@@ -88,7 +109,8 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 }
 
 // register spawns one registration worker and reports a failure on the
-// model. It ends the slot's reservation when SpawnWorker returns.
+// model, once per attempt: the hatchery itself does not report it. It
+// ends the slot's reservation when SpawnWorker returns.
 func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *slot) {
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}

@@ -33,8 +33,9 @@ import (
 const simWait = 10 * time.Second
 
 // simHatchery is a fake vSphere hatchery: a spawn "clones a VM" (records
-// it as started) and, when registerInSim is set, the worker registers on
-// the simulator as the real worker process would. It counts the spawns in
+// it as started) and, when registerInSim is set, the worker signs in to the
+// simulator with its token and takes its job, as the real worker process
+// would. It counts the spawns in
 // flight and the live workers at every spawn.
 type simHatchery struct {
 	sim           *cdssim.Server
@@ -47,6 +48,8 @@ type simHatchery struct {
 
 	mu          sync.Mutex
 	vms         map[string]SpawnArguments // started workers by name
+	workers     map[string]*cdssim.Worker // signed-in workers by name
+	workerErrs  []error                   // worker sign-ins or takes refused
 	inFlight    int
 	maxInFlight int
 	maxLive     int
@@ -62,6 +65,7 @@ func newSimHatchery(sim *cdssim.Server) *simHatchery {
 	return &simHatchery{
 		sim:      sim,
 		vms:      map[string]SpawnArguments{},
+		workers:  map[string]*cdssim.Worker{},
 		perJob:   map[string]int{},
 		canSpawn: map[string]int{},
 		spawned:  make(chan SpawnArguments, 1000),
@@ -116,7 +120,15 @@ func (h *simHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) erro
 		h.vms[args.WorkerName] = args
 		if h.registerInSim {
 			// Under h.mu so finishAll never sees the VM without its worker.
-			h.sim.RegisterWorker(args.WorkerName, args.JobID)
+			w, werr := cdssim.StartWorker(ctx, h.sim.URL(), cdssim.WorkerJob{
+				Token: args.WorkerConfig.APIToken, V1JobID: args.WorkerConfig.BookedJobID,
+				RunJobID: args.WorkerConfig.RunJobID, Region: h.sim.Region(),
+			})
+			if werr != nil {
+				h.workerErrs = append(h.workerErrs, werr)
+			} else {
+				h.workers[args.WorkerName] = w
+			}
 		}
 	}
 	h.mu.Unlock()
@@ -146,7 +158,12 @@ func (h *simHatchery) finishAll() int {
 	defer h.mu.Unlock()
 	n := len(h.vms)
 	for name := range h.vms {
-		h.sim.FinishWorker(name, sdk.StatusSuccess)
+		if w, ok := h.workers[name]; ok {
+			if err := w.End(context.Background(), sdk.StatusSuccess); err != nil {
+				h.workerErrs = append(h.workerErrs, err)
+			}
+			delete(h.workers, name)
+		}
 		delete(h.vms, name)
 	}
 	return n
@@ -373,11 +390,12 @@ func TestSimV1JobPolledThenPushed(t *testing.T) {
 	assert.Equal(t, int64(polled), c.Worker.JobID)
 	require.Eventually(t, func() bool {
 		st, _ := r.sim.JobV1(polled)
-		return len(st.SpawnInfos) >= 2
+		return len(st.SpawnInfos) >= 1
 	}, simWait, tick)
 	st, _ := r.sim.JobV1(polled)
 	assert.Equal(t, testHatchery, st.BookedBy)
-	assert.Equal(t, []string{msgSpawnInfoHatcheryStarts, msgSpawnInfoHatcheryStartsSuccessfully}, spawnInfoIDs(st.SpawnInfos))
+	assert.Equal(t, []string{msgSpawnInfoHatcheryStarts}, spawnInfoIDs(st.SpawnInfos))
+	assert.Equal(t, []string{testHatchery, model}, st.SpawnInfos[0].Message.Args, "hatchery name and model, as the API's message expects")
 
 	// Added while running, with the next poll an hour away: only the
 	// websocket can deliver it.
@@ -398,7 +416,8 @@ func TestSimV1JobPolledThenPushed(t *testing.T) {
 	for _, l := range hb[len(hb)-1].Lines {
 		comps[l.Component] = true
 	}
-	assert.True(t, comps["Heartbeat"] && comps["Queue"] && comps["Workers"], "status lines in heartbeats: %v", comps)
+	assert.True(t, comps["Heartbeat"] && comps["Queue V1"] && comps["Workers"], "status lines in heartbeats: %v", comps)
+	assert.False(t, comps["Queue V2"], "no V2 queue line without a V2 token")
 
 	require.NoError(t, stop())
 	r.h.get(func(h *simHatchery) {
@@ -813,6 +832,7 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 		for job, c := range h.perJob {
 			assert.Equal(t, 1, c, "job %s spawned once", job)
 		}
+		assert.Empty(t, h.workerErrs, "every worker signed in, took and ended its job")
 	})
 	// Capacity decisions read the snapshot: the worker list is asked once
 	// per refresh, not once per job.

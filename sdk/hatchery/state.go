@@ -32,27 +32,42 @@ func (l *statusLine) get() (string, string) {
 type state struct {
 	signIn    statusLine
 	heartbeat statusLine
-	queue     statusLine
+	// queueV1 and queueV2 are the last poll of each queue, apart so a
+	// failing V2 poll is not hidden by a working V1 one.
+	queueV1 statusLine
+	queueV2 statusLine
 }
 
-// attemptCounter counts failed spawn attempts per job: V1 jobs by their
-// int64 id, V2 run jobs by their string id.
+// attemptsRetention is how long a job's spawn attempts are remembered
+// after its last attempt once it left the queue. A job whose worker never
+// registers leaves the queue while booked and comes back when its VM is
+// reclaimed (workerRegistrationTTL later): its count must survive that.
+const attemptsRetention = 24 * time.Hour
+
+// attemptCounter counts spawn attempts per job: V1 jobs by their int64
+// id, V2 run jobs by their string id. Every attempt counts, a spawn that
+// succeeded included: its worker may still never take the job.
 type attemptCounter[K comparable] struct {
-	mu sync.Mutex
-	n  map[K]int
+	mu   sync.Mutex
+	n    map[K]int
+	last map[K]time.Time
 }
 
-func (a *attemptCounter[K]) init() { a.n = map[K]int{} }
+func (a *attemptCounter[K]) init() {
+	a.n = map[K]int{}
+	a.last = map[K]time.Time{}
+}
 
-// fail records a failed attempt and returns the count.
-func (a *attemptCounter[K]) fail(id K) int {
+// add records an attempt at now and returns the count.
+func (a *attemptCounter[K]) add(id K, now time.Time) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.n[id]++
+	a.last[id] = now
 	return a.n[id]
 }
 
-// count returns the failed attempts recorded for id.
+// count returns the attempts recorded for id.
 func (a *attemptCounter[K]) count(id K) int {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -62,16 +77,19 @@ func (a *attemptCounter[K]) count(id K) int {
 func (a *attemptCounter[K]) forget(id K) {
 	a.mu.Lock()
 	delete(a.n, id)
+	delete(a.last, id)
 	a.mu.Unlock()
 }
 
-// prune forgets jobs neither queued nor being processed (keep tells).
-func (a *attemptCounter[K]) prune(keep func(id K) bool) {
+// prune forgets the jobs neither queued nor being processed (keep tells)
+// whose last attempt is older than attemptsRetention.
+func (a *attemptCounter[K]) prune(now time.Time, keep func(id K) bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for id := range a.n {
-		if !keep(id) {
+		if !keep(id) && now.Sub(a.last[id]) >= attemptsRetention {
 			delete(a.n, id)
+			delete(a.last, id)
 		}
 	}
 }
@@ -127,8 +145,14 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	lines = append(lines, line("API", s, v))
 	s, v = f.st.heartbeat.get()
 	lines = append(lines, line("Heartbeat", s, v))
-	s, v = f.st.queue.get()
-	lines = append(lines, line("Queue", s, v))
+	if f.cfg.API.Token != "" {
+		s, v = f.st.queueV1.get()
+		lines = append(lines, line("Queue V1", s, v))
+	}
+	if f.cfg.API.TokenV2 != "" {
+		s, v = f.st.queueV2.get()
+		lines = append(lines, line("Queue V2", s, v))
+	}
 	cdn := f.cdnURL
 	if cdn == "" {
 		cdn = "none"

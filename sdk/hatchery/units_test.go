@@ -42,9 +42,10 @@ func TestWorkerJWTVerifies(t *testing.T) {
 	require.NoError(t, err)
 	block, _ := pem.Decode(pubPEM)
 	require.NotNil(t, block)
-	pubAny, err := x509.ParsePKIXPublicKey(block.Bytes)
+	// The API reads a PKCS#1 "RSA PUBLIC KEY" PEM only.
+	assert.Equal(t, "RSA PUBLIC KEY", block.Type)
+	pub, err := x509.ParsePKCS1PublicKey(block.Bytes)
 	require.NoError(t, err)
-	pub := pubAny.(*rsa.PublicKey)
 
 	parts := strings.Split(tok, ".")
 	require.Len(t, parts, 3)
