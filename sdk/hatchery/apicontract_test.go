@@ -139,7 +139,8 @@ func TestV1QueueRegions(t *testing.T) {
 		ignore bool
 		want   []string
 	}{
-		{"", false, []string{""}},
+		{"", false, nil},
+		{"", true, nil},
 		{"eu", false, []string{"eu", ""}},
 		{"eu", true, []string{"eu"}},
 	} {

@@ -48,12 +48,14 @@ func (c CommonConfiguration) RegisterFrequencyDuration() time.Duration {
 // V1QueueRegions are the region values of the V1 queue poll. The API
 // matches each exactly and the empty value matches the jobs without a
 // region: with provision.region R, "R" and "" (only "R" when
-// ignoreJobWithNoRegion is set); without a region, "" (the jobs without a
-// region, the only ones such a hatchery takes).
+// ignoreJobWithNoRegion is set). Without a region the poll sends no region
+// parameter and the API lists every job, as the upstream CDS hatchery
+// client does; the framework then refuses, job by job, those that require a
+// region (regionOK), so that such a job is logged, not silently invisible.
 func (c CommonConfiguration) V1QueueRegions() []string {
 	switch {
 	case c.Provision.Region == "":
-		return []string{""}
+		return nil
 	case c.Provision.IgnoreJobWithNoRegion:
 		return []string{c.Provision.Region}
 	default:
