@@ -1,0 +1,103 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// scrubTimeout bounds the reconfigure removing a worker's userdata: one
+// short extraConfig edit, detached from a possibly cancelled spawn so that
+// the token is removed even during shutdown.
+const scrubTimeout = time.Minute
+
+// userdataVMs are the VMs of this run whose guestinfo still holds a
+// worker token, by VM name: removed once the API lists the worker
+// (scrubRegistered) or the VM is gone. A restart forgets them: their
+// tokens stay until the VMs are destroyed (docs/cloud-init.md).
+type userdataVMs struct {
+	mu  sync.Mutex
+	vms map[string]types.ManagedObjectReference
+}
+
+func (u *userdataVMs) add(name string, ref types.ManagedObjectReference) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.vms == nil {
+		u.vms = map[string]types.ManagedObjectReference{}
+	}
+	u.vms[name] = ref
+}
+
+func (u *userdataVMs) remove(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.vms, name)
+}
+
+func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[string]types.ManagedObjectReference, len(u.vms))
+	for k, v := range u.vms {
+		out[k] = v
+	}
+	return out
+}
+
+// startCloudInitWorker waits for a cloud-init worker's VM to be ready —
+// the guest reports its IP (the static one when one was allocated), which
+// cloud-init brings up before it runs the userdata — and records the start
+// in the annotation. No guest operation is made. The VM's userdata is
+// removed once the API lists the worker.
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation) error {
+	h.userdata.add(name, vm.Reference())
+	// Boot, then cloud-init's network stage: the guest-operations and IP
+	// stages of a guest-operations spawn, in one wait.
+	ictx, cancel := context.WithTimeout(ctx, readiness.GuestOps+readiness.IP)
+	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
+	cancel()
+	if err != nil {
+		return stepErr("wait for ip", err)
+	}
+	if annot.IPAddress != "" && ip != annot.IPAddress {
+		return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
+	}
+	started := h.now().UTC()
+	annot.WorkerStarted = &started
+	h.log.Info("worker booting through cloud-init", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", ip)
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		h.unrecorded.add(name, started)
+		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
+	}
+	return nil
+}
+
+// scrubUserdata removes the userdata (and the worker token in it) from a
+// VM of ours; why says what triggered it, for the log. A failure is logged:
+// the VM keeps the token until it is destroyed.
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm *object.VirtualMachine, name, why string) {
+	defer h.userdata.remove(name)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
+	defer cancel()
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudInitScrub()); err != nil {
+		h.log.Warn("remove worker userdata failed", "vm", name, "reason", why, "err", err)
+		return
+	}
+	h.log.Info("worker userdata removed", "vm", name, "reason", why)
+}
+
+// scrubRegistered removes the userdata of the VMs whose worker the API
+// lists: it registered, the token was used. The awol cleanup forgets the
+// VMs it destroys.
+func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorkers) {
+	for name, ref := range h.userdata.snapshot() {
+		if workers.known[name] {
+			h.scrubUserdata(ctx, h.vs.NewVirtualMachine(ref), name, "worker registered")
+		}
+	}
+}
