@@ -1,0 +1,196 @@
+package vsphere_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// ciAPI is a CDS API whose V2 worker list the test sets (registration).
+type ciAPI struct {
+	cdsclient.Interface
+	mu      sync.Mutex
+	workers []sdk.V2Worker
+}
+
+func (a *ciAPI) WorkerList(context.Context) ([]sdk.Worker, error) { return nil, nil }
+func (a *ciAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]sdk.V2Worker(nil), a.workers...), nil
+}
+
+func (a *ciAPI) register(name string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.workers = append(a.workers, sdk.V2Worker{Name: name, Status: sdk.StatusWaiting})
+}
+
+// Secrets of the cloud-init tests: none of them may reach the VM, except
+// the worker token inside the userdata.
+const (
+	ciGuestPassword = "guest-pw-never-in-vm"
+	ciWorkerToken   = "worker-jwt-secret-token"
+)
+
+// ciConfig is a hatchery on env with a static IP plan whose model
+// debian12 boots through cloud-init. The entry still names a guest account:
+// it must be neither needed nor written anywhere.
+func ciConfig(env *vcsimtest.Env) *vsphere.Configuration {
+	cfg := env.Config()
+	cfg.CommonConfiguration.Name = "hatch-ci"
+	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.88.10/24", "192.168.88.1", "255.255.255.0", "192.168.88.2"
+	cfg.WorkerRegistrationTTL = 10
+	cfg.WorkerTTL = 120
+	cfg.GuestCredentials = []vsphere.GuestCredential{{
+		ModelVMWare: vcsimtest.DefaultTemplate, Username: "root", Password: ciGuestPassword,
+		PreStartScript: "echo prestart", Bootstrap: vsphere.BootstrapCloudInit,
+	}}
+	return cfg
+}
+
+func ciArgs(worker, job string) hatchery.SpawnArguments {
+	wc := hatchery.WorkerConfig{Name: worker, HatcheryName: "hatch-ci", APIEndpoint: "http://api", APIToken: ciWorkerToken, RunJobID: job, Model: "m"}
+	return hatchery.SpawnArguments{
+		WorkerName: worker, JobID: job, HatcheryName: "hatch-ci", WorkerConfig: wc,
+		Model: sdk.WorkerStarterWorkerModel{
+			// No username/password in the model either.
+			ModelV2:     &sdk.V2WorkerModel{Name: "m", Type: sdk.VSphere},
+			VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: vcsimtest.DefaultTemplate},
+			PreCmd:      "echo precmd",
+			Cmd:         "./worker --name={{.Name}}",
+			PostCmd:     "shutdown -h now",
+		},
+	}
+}
+
+// ciCheckCloudConfig validates userdata with `cloud-init schema` (Debian's
+// cloud-init package) when it is installed; in CI it must be. The
+// project's own parser (ParseCloudConfig) has already read it.
+func ciCheckCloudConfig(t *testing.T, userdata []byte) {
+	t.Helper()
+	bin, err := exec.LookPath("cloud-init")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("cloud-init is not installed (CI=true): .ci/run installs Debian's cloud-init package")
+		}
+		t.Logf("cloud-init not installed: userdata checked by ParseCloudConfig only")
+		return
+	}
+	f := filepath.Join(t.TempDir(), "user-data")
+	require.NoError(t, os.WriteFile(f, userdata, 0o600))
+	out, err := exec.Command(bin, "schema", "-c", f).CombinedOutput()
+	require.NoError(t, err, "cloud-init schema rejects the userdata: %s", out)
+	assert.Contains(t, string(out), "Valid cloud-config")
+}
+
+// TestVcsimCloudInitClone: a cloud-init model's clone carries the guestinfo
+// metadata and userdata (gzip+base64) — valid cloud-config holding the
+// static IP plan and the worker command with CDS_CONFIG — and no secret
+// but the worker token; the guest boots from it (FakeCloudInit) without any
+// guest operation; once the API lists the worker the userdata is removed.
+func TestVcsimCloudInitClone(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	cfg := ciConfig(env)
+	api := &ciAPI{}
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: api, Inventory: inv})
+	require.NoError(t, err)
+
+	args := ciArgs("worker-ci-1", "run-ci-1")
+	require.NoError(t, h.SpawnWorker(env.Context(), args))
+
+	st := env.MustInspect("worker-ci-1")
+	assert.Equal(t, "gzip+base64", st.ExtraConfig[vsphere.GuestinfoMetadataEncoding])
+	assert.Equal(t, "gzip+base64", st.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
+	mdRaw, err := vsphere.DecodeGuestinfo(st.ExtraConfig[vsphere.GuestinfoMetadata], st.ExtraConfig[vsphere.GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	udRaw, err := vsphere.DecodeGuestinfo(st.ExtraConfig[vsphere.GuestinfoUserdata], st.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
+	require.NoError(t, err)
+
+	md, err := vsphere.ParseCloudInitMetadata(mdRaw)
+	require.NoError(t, err)
+	assert.Equal(t, "worker-ci-1", md.LocalHostname)
+	assert.True(t, strings.HasPrefix(md.InstanceID, "worker-ci-1-"), "instance id %q is the worker's", md.InstanceID)
+	require.NotNil(t, md.Network, "static IP plan in the metadata")
+	require.Len(t, md.Network.Ethernets, 1)
+	for _, eth := range md.Network.Ethernets {
+		assert.False(t, eth.DHCP4)
+		assert.Equal(t, []string{"192.168.88.10/24"}, eth.Addresses)
+		assert.Equal(t, []vsphere.CloudInitRoute{{To: "0.0.0.0/0", Via: "192.168.88.1"}}, eth.Routes)
+		require.NotNil(t, eth.Nameservers)
+		assert.Equal(t, []string{"192.168.88.2"}, eth.Nameservers.Addresses)
+	}
+
+	ud, err := vsphere.ParseCloudConfig(udRaw)
+	require.NoError(t, err)
+	ciCheckCloudConfig(t, udRaw)
+	files := map[string]vsphere.CloudInitFile{}
+	for _, f := range ud.WriteFiles {
+		files[f.Path] = f
+	}
+	cfgFile, ok := files[vsphere.CloudInitConfigPath]
+	require.True(t, ok, "userdata writes the worker config")
+	assert.Equal(t, "0600", cfgFile.Permissions)
+	got, err := hatchery.DecodeWorkerConfig(cfgFile.Content)
+	require.NoError(t, err)
+	assert.Equal(t, args.WorkerConfig, got, "the worker config, token included, as CDS_CONFIG carries it")
+	script, ok := files[vsphere.CloudInitScriptPath]
+	require.True(t, ok, "userdata writes the worker script")
+	assert.Contains(t, script.Content, "export CDS_CONFIG\n")
+	assert.Contains(t, script.Content, "echo prestart\necho precmd\n./worker --name=worker-ci-1\nshutdown -h now\n",
+		"preStartScript, PreCmd, Cmd rendered, PostCmd: the guest-operations script")
+	require.Len(t, ud.Runcmd, 1)
+	assert.Contains(t, strings.Join(ud.Runcmd[0], " "), vsphere.CloudInitScriptPath)
+
+	// No secret but the token, and the token only in the userdata.
+	for k, v := range st.ExtraConfig {
+		for _, secret := range []string{ciGuestPassword, env.Password, ciWorkerToken, args.WorkerConfig.EncodeBase64()} {
+			assert.NotContains(t, v, secret, "extraConfig %s", k)
+		}
+	}
+	for _, secret := range []string{ciGuestPassword, env.Password, ciWorkerToken} {
+		assert.NotContains(t, string(mdRaw), secret)
+		assert.NotContains(t, string(udRaw), secret, "the token is only inside the base64 CDS_CONFIG")
+		assert.NotContains(t, st.Annotation, secret)
+	}
+	assert.NotContains(t, st.Annotation, args.WorkerConfig.EncodeBase64())
+
+	// The guest booted from the userdata and took the static address; no
+	// guest operation was made.
+	assert.Empty(t, env.Guest.CallsFor("worker-ci-1"), "no guest operation for a cloud-init model")
+	boots := env.CloudInit.Boots()
+	require.Len(t, boots, 1)
+	assert.Empty(t, boots[0].Err)
+	assert.Equal(t, "192.168.88.10", boots[0].IP)
+	assert.Equal(t, args.WorkerConfig.EncodeBase64(), boots[0].CDSConfig)
+	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	require.NoError(t, err)
+	assert.NotNil(t, a.WorkerStarted, "the start is recorded once the guest has its IP")
+
+	// Not registered yet: a cleanup pass leaves the userdata.
+	h.WarmKillAwolServersPass(env.Context())
+	assert.NotEmpty(t, env.MustInspect("worker-ci-1").ExtraConfig[vsphere.GuestinfoUserdata])
+
+	api.register("worker-ci-1")
+	h.WarmKillAwolServersPass(env.Context())
+	after := env.MustInspect("worker-ci-1")
+	assert.Empty(t, after.ExtraConfig[vsphere.GuestinfoUserdata], "token removed once the worker registered")
+	assert.Empty(t, after.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
+	assert.NotEmpty(t, after.ExtraConfig[vsphere.GuestinfoMetadata], "metadata (no secret) stays")
+	assert.Empty(t, env.Guest.Calls(), "still no guest operation")
+}
