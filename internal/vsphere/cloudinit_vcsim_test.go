@@ -194,3 +194,49 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	assert.NotEmpty(t, after.ExtraConfig[vsphere.GuestinfoMetadata], "metadata (no secret) stays")
 	assert.Empty(t, env.Guest.Calls(), "still no guest operation")
 }
+
+// TestVcsimCloudInitClaimedPoolVM: a claimed powered-off pool VM of a
+// cloud-init model gets the guestinfo in the reconfigure made before its
+// power on (new instance id, hostname = worker name, the VM's static IP),
+// and boots from it without a guest operation.
+func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	cfg := ciConfig(env)
+	cfg.WorkerProvisioning = []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}
+	cfg.WorkerProvisioningPoolSize = 1
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: &ciAPI{}, Inventory: inv})
+	require.NoError(t, err)
+	h.WarmProvisioningPass(env.Context())
+	env.WaitInventory(inv)
+	require.Empty(t, env.CloudInit.Boots(), "the pool VM was provisioned without userdata")
+	var pool []vsphere.VM
+	for _, v := range warmVcsimVMs(t, env) {
+		if v.HasPrefix("provision-v2-") {
+			pool = append(pool, v)
+		}
+	}
+	require.Len(t, pool, 1)
+
+	args := ciArgs("worker-ci-2", "run-ci-2")
+	require.NoError(t, h.SpawnWorker(env.Context(), args))
+
+	st := env.MustInspect("worker-ci-2")
+	require.Equal(t, pool[0].Ref, st.Ref, "the worker is the claimed pool VM, renamed")
+	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	require.NoError(t, err)
+	assert.False(t, a.Provisioning)
+	require.NotEmpty(t, a.IPAddress)
+	boots := env.CloudInit.Boots()
+	require.Len(t, boots, 1)
+	b := boots[0]
+	assert.Empty(t, b.Err)
+	assert.Equal(t, "worker-ci-2", b.VM)
+	assert.Equal(t, "worker-ci-2", b.Hostname)
+	assert.True(t, strings.HasPrefix(b.InstanceID, "worker-ci-2-"), "new instance id: %q", b.InstanceID)
+	assert.Equal(t, a.IPAddress, b.IP, "the pool VM's static IP in the metadata")
+	assert.Equal(t, args.WorkerConfig.EncodeBase64(), b.CDSConfig)
+	ciCheckCloudConfig(t, b.Userdata)
+	assert.Empty(t, env.Guest.CallsFor("worker-ci-2"), "no guest operation for a cloud-init model")
+}
