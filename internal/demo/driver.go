@@ -27,13 +27,16 @@ import (
 type jobSpec struct {
 	v1     bool
 	flavor string
+	// cloudInit: a V2 job on the cloud-init model (debian12-cloud).
+	cloudInit bool
 }
 
-// jobMix is the feeder's cycle: every V2 flavor and V1 jobs (small through
-// a flavor requirement, and the default flavor).
+// jobMix is the feeder's cycle: every V2 flavor, one V2 job on the
+// cloud-init model, and V1 jobs (small through a flavor requirement, and
+// the default flavor).
 var jobMix = []jobSpec{
 	{flavor: "small"}, {flavor: "medium"}, {v1: true, flavor: "small"},
-	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium"},
+	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium", cloudInit: true},
 }
 
 // jobLife is what the demo saw of one job.
@@ -96,7 +99,7 @@ func (d *driver) feed(ctx context.Context) {
 
 func (d *driver) addJob(n int, s jobSpec) {
 	name, cpus, mem := d.flavorSize(s.flavor)
-	r := JobReport{Seq: n + 1, V1: s.v1, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
+	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
 	if s.v1 {
 		reqs := sdk.RequirementList{{Type: sdk.ModelRequirement, Value: v1ModelGroup + "/" + v1ModelName}}
 		if s.flavor != "" {
@@ -104,7 +107,11 @@ func (d *driver) addJob(n int, s jobSpec) {
 		}
 		r.JobID = strconv.FormatInt(d.api.AddJobV1(cdssim.JobV1{Requirements: reqs, JobName: fmt.Sprintf("build-%d", n+1)}), 10)
 	} else {
-		spec, _ := json.Marshal(sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword})
+		model := sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword}
+		if s.cloudInit {
+			model = sdk.V2WorkerModelVSphereSpec{Image: cloudInitTemplate} // no guest account at all
+		}
+		spec, _ := json.Marshal(model)
 		r.JobID = d.api.AddJobV2(cdssim.JobV2{
 			Model:   sdk.V2WorkerModel{Name: v2ModelName, OSArch: "linux/amd64", Type: sdk.VSphere, Spec: spec},
 			RunsOn:  sdk.V2JobRunsOn{Model: v2ModelName, Flavor: s.flavor},
@@ -145,6 +152,38 @@ func (d *driver) workers(ctx context.Context) {
 			}()
 		}
 		seen = len(calls)
+	}
+}
+
+// cloudInitWorkers plays the worker of every VM that booted from its
+// cloud-init userdata (the simulator's FakeCloudInit): the CDS_CONFIG the
+// userdata wrote goes to the same worker life as a guest-operations launch.
+func (d *driver) cloudInitWorkers(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	seen := 0
+	for {
+		boots, err := d.env.CloudInit.WaitForBoots(ctx, seen+1)
+		if err != nil {
+			return
+		}
+		for _, b := range boots[seen:] {
+			if b.Err != "" || b.CDSConfig == "" {
+				d.log.Warn("demo: cloud-init boot without a worker config", "vm", b.VM, "err", b.Err)
+				continue
+			}
+			c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
+			wc, ok := workerConfig(c)
+			if !ok {
+				continue
+			}
+			wg.Add(1)
+			go func() { // joined above; stopped by ctx
+				defer wg.Done()
+				d.runWorker(ctx, c, wc)
+			}()
+		}
+		seen = len(boots)
 	}
 }
 
@@ -307,6 +346,9 @@ func (j *jobLife) kind() string {
 	if j.V1 {
 		return "v1, flavor " + j.Flavor
 	}
+	if j.CloudInit {
+		return "v2 cloud-init, flavor " + j.Flavor
+	}
 	return "v2, flavor " + j.Flavor
 }
 
@@ -318,6 +360,9 @@ type JobReport struct {
 	JobID string
 	// V1 tells a V1 job from a V2 job.
 	V1 bool
+	// CloudInit marks a V2 job on the cloud-init model: its worker boots
+	// from the VM's guestinfo userdata, no guest operation.
+	CloudInit bool
 	// Flavor is the flavor the job resolves to; WantCPUs and WantMemoryMB
 	// its size.
 	Flavor       string
