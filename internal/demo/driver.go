@@ -129,61 +129,51 @@ func (d *driver) addJob(n int, s jobSpec) {
 // workers plays the worker of every launch the fake guest records: the VM
 // name is the worker name, CDS_CONFIG says which job it runs.
 func (d *driver) workers(ctx context.Context) {
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	seen := 0
-	for {
-		calls, err := d.env.Guest.WaitForCalls(ctx, seen+1)
-		if err != nil {
+	follow(ctx, d.env.Guest.WaitForCalls, func(ctx context.Context, c vcsimtest.GuestCall) {
+		if c.Fault != nil || c.ProgramPath != "/bin/echo" {
 			return
 		}
-		for _, c := range calls[seen:] {
-			if c.Fault != nil || c.ProgramPath != "/bin/echo" {
-				continue
-			}
-			wc, ok := workerConfig(c)
-			if !ok {
-				continue
-			}
-			wg.Add(1)
-			go func() { // joined above; stopped by ctx
-				defer wg.Done()
-				d.runWorker(ctx, c, wc)
-			}()
+		if wc, ok := workerConfig(c); ok {
+			d.runWorker(ctx, c, wc)
 		}
-		seen = len(calls)
-	}
+	})
 }
 
 // cloudInitWorkers plays the worker of every VM that booted from its
 // cloud-init userdata (the simulator's FakeCloudInit): the CDS_CONFIG the
 // userdata wrote goes to the same worker life as a guest-operations launch.
 func (d *driver) cloudInitWorkers(ctx context.Context) {
+	follow(ctx, d.env.CloudInit.WaitForBoots, func(ctx context.Context, b vcsimtest.CloudInitBoot) {
+		if b.Err != "" || b.CDSConfig == "" {
+			d.log.Warn("demo: cloud-init boot without a worker config", "vm", b.VM, "err", b.Err)
+			return
+		}
+		c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
+		if wc, ok := workerConfig(c); ok {
+			d.runWorker(ctx, c, wc)
+		}
+	})
+}
+
+// follow hands every item wait reports, once and in its own goroutine, to
+// each until ctx ends; the goroutines are joined before it returns.
+func follow[T any](ctx context.Context, wait func(context.Context, int) ([]T, error), each func(context.Context, T)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	seen := 0
 	for {
-		boots, err := d.env.CloudInit.WaitForBoots(ctx, seen+1)
+		items, err := wait(ctx, seen+1)
 		if err != nil {
 			return
 		}
-		for _, b := range boots[seen:] {
-			if b.Err != "" || b.CDSConfig == "" {
-				d.log.Warn("demo: cloud-init boot without a worker config", "vm", b.VM, "err", b.Err)
-				continue
-			}
-			c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
-			wc, ok := workerConfig(c)
-			if !ok {
-				continue
-			}
+		for _, it := range items[seen:] {
 			wg.Add(1)
 			go func() { // joined above; stopped by ctx
 				defer wg.Done()
-				d.runWorker(ctx, c, wc)
+				each(ctx, it)
 			}()
 		}
-		seen = len(boots)
+		seen = len(items)
 	}
 }
 

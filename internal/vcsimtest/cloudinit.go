@@ -40,43 +40,25 @@ type CloudInitBoot struct {
 // instance id is a new boot; a power on with the same one (a reboot) only
 // brings the network up again, as cloud-init does. Safe for concurrent use.
 type FakeCloudInit struct {
+	boots record[CloudInitBoot]
+
 	mu       sync.Mutex
-	boots    []CloudInitBoot
 	seen     map[string]string // VM name -> last instance id
 	ips      map[string]string // VM name -> address taken
 	nextDHCP int
-	notify   chan struct{}
 }
 
 func newFakeCloudInit() *FakeCloudInit {
-	return &FakeCloudInit{seen: map[string]string{}, ips: map[string]string{}, notify: make(chan struct{})}
+	return &FakeCloudInit{seen: map[string]string{}, ips: map[string]string{}}
 }
 
 // Boots returns every boot so far, oldest first.
-func (f *FakeCloudInit) Boots() []CloudInitBoot {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.boots)
-}
+func (f *FakeCloudInit) Boots() []CloudInitBoot { return f.boots.all() }
 
 // WaitForBoots blocks until at least n boots happened or ctx ends; no
 // polling.
 func (f *FakeCloudInit) WaitForBoots(ctx context.Context, n int) ([]CloudInitBoot, error) {
-	for {
-		f.mu.Lock()
-		if len(f.boots) >= n {
-			out := slices.Clone(f.boots)
-			f.mu.Unlock()
-			return out, nil
-		}
-		ch := f.notify
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return f.Boots(), ctx.Err()
-		case <-ch:
-		}
-	}
+	return f.boots.wait(ctx, n)
 }
 
 // powerOn plays the boot of vm; the caller holds vm's lock.
@@ -114,11 +96,7 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 	if !fresh {
 		return
 	}
-	f.mu.Lock()
-	f.boots = append(f.boots, b)
-	close(f.notify)
-	f.notify = make(chan struct{})
-	f.mu.Unlock()
+	f.boots.add(b)
 }
 
 // play decodes the guestinfo into b and returns the guest's address and

@@ -22,6 +22,17 @@ func spCloudInitArgs() hatchery.SpawnArguments {
 	return args
 }
 
+// newCloudInitFixture is a hatchery whose models boot through cloud-init,
+// with a static IP range and the template debian12, and a spawn on it.
+func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
+	t.Helper()
+	cfg := spIPConfig()
+	cfg.DefaultBootstrap = BootstrapCloudInit
+	f := newSpFixture(t, cfg)
+	f.inv.add(VM{Name: "debian12", Template: true})
+	return f, spCloudInitArgs()
+}
+
 func optionValues(opts []types.BaseOptionValue) map[string]string {
 	out := map[string]string{}
 	for _, o := range opts {
@@ -37,11 +48,7 @@ func optionValues(opts []types.BaseOptionValue) map[string]string {
 // guest operation, no guest credentials; the start is recorded.
 func TestSpawnCloudInitSuccess(t *testing.T) {
 	t.Parallel()
-	cfg := spIPConfig()
-	cfg.DefaultBootstrap = BootstrapCloudInit
-	f := newSpFixture(t, cfg)
-	f.inv.add(VM{Name: "debian12", Template: true})
-	args := spCloudInitArgs()
+	f, args := newCloudInitFixture(t)
 
 	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-debian12"))
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
@@ -86,11 +93,7 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 // powered off and marked for deletion.
 func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	t.Parallel()
-	cfg := spIPConfig()
-	cfg.DefaultBootstrap = BootstrapCloudInit
-	f := newSpFixture(t, cfg)
-	f.inv.add(VM{Name: "debian12", Template: true})
-	args := spCloudInitArgs()
+	f, args := newCloudInitFixture(t)
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
 	var scrub types.VirtualMachineConfigSpec
