@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestKillAwolServersFinishedWorkerGracePeriod(t *testing.T) {
 			}
 			e := newWarmEnv(t, cfg, vms, &warmCDS{})
 			for _, v := range vms {
-				if contains(tc.destroyed, v.Name) {
+				if slices.Contains(tc.destroyed, v.Name) {
 					e.expectDelete(v)
 				}
 			}
@@ -47,15 +48,6 @@ func TestKillAwolServersFinishedWorkerGracePeriod(t *testing.T) {
 			// with a grace) and on a missing one at Finish.
 		})
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestKillAwolServersReleasesReclaimedJob: the job of a VM destroyed before
