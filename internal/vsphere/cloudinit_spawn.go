@@ -51,21 +51,26 @@ func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
 
 // startCloudInitWorker waits for a cloud-init worker's VM to be ready —
 // the guest reports its IP (the static one when one was allocated), which
-// cloud-init brings up before it runs the userdata — and records the start
-// in the annotation. No guest operation is made. The VM's userdata is
-// removed once the API lists the worker.
-func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation) error {
+// cloud-init brings up before it runs the userdata; not for a registration
+// (waitIP false), whose VM may be done and off before anyone looks — and
+// records the start in the annotation. No guest operation is made. The
+// VM's userdata is removed once the API lists the worker.
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation, waitIP bool) error {
 	h.userdata.add(name, vm.Reference())
-	// Boot, then cloud-init's network stage: the guest-operations and IP
-	// stages of a guest-operations spawn, in one wait.
-	ictx, cancel := context.WithTimeout(ctx, readiness.GuestOps+readiness.IP)
-	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
-	cancel()
-	if err != nil {
-		return stepErr("wait for ip", err)
-	}
-	if annot.IPAddress != "" && ip != annot.IPAddress {
-		return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
+	ip := annot.IPAddress
+	if waitIP {
+		// Boot, then cloud-init's network stage: the guest-operations
+		// and IP stages of a guest-operations spawn, in one wait.
+		ictx, cancel := context.WithTimeout(ctx, readiness.GuestOps+readiness.IP)
+		var err error
+		ip, err = h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
+		cancel()
+		if err != nil {
+			return stepErr("wait for ip", err)
+		}
+		if annot.IPAddress != "" && ip != annot.IPAddress {
+			return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
+		}
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
@@ -100,4 +105,22 @@ func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorker
 			h.scrubUserdata(ctx, h.vs.NewVirtualMachine(ref), name, "worker registered")
 		}
 	}
+}
+
+// clearGuestinfo removes all the cloud-init guestinfo (metadata and
+// userdata) from a VM about to become a template, bounded like a scrub.
+func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm *object.VirtualMachine, name string) error {
+	defer h.userdata.remove(name)
+	sctx, cancel := context.WithTimeout(ctx, scrubTimeout)
+	defer cancel()
+	spec := cloudInitScrub()
+	spec.ExtraConfig = append(spec.ExtraConfig,
+		&types.OptionValue{Key: GuestinfoMetadata, Value: ""},
+		&types.OptionValue{Key: GuestinfoMetadataEncoding, Value: ""},
+	)
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, spec); err != nil {
+		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
+	}
+	h.log.Info("cloud-init guestinfo cleared", "vm", name, "reason", "becomes a model template")
+	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -239,4 +240,62 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	assert.Equal(t, args.WorkerConfig.EncodeBase64(), b.CDSConfig)
 	ciCheckCloudConfig(t, b.Userdata)
 	assert.Empty(t, env.Guest.CallsFor("worker-ci-2"), "no guest operation for a cloud-init model")
+}
+
+// TestVcsimCloudInitRegisterV1Model: a V1 model set to cloud-init is
+// registered without guest credentials: the tmp VM boots from userdata
+// running "<cmd> register" and PostCmd (the test powers it off, standing
+// in for PostCmd), no guest operation is made, and the template it
+// becomes carries no guestinfo (every clone would copy it).
+func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx, cancel := context.WithTimeout(env.Context(), 30*time.Second)
+	defer cancel()
+	cfg := env.Config()
+	cfg.CommonConfiguration.Name = "hatch-ci-v1"
+	cfg.GuestCredentials = []vsphere.GuestCredential{{ModelPath: "shared.infra/ci-model", Bootstrap: vsphere.BootstrapCloudInit}}
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client})
+	require.NoError(t, err)
+
+	model := &sdk.Model{
+		Name: "ci-model", Type: sdk.VSphere, Group: &sdk.Group{Name: "shared.infra"},
+		UserLastModified:    time.Unix(1700000000, 0),
+		ModelVirtualMachine: sdk.ModelVirtualMachine{Image: vcsimtest.DefaultTemplate, Cmd: "./worker", PostCmd: "sudo shutdown -h now"},
+	}
+	regCfg := hatchery.WorkerConfig{Name: "register-ci-model-1", HatcheryName: "hatch-ci-v1", APIEndpoint: "http://api", APIToken: ciWorkerToken, Model: model.Path()}
+	args := hatchery.SpawnArguments{WorkerName: "register-ci-model-1", HatcheryName: "hatch-ci-v1", Model: sdk.WorkerStarterWorkerModel{ModelV1: model}, RegisterOnly: true, WorkerConfig: regCfg}
+	done := make(chan error, 1)
+	go func() { done <- h.SpawnWorker(ctx, args) }()
+
+	boots, err := env.CloudInit.WaitForBoots(ctx, 1)
+	require.NoError(t, err)
+	b := boots[0]
+	assert.Equal(t, "ci-model-tmp", b.VM)
+	assert.Empty(t, b.Err)
+	assert.Equal(t, regCfg.EncodeBase64(), b.CDSConfig)
+	cc, err := vsphere.ParseCloudConfig(b.Userdata)
+	require.NoError(t, err)
+	var script string
+	for _, f := range cc.WriteFiles {
+		if f.Path == vsphere.CloudInitScriptPath {
+			script = f.Content
+		}
+	}
+	assert.Contains(t, script, "\n./worker register\nsudo shutdown -h now\n")
+	tmp := env.MustInspect("ci-model-tmp")
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, env.Client.NewVirtualMachine(tmp.Ref)))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "registration")
+	case <-ctx.Done():
+		t.Fatal("registration did not finish after the tmp vm powered off")
+	}
+
+	tpl := env.MustInspect("ci-model")
+	assert.True(t, tpl.Template)
+	for _, k := range []string{vsphere.GuestinfoMetadata, vsphere.GuestinfoMetadataEncoding, vsphere.GuestinfoUserdata, vsphere.GuestinfoUserdataEncoding} {
+		assert.Empty(t, tpl.ExtraConfig[k], "template keeps no %s", k)
+	}
+	assert.Empty(t, env.Guest.Calls(), "no guest operation")
 }

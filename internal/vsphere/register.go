@@ -30,9 +30,13 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	var annot Annotation
 	vmName := tmpName
 	leasedIP := ""
+	cloudInit := h.cfg.BootstrapOf(args.Model) == BootstrapCloudInit
 	fail := func(step string, err error) error {
 		h.log.Warn("model registration failed", "vm", vmName, "model", m.Path(), "reason", step)
 		if vm != nil {
+			if cloudInit {
+				h.scrubUserdata(ctx, vm, vmName, "registration failed")
+			}
 			h.abandonVM(ctx, vm, vmName, leasedIP)
 			h.ips.release(leasedIP, tmpName) // reserved under its first name
 		}
@@ -41,13 +45,22 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return err
 	}
 
-	ga, err := h.guestCredentials(ctx, args.Model)
-	if err != nil {
+	var ga guestAccess
+	var err error
+	if cloudInit {
+		if e := h.cfg.modelEntry(args.Model); e != nil {
+			ga.preStartScript = e.PreStartScript
+		}
+	} else if ga, err = h.guestCredentials(ctx, args.Model); err != nil {
 		return fail("resolve guest credentials", err)
 	}
 	script, err := workerScript(args, ga.preStartScript)
 	if err != nil {
 		return fail("build register script", err)
+	}
+	var boot *cloudInitBoot
+	if cloudInit {
+		boot = &cloudInitBoot{script: script, cdsConfig: args.WorkerConfig.EncodeBase64()}
 	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
@@ -71,7 +84,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if annot.WorkerName == "" {
 		annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVM(ctx, image, tmpName, &annot, nil)
+	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = nil // cloneVM has cleaned up
 		return fail("clone base image", err)
@@ -80,7 +93,12 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	h.recent.add(annot.WorkerName, h.now())
 	h.log.Info("model registration started", "vm", tmpName, "model", m.Path(), "ip", annot.IPAddress)
 
-	if err := h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig); err != nil {
+	if cloudInit {
+		err = h.startCloudInitWorker(ctx, vm, tmpName, &annot, false)
+	} else {
+		err = h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig)
+	}
+	if err != nil {
 		var se *spawnStepError
 		if errors.As(err, &se) {
 			return fail(se.Step, se.Err)
@@ -92,6 +110,13 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	cancel()
 	if err != nil {
 		return fail("wait for shutdown", err)
+	}
+	if cloudInit {
+		// Every clone would copy the guestinfo of its template: the token
+		// and the tmp VM's identity go before it becomes one.
+		if err := h.clearGuestinfo(ctx, vm, tmpName); err != nil {
+			return fail("clear cloud-init guestinfo", err)
+		}
 	}
 
 	vms, err = h.inv.VMs(ctx)

@@ -97,7 +97,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	h.log.Info("vm created", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "flavor", annot.Flavor, "ip", annot.IPAddress)
 
 	if cloudInit {
-		err = h.startCloudInitWorker(ctx, vm, name, &annot)
+		err = h.startCloudInitWorker(ctx, vm, name, &annot, true)
 	} else {
 		err = h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig)
 	}
