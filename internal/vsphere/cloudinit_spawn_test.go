@@ -119,3 +119,43 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	assert.True(t, f.h.toDelete.Has(args.WorkerName))
 	assert.Empty(t, f.h.userdata.snapshot())
 }
+
+// TestPrepareClaimedVMCloudInitPowerOnFails: a claimed VM whose power on
+// fails after the reconfigure wrote its userdata has the userdata removed
+// before it is powered off and marked for deletion.
+func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
+	t.Parallel()
+	vm := warmProvVM("provision-v2-c", "debian12", "")
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	var written, scrub types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				written = s
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(errors.New("host busy")),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				scrub = s
+				return nil
+			}),
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
+	)
+	boot := &cloudInitBoot{script: "./worker", cdsConfig: "Q0RTX0NPTkZJRw=="}
+	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "power on")
+	w := optionValues(written.ExtraConfig)
+	assert.NotEmpty(t, w[GuestinfoUserdata], "the claim wrote the userdata before power on")
+	md, err := DecodeGuestinfo(w[GuestinfoMetadata], w[GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	meta, err := ParseCloudInitMetadata(md)
+	require.NoError(t, err)
+	assert.Equal(t, "worker-c", meta.LocalHostname)
+	s := optionValues(scrub.ExtraConfig)
+	require.Contains(t, s, GuestinfoUserdata)
+	assert.Empty(t, s[GuestinfoUserdata])
+	assert.True(t, e.h.toDelete.Has("worker-c"))
+}
