@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -47,6 +49,30 @@ func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
 		out[k] = v
 	}
 	return out
+}
+
+// bootstrapAccess resolves how a worker of model starts: through
+// cloud-init (cloudInit true; no guest account, only the entry's
+// preStartScript), else through guest operations with the model's guest
+// credentials (guestCredentials).
+func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guestAccess, cloudInit bool, err error) {
+	if h.cfg.BootstrapOf(model) != BootstrapCloudInit {
+		ga, err = h.guestCredentials(ctx, model)
+		return ga, false, err
+	}
+	if e := h.cfg.modelEntry(model); e != nil {
+		ga.preStartScript = e.PreStartScript
+	}
+	return ga, true, nil
+}
+
+// cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
+// guest-operations one.
+func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *cloudInitBoot {
+	if !cloudInit {
+		return nil
+	}
+	return &cloudInitBoot{script: script, cdsConfig: cfg.EncodeBase64()}
 }
 
 // startCloudInitWorker waits for a cloud-init worker's VM to be ready —

@@ -45,23 +45,15 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return err
 	}
 
-	var ga guestAccess
-	var err error
-	if cloudInit {
-		if e := h.cfg.modelEntry(args.Model); e != nil {
-			ga.preStartScript = e.PreStartScript
-		}
-	} else if ga, err = h.guestCredentials(ctx, args.Model); err != nil {
+	ga, _, err := h.bootstrapAccess(ctx, args.Model)
+	if err != nil {
 		return fail("resolve guest credentials", err)
 	}
 	script, err := workerScript(args, ga.preStartScript)
 	if err != nil {
 		return fail("build register script", err)
 	}
-	var boot *cloudInitBoot
-	if cloudInit {
-		boot = &cloudInitBoot{script: script, cdsConfig: args.WorkerConfig.EncodeBase64()}
-	}
+	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return fail("list vms", err)

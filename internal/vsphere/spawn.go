@@ -43,24 +43,15 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve flavor", err)
 	}
-	cloudInit := h.cfg.BootstrapOf(args.Model) == BootstrapCloudInit
-	var ga guestAccess
-	if cloudInit {
-		// No guest account: cloud-init runs the script from the userdata.
-		if e := h.cfg.modelEntry(args.Model); e != nil {
-			ga.preStartScript = e.PreStartScript
-		}
-	} else if ga, err = h.guestCredentials(ctx, args.Model); err != nil {
+	ga, cloudInit, err := h.bootstrapAccess(ctx, args.Model)
+	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
 	script, err := workerScript(args, ga.preStartScript)
 	if err != nil {
 		return errf("build worker script", err)
 	}
-	var boot *cloudInitBoot
-	if cloudInit {
-		boot = &cloudInitBoot{script: script, cdsConfig: args.WorkerConfig.EncodeBase64()}
-	}
+	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return errf("list vms", err)
