@@ -36,11 +36,15 @@ func (a *app) cmdConfig(args []string) int {
 			fmt.Fprint(a.stderr, "config check: --config FILE is required\n")
 			return exitUsage
 		}
-		if _, err := vsphere.LoadAndValidate(*path, a.loadOptions()); err != nil {
+		cfg, err := vsphere.LoadAndValidate(*path, a.loadOptions())
+		if err != nil {
 			printConfigError(a.stderr, *path, err)
 			return exitFail
 		}
 		fmt.Fprintln(a.stdout, "configuration OK")
+		for _, n := range cfg.BootstrapNotes() {
+			fmt.Fprintln(a.stdout, "  "+n)
+		}
 		return exitOK
 	default:
 		fmt.Fprintf(a.stderr, "config: unknown subcommand %q (want new or check)\n", args[0])

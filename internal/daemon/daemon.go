@@ -194,6 +194,8 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:     metrics.Handler(),
 		Observer:    metricsObserver{m: metrics, ctx: ctx, next: o.Observer},
 		Intervals:   o.Intervals,
+
+		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)

@@ -3,7 +3,8 @@
 // template debian12 and a resource pool of finite capacity), an in-process
 // CDS API simulator, and the real daemon (internal/daemon) configured from
 // configs/demo.toml. It feeds jobs (V2 jobs of flavors small, medium and
-// large, and V1 jobs on a V1 model), plays the part of each worker (it
+// large, one of them on the cloud-init model debian12-cloud, and V1 jobs on
+// a V1 model), plays the part of each worker (it
 // registers with the API, runs a moment, finishes and powers its VM off, as
 // the worker's `shutdown -h now` would) and prints the life of every job, up
 // to its VM being destroyed by the hatchery's cleanup.
@@ -51,6 +52,8 @@ const (
 	guestUser     = "cds"
 	guestPassword = "demo-guest-password"
 	imageTemplate = "debian12"
+	// cloudInitTemplate is the cloud-init model's template (demo.toml).
+	cloudInitTemplate = "debian12-cloud"
 	// v1ModelName is the V1 model; its template (named after it) is
 	// created at start as if the model had been registered before.
 	v1ModelName  = "debian12-v1"
@@ -177,9 +180,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		o.OnReady(info)
 	}
 
-	wg.Add(3)
+	wg.Add(4)
 	go func() { defer wg.Done(); d.feed(runCtx) }()
 	go func() { defer wg.Done(); d.workers(runCtx) }()
+	go func() { defer wg.Done(); d.cloudInitWorkers(runCtx) }()
 	go func() { defer wg.Done(); d.watchCleanup(runCtx) }()
 
 	var timeout <-chan time.Time
@@ -249,6 +253,7 @@ func StartSims(listen string, log *slog.Logger) (*Sims, error) {
 		GuestUser: guestUser, GuestPassword: guestPassword,
 		Templates: []vcsimtest.Template{
 			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
+			{Name: cloudInitTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
 		},
 		ReadyDelay: 300 * time.Millisecond,
@@ -349,6 +354,9 @@ func demoConfig(listen string) (*vsphere.Configuration, error) {
 	cfg.WorkerProvisioningInterval = 3
 	cfg.InventoryRefreshInterval = 2
 	for i := range cfg.GuestCredentials {
+		if cfg.GuestCredentials[i].Bootstrap == vsphere.BootstrapCloudInit {
+			continue // no guest account: cloud-init starts the worker
+		}
 		cfg.GuestCredentials[i].Username, cfg.GuestCredentials[i].Password = guestUser, guestPassword
 	}
 	return cfg, nil

@@ -27,13 +27,16 @@ import (
 type jobSpec struct {
 	v1     bool
 	flavor string
+	// cloudInit: a V2 job on the cloud-init model (debian12-cloud).
+	cloudInit bool
 }
 
-// jobMix is the feeder's cycle: every V2 flavor and V1 jobs (small through
-// a flavor requirement, and the default flavor).
+// jobMix is the feeder's cycle: every V2 flavor, one V2 job on the
+// cloud-init model, and V1 jobs (small through a flavor requirement, and
+// the default flavor).
 var jobMix = []jobSpec{
 	{flavor: "small"}, {flavor: "medium"}, {v1: true, flavor: "small"},
-	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium"},
+	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium", cloudInit: true},
 }
 
 // jobLife is what the demo saw of one job.
@@ -96,7 +99,7 @@ func (d *driver) feed(ctx context.Context) {
 
 func (d *driver) addJob(n int, s jobSpec) {
 	name, cpus, mem := d.flavorSize(s.flavor)
-	r := JobReport{Seq: n + 1, V1: s.v1, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
+	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
 	if s.v1 {
 		reqs := sdk.RequirementList{{Type: sdk.ModelRequirement, Value: v1ModelGroup + "/" + v1ModelName}}
 		if s.flavor != "" {
@@ -104,7 +107,11 @@ func (d *driver) addJob(n int, s jobSpec) {
 		}
 		r.JobID = strconv.FormatInt(d.api.AddJobV1(cdssim.JobV1{Requirements: reqs, JobName: fmt.Sprintf("build-%d", n+1)}), 10)
 	} else {
-		spec, _ := json.Marshal(sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword})
+		model := sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword}
+		if s.cloudInit {
+			model = sdk.V2WorkerModelVSphereSpec{Image: cloudInitTemplate} // no guest account at all
+		}
+		spec, _ := json.Marshal(model)
 		r.JobID = d.api.AddJobV2(cdssim.JobV2{
 			Model:   sdk.V2WorkerModel{Name: v2ModelName, OSArch: "linux/amd64", Type: sdk.VSphere, Spec: spec},
 			RunsOn:  sdk.V2JobRunsOn{Model: v2ModelName, Flavor: s.flavor},
@@ -122,29 +129,51 @@ func (d *driver) addJob(n int, s jobSpec) {
 // workers plays the worker of every launch the fake guest records: the VM
 // name is the worker name, CDS_CONFIG says which job it runs.
 func (d *driver) workers(ctx context.Context) {
+	follow(ctx, d.env.Guest.WaitForCalls, func(ctx context.Context, c vcsimtest.GuestCall) {
+		if c.Fault != nil || c.ProgramPath != "/bin/echo" {
+			return
+		}
+		if wc, ok := workerConfig(c); ok {
+			d.runWorker(ctx, c, wc)
+		}
+	})
+}
+
+// cloudInitWorkers plays the worker of every VM that booted from its
+// cloud-init userdata (the simulator's FakeCloudInit): the CDS_CONFIG the
+// userdata wrote goes to the same worker life as a guest-operations launch.
+func (d *driver) cloudInitWorkers(ctx context.Context) {
+	follow(ctx, d.env.CloudInit.WaitForBoots, func(ctx context.Context, b vcsimtest.CloudInitBoot) {
+		if b.Err != "" || b.CDSConfig == "" {
+			d.log.Warn("demo: cloud-init boot without a worker config", "vm", b.VM, "err", b.Err)
+			return
+		}
+		c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
+		if wc, ok := workerConfig(c); ok {
+			d.runWorker(ctx, c, wc)
+		}
+	})
+}
+
+// follow hands every item wait reports, once and in its own goroutine, to
+// each until ctx ends; the goroutines are joined before it returns.
+func follow[T any](ctx context.Context, wait func(context.Context, int) ([]T, error), each func(context.Context, T)) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	seen := 0
 	for {
-		calls, err := d.env.Guest.WaitForCalls(ctx, seen+1)
+		items, err := wait(ctx, seen+1)
 		if err != nil {
 			return
 		}
-		for _, c := range calls[seen:] {
-			if c.Fault != nil || c.ProgramPath != "/bin/echo" {
-				continue
-			}
-			wc, ok := workerConfig(c)
-			if !ok {
-				continue
-			}
+		for _, it := range items[seen:] {
 			wg.Add(1)
 			go func() { // joined above; stopped by ctx
 				defer wg.Done()
-				d.runWorker(ctx, c, wc)
+				each(ctx, it)
 			}()
 		}
-		seen = len(calls)
+		seen = len(items)
 	}
 }
 
@@ -317,6 +346,9 @@ func (j *jobLife) kind() string {
 	if j.V1 {
 		return "v1, flavor " + j.Flavor
 	}
+	if j.CloudInit {
+		return "v2 cloud-init, flavor " + j.Flavor
+	}
 	return "v2, flavor " + j.Flavor
 }
 
@@ -328,6 +360,9 @@ type JobReport struct {
 	JobID string
 	// V1 tells a V1 job from a V2 job.
 	V1 bool
+	// CloudInit marks a V2 job on the cloud-init model: its worker boots
+	// from the VM's guestinfo userdata, no guest operation.
+	CloudInit bool
 	// Flavor is the flavor the job resolves to; WantCPUs and WantMemoryMB
 	// its size.
 	Flavor       string

@@ -113,6 +113,8 @@ type Env struct {
 	Client *vsphere.GovmomiClient
 	// Guest is the recording fake guest process manager.
 	Guest *FakeGuest
+	// CloudInit plays cloud-init in VMs booting with guestinfo userdata.
+	CloudInit *FakeCloudInit
 
 	t      reporter
 	ctx    context.Context // ends at Close
@@ -226,6 +228,7 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
+	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
 
 	admin, err := govmomi.NewClient(ctx, s.URL, true)

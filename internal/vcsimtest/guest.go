@@ -39,10 +39,9 @@ type FakeGuest struct {
 	mu       sync.Mutex
 	user     string
 	password string
-	calls    []GuestCall
+	calls    record[GuestCall]
 	nextPid  int64
 	failures []types.BaseMethodFault
-	notify   chan struct{} // closed and replaced on every call
 }
 
 func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
@@ -55,7 +54,7 @@ func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
 	if !ok {
 		return nil, fmt.Errorf("install fake guest: guest process manager is a %T", pms[0])
 	}
-	f := &FakeGuest{GuestProcessManager: orig, user: user, password: password, nextPid: 1000, notify: make(chan struct{})}
+	f := &FakeGuest{GuestProcessManager: orig, user: user, password: password, nextPid: 1000}
 	m.Put(f)
 	return f, nil
 }
@@ -76,11 +75,7 @@ func (f *FakeGuest) FailNext(faults ...types.BaseMethodFault) {
 }
 
 // Calls returns a copy of every call so far, oldest first.
-func (f *FakeGuest) Calls() []GuestCall {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
-}
+func (f *FakeGuest) Calls() []GuestCall { return f.calls.all() }
 
 // CallsFor returns the calls made for one VM.
 func (f *FakeGuest) CallsFor(vm string) []GuestCall {
@@ -96,21 +91,7 @@ func (f *FakeGuest) CallsFor(vm string) []GuestCall {
 // WaitForCalls blocks until at least n calls were made or ctx ends, and
 // returns the calls; no polling.
 func (f *FakeGuest) WaitForCalls(ctx context.Context, n int) ([]GuestCall, error) {
-	for {
-		f.mu.Lock()
-		if len(f.calls) >= n {
-			out := slices.Clone(f.calls)
-			f.mu.Unlock()
-			return out, nil
-		}
-		ch := f.notify
-		f.mu.Unlock()
-		select {
-		case <-ctx.Done():
-			return f.Calls(), ctx.Err()
-		case <-ch:
-		}
-	}
+	return f.calls.wait(ctx, n)
 }
 
 // StartProgramInGuest is the simulator method the fake overrides.
@@ -160,10 +141,8 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 		call.Pid = f.nextPid
 	}
 	call.Fault = fault
-	f.calls = append(f.calls, call)
-	close(f.notify)
-	f.notify = make(chan struct{})
 	f.mu.Unlock()
+	f.calls.add(call)
 
 	if fault != nil {
 		body.Fault_ = simulator.Fault("", fault)

@@ -12,7 +12,8 @@ import (
 // Tools running and guest operations ready (at once, or after delay); when
 // it powers off, not running and not ready. The simulator never does this
 // for VMs without a container (vcsim.md). The IP of a customized clone is
-// already set by the simulator itself (guest.ipAddress, guest.net).
+// already set by the simulator itself (guest.ipAddress, guest.net); a VM
+// booting with cloud-init guestinfo is handed to FakeCloudInit.
 type readiness struct {
 	self  types.ManagedObjectReference
 	env   *Env
@@ -65,7 +66,10 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		return
 	}
 	if r.delay <= 0 {
-		ctx.WithLock(vm, func() { setGuest(ctx, vm, true) })
+		ctx.WithLock(vm, func() {
+			setGuest(ctx, vm, true)
+			r.env.CloudInit.powerOn(ctx, vm)
+		})
 		return
 	}
 	if r.env.ctx.Err() != nil {
@@ -85,6 +89,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		sctx.WithLock(vm, func() {
 			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
 				setGuest(sctx, vm, true)
+				r.env.CloudInit.powerOn(sctx, vm)
 			}
 		})
 	}()

@@ -107,6 +107,14 @@ func sortOldestFirst(vms []VM) {
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
 func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
+}
+
+// prepareClaimedVMBoot is prepareClaimedVM; a non-nil boot adds the
+// cloud-init guestinfo (metadata with a new instance id, userdata) to the
+// reconfigure made before power on. On a failure after that reconfigure
+// the userdata is removed again before the VM is marked for deletion.
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	if vm == nil {
 		return nil, fmt.Errorf("prepare claimed vm: no vm")
 	}
@@ -147,9 +155,13 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 
 	obj := h.vs.NewVirtualMachine(vm.Ref)
 	current := vm.Name
+	userdataWritten := false
 	fail := func(step string, err error) (*object.VirtualMachine, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", "reason", err.Error())
+		if userdataWritten {
+			h.scrubUserdata(ctx, obj, current, "claimed vm failed")
+		}
 		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			log.Warn("claimed vm not powered off, left to cleanup", "reason", serr.Error())
 		}
@@ -174,9 +186,26 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 			return fail(fmt.Sprintf("apply flavor %q", flavor.Name), err)
 		}
 	}
+	if boot != nil {
+		var lease *ipLease
+		if annot.IPAddress != "" {
+			l, ok := h.ips.lookup(annot.IPAddress)
+			if !ok {
+				return fail("cloud-init guestinfo", fmt.Errorf("ip %s is in no configured range", annot.IPAddress))
+			}
+			lease = &l
+		}
+		opts, err := cloudInitOptions(h.instanceID(newName), sanitizeHostname(newName), lease, *boot)
+		if err != nil {
+			return fail("cloud-init guestinfo", err)
+		}
+		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
+	}
 	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+		userdataWritten = boot != nil // outcome unknown: remove it to be safe
 		return fail("reconfigure", err)
 	}
+	userdataWritten = boot != nil
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}

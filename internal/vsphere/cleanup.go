@@ -64,10 +64,16 @@ func (h *HatcheryVSphere) registrationTTL() time.Duration {
 type awolVerdict struct {
 	del    bool
 	reason string
+	// release: the VM is reclaimed before its worker registered, its job
+	// goes back to the queue at once (releaseReclaimedJob).
+	release bool
 }
 
 func awolKeep(reason string) awolVerdict   { return awolVerdict{reason: reason} }
 func awolRemove(reason string) awolVerdict { return awolVerdict{del: true, reason: reason} }
+func awolReclaim(reason string) awolVerdict {
+	return awolVerdict{del: true, reason: reason, release: true}
+}
 
 // killAwolServers is one pass of the awol cleanup (001 §8.1, DESIGN §5.6).
 // It looks only at VMs owned by this hatchery that are not templates and
@@ -90,6 +96,8 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.log.Warn("awol cleanup limited to vms marked for deletion", "reason", apiErr.Error())
+	} else {
+		h.scrubRegistered(ctx, workers)
 	}
 	for _, vm := range vms {
 		if ctx.Err() != nil {
@@ -118,6 +126,11 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			h.log.Debug("vm already being deleted", "vm", vm.Name, "reason", err.Error())
 		case err != nil:
 			h.log.Warn("vm not deleted, retried next pass", "vm", vm.Name, "reason", err.Error())
+		default:
+			h.userdata.remove(vm.Name)
+			if v.release {
+				h.releaseReclaimedJob(ctx, vm, v.reason)
+			}
 		}
 	}
 }
@@ -183,10 +196,10 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 			// in memory only. No spawn of this run owns it (nothing in
 			// flight above), no worker will ever start in it, and it holds
 			// its job ("already serves the job") and its IP until deleted.
-			return awolRemove("left by an earlier run: powered off, its worker never started")
+			return awolReclaim("left by an earlier run: powered off, its worker never started")
 		}
 		if now.Sub(created) > regTTL {
-			return awolRemove(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
+			return awolReclaim(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
 		}
 		return awolKeep("worker starting")
 	}
@@ -199,9 +212,12 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 		}
 		return awolKeep("worker known to the api, within ttl")
 	case vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly:
+		if grace := h.cfg.FinishedWorkerGracePeriodDuration(); age < grace {
+			return awolKeep(fmt.Sprintf("worker finished, kept for finishedWorkerGracePeriod (%s) after its start %s ago", grace, age.Round(time.Second)))
+		}
 		return awolRemove("worker finished: unknown to the api and powered off")
 	case age > regTTL:
-		return awolRemove(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
+		return awolReclaim(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
 	case a.RegisterOnly && vm.PowerState == types.VirtualMachinePowerStatePoweredOff:
 		return awolKeep("registration vm powered off, waiting to become a template")
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strconv"
 	"strings"
 
 	"github.com/vmware/govmomi/fault"
@@ -20,6 +21,12 @@ import (
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
 func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
+}
+
+// cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
+// (prepareCloneSpecBoot).
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	if annot == nil {
 		return nil, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -73,7 +80,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 	if err != nil {
 		return fail("load template", err, false, false)
 	}
-	spec, err := h.prepareCloneSpec(ctx, template, annot, flavor)
+	spec, err := h.prepareCloneSpecBoot(ctx, template, annot, flavor, boot)
 	if err != nil {
 		h.tmplDevs.forget(template)
 		return fail("prepare clone spec", err, false, false)
@@ -133,6 +140,13 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name strin
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on.
 func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig) (*types.VirtualMachineCloneSpec, error) {
+	return h.prepareCloneSpecBoot(ctx, template, annot, flavor, nil)
+}
+
+// prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
+// has no guest customization: its guestinfo carries the cloud-init
+// metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
 	tname := objectName(template)
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -173,11 +187,13 @@ func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object
 	for i := range nics {
 		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
 	}
+	var lease *ipLease
 	if annot.IPAddress != "" {
-		lease, ok := h.ips.lookup(annot.IPAddress)
+		l, ok := h.ips.lookup(annot.IPAddress)
 		if !ok {
 			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
 		}
+		lease = &l
 		nics[0].Adapter = types.CustomizationIPSettings{
 			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
 			SubnetMask:    lease.SubnetMask,
@@ -205,7 +221,7 @@ func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object
 	}
 
 	poolRef, dsRef := pool.Reference(), ds.Reference()
-	return &types.VirtualMachineCloneSpec{
+	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			Pool:         &poolRef,
 			Datastore:    &dsRef,
@@ -221,7 +237,24 @@ func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object
 		Config:   config,
 		PowerOn:  true,
 		Template: false,
-	}, nil
+	}
+	if boot != nil {
+		opts, err := cloudInitOptions(h.instanceID(annot.WorkerName), hostname, lease, *boot)
+		if err != nil {
+			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
+		}
+		config.ExtraConfig = append(config.ExtraConfig, opts...)
+		// cloud-init configures hostname and network from the metadata;
+		// a customization would race it.
+		spec.Customization = nil
+	}
+	return spec, nil
+}
+
+// instanceID is a cloud-init instance id new for every worker: the VM name
+// and the time, so that a reused (claimed) VM runs its userdata again.
+func (h *HatcheryVSphere) instanceID(vmName string) string {
+	return vmName + "-" + strconv.FormatInt(h.now().UnixNano(), 36)
 }
 
 // maxHostnameLen is the DNS label limit a Linux hostname must respect.

@@ -75,6 +75,16 @@ type Configuration struct {
 	InventoryRefreshInterval int `mapstructure:"inventoryRefreshInterval" toml:"inventoryRefreshInterval" json:"inventoryRefreshInterval"`
 	// MaxConcurrentTasks bounds vCenter tasks in flight (clone, power, destroy…).
 	MaxConcurrentTasks int `mapstructure:"maxConcurrentTasks" toml:"maxConcurrentTasks" json:"maxConcurrentTasks"`
+
+	// Bootstrap and upstream keys (config_bootstrap.go). DefaultBootstrap
+	// is the bootstrap mode of models without their own ("guestops" or
+	// "cloud-init").
+	DefaultBootstrap string `mapstructure:"defaultBootstrap" toml:"defaultBootstrap" json:"defaultBootstrap"`
+	// FinishedWorkerGracePeriod is in seconds: how long the VM of a
+	// finished worker is kept before it is destroyed.
+	FinishedWorkerGracePeriod int `mapstructure:"finishedWorkerGracePeriod" toml:"finishedWorkerGracePeriod" json:"finishedWorkerGracePeriod"`
+	// DisableV2QueuePolling reads the V2 queue from websocket events only.
+	DisableV2QueuePolling bool `mapstructure:"disableV2QueuePolling" toml:"disableV2QueuePolling" json:"disableV2QueuePolling"`
 }
 
 // NetworkConfig is one static IP range with its own gateway, mask and DNS.
@@ -104,6 +114,9 @@ type GuestCredential struct {
 	Username       string `mapstructure:"username" toml:"username" json:"username"`
 	Password       string `mapstructure:"password" toml:"password" json:"-"`
 	PreStartScript string `mapstructure:"preStartScript" toml:"preStartScript" json:"preStartScript"`
+	// Bootstrap is how the model's workers start: "guestops", "cloud-init"
+	// or empty for defaultBootstrap. A cloud-init entry needs no username.
+	Bootstrap string `mapstructure:"bootstrap" toml:"bootstrap" json:"bootstrap"`
 }
 
 // DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (001 §3.4).

@@ -64,5 +64,6 @@ func DefaultConfiguration() Configuration {
 		InventoryMode:               InventoryWatch,
 		InventoryRefreshInterval:    DefaultInventoryRefreshInterval,
 		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
+		DefaultBootstrap:            BootstrapGuestOps,
 	}
 }

@@ -27,6 +27,7 @@ func (c *Configuration) Validate() error {
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
+	c.validateBootstrap(&es)
 	if !slices.Contains(InventoryModes, c.InventoryMode) {
 		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}
@@ -367,7 +368,7 @@ func (c *Configuration) validateCredentials(es *ConfigErrors) {
 		for i, g := range list.creds {
 			key := fmt.Sprintf("%s[%d]", list.key, i)
 			model := checkModelRef(es, key, g.ModelPath, g.ModelVMWare)
-			if strings.TrimSpace(g.Username) == "" {
+			if strings.TrimSpace(g.Username) == "" && c.needsGuestAccount(g) {
 				es.add(key+".username", "required: the guest OS account the worker runs as")
 			}
 			if model == "" {

@@ -49,6 +49,7 @@ type HatcheryVSphere struct {
 	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
 	recent      *recentWorkers    // workers created, maybe not in the inventory yet
 	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
+	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)

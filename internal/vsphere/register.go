@@ -29,9 +29,13 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	var annot Annotation
 	vmName := tmpName
 	leasedIP := ""
+	cloudInit := h.cfg.BootstrapOf(args.Model) == BootstrapCloudInit
 	fail := func(step string, err error) error {
 		h.log.Warn("model registration failed", "vm", vmName, "model", m.Path(), "reason", step)
 		if vm != nil {
+			if cloudInit {
+				h.scrubUserdata(ctx, vm, vmName, "registration failed")
+			}
 			h.abandonVM(ctx, vm, vmName, leasedIP)
 			h.ips.release(leasedIP, tmpName) // reserved under its first name
 		}
@@ -40,7 +44,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
 	}
 
-	ga, err := h.guestCredentials(ctx, args.Model)
+	ga, _, err := h.bootstrapAccess(ctx, args.Model)
 	if err != nil {
 		return fail("resolve guest credentials", err)
 	}
@@ -48,6 +52,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		return fail("build register script", err)
 	}
+	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return fail("list vms", err)
@@ -70,7 +75,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if annot.WorkerName == "" {
 		annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVM(ctx, image, tmpName, &annot, nil)
+	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = nil // cloneVM has cleaned up
 		return fail("clone base image", err)
@@ -79,7 +84,12 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	h.recent.add(annot.WorkerName, h.now())
 	h.log.Info("model registration started", "vm", tmpName, "model", m.Path(), "ip", annot.IPAddress)
 
-	if err := h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig); err != nil {
+	if cloudInit {
+		err = h.startCloudInitWorker(ctx, vm, tmpName, &annot, false)
+	} else {
+		err = h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig)
+	}
+	if err != nil {
 		var se *spawnStepError
 		if errors.As(err, &se) {
 			return fail(se.Step, se.Err)
@@ -91,6 +101,13 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	cancel()
 	if err != nil {
 		return fail("wait for shutdown", err)
+	}
+	if cloudInit {
+		// Every clone would copy the guestinfo of its template: the token
+		// and the tmp VM's identity go before it becomes one.
+		if err := h.clearGuestinfo(ctx, vm, tmpName); err != nil {
+			return fail("clear cloud-init guestinfo", err)
+		}
 	}
 
 	vms, err = h.inv.VMs(ctx)

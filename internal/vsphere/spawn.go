@@ -43,7 +43,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve flavor", err)
 	}
-	ga, err := h.guestCredentials(ctx, args.Model)
+	ga, cloudInit, err := h.bootstrapAccess(ctx, args.Model)
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
@@ -51,6 +51,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("build worker script", err)
 	}
+	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return errf("list vms", err)
@@ -79,14 +80,22 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		annot.VMwareModelPath = templateName
 	}
 
-	vm, err := h.claimOrClone(ctx, args, templateName, &annot, flavor)
+	vm, err := h.claimOrClone(ctx, args, templateName, &annot, flavor, boot)
 	if err != nil {
 		return errf("create vm", err)
 	}
 	h.recent.add(name, h.now())
 	h.log.Info("vm created", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "flavor", annot.Flavor, "ip", annot.IPAddress)
 
-	if err := h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig); err != nil {
+	if cloudInit {
+		err = h.startCloudInitWorker(ctx, vm, name, &annot, true)
+	} else {
+		err = h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig)
+	}
+	if err != nil {
+		if cloudInit {
+			h.scrubUserdata(ctx, vm, name, "spawn failed")
+		}
 		h.abandonVM(ctx, vm, name, annot.IPAddress)
 		var se *spawnStepError
 		if errors.As(err, &se) {
@@ -126,7 +135,9 @@ func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerM
 // claimOrClone returns the worker's VM, powered on and carrying annot: a
 // claimed pre-provisioned VM when one fits, else a fresh clone. On error
 // the callee has already cleaned up (delete mark, IP released).
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+// boot, for a cloud-init model, is written in the VM's guestinfo before it
+// powers on.
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
 	if err != nil {
 		h.log.Warn("claim provisioned vm failed, cloning", "vm", annot.WorkerName, "job", args.JobID, "reason", err.Error())
@@ -141,7 +152,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
 		h.log.Info("provisioned vm claimed", "vm", claimed.Name, "job", args.JobID, "flavor", flavorName(flavor), "ip", annot.IPAddress)
-		vm, err := h.prepareClaimedVM(ctx, claimed, *annot, flavor)
+		vm, err := h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
 		h.inv.Invalidate()
 		if err != nil {
 			return nil, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
@@ -151,7 +162,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		}
 		return vm, nil
 	}
-	return h.cloneVM(ctx, templateName, annot.WorkerName, annot, flavor)
+	return h.cloneVMBoot(ctx, templateName, annot.WorkerName, annot, flavor, boot)
 }
 
 // startWorker waits for the VM to be ready, launches the worker and records

@@ -57,6 +57,27 @@ type warmCDS struct {
 	models      []sdk.Model
 	modelsErr   error
 	spawnErrors []string // "group/name: error"
+	released    []string // "v1:ID" or "v2:REGION:ID", in call order
+}
+
+func (c *warmCDS) QueueJobRelease(_ context.Context, id int64) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = append(c.released, fmt.Sprintf("v1:%d", id))
+	return nil
+}
+
+func (c *warmCDS) V2QueueJobRelease(_ context.Context, region, id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.released = append(c.released, "v2:"+region+":"+id)
+	return nil
+}
+
+func (c *warmCDS) releasedJobs() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.released...)
 }
 
 func (c *warmCDS) WorkerList(context.Context) ([]sdk.Worker, error) {

@@ -136,6 +136,9 @@ type Options struct {
 	// DisableMonServer keeps Run from serving /mon (the caller may mount
 	// Handler itself).
 	DisableMonServer bool
+	// DisableV2QueuePolling reads the V2 queue from its websocket events
+	// only: no periodic V2 queue poll (disableV2QueuePolling).
+	DisableV2QueuePolling bool
 }
 
 // Framework runs a hatchery against the CDS API: sign-in, heartbeats, queue
@@ -155,8 +158,10 @@ type Framework struct {
 	v2cmd    V2Commands
 	workerLg WorkerLogConfig
 	monOff   bool
-	key      *rsa.PrivateKey
-	hostname string
+	// v2PollOff: no V2 queue poll loop, events only.
+	v2PollOff bool
+	key       *rsa.PrivateKey
+	hostname  string
 
 	running atomic.Bool
 
@@ -217,6 +222,7 @@ func New(o Options) (*Framework, error) {
 		v2cmd:     DefaultV2Commands(),
 		workerLg:  o.WorkerLog,
 		monOff:    o.DisableMonServer,
+		v2PollOff: o.DisableV2QueuePolling,
 		key:       key,
 		inflight:  map[string]struct{}{},
 		monReady:  make(chan struct{}),
@@ -404,7 +410,9 @@ func (f *Framework) Run(ctx context.Context) error {
 			start(f.eventsV1Loop)
 		}
 		if f.cfg.API.TokenV2 != "" {
-			start(f.pollV2Loop)
+			if !f.v2PollOff {
+				start(f.pollV2Loop)
+			}
 			start(f.eventsV2Loop)
 		}
 		start(func(ctx context.Context) { f.workerPoolLoop(ctx, firstPoolErr) })

@@ -1,0 +1,83 @@
+//go:build !race
+
+package e2e
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// TestDemoCloudInitModel: the demo's cloud-init job runs beside the
+// guest-operations ones: its VM boots from the guestinfo userdata (the
+// simulator plays cloud-init), the worker gets the CDS_CONFIG of its job
+// from there, no guest operation is made on that VM, and the job finishes
+// and its VM is destroyed like the others.
+func TestDemoCloudInitModel(t *testing.T) {
+	var stdout, logs syncBuffer
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("demo output:\n%s\nlogs:\n%s", stdout.String(), logs.String())
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	var (
+		boots []vcsimtest.CloudInitBoot
+		calls []vcsimtest.GuestCall
+	)
+	rep, err := demo.Run(ctx, demo.Options{
+		Jobs: 6, Once: true, Timeout: 60 * time.Second,
+		JobEvery: 400 * time.Millisecond, WorkerRunTime: 500 * time.Millisecond,
+		Stdout: &stdout, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
+		OnDone: func(i demo.Info, _ *demo.Report) {
+			boots, calls = i.Env.CloudInit.Boots(), i.Env.Guest.Calls()
+		},
+	})
+	require.NoError(t, err)
+	require.NotNil(t, rep)
+
+	cloudInit, guestOps := 0, 0
+	for _, j := range rep.Jobs {
+		require.NotEmpty(t, j.VM, "job %d got no VM", j.Seq)
+		assert.False(t, j.Destroyed.IsZero(), "job %d VM %s destroyed", j.Seq, j.VM)
+		launched := false
+		for _, c := range calls {
+			if c.VM == j.VM && c.ProgramPath == "/bin/echo" && c.Fault == nil {
+				launched = true
+			}
+		}
+		if !j.CloudInit {
+			guestOps++
+			assert.True(t, launched, "guest-operations job %d launched through guest operations", j.Seq)
+			continue
+		}
+		cloudInit++
+		for _, c := range calls {
+			assert.NotEqual(t, j.VM, c.VM, "guest operation %s on the cloud-init VM of job %d", c.ProgramPath, j.Seq)
+		}
+		var boot *vcsimtest.CloudInitBoot
+		for i := range boots {
+			if boots[i].VM == j.VM {
+				boot = &boots[i]
+			}
+		}
+		require.NotNil(t, boot, "the VM of job %d booted from its userdata", j.Seq)
+		assert.Empty(t, boot.Err)
+		wc, err := hatchery.DecodeWorkerConfig(boot.CDSConfig)
+		require.NoError(t, err)
+		assert.Equal(t, j.JobID, wc.RunJobID, "the userdata carries the job's worker config")
+		assert.Equal(t, j.IP, boot.IP, "the worker saw the address cloud-init configured")
+	}
+	assert.Equal(t, 1, cloudInit, "one cloud-init job in the mix of 6")
+	assert.Equal(t, 5, guestOps)
+	assert.Contains(t, stdout.String(), "v2 cloud-init, flavor medium")
+}

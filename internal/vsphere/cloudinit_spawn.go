@@ -1,0 +1,152 @@
+package vsphere
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// scrubTimeout bounds the reconfigure removing a worker's userdata: one
+// short extraConfig edit, detached from a possibly cancelled spawn so that
+// the token is removed even during shutdown.
+const scrubTimeout = time.Minute
+
+// userdataVMs are the VMs of this run whose guestinfo still holds a
+// worker token, by VM name: removed once the API lists the worker
+// (scrubRegistered) or the VM is gone. A restart forgets them: their
+// tokens stay until the VMs are destroyed (docs/cloud-init.md).
+type userdataVMs struct {
+	mu  sync.Mutex
+	vms map[string]types.ManagedObjectReference
+}
+
+func (u *userdataVMs) add(name string, ref types.ManagedObjectReference) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.vms == nil {
+		u.vms = map[string]types.ManagedObjectReference{}
+	}
+	u.vms[name] = ref
+}
+
+func (u *userdataVMs) remove(name string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	delete(u.vms, name)
+}
+
+func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make(map[string]types.ManagedObjectReference, len(u.vms))
+	for k, v := range u.vms {
+		out[k] = v
+	}
+	return out
+}
+
+// bootstrapAccess resolves how a worker of model starts: through
+// cloud-init (cloudInit true; no guest account, only the entry's
+// preStartScript), else through guest operations with the model's guest
+// credentials (guestCredentials).
+func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guestAccess, cloudInit bool, err error) {
+	if h.cfg.BootstrapOf(model) != BootstrapCloudInit {
+		ga, err = h.guestCredentials(ctx, model)
+		return ga, false, err
+	}
+	if e := h.cfg.modelEntry(model); e != nil {
+		ga.preStartScript = e.PreStartScript
+	}
+	return ga, true, nil
+}
+
+// cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
+// guest-operations one.
+func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *cloudInitBoot {
+	if !cloudInit {
+		return nil
+	}
+	return &cloudInitBoot{script: script, cdsConfig: cfg.EncodeBase64()}
+}
+
+// startCloudInitWorker waits for a cloud-init worker's VM to be ready —
+// the guest reports its IP (the static one when one was allocated), which
+// cloud-init brings up before it runs the userdata; not for a registration
+// (waitIP false), whose VM may be done and off before anyone looks — and
+// records the start in the annotation. No guest operation is made. The
+// VM's userdata is removed once the API lists the worker.
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation, waitIP bool) error {
+	h.userdata.add(name, vm.Reference())
+	ip := annot.IPAddress
+	if waitIP {
+		// Boot, then cloud-init's network stage: the guest-operations
+		// and IP stages of a guest-operations spawn, in one wait.
+		ictx, cancel := context.WithTimeout(ctx, readiness.GuestOps+readiness.IP)
+		var err error
+		ip, err = h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
+		cancel()
+		if err != nil {
+			return stepErr("wait for ip", err)
+		}
+		if annot.IPAddress != "" && ip != annot.IPAddress {
+			return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
+		}
+	}
+	started := h.now().UTC()
+	annot.WorkerStarted = &started
+	h.log.Info("worker booting through cloud-init", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", ip)
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		h.unrecorded.add(name, started)
+		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
+	}
+	return nil
+}
+
+// scrubUserdata removes the userdata (and the worker token in it) from a
+// VM of ours; why says what triggered it, for the log. A failure is logged:
+// the VM keeps the token until it is destroyed.
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm *object.VirtualMachine, name, why string) {
+	defer h.userdata.remove(name)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
+	defer cancel()
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudInitScrub()); err != nil {
+		h.log.Warn("remove worker userdata failed", "vm", name, "reason", why, "err", err)
+		return
+	}
+	h.log.Info("worker userdata removed", "vm", name, "reason", why)
+}
+
+// scrubRegistered removes the userdata of the VMs whose worker the API
+// lists: it registered, the token was used. The awol cleanup forgets the
+// VMs it destroys.
+func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorkers) {
+	for name, ref := range h.userdata.snapshot() {
+		if workers.known[name] {
+			h.scrubUserdata(ctx, h.vs.NewVirtualMachine(ref), name, "worker registered")
+		}
+	}
+}
+
+// clearGuestinfo removes all the cloud-init guestinfo (metadata and
+// userdata) from a VM about to become a template, bounded like a scrub.
+func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm *object.VirtualMachine, name string) error {
+	defer h.userdata.remove(name)
+	sctx, cancel := context.WithTimeout(ctx, scrubTimeout)
+	defer cancel()
+	spec := cloudInitScrub()
+	spec.ExtraConfig = append(spec.ExtraConfig,
+		&types.OptionValue{Key: GuestinfoMetadata, Value: ""},
+		&types.OptionValue{Key: GuestinfoMetadataEncoding, Value: ""},
+	)
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, spec); err != nil {
+		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
+	}
+	h.log.Info("cloud-init guestinfo cleared", "vm", name, "reason", "becomes a model template")
+	return nil
+}

@@ -1,0 +1,161 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// spCloudInitArgs is spV2Args on a model without any guest account.
+func spCloudInitArgs() hatchery.SpawnArguments {
+	args := spV2Args()
+	args.Model.VSphereSpec = sdk.V2WorkerModelVSphereSpec{Image: "debian12"}
+	return args
+}
+
+// newCloudInitFixture is a hatchery whose models boot through cloud-init,
+// with a static IP range and the template debian12, and a spawn on it.
+func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
+	t.Helper()
+	cfg := spIPConfig()
+	cfg.DefaultBootstrap = BootstrapCloudInit
+	f := newSpFixture(t, cfg)
+	f.inv.add(VM{Name: "debian12", Template: true})
+	return f, spCloudInitArgs()
+}
+
+func optionValues(opts []types.BaseOptionValue) map[string]string {
+	out := map[string]string{}
+	for _, o := range opts {
+		if ov := o.GetOptionValue(); ov != nil {
+			out[ov.Key], _ = ov.Value.(string)
+		}
+	}
+	return out
+}
+
+// TestSpawnCloudInitSuccess: a cloud-init spawn clones without a guest
+// customization, with the guestinfo keys; readiness is the guest's IP; no
+// guest operation, no guest credentials; the start is recorded.
+func TestSpawnCloudInitSuccess(t *testing.T) {
+	t.Parallel()
+	f, args := newCloudInitFixture(t)
+
+	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-debian12"))
+	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
+	f.expectCloneSpecCalls(tmpl, 1)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+	var spec *types.VirtualMachineCloneSpec
+	ref := spNewRef
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ *object.Folder, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+			spec = s
+			return &ref, nil
+		})
+	vm := object.NewVirtualMachine(nil, spNewRef)
+	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
+	var written types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				written = s
+				return nil
+			}),
+	)
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+	require.NotNil(t, spec)
+	assert.Nil(t, spec.Customization, "cloud-init configures the guest, no customization")
+	opts := optionValues(spec.Config.ExtraConfig)
+	for _, k := range []string{GuestinfoMetadata, GuestinfoUserdata} {
+		assert.NotEmpty(t, opts[k], k)
+		assert.Equal(t, GuestinfoEncodingGzipBase64, opts[k+".encoding"])
+	}
+	a, err := ParseAnnotation(written.Annotation)
+	require.NoError(t, err)
+	assert.NotNil(t, a.WorkerStarted)
+	assert.NotContains(t, written.Annotation, "jwt-token")
+	assert.Contains(t, f.h.userdata.snapshot(), args.WorkerName, "token to remove once registered")
+}
+
+// TestSpawnCloudInitFailureRemovesUserdata: when the guest never reports
+// its IP, the userdata (with the token) is removed before the VM is
+// powered off and marked for deletion.
+func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
+	t.Parallel()
+	f, args := newCloudInitFixture(t)
+	vm := f.expectClone("debian12", args.WorkerName, nil)
+
+	var scrub types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				scrub = s
+				return nil
+			}),
+		f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil),
+	)
+
+	err := f.h.SpawnWorker(context.Background(), args)
+	require.Error(t, err)
+	assert.True(t, errors.Is(err, context.DeadlineExceeded))
+	assert.Contains(t, err.Error(), "wait for ip")
+	assert.NotContains(t, err.Error(), "jwt-token")
+	opts := optionValues(scrub.ExtraConfig)
+	require.Contains(t, opts, GuestinfoUserdata)
+	assert.Empty(t, opts[GuestinfoUserdata])
+	assert.Empty(t, opts[GuestinfoUserdataEncoding])
+	assert.True(t, f.h.toDelete.Has(args.WorkerName))
+	assert.Empty(t, f.h.userdata.snapshot())
+}
+
+// TestPrepareClaimedVMCloudInitPowerOnFails: a claimed VM whose power on
+// fails after the reconfigure wrote its userdata has the userdata removed
+// before it is powered off and marked for deletion.
+func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
+	t.Parallel()
+	vm := warmProvVM("provision-v2-c", "debian12", "")
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	var written, scrub types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				written = s
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(errors.New("host busy")),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+				scrub = s
+				return nil
+			}),
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
+	)
+	boot := &cloudInitBoot{script: "./worker", cdsConfig: "Q0RTX0NPTkZJRw=="}
+	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "power on")
+	w := optionValues(written.ExtraConfig)
+	assert.NotEmpty(t, w[GuestinfoUserdata], "the claim wrote the userdata before power on")
+	md, err := DecodeGuestinfo(w[GuestinfoMetadata], w[GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	meta, err := ParseCloudInitMetadata(md)
+	require.NoError(t, err)
+	assert.Equal(t, "worker-c", meta.LocalHostname)
+	s := optionValues(scrub.ExtraConfig)
+	require.Contains(t, s, GuestinfoUserdata)
+	assert.Empty(t, s[GuestinfoUserdata])
+	assert.True(t, e.h.toDelete.Has("worker-c"))
+}

@@ -1,0 +1,125 @@
+package vsphere
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
+// Bootstrap modes: how a worker is started inside its VM
+// (docs/configuration.md, "Bootstrap").
+const (
+	// BootstrapGuestOps starts the worker through VMware guest operations,
+	// signed in with the model's guest credentials (the default).
+	BootstrapGuestOps = "guestops"
+	// BootstrapCloudInit hands the worker to cloud-init through the VM's
+	// guestinfo.metadata / guestinfo.userdata properties: no guest
+	// credentials, no guest operations (docs/cloud-init.md).
+	BootstrapCloudInit = "cloud-init"
+)
+
+// BootstrapModes lists the allowed bootstrap values.
+var BootstrapModes = []string{BootstrapGuestOps, BootstrapCloudInit}
+
+// FinishedWorkerGracePeriodDuration is finishedWorkerGracePeriod (seconds).
+func (c *Configuration) FinishedWorkerGracePeriodDuration() time.Duration {
+	return time.Duration(c.FinishedWorkerGracePeriod) * time.Second
+}
+
+// entryBootstrap is the bootstrap mode of a guestCredentials/models entry:
+// its own, else defaultBootstrap, else guestops.
+func (c *Configuration) entryBootstrap(g GuestCredential) string {
+	if m := strings.TrimSpace(g.Bootstrap); m != "" {
+		return m
+	}
+	return c.defaultBootstrap()
+}
+
+func (c *Configuration) defaultBootstrap() string {
+	if m := strings.TrimSpace(c.DefaultBootstrap); m != "" {
+		return m
+	}
+	return BootstrapGuestOps
+}
+
+// modelEntry is the guestCredentials entry of model, else its models
+// (alias) entry, else nil.
+func (c *Configuration) modelEntry(model sdk.WorkerStarterWorkerModel) *GuestCredential {
+	for _, list := range [][]GuestCredential{c.GuestCredentials, c.Models} {
+		for i := range list {
+			if credentialMatches(list[i], model) {
+				return &list[i]
+			}
+		}
+	}
+	return nil
+}
+
+// BootstrapOf is the bootstrap mode of model: its entry's, else
+// defaultBootstrap.
+func (c *Configuration) BootstrapOf(model sdk.WorkerStarterWorkerModel) string {
+	if e := c.modelEntry(model); e != nil {
+		return c.entryBootstrap(*e)
+	}
+	return c.defaultBootstrap()
+}
+
+// validateBootstrap checks defaultBootstrap, every entry's bootstrap and
+// finishedWorkerGracePeriod.
+func (c *Configuration) validateBootstrap(es *ConfigErrors) {
+	if m := strings.TrimSpace(c.DefaultBootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
+		es.add("defaultBootstrap", "%q is not a bootstrap mode (allowed: %q, %q)", m, BootstrapGuestOps, BootstrapCloudInit)
+	}
+	for _, list := range []struct {
+		key   string
+		creds []GuestCredential
+	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
+		for i, g := range list.creds {
+			if m := strings.TrimSpace(g.Bootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
+				es.add(fmt.Sprintf("%s[%d].bootstrap", list.key, i), "%q is not a bootstrap mode (allowed: %q, %q, or empty for defaultBootstrap)", m, BootstrapGuestOps, BootstrapCloudInit)
+			}
+		}
+	}
+	if c.FinishedWorkerGracePeriod < 0 {
+		es.add("finishedWorkerGracePeriod", "%d: must be >= 0 (seconds; 0 destroys a finished worker's vm at the next cleanup pass)", c.FinishedWorkerGracePeriod)
+	}
+}
+
+// needsGuestAccount tells whether an entry must name a guest account: only
+// when its model starts through guest operations.
+func (c *Configuration) needsGuestAccount(g GuestCredential) bool {
+	return c.entryBootstrap(g) == BootstrapGuestOps
+}
+
+// BootstrapNotes are the lines `config check` prints about bootstrap modes
+// after a valid configuration: which entries start their workers through
+// cloud-init and so need no guest credentials. No line holds a secret.
+func (c *Configuration) BootstrapNotes() []string {
+	var notes []string
+	if c.defaultBootstrap() == BootstrapCloudInit {
+		notes = append(notes, KeyPrefix+".defaultBootstrap: models without an entry start through cloud-init (guestinfo): no guest credentials needed")
+	}
+	for _, list := range []struct {
+		key   string
+		creds []GuestCredential
+	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
+		for i, g := range list.creds {
+			if c.entryBootstrap(g) != BootstrapCloudInit {
+				continue
+			}
+			model := g.ModelVMWare
+			if model == "" {
+				model = g.ModelPath
+			}
+			note := fmt.Sprintf("%s.%s[%d] (model %q): bootstrap cloud-init: no guest credentials needed", KeyPrefix, list.key, i, model)
+			if g.Username != "" || g.Password != "" {
+				note += "; its username/password are not used"
+			}
+			notes = append(notes, note)
+		}
+	}
+	return notes
+}
