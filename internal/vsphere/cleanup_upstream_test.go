@@ -52,12 +52,12 @@ func TestKillAwolServersFinishedWorkerGracePeriod(t *testing.T) {
 
 // TestKillAwolServersReleasesReclaimedJob: the job of a VM destroyed before
 // its worker registered goes back to the queue at once (V1 by number, V2
-// in the hatchery's region); a finished worker's job and a known worker's
+// in the region the V2 sign-in answered, not provision.region); a finished worker's job and a known worker's
 // job are not released.
 func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
-	cfg.CommonConfiguration.Provision.Region = "eu-west"
+	cfg.CommonConfiguration.Provision.Region = "eu"
 	job := func(id string) vmOpt { return wAnnot(func(a *Annotation) { a.JobID = id }) }
 	vms := []VM{
 		warmVM("w-never-started", wCreated(time.Hour), job("42")),
@@ -65,7 +65,7 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 		warmVM("w-finished", wOff, wStarted(time.Hour), job("43")),
 		warmVM("w-running", wStarted(time.Minute), job("44")),
 	}
-	cds := &warmCDS{v1: []sdk.Worker{{Name: "w-running"}}}
+	cds := &warmCDS{v1: []sdk.Worker{{Name: "w-running"}}, v2Region: "eu-west"}
 	e := newWarmEnv(t, cfg, vms, cds)
 	for _, v := range vms[:3] {
 		e.expectDelete(v)

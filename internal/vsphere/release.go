@@ -13,7 +13,8 @@ const releaseTimeout = 30 * time.Second
 // releaseReclaimedJob hands the job of a VM the cleanup reclaimed before
 // its worker registered back to the queue at once, instead of leaving it
 // booked until the API times it out. A V1 job id is a number; anything
-// else is a V2 run job of the hatchery's region. A refusal (the job was
+// else is a V2 run job, released in the region the V2 sign-in answered
+// (the one every V2 queue route takes). A refusal (the job was
 // taken, finished or released meanwhile) is logged at Info: nothing is
 // lost.
 func (h *HatcheryVSphere) releaseReclaimedJob(ctx context.Context, vm VM, reason string) {
@@ -27,7 +28,7 @@ func (h *HatcheryVSphere) releaseReclaimedJob(ctx context.Context, vm VM, reason
 	if id, perr := strconv.ParseInt(job, 10, 64); perr == nil {
 		err = h.cds.QueueJobRelease(rctx, id)
 	} else {
-		err = h.cds.V2QueueJobRelease(rctx, h.cfg.CommonConfiguration.Provision.Region, job)
+		err = h.cds.V2QueueJobRelease(rctx, h.cds.V2Region(), job)
 	}
 	if err != nil {
 		h.log.Info("job of reclaimed vm not released", "vm", vm.Name, "job", job, "reason", reason, "err", err)

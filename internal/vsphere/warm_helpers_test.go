@@ -58,7 +58,10 @@ type warmCDS struct {
 	modelsErr   error
 	spawnErrors []string // "group/name: error"
 	released    []string // "v1:ID" or "v2:REGION:ID", in call order
+	v2Region    string   // the region the V2 sign-in answered
 }
+
+func (c *warmCDS) V2Region() string { return c.v2Region }
 
 func (c *warmCDS) QueueJobRelease(_ context.Context, id int64) error {
 	c.mu.Lock()
