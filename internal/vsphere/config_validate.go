@@ -24,6 +24,7 @@ func (c *Configuration) Validate() error {
 	c.validateVCenter(&es)
 	c.validateNumbers(&es)
 	c.validateNetwork(&es)
+	c.validateIPPlan(&es)
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
@@ -59,9 +60,6 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 			es.add(p+"http.addr", "%q is not a listen address (want an IP such as 127.0.0.1, a host name, or empty for all interfaces)", cc.HTTP.Addr)
 		}
 	}
-	if cc.API.RequestTimeout <= 0 {
-		es.add(p+"api.requestTimeout", "%d: must be > 0 (seconds)", cc.API.RequestTimeout)
-	}
 	if cc.API.MaxHeartbeatFailures <= 0 {
 		es.add(p+"api.maxHeartbeatFailures", "%d: must be > 0 (consecutive failed heartbeats before the process stops)", cc.API.MaxHeartbeatFailures)
 	}
@@ -81,9 +79,6 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 	} else if pv.MaxWorker > 0 && pv.MaxConcurrentRegistering > pv.MaxWorker {
 		es.add(pp+"maxConcurrentRegistering", "%d is greater than provision.maxWorker %d (must be <= maxWorker when maxWorker > 0; -1 disables registration)", pv.MaxConcurrentRegistering, pv.MaxWorker)
 	}
-	if pv.RegisterFrequency <= 0 {
-		es.add(pp+"registerFrequency", "%d: must be > 0 (seconds)", pv.RegisterFrequency)
-	}
 	if pv.MaxAttemptsNumberBeforeFailure < -1 {
 		es.add(pp+"maxAttemptsNumberBeforeFailure", "%d: must be >= -1 (-1 disables the cap)", pv.MaxAttemptsNumberBeforeFailure)
 	}
@@ -95,10 +90,8 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 }
 
 func (c *Configuration) validateVCenter(es *ConfigErrors) {
-	if strings.TrimSpace(c.Endpoint) == "" {
-		es.add("endpoint", "required: the vCenter host name or address (e.g. vcenter.example.com)")
-	} else if strings.ContainsAny(c.Endpoint, " \t@") {
-		es.add("endpoint", "%q is not a host name, host:port or URL (no spaces, no user@)", c.Endpoint)
+	if problem := checkEndpoint(c.Endpoint); problem != "" {
+		es.add("endpoint", "%s", problem)
 	}
 	if strings.TrimSpace(c.User) == "" {
 		es.add("user", "required: the vCenter user")
@@ -124,14 +117,13 @@ func (c *Configuration) validateNumbers(es *ConfigErrors) {
 		v    int
 		unit string
 	}{
-		{"workerTTL", c.WorkerTTL, "minutes"},
-		{"workerRegistrationTTL", c.WorkerRegistrationTTL, "minutes"},
-		{"workerProvisioningInterval", c.WorkerProvisioningInterval, "seconds"},
 		{"workerProvisioningPoolSize", c.WorkerProvisioningPoolSize, "parallel provisioning operations"},
-		{"killAwolServersInterval", c.KillAwolServersInterval, "seconds"},
-		{"killDisabledWorkersInterval", c.KillDisabledWorkersInterval, "seconds"},
-		{"inventoryRefreshInterval", c.InventoryRefreshInterval, "seconds"},
 		{"maxConcurrentTasks", c.MaxConcurrentTasks, "vCenter tasks in flight"},
+	}
+	for _, d := range durationKeys {
+		if v := d.value(c); v <= 0 || v > d.max {
+			es.add(d.key, "%d is out of range: must be > 0 (%s) and at most %d (allowed: 1-%d %s)", v, d.unitName, d.max, d.max, d.unitName)
+		}
 	}
 	for _, n := range positive {
 		if n.v <= 0 {

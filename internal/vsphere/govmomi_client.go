@@ -277,7 +277,8 @@ func endpointURL(endpoint string) (*url.URL, error) {
 		}
 		return nil, fmt.Errorf("parse vcenter endpoint: %w", err)
 	}
-	if u.Scheme != "https" && u.Scheme != "http" {
+	if u.Scheme != "https" {
+		// http would send the password in clear (docs/configuration.md).
 		return nil, fmt.Errorf("vcenter endpoint scheme %q: want https", u.Scheme)
 	}
 	if u.Host == "" {
