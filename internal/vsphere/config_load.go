@@ -24,10 +24,6 @@ const (
 	EnvRSAPrivateKey = "CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY" // …commonConfiguration.rsaPrivateKey (PEM text)
 )
 
-// maxConfigBytes bounds what the loader reads: a configuration is a few KB,
-// anything near this is a wrong file.
-const maxConfigBytes = 4 << 20
-
 // LoadOptions tune LoadConfigFile and LoadConfigFrom.
 type LoadOptions struct {
 	// LookupEnv reads the secret overrides (Env* constants); nil means
@@ -135,7 +131,10 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	if len(data) > maxConfigBytes {
-		return nil, nil, fmt.Errorf("config is larger than %d bytes", maxConfigBytes)
+		return nil, nil, fmt.Errorf("config is larger than %d bytes (a configuration is a few KB)", maxConfigBytes)
+	}
+	if err := checkShape(data, maxConfigNesting, maxConfigItems); err != nil {
+		return nil, nil, err
 	}
 	env := o.lookupEnv()
 	envSecrets := envSecretValues(env)
@@ -161,7 +160,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	}
 	applyEnv(&cfg, env)
 
-	problems := unknownKeys(md, mapForm)
+	problems := append(unknownKeys(md, mapForm), caseDuplicates(md)...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
 
@@ -262,20 +261,17 @@ func decodeError(err error, secrets []string) error {
 func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
 	tree := configKeys()
 	var out ConfigErrors
-	var reported []string
+	reported := map[string]bool{}
 	for _, k := range md.Undecoded() {
 		path := k.String()
 		skip := false
-		for _, p := range reported {
-			if strings.HasPrefix(path, p+".") {
-				skip = true
-				break
-			}
+		for i := 1; i < len(k) && !skip; i++ {
+			skip = reported[toml.Key(k[:i]).String()]
 		}
 		if skip {
 			continue
 		}
-		reported = append(reported, path)
+		reported[path] = true
 		parent, leaf := "", k[len(k)-1]
 		if len(k) > 1 {
 			parent = toml.Key(k[:len(k)-1]).String()

@@ -23,8 +23,9 @@ func (c *Configuration) Validate() error {
 	c.validateCommon(&es)
 	c.validateVCenter(&es)
 	c.validateNumbers(&es)
-	c.validateNetwork(&es)
-	c.validateIPPlan(&es)
+	if c.validateNetwork(&es) {
+		c.validateIPPlan(&es)
+	}
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
@@ -147,10 +148,25 @@ type ipSet struct {
 	addrs []netip.Addr
 }
 
-func (c *Configuration) validateNetwork(es *ConfigErrors) {
+// validateNetwork checks every range, gateway, DNS and mask and that ranges
+// do not overlap; it returns false when it stopped early because the ranges
+// are too large to check further.
+func (c *Configuration) validateNetwork(es *ConfigErrors) bool {
 	var sets []ipSet
 	checkRangeSet(es, "", NetworkConfig{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask}, &sets)
+	total := func() int {
+		n := 0
+		for _, s := range sets {
+			n += len(s.addrs)
+		}
+		return n
+	}
 	for i, n := range c.Networks {
+		if total() > maxIPRangeAddresses {
+			// Bounds the work (and memory) of a hostile or mistaken file.
+			es.add("networks", "the static ranges hold more than %d addresses together (one hatchery never needs that many); entries from networks[%d] on are not checked", maxIPRangeAddresses, i)
+			return false
+		}
 		prefix := fmt.Sprintf("networks[%d].", i)
 		if strings.TrimSpace(n.IPRange) == "" {
 			es.add(prefix+"iprange", "required: each [[networks]] entry needs an iprange (a.a.a.a/b,c.c.c.c/e)")
@@ -172,6 +188,7 @@ func (c *Configuration) validateNetwork(es *ConfigErrors) {
 			}
 		}
 	}
+	return true
 }
 
 // checkRangeSet checks one iprange with its gateway, dns and mask.
