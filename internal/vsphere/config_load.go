@@ -136,8 +136,8 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	if err := checkShape(data, maxConfigNesting, maxConfigItems); err != nil {
 		return nil, nil, err
 	}
-	env := o.lookupEnv()
-	envSecrets := envSecretValues(env)
+	external := readExternalSecrets(o.lookupEnv())
+	envSecrets := external.list()
 
 	var root fileRoot
 	root.Hatchery.VSphere.Configuration = DefaultConfiguration()
@@ -158,9 +158,10 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	for i := range cfg.WorkerProvisioning {
 		cfg.WorkerProvisioning[i].Flavor = strings.ToLower(cfg.WorkerProvisioning[i].Flavor)
 	}
-	applyEnv(&cfg, env)
+	external.apply(&cfg)
 
 	problems := append(unknownKeys(md, mapForm), caseDuplicates(md)...)
+	problems = append(problems, external.problems...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
 
@@ -290,28 +291,4 @@ func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
 		out = append(out, FieldError{Key: path, Problem: problem})
 	}
 	return out
-}
-
-// envSecretValues returns the secrets set in the environment.
-func envSecretValues(env func(string) (string, bool)) []string {
-	var out []string
-	for _, k := range []string{EnvPassword, EnvAPIToken, EnvAPITokenV2, EnvRSAPrivateKey} {
-		if v, ok := env(k); ok && v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// applyEnv overrides the secrets with the non-empty Env* variables.
-func applyEnv(cfg *Configuration, env func(string) (string, bool)) {
-	set := func(dst *string, key string) {
-		if v, ok := env(key); ok && v != "" {
-			*dst = v
-		}
-	}
-	set(&cfg.Password, EnvPassword)
-	set(&cfg.CommonConfiguration.API.Token, EnvAPIToken)
-	set(&cfg.CommonConfiguration.API.TokenV2, EnvAPITokenV2)
-	set(&cfg.CommonConfiguration.RSAPrivateKey, EnvRSAPrivateKey)
 }
