@@ -1,0 +1,189 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+)
+
+const unitPath = "../../configs/hatchery-vsphere.service"
+
+// unitValues returns the values of key in the [Service] section of the
+// shipped unit, in order.
+func unitValues(t *testing.T, key string) []string {
+	t.Helper()
+	f, err := os.Open(unitPath)
+	require.NoError(t, err)
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(sc.Text()), key+"="); ok {
+			out = append(out, v)
+		}
+	}
+	require.NoError(t, sc.Err())
+	return out
+}
+
+// installRoot lays out /etc/hatchery-vsphere as docs/install.md says, under
+// a temporary root: the `config new` file, the credential files the unit's
+// LoadCredential= lines name, and secrets.env. It returns the root and a
+// function mapping a path of the guide to the temporary one.
+func installRoot(t *testing.T, key string) (string, func(string) string) {
+	t.Helper()
+	root := t.TempDir()
+	under := func(p string) string {
+		if strings.HasPrefix(p, "/etc/hatchery-vsphere") {
+			return filepath.Join(root, p)
+		}
+		return p
+	}
+	require.NoError(t, os.MkdirAll(under("/etc/hatchery-vsphere/credentials"), 0o700))
+	printed := runCmd(t, nil, nil, "config", "new")
+	require.Equal(t, exitOK, printed.code)
+	require.NoError(t, os.WriteFile(under("/etc/hatchery-vsphere/hatchery.toml"), []byte(printed.stdout), 0o640))
+
+	guide, err := os.ReadFile("../../docs/install.md")
+	require.NoError(t, err)
+	creds := unitValues(t, "LoadCredential")
+	require.Len(t, creds, 2, "the unit loads the vCenter password and the RSA key as credentials")
+	for _, c := range creds {
+		id, src, ok := strings.Cut(c, ":")
+		require.True(t, ok, "LoadCredential=%s", c)
+		assert.Contains(t, string(guide), src, "docs/install.md creates %s", src)
+		value := map[string]string{vsphere.CredentialPassword: plantedPassword + "\n", vsphere.CredentialRSAPrivateKey: key}[id]
+		require.NotEmpty(t, value, "unexpected credential %s", id)
+		require.NoError(t, os.WriteFile(under(src), []byte(value), 0o600))
+	}
+	envFile := unitValues(t, "EnvironmentFile")
+	require.Len(t, envFile, 1)
+	require.NoError(t, os.WriteFile(under(envFile[0]), []byte(vsphere.EnvAPITokenV2+"="+plantedToken+"\n"), 0o600))
+	return root, under
+}
+
+// envFileVars reads an EnvironmentFile as `env $(cat FILE | xargs)` does
+// for one-line values.
+func envFileVars(t *testing.T, path string) map[string]string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	env := map[string]string{}
+	for _, w := range strings.Fields(string(b)) {
+		k, v, ok := strings.Cut(w, "=")
+		require.True(t, ok, "%q", w)
+		env[k] = v
+	}
+	return env
+}
+
+// runUnitCommand runs an Exec line of the unit (binary dropped, paths
+// mapped) and returns the configuration start received, if it ran.
+func runUnitCommand(t *testing.T, line string, under func(string) string, env map[string]string) (result, *vsphere.Configuration) {
+	t.Helper()
+	f := strings.Fields(line)
+	require.Equal(t, "/usr/local/bin/hatchery-vsphere", f[0])
+	args := f[1:]
+	for i := range args {
+		args[i] = under(args[i])
+	}
+	var got *vsphere.Configuration
+	a := &app{start: func(_ context.Context, cfg *vsphere.Configuration, _ *slog.Logger) error {
+		got = cfg
+		return nil
+	}}
+	return runCmd(t, env, a, args...), got
+}
+
+// TestInstallGuideLiterally follows docs/install.md and the shipped unit:
+// the pre-start check and start pass with the vCenter password and the PEM
+// key given as systemd credentials (CREDENTIALS_DIRECTORY set as systemd
+// does) and the token from secrets.env; the PEM key given through a file
+// variable works too; and the guide's own check command passes.
+func TestInstallGuideLiterally(t *testing.T) {
+	t.Parallel()
+	key := rsaKey()
+	_, under := installRoot(t, key)
+
+	// systemd copies each credential to $CREDENTIALS_DIRECTORY/ID.
+	credDir := t.TempDir()
+	for _, c := range unitValues(t, "LoadCredential") {
+		id, src, _ := strings.Cut(c, ":")
+		b, err := os.ReadFile(under(src))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(credDir, id), b, 0o400))
+	}
+	env := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
+	env[vsphere.EnvCredentialsDirectory] = credDir
+
+	pre := unitValues(t, "ExecStartPre")
+	require.Len(t, pre, 1)
+	r, _ := runUnitCommand(t, pre[0], under, env)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "configuration OK\n", r.stdout)
+
+	start := unitValues(t, "ExecStart")
+	require.Len(t, start, 1)
+	r, cfg := runUnitCommand(t, start[0], under, env)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NotNil(t, cfg, "start ran")
+	assert.Equal(t, strings.TrimRight(key, "\n"), cfg.CommonConfiguration.RSAPrivateKey, "the PEM key from the credential, line breaks kept")
+	assert.Equal(t, plantedPassword, cfg.Password)
+	assert.Equal(t, plantedToken, cfg.CommonConfiguration.API.TokenV2)
+	for _, s := range []string{plantedPassword, plantedToken, "PRIVATE KEY-----\nMI"} {
+		assert.NotContains(t, r.stdout+r.stderr, s)
+	}
+
+	// The PEM key through a file variable instead of a credential.
+	fileEnv := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
+	fileEnv[vsphere.EnvRSAPrivateKey+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
+	fileEnv[vsphere.EnvPassword+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
+	r, cfg = runUnitCommand(t, start[0], under, fileEnv)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NotNil(t, cfg)
+	assert.Equal(t, strings.TrimRight(key, "\n"), cfg.CommonConfiguration.RSAPrivateKey)
+
+	// The guide's check command: secrets.env through env $(… | xargs), the
+	// credentials directory itself as CREDENTIALS_DIRECTORY.
+	guide, err := os.ReadFile("../../docs/install.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile(`CREDENTIALS_DIRECTORY=(\S+)`).FindSubmatch(guide)
+	require.NotNil(t, m, "docs/install.md's check sets CREDENTIALS_DIRECTORY")
+	guideEnv := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
+	guideEnv[vsphere.EnvCredentialsDirectory] = under(string(m[1]))
+	r, _ = runUnitCommand(t, pre[0], under, guideEnv)
+	require.Equal(t, exitOK, r.code, r.stderr)
+}
+
+// TestSystemdAnalyzeVerify runs `systemd-analyze verify` on the shipped
+// unit, its binary path pointed at an executable that exists here.
+func TestSystemdAnalyzeVerify(t *testing.T) {
+	t.Parallel()
+	tool, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("systemd-analyze is missing (.ci/run installs the systemd package): %v", err)
+		}
+		t.Skip("systemd-analyze not installed (Debian package systemd)")
+	}
+	self, err := os.Executable()
+	require.NoError(t, err)
+	unit, err := os.ReadFile(unitPath)
+	require.NoError(t, err)
+	p := filepath.Join(t.TempDir(), "hatchery-vsphere.service")
+	require.NoError(t, os.WriteFile(p, []byte(strings.ReplaceAll(string(unit), "/usr/local/bin/hatchery-vsphere", self)), 0o644))
+	out, err := exec.Command(tool, "verify", p).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify complains")
+}
