@@ -20,8 +20,9 @@ import (
 )
 
 // ErrVCenterNotConnected is returned by every VCenter call made before the
-// first successful connection to vCenter.
-var ErrVCenterNotConnected = errors.New("vcenter not connected")
+// first successful connection to vCenter. It is vsphere.ErrNotConnected, so
+// that the vsphere package recognises it.
+var ErrVCenterNotConnected = vsphere.ErrNotConnected
 
 // DialFunc connects and logs in to vCenter. The default is
 // vsphere.NewGovmomiClient; tests and the demo may wrap it.

@@ -25,12 +25,13 @@ const (
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
 // for concurrent use by the framework's spawners and its own loops.
 type HatcheryVSphere struct {
-	cfg *Configuration
-	vs  VSphereClient
-	cds cdsclient.Interface
-	inv Inventory
-	log *slog.Logger
-	now func() time.Time
+	cfg   *Configuration
+	ready <-chan struct{}
+	vs    VSphereClient
+	cds   cdsclient.Interface
+	inv   Inventory
+	log   *slog.Logger
+	now   func() time.Time
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -63,6 +64,11 @@ type Options struct {
 	Inventory Inventory
 	Logger    *slog.Logger
 	Now       func() time.Time
+	// Ready, when set, is closed once vCenter work can start (the first
+	// connection, and the inventory's first listing); until then the
+	// methods the framework calls answer "not ready" instead of failing on
+	// vCenter (see notReady). Nil: ready at once.
+	Ready <-chan struct{}
 }
 
 // New builds the hatchery from a validated configuration.
@@ -77,6 +83,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		inv:         o.Inventory,
 		log:         o.Logger,
 		now:         o.Now,
+		ready:       o.Ready,
 		pendingJobs: newNameSet(),
 		provPending: newNameSet(),
 		provUsing:   newNameSet(),

@@ -153,7 +153,13 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.refreshes++
 	s.running = time.Time{}
 	if err != nil {
-		if s.lastErr == nil {
+		switch {
+		case s.lastErr != nil:
+		case s.generation == 0 && errors.Is(err, ErrNotConnected):
+			// Starting before vCenter answers is no fault: the dialer
+			// reports a vCenter that does not answer.
+			s.log.Info("vm inventory waits for the first vcenter connection")
+		default:
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
 		}
 		s.lastErr = err
