@@ -100,7 +100,13 @@ func (v *VCenter) Run(ctx context.Context) {
 		v.attempts++
 		n := v.attempts
 		v.mu.Unlock()
-		v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, "reason", err.Error())
+		var dnf *vsphere.DatacenterNotFoundError
+		if errors.As(err, &dnf) {
+			// vCenter answered and the login worked: a configuration mistake.
+			v.log.Error("vcenter datacenter not found, retrying", "endpoint", v.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
+		} else {
+			v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, "reason", err.Error())
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():
