@@ -1,7 +1,9 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -122,4 +124,18 @@ func TestHostileAndMistakenConfigs(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestStartStopsWhenSignalledWhileLoading: a SIGTERM that arrives while
+// the file is read (the context is cancelled by then) starts nothing.
+func TestStartStopsWhenSignalledWhileLoading(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	a := &app{start: func(context.Context, *vsphere.Configuration, *slog.Logger) error {
+		t.Error("start hook called after the signal")
+		return nil
+	}}
+	r := runCmdCtx(ctx, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
+	assert.Equal(t, exitOK, r.code, r.stderr)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
 const unitPath = "../../configs/hatchery-vsphere.service"
@@ -139,6 +140,8 @@ func TestInstallGuideLiterally(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NotNil(t, cfg, "start ran")
 	assert.Equal(t, strings.TrimRight(key, "\n"), cfg.CommonConfiguration.RSAPrivateKey, "the PEM key from the credential, line breaks kept")
+	_, err := hatchery.ParseRSAPrivateKey(cfg.CommonConfiguration.RSAPrivateKey)
+	require.NoError(t, err, "the daemon's own key parsing accepts it")
 	assert.Equal(t, plantedPassword, cfg.Password)
 	assert.Equal(t, plantedToken, cfg.CommonConfiguration.API.TokenV2)
 	for _, s := range []string{plantedPassword, plantedToken, "PRIVATE KEY-----\nMI"} {
