@@ -3,18 +3,24 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -189,4 +195,114 @@ func TestSystemdAnalyzeVerify(t *testing.T) {
 	out, err := exec.Command(tool, "verify", p).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Empty(t, strings.TrimSpace(string(out)), "systemd-analyze verify complains")
+}
+
+// TestInstallGuideStartsTheDaemon follows the guide up to a running
+// daemon: the `config new` file with its placeholders replaced by a vCenter
+// simulator and a CDS API simulator, the unit's pre-start check, then the
+// unit's start command running the real daemon, with the vCenter password
+// and the PEM key given as systemd credentials, then as files named by
+// *_FILE variables. The daemon signs in to the API with the key's public
+// half and connects to vCenter; SIGTERM (the context) stops it with exit 0.
+func TestInstallGuideStartsTheDaemon(t *testing.T) {
+	t.Parallel()
+	for _, form := range []string{"credential", "file variable"} {
+		t.Run(form, func(t *testing.T) {
+			t.Parallel()
+			key := rsaKey()
+			vc := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true, Password: plantedPassword})
+			api, err := cdssim.New(cdssim.Options{})
+			require.NoError(t, err)
+			t.Cleanup(api.Close)
+
+			_, under := installRoot(t, key)
+			cfgPath := under("/etc/hatchery-vsphere/hatchery.toml")
+			b, err := os.ReadFile(cfgPath)
+			require.NoError(t, err)
+			doc := string(b)
+			for old, repl := range map[string]string{
+				`endpoint = "vcenter.example.com"`:    `endpoint = "` + vc.Endpoint + `"`,
+				`user = "cds-hatchery@vsphere.local"`: `user = "` + vc.User + `"`,
+				`caFile = ""`:                         `caFile = "` + vc.CAFile + `"`,
+				`datacenterString = "datacenter1"`:    `datacenterString = "` + vc.Datacenter + `"`,
+				`resourcePoolString = ""`:             `resourcePoolString = "` + vc.ResourcePool + `"`,
+				`folderString = ""`:                   `folderString = "` + vc.Folder + `"`,
+				`url = "https://cds-api.example.com"`: `url = "` + api.URL() + `"`,
+				"port = 8086":                         "port = 0",
+			} {
+				require.Contains(t, doc, old)
+				doc = strings.Replace(doc, old, repl, 1)
+			}
+			require.NoError(t, os.WriteFile(cfgPath, []byte(doc), 0o640))
+			envPath := under(unitValues(t, "EnvironmentFile")[0])
+			require.NoError(t, os.WriteFile(envPath, []byte(vsphere.EnvAPITokenV2+"="+api.TokenV2()+"\n"), 0o600))
+			env := envFileVars(t, envPath)
+			switch form {
+			case "credential":
+				credDir := t.TempDir()
+				for _, c := range unitValues(t, "LoadCredential") {
+					id, src, _ := strings.Cut(c, ":")
+					b, err := os.ReadFile(under(src))
+					require.NoError(t, err)
+					require.NoError(t, os.WriteFile(filepath.Join(credDir, id), b, 0o400))
+				}
+				env[vsphere.EnvCredentialsDirectory] = credDir
+			default:
+				env[vsphere.EnvRSAPrivateKey+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
+				env[vsphere.EnvPassword+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
+			}
+
+			r, _ := runUnitCommand(t, unitValues(t, "ExecStartPre")[0], under, env)
+			require.Equal(t, exitOK, r.code, r.stderr)
+
+			f := strings.Fields(unitValues(t, "ExecStart")[0])
+			args := f[1:]
+			for i := range args {
+				args[i] = under(args[i])
+			}
+			var stdout, stderr syncBuffer
+			a := &app{stdout: &stdout, stderr: &stderr, lookupEnv: func(k string) (string, bool) { v, ok := env[k]; return v, ok }, start: runStart}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			code := make(chan int, 1)
+			go func() { code <- a.run(ctx, args) }()
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("daemon log:\n%s", stderr.String())
+				}
+			})
+
+			monRE := regexp.MustCompile(`msg="hatchery running".* mon=(\S+)`)
+			var mon string
+			require.Eventually(t, func() bool {
+				m := monRE.FindStringSubmatch(stderr.String())
+				if m != nil {
+					mon = m[1]
+				}
+				return m != nil
+			}, 20*time.Second, 20*time.Millisecond, "the daemon runs")
+			hc := &http.Client{Timeout: 5 * time.Second}
+			require.EventuallyWithT(t, func(c *assert.CollectT) {
+				resp, err := hc.Get("http://" + mon + "/mon/status")
+				if !assert.NoError(c, err) {
+					return
+				}
+				defer resp.Body.Close()
+				var st sdk.MonitoringStatus
+				assert.NoError(c, json.NewDecoder(resp.Body).Decode(&st))
+				assert.Equal(c, http.StatusOK, resp.StatusCode, "%+v", st.Lines)
+			}, 20*time.Second, 50*time.Millisecond, "signed in to the API with the key and connected to vCenter")
+
+			cancel()
+			select {
+			case c := <-code:
+				assert.Equal(t, exitOK, c)
+			case <-time.After(30 * time.Second):
+				t.Fatal("the daemon did not stop within 30s")
+			}
+			for _, s := range []string{plantedPassword, api.TokenV2(), "PRIVATE KEY-----\nMI"} {
+				assert.NotContains(t, stdout.String()+stderr.String(), s)
+			}
+		})
+	}
 }
