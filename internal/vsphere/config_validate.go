@@ -46,10 +46,10 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 	checkURL(es, p+"cdn.url", cc.CDN.URL, false, "the CDN URL (empty: asked from the API)")
 	checkURL(es, p+"provision.workerApiHttp.url", cc.Provision.WorkerAPIHTTP.URL, false, "the CDS API URL as workers reach it (empty: api.http.url)")
 	if cc.API.Token == "" && cc.API.TokenV2 == "" {
-		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s)", EnvAPIToken, EnvAPITokenV2)
+		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s, their %s form or a systemd credential)", EnvAPIToken, EnvAPITokenV2, EnvFileSuffix)
 	}
 	if cc.RSAPrivateKey == "" {
-		es.add(p+"rsaPrivateKey", "required: a PEM RSA private key (PKCS#1 or PKCS#8) to sign worker tokens (or %s)", EnvRSAPrivateKey)
+		es.add(p+"rsaPrivateKey", "required: a PEM RSA private key (PKCS#1 or PKCS#8) to sign worker tokens (or %s, %s%s or the systemd credential %s)", EnvRSAPrivateKey, EnvRSAPrivateKey, EnvFileSuffix, CredentialRSAPrivateKey)
 	} else if problem := checkRSAKey(cc.RSAPrivateKey); problem != "" {
 		es.add(p+"rsaPrivateKey", "%s (want a PEM RSA private key, PKCS#1 or PKCS#8; value not shown)", problem)
 	}
@@ -98,7 +98,7 @@ func (c *Configuration) validateVCenter(es *ConfigErrors) {
 		es.add("user", "required: the vCenter user")
 	}
 	if c.Password == "" {
-		es.add("password", "required: the vCenter password (or %s)", EnvPassword)
+		es.add("password", "required: the vCenter password (or %s, %s%s or the systemd credential %s)", EnvPassword, EnvPassword, EnvFileSuffix, CredentialPassword)
 	}
 	if strings.TrimSpace(c.DatacenterString) == "" {
 		es.add("datacenterString", "required: the vSphere datacenter name")
