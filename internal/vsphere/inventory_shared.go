@@ -153,12 +153,16 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.refreshes++
 	s.running = time.Time{}
 	if err != nil {
+		quiet := s.lastErr != nil && errors.Is(s.lastErr, ErrNotConnected) && s.generation == 0
 		switch {
-		case s.lastErr != nil:
 		case s.generation == 0 && errors.Is(err, ErrNotConnected):
-			// Starting before vCenter answers is no fault: the dialer
-			// reports a vCenter that does not answer.
-			s.log.Info("vm inventory waits for the first vcenter connection")
+			if s.lastErr == nil {
+				// Starting before vCenter answers is no fault: the dialer
+				// reports a vCenter that does not answer.
+				s.log.Info("vm inventory waits for the first vcenter connection")
+			}
+		case s.lastErr != nil && !quiet:
+			// Already reported in this streak of failures.
 		default:
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
 		}

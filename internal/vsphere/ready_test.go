@@ -67,9 +67,15 @@ func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
 	assert.NotContains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
 
+	// Connected, but the listing fails: a real problem, even though the
+	// previous (quiet) attempt failed too.
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, errors.New("permission denied"))
+	inv.refresh(ctx)
+	assert.Contains(t, logs.String(), `level=WARN msg="vm inventory refresh failed; keeping the last snapshot" err="permission denied"`)
+
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
 	inv.refresh(ctx)
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", ErrNotConnected))
 	inv.refresh(ctx)
-	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\"", "losing vCenter after the start is a real problem")
+	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
 }
