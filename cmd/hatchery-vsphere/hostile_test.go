@@ -91,7 +91,7 @@ func TestHostileAndMistakenConfigs(t *testing.T) {
 		{"too large", ref + "#" + strings.Repeat("A", 2<<20) + "\n", nil, "larger than"},
 		{"binary garbage", "\x00\xff\xfe[[[\x00 = = \x01", nil, "line"},
 		{"thousands of problems", ref + strings.Repeat("[[hatchery.vsphere.flavors]]\ncpus = -1\n", 2000), nil, "and 5900 more"},
-				{"a unit file", "[Unit]\nDescription=not a hatchery config\n", nil, "line 2: Unit.Description"},
+		{"a unit file", "[Unit]\nDescription=not a hatchery config\n", nil, "line 2: Unit.Description"},
 		{"another program's config", "[server]\nport = 8080\n", nil, "no [hatchery.vsphere] table"},
 	}
 	for _, tt := range tests {
