@@ -64,7 +64,8 @@ func TestWrongDatacenterIsReportedAsSuch(t *testing.T) {
 		l, ok := line(st, "vCenter")
 		if assert.True(c, ok) {
 			assert.Equal(c, sdk.MonitoringStatusAlert, l.Status)
-			assert.Contains(c, l.Value, `but datacenter "DC-typo" (datacenterString) does not exist; datacenters: DC0`)
+			assert.Contains(c, l.Value, `find datacenter "DC-typo" (datacenterString): logged in to vcenter `)
+			assert.Contains(c, l.Value, `, but no such datacenter; datacenters: DC0`)
 		}
 	}, 10*time.Second, 50*time.Millisecond)
 	out := logs.String()

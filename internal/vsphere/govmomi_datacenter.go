@@ -30,7 +30,7 @@ func (e *DatacenterNotFoundError) Error() string {
 	if len(e.Existing) > 0 {
 		existing = strings.Join(e.Existing, ", ")
 	}
-	return fmt.Sprintf("logged in to vcenter %s, but datacenter %q (datacenterString) does not exist; datacenters: %s", e.Host, e.Name, existing)
+	return fmt.Sprintf("find datacenter %q (datacenterString): logged in to vcenter %s, but no such datacenter; datacenters: %s", e.Name, e.Host, existing)
 }
 
 // Unwrap returns the finder's error.

@@ -23,7 +23,7 @@ func TestWrongDatacenterIsNamed(t *testing.T) {
 	require.True(t, errors.As(err, &dnf), "%v", err)
 	assert.Equal(t, "DC-typo", dnf.Name)
 	assert.Equal(t, []string{vcsimtest.DatacenterName}, dnf.Existing)
-	assert.Contains(t, err.Error(), `logged in to vcenter`)
-	assert.Contains(t, err.Error(), `datacenter "DC-typo" (datacenterString) does not exist; datacenters: `+vcsimtest.DatacenterName)
+	assert.Contains(t, err.Error(), `find datacenter "DC-typo" (datacenterString): logged in to vcenter `)
+	assert.Contains(t, err.Error(), `, but no such datacenter; datacenters: `+vcsimtest.DatacenterName)
 	assert.NotContains(t, err.Error(), env.Password)
 }
