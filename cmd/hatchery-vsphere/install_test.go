@@ -95,6 +95,21 @@ func envFileVars(t *testing.T, path string) map[string]string {
 	return env
 }
 
+// loadCredentials does what systemd does for the unit's LoadCredential=
+// lines: copies each source file to a fresh directory under its ID, and
+// returns the directory (the service's $CREDENTIALS_DIRECTORY).
+func loadCredentials(t *testing.T, under func(string) string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, c := range unitValues(t, "LoadCredential") {
+		id, src, _ := strings.Cut(c, ":")
+		b, err := os.ReadFile(under(src))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(dir, id), b, 0o400))
+	}
+	return dir
+}
+
 // runUnitCommand runs an Exec line of the unit (binary dropped, paths
 // mapped) and returns the configuration start received, if it ran.
 func runUnitCommand(t *testing.T, line string, under func(string) string, env map[string]string) (result, *vsphere.Configuration) {
@@ -123,16 +138,8 @@ func TestInstallGuideLiterally(t *testing.T) {
 	key := rsaKey()
 	_, under := installRoot(t, key)
 
-	// systemd copies each credential to $CREDENTIALS_DIRECTORY/ID.
-	credDir := t.TempDir()
-	for _, c := range unitValues(t, "LoadCredential") {
-		id, src, _ := strings.Cut(c, ":")
-		b, err := os.ReadFile(under(src))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(credDir, id), b, 0o400))
-	}
 	env := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
-	env[vsphere.EnvCredentialsDirectory] = credDir
+	env[vsphere.EnvCredentialsDirectory] = loadCredentials(t, under)
 
 	pre := unitValues(t, "ExecStartPre")
 	require.Len(t, pre, 1)
@@ -239,14 +246,7 @@ func TestInstallGuideStartsTheDaemon(t *testing.T) {
 			env := envFileVars(t, envPath)
 			switch form {
 			case "credential":
-				credDir := t.TempDir()
-				for _, c := range unitValues(t, "LoadCredential") {
-					id, src, _ := strings.Cut(c, ":")
-					b, err := os.ReadFile(under(src))
-					require.NoError(t, err)
-					require.NoError(t, os.WriteFile(filepath.Join(credDir, id), b, 0o400))
-				}
-				env[vsphere.EnvCredentialsDirectory] = credDir
+				env[vsphere.EnvCredentialsDirectory] = loadCredentials(t, under)
 			default:
 				env[vsphere.EnvRSAPrivateKey+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
 				env[vsphere.EnvPassword+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
