@@ -43,13 +43,15 @@ commands:
   start --config FILE         run the hatchery (SIGTERM/SIGINT stop it)
   demo [--jobs N] [--once] [--listen ADDR:PORT]
                               run the hatchery against in-process vCenter and CDS simulators
-  config new                  print the reference configuration (every key, default, meaning)
+  config new                  print the reference configuration (every key, default, meaning;
+                              optional features as "#key = …" examples to enable)
   config check --config FILE  load and validate FILE; list every problem
   version                     print version and commit
 
 secrets may come from the environment: CDS_HATCHERY_VSPHERE_PASSWORD,
 CDS_HATCHERY_VSPHERE_API_TOKEN, CDS_HATCHERY_VSPHERE_API_TOKENV2,
-CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY. See docs/configuration.md.
+CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY, each also as NAME_FILE (a file path)
+or a systemd credential ($CREDENTIALS_DIRECTORY). See docs/configuration.md.
 `
 
 // Exit codes.

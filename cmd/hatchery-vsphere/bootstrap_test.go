@@ -14,9 +14,14 @@ import (
 // credentials are needed.
 func TestConfigCheckCloudInitNeedsNoGuestCredentials(t *testing.T) {
 	t.Parallel()
+	// The guestCredentials entry of `config new` is an example: an
+	// operator enables it by deleting the "#" of its lines.
 	printed := runCmd(t, nil, nil, "config", "new").stdout
+	entry := "  #[[hatchery.vsphere.guestCredentials]]\n    #modelPath = \"\"\n    #modelVMWare = \"debian12\"\n    #username = \"cds\"\n    #password = \"\"\n    #preStartScript = \"\"\n    #bootstrap = \"\"\n"
+	require.Contains(t, printed, entry, "config new shows a guestCredentials example")
+	printed = strings.Replace(printed, entry, strings.ReplaceAll(entry, "#", ""), 1)
 	noUser := strings.Replace(printed, "\n    username = \"cds\"\n", "\n    username = \"\"\n", 1)
-	require.NotEqual(t, printed, noUser, "the reference has an active guestCredentials entry")
+	require.NotEqual(t, printed, noUser, "the enabled example has a username")
 
 	r := runCmd(t, secretsEnv(), nil, "config", "check", "--config", writeFile(t, noUser))
 	assert.Equal(t, exitFail, r.code)

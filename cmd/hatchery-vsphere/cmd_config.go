@@ -52,6 +52,10 @@ func (a *app) cmdConfig(args []string) int {
 	}
 }
 
+// maxPrintedProblems bounds the problems printed: a corrupted or wrong file
+// can hold thousands, and the first ones tell what is wrong.
+const maxPrintedProblems = 100
+
 // printConfigError writes a load/validation failure: every problem on its
 // own line, or the single fatal error. Messages never hold secrets (the
 // vsphere package guarantees and tests it).
@@ -59,7 +63,11 @@ func printConfigError(w io.Writer, path string, err error) {
 	var ce vsphere.ConfigErrors
 	if errors.As(err, &ce) {
 		fmt.Fprintf(w, "%s: %d configuration problem(s):\n", path, len(ce))
-		for _, e := range ce {
+		for i, e := range ce {
+			if i == maxPrintedProblems {
+				fmt.Fprintf(w, "  … and %d more (fix these first; a file with this many problems is probably not a hatchery configuration)\n", len(ce)-i)
+				break
+			}
 			fmt.Fprintf(w, "  %s\n", e.Error())
 		}
 		return

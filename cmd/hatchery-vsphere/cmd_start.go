@@ -39,6 +39,10 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 		printConfigError(a.stderr, *path, err)
 		return exitFail
 	}
+	if ctx.Err() != nil {
+		// SIGTERM/SIGINT arrived while the file was read: stop, start nothing.
+		return exitOK
+	}
 	logger := a.logger(lvl)
 	logger.Info("configuration loaded", "config", *path, "hatchery", cfg.CommonConfiguration.Name, "endpoint", cfg.Endpoint, "version", version)
 	logger.Debug("configuration", "config", cfg.Redacted())

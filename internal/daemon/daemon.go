@@ -154,7 +154,14 @@ func Run(ctx context.Context, o Options) error {
 		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: metrics})
+	// vCenter work starts once vCenter answers (with an inventory: once it
+	// holds a first listing): before that every pass would only fail and
+	// log it. /mon/status says why meanwhile.
+	synced := vc.Ready()
+	if shared != nil {
+		synced = shared.Synced()
+	}
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: metrics, Ready: synced})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}
@@ -222,13 +229,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
-	// The hatchery's loops start once vCenter answers (in shared mode: once
-	// the inventory holds a first listing): before that every pass would
-	// only fail and log it. /mon/status says why meanwhile.
-	synced := vc.Ready()
-	if shared != nil {
-		synced = shared.Synced()
-	}
+	// The hatchery's loops start once vCenter answers (synced, above).
 	afterConnect := func(fn func(context.Context)) func(context.Context) {
 		return func(ctx context.Context) {
 			select {

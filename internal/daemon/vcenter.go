@@ -20,8 +20,9 @@ import (
 )
 
 // ErrVCenterNotConnected is returned by every VCenter call made before the
-// first successful connection to vCenter.
-var ErrVCenterNotConnected = errors.New("vcenter not connected")
+// first successful connection to vCenter. It is vsphere.ErrNotConnected, so
+// that the vsphere package recognises it.
+var ErrVCenterNotConnected = vsphere.ErrNotConnected
 
 // DialFunc connects and logs in to vCenter. The default is
 // vsphere.NewGovmomiClient; tests and the demo may wrap it.
@@ -99,7 +100,13 @@ func (v *VCenter) Run(ctx context.Context) {
 		v.attempts++
 		n := v.attempts
 		v.mu.Unlock()
-		v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, "reason", err.Error())
+		var dnf *vsphere.DatacenterNotFoundError
+		if errors.As(err, &dnf) {
+			// vCenter answered and the login worked: a configuration mistake.
+			v.log.Error("vcenter datacenter not found, retrying", "endpoint", v.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
+		} else {
+			v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, "reason", err.Error())
+		}
 		t := time.NewTimer(delay)
 		select {
 		case <-ctx.Done():

@@ -282,6 +282,10 @@ func StartSims(listen string, log *slog.Logger) (*Sims, error) {
 	cfg.CardName = vcsimtest.CardName
 	cc := &cfg.CommonConfiguration
 	cc.API.HTTP.URL = api.URL()
+	// The demo's workers are simulated and send no logs: the API
+	// simulator's URL stands for the CDN, so that the hatchery neither asks
+	// for one nor warns that there is none.
+	cc.CDN.URL = api.URL()
 	cc.API.Token, cc.API.TokenV2 = api.TokenV1(), api.TokenV2()
 	if err := cfg.Validate(); err != nil {
 		api.Close()

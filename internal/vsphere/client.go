@@ -105,6 +105,11 @@ type VSphereClient interface {
 	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
 }
 
+// ErrNotConnected is wrapped by the error of a VSphereClient call made
+// before the client first reached vCenter (a daemon starting while vCenter
+// does not answer yet).
+var ErrNotConnected = errors.New("vcenter not connected")
+
 // ErrWatchLost means the VM change watch is gone or was never started in
 // the current session: the caller resets it and reads every VM again.
 var ErrWatchLost = errors.New("vm change watch lost")

@@ -24,9 +24,15 @@ const (
 // BootstrapModes lists the allowed bootstrap values.
 var BootstrapModes = []string{BootstrapGuestOps, BootstrapCloudInit}
 
-// FinishedWorkerGracePeriodDuration is finishedWorkerGracePeriod (seconds).
+// FinishedWorkerGracePeriodDuration is finishedWorkerGracePeriod (seconds),
+// converted without overflow: a negative value gives no grace and a value
+// above MaxFinishedWorkerGracePeriod gives that bound (Validate refuses
+// both).
 func (c *Configuration) FinishedWorkerGracePeriodDuration() time.Duration {
-	return time.Duration(c.FinishedWorkerGracePeriod) * time.Second
+	if c.FinishedWorkerGracePeriod <= 0 {
+		return 0
+	}
+	return boundedDuration(c.FinishedWorkerGracePeriod, time.Second, 0, MaxFinishedWorkerGracePeriod)
 }
 
 // entryBootstrap is the bootstrap mode of a guestCredentials/models entry:
@@ -83,8 +89,8 @@ func (c *Configuration) validateBootstrap(es *ConfigErrors) {
 			}
 		}
 	}
-	if c.FinishedWorkerGracePeriod < 0 {
-		es.add("finishedWorkerGracePeriod", "%d: must be >= 0 (seconds; 0 destroys a finished worker's vm at the next cleanup pass)", c.FinishedWorkerGracePeriod)
+	if v := c.FinishedWorkerGracePeriod; v < 0 || v > MaxFinishedWorkerGracePeriod {
+		es.add("finishedWorkerGracePeriod", "%d is out of range: must be >= 0 (seconds; 0 destroys a finished worker's vm at the next cleanup pass) and at most %d (allowed: 0-%d seconds)", v, MaxFinishedWorkerGracePeriod, MaxFinishedWorkerGracePeriod)
 	}
 }
 

@@ -41,9 +41,19 @@ func TestConfigKeysDocumented(t *testing.T) {
 	}
 }
 
+// exampleLineRE is an example line of the reference: "#" directly followed
+// by a key or a table header (prose comments have a space after "#").
+var exampleLineRE = regexp.MustCompile(`(?m)^(\s*)#([^\s#])`)
+
+// enableExamples returns the reference with every example line uncommented,
+// as an operator enables them (delete the "#").
+func enableExamples(ref []byte) []byte { return exampleLineRE.ReplaceAll(ref, []byte("$1$2")) }
+
+// TestConfigKeysInReference: every key appears in the reference, active or
+// as an example line (an operator enables it by deleting the "#").
 func TestConfigKeysInReference(t *testing.T) {
 	t.Parallel()
-	ref := ReferenceConfig()
+	ref := enableExamples(ReferenceConfig())
 	var v any
 	md, err := toml.Decode(string(ref), &v)
 	require.NoError(t, err)
@@ -102,4 +112,37 @@ func TestConfigKeyPathsWalksNestedTables(t *testing.T) {
 		assert.Contains(t, keys, k)
 	}
 	assert.NotContains(t, keys, "hatchery.vsphere.commonConfiguration", "tables are not leaves")
+}
+
+// TestReferenceHoldsDefaults: `config new | tee /etc/…` once turned example
+// features on (a proxy injected into workers, a static IP plan, warm pools,
+// CPU limits, flavors). Loaded as printed, the reference is the defaults
+// plus the required keys' placeholders; with its examples enabled it is a
+// valid configuration that turns those features on.
+func TestReferenceHoldsDefaults(t *testing.T) {
+	t.Parallel()
+	cfg, err := LoadConfigFrom(strings.NewReader(string(ReferenceConfig())), secretEnv())
+	require.NoError(t, err)
+	require.NoError(t, cfg.Validate())
+	assert.Empty(t, cfg.CommonConfiguration.Provision.InjectEnvVars, "no proxy or other variable injected into workers")
+	assert.Empty(t, cfg.StaticNetworks(), "no static IP plan: DHCP")
+	assert.Empty(t, cfg.WorkerProvisioning, "no warm pool")
+	assert.Zero(t, cfg.MaxCPUs, "no static vCPU limit")
+	assert.Zero(t, cfg.MaxMemoryMB, "no static memory limit")
+	assert.Empty(t, cfg.Flavors, "no flavors")
+
+	want := DefaultConfiguration()
+	want.Endpoint, want.User, want.DatacenterString = cfg.Endpoint, cfg.User, cfg.DatacenterString
+	want.CommonConfiguration.Name, want.CommonConfiguration.API.HTTP.URL = cfg.CommonConfiguration.Name, cfg.CommonConfiguration.API.HTTP.URL
+	want.Password, want.CommonConfiguration.API.Token, want.CommonConfiguration.API.TokenV2 = testPassword, testToken, testTokenV2
+	want.CommonConfiguration.RSAPrivateKey = testRSAKey()
+	assert.Equal(t, want, *cfg, "every other key holds its default")
+
+	examples, err := LoadConfigFrom(strings.NewReader(string(enableExamples(ReferenceConfig()))), secretEnv())
+	require.NoError(t, err)
+	require.NoError(t, examples.Validate(), "the examples, enabled, are valid")
+	assert.NotEmpty(t, examples.CommonConfiguration.Provision.InjectEnvVars)
+	assert.NotEmpty(t, examples.StaticNetworks())
+	assert.NotEmpty(t, examples.WorkerProvisioning)
+	assert.NotZero(t, examples.MaxCPUs)
 }

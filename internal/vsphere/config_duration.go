@@ -2,32 +2,94 @@ package vsphere
 
 import "time"
 
-// WorkerTTLDuration is workerTTL (minutes) as a duration.
-func (c *Configuration) WorkerTTLDuration() time.Duration {
-	return time.Duration(c.WorkerTTL) * time.Minute
+// Upper bounds of the duration keys. A value above its bound is refused by
+// Validate; the bounds are far above any sensible setting and far below the
+// point where a count of minutes or seconds overflows time.Duration (about
+// 292 years), so that a mistyped or hostile value can never turn into a
+// negative duration (a negative workerTTL would make every worker look
+// expired). docs/configuration.md lists them.
+const (
+	MaxWorkerTTL                   = 7 * 24 * 60 // minutes: one week
+	MaxWorkerRegistrationTTL       = 24 * 60     // minutes: one day
+	MaxWorkerProvisioningInterval  = 24 * 3600   // seconds: one day
+	MaxKillAwolServersInterval     = 24 * 3600   // seconds: one day
+	MaxKillDisabledWorkersInterval = 24 * 3600   // seconds: one day
+	MaxInventoryRefreshInterval    = 3600        // seconds: one hour
+	MaxAPIRequestTimeout           = 600         // seconds: ten minutes
+	MaxRegisterFrequency           = 24 * 3600   // seconds: one day
+	MaxFinishedWorkerGracePeriod   = 24 * 3600   // seconds: one day (0 is allowed: no grace)
+)
+
+// durationKey is one duration setting: its key (relative to KeyPrefix), its
+// unit, its default and its upper bound, all in the unit.
+type durationKey struct {
+	key      string
+	unit     time.Duration
+	unitName string
+	def, max int
+	value    func(c *Configuration) int
 }
+
+// durationKeys lists every duration key, for Validate and the conversions.
+var durationKeys = []durationKey{
+	{"workerTTL", time.Minute, "minutes", DefaultWorkerTTL, MaxWorkerTTL, func(c *Configuration) int { return c.WorkerTTL }},
+	{"workerRegistrationTTL", time.Minute, "minutes", DefaultWorkerRegistrationTTL, MaxWorkerRegistrationTTL, func(c *Configuration) int { return c.WorkerRegistrationTTL }},
+	{"workerProvisioningInterval", time.Second, "seconds", DefaultWorkerProvisioningInterval, MaxWorkerProvisioningInterval, func(c *Configuration) int { return c.WorkerProvisioningInterval }},
+	{"killAwolServersInterval", time.Second, "seconds", DefaultKillAwolServersInterval, MaxKillAwolServersInterval, func(c *Configuration) int { return c.KillAwolServersInterval }},
+	{"killDisabledWorkersInterval", time.Second, "seconds", DefaultKillDisabledWorkersInterval, MaxKillDisabledWorkersInterval, func(c *Configuration) int { return c.KillDisabledWorkersInterval }},
+	{"inventoryRefreshInterval", time.Second, "seconds", DefaultInventoryRefreshInterval, MaxInventoryRefreshInterval, func(c *Configuration) int { return c.InventoryRefreshInterval }},
+	{"commonConfiguration.api.requestTimeout", time.Second, "seconds", DefaultAPIRequestTimeout, MaxAPIRequestTimeout, func(c *Configuration) int { return c.CommonConfiguration.API.RequestTimeout }},
+	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Configuration) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
+}
+
+// boundedDuration converts n units to a duration without overflow: a value
+// of 0 or less gives def units, a value above max gives max units. Validate
+// refuses both, so a validated configuration converts exactly; the clamping
+// keeps an unvalidated one from producing a negative or wrapped duration.
+func boundedDuration(n int, unit time.Duration, def, max int) time.Duration {
+	switch {
+	case n <= 0:
+		n = def
+	case n > max:
+		n = max
+	}
+	return time.Duration(n) * unit
+}
+
+// duration converts the key named key of c.
+func (c *Configuration) duration(key string) time.Duration {
+	for _, d := range durationKeys {
+		if d.key == key {
+			return boundedDuration(d.value(c), d.unit, d.def, d.max)
+		}
+	}
+	panic("vsphere: unknown duration key " + key)
+}
+
+// WorkerTTLDuration is workerTTL (minutes) as a duration.
+func (c *Configuration) WorkerTTLDuration() time.Duration { return c.duration("workerTTL") }
 
 // WorkerRegistrationTTLDuration is workerRegistrationTTL (minutes) as a duration.
 func (c *Configuration) WorkerRegistrationTTLDuration() time.Duration {
-	return time.Duration(c.WorkerRegistrationTTL) * time.Minute
+	return c.duration("workerRegistrationTTL")
 }
 
 // WorkerProvisioningIntervalDuration is workerProvisioningInterval (seconds).
 func (c *Configuration) WorkerProvisioningIntervalDuration() time.Duration {
-	return time.Duration(c.WorkerProvisioningInterval) * time.Second
+	return c.duration("workerProvisioningInterval")
 }
 
 // KillAwolServersIntervalDuration is killAwolServersInterval (seconds).
 func (c *Configuration) KillAwolServersIntervalDuration() time.Duration {
-	return time.Duration(c.KillAwolServersInterval) * time.Second
+	return c.duration("killAwolServersInterval")
 }
 
 // KillDisabledWorkersIntervalDuration is killDisabledWorkersInterval (seconds).
 func (c *Configuration) KillDisabledWorkersIntervalDuration() time.Duration {
-	return time.Duration(c.KillDisabledWorkersInterval) * time.Second
+	return c.duration("killDisabledWorkersInterval")
 }
 
 // InventoryRefreshIntervalDuration is inventoryRefreshInterval (seconds).
 func (c *Configuration) InventoryRefreshIntervalDuration() time.Duration {
-	return time.Duration(c.InventoryRefreshInterval) * time.Second
+	return c.duration("inventoryRefreshInterval")
 }

@@ -1,9 +1,12 @@
 package vsphere
 
 import (
+	"fmt"
 	"reflect"
 	"sort"
 	"strings"
+
+	"github.com/BurntSushi/toml"
 )
 
 // configKeyTree describes the TOML keys Configuration accepts, read from its
@@ -133,4 +136,35 @@ func editDistance(a, b string) int {
 		prev, cur = cur, prev
 	}
 	return prev[len(b)]
+}
+
+// caseDuplicates reports every key written a second time in another letter
+// case within one table ("maxCpus" and "MaxCpus"): the decoder matches keys
+// regardless of case, so the later one would silently win. Each element of
+// an array of tables is its own table: the same key in two elements is no
+// duplicate.
+func caseDuplicates(md toml.MetaData) ConfigErrors {
+	var out ConfigErrors
+	seen := map[string]string{} // lower-cased path -> path as first written
+	for _, k := range md.Keys() {
+		path := k.String()
+		lower := strings.ToLower(path)
+		if md.Type(k...) == "ArrayHash" {
+			// A new element: forget the keys of the previous one.
+			for p := range seen {
+				if strings.HasPrefix(p, lower+".") {
+					delete(seen, p)
+				}
+			}
+		}
+		first, ok := seen[lower]
+		if !ok {
+			seen[lower] = path
+			continue
+		}
+		if first != path {
+			out = append(out, FieldError{Key: path, Problem: fmt.Sprintf("is %s written again in another letter case (keys match regardless of case, so one would silently override the other): keep one", first)})
+		}
+	}
+	return out
 }

@@ -24,10 +24,6 @@ const (
 	EnvRSAPrivateKey = "CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY" // …commonConfiguration.rsaPrivateKey (PEM text)
 )
 
-// maxConfigBytes bounds what the loader reads: a configuration is a few KB,
-// anything near this is a wrong file.
-const maxConfigBytes = 4 << 20
-
 // LoadOptions tune LoadConfigFile and LoadConfigFrom.
 type LoadOptions struct {
 	// LookupEnv reads the secret overrides (Env* constants); nil means
@@ -135,10 +131,13 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 		return nil, nil, fmt.Errorf("read config: %w", err)
 	}
 	if len(data) > maxConfigBytes {
-		return nil, nil, fmt.Errorf("config is larger than %d bytes", maxConfigBytes)
+		return nil, nil, fmt.Errorf("config is larger than %d bytes (a configuration is a few KB)", maxConfigBytes)
 	}
-	env := o.lookupEnv()
-	envSecrets := envSecretValues(env)
+	if err := checkShape(data, maxConfigNesting, maxConfigItems); err != nil {
+		return nil, nil, err
+	}
+	external := readExternalSecrets(o.lookupEnv())
+	envSecrets := external.list()
 
 	var root fileRoot
 	root.Hatchery.VSphere.Configuration = DefaultConfiguration()
@@ -159,9 +158,10 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	for i := range cfg.WorkerProvisioning {
 		cfg.WorkerProvisioning[i].Flavor = strings.ToLower(cfg.WorkerProvisioning[i].Flavor)
 	}
-	applyEnv(&cfg, env)
+	external.apply(&cfg)
 
-	problems := unknownKeys(md, mapForm)
+	problems := append(unknownKeys(md, mapForm), caseDuplicates(md)...)
+	problems = append(problems, external.problems...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
 
@@ -262,20 +262,17 @@ func decodeError(err error, secrets []string) error {
 func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
 	tree := configKeys()
 	var out ConfigErrors
-	var reported []string
+	reported := map[string]bool{}
 	for _, k := range md.Undecoded() {
 		path := k.String()
 		skip := false
-		for _, p := range reported {
-			if strings.HasPrefix(path, p+".") {
-				skip = true
-				break
-			}
+		for i := 1; i < len(k) && !skip; i++ {
+			skip = reported[toml.Key(k[:i]).String()]
 		}
 		if skip {
 			continue
 		}
-		reported = append(reported, path)
+		reported[path] = true
 		parent, leaf := "", k[len(k)-1]
 		if len(k) > 1 {
 			parent = toml.Key(k[:len(k)-1]).String()
@@ -294,28 +291,4 @@ func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
 		out = append(out, FieldError{Key: path, Problem: problem})
 	}
 	return out
-}
-
-// envSecretValues returns the secrets set in the environment.
-func envSecretValues(env func(string) (string, bool)) []string {
-	var out []string
-	for _, k := range []string{EnvPassword, EnvAPIToken, EnvAPITokenV2, EnvRSAPrivateKey} {
-		if v, ok := env(k); ok && v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-// applyEnv overrides the secrets with the non-empty Env* variables.
-func applyEnv(cfg *Configuration, env func(string) (string, bool)) {
-	set := func(dst *string, key string) {
-		if v, ok := env(key); ok && v != "" {
-			*dst = v
-		}
-	}
-	set(&cfg.Password, EnvPassword)
-	set(&cfg.CommonConfiguration.API.Token, EnvAPIToken)
-	set(&cfg.CommonConfiguration.API.TokenV2, EnvAPITokenV2)
-	set(&cfg.CommonConfiguration.RSAPrivateKey, EnvRSAPrivateKey)
 }

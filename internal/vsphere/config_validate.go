@@ -23,7 +23,9 @@ func (c *Configuration) Validate() error {
 	c.validateCommon(&es)
 	c.validateVCenter(&es)
 	c.validateNumbers(&es)
-	c.validateNetwork(&es)
+	if c.validateNetwork(&es) {
+		c.validateIPPlan(&es)
+	}
 	c.validateFlavors(&es)
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
@@ -45,10 +47,10 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 	checkURL(es, p+"cdn.url", cc.CDN.URL, false, "the CDN URL (empty: asked from the API)")
 	checkURL(es, p+"provision.workerApiHttp.url", cc.Provision.WorkerAPIHTTP.URL, false, "the CDS API URL as workers reach it (empty: api.http.url)")
 	if cc.API.Token == "" && cc.API.TokenV2 == "" {
-		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s)", EnvAPIToken, EnvAPITokenV2)
+		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s, their %s form or a systemd credential)", EnvAPIToken, EnvAPITokenV2, EnvFileSuffix)
 	}
 	if cc.RSAPrivateKey == "" {
-		es.add(p+"rsaPrivateKey", "required: a PEM RSA private key (PKCS#1 or PKCS#8) to sign worker tokens (or %s)", EnvRSAPrivateKey)
+		es.add(p+"rsaPrivateKey", "required: a PEM RSA private key (PKCS#1 or PKCS#8) to sign worker tokens (or %s, %s%s or the systemd credential %s)", EnvRSAPrivateKey, EnvRSAPrivateKey, EnvFileSuffix, CredentialRSAPrivateKey)
 	} else if problem := checkRSAKey(cc.RSAPrivateKey); problem != "" {
 		es.add(p+"rsaPrivateKey", "%s (want a PEM RSA private key, PKCS#1 or PKCS#8; value not shown)", problem)
 	}
@@ -59,9 +61,6 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 		if _, err := netip.ParseAddr(cc.HTTP.Addr); err != nil && strings.ContainsAny(cc.HTTP.Addr, " :/") {
 			es.add(p+"http.addr", "%q is not a listen address (want an IP such as 127.0.0.1, a host name, or empty for all interfaces)", cc.HTTP.Addr)
 		}
-	}
-	if cc.API.RequestTimeout <= 0 {
-		es.add(p+"api.requestTimeout", "%d: must be > 0 (seconds)", cc.API.RequestTimeout)
 	}
 	if cc.API.MaxHeartbeatFailures <= 0 {
 		es.add(p+"api.maxHeartbeatFailures", "%d: must be > 0 (consecutive failed heartbeats before the process stops)", cc.API.MaxHeartbeatFailures)
@@ -82,9 +81,6 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 	} else if pv.MaxWorker > 0 && pv.MaxConcurrentRegistering > pv.MaxWorker {
 		es.add(pp+"maxConcurrentRegistering", "%d is greater than provision.maxWorker %d (must be <= maxWorker when maxWorker > 0; -1 disables registration)", pv.MaxConcurrentRegistering, pv.MaxWorker)
 	}
-	if pv.RegisterFrequency <= 0 {
-		es.add(pp+"registerFrequency", "%d: must be > 0 (seconds)", pv.RegisterFrequency)
-	}
 	if pv.MaxAttemptsNumberBeforeFailure < -1 {
 		es.add(pp+"maxAttemptsNumberBeforeFailure", "%d: must be >= -1 (-1 disables the cap)", pv.MaxAttemptsNumberBeforeFailure)
 	}
@@ -96,16 +92,14 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 }
 
 func (c *Configuration) validateVCenter(es *ConfigErrors) {
-	if strings.TrimSpace(c.Endpoint) == "" {
-		es.add("endpoint", "required: the vCenter host name or address (e.g. vcenter.example.com)")
-	} else if strings.ContainsAny(c.Endpoint, " \t@") {
-		es.add("endpoint", "%q is not a host name, host:port or URL (no spaces, no user@)", c.Endpoint)
+	if problem := checkEndpoint(c.Endpoint); problem != "" {
+		es.add("endpoint", "%s", problem)
 	}
 	if strings.TrimSpace(c.User) == "" {
 		es.add("user", "required: the vCenter user")
 	}
 	if c.Password == "" {
-		es.add("password", "required: the vCenter password (or %s)", EnvPassword)
+		es.add("password", "required: the vCenter password (or %s, %s%s or the systemd credential %s)", EnvPassword, EnvPassword, EnvFileSuffix, CredentialPassword)
 	}
 	if strings.TrimSpace(c.DatacenterString) == "" {
 		es.add("datacenterString", "required: the vSphere datacenter name")
@@ -125,14 +119,13 @@ func (c *Configuration) validateNumbers(es *ConfigErrors) {
 		v    int
 		unit string
 	}{
-		{"workerTTL", c.WorkerTTL, "minutes"},
-		{"workerRegistrationTTL", c.WorkerRegistrationTTL, "minutes"},
-		{"workerProvisioningInterval", c.WorkerProvisioningInterval, "seconds"},
 		{"workerProvisioningPoolSize", c.WorkerProvisioningPoolSize, "parallel provisioning operations"},
-		{"killAwolServersInterval", c.KillAwolServersInterval, "seconds"},
-		{"killDisabledWorkersInterval", c.KillDisabledWorkersInterval, "seconds"},
-		{"inventoryRefreshInterval", c.InventoryRefreshInterval, "seconds"},
 		{"maxConcurrentTasks", c.MaxConcurrentTasks, "vCenter tasks in flight"},
+	}
+	for _, d := range durationKeys {
+		if v := d.value(c); v <= 0 || v > d.max {
+			es.add(d.key, "%d is out of range: must be > 0 (%s) and at most %d (allowed: 1-%d %s)", v, d.unitName, d.max, d.max, d.unitName)
+		}
 	}
 	for _, n := range positive {
 		if n.v <= 0 {
@@ -156,10 +149,25 @@ type ipSet struct {
 	addrs []netip.Addr
 }
 
-func (c *Configuration) validateNetwork(es *ConfigErrors) {
+// validateNetwork checks every range, gateway, DNS and mask and that ranges
+// do not overlap; it returns false when it stopped early because the ranges
+// are too large to check further.
+func (c *Configuration) validateNetwork(es *ConfigErrors) bool {
 	var sets []ipSet
 	checkRangeSet(es, "", NetworkConfig{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask}, &sets)
+	total := func() int {
+		n := 0
+		for _, s := range sets {
+			n += len(s.addrs)
+		}
+		return n
+	}
 	for i, n := range c.Networks {
+		if total() > maxIPRangeAddresses {
+			// Bounds the work (and memory) of a hostile or mistaken file.
+			es.add("networks", "the static ranges hold more than %d addresses together (one hatchery never needs that many); entries from networks[%d] on are not checked", maxIPRangeAddresses, i)
+			return false
+		}
 		prefix := fmt.Sprintf("networks[%d].", i)
 		if strings.TrimSpace(n.IPRange) == "" {
 			es.add(prefix+"iprange", "required: each [[networks]] entry needs an iprange (a.a.a.a/b,c.c.c.c/e)")
@@ -181,6 +189,7 @@ func (c *Configuration) validateNetwork(es *ConfigErrors) {
 			}
 		}
 	}
+	return true
 }
 
 // checkRangeSet checks one iprange with its gateway, dns and mask.

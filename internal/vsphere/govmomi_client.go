@@ -221,7 +221,7 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 		ka.Stop()
 		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
 	}
-	dc, err := c.findDatacenter(ctx, cfg.Datacenter)
+	dc, err := c.findDatacenter(ctx, u.Host, cfg.Datacenter)
 	if err != nil {
 		c.Close(context.WithoutCancel(ctx))
 		return nil, err
@@ -241,21 +241,6 @@ func (c *GovmomiClient) find() *find.Finder {
 		f.SetDatacenter(c.dc)
 	}
 	return f
-}
-
-func (c *GovmomiClient) findDatacenter(ctx context.Context, name string) (*object.Datacenter, error) {
-	if name == "" {
-		dc, err := c.find().DefaultDatacenter(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("find default datacenter (set datacenterString): %w", err)
-		}
-		return dc, nil
-	}
-	dc, err := c.find().Datacenter(ctx, name)
-	if err != nil {
-		return nil, fmt.Errorf("find datacenter %q (datacenterString): %w", name, err)
-	}
-	return dc, nil
 }
 
 // endpointURL builds the SDK URL from a host, host:port or URL. It never
@@ -278,6 +263,8 @@ func endpointURL(endpoint string) (*url.URL, error) {
 		return nil, fmt.Errorf("parse vcenter endpoint: %w", err)
 	}
 	if u.Scheme != "https" && u.Scheme != "http" {
+		// Validate refuses http for a configuration (the password would
+		// travel in clear); the adapter still speaks it to test servers.
 		return nil, fmt.Errorf("vcenter endpoint scheme %q: want https", u.Scheme)
 	}
 	if u.Host == "" {

@@ -25,12 +25,13 @@ const (
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
 // for concurrent use by the framework's spawners and its own loops.
 type HatcheryVSphere struct {
-	cfg *Configuration
-	vs  VSphereClient
-	cds cdsclient.Interface
-	inv Inventory
-	log *slog.Logger
-	now func() time.Time
+	cfg   *Configuration
+	ready <-chan struct{}
+	vs    VSphereClient
+	cds   cdsclient.Interface
+	inv   Inventory
+	log   *slog.Logger
+	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
 	metrics *Metrics
 	// started is when this process built the hatchery: a VM created
@@ -69,6 +70,11 @@ type Options struct {
 	// Metrics, when set, counts the jobs refused for lack of room
 	// (capacity_refusals).
 	Metrics *Metrics
+	// Ready, when set, is closed once vCenter work can start (the first
+	// connection, and the inventory's first listing); until then the
+	// methods the framework calls answer "not ready" instead of failing on
+	// vCenter (see notReady). Nil: ready at once.
+	Ready <-chan struct{}
 }
 
 // New builds the hatchery from a validated configuration.
@@ -84,6 +90,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		log:         o.Logger,
 		now:         o.Now,
 		metrics:     o.Metrics,
+		ready:       o.Ready,
 		pendingJobs: newNameSet(),
 		provPending: newNameSet(),
 		provUsing:   newNameSet(),

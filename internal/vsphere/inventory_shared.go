@@ -153,7 +153,17 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.refreshes++
 	s.running = time.Time{}
 	if err != nil {
-		if s.lastErr == nil {
+		quiet := s.lastErr != nil && errors.Is(s.lastErr, ErrNotConnected) && s.generation == 0
+		switch {
+		case s.generation == 0 && errors.Is(err, ErrNotConnected):
+			if s.lastErr == nil {
+				// Starting before vCenter answers is no fault: the dialer
+				// reports a vCenter that does not answer.
+				s.log.Info("vm inventory waits for the first vcenter connection")
+			}
+		case s.lastErr != nil && !quiet:
+			// Already reported in this streak of failures.
+		default:
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
 		}
 		s.lastErr = err

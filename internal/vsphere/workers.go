@@ -8,13 +8,33 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
+
+// notReady returns an error wrapping hatchery.ErrNotReady while vCenter has
+// not been reached for the first time (Options.Ready still open), nil once
+// it has: a daemon starting before vCenter answers waits quietly instead of
+// failing every call and warning about it.
+func (h *HatcheryVSphere) notReady() error {
+	if h.ready == nil {
+		return nil
+	}
+	select {
+	case <-h.ready:
+		return nil
+	default:
+		return fmt.Errorf("%w: waiting for the first vcenter connection", hatchery.ErrNotReady)
+	}
+}
 
 // WorkersStarted returns the names of our VMs that are workers (DESIGN
 // §5.5): non-template VMs carrying this hatchery's ownership record, except
 // the idle pre-provisioned ones (provision-*). VMs of other hatcheries and
 // unannotated VMs never count against maxWorker.
 func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) {
+	if err := h.notReady(); err != nil {
+		return nil, fmt.Errorf("list workers started: %w", err)
+	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list workers started: %w", err)
@@ -76,6 +96,10 @@ func (h *HatcheryVSphere) NeedRegistration(ctx context.Context, model *sdk.Model
 		return false
 	}
 	log := h.log.With("model", model.Path())
+	if err := h.notReady(); err != nil {
+		log.Info("model registration check deferred", "reason", err.Error())
+		return false
+	}
 	if model.NeedRegistration {
 		log.Info("model needs registration", "reason", "flagged by the api")
 		return true

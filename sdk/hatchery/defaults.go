@@ -30,19 +30,26 @@ func DefaultCommonConfiguration() CommonConfiguration {
 
 // RequestTimeoutDuration is api.requestTimeout as a duration (10 s when unset).
 func (c CommonConfiguration) RequestTimeoutDuration() time.Duration {
-	if c.API.RequestTimeout <= 0 {
-		return 10 * time.Second
-	}
-	return time.Duration(c.API.RequestTimeout) * time.Second
+	return seconds(c.API.RequestTimeout, 10)
 }
 
 // RegisterFrequencyDuration is provision.registerFrequency as a duration
 // (60 s when unset).
 func (c CommonConfiguration) RegisterFrequencyDuration() time.Duration {
-	if c.Provision.RegisterFrequency <= 0 {
-		return 60 * time.Second
+	return seconds(c.Provision.RegisterFrequency, 60)
+}
+
+// maxSeconds caps seconds: a year, far above any setting and far below the
+// count that would overflow time.Duration into a negative value.
+const maxSeconds = 365 * 24 * 3600
+
+// seconds converts a count of seconds to a duration without overflow: def
+// when n <= 0, at most maxSeconds.
+func seconds(n, def int) time.Duration {
+	if n <= 0 {
+		n = def
 	}
-	return time.Duration(c.Provision.RegisterFrequency) * time.Second
+	return time.Duration(min(n, maxSeconds)) * time.Second
 }
 
 // V1QueueRegions are the region values of the V1 queue poll. The API

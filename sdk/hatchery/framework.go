@@ -389,7 +389,11 @@ func (f *Framework) Run(ctx context.Context) error {
 		// The first snapshot before the first poll, so queued jobs are not
 		// refused for an unknown pool; on failure the loop retries.
 		firstPoolErr := f.refreshPool(ctx)
-		if firstPoolErr != nil && ctx.Err() == nil {
+		switch {
+		case firstPoolErr == nil || ctx.Err() != nil:
+		case errors.Is(firstPoolErr, ErrNotReady):
+			f.log.Info("worker pool waits for the hatchery to be ready", "reason", firstPoolErr.Error())
+		default:
 			f.log.Warn("refresh worker pool failed", "reason", firstPoolErr.Error())
 		}
 		n := f.cfg.Provision.MaxConcurrentProvisioning

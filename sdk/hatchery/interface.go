@@ -6,6 +6,7 @@ package hatchery
 
 import (
 	"context"
+	"errors"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -64,3 +65,9 @@ type SpawnArguments struct {
 
 // ModelPath is a convenience for logs: the model's name or "".
 func (a SpawnArguments) ModelPath() string { return a.Model.GetName() }
+
+// ErrNotReady is wrapped by the error a Hatchery method returns while its
+// backend has not been reached for the first time yet (a daemon starting
+// before its hypervisor answers). The framework retries as for any error,
+// but logs at info level: waiting at start is no fault.
+var ErrNotReady = errors.New("hatchery not ready")

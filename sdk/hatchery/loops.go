@@ -292,6 +292,10 @@ func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
 			b.reset()
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, ErrNotReady):
+			d := b.next()
+			f.log.Info("worker pool waits for the hatchery to be ready", "reason", err.Error(), "retry_in", d)
+			retry = time.After(d)
 		default:
 			d := b.next()
 			f.log.Warn("refresh worker pool failed", "reason", err.Error(), "retry_in", d)

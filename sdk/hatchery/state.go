@@ -170,5 +170,12 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	if f.extra != nil {
 		lines = append(lines, f.extra(ctx)...)
 	}
+	// The hatchery's and the extra lines name their component only; every
+	// line of this status carries the same type, service and host.
+	for i := range lines {
+		if lines[i].Type == "" {
+			lines[i].Type, lines[i].Service, lines[i].Hostname = "hatchery", f.cfg.Name, f.hostname
+		}
+	}
 	return lines
 }

@@ -1,0 +1,81 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// TestNotReadyUntilFirstConnection: before vCenter first answers
+// (Options.Ready open) the framework's calls answer "not ready" without
+// reading the inventory and without a warning; once ready they read it.
+func TestNotReadyUntilFirstConnection(t *testing.T) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	ready := make(chan struct{})
+	inv := &spInventory{err: errors.New("vm inventory is stale: no successful refresh yet")}
+	h, err := New(Options{
+		Config:    spConfig(),
+		Client:    mock_vsphere.NewMockVSphereClient(gomock.NewController(t)),
+		Inventory: inv,
+		Logger:    slog.New(slog.NewTextHandler(&logs, nil)),
+		Ready:     ready,
+	})
+	require.NoError(t, err)
+	ctx := context.Background()
+	model := &sdk.Model{Name: "debian12-v1", Group: &sdk.Group{Name: "shared.infra"}}
+
+	_, err = h.WorkersStarted(ctx)
+	require.ErrorIs(t, err, hatchery.ErrNotReady)
+	assert.False(t, h.NeedRegistration(ctx, model))
+	assert.NotContains(t, logs.String(), "level=WARN", "waiting for the first connection is no fault")
+	assert.Contains(t, logs.String(), "model registration check deferred")
+
+	close(ready)
+	_, err = h.WorkersStarted(ctx)
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, hatchery.ErrNotReady), "once ready, a failing inventory is a real error")
+	assert.False(t, h.NeedRegistration(ctx, model))
+	assert.True(t, strings.Contains(logs.String(), "level=WARN msg=\"cannot check model registration\""), "a real problem still warns:\n%s", logs.String())
+}
+
+// TestInventoryWaitsQuietlyForFirstConnection: a refresh failing because
+// vCenter was never reached logs at info; after a first listing, a failing
+// refresh warns.
+func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	vs := mock_vsphere.NewMockVSphereClient(gomock.NewController(t))
+	inv := NewSharedInventory(vs, time.Minute, 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx := context.Background()
+
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", ErrNotConnected))
+	inv.refresh(ctx)
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
+
+	// Connected, but the listing fails: a real problem, even though the
+	// previous (quiet) attempt failed too.
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, errors.New("permission denied"))
+	inv.refresh(ctx)
+	assert.Contains(t, logs.String(), `level=WARN msg="vm inventory refresh failed; keeping the last snapshot" err="permission denied"`)
+
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
+	inv.refresh(ctx)
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", ErrNotConnected))
+	inv.refresh(ctx)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
+}
