@@ -35,4 +35,4 @@ bench:
 
 ## demo: the hatchery against in-process simulators (DEMO_FLAGS="--jobs 6 --once")
 demo:
-	$(GO) run -ldflags "$(LDFLAGS)" ./cmd/hatchery-vsphere demo $(DEMO_FLAGS)
+	$(GO) run -tags demo -ldflags "$(LDFLAGS)" ./cmd/hatchery-vsphere demo $(DEMO_FLAGS)

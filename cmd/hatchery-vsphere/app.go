@@ -43,6 +43,7 @@ commands:
   start --config FILE         run the hatchery (SIGTERM/SIGINT stop it)
   demo [--jobs N] [--once] [--listen ADDR:PORT]
                               run the hatchery against in-process vCenter and CDS simulators
+                              (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo)
   config new                  print the reference configuration (every key, default, meaning;
                               optional features as "#key = …" examples to enable)
   config check --config FILE  load and validate FILE; list every problem

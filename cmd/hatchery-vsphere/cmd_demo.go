@@ -4,10 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 )
 
 // DemoFlags are the command line of `demo`.
@@ -20,11 +16,9 @@ type DemoFlags struct {
 	Listen string
 }
 
-// runDemo is the hook `demo` calls: the in-process demo of internal/demo.
-var runDemo DemoFunc = func(ctx context.Context, stdout io.Writer, logger *slog.Logger, f DemoFlags) error {
-	_, err := demo.Run(ctx, demo.Options{Jobs: f.Jobs, Once: f.Once, Listen: f.Listen, Stdout: stdout, Logger: logger})
-	return err
-}
+// demoBuildHint is what `demo` says in a binary built without the demo.
+const demoBuildHint = "demo: this binary was built without the demo (it links no simulator); run it with:\n" +
+	"  go run -tags demo ./cmd/hatchery-vsphere demo\n"
 
 // cmdDemo is `demo [--jobs N] [--once] [--listen ADDR:PORT] [--log-level LEVEL]`.
 // The hatchery's own logs go to stderr at --log-level (warn by default, so
@@ -46,6 +40,10 @@ func (a *app) cmdDemo(ctx context.Context, args []string) int {
 	lvl, err := parseLevel(*level)
 	if err != nil {
 		fmt.Fprintf(a.stderr, "demo: %v\n", err)
+		return exitUsage
+	}
+	if a.demo == nil {
+		fmt.Fprint(a.stderr, demoBuildHint)
 		return exitUsage
 	}
 	logger := a.logger(lvl)

@@ -1,7 +1,9 @@
 // Command hatchery-vsphere runs the CDS vSphere hatchery.
 //
 // Subcommands: start, demo, config new, config check, version. Run
-// `hatchery-vsphere help` for their flags.
+// `hatchery-vsphere help` for their flags. `demo` and its simulators are
+// linked only with the build tag "demo"; the production build carries no
+// simulator and no test code.
 package main
 
 import (
