@@ -236,11 +236,9 @@ func (a *admission) release(why Reason) {
 		return
 	}
 	a.res.Release(why)
-	lvl := slog.LevelInfo
-	if why == ReasonBooked || why == ReasonJobGone {
-		lvl = slog.LevelDebug // routine when hatcheries share a queue
-	}
-	a.f.log.Log(context.Background(), lvl, "reservation released", "job", a.job, "model", a.model, "reason", why)
+	// Debug: the decision that led here logs its own line (job skipped,
+	// spawn failed, giving up...).
+	a.f.log.Debug("reservation released", "job", a.job, "model", a.model, "reason", why)
 }
 
 // admit runs CanSpawn, checkCapacities and CanAllocateResources (or
