@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/vmware/govmomi/object"
 )
 
@@ -154,17 +155,35 @@ func (s *capacityState) inFlightLocked(g uint64, now time.Time, grace time.Durat
 	return sum, n
 }
 
-// reserveLocked records r, replacing an in-flight reservation of the same job.
-func (s *capacityState) reserveLocked(r reservation) {
+// reserveLocked records r, replacing an in-flight reservation of the same
+// job, and returns the record.
+func (s *capacityState) reserveLocked(r reservation) *reservation {
 	if r.jobID != "" {
 		for i, o := range s.res {
 			if o.released == 0 && o.jobID == r.jobID {
 				s.res[i] = &r
-				return
+				return &r
 			}
 		}
 	}
 	s.res = append(s.res, &r)
+	return &r
+}
+
+// dropReservation forgets r at once if it is still in flight: a
+// reservation given back before any spawn used it. No VM was cloned under
+// it, so no decision can miss one and no released-reservation grace
+// applies. It tells whether r was still held.
+func (s *capacityState) dropReservation(r *reservation) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, o := range s.res {
+		if o == r && o.released == 0 {
+			s.res = append(s.res[:i], s.res[i+1:]...)
+			return true
+		}
+	}
+	return false
 }
 
 // drop forgets the in-flight reservation of jobID at once, without the
@@ -215,7 +234,8 @@ func (h *HatcheryVSphere) releaseGrace() time.Duration {
 	return 4 * every
 }
 
-// inFlightCount returns the number of reservations not yet released.
+// inFlightCountLocked returns the number of reservations not yet
+// released and their sum.
 func (s *capacityState) inFlightCountLocked() (int, footprint) {
 	n, sum := 0, footprint{}
 	for _, r := range s.res {
@@ -227,25 +247,94 @@ func (s *capacityState) inFlightCountLocked() (int, footprint) {
 	return n, sum
 }
 
-// CanAllocateResources tells whether the next worker fits now (000 C.7,
-// 001 §12, DESIGN §5.4). The next worker's footprint is its flavor's, else
-// its template's hardware; an unknown footprint is allowed while the static
-// limits still have room. The resource pool (when readable), maxCpus,
-// maxMemoryMB and the starvation reserve of countSmallerFlavorToKeep are
-// checked against this hatchery's powered-on VMs plus the spawns in
-// flight. When it answers true it has reserved the worker's footprint under
-// jobID until releaseCapacity(jobID), or reservationTTL.
-//
-// An unknown flavor is answered true, without a reservation: SpawnWorker
-// then fails with the *UnknownFlavorError, which the framework reports to
-// the job (an error here would only keep the job queued silently).
-// Only an unreadable inventory is an error (answered false).
+// CanAllocateResources tells whether the next worker fits now; see
+// allocate. When it answers true it has
+// reserved the worker's footprint under jobID until releaseCapacity(jobID),
+// or reservationTTL. The framework calls AllocateResources instead, which
+// hands the reservation over so that it is released when no spawn follows.
 func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
+	d, _, err := h.allocate(ctx, model, jobID, requirements)
+	if err != nil {
+		return false, err
+	}
+	return d.Allowed, nil
+}
+
+// AllocateResources implements hatchery.ResourceAllocator: the decision of
+// CanAllocateResources, returning the reservation it made (nil when none:
+// unknown flavor), or a *hatchery.Refusal naming the missing resource.
+// SpawnWorker for jobID ends a reservation handed to it; the framework
+// releases it on every other path (docs/flavors-and-capacity.md,
+// "Reservation lifecycle").
+func (h *HatcheryVSphere) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
+	d, r, err := h.allocate(ctx, model, jobID, requirements)
+	switch {
+	case err != nil:
+		return nil, err
+	case !d.Allowed:
+		return nil, refusalOf(d)
+	case r == nil:
+		return nil, nil
+	}
+	return &heldReservation{s: h.capacity, r: r}, nil
+}
+
+// heldReservation is a footprint AllocateResources reserved, as the
+// framework holds it.
+type heldReservation struct {
+	s *capacityState
+	r *reservation
+}
+
+// Release implements hatchery.Reservation: the footprint is forgotten at
+// once (no spawn used it). Once SpawnWorker released it, or it expired,
+// it does nothing.
+func (r *heldReservation) Release(hatchery.Reason) { r.s.dropReservation(r.r) }
+
+// ReservedFootprint is what the spawns in flight hold reserved now: the
+// number of reservations not yet released, their vCPUs and their memory
+// (MB). A spawn that ended is not included, even while decisions still
+// count its VM through its released reservation.
+func (h *HatcheryVSphere) ReservedFootprint() (n int, cpus, memoryMB int64) {
+	h.capacity.mu.Lock()
+	defer h.capacity.mu.Unlock()
+	n, fp := h.capacity.inFlightCountLocked()
+	return n, fp.CPUs, fp.MemoryMB
+}
+
+// refusalOf is the typed refusal of a refusing decision.
+func refusalOf(d capacityDecision) *hatchery.Refusal {
+	code := hatchery.ReasonCapacity
+	if res, ok := refusedResource(d); ok {
+		switch res {
+		case CapacityCPU:
+			code = hatchery.ReasonCapacityCPU
+		case CapacityMemory:
+			code = hatchery.ReasonCapacityMemory
+		}
+	}
+	return &hatchery.Refusal{Reason: code, Detail: d.Reason}
+}
+
+// allocate is the capacity decision for the next worker of model
+// (docs/flavors-and-capacity.md). The next worker's footprint is its flavor's,
+// else its template's hardware; an unknown footprint is allowed while the
+// static limits still have room. The resource pool (when readable),
+// maxCpus, maxMemoryMB and the starvation reserve of
+// countSmallerFlavorToKeep are checked against this hatchery's powered-on
+// VMs plus the spawns in flight. When allowed with a known footprint it
+// has reserved it under jobID and returns the reservation.
+//
+// An unknown flavor is allowed, without a reservation: SpawnWorker then
+// fails with the *UnknownFlavorError, which the framework reports to the
+// job (an error here would only keep the job queued silently).
+// Only an unreadable inventory is an error.
+func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacityDecision, *reservation, error) {
 	flavor, err := h.resolveFlavor(model, requirements)
 	if err != nil {
 		h.log.Warn("capacity decision", "model", model.GetName(), "flavor", model.GetFlavor(requirements, h.cfg.DefaultFlavor),
 			"job", jobID, "allowed", true, "reason", reasonUnknownFlavor, "err", err)
-		return true, nil
+		return capacityDecision{Allowed: true, Reason: reasonUnknownFlavor}, nil, nil
 	}
 	flavorName := ""
 	if flavor != nil {
@@ -262,7 +351,7 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	if err != nil {
 		h.log.Warn("capacity decision", "model", model.GetName(), "flavor", flavorName, "job", jobID,
 			"allowed", false, "reason", reasonInventoryUnusable, "err", err)
-		return false, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
+		return capacityDecision{Reason: reasonInventoryUnusable}, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
 	usage := countAllocatedResources(vms, h.Name())
 	in := capacityInput{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
@@ -279,7 +368,7 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	in.Pool = h.readPool(ctx)
 
 	// Then decide and reserve atomically.
-	in, d, n := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: jobID, model: model.GetName(), flavor: flavorName})
+	in, d, n, held := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: jobID, model: model.GetName(), flavor: flavorName})
 	attrs := []any{
 		"model", model.GetName(), "flavor", flavorName, "job", jobID, "allowed", d.Allowed, "reason", d.Reason,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
@@ -300,7 +389,7 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 	if r, ok := refusedResource(d); ok {
 		h.metrics.CapacityRefused(r)
 	}
-	return d.Allowed, nil
+	return d, held, nil
 }
 
 // refusedResource tells which resource a refusing decision found
@@ -322,9 +411,10 @@ func refusedResource(d capacityDecision) (CapacityResource, bool) {
 // the state's lock it drops expired reservations, adds the spawns in flight
 // to usage, decides on in and, when allowed with a known footprint,
 // reserves in.Next under r.jobID (r's model and flavor are for logs). It
-// returns in completed with Used and InFlight, the decision and how many
-// reservations were counted in flight.
-func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usage vmUsage, in capacityInput, r reservation) (capacityInput, capacityDecision, int) {
+// returns in completed with Used and InFlight, the decision, how many
+// reservations were counted in flight and the reservation made (nil when
+// none).
+func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usage vmUsage, in capacityInput, r reservation) (capacityInput, capacityDecision, int, *reservation) {
 	s := h.capacity
 	now := h.now()
 	s.mu.Lock()
@@ -333,13 +423,14 @@ func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usag
 	in.Used = usage.footprint.add(inflight)
 	in.InFlight = inflight
 	d := decideCapacity(in)
+	var held *reservation
 	if d.Allowed && in.Known {
 		r.fp, r.created = in.Next, now
-		s.reserveLocked(r)
+		held = s.reserveLocked(r)
 	}
 	s.mu.Unlock()
 	h.logExpired(expired, now)
-	return in, d, n
+	return in, d, n, held
 }
 
 // logExpired logs the in-flight reservations expireLocked dropped.

@@ -44,7 +44,7 @@ func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, 
 	}
 	in.Reserve, _ = starvationReserve(h.cfg.Flavors, t.flavor, h.cfg.CountSmallerFlavorToKeep)
 
-	in, d, n := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: provisionReservationKey(name), model: t.key.model, flavor: t.key.flavor})
+	in, d, n, _ := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: provisionReservationKey(name), model: t.key.model, flavor: t.key.flavor})
 	h.log.Debug("provisioning capacity decision", "vm", name, "model", t.key.model, "flavor", t.key.flavor,
 		"allowed", d.Allowed, "reason", d.Reason, "known_footprint", in.Known,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,

@@ -294,8 +294,8 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 // roomLocked tells whether one more job worker would be admitted now, as
 // far as counts go. The caller holds f.cap.mu.
 func (f *Framework) roomLocked() bool {
-	_, reason := f.decideLocked(false)
-	return reason == ""
+	_, r := f.decideLocked(false)
+	return r == nil
 }
 
 func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
@@ -356,25 +356,25 @@ func (s *slot) end(ok bool) {
 }
 
 // decideLocked is the count part of checkCapacities (001 §6.4) on the
-// current pool: "" when one more worker (a registration when register)
+// current pool: nil when one more worker (a registration when register)
 // fits, else why not. The caller holds f.cap.mu.
-func (f *Framework) decideLocked(register bool) (pool int, reason string) {
+func (f *Framework) decideLocked(register bool) (pool int, refusal *Refusal) {
 	c := &f.cap
 	p := f.cfg.Provision
 	maxProv := max(p.MaxConcurrentProvisioning, 1)
 	maxReg := p.MaxConcurrentRegistering
 	if register {
 		if maxReg == -1 {
-			return 0, "registration disabled (maxConcurrentRegistering = -1)"
+			return 0, Refuse(ReasonMaxRegistering, "registration disabled (maxConcurrentRegistering = -1)")
 		}
 		if c.registering >= maxReg {
-			return 0, fmt.Sprintf("max concurrent registering reached (%d)", maxReg)
+			return 0, Refuse(ReasonMaxRegistering, "max concurrent registering reached (%d)", maxReg)
 		}
 	} else if c.toStart >= maxProv {
-		return 0, fmt.Sprintf("max concurrent provisioning reached (%d spawns in flight)", maxProv)
+		return 0, Refuse(ReasonMaxProvisioning, "max concurrent provisioning reached (%d spawns in flight)", maxProv)
 	}
 	if !c.known {
-		return 0, "worker pool not known yet"
+		return 0, Refuse(ReasonPoolUnknown, "worker pool not known yet")
 	}
 	all := c.poolLocked()
 	var nbPending, nbRegistering int
@@ -388,13 +388,13 @@ func (f *Framework) decideLocked(register bool) (pool int, reason string) {
 	}
 	switch {
 	case p.MaxWorker > 0 && len(all) >= p.MaxWorker:
-		return len(all), fmt.Sprintf("max workers reached (%d/%d)", len(all), p.MaxWorker)
+		return len(all), Refuse(ReasonMaxWorkers, "max workers reached (%d/%d)", len(all), p.MaxWorker)
 	case !register && nbPending >= maxProv:
-		return len(all), fmt.Sprintf("max concurrent provisioning reached (%d pending)", nbPending)
+		return len(all), Refuse(ReasonMaxProvisioning, "max concurrent provisioning reached (%d pending)", nbPending)
 	case register && nbRegistering >= maxReg:
-		return len(all), fmt.Sprintf("max concurrent registering reached (%d registering)", nbRegistering)
+		return len(all), Refuse(ReasonMaxRegistering, "max concurrent registering reached (%d registering)", nbRegistering)
 	}
-	return len(all), ""
+	return len(all), nil
 }
 
 // reserve is checkCapacities (001 §6.4): it admits one more worker named
@@ -403,7 +403,7 @@ func (f *Framework) decideLocked(register bool) (pool int, reason string) {
 // concurrent starters cannot both take the last slot; it makes no network
 // call. The slot counts in the pool as Pending (or Registering) until
 // released, or, once spawned, until a later snapshot covers it.
-func (f *Framework) reserve(name string, register bool) (*slot, string) {
+func (f *Framework) reserve(name string, register bool) (*slot, *Refusal) {
 	full := false
 	defer func() { // after the unlock: observers are not called under c.mu
 		if ho, ok := f.obs.(HealthObserver); ok && full {
@@ -413,12 +413,12 @@ func (f *Framework) reserve(name string, register bool) (*slot, string) {
 	c := &f.cap
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if pool, reason := f.decideLocked(register); reason != "" {
+	if pool, r := f.decideLocked(register); r != nil {
 		if !register {
 			c.capacitySkipped = true
 			full = f.cfg.Provision.MaxWorker > 0 && pool >= f.cfg.Provision.MaxWorker
 		}
-		return nil, reason
+		return nil, r
 	}
 	c.inFlight[name] = register
 	if register {
@@ -426,7 +426,7 @@ func (f *Framework) reserve(name string, register bool) (*slot, string) {
 	} else {
 		c.toStart++
 	}
-	return &slot{f: f, name: name, register: register}, ""
+	return &slot{f: f, name: name, register: register}, nil
 }
 
 // spawnsInFlight is the number of job spawns in flight.

@@ -230,7 +230,7 @@ func TestRegionFilter(t *testing.T) {
 		return n >= 5
 	}, waitFor, tick)
 	hs.h.get(func(h *fakeHatchery) { assert.Len(t, h.spawns, 1) })
-	assert.Contains(t, hs.logs.String(), `"reason":"region: job requires \"us\", hatchery is in \"eu\""`)
+	assert.Contains(t, hs.logs.String(), `"reason":"region","detail":"job requires \"us\", hatchery is in \"eu\""`)
 }
 
 func TestMaxWorkerZeroIsUnlimited(t *testing.T) {

@@ -35,6 +35,31 @@ type Interface interface {
 	Status(ctx context.Context) []sdk.MonitoringStatusLine
 }
 
+// ResourceAllocator is a hatchery whose admission reserves what the next
+// worker takes (CPU, memory...) and hands the reservation to the framework.
+// The framework then owns it: it passes it on to SpawnWorker for the job
+// (the spawn ends it), or releases it on every path that does not spawn —
+// booking lost to another hatchery, job gone, job refused after admission,
+// shutdown — so a footprint is never left reserved for a job that will not
+// run. When a hatchery implements it, the framework calls it instead of
+// CanAllocateResources.
+type ResourceAllocator interface {
+	// AllocateResources is CanAllocateResources returning what it reserved.
+	// A nil error admits the job; the Reservation may be nil when nothing
+	// was reserved. A *Refusal error (errors.As) says why the job does not
+	// fit now; any other error means the hatchery could not decide. Both
+	// keep the job queued.
+	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (Reservation, error)
+}
+
+// Reservation is what a ResourceAllocator reserved for one job.
+type Reservation interface {
+	// Release gives the reservation back at once, for why (a refusal code:
+	// booked, shutdown...). The job will not be spawned for under it. It
+	// must not block, and calls after the first do nothing.
+	Release(why Reason)
+}
+
 // InterfaceWithModels is a hatchery that serves worker models V1 and may
 // register them (build their template).
 type InterfaceWithModels interface {

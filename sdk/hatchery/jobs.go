@@ -111,58 +111,61 @@ func (f *Framework) starter(ctx context.Context) {
 	}
 }
 
-// skip logs why a job is not spawned for and tells the outcome. A job
-// refused again for the same reason logs at Debug: with a long queue the
-// same refusal comes back every poll (the poll summary counts them).
-func (f *Framework) skip(key, job, model, reason string) outcome {
-	kind := strings.SplitN(reason, ":", 2)[0]
-	f.obs.JobSkipped(kind)
+// skip logs why a job is not spawned for and tells the outcome: a
+// refusal that waits for room (Reason.Waits) keeps the job waiting for
+// capacity. A job refused again for the same reason logs at Debug: with a
+// long queue the same refusal comes back every poll (the poll summary
+// counts them).
+func (f *Framework) skip(key, job, model string, r *Refusal) outcome {
+	f.obs.JobSkipped(string(r.Reason))
 	lvl := slog.LevelInfo
-	if !f.skips.first(key, reason) {
+	if !f.skips.first(key, r.Error()) {
 		lvl = slog.LevelDebug
 	}
-	f.log.Log(context.Background(), lvl, "job skipped", "job", job, "model", model, "reason", reason)
-	if kind == "capacity" || kind == "resources" {
+	f.log.Log(context.Background(), lvl, "job skipped", "job", job, "model", model, "reason", r.Reason, "detail", r.Detail)
+	if r.Reason.Waits() {
 		return outcomeCapacity
 	}
 	return outcomeSkipped
 }
 
-// regionOK applies provision.region and ignoreJobWithNoRegion to a V1 job.
+// regionOK applies provision.region and ignoreJobWithNoRegion to a V1 job;
+// when false, the string says why (a region refusal's detail).
 func (f *Framework) regionOK(reqs sdk.RequirementList) (bool, string) {
 	r := reqs.First(sdk.RegionRequirement)
 	switch {
 	case r == "" && f.cfg.Provision.IgnoreJobWithNoRegion:
-		return false, "region: job has no region requirement and ignoreJobWithNoRegion is set"
+		return false, "job has no region requirement and ignoreJobWithNoRegion is set"
 	case r != "" && r != f.cfg.Provision.Region:
-		return false, fmt.Sprintf("region: job requires %q, hatchery is in %q", r, f.cfg.Provision.Region)
+		return false, fmt.Sprintf("job requires %q, hatchery is in %q", r, f.cfg.Provision.Region)
 	}
 	return true, ""
 }
 
 // resolveModelV1 finds the model of a V1 job: its model requirement among
-// the enabled V1 models, else the hatchery's default V2 model.
+// the enabled V1 models, else the hatchery's default V2 model. When none
+// fits, the string says why (a model refusal's detail).
 func (f *Framework) resolveModelV1(ctx context.Context, job *sdk.WorkflowNodeJobRun) (sdk.WorkerStarterWorkerModel, string) {
 	reqs := job.Job.Action.Requirements
 	want := strings.Fields(reqs.First(sdk.ModelRequirement))
 	if len(want) == 0 {
 		d, ok := f.h.(InterfaceWithDefaultModelV2)
 		if !ok {
-			return sdk.WorkerStarterWorkerModel{}, "model: job has no model requirement"
+			return sdk.WorkerStarterWorkerModel{}, "job has no model requirement"
 		}
 		m, err := d.DefaultModelV2(ctx, job)
 		if err != nil {
-			return sdk.WorkerStarterWorkerModel{}, "model: default v2 model: " + err.Error()
+			return sdk.WorkerStarterWorkerModel{}, "default v2 model: " + err.Error()
 		}
 		if m == nil {
-			return sdk.WorkerStarterWorkerModel{}, "model: no model requirement and no default v2 model matches"
+			return sdk.WorkerStarterWorkerModel{}, "no model requirement and no default v2 model matches"
 		}
 		wm, reason := f.starterModelV2(*m, sdk.V2JobRunsOn{})
 		return wm, reason
 	}
 	models, err := f.modelsV1(ctx, false)
 	if err != nil {
-		return sdk.WorkerStarterWorkerModel{}, "model: " + err.Error()
+		return sdk.WorkerStarterWorkerModel{}, err.Error()
 	}
 	for i := range models {
 		m := models[i]
@@ -171,25 +174,26 @@ func (f *Framework) resolveModelV1(ctx context.Context, job *sdk.WorkflowNodeJob
 		}
 		switch {
 		case m.Type != f.h.ModelType():
-			return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: type %q is not %q", m.Type, f.h.ModelType())
+			return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("type %q is not %q", m.Type, f.h.ModelType())
 		case m.Disabled:
-			return sdk.WorkerStarterWorkerModel{}, "model: disabled"
+			return sdk.WorkerStarterWorkerModel{}, "disabled"
 		case m.NeedRegistration:
-			return sdk.WorkerStarterWorkerModel{}, "model: needs registration first"
+			return sdk.WorkerStarterWorkerModel{}, "needs registration first"
 		}
 		return sdk.WorkerStarterWorkerModel{ModelV1: &m}, ""
 	}
-	return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: %q not found among enabled models", want[0])
+	return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("%q not found among enabled models", want[0])
 }
 
-// starterModelV2 fills the starter model of a V2 model.
+// starterModelV2 fills the starter model of a V2 model; the string says
+// why it cannot (a model refusal's detail).
 func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) (sdk.WorkerStarterWorkerModel, string) {
 	if m.Type != f.h.ModelType() {
-		return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("model: type %q is not %q", m.Type, f.h.ModelType())
+		return sdk.WorkerStarterWorkerModel{}, fmt.Sprintf("type %q is not %q", m.Type, f.h.ModelType())
 	}
 	spec, err := m.VSphereSpec()
 	if err != nil {
-		return sdk.WorkerStarterWorkerModel{}, "model: decode spec: " + err.Error()
+		return sdk.WorkerStarterWorkerModel{}, "decode spec: " + err.Error()
 	}
 	return sdk.WorkerStarterWorkerModel{
 		ModelV2:     &m,
@@ -202,25 +206,74 @@ func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) 
 	}, ""
 }
 
-// admit runs CanSpawn, checkCapacities and CanAllocateResources for a job;
-// on success the returned slot must be released by the caller.
-func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*slot, string) {
-	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
-		return nil, "cannot spawn: refused by hatchery"
+// admission is what admit reserved for one job: the framework's slot and
+// the hatchery's reservation (nil when the hatchery reserved nothing). The
+// job's processing ends it on every path: handOff then the slot's
+// spawned/release when SpawnWorker is called, release otherwise; a
+// deferred release is the safety net (a panic). It is used by one
+// goroutine.
+type admission struct {
+	f       *Framework
+	slot    *slot
+	res     Reservation
+	job     string
+	model   string
+	resDone bool // res released or handed to SpawnWorker
+}
+
+// handOff passes the hatchery's reservation to SpawnWorker, which ends it.
+func (a *admission) handOff() { a.resDone = true }
+
+// release gives back what was reserved, unless it was handed to the
+// spawn, and logs the decision once. Later calls do nothing.
+func (a *admission) release(why Reason) {
+	a.slot.release()
+	if a.resDone {
+		return
 	}
-	s, reason := f.reserve(workerName, false)
+	a.resDone = true
+	if a.res == nil {
+		return
+	}
+	a.res.Release(why)
+	// Debug: the decision that led here logs its own line (job skipped,
+	// spawn failed, giving up...).
+	a.f.log.Debug("reservation released", "job", a.job, "model", a.model, "reason", why)
+}
+
+// admit runs CanSpawn, checkCapacities and CanAllocateResources (or
+// AllocateResources) for a job; on success the caller owns the returned
+// admission and must end it (handOff or release).
+func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*admission, *Refusal) {
+	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
+		return nil, Refuse(ReasonCannotSpawn, "refused by hatchery")
+	}
+	s, refusal := f.reserve(workerName, false)
 	if s == nil {
-		return nil, "capacity: " + reason
+		return nil, refusal
+	}
+	a := &admission{f: f, slot: s, job: jobID, model: model.GetName()}
+	if ra, ok := f.h.(ResourceAllocator); ok {
+		res, err := ra.AllocateResources(ctx, model, jobID, reqs)
+		if err != nil {
+			if res != nil {
+				res.Release(ReasonCapacity) // a refusal reserves nothing; be safe
+			}
+			s.release()
+			return nil, AsRefusal(err)
+		}
+		a.res = res
+		return a, nil
 	}
 	ok, err := f.h.CanAllocateResources(ctx, model, jobID, reqs)
 	if err != nil || !ok {
 		s.release()
 		if err != nil {
-			return nil, "resources: " + err.Error()
+			return nil, AsRefusal(err)
 		}
-		return nil, "resources: not enough room now"
+		return nil, Refuse(ReasonCapacity, "not enough room now")
 	}
-	return s, ""
+	return a, nil
 }
 
 // workerToken signs the worker's JWT.
@@ -256,30 +309,42 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		return outcomeNone
 	}
 	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
-		return f.skip(key, jobKey, "", "booked: by "+job.BookedBy.Name)
+		return f.skip(key, jobKey, "", Refuse(ReasonBooked, "by %s", job.BookedBy.Name))
 	}
 	reqs := job.Job.Action.Requirements
-	if ok, reason := f.regionOK(reqs); !ok {
-		return f.skip(key, jobKey, "", reason)
+	if ok, detail := f.regionOK(reqs); !ok {
+		return f.skip(key, jobKey, "", Refuse(ReasonRegion, "%s", detail))
 	}
-	model, reason := f.resolveModelV1(ctx, job)
-	if reason != "" {
-		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), reason)
+	model, detail := f.resolveModelV1(ctx, job)
+	if detail != "" {
+		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), Refuse(ReasonModel, "%s", detail))
 	}
 	name := WorkerName("", model.GetName())
-	s, reason := f.admit(ctx, jobKey, model, reqs, name)
-	if s == nil {
-		return f.skip(key, jobKey, model.GetName(), reason)
+	a, refusal := f.admit(ctx, jobKey, model, reqs, name)
+	if a == nil {
+		return f.skip(key, jobKey, model.GetName(), refusal)
 	}
-	defer s.release()
+	s := a.slot
+	defer a.release(ReasonAbandoned) // safety net: every path below ends a first
 
 	if _, err := f.client.QueueJobBook(ctx, id); err != nil {
-		if errors.Is(err, cdsclient.ErrAlreadyBooked) {
-			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", "booked by another hatchery")
-			f.obs.JobSkipped("booked")
+		switch {
+		case ctx.Err() != nil:
+			a.release(ReasonShutdown)
+			return outcomeNone
+		case errors.Is(err, cdsclient.ErrAlreadyBooked):
+			a.release(ReasonBooked)
+			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", ReasonBooked, "detail", "booked by another hatchery")
+			f.obs.JobSkipped(string(ReasonBooked))
+			return outcomeSkipped
+		case errors.Is(err, cdsclient.ErrNotFound):
+			a.release(ReasonJobGone)
+			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", ReasonJobGone, "detail", "job left the queue")
+			f.obs.JobSkipped(string(ReasonJobGone))
 			return outcomeSkipped
 		}
-		return f.skip(key, jobKey, model.GetName(), "book: "+err.Error())
+		a.release(ReasonBookFailed)
+		return f.skip(key, jobKey, model.GetName(), &Refusal{Reason: ReasonBookFailed, Detail: err.Error(), Err: err})
 	}
 	f.skips.forget(key)
 	booked := f.now()
@@ -287,12 +352,14 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	if n := f.attempts.count(id); maxAttempts > 0 && n >= maxAttempts {
 		// Every earlier attempt spawned a worker or failed to, and the job
 		// is still waiting: no worker took it. Give up on it.
+		a.release(ReasonAttempts)
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("no worker took the job after %d spawn attempts", n))
 		return outcomeFailed
 	}
 	n := f.attempts.add(id, booked)
 	token, err := f.workerToken(name, model, id, "", false)
 	if err != nil {
+		a.release(ReasonWorkerToken)
 		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
@@ -310,6 +377,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, model.GetName())
 	f.log.Info("spawning worker", "job", jobKey, "model", model.GetName(), "worker", name, "attempt", n)
 	f.obs.SpawnStarted(ev)
+	a.handOff()
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(booked)
 	if err != nil {
@@ -381,7 +449,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		// V2 has no fail route: the job stays in the queue for other
 		// hatcheries; this one stops taking it until its count is
 		// forgotten (out of the queue for attemptsRetention).
-		return f.skip(key, id, "", fmt.Sprintf("attempts: gave up after %d attempts", n))
+		return f.skip(key, id, "", Refuse(ReasonAttempts, "gave up after %d attempts", n))
 	}
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
@@ -396,26 +464,34 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		return outcomeNone
 	}
 	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
-		return f.skip(key, id, info.Model.Name, "booked: taken by "+rj.HatcheryName)
+		return f.skip(key, id, info.Model.Name, Refuse(ReasonBooked, "taken by %s", rj.HatcheryName))
 	}
-	model, reason := f.starterModelV2(info.Model, rj.Job.RunsOn)
-	if reason != "" {
-		return f.skip(key, id, info.Model.Name, reason)
+	model, detail := f.starterModelV2(info.Model, rj.Job.RunsOn)
+	if detail != "" {
+		return f.skip(key, id, info.Model.Name, Refuse(ReasonModel, "%s", detail))
 	}
 	name := WorkerName("", model.GetName())
-	s, reason := f.admit(ctx, id, model, nil, name)
-	if s == nil {
-		return f.skip(key, id, model.GetName(), reason)
+	a, refusal := f.admit(ctx, id, model, nil, name)
+	if a == nil {
+		return f.skip(key, id, model.GetName(), refusal)
 	}
-	defer s.release()
+	s := a.slot
+	defer a.release(ReasonAbandoned) // safety net: every path below ends a first
 
 	if err := f.client.V2QueueJobTake(ctx, region, id); err != nil {
-		if errors.Is(err, cdsclient.ErrAlreadyBooked) || errors.Is(err, cdsclient.ErrNotFound) {
-			f.log.Debug("job skipped", "job", id, "model", model.GetName(), "reason", "taken by another hatchery")
-			f.obs.JobSkipped("booked")
+		switch {
+		case ctx.Err() != nil:
+			a.release(ReasonShutdown)
+			return outcomeNone
+		case errors.Is(err, cdsclient.ErrAlreadyBooked), errors.Is(err, cdsclient.ErrNotFound):
+			// The V2 API answers 404 for a job another hatchery took.
+			a.release(ReasonBooked)
+			f.log.Debug("job skipped", "job", id, "model", model.GetName(), "reason", ReasonBooked, "detail", "taken by another hatchery")
+			f.obs.JobSkipped(string(ReasonBooked))
 			return outcomeSkipped
 		}
-		return f.skip(key, id, model.GetName(), "take: "+err.Error())
+		a.release(ReasonBookFailed)
+		return f.skip(key, id, model.GetName(), &Refusal{Reason: ReasonBookFailed, Detail: "take: " + err.Error(), Err: err})
 	}
 	f.skips.forget(key)
 	taken := f.now()
@@ -438,6 +514,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	token, err := f.workerToken(name, model, 0, id, false)
 	if err != nil {
+		a.release(ReasonWorkerToken)
 		fail(err)
 		return outcomeFailed
 	}
@@ -453,6 +530,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
 	f.log.Info("spawning worker", "job", id, "model", model.GetName(), "worker", name)
 	f.obs.SpawnStarted(ev)
+	a.handOff()
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(taken)
 	if err != nil {

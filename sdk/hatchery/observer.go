@@ -27,7 +27,8 @@ type Observer interface {
 	// SpawnFailed is called when SpawnWorker returned an error.
 	SpawnFailed(ev SpawnEvent, d time.Duration)
 	// JobSkipped is called for every job the framework decided not to spawn
-	// for, with a short stable reason ("region", "capacity", "booked", ...).
+	// for, with its refusal code (a Reason: "region", "capacity-cpu",
+	// "booked", ...).
 	JobSkipped(reason string)
 }
 

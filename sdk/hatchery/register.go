@@ -68,9 +68,9 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			continue
 		}
 		name := WorkerName(RegisterPrefix, m.Name)
-		s, reason := f.reserve(name, true)
+		s, refusal := f.reserve(name, true)
 		if s == nil {
-			f.log.Info("registration skipped", "model", path, "reason", "capacity: "+reason)
+			f.log.Info("registration skipped", "model", path, "reason", refusal.Reason, "detail", refusal.Detail)
 			return
 		}
 		group := ""

@@ -1,0 +1,156 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// resAllocate asks AllocateResources for one job of flavor.
+func resAllocate(t *testing.T, env *capEnv, flavor, job string) (hatchery.Reservation, error) {
+	t.Helper()
+	return env.h.AllocateResources(context.Background(), capV2(flavor), job, nil)
+}
+
+// resReserved is ReservedFootprint as one value.
+type resReserved struct {
+	n         int
+	cpus, mem int64
+}
+
+func resFootprint(env *capEnv) resReserved {
+	n, c, m := env.h.ReservedFootprint()
+	return resReserved{n, c, m}
+}
+
+// TestAllocateResourcesReleaseFreesAtOnce: a reservation the framework
+// gives back (booking lost, job gone, shutdown) frees its footprint for
+// the very next decision, in every inventory mode — unlike a spawn's end,
+// which keeps it counted for the shared inventory's grace. Before the
+// framework could release, such a footprint stayed reserved for
+// reservationTTL.
+func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{InventoryListing, InventoryShared, InventoryWatch} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: mode})
+			r1, err := resAllocate(t, env, "large", "j1")
+			require.NoError(t, err)
+			require.NotNil(t, r1)
+			require.Equal(t, resReserved{1, 8, 16384}, resFootprint(env))
+			r2, err := resAllocate(t, env, "large", "j2")
+			require.NoError(t, err)
+			require.Equal(t, resReserved{2, 16, 32768}, resFootprint(env))
+
+			_, err = resAllocate(t, env, "large", "j3")
+			var ref *hatchery.Refusal
+			require.True(t, errors.As(err, &ref), "a refusal is typed: %v", err)
+			require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
+			require.Equal(t, reasonCPULimit, ref.Detail)
+			require.True(t, ref.Reason.Waits())
+
+			r1.Release(hatchery.ReasonBooked) // j1 lost to another hatchery
+			require.Equal(t, resReserved{1, 8, 16384}, resFootprint(env))
+			r3, err := resAllocate(t, env, "large", "j3") // same instant: no grace, no expiry
+			require.NoError(t, err, "j1's footprint is free at once")
+			r1.Release(hatchery.ReasonBooked) // again: nothing more is freed
+			require.Equal(t, resReserved{2, 16, 32768}, resFootprint(env))
+
+			r2.Release(hatchery.ReasonShutdown)
+			r3.Release(hatchery.ReasonJobGone)
+			require.Equal(t, resReserved{}, resFootprint(env))
+		})
+	}
+}
+
+// TestAllocateResourcesReleaseAfterSpawnDoesNothing: once SpawnWorker
+// released the reservation (its VM may be powered on and not yet in a
+// lagging snapshot), a late Release through the framework's handle must
+// not forget the footprint the grace still counts.
+func TestAllocateResourcesReleaseAfterSpawnDoesNothing(t *testing.T) {
+	t.Parallel()
+	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: InventoryShared})
+	r1, err := resAllocate(t, env, "large", "j1")
+	require.NoError(t, err)
+	env.h.releaseCapacity("j1") // the spawn ended; the snapshot does not show its VM yet
+	r1.Release(hatchery.ReasonAbandoned)
+	_, err = resAllocate(t, env, "large", "j2")
+	require.NoError(t, err)
+	_, err = resAllocate(t, env, "large", "j3")
+	require.Error(t, err, "j1's VM is still counted through its released reservation")
+	env.clock.advance(env.h.releaseGrace())
+	_, err = resAllocate(t, env, "large", "j3")
+	require.NoError(t, err, "after the grace the snapshot would show the VM")
+}
+
+// TestAllocateResourcesReplacedReservation: a handle whose reservation was
+// replaced by a newer decision for the same job frees nothing.
+func TestAllocateResourcesReplacedReservation(t *testing.T) {
+	t.Parallel()
+	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+	old, err := resAllocate(t, env, "large", "j1")
+	require.NoError(t, err)
+	_, err = resAllocate(t, env, "large", "j1")
+	require.NoError(t, err)
+	old.Release(hatchery.ReasonBooked)
+	require.Equal(t, resReserved{1, 8, 16384}, resFootprint(env))
+}
+
+// TestAllocateResourcesOutcomes: the typed answers besides a fit.
+func TestAllocateResourcesOutcomes(t *testing.T) {
+	t.Parallel()
+	t.Run("memory", func(t *testing.T) {
+		t.Parallel()
+		env := newCapEnv(t, Configuration{MaxMemoryMB: 8192, Flavors: capFlavors()})
+		_, err := resAllocate(t, env, "large", "j1")
+		var ref *hatchery.Refusal
+		require.True(t, errors.As(err, &ref), "%v", err)
+		require.Equal(t, hatchery.ReasonCapacityMemory, ref.Reason)
+		require.Equal(t, resReserved{}, resFootprint(env))
+	})
+	t.Run("resource pool cpu", func(t *testing.T) {
+		t.Parallel()
+		env := newCapEnv(t, Configuration{Flavors: capFlavors()})
+		env.pool.set(1<<20, 0)
+		_, err := resAllocate(t, env, "small", "j1")
+		var ref *hatchery.Refusal
+		require.True(t, errors.As(err, &ref), "%v", err)
+		require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
+		require.Equal(t, reasonPoolCPU, ref.Detail)
+	})
+	t.Run("unknown flavor reserves nothing", func(t *testing.T) {
+		t.Parallel()
+		env := newCapEnv(t, Configuration{MaxCPUs: 1, Flavors: capFlavors()})
+		r, err := resAllocate(t, env, "huge", "j1")
+		require.NoError(t, err)
+		require.Nil(t, r)
+		require.Equal(t, resReserved{}, resFootprint(env))
+	})
+	t.Run("inventory error is not a refusal", func(t *testing.T) {
+		t.Parallel()
+		env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+		env.inv.err = capError("vcenter down")
+		r, err := resAllocate(t, env, "small", "j1")
+		require.Nil(t, r)
+		var ref *hatchery.Refusal
+		require.False(t, errors.As(err, &ref))
+		require.Equal(t, hatchery.ReasonResources, hatchery.AsRefusal(err).Reason)
+	})
+	t.Run("expiry stays the safety net", func(t *testing.T) {
+		t.Parallel()
+		env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+		r, err := resAllocate(t, env, "large", "j1")
+		require.NoError(t, err)
+		env.clock.advance(reservationTTL + time.Second)
+		_, err = resAllocate(t, env, "xlarge", "j2") // expires j1 first
+		require.NoError(t, err)
+		r.Release(hatchery.ReasonAbandoned) // the expired one: nothing to free
+		require.Equal(t, resReserved{1, 16, 32768}, resFootprint(env))
+	})
+}

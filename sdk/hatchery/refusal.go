@@ -1,0 +1,122 @@
+package hatchery
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Reason is the code of a decision not to spawn for a job, from a fixed
+// set (docs/flavors-and-capacity.md lists it). It is the value of the
+// `reason` log key and of Observer.JobSkipped.
+type Reason string
+
+// The refusal codes. The capacity ones (Waits) keep the job queued for this
+// hatchery until room frees; the others are about the job itself, or say
+// why a reservation was given back.
+const (
+	// ReasonCapacityCPU: not enough vCPUs (maxCpus, the resource pool or
+	// the reserve kept for smaller flavors).
+	ReasonCapacityCPU Reason = "capacity-cpu"
+	// ReasonCapacityMemory: not enough memory (maxMemoryMB, the resource
+	// pool or the reserve kept for smaller flavors).
+	ReasonCapacityMemory Reason = "capacity-memory"
+	// ReasonCapacity: the hatchery has no room now, without saying which
+	// resource (a hatchery answering CanAllocateResources false).
+	ReasonCapacity Reason = "capacity"
+	// ReasonIP: no free address in the hatchery's IP range.
+	ReasonIP Reason = "ip"
+	// ReasonMaxWorkers: provision.maxWorker workers in the pool.
+	ReasonMaxWorkers Reason = "max-workers"
+	// ReasonMaxProvisioning: maxConcurrentProvisioning spawns in flight or
+	// workers pending.
+	ReasonMaxProvisioning Reason = "max-provisioning"
+	// ReasonMaxRegistering: maxConcurrentRegistering registrations in flight.
+	ReasonMaxRegistering Reason = "max-registering"
+	// ReasonPoolUnknown: the worker pool has not been listed yet.
+	ReasonPoolUnknown Reason = "pool-unknown"
+	// ReasonResources: the hatchery could not decide whether the worker
+	// fits (its inventory is unreadable).
+	ReasonResources Reason = "resources"
+	// ReasonRegion: the job's region is not this hatchery's.
+	ReasonRegion Reason = "region"
+	// ReasonModel: the job's model is unknown, disabled, of another type or
+	// needs registration.
+	ReasonModel Reason = "model"
+	// ReasonFlavor: the job's flavor is unknown to the hatchery.
+	ReasonFlavor Reason = "flavor"
+	// ReasonCannotSpawn: the hatchery's CanSpawn said no.
+	ReasonCannotSpawn Reason = "cannot-spawn"
+	// ReasonBooked: another hatchery booked (took) the job, before or
+	// after this one's admission.
+	ReasonBooked Reason = "booked"
+	// ReasonJobGone: the job left the queue (run elsewhere, cancelled)
+	// while this hatchery was deciding.
+	ReasonJobGone Reason = "job-gone"
+	// ReasonBookFailed: booking (taking) the job failed for another reason.
+	ReasonBookFailed Reason = "book-failed"
+	// ReasonAttempts: the hatchery gave up on the job after
+	// maxAttemptsNumberBeforeFailure attempts.
+	ReasonAttempts Reason = "attempts"
+	// ReasonWorkerToken: the worker's token could not be signed.
+	ReasonWorkerToken Reason = "worker-token"
+	// ReasonShutdown: the hatchery stops.
+	ReasonShutdown Reason = "shutdown"
+	// ReasonAbandoned: the job's processing ended without deciding (a
+	// panic); the reservation is given back by the safety net.
+	ReasonAbandoned Reason = "abandoned"
+)
+
+// Waits tells whether a refusal for r keeps the job waiting for room
+// (it is counted as "waiting_capacity" in the poll summary and a later
+// refresh that finds room looks at the queue again).
+func (r Reason) Waits() bool {
+	switch r {
+	case ReasonCapacityCPU, ReasonCapacityMemory, ReasonCapacity, ReasonIP,
+		ReasonMaxWorkers, ReasonMaxProvisioning, ReasonMaxRegistering,
+		ReasonPoolUnknown, ReasonResources:
+		return true
+	}
+	return false
+}
+
+// Refusal is a decision not to spawn for a job: its code and a detail for
+// humans. A hatchery's AllocateResources returns one (errors.As) to say
+// which resource is missing. Detail holds no secret.
+type Refusal struct {
+	Reason Reason
+	Detail string
+	// Err is the cause, when an error led to the refusal.
+	Err error
+}
+
+// Refuse builds a Refusal with a formatted detail.
+func Refuse(r Reason, format string, args ...any) *Refusal {
+	return &Refusal{Reason: r, Detail: fmt.Sprintf(format, args...)}
+}
+
+// Error implements error: "code: detail".
+func (r *Refusal) Error() string {
+	switch {
+	case r.Detail != "":
+		return string(r.Reason) + ": " + r.Detail
+	case r.Err != nil:
+		return string(r.Reason) + ": " + r.Err.Error()
+	}
+	return string(r.Reason)
+}
+
+// Unwrap returns the cause.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// AsRefusal returns the Refusal in err's chain, or a ReasonResources one
+// wrapping err when there is none (nil for a nil err).
+func AsRefusal(err error) *Refusal {
+	if err == nil {
+		return nil
+	}
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r
+	}
+	return &Refusal{Reason: ReasonResources, Detail: err.Error(), Err: err}
+}
