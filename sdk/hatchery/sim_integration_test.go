@@ -778,8 +778,11 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	)
 	iv := simIntervals()
 	iv.QueuePolling = 50 * time.Millisecond
-	iv.WorkerPool = 200 * time.Millisecond
-	iv.WorkerPoolMin = 100 * time.Millisecond
+	// Worker lists follow refreshes, which follow elapsed time: intervals
+	// long enough that a run slowed down several times by a loaded machine
+	// (-race, packages in parallel) still lists far fewer times than jobs.
+	iv.WorkerPool = 400 * time.Millisecond
+	iv.WorkerPoolMin = 200 * time.Millisecond
 	r := newSimRig(t, simRigOptions{v1: true, intervals: iv, cfg: func(cfg *CommonConfiguration) {
 		cfg.Provision.MaxWorker = maxWorker
 		cfg.Provision.MaxConcurrentProvisioning = maxProv
