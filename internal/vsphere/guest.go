@@ -117,10 +117,14 @@ func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm *object.VirtualMa
 		if isGuestLoginFault(err) {
 			return fmt.Errorf("%w: %w", errGuestLogin, err)
 		}
+		// A tick and the end of ctx can be ready together, and select picks
+		// either: ctx is checked again so that no attempt follows its end.
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
 		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
 		}
 	}
 }
