@@ -100,6 +100,12 @@ func (c *ftCDS) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
 
 func (c *ftCDS) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) { return nil, nil }
 
+// The cleanup hands the job of a VM it reclaimed before its worker
+// registered back to the queue: the API accepts.
+func (c *ftCDS) V2Region() string                                        { return "default" }
+func (c *ftCDS) QueueJobRelease(context.Context, int64) error            { return nil }
+func (c *ftCDS) V2QueueJobRelease(context.Context, string, string) error { return nil }
+
 func (c *ftCDS) register(name string) {
 	c.mu.Lock()
 	c.workers[name] = true
