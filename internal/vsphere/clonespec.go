@@ -89,6 +89,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	if err != nil {
 		return fail("load folder", err, false, false)
 	}
+	markStage(ctx, StageBookToClone)
 	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
 	h.inv.Invalidate()
 	if err != nil {
@@ -103,6 +104,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// vCenter reported success: the VM probably exists with its IP.
 		return fail("clone", errors.New("no reference returned"), true, true)
 	}
+	markStage(ctx, StageClone)
 	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
 	return h.vs.NewVirtualMachine(*ref), nil
 }

@@ -85,6 +85,10 @@ type Configuration struct {
 	FinishedWorkerGracePeriod int `mapstructure:"finishedWorkerGracePeriod" toml:"finishedWorkerGracePeriod" json:"finishedWorkerGracePeriod"`
 	// DisableV2QueuePolling reads the V2 queue from websocket events only.
 	DisableV2QueuePolling bool `mapstructure:"disableV2QueuePolling" toml:"disableV2QueuePolling" json:"disableV2QueuePolling"`
+	// SlowStartThreshold is in seconds: a job whose worker is launched
+	// later than this after the job was queued gets a spawn info saying
+	// where the time went (docs/metrics.md). 0: never.
+	SlowStartThreshold int `mapstructure:"slowStartThreshold" toml:"slowStartThreshold" json:"slowStartThreshold"`
 }
 
 // NetworkConfig is one static IP range with its own gateway, mask and DNS.
