@@ -153,10 +153,11 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *ob
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
 	}
-	devices, err := h.tmplDevs.load(ctx, template, h.vs.LoadVirtualMachineDevices)
+	tinfo, err := h.tmplDevs.load(ctx, template, h.loadTemplateInfo)
 	if err != nil {
 		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
 	}
+	devices := tinfo.Devices
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
 	if len(cards) == 0 {
 		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
@@ -222,13 +223,20 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *ob
 		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", flavorName(flavor), tname, err)
 	}
 
+	mode := decideCloneMode(tinfo, flavor, h.cfg.LinkedCloneSnapshot)
+	h.logCloneMode(template, annot, flavor, mode)
+	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
+	if mode.Mode == CloneModeLinked {
+		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
+	}
 	poolRef, dsRef := pool.Reference(), ds.Reference()
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			Pool:         &poolRef,
 			Datastore:    &dsRef,
-			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking),
+			DiskMoveType: string(diskMove),
 		},
+		Snapshot: mode.Snapshot,
 		Customization: &types.CustomizationSpec{
 			Identity: &types.CustomizationLinuxPrep{
 				HostName: &types.CustomizationFixedName{Name: hostname},

@@ -89,6 +89,10 @@ type Configuration struct {
 	// later than this after the job was queued gets a spawn info saying
 	// where the time went (docs/metrics.md). 0: never.
 	SlowStartThreshold int `mapstructure:"slowStartThreshold" toml:"slowStartThreshold" json:"slowStartThreshold"`
+	// LinkedCloneSnapshot names the snapshot of the templates that linked
+	// clones are made from; empty: each template's current snapshot. A
+	// template without it is cloned in full (docs/flavors-and-capacity.md).
+	LinkedCloneSnapshot string `mapstructure:"linkedCloneSnapshot" toml:"linkedCloneSnapshot" json:"linkedCloneSnapshot"`
 }
 
 // NetworkConfig is one static IP range with its own gateway, mask and DNS.

@@ -47,6 +47,7 @@ type HatcheryVSphere struct {
 	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
 	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
 	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
+	modeLogged  *nameSet          // template/mode pairs whose clone mode was logged (logCloneMode)
 	recent      *recentWorkers    // workers created, maybe not in the inventory yet
 	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
 	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
@@ -90,6 +91,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		toDelete:    newNameSet(),
 		markAbsent:  newAbsentMarks(),
 		cloning:     newNameSet(),
+		modeLogged:  newNameSet(),
 		recent:      newRecentWorkers(),
 		unrecorded:  newUnrecordedStarts(),
 	}

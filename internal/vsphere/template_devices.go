@@ -17,7 +17,8 @@ import (
 // this time, or at once when a clone from it fails (forget).
 const templateDevicesTTL = 10 * time.Minute
 
-// templateDevices memoises the device list of templates by reference, so
+// templateDevices memoises the device list and snapshots of templates by
+// reference (a new snapshot is seen within templateDevicesTTL), so
 // that a spawn decision does not read a device list that never changes
 // (one RetrievePropertiesEx of config.hardware.device per clone without
 // it). Its mutex never spans a round trip.
@@ -28,7 +29,7 @@ type templateDevices struct {
 }
 
 type templateDevicesEntry struct {
-	devices object.VirtualDeviceList
+	info    TemplateInfo
 	expires time.Time
 }
 
@@ -39,11 +40,11 @@ func newTemplateDevices(now func() time.Time) *templateDevices {
 	return &templateDevices{now: now, entries: map[types.ManagedObjectReference]templateDevicesEntry{}}
 }
 
-// load returns a private copy of the template's device list: from the
-// cache, else read through load and stored. The copy's devices are fresh
-// shallow copies, so a caller that edits a device (a NIC's backing) never
-// changes the cached list.
-func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (object.VirtualDeviceList, error)) (object.VirtualDeviceList, error) {
+// load returns the template's info (devices and snapshots) with a private
+// copy of its device list: from the cache, else read through load and
+// stored. The copy's devices are fresh shallow copies, so a caller that
+// edits a device (a NIC's backing) never changes the cached list.
+func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (TemplateInfo, error)) (TemplateInfo, error) {
 	if t == nil {
 		return read(ctx, template)
 	}
@@ -52,16 +53,20 @@ func (t *templateDevices) load(ctx context.Context, template *object.VirtualMach
 	e, ok := t.entries[ref]
 	t.mu.Unlock()
 	if ok && t.now().Before(e.expires) {
-		return copyDevices(e.devices), nil
+		info := e.info
+		info.Devices = copyDevices(e.info.Devices)
+		return info, nil
 	}
-	devices, err := read(ctx, template)
+	info, err := read(ctx, template)
 	if err != nil {
-		return nil, err
+		return TemplateInfo{}, err
 	}
+	cached := info
+	cached.Devices = copyDevices(info.Devices)
 	t.mu.Lock()
-	t.entries[ref] = templateDevicesEntry{devices: copyDevices(devices), expires: t.now().Add(templateDevicesTTL)}
+	t.entries[ref] = templateDevicesEntry{info: cached, expires: t.now().Add(templateDevicesTTL)}
 	t.mu.Unlock()
-	return devices, nil
+	return info, nil
 }
 
 // forget drops the template's cached devices (a clone from it failed).
