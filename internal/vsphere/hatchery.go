@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
 // Name prefixes of the VMs the hatchery creates.
@@ -48,6 +49,9 @@ type HatcheryVSphere struct {
 	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
 	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
 	modeLogged  *nameSet          // template/mode pairs whose clone mode was logged (logCloneMode)
+	// onTimed, when set (benchmarks), receives every successful spawn's
+	// timing. Set before the first spawn, never changed afterwards.
+	onTimed func(hatchery.SpawnArguments, SpawnTiming)
 	recent      *recentWorkers    // workers created, maybe not in the inventory yet
 	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
 	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token

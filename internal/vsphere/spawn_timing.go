@@ -166,6 +166,9 @@ func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.S
 	t := c.timing(args.Queued, args.Booked)
 	model := args.Model.GetName()
 	h.metrics.SpawnTimed(model, t)
+	if h.onTimed != nil {
+		h.onTimed(args, t)
+	}
 	h.log.Info("spawn timings", "vm", args.WorkerName, "job", args.JobID, "model", model,
 		"job_start", roundStage(t.JobStart), "spawn", roundStage(t.Spawn), "stages", t.String())
 	threshold := h.cfg.SlowStartThresholdDuration()
