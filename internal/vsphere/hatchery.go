@@ -42,19 +42,20 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (001 §10): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	pendingJobs *nameSet     // cachePendingJobID: jobs being spawned
-	provPending *nameSet     // cacheProvisioning.pending: VMs being provisioned
-	provUsing   *nameSet     // cacheProvisioning.using: provisioned VMs being claimed
-	toDelete    *nameSet     // cacheToDelete: VMs marked for deletion
-	markAbsent  *absentMarks // since when a marked VM has been missing from the inventory
-	cloning     *nameSet     // VMs whose clone is in flight (cloneVM)
-	modeLogged  *nameSet     // template/mode pairs whose clone mode was logged (logCloneMode)
+	pendingJobs *nameSet          // cachePendingJobID: jobs being spawned
+	provPending *nameSet          // cacheProvisioning.pending: VMs being provisioned
+	provUsing   *nameSet          // cacheProvisioning.using: provisioned VMs being claimed
+	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
+	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
+	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
+	modeLogged  *nameSet          // template/mode pairs whose clone mode was logged (logCloneMode)
+	recent      *recentWorkers    // workers created, maybe not in the inventory yet
+	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
+	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
+
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
-	onTimed    func(hatchery.SpawnArguments, SpawnTiming)
-	recent     *recentWorkers    // workers created, maybe not in the inventory yet
-	unrecorded *unrecordedStarts // workers launched whose start the VM does not record
-	userdata   userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
+	onTimed func(hatchery.SpawnArguments, SpawnTiming)
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
