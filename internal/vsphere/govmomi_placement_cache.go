@@ -1,6 +1,8 @@
 package vsphere
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -14,12 +16,16 @@ import (
 const placementCacheTTL = 5 * time.Minute
 
 // placementCache memoises placement lookups by kind and name. Its mutex
-// never spans a round trip: a miss resolves outside it (two concurrent
-// misses may both resolve; the last one stored wins, both are right).
+// never spans a round trip: a miss resolves outside it. Concurrent misses
+// of one key are coalesced: the first resolves, the others wait for it
+// (a burst of spawns after start would otherwise walk the inventory once
+// per spawn, all at the same time: make bench-latency showed seconds of
+// it); when the first fails, each waiter resolves on its own.
 type placementCache struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	entries map[placementKey]placementEntry
+	mu       sync.Mutex
+	now      func() time.Time
+	entries  map[placementKey]placementEntry
+	inflight map[placementKey]chan struct{}
 }
 
 type placementKey struct{ kind, name string }
@@ -30,7 +36,7 @@ type placementEntry struct {
 }
 
 func newPlacementCache() *placementCache {
-	return &placementCache{now: time.Now, entries: map[placementKey]placementEntry{}}
+	return &placementCache{now: time.Now, entries: map[placementKey]placementEntry{}, inflight: map[placementKey]chan struct{}{}}
 }
 
 // get returns a live entry of kind and name.
@@ -51,18 +57,67 @@ func (p *placementCache) put(kind, name string, obj any) {
 	p.entries[placementKey{kind, name}] = placementEntry{obj: obj, expires: p.now().Add(placementCacheTTL)}
 }
 
+// lead returns, for a missed key, either nil and a done function (the
+// caller resolves, then calls done) or the channel of the resolution in
+// flight to wait for.
+func (p *placementCache) lead(kind, name string) (wait <-chan struct{}, done func()) {
+	k := placementKey{kind, name}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ch, ok := p.inflight[k]; ok {
+		return ch, nil
+	}
+	ch := make(chan struct{})
+	p.inflight[k] = ch
+	return nil, func() {
+		p.mu.Lock()
+		delete(p.inflight, k)
+		p.mu.Unlock()
+		close(ch)
+	}
+}
+
 // cachedLookup returns the cached object of kind and name, else resolves,
-// stores and returns it. Errors are not cached.
-func cachedLookup[T any](p *placementCache, kind, name string, resolve func() (T, error)) (T, error) {
-	if p != nil {
+// stores and returns it; a resolution of the same key already in flight
+// is waited for (bounded by ctx) rather than repeated. Errors are not
+// cached.
+func cachedLookup[T any](ctx context.Context, p *placementCache, kind, name string, resolve func() (T, error)) (T, error) {
+	if p == nil {
+		return resolve()
+	}
+	cached := func() (T, bool) {
 		if o, ok := p.get(kind, name); ok {
 			if t, ok := o.(T); ok {
-				return t, nil
+				return t, true
 			}
 		}
+		var zero T
+		return zero, false
 	}
+	if t, ok := cached(); ok {
+		return t, nil
+	}
+	wait, done := p.lead(kind, name)
+	if wait != nil {
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, fmt.Errorf("look up %s %q: %w", kind, name, ctx.Err())
+		case <-wait:
+		}
+		if t, ok := cached(); ok {
+			return t, nil
+		}
+		// The leader failed: resolve on our own.
+		t, err := resolve()
+		if err == nil {
+			p.put(kind, name, t)
+		}
+		return t, err
+	}
+	defer done()
 	t, err := resolve()
-	if err == nil && p != nil {
+	if err == nil {
 		p.put(kind, name, t)
 	}
 	return t, err
