@@ -88,44 +88,38 @@ func (f *spFixture) expectTimedSpawn(args hatchery.SpawnArguments) {
 
 // histogram returns the histogram of family name whose labels include want.
 func histogram(fams map[string]*dto.MetricFamily, name string, want labels) *dto.Histogram {
-	f, ok := fams[name]
-	if !ok {
-		return nil
-	}
-next:
-	for _, mt := range f.GetMetric() {
-		got := map[string]string{}
-		for _, lp := range mt.GetLabel() {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
+	if mt := findMetric(fams, name, want); mt != nil {
 		return mt.GetHistogram()
 	}
 	return nil
 }
 
+// newTimedFixture is a spawn fixture with slowStartThreshold (seconds), a
+// recording CDS client, the template debian12 and V2 arguments queued 30 s
+// before they are booked, now.
+func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.SpawnArguments) {
+	t.Helper()
+	cfg := spConfig()
+	cfg.SlowStartThreshold = threshold
+	f := newSpFixture(t, cfg)
+	cds := &tmCDS{}
+	f.h.cds = cds
+	f.inv.add(VM{Name: "debian12", Template: true})
+	args := spV2Args()
+	args.Booked = f.clock.Now()
+	args.Queued = args.Booked.Add(-30 * time.Second)
+	return f, cds, args
+}
+
 func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 	t.Parallel()
-	cfg := spConfig()
-	cfg.SlowStartThreshold = 60
-	f := newSpFixture(t, cfg)
+	f, cds, args := newTimedFixture(t, 60)
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
 	m, err := NewMetrics(spHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	f.h.metrics = m
-	cds := &tmCDS{}
-	f.h.cds = cds
-	f.inv.add(VM{Name: "debian12", Template: true})
-
-	args := spV2Args()
-	args.Booked = f.clock.Now()
-	args.Queued = args.Booked.Add(-30 * time.Second)
 	f.expectTimedSpawn(args)
 
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
@@ -170,15 +164,7 @@ func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 
 func TestSpawnTimingsFastStartNotReported(t *testing.T) {
 	t.Parallel()
-	cfg := spConfig()
-	cfg.SlowStartThreshold = 300
-	f := newSpFixture(t, cfg)
-	cds := &tmCDS{}
-	f.h.cds = cds
-	f.inv.add(VM{Name: "debian12", Template: true})
-	args := spV2Args()
-	args.Booked = f.clock.Now()
-	args.Queued = args.Booked.Add(-30 * time.Second)
+	f, cds, args := newTimedFixture(t, 300)
 	f.expectTimedSpawn(args)
 
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
@@ -190,16 +176,10 @@ func TestSpawnTimingsFastStartNotReported(t *testing.T) {
 
 func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
 	t.Parallel()
-	cfg := spConfig()
-	cfg.SlowStartThreshold = 60
-	f := newSpFixture(t, cfg)
-	cds := &tmCDS{}
-	f.h.cds = cds
-	f.inv.add(VM{Name: "debian12", Template: true})
-	args := spV2Args()
+	f, cds, args := newTimedFixture(t, 60)
 	args.JobID = "42"
-	args.Booked = f.clock.Now()
 	// No queue time: the spawn's own 81.3 s are compared.
+	args.Queued = time.Time{}
 	args.Model = sdk.WorkerStarterWorkerModel{
 		ModelV1: &sdk.Model{Name: "debian", Group: &sdk.Group{Name: "shared.infra"}, Type: sdk.VSphere},
 	}
