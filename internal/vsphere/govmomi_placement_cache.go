@@ -25,7 +25,7 @@ type placementCache struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	entries  map[placementKey]placementEntry
-	inflight map[placementKey]chan struct{}
+	inflight inflight[placementKey]
 }
 
 type placementKey struct{ kind, name string }
@@ -36,7 +36,7 @@ type placementEntry struct {
 }
 
 func newPlacementCache() *placementCache {
-	return &placementCache{now: time.Now, entries: map[placementKey]placementEntry{}, inflight: map[placementKey]chan struct{}{}}
+	return &placementCache{now: time.Now, entries: map[placementKey]placementEntry{}}
 }
 
 // get returns a live entry of kind and name.
@@ -55,26 +55,6 @@ func (p *placementCache) put(kind, name string, obj any) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.entries[placementKey{kind, name}] = placementEntry{obj: obj, expires: p.now().Add(placementCacheTTL)}
-}
-
-// lead returns, for a missed key, either nil and a done function (the
-// caller resolves, then calls done) or the channel of the resolution in
-// flight to wait for.
-func (p *placementCache) lead(kind, name string) (wait <-chan struct{}, done func()) {
-	k := placementKey{kind, name}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if ch, ok := p.inflight[k]; ok {
-		return ch, nil
-	}
-	ch := make(chan struct{})
-	p.inflight[k] = ch
-	return nil, func() {
-		p.mu.Lock()
-		delete(p.inflight, k)
-		p.mu.Unlock()
-		close(ch)
-	}
 }
 
 // cachedLookup returns the cached object of kind and name, else resolves,
@@ -97,7 +77,7 @@ func cachedLookup[T any](ctx context.Context, p *placementCache, kind, name stri
 	if t, ok := cached(); ok {
 		return t, nil
 	}
-	wait, done := p.lead(kind, name)
+	wait, done := p.inflight.lead(placementKey{kind, name})
 	if wait != nil {
 		select {
 		case <-ctx.Done():
@@ -116,6 +96,10 @@ func cachedLookup[T any](ctx context.Context, p *placementCache, kind, name stri
 		return t, err
 	}
 	defer done()
+	// A resolution may have ended between the miss and the lead.
+	if t, ok := cached(); ok {
+		return t, nil
+	}
 	t, err := resolve()
 	if err == nil {
 		p.put(kind, name, t)

@@ -42,7 +42,7 @@ func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 		<-started
 	}
 	// Every goroutine is past its start; the leader is blocked in resolve.
-	require.Eventually(t, func() bool { return inflight(p) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	assert.Equal(t, int32(1), calls.Load(), "resolved once for the burst")
@@ -56,7 +56,7 @@ func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 func TestCachedLookupLeaderFailure(t *testing.T) {
 	t.Parallel()
 	p := newPlacementCache()
-	wait, done := p.lead("pool", "p")
+	wait, done := p.inflight.lead(placementKey{"pool", "p"})
 	require.Nil(t, wait)
 	res := make(chan error, 1)
 	go func() {
@@ -66,21 +66,14 @@ func TestCachedLookupLeaderFailure(t *testing.T) {
 		}
 		res <- err
 	}()
-	require.Eventually(t, func() bool { return inflight(p) == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
 	done() // the leader failed: nothing stored
 	require.NoError(t, <-res)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	_, done = p.lead("pool", "q")
+	_, done = p.inflight.lead(placementKey{"pool", "q"})
 	defer done()
 	cancel()
 	_, err := cachedLookup(ctx, p, "pool", "q", func() (string, error) { return "never", nil })
 	require.ErrorIs(t, err, context.Canceled, "a waiter gives up with its context")
-}
-
-// inflight is the number of resolutions in flight.
-func inflight(p *placementCache) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return len(p.inflight)
 }

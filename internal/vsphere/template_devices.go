@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -26,6 +27,9 @@ type templateDevices struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[types.ManagedObjectReference]templateDevicesEntry
+	// loading coalesces concurrent misses of one template (a burst of
+	// clones of a template not read yet reads it once).
+	loading inflight[types.ManagedObjectReference]
 }
 
 type templateDevicesEntry struct {
@@ -49,13 +53,25 @@ func (t *templateDevices) load(ctx context.Context, template *object.VirtualMach
 		return read(ctx, template)
 	}
 	ref := template.Reference()
-	t.mu.Lock()
-	e, ok := t.entries[ref]
-	t.mu.Unlock()
-	if ok && t.now().Before(e.expires) {
-		info := e.info
-		info.Devices = copyDevices(e.info.Devices)
+	if info, ok := t.cached(ref); ok {
 		return info, nil
+	}
+	if wait, done := t.loading.lead(ref); wait != nil {
+		select {
+		case <-ctx.Done():
+			return TemplateInfo{}, fmt.Errorf("load template %q: %w", objectName(template), ctx.Err())
+		case <-wait:
+		}
+		if info, ok := t.cached(ref); ok {
+			return info, nil
+		}
+		// The read in flight failed: read on our own.
+	} else {
+		defer done()
+		// A read may have ended between the miss and the lead.
+		if info, ok := t.cached(ref); ok {
+			return info, nil
+		}
 	}
 	info, err := read(ctx, template)
 	if err != nil {
@@ -67,6 +83,19 @@ func (t *templateDevices) load(ctx context.Context, template *object.VirtualMach
 	t.entries[ref] = templateDevicesEntry{info: cached, expires: t.now().Add(templateDevicesTTL)}
 	t.mu.Unlock()
 	return info, nil
+}
+
+// cached returns a live entry of ref with a private copy of its devices.
+func (t *templateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo, bool) {
+	t.mu.Lock()
+	e, ok := t.entries[ref]
+	t.mu.Unlock()
+	if !ok || !t.now().Before(e.expires) {
+		return TemplateInfo{}, false
+	}
+	info := e.info
+	info.Devices = copyDevices(e.info.Devices)
+	return info, true
 }
 
 // forget drops the template's cached devices (a clone from it failed).
