@@ -5,7 +5,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MOCKGEN ?= $(shell $(GO) env GOPATH)/bin/mockgen
 
-.PHONY: build test generate lint bench demo check-generate
+.PHONY: build test generate lint bench bench-latency demo check-generate
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
@@ -32,6 +32,10 @@ lint:
 ## bench: issue 9 — vCenter cost of the spec baseline (test-only), listing, shared and watch modes on vcsim (1,000 and 5,000 VMs), ~7 min
 bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
+
+## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode, on vcsim taught the latency model (docs/architecture.md), ~1 min
+bench-latency:
+	$(GO) test -run '^$$' -bench BenchmarkJobStartLatency -benchtime 1x -timeout 10m ./internal/vsphere/
 
 ## demo: the hatchery against in-process simulators (DEMO_FLAGS="--jobs 6 --once")
 demo:

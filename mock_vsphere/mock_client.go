@@ -156,6 +156,21 @@ func (mr *MockVSphereClientMockRecorder) LoadResourcePool(arg0 interface{}) *gom
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadResourcePool", reflect.TypeOf((*MockVSphereClient)(nil).LoadResourcePool), arg0)
 }
 
+// LoadTemplate mocks base method.
+func (m *MockVSphereClient) LoadTemplate(arg0 context.Context, arg1 *object.VirtualMachine) (mo.VirtualMachine, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "LoadTemplate", arg0, arg1)
+	ret0, _ := ret[0].(mo.VirtualMachine)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// LoadTemplate indicates an expected call of LoadTemplate.
+func (mr *MockVSphereClientMockRecorder) LoadTemplate(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadTemplate", reflect.TypeOf((*MockVSphereClient)(nil).LoadTemplate), arg0, arg1)
+}
+
 // LoadVirtualMachine mocks base method.
 func (m *MockVSphereClient) LoadVirtualMachine(arg0 context.Context, arg1 string) (*object.VirtualMachine, error) {
 	m.ctrl.T.Helper()

@@ -304,6 +304,16 @@ func (v *VCenter) LoadVirtualMachineDevices(ctx context.Context, vm *object.Virt
 	return r, v.note(ctx, err)
 }
 
+// LoadTemplate implements vsphere.VSphereClient.
+func (v *VCenter) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
+	c, err := v.client()
+	if err != nil {
+		return mo.VirtualMachine{}, err
+	}
+	r, err := c.LoadTemplate(ctx, rebind(c, template))
+	return r, v.note(ctx, err)
+}
+
 // GetVirtualMachinePowerState implements vsphere.VSphereClient.
 func (v *VCenter) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
 	c, err := v.client()

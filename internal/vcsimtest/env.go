@@ -81,6 +81,10 @@ type Options struct {
 	// ReadyDelay delays tools-running / guestOperationsReady after a power
 	// on (0: ready when the power-on task completes).
 	ReadyDelay time.Duration
+	// ReadyJitter varies ReadyDelay at each power-on by a normal factor of
+	// this coefficient of variation (stddev/mean; 0: none), as
+	// LatencyModel does.
+	ReadyJitter float64
 	// ForeignVMs adds that many powered-on VMs the hatchery does not own
 	// (fast fixtures, see AddForeignVMs).
 	ForeignVMs int
@@ -230,6 +234,7 @@ func New(o Options) (*Env, error) {
 	}
 	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
+	e.ready.jitter = o.ReadyJitter
 
 	admin, err := govmomi.NewClient(ctx, s.URL, true)
 	if err != nil {

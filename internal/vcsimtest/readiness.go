@@ -18,6 +18,8 @@ type readiness struct {
 	self  types.ManagedObjectReference
 	env   *Env
 	delay time.Duration
+	// jitter is the coefficient of variation of delay (Options.ReadyJitter).
+	jitter float64
 }
 
 func installReadiness(e *Env, delay time.Duration) *readiness {
@@ -78,7 +80,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	r.env.wg.Add(1)
 	go func() {
 		defer r.env.wg.Done()
-		timer := time.NewTimer(r.delay)
+		timer := time.NewTimer(jittered(r.delay, r.jitter))
 		defer timer.Stop()
 		select {
 		case <-r.env.ctx.Done():

@@ -170,6 +170,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		return nil, err
 	}
 
+	markStage(ctx, StageBookToClone)
 	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
 	}
@@ -206,9 +207,11 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		return fail("reconfigure", err)
 	}
 	userdataWritten = boot != nil
+	markStage(ctx, StageClaim)
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}
+	markStage(ctx, StagePowerOn)
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", "flavor", annot.Flavor, "reason", fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil

@@ -26,6 +26,10 @@ type VSphereClient interface {
 	NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine
 	// LoadVirtualMachineDevices returns the VM's device list.
 	LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error)
+	// LoadTemplate reads, in one request, what a clone needs of a
+	// template: config.hardware.device and snapshot (the other properties
+	// are left unset).
+	LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error)
 	// GetVirtualMachinePowerState reads the VM's power state.
 	GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error)
 	// StartVirtualMachine powers the VM on; already on is success.

@@ -89,6 +89,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	if err != nil {
 		return fail("load folder", err, false, false)
 	}
+	markStage(ctx, StageBookToClone)
 	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
 	h.inv.Invalidate()
 	if err != nil {
@@ -103,6 +104,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// vCenter reported success: the VM probably exists with its IP.
 		return fail("clone", errors.New("no reference returned"), true, true)
 	}
+	markStage(ctx, StageClone)
 	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
 	return h.vs.NewVirtualMachine(*ref), nil
 }
@@ -151,10 +153,11 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *ob
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
 	}
-	devices, err := h.tmplDevs.load(ctx, template, h.vs.LoadVirtualMachineDevices)
+	tinfo, err := h.tmplDevs.load(ctx, template, h.loadTemplateInfo)
 	if err != nil {
 		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
 	}
+	devices := tinfo.Devices
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
 	if len(cards) == 0 {
 		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
@@ -220,13 +223,20 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *ob
 		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", flavorName(flavor), tname, err)
 	}
 
+	mode := decideCloneMode(tinfo, flavor, h.cfg.LinkedCloneSnapshot)
+	h.logCloneMode(template, annot, flavor, mode)
+	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
+	if mode.Mode == CloneModeLinked {
+		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
+	}
 	poolRef, dsRef := pool.Reference(), ds.Reference()
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			Pool:         &poolRef,
 			Datastore:    &dsRef,
-			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking),
+			DiskMoveType: string(diskMove),
 		},
+		Snapshot: mode.Snapshot,
 		Customization: &types.CustomizationSpec{
 			Identity: &types.CustomizationLinuxPrep{
 				HostName: &types.CustomizationFixedName{Name: hostname},

@@ -114,7 +114,7 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
 	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
-	f.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), tmpl).Return(spDevices(0), nil)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
 	_, err := f.h.prepareCloneSpec(context.Background(), tmpl, &Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")

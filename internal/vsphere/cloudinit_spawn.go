@@ -97,6 +97,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.V
 		if annot.IPAddress != "" && ip != annot.IPAddress {
 			return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
 		}
+		markStage(ctx, StageIP)
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
@@ -105,6 +106,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.V
 		h.unrecorded.add(name, started)
 		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
 	}
+	markStage(ctx, StageLaunch)
 	return nil
 }
 

@@ -85,6 +85,14 @@ type Configuration struct {
 	FinishedWorkerGracePeriod int `mapstructure:"finishedWorkerGracePeriod" toml:"finishedWorkerGracePeriod" json:"finishedWorkerGracePeriod"`
 	// DisableV2QueuePolling reads the V2 queue from websocket events only.
 	DisableV2QueuePolling bool `mapstructure:"disableV2QueuePolling" toml:"disableV2QueuePolling" json:"disableV2QueuePolling"`
+	// SlowStartThreshold is in seconds: a job whose worker is launched
+	// later than this after the job was queued gets a spawn info saying
+	// where the time went (docs/metrics.md). 0: never.
+	SlowStartThreshold int `mapstructure:"slowStartThreshold" toml:"slowStartThreshold" json:"slowStartThreshold"`
+	// LinkedCloneSnapshot names the snapshot of the templates that linked
+	// clones are made from; empty: each template's current snapshot. A
+	// template without it is cloned in full (docs/flavors-and-capacity.md).
+	LinkedCloneSnapshot string `mapstructure:"linkedCloneSnapshot" toml:"linkedCloneSnapshot" json:"linkedCloneSnapshot"`
 }
 
 // NetworkConfig is one static IP range with its own gateway, mask and DNS.

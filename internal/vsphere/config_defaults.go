@@ -16,6 +16,7 @@ const (
 	DefaultKillDisabledWorkersInterval = 120 // seconds
 	DefaultInventoryRefreshInterval    = 60  // seconds; the hatchery's own writes refresh sooner
 	DefaultMaxConcurrentTasks          = 8
+	DefaultSlowStartThreshold          = 300 // seconds, queued to worker launched
 
 	DefaultHTTPAddr                       = "127.0.0.1"
 	DefaultHTTPPort                       = 8086
@@ -65,5 +66,6 @@ func DefaultConfiguration() Configuration {
 		InventoryRefreshInterval:    DefaultInventoryRefreshInterval,
 		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
 		DefaultBootstrap:            BootstrapGuestOps,
+		SlowStartThreshold:          DefaultSlowStartThreshold,
 	}
 }

@@ -30,6 +30,7 @@ func (c *Configuration) Validate() error {
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
 	c.validateBootstrap(&es)
+	c.validateLatency(&es)
 	if !slices.Contains(InventoryModes, c.InventoryMode) {
 		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}

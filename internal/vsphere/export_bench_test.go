@@ -1,6 +1,10 @@
 package vsphere
 
-import "context"
+import (
+	"context"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
 
 // Hooks for the external benchmarks and the simulator tests run in both
 // inventory modes, compiled into tests only.
@@ -21,3 +25,9 @@ func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
 // WatchResyncInterval is watchResyncInterval, for the benchmark's idle
 // figure (the resync's cost counts once per interval).
 const WatchResyncInterval = watchResyncInterval
+
+// BenchOnSpawnTimed makes the hatchery hand every successful spawn's
+// timing to fn; call it before the first spawn.
+func (h *HatcheryVSphere) BenchOnSpawnTimed(fn func(hatchery.SpawnArguments, SpawnTiming)) {
+	h.onTimed = fn
+}

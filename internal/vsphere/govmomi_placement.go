@@ -14,7 +14,7 @@ import (
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder.
 func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) {
-	return cachedLookup(c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
+	return cachedLookup(ctx, c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
 		if c.cfg.Folder == "" {
 			folders, err := c.dc.Folders(ctx)
 			if err != nil {
@@ -34,7 +34,7 @@ func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) 
 // (resourcePoolString, an inventory path or name) else the datacenter's
 // default pool. Several candidates are an error naming the setting.
 func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
-	return cachedLookup(c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
+	return cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
 		if c.cfg.ResourcePool == "" {
 			p, err := c.find().DefaultResourcePool(ctx)
 			if err != nil {
@@ -52,7 +52,7 @@ func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourceP
 
 // LoadNetwork finds a network by name or path; "" is the default network.
 func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
-	return cachedLookup(c.placement, "network", name, func() (object.NetworkReference, error) {
+	return cachedLookup(ctx, c.placement, "network", name, func() (object.NetworkReference, error) {
 		if name == "" {
 			n, err := c.find().DefaultNetwork(ctx)
 			if err != nil {
@@ -70,7 +70,7 @@ func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.Ne
 
 // LoadDatastore finds a datastore by name or path; "" is the default datastore.
 func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
-	return cachedLookup(c.placement, "datastore", name, func() (*object.Datastore, error) {
+	return cachedLookup(ctx, c.placement, "datastore", name, func() (*object.Datastore, error) {
 		if name == "" {
 			d, err := c.find().DefaultDatastore(ctx)
 			if err != nil {
@@ -96,7 +96,7 @@ func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.Virtu
 	// network, more for a distributed port group): cached with the
 	// placement, shared read-only by the clone specs that use it.
 	ref := network.Reference()
-	backing, err := cachedLookup(c.placement, "backing", ref.Type+":"+ref.Value, func() (types.BaseVirtualDeviceBackingInfo, error) {
+	backing, err := cachedLookup(ctx, c.placement, "backing", ref.Type+":"+ref.Value, func() (types.BaseVirtualDeviceBackingInfo, error) {
 		return network.EthernetCardBackingInfo(ctx)
 	})
 	if err != nil {

@@ -1,6 +1,8 @@
 package vsphere
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -14,12 +16,16 @@ import (
 const placementCacheTTL = 5 * time.Minute
 
 // placementCache memoises placement lookups by kind and name. Its mutex
-// never spans a round trip: a miss resolves outside it (two concurrent
-// misses may both resolve; the last one stored wins, both are right).
+// never spans a round trip: a miss resolves outside it. Concurrent misses
+// of one key are coalesced: the first resolves, the others wait for it
+// (a burst of spawns after start would otherwise walk the inventory once
+// per spawn, all at the same time: make bench-latency showed seconds of
+// it); when the first fails, each waiter resolves on its own.
 type placementCache struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	entries map[placementKey]placementEntry
+	mu       sync.Mutex
+	now      func() time.Time
+	entries  map[placementKey]placementEntry
+	inflight inflight[placementKey]
 }
 
 type placementKey struct{ kind, name string }
@@ -52,17 +58,50 @@ func (p *placementCache) put(kind, name string, obj any) {
 }
 
 // cachedLookup returns the cached object of kind and name, else resolves,
-// stores and returns it. Errors are not cached.
-func cachedLookup[T any](p *placementCache, kind, name string, resolve func() (T, error)) (T, error) {
-	if p != nil {
+// stores and returns it; a resolution of the same key already in flight
+// is waited for (bounded by ctx) rather than repeated. Errors are not
+// cached.
+func cachedLookup[T any](ctx context.Context, p *placementCache, kind, name string, resolve func() (T, error)) (T, error) {
+	if p == nil {
+		return resolve()
+	}
+	cached := func() (T, bool) {
 		if o, ok := p.get(kind, name); ok {
 			if t, ok := o.(T); ok {
-				return t, nil
+				return t, true
 			}
 		}
+		var zero T
+		return zero, false
+	}
+	if t, ok := cached(); ok {
+		return t, nil
+	}
+	wait, done := p.inflight.lead(placementKey{kind, name})
+	if wait != nil {
+		select {
+		case <-ctx.Done():
+			var zero T
+			return zero, fmt.Errorf("look up %s %q: %w", kind, name, ctx.Err())
+		case <-wait:
+		}
+		if t, ok := cached(); ok {
+			return t, nil
+		}
+		// The leader failed: resolve on our own.
+		t, err := resolve()
+		if err == nil {
+			p.put(kind, name, t)
+		}
+		return t, err
+	}
+	defer done()
+	// A resolution may have ended between the miss and the lead.
+	if t, ok := cached(); ok {
+		return t, nil
 	}
 	t, err := resolve()
-	if err == nil && p != nil {
+	if err == nil {
 		p.put(kind, name, t)
 	}
 	return t, err

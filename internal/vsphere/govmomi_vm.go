@@ -107,6 +107,16 @@ func (c *GovmomiClient) LoadVirtualMachineDevices(ctx context.Context, vm *objec
 	return devices, nil
 }
 
+// LoadTemplate reads config.hardware.device and snapshot of a template in
+// one RetrievePropertiesEx.
+func (c *GovmomiClient) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
+	var o mo.VirtualMachine
+	if err := c.pc.RetrieveOne(ctx, template.Reference(), []string{"config.hardware.device", "snapshot"}, &o); err != nil {
+		return mo.VirtualMachine{}, fmt.Errorf("read devices and snapshots of template %q: %w", vmName(template), err)
+	}
+	return o, nil
+}
+
 // GetVirtualMachinePowerState reads runtime.powerState.
 func (c *GovmomiClient) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
 	var o mo.VirtualMachine

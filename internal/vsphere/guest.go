@@ -95,6 +95,7 @@ func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm *object.Virtual
 	if expectedIP != "" && ip != expectedIP {
 		return "", stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
 	}
+	markStage(ctx, StageIP)
 	h.log.Info("vm has ip", "vm", name, "ip", ip)
 	if err := h.waitGuestEnv(ctx, vm, ga); err != nil {
 		return ip, stepErr("run env in guest", err)

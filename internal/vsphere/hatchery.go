@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
 // Name prefixes of the VMs the hatchery creates.
@@ -48,9 +49,14 @@ type HatcheryVSphere struct {
 	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
 	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
 	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
+	modeLogged  *nameSet          // template/mode pairs whose clone mode was logged (logCloneMode)
 	recent      *recentWorkers    // workers created, maybe not in the inventory yet
 	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
 	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
+
+	// onTimed, when set (benchmarks), receives every successful spawn's
+	// timing. Set before the first spawn, never changed afterwards.
+	onTimed func(hatchery.SpawnArguments, SpawnTiming)
 
 	ips      *ipPool            // static IPs (ip.go)
 	capacity *capacityState     // in-flight footprints (capacity.go)
@@ -97,6 +103,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		toDelete:    newNameSet(),
 		markAbsent:  newAbsentMarks(),
 		cloning:     newNameSet(),
+		modeLogged:  newNameSet(),
 		recent:      newRecentWorkers(),
 		unrecorded:  newUnrecordedStarts(),
 	}

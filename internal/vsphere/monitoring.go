@@ -135,6 +135,7 @@ var (
 	keyMethod      = tag.MustNewKey("method")
 	keySource      = tag.MustNewKey("source")
 	keyResource    = tag.MustNewKey("resource")
+	keyStage       = tag.MustNewKey("stage")
 )
 
 // Measures. OpenCensus keeps measures in a process-wide registry by name;
@@ -172,6 +173,9 @@ var (
 	mSpawnsFailed    = stats.Int64(metricPrefix+"spawns_failed", "Worker spawns that failed, by reason", "1")
 	mSpawnDuration   = stats.Float64(metricPrefix+"spawn_duration_seconds", "Time from job taken to worker launched in the guest, successful spawns, in seconds", stats.UnitSeconds)
 
+	mSpawnStage = stats.Float64(metricPrefix+"spawn_stage_seconds", "Duration of one stage of a successful spawn, by stage, in seconds", stats.UnitSeconds)
+	mJobStart   = stats.Float64(metricPrefix+"job_start_seconds", "Time from the job queued in CDS to its worker launched, successful spawns, in seconds", stats.UnitSeconds)
+
 	mSOAPRequests = stats.Int64(metricPrefix+"soap_requests", "SOAP requests sent to vCenter, by method", "1")
 	mSOAPBytes    = stats.Int64(metricPrefix+"soap_bytes", "SOAP bytes exchanged with vCenter (request and response bodies), by method", stats.UnitBytes)
 
@@ -189,6 +193,15 @@ var (
 // clone plus boot takes from tens of seconds to several minutes; a claim of
 // a pre-provisioned VM a few seconds.
 var spawnDurationBuckets = []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1200}
+
+// spawnStageBuckets are the spawn_stage_seconds bucket bounds: from the
+// hatchery's own sub-second work to a clone of several minutes.
+var spawnStageBuckets = []float64{0.1, 0.25, 0.5, 1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600}
+
+// jobStartBuckets are the job_start_seconds bucket bounds: a claimed warm
+// VM starts in seconds, a clone in one to three minutes, a job waiting for
+// room much longer.
+var jobStartBuckets = []float64{5, 10, 20, 30, 45, 60, 90, 120, 180, 240, 300, 450, 600, 900, 1800, 3600}
 
 // viewDef describes one view; views are built per Metrics from these.
 type viewDef struct {
@@ -211,6 +224,12 @@ func lastValue() *view.Aggregation { a := *view.LastValue(); return &a }
 func sum() *view.Aggregation       { a := *view.Sum(); return &a }
 func spawnDistribution() *view.Aggregation {
 	return view.Distribution(append([]float64(nil), spawnDurationBuckets...)...)
+}
+func stageDistribution() *view.Aggregation {
+	return view.Distribution(append([]float64(nil), spawnStageBuckets...)...)
+}
+func jobStartDistribution() *view.Aggregation {
+	return view.Distribution(append([]float64(nil), jobStartBuckets...)...)
 }
 
 // newView builds a view of d, tagged with the service tags and d's keys.
@@ -251,6 +270,8 @@ var viewDefs = []viewDef{
 	{mSpawnsSucceeded, sum, []tag.Key{keyWorkerModel}, false},
 	{mSpawnsFailed, sum, []tag.Key{keyWorkerModel, keyReason}, false},
 	{mSpawnDuration, spawnDistribution, []tag.Key{keyWorkerModel}, false},
+	{mSpawnStage, stageDistribution, []tag.Key{keyStage}, false},
+	{mJobStart, jobStartDistribution, []tag.Key{keyWorkerModel}, false},
 	{mSOAPRequests, sum, []tag.Key{keyMethod}, false},
 	{mSOAPBytes, sum, []tag.Key{keyMethod}, false},
 	{mCollectionErrors, sum, []tag.Key{keySource}, false},

@@ -52,6 +52,10 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	e.m.SpawnStarted("debian12")
 	e.m.SpawnSucceeded("debian12", 40*time.Second)
 	e.m.SpawnFailed("debian12", SpawnFailureIP)
+	e.m.SpawnTimed("debian12", SpawnTiming{
+		Stages:   []StageDuration{{StageQueueToBook, 2 * time.Second}, {StageClone, 50 * time.Second}},
+		JobStart: 52 * time.Second,
+	})
 	return scrape(t, e.m)
 }
 

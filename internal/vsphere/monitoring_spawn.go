@@ -127,6 +127,22 @@ func (m *Metrics) SpawnFailed(model string, reason SpawnFailureReason) {
 		tag.Upsert(keyReason, string(reason.known())))
 }
 
+// SpawnTimed records the stages of a successful spawn of model in
+// spawn_stage_seconds (by stage only: the label set stays the fixed list
+// SpawnStages) and its job start in job_start_seconds (by model), when the
+// queue time was known. m may be nil: nothing is recorded.
+func (m *Metrics) SpawnTimed(model string, t SpawnTiming) {
+	if m == nil {
+		return
+	}
+	for _, s := range t.Stages {
+		m.recordSpawn(mSpawnStage.M(s.D.Seconds()), tag.Upsert(keyStage, string(s.Stage)))
+	}
+	if t.JobStart > 0 {
+		m.recordSpawn(mJobStart.M(t.JobStart.Seconds()), tag.Upsert(keyWorkerModel, tagValue(model)))
+	}
+}
+
 func (m *Metrics) recordSpawn(ms stats.Measurement, mut ...tag.Mutator) {
 	if err := m.record(mut, ms); err != nil {
 		m.logger().Warn("record spawn metric", "err", err)

@@ -160,12 +160,27 @@ type labels map[string]string
 // series returns the value of the sample of family name whose labels
 // include want, and whether there is one.
 func series(fams map[string]*dto.MetricFamily, name string, want labels) (float64, bool) {
-	f, ok := fams[name]
-	if !ok {
+	mt := findMetric(fams, name, want)
+	switch {
+	case mt == nil:
 		return 0, false
+	case mt.Gauge != nil:
+		return mt.GetGauge().GetValue(), true
+	case mt.Counter != nil:
+		return mt.GetCounter().GetValue(), true
+	case mt.Untyped != nil:
+		return mt.GetUntyped().GetValue(), true
+	case mt.Histogram != nil:
+		return float64(mt.GetHistogram().GetSampleCount()), true
 	}
+	return 0, false
+}
+
+// findMetric returns the first sample of family name whose labels include
+// want; nil when there is none.
+func findMetric(fams map[string]*dto.MetricFamily, name string, want labels) *dto.Metric {
 next:
-	for _, mt := range f.GetMetric() {
+	for _, mt := range fams[name].GetMetric() {
 		got := map[string]string{}
 		for _, lp := range mt.GetLabel() {
 			got[lp.GetName()] = lp.GetValue()
@@ -175,18 +190,9 @@ next:
 				continue next
 			}
 		}
-		switch {
-		case mt.Gauge != nil:
-			return mt.GetGauge().GetValue(), true
-		case mt.Counter != nil:
-			return mt.GetCounter().GetValue(), true
-		case mt.Untyped != nil:
-			return mt.GetUntyped().GetValue(), true
-		case mt.Histogram != nil:
-			return float64(mt.GetHistogram().GetSampleCount()), true
-		}
+		return mt
 	}
-	return 0, false
+	return nil
 }
 
 func svc(name string, extra ...string) labels {

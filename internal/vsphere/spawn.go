@@ -30,6 +30,8 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if args.RegisterOnly {
 		return h.registerModel(ctx, args)
 	}
+	clock := newSpawnClock(h.now, args.Queued, args.Booked)
+	ctx = withSpawnClock(ctx, clock)
 	name := args.WorkerName
 	errf := func(step string, err error) error {
 		h.log.Warn("spawn failed", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "reason", step)
@@ -103,6 +105,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		}
 		return errf("start worker", err)
 	}
+	h.reportSpawnTiming(ctx, args, clock)
 	return nil
 }
 
@@ -171,9 +174,11 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMac
 	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
+	markStage(ctx, StageGuestReady)
 	if err := h.launchWorker(ctx, vm, ga, script, cfg); err != nil {
 		return stepErr("launch worker", err)
 	}
+	markStage(ctx, StageLaunch)
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
 	h.log.Info("worker launched", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", annot.IPAddress)

@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -125,7 +126,7 @@ var (
 
 // expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
 func (f *spFixture) expectCloneSpecCalls(tmpl *object.VirtualMachine, nics int) {
-	f.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), tmpl).Return(spDevices(nics), nil)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
 	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
 		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ object.NetworkReference) error {
@@ -134,4 +135,17 @@ func (f *spFixture) expectCloneSpecCalls(tmpl *object.VirtualMachine, nics int) 
 		})
 	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil)
 	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil)
+}
+
+// spTemplateMO is what LoadTemplate reads of a template with devices and,
+// when current is set, a snapshot of that reference named "base".
+func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObjectReference) mo.VirtualMachine {
+	o := mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Hardware: types.VirtualHardware{Device: devices}}}
+	if current != nil {
+		o.Snapshot = &types.VirtualMachineSnapshotInfo{
+			CurrentSnapshot:  current,
+			RootSnapshotList: []types.VirtualMachineSnapshotTree{{Name: "base", Snapshot: *current}},
+		}
+	}
+	return o
 }

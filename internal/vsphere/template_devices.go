@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"sync"
 	"time"
@@ -17,7 +18,8 @@ import (
 // this time, or at once when a clone from it fails (forget).
 const templateDevicesTTL = 10 * time.Minute
 
-// templateDevices memoises the device list of templates by reference, so
+// templateDevices memoises the device list and snapshots of templates by
+// reference (a new snapshot is seen within templateDevicesTTL), so
 // that a spawn decision does not read a device list that never changes
 // (one RetrievePropertiesEx of config.hardware.device per clone without
 // it). Its mutex never spans a round trip.
@@ -25,10 +27,13 @@ type templateDevices struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[types.ManagedObjectReference]templateDevicesEntry
+	// loading coalesces concurrent misses of one template (a burst of
+	// clones of a template not read yet reads it once).
+	loading inflight[types.ManagedObjectReference]
 }
 
 type templateDevicesEntry struct {
-	devices object.VirtualDeviceList
+	info    TemplateInfo
 	expires time.Time
 }
 
@@ -39,29 +44,58 @@ func newTemplateDevices(now func() time.Time) *templateDevices {
 	return &templateDevices{now: now, entries: map[types.ManagedObjectReference]templateDevicesEntry{}}
 }
 
-// load returns a private copy of the template's device list: from the
-// cache, else read through load and stored. The copy's devices are fresh
-// shallow copies, so a caller that edits a device (a NIC's backing) never
-// changes the cached list.
-func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (object.VirtualDeviceList, error)) (object.VirtualDeviceList, error) {
+// load returns the template's info (devices and snapshots) with a private
+// copy of its device list: from the cache, else read through load and
+// stored. The copy's devices are fresh shallow copies, so a caller that
+// edits a device (a NIC's backing) never changes the cached list.
+func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (TemplateInfo, error)) (TemplateInfo, error) {
 	if t == nil {
 		return read(ctx, template)
 	}
 	ref := template.Reference()
+	if info, ok := t.cached(ref); ok {
+		return info, nil
+	}
+	if wait, done := t.loading.lead(ref); wait != nil {
+		select {
+		case <-ctx.Done():
+			return TemplateInfo{}, fmt.Errorf("load template %q: %w", objectName(template), ctx.Err())
+		case <-wait:
+		}
+		if info, ok := t.cached(ref); ok {
+			return info, nil
+		}
+		// The read in flight failed: read on our own.
+	} else {
+		defer done()
+		// A read may have ended between the miss and the lead.
+		if info, ok := t.cached(ref); ok {
+			return info, nil
+		}
+	}
+	info, err := read(ctx, template)
+	if err != nil {
+		return TemplateInfo{}, err
+	}
+	cached := info
+	cached.Devices = copyDevices(info.Devices)
+	t.mu.Lock()
+	t.entries[ref] = templateDevicesEntry{info: cached, expires: t.now().Add(templateDevicesTTL)}
+	t.mu.Unlock()
+	return info, nil
+}
+
+// cached returns a live entry of ref with a private copy of its devices.
+func (t *templateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo, bool) {
 	t.mu.Lock()
 	e, ok := t.entries[ref]
 	t.mu.Unlock()
-	if ok && t.now().Before(e.expires) {
-		return copyDevices(e.devices), nil
+	if !ok || !t.now().Before(e.expires) {
+		return TemplateInfo{}, false
 	}
-	devices, err := read(ctx, template)
-	if err != nil {
-		return nil, err
-	}
-	t.mu.Lock()
-	t.entries[ref] = templateDevicesEntry{devices: copyDevices(devices), expires: t.now().Add(templateDevicesTTL)}
-	t.mu.Unlock()
-	return devices, nil
+	info := e.info
+	info.Devices = copyDevices(e.info.Devices)
+	return info, true
 }
 
 // forget drops the template's cached devices (a clone from it failed).

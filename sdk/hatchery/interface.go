@@ -7,6 +7,7 @@ package hatchery
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -86,6 +87,13 @@ type SpawnArguments struct {
 	// WorkerConfig is the worker configuration, token included, that the
 	// hatchery passes to the worker (CDS_CONFIG). It holds a secret: never log it.
 	WorkerConfig WorkerConfig
+	// Queued is when CDS queued the job, as the queue reports it; zero
+	// when unknown (a registration). A hatchery measures the job's start
+	// latency (queued to worker launched) from it.
+	Queued time.Time
+	// Booked is when this hatchery booked (V1) or took (V2) the job; zero
+	// for a registration.
+	Booked time.Time
 }
 
 // ModelPath is a convenience for logs: the model's name or "".

@@ -372,6 +372,8 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), JobID: id, Token: token,
 		}),
+		Queued: job.Queued,
+		Booked: booked,
 	}
 	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
 	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, model.GetName())
@@ -526,6 +528,8 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
 		}),
+		Queued: rj.Queued,
+		Booked: taken,
 	}
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
 	f.log.Info("spawning worker", "job", id, "model", model.GetName(), "worker", name)

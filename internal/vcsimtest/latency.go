@@ -1,0 +1,132 @@
+package vcsimtest
+
+import (
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/vmware/govmomi/simulator"
+)
+
+// The latency model: how long vCenter operations and guest boots take on
+// a real vSphere, scaled down by LatencyScale so that a benchmark of
+// bursts of jobs runs in minutes (docs/architecture.md, "Latency model").
+// One table, one factor: a benchmark prints both (LatencyModel.Print).
+
+// LatencyScale divides every real duration of the model.
+const LatencyScale = 50
+
+// LatencyJitter is the coefficient of variation (stddev/mean) applied to
+// every modelled duration.
+const LatencyJitter = 0.1
+
+// Latency is one modelled operation: its duration on a real vSphere.
+type Latency struct {
+	// Op names the operation.
+	Op string
+	// Real is its typical duration on vSphere (a 40 GB template on shared
+	// storage; guest boot of a small Linux).
+	Real time.Duration
+	// Task is the simulator task it delays (simulator.TaskDelay), "" for
+	// guest timings.
+	Task string
+}
+
+// Operations of the model.
+const (
+	OpFullClone    = "full clone"
+	OpLinkedClone  = "linked clone"
+	OpInstantClone = "instant clone"
+	OpGuestReady   = "power on -> guest ready"
+	OpResume       = "resume"
+	OpPowerOn      = "power on (task)"
+	OpReconfigure  = "reconfigure"
+	OpRename       = "rename"
+)
+
+// Latencies is the model's table.
+var Latencies = []Latency{
+	{Op: OpFullClone, Real: 88 * time.Second, Task: "CloneVm"},
+	{Op: OpLinkedClone, Real: 52 * time.Second, Task: "CloneVm"},
+	{Op: OpInstantClone, Real: 21 * time.Second}, // not used by the hatchery yet
+	{Op: OpGuestReady, Real: 30 * time.Second},
+	{Op: OpResume, Real: 3 * time.Second}, // hot pools, not built yet
+	{Op: OpPowerOn, Real: 2 * time.Second, Task: "PowerOn"},
+	{Op: OpReconfigure, Real: time.Second, Task: "ReconfigVm"},
+	{Op: OpRename, Real: time.Second, Task: "Rename"},
+}
+
+// Modelled returns the scaled duration of op (0 when op is unknown).
+func Modelled(op string) time.Duration {
+	for _, l := range Latencies {
+		if l.Op == op {
+			return l.Real / LatencyScale
+		}
+	}
+	return 0
+}
+
+// taskDelayMu serialises ApplyTaskDelays: simulator.TaskDelay is global to
+// the process.
+var taskDelayMu sync.Mutex
+
+// ApplyTaskDelays sets the simulator's task delays (process-wide:
+// simulator.TaskDelay) to the model, with cloneOp (OpFullClone or
+// OpLinkedClone) as the clone task's duration, and returns the function
+// restoring the previous delays. The simulator does not tell a linked
+// clone from a full one (it ignores the disk move type): the caller picks
+// the figure of the clone mode its hatchery uses. Tasks run concurrently
+// (no lock hand-off), as on vCenter. Never use it in parallel tests.
+func ApplyTaskDelays(cloneOp string) (restore func()) {
+	taskDelayMu.Lock()
+	prev := simulator.TaskDelay
+	d := simulator.DelayConfig{MethodDelay: map[string]int{"LockHandoff": 0}, DelayJitter: LatencyJitter}
+	for _, l := range Latencies {
+		if l.Task == "" || (l.Task == "CloneVm" && l.Op != cloneOp) {
+			continue
+		}
+		d.MethodDelay[l.Task] = int((l.Real / LatencyScale).Milliseconds())
+	}
+	simulator.TaskDelay = d
+	return func() {
+		simulator.TaskDelay = prev
+		taskDelayMu.Unlock()
+	}
+}
+
+// LatencyOptions returns Options with the guest readiness of the model:
+// guest operations ready OpGuestReady after each power-on, with jitter.
+func LatencyOptions(o Options) Options {
+	o.ReadyDelay = Modelled(OpGuestReady)
+	o.ReadyJitter = LatencyJitter
+	return o
+}
+
+// PrintLatencyModel writes the model's table: operation, real and
+// modelled duration.
+func PrintLatencyModel(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "latency model (real / %d, jitter %.0f%%):\n", LatencyScale, LatencyJitter*100)
+	fmt.Fprintf(tw, "  operation\treal\tmodelled\tsimulator task\n")
+	for _, l := range Latencies {
+		task := l.Task
+		if task == "" {
+			task = "-"
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", l.Op, l.Real, l.Real/LatencyScale, task)
+	}
+	_ = tw.Flush()
+}
+
+// jittered varies d by a normal factor of coefficient of variation cv,
+// never below 0.
+func jittered(d time.Duration, cv float64) time.Duration {
+	if cv <= 0 || d <= 0 {
+		return d
+	}
+	j := time.Duration(float64(d) * (1 + cv*rand.NormFloat64()))
+	return max(j, 0)
+}

@@ -1,0 +1,244 @@
+package vsphere_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+)
+
+// latencyScenario is one burst of jobs against one pool strategy and clone
+// mode.
+type latencyScenario struct {
+	name string
+	// pool: "none" (every job clones) or "powered-off" (every job claims
+	// a pre-provisioned VM, provisioned before the burst).
+	pool string
+	// linked: the template has a snapshot, so clones are linked.
+	linked bool
+	jobs   int
+	tasks  int // maxConcurrentTasks
+}
+
+// latencyResult is what one scenario measured, per job.
+type latencyResult struct {
+	scenario latencyScenario
+	jobStart []time.Duration
+	overhead []time.Duration
+	// stageOverhead is measured minus modelled, per stage, per job.
+	stageOverhead map[vsphere.SpawnStage][]time.Duration
+}
+
+// BenchmarkJobStartLatency (make bench-latency) spawns bursts of jobs
+// through the real govmomi adapter against vcsim taught the latency model
+// of internal/vcsimtest (every task and guest boot takes its real duration
+// divided by vcsimtest.LatencyScale, with jitter) and prints, per pool
+// strategy and clone mode, the job start (queued -> worker launched)
+// p50/p95/max and the hatchery's own overhead: the measured time minus the
+// modelled critical path, per stage. All of a burst's jobs are queued at
+// once and booked at once; the modelled critical path of the i-th clone to
+// start includes waiting for a task slot as an ideal scheduler would
+// (floor(i / maxConcurrentTasks) modelled clones), so what remains is the
+// hatchery's own time. Hot pools (suspended, powered-on idle) are not built
+// yet: their row says so.
+func BenchmarkJobStartLatency(b *testing.B) {
+	scenarios := []latencyScenario{
+		{name: "no pool, full clone", pool: "none", jobs: 8, tasks: 8},
+		{name: "no pool, linked clone", pool: "none", linked: true, jobs: 8, tasks: 8},
+		{name: "powered-off pool, full clone", pool: "powered-off", jobs: 8, tasks: 8},
+		{name: "powered-off pool, linked clone", pool: "powered-off", linked: true, jobs: 8, tasks: 8},
+		{name: "burst 50, no pool, linked clone", pool: "none", linked: true, jobs: 50, tasks: 8},
+	}
+	out := io.Writer(os.Stdout)
+	for i := 0; i < b.N; i++ {
+		var results []latencyResult
+		for _, sc := range scenarios {
+			results = append(results, runLatencyScenario(b, sc))
+		}
+		if i == b.N-1 {
+			printLatency(out, results)
+		}
+	}
+}
+
+func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
+	b.Helper()
+	cloneOp := vcsimtest.OpFullClone
+	if sc.linked {
+		cloneOp = vcsimtest.OpLinkedClone
+	}
+	restore := vcsimtest.ApplyTaskDelays(cloneOp)
+	defer restore()
+
+	env := vcsimtest.Start(b, vcsimtest.LatencyOptions(vcsimtest.Options{}))
+	ctx := env.Context()
+	if sc.linked {
+		tpl := env.MustInspect(vcsimtest.DefaultTemplate)
+		task, err := object.NewVirtualMachine(env.Admin.Client, tpl.Ref).CreateSnapshot(ctx, "base", "", false, false)
+		require.NoError(b, err)
+		require.NoError(b, task.Wait(ctx))
+	}
+	client := env.NewClient(func(c *vsphere.ClientConfig) { c.MaxConcurrentTasks = sc.tasks })
+	cfg := env.Config()
+	cfg.CommonConfiguration.Name = "hatch-bench-latency"
+	cfg.MaxConcurrentTasks = sc.tasks
+	// The simulator reports a guest IP only from a fixed-IP customization.
+	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.80.10/24", "192.168.80.1", "255.255.255.0", "192.168.80.2"
+	if sc.pool == "powered-off" {
+		cfg.WorkerProvisioning = []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs}}
+		cfg.WorkerProvisioningPoolSize = sc.jobs
+	}
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv,
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	require.NoError(b, err)
+	if sc.pool == "powered-off" {
+		h.WarmProvisioningPass(ctx)
+		env.WaitInventory(inv)
+	}
+
+	var mu sync.Mutex
+	var timings []vsphere.SpawnTiming
+	h.BenchOnSpawnTimed(func(_ hatchery.SpawnArguments, t vsphere.SpawnTiming) {
+		mu.Lock()
+		defer mu.Unlock()
+		timings = append(timings, t)
+	})
+
+	queued := time.Now()
+	var wg sync.WaitGroup
+	errs := make([]error, sc.jobs)
+	for j := 0; j < sc.jobs; j++ {
+		wg.Add(1)
+		go func(j int) {
+			defer wg.Done()
+			args := viV2Args(cfg.CommonConfiguration.Name, fmt.Sprintf("lat-%d", j), fmt.Sprintf("run-lat-%d", j), "")
+			args.Queued, args.Booked = queued, time.Now()
+			errs[j] = h.SpawnWorker(context.WithoutCancel(ctx), args)
+		}(j)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(b, err)
+	}
+	require.Len(b, timings, sc.jobs)
+	return latencyOf(sc, cloneOp, timings)
+}
+
+// modelledStage is the modelled duration of a stage (0: the hatchery's
+// own work, or a guest program that starts at once).
+func modelledStage(s vsphere.SpawnStage, cloneOp string) time.Duration {
+	switch s {
+	case vsphere.StageClone:
+		return vcsimtest.Modelled(cloneOp) + vcsimtest.Modelled(vcsimtest.OpPowerOn)
+	case vsphere.StageClaim:
+		return vcsimtest.Modelled(vcsimtest.OpRename) + vcsimtest.Modelled(vcsimtest.OpReconfigure)
+	case vsphere.StagePowerOn:
+		return vcsimtest.Modelled(vcsimtest.OpPowerOn)
+	case vsphere.StageIP:
+		return vcsimtest.Modelled(vcsimtest.OpGuestReady)
+	case vsphere.StageLaunch:
+		// The annotation write after the launch is not in the stage; the
+		// launch itself is a guest program start.
+		return 0
+	}
+	return 0
+}
+
+func latencyOf(sc latencyScenario, cloneOp string, timings []vsphere.SpawnTiming) latencyResult {
+	r := latencyResult{scenario: sc, stageOverhead: map[vsphere.SpawnStage][]time.Duration{}}
+	// Ideal task-slot wait: the i-th job (by the time it spent before its
+	// clone or claim was sent plus that stage) waited floor(i/slots)
+	// modelled task durations.
+	order := make([]int, len(timings))
+	for i := range order {
+		order[i] = i
+	}
+	first := func(t vsphere.SpawnTiming) time.Duration {
+		var d time.Duration
+		for _, s := range t.Stages {
+			d += s.D
+			if s.Stage == vsphere.StageClone || s.Stage == vsphere.StageClaim {
+				return d
+			}
+		}
+		return d
+	}
+	sort.Slice(order, func(a, b int) bool { return first(timings[order[a]]) < first(timings[order[b]]) })
+	for rank, i := range order {
+		t := timings[i]
+		var modelled time.Duration
+		for _, s := range t.Stages {
+			m := modelledStage(s.Stage, cloneOp)
+			if s.Stage == vsphere.StageClone || s.Stage == vsphere.StageClaim {
+				m += time.Duration(rank/sc.tasks) * modelledStage(s.Stage, cloneOp)
+			}
+			if s.Stage == vsphere.StageQueueToBook {
+				m = s.D // booked when queued: the burst's own fan-out, not modelled
+			}
+			modelled += m
+			r.stageOverhead[s.Stage] = append(r.stageOverhead[s.Stage], s.D-m)
+		}
+		r.jobStart = append(r.jobStart, t.JobStart)
+		r.overhead = append(r.overhead, t.JobStart-modelled)
+	}
+	return r
+}
+
+// pct is the p-th percentile (nearest rank) of ds.
+func pct(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(p*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func sec(d time.Duration) string { return fmt.Sprintf("%.2f", d.Seconds()) }
+
+func printLatency(w io.Writer, results []latencyResult) {
+	vcsimtest.PrintLatencyModel(w)
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "%-34s %5s %5s | %8s %8s %8s | %12s %12s\n", "scenario (times in s, modelled)", "jobs", "tasks", "p50", "p95", "max", "overhead p50", "overhead p95")
+	var burst time.Duration
+	for _, r := range results {
+		fmt.Fprintf(w, "%-34s %5d %5d | %8s %8s %8s | %12s %12s\n", r.scenario.name, r.scenario.jobs, r.scenario.tasks,
+			sec(pct(r.jobStart, 0.5)), sec(pct(r.jobStart, 0.95)), sec(pct(r.jobStart, 1)),
+			sec(pct(r.overhead, 0.5)), sec(pct(r.overhead, 0.95)))
+		if r.scenario.jobs == 50 {
+			burst = pct(r.overhead, 0.95)
+		}
+	}
+	fmt.Fprintf(w, "%-34s %5s %5s | %8s %8s %8s | %12s %12s\n", "hot pool (suspended / powered-on)", "-", "-", "n/a", "n/a", "n/a", "n/a", "n/a")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "overhead per stage, p95 (measured - modelled, s):")
+	for _, r := range results {
+		var parts []string
+		for _, s := range vsphere.SpawnStages {
+			if s == vsphere.StageQueueToBook {
+				continue
+			}
+			if d, ok := r.stageOverhead[s]; ok {
+				parts = append(parts, fmt.Sprintf("%s=%s", s, sec(pct(d, 0.95))))
+			}
+		}
+		fmt.Fprintf(w, "  %-34s %s\n", r.scenario.name, strings.Join(parts, " "))
+	}
+	fmt.Fprintf(w, "hot/fresh p50 ratio: n/a (hot pools not built yet); overhead p95: %s s\n", sec(burst))
+}

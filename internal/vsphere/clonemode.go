@@ -1,0 +1,146 @@
+package vsphere
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TemplateInfo is what a clone needs of a template (VSphereClient.LoadTemplate).
+type TemplateInfo struct {
+	// Devices is the template's device list.
+	Devices object.VirtualDeviceList
+	// CurrentSnapshot is the template's current snapshot; nil without one.
+	CurrentSnapshot *types.ManagedObjectReference
+	// Snapshots are every snapshot of the template, depth first.
+	Snapshots []TemplateSnapshot
+}
+
+// TemplateSnapshot is one snapshot of a template.
+type TemplateSnapshot struct {
+	Name string
+	Ref  types.ManagedObjectReference
+}
+
+// loadTemplateInfo reads a template's devices and snapshots.
+func (h *HatcheryVSphere) loadTemplateInfo(ctx context.Context, template *object.VirtualMachine) (TemplateInfo, error) {
+	o, err := h.vs.LoadTemplate(ctx, template)
+	if err != nil {
+		return TemplateInfo{}, err
+	}
+	return templateInfoOf(o), nil
+}
+
+// templateInfoOf builds a TemplateInfo from a VM read with
+// config.hardware.device and snapshot.
+func templateInfoOf(o mo.VirtualMachine) TemplateInfo {
+	var ti TemplateInfo
+	if o.Config != nil {
+		ti.Devices = object.VirtualDeviceList(o.Config.Hardware.Device)
+	}
+	if o.Snapshot == nil {
+		return ti
+	}
+	ti.CurrentSnapshot = o.Snapshot.CurrentSnapshot
+	var walk func([]types.VirtualMachineSnapshotTree)
+	walk = func(nodes []types.VirtualMachineSnapshotTree) {
+		for _, n := range nodes {
+			ti.Snapshots = append(ti.Snapshots, TemplateSnapshot{Name: n.Name, Ref: n.Snapshot})
+			walk(n.ChildSnapshotList)
+		}
+	}
+	walk(o.Snapshot.RootSnapshotList)
+	return ti
+}
+
+// Clone modes: how a worker's disks are made from its template
+// (docs/flavors-and-capacity.md, "Clone mode").
+const (
+	// CloneModeLinked: a delta disk on the template's snapshot
+	// (createNewChildDiskBacking): no disk copy.
+	CloneModeLinked = "linked"
+	// CloneModeFull: the template's disks are copied
+	// (moveChildMostDiskBacking without a snapshot).
+	CloneModeFull = "full"
+)
+
+// cloneDecision is the clone mode of one clone and why.
+type cloneDecision struct {
+	Mode string
+	// Snapshot is the snapshot of a linked clone.
+	Snapshot *types.ManagedObjectReference
+	// Reason says why a clone is full, for the log; "" for a linked clone.
+	Reason string
+	// FlavorFallback: the template has a snapshot but the flavor grows the
+	// disk, so this clone is full.
+	FlavorFallback bool
+}
+
+// decideCloneMode picks the clone mode of a clone of a template whose
+// info is ti, for flavor (nil: the template's size), with snapshotName the
+// configured linkedCloneSnapshot ("" : the template's current snapshot).
+// A linked clone needs a snapshot, and a flavor that grows the first disk
+// beyond the template's cannot use one: a delta disk on a snapshot is
+// never extended.
+func decideCloneMode(ti TemplateInfo, flavor *FlavorConfig, snapshotName string) cloneDecision {
+	var snap *types.ManagedObjectReference
+	if snapshotName != "" {
+		for _, s := range ti.Snapshots {
+			if s.Name == snapshotName {
+				ref := s.Ref
+				snap = &ref
+				break
+			}
+		}
+		if snap == nil {
+			return cloneDecision{Mode: CloneModeFull, Reason: "template has no snapshot named " + strconv.Quote(snapshotName) + " (linkedCloneSnapshot): full clone"}
+		}
+	} else if ti.CurrentSnapshot != nil {
+		ref := *ti.CurrentSnapshot
+		snap = &ref
+	}
+	if snap == nil {
+		return cloneDecision{Mode: CloneModeFull, Reason: "template has no snapshot: full clone (take a snapshot of the template for linked clones)"}
+	}
+	if growsDisk(flavor, ti.Devices) {
+		return cloneDecision{Mode: CloneModeFull, FlavorFallback: true,
+			Reason: "flavor " + strconv.Quote(flavor.Name) + " grows the disk beyond the template's, a linked clone cannot: full clone"}
+	}
+	return cloneDecision{Mode: CloneModeLinked, Snapshot: snap}
+}
+
+// growsDisk tells whether flavor asks for a first disk larger than the
+// template's.
+func growsDisk(flavor *FlavorConfig, devices object.VirtualDeviceList) bool {
+	if flavor == nil || flavor.DiskSizeGB <= 0 {
+		return false
+	}
+	change, err := growFirstDisk(flavor, devices)
+	return err == nil && change != nil
+}
+
+// logCloneMode logs the clone mode of a template once per template and
+// mode (a template without snapshot would otherwise log at every clone),
+// and at every clone the fall-back of a flavor that grows the disk: that
+// one depends on the job, not on the template.
+func (h *HatcheryVSphere) logCloneMode(template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig, d cloneDecision) {
+	if flavor == nil {
+		flavor = &FlavorConfig{}
+	}
+	tname := objectName(template)
+	if d.FlavorFallback {
+		h.log.Info("clone mode", "vm", annot.WorkerName, "model", tname, "flavor", flavor.Name, "mode", d.Mode, "reason", d.Reason)
+		return
+	}
+	if !h.modeLogged.Add(template.Reference().Value + "/" + d.Mode + "/" + d.Reason) {
+		return
+	}
+	if d.Mode == CloneModeLinked {
+		h.log.Info("clone mode", "model", tname, "mode", d.Mode, "reason", "linked clones from snapshot "+d.Snapshot.Value)
+		return
+	}
+	h.log.Info("clone mode", "model", tname, "mode", d.Mode, "reason", d.Reason)
+}

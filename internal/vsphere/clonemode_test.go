@@ -1,0 +1,110 @@
+package vsphere
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+func TestDecideCloneMode(t *testing.T) {
+	t.Parallel()
+	cur := spRef("VirtualMachineSnapshot", "snapshot-2")
+	other := spRef("VirtualMachineSnapshot", "snapshot-1")
+	ti := TemplateInfo{
+		Devices:         spDevices(1), // a 10 GB disk
+		CurrentSnapshot: &cur,
+		Snapshots:       []TemplateSnapshot{{Name: "golden", Ref: other}, {Name: "base", Ref: cur}},
+	}
+	tests := []struct {
+		name     string
+		ti       TemplateInfo
+		flavor   *FlavorConfig
+		snapshot string
+		mode     string
+		snap     *types.ManagedObjectReference
+		reason   string
+	}{
+		{name: "current snapshot", ti: ti, mode: CloneModeLinked, snap: &cur},
+		{name: "named snapshot", ti: ti, snapshot: "golden", mode: CloneModeLinked, snap: &other},
+		{name: "named snapshot missing", ti: ti, snapshot: "nope", mode: CloneModeFull, reason: `no snapshot named "nope"`},
+		{name: "no snapshot", ti: TemplateInfo{Devices: ti.Devices}, mode: CloneModeFull, reason: "template has no snapshot"},
+		{name: "flavor keeps the disk", ti: ti, flavor: &FlavorConfig{Name: "s", CPUs: 1, MemoryMB: 512, DiskSizeGB: 10}, mode: CloneModeLinked, snap: &cur},
+		{name: "flavor grows the disk", ti: ti, flavor: &FlavorConfig{Name: "l", CPUs: 1, MemoryMB: 512, DiskSizeGB: 20}, mode: CloneModeFull, reason: `flavor "l" grows the disk`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			d := decideCloneMode(tt.ti, tt.flavor, tt.snapshot)
+			assert.Equal(t, tt.mode, d.Mode)
+			assert.Equal(t, tt.snap, d.Snapshot)
+			if tt.reason == "" {
+				assert.Empty(t, d.Reason)
+			} else {
+				assert.Contains(t, d.Reason, tt.reason)
+			}
+		})
+	}
+}
+
+// TestPrepareCloneSpecCloneModes: through the mock client, a template with
+// a current snapshot gives a linked clone spec; one without keeps today's
+// mode (moveChildMostDiskBacking, no snapshot) and says so once for two
+// clones; a disk-growing flavor gives a full clone with the reason logged
+// at each clone.
+func TestPrepareCloneSpecCloneModes(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	var logs testutil.SyncBuffer
+	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	snap := spRef("VirtualMachineSnapshot", "snapshot-7")
+	linked := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-linked"))
+	plain := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-plain"))
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), linked).Return(spTemplateMO(spDevices(1), &snap), nil)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), plain).Return(spTemplateMO(spDevices(1), nil), nil)
+	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil).AnyTimes()
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).Return(nil).AnyTimes()
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil).AnyTimes()
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil).AnyTimes()
+	ctx := context.Background()
+	annot := func(n string) *Annotation { return &Annotation{HatcheryName: spHatchery, WorkerName: n} }
+
+	spec, err := f.h.prepareCloneSpec(ctx, linked, annot("w1"), nil)
+	require.NoError(t, err)
+	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), spec.Location.DiskMoveType)
+	require.NotNil(t, spec.Snapshot)
+	assert.Equal(t, snap, *spec.Snapshot)
+
+	big := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
+	spec, err = f.h.prepareCloneSpec(ctx, linked, annot("w2"), big)
+	require.NoError(t, err)
+	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
+	assert.Nil(t, spec.Snapshot)
+	grown := false
+	for _, c := range spec.Config.DeviceChange {
+		if d, ok := c.GetVirtualDeviceConfigSpec().Device.(*types.VirtualDisk); ok && d.CapacityInBytes == 50<<30 {
+			grown = true
+		}
+	}
+	assert.True(t, grown, "the full clone grows the disk")
+
+	for _, n := range []string{"w3", "w4"} {
+		spec, err = f.h.prepareCloneSpec(ctx, plain, annot(n), nil)
+		require.NoError(t, err)
+		assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
+		assert.Nil(t, spec.Snapshot)
+	}
+
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, `reason="template has no snapshot`), "no-snapshot mode logged once per template:\n%s", out)
+	assert.Equal(t, 1, strings.Count(out, `reason="flavor \"large\" grows the disk`), out)
+	assert.Contains(t, out, "vm=w2")
+	assert.NotContains(t, out, "level=WARN")
+}

@@ -1,0 +1,16 @@
+package vsphere
+
+import "time"
+
+// SlowStartThresholdDuration is slowStartThreshold (seconds); 0 disables
+// the slow-start spawn info.
+func (c *Configuration) SlowStartThresholdDuration() time.Duration {
+	return time.Duration(c.SlowStartThreshold) * time.Second
+}
+
+// validateLatency checks slowStartThreshold.
+func (c *Configuration) validateLatency(es *ConfigErrors) {
+	if c.SlowStartThreshold < 0 {
+		es.add("slowStartThreshold", "%d: must be >= 0 (seconds; 0 never reports a slow start)", c.SlowStartThreshold)
+	}
+}

@@ -1,0 +1,79 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestCachedLookupCoalescesConcurrentMisses: a burst of lookups of a key
+// not cached yet resolves it once; the others wait for that resolution.
+func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
+	t.Parallel()
+	p := newPlacementCache()
+	release := make(chan struct{})
+	var calls atomic.Int32
+	resolve := func() (string, error) {
+		calls.Add(1)
+		<-release
+		return "pool-1", nil
+	}
+	const n = 20
+	var wg sync.WaitGroup
+	got := make([]string, n)
+	started := make(chan struct{}, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			started <- struct{}{}
+			v, err := cachedLookup(context.Background(), p, "pool", "p", resolve)
+			assert.NoError(t, err)
+			got[i] = v
+		}(i)
+	}
+	for i := 0; i < n; i++ {
+		<-started
+	}
+	// Every goroutine is past its start; the leader is blocked in resolve.
+	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
+	close(release)
+	wg.Wait()
+	assert.Equal(t, int32(1), calls.Load(), "resolved once for the burst")
+	for _, v := range got {
+		assert.Equal(t, "pool-1", v)
+	}
+}
+
+// TestCachedLookupLeaderFailure: when the resolution in flight fails, a
+// waiter resolves on its own; errors are not cached.
+func TestCachedLookupLeaderFailure(t *testing.T) {
+	t.Parallel()
+	p := newPlacementCache()
+	wait, done := p.inflight.lead(placementKey{"pool", "p"})
+	require.Nil(t, wait)
+	res := make(chan error, 1)
+	go func() {
+		v, err := cachedLookup(context.Background(), p, "pool", "p", func() (string, error) { return "pool-2", nil })
+		if err == nil && v != "pool-2" {
+			err = errors.New("wrong value " + v)
+		}
+		res <- err
+	}()
+	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
+	done() // the leader failed: nothing stored
+	require.NoError(t, <-res)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	_, done = p.inflight.lead(placementKey{"pool", "q"})
+	defer done()
+	cancel()
+	_, err := cachedLookup(ctx, p, "pool", "q", func() (string, error) { return "never", nil })
+	require.ErrorIs(t, err, context.Canceled, "a waiter gives up with its context")
+}

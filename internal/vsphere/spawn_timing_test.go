@@ -1,0 +1,200 @@
+package vsphere
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// tmCDS is a fake CDS client recording the infos posted on jobs; every
+// other method panics (the embedded nil interface).
+type tmCDS struct {
+	spCDS
+	mu    sync.Mutex
+	v1    []sdk.SpawnInfo
+	v2    []sdk.V2SendJobRunInfo
+	v2Job []string
+}
+
+func (c *tmCDS) QueueJobSendSpawnInfo(_ context.Context, id int64, infos []sdk.SpawnInfo) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.v1 = append(c.v1, infos...)
+	return nil
+}
+
+func (c *tmCDS) V2Region() string { return "eu" }
+
+func (c *tmCDS) V2QueueJobSendInfo(_ context.Context, region, id string, info sdk.V2SendJobRunInfo) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.v2 = append(c.v2, info)
+	c.v2Job = append(c.v2Job, region+"/"+id)
+	return nil
+}
+
+// expectTimedSpawn sets the calls of a guest-operations spawn by clone in
+// which each vCenter step advances the clock: clone 50 s, guest operations
+// and IP 20 s, env 5 s, launch 1 s.
+func (f *spFixture) expectTimedSpawn(args hatchery.SpawnArguments) {
+	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-debian12"))
+	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
+	f.expectCloneSpecCalls(tmpl, 1)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (*object.Folder, error) {
+		f.clock.Advance(300 * time.Millisecond) // the hatchery's own work before the clone
+		return object.NewFolder(nil, spFolderRef), nil
+	})
+	ref := spNewRef
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
+		DoAndReturn(func(context.Context, *object.VirtualMachine, *object.Folder, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+			f.clock.Advance(50 * time.Second)
+			return &ref, nil
+		})
+	vm := object.NewVirtualMachine(nil, spNewRef)
+	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, *object.VirtualMachine) error {
+		f.clock.Advance(15 * time.Second)
+		return nil
+	})
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").DoAndReturn(func(context.Context, *object.VirtualMachine, string) (string, error) {
+		f.clock.Advance(5 * time.Second)
+		return "10.0.0.10", nil
+	})
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
+		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+			f.clock.Advance(5 * time.Second)
+			return 1, nil
+		})
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
+		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+			f.clock.Advance(time.Second)
+			return 2, nil
+		})
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
+}
+
+// histogram returns the histogram of family name whose labels include want.
+func histogram(fams map[string]*dto.MetricFamily, name string, want labels) *dto.Histogram {
+	if mt := findMetric(fams, name, want); mt != nil {
+		return mt.GetHistogram()
+	}
+	return nil
+}
+
+// newTimedFixture is a spawn fixture with slowStartThreshold (seconds), a
+// recording CDS client, the template debian12 and V2 arguments queued 30 s
+// before they are booked, now.
+func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.SpawnArguments) {
+	t.Helper()
+	cfg := spConfig()
+	cfg.SlowStartThreshold = threshold
+	f := newSpFixture(t, cfg)
+	cds := &tmCDS{}
+	f.h.cds = cds
+	f.inv.add(VM{Name: "debian12", Template: true})
+	args := spV2Args()
+	args.Booked = f.clock.Now()
+	args.Queued = args.Booked.Add(-30 * time.Second)
+	return f, cds, args
+}
+
+func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
+	t.Parallel()
+	f, cds, args := newTimedFixture(t, 60)
+	var logs testutil.SyncBuffer
+	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	m, err := NewMetrics(spHatchery)
+	require.NoError(t, err)
+	t.Cleanup(m.Close)
+	f.h.metrics = m
+	f.expectTimedSpawn(args)
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+
+	fams := scrape(t, m)
+	want := map[SpawnStage]float64{
+		StageQueueToBook: 30, StageBookToClone: 0.3, StageClone: 50,
+		StageIP: 20, StageGuestReady: 5, StageLaunch: 1,
+	}
+	for _, s := range SpawnStages {
+		h := histogram(fams, "cds_hatchery_vsphere_spawn_stage_seconds", svc(spHatchery, "stage", string(s)))
+		d, went := want[s]
+		if !went {
+			assert.Nil(t, h, "stage %s: the spawn did not go through it", s)
+			continue
+		}
+		require.NotNil(t, h, "stage %s served", s)
+		assert.Equal(t, uint64(1), h.GetSampleCount(), "stage %s", s)
+		assert.InDelta(t, d, h.GetSampleSum(), 1e-6, "stage %s", s)
+	}
+	js := histogram(fams, "cds_hatchery_vsphere_job_start_seconds", svc(spHatchery, "worker_model", "my-model"))
+	require.NotNil(t, js, "job start served by model")
+	assert.Equal(t, uint64(1), js.GetSampleCount())
+	assert.InDelta(t, 106.3, js.GetSampleSum(), 1e-6, "queued to worker launched")
+
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, `msg="spawn timings"`), "one line per spawn:\n%s", out)
+	assert.Contains(t, out, `stages="queue_to_book=30s book_to_clone=300ms clone=50s ip=20s guest_ready=5s launch=1s"`)
+	assert.Contains(t, out, "job_start=1m46.3s")
+	assert.NotContains(t, out, "level=WARN")
+
+	cds.mu.Lock()
+	defer cds.mu.Unlock()
+	require.Len(t, cds.v2, 1, "slow start reported on the job")
+	assert.Equal(t, []string{"eu/run-1"}, cds.v2Job)
+	assert.Equal(t, sdk.JobRunInfoLevelWarning, cds.v2[0].Level)
+	assert.Contains(t, cds.v2[0].Message, "worker-v2-1 launched 1m46.3s after the job was queued")
+	assert.Contains(t, cds.v2[0].Message, "clone=50s")
+	assert.NotContains(t, cds.v2[0].Message, spSecret)
+	assert.NotContains(t, cds.v2[0].Message, "jwt-token")
+}
+
+func TestSpawnTimingsFastStartNotReported(t *testing.T) {
+	t.Parallel()
+	f, cds, args := newTimedFixture(t, 300)
+	f.expectTimedSpawn(args)
+
+	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
+	cds.mu.Lock()
+	defer cds.mu.Unlock()
+	assert.Empty(t, cds.v2, "106.3 s is below the 300 s threshold")
+	assert.Empty(t, cds.v1)
+}
+
+func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
+	t.Parallel()
+	f, cds, args := newTimedFixture(t, 60)
+	args.JobID = "42"
+	// No queue time: the spawn's own 81.3 s are compared.
+	args.Queued = time.Time{}
+	args.Model = sdk.WorkerStarterWorkerModel{
+		ModelV1: &sdk.Model{Name: "debian", Group: &sdk.Group{Name: "shared.infra"}, Type: sdk.VSphere},
+	}
+	c := newSpawnClock(f.h.now, time.Time{}, args.Booked)
+	ctx := withSpawnClock(context.Background(), c)
+	f.clock.Advance(81300 * time.Millisecond)
+	markStage(ctx, StageLaunch)
+	f.h.reportSpawnTiming(ctx, args, c)
+
+	cds.mu.Lock()
+	defer cds.mu.Unlock()
+	require.Len(t, cds.v1, 1)
+	assert.Equal(t, "MsgSpawnInfoHatcheryStarts", cds.v1[0].Message.ID)
+	require.Len(t, cds.v1[0].Message.Args, 2)
+	assert.Equal(t, spHatchery, cds.v1[0].Message.Args[0])
+	assert.Contains(t, cds.v1[0].Message.Args[1], "launched 1m21.3s after")
+	assert.Contains(t, cds.v1[0].Message.Args[1], "launch=1m21.3s")
+}
