@@ -98,7 +98,7 @@ func checkRequirements(t *testing.T, l sdk.RequirementList) {
 	}
 }
 
-// wantFlavor is DESIGN §5.2 written out independently of GetFlavor.
+// wantFlavor is docs/design.md#flavor-resolution written out independently of GetFlavor.
 func wantFlavor(jobFlavor string, reqs sdk.RequirementList, modelFlavor, def string) string {
 	if jobFlavor != "" {
 		return jobFlavor

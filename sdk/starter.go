@@ -94,7 +94,7 @@ func (w WorkerStarterWorkerModel) GetVSpherePassword() string {
 }
 
 // GetFlavor resolves the flavor name for a worker, most specific first
-// (DESIGN §5.2): the job's own request (V2 runs-on flavor, then a flavor
+// (docs/design.md#flavor-resolution): the job's own request (V2 runs-on flavor, then a flavor
 // requirement), then the model's flavor (V2 spec.flavor, V1
 // ModelVirtualMachine.Flavor), then defaultFlavor. It returns "" when none
 // applies: the template's resources are used as they are.

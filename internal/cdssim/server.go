@@ -1,7 +1,7 @@
 // Package cdssim is an in-process CDS API simulator for tests and the demo.
 // It listens on 127.0.0.1 and speaks the endpoints a hatchery calls with the
 // paths, JSON field names and status codes of the recorded exchanges in
-// shared/cds-api/captures: V1/V2 sign-in, heartbeats, /config/cdn, the V1
+// sdk/cdsclient/testdata/captures: V1/V2 sign-in, heartbeats, /config/cdn, the V1
 // and V2 job queues, workers, worker models and the two websockets.
 //
 // Sessions are RS512 JWTs with the claims the API uses ({ID, TokenID, exp,

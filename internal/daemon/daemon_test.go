@@ -179,7 +179,7 @@ func ourGoroutines() []string {
 	return out
 }
 
-// TestStartWithUnreachableVCenter is issue 2: the daemon started while
+// TestStartWithUnreachableVCenter: the daemon started while
 // vCenter does not answer keeps running, answers /mon/status 503 with the
 // vCenter line in alert, recovers when vCenter comes up on the same
 // address, and stops on ctx cancel with every goroutine joined.

@@ -150,6 +150,6 @@ func ourLeft(info demo.Info) (workers []demo.SimVM, pool int) {
 // vcsim v0.56.0 races with itself on concurrent clones (CloneVM_Task
 // against another clone's folder and datastore updates: seen under -race
 // in its Datastore.resolve, folderPutChild and createVM), which no
-// version the proxy serves fixes (vcsim.md): the tests serialise the
+// version the proxy serves fixes: the tests serialise the
 // tasks, while spawns stay concurrent around them.
 func oneSimulatorTask(cfg *vsphere.Configuration) { cfg.MaxConcurrentTasks = 1 }

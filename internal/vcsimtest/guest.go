@@ -29,7 +29,7 @@ type GuestCall struct {
 }
 
 // FakeGuest replaces the simulator's guest process manager, whose
-// StartProgramInGuest needs Docker (vcsim.md). Like a real guest it refuses
+// StartProgramInGuest needs Docker. Like a real guest it refuses
 // a VM that is not powered on (InvalidPowerState), whose tools are not
 // ready (GuestOperationsUnavailable), or wrong credentials
 // (InvalidGuestLogin). It records every call. Safe for concurrent use.

@@ -13,7 +13,7 @@ import (
 // InventoryModeEnv names the environment variable choosing the inventory
 // mode of the hatcheries tests build on a simulator: "watch" (the
 // production default, used when the variable is unset or empty), "shared"
-// or "listing". CI runs the simulator tests in each mode (issue 9), so that
+// or "listing". CI runs the simulator tests in each mode, so that
 // every decision is checked against a fresh listing per read, a lagging
 // listed snapshot and an incrementally kept one.
 const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"

@@ -11,7 +11,7 @@ import (
 )
 
 // AnnotationMirrorKey is the ExtraConfig key that mirrors the annotation, so
-// that ownership survives an operator editing the Notes field (DESIGN §5.8).
+// that ownership survives an operator editing the Notes field (docs/design.md#annotation).
 // It is not a guestinfo.* key: the guest cannot read or change it.
 const AnnotationMirrorKey = "cds.hatchery.annotation"
 
@@ -19,7 +19,7 @@ const AnnotationMirrorKey = "cds.hatchery.annotation"
 const maxAnnotationBytes = 64 << 10
 
 // Annotation is the ownership and state record every VM created by the
-// hatchery carries (001 §5, Amendment C C.8.4). It is the source of truth:
+// hatchery carries (docs/design.md#annotation). It is the source of truth:
 // in-memory caches are accelerators rebuilt from it after a restart. It
 // never holds a secret.
 type Annotation struct {
@@ -36,7 +36,7 @@ type Annotation struct {
 	IPAddress               string    `json:"ip_address"`
 	Flavor                  string    `json:"flavor,omitempty"`
 	// WorkerStarted is when the worker process was launched in the guest;
-	// nil until then. Cleanup decides from it (DESIGN §5.6).
+	// nil until then. Cleanup decides from it (docs/design.md#cleanup).
 	WorkerStarted *time.Time `json:"worker_started,omitempty"`
 }
 

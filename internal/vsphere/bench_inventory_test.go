@@ -176,7 +176,7 @@ func benchBurst(b *testing.B) int {
 }
 
 // BenchmarkInventoryModes runs the scenario for each size and mode, then
-// prints the table and checks issue 9's targets against the figures.
+// prints the table and checks the inventory targets against the figures.
 func BenchmarkInventoryModes(b *testing.B) {
 	benchResultsMu.Lock()
 	benchResults = nil
@@ -611,7 +611,7 @@ Decision latency = CanSpawn start → CloneVirtualMachine submitted (sequential 
 starting all jobs at once to the last clone submitted. Heap = after GC, after warm-up, minus before the
 hatchery was built (vcsim runs in the same process).`)
 
-	// Targets of issue 9, checked on the figures above.
+	// Targets of the inventory work, checked on the figures above.
 	find := func(n int, mode string) (benchResult, bool) {
 		for _, r := range rs {
 			if r.vms == n && r.mode == mode {
@@ -634,7 +634,7 @@ hatchery was built (vcsim runs in the same process).`)
 		}
 	}
 	// Ratios of the inventory modes against both references: the spec's
-	// baseline (issue 9's, whole objects) and the product's leaf listing.
+	// baseline (whole objects) and the product's leaf listing.
 	refs := []struct{ mode, label string }{
 		{benchModeSpec, "spec baseline (whole objects, listing per decision)"},
 		{vsphere.InventoryListing, "leaf listing (listing per decision)"},

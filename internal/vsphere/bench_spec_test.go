@@ -13,7 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
-// benchModeSpec is the benchmark's reference mode, issue 9's baseline: the
+// benchModeSpec is the benchmark's reference mode, the baseline: the
 // spec's design, which lists every VM as whole `name, summary, guest,
 // config` objects in every decision that reads VMs (CanSpawn,
 // CanAllocateResources, the claim, the IP choice, both cleanup loops, the

@@ -19,8 +19,8 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 	return jobID
 }
 
-// CanSpawn tells whether the hatchery can serve the job (001 §6.5,
-// Amendment C C.6.1): a vsphere model with a command, no service, memory or
+// CanSpawn tells whether the hatchery can serve the job
+// (docs/design.md#canspawn): a vsphere model with a command, no service, memory or
 // hostname requirement (flavor is served), a registration only for a V1
 // model not already being registered, no VM already serving the job and no
 // spawn of it in flight, and a free static IP when a range is configured.

@@ -35,7 +35,7 @@ type reservation struct {
 	seen       uint64
 }
 
-// capacityState tracks the footprint of spawns in flight (DESIGN §5.4) and
+// capacityState tracks the footprint of spawns in flight (docs/design.md#allocated) and
 // the resource pool's health. Its mutex guards in-memory state only and is
 // never held across a vCenter call: decisions read the inventory and the
 // pool first, then lock, decide and reserve.

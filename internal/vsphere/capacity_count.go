@@ -25,7 +25,7 @@ func flavorFootprint(f FlavorConfig) footprint {
 }
 
 // vmUsage is what this hatchery's VMs hold according to one inventory
-// snapshot (DESIGN §5.4): VMs it owns, not templates, powered on.
+// snapshot (docs/design.md#allocated): VMs it owns, not templates, powered on.
 type vmUsage struct {
 	footprint
 	// VMs is the number of VMs counted.
@@ -59,7 +59,7 @@ func countAllocatedResources(vms []VM, hatcheryName string) vmUsage {
 
 // templateCandidates are the names of the template a worker of model is
 // cloned from, best first: V2 the spec's image; V1 the model's own template
-// (named after the model, 001 §6.2), then the base image it is built from.
+// (named after the model, docs/design.md#v1-models), then the base image it is built from.
 func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
 	var names []string
 	if model.ModelV1 != nil && model.ModelV1.Name != "" {

@@ -23,7 +23,7 @@ import (
 
 const capHatcheryName = "hatch-1"
 
-// capFlavors is 001 §13.2's example.
+// capFlavors is the array example of docs/flavors-and-capacity.md.
 func capFlavors() []FlavorConfig {
 	return []FlavorConfig{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},

@@ -32,7 +32,7 @@ type poolHealth struct {
 // readPool reads the resource pool runtime through the VSphereClient (the
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
-// static limits still apply (graceful degradation, 001 §12).
+// static limits still apply (docs/design.md#capacity-degradation).
 func (h *HatcheryVSphere) readPool(ctx context.Context) poolSnapshot {
 	snap, err := h.poolRuntime(ctx)
 	if err != nil && ctx.Err() != nil {

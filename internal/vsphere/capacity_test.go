@@ -23,7 +23,8 @@ func capUsedVMs(n int, cpus, memMB int32) []VM {
 	return out
 }
 
-// TestCapacityStrategyMatrix walks 001 §14.3. maxWorker is the framework's
+// TestCapacityStrategyMatrix walks the strategy matrix of
+// docs/flavors-and-capacity.md. maxWorker is the framework's
 // count (checked before CanAllocateResources): here it is only set to show
 // that CanAllocateResources does not count workers itself.
 func TestCapacityStrategyMatrix(t *testing.T) {
@@ -87,7 +88,7 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 	}
 }
 
-// TestStarvationPrevention is 001 §13.5: large (8) + 2 × small (2) = 12.
+// TestStarvationPrevention (docs/design.md#starvation-prevention): large (8) + 2 × small (2) = 12.
 func TestStarvationPrevention(t *testing.T) {
 	t.Parallel()
 	cases := []struct {

@@ -18,7 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
-// viFlavors is 001 §13.2's example.
+// viFlavors is the array example of docs/flavors-and-capacity.md.
 func viFlavors() []vsphere.FlavorConfig {
 	return []vsphere.FlavorConfig{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
@@ -37,7 +37,7 @@ func viSetPool(env *vcsimtest.Env, memBytes, cpuMHz int64) {
 	})
 }
 
-// TestVcsimFlavorLargeSpawn (issue 5): a job asking flavor "large" gets a
+// TestVcsimFlavorLargeSpawn: a job asking flavor "large" gets a
 // VM of 8 vCPU / 16384 MB cloned from a 2 vCPU / 4096 MB template.
 func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	t.Parallel()
@@ -76,7 +76,7 @@ func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	assert.Equal(t, int32(4096), plain.MemoryMB)
 }
 
-// TestVcsimCapacityResourcePool (issue 5): the resource pool's
+// TestVcsimCapacityResourcePool: the resource pool's
 // memory.unreservedForVm, read over the API from the simulator, decides:
 // below the next worker's memory the answer is false, at it true; an
 // allowed spawn still in flight counts against the pool (vCenter does not
@@ -122,7 +122,8 @@ func TestVcsimCapacityResourcePool(t *testing.T) {
 	}
 }
 
-// TestVcsimCapacityConcurrentLargeJobs (issue 5, DESIGN §5.4 and §7): with
+// TestVcsimCapacityConcurrentLargeJobs (docs/design.md#allocated and
+// docs/design.md#inventory): with
 // maxCpus = 16, 40 concurrent "large" (8 vCPU) jobs — each deciding with
 // CanAllocateResources and, when allowed, spawning through SpawnWorker
 // (whose deferred releaseCapacity ends the reservation), the refused ones

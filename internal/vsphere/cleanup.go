@@ -75,7 +75,7 @@ func awolReclaim(reason string) awolVerdict {
 	return awolVerdict{del: true, reason: reason, release: true}
 }
 
-// killAwolServers is one pass of the awol cleanup (001 §8.1, DESIGN §5.6).
+// killAwolServers is one pass of the awol cleanup (docs/design.md#cleanup).
 // It looks only at VMs owned by this hatchery that are not templates and
 // decides from the annotation's timestamps (Created, WorkerStarted) and the
 // power state; vSphere events are read only for a VM whose annotation has
@@ -239,8 +239,8 @@ func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time,
 	return time.Time{}, false, nil
 }
 
-// killDisabledWorkers is one pass of the disabled-worker cleanup (001
-// §8.2): every VM of ours whose worker the API reports Disabled is marked
+// killDisabledWorkers is one pass of the disabled-worker cleanup
+// (docs/design.md#cleanup): every VM of ours whose worker the API reports Disabled is marked
 // for deletion; the awol cleanup destroys it.
 func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	workers, err := h.loadAPIWorkers(ctx)

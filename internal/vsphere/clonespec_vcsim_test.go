@@ -11,7 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
-// TestVcsimSpawnV2Placement (issue 3): a V2 job spawned through SpawnWorker
+// TestVcsimSpawnV2Placement: a V2 job spawned through SpawnWorker
 // gives a VM on the configured network (a distributed port group, not the
 // template's "VM Network"), in the configured resource pool (a child pool,
 // not the template's) and datastore, cloned as a linked clone, named after

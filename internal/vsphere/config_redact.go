@@ -40,7 +40,7 @@ func (c *Configuration) Redacted() Configuration {
 }
 
 // AllGuestCredentials returns the guest credentials of both spellings,
-// guestCredentials first, then its alias models (001 §3.3). Callers look
+// guestCredentials first, then its alias models. Callers look
 // credentials up here, not in either field alone.
 func (c *Configuration) AllGuestCredentials() []GuestCredential {
 	return append(slices.Clone(c.GuestCredentials), c.Models...)

@@ -36,7 +36,7 @@ func credentialMatches(c GuestCredential, model sdk.WorkerStarterWorkerModel) bo
 	return c.ModelVMWare != "" && c.ModelVMWare == model.GetVSphereImage()
 }
 
-// guestCredentials resolves the guest account of a model (001 §6.2.3):
+// guestCredentials resolves the guest account of a model:
 // the first guestCredentials entry, then the first models entry (alias),
 // matched on the model; else the model's own username/password, where a V1
 // model's secret references are replaced by the model's secrets read from

@@ -6,8 +6,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// GetDefaultModelV2Name returns the V2 worker model a V1 job runs on (001
-// §6.8): with no binary requirement the first configured default model;
+// GetDefaultModelV2Name returns the V2 worker model a V1 job runs on:
+// with no binary requirement the first configured default model;
 // otherwise the first defaultWorkerModelsV2 entry whose binaries hold one of
 // the job's binary requirements; "" when none matches or none is configured.
 func (h *HatcheryVSphere) GetDefaultModelV2Name(requirements []sdk.Requirement) string {

@@ -78,7 +78,7 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 	}
 }
 
-// deleteServer powers off and destroys one VM of ours (001 §8.3). It
+// deleteServer powers off and destroys one VM of ours (docs/design.md#ownership). It
 // refuses a VM that does not carry this hatchery's ownership record and any
 // template but this hatchery's own model template. For a registration VM
 // (register- prefix or RegisterOnly record) whose registration did not

@@ -31,7 +31,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
-// The fault tests (issue 8) inject vCenter faults with the simulator's own
+// The fault tests inject vCenter faults with the simulator's own
 // fault injector (Model.Service.FaultInjector(): the SOAP method answers a
 // fault and does nothing) and its per-method request delays, during real
 // SpawnWorker, provisioning and cleanup runs, then check the invariants

@@ -11,7 +11,7 @@ import (
 
 // UnknownFlavorError is returned when a job or model asks for a flavor the
 // hatchery configuration does not define. It is a spawn error reported to
-// the job (DESIGN §5.2): there is never a silent fallback to another size.
+// the job (docs/design.md#flavor-resolution): there is never a silent fallback to another size.
 type UnknownFlavorError struct {
 	// Name is the flavor as it was asked for.
 	Name string
@@ -28,7 +28,7 @@ func (e *UnknownFlavorError) Error() string {
 	return fmt.Sprintf("flavor %q is not defined in hatchery configuration (defined: %s)", e.Name, defined)
 }
 
-// resolveFlavor returns the flavor a worker gets (DESIGN §5.2), nil for
+// resolveFlavor returns the flavor a worker gets (docs/design.md#flavor-resolution), nil for
 // none (template resources). An unknown flavor name is an
 // *UnknownFlavorError that names it. The result is a copy: callers may not
 // change the configuration through it.
@@ -56,7 +56,7 @@ func lookupFlavor(flavors []FlavorConfig, name string) (*FlavorConfig, error) {
 }
 
 // smallestSmallerFlavor returns the flavor kept in reserve when f is spawned
-// (starvation prevention, 001 §13.5, 000 C.7.1 corrected): among the
+// (docs/design.md#starvation-prevention): among the
 // flavors with fewer CPUs than f, the one with the fewest CPUs, ties broken
 // by less memory, then by name for a stable answer. ok is false when f is
 // (one of) the smallest: no reserve applies.

@@ -22,8 +22,8 @@ import (
 // Timeouts and intervals of the govmomi adapter. Each one bounds a wait so
 // that a hung vCenter can never block a hatchery loop forever.
 const (
-	// DefaultRequestTimeout bounds every SOAP request (001 §9: "All vSphere
-	// API calls use a 15-second request timeout"). Task completion is waited
+	// DefaultRequestTimeout bounds every SOAP request to 15 s
+	// (docs/design.md#timeouts). Task completion is waited
 	// for by polling, so no single request needs longer.
 	DefaultRequestTimeout = 15 * time.Second
 

@@ -161,7 +161,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	assert.Equal(t, int32(4), st.NumCPU)
 	assert.Equal(t, int32(8192), st.MemoryMB)
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
-	// vcsim drops config.annotation on clone (vcsim.md); the annotation
+	// vcsim drops config.annotation on clone; the annotation
 	// path is exercised by a reconfigure, as when a VM is claimed.
 	vm := c.NewVirtualMachine(*ref)
 	a.JobID = "42"

@@ -14,7 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// The VM change watch (DESIGN §7, docs/inventory-watch.md) is a property
+// The VM change watch (docs/inventory-watch.md) is a property
 // collector of its own with filters that list VMs explicitly: no traversal
 // spec, no SelectSet, no ContainerView, no slice-valued property. That is
 // what keeps it free of govmomi simulator v0.56.0's lock-order deadlock and

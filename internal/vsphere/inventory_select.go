@@ -7,7 +7,7 @@ import (
 )
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
-// (DESIGN §7, issue 9):
+// (docs/inventory-watch.md):
 //   - "watch" (the default): one SharedInventory refreshed incrementally
 //     (NewWatchInventory) every inventoryRefreshInterval and soon after the
 //     hatchery's own writes. The returned run function is its owner loop:

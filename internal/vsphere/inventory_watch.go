@@ -24,7 +24,7 @@ const watchResyncInterval = time.Hour
 // NewWatchInventory builds the SharedInventory of inventoryMode = "watch":
 // the same snapshot, owner loop (Run), staleness rule, Invalidate and
 // WaitRefresh as NewSharedInventory, but each refresh is incremental
-// instead of a listing of every VM (DESIGN §7, docs/inventory-watch.md):
+// instead of a listing of every VM (docs/inventory-watch.md):
 //
 //   - the changes of the watched VMs since the last refresh
 //     (VirtualMachineChanges: one request, nothing waited for);

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// ipReservationTTL is how long a locally reserved IP stays reserved (001
-// §7.1): long enough for a clone to finish and the VM's annotation to show
+// ipReservationTTL is how long a locally reserved IP stays reserved
+// (docs/design.md#ip-management): long enough for a clone to finish and the VM's annotation to show
 // the IP in the inventory, short enough that a crashed spawn does not hold
 // it for long. Reservations expire lazily on the next pick, with no
 // goroutine per reservation.
@@ -36,7 +36,7 @@ type ipLease struct {
 	DNS        []string
 }
 
-// ipPool hands out static IPs from the configured ranges (001 §7): the
+// ipPool hands out static IPs from the configured ranges (docs/design.md#ip-management): the
 // top-level iprange and each [[networks]] entry, in that order. The mutex is
 // held only around the in-memory pick, never across a vCenter call: callers
 // read the inventory first and pass its VMs in.

@@ -10,7 +10,7 @@ import (
 // so a typo such as "10.0.0.0/8" is a config error, not 16 M entries.
 const maxIPRangeAddresses = 65536
 
-// ParseIPRange expands an iprange setting, "a.a.a.a/b,c.c.c.c/e" (001 §3.1):
+// ParseIPRange expands an iprange setting, "a.a.a.a/b,c.c.c.c/e":
 // comma-separated IPv4 CIDR blocks. Each block gives its host addresses from
 // the address written (or the first host when the network address is
 // written) up to the last host; the network and broadcast addresses are never

@@ -215,7 +215,7 @@ type vmSummary struct {
 //     vSphere templates and not model templates (annotation model=true);
 //     each is one per-worker series and counts in vm_count (any power
 //     state), provisioned_vm_count (annotation provisioning=true) and, when
-//     powered on, allocated_* (the capacity check's notion, DESIGN §5.4);
+//     powered on, allocated_* (the capacity check's notion, docs/design.md#allocated);
 //   - this hatchery's model templates: its VMs with annotation model=true;
 //     template_* sum their configured size;
 //   - the pool: every VM of the datacenter that is not a vSphere template,
@@ -291,7 +291,7 @@ func configuredIPs(cfg *Configuration) (addrs map[netip.Addr]bool, configured bo
 
 // ipsInUse counts the addresses of inRange held by a VM or template of the
 // datacenter, whoever owns it: written in its annotation (even powered off,
-// DESIGN §6) or reported by its guest.
+// docs/design.md#traps) or reported by its guest.
 func ipsInUse(inRange map[netip.Addr]bool, vms []VM) int64 {
 	used := map[netip.Addr]bool{}
 	mark := func(s string) {

@@ -13,11 +13,11 @@ import (
 )
 
 // provisionIPTimeout bounds the wait for a freshly provisioned VM's IP: the
-// readiness deadline of 001 §9.1. A VM that has no IP by then is removed.
+// readiness deadline (docs/design.md#timeouts). A VM that has no IP by then is removed.
 const provisionIPTimeout = 3 * time.Minute
 
-// defaultRegistrationTTL is the spec's default workerRegistrationTTL (001
-// §3.1), used as the bound of an in-flight provisioning when the
+// defaultRegistrationTTL is the default workerRegistrationTTL
+// (docs/design.md#timeouts), used as the bound of an in-flight provisioning when the
 // configuration leaves it at zero.
 const defaultRegistrationTTL = 10 * time.Minute
 
@@ -170,8 +170,8 @@ type poolTarget struct {
 	number int
 }
 
-// provisioning is one pass of the provisioning loop (001 §6.3, DESIGN
-// §5.3): it removes idle surplus VMs, then clones the missing ones, V2 pools
+// provisioning is one pass of the provisioning loop
+// (docs/design.md#provisioned-vms): it removes idle surplus VMs, then clones the missing ones, V2 pools
 // before V1 pools, round-robin across pools, at most
 // workerProvisioningPoolSize at once. It returns when every clone it
 // started has ended.

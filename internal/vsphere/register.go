@@ -12,7 +12,7 @@ import (
 // tmpSuffix names the VM a V1 model's template is built in.
 const tmpSuffix = "-tmp"
 
-// registerModel builds the template of a V1 model (001 §4.1, §6.7): clone
+// registerModel builds the template of a V1 model (docs/design.md#v1-models): clone
 // the model's base image as "<model>-tmp", run the worker in register mode
 // followed by PostCmd (which shuts the VM down), wait for the shutdown,
 // replace our previous template of the model, rename the VM to the model's

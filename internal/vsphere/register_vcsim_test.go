@@ -33,7 +33,7 @@ func viWaitLaunch(t *testing.T, ctx context.Context, env *vcsimtest.Env, vm stri
 	}
 }
 
-// TestVcsimRegisterV1ModelThenSpawn (issue 3): a V1 model is registered as
+// TestVcsimRegisterV1ModelThenSpawn: a V1 model is registered as
 // a template of ours (its base image cloned as "<model>-tmp", the worker run
 // in register mode with PostCmd, the VM shut down — by the test, standing
 // in for the guest's PostCmd — renamed to the model and marked as a

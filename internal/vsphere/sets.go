@@ -6,7 +6,7 @@ import (
 )
 
 // nameSet is a concurrency-safe set of names (VM names, job ids). It backs
-// the spec's caches (001 §10): accelerators, safe to lose on restart.
+// in-memory caches (docs/design.md#annotation): accelerators, safe to lose on restart.
 type nameSet struct {
 	mu sync.Mutex
 	m  map[string]struct{}

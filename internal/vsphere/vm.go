@@ -68,7 +68,7 @@ func VMFromObject(o mo.VirtualMachine) VM {
 }
 
 // Inventory is the one source of VM listings for every loop and decision
-// (DESIGN §7). Implementations are safe for concurrent use.
+// (docs/design.md#inventory). Implementations are safe for concurrent use.
 type Inventory interface {
 	// VMs returns every VM and template of the datacenter.
 	VMs(ctx context.Context) ([]VM, error)

@@ -27,8 +27,8 @@ func (h *HatcheryVSphere) notReady() error {
 	}
 }
 
-// WorkersStarted returns the names of our VMs that are workers (DESIGN
-// §5.5): non-template VMs carrying this hatchery's ownership record, except
+// WorkersStarted returns the names of our VMs that are workers
+// (docs/design.md#workers-started): non-template VMs carrying this hatchery's ownership record, except
 // the idle pre-provisioned ones (provision-*). VMs of other hatcheries and
 // unannotated VMs never count against maxWorker.
 func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) {
@@ -64,7 +64,7 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 }
 
 // modelTemplateName is the name of the template this hatchery builds for a
-// V1 model (001 §4.1): the model's name.
+// V1 model (docs/design.md#v1-models): the model's name.
 func modelTemplateName(m *sdk.Model) string { return m.Name }
 
 // modelLastModified is the model's user last modification as the unix
@@ -87,7 +87,7 @@ func (h *HatcheryVSphere) findModelTemplate(vms []VM, m *sdk.Model) (VM, bool) {
 }
 
 // NeedRegistration tells whether a V1 model's template must be (re)built
-// (001 §6.7): the model is flagged for registration, we have no template for
+// (docs/design.md#v1-models): the model is flagged for registration, we have no template for
 // it, or the template was built from an older version of the model. When
 // the VMs cannot be listed it answers false: a registration started blind
 // could not check for a template being built.

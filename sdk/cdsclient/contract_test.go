@@ -23,8 +23,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
 
-// capture is one recorded exchange of testdata/captures (copied from
-// shared/cds-api/captures).
+// capture is one recorded exchange of testdata/captures (real CDS API
+// exchanges).
 type capture struct {
 	Method       string          `json:"method"`
 	Path         string          `json:"path"`

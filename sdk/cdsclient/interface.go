@@ -1,5 +1,5 @@
 // Package cdsclient is the HTTP client for the CDS API endpoints a hatchery
-// uses (DESIGN §4, shared/cds-api/captures). It signs in (V1 and/or V2
+// uses (docs/design.md#cds-api). It signs in (V1 and/or V2
 // depending on which tokens are configured), signs in again on 401, and maps
 // API errors to typed errors.
 package cdsclient

@@ -21,7 +21,7 @@ const (
 	PoolSourceStarting = "starting"
 )
 
-// PoolWorker is one worker of the pool (001 §6.4.1), as /mon/workers shows
+// PoolWorker is one worker of the pool, as /mon/workers shows
 // it. It holds no secret.
 type PoolWorker struct {
 	Name   string `json:"name"`
@@ -38,7 +38,7 @@ var poolStatuses = map[string]bool{
 	sdk.StatusPending: true, sdk.StatusRegistering: true,
 }
 
-// capacity is the admission state of 001 §6.4. The per-job decision is
+// capacity is the admission state of the hatchery. The per-job decision is
 // made in memory under mu from three sets: the last worker-pool snapshot
 // (API workers and WorkersStarted, refreshed by the worker pool loop), the
 // spawns in flight (reserved under mu before SpawnWorker) and the spawns
@@ -165,7 +165,7 @@ func (f *Framework) ownWorker(hatcheryName string) bool {
 // workers of this hatchery in an active status, plus started workers not
 // registered yet (Pending, or Registering for "register-" names). A V1
 // worker registered with this hatchery's name but unknown to the hatchery
-// (neither started nor spawning) is disabled (001 §6.4.1). No lock is held
+// (neither started nor spawning) is disabled. No lock is held
 // during the calls. Only the worker pool loop (and Run, before the loops)
 // calls it, so refreshes never overlap.
 func (f *Framework) refreshPool(ctx context.Context) error {
@@ -355,7 +355,7 @@ func (s *slot) end(ok bool) {
 	})
 }
 
-// decideLocked is the count part of checkCapacities (001 §6.4) on the
+// decideLocked is the count part of checkCapacities on the
 // current pool: nil when one more worker (a registration when register)
 // fits, else why not. The caller holds f.cap.mu.
 func (f *Framework) decideLocked(register bool) (pool int, refusal *Refusal) {
@@ -397,7 +397,7 @@ func (f *Framework) decideLocked(register bool) (pool int, refusal *Refusal) {
 	return len(all), nil
 }
 
-// reserve is checkCapacities (001 §6.4): it admits one more worker named
+// reserve is checkCapacities: it admits one more worker named
 // name, or says why not. It decides in memory from the last worker pool
 // snapshot and the spawns the framework knows, under one mutex, so
 // concurrent starters cannot both take the last slot; it makes no network

@@ -41,7 +41,7 @@ type CDNConfig struct {
 	URL string `mapstructure:"url" toml:"url" json:"url"`
 }
 
-// ProvisionConfig bounds how many workers the hatchery starts (001 §3.1.1).
+// ProvisionConfig bounds how many workers the hatchery starts.
 type ProvisionConfig struct {
 	// MaxWorker 0 means unlimited.
 	MaxWorker                 int `mapstructure:"maxWorker" toml:"maxWorker" json:"maxWorker"`

@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// DefaultCommonConfiguration returns the defaults of 001 §3.1.1: at most 10
+// DefaultCommonConfiguration returns the defaults: at most 10
 // workers, 10 provisioning and 2 registrations at once, models checked every
 // 60 s, 5 spawn attempts per job, 10 s per API request and 10 heartbeat
 // failures before the process stops.
@@ -71,7 +71,7 @@ func (c CommonConfiguration) V1QueueRegions() []string {
 }
 
 // Validate returns every problem of the common configuration, each naming
-// its key path (001 §6.4.5). It does not parse the private key; New does.
+// its key path. It does not parse the private key; New does.
 func (c CommonConfiguration) Validate() []error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }

@@ -48,7 +48,7 @@ type Intervals struct {
 }
 
 // DefaultIntervals are the CDS timings: heartbeat every 30 s, queue polled
-// every 20 s (DESIGN §4).
+// every 20 s (docs/design.md#cds-api).
 func DefaultIntervals() Intervals {
 	return Intervals{
 		Heartbeat:     30 * time.Second,
@@ -96,7 +96,7 @@ func DefaultV2Commands() V2Commands {
 }
 
 // InterfaceWithDefaultModelV2 is a hatchery that can run V1 jobs without a
-// model requirement on a V2 model (001 §3.4, §6.8).
+// model requirement on a V2 model.
 type InterfaceWithDefaultModelV2 interface {
 	// DefaultModelV2 returns the V2 model for a V1 job, or nil (and no
 	// error) when none applies.

@@ -15,7 +15,7 @@ import (
 	"time"
 )
 
-// WorkerTokenTTL is how long a worker JWT is valid (DESIGN §4).
+// WorkerTokenTTL is how long a worker JWT is valid (docs/design.md#cds-api).
 const WorkerTokenTTL = time.Hour
 
 // ParseRSAPrivateKey reads an RSA private key from PEM, PKCS#1

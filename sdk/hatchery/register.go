@@ -14,7 +14,7 @@ import (
 const maxModelSpawnErrors = 5
 
 // registerLoop registers the V1 models that need it every
-// Intervals.Register (001 §6.4.4).
+// Intervals.Register.
 func (f *Framework) registerLoop(ctx context.Context) {
 	hm := f.h.(InterfaceWithModels)
 	runLoop(ctx, f.iv.Register, nil, func(ctx context.Context) { f.registerPass(ctx, hm) })
