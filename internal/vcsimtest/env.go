@@ -1,7 +1,7 @@
 // Package vcsimtest starts govmomi's in-process vSphere simulator (vcsim
 // v0.56.0) for tests, shaped like the hatchery's production inventory: one
 // datacenter, a resource pool, a datastore, the "VM Network" network and
-// named templates. It works around the simulator's gaps (see vcsim.md):
+// named templates. It works around the simulator's gaps:
 // guest operations go to a recording FakeGuest instead of Docker, and VMs
 // that power on become tools-running / guest-operations-ready.
 //

@@ -11,7 +11,7 @@ import (
 // readiness is a registry handler: when a VM powers on it reports VMware
 // Tools running and guest operations ready (at once, or after delay); when
 // it powers off, not running and not ready. The simulator never does this
-// for VMs without a container (vcsim.md). The IP of a customized clone is
+// for VMs without a container. The IP of a customized clone is
 // already set by the simulator itself (guest.ipAddress, guest.net); a VM
 // booting with cloud-init guestinfo is handed to FakeCloudInit.
 type readiness struct {

@@ -11,8 +11,8 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// claimProvisionedVM picks an idle provisioned VM for model (001 §6.3.4,
-// DESIGN §5.3), marks it as being used and returns it; nil, nil when none is
+// claimProvisionedVM picks an idle provisioned VM for model
+// (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
 // provisioned, claimed or deleted. An exact-flavor VM is preferred, then a

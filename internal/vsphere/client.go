@@ -13,7 +13,7 @@ import (
 // govmomi and standard library types only, so that mock_vsphere is generated
 // without importing this package. Every method is bounded: each SOAP request
 // by the client's request timeout (15 s), each task by a named task timeout,
-// each wait by ctx (callers set the readiness deadlines of 001 §9.1).
+// each wait by ctx (callers set the readiness deadlines, docs/design.md#timeouts).
 //
 //go:generate mockgen -destination=../../mock_vsphere/mock_client.go -package=mock_vsphere github.com/cds-contrib/hatchery-vsphere/internal/vsphere VSphereClient
 type VSphereClient interface {
@@ -79,7 +79,7 @@ type VSphereClient interface {
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error)
 
-	// The incremental inventory (inventoryMode = "watch", DESIGN §7):
+	// The incremental inventory (inventoryMode = "watch", docs/inventory-watch.md):
 
 	// ProbeInventory reads, in one round trip, the references of every VM
 	// and template of the datacenter (the `view` of the VM folder's
@@ -136,7 +136,7 @@ var VMWatchProperties = []string{
 }
 
 // VMProperties are the leaf properties ListVirtualMachines retrieves: only
-// what the hatchery reads (DESIGN §7), never whole config/summary/guest objects.
+// what the hatchery reads (docs/design.md#inventory), never whole config/summary/guest objects.
 var VMProperties = []string{
 	"name",
 	"config.template",

@@ -136,7 +136,7 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name strin
 	return h.vs.LoadVirtualMachine(ctx, name)
 }
 
-// prepareCloneSpec builds the clone specification (001 §6.2.1, Amendment C):
+// prepareCloneSpec builds the clone specification (docs/architecture.md, docs/flavors-and-capacity.md):
 // the template's first NIC moved to the configured network, placement in
 // the configured pool and datastore as a linked clone, Linux customization
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's

@@ -4,8 +4,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
-// Configuration is [hatchery.vsphere] (001 §3, §12, §13, Amendment C, DESIGN
-// §4-§5). Defaults live in DefaultConfiguration, checks in Validate; fields
+// Configuration is [hatchery.vsphere] (docs/configuration.md lists every
+// key). Defaults live in DefaultConfiguration, checks in Validate; fields
 // in seconds or minutes are read through the Duration accessors.
 type Configuration struct {
 	CommonConfiguration hatchery.CommonConfiguration `mapstructure:"commonConfiguration" toml:"commonConfiguration" json:"commonConfiguration"`
@@ -54,11 +54,11 @@ type Configuration struct {
 	Models                []GuestCredential       `mapstructure:"models" toml:"models" json:"models"`
 	DefaultWorkerModelsV2 []DefaultWorkerModelsV2 `mapstructure:"defaultWorkerModelsV2" toml:"defaultWorkerModelsV2" json:"defaultWorkerModelsV2"`
 
-	// Resource-based capacity (001 §12); 0 = no static limit.
+	// Resource-based capacity (docs/design.md#capacity-degradation); 0 = no static limit.
 	MaxCPUs     int   `mapstructure:"maxCpus" toml:"maxCpus" json:"maxCpus"`
 	MaxMemoryMB int64 `mapstructure:"maxMemoryMB" toml:"maxMemoryMB" json:"maxMemoryMB"`
 
-	// Flavors (001 §13, Amendment C). Both TOML forms are accepted by the
+	// Flavors (docs/design.md#flavor-configuration). Both TOML forms are accepted by the
 	// loader ([[hatchery.vsphere.flavors]] name=… and
 	// [hatchery.vsphere.flavors.NAME]); after loading Flavors holds one entry
 	// per flavor with a lower-cased Name.
@@ -66,7 +66,7 @@ type Configuration struct {
 	DefaultFlavor            string         `mapstructure:"defaultFlavor" toml:"defaultFlavor" json:"defaultFlavor"`
 	CountSmallerFlavorToKeep int            `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
 
-	// vCenter load (issue 9). InventoryMode is "watch" (one inventory of
+	// vCenter load (docs/inventory-watch.md). InventoryMode is "watch" (one inventory of
 	// leaf properties kept current by a change watch), "shared" (the same
 	// inventory refreshed by full listings) or "listing" (list on every
 	// read).
@@ -103,7 +103,7 @@ type NetworkConfig struct {
 	SubnetMask string `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
 }
 
-// WorkerProvisioningConfig is one warm-pool entry (001 §3.2, Amendment C C.3.4).
+// WorkerProvisioningConfig is one warm-pool entry (docs/design.md#provisioned-vms).
 type WorkerProvisioningConfig struct {
 	// ModelPath is a V1 model path ("group/model").
 	ModelPath string `mapstructure:"modelPath" toml:"modelPath" json:"modelPath"`
@@ -114,7 +114,7 @@ type WorkerProvisioningConfig struct {
 	Flavor string `mapstructure:"flavor" toml:"flavor" json:"flavor"`
 }
 
-// GuestCredential gives the guest OS account for a model (001 §3.3).
+// GuestCredential gives the guest OS account for a model (docs/configuration.md).
 // Password is a secret.
 type GuestCredential struct {
 	ModelPath      string `mapstructure:"modelPath" toml:"modelPath" json:"modelPath"`
@@ -127,7 +127,7 @@ type GuestCredential struct {
 	Bootstrap string `mapstructure:"bootstrap" toml:"bootstrap" json:"bootstrap"`
 }
 
-// DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (001 §3.4).
+// DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (docs/configuration.md).
 type DefaultWorkerModelsV2 struct {
 	WorkerModelV2 string   `mapstructure:"workerModelV2" toml:"workerModelV2" json:"workerModelV2"`
 	Binaries      []string `mapstructure:"binaries" toml:"binaries" json:"binaries"`

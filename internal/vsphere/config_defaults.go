@@ -30,7 +30,7 @@ const (
 )
 
 // DefaultConfiguration returns the configuration every loaded file starts
-// from: the defaults of 001 §3 (vSphere keys and the common provision block)
+// from: the defaults of the upstream CDS hatchery (vSphere keys and the common provision block)
 // plus this project's own (inventory, vCenter task bound, /mon listener on
 // 127.0.0.1:8086, the port CDS hatcheries use by default). Keys without a
 // default (name, endpoint, credentials…) are left empty; Validate reports the

@@ -51,7 +51,7 @@ const (
 	// envProgram checks that guest operations really run processes.
 	envProgram = "/usr/bin/env"
 	// launchProgram is the program the worker script is run through: the
-	// guest's shell runs "/bin/echo -n ;<script>" (001 §6.2.2).
+	// guest's shell runs "/bin/echo -n ;<script>" (docs/architecture.md).
 	launchProgram = "/bin/echo"
 	// cdsConfigEnv is the environment variable holding the worker config.
 	cdsConfigEnv = "CDS_CONFIG"
@@ -75,7 +75,7 @@ func stepErr(step string, err error) error { return &spawnStepError{Step: step, 
 // isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin.
 func isGuestLoginFault(err error) bool { return fault.Is(err, &types.InvalidGuestLogin{}) }
 
-// waitGuestReady waits for the three readiness stages of 001 §9.1 (guest
+// waitGuestReady waits for the three readiness stages (docs/design.md#timeouts: guest
 // operations, IP — expectedIP when a static one was given — and `env`
 // running in the guest) and returns the guest's IP. Each stage has its own
 // deadline under ctx.
@@ -130,7 +130,7 @@ func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm *object.VirtualMa
 	}
 }
 
-// workerScript builds the script the guest runs (001 §6.2.2): the
+// workerScript builds the script the guest runs (docs/architecture.md): the
 // preStartScript of the guest credentials entry, then PreCmd, Cmd (with
 // " register" for a registration) and PostCmd, rendered as a Go template
 // with the worker config. The result may hold the worker token: never log it.

@@ -40,7 +40,7 @@ type HatcheryVSphere struct {
 	// (spawns in flight, deletion marks) is gone.
 	started time.Time
 
-	// Local bookkeeping (001 §10): accelerators covering the window before
+	// Local bookkeeping (docs/design.md#annotation): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
 	pendingJobs *nameSet          // cachePendingJobID: jobs being spawned

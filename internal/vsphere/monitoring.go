@@ -19,8 +19,7 @@ import (
 	"go.opencensus.io/tag"
 )
 
-// Metrics of the vSphere hatchery (001 §13 "Prometheus Metrics for vSphere
-// Resource Consumption", docs/metrics.md).
+// Metrics of the vSphere hatchery (docs/metrics.md).
 //
 // Every Metrics owns its OpenCensus view.Meter, its views and a Prometheus
 // registry: several hatcheries (or tests) in one process never see each
@@ -118,13 +117,13 @@ type SOAPCount struct {
 // hatchery metrics with the service type "hatchery".
 const MetricsServiceType = "hatchery"
 
-// MetricsInterval is the collection period of the spec (001 §13): 30 s.
+// MetricsInterval is the collection period: 30 s (docs/metrics.md).
 const MetricsInterval = 30 * time.Second
 
 // metricPrefix starts every view name.
 const metricPrefix = "cds/hatchery/vsphere/"
 
-// Tag keys: a fixed, small label set (STYLE §13).
+// Tag keys: a fixed, small label set (docs/metrics.md lists it).
 var (
 	keyServiceName = tag.MustNewKey("service_name")
 	keyServiceType = tag.MustNewKey("service_type")
@@ -468,8 +467,8 @@ func (m *Metrics) flush() {
 	}
 }
 
-// resetGauges drops every series of the per-pass gauges (001 §14.1:
-// unregister and register again) by replacing their views with fresh ones.
+// resetGauges drops every series of the per-pass gauges (unregister
+// and register again) by replacing their views with fresh ones.
 // Fresh views, because registering writes to a view. Caller holds cycleMu.
 func (m *Metrics) resetGauges() error {
 	m.closeMu.RLock()

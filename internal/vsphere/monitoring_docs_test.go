@@ -105,7 +105,7 @@ func TestMetricsDocMatchesScrape(t *testing.T) {
 	}
 }
 
-// TestMetricsViewNamesAreTheSpecs pins the OpenCensus view names of 001 §13.
+// TestMetricsViewNamesAreTheSpecs pins the OpenCensus view names that docs/metrics.md documents.
 func TestMetricsViewNamesAreTheSpecs(t *testing.T) {
 	t.Parallel()
 	spec := []string{

@@ -11,7 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// SpawnWorker starts one worker (001 §6.2): it resolves the flavor, the
+// SpawnWorker starts one worker (docs/architecture.md): it resolves the flavor, the
 // guest credentials, the script and the template, claims a pre-provisioned
 // VM or clones a fresh one, waits for it to be ready, launches the worker
 // and records the start in the VM's annotation. A registration (RegisterOnly)

@@ -1,6 +1,6 @@
 // Package hatchery is the common CDS hatchery framework: the interface a
 // hatchery implements, the run loop that reads the CDS queue and dispatches
-// spawns within the configured capacity (001 §6.4), worker tokens and
+// spawns within the configured capacity (docs/architecture.md), worker tokens and
 // configuration, heartbeats and the /mon HTTP server.
 package hatchery
 
