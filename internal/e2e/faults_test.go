@@ -25,8 +25,22 @@ import (
 var faultMethods = []string{"CloneVM_Task", "PowerOnVM_Task", "ReconfigVM_Task", "Destroy_Task"}
 
 // injectVCenterFaults makes every call of faultMethods fail with
-// probability p (a SystemError fault).
+// probability p (a SystemError fault). The second clone always fails, so
+// that a short run whose random draws all pass still meets a fault (the
+// simulator tries its rules in order; this one is spent after one use).
 func injectVCenterFaults(env *vcsimtest.Env, p float64) {
+	env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
+		MethodName:  "CloneVM_Task",
+		ObjectType:  "*",
+		ObjectName:  "*",
+		Probability: 1,
+		SkipCount:   1,
+		MaxCount:    1,
+		FaultType:   simulator.FaultTypeCustom,
+		Fault:       &types.SystemError{Reason: "injected CloneVM_Task fault"},
+		Message:     "injected CloneVM_Task fault",
+		Enabled:     true,
+	})
 	for _, m := range faultMethods {
 		env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
 			MethodName:  m,
