@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // DemoFlags are the command line of `demo`.
@@ -48,7 +49,7 @@ func (a *app) cmdDemo(ctx context.Context, args []string) int {
 	}
 	logger := a.logger(lvl)
 	if err := a.demo(ctx, a.stdout, logger, f); err != nil && !errors.Is(err, context.Canceled) {
-		logger.Error("demo stopped", "reason", err)
+		logger.Error("demo stopped", logkey.Err, err)
 		return exitFail
 	}
 	return exitOK

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // runStart is the hook `start` calls with a loaded, validated configuration:
@@ -47,7 +48,7 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 	logger.Info("configuration loaded", "config", *path, "hatchery", cfg.CommonConfiguration.Name, "endpoint", cfg.Endpoint, "version", version)
 	logger.Debug("configuration", "config", cfg.Redacted())
 	if err := a.start(ctx, cfg, logger); err != nil && !errors.Is(err, context.Canceled) {
-		logger.Error("hatchery stopped", "reason", err)
+		logger.Error("hatchery stopped", logkey.Err, err)
 		return exitFail
 	}
 	return exitOK

@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // Defaults of Options.
@@ -261,7 +262,7 @@ func Run(ctx context.Context, o Options) error {
 		if runErr == nil {
 			runErr = errors.New("hatchery framework stopped")
 		}
-		log.Error("hatchery framework stopped: shutting down", "reason", runErr.Error())
+		log.Error("hatchery framework stopped: shutting down", logkey.Err, runErr)
 	}
 	log.Info("hatchery stopping", "hatchery", name)
 
@@ -282,7 +283,7 @@ func Run(ctx context.Context, o Options) error {
 		case <-done:
 		case <-deadline.C:
 			shutErr = fmt.Errorf("run daemon: %s still running %s after shutdown began", what, o.ShutdownTimeout)
-			log.Error("shutdown timed out", "reason", shutErr.Error())
+			log.Error("shutdown timed out", logkey.Err, shutErr)
 		}
 	}
 	stage("hatchery framework", fwCancel, &fwWG)

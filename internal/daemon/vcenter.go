@@ -17,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // ErrVCenterNotConnected is returned by every VCenter call made before the
@@ -105,7 +106,7 @@ func (v *VCenter) Run(ctx context.Context) {
 			// vCenter answered and the login worked: a configuration mistake.
 			v.log.Error("vcenter datacenter not found, retrying", "endpoint", v.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
 		} else {
-			v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, "reason", err.Error())
+			v.log.Warn("vcenter not reachable, retrying", "endpoint", v.host, "attempt", n, "retry_in", delay, logkey.Err, err)
 		}
 		t := time.NewTimer(delay)
 		select {
@@ -227,7 +228,7 @@ func (v *VCenter) note(ctx context.Context, err error) error {
 	switch {
 	case transport && v.unreachable == nil:
 		v.unreachable, v.since = err, time.Now()
-		v.log.Warn("vcenter unreachable", "endpoint", v.host, "reason", err.Error())
+		v.log.Warn("vcenter unreachable", "endpoint", v.host, logkey.Err, err)
 	case transport:
 		v.unreachable = err
 	case v.unreachable != nil:

@@ -21,6 +21,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // jobSpec is one kind of job the feeder cycles through.
@@ -145,7 +146,7 @@ func (d *driver) workers(ctx context.Context) {
 func (d *driver) cloudInitWorkers(ctx context.Context) {
 	follow(ctx, d.env.CloudInit.WaitForBoots, func(ctx context.Context, b vcsimtest.CloudInitBoot) {
 		if b.Err != "" || b.CDSConfig == "" {
-			d.log.Warn("demo: cloud-init boot without a worker config", "vm", b.VM, "err", b.Err)
+			d.log.Warn("demo: cloud-init boot without a worker config", logkey.VM, b.VM, logkey.Err, b.Err)
 			return
 		}
 		c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
@@ -209,7 +210,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	d.mu.Unlock()
 	if !ok {
-		d.log.Warn("demo: launch for an unknown job", "vm", c.VM, "job", jobID)
+		d.log.Warn("demo: launch for an unknown job", logkey.VM, c.VM, logkey.Job, jobID)
 		return
 	}
 	mark := "ok"
@@ -224,7 +225,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	})
 	if err != nil {
 		if ctx.Err() == nil {
-			d.log.Warn("demo: worker sign-in refused", "vm", c.VM, "job", jobID, "err", err)
+			d.log.Warn("demo: worker sign-in refused", logkey.VM, c.VM, logkey.Job, jobID, logkey.Err, err)
 		}
 		return
 	}
@@ -237,10 +238,10 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	case <-t.C:
 	}
 	if err := w.End(ctx, sdk.StatusSuccess); err != nil && ctx.Err() == nil {
-		d.log.Warn("demo: worker result refused", "vm", c.VM, "job", jobID, "err", err)
+		d.log.Warn("demo: worker result refused", logkey.VM, c.VM, logkey.Job, jobID, logkey.Err, err)
 	}
 	if err := d.powerOff(ctx, st.Ref); err != nil && ctx.Err() == nil {
-		d.log.Warn("demo: power off worker vm", "vm", c.VM, "err", err)
+		d.log.Warn("demo: power off worker vm", logkey.VM, c.VM, logkey.Err, err)
 	}
 	d.mu.Lock()
 	j.Finished = time.Now()

@@ -189,7 +189,7 @@ func TestDemoOnce(t *testing.T) {
 	assert.Empty(t, rep.IPClashes, "clashes at launch")
 	// Workers register as soon as they are launched: the hatchery knows
 	// them already, none is taken for an inconsistent one.
-	assert.NotContains(t, logs.String(), `reason=inconsistent`, "a worker taken for an inconsistent one")
+	assert.NotContains(t, logs.String(), `detail=inconsistent`, "a worker taken for an inconsistent one")
 
 	mu.Lock()
 	defer mu.Unlock()

@@ -76,7 +76,7 @@ func (c *benchClient) cloneAt(name string) (time.Time, bool) {
 	return t, ok
 }
 
-// refusals counts the reasons of "cannot spawn" and "spawn failed" log
+// refusals counts the details (the `detail` key) of "cannot spawn" and "spawn failed" log
 // lines, to explain failed burst spawns.
 type refusals struct {
 	mu sync.Mutex
@@ -92,7 +92,7 @@ func (r *refusals) Handle(_ context.Context, rec slog.Record) error {
 	}
 	reason := ""
 	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "reason" {
+		if a.Key == "detail" {
 			reason = a.Value.String()
 			if i := strings.IndexAny(reason, ":"); i > 0 {
 				reason = reason[:i]

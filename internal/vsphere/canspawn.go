@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // isRegisterJob tells whether a job id is a model registration (no job).
@@ -27,7 +28,7 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 // It reads the inventory once and logs one line per refusal.
 func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) bool {
 	refuse := func(reason string) bool {
-		h.log.Info("cannot spawn", "job", jobID, "model", model.GetName(), "reason", reason)
+		h.log.Info("cannot spawn", logkey.Job, jobID, logkey.Model, model.GetName(), logkey.Detail, reason)
 		return false
 	}
 	if model.GetType() != sdk.VSphere {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 )
 
@@ -332,8 +333,8 @@ func refusalOf(d capacityDecision) *hatchery.Refusal {
 func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacityDecision, *reservation, error) {
 	flavor, err := h.resolveFlavor(model, requirements)
 	if err != nil {
-		h.log.Warn("capacity decision", "model", model.GetName(), "flavor", model.GetFlavor(requirements, h.cfg.DefaultFlavor),
-			"job", jobID, "allowed", true, "reason", reasonUnknownFlavor, "err", err)
+		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, h.cfg.DefaultFlavor),
+			logkey.Job, jobID, "allowed", true, logkey.Reason, reasonUnknownFlavor, logkey.Err, err)
 		return capacityDecision{Allowed: true, Reason: reasonUnknownFlavor}, nil, nil
 	}
 	flavorName := ""
@@ -349,8 +350,8 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 	// vCenter reads first, without the lock.
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("capacity decision", "model", model.GetName(), "flavor", flavorName, "job", jobID,
-			"allowed", false, "reason", reasonInventoryUnusable, "err", err)
+		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
+			"allowed", false, logkey.Reason, reasonInventoryUnusable, logkey.Err, err)
 		return capacityDecision{Reason: reasonInventoryUnusable}, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
 	usage := countAllocatedResources(vms, h.Name())
@@ -436,7 +437,7 @@ func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usag
 // logExpired logs the in-flight reservations expireLocked dropped.
 func (h *HatcheryVSphere) logExpired(expired []reservation, now time.Time) {
 	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", "job", r.jobID, "model", r.model, "flavor", r.flavor,
+		h.log.Warn("in-flight capacity reservation expired", logkey.Job, r.jobID, logkey.Model, r.model, logkey.Flavor, r.flavor,
 			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
 	}
 }
@@ -447,6 +448,6 @@ func (h *HatcheryVSphere) logExpired(expired []reservation, now time.Time) {
 // Releasing a job without a reservation does nothing.
 func (h *HatcheryVSphere) releaseCapacity(jobID string) {
 	if h.capacity.release(jobID, h.now(), h.releaseGrace()) {
-		h.log.Debug("in-flight capacity reservation released", "job", jobID)
+		h.log.Debug("in-flight capacity reservation released", logkey.Job, jobID)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -115,9 +116,9 @@ func (h *HatcheryVSphere) notePoolHealth(err error) {
 	s.mu.Unlock()
 	switch {
 	case err != nil && !wasDown:
-		h.log.Warn("resource pool unreadable: capacity checks continue with static limits only", "err", err)
+		h.log.Warn("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil:
-		h.log.Debug("resource pool still unreadable", "err", err, "since", since)
+		h.log.Debug("resource pool still unreadable", logkey.Err, err, "since", since)
 	case wasDown:
 		h.log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	}

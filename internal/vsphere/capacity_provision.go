@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // provisionReservationKey is the in-flight reservation key of a
@@ -45,8 +46,8 @@ func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, 
 	in.Reserve, _ = starvationReserve(h.cfg.Flavors, t.flavor, h.cfg.CountSmallerFlavorToKeep)
 
 	in, d, n, _ := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: provisionReservationKey(name), model: t.key.model, flavor: t.key.flavor})
-	h.log.Debug("provisioning capacity decision", "vm", name, "model", t.key.model, "flavor", t.key.flavor,
-		"allowed", d.Allowed, "reason", d.Reason, "known_footprint", in.Known,
+	h.log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor,
+		"allowed", d.Allowed, logkey.Reason, d.Reason, "known_footprint", in.Known,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
 		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
 		"inflight", n)

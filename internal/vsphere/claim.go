@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -73,11 +74,11 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		// deletion): never idle again, whatever a stale snapshot says.
 		h.prov.consumed.Add(v.Ref.Value)
 		h.prov.forgetRecent(v.Name) // renamed soon: no longer in its pool
-		h.log.Info("claimed provisioned vm", "vm", v.Name, "model", want.model, "flavor", wantFlavor,
-			"reason", claimReason(v, wantFlavor))
+		h.log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.model, logkey.Flavor, wantFlavor,
+			logkey.Detail, claimReason(v, wantFlavor))
 		return &v, nil
 	}
-	h.log.Debug("no provisioned vm to claim", "model", want.model, "flavor", wantFlavor, "reason", "no idle vm of that model and flavor")
+	h.log.Debug("no provisioned vm to claim", logkey.Model, want.model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
 	return nil, nil
 }
 
@@ -119,7 +120,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		return nil, fmt.Errorf("prepare claimed vm: no vm")
 	}
 	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", "vm", vm.Name, "reason", "not a vm owned by this hatchery")
+		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
 		return nil, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
 	}
 	newName := annot.WorkerName
@@ -142,7 +143,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	} else if flavor == nil && annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := h.log.With("vm", vm.Name, "model", annotationModel(annot), "job", annot.JobID)
+	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
 
 	// Cleanup leaves the VM alone under its new name until it runs.
 	h.prov.preparing.Add(newName)
@@ -158,12 +159,12 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	userdataWritten := false
 	fail := func(step string, err error) (*object.VirtualMachine, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
-		log.Warn("claimed vm failed, marked for deletion", "reason", err.Error())
+		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
 			h.scrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
 		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
-			log.Warn("claimed vm not powered off, left to cleanup", "reason", serr.Error())
+			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		h.markToDelete(current)
 		h.inv.Invalidate()
@@ -213,7 +214,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	}
 	markStage(ctx, StagePowerOn)
 	h.inv.Invalidate()
-	log.Info("claimed vm prepared", "flavor", annot.Flavor, "reason", fmt.Sprintf("renamed to %q and powered on", newName))
+	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
 }
 

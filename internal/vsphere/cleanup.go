@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -84,7 +85,7 @@ func awolReclaim(reason string) awolVerdict {
 func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("awol cleanup skipped: cannot list vms", "reason", err.Error())
+		h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
 		return
 	}
 	if len(h.cfg.WorkerProvisioning) == 0 {
@@ -95,7 +96,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	h.dropAbsentDeleteMarks(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
-		h.log.Warn("awol cleanup limited to vms marked for deletion", "reason", apiErr.Error())
+		h.log.Warn("awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
 	} else {
 		h.scrubRegistered(ctx, workers)
 	}
@@ -115,7 +116,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		default:
 			v = h.awolVerdict(ctx, vm, workers)
 		}
-		log := h.log.With("vm", vm.Name, "model", annotationModel(*vm.Annotation), "reason", v.reason)
+		log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(*vm.Annotation), logkey.Detail, v.reason)
 		if !v.del {
 			log.Debug("awol cleanup keeps vm")
 			continue
@@ -123,9 +124,9 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		log.Info("awol cleanup deletes vm")
 		switch err := h.deleteServer(ctx, vm); {
 		case errors.Is(err, errDeleteInProgress):
-			h.log.Debug("vm already being deleted", "vm", vm.Name, "reason", err.Error())
+			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
-			h.log.Warn("vm not deleted, retried next pass", "vm", vm.Name, "reason", err.Error())
+			h.log.Warn("vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		default:
 			h.userdata.remove(vm.Name)
 			if v.release {
@@ -245,7 +246,7 @@ func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time,
 func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	workers, err := h.loadAPIWorkers(ctx)
 	if err != nil {
-		h.log.Warn("disabled workers cleanup skipped", "reason", err.Error())
+		h.log.Warn("disabled workers cleanup skipped", logkey.Err, err)
 		return
 	}
 	if len(workers.disabled) == 0 {
@@ -253,7 +254,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("disabled workers cleanup skipped: cannot list vms", "reason", err.Error())
+		h.log.Warn("disabled workers cleanup skipped: cannot list vms", logkey.Err, err)
 		return
 	}
 	for _, vm := range vms {
@@ -261,7 +262,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 			continue
 		}
 		if h.toDelete.Add(vm.Name) {
-			h.log.Info("vm marked for deletion", "vm", vm.Name, "reason", "worker disabled on the api")
+			h.log.Info("vm marked for deletion", logkey.VM, vm.Name, logkey.Detail, "worker disabled on the api")
 		}
 	}
 }

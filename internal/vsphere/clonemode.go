@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -132,15 +133,15 @@ func (h *HatcheryVSphere) logCloneMode(template *object.VirtualMachine, annot *A
 	}
 	tname := objectName(template)
 	if d.FlavorFallback {
-		h.log.Info("clone mode", "vm", annot.WorkerName, "model", tname, "flavor", flavor.Name, "mode", d.Mode, "reason", d.Reason)
+		h.log.Info("clone mode", logkey.VM, annot.WorkerName, logkey.Model, tname, logkey.Flavor, flavor.Name, "mode", d.Mode, logkey.Detail, d.Reason)
 		return
 	}
 	if !h.modeLogged.Add(template.Reference().Value + "/" + d.Mode + "/" + d.Reason) {
 		return
 	}
 	if d.Mode == CloneModeLinked {
-		h.log.Info("clone mode", "model", tname, "mode", d.Mode, "reason", "linked clones from snapshot "+d.Snapshot.Value)
+		h.log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, "linked clones from snapshot "+d.Snapshot.Value)
 		return
 	}
-	h.log.Info("clone mode", "model", tname, "mode", d.Mode, "reason", d.Reason)
+	h.log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, d.Reason)
 }

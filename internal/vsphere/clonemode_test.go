@@ -103,8 +103,8 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	}
 
 	out := logs.String()
-	assert.Equal(t, 1, strings.Count(out, `reason="template has no snapshot`), "no-snapshot mode logged once per template:\n%s", out)
-	assert.Equal(t, 1, strings.Count(out, `reason="flavor \"large\" grows the disk`), out)
+	assert.Equal(t, 1, strings.Count(out, `detail="template has no snapshot`), "no-snapshot mode logged once per template:\n%s", out)
+	assert.Equal(t, 1, strings.Count(out, `detail="flavor \"large\" grows the disk`), out)
 	assert.Contains(t, out, "vm=w2")
 	assert.NotContains(t, out, "level=WARN")
 }

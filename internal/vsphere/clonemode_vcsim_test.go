@@ -68,6 +68,6 @@ func TestVcsimLinkedCloneFromTemplateSnapshot(t *testing.T) {
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), rec.Spec.Location.DiskMoveType)
 	assert.Nil(t, rec.Spec.Snapshot, "a full clone names no snapshot")
 	out := logs.String()
-	assert.Contains(t, out, `reason="flavor \"big-disk\" grows the disk beyond the template's, a linked clone cannot: full clone"`)
+	assert.Contains(t, out, `detail="flavor \"big-disk\" grows the disk beyond the template's, a linked clone cannot: full clone"`)
 	assert.Equal(t, 1, strings.Count(out, "mode=linked"), "the template's linked mode logged once:\n%s", out)
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -56,7 +57,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		}
 		leased = lease.IP
 		annot.IPAddress = lease.IP
-		h.log.Info("ip reserved", "vm", vmName, "ip", lease.IP)
+		h.log.Info("ip reserved", logkey.VM, vmName, logkey.IP, lease.IP)
 	}
 	// fail cleans up after a failed step. created: a VM of that name may
 	// exist (it is marked for deletion); unknown: vCenter may still create
@@ -64,7 +65,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	fail := func(step string, err error, created, unknown bool) (*object.VirtualMachine, error) {
 		switch {
 		case leased != "" && unknown:
-			h.log.Info("ip kept reserved", "vm", vmName, "ip", leased, "reason", "clone outcome unknown: "+step)
+			h.log.Info("ip kept reserved", logkey.VM, vmName, logkey.IP, leased, logkey.Detail, "clone outcome unknown: "+step)
 		case leased != "":
 			h.ips.release(leased, vmName)
 			annot.IPAddress = ""
@@ -72,7 +73,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		if created {
 			h.markToDelete(vmName)
 		}
-		h.log.Warn("clone failed", "vm", vmName, "model", templateName, "reason", step)
+		h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
 		return nil, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
@@ -105,7 +106,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		return fail("clone", errors.New("no reference returned"), true, true)
 	}
 	markStage(ctx, StageClone)
-	h.log.Info("vm cloned", "vm", vmName, "model", templateName, "flavor", flavorName(flavor), "ip", annot.IPAddress)
+	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
 	return h.vs.NewVirtualMachine(*ref), nil
 }
 

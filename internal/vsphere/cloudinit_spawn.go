@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -101,10 +102,10 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.V
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
-	h.log.Info("worker booting through cloud-init", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", ip)
+	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, ip)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
 		h.unrecorded.add(name, started)
-		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
+		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
 	markStage(ctx, StageLaunch)
 	return nil
@@ -118,10 +119,10 @@ func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm *object.VirtualM
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
 	defer cancel()
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudInitScrub()); err != nil {
-		h.log.Warn("remove worker userdata failed", "vm", name, "reason", why, "err", err)
+		h.log.Warn("remove worker userdata failed", logkey.VM, name, logkey.Detail, why, logkey.Err, err)
 		return
 	}
-	h.log.Info("worker userdata removed", "vm", name, "reason", why)
+	h.log.Info("worker userdata removed", logkey.VM, name, logkey.Detail, why)
 }
 
 // scrubRegistered removes the userdata of the VMs whose worker the API
@@ -149,6 +150,6 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm *object.Virtual
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, spec); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
 	}
-	h.log.Info("cloud-init guestinfo cleared", "vm", name, "reason", "becomes a model template")
+	h.log.Info("cloud-init guestinfo cleared", logkey.VM, name, logkey.Detail, "becomes a model template")
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -68,7 +69,7 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 		if d := now.Sub(first); d >= deleteMarkAbsentTTL {
 			h.toDelete.Remove(name)
 			delete(m.since, name)
-			h.log.Info("delete mark dropped", "vm", name, "reason", fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
+			h.log.Info("delete mark dropped", logkey.VM, name, logkey.Detail, fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
 		}
 	}
 	for name := range m.since {
@@ -86,11 +87,11 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 // failure is retried by the next cleanup pass.
 func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	if !vm.OwnedBy(h.Name()) {
-		h.log.Error("refusing to delete vm", "vm", vm.Name, "reason", "not owned by this hatchery")
+		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "not owned by this hatchery")
 		return fmt.Errorf("delete vm %q: not owned by hatchery %q", vm.Name, h.Name())
 	}
 	if vm.Template && !vm.Annotation.Model {
-		h.log.Error("refusing to delete vm", "vm", vm.Name, "reason", "template that is not our model template")
+		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
 		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, h.Name())
 	}
 	if !h.prov.deleting.Add(vm.Name) {
@@ -143,7 +144,7 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm VM) 
 	}
 	ms, err := h.cds.WorkerModelsEnabled(ctx)
 	if err != nil {
-		h.log.Warn("registration outcome unknown", "vm", vm.Name, "model", path, "reason", err.Error())
+		h.log.Warn("registration outcome unknown", logkey.VM, vm.Name, logkey.Model, path, logkey.Err, err)
 		return
 	}
 	m, ok := findEnabledModel(ms, path)
@@ -160,8 +161,8 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm VM) 
 	form := sdk.SpawnErrorForm{
 		Error: fmt.Sprintf("worker model %s: registration vm %s was deleted before the registration ended", path, vm.Name),
 	}
-	h.log.Info("reporting registration failure", "vm", vm.Name, "model", path, "reason", "model still needs registration")
+	h.log.Info("reporting registration failure", logkey.VM, vm.Name, logkey.Model, path, logkey.Detail, "model still needs registration")
 	if err := h.cds.WorkerModelSpawnError(ctx, group, name, form); err != nil {
-		h.log.Warn("registration failure not reported", "vm", vm.Name, "model", path, "reason", err.Error())
+		h.log.Warn("registration failure not reported", logkey.VM, vm.Name, logkey.Model, path, logkey.Err, err)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
@@ -301,12 +302,12 @@ func (c *GovmomiClient) Close(ctx context.Context) {
 		c.vmsMu.Unlock()
 		if v != nil {
 			if err := v.view.Destroy(ctx); err != nil {
-				c.log.Debug("destroy vm container view", "error", err)
+				c.log.Debug("destroy vm container view", logkey.Err, err)
 			}
 		}
 		c.rl.closed.Store(true)
 		if err := c.sm.Logout(ctx); err != nil {
-			c.log.Warn("log out of vcenter", "error", err)
+			c.log.Warn("log out of vcenter", logkey.Err, err)
 		}
 		c.ka.Stop()
 		c.vim.CloseIdleConnections()

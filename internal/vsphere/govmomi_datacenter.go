@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
@@ -54,7 +55,7 @@ func (c *GovmomiClient) findDatacenter(ctx context.Context, host, name string) (
 	case errors.As(err, &nf):
 		existing, lerr := c.datacenterNames(ctx)
 		if lerr != nil {
-			c.log.Debug("list datacenters for the error message", "err", lerr)
+			c.log.Debug("list datacenters for the error message", logkey.Err, lerr)
 		}
 		return nil, &DatacenterNotFoundError{Host: host, Name: name, Existing: existing, Err: err}
 	default:

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/guest"
 	"github.com/vmware/govmomi/object"
@@ -115,7 +116,7 @@ func (c *GovmomiClient) StartProgramInGuest(ctx context.Context, vm *object.Virt
 	if err != nil {
 		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, vmName(vm), err)
 	}
-	c.log.Debug("started program in guest", "vm", vmName(vm), "program", spec.ProgramPath, "pid", pid)
+	c.log.Debug("started program in guest", logkey.VM, vmName(vm), "program", spec.ProgramPath, "pid", pid)
 	return pid, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -143,7 +144,7 @@ func (c *GovmomiClient) StartVirtualMachine(ctx context.Context, vm *object.Virt
 	if err != nil {
 		return fmt.Errorf("power on %q: %w", vmName(vm), err)
 	}
-	c.log.Debug("powered on", "vm", vmName(vm))
+	c.log.Debug("powered on", logkey.VM, vmName(vm))
 	return nil
 }
 
@@ -164,7 +165,7 @@ func (c *GovmomiClient) ShutdownVirtualMachine(ctx context.Context, vm *object.V
 	if err != nil {
 		return fmt.Errorf("power off %q: %w", vmName(vm), err)
 	}
-	c.log.Debug("powered off", "vm", vmName(vm))
+	c.log.Debug("powered off", logkey.VM, vmName(vm))
 	return nil
 }
 
@@ -178,7 +179,7 @@ func (c *GovmomiClient) DestroyVirtualMachine(ctx context.Context, vm *object.Vi
 	if err != nil {
 		return fmt.Errorf("destroy %q: %w", vmName(vm), err)
 	}
-	c.log.Debug("destroyed", "vm", vmName(vm))
+	c.log.Debug("destroyed", logkey.VM, vmName(vm))
 	return nil
 }
 
@@ -198,7 +199,7 @@ func (c *GovmomiClient) CloneVirtualMachine(ctx context.Context, vm *object.Virt
 	if !ok {
 		return nil, fmt.Errorf("clone %q from template %q: task result is %T, not a reference", name, vmName(vm), res)
 	}
-	c.log.Debug("cloned", "vm", name, "template", vmName(vm))
+	c.log.Debug("cloned", logkey.VM, name, "template", vmName(vm))
 	return &ref, nil
 }
 

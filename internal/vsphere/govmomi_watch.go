@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -384,7 +385,7 @@ func (c *GovmomiClient) destroyWatchFilters(ctx context.Context, w *vmWatch, fil
 		_, err := methods.DestroyPropertyFilter(dctx, c.vim, &types.DestroyPropertyFilter{This: f})
 		cancel()
 		if err != nil {
-			c.log.Debug("destroy vm change watch filter", "filter", f.Value, "error", err)
+			c.log.Debug("destroy vm change watch filter", "filter", f.Value, logkey.Err, err)
 		}
 	}
 }
@@ -437,7 +438,7 @@ func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, ref types.Man
 	dctx, cancel := context.WithTimeout(ctx, watchDestroyTimeout)
 	defer cancel()
 	if _, err := methods.DestroyPropertyCollector(dctx, c.vim, &types.DestroyPropertyCollector{This: ref}); err != nil {
-		c.log.Debug("destroy vm change watch collector", "collector", ref.Value, "error", err)
+		c.log.Debug("destroy vm change watch collector", "collector", ref.Value, logkey.Err, err)
 	}
 }
 

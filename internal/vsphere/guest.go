@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -96,7 +97,7 @@ func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm *object.Virtual
 		return "", stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
 	}
 	markStage(ctx, StageIP)
-	h.log.Info("vm has ip", "vm", name, "ip", ip)
+	h.log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)
 	if err := h.waitGuestEnv(ctx, vm, ga); err != nil {
 		return ip, stepErr("run env in guest", err)
 	}

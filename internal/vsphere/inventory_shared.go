@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -164,7 +165,7 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 		case s.lastErr != nil && !quiet:
 			// Already reported in this streak of failures.
 		default:
-			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", "err", err)
+			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", logkey.Err, err)
 		}
 		s.lastErr = err
 	} else {

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -146,7 +147,7 @@ func (s *SharedInventory) watchRefresh(ctx context.Context) {
 	}
 	err := s.watchStep(ctx)
 	if errors.Is(err, ErrWatchLost) {
-		s.log.Info("vm change watch lost: resyncing", "err", err)
+		s.log.Info("vm change watch lost: resyncing", logkey.Err, err)
 		err = s.watchResync(ctx)
 	} else if err != nil {
 		w.synced = false // the next refresh starts again from a listing
@@ -271,7 +272,7 @@ func (s *SharedInventory) watchStep(ctx context.Context) error {
 			delete(w.watched, r)
 		}
 		if err := s.client.UnwatchVirtualMachines(ctx, gone); err != nil {
-			s.log.Debug("unwatch gone vms", "vms", len(gone), "err", err)
+			s.log.Debug("unwatch gone vms", "vms", len(gone), logkey.Err, err)
 		}
 	}
 	// New VMs read now are those the previous refresh found: a VM is read
@@ -351,7 +352,7 @@ func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
 	}
 	p, err := s.client.LoadResourcePool(ctx)
 	if err != nil {
-		s.log.Debug("inventory: resource pool not probed", "err", err)
+		s.log.Debug("inventory: resource pool not probed", logkey.Err, err)
 		return nil
 	}
 	w.pool = p

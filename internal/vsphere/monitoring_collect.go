@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 	"go.opencensus.io/stats"
 	"go.opencensus.io/tag"
@@ -49,7 +50,7 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 	vms, invErr := h.inv.VMs(ctx)
 	if invErr != nil {
 		failed = append(failed, metricsSourceInventory)
-		h.log.Warn("metrics: read inventory", "err", invErr)
+		h.log.Warn("metrics: read inventory", logkey.Err, invErr)
 	}
 	rt, rpErr := h.inventoryPoolRuntime(), error(nil)
 	if rt == nil {
@@ -57,14 +58,14 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 	}
 	if rpErr != nil {
 		failed = append(failed, metricsSourceResourcePool)
-		h.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", "err", rpErr)
+		h.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
 	}
 	var headroom map[string]int
 	if m.Headroom != nil {
 		var err error
 		if headroom, err = m.Headroom(ctx); err != nil {
 			failed = append(failed, metricsSourceHeadroom)
-			h.log.Warn("metrics: flavor headroom", "err", err)
+			h.log.Warn("metrics: flavor headroom", logkey.Err, err)
 			headroom = nil
 		}
 	}
@@ -75,7 +76,7 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 	ipRange, hasIPRange, ipErr := configuredIPs(h.cfg)
 	if ipErr != nil {
 		failed = append(failed, metricsSourceIPRange)
-		h.log.Warn("metrics: parse ip ranges", "err", ipErr)
+		h.log.Warn("metrics: parse ip ranges", logkey.Err, ipErr)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: keep the last pass
@@ -131,7 +132,7 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 	}
 	m.flush()
 	if len(errs) > 0 {
-		h.log.Warn("metrics: record", "err", errors.Join(errs...))
+		h.log.Warn("metrics: record", logkey.Err, errors.Join(errs...))
 	}
 	h.log.Debug("metrics collected", "vms", len(vms), "failed", failed, "took", time.Since(start))
 }

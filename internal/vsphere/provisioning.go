@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 )
 
@@ -178,7 +179,7 @@ type poolTarget struct {
 func (h *HatcheryVSphere) provisioning(ctx context.Context) {
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("provisioning skipped: cannot list vms", "reason", err.Error())
+		h.log.Warn("provisioning skipped: cannot list vms", logkey.Err, err)
 		return
 	}
 	targets, configured := h.provisioningTargets(ctx, vms)
@@ -192,8 +193,8 @@ func (h *HatcheryVSphere) provisioning(ctx context.Context) {
 		if deficit <= 0 {
 			continue
 		}
-		h.log.Info("provisioning pool below target", "model", t.task.key.model, "flavor", t.task.key.flavor,
-			"reason", fmt.Sprintf("%d of %d present", counts[t.task.key], t.number))
+		h.log.Info("provisioning pool below target", logkey.Model, t.task.key.model, logkey.Flavor, t.task.key.flavor,
+			logkey.Detail, fmt.Sprintf("%d of %d present", counts[t.task.key], t.number))
 		q := make([]provisionTask, deficit)
 		for i := range q {
 			q[i] = t.task
@@ -269,7 +270,7 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 		case e.ModelPath != "":
 			key = poolKey{v1: true, model: e.ModelPath, flavor: strings.ToLower(e.Flavor)}
 		default:
-			h.log.Warn("provisioning entry skipped", "reason", fmt.Sprintf("workerProvisioning[%d] names no model", i))
+			h.log.Warn("provisioning entry skipped", logkey.Detail, fmt.Sprintf("workerProvisioning[%d] names no model", i))
 			continue
 		}
 		if e.Number <= 0 {
@@ -281,14 +282,14 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 		if key.flavor != "" {
 			f := h.flavorByName(key.flavor)
 			if f == nil {
-				h.log.Warn("provisioning entry skipped", "model", key.model, "flavor", key.flavor, "reason", "unknown flavor")
+				h.log.Warn("provisioning entry skipped", logkey.Model, key.model, logkey.Flavor, key.flavor, logkey.Detail, "unknown flavor")
 				continue
 			}
 			task.flavor = f
 		}
 		if !key.v1 {
 			if !poolHasTemplate(vms, key.model) {
-				h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "no template with that name")
+				h.log.Warn("provisioning entry skipped", logkey.Model, key.model, logkey.Detail, "no template with that name")
 				continue
 			}
 			task.template = key.model
@@ -305,16 +306,16 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 		}
 		m, ok := findEnabledModel(v1Models, key.model)
 		if !ok {
-			h.log.Warn("provisioning entry skipped", "model", key.model, "reason", "model not enabled on the api")
+			h.log.Warn("provisioning entry skipped", logkey.Model, key.model, logkey.Detail, "model not enabled on the api")
 			continue
 		}
 		if m.NeedRegistration || h.NeedRegistration(ctx, &m) {
-			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "model needs registration")
+			h.log.Info("provisioning entry skipped", logkey.Model, key.model, logkey.Detail, "model needs registration")
 			continue
 		}
 		tpl, ok := h.findModelTemplate(vms, &m)
 		if !ok {
-			h.log.Info("provisioning entry skipped", "model", key.model, "reason", "no model template built yet")
+			h.log.Info("provisioning entry skipped", logkey.Model, key.model, logkey.Detail, "no model template built yet")
 			continue
 		}
 		task.template = tpl.Name
@@ -328,12 +329,12 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 // there or fails: V1 pools are then not filled this pass.
 func (h *HatcheryVSphere) enabledModels(ctx context.Context) ([]sdk.Model, bool) {
 	if h.cds == nil {
-		h.log.Warn("v1 provisioning skipped", "reason", "no cds api client")
+		h.log.Warn("v1 provisioning skipped", logkey.Detail, "no cds api client")
 		return nil, false
 	}
 	ms, err := h.cds.WorkerModelsEnabled(ctx)
 	if err != nil {
-		h.log.Warn("v1 provisioning skipped", "reason", fmt.Sprintf("list enabled worker models: %v", err))
+		h.log.Warn("v1 provisioning skipped", logkey.Detail, fmt.Sprintf("list enabled worker models: %v", err))
 		return nil, false
 	}
 	return ms, true
@@ -412,14 +413,14 @@ func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 // (reserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := newProvisionName(t.key.prefix())
-	log := h.log.With("vm", name, "model", t.key.model, "flavor", t.key.flavor)
+	log := h.log.With(logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor)
 	d, err := h.reserveProvisioning(ctx, name, t)
 	if err != nil {
-		log.Warn("provisioning deferred to the next pass", "reason", err.Error())
+		log.Warn("provisioning deferred to the next pass", logkey.Err, err)
 		return
 	}
 	if !d.Allowed {
-		log.Info("provisioning deferred to the next pass", "reason", "capacity: "+d.Reason)
+		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Reason)
 		return
 	}
 	off := false
@@ -459,7 +460,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	}
 	vm, err := clone(ctx, t.template, name, &annot, t.flavor)
 	if err != nil {
-		log.Warn("provisioning failed", "reason", fmt.Sprintf("clone %q: %v", t.template, err))
+		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("clone %q: %v", t.template, err))
 		h.markToDelete(name)
 		h.inv.Invalidate()
 		return
@@ -470,12 +471,12 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	_, err = h.vs.WaitForVirtualMachineIP(ipCtx, vm, annot.IPAddress)
 	cancel()
 	if err != nil {
-		log.Warn("provisioning failed", "reason", fmt.Sprintf("wait for ip of %q: %v", name, err))
+		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
 		h.markToDelete(name)
 		return
 	}
 	if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
-		log.Warn("provisioning failed", "reason", fmt.Sprintf("power off %q: %v", name, err))
+		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
 		h.markToDelete(name)
 		h.inv.Invalidate()
 		return
@@ -486,7 +487,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		// The shared inventory shows the VM after its next refresh.
 		h.prov.addRecent(name, t.key, h.now().Add(grace))
 	}
-	log.Info("provisioned vm ready", "reason", "cloned, got its ip, powered off")
+	log.Info("provisioned vm ready", logkey.Detail, "cloned, got its ip, powered off")
 }
 
 // nameAlphabet is lower-case and DNS-safe.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -65,10 +66,10 @@ func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, c
 			}
 			excess--
 			h.markToDelete(v.Name)
-			h.log.Info("deleting surplus provisioned vm", "vm", v.Name, "model", k.model, "flavor", k.flavor,
-				"reason", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
+			h.log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.model, logkey.Flavor, k.flavor,
+				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
 			if err := h.deleteServer(ctx, v); err != nil {
-				h.log.Warn("surplus provisioned vm not deleted, retried by cleanup", "vm", v.Name, "reason", err.Error())
+				h.log.Warn("surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
 			}
 			h.provUsing.Remove(v.Name)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 )
 
@@ -31,7 +32,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	leasedIP := ""
 	cloudInit := h.cfg.BootstrapOf(args.Model) == BootstrapCloudInit
 	fail := func(step string, err error) error {
-		h.log.Warn("model registration failed", "vm", vmName, "model", m.Path(), "reason", step)
+		h.log.Warn("model registration failed", logkey.VM, vmName, logkey.Model, m.Path(), logkey.Detail, step)
 		if vm != nil {
 			if cloudInit {
 				h.scrubUserdata(ctx, vm, vmName, "registration failed")
@@ -82,7 +83,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	}
 	leasedIP = annot.IPAddress
 	h.recent.add(annot.WorkerName, h.now())
-	h.log.Info("model registration started", "vm", tmpName, "model", m.Path(), "ip", annot.IPAddress)
+	h.log.Info("model registration started", logkey.VM, tmpName, logkey.Model, m.Path(), logkey.IP, annot.IPAddress)
 
 	if cloudInit {
 		err = h.startCloudInitWorker(ctx, vm, tmpName, &annot, false)
@@ -129,7 +130,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 			return fail("destroy old template", fmt.Errorf("template %q: %w", name, err))
 		}
 		h.inv.Invalidate()
-		h.log.Info("old model template destroyed", "vm", name, "model", m.Path(), "reason", "replaced by a new registration")
+		h.log.Info("old model template destroyed", logkey.VM, name, logkey.Model, m.Path(), logkey.Detail, "replaced by a new registration")
 	}
 	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
 		h.inv.Invalidate(vm.Reference())
@@ -154,6 +155,6 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	// Named: a watch may not report the template flag (vcsim does not).
 	h.inv.Invalidate(vm.Reference())
 	h.ips.release(leasedIP, tmpName)
-	h.log.Info("model registered", "vm", name, "model", m.Path())
+	h.log.Info("model registered", logkey.VM, name, logkey.Model, m.Path())
 	return nil
 }

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"strconv"
 	"time"
 )
@@ -31,8 +32,8 @@ func (h *HatcheryVSphere) releaseReclaimedJob(ctx context.Context, vm VM, reason
 		err = h.cds.V2QueueJobRelease(rctx, h.cds.V2Region(), job)
 	}
 	if err != nil {
-		h.log.Info("job of reclaimed vm not released", "vm", vm.Name, "job", job, "reason", reason, "err", err)
+		h.log.Info("job of reclaimed vm not released", logkey.VM, vm.Name, logkey.Job, job, logkey.Detail, reason, logkey.Err, err)
 		return
 	}
-	h.log.Info("job of reclaimed vm released", "vm", vm.Name, "job", job, "reason", reason)
+	h.log.Info("job of reclaimed vm released", logkey.VM, vm.Name, logkey.Job, job, logkey.Detail, reason)
 }

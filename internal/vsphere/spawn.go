@@ -7,6 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -21,7 +22,7 @@ import (
 func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
 	key := pendingKey(args.JobID, args.Model)
 	if !h.pendingJobs.Add(key) {
-		h.log.Info("spawn refused", "vm", args.WorkerName, "job", args.JobID, "model", args.Model.GetName(), "reason", "job already being spawned")
+		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, "job already being spawned")
 		return fmt.Errorf("spawn worker %q for job %q: job already being spawned", args.WorkerName, args.JobID)
 	}
 	defer h.pendingJobs.Remove(key)
@@ -34,7 +35,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	ctx = withSpawnClock(ctx, clock)
 	name := args.WorkerName
 	errf := func(step string, err error) error {
-		h.log.Warn("spawn failed", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "reason", step)
+		h.log.Warn("spawn failed", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, step)
 		return fmt.Errorf("spawn worker %q for job %q: %s: %w", name, args.JobID, step, err)
 	}
 	if name == "" {
@@ -87,7 +88,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		return errf("create vm", err)
 	}
 	h.recent.add(name, h.now())
-	h.log.Info("vm created", "vm", name, "job", args.JobID, "model", args.Model.GetName(), "flavor", annot.Flavor, "ip", annot.IPAddress)
+	h.log.Info("vm created", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
 
 	if cloudInit {
 		err = h.startCloudInitWorker(ctx, vm, name, &annot, true)
@@ -143,7 +144,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerM
 func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
 	if err != nil {
-		h.log.Warn("claim provisioned vm failed, cloning", "vm", annot.WorkerName, "job", args.JobID, "reason", err.Error())
+		h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 		claimed = nil
 	}
 	if claimed != nil {
@@ -154,7 +155,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
-		h.log.Info("provisioned vm claimed", "vm", claimed.Name, "job", args.JobID, "flavor", flavorName(flavor), "ip", annot.IPAddress)
+		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
 		vm, err := h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
 		h.inv.Invalidate()
 		if err != nil {
@@ -181,13 +182,13 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMac
 	markStage(ctx, StageLaunch)
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
-	h.log.Info("worker launched", "vm", name, "job", annot.JobID, "model", modelOf(annot), "ip", annot.IPAddress)
+	h.log.Info("worker launched", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, annot.IPAddress)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
 		// The worker runs: the VM is not abandoned. Cleanup reads the
 		// start from memory (this run), the worker list, else the
 		// creation time.
 		h.unrecorded.add(name, started)
-		h.log.Warn("record worker start failed", "vm", name, "job", annot.JobID, "reason", err.Error())
+		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
 	return nil
 }
@@ -212,14 +213,14 @@ func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm *object.VirtualMachi
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
 	defer cancel()
 	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {
-		h.log.Warn("power off failed vm", "vm", name, "reason", err.Error())
+		h.log.Warn("power off failed vm", logkey.VM, name, logkey.Err, err)
 	}
 	h.markToDelete(name)
 	h.inv.Invalidate()
 	if ip != "" {
 		h.ips.release(ip, name)
 	}
-	h.log.Info("vm marked for deletion", "vm", name, "ip", ip, "reason", "spawn failed")
+	h.log.Info("vm marked for deletion", logkey.VM, name, logkey.IP, ip, logkey.Detail, "spawn failed")
 }
 
 // modelOf is the model recorded in an annotation, for logs.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // SpawnStage names one timed stage of a spawn: the stage tag of
@@ -169,7 +170,7 @@ func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.S
 	if h.onTimed != nil {
 		h.onTimed(args, t)
 	}
-	h.log.Info("spawn timings", "vm", args.WorkerName, "job", args.JobID, "model", model,
+	h.log.Info("spawn timings", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model,
 		"job_start", roundStage(t.JobStart), "spawn", roundStage(t.Spawn), "stages", t.String())
 	threshold := h.cfg.SlowStartThresholdDuration()
 	total := t.JobStart
@@ -202,8 +203,8 @@ func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.S
 // logSlowStart logs the outcome of posting a slow-start spawn info.
 func (h *HatcheryVSphere) logSlowStart(args hatchery.SpawnArguments, err error) {
 	if err != nil {
-		h.log.Warn("send slow start info failed", "vm", args.WorkerName, "job", args.JobID, "err", err)
+		h.log.Warn("send slow start info failed", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 		return
 	}
-	h.log.Info("slow start reported to the job", "vm", args.WorkerName, "job", args.JobID, "model", args.Model.GetName())
+	h.log.Info("slow start reported to the job", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
 }

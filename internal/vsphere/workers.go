@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // notReady returns an error wrapping hatchery.ErrNotReady while vCenter has
@@ -95,27 +96,27 @@ func (h *HatcheryVSphere) NeedRegistration(ctx context.Context, model *sdk.Model
 	if model == nil {
 		return false
 	}
-	log := h.log.With("model", model.Path())
+	log := h.log.With(logkey.Model, model.Path())
 	if err := h.notReady(); err != nil {
-		log.Info("model registration check deferred", "reason", err.Error())
+		log.Info("model registration check deferred", logkey.Err, err)
 		return false
 	}
 	if model.NeedRegistration {
-		log.Info("model needs registration", "reason", "flagged by the api")
+		log.Info("model needs registration", logkey.Detail, "flagged by the api")
 		return true
 	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		log.Warn("cannot check model registration", "reason", err.Error())
+		log.Warn("cannot check model registration", logkey.Err, err)
 		return false
 	}
 	tmpl, ok := h.findModelTemplate(vms, model)
 	if !ok {
-		log.Info("model needs registration", "reason", "no template")
+		log.Info("model needs registration", logkey.Detail, "no template")
 		return true
 	}
 	if got, want := tmpl.Annotation.WorkerModelLastModified, modelLastModified(model); got != want {
-		log.Info("model needs registration", "reason", fmt.Sprintf("template built from version %s, model is %s", got, want))
+		log.Info("model needs registration", logkey.Detail, fmt.Sprintf("template built from version %s, model is %s", got, want))
 		return true
 	}
 	return false

@@ -12,6 +12,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // QueueEvents subscribes to the V1 websocket /ws with the filter
@@ -24,7 +25,7 @@ func (c *Client) QueueEvents(ctx context.Context, jobIDs chan<- int64) error {
 	err := c.websocket(ctx, v1, "/ws", filters, func(msg []byte) error {
 		var ev sdk.WebsocketEvent
 		if err := json.Unmarshal(msg, &ev); err != nil {
-			c.log.Warn("cds websocket: undecodable message", "api", "v1", "error", err)
+			c.log.Warn("cds websocket: undecodable message", "api", "v1", logkey.Err, err)
 			return nil
 		}
 		if ev.Event.EventType != sdk.EventTypeRunWorkflowJob {

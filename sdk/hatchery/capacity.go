@@ -8,6 +8,7 @@ import (
 	"sync"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // Sources of a PoolWorker.
@@ -231,7 +232,7 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 			}
 			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(local, w.Name) {
 				// V2 has no disable route: leave it out of the pool.
-				f.log.Warn("v2 worker registered but not started by this hatchery", "worker", w.Name, "reason", "inconsistent")
+				f.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
 				continue
 			}
 			pool = append(pool, PoolWorker{Name: w.Name, Status: w.Status, Source: PoolSourceAPI, ID: w.ID, Model: w.ModelName, JobID: w.JobRunID})
@@ -310,12 +311,12 @@ func (f *Framework) disableInconsistent(ctx context.Context, w sdk.Worker) {
 	if done {
 		return
 	}
-	f.log.Warn("disabling worker registered but not started by this hatchery", "worker", w.Name, "reason", "inconsistent")
+	f.log.Warn("disabling worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
 	if err := f.client.WorkerDisable(ctx, w.ID); err != nil {
 		f.cap.disabledMu.Lock()
 		delete(f.cap.disabled, w.ID)
 		f.cap.disabledMu.Unlock()
-		f.log.Warn("disable inconsistent worker failed", "worker", w.Name, "reason", err.Error())
+		f.log.Warn("disable inconsistent worker failed", logkey.VM, w.Name, logkey.Err, err)
 	}
 }
 

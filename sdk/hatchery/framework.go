@@ -17,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // Intervals are the framework's timings. Zero fields take the defaults of
@@ -392,9 +393,9 @@ func (f *Framework) Run(ctx context.Context) error {
 		switch {
 		case firstPoolErr == nil || ctx.Err() != nil:
 		case errors.Is(firstPoolErr, ErrNotReady):
-			f.log.Info("worker pool waits for the hatchery to be ready", "reason", firstPoolErr.Error())
+			f.log.Info("worker pool waits for the hatchery to be ready", logkey.Err, firstPoolErr)
 		default:
-			f.log.Warn("refresh worker pool failed", "reason", firstPoolErr.Error())
+			f.log.Warn("refresh worker pool failed", logkey.Err, firstPoolErr)
 		}
 		n := f.cfg.Provision.MaxConcurrentProvisioning
 		if n <= 0 {
@@ -444,7 +445,7 @@ func (f *Framework) Run(ctx context.Context) error {
 	case <-done:
 	case <-time.After(f.iv.Shutdown):
 		err = fmt.Errorf("run hatchery framework: goroutines still running %s after shutdown", f.iv.Shutdown)
-		f.log.Error("shutdown timed out", "reason", err.Error())
+		f.log.Error("shutdown timed out", logkey.Err, err)
 	}
 	fatalMu.Lock()
 	defer fatalMu.Unlock()
@@ -471,7 +472,7 @@ func (f *Framework) signInLoop(ctx context.Context) bool {
 		}
 		f.st.signIn.set(sdk.MonitoringStatusAlert, "sign-in failed: "+err.Error())
 		d := b.next()
-		f.log.Warn("sign-in failed, retrying", "reason", err.Error(), "retry_in", d)
+		f.log.Warn("sign-in failed, retrying", logkey.Err, err, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return false
 		}
@@ -502,7 +503,7 @@ func (f *Framework) resolveCDN(ctx context.Context) {
 			f.log.Warn("api has no cdn and commonConfiguration.cdn.url is unset: workers run without cdn logs")
 			return
 		}
-		f.log.Warn("get cdn config failed", "reason", err.Error(), "attempt", i)
+		f.log.Warn("get cdn config failed", logkey.Err, err, "attempt", i)
 		if i == cdnAttempts || !sleepCtx(ctx, b.next()) {
 			break
 		}
@@ -531,7 +532,7 @@ func (f *Framework) startMon(ctx context.Context, wg *sync.WaitGroup) error {
 	go func() {
 		defer wg.Done()
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			f.log.Error("mon server stopped", "reason", err.Error())
+			f.log.Error("mon server stopped", logkey.Err, err)
 		}
 	}()
 	go func() {
@@ -540,7 +541,7 @@ func (f *Framework) startMon(ctx context.Context, wg *sync.WaitGroup) error {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.iv.Shutdown)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			f.log.Warn("mon server shutdown", "reason", err.Error())
+			f.log.Warn("mon server shutdown", logkey.Err, err)
 			_ = srv.Close()
 		}
 	}()

@@ -284,7 +284,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	assert.Equal(t, sdk.StatusPending, byName["ours-not-registered"].Status)
 	assert.Equal(t, sdk.StatusRegistering, byName[RegisterPrefix+"model-x"].Status)
 	assert.Equal(t, PoolSourceStarting, byName["spawning"].Source)
-	assert.Contains(t, hs.logs.String(), `"worker":"ours-gone","reason":"inconsistent"`)
+	assert.Contains(t, hs.logs.String(), `"vm":"ours-gone","detail":"inconsistent"`)
 
 	// Disabled once, not at every pass.
 	require.NoError(t, hs.f.refreshPool(context.Background()))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // Spawn info message ids the CDS API defines (V1), with their arguments.
@@ -122,7 +123,7 @@ func (f *Framework) skip(key, job, model string, r *Refusal) outcome {
 	if !f.skips.first(key, r.Error()) {
 		lvl = slog.LevelDebug
 	}
-	f.log.Log(context.Background(), lvl, "job skipped", "job", job, "model", model, "reason", r.Reason, "detail", r.Detail)
+	f.log.Log(context.Background(), lvl, "job skipped", logkey.Job, job, logkey.Model, model, logkey.Reason, r.Reason, logkey.Detail, r.Detail)
 	if r.Reason.Waits() {
 		return outcomeCapacity
 	}
@@ -238,7 +239,7 @@ func (a *admission) release(why Reason) {
 	a.res.Release(why)
 	// Debug: the decision that led here logs its own line (job skipped,
 	// spawn failed, giving up...).
-	a.f.log.Debug("reservation released", "job", a.job, "model", a.model, "reason", why)
+	a.f.log.Debug("reservation released", logkey.Job, a.job, logkey.Model, a.model, logkey.Reason, why)
 }
 
 // admit runs CanSpawn, checkCapacities and CanAllocateResources (or
@@ -298,14 +299,14 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		j, err := f.client.QueueJobInfo(ctx, id)
 		if err != nil {
 			if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrForbidden) && !errors.Is(err, cdsclient.ErrNotFound) {
-				f.log.Warn("get job info failed", "job", jobKey, "reason", err.Error())
+				f.log.Warn("get job info failed", logkey.Job, jobKey, logkey.Err, err)
 			}
 			return outcomeNone
 		}
 		job = j
 	}
 	if job.Status != "" && job.Status != statusJobWaiting {
-		f.log.Debug("job skipped", "job", jobKey, "reason", "status "+job.Status)
+		f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Detail, "status "+job.Status)
 		return outcomeNone
 	}
 	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
@@ -334,12 +335,12 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 			return outcomeNone
 		case errors.Is(err, cdsclient.ErrAlreadyBooked):
 			a.release(ReasonBooked)
-			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", ReasonBooked, "detail", "booked by another hatchery")
+			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, ReasonBooked, logkey.Detail, "booked by another hatchery")
 			f.obs.JobSkipped(string(ReasonBooked))
 			return outcomeSkipped
 		case errors.Is(err, cdsclient.ErrNotFound):
 			a.release(ReasonJobGone)
-			f.log.Debug("job skipped", "job", jobKey, "model", model.GetName(), "reason", ReasonJobGone, "detail", "job left the queue")
+			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, ReasonJobGone, logkey.Detail, "job left the queue")
 			f.obs.JobSkipped(string(ReasonJobGone))
 			return outcomeSkipped
 		}
@@ -377,7 +378,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	}
 	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
 	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, model.GetName())
-	f.log.Info("spawning worker", "job", jobKey, "model", model.GetName(), "worker", name, "attempt", n)
+	f.log.Info("spawning worker", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "attempt", n)
 	f.obs.SpawnStarted(ev)
 	a.handOff()
 	err = f.h.SpawnWorker(ctx, args)
@@ -391,7 +392,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.spawned.add(key, name, booked)
-	f.log.Info("worker spawned", "job", jobKey, "model", model.GetName(), "worker", name, "duration", d)
+	f.log.Info("worker spawned", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
 	return outcomeStarted
 }
 
@@ -408,9 +409,9 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("could not start a worker after %d attempts: %v", n, spawnErr))
 		return
 	}
-	f.log.Warn("spawn failed, releasing job", "job", jobKey, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+	f.log.Warn("spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 	if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
-		f.log.Warn("release job failed", "job", jobKey, "reason", err.Error())
+		f.log.Warn("release job failed", logkey.Job, jobKey, logkey.Err, err)
 	}
 }
 
@@ -421,11 +422,11 @@ func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerSta
 	jobKey := strconv.FormatInt(id, 10)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
-	f.log.Warn("giving up on job, failing it", "job", jobKey, "model", model.GetName(), "reason", why, "attempts", n)
+	f.log.Warn("giving up on job, failing it", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Detail, why, "attempts", n)
 	f.sendSpawnInfo(dctx, id, msgSpawnErrorHatcheryRetryAttempt, f.cfg.Name, why)
 	reason := fmt.Sprintf("hatchery %s: %s", f.cfg.Name, why)
 	if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
-		f.log.Warn("fail job failed", "job", jobKey, "reason", err.Error())
+		f.log.Warn("fail job failed", logkey.Job, jobKey, logkey.Err, err)
 		return
 	}
 	f.attempts.forget(id)
@@ -436,7 +437,7 @@ func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerSta
 func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, args ...string) {
 	info := sdk.SpawnInfo{RemoteTime: f.now(), Message: sdk.SpawnInfoMessage{ID: msgID, Args: args}}
 	if err := f.client.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info}); err != nil && ctx.Err() == nil {
-		f.log.Warn("send spawn info failed", "job", strconv.FormatInt(id, 10), "reason", err.Error())
+		f.log.Warn("send spawn info failed", logkey.Job, strconv.FormatInt(id, 10), logkey.Err, err)
 	}
 }
 
@@ -456,13 +457,13 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
 		if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrNotFound) {
-			f.log.Warn("get v2 job info failed", "job", id, "reason", err.Error())
+			f.log.Warn("get v2 job info failed", logkey.Job, id, logkey.Err, err)
 		}
 		return outcomeNone
 	}
 	rj := info.RunJob
 	if rj.Status != "" && rj.Status != statusJobWaiting {
-		f.log.Debug("job skipped", "job", id, "reason", "status "+rj.Status)
+		f.log.Debug("job skipped", logkey.Job, id, logkey.Detail, "status "+rj.Status)
 		return outcomeNone
 	}
 	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
@@ -488,7 +489,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		case errors.Is(err, cdsclient.ErrAlreadyBooked), errors.Is(err, cdsclient.ErrNotFound):
 			// The V2 API answers 404 for a job another hatchery took.
 			a.release(ReasonBooked)
-			f.log.Debug("job skipped", "job", id, "model", model.GetName(), "reason", ReasonBooked, "detail", "taken by another hatchery")
+			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, ReasonBooked, logkey.Detail, "taken by another hatchery")
 			f.obs.JobSkipped(string(ReasonBooked))
 			return outcomeSkipped
 		}
@@ -504,14 +505,14 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		defer cancel()
 		msg := fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr)
 		if maxAttempts > 0 && n >= maxAttempts {
-			f.log.Warn("spawn failed, releasing job and giving up on it", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+			f.log.Warn("spawn failed, releasing job and giving up on it", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
 		} else {
-			f.log.Warn("spawn failed, releasing job", "job", id, "model", model.GetName(), "worker", name, "reason", spawnErr.Error(), "attempts", n)
+			f.log.Warn("spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
 		if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
-			f.log.Warn("release v2 job failed", "job", id, "reason", err.Error())
+			f.log.Warn("release v2 job failed", logkey.Job, id, logkey.Err, err)
 		}
 	}
 	token, err := f.workerToken(name, model, 0, id, false)
@@ -532,7 +533,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		Booked: taken,
 	}
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
-	f.log.Info("spawning worker", "job", id, "model", model.GetName(), "worker", name)
+	f.log.Info("spawning worker", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name)
 	f.obs.SpawnStarted(ev)
 	a.handOff()
 	err = f.h.SpawnWorker(ctx, args)
@@ -546,7 +547,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	s.spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.spawned.add(key, name, taken)
-	f.log.Info("worker spawned", "job", id, "model", model.GetName(), "worker", name, "duration", d)
+	f.log.Info("worker spawned", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
 	return outcomeStarted
 }
@@ -555,6 +556,6 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 func (f *Framework) sendV2Info(ctx context.Context, region, id, level, msg string) {
 	err := f.client.V2QueueJobSendInfo(ctx, region, id, sdk.V2SendJobRunInfo{Level: level, Message: msg, Time: f.now()})
 	if err != nil && ctx.Err() == nil {
-		f.log.Warn("send v2 job info failed", "job", id, "reason", err.Error())
+		f.log.Warn("send v2 job info failed", logkey.Job, id, logkey.Err, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // backoff doubles a delay from min to max.
@@ -93,14 +94,14 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 		default:
 			failures++
 			f.st.heartbeat.set(sdk.MonitoringStatusAlert, "failed "+strconv.Itoa(failures)+"/"+strconv.Itoa(maxFail)+": "+err.Error())
-			f.log.Warn("heartbeat failed", "reason", err.Error(), "failures", failures, "max", maxFail)
+			f.log.Warn("heartbeat failed", logkey.Err, err, "failures", failures, "max", maxFail)
 			if failures >= maxFail {
 				return errors.Join(errHeartbeat, err)
 			}
 			if errors.Is(err, cdsclient.ErrNotAuthenticated) {
 				if serr := f.client.SignIn(ctx); serr != nil {
 					f.st.signIn.set(sdk.MonitoringStatusAlert, "sign-in failed: "+serr.Error())
-					f.log.Warn("sign-in after 401 failed", "reason", serr.Error())
+					f.log.Warn("sign-in after 401 failed", logkey.Err, serr)
 				} else {
 					f.st.signIn.set(sdk.MonitoringStatusOK, "signed in")
 				}
@@ -124,7 +125,7 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				f.st.queueV1.set(sdk.MonitoringStatusWarn, "poll failed: "+err.Error())
-				f.log.Warn("poll v1 queue failed", "reason", err.Error())
+				f.log.Warn("poll v1 queue failed", logkey.Err, err)
 			}
 			return
 		}
@@ -170,7 +171,7 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				f.st.queueV2.set(sdk.MonitoringStatusWarn, "region "+region+": poll failed: "+err.Error())
-				f.log.Warn("poll v2 queue failed", "region", region, "reason", err.Error())
+				f.log.Warn("poll v2 queue failed", "region", region, logkey.Err, err)
 			}
 			return
 		}
@@ -252,7 +253,7 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 		if err != nil {
 			reason = err.Error()
 		}
-		f.log.Warn("queue events disconnected, reconnecting", "queue", name, "reason", reason, "retry_in", d)
+		f.log.Warn("queue events disconnected, reconnecting", "queue", name, logkey.Detail, reason, "retry_in", d)
 		if !sleepCtx(ctx, d) {
 			return
 		}
@@ -294,11 +295,11 @@ func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
 			return
 		case errors.Is(err, ErrNotReady):
 			d := b.next()
-			f.log.Info("worker pool waits for the hatchery to be ready", "reason", err.Error(), "retry_in", d)
+			f.log.Info("worker pool waits for the hatchery to be ready", logkey.Err, err, "retry_in", d)
 			retry = time.After(d)
 		default:
 			d := b.next()
-			f.log.Warn("refresh worker pool failed", "reason", err.Error(), "retry_in", d)
+			f.log.Warn("refresh worker pool failed", logkey.Err, err, "retry_in", d)
 			retry = time.After(d)
 		}
 	}

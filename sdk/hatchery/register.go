@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // maxModelSpawnErrors is the model spawn error count (nb_spawn_err) at
@@ -27,7 +28,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 	models, err := f.modelsV1(ctx, true)
 	if err != nil {
 		if ctx.Err() == nil {
-			f.log.Warn("registration pass: list models failed", "reason", err.Error())
+			f.log.Warn("registration pass: list models failed", logkey.Err, err)
 		}
 		return
 	}
@@ -49,7 +50,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			if !f.skips.first(key, reason) {
 				lvl = slog.LevelDebug
 			}
-			f.log.Log(ctx, lvl, "registration skipped", "model", path, "reason", reason)
+			f.log.Log(ctx, lvl, "registration skipped", logkey.Model, path, logkey.Detail, reason)
 			continue
 		}
 		f.skips.forget(key)
@@ -64,13 +65,13 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 		}
 		model := sdk.WorkerStarterWorkerModel{ModelV1: &m}
 		if !f.h.CanSpawn(ctx, model, "", nil) {
-			f.log.Info("registration skipped", "model", path, "reason", "cannot spawn: refused by hatchery")
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "cannot spawn: refused by hatchery")
 			continue
 		}
 		name := WorkerName(RegisterPrefix, m.Name)
 		s, refusal := f.reserve(name, true)
 		if s == nil {
-			f.log.Info("registration skipped", "model", path, "reason", refusal.Reason, "detail", refusal.Detail)
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, refusal.Reason, logkey.Detail, refusal.Detail)
 			return
 		}
 		group := ""
@@ -79,13 +80,13 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 		}
 		if err := f.client.WorkerModelBook(ctx, group, m.Name); err != nil {
 			s.release()
-			f.log.Info("registration skipped", "model", path, "reason", "book model: "+err.Error())
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "book model: "+err.Error())
 			continue
 		}
 		token, err := f.workerToken(name, model, 0, "", true)
 		if err != nil {
 			s.release()
-			f.log.Error("registration skipped", "model", path, "reason", err.Error())
+			f.log.Error("registration skipped", logkey.Model, path, logkey.Err, err)
 			continue
 		}
 		args := SpawnArguments{
@@ -115,22 +116,22 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}
 	start := f.now()
-	f.log.Info("registering model", "model", path, "worker", args.WorkerName)
+	f.log.Info("registering model", logkey.Model, path, logkey.VM, args.WorkerName)
 	f.obs.SpawnStarted(ev)
 	err := f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(start)
 	if err == nil {
 		s.spawned()
 		f.obs.SpawnSucceeded(ev, d)
-		f.log.Info("registration worker spawned", "model", path, "worker", args.WorkerName, "duration", d.Round(time.Millisecond))
+		f.log.Info("registration worker spawned", logkey.Model, path, logkey.VM, args.WorkerName, "duration", d.Round(time.Millisecond))
 		return
 	}
 	s.release()
 	f.obs.SpawnFailed(ev, d)
-	f.log.Warn("registration spawn failed", "model", path, "worker", args.WorkerName, "reason", err.Error())
+	f.log.Warn("registration spawn failed", logkey.Model, path, logkey.VM, args.WorkerName, logkey.Err, err)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
 	if err := f.client.WorkerModelSpawnError(dctx, group, args.Model.ModelV1.Name, sdk.SpawnErrorForm{Error: err.Error()}); err != nil {
-		f.log.Warn("report model spawn error failed", "model", path, "reason", err.Error())
+		f.log.Warn("report model spawn error failed", logkey.Model, path, logkey.Err, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // statusLine is one mutable component of the framework's status.
@@ -116,7 +117,7 @@ func (f *Framework) modelsV1(ctx context.Context, force bool) ([]sdk.Model, erro
 	ms, err := f.client.WorkerModelsEnabled(ctx)
 	if err != nil {
 		if c.models != nil {
-			f.log.Warn("list worker models failed, using cached list", "reason", err.Error())
+			f.log.Warn("list worker models failed, using cached list", logkey.Err, err)
 			return c.models, nil
 		}
 		return nil, fmt.Errorf("list worker models: %w", err)
