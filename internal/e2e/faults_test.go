@@ -10,9 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -29,36 +26,10 @@ var faultMethods = []string{"CloneVM_Task", "PowerOnVM_Task", "ReconfigVM_Task",
 // that a short run whose random draws all pass still meets a fault (the
 // simulator tries its rules in order; this one is spent after one use).
 func injectVCenterFaults(env *vcsimtest.Env, p float64) {
-	env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
-		MethodName:  "CloneVM_Task",
-		ObjectType:  "*",
-		ObjectName:  "*",
-		Probability: 1,
-		SkipCount:   1,
-		MaxCount:    1,
-		FaultType:   simulator.FaultTypeCustom,
-		Fault:       &types.SystemError{Reason: "injected CloneVM_Task fault"},
-		Message:     "injected CloneVM_Task fault",
-		Enabled:     true,
-	})
+	env.InjectFault(vcsimtest.Fault{Method: "CloneVM_Task", Skip: 1, Max: 1})
 	for _, m := range faultMethods {
-		env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
-			MethodName:  m,
-			ObjectType:  "*",
-			ObjectName:  "*",
-			Probability: p,
-			FaultType:   simulator.FaultTypeCustom,
-			Fault:       &types.SystemError{Reason: "injected " + m + " fault"},
-			Message:     "injected " + m + " fault",
-			Enabled:     true,
-		})
+		env.InjectFault(vcsimtest.Fault{Method: m, Probability: p})
 	}
-}
-
-// injectedFaults is the number of vCenter faults injected so far.
-func injectedFaults(env *vcsimtest.Env) int64 {
-	n, _ := env.Model.Service.FaultInjector().GetStats()["total_injections"].(int64)
-	return n
 }
 
 // apiBursts makes the CDS API answer 503 to everything for burst, every

@@ -108,7 +108,7 @@ func TestSecretsNeverLeakInAFaultRun(t *testing.T) {
 		stopAll()
 		capture(i)
 		mu.Lock()
-		faults = injectedFaults(i.Env)
+		faults = i.Env.InjectedFaults()
 		mu.Unlock()
 	}
 

@@ -125,7 +125,7 @@ func TestSoakWithFaults(t *testing.T) {
 	onDone := func(info demo.Info, rep *demo.Report) {
 		stopAll() // no more API bursts; vCenter faults stay on
 		mu.Lock()
-		faults = injectedFaults(info.Env)
+		faults = info.Env.InjectedFaults()
 		mu.Unlock()
 		// The warm pool refills after the last claims.
 		ok := assert.Eventually(t, func() bool {

@@ -29,11 +29,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
 // Timings of the end-to-end test: Prometheus scrapes and evaluates every
@@ -140,13 +139,7 @@ func TestPrometheusScrapesDemo(t *testing.T) {
 	// Then every spawn fails: the alert fires.
 	injected := time.Now()
 	for _, m := range []string{"CloneVM_Task", "PowerOnVM_Task"} {
-		info.Env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
-			MethodName: m, ObjectType: "*", ObjectName: "*", Probability: 1,
-			FaultType: simulator.FaultTypeCustom,
-			Fault:     &types.SystemError{Reason: "injected " + m + " fault"},
-			Message:   "injected " + m + " fault",
-			Enabled:   true,
-		})
+		info.Env.InjectFault(vcsimtest.Fault{Method: m})
 	}
 	require.Eventually(t, func() bool {
 		firing, err := prom.firing(ctx)

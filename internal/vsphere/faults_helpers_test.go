@@ -219,27 +219,7 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 // ftRule adds a fault injection rule on method: the next max calls (0:
 // every call) answer f (nil: a network failure).
 func ftRule(env *vcsimtest.Env, method string, max int, f types.BaseMethodFault) {
-	kind := simulator.FaultTypeCustom
-	if f == nil {
-		kind = simulator.FaultTypeNetworkFailure
-	}
-	env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
-		MethodName:  method,
-		ObjectType:  "*",
-		ObjectName:  "*",
-		Probability: 1,
-		FaultType:   kind,
-		Fault:       f,
-		Message:     "injected " + method + " fault",
-		MaxCount:    max,
-		Enabled:     true,
-	})
-}
-
-// ftInjected is the number of faults injected so far.
-func ftInjected(env *vcsimtest.Env) int64 {
-	n, _ := env.Model.Service.FaultInjector().GetStats()["total_injections"].(int64)
-	return n
+	env.InjectFault(vcsimtest.Fault{Method: method, Max: max, Err: f, Network: f == nil})
 }
 
 // ftVM is a VM's simulator state, read under its lock.

@@ -36,7 +36,7 @@ func TestFaultsCloneFails(t *testing.T) {
 			ftRule(r.env, "CloneVM_Task", 1, &types.InsufficientResourcesFault{})
 
 			r.ftSpawnFails("worker-clone-1", "job-1", "", "create vm", "clone")
-			assert.EqualValues(t, 1, ftInjected(r.env))
+			assert.EqualValues(t, 1, r.env.InjectedFaults())
 			_, exists := ftFind(r.env, "worker-clone-1")
 			assert.False(t, exists)
 			assert.Empty(t, r.h.FaultsReservedIPs(), "ip released at once")
@@ -87,7 +87,7 @@ func TestFaultsClaimFails(t *testing.T) {
 
 				ftRule(r.env, tc.method, 1, &types.InsufficientResourcesFault{})
 				r.ftSpawnFails("worker-claim-1", "job-2", tc.flavor, "create vm", "prepare provisioned vm", tc.step)
-				assert.EqualValues(t, 1, ftInjected(r.env))
+				assert.EqualValues(t, 1, r.env.InjectedFaults())
 				_, stillPool := ftFind(r.env, pool[0])
 				assert.False(t, stillPool, "renamed before the fault")
 				v, ok := ftFind(r.env, "worker-claim-1")
@@ -124,7 +124,7 @@ func TestFaultsRecordStartFails(t *testing.T) {
 			ftRule(r.env, "ReconfigVM_Task", 1, &types.InvalidState{})
 
 			require.NoError(t, r.ftSpawn("worker-rec-1", "job-4", ""))
-			assert.EqualValues(t, 1, ftInjected(r.env))
+			assert.EqualValues(t, 1, r.env.InjectedFaults())
 			v, ok := ftFind(r.env, "worker-rec-1")
 			require.True(t, ok)
 			assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, v.PowerState)
@@ -176,7 +176,7 @@ func TestFaultsDestroyFails(t *testing.T) {
 				r.cds.register("worker-ok") // keep the running worker within its ttl
 				r.clock.Advance(-time.Hour)
 			}
-			assert.EqualValues(t, 2, ftInjected(r.env))
+			assert.EqualValues(t, 2, r.env.InjectedFaults())
 			r.ftCleanup(1)
 			_, ok = ftFind(r.env, "worker-del-1")
 			assert.False(t, ok, "destroyed on the third pass")

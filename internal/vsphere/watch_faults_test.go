@@ -12,7 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -22,18 +21,7 @@ import (
 // watchFault makes the WaitForUpdatesEx calls after the next skip answer f,
 // once.
 func watchFault(env *vcsimtest.Env, skip int, f types.BaseMethodFault) {
-	env.Model.Service.FaultInjector().AddRule(&simulator.FaultInjectionRule{
-		MethodName:  "WaitForUpdatesEx",
-		ObjectType:  "*",
-		ObjectName:  "*",
-		Probability: 1,
-		FaultType:   simulator.FaultTypeCustom,
-		Fault:       f,
-		Message:     "injected WaitForUpdatesEx fault",
-		MaxCount:    1,
-		SkipCount:   skip,
-		Enabled:     true,
-	})
+	env.InjectFault(vcsimtest.Fault{Method: "WaitForUpdatesEx", Skip: skip, Max: 1, Err: f})
 }
 
 func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
