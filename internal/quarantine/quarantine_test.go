@@ -43,7 +43,7 @@ type step struct {
 	ok      bool
 	cause   quarantine.Cause
 	want    quarantine.Transition
-	state   string // "": not checked
+	state   string        // "": not checked
 	until   time.Duration // from the clock's start; 0: not checked
 }
 
