@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -62,6 +63,7 @@ type HatcheryVSphere struct {
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	quar     *quarantine.Book   // broken templates (quarantine.go)
 }
 
 // Options are what New needs. Inventory defaults to a ListingInventory
@@ -125,6 +127,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
 	h.tmplDevs = newTemplateDevices(h.now)
+	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
 
