@@ -128,6 +128,11 @@ type ftOpts struct {
 	beforeClient func(*vcsimtest.Env)
 	// client, when set, builds a dedicated client with this change.
 	client func(*vsphere.ClientConfig)
+	// metrics, when set, is the hatchery's Metrics.
+	metrics *vsphere.Metrics
+	// wrap, when set, wraps the client the hatchery calls (the inventory
+	// keeps the plain one).
+	wrap func(vsphere.VSphereClient) vsphere.VSphereClient
 }
 
 // ftRig is one simulator, one hatchery and its inventory.
@@ -204,7 +209,11 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 			<-done
 		})
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, CDS: r.cds, Inventory: inv, Logger: log, Now: r.clock.Now})
+	var hc vsphere.VSphereClient = client
+	if o.wrap != nil {
+		hc = o.wrap(client)
+	}
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: hc, CDS: r.cds, Inventory: inv, Logger: log, Now: r.clock.Now, Metrics: o.metrics})
 	require.NoError(t, err)
 	r.h = h
 	for _, v := range ftSimVMs(env) {
