@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -196,20 +197,16 @@ func (h *HatcheryVSphere) quarantineStatusLines() []sdk.MonitoringStatusLine {
 	return lines
 }
 
-// Quarantine defaults (docs/configuration.md): three consecutive template
-// failures quarantine it for 2 minutes, doubling at each failed probe up
-// to 30 minutes.
-const (
-	defaultQuarantineThreshold   = 3
-	defaultQuarantineBackoffBase = 2 * time.Minute
-	defaultQuarantineBackoffMax  = 30 * time.Minute
-)
-
-// quarantinePolicy is the quarantine's tuning for cfg.
-func quarantinePolicy(cfg *Configuration) quarantine.Policy {
+// quarantinePolicy is the quarantine's tuning from cfg. An unvalidated
+// threshold (0) falls back to the default, as the durations do.
+func quarantinePolicy(cfg *config.Config) quarantine.Policy {
+	n := cfg.QuarantineThreshold
+	if n <= 0 {
+		n = config.DefaultQuarantineThreshold
+	}
 	return quarantine.Policy{
-		Threshold:   defaultQuarantineThreshold,
-		BackoffBase: defaultQuarantineBackoffBase,
-		BackoffMax:  defaultQuarantineBackoffMax,
+		Threshold:   n,
+		BackoffBase: cfg.QuarantineBackoffDuration(),
+		BackoffMax:  cfg.QuarantineBackoffMaxDuration(),
 	}
 }
