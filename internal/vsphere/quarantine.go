@@ -123,9 +123,7 @@ func (c spawnFailureCause) quarantine() quarantine.Cause {
 }
 
 // spawnCause classifies a spawn's error (nil: causeNone). vCenter itself
-// comes first: not connected, session lost (NotAuthenticated) or no answer
-// at all (a transport error that is not a deadline) fail the spawn
-// whatever step it was at. Then a spawn whose own ctx ended (shutdown, the
+// comes first (isVCenterDown): it fails the spawn whatever step it was at. Then a spawn whose own ctx ended (shutdown, the
 // job gone) says nothing. Then the template: the guest of a VM made from
 // it never became ready or could not launch the worker, or vCenter
 // refused to clone it (templateFault marks both); a clone refused for
@@ -153,10 +151,16 @@ func spawnCause(ctx context.Context, err error) spawnFailureCause {
 }
 
 // isVCenterDown tells whether err is vCenter's own failure rather than an
-// answer about the request: not connected, the session lost, or a
+// answer about the request: not connected, the session lost, vCenter's
+// internal error (SystemError), the inventory unreadable for too long, or a
 // transport error (no answer) other than a deadline.
 func isVCenterDown(err error) bool {
-	if errors.Is(err, ErrNotConnected) || isNotAuthenticated(err) {
+	if errors.Is(err, ErrNotConnected) || errors.Is(err, ErrInventoryStale) || isNotAuthenticated(err) {
+		return true
+	}
+	// SystemErrorFault is the same fault under its SOAP detail name (the
+	// simulator's injected "network failure" answers it).
+	if fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.SystemErrorFault{}) {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
