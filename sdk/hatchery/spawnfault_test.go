@@ -91,26 +91,6 @@ func nextSpawn(t *testing.T, hs *harness, i int) SpawnArguments {
 	}
 }
 
-// TestTemplateFaultStillCounts: a spawn error that is not the backend's
-// keeps counting (the cap still fails the job): only vCenter's own faults
-// are exempt.
-func TestTemplateFaultStillCounts(t *testing.T) {
-	t.Parallel()
-	cfg := testConfig(t)
-	cfg.Provision.MaxAttemptsNumberBeforeFailure = 2
-	hs := newHarness(t, cfg, nil)
-	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
-	hs.h.spawnErr = errors.New("guest never ready")
-	hs.c.addJob(5, modelReq("shared.infra/debian12"))
-	hs.run()
-	require.Eventually(t, func() bool {
-		var ok bool
-		hs.c.snapshot(func(c *fakeClient) { _, ok = c.failReasons[5] })
-		return ok
-	}, waitFor, tick)
-	hs.h.get(func(h *fakeHatchery) { assert.Equal(t, 2, h.perJob["5"]) })
-}
-
 // gatedHatchery refuses every job of one model through SpawnGate.
 type gatedHatchery struct {
 	*fakeHatchery
