@@ -95,11 +95,13 @@ type Config struct {
 	LinkedCloneSnapshot string `mapstructure:"linkedCloneSnapshot" toml:"linkedCloneSnapshot" json:"linkedCloneSnapshot"`
 
 	// Quarantine of a broken template (docs/design.md#quarantine).
-	// QuarantineThreshold consecutive spawn failures pointing at a
-	// template (or V1 model) quarantine it for QuarantineBackoff seconds,
-	// doubled after each failed probe up to QuarantineBackoffMax seconds.
-	QuarantineThreshold  int `mapstructure:"quarantineThreshold" toml:"quarantineThreshold" json:"quarantineThreshold"`
-	QuarantineBackoff    int `mapstructure:"quarantineBackoff" toml:"quarantineBackoff" json:"quarantineBackoff"`
+	// QuarantineThreshold is the number of consecutive spawn failures
+	// pointing at a template (or V1 model) that quarantine it.
+	QuarantineThreshold int `mapstructure:"quarantineThreshold" toml:"quarantineThreshold" json:"quarantineThreshold"`
+	// QuarantineBackoff is in seconds: the first quarantine period.
+	QuarantineBackoff int `mapstructure:"quarantineBackoff" toml:"quarantineBackoff" json:"quarantineBackoff"`
+	// QuarantineBackoffMax is in seconds: the period doubles after each
+	// failed probe up to this.
 	QuarantineBackoffMax int `mapstructure:"quarantineBackoffMax" toml:"quarantineBackoffMax" json:"quarantineBackoffMax"`
 }
 
