@@ -65,6 +65,9 @@ type HatcheryVSphere struct {
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
 	quar     *quarantine.Book   // broken templates (quarantine.go)
+	// quarGauge serialises reading the quarantined count and recording
+	// it, so that the gauge never ends on an older count.
+	quarGauge sync.Mutex
 }
 
 // Options are what New needs. Inventory defaults to a ListingInventory

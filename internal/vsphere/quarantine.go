@@ -91,18 +91,25 @@ func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attem
 	model := args.Model.GetName()
 	switch tr {
 	case quarantine.Entered, quarantine.Renewed:
-		h.metrics.QuarantinedTemplates(len(h.quar.Quarantined()))
+		h.recordQuarantined()
 		detail := fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures)
 		h.log.Warn("template quarantined", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model, logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
 		err = fmt.Errorf("%w; %s", err, detail)
 	case quarantine.Lifted:
-		h.metrics.QuarantinedTemplates(len(h.quar.Quarantined()))
+		h.recordQuarantined()
 		h.log.Info("template quarantine lifted", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model, logkey.Detail, e.Key+" spawned a worker")
 	}
 	if cause == causeVCenter {
 		return &hatchery.BackendError{Err: err}
 	}
 	return err
+}
+
+// recordQuarantined sets the quarantined_templates gauge to the count now.
+func (h *HatcheryVSphere) recordQuarantined() {
+	h.quarGauge.Lock()
+	defer h.quarGauge.Unlock()
+	h.metrics.QuarantinedTemplates(len(h.quar.Quarantined()))
 }
 
 // spawnFailureCause is what a spawn failure points at.
