@@ -45,7 +45,7 @@ type Options struct {
 	// Version is reported by /mon/version, the status and the V2 sign-in.
 	Version string
 
-	// Dial connects to vCenter; nil is vsphere.NewGovmomiClient.
+	// Dial connects to vCenter; nil is vcenter.Dial.
 	Dial DialFunc
 	// DialBackoffMin and DialBackoffMax bound the wait between dials
 	// (zero: DefaultDialBackoffMin / DefaultDialBackoffMax).
@@ -137,7 +137,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer metrics.Close()
 
-	clientCfg := vsphere.ClientConfigFrom(cfg)
+	clientCfg := vsphere.VCenterConfig(cfg)
 	clientCfg.Logger = log
 	var shared *vsphere.SharedInventory
 	vc := newVCenter(clientCfg, o.Dial, o.DialBackoffMin, o.DialBackoffMax, log, func() {

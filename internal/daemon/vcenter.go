@@ -15,24 +15,25 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // ErrVCenterNotConnected is returned by every VCenter call made before the
-// first successful connection to vCenter. It is vsphere.ErrNotConnected, so
+// first successful connection to vCenter. It is vcenter.ErrNotConnected, so
 // that the vsphere package recognises it.
-var ErrVCenterNotConnected = vsphere.ErrNotConnected
+var ErrVCenterNotConnected = vcenter.ErrNotConnected
 
 // DialFunc connects and logs in to vCenter. The default is
-// vsphere.NewGovmomiClient; tests and the demo may wrap it.
-type DialFunc func(ctx context.Context, cfg vsphere.ClientConfig) (*vsphere.GovmomiClient, error)
+// vcenter.Dial; tests and the demo may wrap it.
+type DialFunc func(ctx context.Context, cfg vcenter.Config) (*vcenter.Client, error)
 
-// VCenter is a vsphere.VSphereClient that exists before vCenter answers: it
+// VCenter is a vcenter.Port that exists before vCenter answers: it
 // dials in the background (Run) with back-off and, until the first success,
 // fails every call at once with ErrVCenterNotConnected. Once connected it
-// delegates to the one *vsphere.GovmomiClient, which keeps its own session
+// delegates to the one *vcenter.Client, which keeps its own session
 // alive and logs in again when vCenter forgets it, so no second dial is ever
 // needed. It also remembers whether the last call failed in transport (vCenter
 // unreachable) for the "vCenter" status line.
@@ -40,7 +41,7 @@ type DialFunc func(ctx context.Context, cfg vsphere.ClientConfig) (*vsphere.Govm
 // It lets the daemon build the hatchery, the inventory and the framework at
 // once, serve /mon/status while vCenter is down, and recover by itself.
 type VCenter struct {
-	cfg       vsphere.ClientConfig
+	cfg       vcenter.Config
 	dial      DialFunc
 	log       *slog.Logger
 	backMin   time.Duration
@@ -49,7 +50,7 @@ type VCenter struct {
 	host      string
 
 	mu          sync.RWMutex
-	cur         *vsphere.GovmomiClient
+	cur         *vcenter.Client
 	dialErr     error     // last dial error while not connected
 	attempts    int       // dial attempts so far
 	unreachable error     // last transport error of a delegated call, nil after a success
@@ -60,9 +61,9 @@ type VCenter struct {
 }
 
 // newVCenter builds the wrapper; Run dials.
-func newVCenter(cfg vsphere.ClientConfig, dial DialFunc, backMin, backMax time.Duration, log *slog.Logger, onConnect func()) *VCenter {
+func newVCenter(cfg vcenter.Config, dial DialFunc, backMin, backMax time.Duration, log *slog.Logger, onConnect func()) *VCenter {
 	if dial == nil {
-		dial = vsphere.NewGovmomiClient
+		dial = vcenter.Dial
 	}
 	return &VCenter{cfg: cfg, dial: dial, log: log, backMin: backMin, backMax: backMax, onConnect: onConnect, host: endpointHost(cfg.Endpoint), ready: make(chan struct{})}
 }
@@ -101,7 +102,7 @@ func (v *VCenter) Run(ctx context.Context) {
 		v.attempts++
 		n := v.attempts
 		v.mu.Unlock()
-		var dnf *vsphere.DatacenterNotFoundError
+		var dnf *vcenter.DatacenterNotFoundError
 		if errors.As(err, &dnf) {
 			// vCenter answered and the login worked: a configuration mistake.
 			v.log.Error("vcenter datacenter not found, retrying", "endpoint", v.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
@@ -133,7 +134,7 @@ func (v *VCenter) Close(ctx context.Context) {
 
 // closeClient logs out within a bound of its own: ctx may be cancelled
 // already (shutdown), and the logout must still be attempted.
-func closeClient(ctx context.Context, c *vsphere.GovmomiClient) {
+func closeClient(ctx context.Context, c *vcenter.Client) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
 	defer cancel()
 	c.Close(cctx)
@@ -195,7 +196,7 @@ func (v *VCenter) StatusLine() sdk.MonitoringStatusLine {
 }
 
 // client returns the connected client or ErrVCenterNotConnected.
-func (v *VCenter) client() (*vsphere.GovmomiClient, error) {
+func (v *VCenter) client() (*vcenter.Client, error) {
 	v.mu.RLock()
 	c, err := v.cur, v.dialErr
 	v.mu.RUnlock()
@@ -241,7 +242,7 @@ func (v *VCenter) note(ctx context.Context, err error) error {
 
 // rebind returns vm bound to c: a VM object made by NewVirtualMachine
 // before the connection has no client of its own.
-func rebind(c *vsphere.GovmomiClient, vm *object.VirtualMachine) *object.VirtualMachine {
+func rebind(c *vcenter.Client, vm *object.VirtualMachine) *object.VirtualMachine {
 	if vm == nil || vm.Client() == c.Vim25() {
 		return vm
 	}
@@ -263,9 +264,9 @@ func endpointHost(endpoint string) string {
 	return u.Host
 }
 
-var _ vsphere.VSphereClient = (*VCenter)(nil)
+var _ vcenter.Port = (*VCenter)(nil)
 
-// ListVirtualMachines implements vsphere.VSphereClient.
+// ListVirtualMachines implements vcenter.Port.
 func (v *VCenter) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
 	c, err := v.client()
 	if err != nil {
@@ -275,7 +276,7 @@ func (v *VCenter) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine,
 	return r, v.note(ctx, err)
 }
 
-// LoadVirtualMachine implements vsphere.VSphereClient.
+// LoadVirtualMachine implements vcenter.Port.
 func (v *VCenter) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
 	c, err := v.client()
 	if err != nil {
@@ -285,7 +286,7 @@ func (v *VCenter) LoadVirtualMachine(ctx context.Context, name string) (*object.
 	return r, v.note(ctx, err)
 }
 
-// NewVirtualMachine implements vsphere.VSphereClient. Before the
+// NewVirtualMachine implements vcenter.Port. Before the
 // connection the VM has no client; the other methods bind it on use.
 func (v *VCenter) NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine {
 	c, err := v.client()
@@ -295,7 +296,7 @@ func (v *VCenter) NewVirtualMachine(ref types.ManagedObjectReference) *object.Vi
 	return c.NewVirtualMachine(ref)
 }
 
-// LoadVirtualMachineDevices implements vsphere.VSphereClient.
+// LoadVirtualMachineDevices implements vcenter.Port.
 func (v *VCenter) LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error) {
 	c, err := v.client()
 	if err != nil {
@@ -305,7 +306,7 @@ func (v *VCenter) LoadVirtualMachineDevices(ctx context.Context, vm *object.Virt
 	return r, v.note(ctx, err)
 }
 
-// LoadTemplate implements vsphere.VSphereClient.
+// LoadTemplate implements vcenter.Port.
 func (v *VCenter) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
 	c, err := v.client()
 	if err != nil {
@@ -315,7 +316,7 @@ func (v *VCenter) LoadTemplate(ctx context.Context, template *object.VirtualMach
 	return r, v.note(ctx, err)
 }
 
-// GetVirtualMachinePowerState implements vsphere.VSphereClient.
+// GetVirtualMachinePowerState implements vcenter.Port.
 func (v *VCenter) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
 	c, err := v.client()
 	if err != nil {
@@ -325,7 +326,7 @@ func (v *VCenter) GetVirtualMachinePowerState(ctx context.Context, vm *object.Vi
 	return r, v.note(ctx, err)
 }
 
-// StartVirtualMachine implements vsphere.VSphereClient.
+// StartVirtualMachine implements vcenter.Port.
 func (v *VCenter) StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -334,7 +335,7 @@ func (v *VCenter) StartVirtualMachine(ctx context.Context, vm *object.VirtualMac
 	return v.note(ctx, c.StartVirtualMachine(ctx, rebind(c, vm)))
 }
 
-// ShutdownVirtualMachine implements vsphere.VSphereClient.
+// ShutdownVirtualMachine implements vcenter.Port.
 func (v *VCenter) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -343,7 +344,7 @@ func (v *VCenter) ShutdownVirtualMachine(ctx context.Context, vm *object.Virtual
 	return v.note(ctx, c.ShutdownVirtualMachine(ctx, rebind(c, vm)))
 }
 
-// DestroyVirtualMachine implements vsphere.VSphereClient.
+// DestroyVirtualMachine implements vcenter.Port.
 func (v *VCenter) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -352,7 +353,7 @@ func (v *VCenter) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualM
 	return v.note(ctx, c.DestroyVirtualMachine(ctx, rebind(c, vm)))
 }
 
-// CloneVirtualMachine implements vsphere.VSphereClient.
+// CloneVirtualMachine implements vcenter.Port.
 func (v *VCenter) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	c, err := v.client()
 	if err != nil {
@@ -362,7 +363,7 @@ func (v *VCenter) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMac
 	return r, v.note(ctx, err)
 }
 
-// RenameVirtualMachine implements vsphere.VSphereClient.
+// RenameVirtualMachine implements vcenter.Port.
 func (v *VCenter) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error {
 	c, err := v.client()
 	if err != nil {
@@ -371,7 +372,7 @@ func (v *VCenter) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMa
 	return v.note(ctx, c.RenameVirtualMachine(ctx, rebind(c, vm), newName))
 }
 
-// ReconfigureVirtualMachine implements vsphere.VSphereClient.
+// ReconfigureVirtualMachine implements vcenter.Port.
 func (v *VCenter) ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
 	c, err := v.client()
 	if err != nil {
@@ -380,7 +381,7 @@ func (v *VCenter) ReconfigureVirtualMachine(ctx context.Context, vm *object.Virt
 	return v.note(ctx, c.ReconfigureVirtualMachine(ctx, rebind(c, vm), spec))
 }
 
-// MarkVirtualMachineAsTemplate implements vsphere.VSphereClient.
+// MarkVirtualMachineAsTemplate implements vcenter.Port.
 func (v *VCenter) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -389,7 +390,7 @@ func (v *VCenter) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.V
 	return v.note(ctx, c.MarkVirtualMachineAsTemplate(ctx, rebind(c, vm)))
 }
 
-// WaitForVirtualMachineShutdown implements vsphere.VSphereClient.
+// WaitForVirtualMachineShutdown implements vcenter.Port.
 func (v *VCenter) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -398,7 +399,7 @@ func (v *VCenter) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.
 	return v.note(ctx, c.WaitForVirtualMachineShutdown(ctx, rebind(c, vm)))
 }
 
-// WaitForGuestOperationsReady implements vsphere.VSphereClient.
+// WaitForGuestOperationsReady implements vcenter.Port.
 func (v *VCenter) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
 	c, err := v.client()
 	if err != nil {
@@ -407,7 +408,7 @@ func (v *VCenter) WaitForGuestOperationsReady(ctx context.Context, vm *object.Vi
 	return v.note(ctx, c.WaitForGuestOperationsReady(ctx, rebind(c, vm)))
 }
 
-// WaitForVirtualMachineIP implements vsphere.VSphereClient.
+// WaitForVirtualMachineIP implements vcenter.Port.
 func (v *VCenter) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
 	c, err := v.client()
 	if err != nil {
@@ -417,7 +418,7 @@ func (v *VCenter) WaitForVirtualMachineIP(ctx context.Context, vm *object.Virtua
 	return r, v.note(ctx, err)
 }
 
-// LoadFolder implements vsphere.VSphereClient.
+// LoadFolder implements vcenter.Port.
 func (v *VCenter) LoadFolder(ctx context.Context) (*object.Folder, error) {
 	c, err := v.client()
 	if err != nil {
@@ -427,7 +428,7 @@ func (v *VCenter) LoadFolder(ctx context.Context) (*object.Folder, error) {
 	return r, v.note(ctx, err)
 }
 
-// LoadNetwork implements vsphere.VSphereClient.
+// LoadNetwork implements vcenter.Port.
 func (v *VCenter) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
 	c, err := v.client()
 	if err != nil {
@@ -437,7 +438,7 @@ func (v *VCenter) LoadNetwork(ctx context.Context, name string) (object.NetworkR
 	return r, v.note(ctx, err)
 }
 
-// SetupEthernetCard implements vsphere.VSphereClient.
+// SetupEthernetCard implements vcenter.Port.
 func (v *VCenter) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error {
 	c, err := v.client()
 	if err != nil {
@@ -446,7 +447,7 @@ func (v *VCenter) SetupEthernetCard(ctx context.Context, card *types.VirtualEthe
 	return v.note(ctx, c.SetupEthernetCard(ctx, card, ethernetCardName, network))
 }
 
-// LoadResourcePool implements vsphere.VSphereClient.
+// LoadResourcePool implements vcenter.Port.
 func (v *VCenter) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
 	c, err := v.client()
 	if err != nil {
@@ -456,7 +457,7 @@ func (v *VCenter) LoadResourcePool(ctx context.Context) (*object.ResourcePool, e
 	return r, v.note(ctx, err)
 }
 
-// ResourcePoolRuntime implements vsphere.VSphereClient.
+// ResourcePoolRuntime implements vcenter.Port.
 func (v *VCenter) ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
 	c, err := v.client()
 	if err != nil {
@@ -466,7 +467,7 @@ func (v *VCenter) ResourcePoolRuntime(ctx context.Context, pool *object.Resource
 	return r, v.note(ctx, err)
 }
 
-// LoadDatastore implements vsphere.VSphereClient.
+// LoadDatastore implements vcenter.Port.
 func (v *VCenter) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
 	c, err := v.client()
 	if err != nil {
@@ -476,7 +477,7 @@ func (v *VCenter) LoadDatastore(ctx context.Context, name string) (*object.Datas
 	return r, v.note(ctx, err)
 }
 
-// StartProgramInGuest implements vsphere.VSphereClient.
+// StartProgramInGuest implements vcenter.Port.
 func (v *VCenter) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
 	c, err := v.client()
 	if err != nil {
@@ -486,7 +487,7 @@ func (v *VCenter) StartProgramInGuest(ctx context.Context, vm *object.VirtualMac
 	return r, v.note(ctx, err)
 }
 
-// LoadVirtualMachineEvents implements vsphere.VSphereClient.
+// LoadVirtualMachineEvents implements vcenter.Port.
 func (v *VCenter) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
 	c, err := v.client()
 	if err != nil {
@@ -496,7 +497,7 @@ func (v *VCenter) LoadVirtualMachineEvents(ctx context.Context, vm *object.Virtu
 	return r, v.note(ctx, err)
 }
 
-// ProbeInventory implements vsphere.VSphereClient.
+// ProbeInventory implements vcenter.Port.
 func (v *VCenter) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	c, err := v.client()
 	if err != nil {
@@ -506,7 +507,7 @@ func (v *VCenter) ProbeInventory(ctx context.Context, pool *object.ResourcePool)
 	return refs, rt, v.note(ctx, err)
 }
 
-// RetrieveVirtualMachines implements vsphere.VSphereClient.
+// RetrieveVirtualMachines implements vcenter.Port.
 func (v *VCenter) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
 	c, err := v.client()
 	if err != nil {
@@ -516,7 +517,7 @@ func (v *VCenter) RetrieveVirtualMachines(ctx context.Context, refs []types.Mana
 	return r, v.note(ctx, err)
 }
 
-// ResetVirtualMachineWatch implements vsphere.VSphereClient.
+// ResetVirtualMachineWatch implements vcenter.Port.
 func (v *VCenter) ResetVirtualMachineWatch(ctx context.Context) error {
 	c, err := v.client()
 	if err != nil {
@@ -525,7 +526,7 @@ func (v *VCenter) ResetVirtualMachineWatch(ctx context.Context) error {
 	return v.note(ctx, c.ResetVirtualMachineWatch(ctx))
 }
 
-// WatchVirtualMachines implements vsphere.VSphereClient.
+// WatchVirtualMachines implements vcenter.Port.
 func (v *VCenter) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	c, err := v.client()
 	if err != nil {
@@ -534,7 +535,7 @@ func (v *VCenter) WatchVirtualMachines(ctx context.Context, refs []types.Managed
 	return v.note(ctx, c.WatchVirtualMachines(ctx, refs))
 }
 
-// UnwatchVirtualMachines implements vsphere.VSphereClient.
+// UnwatchVirtualMachines implements vcenter.Port.
 func (v *VCenter) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	c, err := v.client()
 	if err != nil {
@@ -543,9 +544,9 @@ func (v *VCenter) UnwatchVirtualMachines(ctx context.Context, refs []types.Manag
 	return v.note(ctx, c.UnwatchVirtualMachines(ctx, refs))
 }
 
-// VirtualMachineChanges implements vsphere.VSphereClient. A watch started
+// VirtualMachineChanges implements vcenter.Port. A watch started
 // on a connection that has since been replaced is lost: the new client has
-// none and says so (vsphere.ErrWatchLost).
+// none and says so (vcenter.ErrWatchLost).
 func (v *VCenter) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
 	c, err := v.client()
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -50,7 +51,7 @@ func (e *Env) Inventory(cfg *vsphere.Configuration) vsphere.Inventory {
 
 // InventoryOver is Inventory over another client (a counting decorator,
 // a second session).
-func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereClient) vsphere.Inventory {
+func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vcenter.Port) vsphere.Inventory {
 	e.t.Helper()
 	if cfg.InventoryMode == "" {
 		cfg.InventoryMode = InventoryMode()
@@ -71,8 +72,8 @@ func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereCl
 	}
 	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	if cfg.InventoryMode == vsphere.InventoryWatch {
-		if client == vsphere.VSphereClient(e.Client) {
-			// A client has one change watch (VSphereClient): a watch
+		if client == vcenter.Port(e.Client) {
+			// A client has one change watch (vcenter.Port): a watch
 			// inventory gets a session of its own, as the inventory of a
 			// hatchery process does, so that two hatcheries of one test
 			// (a restart) do not reset each other's watch.

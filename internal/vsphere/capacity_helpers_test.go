@@ -128,7 +128,7 @@ type capEnv struct {
 	pool  *capPool
 	logs  *capLogs
 	clock *capClock
-	mock  *mock_vsphere.MockVSphereClient
+	mock  *mock_vsphere.MockPort
 }
 
 // newCapEnv builds a hatchery over a mock client whose resource pool reads
@@ -139,7 +139,7 @@ type capEnv struct {
 func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	m := mock_vsphere.NewMockVSphereClient(ctrl)
+	m := mock_vsphere.NewMockPort(ctrl)
 	env := &capEnv{
 		inv:   &capInventory{},
 		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},

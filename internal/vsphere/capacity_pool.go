@@ -30,7 +30,7 @@ type poolHealth struct {
 	err   string
 }
 
-// readPool reads the resource pool runtime through the VSphereClient (the
+// readPool reads the resource pool runtime through the vcenter.Port (the
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).

@@ -48,7 +48,7 @@ func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	cfg.CommonConfiguration.Name = hatch
 	cfg.Flavors = viFlavors()
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.79.10/24", "192.168.79.1", "255.255.255.0", "192.168.79.2"
-	client := &viRecordingClient{VSphereClient: env.Client}
+	client := &viRecordingClient{Port: env.Client}
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 

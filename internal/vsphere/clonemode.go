@@ -10,7 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// TemplateInfo is what a clone needs of a template (VSphereClient.LoadTemplate).
+// TemplateInfo is what a clone needs of a template (vcenter.Port.LoadTemplate).
 type TemplateInfo struct {
 	// Devices is the template's device list.
 	Devices object.VirtualDeviceList

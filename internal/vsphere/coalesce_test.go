@@ -38,7 +38,7 @@ func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 			got[i] = info
 		}(i)
 	}
-	require.Eventually(t, func() bool { return td.loading.len() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return td.loading.Len() == 1 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	assert.Equal(t, int32(1), reads.Load(), "read once for the burst")

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -39,7 +40,7 @@ const watchResyncInterval = time.Hour
 // reference per VM. The first refresh, any error, a lost watch (new
 // session) and every watchResyncInterval start again from a full leaf
 // listing under a new watch. interval and minGap as in NewSharedInventory.
-func NewWatchInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+func NewWatchInventory(client vcenter.Port, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	s := NewSharedInventory(client, interval, minGap, log)
 	s.watch = &watchState{}
 	return s
@@ -59,7 +60,7 @@ type watchState struct {
 	dirty    bool // vms changed since the last publication
 }
 
-// vmSignals are the values of VMWatchProperties of one VM.
+// vmSignals are the values of vcenter.VMWatchProperties of one VM.
 type vmSignals struct {
 	name          string
 	template      bool
@@ -69,7 +70,7 @@ type vmSignals struct {
 	opsReady      bool
 }
 
-// signalsOf reads the watched properties from a VM read with VMProperties.
+// signalsOf reads the watched properties from a VM read with vcenter.VMProperties.
 func signalsOf(o mo.VirtualMachine) vmSignals {
 	s := vmSignals{name: o.Name, powerState: o.Runtime.PowerState}
 	if o.Config != nil {
@@ -146,7 +147,7 @@ func (s *SharedInventory) watchRefresh(ctx context.Context) {
 		return
 	}
 	err := s.watchStep(ctx)
-	if errors.Is(err, ErrWatchLost) {
+	if errors.Is(err, vcenter.ErrWatchLost) {
 		s.log.Info("vm change watch lost: resyncing", logkey.Err, err)
 		err = s.watchResync(ctx)
 	} else if err != nil {

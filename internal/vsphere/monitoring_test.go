@@ -106,7 +106,7 @@ func fixtureConfig(name string) *Configuration {
 type testEnv struct {
 	h    *HatcheryVSphere
 	m    *Metrics
-	vs   *mock_vsphere.MockVSphereClient
+	vs   *mock_vsphere.MockPort
 	inv  *fakeInventory
 	logs *syncBuffer
 	pool *object.ResourcePool
@@ -116,7 +116,7 @@ func newTestEnv(t *testing.T, cfg *Configuration) *testEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	e := &testEnv{
-		vs:   mock_vsphere.NewMockVSphereClient(ctrl),
+		vs:   mock_vsphere.NewMockPort(ctrl),
 		inv:  &fakeInventory{},
 		logs: &syncBuffer{},
 		pool: object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"}),

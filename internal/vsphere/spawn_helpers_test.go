@@ -75,7 +75,7 @@ func spConfig() *Configuration {
 // spFixture is a hatchery over a strict gomock client.
 type spFixture struct {
 	h     *HatcheryVSphere
-	vs    *mock_vsphere.MockVSphereClient
+	vs    *mock_vsphere.MockPort
 	inv   *spInventory
 	clock *spClock
 }
@@ -83,7 +83,7 @@ type spFixture struct {
 func newSpFixture(t *testing.T, cfg *Configuration) *spFixture {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	inv := &spInventory{}
 	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	h, err := New(Options{

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -29,7 +30,7 @@ type templateDevices struct {
 	entries map[types.ManagedObjectReference]templateDevicesEntry
 	// loading coalesces concurrent misses of one template (a burst of
 	// clones of a template not read yet reads it once).
-	loading inflight[types.ManagedObjectReference]
+	loading vcenter.Coalescer[types.ManagedObjectReference]
 }
 
 type templateDevicesEntry struct {
@@ -56,7 +57,7 @@ func (t *templateDevices) load(ctx context.Context, template *object.VirtualMach
 	if info, ok := t.cached(ref); ok {
 		return info, nil
 	}
-	if wait, done := t.loading.lead(ref); wait != nil {
+	if wait, done := t.loading.Lead(ref); wait != nil {
 		select {
 		case <-ctx.Done():
 			return TemplateInfo{}, fmt.Errorf("load template %q: %w", objectName(template), ctx.Err())

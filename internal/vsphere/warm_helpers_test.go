@@ -123,10 +123,10 @@ func warmConfig() *Configuration {
 	}
 }
 
-// warmEnv is a hatchery on a strict gomock VSphereClient and a fixed inventory.
+// warmEnv is a hatchery on a strict gomock vcenter.Port and a fixed inventory.
 type warmEnv struct {
 	h    *HatcheryVSphere
-	vs   *mock_vsphere.MockVSphereClient
+	vs   *mock_vsphere.MockPort
 	inv  *warmInventory
 	cds  *warmCDS
 	ctrl *gomock.Controller
@@ -138,7 +138,7 @@ type warmEnv struct {
 func newWarmEnv(t *testing.T, cfg *Configuration, vms []VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	vs.EXPECT().NewVirtualMachine(gomock.Any()).DoAndReturn(func(ref types.ManagedObjectReference) *object.VirtualMachine {
 		return object.NewVirtualMachine(nil, ref)
 	}).AnyTimes()

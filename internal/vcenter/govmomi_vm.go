@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -22,7 +22,7 @@ type vmView struct {
 // ListVirtualMachines lists every VM and template of the datacenter through
 // one reused ContainerView, retrieving only VMProperties. Cost: one
 // RetrieveProperties per call (plus a CreateContainerView after a login).
-func (c *GovmomiClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
+func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := c.vmContainerView(ctx)
 		if err != nil {
@@ -44,7 +44,7 @@ func (c *GovmomiClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMa
 
 // vmContainerView returns the current view, creating one when none exists
 // for this session. The mutex is never held across a round trip.
-func (c *GovmomiClient) vmContainerView(ctx context.Context) (*vmView, error) {
+func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
 	gen := c.rl.generation()
 	c.vmsMu.Lock()
 	v := c.vmsView
@@ -76,7 +76,7 @@ func (c *GovmomiClient) vmContainerView(ctx context.Context) (*vmView, error) {
 }
 
 // dropView forgets v if it is still the current view.
-func (c *GovmomiClient) dropView(v *vmView) {
+func (c *Client) dropView(v *vmView) {
 	c.vmsMu.Lock()
 	if c.vmsView == v {
 		c.vmsView = nil
@@ -86,7 +86,7 @@ func (c *GovmomiClient) dropView(v *vmView) {
 
 // LoadVirtualMachine finds a VM or template by name (or inventory path) in
 // the datacenter.
-func (c *GovmomiClient) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
+func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
 	vm, err := c.find().VirtualMachine(ctx, name)
 	if err != nil {
 		return nil, fmt.Errorf("find virtual machine %q: %w", name, err)
@@ -95,12 +95,12 @@ func (c *GovmomiClient) LoadVirtualMachine(ctx context.Context, name string) (*o
 }
 
 // NewVirtualMachine wraps a reference without a round trip.
-func (c *GovmomiClient) NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine {
+func (c *Client) NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine {
 	return object.NewVirtualMachine(c.vim, ref)
 }
 
 // LoadVirtualMachineDevices returns the VM's device list.
-func (c *GovmomiClient) LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error) {
+func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error) {
 	devices, err := vm.Device(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read devices of %q: %w", vmName(vm), err)
@@ -110,7 +110,7 @@ func (c *GovmomiClient) LoadVirtualMachineDevices(ctx context.Context, vm *objec
 
 // LoadTemplate reads config.hardware.device and snapshot of a template in
 // one RetrievePropertiesEx.
-func (c *GovmomiClient) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
+func (c *Client) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
 	var o mo.VirtualMachine
 	if err := c.pc.RetrieveOne(ctx, template.Reference(), []string{"config.hardware.device", "snapshot"}, &o); err != nil {
 		return mo.VirtualMachine{}, fmt.Errorf("read devices and snapshots of template %q: %w", vmName(template), err)
@@ -119,7 +119,7 @@ func (c *GovmomiClient) LoadTemplate(ctx context.Context, template *object.Virtu
 }
 
 // GetVirtualMachinePowerState reads runtime.powerState.
-func (c *GovmomiClient) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
+func (c *Client) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
 	var o mo.VirtualMachine
 	if err := c.pc.RetrieveOne(ctx, vm.Reference(), []string{"runtime.powerState"}, &o); err != nil {
 		return "", fmt.Errorf("read power state of %q: %w", vmName(vm), err)
@@ -129,7 +129,7 @@ func (c *GovmomiClient) GetVirtualMachinePowerState(ctx context.Context, vm *obj
 
 // StartVirtualMachine powers the VM on; already on is success (checked
 // first, and InvalidPowerState with an existing powered-on state too).
-func (c *GovmomiClient) StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	state, err := c.GetVirtualMachinePowerState(ctx, vm)
 	if err != nil {
 		return err
@@ -150,7 +150,7 @@ func (c *GovmomiClient) StartVirtualMachine(ctx context.Context, vm *object.Virt
 
 // ShutdownVirtualMachine powers the VM off (hard power off); already off
 // is success.
-func (c *GovmomiClient) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	state, err := c.GetVirtualMachinePowerState(ctx, vm)
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func (c *GovmomiClient) ShutdownVirtualMachine(ctx context.Context, vm *object.V
 
 // DestroyVirtualMachine destroys a powered-off VM; a VM already gone
 // (ManagedObjectNotFound) is success.
-func (c *GovmomiClient) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
 	_, err := c.runTask(ctx, destroyTaskTimeout, vm.Destroy)
 	if err != nil && isNotFound(err) {
 		return nil
@@ -185,7 +185,7 @@ func (c *GovmomiClient) DestroyVirtualMachine(ctx context.Context, vm *object.Vi
 
 // CloneVirtualMachine clones vm into folder under name and waits for the
 // task (cloneTaskTimeout); it returns the new VM's reference.
-func (c *GovmomiClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *Client) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	if spec == nil {
 		return nil, fmt.Errorf("clone %q from template %q: nil clone spec", name, vmName(vm))
 	}
@@ -204,7 +204,7 @@ func (c *GovmomiClient) CloneVirtualMachine(ctx context.Context, vm *object.Virt
 }
 
 // RenameVirtualMachine renames the VM and waits for the task.
-func (c *GovmomiClient) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error {
+func (c *Client) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error {
 	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
 		return vm.Rename(ctx, newName)
 	})
@@ -215,7 +215,7 @@ func (c *GovmomiClient) RenameVirtualMachine(ctx context.Context, vm *object.Vir
 }
 
 // ReconfigureVirtualMachine applies spec and waits for the task.
-func (c *GovmomiClient) ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
+func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
 	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
 		return vm.Reconfigure(ctx, spec)
 	})
@@ -227,7 +227,7 @@ func (c *GovmomiClient) ReconfigureVirtualMachine(ctx context.Context, vm *objec
 
 // MarkVirtualMachineAsTemplate turns a powered-off VM into a template (a
 // single request, not a task).
-func (c *GovmomiClient) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error {
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return err

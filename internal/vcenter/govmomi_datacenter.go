@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -39,7 +39,7 @@ func (e *DatacenterNotFoundError) Unwrap() error { return e.Err }
 
 // findDatacenter resolves datacenterString ("" : the only datacenter). A
 // name that does not exist is a *DatacenterNotFoundError.
-func (c *GovmomiClient) findDatacenter(ctx context.Context, host, name string) (*object.Datacenter, error) {
+func (c *Client) findDatacenter(ctx context.Context, host, name string) (*object.Datacenter, error) {
 	if name == "" {
 		dc, err := c.find().DefaultDatacenter(ctx)
 		if err != nil {
@@ -66,7 +66,7 @@ func (c *GovmomiClient) findDatacenter(ctx context.Context, host, name string) (
 // datacenterNames lists the names of every datacenter the user can see,
 // through one container view; each request is bounded by the client's
 // request timeout.
-func (c *GovmomiClient) datacenterNames(ctx context.Context) ([]string, error) {
+func (c *Client) datacenterNames(ctx context.Context) ([]string, error) {
 	m := view.NewManager(c.vim)
 	v, err := m.CreateContainerView(ctx, c.vim.ServiceContent.RootFolder, []string{"Datacenter"}, true)
 	if err != nil {

@@ -1,4 +1,4 @@
-package vsphere_test
+package vcenter_test
 
 import (
 	"testing"
@@ -6,6 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -32,7 +33,7 @@ func TestPlacement(t *testing.T) {
 	})
 
 	t.Run("defaults", func(t *testing.T) {
-		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool, c.Folder, c.Datacenter = "", "", "" })
+		c := env.NewClient(func(c *vcenter.Config) { c.ResourcePool, c.Folder, c.Datacenter = "", "", "" })
 		folder, err := c.LoadFolder(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, vcsimtest.FolderPath, folder.InventoryPath)
@@ -41,22 +42,22 @@ func TestPlacement(t *testing.T) {
 		assert.Equal(t, vcsimtest.DatastoreName, ds.Name())
 		// The VPX model has a standalone host and a cluster: two pools.
 		_, err = c.LoadResourcePool(ctx)
-		require.ErrorIs(t, err, vsphere.ErrAmbiguous)
+		require.ErrorIs(t, err, vcenter.ErrAmbiguous)
 		assert.Contains(t, err.Error(), "resourcePoolString")
 	})
 
 	t.Run("pool by name", func(t *testing.T) {
-		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool = "Resources" })
+		c := env.NewClient(func(c *vcenter.Config) { c.ResourcePool = "Resources" })
 		_, err := c.LoadResourcePool(ctx)
-		require.ErrorIs(t, err, vsphere.ErrAmbiguous, "two pools are named Resources")
+		require.ErrorIs(t, err, vcenter.ErrAmbiguous, "two pools are named Resources")
 		assert.Contains(t, err.Error(), `find resource pool "Resources" (resourcePoolString)`)
 	})
 
 	t.Run("missing", func(t *testing.T) {
-		c := env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool, c.Folder = "/DC0/host/nope/Resources", "/DC0/vm/nope" })
+		c := env.NewClient(func(c *vcenter.Config) { c.ResourcePool, c.Folder = "/DC0/host/nope/Resources", "/DC0/vm/nope" })
 		_, err := c.LoadResourcePool(ctx)
 		require.Error(t, err)
-		assert.NotErrorIs(t, err, vsphere.ErrAmbiguous)
+		assert.NotErrorIs(t, err, vcenter.ErrAmbiguous)
 		_, err = c.LoadFolder(ctx)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `find folder "/DC0/vm/nope" (folderString)`)
@@ -64,15 +65,15 @@ func TestPlacement(t *testing.T) {
 		require.Error(t, err)
 		_, err = c.LoadNetwork(ctx, "nope")
 		require.Error(t, err)
-		_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.Datacenter = "nope" })
+		_, err = env.TryClient(func(c *vcenter.Config) { c.Datacenter = "nope" })
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), `find datacenter "nope" (datacenterString)`)
 	})
 
 	t.Run("config mapping", func(t *testing.T) {
-		cfg := vsphere.ClientConfigFrom(env.Config())
+		cfg := vsphere.VCenterConfig(env.Config())
 		cfg.PollInterval = vcsimtest.TestPollInterval
-		c, err := vsphere.NewGovmomiClient(ctx, cfg)
+		c, err := vcenter.Dial(ctx, cfg)
 		require.NoError(t, err)
 		defer c.Close(ctx)
 		pool, err := c.LoadResourcePool(ctx)

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -55,8 +55,8 @@ const (
 	taskPollMin = 25 * time.Millisecond
 )
 
-// ClientConfig is what NewGovmomiClient needs to reach vCenter.
-type ClientConfig struct {
+// Config is what Dial needs to reach vCenter.
+type Config struct {
 	// Endpoint is a host, host:port or full URL ("https://vc.example/sdk").
 	// User information in the URL is ignored: User and Password are used.
 	Endpoint string
@@ -97,28 +97,13 @@ type ClientConfig struct {
 	Logger *slog.Logger
 }
 
-// ClientConfigFrom maps the hatchery configuration to a ClientConfig.
-func ClientConfigFrom(c *Configuration) ClientConfig {
-	return ClientConfig{
-		Endpoint:           c.Endpoint,
-		User:               c.User,
-		Password:           c.Password,
-		Insecure:           c.Insecure,
-		CAFile:             c.CAFile,
-		Datacenter:         c.DatacenterString,
-		ResourcePool:       c.ResourcePoolString,
-		Folder:             c.FolderString,
-		MaxConcurrentTasks: c.MaxConcurrentTasks,
-	}
-}
-
-// GovmomiClient implements VSphereClient with govmomi. It is safe for
+// Client implements Port with govmomi. It is safe for
 // concurrent use. It keeps one session alive (keep-alive every
 // KeepAliveInterval, re-login once on NotAuthenticated), bounds every SOAP
 // request by RequestTimeout and every task by a named timeout, and counts
 // SOAP requests and bytes per method (Stats). Close logs out.
-type GovmomiClient struct {
-	cfg   ClientConfig
+type Client struct {
+	cfg   Config
 	log   *slog.Logger
 	vim   *vim25.Client
 	sm    *session.Manager
@@ -150,9 +135,9 @@ type GovmomiClient struct {
 	closeOnce sync.Once
 }
 
-// NewGovmomiClient connects and logs in to vCenter, resolves the datacenter
+// Dial connects and logs in to vCenter, resolves the datacenter
 // and returns a ready client. The password never appears in its errors.
-func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, error) {
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	u, err := endpointURL(cfg.Endpoint)
 	if err != nil {
 		return nil, err
@@ -202,7 +187,7 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 	}
 	vc.RoundTripper = rl
 
-	c := &GovmomiClient{
+	c := &Client{
 		cfg:          cfg,
 		log:          log,
 		vim:          vc,
@@ -236,7 +221,7 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 // the datacenter's folders lazily and is not safe for concurrent use, so
 // each call gets its own; the lookups it serves are rare (placement is
 // cached, VMs come from the inventory).
-func (c *GovmomiClient) find() *find.Finder {
+func (c *Client) find() *find.Finder {
 	f := find.NewFinder(c.vim, true)
 	if c.dc != nil {
 		f.SetDatacenter(c.dc)
@@ -280,20 +265,20 @@ func endpointURL(endpoint string) (*url.URL, error) {
 }
 
 // Datacenter returns the datacenter the client works in.
-func (c *GovmomiClient) Datacenter() *object.Datacenter { return c.dc }
+func (c *Client) Datacenter() *object.Datacenter { return c.dc }
 
 // Vim25 returns the underlying govmomi client (for tests and tools; the
-// hatchery reaches vCenter only through VSphereClient).
-func (c *GovmomiClient) Vim25() *vim25.Client { return c.vim }
+// hatchery reaches vCenter only through Port).
+func (c *Client) Vim25() *vim25.Client { return c.vim }
 
 // Relogins returns how many times the client logged in again after vCenter
 // answered NotAuthenticated.
-func (c *GovmomiClient) Relogins() int64 { return c.rl.relogins.Load() }
+func (c *Client) Relogins() int64 { return c.rl.relogins.Load() }
 
 // Close destroys the VM change watch's collector and the container view
 // (best effort), stops the keep-alive and logs out; it is bounded by ctx
 // and by the request timeout. Calls after the first do nothing.
-func (c *GovmomiClient) Close(ctx context.Context) {
+func (c *Client) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {
 		c.closeWatch(ctx)
 		c.vmsMu.Lock()
@@ -315,12 +300,12 @@ func (c *GovmomiClient) Close(ctx context.Context) {
 }
 
 // scaled returns a named task timeout times TaskTimeoutScale.
-func (c *GovmomiClient) scaled(d time.Duration) time.Duration {
+func (c *Client) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.taskScale)
 }
 
 // acquire takes a task slot (MaxConcurrentTasks) or fails when ctx ends.
-func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
+func (c *Client) acquire(ctx context.Context) (func(), error) {
 	if c.sem == nil {
 		return func() {}, nil
 	}
@@ -332,4 +317,4 @@ func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-var _ VSphereClient = (*GovmomiClient)(nil)
+var _ Port = (*Client)(nil)

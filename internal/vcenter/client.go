@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -9,14 +9,14 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// VSphereClient is the hatchery's only port to vCenter. Its signatures use
+// Port is the hatchery's only port to vCenter. Its signatures use
 // govmomi and standard library types only, so that mock_vsphere is generated
 // without importing this package. Every method is bounded: each SOAP request
 // by the client's request timeout (15 s), each task by a named task timeout,
 // each wait by ctx (callers set the readiness deadlines, docs/design.md#timeouts).
 //
-//go:generate mockgen -destination=../../mock_vsphere/mock_client.go -package=mock_vsphere github.com/cds-contrib/hatchery-vsphere/internal/vsphere VSphereClient
-type VSphereClient interface {
+//go:generate mockgen -destination=../../mock_vsphere/mock_client.go -package=mock_vsphere github.com/cds-contrib/hatchery-vsphere/internal/vcenter Port
+type Port interface {
 	// ListVirtualMachines returns every VM and template of the datacenter
 	// with only the leaf properties in VMProperties set.
 	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
@@ -109,7 +109,7 @@ type VSphereClient interface {
 	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
 }
 
-// ErrNotConnected is wrapped by the error of a VSphereClient call made
+// ErrNotConnected is wrapped by the error of a Port call made
 // before the client first reached vCenter (a daemon starting while vCenter
 // does not answer yet).
 var ErrNotConnected = errors.New("vcenter not connected")

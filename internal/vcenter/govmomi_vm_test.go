@@ -1,4 +1,4 @@
-package vsphere_test
+package vcenter_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -25,7 +26,7 @@ func testCtx(t *testing.T) context.Context {
 // cloneSpec is a worker clone spec: placement, the annotation and its
 // mirror, optional CPU/RAM override and a Linux customization with a fixed
 // IP when ip is set.
-func cloneSpec(t *testing.T, ctx context.Context, c *vsphere.GovmomiClient, a vsphere.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
+func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a vsphere.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
 	t.Helper()
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)

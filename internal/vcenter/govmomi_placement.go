@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -13,7 +13,7 @@ import (
 
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder.
-func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) {
+func (c *Client) LoadFolder(ctx context.Context) (*object.Folder, error) {
 	return cachedLookup(ctx, c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
 		if c.cfg.Folder == "" {
 			folders, err := c.dc.Folders(ctx)
@@ -33,7 +33,7 @@ func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name) else the datacenter's
 // default pool. Several candidates are an error naming the setting.
-func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
+func (c *Client) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
 	return cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
 		if c.cfg.ResourcePool == "" {
 			p, err := c.find().DefaultResourcePool(ctx)
@@ -51,7 +51,7 @@ func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourceP
 }
 
 // LoadNetwork finds a network by name or path; "" is the default network.
-func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
+func (c *Client) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
 	return cachedLookup(ctx, c.placement, "network", name, func() (object.NetworkReference, error) {
 		if name == "" {
 			n, err := c.find().DefaultNetwork(ctx)
@@ -69,7 +69,7 @@ func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.Ne
 }
 
 // LoadDatastore finds a datastore by name or path; "" is the default datastore.
-func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
+func (c *Client) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
 	return cachedLookup(ctx, c.placement, "datastore", name, func() (*object.Datastore, error) {
 		if name == "" {
 			d, err := c.find().DefaultDatastore(ctx)
@@ -88,7 +88,7 @@ func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object
 
 // SetupEthernetCard sets card's backing to network, as a card of type
 // ethernetCardName (e.g. "vmxnet3", "e1000").
-func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error {
+func (c *Client) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error {
 	if card == nil || network == nil {
 		return errors.New("set up ethernet card: nil card or network")
 	}
@@ -111,7 +111,7 @@ func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.Virtu
 }
 
 // ResourcePoolRuntime reads the pool's runtime.
-func (c *GovmomiClient) ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
 	var p mo.ResourcePool
 	if err := c.pc.RetrieveOne(ctx, pool.Reference(), []string{"runtime"}, &p); err != nil {
 		return nil, fmt.Errorf("read runtime of resource pool %q: %w", pool.InventoryPath, err)

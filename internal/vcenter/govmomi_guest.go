@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const maxEvents = 1000
 // pollVM reads props of vm every PollInterval (first read at once) until
 // done says so, or ctx ends. One small RetrieveProperties per tick: no
 // property collector or filter is created.
-func (c *GovmomiClient) pollVM(ctx context.Context, vm *object.VirtualMachine, what string, props []string, done func(*mo.VirtualMachine) bool) error {
+func (c *Client) pollVM(ctx context.Context, vm *object.VirtualMachine, what string, props []string, done func(*mo.VirtualMachine) bool) error {
 	ticker := time.NewTicker(c.PollInterval)
 	defer ticker.Stop()
 	for {
@@ -42,7 +42,7 @@ func (c *GovmomiClient) pollVM(ctx context.Context, vm *object.VirtualMachine, w
 }
 
 // WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-func (c *GovmomiClient) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
 	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, func(o *mo.VirtualMachine) bool {
 		return o.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
@@ -50,7 +50,7 @@ func (c *GovmomiClient) WaitForVirtualMachineShutdown(ctx context.Context, vm *o
 
 // WaitForGuestOperationsReady blocks until guest.guestOperationsReady is
 // true or ctx ends.
-func (c *GovmomiClient) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
 	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, func(o *mo.VirtualMachine) bool {
 		return o.Guest != nil && o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
 	})
@@ -60,7 +60,7 @@ func (c *GovmomiClient) WaitForGuestOperationsReady(ctx context.Context, vm *obj
 // in guest.net or guest.ipAddress — expectedIP when not empty — or ctx
 // ends, and returns it. Link-local and loopback addresses are skipped, so
 // a container bridge or APIPA address is never taken for the VM's address.
-func (c *GovmomiClient) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
+func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
 	var found string
 	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, func(o *mo.VirtualMachine) bool {
 		found = pickIP(o.Guest, expectedIP)
@@ -104,7 +104,7 @@ func pickIP(g *types.GuestInfo, expected string) string {
 
 // StartProgramInGuest runs a program in the guest through the guest
 // operations process manager and returns its pid.
-func (c *GovmomiClient) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+func (c *Client) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
 	if spec == nil {
 		return 0, fmt.Errorf("start program in %q: nil program spec", vmName(vm))
 	}
@@ -122,7 +122,7 @@ func (c *GovmomiClient) StartProgramInGuest(ctx context.Context, vm *object.Virt
 
 // LoadVirtualMachineEvents returns the VM's events of the given types (all
 // types when none), oldest first, at most the last maxEvents.
-func (c *GovmomiClient) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
+func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
 	filter := types.EventFilterSpec{
 		Entity: &types.EventFilterSpecByEntity{
 			Entity:    vm.Reference(),

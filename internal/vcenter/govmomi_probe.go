@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -22,7 +22,7 @@ const retrieveMaxRefs = 1000
 // folder's container view (every VM and template) and, when pool is not
 // nil, the pool's runtime. Neither object spec has a SelectSet. A view
 // lost with its session is made again once, as ListVirtualMachines does.
-func (c *GovmomiClient) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	for attempt := 0; ; attempt++ {
 		v, err := c.vmContainerView(ctx)
 		if err != nil {
@@ -44,7 +44,7 @@ func (c *GovmomiClient) ProbeInventory(ctx context.Context, pool *object.Resourc
 	}
 }
 
-func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) probe(ctx context.Context, v *vmView, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	viewRef := v.view.Reference()
 	spec := types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{{Obj: viewRef}},
@@ -111,7 +111,7 @@ func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.Resou
 // RetrieveVirtualMachines reads VMProperties of the given VMs by reference
 // (explicit object specs, no SelectSet, retrieveMaxRefs per request). VMs
 // that no longer exist are left out. No refs, no request.
-func (c *GovmomiClient) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
