@@ -38,7 +38,7 @@ func (m *MockPort) EXPECT() *MockPortMockRecorder {
 }
 
 // CloneVirtualMachine mocks base method.
-func (m *MockPort) CloneVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine, arg2 *object.Folder, arg3 string, arg4 *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (m *MockPort) CloneVirtualMachine(arg0 context.Context, arg1, arg2 types.ManagedObjectReference, arg3 string, arg4 *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "CloneVirtualMachine", arg0, arg1, arg2, arg3, arg4)
 	ret0, _ := ret[0].(*types.ManagedObjectReference)
@@ -53,7 +53,7 @@ func (mr *MockPortMockRecorder) CloneVirtualMachine(arg0, arg1, arg2, arg3, arg4
 }
 
 // DestroyVirtualMachine mocks base method.
-func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "DestroyVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -64,21 +64,6 @@ func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 *object.Virt
 func (mr *MockPortMockRecorder) DestroyVirtualMachine(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DestroyVirtualMachine", reflect.TypeOf((*MockPort)(nil).DestroyVirtualMachine), arg0, arg1)
-}
-
-// GetVirtualMachinePowerState mocks base method.
-func (m *MockPort) GetVirtualMachinePowerState(arg0 context.Context, arg1 *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "GetVirtualMachinePowerState", arg0, arg1)
-	ret0, _ := ret[0].(types.VirtualMachinePowerState)
-	ret1, _ := ret[1].(error)
-	return ret0, ret1
-}
-
-// GetVirtualMachinePowerState indicates an expected call of GetVirtualMachinePowerState.
-func (mr *MockPortMockRecorder) GetVirtualMachinePowerState(arg0, arg1 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "GetVirtualMachinePowerState", reflect.TypeOf((*MockPort)(nil).GetVirtualMachinePowerState), arg0, arg1)
 }
 
 // ListVirtualMachines mocks base method.
@@ -97,10 +82,10 @@ func (mr *MockPortMockRecorder) ListVirtualMachines(arg0 interface{}) *gomock.Ca
 }
 
 // LoadDatastore mocks base method.
-func (m *MockPort) LoadDatastore(arg0 context.Context, arg1 string) (*object.Datastore, error) {
+func (m *MockPort) LoadDatastore(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadDatastore", arg0, arg1)
-	ret0, _ := ret[0].(*object.Datastore)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -112,10 +97,10 @@ func (mr *MockPortMockRecorder) LoadDatastore(arg0, arg1 interface{}) *gomock.Ca
 }
 
 // LoadFolder mocks base method.
-func (m *MockPort) LoadFolder(arg0 context.Context) (*object.Folder, error) {
+func (m *MockPort) LoadFolder(arg0 context.Context) (types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadFolder", arg0)
-	ret0, _ := ret[0].(*object.Folder)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -126,26 +111,11 @@ func (mr *MockPortMockRecorder) LoadFolder(arg0 interface{}) *gomock.Call {
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadFolder", reflect.TypeOf((*MockPort)(nil).LoadFolder), arg0)
 }
 
-// LoadNetwork mocks base method.
-func (m *MockPort) LoadNetwork(arg0 context.Context, arg1 string) (object.NetworkReference, error) {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "LoadNetwork", arg0, arg1)
-	ret0, _ := ret[0].(object.NetworkReference)
-	ret1, _ := ret[1].(error)
-	return ret0, ret1
-}
-
-// LoadNetwork indicates an expected call of LoadNetwork.
-func (mr *MockPortMockRecorder) LoadNetwork(arg0, arg1 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadNetwork", reflect.TypeOf((*MockPort)(nil).LoadNetwork), arg0, arg1)
-}
-
 // LoadResourcePool mocks base method.
-func (m *MockPort) LoadResourcePool(arg0 context.Context) (*object.ResourcePool, error) {
+func (m *MockPort) LoadResourcePool(arg0 context.Context) (types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadResourcePool", arg0)
-	ret0, _ := ret[0].(*object.ResourcePool)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -157,7 +127,7 @@ func (mr *MockPortMockRecorder) LoadResourcePool(arg0 interface{}) *gomock.Call 
 }
 
 // LoadTemplate mocks base method.
-func (m *MockPort) LoadTemplate(arg0 context.Context, arg1 *object.VirtualMachine) (mo.VirtualMachine, error) {
+func (m *MockPort) LoadTemplate(arg0 context.Context, arg1 types.ManagedObjectReference) (mo.VirtualMachine, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadTemplate", arg0, arg1)
 	ret0, _ := ret[0].(mo.VirtualMachine)
@@ -172,10 +142,10 @@ func (mr *MockPortMockRecorder) LoadTemplate(arg0, arg1 interface{}) *gomock.Cal
 }
 
 // LoadVirtualMachine mocks base method.
-func (m *MockPort) LoadVirtualMachine(arg0 context.Context, arg1 string) (*object.VirtualMachine, error) {
+func (m *MockPort) LoadVirtualMachine(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadVirtualMachine", arg0, arg1)
-	ret0, _ := ret[0].(*object.VirtualMachine)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -187,7 +157,7 @@ func (mr *MockPortMockRecorder) LoadVirtualMachine(arg0, arg1 interface{}) *gomo
 }
 
 // LoadVirtualMachineDevices mocks base method.
-func (m *MockPort) LoadVirtualMachineDevices(arg0 context.Context, arg1 *object.VirtualMachine) (object.VirtualDeviceList, error) {
+func (m *MockPort) LoadVirtualMachineDevices(arg0 context.Context, arg1 types.ManagedObjectReference) (object.VirtualDeviceList, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadVirtualMachineDevices", arg0, arg1)
 	ret0, _ := ret[0].(object.VirtualDeviceList)
@@ -202,7 +172,7 @@ func (mr *MockPortMockRecorder) LoadVirtualMachineDevices(arg0, arg1 interface{}
 }
 
 // LoadVirtualMachineEvents mocks base method.
-func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 *object.VirtualMachine, arg2 ...string) ([]types.BaseEvent, error) {
+func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 ...string) ([]types.BaseEvent, error) {
 	m.ctrl.T.Helper()
 	varargs := []interface{}{arg0, arg1}
 	for _, a := range arg2 {
@@ -222,7 +192,7 @@ func (mr *MockPortMockRecorder) LoadVirtualMachineEvents(arg0, arg1 interface{},
 }
 
 // MarkVirtualMachineAsTemplate mocks base method.
-func (m *MockPort) MarkVirtualMachineAsTemplate(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) MarkVirtualMachineAsTemplate(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "MarkVirtualMachineAsTemplate", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -235,22 +205,8 @@ func (mr *MockPortMockRecorder) MarkVirtualMachineAsTemplate(arg0, arg1 interfac
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "MarkVirtualMachineAsTemplate", reflect.TypeOf((*MockPort)(nil).MarkVirtualMachineAsTemplate), arg0, arg1)
 }
 
-// NewVirtualMachine mocks base method.
-func (m *MockPort) NewVirtualMachine(arg0 types.ManagedObjectReference) *object.VirtualMachine {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "NewVirtualMachine", arg0)
-	ret0, _ := ret[0].(*object.VirtualMachine)
-	return ret0
-}
-
-// NewVirtualMachine indicates an expected call of NewVirtualMachine.
-func (mr *MockPortMockRecorder) NewVirtualMachine(arg0 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "NewVirtualMachine", reflect.TypeOf((*MockPort)(nil).NewVirtualMachine), arg0)
-}
-
 // ProbeInventory mocks base method.
-func (m *MockPort) ProbeInventory(arg0 context.Context, arg1 *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (m *MockPort) ProbeInventory(arg0 context.Context, arg1 *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ProbeInventory", arg0, arg1)
 	ret0, _ := ret[0].([]types.ManagedObjectReference)
@@ -266,7 +222,7 @@ func (mr *MockPortMockRecorder) ProbeInventory(arg0, arg1 interface{}) *gomock.C
 }
 
 // ReconfigureVirtualMachine mocks base method.
-func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine, arg2 types.VirtualMachineConfigSpec) error {
+func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineConfigSpec) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ReconfigureVirtualMachine", arg0, arg1, arg2)
 	ret0, _ := ret[0].(error)
@@ -280,7 +236,7 @@ func (mr *MockPortMockRecorder) ReconfigureVirtualMachine(arg0, arg1, arg2 inter
 }
 
 // RenameVirtualMachine mocks base method.
-func (m *MockPort) RenameVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine, arg2 string) error {
+func (m *MockPort) RenameVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 string) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "RenameVirtualMachine", arg0, arg1, arg2)
 	ret0, _ := ret[0].(error)
@@ -308,7 +264,7 @@ func (mr *MockPortMockRecorder) ResetVirtualMachineWatch(arg0 interface{}) *gomo
 }
 
 // ResourcePoolRuntime mocks base method.
-func (m *MockPort) ResourcePoolRuntime(arg0 context.Context, arg1 *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+func (m *MockPort) ResourcePoolRuntime(arg0 context.Context, arg1 types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ResourcePoolRuntime", arg0, arg1)
 	ret0, _ := ret[0].(*types.ResourcePoolRuntimeInfo)
@@ -338,7 +294,7 @@ func (mr *MockPortMockRecorder) RetrieveVirtualMachines(arg0, arg1 interface{}) 
 }
 
 // SetupEthernetCard mocks base method.
-func (m *MockPort) SetupEthernetCard(arg0 context.Context, arg1 *types.VirtualEthernetCard, arg2 string, arg3 object.NetworkReference) error {
+func (m *MockPort) SetupEthernetCard(arg0 context.Context, arg1 *types.VirtualEthernetCard, arg2, arg3 string) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "SetupEthernetCard", arg0, arg1, arg2, arg3)
 	ret0, _ := ret[0].(error)
@@ -352,7 +308,7 @@ func (mr *MockPortMockRecorder) SetupEthernetCard(arg0, arg1, arg2, arg3 interfa
 }
 
 // ShutdownVirtualMachine mocks base method.
-func (m *MockPort) ShutdownVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) ShutdownVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ShutdownVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -366,7 +322,7 @@ func (mr *MockPortMockRecorder) ShutdownVirtualMachine(arg0, arg1 interface{}) *
 }
 
 // StartProgramInGuest mocks base method.
-func (m *MockPort) StartProgramInGuest(arg0 context.Context, arg1 *object.VirtualMachine, arg2 types.BaseGuestAuthentication, arg3 *types.GuestProgramSpec) (int64, error) {
+func (m *MockPort) StartProgramInGuest(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.BaseGuestAuthentication, arg3 *types.GuestProgramSpec) (int64, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "StartProgramInGuest", arg0, arg1, arg2, arg3)
 	ret0, _ := ret[0].(int64)
@@ -381,7 +337,7 @@ func (mr *MockPortMockRecorder) StartProgramInGuest(arg0, arg1, arg2, arg3 inter
 }
 
 // StartVirtualMachine mocks base method.
-func (m *MockPort) StartVirtualMachine(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) StartVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "StartVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -424,7 +380,7 @@ func (mr *MockPortMockRecorder) VirtualMachineChanges(arg0 interface{}) *gomock.
 }
 
 // WaitForGuestOperationsReady mocks base method.
-func (m *MockPort) WaitForGuestOperationsReady(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) WaitForGuestOperationsReady(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForGuestOperationsReady", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -438,7 +394,7 @@ func (mr *MockPortMockRecorder) WaitForGuestOperationsReady(arg0, arg1 interface
 }
 
 // WaitForVirtualMachineIP mocks base method.
-func (m *MockPort) WaitForVirtualMachineIP(arg0 context.Context, arg1 *object.VirtualMachine, arg2 string) (string, error) {
+func (m *MockPort) WaitForVirtualMachineIP(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 string) (string, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForVirtualMachineIP", arg0, arg1, arg2)
 	ret0, _ := ret[0].(string)
@@ -453,7 +409,7 @@ func (mr *MockPortMockRecorder) WaitForVirtualMachineIP(arg0, arg1, arg2 interfa
 }
 
 // WaitForVirtualMachineShutdown mocks base method.
-func (m *MockPort) WaitForVirtualMachineShutdown(arg0 context.Context, arg1 *object.VirtualMachine) error {
+func (m *MockPort) WaitForVirtualMachineShutdown(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForVirtualMachineShutdown", arg0, arg1)
 	ret0, _ := ret[0].(error)

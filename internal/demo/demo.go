@@ -314,9 +314,8 @@ func DaemonOptions(cfg *vsphere.Configuration, log *slog.Logger) daemon.Options 
 		Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
 		MetricsInterval: 2 * time.Second,
 		ShutdownTimeout: 20 * time.Second,
-		Dial: func(ctx context.Context, cc vcenter.Config) (*vcenter.Client, error) {
+		VCenterConfig: func(cc *vcenter.Config) {
 			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
-			return vcenter.Dial(ctx, cc)
 		},
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -95,16 +96,50 @@ type Config struct {
 	MaxConcurrentTasks int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// DialBackoffMin and DialBackoffMax bound Run's wait between two
+	// connection attempts: from the first, doubling, up to the second
+	// (0: DefaultDialBackoffMin, DefaultDialBackoffMax).
+	DialBackoffMin, DialBackoffMax time.Duration
+	// OnConnect, when set, is called once the client first connected.
+	OnConnect func()
 }
 
-// Client implements Port with govmomi. It is safe for
-// concurrent use. It keeps one session alive (keep-alive every
-// KeepAliveInterval, re-login once on NotAuthenticated), bounds every SOAP
-// request by RequestTimeout and every task by a named timeout, and counts
-// SOAP requests and bytes per method (Stats). Close logs out.
+// Default back-off of Run between two connection attempts: vCenter
+// restarting takes minutes, so a retry every 30 s at most is prompt enough
+// and costs nothing meanwhile.
+const (
+	DefaultDialBackoffMin = time.Second
+	DefaultDialBackoffMax = 30 * time.Second
+)
+
+// Client implements Port with govmomi. It is safe for concurrent use. It
+// exists before vCenter answers (New): until it first connected (Connect,
+// or Run in the background) every Port call fails at once with
+// ErrNotConnected. Once connected it keeps its one session alive
+// (keep-alive every KeepAliveInterval, re-login once on NotAuthenticated),
+// so it never needs a second connection; it bounds every SOAP request by
+// RequestTimeout and every task by a named timeout, counts SOAP requests
+// and bytes per method (Stats) and notes whether vCenter answers (Status).
+// Close logs out.
 type Client struct {
 	cfg   Config
 	log   *slog.Logger
+	host  string // the endpoint's host[:port], never its user information
+	ready chan struct{}
+
+	// up is set once the connection fields below are (they are written
+	// once, before up, and read only after up was seen set).
+	up     atomic.Bool
+	closed atomic.Bool
+
+	stateMu     sync.Mutex
+	connecting  bool      // a Connect is under way
+	dialErr     error     // the last connection error while not connected
+	attempts    int       // connection attempts so far
+	unreachable error     // the last transport error, nil after an answer
+	since       time.Time // when unreachable started
+
 	vim   *vim25.Client
 	sm    *session.Manager
 	pc    *property.Collector
@@ -135,13 +170,9 @@ type Client struct {
 	closeOnce sync.Once
 }
 
-// Dial connects and logs in to vCenter, resolves the datacenter
-// and returns a ready client. The password never appears in its errors.
-func Dial(ctx context.Context, cfg Config) (*Client, error) {
-	u, err := endpointURL(cfg.Endpoint)
-	if err != nil {
-		return nil, err
-	}
+// New returns a client that is not connected yet: every Port call fails
+// with ErrNotConnected until Connect (or Run) succeeds. It does no I/O.
+func New(cfg Config) *Client {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -154,19 +185,120 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 	if cfg.TaskTimeoutScale <= 0 {
 		cfg.TaskTimeoutScale = 1
 	}
+	if cfg.DialBackoffMin <= 0 {
+		cfg.DialBackoffMin = DefaultDialBackoffMin
+	}
+	if cfg.DialBackoffMax < cfg.DialBackoffMin {
+		cfg.DialBackoffMax = max(DefaultDialBackoffMax, cfg.DialBackoffMin)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	c := &Client{
+		cfg:          cfg,
+		log:          log,
+		host:         endpointHost(cfg.Endpoint),
+		ready:        make(chan struct{}),
+		stats:        newSOAPStats(),
+		PollInterval: cfg.PollInterval,
+		taskScale:    cfg.TaskTimeoutScale,
+		placement:    newPlacementCache(),
+	}
+	if cfg.MaxConcurrentTasks > 0 {
+		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
+	}
+	return c
+}
 
+// Dial returns a client connected to vCenter (New, then Connect). The
+// password never appears in its errors.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	c := New(cfg)
+	if err := c.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Connect connects and logs in to vCenter and resolves the datacenter, in
+// one attempt; nil when already connected. Its error is also kept for
+// Status. The password never appears in its errors.
+func (c *Client) Connect(ctx context.Context) error {
+	c.stateMu.Lock()
+	if c.up.Load() {
+		c.stateMu.Unlock()
+		return nil
+	}
+	if c.closed.Load() {
+		c.stateMu.Unlock()
+		return fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+	}
+	if c.connecting {
+		c.stateMu.Unlock()
+		return fmt.Errorf("%w (%s): still connecting", ErrNotConnected, c.host)
+	}
+	c.connecting = true
+	c.stateMu.Unlock()
+
+	s, err := c.connect(ctx)
+
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	c.connecting = false
+	c.attempts++
+	if err == nil && c.closed.Load() {
+		// Close raced the connection: never leak the session.
+		c.stateMu.Unlock()
+		s.close(ctx, c.log)
+		c.stateMu.Lock()
+		err = fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+	}
+	if err != nil {
+		c.dialErr = err
+		return err
+	}
+	c.vim, c.sm, c.pc, c.dc, c.ka, c.rl = s.vim, s.sm, s.pc, s.dc, s.ka, s.rl
+	c.dialErr = nil
+	c.up.Store(true)
+	close(c.ready)
+	return nil
+}
+
+// conn is what one successful connection attempt made.
+type conn struct {
+	vim *vim25.Client
+	sm  *session.Manager
+	pc  *property.Collector
+	dc  *object.Datacenter
+	ka  *keepalive.HandlerSOAP
+	rl  *reloginRoundTripper
+}
+
+// close logs the session out, bounded by ctx.
+func (s *conn) close(ctx context.Context, log *slog.Logger) {
+	s.rl.closed.Store(true)
+	if err := s.sm.Logout(ctx); err != nil {
+		log.Warn("log out of vcenter", logkey.Err, err)
+	}
+	s.ka.Stop()
+	s.vim.CloseIdleConnections()
+}
+
+// connect makes one connection attempt.
+func (c *Client) connect(ctx context.Context) (*conn, error) {
+	cfg := c.cfg
+	u, err := endpointURL(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
 	sc := soap.NewClient(u, cfg.Insecure)
 	if cfg.CAFile != "" {
 		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("load vcenter ca file %q: %w", cfg.CAFile, err)
 		}
 	}
-	stats := newSOAPStats()
-	sc.Client.Transport = &countingTransport{next: sc.Client.Transport, stats: stats}
+	sc.Client.Transport = &countingTransport{next: sc.Client.Transport, stats: c.stats}
 	metered := &meteredRoundTripper{next: sc, timeout: cfg.RequestTimeout}
 
 	// vim25.NewClient needs the soap.Client itself to set the namespace and
@@ -183,38 +315,24 @@ func Dial(ctx context.Context, cfg Config) (*Client, error) {
 		sm:       *vc.ServiceContent.SessionManager,
 		user:     cfg.User,
 		password: cfg.Password,
-		log:      log,
+		log:      c.log,
 	}
-	vc.RoundTripper = rl
-
-	c := &Client{
-		cfg:          cfg,
-		log:          log,
-		vim:          vc,
-		sm:           session.NewManager(vc),
-		pc:           property.DefaultCollector(vc),
-		ka:           ka,
-		rl:           rl,
-		stats:        stats,
-		PollInterval: cfg.PollInterval,
-		taskScale:    cfg.TaskTimeoutScale,
-		placement:    newPlacementCache(),
-	}
-	if cfg.MaxConcurrentTasks > 0 {
-		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
-	}
-	if err := c.sm.Login(ctx, url.UserPassword(cfg.User, cfg.Password)); err != nil {
+	// Outermost: every answer or transport failure of a call is noted
+	// for Status (the keep-alive's own requests are not calls).
+	vc.RoundTripper = &reachabilityRoundTripper{next: rl, c: c}
+	s := &conn{vim: vc, sm: session.NewManager(vc), pc: property.DefaultCollector(vc), ka: ka, rl: rl}
+	if err := s.sm.Login(ctx, url.UserPassword(cfg.User, cfg.Password)); err != nil {
 		ka.Stop()
 		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
 	}
-	dc, err := c.findDatacenter(ctx, u.Host, cfg.Datacenter)
+	dc, err := c.findDatacenter(ctx, vc, u.Host, cfg.Datacenter)
 	if err != nil {
-		c.Close(context.WithoutCancel(ctx))
+		s.close(context.WithoutCancel(ctx), c.log)
 		return nil, err
 	}
-	c.dc = dc
-	log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
-	return c, nil
+	s.dc = dc
+	c.log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
+	return s, nil
 }
 
 // find returns a finder scoped to the datacenter. A govmomi Finder caches
@@ -264,22 +382,46 @@ func endpointURL(endpoint string) (*url.URL, error) {
 	return u, nil
 }
 
-// Datacenter returns the datacenter the client works in.
-func (c *Client) Datacenter() *object.Datacenter { return c.dc }
+// Datacenter returns the datacenter the client works in; nil before the
+// connection.
+func (c *Client) Datacenter() *object.Datacenter {
+	if !c.up.Load() {
+		return nil
+	}
+	return c.dc
+}
 
 // Vim25 returns the underlying govmomi client (for tests and tools; the
-// hatchery reaches vCenter only through Port).
-func (c *Client) Vim25() *vim25.Client { return c.vim }
+// hatchery reaches vCenter only through Port); nil before the connection.
+func (c *Client) Vim25() *vim25.Client {
+	if !c.up.Load() {
+		return nil
+	}
+	return c.vim
+}
 
 // Relogins returns how many times the client logged in again after vCenter
 // answered NotAuthenticated.
-func (c *Client) Relogins() int64 { return c.rl.relogins.Load() }
+func (c *Client) Relogins() int64 {
+	if !c.up.Load() {
+		return 0
+	}
+	return c.rl.relogins.Load()
+}
 
 // Close destroys the VM change watch's collector and the container view
 // (best effort), stops the keep-alive and logs out; it is bounded by ctx
-// and by the request timeout. Calls after the first do nothing.
+// and by the request timeout. Calls after the first do nothing; Port calls
+// after it fail with ErrNotConnected. Call it after every user stopped.
 func (c *Client) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {
+		c.stateMu.Lock()
+		c.closed.Store(true)
+		up := c.up.Load()
+		c.stateMu.Unlock()
+		if !up {
+			return
+		}
 		c.closeWatch(ctx)
 		c.vmsMu.Lock()
 		v := c.vmsView
@@ -290,12 +432,7 @@ func (c *Client) Close(ctx context.Context) {
 				c.log.Debug("destroy vm container view", logkey.Err, err)
 			}
 		}
-		c.rl.closed.Store(true)
-		if err := c.sm.Logout(ctx); err != nil {
-			c.log.Warn("log out of vcenter", logkey.Err, err)
-		}
-		c.ka.Stop()
-		c.vim.CloseIdleConnections()
+		(&conn{vim: c.vim, sm: c.sm, ka: c.ka, rl: c.rl}).close(ctx, c.log)
 	})
 }
 

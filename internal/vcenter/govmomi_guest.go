@@ -10,7 +10,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/guest"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -22,12 +21,12 @@ const maxEvents = 1000
 // pollVM reads props of vm every PollInterval (first read at once) until
 // done says so, or ctx ends. One small RetrieveProperties per tick: no
 // property collector or filter is created.
-func (c *Client) pollVM(ctx context.Context, vm *object.VirtualMachine, what string, props []string, done func(*mo.VirtualMachine) bool) error {
+func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, what string, props []string, done func(*mo.VirtualMachine) bool) error {
 	ticker := time.NewTicker(c.PollInterval)
 	defer ticker.Stop()
 	for {
 		var o mo.VirtualMachine
-		if err := c.pc.RetrieveOne(ctx, vm.Reference(), props, &o); err != nil {
+		if err := c.pc.RetrieveOne(ctx, vm, props, &o); err != nil {
 			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), err)
 		}
 		if done(&o) {
@@ -42,7 +41,10 @@ func (c *Client) pollVM(ctx context.Context, vm *object.VirtualMachine, what str
 }
 
 // WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, func(o *mo.VirtualMachine) bool {
 		return o.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
@@ -50,7 +52,10 @@ func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.V
 
 // WaitForGuestOperationsReady blocks until guest.guestOperationsReady is
 // true or ctx ends.
-func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, func(o *mo.VirtualMachine) bool {
 		return o.Guest != nil && o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
 	})
@@ -60,7 +65,10 @@ func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm *object.Vir
 // in guest.net or guest.ipAddress — expectedIP when not empty — or ctx
 // ends, and returns it. Link-local and loopback addresses are skipped, so
 // a container bridge or APIPA address is never taken for the VM's address.
-func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
+func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error) {
+	if err := c.notConnected(); err != nil {
+		return "", err
+	}
 	var found string
 	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, func(o *mo.VirtualMachine) bool {
 		found = pickIP(o.Guest, expectedIP)
@@ -104,11 +112,14 @@ func pickIP(g *types.GuestInfo, expected string) string {
 
 // StartProgramInGuest runs a program in the guest through the guest
 // operations process manager and returns its pid.
-func (c *Client) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+func (c *Client) StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+	if err := c.notConnected(); err != nil {
+		return 0, err
+	}
 	if spec == nil {
 		return 0, fmt.Errorf("start program in %q: nil program spec", vmName(vm))
 	}
-	pm, err := guest.NewOperationsManager(c.vim, vm.Reference()).ProcessManager(ctx)
+	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
 	if err != nil {
 		return 0, fmt.Errorf("find guest process manager for %q: %w", vmName(vm), err)
 	}
@@ -122,10 +133,13 @@ func (c *Client) StartProgramInGuest(ctx context.Context, vm *object.VirtualMach
 
 // LoadVirtualMachineEvents returns the VM's events of the given types (all
 // types when none), oldest first, at most the last maxEvents.
-func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
+func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	filter := types.EventFilterSpec{
 		Entity: &types.EventFilterSpecByEntity{
-			Entity:    vm.Reference(),
+			Entity:    vm,
 			Recursion: types.EventFilterSpecRecursionOptionSelf,
 		},
 		EventTypeId: eventTypes,

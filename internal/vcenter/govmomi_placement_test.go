@@ -1,10 +1,14 @@
 package vcenter_test
 
 import (
+	"context"
+	"path"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -20,26 +24,28 @@ func TestPlacement(t *testing.T) {
 		c := env.Client
 		pool, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.ResourcePoolPath, pool.InventoryPath)
+		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, pool))
 		folder, err := c.LoadFolder(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.FolderPath, folder.InventoryPath)
+		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, folder))
 		ds, err := c.LoadDatastore(ctx, vcsimtest.DatastoreName)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.DatastoreName, ds.Name())
-		n, err := c.LoadNetwork(ctx, vcsimtest.NetworkName)
-		require.NoError(t, err)
-		assert.Contains(t, n.GetInventoryPath(), vcsimtest.NetworkName)
+		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, ds)))
+		card := &types.VirtualEthernetCard{}
+		require.NoError(t, c.SetupEthernetCard(ctx, card, "vmxnet3", vcsimtest.NetworkName))
+		backing, ok := card.Backing.(*types.VirtualEthernetCardNetworkBackingInfo)
+		require.True(t, ok, "%T", card.Backing)
+		assert.Contains(t, backing.DeviceName, vcsimtest.NetworkName)
 	})
 
 	t.Run("defaults", func(t *testing.T) {
 		c := env.NewClient(func(c *vcenter.Config) { c.ResourcePool, c.Folder, c.Datacenter = "", "", "" })
 		folder, err := c.LoadFolder(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.FolderPath, folder.InventoryPath)
+		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, folder))
 		ds, err := c.LoadDatastore(ctx, "")
 		require.NoError(t, err, "one datastore: the default")
-		assert.Equal(t, vcsimtest.DatastoreName, ds.Name())
+		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, ds)))
 		// The VPX model has a standalone host and a cluster: two pools.
 		_, err = c.LoadResourcePool(ctx)
 		require.ErrorIs(t, err, vcenter.ErrAmbiguous)
@@ -63,7 +69,7 @@ func TestPlacement(t *testing.T) {
 		assert.Contains(t, err.Error(), `find folder "/DC0/vm/nope" (folderString)`)
 		_, err = c.LoadDatastore(ctx, "nope")
 		require.Error(t, err)
-		_, err = c.LoadNetwork(ctx, "nope")
+		err = c.SetupEthernetCard(ctx, &types.VirtualEthernetCard{}, "vmxnet3", "nope")
 		require.Error(t, err)
 		_, err = env.TryClient(func(c *vcenter.Config) { c.Datacenter = "nope" })
 		require.Error(t, err)
@@ -78,6 +84,15 @@ func TestPlacement(t *testing.T) {
 		defer c.Close(ctx)
 		pool, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.ResourcePoolPath, pool.InventoryPath)
+		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, pool))
 	})
+}
+
+// inventoryPath reads the inventory path of ref: the port returns
+// references, the assertions name placement objects by their path.
+func inventoryPath(t *testing.T, ctx context.Context, c *vcenter.Client, ref types.ManagedObjectReference) string {
+	t.Helper()
+	p, err := find.InventoryPath(ctx, c.Vim25(), ref)
+	require.NoError(t, err)
+	return p
 }

@@ -23,6 +23,9 @@ type vmView struct {
 // one reused ContainerView, retrieving only VMProperties. Cost: one
 // RetrieveProperties per call (plus a CreateContainerView after a login).
 func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		v, err := c.vmContainerView(ctx)
 		if err != nil {
@@ -86,22 +89,29 @@ func (c *Client) dropView(v *vmView) {
 
 // LoadVirtualMachine finds a VM or template by name (or inventory path) in
 // the datacenter.
-func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error) {
+func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return types.ManagedObjectReference{}, err
+	}
 	vm, err := c.find().VirtualMachine(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("find virtual machine %q: %w", name, err)
+		return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
-	return vm, nil
+	return vm.Reference(), nil
 }
 
-// NewVirtualMachine wraps a reference without a round trip.
-func (c *Client) NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine {
+// vm binds a reference to this client's connection (no round trip): the
+// handle stays inside the adapter.
+func (c *Client) vm(ref types.ManagedObjectReference) *object.VirtualMachine {
 	return object.NewVirtualMachine(c.vim, ref)
 }
 
 // LoadVirtualMachineDevices returns the VM's device list.
-func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error) {
-	devices, err := vm.Device(ctx)
+func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
+	devices, err := c.vm(vm).Device(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read devices of %q: %w", vmName(vm), err)
 	}
@@ -110,18 +120,21 @@ func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm *object.Virtu
 
 // LoadTemplate reads config.hardware.device and snapshot of a template in
 // one RetrievePropertiesEx.
-func (c *Client) LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error) {
+func (c *Client) LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error) {
+	if err := c.notConnected(); err != nil {
+		return mo.VirtualMachine{}, err
+	}
 	var o mo.VirtualMachine
-	if err := c.pc.RetrieveOne(ctx, template.Reference(), []string{"config.hardware.device", "snapshot"}, &o); err != nil {
+	if err := c.pc.RetrieveOne(ctx, template, []string{"config.hardware.device", "snapshot"}, &o); err != nil {
 		return mo.VirtualMachine{}, fmt.Errorf("read devices and snapshots of template %q: %w", vmName(template), err)
 	}
 	return o, nil
 }
 
-// GetVirtualMachinePowerState reads runtime.powerState.
-func (c *Client) GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error) {
+// powerState reads runtime.powerState.
+func (c *Client) powerState(ctx context.Context, vm types.ManagedObjectReference) (types.VirtualMachinePowerState, error) {
 	var o mo.VirtualMachine
-	if err := c.pc.RetrieveOne(ctx, vm.Reference(), []string{"runtime.powerState"}, &o); err != nil {
+	if err := c.pc.RetrieveOne(ctx, vm, []string{"runtime.powerState"}, &o); err != nil {
 		return "", fmt.Errorf("read power state of %q: %w", vmName(vm), err)
 	}
 	return o.Runtime.PowerState, nil
@@ -129,15 +142,18 @@ func (c *Client) GetVirtualMachinePowerState(ctx context.Context, vm *object.Vir
 
 // StartVirtualMachine powers the VM on; already on is success (checked
 // first, and InvalidPowerState with an existing powered-on state too).
-func (c *Client) StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
-	state, err := c.GetVirtualMachinePowerState(ctx, vm)
+func (c *Client) StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	state, err := c.powerState(ctx, vm)
 	if err != nil {
 		return err
 	}
 	if state == types.VirtualMachinePowerStatePoweredOn {
 		return nil
 	}
-	_, err = c.runTask(ctx, powerTaskTimeout, vm.PowerOn)
+	_, err = c.runTask(ctx, powerTaskTimeout, c.vm(vm).PowerOn)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOn {
 		return nil
 	}
@@ -150,15 +166,18 @@ func (c *Client) StartVirtualMachine(ctx context.Context, vm *object.VirtualMach
 
 // ShutdownVirtualMachine powers the VM off (hard power off); already off
 // is success.
-func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
-	state, err := c.GetVirtualMachinePowerState(ctx, vm)
+func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	state, err := c.powerState(ctx, vm)
 	if err != nil {
 		return err
 	}
 	if state == types.VirtualMachinePowerStatePoweredOff {
 		return nil
 	}
-	_, err = c.runTask(ctx, powerTaskTimeout, vm.PowerOff)
+	_, err = c.runTask(ctx, powerTaskTimeout, c.vm(vm).PowerOff)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOff {
 		return nil
 	}
@@ -171,8 +190,11 @@ func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualM
 
 // DestroyVirtualMachine destroys a powered-off VM; a VM already gone
 // (ManagedObjectNotFound) is success.
-func (c *Client) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error {
-	_, err := c.runTask(ctx, destroyTaskTimeout, vm.Destroy)
+func (c *Client) DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	_, err := c.runTask(ctx, destroyTaskTimeout, c.vm(vm).Destroy)
 	if err != nil && isNotFound(err) {
 		return nil
 	}
@@ -185,12 +207,15 @@ func (c *Client) DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMa
 
 // CloneVirtualMachine clones vm into folder under name and waits for the
 // task (cloneTaskTimeout); it returns the new VM's reference.
-func (c *Client) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *Client) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	if spec == nil {
 		return nil, fmt.Errorf("clone %q from template %q: nil clone spec", name, vmName(vm))
 	}
 	res, err := c.runTask(ctx, cloneTaskTimeout, func(ctx context.Context) (*object.Task, error) {
-		return vm.Clone(ctx, folder, name, *spec)
+		return c.vm(vm).Clone(ctx, object.NewFolder(c.vim, folder), name, *spec)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("clone %q from template %q: %w", name, vmName(vm), err)
@@ -204,9 +229,12 @@ func (c *Client) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMach
 }
 
 // RenameVirtualMachine renames the VM and waits for the task.
-func (c *Client) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error {
+func (c *Client) RenameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
-		return vm.Rename(ctx, newName)
+		return c.vm(vm).Rename(ctx, newName)
 	})
 	if err != nil {
 		return fmt.Errorf("rename %q to %q: %w", vmName(vm), newName, err)
@@ -215,9 +243,12 @@ func (c *Client) RenameVirtualMachine(ctx context.Context, vm *object.VirtualMac
 }
 
 // ReconfigureVirtualMachine applies spec and waits for the task.
-func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
+func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
-		return vm.Reconfigure(ctx, spec)
+		return c.vm(vm).Reconfigure(ctx, spec)
 	})
 	if err != nil {
 		return fmt.Errorf("reconfigure %q: %w", vmName(vm), err)
@@ -227,26 +258,23 @@ func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm *object.Virtu
 
 // MarkVirtualMachineAsTemplate turns a powered-off VM into a template (a
 // single request, not a task).
-func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	release, err := c.acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer release()
-	if err := vm.MarkAsTemplate(ctx); err != nil {
+	if err := c.vm(vm).MarkAsTemplate(ctx); err != nil {
 		return fmt.Errorf("mark %q as template: %w", vmName(vm), err)
 	}
 	return nil
 }
 
-// vmName names a VM in errors and logs without a round trip: its name
-// when it was found by path, else its reference.
-func vmName(vm *object.VirtualMachine) string {
-	if vm == nil {
-		return "<nil>"
-	}
-	if n := vm.Name(); n != "" {
-		return n
-	}
-	return vm.Reference().Value
+// vmName names a VM in errors and logs without a round trip: its
+// reference (the caller's error names the VM).
+func vmName(vm types.ManagedObjectReference) string {
+	return vm.Value
 }

@@ -99,6 +99,9 @@ func (c *Client) watchClock() time.Time {
 // starts an empty one: a new property collector and its baseline version.
 // Cost: 2 requests (3 when an old collector is destroyed).
 func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	old := c.watch
 	c.watch = nil
@@ -162,6 +165,9 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 // is already watched. ErrWatchLost (wrapped) when there is no watch of the
 // current session.
 func (c *Client) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w == nil || w.gen != c.rl.generation() {
@@ -226,6 +232,9 @@ func vmWatchFilterSpec(refs []types.ManagedObjectReference) types.PropertyFilter
 // with no VM is destroyed (best effort). Unknown VMs cost nothing: no
 // request is made unless a filter empties.
 func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w == nil {
@@ -268,6 +277,9 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
 func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w != nil && w.gen != c.rl.generation() {

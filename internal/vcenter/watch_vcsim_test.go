@@ -131,7 +131,7 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 	require.Len(t, vms, 252, "250 foreign vms, the template and the worker")
 
 	before := c.Stats()
-	refs, rt, err := c.ProbeInventory(ctx, pool)
+	refs, rt, err := c.ProbeInventory(ctx, &pool)
 	require.NoError(t, err)
 	delta := c.Stats().Sub(before)
 	assert.ElementsMatch(t, refsOf(vms), refs, "the probe sees every vm and template the listing does")
@@ -149,7 +149,7 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 
 	// After a session loss the view is made again, once.
 	env.TerminateSession(c)
-	refs, _, err = c.ProbeInventory(ctx, pool)
+	refs, _, err = c.ProbeInventory(ctx, &pool)
 	require.NoError(t, err)
 	assert.Len(t, refs, 252)
 }
@@ -723,7 +723,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			if err := wait(name+" watched after its clone", func() bool { return obs.isWatched(*ref) }); err != nil {
 				return err
 			}
-			vm := ops.NewVirtualMachine(*ref)
+			vm := *ref
 
 			m := obs.mark()
 			a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
@@ -783,7 +783,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := ops.DestroyVirtualMachine(ctx, ops.NewVirtualMachine(*ref)); err != nil {
+		if err := ops.DestroyVirtualMachine(ctx, *ref); err != nil {
 			return err
 		}
 		destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
@@ -798,7 +798,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			vms = append(vms, *ref)
 		}
 		for i, ref := range vms {
-			vm := ops.NewVirtualMachine(ref)
+			vm := ref
 			if err := ops.RenameVirtualMachine(ctx, vm, fmt.Sprintf("b-%d-renamed", i)); err != nil {
 				return err
 			}
@@ -807,7 +807,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			}
 		}
 		for i, ref := range vms {
-			vm := ops.NewVirtualMachine(ref)
+			vm := ref
 			if i == 0 {
 				continue // stays on
 			}

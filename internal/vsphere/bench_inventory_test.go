@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -63,7 +62,7 @@ func (c *benchClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMach
 	return c.Port.ListVirtualMachines(ctx)
 }
 
-func (c *benchClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *benchClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	c.mu.Lock()
 	c.clones[name] = time.Now()
 	c.mu.Unlock()

@@ -355,7 +355,7 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 				fail(fmt.Errorf("vm %s not found after its spawn", name))
 				return
 			}
-			vm := env.Client.NewVirtualMachine(st.Ref)
+			vm := st.Ref
 			// One ending worker at a time: two Destroy_Tasks at once race
 			// inside vcsim v0.56.0 (its datastore map), which the race
 			// detector reports against the test. The hatchery's own calls

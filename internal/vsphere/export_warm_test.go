@@ -4,7 +4,8 @@ import (
 	"context"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/vmware/govmomi/object"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Hooks for the external (vcsim) tests of the warm pool and cleanup: the
@@ -22,7 +23,7 @@ func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarter
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.
-func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVM(ctx, vm, annot, flavor)
 }
 

@@ -43,7 +43,7 @@ type viRecordingClient struct {
 	clones []viClone
 }
 
-func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	ref, err := c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
 	rec := viClone{Source: vm.Reference(), Folder: folder.Reference(), Name: name, Err: err}
 	if spec != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -56,7 +55,7 @@ type watchState struct {
 	watched  map[types.ManagedObjectReference]bool
 	toRead   map[types.ManagedObjectReference]bool // seen moving, not read yet
 	fresh    map[types.ManagedObjectReference]bool // found by the last probe, read by the next refresh
-	pool     *object.ResourcePool
+	pool     *types.ManagedObjectReference
 	dirty    bool // vms changed since the last publication
 }
 
@@ -346,7 +345,7 @@ func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
 // watchPool returns the pool the probe reads, looking it up when not known
 // yet. A pool that cannot be found is not an inventory failure: the probe
 // reads the VMs only and reports use live reads.
-func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
+func (s *SharedInventory) watchPool(ctx context.Context) *types.ManagedObjectReference {
 	w := s.watch
 	if w.pool != nil {
 		return w.pool
@@ -356,8 +355,8 @@ func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
 		s.log.Debug("inventory: resource pool not probed", logkey.Err, err)
 		return nil
 	}
-	w.pool = p
-	return p
+	w.pool = &p
+	return w.pool
 }
 
 // setPoolRuntime records the pool runtime of the last probe.

@@ -12,7 +12,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -54,9 +53,9 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 	}
 	f.pool.Memory.UnreservedForVm = 1 << 30
 	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
-	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (*object.ResourcePool, error) {
+	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
 		f.call("LoadResourcePool")
-		return object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "pool"}), nil
+		return types.ManagedObjectReference{Type: "ResourcePool", Value: "pool"}, nil
 	}).AnyTimes()
 	vs.EXPECT().ResetVirtualMachineWatch(gomock.Any()).DoAndReturn(func(context.Context) error {
 		f.call("Reset")
@@ -65,7 +64,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		f.watched, f.changes, f.lost = map[types.ManagedObjectReference]bool{}, nil, false
 		return nil
 	}).AnyTimes()
-	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 		f.call("Probe")
 		f.mu.Lock()
 		defer f.mu.Unlock()

@@ -20,7 +20,6 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
@@ -109,7 +108,7 @@ type testEnv struct {
 	vs   *mock_vsphere.MockPort
 	inv  *fakeInventory
 	logs *syncBuffer
-	pool *object.ResourcePool
+	pool types.ManagedObjectReference
 }
 
 func newTestEnv(t *testing.T, cfg *Configuration) *testEnv {
@@ -119,7 +118,7 @@ func newTestEnv(t *testing.T, cfg *Configuration) *testEnv {
 		vs:   mock_vsphere.NewMockPort(ctrl),
 		inv:  &fakeInventory{},
 		logs: &syncBuffer{},
-		pool: object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"}),
+		pool: types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"},
 	}
 	h, err := New(Options{Config: cfg, Client: e.vs, Inventory: e.inv,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})

@@ -79,7 +79,7 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	launch := viWaitLaunch(t, ctx, env, "vi-model-tmp")
 	tmp := env.MustInspect("vi-model-tmp")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, tmp.PowerState)
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, env.Client.NewVirtualMachine(tmp.Ref)))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, tmp.Ref))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

@@ -125,16 +125,15 @@ var (
 )
 
 // expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
-func (f *spFixture) expectCloneSpecCalls(tmpl *object.VirtualMachine, nics int) {
+func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
-	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
 		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ object.NetworkReference) error {
 			card.Backing = spWorkerBack
 			return nil
 		})
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil)
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil)
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil)
 }
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,

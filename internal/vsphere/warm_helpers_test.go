@@ -15,7 +15,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -139,9 +138,6 @@ func newWarmEnv(t *testing.T, cfg *Configuration, vms []VM, cds *warmCDS) *warmE
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
-	vs.EXPECT().NewVirtualMachine(gomock.Any()).DoAndReturn(func(ref types.ManagedObjectReference) *object.VirtualMachine {
-		return object.NewVirtualMachine(nil, ref)
-	}).AnyTimes()
 	inv := &warmInventory{vms: vms}
 	o := Options{
 		Config:    cfg,
@@ -165,12 +161,12 @@ func warmRef(name string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
 }
 
-// warmRefIs matches a *object.VirtualMachine by the reference of the VM named name.
+// warmRefIs matches the reference of the VM named name.
 type warmRefIs string
 
 func (m warmRefIs) Matches(x interface{}) bool {
-	o, ok := x.(*object.VirtualMachine)
-	return ok && o != nil && o.Reference() == warmRef(string(m))
+	o, ok := x.(types.ManagedObjectReference)
+	return ok && o == warmRef(string(m))
 }
 
 func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
