@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/session/keepalive"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Timeouts and intervals of the govmomi adapter. Each one bounds a wait so
@@ -161,6 +162,11 @@ type Client struct {
 	vmsMu   sync.Mutex
 	vmsView *vmView // reused ContainerView over the VM folder
 
+	// names are the VMs' names as last seen, by reference: errors and
+	// logs name a VM without a round trip (vmName).
+	namesMu sync.Mutex
+	names   map[types.ManagedObjectReference]string
+
 	watchMu sync.Mutex
 	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
 	retired []retiredWatch // abandoned watch collectors not destroyed yet
@@ -204,6 +210,7 @@ func New(cfg Config) *Client {
 		PollInterval: cfg.PollInterval,
 		taskScale:    cfg.TaskTimeoutScale,
 		placement:    newPlacementCache(),
+		names:        map[types.ManagedObjectReference]string{},
 	}
 	if cfg.MaxConcurrentTasks > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)

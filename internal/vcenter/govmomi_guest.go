@@ -27,14 +27,14 @@ func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, wh
 	for {
 		var o mo.VirtualMachine
 		if err := c.pc.RetrieveOne(ctx, vm, props, &o); err != nil {
-			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), err)
+			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), err)
 		}
 		if done(&o) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), ctx.Err())
+			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), ctx.Err())
 		case <-ticker.C:
 		}
 	}
@@ -117,17 +117,17 @@ func (c *Client) StartProgramInGuest(ctx context.Context, vm types.ManagedObject
 		return 0, err
 	}
 	if spec == nil {
-		return 0, fmt.Errorf("start program in %q: nil program spec", vmName(vm))
+		return 0, fmt.Errorf("start program in %q: nil program spec", c.vmName(vm))
 	}
 	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("find guest process manager for %q: %w", vmName(vm), err)
+		return 0, fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err)
 	}
 	pid, err := pm.StartProgram(ctx, auth, spec)
 	if err != nil {
-		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, vmName(vm), err)
+		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, c.vmName(vm), err)
 	}
-	c.log.Debug("started program in guest", logkey.VM, vmName(vm), "program", spec.ProgramPath, "pid", pid)
+	c.log.Debug("started program in guest", logkey.VM, c.vmName(vm), "program", spec.ProgramPath, "pid", pid)
 	return pid, nil
 }
 
@@ -147,7 +147,7 @@ func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedO
 	}
 	events, err := event.NewManager(c.vim).QueryEvents(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("query events of %q: %w", vmName(vm), err)
+		return nil, fmt.Errorf("query events of %q: %w", c.vmName(vm), err)
 	}
 	sort.SliceStable(events, func(i, j int) bool {
 		return events[i].GetEvent().Key < events[j].GetEvent().Key

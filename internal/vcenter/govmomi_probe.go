@@ -141,6 +141,7 @@ func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []types.Manag
 		if err := mo.LoadObjectContent(content, &part); err != nil {
 			return nil, fmt.Errorf("decode %d virtual machines of datacenter %q: %w", len(content), c.dc.Name(), err)
 		}
+		c.learnNames(part)
 		vms = append(vms, part...)
 	}
 	return vms, nil

@@ -34,6 +34,7 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, 
 		var vms []mo.VirtualMachine
 		err = v.view.Retrieve(ctx, []string{"VirtualMachine"}, VMProperties, &vms)
 		if err == nil {
+			c.learnNames(vms)
 			return vms, nil
 		}
 		if attempt == 0 && isNotFound(err) {
@@ -97,6 +98,7 @@ func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (types.Man
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
+	c.learnName(vm.Reference(), vm.Name())
 	return vm.Reference(), nil
 }
 
@@ -113,7 +115,7 @@ func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm types.Managed
 	}
 	devices, err := c.vm(vm).Device(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read devices of %q: %w", vmName(vm), err)
+		return nil, fmt.Errorf("read devices of %q: %w", c.vmName(vm), err)
 	}
 	return devices, nil
 }
@@ -126,7 +128,7 @@ func (c *Client) LoadTemplate(ctx context.Context, template types.ManagedObjectR
 	}
 	var o mo.VirtualMachine
 	if err := c.pc.RetrieveOne(ctx, template, []string{"config.hardware.device", "snapshot"}, &o); err != nil {
-		return mo.VirtualMachine{}, fmt.Errorf("read devices and snapshots of template %q: %w", vmName(template), err)
+		return mo.VirtualMachine{}, fmt.Errorf("read devices and snapshots of template %q: %w", c.vmName(template), err)
 	}
 	return o, nil
 }
@@ -135,7 +137,7 @@ func (c *Client) LoadTemplate(ctx context.Context, template types.ManagedObjectR
 func (c *Client) powerState(ctx context.Context, vm types.ManagedObjectReference) (types.VirtualMachinePowerState, error) {
 	var o mo.VirtualMachine
 	if err := c.pc.RetrieveOne(ctx, vm, []string{"runtime.powerState"}, &o); err != nil {
-		return "", fmt.Errorf("read power state of %q: %w", vmName(vm), err)
+		return "", fmt.Errorf("read power state of %q: %w", c.vmName(vm), err)
 	}
 	return o.Runtime.PowerState, nil
 }
@@ -158,9 +160,9 @@ func (c *Client) StartVirtualMachine(ctx context.Context, vm types.ManagedObject
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("power on %q: %w", vmName(vm), err)
+		return fmt.Errorf("power on %q: %w", c.vmName(vm), err)
 	}
-	c.log.Debug("powered on", logkey.VM, vmName(vm))
+	c.log.Debug("powered on", logkey.VM, c.vmName(vm))
 	return nil
 }
 
@@ -182,9 +184,9 @@ func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObj
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("power off %q: %w", vmName(vm), err)
+		return fmt.Errorf("power off %q: %w", c.vmName(vm), err)
 	}
-	c.log.Debug("powered off", logkey.VM, vmName(vm))
+	c.log.Debug("powered off", logkey.VM, c.vmName(vm))
 	return nil
 }
 
@@ -196,12 +198,14 @@ func (c *Client) DestroyVirtualMachine(ctx context.Context, vm types.ManagedObje
 	}
 	_, err := c.runTask(ctx, destroyTaskTimeout, c.vm(vm).Destroy)
 	if err != nil && isNotFound(err) {
+		c.learnName(vm, "")
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("destroy %q: %w", vmName(vm), err)
+		return fmt.Errorf("destroy %q: %w", c.vmName(vm), err)
 	}
-	c.log.Debug("destroyed", logkey.VM, vmName(vm))
+	c.log.Debug("destroyed", logkey.VM, c.vmName(vm))
+	c.learnName(vm, "")
 	return nil
 }
 
@@ -212,19 +216,20 @@ func (c *Client) CloneVirtualMachine(ctx context.Context, vm types.ManagedObject
 		return nil, err
 	}
 	if spec == nil {
-		return nil, fmt.Errorf("clone %q from template %q: nil clone spec", name, vmName(vm))
+		return nil, fmt.Errorf("clone %q from template %q: nil clone spec", name, c.vmName(vm))
 	}
 	res, err := c.runTask(ctx, cloneTaskTimeout, func(ctx context.Context) (*object.Task, error) {
 		return c.vm(vm).Clone(ctx, object.NewFolder(c.vim, folder), name, *spec)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("clone %q from template %q: %w", name, vmName(vm), err)
+		return nil, fmt.Errorf("clone %q from template %q: %w", name, c.vmName(vm), err)
 	}
 	ref, ok := res.(types.ManagedObjectReference)
 	if !ok {
-		return nil, fmt.Errorf("clone %q from template %q: task result is %T, not a reference", name, vmName(vm), res)
+		return nil, fmt.Errorf("clone %q from template %q: task result is %T, not a reference", name, c.vmName(vm), res)
 	}
-	c.log.Debug("cloned", logkey.VM, name, "template", vmName(vm))
+	c.learnName(ref, name)
+	c.log.Debug("cloned", logkey.VM, name, "template", c.vmName(vm))
 	return &ref, nil
 }
 
@@ -237,8 +242,9 @@ func (c *Client) RenameVirtualMachine(ctx context.Context, vm types.ManagedObjec
 		return c.vm(vm).Rename(ctx, newName)
 	})
 	if err != nil {
-		return fmt.Errorf("rename %q to %q: %w", vmName(vm), newName, err)
+		return fmt.Errorf("rename %q to %q: %w", c.vmName(vm), newName, err)
 	}
+	c.learnName(vm, newName)
 	return nil
 }
 
@@ -251,7 +257,7 @@ func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm types.Managed
 		return c.vm(vm).Reconfigure(ctx, spec)
 	})
 	if err != nil {
-		return fmt.Errorf("reconfigure %q: %w", vmName(vm), err)
+		return fmt.Errorf("reconfigure %q: %w", c.vmName(vm), err)
 	}
 	return nil
 }
@@ -268,13 +274,42 @@ func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm types.Mana
 	}
 	defer release()
 	if err := c.vm(vm).MarkAsTemplate(ctx); err != nil {
-		return fmt.Errorf("mark %q as template: %w", vmName(vm), err)
+		return fmt.Errorf("mark %q as template: %w", c.vmName(vm), err)
 	}
 	return nil
 }
 
-// vmName names a VM in errors and logs without a round trip: its
-// reference (the caller's error names the VM).
-func vmName(vm types.ManagedObjectReference) string {
+// vmName names a VM in errors and logs without a round trip: the name
+// this client last saw it under (loaded by name, cloned, renamed, listed,
+// retrieved), else its reference.
+func (c *Client) vmName(vm types.ManagedObjectReference) string {
+	c.namesMu.Lock()
+	n, ok := c.names[vm]
+	c.namesMu.Unlock()
+	if ok {
+		return n
+	}
 	return vm.Value
+}
+
+// learnNames records the names of VMs read from vCenter, for vmName.
+func (c *Client) learnNames(vms []mo.VirtualMachine) {
+	c.namesMu.Lock()
+	defer c.namesMu.Unlock()
+	for _, o := range vms {
+		if o.Name != "" {
+			c.names[o.Self] = o.Name
+		}
+	}
+}
+
+// learnName records one VM's name (empty: forget it), for vmName.
+func (c *Client) learnName(vm types.ManagedObjectReference, name string) {
+	c.namesMu.Lock()
+	defer c.namesMu.Unlock()
+	if name == "" {
+		delete(c.names, vm)
+		return
+	}
+	c.names[vm] = name
 }

@@ -114,7 +114,7 @@ type Env struct {
 	// Admin is a plain govmomi client (insecure TLS) for fixtures and
 	// assertions; tests of the hatchery use Client.
 	Admin *govmomi.Client
-	// Client is a ready GovmomiClient built from ClientConfig().
+	// Client is a ready vcenter.Client built from ClientConfig().
 	Client *vcenter.Client
 	// Guest is the recording fake guest process manager.
 	Guest *FakeGuest

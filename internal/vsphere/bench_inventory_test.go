@@ -33,7 +33,7 @@ import (
 //	make bench   # go test -run '^$' -bench BenchmarkInventoryModes -benchtime 1x ./internal/vsphere/
 //
 // Every figure comes from counters: the adapter's SOAP counters (requests
-// and bytes by method, GovmomiClient.Stats) and a decorator over the
+// and bytes by method, vcenter.Client.Stats) and a decorator over the
 // vcenter.Port that counts ListVirtualMachines calls and timestamps
 // CloneVirtualMachine submissions. One scenario runs per sub-benchmark
 // whatever b.N is, so -benchtime 1x is the intended setting.
