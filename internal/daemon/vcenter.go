@@ -9,11 +9,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// ErrVCenterNotConnected is returned by every vCenter call made before the
-// first successful connection to vCenter. It is vcenter.ErrNotConnected, so
-// that the vsphere package recognises it.
-var ErrVCenterNotConnected = vcenter.ErrNotConnected
-
 // vcenterLine is the "vCenter" line of /mon/status: AL while not connected
 // or while the last request failed in transport, OK otherwise.
 func vcenterLine(st vcenter.Status) sdk.MonitoringStatusLine {

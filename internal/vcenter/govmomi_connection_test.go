@@ -2,7 +2,6 @@ package vcenter_test
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"io"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -28,23 +26,13 @@ const (
 	connPassword = "s3cret:pass@word"
 )
 
-// closedAddr is a loopback address nothing listens on (yet).
-func closedAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
-
 // TestCallsBeforeConnectionFailAtOnce: a client exists before vCenter
 // answers; until it connected, every call fails at once with
 // ErrNotConnected, naming the endpoint and the last connection error
 // (never the password), and Status says so.
 func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	t.Parallel()
-	addr := closedAddr(t)
+	addr := vcsimtest.FreeAddr(t)
 	c := vcenter.New(vcenter.Config{Endpoint: addr, User: connUser, Password: connPassword, Logger: slog.New(slog.DiscardHandler)})
 	ctx := testCtx(t)
 
@@ -83,34 +71,13 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	assert.Contains(t, err.Error(), "closed")
 }
 
-// startSim serves a vCenter simulator (the default VPX model, no VMs) on
-// addr until the end of the test or stop.
-func startSim(t *testing.T, addr string) (stop func()) {
-	t.Helper()
-	m := simulator.VPX()
-	m.Machine = 0
-	require.NoError(t, m.Create())
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{Host: addr, User: url.UserPassword(connUser, connPassword)}
-	s := m.Service.NewServer()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			s.Close()
-			m.Remove()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
-}
-
 // TestRunConnectsOnceVCenterAnswers: Run retries with its back-off while
 // vCenter does not answer (logging each retry, never the password), then
 // connects when vCenter comes up on the same address: Ready is closed,
 // OnConnect called once, Run returns and calls work.
 func TestRunConnectsOnceVCenterAnswers(t *testing.T) {
 	t.Parallel()
-	addr := closedAddr(t)
+	addr := vcsimtest.FreeAddr(t)
 	var logs testutil.SyncBuffer
 	connected := make(chan struct{}, 2)
 	c := vcenter.New(vcenter.Config{
@@ -132,7 +99,7 @@ func TestRunConnectsOnceVCenterAnswers(t *testing.T) {
 	assert.Contains(t, logs.String(), `msg="vcenter not reachable, retrying"`)
 	assert.Contains(t, logs.String(), "retry_in=40ms", "the back-off doubles up to its bound")
 
-	startSim(t, addr)
+	vcsimtest.ServeVPX(t, addr, connUser, connPassword)
 	select {
 	case <-c.Ready():
 	case <-time.After(10 * time.Second):
@@ -217,7 +184,7 @@ func TestStatusNotesUnreachableVCenter(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
 	target, err := url.Parse(env.Endpoint)
 	require.NoError(t, err)
-	p := &proxy{t: t, addr: closedAddr(t), target: target.Host}
+	p := &proxy{t: t, addr: vcsimtest.FreeAddr(t), target: target.Host}
 	p.start()
 	t.Cleanup(p.pause)
 	var logs testutil.SyncBuffer

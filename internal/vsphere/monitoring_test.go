@@ -316,7 +316,7 @@ func TestMetricsResourcePoolUnreadable(t *testing.T) {
 		expect func(e *testEnv)
 	}{
 		{"load fails", func(e *testEnv) {
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, denied)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, denied)
 		}},
 		{"runtime fails", func(e *testEnv) {
 			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil)

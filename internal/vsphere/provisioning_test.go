@@ -516,7 +516,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
 	e := newWarmEnv(t, cfg, []VM{tpl}, nil)
-	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, errors.New("no pool")).AnyTimes()
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool")).AnyTimes()
 	model := sdk.WorkerStarterWorkerModel{
 		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},
 		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},

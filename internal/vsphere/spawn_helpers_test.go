@@ -128,7 +128,7 @@ var (
 func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
-		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ object.NetworkReference) error {
+		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ string) error {
 			card.Backing = spWorkerBack
 			return nil
 		})

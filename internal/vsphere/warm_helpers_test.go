@@ -131,9 +131,8 @@ type warmEnv struct {
 	ctrl *gomock.Controller
 }
 
-// newWarmEnv builds the hatchery. NewVirtualMachine (a local wrapper, no
-// round trip) is allowed any number of times; every vCenter call must be
-// expected by the test. cds nil leaves the hatchery without an API client.
+// newWarmEnv builds the hatchery. Every vCenter call must be expected by
+// the test. cds nil leaves the hatchery without an API client.
 func newWarmEnv(t *testing.T, cfg *Configuration, vms []VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
