@@ -24,8 +24,8 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // Names of the inventory every Env has (the simulator's VPX model).
@@ -347,8 +347,8 @@ func (e *Env) TryClient(mutate func(*vcenter.Config)) (*vcenter.Client, error) {
 
 // Config returns a hatchery configuration pointing at this simulator:
 // connection, TLS (CAFile) and placement fields only.
-func (e *Env) Config() *vsphere.Configuration {
-	return &vsphere.Configuration{
+func (e *Env) Config() *config.Config {
+	return &config.Config{
 		User:               e.User,
 		Endpoint:           e.Endpoint,
 		Password:           e.Password,

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -19,13 +20,13 @@ import (
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (prepareCloneSpecBoot).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -149,14 +150,14 @@ type templateRef struct {
 // the configured pool and datastore as a linked clone, Linux customization
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on.
-func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templateRef, annot *Annotation, flavor *FlavorConfig) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
 	return h.prepareCloneSpecBoot(ctx, template, annot, flavor, nil)
 }
 
 // prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
 // has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
 	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -295,7 +296,7 @@ func sanitizeHostname(name string) string {
 }
 
 // flavorName is the flavor's name, "" for none.
-func flavorName(f *FlavorConfig) string {
+func flavorName(f *config.Flavor) string {
 	if f == nil {
 		return ""
 	}

@@ -1,10 +1,13 @@
 package vsphere
 
-import "github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+)
 
 // VCenterConfig maps the hatchery configuration to the vCenter adapter's
 // configuration (internal/vcenter imports no configuration package).
-func VCenterConfig(c *Configuration) vcenter.Config {
+func VCenterConfig(c *config.Config) vcenter.Config {
 	return vcenter.Config{
 		Endpoint:           c.Endpoint,
 		User:               c.User,
