@@ -69,7 +69,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	plain := spRef("VirtualMachine", "vm-plain")
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), linked).Return(spTemplateMO(spDevices(1), &snap), nil)
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), plain).Return(spTemplateMO(spDevices(1), nil), nil)
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).Return(nil).AnyTimes()
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
 	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
 	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
 	ctx := context.Background()

@@ -120,7 +120,6 @@ func spDevices(nics int) object.VirtualDeviceList {
 var (
 	spPoolRef    = spRef("ResourcePool", "resgroup-1")
 	spDSRef      = spRef("Datastore", "datastore-1")
-	spNetRef     = spRef("Network", "network-7")
 	spFolderRef  = spRef("Folder", "group-v3")
 	spWorkerBack = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "VM Network"}}
 )
@@ -128,7 +127,7 @@ var (
 // expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
 func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").
 		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ string) error {
 			card.Backing = spWorkerBack
 			return nil
