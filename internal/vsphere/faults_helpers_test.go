@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -128,19 +129,19 @@ type ftOpts struct {
 	// inventory exist (nothing of ours calls the simulator yet).
 	beforeClient func(*vcsimtest.Env)
 	// client, when set, builds a dedicated client with this change.
-	client func(*vsphere.ClientConfig)
+	client func(*vcenter.Config)
 	// metrics, when set, is the hatchery's Metrics.
 	metrics *vsphere.Metrics
 	// wrap, when set, wraps the client the hatchery calls (the inventory
 	// keeps the plain one).
-	wrap func(vsphere.VSphereClient) vsphere.VSphereClient
+	wrap func(vcenter.Port) vcenter.Port
 }
 
 // ftRig is one simulator, one hatchery and its inventory.
 type ftRig struct {
 	t       *testing.T
 	env     *vcsimtest.Env
-	client  *vsphere.GovmomiClient
+	client  *vcenter.Client
 	cfg     *config.Config
 	h       *vsphere.HatcheryVSphere
 	shared  *vsphere.SharedInventory // nil in listing mode
@@ -210,7 +211,7 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 			<-done
 		})
 	}
-	var hc vsphere.VSphereClient = client
+	var hc vcenter.Port = client
 	if o.wrap != nil {
 		hc = o.wrap(client)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -162,7 +163,7 @@ func spawnCause(ctx context.Context, err error) spawnFailureCause {
 // internal error (SystemError), the inventory unreadable for too long, or a
 // transport error (no answer) other than a deadline.
 func isVCenterDown(err error) bool {
-	if errors.Is(err, ErrNotConnected) || errors.Is(err, ErrInventoryStale) || isNotAuthenticated(err) {
+	if errors.Is(err, vcenter.ErrNotConnected) || errors.Is(err, ErrInventoryStale) || fault.Is(err, &types.NotAuthenticated{}) {
 		return true
 	}
 	// SystemErrorFault is the same fault under its SOAP detail name (the

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -38,7 +39,7 @@ func TestSpawnCause(t *testing.T) {
 		want spawnFailureCause
 	}{
 		{"success", context.Background(), nil, causeNone},
-		{"not connected", context.Background(), wrap(fmt.Errorf("%w (vc): still connecting", ErrNotConnected)), causeVCenter},
+		{"not connected", context.Background(), wrap(fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected)), causeVCenter},
 		{"inventory stale", context.Background(), wrap(ErrInventoryStale), causeVCenter},
 		{"session lost", context.Background(), wrap(taskFault(&types.NotAuthenticated{})), causeVCenter},
 		{"vcenter internal error", context.Background(), wrap(taskFault(&types.SystemError{Reason: "x"})), causeVCenter},

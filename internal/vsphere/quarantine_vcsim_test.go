@@ -24,9 +24,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -189,17 +189,17 @@ func TestQuarantineBrokenTemplate(t *testing.T) {
 // failure" injection answers a SystemError fault, which is an answer of
 // vCenter, not an outage.)
 type outageClient struct {
-	vsphere.VSphereClient
+	vcenter.Port
 	down  atomic.Bool
 	calls atomic.Int32
 }
 
-func (c *outageClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *outageClient) CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	if c.down.Load() {
 		c.calls.Add(1)
 		return nil, &url.Error{Op: "Post", URL: "https://127.0.0.1/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 	}
-	return c.VSphereClient.CloneVirtualMachine(ctx, vm, folder, name, spec)
+	return c.Port.CloneVirtualMachine(ctx, template, folder, name, spec)
 }
 
 // TestQuarantineVCenterOutage: while vCenter does not answer, every spawn
@@ -208,8 +208,8 @@ func (c *outageClient) CloneVirtualMachine(ctx context.Context, vm *object.Virtu
 // failures past the threshold; once vCenter answers, the next spawn starts.
 func TestQuarantineVCenterOutage(t *testing.T) {
 	var oc *outageClient
-	r := ftStart(t, ftOpts{mode: ftListing, wrap: func(c vsphere.VSphereClient) vsphere.VSphereClient {
-		oc = &outageClient{VSphereClient: c}
+	r := ftStart(t, ftOpts{mode: ftListing, wrap: func(c vcenter.Port) vcenter.Port {
+		oc = &outageClient{Port: c}
 		return oc
 	}})
 	oc.down.Store(true)
