@@ -58,6 +58,15 @@ func (h *HatcheryVSphere) releaseGrace() time.Duration {
 	return 4 * every
 }
 
+// beginCapacity registers a decision (or a report) about to read the
+// inventory: its generation, the release grace it uses, and the func that
+// ends it once decided.
+func (h *HatcheryVSphere) beginCapacity() (capacity.Generation, time.Duration, func()) {
+	l, grace := h.capacity.ledger, h.releaseGrace()
+	gen := l.Begin()
+	return gen, grace, func() { l.End(gen, h.now(), grace) }
+}
+
 // vmUsages is what the capacity decisions need of an inventory snapshot.
 func (h *HatcheryVSphere) vmUsages(vms []VM) []capacity.VMUsage {
 	out := make([]capacity.VMUsage, len(vms))
@@ -196,9 +205,8 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 	}
 
 	l := h.capacity.ledger
-	grace := h.releaseGrace()
-	gen := l.Begin()
-	defer func() { l.End(gen, h.now(), grace) }()
+	gen, grace, end := h.beginCapacity()
+	defer end()
 
 	// vCenter reads first, without the lock.
 	vms, err := h.inv.VMs(ctx)
@@ -311,9 +319,8 @@ func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, 
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
 	l := h.capacity.ledger
-	grace := h.releaseGrace()
-	gen := l.Begin()
-	defer func() { l.End(gen, h.now(), grace) }()
+	gen, grace, end := h.beginCapacity()
+	defer end()
 
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
@@ -392,9 +399,8 @@ func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, e
 // (readPool) for decisions, the last reading (lastPool) for status lines.
 func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool func(context.Context) capacity.Pool) (capacityView, error) {
 	l := h.capacity.ledger
-	grace := h.releaseGrace()
-	gen := l.Begin()
-	defer func() { l.End(gen, h.now(), grace) }()
+	gen, grace, end := h.beginCapacity()
+	defer end()
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return capacityView{}, fmt.Errorf("read capacity: list vms: %w", err)
