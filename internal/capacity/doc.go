@@ -17,8 +17,8 @@
 //   - a spawn is counted once, never zero times: through its reservation
 //     until a decision's snapshot shows its VM powered on, then through the
 //     VM, so concurrent decisions cannot overshoot a limit;
-//   - it is counted twice at most while one decision runs (a snapshot that
-//     shows the VM taken by a decision that began before the release);
+//   - it is counted twice at most while one decision runs (erring on the
+//     side of a refusal, never of an overshoot);
 //   - a failed spawn (released, no VM ever shown) holds its footprint for
 //     the release grace at most; a reservation given back before any spawn
 //     used it (GiveBack, Drop) is forgotten at once;
