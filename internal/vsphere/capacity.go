@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -48,7 +49,7 @@ func newCapacityState() *capacityState {
 // refuses its snapshot as stale — so that a lagging snapshot never hides
 // a powered-on VM. A failed spawn holds its footprint that long at most.
 func (h *HatcheryVSphere) releaseGrace() time.Duration {
-	if h.cfg.InventoryMode == InventoryListing {
+	if h.cfg.InventoryMode == config.InventoryListing {
 		return 0
 	}
 	every := h.cfg.InventoryRefreshIntervalDuration()
@@ -84,7 +85,7 @@ func (h *HatcheryVSphere) vmUsages(vms []VM) []capacity.VMUsage {
 }
 
 // capacityFlavor is f as the capacity decisions take it (nil for nil).
-func capacityFlavor(f *FlavorConfig) *capacity.Flavor {
+func capacityFlavor(f *config.Flavor) *capacity.Flavor {
 	if f == nil {
 		return nil
 	}
@@ -92,7 +93,7 @@ func capacityFlavor(f *FlavorConfig) *capacity.Flavor {
 }
 
 // capacityFlavors is flavors as the capacity decisions take them.
-func capacityFlavors(flavors []FlavorConfig) []capacity.Flavor {
+func capacityFlavors(flavors []config.Flavor) []capacity.Flavor {
 	out := make([]capacity.Flavor, len(flavors))
 	for i := range flavors {
 		out[i] = *capacityFlavor(&flavors[i])
