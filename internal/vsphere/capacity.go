@@ -12,7 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // This file is the hatchery's glue to internal/capacity: it reads the
@@ -33,7 +33,7 @@ type capacityState struct {
 	ledger *capacity.Ledger
 
 	mu         sync.Mutex
-	pool       *object.ResourcePool // looked up once, dropped when a read fails
+	pool       *types.ManagedObjectReference // looked up once, dropped when a read fails
 	poolHealth poolHealth
 	lastPool   capacity.Pool // the last read, for status lines (no round trip)
 }

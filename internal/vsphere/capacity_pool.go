@@ -8,7 +8,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -20,7 +19,7 @@ type poolHealth struct {
 	err   string
 }
 
-// readPool reads the resource pool runtime through the VSphereClient (the
+// readPool reads the resource pool runtime through the vcenter.Port (the
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).
@@ -55,15 +54,15 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error
 		if err != nil {
 			return capacity.Pool{}, fmt.Errorf("load resource pool: %w", err)
 		}
-		if p == nil {
+		if p.Value == "" {
 			return capacity.Pool{}, errors.New("load resource pool: no pool returned")
 		}
-		pool = p
+		pool = &p
 		s.mu.Lock()
 		s.pool = pool
 		s.mu.Unlock()
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, pool)
+	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("empty runtime")
 	}
@@ -82,7 +81,7 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error
 	}, nil
 }
 
-func poolRef(p *object.ResourcePool) string {
+func poolRef(p *types.ManagedObjectReference) string {
 	if p == nil {
 		return "<nil>"
 	}
