@@ -100,8 +100,10 @@ var transitions = map[Phase][]Phase{
 	// The inventory no longer shows it as a pool VM, or the claim failed
 	// before the rename.
 	Claimed: {Gone, Marked},
-	// Powered on (the worker starts), or the preparation failed.
-	Preparing: {Running, Marked},
+	// Powered on (the worker starts), or the preparation failed: marked
+	// under the name the VM has, and the new name dropped when the rename
+	// did not happen.
+	Preparing: {Running, Marked, Gone},
 	// The start could not be recorded; the inventory shows it or the
 	// deadline passed; the spawn failed or the worker is disabled; the
 	// cleanup's verdict deletes it.

@@ -153,6 +153,23 @@ func (t *Table) apply(name string, e *Entry, to Phase, opts []Option) {
 	}
 }
 
+// Set sets facts on the entry of the VM name if it is in phase in, without
+// moving it, and reports whether it did.
+func (t *Table) Set(name string, in Phase, opts ...Option) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e := t.entries[name]
+	if e == nil || e.Phase != in {
+		return false
+	}
+	phase, since, created := e.Phase, e.Since, e.Created
+	for _, o := range opts {
+		o(e)
+	}
+	e.Name, e.Phase, e.Since, e.Created = name, phase, since, created
+	return true
+}
+
 // Phase returns the phase of the VM name (Gone when the table has no entry).
 func (t *Table) Phase(name string) Phase {
 	t.mu.Lock()

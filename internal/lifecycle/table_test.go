@@ -20,7 +20,7 @@ var want = map[Phase][]Phase{
 	Provisioning: {Idle, Gone, Marked},
 	Idle:         {Claimed, Gone, Marked, Deleting},
 	Claimed:      {Gone, Marked},
-	Preparing:    {Running, Marked},
+	Preparing:    {Running, Marked, Gone},
 	Running:      {Started, Gone, Marked, Deleting},
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
@@ -112,6 +112,21 @@ func TestMoveSetsFactsAndTimes(t *testing.T) {
 	assert.True(t, tb.RefIn("vm-7", Claimed))
 	assert.False(t, tb.RefIn("vm-7", Idle))
 	assert.False(t, tb.RefIn("", Claimed))
+}
+
+func TestSetKeepsPhase(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	tb := New(func() time.Time { return now })
+	assert.False(t, tb.Set("w", Running, WithLaunched(now)), "no entry")
+	require.NoError(t, tb.Move("w", Gone, Running, WithDeadline(now.Add(time.Minute))))
+	assert.False(t, tb.Set("w", Started, WithLaunched(now)), "not in that phase")
+	now = now.Add(time.Second)
+	assert.True(t, tb.Set("w", Running, WithLaunched(now)))
+	e, _ := tb.Get("w")
+	assert.Equal(t, Running, e.Phase)
+	assert.Equal(t, now, e.Launched)
+	assert.Equal(t, now.Add(-time.Second), e.Since, "facts only: the phase's time stays")
+	assert.Equal(t, now.Add(59*time.Second), e.Deadline)
 }
 
 func TestMoveFromReportsPhase(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -68,9 +69,9 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newWarmEnv(t, warmConfig(), tc.vms, nil)
-			e.h.provPending.Add("provision-v2-pending")
+			putPhase(e.h, "provision-v2-pending", lifecycle.Provisioning)
 			e.h.markToDelete("provision-v2-deleted")
-			e.h.provUsing.Add("provision-v2-used")
+			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
 				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
 				require.NoError(t, err)
@@ -80,7 +81,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 				}
 				require.NotNil(t, got, "want %s", want)
 				assert.Equal(t, want, got.Name)
-				assert.True(t, e.h.provUsing.Has(want), "claimed vm must be marked as used")
+				assert.True(t, e.h.life.In(want, lifecycle.Claimed), "claimed vm must be marked as used")
 			}
 		})
 	}
@@ -195,7 +196,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
 	assert.Equal(t, warmHatcheryName, a.HatcheryName)
 	assert.Equal(t, warmNow, a.Created, "the registration window starts at the claim")
-	assert.False(t, e.h.toDelete.Has("worker-1"))
+	assert.False(t, isMarked(e.h, "worker-1"))
 	assert.Positive(t, e.inv.invalidated.Load())
 }
 
@@ -255,7 +256,7 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, boom)
 			assert.Contains(t, err.Error(), tc.step)
-			assert.True(t, e.h.toDelete.Has(tc.markName))
+			assert.True(t, isMarked(e.h, tc.markName))
 		})
 	}
 }
@@ -275,5 +276,5 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	}
 	_, err := e.h.prepareClaimedVM(context.Background(), nil, Annotation{WorkerName: "worker-x"}, nil)
 	require.Error(t, err)
-	assert.Zero(t, e.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(e.h)))
 }

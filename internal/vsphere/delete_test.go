@@ -65,7 +65,7 @@ func TestDeleteServer(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
-			assert.Equal(t, tc.stayMarked, e.h.toDelete.Has(tc.vm.Name))
+			assert.Equal(t, tc.stayMarked, isMarked(e.h, tc.vm.Name))
 			assert.Positive(t, e.inv.invalidated.Load())
 		})
 	}
