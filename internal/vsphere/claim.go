@@ -22,8 +22,9 @@ import (
 // pre-sized for another flavor is never taken. Power state and annotation
 // decide that a VM is ready: a VM still powered on is still being
 // provisioned (or half-made) and is skipped. The claim is atomic: two
-// concurrent claims never return the same VM. The caller releases it with
-// releaseClaim.
+// concurrent claims never return the same VM (a move to Claimed in the
+// lifecycle table). The entry ends when the inventory no longer shows the
+// VM as a pool VM (forgetConsumed).
 func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *FlavorConfig) (*VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -149,4 +150,24 @@ func TestDeleteServerStaleSecondDeletionKeepsANewReservation(t *testing.T) {
 	require.NoError(t, e.h.deleteServer(context.Background(), old), "deleting a vm already gone succeeds")
 	_, err = e.h.ips.reserve(context.Background(), nil, "w-third")
 	require.ErrorIs(t, err, ErrNoIPAvailable, "w-new keeps its reservation")
+}
+
+// TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn: a VM being cloned,
+// provisioned, claimed or prepared belongs to the loop doing it; a deletion
+// started from a stale verdict is refused without a vCenter call and the
+// VM keeps its phase.
+func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
+	t.Parallel()
+	for _, p := range []lifecycle.Phase{lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Claimed, lifecycle.Preparing} {
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			vm := warmVM("w-1", wOff)
+			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil) // no vCenter call expected
+			putPhase(e.h, vm.Name, p)
+			err := e.h.deleteServer(context.Background(), vm)
+			require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
+			assert.NotErrorIs(t, err, errDeleteInProgress)
+			assert.Equal(t, p, e.h.life.Phase(vm.Name))
+		})
+	}
 }
