@@ -8,12 +8,12 @@ import (
 	"os"
 	"strings"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // StartFunc runs the hatchery until ctx is cancelled (SIGTERM/SIGINT). cfg
 // is loaded and validated; logger writes to stderr.
-type StartFunc func(ctx context.Context, cfg *vsphere.Configuration, logger *slog.Logger) error
+type StartFunc func(ctx context.Context, cfg *config.Config, logger *slog.Logger) error
 
 // DemoFunc runs the in-process demo until ctx is cancelled (or, with
 // flags.Once, until its jobs are done); stdout is where it prints the
@@ -101,6 +101,6 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // loadOptions is how commands load configuration: secrets from a.lookupEnv.
-func (a *app) loadOptions() vsphere.LoadOptions {
-	return vsphere.LoadOptions{LookupEnv: a.lookupEnv}
+func (a *app) loadOptions() config.LoadOptions {
+	return config.LoadOptions{LookupEnv: a.lookupEnv}
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // cmdConfig is `config new` and `config check --config FILE`.
@@ -21,7 +21,7 @@ func (a *app) cmdConfig(args []string) int {
 		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
 			return exitUsage
 		}
-		if _, err := a.stdout.Write(vsphere.ReferenceConfig()); err != nil {
+		if _, err := a.stdout.Write(config.ReferenceConfig()); err != nil {
 			fmt.Fprintf(a.stderr, "config new: %v\n", err)
 			return exitFail
 		}
@@ -36,7 +36,7 @@ func (a *app) cmdConfig(args []string) int {
 			fmt.Fprint(a.stderr, "config check: --config FILE is required\n")
 			return exitUsage
 		}
-		cfg, err := vsphere.LoadAndValidate(*path, a.loadOptions())
+		cfg, err := config.LoadAndValidate(*path, a.loadOptions())
 		if err != nil {
 			printConfigError(a.stderr, *path, err)
 			return exitFail
@@ -60,7 +60,7 @@ const maxPrintedProblems = 100
 // own line, or the single fatal error. Messages never hold secrets (the
 // vsphere package guarantees and tests it).
 func printConfigError(w io.Writer, path string, err error) {
-	var ce vsphere.ConfigErrors
+	var ce config.Errors
 	if errors.As(err, &ce) {
 		fmt.Fprintf(w, "%s: %d configuration problem(s):\n", path, len(ce))
 		for i, e := range ce {

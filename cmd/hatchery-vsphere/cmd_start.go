@@ -6,14 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // runStart is the hook `start` calls with a loaded, validated configuration:
 // the daemon, until ctx is cancelled (SIGTERM/SIGINT).
-var runStart StartFunc = func(ctx context.Context, cfg *vsphere.Configuration, logger *slog.Logger) error {
+var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
 	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version})
 }
 
@@ -35,7 +35,7 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 		fmt.Fprintf(a.stderr, "start: %v\n", err)
 		return exitUsage
 	}
-	cfg, err := vsphere.LoadAndValidate(*path, a.loadOptions())
+	cfg, err := config.LoadAndValidate(*path, a.loadOptions())
 	if err != nil {
 		printConfigError(a.stderr, *path, err)
 		return exitFail

@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // TestConfigNewStartsWithDefaults: `config new | tee FILE` then `config
@@ -20,8 +20,8 @@ func TestConfigNewStartsWithDefaults(t *testing.T) {
 	r := runCmd(t, secretsEnv(), nil, "config", "check", "--config", path)
 	require.Equal(t, exitOK, r.code, r.stderr)
 
-	var cfg *vsphere.Configuration
-	a := &app{start: func(_ context.Context, c *vsphere.Configuration, _ *slog.Logger) error { cfg = c; return nil }}
+	var cfg *config.Config
+	a := &app{start: func(_ context.Context, c *config.Config, _ *slog.Logger) error { cfg = c; return nil }}
 	r = runCmd(t, secretsEnv(), a, "start", "--config", path)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NotNil(t, cfg)

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // hangBound is how long one refused configuration may take before the test
@@ -26,7 +26,7 @@ const hangBound = 20 * time.Second
 // naming the key or line, and never printing a secret.
 func TestHostileAndMistakenConfigs(t *testing.T) {
 	t.Parallel()
-	ref := string(vsphere.ReferenceConfig())
+	ref := string(config.ReferenceConfig())
 	// edit replaces one line of the reference (which must hold it).
 	edit := func(pairs ...string) string {
 		doc := ref
@@ -84,8 +84,8 @@ func TestHostileAndMistakenConfigs(t *testing.T) {
 		{"negative maxWorker", edit("maxWorker = 10", "maxWorker = -1"), nil, "hatchery.vsphere.commonConfiguration.provision.maxWorker: -1: must be >= 0"},
 		// Secrets.
 		{"unquoted password", edit(`password = ""`, `password = `+plantedPassword), nil, "password"},
-		{"password file missing", ref, map[string]string{vsphere.EnvPassword: "", vsphere.EnvPassword + vsphere.EnvFileSuffix: "/nonexistent/vcenter-password"}, "hatchery.vsphere.password: cannot read the secret from CDS_HATCHERY_VSPHERE_PASSWORD_FILE"},
-		{"key not PEM", ref, map[string]string{vsphere.EnvRSAPrivateKey: plantedToken}, "hatchery.vsphere.commonConfiguration.rsaPrivateKey: not PEM"},
+		{"password file missing", ref, map[string]string{config.EnvPassword: "", config.EnvPassword + config.EnvFileSuffix: "/nonexistent/vcenter-password"}, "hatchery.vsphere.password: cannot read the secret from CDS_HATCHERY_VSPHERE_PASSWORD_FILE"},
+		{"key not PEM", ref, map[string]string{config.EnvRSAPrivateKey: plantedToken}, "hatchery.vsphere.commonConfiguration.rsaPrivateKey: not PEM"},
 		// Corrupted or hostile files.
 		{"deeply nested arrays", deep("[", "]", 500000), nil, "nested more than 16 deep"},
 		{"deeply nested inline tables", deep("{a=", "}", 200000), nil, "nested more than 16 deep"},
@@ -135,10 +135,10 @@ func TestStartStopsWhenSignalledWhileLoading(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := &app{start: func(context.Context, *vsphere.Configuration, *slog.Logger) error {
+	a := &app{start: func(context.Context, *config.Config, *slog.Logger) error {
 		t.Error("start hook called after the signal")
 		return nil
 	}}
-	r := runCmdCtx(ctx, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
+	r := runCmdCtx(ctx, secretsEnv(), a, "start", "--config", writeFile(t, string(config.ReferenceConfig())))
 	assert.Equal(t, exitOK, r.code, r.stderr)
 }

@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -70,13 +70,13 @@ func installRoot(t *testing.T, key string) (string, func(string) string) {
 		id, src, ok := strings.Cut(c, ":")
 		require.True(t, ok, "LoadCredential=%s", c)
 		assert.Contains(t, string(guide), src, "docs/install.md creates %s", src)
-		value := map[string]string{vsphere.CredentialPassword: plantedPassword + "\n", vsphere.CredentialRSAPrivateKey: key}[id]
+		value := map[string]string{config.CredentialPassword: plantedPassword + "\n", config.CredentialRSAPrivateKey: key}[id]
 		require.NotEmpty(t, value, "unexpected credential %s", id)
 		require.NoError(t, os.WriteFile(under(src), []byte(value), 0o600))
 	}
 	envFile := unitValues(t, "EnvironmentFile")
 	require.Len(t, envFile, 1)
-	require.NoError(t, os.WriteFile(under(envFile[0]), []byte(vsphere.EnvAPITokenV2+"="+plantedToken+"\n"), 0o600))
+	require.NoError(t, os.WriteFile(under(envFile[0]), []byte(config.EnvAPITokenV2+"="+plantedToken+"\n"), 0o600))
 	return root, under
 }
 
@@ -112,7 +112,7 @@ func loadCredentials(t *testing.T, under func(string) string) string {
 
 // runUnitCommand runs an Exec line of the unit (binary dropped, paths
 // mapped) and returns the configuration start received, if it ran.
-func runUnitCommand(t *testing.T, line string, under func(string) string, env map[string]string) (result, *vsphere.Configuration) {
+func runUnitCommand(t *testing.T, line string, under func(string) string, env map[string]string) (result, *config.Config) {
 	t.Helper()
 	f := strings.Fields(line)
 	require.Equal(t, "/usr/local/bin/hatchery-vsphere", f[0])
@@ -120,8 +120,8 @@ func runUnitCommand(t *testing.T, line string, under func(string) string, env ma
 	for i := range args {
 		args[i] = under(args[i])
 	}
-	var got *vsphere.Configuration
-	a := &app{start: func(_ context.Context, cfg *vsphere.Configuration, _ *slog.Logger) error {
+	var got *config.Config
+	a := &app{start: func(_ context.Context, cfg *config.Config, _ *slog.Logger) error {
 		got = cfg
 		return nil
 	}}
@@ -139,7 +139,7 @@ func TestInstallGuideLiterally(t *testing.T) {
 	_, under := installRoot(t, key)
 
 	env := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
-	env[vsphere.EnvCredentialsDirectory] = loadCredentials(t, under)
+	env[config.EnvCredentialsDirectory] = loadCredentials(t, under)
 
 	pre := unitValues(t, "ExecStartPre")
 	require.Len(t, pre, 1)
@@ -163,8 +163,8 @@ func TestInstallGuideLiterally(t *testing.T) {
 
 	// The PEM key through a file variable instead of a credential.
 	fileEnv := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
-	fileEnv[vsphere.EnvRSAPrivateKey+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
-	fileEnv[vsphere.EnvPassword+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
+	fileEnv[config.EnvRSAPrivateKey+config.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
+	fileEnv[config.EnvPassword+config.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
 	r, cfg = runUnitCommand(t, start[0], under, fileEnv)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NotNil(t, cfg)
@@ -177,7 +177,7 @@ func TestInstallGuideLiterally(t *testing.T) {
 	m := regexp.MustCompile(`CREDENTIALS_DIRECTORY=(\S+)`).FindSubmatch(guide)
 	require.NotNil(t, m, "docs/install.md's check sets CREDENTIALS_DIRECTORY")
 	guideEnv := envFileVars(t, under(unitValues(t, "EnvironmentFile")[0]))
-	guideEnv[vsphere.EnvCredentialsDirectory] = under(string(m[1]))
+	guideEnv[config.EnvCredentialsDirectory] = under(string(m[1]))
 	r, _ = runUnitCommand(t, pre[0], under, guideEnv)
 	require.Equal(t, exitOK, r.code, r.stderr)
 }
@@ -242,14 +242,14 @@ func TestInstallGuideStartsTheDaemon(t *testing.T) {
 			}
 			require.NoError(t, os.WriteFile(cfgPath, []byte(doc), 0o640))
 			envPath := under(unitValues(t, "EnvironmentFile")[0])
-			require.NoError(t, os.WriteFile(envPath, []byte(vsphere.EnvAPITokenV2+"="+api.TokenV2()+"\n"), 0o600))
+			require.NoError(t, os.WriteFile(envPath, []byte(config.EnvAPITokenV2+"="+api.TokenV2()+"\n"), 0o600))
 			env := envFileVars(t, envPath)
 			switch form {
 			case "credential":
-				env[vsphere.EnvCredentialsDirectory] = loadCredentials(t, under)
+				env[config.EnvCredentialsDirectory] = loadCredentials(t, under)
 			default:
-				env[vsphere.EnvRSAPrivateKey+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
-				env[vsphere.EnvPassword+vsphere.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
+				env[config.EnvRSAPrivateKey+config.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/rsa-private-key")
+				env[config.EnvPassword+config.EnvFileSuffix] = under("/etc/hatchery-vsphere/credentials/vcenter-password")
 			}
 
 			r, _ := runUnitCommand(t, unitValues(t, "ExecStartPre")[0], under, env)

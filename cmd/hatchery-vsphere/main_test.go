@@ -14,12 +14,11 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 const (
@@ -52,7 +51,7 @@ func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result 
 		a = &app{}
 	}
 	if a.start == nil {
-		a.start = func(context.Context, *vsphere.Configuration, *slog.Logger) error {
+		a.start = func(context.Context, *config.Config, *slog.Logger) error {
 			t.Error("start hook called")
 			return nil
 		}
@@ -78,9 +77,9 @@ func runCmdCtx(ctx context.Context, env map[string]string, a *app, args ...strin
 
 func secretsEnv() map[string]string {
 	return map[string]string{
-		vsphere.EnvPassword:      plantedPassword,
-		vsphere.EnvAPITokenV2:    plantedToken,
-		vsphere.EnvRSAPrivateKey: rsaKey(),
+		config.EnvPassword:      plantedPassword,
+		config.EnvAPITokenV2:    plantedToken,
+		config.EnvRSAPrivateKey: rsaKey(),
 	}
 }
 
@@ -167,7 +166,7 @@ func TestConfigCheckNeverPrintsSecrets(t *testing.T) {
 			t.Parallel()
 			doc := tt.doc
 			if doc == "" {
-				doc = string(vsphere.ReferenceConfig())
+				doc = string(config.ReferenceConfig())
 			}
 			r := runCmd(t, tt.env, nil, "config", "check", "--config", writeFile(t, doc))
 			for _, s := range []string{plantedPassword, plantedToken, "PRIVATE KEY-----\nMI"} {
@@ -212,9 +211,9 @@ func TestVersion(t *testing.T) {
 
 func TestStartCallsHookWithValidatedConfig(t *testing.T) {
 	t.Parallel()
-	path := writeFile(t, string(vsphere.ReferenceConfig()))
-	var got *vsphere.Configuration
-	a := &app{start: func(ctx context.Context, cfg *vsphere.Configuration, _ *slog.Logger) error {
+	path := writeFile(t, string(config.ReferenceConfig()))
+	var got *config.Config
+	a := &app{start: func(ctx context.Context, cfg *config.Config, _ *slog.Logger) error {
 		require.NotNil(t, ctx)
 		got = cfg
 		return context.Canceled // a signal-stopped run is a clean exit
@@ -237,8 +236,8 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 
 func TestStartHookError(t *testing.T) {
 	t.Parallel()
-	a := &app{start: func(context.Context, *vsphere.Configuration, *slog.Logger) error { return io.ErrUnexpectedEOF }}
-	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(vsphere.ReferenceConfig())))
+	a := &app{start: func(context.Context, *config.Config, *slog.Logger) error { return io.ErrUnexpectedEOF }}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(config.ReferenceConfig())))
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, "hatchery stopped")
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -51,7 +51,7 @@ func TestStartUnreachableVCenterServesStatus(t *testing.T) {
       url = %q
 `, vcPort, monPort, api.URL())
 	env := secretsEnv()
-	env[vsphere.EnvAPITokenV2] = api.TokenV2()
+	env[config.EnvAPITokenV2] = api.TokenV2()
 	path := writeFile(t, cfg)
 
 	ctx, cancel := context.WithCancel(context.Background())

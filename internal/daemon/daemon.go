@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -39,7 +40,7 @@ const (
 // and the demo, and their zero values are the production behaviour.
 type Options struct {
 	// Config is a loaded and validated configuration.
-	Config *vsphere.Configuration
+	Config *config.Config
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
 	// Version is reported by /mon/version, the status and the V2 sign-in.
@@ -147,11 +148,11 @@ func Run(ctx context.Context, o Options) error {
 	})
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
 	switch cfg.InventoryMode {
-	case vsphere.InventoryListing:
-	case vsphere.InventoryShared:
+	case config.InventoryListing:
+	case config.InventoryShared:
 		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
-	default: // vsphere.InventoryWatch, validated
+	default: // config.InventoryWatch, validated
 		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}

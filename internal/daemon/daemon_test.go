@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/stretchr/testify/assert"
@@ -28,7 +29,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -93,9 +93,9 @@ func startVCSim(t *testing.T, addr string) func() {
 
 // testConfig is a valid configuration reaching vCenter at vcAddr and the
 // CDS simulator api.
-func testConfig(t *testing.T, vcAddr string, api *cdssim.Server) *vsphere.Configuration {
+func testConfig(t *testing.T, vcAddr string, api *cdssim.Server) *config.Config {
 	t.Helper()
-	cfg, err := vsphere.LoadConfigFrom(bytes.NewReader(vsphere.DemoConfig()), vsphere.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
+	cfg, err := config.LoadFrom(bytes.NewReader(config.DemoConfig()), config.LoadOptions{LookupEnv: func(string) (string, bool) { return "", false }})
 	require.NoError(t, err)
 	cfg.Endpoint = vcAddr
 	cfg.User, cfg.Password, cfg.Insecure = vcUser, vcPassword, true
@@ -115,7 +115,7 @@ func testConfig(t *testing.T, vcAddr string, api *cdssim.Server) *vsphere.Config
 }
 
 // fastOptions are daemon options with short timings for tests.
-func fastOptions(cfg *vsphere.Configuration, log *slog.Logger) daemon.Options {
+func fastOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 	return daemon.Options{
 		Config:         cfg,
 		Logger:         log,

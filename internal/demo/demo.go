@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -84,7 +85,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Tune, when set, edits the hatchery's configuration before the daemon
 	// starts (tests: pool sizes, limits); the result is validated again.
-	Tune func(*vsphere.Configuration)
+	Tune func(*config.Config)
 	// OnReady, when set, is called once everything runs (tests).
 	OnReady func(Info)
 	// OnDone, when set, is called when a Once run has succeeded, before
@@ -103,7 +104,7 @@ type Info struct {
 	// API is the CDS API simulator.
 	API *cdssim.Server
 	// Config is the hatchery's configuration.
-	Config *vsphere.Configuration
+	Config *config.Config
 }
 
 // Run runs the demo until ctx ends (nil) or, with Once, until Jobs jobs are
@@ -230,7 +231,7 @@ type Sims struct {
 	// API is the CDS API simulator.
 	API *cdssim.Server
 	// Config is the hatchery's configuration (validated).
-	Config *vsphere.Configuration
+	Config *config.Config
 
 	closeSim func()
 }
@@ -303,7 +304,7 @@ func (s *Sims) Close() {
 
 // DaemonOptions are the options the demo runs the daemon with: fast loops
 // and back-offs, short readiness polls, log to log.
-func DaemonOptions(cfg *vsphere.Configuration, log *slog.Logger) daemon.Options {
+func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 	return daemon.Options{
 		Config:          cfg,
 		Logger:          log,
@@ -322,9 +323,9 @@ func DaemonOptions(cfg *vsphere.Configuration, log *slog.Logger) daemon.Options 
 
 // demoConfig is configs/demo.toml with the /mon address of listen, a fresh
 // RSA key and placeholders for what the simulators decide.
-func demoConfig(listen string) (*vsphere.Configuration, error) {
+func demoConfig(listen string) (*config.Config, error) {
 	noEnv := func(string) (string, bool) { return "", false }
-	cfg, err := vsphere.LoadConfigFrom(bytes.NewReader(vsphere.DemoConfig()), vsphere.LoadOptions{LookupEnv: noEnv})
+	cfg, err := config.LoadFrom(bytes.NewReader(config.DemoConfig()), config.LoadOptions{LookupEnv: noEnv})
 	if err != nil {
 		return nil, fmt.Errorf("demo: load configs/demo.toml: %w", err)
 	}
@@ -358,7 +359,7 @@ func demoConfig(listen string) (*vsphere.Configuration, error) {
 	cfg.WorkerProvisioningInterval = 3
 	cfg.InventoryRefreshInterval = 2
 	for i := range cfg.GuestCredentials {
-		if cfg.GuestCredentials[i].Bootstrap == vsphere.BootstrapCloudInit {
+		if cfg.GuestCredentials[i].Bootstrap == config.BootstrapCloudInit {
 			continue // no guest account: cloud-init starts the worker
 		}
 		cfg.GuestCredentials[i].Username, cfg.GuestCredentials[i].Password = guestUser, guestPassword
@@ -388,7 +389,7 @@ var v1ModelModified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // v1TemplateAnnotation marks the V1 model's template as this hatchery's,
 // built from the current version of the model: no registration is needed.
-func v1TemplateAnnotation(cfg *vsphere.Configuration) string {
+func v1TemplateAnnotation(cfg *config.Config) string {
 	return vsphere.Annotation{
 		HatcheryName:            cfg.CommonConfiguration.Name,
 		WorkerModelPath:         v1ModelGroup + "/" + v1ModelName,

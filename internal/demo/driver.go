@@ -17,6 +17,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -49,7 +50,7 @@ type jobLife struct {
 // driver feeds jobs, plays the workers and watches the cleanup.
 type driver struct {
 	o   Options
-	cfg *vsphere.Configuration
+	cfg *config.Config
 	env *vcsimtest.Env
 	api *cdssim.Server
 	out *printer

@@ -10,9 +10,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // faultMethods are the vCenter methods a fault run makes fail at random:
@@ -137,4 +137,4 @@ func ourLeft(info demo.Info) (workers []demo.SimVM, pool int) {
 // in its Datastore.resolve, folderPutChild and createVM), which no
 // version the proxy serves fixes: the tests serialise the
 // tasks, while spawns stay concurrent around them.
-func oneSimulatorTask(cfg *vsphere.Configuration) { cfg.MaxConcurrentTasks = 1 }
+func oneSimulatorTask(cfg *config.Config) { cfg.MaxConcurrentTasks = 1 }

@@ -19,9 +19,9 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -116,7 +116,7 @@ func TestSecretsNeverLeakInAFaultRun(t *testing.T) {
 		Jobs: jobs, Once: true, Timeout: 75 * time.Second,
 		JobEvery: 150 * time.Millisecond, WorkerRunTime: 300 * time.Millisecond,
 		Stdout: &stdout, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Tune: func(cfg *vsphere.Configuration) {
+		Tune: func(cfg *config.Config) {
 			cfg.CommonConfiguration.Provision.MaxWorker = 12
 			cfg.CommonConfiguration.Provision.MaxConcurrentProvisioning = 12
 			cfg.KillAwolServersInterval = 1
@@ -223,7 +223,7 @@ func TestSecretsNeverLeakInAFaultRun(t *testing.T) {
 }
 
 // guestPassword is the guest password of the demo's credentials.
-func guestPassword(cfg *vsphere.Configuration) string {
+func guestPassword(cfg *config.Config) string {
 	for _, g := range cfg.GuestCredentials {
 		if g.Password != "" {
 			return g.Password

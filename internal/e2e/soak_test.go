@@ -18,8 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -151,7 +151,7 @@ func TestSoakWithFaults(t *testing.T) {
 		Jobs: jobs, Once: true, Timeout: timeout,
 		JobEvery: 150 * time.Millisecond, WorkerRunTime: 300 * time.Millisecond,
 		Stdout: done, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		Tune: func(cfg *vsphere.Configuration) {
+		Tune: func(cfg *config.Config) {
 			// Room for 16 workers at once, loops every second: the
 			// throughput is bounded by the loops' periods, not by limits.
 			cfg.CommonConfiguration.Provision.MaxWorker = 16
@@ -199,7 +199,7 @@ func TestSoakWithFaults(t *testing.T) {
 }
 
 // poolSizeOf is the configured warm pool size.
-func poolSizeOf(cfg *vsphere.Configuration) int {
+func poolSizeOf(cfg *config.Config) int {
 	n := 0
 	for _, p := range cfg.WorkerProvisioning {
 		n += p.Number

@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -346,8 +347,8 @@ func (e *Env) TryClient(mutate func(*vsphere.ClientConfig)) (*vsphere.GovmomiCli
 
 // Config returns a hatchery configuration pointing at this simulator:
 // connection, TLS (CAFile) and placement fields only.
-func (e *Env) Config() *vsphere.Configuration {
-	return &vsphere.Configuration{
+func (e *Env) Config() *config.Config {
+	return &config.Config{
 		User:               e.User,
 		Endpoint:           e.Endpoint,
 		Password:           e.Password,

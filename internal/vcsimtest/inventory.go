@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -24,16 +25,16 @@ const InventoryModeEnv = "HATCHERY_VSPHERE_TEST_INVENTORY"
 const TestInventoryMinGap = 50 * time.Millisecond
 
 // InventoryMode returns the mode named by InventoryModeEnv, else
-// vsphere.InventoryWatch. An unknown value panics: a CI typo must not
+// config.InventoryWatch. An unknown value panics: a CI typo must not
 // silently test another mode.
 func InventoryMode() string {
 	switch m := os.Getenv(InventoryModeEnv); m {
 	case "":
-		return vsphere.InventoryWatch
-	case vsphere.InventoryWatch, vsphere.InventoryShared, vsphere.InventoryListing:
+		return config.InventoryWatch
+	case config.InventoryWatch, config.InventoryShared, config.InventoryListing:
 		return m
 	default:
-		panic(fmt.Sprintf("%s=%q: want one of %q", InventoryModeEnv, m, vsphere.InventoryModes))
+		panic(fmt.Sprintf("%s=%q: want one of %q", InventoryModeEnv, m, config.InventoryModes))
 	}
 }
 
@@ -43,26 +44,26 @@ func InventoryMode() string {
 // shared inventory refreshes every cfg.InventoryRefreshInterval (30 s when
 // unset) and TestInventoryMinGap after an Invalidate; its owner loop runs
 // until the test ends and is joined at cleanup.
-func (e *Env) Inventory(cfg *vsphere.Configuration) vsphere.Inventory {
+func (e *Env) Inventory(cfg *config.Config) vsphere.Inventory {
 	e.t.Helper()
 	return e.InventoryOver(cfg, e.Client)
 }
 
 // InventoryOver is Inventory over another client (a counting decorator,
 // a second session).
-func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereClient) vsphere.Inventory {
+func (e *Env) InventoryOver(cfg *config.Config, client vsphere.VSphereClient) vsphere.Inventory {
 	e.t.Helper()
 	if cfg.InventoryMode == "" {
 		cfg.InventoryMode = InventoryMode()
 	}
 	if cfg.InventoryRefreshInterval <= 0 {
-		cfg.InventoryRefreshInterval = vsphere.DefaultInventoryRefreshInterval
+		cfg.InventoryRefreshInterval = config.DefaultInventoryRefreshInterval
 	}
 	log := e.opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.InventoryMode == vsphere.InventoryListing {
+	if cfg.InventoryMode == config.InventoryListing {
 		inv, _, err := vsphere.NewInventory(cfg, client, log)
 		if err != nil {
 			e.t.Fatalf("inventory: %v", err)
@@ -70,7 +71,7 @@ func (e *Env) InventoryOver(cfg *vsphere.Configuration, client vsphere.VSphereCl
 		return inv
 	}
 	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
-	if cfg.InventoryMode == vsphere.InventoryWatch {
+	if cfg.InventoryMode == config.InventoryWatch {
 		if client == vsphere.VSphereClient(e.Client) {
 			// A client has one change watch (VSphereClient): a watch
 			// inventory gets a session of its own, as the inventory of a

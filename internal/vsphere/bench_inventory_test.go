@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -214,7 +215,7 @@ func benchModes() []string {
 	if s := os.Getenv("HATCHERY_VSPHERE_BENCH_MODES"); s != "" {
 		return strings.Split(s, ",")
 	}
-	return []string{benchModeSpec, vsphere.InventoryListing, vsphere.InventoryShared, vsphere.InventoryWatch}
+	return []string{benchModeSpec, config.InventoryListing, config.InventoryShared, config.InventoryWatch}
 }
 
 // benchJobs is how many jobs are spawned one after the other for the
@@ -225,9 +226,9 @@ func benchJobs(n int, mode string) int {
 		return 3
 	case mode == benchModeSpec:
 		return 5
-	case mode == vsphere.InventoryListing && n >= 5000:
+	case mode == config.InventoryListing && n >= 5000:
 		return 5
-	case mode == vsphere.InventoryListing:
+	case mode == config.InventoryListing:
 		return 10
 	default:
 		return 30
@@ -285,8 +286,8 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	})
 	ctx := env.Context()
 
-	cfg := new(vsphere.Configuration)
-	*cfg = vsphere.DefaultConfiguration()
+	cfg := new(config.Config)
+	*cfg = config.Default()
 	base := env.Config()
 	cfg.User, cfg.Endpoint, cfg.Password, cfg.CAFile = base.User, base.Endpoint, base.Password, base.CAFile
 	cfg.DatacenterString, cfg.DatastoreString, cfg.NetworkString = base.DatacenterString, base.DatastoreString, base.NetworkString
@@ -295,7 +296,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "10.60.0.10/20", "10.60.0.1", "255.255.240.0", "10.60.0.2"
 	cfg.InventoryMode = mode
 	if mode == benchModeSpec {
-		cfg.InventoryMode = vsphere.InventoryListing
+		cfg.InventoryMode = config.InventoryListing
 	}
 
 	// Baseline heap: simulator and fixtures built, no hatchery yet.
@@ -317,7 +318,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	}
 	var spec *specListingInventory
 	switch mode {
-	case vsphere.InventoryListing:
+	case config.InventoryListing:
 		inv = vsphere.ListingInventory{Client: hc} // listings are the job path's own
 	case benchModeSpec:
 		spec = &specListingInventory{client: gc}
@@ -353,7 +354,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	if _, err := inv.VMs(ctx); err != nil {
 		b.Fatal(err)
 	}
-	if mode == vsphere.InventoryWatch {
+	if mode == config.InventoryWatch {
 		// A resync (the first refresh) and the refreshes after it: the
 		// watch's start-up cost, paid again every watch resync interval.
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -380,28 +381,28 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	}
 	perMin := func(seconds int) float64 { return 60 / float64(seconds) }
 	passes := []pass{
-		{"provisioning", perMin(vsphere.DefaultWorkerProvisioningInterval), func() { h.WarmProvisioningPass(ctx) }},
-		{"killAwolServers", perMin(vsphere.DefaultKillAwolServersInterval), func() { h.WarmKillAwolServersPass(ctx) }},
-		{"killDisabledWorkers", perMin(vsphere.DefaultKillDisabledWorkersInterval), func() { h.BenchKillDisabledWorkersPass(ctx) }},
+		{"provisioning", perMin(config.DefaultWorkerProvisioningInterval), func() { h.WarmProvisioningPass(ctx) }},
+		{"killAwolServers", perMin(config.DefaultKillAwolServersInterval), func() { h.WarmKillAwolServersPass(ctx) }},
+		{"killDisabledWorkers", perMin(config.DefaultKillDisabledWorkersInterval), func() { h.BenchKillDisabledWorkersPass(ctx) }},
 		{"metrics", 60 / vsphere.MetricsInterval.Seconds(), func() {
 			t0 := time.Now()
 			h.BenchCollectMetrics(ctx, m)
 			r.metricsPass = time.Since(t0)
 		}},
 	}
-	if mode == vsphere.InventoryShared {
-		passes = append(passes, pass{"inventoryRefresh", perMin(vsphere.DefaultInventoryRefreshInterval), func() {
+	if mode == config.InventoryShared {
+		passes = append(passes, pass{"inventoryRefresh", perMin(config.DefaultInventoryRefreshInterval), func() {
 			if _, err := ic.ListVirtualMachines(ctx); err != nil { // what one refresh does
 				b.Fatal(err)
 			}
 		}})
 	}
 	var watchCycles float64
-	if mode == vsphere.InventoryWatch {
+	if mode == config.InventoryWatch {
 		// Real refreshes of the running owner loop (WaitRefresh waits for
 		// two): their cost is divided by how many ran.
 		s := inv.(*vsphere.SharedInventory)
-		passes = append(passes, pass{"inventoryRefresh", perMin(vsphere.DefaultInventoryRefreshInterval), func() {
+		passes = append(passes, pass{"inventoryRefresh", perMin(config.DefaultInventoryRefreshInterval), func() {
 			r0 := s.Stats().Refreshes
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
 			defer cancel()
@@ -422,7 +423,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		r.idleMB += bytes * p.perMin / 1e6
 		details = append(details, fmt.Sprintf("%s %.0f req %.1f KB ×%.1f/min", p.name, reqs, bytes/1e3, p.perMin))
 	}
-	if mode == vsphere.InventoryWatch {
+	if mode == config.InventoryWatch {
 		perMin := 1 / vsphere.WatchResyncInterval.Minutes()
 		r.idleReqs += r.resyncReqs * perMin
 		r.idleMB += r.resyncBytes * perMin / 1e6
@@ -442,7 +443,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		r.listingBytes = float64(d.RequestBytes + d.ResponseBytes)
 	}
 
-	if mode == vsphere.InventoryWatch {
+	if mode == config.InventoryWatch {
 		// The simulator recomputes every filter of a collector for every
 		// change anywhere in its inventory (WaitForUpdatesEx, vcsim
 		// v0.56.0): with 1,000 VMs watched, the first refresh after a
@@ -629,7 +630,7 @@ hatchery was built (vcsim runs in the same process).`)
 	}
 	fmt.Fprintln(w)
 	for _, r := range rs {
-		if r.mode != benchModeSpec && r.mode != vsphere.InventoryListing && r.jobsNote == "" {
+		if r.mode != benchModeSpec && r.mode != config.InventoryListing && r.jobsNote == "" {
 			check(fmt.Sprintf("%d VMs %s: zero full listings per job", r.vms, r.mode), r.jobListings == 0, fmt.Sprintf("%.2f", r.jobListings))
 		}
 	}
@@ -637,7 +638,7 @@ hatchery was built (vcsim runs in the same process).`)
 	// baseline (whole objects) and the product's leaf listing.
 	refs := []struct{ mode, label string }{
 		{benchModeSpec, "spec baseline (whole objects, listing per decision)"},
-		{vsphere.InventoryListing, "leaf listing (listing per decision)"},
+		{config.InventoryListing, "leaf listing (listing per decision)"},
 	}
 	for _, inv := range inventoryModes(rs) {
 		for _, ref := range refs {
@@ -675,7 +676,7 @@ hatchery was built (vcsim runs in the same process).`)
 func inventoryModes(rs []benchResult) []string {
 	var out []string
 	for _, r := range rs {
-		if r.mode != benchModeSpec && r.mode != vsphere.InventoryListing && !slices.Contains(out, r.mode) {
+		if r.mode != benchModeSpec && r.mode != config.InventoryListing && !slices.Contains(out, r.mode) {
 			out = append(out, r.mode)
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -99,7 +100,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 	// The simulator reports a guest IP only from a fixed-IP customization.
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.80.10/24", "192.168.80.1", "255.255.255.0", "192.168.80.2"
 	if sc.pool == "powered-off" {
-		cfg.WorkerProvisioning = []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs}}
+		cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs}}
 		cfg.WorkerProvisioningPoolSize = sc.jobs
 	}
 	inv := env.Inventory(cfg)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/vmware/govmomi/vim25/types"
@@ -28,7 +29,7 @@ func TestCanSpawn(t *testing.T) {
 		model   sdk.WorkerStarterWorkerModel
 		jobID   string
 		reqs    []sdk.Requirement
-		cfg     func(*Configuration)
+		cfg     func(*config.Config)
 		vms     []VM
 		pending string
 		listErr error
@@ -54,7 +55,7 @@ func TestCanSpawn(t *testing.T) {
 		{name: "inventory unavailable", model: v2, jobID: "run-1", listErr: errors.New("vcenter down")},
 		{
 			name: "no ip left", model: v2, jobID: "run-1",
-			cfg: func(c *Configuration) { c.IPRange = "10.0.0.1/30" },
+			cfg: func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
 			vms: []VM{
 				{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 				{Name: "b", IPAddresses: []string{"10.0.0.2"}},
@@ -62,7 +63,7 @@ func TestCanSpawn(t *testing.T) {
 		},
 		{
 			name: "one ip left", model: v2, jobID: "run-1",
-			cfg:  func(c *Configuration) { c.IPRange = "10.0.0.1/30" },
+			cfg:  func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
 			vms:  []VM{{Name: "a", Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
 			want: true,
 		},
@@ -137,7 +138,7 @@ func TestNeedRegistration(t *testing.T) {
 
 func TestGetDefaultModelV2Name(t *testing.T) {
 	t.Parallel()
-	models := []DefaultWorkerModelsV2{
+	models := []config.DefaultWorkerModelsV2{
 		{WorkerModelV2: "proj/repo/go", Binaries: []string{"go", "git"}},
 		{WorkerModelV2: "proj/repo/node", Binaries: []string{"node", "npm"}},
 	}
@@ -150,7 +151,7 @@ func TestGetDefaultModelV2Name(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		models []DefaultWorkerModelsV2
+		models []config.DefaultWorkerModelsV2
 		reqs   []sdk.Requirement
 		want   string
 	}{
@@ -176,19 +177,19 @@ func TestGuestCredentials(t *testing.T) {
 	v1, v2 := spV1Model(), spV2Args().Model
 	tests := []struct {
 		name      string
-		creds     []GuestCredential
-		models    []GuestCredential
+		creds     []config.GuestCredential
+		models    []config.GuestCredential
 		model     sdk.WorkerStarterWorkerModel
 		wantUser  string
 		wantPre   string
 		wantError bool
 	}{
-		{name: "v2 from config by template", model: v2, creds: []GuestCredential{{ModelVMWare: "other", Username: "x"}, {ModelVMWare: "debian12", Username: "cfg", Password: "p", PreStartScript: "echo hi"}}, wantUser: "cfg", wantPre: "echo hi"},
-		{name: "v1 from config by path", model: v1, creds: []GuestCredential{{ModelPath: "shared.infra/mymodel", Username: "cfg1", Password: "p"}}, wantUser: "cfg1"},
-		{name: "models alias", model: v2, models: []GuestCredential{{ModelVMWare: "debian12", Username: "alias", Password: "p"}}, wantUser: "alias"},
-		{name: "guestCredentials wins over models", model: v2, creds: []GuestCredential{{ModelVMWare: "debian12", Username: "first", Password: "p"}}, models: []GuestCredential{{ModelVMWare: "debian12", Username: "second", Password: "p"}}, wantUser: "first"},
+		{name: "v2 from config by template", model: v2, creds: []config.GuestCredential{{ModelVMWare: "other", Username: "x"}, {ModelVMWare: "debian12", Username: "cfg", Password: "p", PreStartScript: "echo hi"}}, wantUser: "cfg", wantPre: "echo hi"},
+		{name: "v1 from config by path", model: v1, creds: []config.GuestCredential{{ModelPath: "shared.infra/mymodel", Username: "cfg1", Password: "p"}}, wantUser: "cfg1"},
+		{name: "models alias", model: v2, models: []config.GuestCredential{{ModelVMWare: "debian12", Username: "alias", Password: "p"}}, wantUser: "alias"},
+		{name: "guestCredentials wins over models", model: v2, creds: []config.GuestCredential{{ModelVMWare: "debian12", Username: "first", Password: "p"}}, models: []config.GuestCredential{{ModelVMWare: "debian12", Username: "second", Password: "p"}}, wantUser: "first"},
 		{name: "fallback to the v2 spec", model: v2, wantUser: "admin"},
-		{name: "fallback to the v1 model keeps the entry's prestart", model: v1, creds: []GuestCredential{{ModelPath: "shared.infra/mymodel", PreStartScript: "mount /x"}}, wantUser: "root", wantPre: "mount /x"},
+		{name: "fallback to the v1 model keeps the entry's prestart", model: v1, creds: []config.GuestCredential{{ModelPath: "shared.infra/mymodel", PreStartScript: "mount /x"}}, wantUser: "root", wantPre: "mount /x"},
 		{name: "none", model: func() sdk.WorkerStarterWorkerModel { m := spV2Args().Model; m.VSphereSpec.Username = ""; return m }(), wantError: true},
 	}
 	for _, tt := range tests {

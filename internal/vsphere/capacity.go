@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -225,7 +226,7 @@ func (s *capacityState) release(jobID string, now time.Time, grace time.Duration
 // refuses its snapshot as stale — so that a lagging snapshot never hides
 // a powered-on VM. A failed spawn holds its footprint that long at most.
 func (h *HatcheryVSphere) releaseGrace() time.Duration {
-	if h.cfg.InventoryMode == InventoryListing {
+	if h.cfg.InventoryMode == config.InventoryListing {
 		return 0
 	}
 	every := h.cfg.InventoryRefreshIntervalDuration()
@@ -364,7 +365,7 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 	} else {
 		footprintErr = ferr
 	}
-	var smaller *FlavorConfig
+	var smaller *config.Flavor
 	in.Reserve, smaller = starvationReserve(h.cfg.Flavors, flavor, h.cfg.CountSmallerFlavorToKeep)
 	in.Pool = h.readPool(ctx)
 

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -20,7 +21,7 @@ func (f footprint) times(n int64) footprint {
 	return footprint{CPUs: f.CPUs * n, MemoryMB: f.MemoryMB * n}
 }
 
-func flavorFootprint(f FlavorConfig) footprint {
+func flavorFootprint(f config.Flavor) footprint {
 	return footprint{CPUs: int64(f.CPUs), MemoryMB: f.MemoryMB}
 }
 
@@ -195,7 +196,7 @@ func decideCapacity(in capacityInput) capacityDecision {
 // starvationReserve is the footprint kept free for smaller flavors when f
 // is spawned: count × the smallest smaller flavor; zero when count is 0, f
 // is nil (template resources) or f is the smallest flavor.
-func starvationReserve(flavors []FlavorConfig, f *FlavorConfig, count int) (footprint, *FlavorConfig) {
+func starvationReserve(flavors []config.Flavor, f *config.Flavor, count int) (footprint, *config.Flavor) {
 	if f == nil || count <= 0 {
 		return footprint{}, nil
 	}

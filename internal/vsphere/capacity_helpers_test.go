@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -24,8 +25,8 @@ import (
 const capHatcheryName = "hatch-1"
 
 // capFlavors is the array example of docs/flavors-and-capacity.md.
-func capFlavors() []FlavorConfig {
-	return []FlavorConfig{
+func capFlavors() []config.Flavor {
+	return []config.Flavor{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
 		{Name: "medium", CPUs: 4, MemoryMB: 8192},
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
@@ -136,7 +137,7 @@ type capEnv struct {
 // and a captured JSON logger. cfg is completed with the hatchery name and,
 // when unset, the listing inventory mode: the fake inventory is always
 // fresh, as the listing inventory is.
-func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
+func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	m := mock_vsphere.NewMockVSphereClient(ctrl)
@@ -170,7 +171,7 @@ func newCapEnv(t *testing.T, cfg Configuration) *capEnv {
 	}).AnyTimes()
 	cfg.CommonConfiguration.Name = capHatcheryName
 	if cfg.InventoryMode == "" {
-		cfg.InventoryMode = InventoryListing
+		cfg.InventoryMode = config.InventoryListing
 	}
 	h, err := New(Options{
 		Config:    &cfg,

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/stretchr/testify/require"
@@ -70,7 +71,7 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			cfg := Configuration{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors()}
+			cfg := config.Config{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors()}
 			cfg.CommonConfiguration.Provision.MaxWorker = tc.maxWorker
 			env := newCapEnv(t, cfg)
 			for i, s := range tc.steps {
@@ -113,7 +114,7 @@ func TestStarvationPrevention(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newCapEnv(t, Configuration{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors(), CountSmallerFlavorToKeep: tc.count})
+			env := newCapEnv(t, config.Config{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors(), CountSmallerFlavorToKeep: tc.count})
 			tmpl := VM{Name: "debian12", Template: true, NumCPU: 4, MemoryMB: 4096}
 			env.inv.set(append(tc.used, tmpl)...)
 			ok, err := env.h.CanAllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
@@ -156,7 +157,7 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			env := newCapEnv(t, Configuration{MaxCPUs: tc.maxCPUs, Flavors: capFlavors()})
+			env := newCapEnv(t, config.Config{MaxCPUs: tc.maxCPUs, Flavors: capFlavors()})
 			env.inv.set(tc.vms...)
 			ok, err := env.h.CanAllocateResources(context.Background(), tc.model, "job", tc.reqs)
 			require.NoError(t, err)
@@ -197,7 +198,7 @@ func TestCountAllocatedResources(t *testing.T) {
 	require.Equal(t, map[string]bool{"j-a": true, "j-b": true}, u.jobs)
 
 	// Through CanAllocateResources: 6 used of 8, small (2) fits, medium not.
-	env := newCapEnv(t, Configuration{MaxCPUs: 8, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
 	env.inv.set(vms...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("medium"), "j1", nil)
 	require.NoError(t, err)
@@ -211,7 +212,7 @@ func TestCountAllocatedResources(t *testing.T) {
 // logged once, not per decision; recovery is logged once too.
 func TestResourcePoolUnreadable(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 	ctx := context.Background()
 	env.pool.setErr(capError("session expired"))
 	env.pool.mu.Lock()
@@ -255,7 +256,7 @@ func TestResourcePoolUnreadable(t *testing.T) {
 
 func TestCanAllocateResourcesInventoryError(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 	env.inv.err = capError("vcenter down")
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("small"), "job-1", nil)
 	require.False(t, ok)
@@ -266,7 +267,7 @@ func TestCanAllocateResourcesInventoryError(t *testing.T) {
 // large (8 vCPU) under maxCpus 16 → exactly 2 allowed (run with -race).
 func TestConcurrentReservationsPreventOvershoot(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 	var allowed atomic.Int32
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -303,7 +304,7 @@ func TestReservationLifecycle(t *testing.T) {
 		require.NoError(t, err)
 		return ok
 	}
-	cfg := Configuration{MaxCPUs: 16, Flavors: capFlavors()}
+	cfg := config.Config{MaxCPUs: 16, Flavors: capFlavors()}
 
 	t.Run("release frees", func(t *testing.T) {
 		t.Parallel()
@@ -389,7 +390,7 @@ func TestReservationLifecycle(t *testing.T) {
 	t.Run("shared inventory: a released spawn counts until its VM shows or the grace ends", func(t *testing.T) {
 		t.Parallel()
 		shared := cfg
-		shared.InventoryMode = InventoryShared
+		shared.InventoryMode = config.InventoryShared
 		shared.InventoryRefreshInterval = 15 // grace 4 × 15 s
 		env := newCapEnv(t, shared)
 		require.Equal(t, time.Minute, env.h.releaseGrace())

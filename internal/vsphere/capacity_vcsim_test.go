@@ -14,13 +14,14 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // viFlavors is the array example of docs/flavors-and-capacity.md.
-func viFlavors() []vsphere.FlavorConfig {
-	return []vsphere.FlavorConfig{
+func viFlavors() []config.Flavor {
+	return []config.Flavor{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
 		{Name: "medium", CPUs: 4, MemoryMB: 8192},
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
@@ -133,7 +134,7 @@ func TestVcsimCapacityResourcePool(t *testing.T) {
 // local bookkeeping must cover.
 func TestVcsimCapacityConcurrentLargeJobs(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{vsphere.InventoryListing, vsphere.InventoryShared, vsphere.InventoryWatch} {
+	for _, mode := range []string{config.InventoryListing, config.InventoryShared, config.InventoryWatch} {
 		// One mode at a time: each loads the machine (40 jobs, the
 		// simulator, SOAP) on its own.
 		t.Run(mode, func(t *testing.T) { viRunConcurrentLarge(t, mode) })
@@ -202,9 +203,9 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: env.Client}
 	var shared *vsphere.SharedInventory
-	if mode != vsphere.InventoryListing {
+	if mode != config.InventoryListing {
 		shared = vsphere.NewSharedInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
-		if mode == vsphere.InventoryWatch {
+		if mode == config.InventoryWatch {
 			shared = vsphere.NewWatchInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
 		}
 		inv = shared

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -25,7 +26,7 @@ import (
 // concurrent claims never return the same VM (a move to Claimed in the
 // lifecycle table). The entry ends when the inventory no longer shows the
 // VM as a pool VM (forgetConsumed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *FlavorConfig) (*VM, error) {
+func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
 		want = poolKey{v1: true, model: model.ModelV1.Path()}
@@ -104,7 +105,7 @@ func sortOldestFirst(vms []VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
 	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
 }
 
@@ -112,7 +113,7 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	if vm == nil {
 		return nil, fmt.Errorf("prepare claimed vm: no vm")
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -32,8 +33,8 @@ func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
 // pre-sized for another flavor, never a VM that is not idle or not ours.
 func TestClaimProvisionedVMOrder(t *testing.T) {
 	t.Parallel()
-	large := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192}
-	small := &FlavorConfig{Name: "small", CPUs: 1, MemoryMB: 1024}
+	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
+	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
 	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
 	foreign.Annotation.HatcheryName = "hatch-b"
 	notIdle := []VM{
@@ -54,13 +55,13 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 	cases := []struct {
 		name   string
 		vms    []VM
-		flavor *FlavorConfig
+		flavor *config.Flavor
 		want   []string // successive claims, "" = none
 	}{
 		{"exact then neutral then none", append([]VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
 			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
 		{"neutral when no exact", []VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
-		{"never another flavor", []VM{otherFlavor, exactOld}, &FlavorConfig{Name: "medium"}, []string{""}},
+		{"never another flavor", []VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
 		{"no flavor takes only neutral", []VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
 		{"small flavor exact", []VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
 		{"nothing for the model", notIdle, large, []string{""}},
@@ -161,7 +162,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.7" }))
 	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
-	large := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192}
+	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
 	want := Annotation{
 		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
@@ -217,7 +218,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
 	)
-	_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-2", Created: warmNow}, &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192})
+	_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
 	require.NoError(t, err)
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -257,7 +258,7 @@ func TestKillAwolServers(t *testing.T) {
 			}
 			cfg := warmConfig()
 			// A pool configured large enough: no provisioned VM is surplus here.
-			cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 5}}
+			cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 5}}
 			e := newWarmEnv(t, cfg, tc.vms, cds)
 			for _, n := range tc.toDelete {
 				e.h.markToDelete(n)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -86,7 +87,7 @@ type cloneDecision struct {
 // A linked clone needs a snapshot, and a flavor that grows the first disk
 // beyond the template's cannot use one: a delta disk on a snapshot is
 // never extended.
-func decideCloneMode(ti TemplateInfo, flavor *FlavorConfig, snapshotName string) cloneDecision {
+func decideCloneMode(ti TemplateInfo, flavor *config.Flavor, snapshotName string) cloneDecision {
 	var snap *types.ManagedObjectReference
 	if snapshotName != "" {
 		for _, s := range ti.Snapshots {
@@ -115,7 +116,7 @@ func decideCloneMode(ti TemplateInfo, flavor *FlavorConfig, snapshotName string)
 
 // growsDisk tells whether flavor asks for a first disk larger than the
 // template's.
-func growsDisk(flavor *FlavorConfig, devices object.VirtualDeviceList) bool {
+func growsDisk(flavor *config.Flavor, devices object.VirtualDeviceList) bool {
 	if flavor == nil || flavor.DiskSizeGB <= 0 {
 		return false
 	}
@@ -127,9 +128,9 @@ func growsDisk(flavor *FlavorConfig, devices object.VirtualDeviceList) bool {
 // mode (a template without snapshot would otherwise log at every clone),
 // and at every clone the fall-back of a flavor that grows the disk: that
 // one depends on the job, not on the template.
-func (h *HatcheryVSphere) logCloneMode(template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig, d cloneDecision) {
+func (h *HatcheryVSphere) logCloneMode(template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor, d cloneDecision) {
 	if flavor == nil {
-		flavor = &FlavorConfig{}
+		flavor = &config.Flavor{}
 	}
 	tname := objectName(template)
 	if d.FlavorFallback {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -26,7 +27,7 @@ func TestDecideCloneMode(t *testing.T) {
 	tests := []struct {
 		name     string
 		ti       TemplateInfo
-		flavor   *FlavorConfig
+		flavor   *config.Flavor
 		snapshot string
 		mode     string
 		snap     *types.ManagedObjectReference
@@ -36,8 +37,8 @@ func TestDecideCloneMode(t *testing.T) {
 		{name: "named snapshot", ti: ti, snapshot: "golden", mode: CloneModeLinked, snap: &other},
 		{name: "named snapshot missing", ti: ti, snapshot: "nope", mode: CloneModeFull, reason: `no snapshot named "nope"`},
 		{name: "no snapshot", ti: TemplateInfo{Devices: ti.Devices}, mode: CloneModeFull, reason: "template has no snapshot"},
-		{name: "flavor keeps the disk", ti: ti, flavor: &FlavorConfig{Name: "s", CPUs: 1, MemoryMB: 512, DiskSizeGB: 10}, mode: CloneModeLinked, snap: &cur},
-		{name: "flavor grows the disk", ti: ti, flavor: &FlavorConfig{Name: "l", CPUs: 1, MemoryMB: 512, DiskSizeGB: 20}, mode: CloneModeFull, reason: `flavor "l" grows the disk`},
+		{name: "flavor keeps the disk", ti: ti, flavor: &config.Flavor{Name: "s", CPUs: 1, MemoryMB: 512, DiskSizeGB: 10}, mode: CloneModeLinked, snap: &cur},
+		{name: "flavor grows the disk", ti: ti, flavor: &config.Flavor{Name: "l", CPUs: 1, MemoryMB: 512, DiskSizeGB: 20}, mode: CloneModeFull, reason: `flavor "l" grows the disk`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -82,7 +83,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	require.NotNil(t, spec.Snapshot)
 	assert.Equal(t, snap, *spec.Snapshot)
 
-	big := &FlavorConfig{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
+	big := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
 	spec, err = f.h.prepareCloneSpec(ctx, linked, annot("w2"), big)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)

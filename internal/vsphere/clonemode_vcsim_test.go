@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -50,7 +51,7 @@ func TestVcsimLinkedCloneFromTemplateSnapshot(t *testing.T) {
 	// A static range: the simulator reports a guest IP only from a fixed-IP
 	// customization.
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.78.10/24", "192.168.78.1", "255.255.255.0", "192.168.78.2"
-	cfg.Flavors = []vsphere.FlavorConfig{{Name: "big-disk", CPUs: 1, MemoryMB: 512, DiskSizeGB: 4096}}
+	cfg.Flavors = []config.Flavor{{Name: "big-disk", CPUs: 1, MemoryMB: 512, DiskSizeGB: 4096}}
 	var logs testutil.SyncBuffer
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -22,13 +23,13 @@ import (
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
 	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (prepareCloneSpecBoot).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
 	if annot == nil {
 		return nil, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -145,14 +146,14 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name strin
 // the configured pool and datastore as a linked clone, Linux customization
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on.
-func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
 	return h.prepareCloneSpecBoot(ctx, template, annot, flavor, nil)
 }
 
 // prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
 // has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *FlavorConfig, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
 	tname := objectName(template)
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -307,7 +308,7 @@ func objectName(vm *object.VirtualMachine) string {
 }
 
 // flavorName is the flavor's name, "" for none.
-func flavorName(f *FlavorConfig) string {
+func flavorName(f *config.Flavor) string {
 	if f == nil {
 		return ""
 	}

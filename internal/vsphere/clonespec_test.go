@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -21,7 +22,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name      string
-		cfg       func(*Configuration)
+		cfg       func(*config.Config)
 		nics      int
 		ip        string
 		wantFixed bool
@@ -33,16 +34,16 @@ func TestPrepareCloneSpec(t *testing.T) {
 		{name: "dhcp with two nics", nics: 2},
 		{
 			name: "fixed ip from iprange",
-			cfg: func(c *Configuration) {
+			cfg: func(c *config.Config) {
 				c.IPRange, c.Gateway, c.DNS, c.SubnetMask = "10.0.0.10/24", "10.0.0.1", "10.0.0.2, 10.0.0.3", "255.255.255.0"
 			},
 			nics: 1, ip: "10.0.0.10", wantFixed: true, wantMask: "255.255.255.0", wantGW: "10.0.0.1", wantDNS: []string{"10.0.0.2", "10.0.0.3"},
 		},
 		{
 			name: "fixed ip from a [[networks]] entry uses its own settings",
-			cfg: func(c *Configuration) {
+			cfg: func(c *config.Config) {
 				c.IPRange, c.Gateway, c.SubnetMask = "10.0.0.10/30", "10.0.0.1", "255.255.255.0"
-				c.Networks = []NetworkConfig{{IPRange: "172.16.4.20/22", Gateway: "172.16.4.1", DNS: "172.16.4.2"}}
+				c.Networks = []config.Network{{IPRange: "172.16.4.20/22", Gateway: "172.16.4.1", DNS: "172.16.4.2"}}
 			},
 			nics: 2, ip: "172.16.4.21", wantFixed: true, wantMask: "255.255.252.0", wantGW: "172.16.4.1", wantDNS: []string{"172.16.4.2"},
 		},

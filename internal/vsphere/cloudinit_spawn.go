@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -57,11 +58,11 @@ func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
 // preStartScript), else through guest operations with the model's guest
 // credentials (guestCredentials).
 func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guestAccess, cloudInit bool, err error) {
-	if h.cfg.BootstrapOf(model) != BootstrapCloudInit {
+	if h.cfg.BootstrapOf(model) != config.BootstrapCloudInit {
 		ga, err = h.guestCredentials(ctx, model)
 		return ga, false, err
 	}
-	if e := h.cfg.modelEntry(model); e != nil {
+	if e := h.cfg.ModelEntry(model); e != nil {
 		ga.preStartScript = e.PreStartScript
 	}
 	return ga, true, nil

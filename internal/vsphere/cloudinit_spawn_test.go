@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -27,7 +28,7 @@ func spCloudInitArgs() hatchery.SpawnArguments {
 func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
 	t.Helper()
 	cfg := spIPConfig()
-	cfg.DefaultBootstrap = BootstrapCloudInit
+	cfg.DefaultBootstrap = config.BootstrapCloudInit
 	f := newSpFixture(t, cfg)
 	f.inv.add(VM{Name: "debian12", Template: true})
 	return f, spCloudInitArgs()

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -50,15 +51,15 @@ const (
 // ciConfig is a hatchery on env with a static IP plan whose model
 // debian12 boots through cloud-init. The entry still names a guest account:
 // it must be neither needed nor written anywhere.
-func ciConfig(env *vcsimtest.Env) *vsphere.Configuration {
+func ciConfig(env *vcsimtest.Env) *config.Config {
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = "hatch-ci"
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.88.10/24", "192.168.88.1", "255.255.255.0", "192.168.88.2"
 	cfg.WorkerRegistrationTTL = 10
 	cfg.WorkerTTL = 120
-	cfg.GuestCredentials = []vsphere.GuestCredential{{
+	cfg.GuestCredentials = []config.GuestCredential{{
 		ModelVMWare: vcsimtest.DefaultTemplate, Username: "root", Password: ciGuestPassword,
-		PreStartScript: "echo prestart", Bootstrap: vsphere.BootstrapCloudInit,
+		PreStartScript: "echo prestart", Bootstrap: config.BootstrapCloudInit,
 	}}
 	return cfg
 }
@@ -204,7 +205,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	cfg := ciConfig(env)
-	cfg.WorkerProvisioning = []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}
 	cfg.WorkerProvisioningPoolSize = 1
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: &ciAPI{}, Inventory: inv})
@@ -254,7 +255,7 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 	defer cancel()
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = "hatch-ci-v1"
-	cfg.GuestCredentials = []vsphere.GuestCredential{{ModelPath: "shared.infra/ci-model", Bootstrap: vsphere.BootstrapCloudInit}}
+	cfg.GuestCredentials = []config.GuestCredential{{ModelPath: "shared.infra/ci-model", Bootstrap: config.BootstrapCloudInit}}
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client})
 	require.NoError(t, err)
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -26,16 +27,6 @@ type guestAccess struct {
 	source string
 }
 
-// credentialKey is what a guestCredentials/models entry is matched on: the
-// template name for a V2 model (ModelVMWare), the model path for V1
-// (ModelPath).
-func credentialMatches(c GuestCredential, model sdk.WorkerStarterWorkerModel) bool {
-	if model.IsV1() {
-		return c.ModelPath != "" && c.ModelPath == model.GetName()
-	}
-	return c.ModelVMWare != "" && c.ModelVMWare == model.GetVSphereImage()
-}
-
 // guestCredentials resolves the guest account of a model:
 // the first guestCredentials entry, then the first models entry (alias),
 // matched on the model; else the model's own username/password, where a V1
@@ -45,10 +36,10 @@ func credentialMatches(c GuestCredential, model sdk.WorkerStarterWorkerModel) bo
 // error that names the model, never the secret.
 func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.WorkerStarterWorkerModel) (guestAccess, error) {
 	var ga guestAccess
-	var matched *GuestCredential
-	for _, list := range [][]GuestCredential{h.cfg.GuestCredentials, h.cfg.Models} {
+	var matched *config.GuestCredential
+	for _, list := range [][]config.GuestCredential{h.cfg.GuestCredentials, h.cfg.Models} {
 		for i := range list {
-			if credentialMatches(list[i], model) {
+			if list[i].Matches(model) {
 				matched = &list[i]
 				break
 			}

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/object"
 )
@@ -17,12 +18,12 @@ func (h *HatcheryVSphere) WarmProvisioningPass(ctx context.Context) { h.provisio
 func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killAwolServers(ctx) }
 
 // WarmClaim is claimProvisionedVM.
-func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *FlavorConfig) (*VM, error) {
+func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
 	return h.claimProvisionedVM(ctx, model, flavor)
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.
-func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
 	return h.prepareClaimedVM(ctx, vm, annot, flavor)
 }
 
@@ -35,7 +36,7 @@ func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneF
 }
 
 // WarmFlavor returns the configured flavor named name (nil when unknown).
-func (h *HatcheryVSphere) WarmFlavor(name string) *FlavorConfig { return h.flavorByName(name) }
+func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.flavorByName(name) }
 
 // WarmInventory is the hatchery's inventory, for tests that wait for it.
 func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }

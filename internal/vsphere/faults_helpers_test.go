@@ -24,6 +24,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -53,9 +54,9 @@ const (
 type ftMode string
 
 const (
-	ftListing ftMode = vsphere.InventoryListing
-	ftShared  ftMode = vsphere.InventoryShared
-	ftWatch   ftMode = vsphere.InventoryWatch
+	ftListing ftMode = config.InventoryListing
+	ftShared  ftMode = config.InventoryShared
+	ftWatch   ftMode = config.InventoryWatch
 )
 
 var ftModes = []ftMode{ftListing, ftShared, ftWatch}
@@ -122,7 +123,7 @@ func (c *ftCDS) forget(name string) {
 type ftOpts struct {
 	mode  ftMode
 	env   vcsimtest.Options
-	pools []vsphere.WorkerProvisioningConfig
+	pools []config.WorkerProvisioning
 	// beforeClient runs on the simulator before the hatchery's client and
 	// inventory exist (nothing of ours calls the simulator yet).
 	beforeClient func(*vcsimtest.Env)
@@ -135,7 +136,7 @@ type ftRig struct {
 	t       *testing.T
 	env     *vcsimtest.Env
 	client  *vsphere.GovmomiClient
-	cfg     *vsphere.Configuration
+	cfg     *config.Config
 	h       *vsphere.HatcheryVSphere
 	shared  *vsphere.SharedInventory // nil in listing mode
 	clock   *ftClock
@@ -177,7 +178,7 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	cfg.WorkerProvisioningInterval = 60
 	cfg.WorkerProvisioningPoolSize = 2
 	cfg.IPRange, cfg.Gateway, cfg.DNS, cfg.SubnetMask = ftForeignIP+"/24", "10.20.0.1", "10.20.0.2", "255.255.255.0"
-	cfg.Flavors = []vsphere.FlavorConfig{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}}
+	cfg.Flavors = []config.Flavor{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}}
 	cfg.WorkerProvisioning = o.pools
 	cfg.InventoryMode = string(o.mode)
 	cfg.InventoryRefreshInterval = 1 // seconds: the release grace is 4 s of the injected clock

@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -77,7 +78,7 @@ func TestFaultsClaimFails(t *testing.T) {
 		for _, mode := range ftModes {
 			t.Run(tc.name+"/"+string(mode), func(t *testing.T) {
 				t.Parallel()
-				r := ftStart(t, ftOpts{mode: mode, pools: []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}})
+				r := ftStart(t, ftOpts{mode: mode, pools: []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}})
 				ctx := r.env.Context()
 				r.ftSync()
 				r.h.WarmProvisioningPass(ctx)
@@ -304,7 +305,7 @@ func TestFaultsVCenterOutage(t *testing.T) {
 	for _, mode := range ftModes {
 		t.Run(string(mode), func(t *testing.T) {
 			t.Parallel()
-			r := ftStart(t, ftOpts{mode: mode, pools: []vsphere.WorkerProvisioningConfig{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}})
+			r := ftStart(t, ftOpts{mode: mode, pools: []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}})
 			ctx := r.env.Context()
 			r.ftSync()
 			r.h.WarmProvisioningPass(ctx)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -32,12 +33,12 @@ func (e *UnknownFlavorError) Error() string {
 // none (template resources). An unknown flavor name is an
 // *UnknownFlavorError that names it. The result is a copy: callers may not
 // change the configuration through it.
-func (h *HatcheryVSphere) resolveFlavor(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*FlavorConfig, error) {
+func (h *HatcheryVSphere) resolveFlavor(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error) {
 	return lookupFlavor(h.cfg.Flavors, model.GetFlavor(reqs, h.cfg.DefaultFlavor))
 }
 
 // lookupFlavor finds name (case-insensitive) among flavors; "" is no flavor.
-func lookupFlavor(flavors []FlavorConfig, name string) (*FlavorConfig, error) {
+func lookupFlavor(flavors []config.Flavor, name string) (*config.Flavor, error) {
 	name = strings.TrimSpace(name)
 	if name == "" {
 		return nil, nil
@@ -60,7 +61,7 @@ func lookupFlavor(flavors []FlavorConfig, name string) (*FlavorConfig, error) {
 // flavors with fewer CPUs than f, the one with the fewest CPUs, ties broken
 // by less memory, then by name for a stable answer. ok is false when f is
 // (one of) the smallest: no reserve applies.
-func smallestSmallerFlavor(flavors []FlavorConfig, f FlavorConfig) (smallest FlavorConfig, ok bool) {
+func smallestSmallerFlavor(flavors []config.Flavor, f config.Flavor) (smallest config.Flavor, ok bool) {
 	for _, c := range flavors {
 		if c.CPUs >= f.CPUs || c.CPUs <= 0 {
 			continue
@@ -79,7 +80,7 @@ func smallestSmallerFlavor(flavors []FlavorConfig, f FlavorConfig) (smallest Fla
 // than the first disk adds an Edit device change growing it; an equal size
 // changes nothing; a smaller size is an error (a disk is never shrunk), as
 // is a diskSizeGB with no disk in devices.
-func applyFlavor(spec *types.VirtualMachineConfigSpec, f *FlavorConfig, devices object.VirtualDeviceList) error {
+func applyFlavor(spec *types.VirtualMachineConfigSpec, f *config.Flavor, devices object.VirtualDeviceList) error {
 	if f == nil {
 		return nil
 	}
@@ -105,7 +106,7 @@ func applyFlavor(spec *types.VirtualMachineConfigSpec, f *FlavorConfig, devices 
 
 // growFirstDisk returns the device change growing the first virtual disk of
 // devices to f.DiskSizeGB, nil when it already has that size.
-func growFirstDisk(f *FlavorConfig, devices object.VirtualDeviceList) (*types.VirtualDeviceConfigSpec, error) {
+func growFirstDisk(f *config.Flavor, devices object.VirtualDeviceList) (*types.VirtualDeviceConfigSpec, error) {
 	disks := devices.SelectByType((*types.VirtualDisk)(nil))
 	if len(disks) == 0 {
 		return nil, fmt.Errorf("apply flavor %q: diskSizeGB is %d but the template has no virtual disk", f.Name, f.DiskSizeGB)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
@@ -12,7 +13,7 @@ import (
 
 func TestResolveFlavor(t *testing.T) {
 	t.Parallel()
-	three := []FlavorConfig{
+	three := []config.Flavor{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
 		{Name: "medium", CPUs: 4, MemoryMB: 8192},
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
@@ -29,7 +30,7 @@ func TestResolveFlavor(t *testing.T) {
 	flavorReq := []sdk.Requirement{{Type: sdk.BinaryRequirement, Value: "git"}, {Type: sdk.FlavorRequirement, Value: "medium"}}
 	cases := []struct {
 		name          string
-		flavors       []FlavorConfig
+		flavors       []config.Flavor
 		defaultFlavor string
 		model         sdk.WorkerStarterWorkerModel
 		reqs          []sdk.Requirement
@@ -45,7 +46,7 @@ func TestResolveFlavor(t *testing.T) {
 		{name: "case-insensitive", model: v2("LaRgE", ""), want: "large"},
 		{name: "unknown job flavor is an error, no fallback to default", model: v2("huge", ""), defaultFlavor: "small",
 			wantErr: `flavor "huge" is not defined in hatchery configuration (defined: small, medium, large)`},
-		{name: "unknown with no flavors configured", flavors: []FlavorConfig{}, model: v1("large"),
+		{name: "unknown with no flavors configured", flavors: []config.Flavor{}, model: v1("large"),
 			wantErr: `flavor "large" is not defined in hatchery configuration (defined: none)`},
 	}
 	for _, tc := range cases {
@@ -55,7 +56,7 @@ func TestResolveFlavor(t *testing.T) {
 			if tc.flavors != nil {
 				flavors = tc.flavors
 			}
-			h := &HatcheryVSphere{cfg: &Configuration{Flavors: flavors, DefaultFlavor: tc.defaultFlavor}}
+			h := &HatcheryVSphere{cfg: &config.Config{Flavors: flavors, DefaultFlavor: tc.defaultFlavor}}
 			got, err := h.resolveFlavor(tc.model, tc.reqs)
 			if tc.wantErr != "" {
 				require.EqualError(t, err, tc.wantErr)
@@ -83,18 +84,18 @@ func TestSmallestSmallerFlavor(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name    string
-		flavors []FlavorConfig
+		flavors []config.Flavor
 		of      string
 		want    string // "" = none
 	}{
 		{name: "large keeps small", flavors: capFlavors(), of: "large", want: "small"},
 		{name: "xlarge keeps small, not medium", flavors: capFlavors(), of: "xlarge", want: "small"},
 		{name: "smallest has no reserve", flavors: capFlavors(), of: "small", want: ""},
-		{name: "declaration order does not matter", of: "big", want: "tiny", flavors: []FlavorConfig{
+		{name: "declaration order does not matter", of: "big", want: "tiny", flavors: []config.Flavor{
 			{Name: "big", CPUs: 8, MemoryMB: 8192}, {Name: "mid", CPUs: 4, MemoryMB: 4096}, {Name: "tiny", CPUs: 1, MemoryMB: 1024}}},
-		{name: "cpu tie broken by less memory", of: "big", want: "lean", flavors: []FlavorConfig{
+		{name: "cpu tie broken by less memory", of: "big", want: "lean", flavors: []config.Flavor{
 			{Name: "fat", CPUs: 2, MemoryMB: 8192}, {Name: "lean", CPUs: 2, MemoryMB: 2048}, {Name: "big", CPUs: 8, MemoryMB: 8192}}},
-		{name: "same cpus, less memory is not smaller", of: "wide", want: "", flavors: []FlavorConfig{
+		{name: "same cpus, less memory is not smaller", of: "wide", want: "", flavors: []config.Flavor{
 			{Name: "narrow", CPUs: 4, MemoryMB: 2048}, {Name: "wide", CPUs: 4, MemoryMB: 16384}}},
 	}
 	for _, tc := range cases {
@@ -133,7 +134,7 @@ func TestApplyFlavor(t *testing.T) {
 	}
 	cases := []struct {
 		name        string
-		flavor      *FlavorConfig
+		flavor      *config.Flavor
 		devices     object.VirtualDeviceList
 		wantCPUs    int32
 		wantMemory  int64
@@ -142,17 +143,17 @@ func TestApplyFlavor(t *testing.T) {
 		wantErr     string
 	}{
 		{name: "nil flavor changes nothing", devices: devices()},
-		{name: "cpu and memory", flavor: &FlavorConfig{Name: "large", CPUs: 8, MemoryMB: 16384}, devices: devices(), wantCPUs: 8, wantMemory: 16384},
-		{name: "disk grows the first disk only", flavor: &FlavorConfig{Name: "big", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50},
+		{name: "cpu and memory", flavor: &config.Flavor{Name: "large", CPUs: 8, MemoryMB: 16384}, devices: devices(), wantCPUs: 8, wantMemory: 16384},
+		{name: "disk grows the first disk only", flavor: &config.Flavor{Name: "big", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50},
 			devices: devices(), wantCPUs: 4, wantMemory: 8192, wantDiskKey: 2000, wantDiskGB: 50},
-		{name: "same disk size is no device change", flavor: &FlavorConfig{Name: "same", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20},
+		{name: "same disk size is no device change", flavor: &config.Flavor{Name: "same", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20},
 			devices: devices(), wantCPUs: 4, wantMemory: 8192},
-		{name: "disk size only in KB", flavor: &FlavorConfig{Name: "kb", CPUs: 2, MemoryMB: 2048, DiskSizeGB: 30},
+		{name: "disk size only in KB", flavor: &config.Flavor{Name: "kb", CPUs: 2, MemoryMB: 2048, DiskSizeGB: 30},
 			devices:  object.VirtualDeviceList{&types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: 7}, CapacityInKB: 20 << 20}},
 			wantCPUs: 2, wantMemory: 2048, wantDiskKey: 7, wantDiskGB: 30},
-		{name: "shrink refused", flavor: &FlavorConfig{Name: "tiny", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 10},
+		{name: "shrink refused", flavor: &config.Flavor{Name: "tiny", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 10},
 			devices: devices(), wantErr: `apply flavor "tiny": diskSizeGB 10 is smaller than the template's first disk`},
-		{name: "disk size without a disk refused", flavor: &FlavorConfig{Name: "d", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 10},
+		{name: "disk size without a disk refused", flavor: &config.Flavor{Name: "d", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 10},
 			devices: object.VirtualDeviceList{&types.VirtualVmxnet3{}}, wantErr: "has no virtual disk"},
 	}
 	for _, tc := range cases {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	}
 	cds := &warmCDS{v1: v1, v2: v2, models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}}}}
 	cfg := warmConfig()
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 0}, {ModelPath: "grp/m1", Number: 0}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 0}, {ModelPath: "grp/m1", Number: 0}}
 	e := newWarmEnv(t, cfg, vms, cds)
 	rec := &cloneRecorder{}
 	e.h.prov.clone = rec.clone

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -98,7 +99,7 @@ type ClientConfig struct {
 }
 
 // ClientConfigFrom maps the hatchery configuration to a ClientConfig.
-func ClientConfigFrom(c *Configuration) ClientConfig {
+func ClientConfigFrom(c *config.Config) ClientConfig {
 	return ClientConfig{
 		Endpoint:           c.Endpoint,
 		User:               c.User,

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -27,7 +28,7 @@ const (
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
 // for concurrent use by the framework's spawners and its own loops.
 type HatcheryVSphere struct {
-	cfg   *Configuration
+	cfg   *config.Config
 	ready <-chan struct{}
 	vs    VSphereClient
 	cds   cdsclient.Interface
@@ -62,7 +63,7 @@ type HatcheryVSphere struct {
 // Options are what New needs. Inventory defaults to a ListingInventory
 // over Client; Logger to slog.Default(); Now to time.Now.
 type Options struct {
-	Config    *Configuration
+	Config    *config.Config
 	Client    VSphereClient
 	CDS       cdsclient.Interface
 	Inventory Inventory
@@ -124,7 +125,7 @@ func (h *HatcheryVSphere) Name() string { return h.cfg.CommonConfiguration.Name 
 func (h *HatcheryVSphere) ModelType() string { return "vsphere" }
 
 // Config returns the hatchery's configuration (read-only by convention).
-func (h *HatcheryVSphere) Config() *Configuration { return h.cfg }
+func (h *HatcheryVSphere) Config() *config.Config { return h.cfg }
 
 // Run starts the hatchery's own loops (provisioning, awol cleanup, disabled
 // workers cleanup) and blocks until ctx ends and all of them have returned.

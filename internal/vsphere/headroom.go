@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // HeadroomUnlimited is the headroom of a flavor nothing limits: no static
@@ -122,7 +124,7 @@ func (h *HatcheryVSphere) FlavorHeadroom(ctx context.Context) (map[string]int, e
 
 // flavorHeadroom is FlavorHeadroom's pure computation over a snapshot
 // (base.Next, Known and Reserve are ignored).
-func flavorHeadroom(base capacityInput, flavors []FlavorConfig, countSmaller int) map[string]int {
+func flavorHeadroom(base capacityInput, flavors []config.Flavor, countSmaller int) map[string]int {
 	out := make(map[string]int, len(flavors))
 	for _, f := range flavors {
 		in := base

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/require"
 )
@@ -65,14 +66,14 @@ func TestFlavorHeadroomMatchesCanAllocateResources(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name    string
-		cfg     Configuration
+		cfg     config.Config
 		used    []VM
 		poolMB  int64
 		inFlite []string // flavors reserved before measuring
 	}{
-		{name: "static cpu with one large in flight", cfg: Configuration{MaxCPUs: 16}, inFlite: []string{"large"}},
-		{name: "static both with starvation reserve", cfg: Configuration{MaxCPUs: 40, MaxMemoryMB: 70000, CountSmallerFlavorToKeep: 2}, used: capUsedVMs(2, 4, 8192)},
-		{name: "pool memory binds", cfg: Configuration{MaxCPUs: 64}, poolMB: 50000, inFlite: []string{"small", "medium"}},
+		{name: "static cpu with one large in flight", cfg: config.Config{MaxCPUs: 16}, inFlite: []string{"large"}},
+		{name: "static both with starvation reserve", cfg: config.Config{MaxCPUs: 40, MaxMemoryMB: 70000, CountSmallerFlavorToKeep: 2}, used: capUsedVMs(2, 4, 8192)},
+		{name: "pool memory binds", cfg: config.Config{MaxCPUs: 64}, poolMB: 50000, inFlite: []string{"small", "medium"}},
 	}
 	ctx := context.Background()
 	for _, tc := range cases {
@@ -154,7 +155,7 @@ func TestStatusLines(t *testing.T) {
 
 func TestStatusThroughHatchery(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, MaxMemoryMB: 32768, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, MaxMemoryMB: 32768, Flavors: capFlavors()})
 	env.inv.set(capVM("w1", "j0", 2, 4096))
 	env.pool.set(10240, 500)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("medium"), "j1", nil)

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
@@ -19,21 +21,21 @@ import (
 //
 // All satisfy Inventory, so every loop and decision reads through the same
 // interface and the modes can be measured side by side.
-func NewInventory(cfg *Configuration, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
+func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
 	if cfg == nil || client == nil {
 		return nil, nil, fmt.Errorf("new inventory: config and client are required")
 	}
 	switch cfg.InventoryMode {
-	case InventoryListing:
+	case config.InventoryListing:
 		return ListingInventory{Client: client}, func(context.Context) {}, nil
-	case InventoryShared:
+	case config.InventoryShared:
 		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
-	case InventoryWatch, "":
+	case config.InventoryWatch, "":
 		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	default:
-		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q, %q", cfg.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
+		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q, %q", cfg.InventoryMode, config.InventoryWatch, config.InventoryShared, config.InventoryListing)
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -74,7 +75,7 @@ type SharedInventory struct {
 // defaultInventoryMinGap.
 func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	if interval <= 0 {
-		interval = DefaultInventoryRefreshInterval * time.Second
+		interval = config.DefaultInventoryRefreshInterval * time.Second
 	}
 	if minGap <= 0 {
 		minGap = defaultInventoryMinGap

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 )
 
 // ipReservationTTL is how long a locally reserved IP stays reserved
@@ -58,7 +60,7 @@ type ipReservation struct {
 
 // newIPPool parses the configured ranges; a config without range gives an
 // empty pool (DHCP / template network settings).
-func newIPPool(cfg *Configuration) (*ipPool, error) {
+func newIPPool(cfg *config.Config) (*ipPool, error) {
 	p := &ipPool{net: map[netip.Addr]int{}, now: time.Now, reserved: map[netip.Addr]ipReservation{}}
 	type rangeSet struct {
 		key                 string
@@ -72,7 +74,7 @@ func newIPPool(cfg *Configuration) (*ipPool, error) {
 		sets = append(sets, rangeSet{fmt.Sprintf("networks[%d].iprange", i), n.IPRange, n.Gateway, n.DNS, n.SubnetMask})
 	}
 	for _, s := range sets {
-		addrs, err := ParseIPRange(s.iprange)
+		addrs, err := config.ParseIPRange(s.iprange)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", s.key, err)
 		}
@@ -80,7 +82,7 @@ func newIPPool(cfg *Configuration) (*ipPool, error) {
 		if mask == "" {
 			mask = maskOf(s.iprange)
 		}
-		p.nets = append(p.nets, ipNetwork{Gateway: strings.TrimSpace(s.gw), SubnetMask: mask, DNS: splitList(s.dns)})
+		p.nets = append(p.nets, ipNetwork{Gateway: strings.TrimSpace(s.gw), SubnetMask: mask, DNS: config.SplitList(s.dns)})
 		for _, a := range addrs {
 			if _, dup := p.net[a]; dup {
 				return nil, fmt.Errorf("%s: address %s is already in another range", s.key, a)

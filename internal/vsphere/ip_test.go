@@ -6,12 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-func spPool(t *testing.T, cfg *Configuration) (*ipPool, *spClock) {
+func spPool(t *testing.T, cfg *config.Config) (*ipPool, *spClock) {
 	t.Helper()
 	p, err := newIPPool(cfg)
 	require.NoError(t, err)
@@ -47,7 +48,7 @@ func TestIPPoolReserveSkipsUsedAddresses(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			p, _ := spPool(t, &Configuration{IPRange: "10.0.0.10/24"})
+			p, _ := spPool(t, &config.Config{IPRange: "10.0.0.10/24"})
 			l, err := p.reserve(context.Background(), tt.vms, "vm")
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, l.IP)
@@ -58,7 +59,7 @@ func TestIPPoolReserveSkipsUsedAddresses(t *testing.T) {
 
 func TestIPPoolExhaustionExpiryAndRelease(t *testing.T) {
 	t.Parallel()
-	p, clock := spPool(t, &Configuration{IPRange: "10.0.0.1/30"}) // .1 and .2
+	p, clock := spPool(t, &config.Config{IPRange: "10.0.0.1/30"}) // .1 and .2
 	ctx := context.Background()
 	a, err := p.reserve(ctx, nil, "vm")
 	require.NoError(t, err)
@@ -87,7 +88,7 @@ func TestIPPoolExhaustionExpiryAndRelease(t *testing.T) {
 
 func TestIPPoolNoRange(t *testing.T) {
 	t.Parallel()
-	p, _ := spPool(t, &Configuration{})
+	p, _ := spPool(t, &config.Config{})
 	assert.False(t, p.enabled())
 	_, err := p.reserve(context.Background(), nil, "vm")
 	require.Error(t, err)
@@ -95,16 +96,16 @@ func TestIPPoolNoRange(t *testing.T) {
 
 func TestIPPoolBadConfig(t *testing.T) {
 	t.Parallel()
-	_, err := newIPPool(&Configuration{IPRange: "10.0.0.1/24", Networks: []NetworkConfig{{IPRange: "10.0.0.5/32"}}})
+	_, err := newIPPool(&config.Config{IPRange: "10.0.0.1/24", Networks: []config.Network{{IPRange: "10.0.0.5/32"}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "networks[0].iprange")
-	_, err = newIPPool(&Configuration{IPRange: "nonsense"})
+	_, err = newIPPool(&config.Config{IPRange: "nonsense"})
 	require.Error(t, err)
 }
 
 func TestIPPoolConcurrentReservationsAreDistinct(t *testing.T) {
 	t.Parallel()
-	p, _ := spPool(t, &Configuration{IPRange: "10.1.0.3/26"}) // .3 to .62: 60 addresses
+	p, _ := spPool(t, &config.Config{IPRange: "10.1.0.3/26"}) // .3 to .62: 60 addresses
 	_, total := p.counts(nil)
 	require.Equal(t, 60, total)
 	const n = 50

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 	"go.opencensus.io/stats"
@@ -264,7 +265,7 @@ func summarizeVMs(hatchery string, vms []VM) vmSummary {
 
 // configuredIPs returns the addresses of iprange and of every [[networks]]
 // range; configured is false when no range is set (DHCP).
-func configuredIPs(cfg *Configuration) (addrs map[netip.Addr]bool, configured bool, err error) {
+func configuredIPs(cfg *config.Config) (addrs map[netip.Addr]bool, configured bool, err error) {
 	ranges := []string{}
 	if cfg.IPRange != "" {
 		ranges = append(ranges, cfg.IPRange)
@@ -279,7 +280,7 @@ func configuredIPs(cfg *Configuration) (addrs map[netip.Addr]bool, configured bo
 	}
 	addrs = map[netip.Addr]bool{}
 	for _, r := range ranges {
-		list, err := ParseIPRange(r)
+		list, err := config.ParseIPRange(r)
 		if err != nil {
 			return nil, true, fmt.Errorf("parse iprange %q: %w", r, err)
 		}
@@ -313,7 +314,7 @@ func ipsInUse(inRange map[netip.Addr]bool, vms []VM) int64 {
 
 // warmPoolTarget is how many pre-provisioned VMs the warm pool is
 // configured to keep: the sum of workerProvisioning[].number.
-func warmPoolTarget(cfg *Configuration) int64 {
+func warmPoolTarget(cfg *config.Config) int64 {
 	var n int64
 	for _, w := range cfg.WorkerProvisioning {
 		n += int64(w.Number)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -30,16 +31,16 @@ func TestCapacityRefusalsByResource(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
 		name   string
-		cfg    Configuration
+		cfg    config.Config
 		used   []VM
 		pool   func(*capPool)
 		flavor string
 		want   CapacityResource // "" allowed
 	}{
-		{name: "fits", cfg: Configuration{MaxCPUs: 16}, flavor: "small"},
-		{name: "maxCpus", cfg: Configuration{MaxCPUs: 4}, used: capUsedVMs(1, 4, 1024), flavor: "small", want: CapacityCPU},
-		{name: "maxMemoryMB", cfg: Configuration{MaxMemoryMB: 4096}, used: capUsedVMs(1, 1, 4096), flavor: "small", want: CapacityMemory},
-		{name: "cpu reserve for smaller flavors", cfg: Configuration{MaxCPUs: 15, CountSmallerFlavorToKeep: 2}, used: capUsedVMs(1, 8, 1024), flavor: "medium", want: CapacityCPU},
+		{name: "fits", cfg: config.Config{MaxCPUs: 16}, flavor: "small"},
+		{name: "maxCpus", cfg: config.Config{MaxCPUs: 4}, used: capUsedVMs(1, 4, 1024), flavor: "small", want: CapacityCPU},
+		{name: "maxMemoryMB", cfg: config.Config{MaxMemoryMB: 4096}, used: capUsedVMs(1, 1, 4096), flavor: "small", want: CapacityMemory},
+		{name: "cpu reserve for smaller flavors", cfg: config.Config{MaxCPUs: 15, CountSmallerFlavorToKeep: 2}, used: capUsedVMs(1, 8, 1024), flavor: "medium", want: CapacityCPU},
 		{name: "resource pool cpu", pool: func(p *capPool) { p.set(1<<20, 0) }, flavor: "small", want: CapacityCPU},
 		{name: "resource pool memory", pool: func(p *capPool) { p.set(1, 100000) }, flavor: "small", want: CapacityMemory},
 	}
@@ -96,7 +97,7 @@ func TestCapacityRefusedNilMetrics(t *testing.T) {
 	t.Parallel()
 	var m *Metrics
 	m.CapacityRefused(CapacityCPU) // must not panic
-	env := newCapEnv(t, Configuration{MaxCPUs: 4, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 4, Flavors: capFlavors()})
 	env.inv.set(capUsedVMs(1, 4, 1024)...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("small"), "job", nil)
 	require.NoError(t, err)
@@ -178,11 +179,11 @@ func TestMetricsHealthReadAtScrape(t *testing.T) {
 func TestMetricsWarmPoolTarget(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		pools []WorkerProvisioningConfig
+		pools []config.WorkerProvisioning
 		want  float64
 	}{
 		{nil, 0},
-		{[]WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 2}, {ModelPath: "shared.infra/m", Number: 3, Flavor: "large"}}, 5},
+		{[]config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}, {ModelPath: "shared.infra/m", Number: 3, Flavor: "large"}}, 5},
 	} {
 		cfg := fixtureConfig(testHatchery)
 		cfg.WorkerProvisioning = tc.pools

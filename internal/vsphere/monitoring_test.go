@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/golang/mock/gomock"
@@ -95,11 +96,11 @@ func fixtureRuntime() *types.ResourcePoolRuntimeInfo {
 }
 
 // fixtureConfig has 14 addresses in iprange and 2 in a [[networks]] range.
-func fixtureConfig(name string) *Configuration {
-	return &Configuration{
+func fixtureConfig(name string) *config.Config {
+	return &config.Config{
 		CommonConfiguration: hatcherysdk.CommonConfiguration{Name: name},
 		IPRange:             "192.168.0.0/28",
-		Networks:            []NetworkConfig{{IPRange: "192.168.0.20/31"}},
+		Networks:            []config.Network{{IPRange: "192.168.0.20/31"}},
 	}
 }
 
@@ -112,7 +113,7 @@ type testEnv struct {
 	pool *object.ResourcePool
 }
 
-func newTestEnv(t *testing.T, cfg *Configuration) *testEnv {
+func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	e := &testEnv{

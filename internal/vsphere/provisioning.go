@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -24,7 +25,7 @@ const provisionIPTimeout = 3 * time.Minute
 const defaultRegistrationTTL = 10 * time.Minute
 
 // cloneFunc is the signature of HatcheryVSphere.cloneVM.
-type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *FlavorConfig) (*object.VirtualMachine, error)
+type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (*object.VirtualMachine, error)
 
 // poolKey identifies one warm pool: V1 or V2, the model (V2 template name or
 // V1 model path) and the flavor name the VMs are pre-sized for ("" =
@@ -72,7 +73,7 @@ func newProvisioningState() *provisioningState { return &provisioningState{} }
 type provisionTask struct {
 	key      poolKey
 	template string
-	flavor   *FlavorConfig
+	flavor   *config.Flavor
 	// lastModified is the V1 model's last modification (Unix seconds).
 	lastModified string
 }
@@ -271,7 +272,7 @@ func poolHasTemplate(vms []VM, name string) bool {
 }
 
 // flavorByName returns the configured flavor (names are case-insensitive).
-func (h *HatcheryVSphere) flavorByName(name string) *FlavorConfig {
+func (h *HatcheryVSphere) flavorByName(name string) *config.Flavor {
 	for i := range h.cfg.Flavors {
 		if strings.EqualFold(h.cfg.Flavors[i].Name, name) {
 			f := h.cfg.Flavors[i]

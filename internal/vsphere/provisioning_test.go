@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -37,7 +38,7 @@ type cloneRecorder struct {
 	hook  func()
 }
 
-func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *FlavorConfig) (*object.VirtualMachine, error) {
+func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *config.Flavor) (*object.VirtualMachine, error) {
 	if r.hook != nil {
 		r.hook()
 	}
@@ -115,7 +116,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 1 // sequential: the queue order is observable
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{
 		{ModelVMWare: "debian12", Number: 3},
 		{ModelVMWare: "ubuntu", Number: 2, Flavor: "Large"},
 		{ModelPath: "grp/m1", Number: 1},
@@ -187,7 +188,7 @@ func TestProvisioningBoundedAndJoined(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 2
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 6}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 6}}
 	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
 
 	var active, maxActive, finished atomic.Int64
@@ -249,7 +250,7 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			cfg := warmConfig()
-			cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}
+			cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 			e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
 			rec := &cloneRecorder{}
 			e.h.prov.clone = rec.clone
@@ -277,20 +278,20 @@ func TestProvisioningSkips(t *testing.T) {
 	m1 := sdk.Model{Name: "m1", Group: &sdk.Group{Name: "grp"}}
 	cases := []struct {
 		name    string
-		entries []WorkerProvisioningConfig
+		entries []config.WorkerProvisioning
 		vms     []VM
 		cds     *warmCDS
 	}{
-		{"v1 without api client", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, nil},
-		{"v1 api error", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
-		{"v1 model not enabled", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{}},
-		{"v1 model needs registration", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1},
+		{"v1 without api client", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, nil},
+		{"v1 api error", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
+		{"v1 model not enabled", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{}},
+		{"v1 model needs registration", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1},
 			&warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true}}}},
-		{"v1 no template of ours", []WorkerProvisioningConfig{{ModelPath: "grp/m1", Number: 1}}, []VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
-		{"v2 template missing", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}, nil, nil},
-		{"unknown flavor", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []VM{warmTpl("debian12")}, nil},
-		{"no model", []WorkerProvisioningConfig{{Number: 1}}, []VM{warmTpl("debian12")}, nil},
-		{"pool full", []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}},
+		{"v1 no template of ours", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
+		{"v2 template missing", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}, nil, nil},
+		{"unknown flavor", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []VM{warmTpl("debian12")}, nil},
+		{"no model", []config.WorkerProvisioning{{Number: 1}}, []VM{warmTpl("debian12")}, nil},
+		{"pool full", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}},
 			[]VM{warmTpl("debian12"), warmProvVM("provision-v2-a", "debian12", "")}, nil},
 	}
 	for _, tc := range cases {
@@ -311,7 +312,7 @@ func TestProvisioningSkips(t *testing.T) {
 func TestProvisioningStopsOnContext(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
 	rec := &cloneRecorder{}
 	e.h.prov.clone = rec.clone
@@ -328,7 +329,7 @@ func TestProvisioningStopsOnContext(t *testing.T) {
 func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{
 		{ModelVMWare: "debian12", Number: 2},
 		{ModelVMWare: "ubuntu", Number: 1},
 	}
@@ -424,7 +425,7 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	cfg := warmConfig()
 	cfg.MaxCPUs = 6
 	cfg.WorkerProvisioningPoolSize = 3
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
 	worker := warmVM("worker-1", func(v *VM) { v.NumCPU, v.MemoryMB = 2, 2048 })
@@ -469,7 +470,7 @@ func TestProvisioningWithoutStaticLimitFillsThePool(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 3
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 3}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
@@ -512,7 +513,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	cfg := warmConfig()
 	cfg.MaxCPUs = 4
 	cfg.WorkerProvisioningPoolSize = 1
-	cfg.WorkerProvisioning = []WorkerProvisioningConfig{{ModelVMWare: "debian12", Number: 1}}
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
 	e := newWarmEnv(t, cfg, []VM{tpl}, nil)

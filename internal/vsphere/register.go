@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
@@ -30,7 +31,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	var annot Annotation
 	vmName := tmpName
 	leasedIP := ""
-	cloudInit := h.cfg.BootstrapOf(args.Model) == BootstrapCloudInit
+	cloudInit := h.cfg.BootstrapOf(args.Model) == config.BootstrapCloudInit
 	fail := func(step string, err error) error {
 		h.log.Warn("model registration failed", logkey.VM, vmName, logkey.Model, m.Path(), logkey.Detail, step)
 		if vm != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -36,10 +37,10 @@ func resFootprint(env *capEnv) resReserved {
 // reservationTTL.
 func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
 	t.Parallel()
-	for _, mode := range []string{InventoryListing, InventoryShared, InventoryWatch} {
+	for _, mode := range []string{config.InventoryListing, config.InventoryShared, config.InventoryWatch} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: mode})
+			env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: mode})
 			r1, err := resAllocate(t, env, "large", "j1")
 			require.NoError(t, err)
 			require.NotNil(t, r1)
@@ -75,7 +76,7 @@ func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
 // not forget the footprint the grace still counts.
 func TestAllocateResourcesReleaseAfterSpawnDoesNothing(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: InventoryShared})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors(), InventoryMode: config.InventoryShared})
 	r1, err := resAllocate(t, env, "large", "j1")
 	require.NoError(t, err)
 	env.h.releaseCapacity("j1") // the spawn ended; the snapshot does not show its VM yet
@@ -93,7 +94,7 @@ func TestAllocateResourcesReleaseAfterSpawnDoesNothing(t *testing.T) {
 // replaced by a newer decision for the same job frees nothing.
 func TestAllocateResourcesReplacedReservation(t *testing.T) {
 	t.Parallel()
-	env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 	old, err := resAllocate(t, env, "large", "j1")
 	require.NoError(t, err)
 	_, err = resAllocate(t, env, "large", "j1")
@@ -107,7 +108,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	t.Parallel()
 	t.Run("memory", func(t *testing.T) {
 		t.Parallel()
-		env := newCapEnv(t, Configuration{MaxMemoryMB: 8192, Flavors: capFlavors()})
+		env := newCapEnv(t, config.Config{MaxMemoryMB: 8192, Flavors: capFlavors()})
 		_, err := resAllocate(t, env, "large", "j1")
 		var ref *hatchery.Refusal
 		require.True(t, errors.As(err, &ref), "%v", err)
@@ -116,7 +117,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	})
 	t.Run("resource pool cpu", func(t *testing.T) {
 		t.Parallel()
-		env := newCapEnv(t, Configuration{Flavors: capFlavors()})
+		env := newCapEnv(t, config.Config{Flavors: capFlavors()})
 		env.pool.set(1<<20, 0)
 		_, err := resAllocate(t, env, "small", "j1")
 		var ref *hatchery.Refusal
@@ -126,7 +127,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	})
 	t.Run("unknown flavor reserves nothing", func(t *testing.T) {
 		t.Parallel()
-		env := newCapEnv(t, Configuration{MaxCPUs: 1, Flavors: capFlavors()})
+		env := newCapEnv(t, config.Config{MaxCPUs: 1, Flavors: capFlavors()})
 		r, err := resAllocate(t, env, "huge", "j1")
 		require.NoError(t, err)
 		require.Nil(t, r)
@@ -134,7 +135,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	})
 	t.Run("inventory error is not a refusal", func(t *testing.T) {
 		t.Parallel()
-		env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+		env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 		env.inv.err = capError("vcenter down")
 		r, err := resAllocate(t, env, "small", "j1")
 		require.Nil(t, r)
@@ -144,7 +145,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	})
 	t.Run("expiry stays the safety net", func(t *testing.T) {
 		t.Parallel()
-		env := newCapEnv(t, Configuration{MaxCPUs: 16, Flavors: capFlavors()})
+		env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 		r, err := resAllocate(t, env, "large", "j1")
 		require.NoError(t, err)
 		env.clock.advance(reservationTTL + time.Second)

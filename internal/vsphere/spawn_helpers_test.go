@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/object"
@@ -62,8 +63,8 @@ func (c *spClock) Advance(d time.Duration) {
 const spHatchery = "hatch-test"
 
 // spConfig is a minimal configuration for the spawn-path tests.
-func spConfig() *Configuration {
-	cfg := &Configuration{
+func spConfig() *config.Config {
+	cfg := &config.Config{
 		NetworkString:   "VM Network",
 		DatastoreString: "LocalDS_0",
 		CardName:        "vmxnet3",
@@ -80,7 +81,7 @@ type spFixture struct {
 	clock *spClock
 }
 
-func newSpFixture(t *testing.T, cfg *Configuration) *spFixture {
+func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockVSphereClient(ctrl)

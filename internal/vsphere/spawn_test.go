@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -53,7 +54,7 @@ func spV2Args() hatchery.SpawnArguments {
 	}
 }
 
-func spIPConfig() *Configuration {
+func spIPConfig() *config.Config {
 	cfg := spConfig()
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "10.0.0.10/29", "10.0.0.1", "255.255.255.0", "10.0.0.2"
 	return cfg

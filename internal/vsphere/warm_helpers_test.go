@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -109,14 +110,14 @@ func (c *warmCDS) WorkerModelSpawnError(_ context.Context, group, name string, f
 }
 
 // warmConfig is a small valid configuration for hatch-a.
-func warmConfig() *Configuration {
-	return &Configuration{
+func warmConfig() *config.Config {
+	return &config.Config{
 		CommonConfiguration:        hatchery.CommonConfiguration{Name: warmHatcheryName},
 		WorkerTTL:                  120,
 		WorkerRegistrationTTL:      10,
 		WorkerProvisioningInterval: 60,
 		WorkerProvisioningPoolSize: 2,
-		Flavors: []FlavorConfig{
+		Flavors: []config.Flavor{
 			{Name: "small", CPUs: 1, MemoryMB: 1024},
 			{Name: "large", CPUs: 4, MemoryMB: 8192},
 		},
@@ -135,7 +136,7 @@ type warmEnv struct {
 // newWarmEnv builds the hatchery. NewVirtualMachine (a local wrapper, no
 // round trip) is allowed any number of times; every vCenter call must be
 // expected by the test. cds nil leaves the hatchery without an API client.
-func newWarmEnv(t *testing.T, cfg *Configuration, vms []VM, cds *warmCDS) *warmEnv {
+func newWarmEnv(t *testing.T, cfg *config.Config, vms []VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockVSphereClient(ctrl)

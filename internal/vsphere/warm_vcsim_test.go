@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -36,7 +37,7 @@ func warmVcsimEnv(t *testing.T) *vcsimtest.Env {
 }
 
 // warmVcsimConfig is a hatchery configuration on env with a static IP range.
-func warmVcsimConfig(env *vcsimtest.Env, pools ...vsphere.WorkerProvisioningConfig) *vsphere.Configuration {
+func warmVcsimConfig(env *vcsimtest.Env, pools ...config.WorkerProvisioning) *config.Config {
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = warmVcsimHatchery
 	cfg.WorkerTTL = 120
@@ -47,14 +48,14 @@ func warmVcsimConfig(env *vcsimtest.Env, pools ...vsphere.WorkerProvisioningConf
 	cfg.Gateway = "10.10.0.1"
 	cfg.DNS = "10.10.0.2"
 	cfg.SubnetMask = "255.255.255.0"
-	cfg.Flavors = []vsphere.FlavorConfig{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}}
+	cfg.Flavors = []config.Flavor{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}}
 	cfg.WorkerProvisioning = pools
 	return cfg
 }
 
 // newWarmVcsimHatchery builds a hatchery on env, its inventory in the mode
 // of vcsimtest.InventoryMode().
-func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *vsphere.Configuration, now func() time.Time) *vsphere.HatcheryVSphere {
+func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config, now func() time.Time) *vsphere.HatcheryVSphere {
 	t.Helper()
 	h, err := vsphere.New(vsphere.Options{
 		Config:    cfg,
@@ -109,8 +110,8 @@ func warmNames(vms []vsphere.VM) []string {
 func TestVcsimProvisioningFillsTwoPools(t *testing.T) {
 	env := warmVcsimEnv(t)
 	cfg := warmVcsimConfig(env,
-		vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2},
-		vsphere.WorkerProvisioningConfig{ModelVMWare: "ubuntu", Number: 3, Flavor: "small"},
+		config.WorkerProvisioning{ModelVMWare: "debian12", Number: 2},
+		config.WorkerProvisioning{ModelVMWare: "ubuntu", Number: 3, Flavor: "small"},
 	)
 	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
 	ctx := env.Context()
@@ -145,7 +146,7 @@ func TestVcsimProvisioningFillsTwoPools(t *testing.T) {
 // reconfigured with the new annotation and the flavor, and powered on.
 func TestVcsimClaimNeutralResized(t *testing.T) {
 	env := warmVcsimEnv(t)
-	cfg := warmVcsimConfig(env, vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 1})
+	cfg := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: 1})
 	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
 	ctx := env.Context()
 	h.WarmProvisioningPass(ctx)
@@ -201,8 +202,8 @@ func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 		{Name: "provision-v2-bare", NumCPU: 2, MemoryMB: 4096},
 	})
 	cfg := warmVcsimConfig(env,
-		vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 4},
-		vsphere.WorkerProvisioningConfig{ModelVMWare: "ubuntu", Number: 1},
+		config.WorkerProvisioning{ModelVMWare: "debian12", Number: 4},
+		config.WorkerProvisioning{ModelVMWare: "ubuntu", Number: 1},
 	)
 	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
 	ctx := env.Context()
@@ -241,7 +242,7 @@ func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 // the finished ones in the pool.
 func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	env := warmVcsimEnv(t)
-	cfg := warmVcsimConfig(env, vsphere.WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2})
+	cfg := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: 2})
 	cfg.WorkerProvisioningPoolSize = 1
 
 	// First life: one VM provisioned fully, the second interrupted.
@@ -249,7 +250,7 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	runCtx, crash := context.WithCancel(env.Context())
 	clones := 0
 	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
-		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *vsphere.FlavorConfig) (*object.VirtualMachine, error) {
+		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *config.Flavor) (*object.VirtualMachine, error) {
 			vm, err := next(ctx, tpl, name, a, f)
 			clones++
 			if clones == 2 {

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +15,7 @@ import (
 func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	t.Parallel()
 	cfg := spConfig()
-	cfg.InventoryMode = InventoryShared
+	cfg.InventoryMode = config.InventoryShared
 	cfg.InventoryRefreshInterval = 30 // grace = 4 × 30 s
 	f := newSpFixture(t, cfg)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"fmt"
@@ -16,8 +16,8 @@ import (
 //
 // Ranges, gateways or masks that do not parse are reported by
 // checkRangeSet and skipped here.
-func (c *Configuration) validateIPPlan(es *ConfigErrors) {
-	var nets []NetworkConfig
+func (c *Config) validateIPPlan(es *Errors) {
+	var nets []Network
 	var keys []string
 	if c.IPRange != "" {
 		nets = append(nets, c.StaticNetworks()[0])
@@ -34,7 +34,7 @@ func (c *Configuration) validateIPPlan(es *ConfigErrors) {
 }
 
 // checkIPPlan checks one range against its gateway, DNS and mask.
-func checkIPPlan(es *ConfigErrors, prefix string, n NetworkConfig) {
+func checkIPPlan(es *Errors, prefix string, n Network) {
 	addrs, err := ParseIPRange(n.IPRange)
 	if err != nil || len(addrs) == 0 {
 		return
@@ -48,7 +48,7 @@ func checkIPPlan(es *ConfigErrors, prefix string, n NetworkConfig) {
 	if hasGW && in[gw] {
 		es.add(prefix+"gateway", "%s is inside %siprange: a worker could be given the gateway's address (take it out of the range)", gw, prefix)
 	}
-	for _, d := range splitList(n.DNS) {
+	for _, d := range SplitList(n.DNS) {
 		if a, err := netip.ParseAddr(d); err == nil && in[a] {
 			es.add(prefix+"dns", "%s is inside %siprange: a worker could be given the DNS server's address (take it out of the range)", a, prefix)
 		}

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"fmt"
@@ -20,13 +20,13 @@ type FieldError struct {
 // Error returns "key: problem".
 func (e FieldError) Error() string { return e.Key + ": " + e.Problem }
 
-// ConfigErrors is every problem found in a configuration, in the order of
-// the keys checked. It is returned as an error by LoadConfig, Validate and
+// Errors is every problem found in a configuration, in the order of
+// the keys checked. It is returned as an error by Load, Validate and
 // LoadAndValidate; use errors.As to list the problems one by one.
-type ConfigErrors []FieldError
+type Errors []FieldError
 
 // Error lists the problems, one "key: problem" per line.
-func (es ConfigErrors) Error() string {
+func (es Errors) Error() string {
 	lines := make([]string, len(es))
 	for i, e := range es {
 		lines[i] = e.Error()
@@ -35,12 +35,12 @@ func (es ConfigErrors) Error() string {
 }
 
 // add records a problem for key (relative to KeyPrefix).
-func (es *ConfigErrors) add(key, format string, args ...any) {
+func (es *Errors) add(key, format string, args ...any) {
 	*es = append(*es, FieldError{Key: KeyPrefix + "." + key, Problem: fmt.Sprintf(format, args...)})
 }
 
 // err returns es as an error, or nil when there is no problem.
-func (es ConfigErrors) err() error {
+func (es Errors) err() error {
 	if len(es) == 0 {
 		return nil
 	}
@@ -49,7 +49,7 @@ func (es ConfigErrors) err() error {
 
 // scrub replaces every non-empty secret in es with "***", a last line of
 // defence should a message ever quote a value.
-func (es ConfigErrors) scrub(secrets []string) ConfigErrors {
+func (es Errors) scrub(secrets []string) Errors {
 	for i := range es {
 		es[i].Key = scrubString(es[i].Key, secrets)
 		es[i].Problem = scrubString(es[i].Problem, secrets)

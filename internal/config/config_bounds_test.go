@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"errors"
@@ -50,7 +50,7 @@ func TestValidateDurationBounds(t *testing.T) {
 			setDurationKey(t, &c, d.key, v)
 			err := c.Validate()
 			require.Error(t, err, "%s = %d", d.key, v)
-			var es ConfigErrors
+			var es Errors
 			require.True(t, errors.As(err, &es))
 			require.Len(t, es, 1, "%s = %d: %v", d.key, v, err)
 			assert.Equal(t, KeyPrefix+"."+d.key, es[0].Key)
@@ -63,7 +63,7 @@ func TestValidateDurationBounds(t *testing.T) {
 	}
 }
 
-func setDurationKey(t *testing.T, c *Configuration, key string, v int) {
+func setDurationKey(t *testing.T, c *Config, key string, v int) {
 	t.Helper()
 	p := map[string]*int{
 		"workerTTL":                                       &c.WorkerTTL,
@@ -126,33 +126,33 @@ func TestValidateIPPlan(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name         string
-		mutate       func(c *Configuration)
+		mutate       func(c *Config)
 		key, problem string
 	}{
-		{"gateway inside the range", func(c *Configuration) {
+		{"gateway inside the range", func(c *Config) {
 			c.IPRange, c.Gateway = "10.0.0.1/24", "10.0.0.50"
 		}, "gateway", "inside iprange"},
-		{"dns inside the range", func(c *Configuration) {
+		{"dns inside the range", func(c *Config) {
 			c.IPRange, c.Gateway, c.DNS = "10.0.0.10/24", "10.0.0.1", "10.0.0.2,10.0.0.53"
 		}, "dns", "10.0.0.53 is inside iprange"},
-		{"gateway outside the network", func(c *Configuration) {
+		{"gateway outside the network", func(c *Config) {
 			c.IPRange, c.Gateway = "10.0.0.10/24", "10.0.1.1"
 		}, "gateway", "outside the network 10.0.0.0/24"},
-		{"narrow mask splits the range", func(c *Configuration) {
+		{"narrow mask splits the range", func(c *Config) {
 			c.IPRange, c.Gateway, c.SubnetMask = "10.0.0.10/24", "10.0.0.1", "255.255.255.128"
 		}, "iprange", "outside the network 10.0.0.0/25"},
-		{"range holds the broadcast of the mask", func(c *Configuration) {
+		{"range holds the broadcast of the mask", func(c *Config) {
 			c.IPRange, c.Gateway = "10.0.0.10/24,10.0.0.255/32", "10.0.0.1"
 		}, "iprange", "10.0.0.255, the broadcast address"},
-		{"range holds the network address of the mask", func(c *Configuration) {
+		{"range holds the network address of the mask", func(c *Config) {
 			c.IPRange, c.Gateway, c.SubnetMask = "10.0.4.0/31,10.0.4.10/24", "10.0.4.1", "255.255.252.0"
 		}, "iprange", "10.0.4.0, the network address"},
-		{"network entry inherits the gateway", func(c *Configuration) {
+		{"network entry inherits the gateway", func(c *Config) {
 			c.Gateway = "10.0.0.1"
-			c.Networks = []NetworkConfig{{IPRange: "10.0.5.10/24"}}
+			c.Networks = []Network{{IPRange: "10.0.5.10/24"}}
 		}, "networks[0].gateway", "outside the network 10.0.5.0/24"},
-		{"network entry gateway inside", func(c *Configuration) {
-			c.Networks = []NetworkConfig{{IPRange: "10.0.5.1/24", Gateway: "10.0.5.1"}}
+		{"network entry gateway inside", func(c *Config) {
+			c.Networks = []Network{{IPRange: "10.0.5.1/24", Gateway: "10.0.5.1"}}
 		}, "networks[0].gateway", "inside networks[0].iprange"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -166,6 +166,6 @@ func TestValidateIPPlan(t *testing.T) {
 	}
 	c := validConfig()
 	c.IPRange, c.Gateway, c.DNS = "10.0.0.10/24", "10.0.0.1", "10.0.0.2,8.8.8.8"
-	c.Networks = []NetworkConfig{{IPRange: "10.0.8.10/22", Gateway: "10.0.8.1", SubnetMask: "255.255.252.0"}}
+	c.Networks = []Network{{IPRange: "10.0.8.10/22", Gateway: "10.0.8.1", SubnetMask: "255.255.252.0"}}
 	require.NoError(t, c.Validate(), "a plausible plan is accepted")
 }

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"fmt"
@@ -9,7 +9,7 @@ import (
 	"github.com/BurntSushi/toml"
 )
 
-// configKeyTree describes the TOML keys Configuration accepts, read from its
+// configKeyTree describes the TOML keys Config accepts, read from its
 // toml struct tags: for every table path (array elements written "[]",
 // e.g. "hatchery.vsphere.networks[]"), the child key names.
 type configKeyTree map[string][]string
@@ -17,21 +17,21 @@ type configKeyTree map[string][]string
 // flavorsKey is the table both flavor forms live under.
 const flavorsKey = "flavors"
 
-// configKeys walks Configuration's toml tags, recursively through nested
+// configKeys walks Config's toml tags, recursively through nested
 // tables and arrays of tables. Flavors (tagged toml:"-" because the loader
-// reads its two forms itself) is described as an array of FlavorConfig.
+// reads its two forms itself) is described as an array of Flavor.
 func configKeys() configKeyTree {
 	tree := configKeyTree{"hatchery": {"vsphere"}}
-	walkKeys(tree, KeyPrefix, reflect.TypeFor[Configuration]())
+	walkKeys(tree, KeyPrefix, reflect.TypeFor[Config]())
 	return tree
 }
 
-// ConfigKeyPaths returns every leaf key Configuration accepts, with its full
+// KeyPaths returns every leaf key Config accepts, with its full
 // TOML path, sorted; elements of arrays of tables are written "[]"
 // ("hatchery.vsphere.networks[].iprange"). Flavors are listed in their array
 // form. It is what docs/configuration.md and configs/hatchery.toml are
 // checked against.
-func ConfigKeyPaths() []string {
+func KeyPaths() []string {
 	tree := configKeys()
 	var out []string
 	for parent, children := range tree {
@@ -58,7 +58,7 @@ func walkKeys(tree configKeyTree, path string, t reflect.Type) {
 		}
 		name := tomlName(f)
 		ft := f.Type
-		if f.Name == "Flavors" && t == reflect.TypeFor[Configuration]() {
+		if f.Name == "Flavors" && t == reflect.TypeFor[Config]() {
 			name = flavorsKey
 		}
 		if name == "" {
@@ -143,8 +143,8 @@ func editDistance(a, b string) int {
 // regardless of case, so the later one would silently win. Each element of
 // an array of tables is its own table: the same key in two elements is no
 // duplicate.
-func caseDuplicates(md toml.MetaData) ConfigErrors {
-	var out ConfigErrors
+func caseDuplicates(md toml.MetaData) Errors {
+	var out Errors
 	seen := map[string]string{} // lower-cased path -> path as first written
 	for _, k := range md.Keys() {
 		path := k.String()

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"errors"
@@ -10,14 +10,14 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-func problems(t *testing.T, c Configuration) map[string]string {
+func problems(t *testing.T, c Config) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	err := c.Validate()
 	if err == nil {
 		return out
 	}
-	var ce ConfigErrors
+	var ce Errors
 	require.True(t, errors.As(err, &ce), "%v", err)
 	for _, e := range ce {
 		out[e.Key] = e.Problem

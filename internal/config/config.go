@@ -1,13 +1,13 @@
-package vsphere
+package config
 
 import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
-// Configuration is [hatchery.vsphere] (docs/configuration.md lists every
-// key). Defaults live in DefaultConfiguration, checks in Validate; fields
+// Config is [hatchery.vsphere] (docs/configuration.md lists every
+// key). Defaults live in Default, checks in Validate; fields
 // in seconds or minutes are read through the Duration accessors.
-type Configuration struct {
+type Config struct {
 	CommonConfiguration hatchery.CommonConfiguration `mapstructure:"commonConfiguration" toml:"commonConfiguration" json:"commonConfiguration"`
 
 	// vCenter connection. Password is a secret: never logged or shown.
@@ -29,11 +29,11 @@ type Configuration struct {
 
 	// Static IPs: iprange/gateway/dns/subnetMask (one range set), or several
 	// [[networks]] each with its own gateway and mask.
-	IPRange    string          `mapstructure:"iprange" toml:"iprange" json:"iprange"`
-	Gateway    string          `mapstructure:"gateway" toml:"gateway" json:"gateway"`
-	DNS        string          `mapstructure:"dns" toml:"dns" json:"dns"`
-	SubnetMask string          `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
-	Networks   []NetworkConfig `mapstructure:"networks" toml:"networks" json:"networks"`
+	IPRange    string    `mapstructure:"iprange" toml:"iprange" json:"iprange"`
+	Gateway    string    `mapstructure:"gateway" toml:"gateway" json:"gateway"`
+	DNS        string    `mapstructure:"dns" toml:"dns" json:"dns"`
+	SubnetMask string    `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
+	Networks   []Network `mapstructure:"networks" toml:"networks" json:"networks"`
 
 	// Lifetimes and loops.
 	// WorkerTTL is in minutes.
@@ -41,9 +41,9 @@ type Configuration struct {
 	// WorkerRegistrationTTL is in minutes.
 	WorkerRegistrationTTL int `mapstructure:"workerRegistrationTTL" toml:"workerRegistrationTTL" json:"workerRegistrationTTL"`
 	// WorkerProvisioningInterval is in seconds.
-	WorkerProvisioningInterval int                        `mapstructure:"workerProvisioningInterval" toml:"workerProvisioningInterval" json:"workerProvisioningInterval"`
-	WorkerProvisioningPoolSize int                        `mapstructure:"workerProvisioningPoolSize" toml:"workerProvisioningPoolSize" json:"workerProvisioningPoolSize"`
-	WorkerProvisioning         []WorkerProvisioningConfig `mapstructure:"workerProvisioning" toml:"workerProvisioning" json:"workerProvisioning"`
+	WorkerProvisioningInterval int                  `mapstructure:"workerProvisioningInterval" toml:"workerProvisioningInterval" json:"workerProvisioningInterval"`
+	WorkerProvisioningPoolSize int                  `mapstructure:"workerProvisioningPoolSize" toml:"workerProvisioningPoolSize" json:"workerProvisioningPoolSize"`
+	WorkerProvisioning         []WorkerProvisioning `mapstructure:"workerProvisioning" toml:"workerProvisioning" json:"workerProvisioning"`
 	// KillAwolServersInterval is in seconds.
 	KillAwolServersInterval int `mapstructure:"killAwolServersInterval" toml:"killAwolServersInterval" json:"killAwolServersInterval"`
 	// KillDisabledWorkersInterval is in seconds.
@@ -62,9 +62,9 @@ type Configuration struct {
 	// loader ([[hatchery.vsphere.flavors]] name=… and
 	// [hatchery.vsphere.flavors.NAME]); after loading Flavors holds one entry
 	// per flavor with a lower-cased Name.
-	Flavors                  []FlavorConfig `mapstructure:"-" toml:"-" json:"flavors"`
-	DefaultFlavor            string         `mapstructure:"defaultFlavor" toml:"defaultFlavor" json:"defaultFlavor"`
-	CountSmallerFlavorToKeep int            `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
+	Flavors                  []Flavor `mapstructure:"-" toml:"-" json:"flavors"`
+	DefaultFlavor            string   `mapstructure:"defaultFlavor" toml:"defaultFlavor" json:"defaultFlavor"`
+	CountSmallerFlavorToKeep int      `mapstructure:"countSmallerFlavorToKeep" toml:"countSmallerFlavorToKeep" json:"countSmallerFlavorToKeep"`
 
 	// vCenter load (docs/inventory-watch.md). InventoryMode is "watch" (one inventory of
 	// leaf properties kept current by a change watch), "shared" (the same
@@ -95,16 +95,16 @@ type Configuration struct {
 	LinkedCloneSnapshot string `mapstructure:"linkedCloneSnapshot" toml:"linkedCloneSnapshot" json:"linkedCloneSnapshot"`
 }
 
-// NetworkConfig is one static IP range with its own gateway, mask and DNS.
-type NetworkConfig struct {
+// Network is one static IP range with its own gateway, mask and DNS.
+type Network struct {
 	IPRange    string `mapstructure:"iprange" toml:"iprange" json:"iprange"`
 	Gateway    string `mapstructure:"gateway" toml:"gateway" json:"gateway"`
 	DNS        string `mapstructure:"dns" toml:"dns" json:"dns"`
 	SubnetMask string `mapstructure:"subnetMask" toml:"subnetMask" json:"subnetMask"`
 }
 
-// WorkerProvisioningConfig is one warm-pool entry (docs/design.md#provisioned-vms).
-type WorkerProvisioningConfig struct {
+// WorkerProvisioning is one warm-pool entry (docs/design.md#provisioned-vms).
+type WorkerProvisioning struct {
 	// ModelPath is a V1 model path ("group/model").
 	ModelPath string `mapstructure:"modelPath" toml:"modelPath" json:"modelPath"`
 	// ModelVMWare is a V2 template name ("debian12").
@@ -133,9 +133,9 @@ type DefaultWorkerModelsV2 struct {
 	Binaries      []string `mapstructure:"binaries" toml:"binaries" json:"binaries"`
 }
 
-// FlavorConfig is one flavor: CPU and RAM applied at clone or claim time,
+// Flavor is one flavor: CPU and RAM applied at clone or claim time,
 // and an optional disk size that may only grow the template's first disk.
-type FlavorConfig struct {
+type Flavor struct {
 	Name       string `mapstructure:"name" toml:"name" json:"name"`
 	CPUs       int32  `mapstructure:"cpus" toml:"cpus" json:"cpus"`
 	MemoryMB   int64  `mapstructure:"memoryMB" toml:"memoryMB" json:"memoryMB"`

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"errors"
@@ -15,7 +15,7 @@ func TestLoadConfigAppliesDefaults(t *testing.T) {
 	t.Parallel()
 	cfg, err := loadString(t, "[hatchery.vsphere]\nuser = \"u\"\n", noEnv())
 	require.NoError(t, err)
-	want := DefaultConfiguration()
+	want := Default()
 	want.User = "u"
 	assert.Equal(t, want, *cfg)
 }
@@ -78,7 +78,7 @@ flavor = "SMALL"
 	m, err := loadString(t, mapForm, noEnv())
 	require.NoError(t, err)
 	assert.Equal(t, a, m)
-	assert.Equal(t, []FlavorConfig{
+	assert.Equal(t, []Flavor{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
 		{Name: "medium", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 40},
 	}, a.Flavors)
@@ -157,8 +157,8 @@ func TestLoadConfigUnknownKeys(t *testing.T) {
 			t.Parallel()
 			_, err := loadString(t, tt.doc, noEnv())
 			require.Error(t, err)
-			var ce ConfigErrors
-			require.True(t, errors.As(err, &ce), "want ConfigErrors, got %T: %v", err, err)
+			var ce Errors
+			require.True(t, errors.As(err, &ce), "want Errors, got %T: %v", err, err)
 			require.Len(t, ce, len(tt.want), err.Error())
 			for _, w := range tt.want {
 				assert.Contains(t, err.Error(), w)
@@ -230,11 +230,11 @@ func TestLoadConfigFile(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "h.toml")
 	require.NoError(t, os.WriteFile(path, []byte("[hatchery.vsphere]\nuser = \"u\"\n"), 0o600))
-	cfg, err := LoadConfigFile(path, noEnv())
+	cfg, err := LoadFile(path, noEnv())
 	require.NoError(t, err)
 	assert.Equal(t, "u", cfg.User)
 
-	_, err = LoadConfigFile(filepath.Join(dir, "missing.toml"), noEnv())
+	_, err = LoadFile(filepath.Join(dir, "missing.toml"), noEnv())
 	require.ErrorIs(t, err, os.ErrNotExist)
 }
 
@@ -257,7 +257,7 @@ func TestShippedConfigs(t *testing.T) {
 			onDisk, err := os.ReadFile(filepath.Join("..", "..", "configs", tt.file))
 			require.NoError(t, err)
 			require.Equal(t, string(onDisk), string(tt.doc), "embedded and on-disk %s differ", tt.file)
-			cfg, err := LoadConfigFrom(strings.NewReader(string(tt.doc)), tt.opts)
+			cfg, err := LoadFrom(strings.NewReader(string(tt.doc)), tt.opts)
 			require.NoError(t, err)
 			require.NoError(t, cfg.Validate())
 		})
@@ -266,7 +266,7 @@ func TestShippedConfigs(t *testing.T) {
 
 func TestShippedConfigsNeedSecrets(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadConfigFrom(strings.NewReader(string(ReferenceConfig())), noEnv())
+	cfg, err := LoadFrom(strings.NewReader(string(ReferenceConfig())), noEnv())
 	require.NoError(t, err)
 	err = cfg.Validate()
 	require.Error(t, err)
@@ -277,9 +277,9 @@ func TestShippedConfigsNeedSecrets(t *testing.T) {
 
 func TestDemoConfigShape(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadConfigFrom(strings.NewReader(string(DemoConfig())), noEnv())
+	cfg, err := LoadFrom(strings.NewReader(string(DemoConfig())), noEnv())
 	require.NoError(t, err)
-	assert.Equal(t, []FlavorConfig{
+	assert.Equal(t, []Flavor{
 		{Name: "small", CPUs: 2, MemoryMB: 4096},
 		{Name: "medium", CPUs: 4, MemoryMB: 8192},
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
@@ -287,7 +287,7 @@ func TestDemoConfigShape(t *testing.T) {
 	assert.Equal(t, 32, cfg.MaxCPUs)
 	assert.Equal(t, InventoryWatch, cfg.InventoryMode)
 	require.Len(t, cfg.WorkerProvisioning, 1)
-	assert.Equal(t, WorkerProvisioningConfig{ModelVMWare: "debian12", Number: 2}, cfg.WorkerProvisioning[0])
+	assert.Equal(t, WorkerProvisioning{ModelVMWare: "debian12", Number: 2}, cfg.WorkerProvisioning[0])
 	assert.NotEmpty(t, cfg.IPRange)
 	assert.NotEmpty(t, cfg.DefaultFlavor)
 	assert.True(t, strings.HasPrefix(cfg.CommonConfiguration.API.HTTP.URL, "http://"))

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"os"
@@ -29,7 +29,7 @@ func TestConfigKeysDocumented(t *testing.T) {
 		assert.False(t, documented[m[1]], "%s documented twice", m[1])
 		documented[m[1]] = true
 	}
-	keys := ConfigKeyPaths()
+	keys := KeyPaths()
 	require.Greater(t, len(keys), 60, "the struct walk found too few keys: %v", keys)
 	inStruct := map[string]bool{}
 	for _, k := range keys {
@@ -37,7 +37,7 @@ func TestConfigKeysDocumented(t *testing.T) {
 		assert.True(t, documented[k], "%s is not documented in docs/configuration.md", k)
 	}
 	for k := range documented {
-		assert.True(t, inStruct[k], "docs/configuration.md documents %s, which Configuration does not have", k)
+		assert.True(t, inStruct[k], "docs/configuration.md documents %s, which Config does not have", k)
 	}
 }
 
@@ -66,7 +66,7 @@ func TestConfigKeysInReference(t *testing.T) {
 		active[arrayPath(md, k)] = true
 	}
 	var missing []string
-	for _, k := range ConfigKeyPaths() {
+	for _, k := range KeyPaths() {
 		if isAliasKey(k) {
 			leaf := k[strings.LastIndexByte(k, '.')+1:]
 			assert.Regexp(t, `(?m)^\s*#\s+`+regexp.QuoteMeta(leaf)+` = `, string(ref), "alias key %s not shown in a comment", k)
@@ -79,7 +79,7 @@ func TestConfigKeysInReference(t *testing.T) {
 	}
 	sort.Strings(missing)
 	assert.Empty(t, missing, "keys missing from configs/hatchery.toml")
-	assert.Empty(t, active, "configs/hatchery.toml has keys Configuration does not")
+	assert.Empty(t, active, "configs/hatchery.toml has keys Config does not")
 }
 
 // arrayPath writes a key of a decoded document with "[]" after every array
@@ -100,7 +100,7 @@ func arrayPath(md toml.MetaData, k toml.Key) string {
 
 func TestConfigKeyPathsWalksNestedTables(t *testing.T) {
 	t.Parallel()
-	keys := ConfigKeyPaths()
+	keys := KeyPaths()
 	for _, k := range []string{
 		"hatchery.vsphere.commonConfiguration.provision.workerApiHttp.insecure",
 		"hatchery.vsphere.commonConfiguration.api.http.url",
@@ -121,7 +121,7 @@ func TestConfigKeyPathsWalksNestedTables(t *testing.T) {
 // valid configuration that turns those features on.
 func TestReferenceHoldsDefaults(t *testing.T) {
 	t.Parallel()
-	cfg, err := LoadConfigFrom(strings.NewReader(string(ReferenceConfig())), secretEnv())
+	cfg, err := LoadFrom(strings.NewReader(string(ReferenceConfig())), secretEnv())
 	require.NoError(t, err)
 	require.NoError(t, cfg.Validate())
 	assert.Empty(t, cfg.CommonConfiguration.Provision.InjectEnvVars, "no proxy or other variable injected into workers")
@@ -131,14 +131,14 @@ func TestReferenceHoldsDefaults(t *testing.T) {
 	assert.Zero(t, cfg.MaxMemoryMB, "no static memory limit")
 	assert.Empty(t, cfg.Flavors, "no flavors")
 
-	want := DefaultConfiguration()
+	want := Default()
 	want.Endpoint, want.User, want.DatacenterString = cfg.Endpoint, cfg.User, cfg.DatacenterString
 	want.CommonConfiguration.Name, want.CommonConfiguration.API.HTTP.URL = cfg.CommonConfiguration.Name, cfg.CommonConfiguration.API.HTTP.URL
 	want.Password, want.CommonConfiguration.API.Token, want.CommonConfiguration.API.TokenV2 = testPassword, testToken, testTokenV2
 	want.CommonConfiguration.RSAPrivateKey = testRSAKey()
 	assert.Equal(t, want, *cfg, "every other key holds its default")
 
-	examples, err := LoadConfigFrom(strings.NewReader(string(enableExamples(ReferenceConfig()))), secretEnv())
+	examples, err := LoadFrom(strings.NewReader(string(enableExamples(ReferenceConfig()))), secretEnv())
 	require.NoError(t, err)
 	require.NoError(t, examples.Validate(), "the examples, enabled, are valid")
 	assert.NotEmpty(t, examples.CommonConfiguration.Provision.InjectEnvVars)

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"bytes"
@@ -82,7 +82,7 @@ func TestLoadRefusesKeysInTwoCases(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			_, err := loadString(t, tc.doc, secretEnv())
-			var es ConfigErrors
+			var es Errors
 			require.True(t, errors.As(err, &es), "%v", err)
 			found := false
 			for _, e := range es {
@@ -102,7 +102,7 @@ func TestValidateBoundsStaticRanges(t *testing.T) {
 	t.Parallel()
 	c := validConfig()
 	for i := range 2000 {
-		c.Networks = append(c.Networks, NetworkConfig{IPRange: fmt.Sprintf("10.%d.%d.0/16", i/250, i%250)})
+		c.Networks = append(c.Networks, Network{IPRange: fmt.Sprintf("10.%d.%d.0/16", i/250, i%250)})
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
@@ -117,7 +117,7 @@ func TestValidateBoundsStaticRanges(t *testing.T) {
 func loadMemory(doc []byte, o LoadOptions) (uint64, error) {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	_, err := LoadConfigFrom(bytes.NewReader(doc), o)
+	_, err := LoadFrom(bytes.NewReader(doc), o)
 	runtime.ReadMemStats(&m1)
 	return m1.TotalAlloc - m0.TotalAlloc, err
 }

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"bytes"
@@ -52,7 +52,7 @@ func FuzzLoadConfig(f *testing.F) {
 		for _, s := range secrets {
 			planted = planted || bytes.Contains(doc, []byte(s))
 		}
-		cfg, err := LoadConfigFrom(bytes.NewReader(doc), opts)
+		cfg, err := LoadFrom(bytes.NewReader(doc), opts)
 		if err != nil {
 			if !planted {
 				assertNoSecretIn(t, err.Error(), secrets)

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"encoding/binary"

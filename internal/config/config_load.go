@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"bytes"
@@ -24,7 +24,7 @@ const (
 	EnvRSAPrivateKey = "CDS_HATCHERY_VSPHERE_RSA_PRIVATE_KEY" // …commonConfiguration.rsaPrivateKey (PEM text)
 )
 
-// LoadOptions tune LoadConfigFile and LoadConfigFrom.
+// LoadOptions tune LoadFile and LoadFrom.
 type LoadOptions struct {
 	// LookupEnv reads the secret overrides (Env* constants); nil means
 	// os.LookupEnv. Tests pass a map-backed function instead of setting the
@@ -39,30 +39,30 @@ func (o LoadOptions) lookupEnv() func(string) (string, bool) {
 	return os.LookupEnv
 }
 
-// LoadConfig reads the TOML file at path, with secrets overridable from the
-// process environment. See LoadConfigFrom; the result is not validated (use
+// Load reads the TOML file at path, with secrets overridable from the
+// process environment. See LoadFrom; the result is not validated (use
 // LoadAndValidate or Validate).
-func LoadConfig(path string) (*Configuration, error) {
-	return LoadConfigFile(path, LoadOptions{})
+func Load(path string) (*Config, error) {
+	return LoadFile(path, LoadOptions{})
 }
 
-// LoadConfigFile is LoadConfig with options.
-func LoadConfigFile(path string, o LoadOptions) (*Configuration, error) {
+// LoadFile is Load with options.
+func LoadFile(path string, o LoadOptions) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open config: %w", err)
 	}
 	defer f.Close()
-	cfg, err := LoadConfigFrom(f, o)
+	cfg, err := LoadFrom(f, o)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
 	return cfg, nil
 }
 
-// LoadConfigFrom decodes a TOML document whose [hatchery.vsphere] table is
+// LoadFrom decodes a TOML document whose [hatchery.vsphere] table is
 // the configuration:
-//   - DefaultConfiguration is applied first; keys present in the file win;
+//   - Default is applied first; keys present in the file win;
 //   - flavors are accepted as [[hatchery.vsphere.flavors]] name=… or as
 //     [hatchery.vsphere.flavors.NAME] and normalised into Flavors in file
 //     order with lower-cased names (defaultFlavor and workerProvisioning
@@ -73,9 +73,9 @@ func LoadConfigFile(path string, o LoadOptions) (*Configuration, error) {
 //
 // A key the configuration does not know is an error naming its full path,
 // with a suggestion when it looks like a typo; all of them are returned
-// together as ConfigErrors. A syntax error or a value of the wrong type is
+// together as Errors. A syntax error or a value of the wrong type is
 // an error naming the key. No error ever quotes a secret.
-func LoadConfigFrom(r io.Reader, o LoadOptions) (*Configuration, error) {
+func LoadFrom(r io.Reader, o LoadOptions) (*Config, error) {
 	cfg, problems, err := decodeConfig(r, o)
 	if err != nil {
 		return nil, err
@@ -89,7 +89,7 @@ func LoadConfigFrom(r io.Reader, o LoadOptions) (*Configuration, error) {
 // LoadAndValidate loads the file at path and validates it, returning every
 // problem at once: unknown keys and Validate's findings together (a syntax
 // or type error stops before validation).
-func LoadAndValidate(path string, o LoadOptions) (*Configuration, error) {
+func LoadAndValidate(path string, o LoadOptions) (*Config, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("open config: %w", err)
@@ -99,7 +99,7 @@ func LoadAndValidate(path string, o LoadOptions) (*Configuration, error) {
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	var verrs ConfigErrors
+	var verrs Errors
 	if err := cfg.Validate(); err != nil && !errors.As(err, &verrs) {
 		return nil, err
 	}
@@ -116,16 +116,16 @@ type fileRoot struct {
 	} `toml:"hatchery"`
 }
 
-// vsphereTable is Configuration with flavors kept raw, because they come in
+// vsphereTable is Config with flavors kept raw, because they come in
 // two forms.
 type vsphereTable struct {
-	Configuration
+	Config
 	RawFlavors toml.Primitive `toml:"flavors"`
 }
 
 // decodeConfig returns the configuration and the unknown keys, or an error
 // that stops everything (unreadable, not TOML, wrong type, no table).
-func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, error) {
+func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxConfigBytes+1))
 	if err != nil {
 		return nil, nil, fmt.Errorf("read config: %w", err)
@@ -140,7 +140,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	envSecrets := external.list()
 
 	var root fileRoot
-	root.Hatchery.VSphere.Configuration = DefaultConfiguration()
+	root.Hatchery.VSphere.Config = Default()
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&root)
 	if err != nil {
 		return nil, nil, decodeError(err, envSecrets)
@@ -148,7 +148,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 	if !md.IsDefined("hatchery", "vsphere") {
 		return nil, nil, errors.New("no [hatchery.vsphere] table: the configuration must be under [hatchery.vsphere] (print a reference with `hatchery-vsphere config new`)")
 	}
-	cfg := root.Hatchery.VSphere.Configuration
+	cfg := root.Hatchery.VSphere.Config
 
 	mapForm, err := decodeFlavors(md, root.Hatchery.VSphere.RawFlavors, &cfg)
 	if err != nil {
@@ -167,7 +167,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Configuration, ConfigErrors, err
 
 // decodeFlavors fills cfg.Flavors from either form and reports whether the
 // map form was used.
-func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bool, error) {
+func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Config) (bool, error) {
 	cfg.Flavors = nil
 	key := []string{"hatchery", "vsphere", flavorsKey}
 	if !md.IsDefined(key...) {
@@ -179,7 +179,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bo
 		return false, fmt.Errorf("%s.%s: is %s, want [[%s.%s]] entries or [%s.%s.NAME] tables", KeyPrefix, flavorsKey, strings.ToLower(t), KeyPrefix, flavorsKey, KeyPrefix, flavorsKey)
 	}
 	if md.Type(key...) == "ArrayHash" {
-		var list []FlavorConfig
+		var list []Flavor
 		if err := md.PrimitiveDecode(raw, &list); err != nil {
 			return false, flavorDecodeError(err)
 		}
@@ -189,7 +189,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Configuration) (bo
 		cfg.Flavors = list
 		return false, nil
 	}
-	var byName map[string]FlavorConfig
+	var byName map[string]Flavor
 	if err := md.PrimitiveDecode(raw, &byName); err != nil {
 		return true, flavorDecodeError(err)
 	}
@@ -259,9 +259,9 @@ func decodeError(err error, secrets []string) error {
 
 // unknownKeys reports the keys of the file nothing decoded, each once (a
 // misspelt table is reported, not every key inside it).
-func unknownKeys(md toml.MetaData, flavorsMapForm bool) ConfigErrors {
+func unknownKeys(md toml.MetaData, flavorsMapForm bool) Errors {
 	tree := configKeys()
-	var out ConfigErrors
+	var out Errors
 	reported := map[string]bool{}
 	for _, k := range md.Undecoded() {
 		path := k.String()

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"errors"
@@ -44,20 +44,20 @@ const maxSecretFileBytes = 64 << 10
 // secretSource is one secret that can come from outside the file.
 type secretSource struct {
 	env, credential, key string
-	field                func(c *Configuration) *string
+	field                func(c *Config) *string
 }
 
 var secretSources = []secretSource{
-	{EnvPassword, CredentialPassword, "password", func(c *Configuration) *string { return &c.Password }},
-	{EnvAPIToken, CredentialAPIToken, "commonConfiguration.api.token", func(c *Configuration) *string { return &c.CommonConfiguration.API.Token }},
-	{EnvAPITokenV2, CredentialAPITokenV2, "commonConfiguration.api.tokenV2", func(c *Configuration) *string { return &c.CommonConfiguration.API.TokenV2 }},
-	{EnvRSAPrivateKey, CredentialRSAPrivateKey, "commonConfiguration.rsaPrivateKey", func(c *Configuration) *string { return &c.CommonConfiguration.RSAPrivateKey }},
+	{EnvPassword, CredentialPassword, "password", func(c *Config) *string { return &c.Password }},
+	{EnvAPIToken, CredentialAPIToken, "commonConfiguration.api.token", func(c *Config) *string { return &c.CommonConfiguration.API.Token }},
+	{EnvAPITokenV2, CredentialAPITokenV2, "commonConfiguration.api.tokenV2", func(c *Config) *string { return &c.CommonConfiguration.API.TokenV2 }},
+	{EnvRSAPrivateKey, CredentialRSAPrivateKey, "commonConfiguration.rsaPrivateKey", func(c *Config) *string { return &c.CommonConfiguration.RSAPrivateKey }},
 }
 
 // externalSecrets are the secrets found outside the configuration file.
 type externalSecrets struct {
 	values   map[string]string // by secretSource.env
-	problems ConfigErrors
+	problems Errors
 }
 
 // list returns the values, for scrubbing messages.
@@ -70,7 +70,7 @@ func (s externalSecrets) list() []string {
 }
 
 // apply overrides cfg's secrets with the ones found.
-func (s externalSecrets) apply(cfg *Configuration) {
+func (s externalSecrets) apply(cfg *Config) {
 	for _, src := range secretSources {
 		if v, ok := s.values[src.env]; ok {
 			*src.field(cfg) = v

@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import "time"
 
@@ -27,19 +27,19 @@ type durationKey struct {
 	unit     time.Duration
 	unitName string
 	def, max int
-	value    func(c *Configuration) int
+	value    func(c *Config) int
 }
 
 // durationKeys lists every duration key, for Validate and the conversions.
 var durationKeys = []durationKey{
-	{"workerTTL", time.Minute, "minutes", DefaultWorkerTTL, MaxWorkerTTL, func(c *Configuration) int { return c.WorkerTTL }},
-	{"workerRegistrationTTL", time.Minute, "minutes", DefaultWorkerRegistrationTTL, MaxWorkerRegistrationTTL, func(c *Configuration) int { return c.WorkerRegistrationTTL }},
-	{"workerProvisioningInterval", time.Second, "seconds", DefaultWorkerProvisioningInterval, MaxWorkerProvisioningInterval, func(c *Configuration) int { return c.WorkerProvisioningInterval }},
-	{"killAwolServersInterval", time.Second, "seconds", DefaultKillAwolServersInterval, MaxKillAwolServersInterval, func(c *Configuration) int { return c.KillAwolServersInterval }},
-	{"killDisabledWorkersInterval", time.Second, "seconds", DefaultKillDisabledWorkersInterval, MaxKillDisabledWorkersInterval, func(c *Configuration) int { return c.KillDisabledWorkersInterval }},
-	{"inventoryRefreshInterval", time.Second, "seconds", DefaultInventoryRefreshInterval, MaxInventoryRefreshInterval, func(c *Configuration) int { return c.InventoryRefreshInterval }},
-	{"commonConfiguration.api.requestTimeout", time.Second, "seconds", DefaultAPIRequestTimeout, MaxAPIRequestTimeout, func(c *Configuration) int { return c.CommonConfiguration.API.RequestTimeout }},
-	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Configuration) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
+	{"workerTTL", time.Minute, "minutes", DefaultWorkerTTL, MaxWorkerTTL, func(c *Config) int { return c.WorkerTTL }},
+	{"workerRegistrationTTL", time.Minute, "minutes", DefaultWorkerRegistrationTTL, MaxWorkerRegistrationTTL, func(c *Config) int { return c.WorkerRegistrationTTL }},
+	{"workerProvisioningInterval", time.Second, "seconds", DefaultWorkerProvisioningInterval, MaxWorkerProvisioningInterval, func(c *Config) int { return c.WorkerProvisioningInterval }},
+	{"killAwolServersInterval", time.Second, "seconds", DefaultKillAwolServersInterval, MaxKillAwolServersInterval, func(c *Config) int { return c.KillAwolServersInterval }},
+	{"killDisabledWorkersInterval", time.Second, "seconds", DefaultKillDisabledWorkersInterval, MaxKillDisabledWorkersInterval, func(c *Config) int { return c.KillDisabledWorkersInterval }},
+	{"inventoryRefreshInterval", time.Second, "seconds", DefaultInventoryRefreshInterval, MaxInventoryRefreshInterval, func(c *Config) int { return c.InventoryRefreshInterval }},
+	{"commonConfiguration.api.requestTimeout", time.Second, "seconds", DefaultAPIRequestTimeout, MaxAPIRequestTimeout, func(c *Config) int { return c.CommonConfiguration.API.RequestTimeout }},
+	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Config) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
 }
 
 // boundedDuration converts n units to a duration without overflow: a value
@@ -57,7 +57,7 @@ func boundedDuration(n int, unit time.Duration, def, max int) time.Duration {
 }
 
 // duration converts the key named key of c.
-func (c *Configuration) duration(key string) time.Duration {
+func (c *Config) duration(key string) time.Duration {
 	for _, d := range durationKeys {
 		if d.key == key {
 			return boundedDuration(d.value(c), d.unit, d.def, d.max)
@@ -67,29 +67,29 @@ func (c *Configuration) duration(key string) time.Duration {
 }
 
 // WorkerTTLDuration is workerTTL (minutes) as a duration.
-func (c *Configuration) WorkerTTLDuration() time.Duration { return c.duration("workerTTL") }
+func (c *Config) WorkerTTLDuration() time.Duration { return c.duration("workerTTL") }
 
 // WorkerRegistrationTTLDuration is workerRegistrationTTL (minutes) as a duration.
-func (c *Configuration) WorkerRegistrationTTLDuration() time.Duration {
+func (c *Config) WorkerRegistrationTTLDuration() time.Duration {
 	return c.duration("workerRegistrationTTL")
 }
 
 // WorkerProvisioningIntervalDuration is workerProvisioningInterval (seconds).
-func (c *Configuration) WorkerProvisioningIntervalDuration() time.Duration {
+func (c *Config) WorkerProvisioningIntervalDuration() time.Duration {
 	return c.duration("workerProvisioningInterval")
 }
 
 // KillAwolServersIntervalDuration is killAwolServersInterval (seconds).
-func (c *Configuration) KillAwolServersIntervalDuration() time.Duration {
+func (c *Config) KillAwolServersIntervalDuration() time.Duration {
 	return c.duration("killAwolServersInterval")
 }
 
 // KillDisabledWorkersIntervalDuration is killDisabledWorkersInterval (seconds).
-func (c *Configuration) KillDisabledWorkersIntervalDuration() time.Duration {
+func (c *Config) KillDisabledWorkersIntervalDuration() time.Duration {
 	return c.duration("killDisabledWorkersInterval")
 }
 
 // InventoryRefreshIntervalDuration is inventoryRefreshInterval (seconds).
-func (c *Configuration) InventoryRefreshIntervalDuration() time.Duration {
+func (c *Config) InventoryRefreshIntervalDuration() time.Duration {
 	return c.duration("inventoryRefreshInterval")
 }

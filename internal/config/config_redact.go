@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import "slices"
 
@@ -9,7 +9,7 @@ const RedactedMask = "***"
 // secret that is set (vCenter password, api.token, api.tokenV2,
 // rsaPrivateKey, guest passwords) is replaced by "***"; unset ones stay
 // empty so that the copy still shows what is missing.
-func (c *Configuration) Redacted() Configuration {
+func (c *Config) Redacted() Config {
 	r := *c
 	mask := func(s *string) {
 		if *s != "" {
@@ -42,7 +42,7 @@ func (c *Configuration) Redacted() Configuration {
 // AllGuestCredentials returns the guest credentials of both spellings,
 // guestCredentials first, then its alias models. Callers look
 // credentials up here, not in either field alone.
-func (c *Configuration) AllGuestCredentials() []GuestCredential {
+func (c *Config) AllGuestCredentials() []GuestCredential {
 	return append(slices.Clone(c.GuestCredentials), c.Models...)
 }
 
@@ -50,10 +50,10 @@ func (c *Configuration) AllGuestCredentials() []GuestCredential {
 // the top-level iprange (with gateway, dns, subnetMask) when set, then every
 // [[networks]] entry, whose empty gateway, dns or subnetMask fall back to
 // the top-level values. Empty means DHCP (no static IPs).
-func (c *Configuration) StaticNetworks() []NetworkConfig {
-	var out []NetworkConfig
+func (c *Config) StaticNetworks() []Network {
+	var out []Network
 	if c.IPRange != "" {
-		out = append(out, NetworkConfig{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask})
+		out = append(out, Network{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask})
 	}
 	for _, n := range c.Networks {
 		if n.Gateway == "" {

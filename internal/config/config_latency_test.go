@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"testing"
@@ -8,10 +8,10 @@ import (
 
 func TestValidateSlowStartThreshold(t *testing.T) {
 	t.Parallel()
-	c := DefaultConfiguration()
+	c := Default()
 	c.SlowStartThreshold = -1
-	var es ConfigErrors
+	var es Errors
 	c.validateLatency(&es)
 	assert.Contains(t, es.Error(), "slowStartThreshold")
-	assert.Equal(t, 300, DefaultConfiguration().SlowStartThreshold)
+	assert.Equal(t, 300, Default().SlowStartThreshold)
 }

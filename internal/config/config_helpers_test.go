@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"crypto/rand"
@@ -48,14 +48,14 @@ func secretEnv() LoadOptions {
 func noEnv() LoadOptions { return LoadOptions{LookupEnv: mapEnv(nil)} }
 
 // loadString loads a TOML document.
-func loadString(t *testing.T, doc string, o LoadOptions) (*Configuration, error) {
+func loadString(t *testing.T, doc string, o LoadOptions) (*Config, error) {
 	t.Helper()
-	return LoadConfigFrom(strings.NewReader(doc), o)
+	return LoadFrom(strings.NewReader(doc), o)
 }
 
 // validConfig is a configuration that passes Validate, built in code.
-func validConfig() Configuration {
-	c := DefaultConfiguration()
+func validConfig() Config {
+	c := Default()
 	c.CommonConfiguration.Name = "hatchery-test"
 	c.CommonConfiguration.API.HTTP.URL = "https://cds.example.com"
 	c.CommonConfiguration.API.TokenV2 = testTokenV2
@@ -64,7 +64,7 @@ func validConfig() Configuration {
 	c.User = "user"
 	c.Password = testPassword
 	c.DatacenterString = "DC0"
-	c.Flavors = []FlavorConfig{{Name: "small", CPUs: 2, MemoryMB: 4096}, {Name: "large", CPUs: 8, MemoryMB: 16384}}
+	c.Flavors = []Flavor{{Name: "small", CPUs: 2, MemoryMB: 4096}, {Name: "large", CPUs: 8, MemoryMB: 16384}}
 	c.DefaultFlavor = "small"
 	return c
 }

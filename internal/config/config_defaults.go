@@ -1,8 +1,8 @@
-package vsphere
+package config
 
 import "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 
-// Default values of the settings that have one. DefaultConfiguration is the
+// Default values of the settings that have one. Default is the
 // only place they are applied; docs/configuration.md and
 // configs/hatchery.toml show the same values.
 const (
@@ -29,14 +29,14 @@ const (
 	DefaultMaxAttemptsNumberBeforeFailure = 5
 )
 
-// DefaultConfiguration returns the configuration every loaded file starts
+// Default returns the configuration every loaded file starts
 // from: the defaults of the upstream CDS hatchery (vSphere keys and the common provision block)
 // plus this project's own (inventory, vCenter task bound, /mon listener on
 // 127.0.0.1:8086, the port CDS hatcheries use by default). Keys without a
 // default (name, endpoint, credentials…) are left empty; Validate reports the
 // required ones.
-func DefaultConfiguration() Configuration {
-	return Configuration{
+func Default() Config {
+	return Config{
 		CommonConfiguration: hatchery.CommonConfiguration{
 			HTTP: hatchery.HTTPConfig{
 				Addr: DefaultHTTPAddr,

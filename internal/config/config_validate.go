@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"crypto/rsa"
@@ -15,11 +15,11 @@ import (
 var cardNames = []string{"e1000", "e1000e", "vmxnet", "vmxnet2", "vmxnet3", "vmxnet3vrdma", "pcnet32", "sriov"}
 
 // Validate checks the configuration and returns every problem found as
-// ConfigErrors (nil when there is none). Each problem names the full TOML key
+// Errors (nil when there is none). Each problem names the full TOML key
 // path, what is wrong and what is allowed; no message quotes a secret.
 // Validate does no I/O.
-func (c *Configuration) Validate() error {
-	var es ConfigErrors
+func (c *Config) Validate() error {
+	var es Errors
 	c.validateCommon(&es)
 	c.validateVCenter(&es)
 	c.validateNumbers(&es)
@@ -37,7 +37,7 @@ func (c *Configuration) Validate() error {
 	return es.scrub(c.secrets()).err()
 }
 
-func (c *Configuration) validateCommon(es *ConfigErrors) {
+func (c *Config) validateCommon(es *Errors) {
 	cc := &c.CommonConfiguration
 	const p = "commonConfiguration."
 	if strings.TrimSpace(cc.Name) == "" {
@@ -92,7 +92,7 @@ func (c *Configuration) validateCommon(es *ConfigErrors) {
 	}
 }
 
-func (c *Configuration) validateVCenter(es *ConfigErrors) {
+func (c *Config) validateVCenter(es *Errors) {
 	if problem := checkEndpoint(c.Endpoint); problem != "" {
 		es.add("endpoint", "%s", problem)
 	}
@@ -114,7 +114,7 @@ func (c *Configuration) validateVCenter(es *ConfigErrors) {
 	}
 }
 
-func (c *Configuration) validateNumbers(es *ConfigErrors) {
+func (c *Config) validateNumbers(es *Errors) {
 	positive := []struct {
 		key  string
 		v    int
@@ -153,9 +153,9 @@ type ipSet struct {
 // validateNetwork checks every range, gateway, DNS and mask and that ranges
 // do not overlap; it returns false when it stopped early because the ranges
 // are too large to check further.
-func (c *Configuration) validateNetwork(es *ConfigErrors) bool {
+func (c *Config) validateNetwork(es *Errors) bool {
 	var sets []ipSet
-	checkRangeSet(es, "", NetworkConfig{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask}, &sets)
+	checkRangeSet(es, "", Network{IPRange: c.IPRange, Gateway: c.Gateway, DNS: c.DNS, SubnetMask: c.SubnetMask}, &sets)
 	total := func() int {
 		n := 0
 		for _, s := range sets {
@@ -194,7 +194,7 @@ func (c *Configuration) validateNetwork(es *ConfigErrors) bool {
 }
 
 // checkRangeSet checks one iprange with its gateway, dns and mask.
-func checkRangeSet(es *ConfigErrors, prefix string, n NetworkConfig, sets *[]ipSet) {
+func checkRangeSet(es *Errors, prefix string, n Network, sets *[]ipSet) {
 	if n.IPRange != "" {
 		addrs, err := ParseIPRange(n.IPRange)
 		if err != nil {
@@ -204,9 +204,9 @@ func checkRangeSet(es *ConfigErrors, prefix string, n NetworkConfig, sets *[]ipS
 		}
 	}
 	checkIPv4(es, prefix+"gateway", n.Gateway)
-	for i, d := range splitList(n.DNS) {
+	for i, d := range SplitList(n.DNS) {
 		key := prefix + "dns"
-		if len(splitList(n.DNS)) > 1 {
+		if len(SplitList(n.DNS)) > 1 {
 			key = fmt.Sprintf("%s[%d]", key, i)
 		}
 		checkIPv4(es, key, d)
@@ -218,8 +218,8 @@ func checkRangeSet(es *ConfigErrors, prefix string, n NetworkConfig, sets *[]ipS
 	}
 }
 
-// splitList splits a comma-separated setting, dropping blanks.
-func splitList(s string) []string {
+// SplitList splits a comma-separated setting (dns, for one), dropping blanks.
+func SplitList(s string) []string {
 	var out []string
 	for _, p := range strings.Split(s, ",") {
 		if p = strings.TrimSpace(p); p != "" {
@@ -229,7 +229,7 @@ func splitList(s string) []string {
 	return out
 }
 
-func checkIPv4(es *ConfigErrors, key, v string) {
+func checkIPv4(es *Errors, key, v string) {
 	if v == "" {
 		return
 	}
@@ -254,7 +254,7 @@ func checkMask(v string) string {
 	return ""
 }
 
-func (c *Configuration) validateFlavors(es *ConfigErrors) {
+func (c *Config) validateFlavors(es *Errors) {
 	seen := map[string]int{}
 	for i, f := range c.Flavors {
 		key := fmt.Sprintf("flavors[%d]", i)
@@ -296,7 +296,7 @@ func (c *Configuration) validateFlavors(es *ConfigErrors) {
 }
 
 // hasFlavor reports whether name (case-insensitive) is a defined flavor.
-func (c *Configuration) hasFlavor(name string) bool {
+func (c *Config) hasFlavor(name string) bool {
 	for _, f := range c.Flavors {
 		if strings.EqualFold(strings.TrimSpace(f.Name), strings.TrimSpace(name)) {
 			return true
@@ -306,7 +306,7 @@ func (c *Configuration) hasFlavor(name string) bool {
 }
 
 // flavorNames lists the defined flavor names for messages.
-func (c *Configuration) flavorNames() string {
+func (c *Config) flavorNames() string {
 	if len(c.Flavors) == 0 {
 		return "none; define [[hatchery.vsphere.flavors]]"
 	}
@@ -317,7 +317,7 @@ func (c *Configuration) flavorNames() string {
 	return strings.Join(names, ", ")
 }
 
-func (c *Configuration) validateProvisioning(es *ConfigErrors) {
+func (c *Config) validateProvisioning(es *Errors) {
 	type pair struct{ model, flavor string }
 	seen := map[pair]int{}
 	for i, w := range c.WorkerProvisioning {
@@ -349,7 +349,7 @@ func (c *Configuration) validateProvisioning(es *ConfigErrors) {
 
 // checkModelRef checks that exactly one of modelPath / modelVMWare is set
 // and returns a key identifying the model ("" when invalid).
-func checkModelRef(es *ConfigErrors, key, modelPath, modelVMWare string) string {
+func checkModelRef(es *Errors, key, modelPath, modelVMWare string) string {
 	modelPath, modelVMWare = strings.TrimSpace(modelPath), strings.TrimSpace(modelVMWare)
 	switch {
 	case modelPath == "" && modelVMWare == "":
@@ -369,7 +369,7 @@ func checkModelRef(es *ConfigErrors, key, modelPath, modelVMWare string) string 
 	}
 }
 
-func (c *Configuration) validateCredentials(es *ConfigErrors) {
+func (c *Config) validateCredentials(es *Errors) {
 	seen := map[string]string{}
 	for _, list := range []struct {
 		key   string
@@ -395,7 +395,7 @@ func (c *Configuration) validateCredentials(es *ConfigErrors) {
 
 // checkURL checks that v is an absolute http(s) URL; empty is a problem
 // only when required.
-func checkURL(es *ConfigErrors, key, v string, required bool, what string) {
+func checkURL(es *Errors, key, v string, required bool, what string) {
 	if v == "" {
 		if required {
 			es.add(key, "required: %s (e.g. https://cds-api.example.com)", what)
@@ -438,7 +438,7 @@ func checkRSAKey(s string) string {
 }
 
 // secrets returns the secret values held by c, for scrubbing messages.
-func (c *Configuration) secrets() []string {
+func (c *Config) secrets() []string {
 	out := []string{c.Password, c.CommonConfiguration.API.Token, c.CommonConfiguration.API.TokenV2, c.CommonConfiguration.RSAPrivateKey}
 	for _, g := range c.GuestCredentials {
 		out = append(out, g.Password)

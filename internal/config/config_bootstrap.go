@@ -1,4 +1,4 @@
-package vsphere
+package config
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ var BootstrapModes = []string{BootstrapGuestOps, BootstrapCloudInit}
 // converted without overflow: a negative value gives no grace and a value
 // above MaxFinishedWorkerGracePeriod gives that bound (Validate refuses
 // both).
-func (c *Configuration) FinishedWorkerGracePeriodDuration() time.Duration {
+func (c *Config) FinishedWorkerGracePeriodDuration() time.Duration {
 	if c.FinishedWorkerGracePeriod <= 0 {
 		return 0
 	}
@@ -37,26 +37,36 @@ func (c *Configuration) FinishedWorkerGracePeriodDuration() time.Duration {
 
 // entryBootstrap is the bootstrap mode of a guestCredentials/models entry:
 // its own, else defaultBootstrap, else guestops.
-func (c *Configuration) entryBootstrap(g GuestCredential) string {
+func (c *Config) entryBootstrap(g GuestCredential) string {
 	if m := strings.TrimSpace(g.Bootstrap); m != "" {
 		return m
 	}
 	return c.defaultBootstrap()
 }
 
-func (c *Configuration) defaultBootstrap() string {
+func (c *Config) defaultBootstrap() string {
 	if m := strings.TrimSpace(c.DefaultBootstrap); m != "" {
 		return m
 	}
 	return BootstrapGuestOps
 }
 
-// modelEntry is the guestCredentials entry of model, else its models
+// Matches reports whether entry c is the one of model: a
+// guestCredentials/models entry is matched on the template name for a V2
+// model (ModelVMWare), on the model path for V1 (ModelPath).
+func (c GuestCredential) Matches(model sdk.WorkerStarterWorkerModel) bool {
+	if model.IsV1() {
+		return c.ModelPath != "" && c.ModelPath == model.GetName()
+	}
+	return c.ModelVMWare != "" && c.ModelVMWare == model.GetVSphereImage()
+}
+
+// ModelEntry is the guestCredentials entry of model, else its models
 // (alias) entry, else nil.
-func (c *Configuration) modelEntry(model sdk.WorkerStarterWorkerModel) *GuestCredential {
+func (c *Config) ModelEntry(model sdk.WorkerStarterWorkerModel) *GuestCredential {
 	for _, list := range [][]GuestCredential{c.GuestCredentials, c.Models} {
 		for i := range list {
-			if credentialMatches(list[i], model) {
+			if list[i].Matches(model) {
 				return &list[i]
 			}
 		}
@@ -66,8 +76,8 @@ func (c *Configuration) modelEntry(model sdk.WorkerStarterWorkerModel) *GuestCre
 
 // BootstrapOf is the bootstrap mode of model: its entry's, else
 // defaultBootstrap.
-func (c *Configuration) BootstrapOf(model sdk.WorkerStarterWorkerModel) string {
-	if e := c.modelEntry(model); e != nil {
+func (c *Config) BootstrapOf(model sdk.WorkerStarterWorkerModel) string {
+	if e := c.ModelEntry(model); e != nil {
 		return c.entryBootstrap(*e)
 	}
 	return c.defaultBootstrap()
@@ -75,7 +85,7 @@ func (c *Configuration) BootstrapOf(model sdk.WorkerStarterWorkerModel) string {
 
 // validateBootstrap checks defaultBootstrap, every entry's bootstrap and
 // finishedWorkerGracePeriod.
-func (c *Configuration) validateBootstrap(es *ConfigErrors) {
+func (c *Config) validateBootstrap(es *Errors) {
 	if m := strings.TrimSpace(c.DefaultBootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
 		es.add("defaultBootstrap", "%q is not a bootstrap mode (allowed: %q, %q)", m, BootstrapGuestOps, BootstrapCloudInit)
 	}
@@ -96,14 +106,14 @@ func (c *Configuration) validateBootstrap(es *ConfigErrors) {
 
 // needsGuestAccount tells whether an entry must name a guest account: only
 // when its model starts through guest operations.
-func (c *Configuration) needsGuestAccount(g GuestCredential) bool {
+func (c *Config) needsGuestAccount(g GuestCredential) bool {
 	return c.entryBootstrap(g) == BootstrapGuestOps
 }
 
 // BootstrapNotes are the lines `config check` prints about bootstrap modes
 // after a valid configuration: which entries start their workers through
 // cloud-init and so need no guest credentials. No line holds a secret.
-func (c *Configuration) BootstrapNotes() []string {
+func (c *Config) BootstrapNotes() []string {
 	var notes []string
 	if c.defaultBootstrap() == BootstrapCloudInit {
 		notes = append(notes, KeyPrefix+".defaultBootstrap: models without an entry start through cloud-init (guestinfo): no guest credentials needed")

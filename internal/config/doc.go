@@ -1,0 +1,17 @@
+// Package config owns the hatchery's TOML configuration, [hatchery.vsphere]:
+// the types (Config, Flavor, Network, WorkerProvisioning, GuestCredential),
+// the defaults (Default, the one place they are set), loading (Load,
+// LoadFile, LoadFrom, LoadAndValidate: hostile-shape limits, unknown keys
+// with suggestions, secrets from the environment and from files),
+// validation (Config.Validate returns every problem with its TOML key path,
+// as Errors), the key list (KeyPaths), bounded durations, redaction of
+// secrets, the syntax of IP plans (ParseIPRange) and the reference files of
+// `config new` (ReferenceConfig, MinimalConfig, DemoConfig).
+//
+// It does not own what the hatchery does with the settings: the IP pool,
+// guest credentials resolution, capacity and the vCenter connection live in
+// the packages that use them. It imports no other internal package; its
+// only project imports are sdk (worker models), sdk/hatchery (the common
+// configuration) and configs (the shipped TOML files). docs/configuration.md
+// documents every key.
+package config
