@@ -120,18 +120,7 @@ func (t *Table) MoveFrom(name string, from []Phase, to Phase, opts ...Option) (P
 // MoveAny moves the VM name to phase to from whatever phase it is in, if
 // the transitions table allows it; it returns the phase it was in.
 func (t *Table) MoveAny(name string, to Phase, opts ...Option) (Phase, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	cur := Gone
-	e := t.entries[name]
-	if e != nil {
-		cur = e.Phase
-	}
-	if !Allowed(cur, to) {
-		return cur, fmt.Errorf("move vm %q from %s to %s: %w", name, cur, to, ErrNotAllowed)
-	}
-	t.apply(name, e, to, opts)
-	return cur, nil
+	return t.MoveFrom(name, Phases(), to, opts...)
 }
 
 // apply performs an allowed move; t.mu is held.
