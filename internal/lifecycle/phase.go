@@ -44,8 +44,13 @@ const (
 	// inventory, if it is.
 	Marked
 	// Deleting: a deletion (power off, destroy) is at work on the VM. A
-	// failure moves it back to Marked, a success to Gone.
+	// failure moves it back to Marked, a success to Destroyed.
 	Deleting
+	// Destroyed: this process destroyed the VM; an inventory snapshot
+	// taken before may still show it. It is never claimed, counted in a
+	// pool or deleted again; the entry (which carries the VM's reference)
+	// leaves when a listing no longer shows that reference.
+	Destroyed
 
 	numPhases = iota
 )
@@ -61,6 +66,7 @@ var phaseNames = [numPhases]string{
 	Started:      "started",
 	Marked:       "marked",
 	Deleting:     "deleting",
+	Destroyed:    "destroyed",
 }
 
 // String is the phase's lower-case name, as docs/lifecycle.md spells it.
@@ -114,7 +120,11 @@ var transitions = map[Phase][]Phase{
 	// missing from the inventory long enough.
 	Marked: {Deleting, Gone},
 	// Destroyed, or failed and retried by the next pass.
-	Deleting: {Gone, Marked},
+	Deleting: {Destroyed, Marked},
+	// A listing no longer shows it; or its name is used again (a new
+	// registration VM is cloned under it, a VM of a stale snapshot under
+	// it is marked or deleted again: vCenter answers "gone", a success).
+	Destroyed: {Gone, Cloning, Marked, Deleting},
 }
 
 // Allowed reports whether the move from → to is in the transitions table.

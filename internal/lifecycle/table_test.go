@@ -24,7 +24,8 @@ var want = map[Phase][]Phase{
 	Running:      {Started, Gone, Marked, Deleting},
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
-	Deleting:     {Gone, Marked},
+	Deleting:     {Destroyed, Marked},
+	Destroyed:    {Gone, Cloning, Marked, Deleting},
 }
 
 // put brings name into phase p through allowed moves only.
@@ -41,6 +42,7 @@ func put(t *testing.T, tb *Table, name string, p Phase) {
 		Started:      {Started},
 		Marked:       {Marked},
 		Deleting:     {Deleting},
+		Destroyed:    {Deleting, Destroyed},
 	}[p]
 	for _, step := range path {
 		_, err := tb.MoveAny(name, step)

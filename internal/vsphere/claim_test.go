@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -153,6 +154,69 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 	for _, n := range got {
 		assert.False(t, seen[n], "%s claimed twice", n)
 		seen[n] = true
+	}
+}
+
+// TestClaimsRaceSurplusRemoval: claims and the surplus removal race on the
+// same idle VMs; each VM is either claimed once or destroyed, never both
+// (run with -race). The inventory here never catches up: a claim listing
+// it after a destroy must not take the destroyed VM.
+func TestClaimsRaceSurplusRemoval(t *testing.T) {
+	t.Parallel()
+	const pool, claimers = 6, 8
+	var vms []VM
+	for i := range pool {
+		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
+	}
+	e := newWarmEnv(t, warmConfig(), vms, nil)
+	var (
+		mu        sync.Mutex
+		claimed   []string
+		destroyed []string
+		wg        sync.WaitGroup
+	)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, vm *object.VirtualMachine) error {
+		mu.Lock()
+		defer mu.Unlock()
+		destroyed = append(destroyed, strings.TrimPrefix(vm.Reference().Value, "vm-"))
+		return nil
+	}).AnyTimes()
+	start := make(chan struct{})
+	for range claimers {
+		wg.Go(func() {
+			<-start
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			if err != nil || vm == nil {
+				return
+			}
+			mu.Lock()
+			claimed = append(claimed, vm.Name)
+			mu.Unlock()
+		})
+	}
+	wg.Go(func() {
+		<-start
+		// The pool is configured to zero: every idle VM is surplus.
+		e.h.removeSurplus(context.Background(), vms, e.h.poolCounts(vms), nil)
+	})
+	close(start)
+	wg.Wait()
+
+	taken := map[string]int{}
+	for _, n := range append(claimed, destroyed...) {
+		taken[n]++
+	}
+	assert.Len(t, taken, pool, "every idle vm is claimed or destroyed")
+	for n, c := range taken {
+		assert.Equal(t, 1, c, "%s claimed or destroyed more than once", n)
+	}
+	for _, n := range destroyed {
+		// A snapshot taken before the destroy still shows it: never
+		// offered again until a listing no longer does.
+		assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase(n), "%s destroyed", n)
+	}
+	for _, n := range claimed {
+		assert.Equal(t, lifecycle.Claimed, e.h.life.Phase(n))
 	}
 }
 

@@ -151,6 +151,8 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 		return awolKeep("claimed, being prepared")
 	case lifecycle.Deleting:
 		return awolKeep("being deleted")
+	case lifecycle.Destroyed:
+		return awolKeep("destroyed, the inventory lags")
 	}
 	switch {
 	case a.JobID != "" && h.pendingJobs.Has(a.JobID):

@@ -37,7 +37,8 @@ const deleteMarkAbsentTTL = 15 * time.Minute
 
 // dropAbsentDeleteMarks forgets the delete marks of names that vms (a
 // fresh listing) and the listings before it have not shown for
-// deleteMarkAbsentTTL. Only a Marked entry is ever dropped: a name being
+// deleteMarkAbsentTTL, and the Destroyed entries of VMs vms no longer
+// shows. Only a Marked entry is ever dropped: a name being
 // cloned, provisioned, claimed, prepared or deleted now is in another
 // phase, and its VM may not be listed yet.
 func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
@@ -46,6 +47,15 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 		listed[v.Name] = true
 	}
 	now := h.now()
+	listedRefs := make(map[string]bool, len(vms))
+	for _, v := range vms {
+		listedRefs[v.Ref.Value] = true
+	}
+	for _, e := range h.life.List(lifecycle.Destroyed) {
+		if !listedRefs[e.Ref] {
+			_ = h.life.Move(e.Name, lifecycle.Destroyed, lifecycle.Gone)
+		}
+	}
 	for _, e := range h.life.List(lifecycle.Marked) {
 		d := h.life.Absent(e.Name, listed[e.Name], now)
 		if d < deleteMarkAbsentTTL {
@@ -72,7 +82,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
 		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, h.Name())
 	}
-	switch prev, err := h.life.MoveFrom(vm.Name, deletable, lifecycle.Deleting); {
+	switch prev, err := h.life.MoveFrom(vm.Name, deletable, lifecycle.Deleting, lifecycle.WithRef(vm.Ref.Value)); {
 	case prev == lifecycle.Deleting:
 		return fmt.Errorf("delete vm %q: %w", vm.Name, errDeleteInProgress)
 	case err != nil:
@@ -109,7 +119,9 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
 	}
 	destroyed = true
-	_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Gone)
+	// A snapshot taken before may still show it: never offered again
+	// until a listing no longer shows it (dropAbsentDeleteMarks).
+	_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Destroyed)
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until

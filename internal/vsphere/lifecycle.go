@@ -13,13 +13,13 @@ var (
 	// one already marked or being deleted stays as it is.
 	markable = []lifecycle.Phase{
 		lifecycle.Gone, lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Idle, lifecycle.Claimed,
-		lifecycle.Preparing, lifecycle.Running, lifecycle.Started,
+		lifecycle.Preparing, lifecycle.Running, lifecycle.Started, lifecycle.Destroyed,
 	}
 	// deletable: deleteServer may start on a VM in one of these phases. A
 	// VM being cloned, provisioned, claimed or prepared belongs to the
 	// loop doing it, which marks it when it fails.
 	deletable = []lifecycle.Phase{
-		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked,
+		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked, lifecycle.Destroyed,
 	}
 	// claimable: a pool VM in one of these phases may be claimed or
 	// removed as surplus (Gone: the inventory shows it idle, the table
@@ -27,7 +27,7 @@ var (
 	claimable = []lifecycle.Phase{lifecycle.Gone, lifecycle.Idle}
 	// leavingPool: a pool VM in one of these phases no longer counts in
 	// its pool.
-	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting}
+	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed}
 	// consumedPhases: an entry holding a VM's reference in one of these
 	// phases means the VM was claimed: a lagging snapshot may still show
 	// it idle under its provisioned name.
