@@ -146,6 +146,8 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	// Cleanup leaves the VM alone under its new name until it runs; the
 	// spawn moves it on to Running (recordCreated).
 	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+		// Nothing was done to the VM: it is idle again.
+		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
 		return nil, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 
