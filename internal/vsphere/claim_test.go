@@ -343,3 +343,21 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	require.Error(t, err)
 	assert.Zero(t, len(markedNames(e.h)))
 }
+
+// TestPrepareClaimedVMWorkerNameTaken: a worker name the lifecycle table
+// already holds is refused before any vCenter call, and the claimed VM is
+// idle again (not left claimed, out of its pool, for good).
+func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
+	t.Parallel()
+	idle := warmProvVM("provision-v2-a", "debian12", "")
+	e := newWarmEnv(t, warmConfig(), []VM{idle}, nil) // no vCenter call expected
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	putPhase(e.h, "worker-x", lifecycle.Marked)
+
+	_, err = e.h.prepareClaimedVM(context.Background(), got, Annotation{WorkerName: "worker-x"}, nil)
+	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
+	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
+	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
+}
