@@ -171,3 +171,25 @@ func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
 		})
 	}
 }
+
+// TestDestroyedVMLeavesWhenNoListingShowsIt: a VM this run destroyed stays
+// "destroyed" while a listing still shows its reference (a snapshot older
+// than the destroy), and is forgotten once none does, even when a new VM
+// took its name.
+func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("mymodel", wOff)
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("mymodel")).Return(nil)
+	require.NoError(t, e.h.deleteServer(context.Background(), vm))
+	require.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
+	assert.Equal(t, awolKeep("destroyed, the inventory lags"), e.h.awolVerdict(context.Background(), vm, apiWorkers{}))
+
+	e.h.dropAbsentDeleteMarks([]VM{vm}) // stale: still listed
+	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
+
+	renamed := vm
+	renamed.Ref = warmRef("mymodel-tmp") // another VM now bears the name
+	e.h.dropAbsentDeleteMarks([]VM{renamed})
+	assert.Equal(t, lifecycle.Gone, e.h.life.Phase("mymodel"))
+}
