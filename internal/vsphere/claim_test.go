@@ -117,15 +117,38 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
 
+// idleDebianPool is n idle V2 pool VMs of the model debian12.
+func idleDebianPool(n int) []VM {
+	var vms []VM
+	for i := range n {
+		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
+	}
+	return vms
+}
+
+// startClaimers starts n goroutines (joined through wg) that each claim one
+// debian12 VM once start is closed, appending what they got to got under mu.
+func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup, mu *sync.Mutex, got *[]string) {
+	for range n {
+		wg.Go(func() {
+			<-start
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			if err != nil || vm == nil {
+				return
+			}
+			mu.Lock()
+			*got = append(*got, vm.Name)
+			mu.Unlock()
+		})
+	}
+}
+
 // TestClaimProvisionedVMConcurrent: concurrent claims never get the same
 // VM, and every idle VM is handed out once (run with -race).
 func TestClaimProvisionedVMConcurrent(t *testing.T) {
 	t.Parallel()
 	const pool, claimers = 5, 16
-	var vms []VM
-	for i := range pool {
-		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
-	}
+	vms := idleDebianPool(pool)
 	e := newWarmEnv(t, warmConfig(), vms, nil)
 
 	var (
@@ -134,18 +157,7 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	start := make(chan struct{})
-	for range claimers {
-		wg.Go(func() {
-			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
-			if err != nil || vm == nil {
-				return
-			}
-			mu.Lock()
-			got = append(got, vm.Name)
-			mu.Unlock()
-		})
-	}
+	startClaimers(e, claimers, start, &wg, &mu, &got)
 	close(start)
 	wg.Wait()
 
@@ -164,10 +176,7 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 func TestClaimsRaceSurplusRemoval(t *testing.T) {
 	t.Parallel()
 	const pool, claimers = 6, 8
-	var vms []VM
-	for i := range pool {
-		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
-	}
+	vms := idleDebianPool(pool)
 	e := newWarmEnv(t, warmConfig(), vms, nil)
 	var (
 		mu        sync.Mutex
@@ -182,18 +191,7 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 		return nil
 	}).AnyTimes()
 	start := make(chan struct{})
-	for range claimers {
-		wg.Go(func() {
-			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
-			if err != nil || vm == nil {
-				return
-			}
-			mu.Lock()
-			claimed = append(claimed, vm.Name)
-			mu.Unlock()
-		})
-	}
+	startClaimers(e, claimers, start, &wg, &mu, &claimed)
 	wg.Go(func() {
 		<-start
 		// The pool is configured to zero: every idle VM is surplus.
