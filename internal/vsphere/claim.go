@@ -10,7 +10,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -105,7 +104,7 @@ func sortOldestFirst(vms []VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
 }
 
@@ -113,17 +112,17 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
 	if vm == nil {
-		return nil, fmt.Errorf("prepare claimed vm: no vm")
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
 	}
 	if !vm.OwnedBy(h.Name()) || vm.Template {
 		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return nil, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
 	}
 	newName := annot.WorkerName
 	if newName == "" {
-		return nil, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
 	}
 	annot.HatcheryName = h.Name()
 	annot.Provisioning = false
@@ -148,7 +147,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
 		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
-		return nil, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 
 	// The VM came from the snapshot, which shows its address from now on:
@@ -156,10 +155,10 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	// outlive it.
 	h.ips.release(vm.Annotation.IPAddress, vm.Name)
 
-	obj := h.vs.NewVirtualMachine(vm.Ref)
+	obj := vm.Ref
 	current := vm.Name
 	userdataWritten := false
-	fail := func(step string, err error) (*object.VirtualMachine, error) {
+	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
@@ -174,7 +173,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
 		}
 		h.inv.Invalidate()
-		return nil, err
+		return types.ManagedObjectReference{}, err
 	}
 
 	markStage(ctx, StageBookToClone)

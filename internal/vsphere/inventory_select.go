@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
@@ -21,7 +22,7 @@ import (
 //
 // All satisfy Inventory, so every loop and decision reads through the same
 // interface and the modes can be measured side by side.
-func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
+func NewInventory(cfg *config.Config, client vcenter.Port, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
 	if cfg == nil || client == nil {
 		return nil, nil, fmt.Errorf("new inventory: config and client are required")
 	}
@@ -42,7 +43,7 @@ func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (I
 // SOAPCounts converts the adapter's per-method SOAP counters to what the
 // metrics collector reads (Metrics.SOAP): requests, and request plus
 // response body bytes.
-func (s SOAPStats) SOAPCounts() map[string]SOAPCount {
+func SOAPCounts(s vcenter.SOAPStats) map[string]SOAPCount {
 	out := make(map[string]SOAPCount, len(s))
 	for method, m := range s {
 		out[method] = SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
@@ -55,6 +56,6 @@ func (s SOAPStats) SOAPCounts() map[string]SOAPCount {
 // and soap_bytes. Wire it once, before RunMetrics starts:
 //
 //	m.SOAP = vsphere.SOAPHook(client)
-func SOAPHook(c *GovmomiClient) func() map[string]SOAPCount {
-	return func() map[string]SOAPCount { return c.Stats().SOAPCounts() }
+func SOAPHook(c *vcenter.Client) func() map[string]SOAPCount {
+	return func() map[string]SOAPCount { return SOAPCounts(c.Stats()) }
 }

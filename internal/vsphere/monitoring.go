@@ -12,7 +12,7 @@ import (
 	ocprom "contrib.go.opencensus.io/exporter/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 	"go.opencensus.io/metric/metricproducer"
 	"go.opencensus.io/stats"
 	"go.opencensus.io/stats/view"
@@ -75,7 +75,7 @@ type Metrics struct {
 	// stateMu guards the collector's memory between passes.
 	stateMu  sync.Mutex
 	soapPrev map[string]SOAPCount
-	pool     *object.ResourcePool // loaded once, dropped when unreadable
+	pool     *types.ManagedObjectReference // loaded once, dropped when unreadable
 
 	// seenMu guards models: the worker models whose spawn counters were
 	// set to 0 for every label value (zeroModel).

@@ -149,12 +149,12 @@ func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context, m *Metrics) (
 		if err != nil {
 			return nil, fmt.Errorf("load resource pool: %w", err)
 		}
-		if p == nil {
+		if p.Value == "" {
 			return nil, errors.New("load resource pool: no pool")
 		}
-		pool = p
+		pool = &p
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, pool)
+	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("no runtime info")
 	}
