@@ -184,10 +184,10 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 		destroyed []string
 		wg        sync.WaitGroup
 	)
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, vm *object.VirtualMachine) error {
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ref types.ManagedObjectReference) error {
 		mu.Lock()
 		defer mu.Unlock()
-		destroyed = append(destroyed, strings.TrimPrefix(vm.Reference().Value, "vm-"))
+		destroyed = append(destroyed, strings.TrimPrefix(ref.Value, "vm-"))
 		return nil
 	}).AnyTimes()
 	start := make(chan struct{})
