@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -158,8 +159,8 @@ func (v *VCenter) Up() bool {
 }
 
 // SOAPCounts returns the cumulative SOAP counters of the connected client,
-// for vsphere.Metrics.SOAP; nil before the connection.
-func (v *VCenter) SOAPCounts() map[string]vsphere.SOAPCount {
+// for metrics.Metrics.SOAP; nil before the connection.
+func (v *VCenter) SOAPCounts() map[string]metrics.SOAPCount {
 	v.mu.RLock()
 	c := v.cur
 	v.mu.RUnlock()
@@ -167,9 +168,9 @@ func (v *VCenter) SOAPCounts() map[string]vsphere.SOAPCount {
 		return nil
 	}
 	st := c.Stats()
-	out := make(map[string]vsphere.SOAPCount, len(st))
+	out := make(map[string]metrics.SOAPCount, len(st))
 	for k, m := range st {
-		out[k] = vsphere.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
+		out[k] = metrics.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -309,9 +310,9 @@ func refusalOf(d capacityDecision) *hatchery.Refusal {
 	code := hatchery.ReasonCapacity
 	if res, ok := refusedResource(d); ok {
 		switch res {
-		case CapacityCPU:
+		case metrics.CapacityCPU:
 			code = hatchery.ReasonCapacityCPU
-		case CapacityMemory:
+		case metrics.CapacityMemory:
 			code = hatchery.ReasonCapacityMemory
 		}
 	}
@@ -396,14 +397,14 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 
 // refusedResource tells which resource a refusing decision found
 // exhausted; false when d allowed the worker.
-func refusedResource(d capacityDecision) (CapacityResource, bool) {
+func refusedResource(d capacityDecision) (metrics.CapacityResource, bool) {
 	switch {
 	case d.Allowed:
 		return "", false
 	case d.Reason == reasonPoolCPU || d.Reason == reasonCPULimit || d.Reason == reasonCPUStarvation:
-		return CapacityCPU, true
+		return metrics.CapacityCPU, true
 	case d.Reason == reasonPoolMemory || d.Reason == reasonMemoryLimit || d.Reason == reasonMemoryStarvation:
-		return CapacityMemory, true
+		return metrics.CapacityMemory, true
 	}
 	return "", false
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 )
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
@@ -42,10 +43,10 @@ func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (I
 // SOAPCounts converts the adapter's per-method SOAP counters to what the
 // metrics collector reads (Metrics.SOAP): requests, and request plus
 // response body bytes.
-func (s SOAPStats) SOAPCounts() map[string]SOAPCount {
-	out := make(map[string]SOAPCount, len(s))
+func (s SOAPStats) SOAPCounts() map[string]metrics.SOAPCount {
+	out := make(map[string]metrics.SOAPCount, len(s))
 	for method, m := range s {
-		out[method] = SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
+		out[method] = metrics.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
 	}
 	return out
 }
@@ -55,6 +56,6 @@ func (s SOAPStats) SOAPCounts() map[string]SOAPCount {
 // and soap_bytes. Wire it once, before RunMetrics starts:
 //
 //	m.SOAP = vsphere.SOAPHook(client)
-func SOAPHook(c *GovmomiClient) func() map[string]SOAPCount {
-	return func() map[string]SOAPCount { return c.Stats().SOAPCounts() }
+func SOAPHook(c *GovmomiClient) func() map[string]metrics.SOAPCount {
+	return func() map[string]metrics.SOAPCount { return c.Stats().SOAPCounts() }
 }
