@@ -41,7 +41,7 @@ func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (I
 }
 
 // SOAPCounts converts the adapter's per-method SOAP counters to what the
-// metrics collector reads (Metrics.SOAP): requests, and request plus
+// metrics collector reads (metrics.Metrics.SOAP): requests, and request plus
 // response body bytes.
 func (s SOAPStats) SOAPCounts() map[string]metrics.SOAPCount {
 	out := make(map[string]metrics.SOAPCount, len(s))
@@ -51,7 +51,7 @@ func (s SOAPStats) SOAPCounts() map[string]metrics.SOAPCount {
 	return out
 }
 
-// SOAPHook returns the Metrics.SOAP hook of a client: a snapshot of its
+// SOAPHook returns the metrics.Metrics.SOAP hook of a client: a snapshot of its
 // cumulative SOAP counters by method, for cds/hatchery/vsphere/soap_requests
 // and soap_bytes. Wire it once, before RunMetrics starts:
 //
