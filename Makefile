@@ -17,9 +17,9 @@ test:
 $(MOCKGEN):
 	$(GO) install github.com/golang/mock/mockgen@v1.6.0
 
-## generate: regenerate mock_vsphere from the VSphereClient interface
+## generate: regenerate mock_vsphere from the vcenter port interfaces
 generate: $(MOCKGEN)
-	PATH="$(dir $(MOCKGEN)):$$PATH" $(GO) generate ./internal/vsphere/...
+	PATH="$(dir $(MOCKGEN)):$$PATH" $(GO) generate ./internal/vcenter/...
 
 ## check-generate: fail when mock_vsphere is not what `make generate` writes
 check-generate: generate

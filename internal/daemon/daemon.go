@@ -16,6 +16,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -47,8 +48,9 @@ type Options struct {
 	// Version is reported by /mon/version, the status and the V2 sign-in.
 	Version string
 
-	// Dial connects to vCenter; nil is vsphere.NewGovmomiClient.
-	Dial DialFunc
+	// VCenterConfig, when set, adjusts the vCenter client's configuration
+	// (tests and the demo shorten its polls).
+	VCenterConfig func(*vcenter.Config)
 	// DialBackoffMin and DialBackoffMax bound the wait between dials
 	// (zero: DefaultDialBackoffMin / DefaultDialBackoffMax).
 	DialBackoffMin, DialBackoffMax time.Duration
@@ -75,8 +77,8 @@ type Running struct {
 	Hatchery *vsphere.HatcheryVSphere
 	// Inventory is the shared VM inventory; nil in listing mode.
 	Inventory *vsphere.SharedInventory
-	// VCenter is the vCenter connection.
-	VCenter *VCenter
+	// VCenter is the vCenter client (connected in the background).
+	VCenter *vcenter.Client
 }
 
 // Run runs the hatchery until ctx ends (nil is returned then) or the
@@ -139,14 +141,19 @@ func Run(ctx context.Context, o Options) error {
 	}
 	defer mt.Close()
 
-	clientCfg := vsphere.ClientConfigFrom(cfg)
+	clientCfg := vsphere.VCenterConfig(cfg)
 	clientCfg.Logger = log
+	clientCfg.DialBackoffMin, clientCfg.DialBackoffMax = o.DialBackoffMin, o.DialBackoffMax
 	var shared *vsphere.SharedInventory
-	vc := newVCenter(clientCfg, o.Dial, o.DialBackoffMin, o.DialBackoffMax, log, func() {
+	clientCfg.OnConnect = func() {
 		if shared != nil {
 			shared.Invalidate() // list at once rather than at the next tick
 		}
-	})
+	}
+	if o.VCenterConfig != nil {
+		o.VCenterConfig(&clientCfg)
+	}
+	vc := vcenter.New(clientCfg)
 	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
 	switch cfg.InventoryMode {
 	case config.InventoryListing:
@@ -169,7 +176,7 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 	mt.Headroom = h.FlavorHeadroom
-	mt.SOAP = vc.SOAPCounts
+	mt.SOAP = vsphere.SOAPHook(vc)
 	mt.Logger = log
 	mt.Health = func() metrics.Health {
 		var st *vsphere.InventoryStats
@@ -297,7 +304,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	stage("hatchery loops", loopsCancel, &loopsWG)
 	stage("inventory and vcenter dialer", baseCancel, &baseWG)
-	vc.Close(ctx)
+	closeVCenter(ctx, vc)
 	log.Info("hatchery stopped", "hatchery", name)
 	return errors.Join(runErr, shutErr)
 }

@@ -5,18 +5,14 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +21,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/simulator"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -60,35 +56,13 @@ func rsaKeyPEM(t *testing.T) string {
 	return string(pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}))
 }
 
-// freeAddr returns a 127.0.0.1 address nobody listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	require.NoError(t, ln.Close())
-	return addr
-}
+// freeAddr is a loopback address nothing listens on yet.
+func freeAddr(t *testing.T) string { return vcsimtest.FreeAddr(t) }
 
 // startVCSim serves a vCenter simulator on addr (the default VPX model,
 // no VMs) and returns a function stopping it.
 func startVCSim(t *testing.T, addr string) func() {
-	t.Helper()
-	m := simulator.VPX()
-	m.Machine = 0
-	require.NoError(t, m.Create())
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{Host: addr, User: url.UserPassword(vcUser, vcPassword)}
-	s := m.Service.NewServer()
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			s.Close()
-			m.Remove()
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return vcsimtest.ServeVPX(t, addr, vcUser, vcPassword)
 }
 
 // testConfig is a valid configuration reaching vCenter at vcAddr and the

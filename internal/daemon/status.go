@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -16,7 +17,7 @@ import (
 type statusSource struct {
 	service  string
 	hostname string
-	vc       *VCenter
+	vc       *vcenter.Client
 	inv      *vsphere.SharedInventory // nil in listing mode
 	interval time.Duration            // inventory refresh interval
 	now      func() time.Time
@@ -24,7 +25,7 @@ type statusSource struct {
 
 // lines implements hatchery.Options.ExtraStatus.
 func (s *statusSource) lines(context.Context) []sdk.MonitoringStatusLine {
-	out := []sdk.MonitoringStatusLine{s.vc.StatusLine()}
+	out := []sdk.MonitoringStatusLine{vcenterLine(s.vc.Status())}
 	if s.inv != nil {
 		out = append(out, inventoryLine(s.inv.Stats(), s.interval, s.now()))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -314,9 +315,8 @@ func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 		Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
 		MetricsInterval: 2 * time.Second,
 		ShutdownTimeout: 20 * time.Second,
-		Dial: func(ctx context.Context, cc vsphere.ClientConfig) (*vsphere.GovmomiClient, error) {
+		VCenterConfig: func(cc *vcenter.Config) {
 			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
-			return vsphere.NewGovmomiClient(ctx, cc)
 		},
 	}
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // Names of the inventory every Env has (the simulator's VPX model).
@@ -114,8 +114,8 @@ type Env struct {
 	// Admin is a plain govmomi client (insecure TLS) for fixtures and
 	// assertions; tests of the hatchery use Client.
 	Admin *govmomi.Client
-	// Client is a ready GovmomiClient built from ClientConfig().
-	Client *vsphere.GovmomiClient
+	// Client is a ready vcenter.Client built from ClientConfig().
+	Client *vcenter.Client
 	// Guest is the recording fake guest process manager.
 	Guest *FakeGuest
 	// CloudInit plays cloud-init in VMs booting with guestinfo userdata.
@@ -286,12 +286,12 @@ const TestRequestTimeout = 60 * time.Second
 
 // ClientConfig is a verified-TLS (CAFile) configuration for this simulator,
 // with TestPollInterval and TestRequestTimeout.
-func (e *Env) ClientConfig() vsphere.ClientConfig {
+func (e *Env) ClientConfig() vcenter.Config {
 	log := e.opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return vsphere.ClientConfig{
+	return vcenter.Config{
 		Endpoint:     e.Endpoint,
 		User:         e.User,
 		Password:     e.Password,
@@ -316,7 +316,7 @@ func (e *Env) ClientConfig() vsphere.ClientConfig {
 
 // NewClient builds another client (closed at cleanup); mutate, when not
 // nil, edits the configuration first.
-func (e *Env) NewClient(mutate func(*vsphere.ClientConfig)) *vsphere.GovmomiClient {
+func (e *Env) NewClient(mutate func(*vcenter.Config)) *vcenter.Client {
 	e.t.Helper()
 	c, err := e.TryClient(mutate)
 	if err != nil {
@@ -326,12 +326,12 @@ func (e *Env) NewClient(mutate func(*vsphere.ClientConfig)) *vsphere.GovmomiClie
 }
 
 // TryClient is NewClient returning the constructor's error.
-func (e *Env) TryClient(mutate func(*vsphere.ClientConfig)) (*vsphere.GovmomiClient, error) {
+func (e *Env) TryClient(mutate func(*vcenter.Config)) (*vcenter.Client, error) {
 	cfg := e.ClientConfig()
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	c, err := vsphere.NewGovmomiClient(e.ctx, cfg)
+	c, err := vcenter.Dial(e.ctx, cfg)
 	if err != nil {
 		return nil, err
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -61,7 +62,7 @@ func TestNewAndClose(t *testing.T) {
 	closed = true
 	require.Error(t, env.Context().Err(), "context ended")
 	env.Close() // idempotent
-	_, err = vsphere.NewGovmomiClient(ctx, env.ClientConfig())
+	_, err = vcenter.Dial(ctx, env.ClientConfig())
 	require.Error(t, err, "the server no longer answers")
 }
 

@@ -8,7 +8,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // VMState is a snapshot of one VM's simulator state, read under its lock.
@@ -121,7 +121,7 @@ func (e *Env) SetResourcePoolRuntime(edit func(*types.ResourcePoolRuntimeInfo)) 
 // TerminateSession ends c's vCenter session from another session, as an
 // operator or an idle timeout would: c's next authenticated call gets
 // NotAuthenticated.
-func (e *Env) TerminateSession(c *vsphere.GovmomiClient) {
+func (e *Env) TerminateSession(c *vcenter.Client) {
 	e.t.Helper()
 	ctx := e.ctx
 	us, err := session.NewManager(c.Vim25()).UserSession(ctx)

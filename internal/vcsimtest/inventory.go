@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -51,7 +52,7 @@ func (e *Env) Inventory(cfg *config.Config) vsphere.Inventory {
 
 // InventoryOver is Inventory over another client (a counting decorator,
 // a second session).
-func (e *Env) InventoryOver(cfg *config.Config, client vsphere.VSphereClient) vsphere.Inventory {
+func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) vsphere.Inventory {
 	e.t.Helper()
 	if cfg.InventoryMode == "" {
 		cfg.InventoryMode = InventoryMode()
@@ -72,8 +73,8 @@ func (e *Env) InventoryOver(cfg *config.Config, client vsphere.VSphereClient) vs
 	}
 	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	if cfg.InventoryMode == config.InventoryWatch {
-		if client == vsphere.VSphereClient(e.Client) {
-			// A client has one change watch (VSphereClient): a watch
+		if client == vcenter.Port(e.Client) {
+			// A client has one change watch (vcenter.Port): a watch
 			// inventory gets a session of its own, as the inventory of a
 			// hatchery process does, so that two hatcheries of one test
 			// (a restart) do not reset each other's watch.

@@ -16,12 +16,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -35,8 +35,8 @@ import (
 //	make bench   # go test -run '^$' -bench BenchmarkInventoryModes -benchtime 1x ./internal/vsphere/
 //
 // Every figure comes from counters: the adapter's SOAP counters (requests
-// and bytes by method, GovmomiClient.Stats) and a decorator over the
-// VSphereClient that counts ListVirtualMachines calls and timestamps
+// and bytes by method, vcenter.Client.Stats) and a decorator over the
+// vcenter.Port that counts ListVirtualMachines calls and timestamps
 // CloneVirtualMachine submissions. One scenario runs per sub-benchmark
 // whatever b.N is, so -benchtime 1x is the intended setting.
 //
@@ -44,31 +44,31 @@ import (
 // [1000,5000], HATCHERY_VSPHERE_BENCH_BURST [200],
 // HATCHERY_VSPHERE_BENCH_MODES [spec,listing,shared,watch].
 
-// benchClient decorates the hatchery's VSphereClient: it counts listings
+// benchClient decorates the hatchery's vcenter.Port: it counts listings
 // and records when each clone is submitted (before the task-slot wait, so a
 // bounded MaxConcurrentTasks shows in the burst time, not in the decision).
 type benchClient struct {
-	vsphere.VSphereClient
+	vcenter.Port
 	lists atomic.Int64
 
 	mu     sync.Mutex
 	clones map[string]time.Time
 }
 
-func newBenchClient(c vsphere.VSphereClient) *benchClient {
-	return &benchClient{VSphereClient: c, clones: map[string]time.Time{}}
+func newBenchClient(c vcenter.Port) *benchClient {
+	return &benchClient{Port: c, clones: map[string]time.Time{}}
 }
 
 func (c *benchClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
 	c.lists.Add(1)
-	return c.VSphereClient.ListVirtualMachines(ctx)
+	return c.Port.ListVirtualMachines(ctx)
 }
 
-func (c *benchClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *benchClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	c.mu.Lock()
 	c.clones[name] = time.Now()
 	c.mu.Unlock()
-	return c.VSphereClient.CloneVirtualMachine(ctx, vm, folder, name, spec)
+	return c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
 }
 
 func (c *benchClient) cloneAt(name string) (time.Time, bool) {
@@ -304,10 +304,10 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	heapBase := heapAlloc()
 
 	// The production client: default poll interval, MaxConcurrentTasks
-	// from the configuration (ClientConfigFrom).
-	gc := env.NewClient(func(c *vsphere.ClientConfig) {
-		c.PollInterval = vsphere.DefaultPollInterval
-		c.MaxConcurrentTasks = vsphere.ClientConfigFrom(cfg).MaxConcurrentTasks
+	// from the configuration (VCenterConfig).
+	gc := env.NewClient(func(c *vcenter.Config) {
+		c.PollInterval = vcenter.DefaultPollInterval
+		c.MaxConcurrentTasks = vsphere.VCenterConfig(cfg).MaxConcurrentTasks
 	})
 	hc := newBenchClient(gc) // the hatchery's port: job path and loops
 	ic := newBenchClient(gc) // the inventory owner's port: refreshes
@@ -522,10 +522,10 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	return r
 }
 
-func topMethods(d vsphere.SOAPStats, jobs int) string {
+func topMethods(d vcenter.SOAPStats, jobs int) string {
 	type kv struct {
 		k string
-		v vsphere.SOAPMethodStats
+		v vcenter.SOAPMethodStats
 	}
 	var all []kv
 	for k, v := range d {

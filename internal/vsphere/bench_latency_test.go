@@ -17,6 +17,7 @@ import (
 	"github.com/vmware/govmomi/object"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -93,7 +94,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 		require.NoError(b, err)
 		require.NoError(b, task.Wait(ctx))
 	}
-	client := env.NewClient(func(c *vsphere.ClientConfig) { c.MaxConcurrentTasks = sc.tasks })
+	client := env.NewClient(func(c *vcenter.Config) { c.MaxConcurrentTasks = sc.tasks })
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = "hatch-bench-latency"
 	cfg.MaxConcurrentTasks = sc.tasks

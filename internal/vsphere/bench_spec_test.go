@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -28,7 +29,7 @@ var specWholeProperties = []string{"name", "summary", "guest", "config"}
 // read, through one ContainerView (as the product does), and converts them
 // to the hatchery's view. lists counts the listings.
 type specListingInventory struct {
-	client *vsphere.GovmomiClient
+	client *vcenter.Client
 	lists  atomic.Int64
 
 	once    sync.Once

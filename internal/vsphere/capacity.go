@@ -12,7 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // reservationTTL bounds how long the footprint of a spawn in flight is
@@ -65,7 +65,7 @@ type capacityState struct {
 	active map[uint64]int // generation at begin → decisions running
 	res    []*reservation // in creation order
 
-	pool       *object.ResourcePool // looked up once, dropped when a read fails
+	pool       *types.ManagedObjectReference // looked up once, dropped when a read fails
 	poolHealth poolHealth
 	lastPool   poolSnapshot // the last read, for status lines (no round trip)
 }

@@ -18,7 +18,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -129,7 +128,7 @@ type capEnv struct {
 	pool  *capPool
 	logs  *capLogs
 	clock *capClock
-	mock  *mock_vsphere.MockVSphereClient
+	mock  *mock_vsphere.MockPort
 }
 
 // newCapEnv builds a hatchery over a mock client whose resource pool reads
@@ -140,7 +139,7 @@ type capEnv struct {
 func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	m := mock_vsphere.NewMockVSphereClient(ctrl)
+	m := mock_vsphere.NewMockPort(ctrl)
 	env := &capEnv{
 		inv:   &capInventory{},
 		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},
@@ -148,17 +147,17 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 		clock: &capClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
 		mock:  m,
 	}
-	poolObj := object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"})
-	m.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (*object.ResourcePool, error) {
+	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
+	m.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
 		env.pool.mu.Lock()
 		defer env.pool.mu.Unlock()
 		if env.pool.loadFailures > 0 {
 			env.pool.loadFailures--
-			return nil, errCapPoolLoad
+			return types.ManagedObjectReference{}, errCapPoolLoad
 		}
 		return poolObj, nil
 	}).AnyTimes()
-	m.EXPECT().ResourcePoolRuntime(gomock.Any(), poolObj).DoAndReturn(func(context.Context, *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+	m.EXPECT().ResourcePoolRuntime(gomock.Any(), poolObj).DoAndReturn(func(context.Context, types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
 		env.pool.mu.Lock()
 		defer env.pool.mu.Unlock()
 		if env.pool.err != nil {

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -30,7 +29,7 @@ type poolHealth struct {
 	err   string
 }
 
-// readPool reads the resource pool runtime through the VSphereClient (the
+// readPool reads the resource pool runtime through the vcenter.Port (the
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).
@@ -65,15 +64,15 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error)
 		if err != nil {
 			return poolSnapshot{}, fmt.Errorf("load resource pool: %w", err)
 		}
-		if p == nil {
+		if p.Value == "" {
 			return poolSnapshot{}, errors.New("load resource pool: no pool returned")
 		}
-		pool = p
+		pool = &p
 		s.mu.Lock()
 		s.pool = pool
 		s.mu.Unlock()
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, pool)
+	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("empty runtime")
 	}
@@ -92,7 +91,7 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error)
 	}, nil
 }
 
-func poolRef(p *object.ResourcePool) string {
+func poolRef(p *types.ManagedObjectReference) string {
 	if p == nil {
 		return "<nil>"
 	}

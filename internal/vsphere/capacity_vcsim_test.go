@@ -49,7 +49,7 @@ func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	cfg.CommonConfiguration.Name = hatch
 	cfg.Flavors = viFlavors()
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.79.10/24", "192.168.79.1", "255.255.255.0", "192.168.79.2"
-	client := &viRecordingClient{VSphereClient: env.Client}
+	client := &viRecordingClient{Port: env.Client}
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 
@@ -356,7 +356,7 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 				fail(fmt.Errorf("vm %s not found after its spawn", name))
 				return
 			}
-			vm := env.Client.NewVirtualMachine(st.Ref)
+			vm := st.Ref
 			// One ending worker at a time: two Destroy_Tasks at once race
 			// inside vcsim v0.56.0 (its datastore map), which the race
 			// detector reports against the test. The hatchery's own calls

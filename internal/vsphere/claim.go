@@ -9,7 +9,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -108,7 +107,7 @@ func sortOldestFirst(vms []VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
 }
 
@@ -116,17 +115,17 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
 	if vm == nil {
-		return nil, fmt.Errorf("prepare claimed vm: no vm")
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
 	}
 	if !vm.OwnedBy(h.Name()) || vm.Template {
 		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return nil, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
 	}
 	newName := annot.WorkerName
 	if newName == "" {
-		return nil, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
 	}
 	annot.HatcheryName = h.Name()
 	annot.Provisioning = false
@@ -155,10 +154,10 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	// outlive it.
 	h.ips.release(vm.Annotation.IPAddress, vm.Name)
 
-	obj := h.vs.NewVirtualMachine(vm.Ref)
+	obj := vm.Ref
 	current := vm.Name
 	userdataWritten := false
-	fail := func(step string, err error) (*object.VirtualMachine, error) {
+	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
@@ -169,7 +168,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		}
 		h.markToDelete(current)
 		h.inv.Invalidate()
-		return nil, err
+		return types.ManagedObjectReference{}, err
 	}
 
 	markStage(ctx, StageBookToClone)

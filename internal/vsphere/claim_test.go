@@ -176,7 +176,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), "worker-1").Return(nil),
 		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), warmRefIs("provision-v2-n")).Return(devices, nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				gotSpec = s
 				return nil
 			}),
@@ -209,7 +209,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), "worker-2").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				assert.Zero(t, s.NumCPUs)
 				assert.Zero(t, s.MemoryMB)
 				assert.Empty(t, s.DeviceChange)

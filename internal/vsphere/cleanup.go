@@ -228,7 +228,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 // firstEventTime is the events fallback for a VM whose annotation carries
 // no timestamp: the time of its oldest retained event.
 func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time, bool, error) {
-	events, err := h.vs.LoadVirtualMachineEvents(ctx, h.vs.NewVirtualMachine(vm.Ref))
+	events, err := h.vs.LoadVirtualMachineEvents(ctx, vm.Ref)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("load events of %q: %w", vm.Name, err)
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -86,7 +85,7 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	e.h.userdata.add("w-boot", warmRef("w-boot"))
 	var got types.VirtualMachineConfigSpec
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("w-reg"), gomock.Any()).DoAndReturn(
-		func(_ context.Context, _ *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error {
+		func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
 			got = spec
 			return nil
 		})

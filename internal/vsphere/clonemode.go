@@ -11,7 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// TemplateInfo is what a clone needs of a template (VSphereClient.LoadTemplate).
+// TemplateInfo is what a clone needs of a template (vcenter.Port.LoadTemplate).
 type TemplateInfo struct {
 	// Devices is the template's device list.
 	Devices object.VirtualDeviceList
@@ -28,7 +28,7 @@ type TemplateSnapshot struct {
 }
 
 // loadTemplateInfo reads a template's devices and snapshots.
-func (h *HatcheryVSphere) loadTemplateInfo(ctx context.Context, template *object.VirtualMachine) (TemplateInfo, error) {
+func (h *HatcheryVSphere) loadTemplateInfo(ctx context.Context, template types.ManagedObjectReference) (TemplateInfo, error) {
 	o, err := h.vs.LoadTemplate(ctx, template)
 	if err != nil {
 		return TemplateInfo{}, err
@@ -128,16 +128,16 @@ func growsDisk(flavor *config.Flavor, devices object.VirtualDeviceList) bool {
 // mode (a template without snapshot would otherwise log at every clone),
 // and at every clone the fall-back of a flavor that grows the disk: that
 // one depends on the job, not on the template.
-func (h *HatcheryVSphere) logCloneMode(template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor, d cloneDecision) {
+func (h *HatcheryVSphere) logCloneMode(template templateRef, annot *Annotation, flavor *config.Flavor, d cloneDecision) {
 	if flavor == nil {
 		flavor = &config.Flavor{}
 	}
-	tname := objectName(template)
+	tname := template.Name
 	if d.FlavorFallback {
 		h.log.Info("clone mode", logkey.VM, annot.WorkerName, logkey.Model, tname, logkey.Flavor, flavor.Name, "mode", d.Mode, logkey.Detail, d.Reason)
 		return
 	}
-	if !h.modeLogged.Add(template.Reference().Value + "/" + d.Mode + "/" + d.Reason) {
+	if !h.modeLogged.Add(template.Ref.Value + "/" + d.Mode + "/" + d.Reason) {
 		return
 	}
 	if d.Mode == CloneModeLinked {

@@ -11,7 +11,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -66,25 +65,24 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
 	snap := spRef("VirtualMachineSnapshot", "snapshot-7")
-	linked := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-linked"))
-	plain := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-plain"))
+	linked := spRef("VirtualMachine", "vm-linked")
+	plain := spRef("VirtualMachine", "vm-plain")
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), linked).Return(spTemplateMO(spDevices(1), &snap), nil)
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), plain).Return(spTemplateMO(spDevices(1), nil), nil)
-	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil).AnyTimes()
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).Return(nil).AnyTimes()
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil).AnyTimes()
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil).AnyTimes()
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
 	ctx := context.Background()
 	annot := func(n string) *Annotation { return &Annotation{HatcheryName: spHatchery, WorkerName: n} }
 
-	spec, err := f.h.prepareCloneSpec(ctx, linked, annot("w1"), nil)
+	spec, err := f.h.prepareCloneSpec(ctx, templateRef{Ref: linked, Name: linked.Value}, annot("w1"), nil)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), spec.Location.DiskMoveType)
 	require.NotNil(t, spec.Snapshot)
 	assert.Equal(t, snap, *spec.Snapshot)
 
 	big := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
-	spec, err = f.h.prepareCloneSpec(ctx, linked, annot("w2"), big)
+	spec, err = f.h.prepareCloneSpec(ctx, templateRef{Ref: linked, Name: linked.Value}, annot("w2"), big)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 	assert.Nil(t, spec.Snapshot)
@@ -97,7 +95,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	assert.True(t, grown, "the full clone grows the disk")
 
 	for _, n := range []string{"w3", "w4"} {
-		spec, err = f.h.prepareCloneSpec(ctx, plain, annot(n), nil)
+		spec, err = f.h.prepareCloneSpec(ctx, templateRef{Ref: plain, Name: plain.Value}, annot(n), nil)
 		require.NoError(t, err)
 		assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 		assert.Nil(t, spec.Snapshot)

@@ -45,7 +45,7 @@ func TestVcsimLinkedCloneFromTemplateSnapshot(t *testing.T) {
 	require.NotNil(t, o.Snapshot.CurrentSnapshot)
 	snap := *o.Snapshot.CurrentSnapshot
 
-	client := &viRecordingClient{VSphereClient: env.NewClient(nil)}
+	client := &viRecordingClient{Port: env.NewClient(nil)}
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = hatch
 	// A static range: the simulator reports a guest IP only from a fixed-IP

@@ -4,14 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path"
 	"strconv"
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -22,15 +20,15 @@ import (
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (prepareCloneSpecBoot).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
 	if annot == nil {
-		return nil, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
+		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
 	// Cleanup never forgets a delete mark of a name being cloned: the VM
 	// may not be in the inventory yet.
@@ -47,14 +45,14 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// template's reference (a lookup by name walks the VM folder).
 		var err error
 		if vms, err = h.inv.VMs(ctx); err != nil {
-			return nil, fmt.Errorf("clone %q from template %q: list vms: %w", vmName, templateName, err)
+			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: list vms: %w", vmName, templateName, err)
 		}
 	}
 	if needIP {
 		// Read the inventory first, then pick under the pool's lock only.
 		lease, err := h.ips.reserveFree(ctx, h.indexOf(vms).used, vmName)
 		if err != nil {
-			return nil, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
+			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
 		}
 		leased = lease.IP
 		annot.IPAddress = lease.IP
@@ -63,7 +61,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	// fail cleans up after a failed step. created: a VM of that name may
 	// exist (it is marked for deletion); unknown: vCenter may still create
 	// it, so its IP stays reserved.
-	fail := func(step string, err error, created, unknown bool) (*object.VirtualMachine, error) {
+	fail := func(step string, err error, created, unknown bool) (types.ManagedObjectReference, error) {
 		switch {
 		case leased != "" && unknown:
 			h.log.Info("ip kept reserved", logkey.VM, vmName, logkey.IP, leased, logkey.Detail, "clone outcome unknown: "+step)
@@ -75,7 +73,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 			h.markToDelete(vmName)
 		}
 		h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
-		return nil, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
+		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
 	template, err := h.loadTemplate(ctx, vms, templateName)
@@ -84,7 +82,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	}
 	spec, err := h.prepareCloneSpecBoot(ctx, template, annot, flavor, boot)
 	if err != nil {
-		h.tmplDevs.forget(template)
+		h.tmplDevs.forget(template.Ref)
 		return fail("prepare clone spec", err, false, false)
 	}
 	folder, err := h.vs.LoadFolder(ctx)
@@ -92,11 +90,11 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		return fail("load folder", err, false, false)
 	}
 	markStage(ctx, StageBookToClone)
-	ref, err := h.vs.CloneVirtualMachine(ctx, template, folder, vmName, spec)
+	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, folder, vmName, spec)
 	h.inv.Invalidate()
 	if err != nil {
 		// The template may have changed under its cached device list.
-		h.tmplDevs.forget(template)
+		h.tmplDevs.forget(template.Ref)
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
@@ -108,7 +106,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	}
 	markStage(ctx, StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
-	return h.vs.NewVirtualMachine(*ref), nil
+	return *ref, nil
 }
 
 // isVCenterFault tells whether err carries a fault vCenter answered (a
@@ -127,15 +125,24 @@ func isVCenterFault(err error) bool {
 // loadTemplate returns the template named name: from vms when it is there
 // (no round trip; a template recreated since the snapshot fails the clone
 // with a not-found fault and the job is retried), else looked up by name.
-func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name string) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name string) (templateRef, error) {
 	for _, v := range vms {
 		if v.Name == name && v.Template && v.Ref.Value != "" {
-			t := h.vs.NewVirtualMachine(v.Ref)
-			t.InventoryPath = name // names it in errors and logs
-			return t, nil
+			return templateRef{Ref: v.Ref, Name: name}, nil
 		}
 	}
-	return h.vs.LoadVirtualMachine(ctx, name)
+	ref, err := h.vs.LoadVirtualMachine(ctx, name)
+	if err != nil {
+		return templateRef{}, err
+	}
+	return templateRef{Ref: ref, Name: name}, nil
+}
+
+// templateRef is a template's reference and the name errors and logs give
+// it (a reference carries no name).
+type templateRef struct {
+	Ref  types.ManagedObjectReference
+	Name string
 }
 
 // prepareCloneSpec builds the clone specification (docs/architecture.md, docs/flavors-and-capacity.md):
@@ -143,19 +150,19 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name strin
 // the configured pool and datastore as a linked clone, Linux customization
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on.
-func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
 	return h.prepareCloneSpecBoot(ctx, template, annot, flavor, nil)
 }
 
 // prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
 // has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *object.VirtualMachine, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
-	tname := objectName(template)
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
+	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
 	}
-	tinfo, err := h.tmplDevs.load(ctx, template, h.loadTemplateInfo)
+	tinfo, err := h.tmplDevs.load(ctx, template.Ref, h.loadTemplateInfo)
 	if err != nil {
 		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
 	}
@@ -164,15 +171,11 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template *ob
 	if len(cards) == 0 {
 		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
 	}
-	network, err := h.vs.LoadNetwork(ctx, h.cfg.NetworkString)
-	if err != nil {
-		return nil, fmt.Errorf("load network %q: %w", h.cfg.NetworkString, err)
-	}
 	first, ok := cards[0].(types.BaseVirtualEthernetCard)
 	if !ok {
 		return nil, fmt.Errorf("template %q: first network card is not an ethernet card", tname)
 	}
-	if err := h.vs.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), h.cfg.CardName, network); err != nil {
+	if err := h.vs.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), h.cfg.CardName, h.cfg.NetworkString); err != nil {
 		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, h.cfg.NetworkString, err)
 	}
 	pool, err := h.vs.LoadResourcePool(ctx)
@@ -290,18 +293,6 @@ func sanitizeHostname(name string) string {
 		s = strings.TrimRight(s[:maxHostnameLen], "-")
 	}
 	return s
-}
-
-// objectName names a VM object for errors and logs: its inventory name,
-// else its reference.
-func objectName(vm *object.VirtualMachine) string {
-	if vm == nil {
-		return ""
-	}
-	if vm.InventoryPath != "" {
-		return path.Base(vm.InventoryPath)
-	}
-	return vm.Reference().Value
 }
 
 // flavorName is the flavor's name, "" for none.

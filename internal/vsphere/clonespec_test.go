@@ -11,7 +11,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -55,11 +54,11 @@ func TestPrepareCloneSpec(t *testing.T) {
 				tt.cfg(cfg)
 			}
 			f := newSpFixture(t, cfg)
-			tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.expectCloneSpecCalls(tmpl, tt.nics)
 			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
 
-			spec, err := f.h.prepareCloneSpec(context.Background(), tmpl, annot, nil)
+			spec, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, annot, nil)
 			require.NoError(t, err)
 
 			// NIC edit with the configured backing.
@@ -114,9 +113,9 @@ func TestPrepareCloneSpec(t *testing.T) {
 func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
-	_, err := f.h.prepareCloneSpec(context.Background(), tmpl, &Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
+	_, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, &Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")
 }
@@ -146,13 +145,13 @@ func TestCloneVM(t *testing.T) {
 			f := newSpFixture(t, cfg)
 			// 10.0.0.10 is held by a powered-off VM's annotation.
 			f.inv.add(VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
-			tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 			newRef := spRef("VirtualMachine", "vm-new")
 			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
-				DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ *object.Folder, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+				DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 					assert.True(t, strings.Contains(spec.Config.Annotation, `"ip_address":"10.0.0.11"`))
 					if tt.cloneErr != nil {
 						return nil, tt.cloneErr
@@ -160,7 +159,6 @@ func TestCloneVM(t *testing.T) {
 					return &newRef, nil
 				})
 			if tt.cloneErr == nil {
-				f.vs.EXPECT().NewVirtualMachine(newRef).Return(object.NewVirtualMachine(nil, newRef))
 			}
 			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
 			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)

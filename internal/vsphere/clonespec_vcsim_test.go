@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -48,7 +49,7 @@ func TestVcsimSpawnV2Placement(t *testing.T) {
 		before[n] = viSnap(t, env, n)
 	}
 
-	client := &viRecordingClient{VSphereClient: env.NewClient(func(c *vsphere.ClientConfig) { c.ResourcePool = poolPath })}
+	client := &viRecordingClient{Port: env.NewClient(func(c *vcenter.Config) { c.ResourcePool = poolPath })}
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = hatch
 	cfg.NetworkString = network

@@ -10,7 +10,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -83,7 +82,7 @@ func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *
 // (waitIP false), whose VM may be done and off before anyone looks — and
 // records the start in the annotation. No guest operation is made. The
 // VM's userdata is removed once the API lists the worker.
-func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation, waitIP bool) error {
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *Annotation, waitIP bool) error {
 	h.userdata.add(name, vm.Reference())
 	ip := annot.IPAddress
 	if waitIP {
@@ -115,7 +114,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm *object.V
 // scrubUserdata removes the userdata (and the worker token in it) from a
 // VM of ours; why says what triggered it, for the log. A failure is logged:
 // the VM keeps the token until it is destroyed.
-func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm *object.VirtualMachine, name, why string) {
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string) {
 	defer h.userdata.remove(name)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
 	defer cancel()
@@ -132,14 +131,14 @@ func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm *object.VirtualM
 func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorkers) {
 	for name, ref := range h.userdata.snapshot() {
 		if workers.known[name] {
-			h.scrubUserdata(ctx, h.vs.NewVirtualMachine(ref), name, "worker registered")
+			h.scrubUserdata(ctx, ref, name, "worker registered")
 		}
 	}
 }
 
 // clearGuestinfo removes all the cloud-init guestinfo (metadata and
 // userdata) from a VM about to become a template, bounded like a scrub.
-func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm *object.VirtualMachine, name string) error {
+func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm types.ManagedObjectReference, name string) error {
 	defer h.userdata.remove(name)
 	sctx, cancel := context.WithTimeout(ctx, scrubTimeout)
 	defer cancel()

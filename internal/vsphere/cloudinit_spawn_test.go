@@ -8,7 +8,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -51,24 +50,23 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 	t.Parallel()
 	f, args := newCloudInitFixture(t)
 
-	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-debian12"))
+	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	var spec *types.VirtualMachineCloneSpec
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ *object.Folder, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = s
 			return &ref, nil
 		})
-	vm := object.NewVirtualMachine(nil, spNewRef)
-	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
+	vm := spNewRef
 	var written types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
 		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
 			}),
@@ -101,7 +99,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
 		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				scrub = s
 				return nil
 			}),
@@ -132,13 +130,13 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(errors.New("host busy")),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				scrub = s
 				return nil
 			}),

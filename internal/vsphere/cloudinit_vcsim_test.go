@@ -285,7 +285,7 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 	}
 	assert.Contains(t, script, "\n./worker register\nsudo shutdown -h now\n")
 	tmp := env.MustInspect("ci-model-tmp")
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, env.Client.NewVirtualMachine(tmp.Ref)))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, tmp.Ref))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

@@ -9,7 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestTemplateDevicesCoalesceConcurrentMisses: a burst of clones of a
@@ -18,10 +19,10 @@ import (
 func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 	t.Parallel()
 	td := newTemplateDevices(time.Now)
-	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-tmpl"))
+	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	release := make(chan struct{})
 	var reads atomic.Int32
-	read := func(context.Context, *object.VirtualMachine) (TemplateInfo, error) {
+	read := func(context.Context, types.ManagedObjectReference) (TemplateInfo, error) {
 		reads.Add(1)
 		<-release
 		return TemplateInfo{Devices: spDevices(1)}, nil
@@ -38,7 +39,7 @@ func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 			got[i] = info
 		}(i)
 	}
-	require.Eventually(t, func() bool { return td.loading.len() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return td.loading.Len() == 1 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	assert.Equal(t, int32(1), reads.Load(), "read once for the burst")

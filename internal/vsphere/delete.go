@@ -104,7 +104,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		h.reportRegistrationFailure(ctx, vm)
 	}
 
-	obj := h.vs.NewVirtualMachine(vm.Ref)
+	obj := vm.Ref
 	defer h.inv.Invalidate() // even a failed task may have changed the VM
 	if vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil {

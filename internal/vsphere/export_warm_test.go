@@ -6,7 +6,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/vmware/govmomi/object"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Hooks for the external (vcsim) tests of the warm pool and cleanup: the
@@ -24,7 +25,7 @@ func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarter
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.
-func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVM(ctx, vm, annot, flavor)
 }
 

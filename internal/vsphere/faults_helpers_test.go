@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -128,14 +129,14 @@ type ftOpts struct {
 	// inventory exist (nothing of ours calls the simulator yet).
 	beforeClient func(*vcsimtest.Env)
 	// client, when set, builds a dedicated client with this change.
-	client func(*vsphere.ClientConfig)
+	client func(*vcenter.Config)
 }
 
 // ftRig is one simulator, one hatchery and its inventory.
 type ftRig struct {
 	t       *testing.T
 	env     *vcsimtest.Env
-	client  *vsphere.GovmomiClient
+	client  *vcenter.Client
 	cfg     *config.Config
 	h       *vsphere.HatcheryVSphere
 	shared  *vsphere.SharedInventory // nil in listing mode

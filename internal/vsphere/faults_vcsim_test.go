@@ -21,6 +21,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -229,7 +230,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 					env.Model.DelayConfig.MethodDelay = map[string]int{"CloneVM_Task": 3000}
 				},
 				// Clone timeout 10 min / 300 = 2 s; power and reconfigure 400 ms.
-				client: func(c *vsphere.ClientConfig) { c.TaskTimeoutScale = 1.0 / 300 },
+				client: func(c *vcenter.Config) { c.TaskTimeoutScale = 1.0 / 300 },
 			})
 			r.ftSpawnFails("worker-slow-1", "job-7", "", "create vm", "clone")
 			reserved := r.h.FaultsReservedIPs()

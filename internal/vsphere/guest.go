@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -80,7 +79,7 @@ func isGuestLoginFault(err error) bool { return fault.Is(err, &types.InvalidGues
 // operations, IP — expectedIP when a static one was given — and `env`
 // running in the guest) and returns the guest's IP. Each stage has its own
 // deadline under ctx.
-func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm *object.VirtualMachine, name, expectedIP string, ga guestAccess) (string, error) {
+func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm types.ManagedObjectReference, name, expectedIP string, ga guestAccess) (string, error) {
 	gctx, cancel := context.WithTimeout(ctx, readiness.GuestOps)
 	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
@@ -106,7 +105,7 @@ func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm *object.Virtual
 
 // waitGuestEnv runs `env` in the guest until it starts, retried on a ticker
 // for at most readiness.Env. A refused login fails at once.
-func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm *object.VirtualMachine, ga guestAccess) error {
+func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm types.ManagedObjectReference, ga guestAccess) error {
 	ctx, cancel := context.WithTimeout(ctx, readiness.Env)
 	defer cancel()
 	t := time.NewTicker(readiness.EnvRetry)
@@ -161,7 +160,7 @@ func workerScript(args hatchery.SpawnArguments, preStart string) (string, error)
 
 // launchWorker starts the worker script in the guest: /bin/echo with
 // arguments "-n ;<script>" and CDS_CONFIG in its environment.
-func (h *HatcheryVSphere) launchWorker(ctx context.Context, vm *object.VirtualMachine, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
+func (h *HatcheryVSphere) launchWorker(ctx context.Context, vm types.ManagedObjectReference, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
 	spec := &types.GuestProgramSpec{
 		ProgramPath:  launchProgram,
 		Arguments:    "-n ;" + script,

@@ -1,7 +1,7 @@
 // Package vsphere is the vSphere hatchery: it decides which CDS jobs it can
 // serve, clones or claims worker VMs, launches the worker through guest
 // operations, keeps a warm pool, cleans up, checks capacity and flavors and
-// exports metrics. It reaches vCenter only through VSphereClient.
+// exports metrics. It reaches vCenter only through vcenter.Port.
 package vsphere
 
 import (
@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -30,7 +31,7 @@ const (
 type HatcheryVSphere struct {
 	cfg   *config.Config
 	ready <-chan struct{}
-	vs    VSphereClient
+	vs    vcenter.Port
 	cds   cdsclient.Interface
 	inv   Inventory
 	log   *slog.Logger
@@ -73,7 +74,7 @@ type HatcheryVSphere struct {
 // over Client; Logger to slog.Default(); Now to time.Now.
 type Options struct {
 	Config    *config.Config
-	Client    VSphereClient
+	Client    vcenter.Port
 	CDS       cdsclient.Interface
 	Inventory Inventory
 	Logger    *slog.Logger

@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -36,14 +37,14 @@ type viClone struct {
 // viRecordingClient is the real adapter with CloneVirtualMachine recorded:
 // vcsim does not keep what a clone spec asked for (the disk move type).
 type viRecordingClient struct {
-	vsphere.VSphereClient
+	vcenter.Port
 
 	mu     sync.Mutex
 	clones []viClone
 }
 
-func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-	ref, err := c.VSphereClient.CloneVirtualMachine(ctx, vm, folder, name, spec)
+func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	ref, err := c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
 	rec := viClone{Source: vm.Reference(), Folder: folder.Reference(), Name: name, Err: err}
 	if spec != nil {
 		rec.Spec = *spec

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // NewInventory builds the VM inventory that cfg.InventoryMode names
@@ -22,7 +23,7 @@ import (
 //
 // All satisfy Inventory, so every loop and decision reads through the same
 // interface and the modes can be measured side by side.
-func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
+func NewInventory(cfg *config.Config, client vcenter.Port, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
 	if cfg == nil || client == nil {
 		return nil, nil, fmt.Errorf("new inventory: config and client are required")
 	}
@@ -43,7 +44,7 @@ func NewInventory(cfg *config.Config, client VSphereClient, log *slog.Logger) (I
 // SOAPCounts converts the adapter's per-method SOAP counters to what the
 // metrics collector reads (metrics.Metrics.SOAP): requests, and request plus
 // response body bytes.
-func (s SOAPStats) SOAPCounts() map[string]metrics.SOAPCount {
+func SOAPCounts(s vcenter.SOAPStats) map[string]metrics.SOAPCount {
 	out := make(map[string]metrics.SOAPCount, len(s))
 	for method, m := range s {
 		out[method] = metrics.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
@@ -56,6 +57,6 @@ func (s SOAPStats) SOAPCounts() map[string]metrics.SOAPCount {
 // and soap_bytes. Wire it once, before RunMetrics starts:
 //
 //	m.SOAP = vsphere.SOAPHook(client)
-func SOAPHook(c *GovmomiClient) func() map[string]metrics.SOAPCount {
-	return func() map[string]metrics.SOAPCount { return c.Stats().SOAPCounts() }
+func SOAPHook(c *vcenter.Client) func() map[string]metrics.SOAPCount {
+	return func() map[string]metrics.SOAPCount { return SOAPCounts(c.Stats()) }
 }

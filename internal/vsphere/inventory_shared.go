@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -36,14 +37,14 @@ const (
 var ErrInventoryStale = errors.New("vm inventory is stale")
 
 // SharedInventory keeps one snapshot of the datacenter's VMs, built from the
-// leaf properties of VMProperties, refreshed by one owner (Run): every
+// leaf properties of vcenter.VMProperties, refreshed by one owner (Run): every
 // interval, and soon after Invalidate (coalesced, at most one refresh per
 // MinGap). Readers get the last snapshot without a vCenter round trip; only
 // the very first read waits for the first refresh. A reader must not rely on
 // seeing its own write at once: local bookkeeping (pending jobs, reserved IPs,
 // in-flight capacity, claimed and to-delete VMs) covers that window.
 type SharedInventory struct {
-	client   VSphereClient
+	client   vcenter.Port
 	interval time.Duration
 	minGap   time.Duration
 	log      *slog.Logger
@@ -73,7 +74,7 @@ type SharedInventory struct {
 // NewSharedInventory builds the inventory; call Run to start refreshing.
 // interval <= 0 means DefaultInventoryRefreshInterval; minGap <= 0 means
 // defaultInventoryMinGap.
-func NewSharedInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+func NewSharedInventory(client vcenter.Port, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	if interval <= 0 {
 		interval = config.DefaultInventoryRefreshInterval * time.Second
 	}
@@ -155,9 +156,9 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 	s.refreshes++
 	s.running = time.Time{}
 	if err != nil {
-		quiet := s.lastErr != nil && errors.Is(s.lastErr, ErrNotConnected) && s.generation == 0
+		quiet := s.lastErr != nil && errors.Is(s.lastErr, vcenter.ErrNotConnected) && s.generation == 0
 		switch {
-		case s.generation == 0 && errors.Is(err, ErrNotConnected):
+		case s.generation == 0 && errors.Is(err, vcenter.ErrNotConnected):
 			if s.lastErr == nil {
 				// Starting before vCenter answers is no fault: the dialer
 				// reports a vCenter that does not answer.

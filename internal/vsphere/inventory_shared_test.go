@@ -36,7 +36,7 @@ func runInventory(t *testing.T, inv *SharedInventory) context.Context {
 func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	var lists atomic.Int64
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
 		lists.Add(1)
@@ -57,7 +57,7 @@ func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	var names atomic.Value
 	names.Store([]string{"a"})
 	var lists atomic.Int64
@@ -90,7 +90,7 @@ func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
 func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	var fail atomic.Bool
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
 		if fail.Load() {
@@ -131,7 +131,7 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	var calls atomic.Int64
 	entered := make(chan struct{})
 	release := make(chan struct{})
@@ -180,7 +180,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	inv := NewSharedInventory(vs, time.Minute, 0, nil) // never Run
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
@@ -191,7 +191,7 @@ func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	var fail atomic.Bool
 	fail.Store(true)
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {

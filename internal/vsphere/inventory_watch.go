@@ -9,8 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -39,7 +39,7 @@ const watchResyncInterval = time.Hour
 // reference per VM. The first refresh, any error, a lost watch (new
 // session) and every watchResyncInterval start again from a full leaf
 // listing under a new watch. interval and minGap as in NewSharedInventory.
-func NewWatchInventory(client VSphereClient, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+func NewWatchInventory(client vcenter.Port, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
 	s := NewSharedInventory(client, interval, minGap, log)
 	s.watch = &watchState{}
 	return s
@@ -55,11 +55,11 @@ type watchState struct {
 	watched  map[types.ManagedObjectReference]bool
 	toRead   map[types.ManagedObjectReference]bool // seen moving, not read yet
 	fresh    map[types.ManagedObjectReference]bool // found by the last probe, read by the next refresh
-	pool     *object.ResourcePool
+	pool     *types.ManagedObjectReference
 	dirty    bool // vms changed since the last publication
 }
 
-// vmSignals are the values of VMWatchProperties of one VM.
+// vmSignals are the values of vcenter.VMWatchProperties of one VM.
 type vmSignals struct {
 	name          string
 	template      bool
@@ -69,7 +69,7 @@ type vmSignals struct {
 	opsReady      bool
 }
 
-// signalsOf reads the watched properties from a VM read with VMProperties.
+// signalsOf reads the watched properties from a VM read with vcenter.VMProperties.
 func signalsOf(o mo.VirtualMachine) vmSignals {
 	s := vmSignals{name: o.Name, powerState: o.Runtime.PowerState}
 	if o.Config != nil {
@@ -146,7 +146,7 @@ func (s *SharedInventory) watchRefresh(ctx context.Context) {
 		return
 	}
 	err := s.watchStep(ctx)
-	if errors.Is(err, ErrWatchLost) {
+	if errors.Is(err, vcenter.ErrWatchLost) {
 		s.log.Info("vm change watch lost: resyncing", logkey.Err, err)
 		err = s.watchResync(ctx)
 	} else if err != nil {
@@ -345,7 +345,7 @@ func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
 // watchPool returns the pool the probe reads, looking it up when not known
 // yet. A pool that cannot be found is not an inventory failure: the probe
 // reads the VMs only and reports use live reads.
-func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
+func (s *SharedInventory) watchPool(ctx context.Context) *types.ManagedObjectReference {
 	w := s.watch
 	if w.pool != nil {
 		return w.pool
@@ -355,8 +355,8 @@ func (s *SharedInventory) watchPool(ctx context.Context) *object.ResourcePool {
 		s.log.Debug("inventory: resource pool not probed", logkey.Err, err)
 		return nil
 	}
-	w.pool = p
-	return p
+	w.pool = &p
+	return w.pool
 }
 
 // setPoolRuntime records the pool runtime of the last probe.

@@ -12,10 +12,10 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
 
@@ -29,7 +29,7 @@ type watchVC struct {
 	changes  []types.ObjectUpdate
 	calls    []string
 	reads    [][]types.ManagedObjectReference // RetrieveVirtualMachines arguments
-	lost     bool                             // VirtualMachineChanges fails with ErrWatchLost
+	lost     bool                             // VirtualMachineChanges fails with vcenter.ErrWatchLost
 	probeErr error
 	pool     types.ResourcePoolRuntimeInfo
 }
@@ -45,17 +45,17 @@ func watchedObj(name string, power types.VirtualMachinePowerState, changeVersion
 	return o
 }
 
-func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockVSphereClient) {
+func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort) {
 	t.Helper()
 	f := &watchVC{vms: map[types.ManagedObjectReference]mo.VirtualMachine{}, watched: map[types.ManagedObjectReference]bool{}}
 	for _, n := range names {
 		f.vms[wref(n)] = watchedObj(n, types.VirtualMachinePowerStatePoweredOff, "1")
 	}
 	f.pool.Memory.UnreservedForVm = 1 << 30
-	vs := mock_vsphere.NewMockVSphereClient(gomock.NewController(t))
-	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (*object.ResourcePool, error) {
+	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
+	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
 		f.call("LoadResourcePool")
-		return object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "pool"}), nil
+		return types.ManagedObjectReference{Type: "ResourcePool", Value: "pool"}, nil
 	}).AnyTimes()
 	vs.EXPECT().ResetVirtualMachineWatch(gomock.Any()).DoAndReturn(func(context.Context) error {
 		f.call("Reset")
@@ -64,7 +64,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockVSph
 		f.watched, f.changes, f.lost = map[types.ManagedObjectReference]bool{}, nil, false
 		return nil
 	}).AnyTimes()
-	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 		f.call("Probe")
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -105,7 +105,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockVSph
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.lost {
-			return nil, fmt.Errorf("wait for updates: %w", ErrWatchLost)
+			return nil, fmt.Errorf("wait for updates: %w", vcenter.ErrWatchLost)
 		}
 		out := f.changes
 		f.changes = nil
@@ -187,7 +187,7 @@ func (f *watchVC) remove(name string, leave bool) {
 }
 
 // newTestWatchInventory is a watch inventory refreshed by hand (no Run).
-func newTestWatchInventory(vs VSphereClient) *SharedInventory {
+func newTestWatchInventory(vs vcenter.Port) *SharedInventory {
 	return NewWatchInventory(vs, time.Minute, time.Millisecond, nil)
 }
 

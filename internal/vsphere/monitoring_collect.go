@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -106,7 +105,7 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics
 // when unreadable (resourcePoolRuntime).
 type metricsPool struct {
 	mu   sync.Mutex
-	pool *object.ResourcePool
+	pool *types.ManagedObjectReference
 }
 
 // resourcePoolRuntime reads the runtime of the hatchery's resource pool.
@@ -120,12 +119,12 @@ func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context) (*types.Resou
 		if err != nil {
 			return nil, fmt.Errorf("load resource pool: %w", err)
 		}
-		if p == nil {
+		if p.Value == "" {
 			return nil, errors.New("load resource pool: no pool")
 		}
-		pool = p
+		pool = &p
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, pool)
+	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("no runtime info")
 	}

@@ -17,7 +17,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
@@ -103,20 +102,20 @@ func fixtureConfig(name string) *config.Config {
 type testEnv struct {
 	h    *HatcheryVSphere
 	m    *metrics.Metrics
-	vs   *mock_vsphere.MockVSphereClient
+	vs   *mock_vsphere.MockPort
 	inv  *fakeInventory
 	logs *syncBuffer
-	pool *object.ResourcePool
+	pool types.ManagedObjectReference
 }
 
 func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	e := &testEnv{
-		vs:   mock_vsphere.NewMockVSphereClient(ctrl),
+		vs:   mock_vsphere.NewMockPort(ctrl),
 		inv:  &fakeInventory{},
 		logs: &syncBuffer{},
-		pool: object.NewResourcePool(nil, types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"}),
+		pool: types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"},
 	}
 	h, err := New(Options{Config: cfg, Client: e.vs, Inventory: e.inv,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -263,7 +262,7 @@ func TestMetricsResourcePoolUnreadable(t *testing.T) {
 		expect func(e *testEnv)
 	}{
 		{"load fails", func(e *testEnv) {
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, denied)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, denied)
 		}},
 		{"runtime fails", func(e *testEnv) {
 			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil)

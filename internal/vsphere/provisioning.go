@@ -11,7 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // provisionIPTimeout bounds the wait for a freshly provisioned VM's IP: the
@@ -24,7 +24,7 @@ const provisionIPTimeout = 3 * time.Minute
 const defaultRegistrationTTL = 10 * time.Minute
 
 // cloneFunc is the signature of HatcheryVSphere.cloneVM.
-type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (*object.VirtualMachine, error)
+type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
 
 // poolKey identifies one warm pool: V1 or V2, the model (V2 template name or
 // V1 model path) and the flavor name the VMs are pre-sized for ("" =

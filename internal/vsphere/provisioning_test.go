@@ -17,7 +17,8 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
+
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // cloneCall is one call of the provisioning clone hook.
@@ -37,7 +38,7 @@ type cloneRecorder struct {
 	hook  func()
 }
 
-func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *config.Flavor) (*object.VirtualMachine, error) {
+func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
 	if r.hook != nil {
 		r.hook()
 	}
@@ -50,10 +51,10 @@ func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation
 	r.mu.Unlock()
 	if r.err != nil {
 		if err := r.err(name); err != nil {
-			return nil, err
+			return types.ManagedObjectReference{}, err
 		}
 	}
-	return object.NewVirtualMachine(nil, warmRef(name)), nil
+	return warmRef(name), nil
 }
 
 func (r *cloneRecorder) names() []string {
@@ -73,7 +74,7 @@ type refRecorder struct {
 	names []string
 }
 
-func (r *refRecorder) add(vm *object.VirtualMachine) {
+func (r *refRecorder) add(vm types.ManagedObjectReference) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.names = append(r.names, vm.Reference().Value[len("vm-"):])
@@ -92,7 +93,7 @@ func (r *refRecorder) sorted() []string {
 func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 	ip, off = &refRecorder{}, &refRecorder{}
 	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Times(n).
-		DoAndReturn(func(ctx context.Context, vm *object.VirtualMachine, _ string) (string, error) {
+		DoAndReturn(func(ctx context.Context, vm types.ManagedObjectReference, _ string) (string, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				return "", errors.New("ip wait must be bounded")
 			}
@@ -100,7 +101,7 @@ func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 			return "10.0.0.9", nil
 		})
 	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Times(n).
-		DoAndReturn(func(_ context.Context, vm *object.VirtualMachine) error {
+		DoAndReturn(func(_ context.Context, vm types.ManagedObjectReference) error {
 			off.add(vm)
 			return nil
 		})
@@ -516,7 +517,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
 	e := newWarmEnv(t, cfg, []VM{tpl}, nil)
-	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(nil, errors.New("no pool")).AnyTimes()
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool")).AnyTimes()
 	model := sdk.WorkerStarterWorkerModel{
 		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},
 		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -29,7 +30,7 @@ func TestNotReadyUntilFirstConnection(t *testing.T) {
 	inv := &spInventory{err: errors.New("vm inventory is stale: no successful refresh yet")}
 	h, err := New(Options{
 		Config:    spConfig(),
-		Client:    mock_vsphere.NewMockVSphereClient(gomock.NewController(t)),
+		Client:    mock_vsphere.NewMockPort(gomock.NewController(t)),
 		Inventory: inv,
 		Logger:    slog.New(slog.NewTextHandler(&logs, nil)),
 		Ready:     ready,
@@ -58,11 +59,11 @@ func TestNotReadyUntilFirstConnection(t *testing.T) {
 func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
 	t.Parallel()
 	var logs testutil.SyncBuffer
-	vs := mock_vsphere.NewMockVSphereClient(gomock.NewController(t))
+	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
 	inv := NewSharedInventory(vs, time.Minute, 0, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", ErrNotConnected))
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected))
 	inv.refresh(ctx)
 	assert.NotContains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
@@ -75,7 +76,7 @@ func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
 
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
 	inv.refresh(ctx)
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", ErrNotConnected))
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", vcenter.ErrNotConnected))
 	inv.refresh(ctx)
 	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // tmpSuffix names the VM a V1 model's template is built in.
@@ -27,14 +27,14 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())
 	}
 	tmpName := modelTemplateName(m) + tmpSuffix
-	var vm *object.VirtualMachine
+	var vm types.ManagedObjectReference
 	var annot Annotation
 	vmName := tmpName
 	leasedIP := ""
 	cloudInit := h.cfg.BootstrapOf(args.Model) == config.BootstrapCloudInit
 	fail := func(step string, err error) error {
 		h.log.Warn("model registration failed", logkey.VM, vmName, logkey.Model, m.Path(), logkey.Detail, step)
-		if vm != nil {
+		if vm.Value != "" {
 			if cloudInit {
 				h.scrubUserdata(ctx, vm, vmName, "registration failed")
 			}
@@ -79,7 +79,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	}
 	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
 	if err != nil {
-		vm = nil // cloneVM has cleaned up
+		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
 		return fail("clone base image", err)
 	}
 	leasedIP = annot.IPAddress
@@ -126,7 +126,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		if !v.Template || !v.OwnedBy(h.Name()) || !v.Annotation.Model {
 			return fail("replace template", fmt.Errorf("vm %q exists and is not this hatchery's template of the model", name))
 		}
-		if err := h.vs.DestroyVirtualMachine(ctx, h.vs.NewVirtualMachine(v.Ref)); err != nil {
+		if err := h.vs.DestroyVirtualMachine(ctx, v.Ref); err != nil {
 			h.inv.Invalidate()
 			return fail("destroy old template", fmt.Errorf("template %q: %w", name, err))
 		}

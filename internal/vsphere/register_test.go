@@ -9,7 +9,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -24,12 +23,12 @@ func spRegisterArgs() hatchery.SpawnArguments {
 }
 
 // expectRegisterWorker sets the readiness and launch calls of the tmp VM.
-func (f *spFixture) expectRegisterWorker(vm *object.VirtualMachine, launched *string) {
+func (f *spFixture) expectRegisterWorker(vm types.ManagedObjectReference, launched *string) {
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.4", nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
-		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
 			*launched = s.Arguments
 			return 2, nil
 		})
@@ -49,15 +48,14 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 	var launched string
 	f.expectRegisterWorker(vm, &launched)
-	oldVM := object.NewVirtualMachine(nil, oldRef)
+	oldVM := oldRef
 	var final types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil),
-		f.vs.EXPECT().NewVirtualMachine(oldRef).Return(oldVM),
 		f.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), oldVM).Return(nil),
 		f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(nil),
 		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				final = s
 				return nil
 			}),
@@ -85,12 +83,12 @@ func TestRegisterModelFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		vms      []VM
-		setup    func(f *spFixture, vm *object.VirtualMachine)
+		setup    func(f *spFixture, vm types.ManagedObjectReference)
 		wantStep string
 	}{
 		{
 			name: "no shutdown",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(context.DeadlineExceeded)
 			},
 			wantStep: "wait for shutdown",
@@ -98,7 +96,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		{
 			name: "foreign template with the model's name is left alone",
 			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}},
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
 			wantStep: "replace template",
@@ -106,14 +104,14 @@ func TestRegisterModelFailures(t *testing.T) {
 		{
 			name: "unannotated template with the model's name is left alone",
 			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
 			wantStep: "replace template",
 		},
 		{
 			name: "rename fails",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(errors.New("rename task failed"))
 			},

@@ -52,7 +52,7 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 		before[n] = viSnap(t, env, n)
 	}
 
-	client := &viRecordingClient{VSphereClient: env.Client}
+	client := &viRecordingClient{Port: env.Client}
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = hatch
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.78.10/24", "192.168.78.1", "255.255.255.0", "192.168.78.2"
@@ -79,7 +79,7 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	launch := viWaitLaunch(t, ctx, env, "vi-model-tmp")
 	tmp := env.MustInspect("vi-model-tmp")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, tmp.PowerState)
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, env.Client.NewVirtualMachine(tmp.Ref)))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, tmp.Ref))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

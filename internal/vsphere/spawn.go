@@ -9,7 +9,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -142,7 +141,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerM
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*object.VirtualMachine, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
 	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
 	if err != nil {
 		h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
@@ -152,7 +151,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		defer h.releaseClaim(claimed.Name)
 		if !claimed.OwnedBy(h.Name()) {
 			// Never act on a VM that is not ours, whatever the claim says.
-			return nil, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
+			return types.ManagedObjectReference{}, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
@@ -160,10 +159,10 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		vm, err := h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
 		h.inv.Invalidate()
 		if err != nil {
-			return nil, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
+			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
 		}
-		if vm == nil {
-			return nil, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
+		if vm.Value == "" {
+			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
 		}
 		return vm, nil
 	}
@@ -172,7 +171,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMachine, name string, annot *Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
 	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
@@ -195,7 +194,7 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm *object.VirtualMac
 }
 
 // writeAnnotation writes annot (Notes and mirror) on a VM of ours.
-func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm *object.VirtualMachine, annot *Annotation) error {
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *Annotation) error {
 	var spec types.VirtualMachineConfigSpec
 	annot.ApplyTo(&spec)
 	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
@@ -210,7 +209,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm *object.Virtua
 // power off (on a context detached from a cancelled spawn, bounded), mark
 // for deletion, release the IP reservation made for it under name (the
 // VM, powered off, keeps the address in its annotation until destroyed).
-func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm *object.VirtualMachine, name, ip string) {
+func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectReference, name, ip string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
 	defer cancel()
 	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {

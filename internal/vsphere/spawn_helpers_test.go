@@ -76,7 +76,7 @@ func spConfig() *config.Config {
 // spFixture is a hatchery over a strict gomock client.
 type spFixture struct {
 	h     *HatcheryVSphere
-	vs    *mock_vsphere.MockVSphereClient
+	vs    *mock_vsphere.MockPort
 	inv   *spInventory
 	clock *spClock
 }
@@ -84,7 +84,7 @@ type spFixture struct {
 func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
+	vs := mock_vsphere.NewMockPort(ctrl)
 	inv := &spInventory{}
 	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	h, err := New(Options{
@@ -120,22 +120,20 @@ func spDevices(nics int) object.VirtualDeviceList {
 var (
 	spPoolRef    = spRef("ResourcePool", "resgroup-1")
 	spDSRef      = spRef("Datastore", "datastore-1")
-	spNetRef     = spRef("Network", "network-7")
 	spFolderRef  = spRef("Folder", "group-v3")
 	spWorkerBack = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "VM Network"}}
 )
 
 // expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
-func (f *spFixture) expectCloneSpecCalls(tmpl *object.VirtualMachine, nics int) {
+func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
-	f.vs.EXPECT().LoadNetwork(gomock.Any(), "VM Network").Return(object.NewNetwork(nil, spNetRef), nil)
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", gomock.Any()).
-		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ object.NetworkReference) error {
+	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").
+		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ string) error {
 			card.Backing = spWorkerBack
 			return nil
 		})
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(object.NewResourcePool(nil, spPoolRef), nil)
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(object.NewDatastore(nil, spDSRef), nil)
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil)
 }
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,

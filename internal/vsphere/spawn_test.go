@@ -15,7 +15,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -63,19 +62,18 @@ func spIPConfig() *config.Config {
 var spNewRef = spRef("VirtualMachine", "vm-new")
 
 // expectClone sets the calls of a successful (or failing) fresh clone.
-func (f *spFixture) expectClone(template, name string, cloneErr error) *object.VirtualMachine {
-	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-"+template))
+func (f *spFixture) expectClone(template, name string, cloneErr error) types.ManagedObjectReference {
+	tmpl := spRef("VirtualMachine", "vm-"+template)
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), template).Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(object.NewFolder(nil, spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	if cloneErr != nil {
 		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(nil, cloneErr)
-		return nil
+		return types.ManagedObjectReference{}
 	}
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(&ref, nil)
-	vm := object.NewVirtualMachine(nil, spNewRef)
-	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
+	vm := spNewRef
 	return vm
 }
 
@@ -102,12 +100,12 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{envProgram}).Return(int64(1), nil),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{launchProgram}).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
 				launched = s
 				return 2, nil
 			}),
 		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
 			}),
@@ -144,7 +142,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		args     func(*hatchery.SpawnArguments)
-		setup    func(f *spFixture, vm *object.VirtualMachine)
+		setup    func(f *spFixture, vm types.ManagedObjectReference)
 		cloneErr error
 		noVM     bool // the failure happens before any vCenter write
 		wantStep string
@@ -172,14 +170,14 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		},
 		{
 			name: "guest operations never ready",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 			},
 			wantStep: "wait for guest operations ready", wantIs: context.DeadlineExceeded, powerOff: true,
 		},
 		{
 			name: "ip timeout",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded)
 			},
@@ -187,7 +185,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		},
 		{
 			name: "guest reports another ip",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("172.17.0.1", nil)
 			},
@@ -195,7 +193,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		},
 		{
 			name: "bad credentials refused by env",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
 				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), loginFault)
@@ -204,7 +202,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		},
 		{
 			name: "bad credentials refused at launch",
-			setup: func(f *spFixture, vm *object.VirtualMachine) {
+			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
 				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
@@ -281,7 +279,7 @@ func TestWaitGuestEnvRetries(t *testing.T) {
 	readiness.Env = 10 * time.Second
 
 	f := newSpFixture(t, spConfig())
-	vm := object.NewVirtualMachine(nil, spNewRef)
+	vm := spNewRef
 	notReady := soap.WrapVimFault(&types.GuestOperationsUnavailable{})
 	gomock.InOrder(
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), notReady),
@@ -293,7 +291,7 @@ func TestWaitGuestEnvRetries(t *testing.T) {
 	// A context that ends stops the retries with its error.
 	ctx, cancel := context.WithCancel(context.Background())
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
-		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			cancel()
 			return 0, notReady
 		})
@@ -349,7 +347,7 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.9", nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &types.NamePasswordAuthentication{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
 	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ *object.VirtualMachine, s types.VirtualMachineConfigSpec) error {
+		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 			written = s
 			return nil
 		})

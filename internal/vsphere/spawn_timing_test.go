@@ -16,7 +16,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -51,36 +50,35 @@ func (c *tmCDS) V2QueueJobSendInfo(_ context.Context, region, id string, info sd
 // which each vCenter step advances the clock: clone 50 s, guest operations
 // and IP 20 s, env 5 s, launch 1 s.
 func (f *spFixture) expectTimedSpawn(args hatchery.SpawnArguments) {
-	tmpl := object.NewVirtualMachine(nil, spRef("VirtualMachine", "vm-debian12"))
+	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (*object.Folder, error) {
+	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
 		f.clock.Advance(300 * time.Millisecond) // the hatchery's own work before the clone
-		return object.NewFolder(nil, spFolderRef), nil
+		return spFolderRef, nil
 	})
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
-		DoAndReturn(func(context.Context, *object.VirtualMachine, *object.Folder, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			f.clock.Advance(50 * time.Second)
 			return &ref, nil
 		})
-	vm := object.NewVirtualMachine(nil, spNewRef)
-	f.vs.EXPECT().NewVirtualMachine(spNewRef).Return(vm)
-	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, *object.VirtualMachine) error {
+	vm := spNewRef
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
 		f.clock.Advance(15 * time.Second)
 		return nil
 	})
-	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").DoAndReturn(func(context.Context, *object.VirtualMachine, string) (string, error) {
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").DoAndReturn(func(context.Context, types.ManagedObjectReference, string) (string, error) {
 		f.clock.Advance(5 * time.Second)
 		return "10.0.0.10", nil
 	})
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
-		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			f.clock.Advance(5 * time.Second)
 			return 1, nil
 		})
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
-		DoAndReturn(func(context.Context, *object.VirtualMachine, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			f.clock.Advance(time.Second)
 			return 2, nil
 		})

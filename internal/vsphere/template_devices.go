@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -29,7 +30,7 @@ type templateDevices struct {
 	entries map[types.ManagedObjectReference]templateDevicesEntry
 	// loading coalesces concurrent misses of one template (a burst of
 	// clones of a template not read yet reads it once).
-	loading inflight[types.ManagedObjectReference]
+	loading vcenter.Coalescer[types.ManagedObjectReference]
 }
 
 type templateDevicesEntry struct {
@@ -48,7 +49,7 @@ func newTemplateDevices(now func() time.Time) *templateDevices {
 // copy of its device list: from the cache, else read through load and
 // stored. The copy's devices are fresh shallow copies, so a caller that
 // edits a device (a NIC's backing) never changes the cached list.
-func (t *templateDevices) load(ctx context.Context, template *object.VirtualMachine, read func(context.Context, *object.VirtualMachine) (TemplateInfo, error)) (TemplateInfo, error) {
+func (t *templateDevices) load(ctx context.Context, template types.ManagedObjectReference, read func(context.Context, types.ManagedObjectReference) (TemplateInfo, error)) (TemplateInfo, error) {
 	if t == nil {
 		return read(ctx, template)
 	}
@@ -56,10 +57,10 @@ func (t *templateDevices) load(ctx context.Context, template *object.VirtualMach
 	if info, ok := t.cached(ref); ok {
 		return info, nil
 	}
-	if wait, done := t.loading.lead(ref); wait != nil {
+	if wait, done := t.loading.Lead(ref); wait != nil {
 		select {
 		case <-ctx.Done():
-			return TemplateInfo{}, fmt.Errorf("load template %q: %w", objectName(template), ctx.Err())
+			return TemplateInfo{}, fmt.Errorf("load template %q: %w", template.Value, ctx.Err())
 		case <-wait:
 		}
 		if info, ok := t.cached(ref); ok {
@@ -99,8 +100,8 @@ func (t *templateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo
 }
 
 // forget drops the template's cached devices (a clone from it failed).
-func (t *templateDevices) forget(template *object.VirtualMachine) {
-	if t == nil || template == nil {
+func (t *templateDevices) forget(template types.ManagedObjectReference) {
+	if t == nil || template.Value == "" {
 		return
 	}
 	t.mu.Lock()

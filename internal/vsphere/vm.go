@@ -4,12 +4,13 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
 // VM is the hatchery's view of one VM or template, built from the leaf
-// properties of VMProperties. It is a value: safe to copy and to share.
+// properties of vcenter.VMProperties. It is a value: safe to copy and to share.
 type VM struct {
 	Ref      types.ManagedObjectReference
 	Name     string
@@ -84,7 +85,7 @@ type Inventory interface {
 // ListingInventory lists the datacenter on every read: the plain design of
 // the spec, kept behind inventoryMode = "listing".
 type ListingInventory struct {
-	Client VSphereClient
+	Client vcenter.Port
 }
 
 // VMs lists every VM now.

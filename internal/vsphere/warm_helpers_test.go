@@ -16,7 +16,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -124,25 +123,21 @@ func warmConfig() *config.Config {
 	}
 }
 
-// warmEnv is a hatchery on a strict gomock VSphereClient and a fixed inventory.
+// warmEnv is a hatchery on a strict gomock vcenter.Port and a fixed inventory.
 type warmEnv struct {
 	h    *HatcheryVSphere
-	vs   *mock_vsphere.MockVSphereClient
+	vs   *mock_vsphere.MockPort
 	inv  *warmInventory
 	cds  *warmCDS
 	ctrl *gomock.Controller
 }
 
-// newWarmEnv builds the hatchery. NewVirtualMachine (a local wrapper, no
-// round trip) is allowed any number of times; every vCenter call must be
-// expected by the test. cds nil leaves the hatchery without an API client.
+// newWarmEnv builds the hatchery. Every vCenter call must be expected by
+// the test. cds nil leaves the hatchery without an API client.
 func newWarmEnv(t *testing.T, cfg *config.Config, vms []VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
-	vs := mock_vsphere.NewMockVSphereClient(ctrl)
-	vs.EXPECT().NewVirtualMachine(gomock.Any()).DoAndReturn(func(ref types.ManagedObjectReference) *object.VirtualMachine {
-		return object.NewVirtualMachine(nil, ref)
-	}).AnyTimes()
+	vs := mock_vsphere.NewMockPort(ctrl)
 	inv := &warmInventory{vms: vms}
 	o := Options{
 		Config:    cfg,
@@ -166,12 +161,12 @@ func warmRef(name string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
 }
 
-// warmRefIs matches a *object.VirtualMachine by the reference of the VM named name.
+// warmRefIs matches the reference of the VM named name.
 type warmRefIs string
 
 func (m warmRefIs) Matches(x interface{}) bool {
-	o, ok := x.(*object.VirtualMachine)
-	return ok && o != nil && o.Reference() == warmRef(string(m))
+	o, ok := x.(types.ManagedObjectReference)
+	return ok && o == warmRef(string(m))
 }
 
 func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -251,7 +250,7 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	runCtx, crash := context.WithCancel(env.Context())
 	clones := 0
 	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
-		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *config.Flavor) (*object.VirtualMachine, error) {
+		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
 			vm, err := next(ctx, tpl, name, a, f)
 			clones++
 			if clones == 2 {

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/event"
 	"github.com/vmware/govmomi/guest"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -22,27 +21,30 @@ const maxEvents = 1000
 // pollVM reads props of vm every PollInterval (first read at once) until
 // done says so, or ctx ends. One small RetrieveProperties per tick: no
 // property collector or filter is created.
-func (c *GovmomiClient) pollVM(ctx context.Context, vm *object.VirtualMachine, what string, props []string, done func(*mo.VirtualMachine) bool) error {
+func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, what string, props []string, done func(*mo.VirtualMachine) bool) error {
 	ticker := time.NewTicker(c.PollInterval)
 	defer ticker.Stop()
 	for {
 		var o mo.VirtualMachine
-		if err := c.pc.RetrieveOne(ctx, vm.Reference(), props, &o); err != nil {
-			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), err)
+		if err := c.pc.RetrieveOne(ctx, vm, props, &o); err != nil {
+			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), err)
 		}
 		if done(&o) {
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("wait for %s of %q: %w", what, vmName(vm), ctx.Err())
+			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), ctx.Err())
 		case <-ticker.C:
 		}
 	}
 }
 
 // WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-func (c *GovmomiClient) WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, func(o *mo.VirtualMachine) bool {
 		return o.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
@@ -50,7 +52,10 @@ func (c *GovmomiClient) WaitForVirtualMachineShutdown(ctx context.Context, vm *o
 
 // WaitForGuestOperationsReady blocks until guest.guestOperationsReady is
 // true or ctx ends.
-func (c *GovmomiClient) WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error {
+func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, func(o *mo.VirtualMachine) bool {
 		return o.Guest != nil && o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
 	})
@@ -60,7 +65,10 @@ func (c *GovmomiClient) WaitForGuestOperationsReady(ctx context.Context, vm *obj
 // in guest.net or guest.ipAddress — expectedIP when not empty — or ctx
 // ends, and returns it. Link-local and loopback addresses are skipped, so
 // a container bridge or APIPA address is never taken for the VM's address.
-func (c *GovmomiClient) WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error) {
+func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error) {
+	if err := c.notConnected(); err != nil {
+		return "", err
+	}
 	var found string
 	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, func(o *mo.VirtualMachine) bool {
 		found = pickIP(o.Guest, expectedIP)
@@ -104,28 +112,34 @@ func pickIP(g *types.GuestInfo, expected string) string {
 
 // StartProgramInGuest runs a program in the guest through the guest
 // operations process manager and returns its pid.
-func (c *GovmomiClient) StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
-	if spec == nil {
-		return 0, fmt.Errorf("start program in %q: nil program spec", vmName(vm))
+func (c *Client) StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+	if err := c.notConnected(); err != nil {
+		return 0, err
 	}
-	pm, err := guest.NewOperationsManager(c.vim, vm.Reference()).ProcessManager(ctx)
+	if spec == nil {
+		return 0, fmt.Errorf("start program in %q: nil program spec", c.vmName(vm))
+	}
+	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("find guest process manager for %q: %w", vmName(vm), err)
+		return 0, fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err)
 	}
 	pid, err := pm.StartProgram(ctx, auth, spec)
 	if err != nil {
-		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, vmName(vm), err)
+		return 0, fmt.Errorf("start %q in %q: %w", spec.ProgramPath, c.vmName(vm), err)
 	}
-	c.log.Debug("started program in guest", logkey.VM, vmName(vm), "program", spec.ProgramPath, "pid", pid)
+	c.log.Debug("started program in guest", logkey.VM, c.vmName(vm), "program", spec.ProgramPath, "pid", pid)
 	return pid, nil
 }
 
 // LoadVirtualMachineEvents returns the VM's events of the given types (all
 // types when none), oldest first, at most the last maxEvents.
-func (c *GovmomiClient) LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error) {
+func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	filter := types.EventFilterSpec{
 		Entity: &types.EventFilterSpecByEntity{
-			Entity:    vm.Reference(),
+			Entity:    vm,
 			Recursion: types.EventFilterSpecRecursionOptionSelf,
 		},
 		EventTypeId: eventTypes,
@@ -133,7 +147,7 @@ func (c *GovmomiClient) LoadVirtualMachineEvents(ctx context.Context, vm *object
 	}
 	events, err := event.NewManager(c.vim).QueryEvents(ctx, filter)
 	if err != nil {
-		return nil, fmt.Errorf("query events of %q: %w", vmName(vm), err)
+		return nil, fmt.Errorf("query events of %q: %w", c.vmName(vm), err)
 	}
 	sort.SliceStable(events, func(i, j int) bool {
 		return events[i].GetEvent().Key < events[j].GetEvent().Key

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"io"
@@ -50,7 +50,7 @@ func (s SOAPStats) Sub(earlier SOAPStats) SOAPStats {
 
 // Stats returns a snapshot of the client's SOAP counters since it was
 // created. Safe for concurrent use.
-func (c *GovmomiClient) Stats() SOAPStats { return c.stats.snapshot() }
+func (c *Client) Stats() SOAPStats { return c.stats.snapshot() }
 
 // soapStats holds the counters. The method set is the vim25 API's, so the
 // map stays small (tens of entries).

@@ -1,4 +1,4 @@
-package vsphere_test
+package vcenter_test
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // TestWrongDatacenterIsNamed: a datacenterString that does not exist once
@@ -17,9 +17,9 @@ import (
 func TestWrongDatacenterIsNamed(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
-	_, err := env.TryClient(func(c *vsphere.ClientConfig) { c.Datacenter = "DC-typo" })
+	_, err := env.TryClient(func(c *vcenter.Config) { c.Datacenter = "DC-typo" })
 	require.Error(t, err)
-	var dnf *vsphere.DatacenterNotFoundError
+	var dnf *vcenter.DatacenterNotFoundError
 	require.True(t, errors.As(err, &dnf), "%v", err)
 	assert.Equal(t, "DC-typo", dnf.Name)
 	assert.Equal(t, []string{vcsimtest.DatacenterName}, dnf.Existing)

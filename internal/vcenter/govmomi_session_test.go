@@ -1,4 +1,4 @@
-package vsphere_test
+package vcenter_test
 
 import (
 	"context"
@@ -14,23 +14,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 func TestTLSVerification(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
 
-	_, err := env.TryClient(func(c *vsphere.ClientConfig) { c.CAFile = "" })
+	_, err := env.TryClient(func(c *vcenter.Config) { c.CAFile = "" })
 	require.Error(t, err, "a self-signed vCenter is refused without insecure or a CA file")
 	assert.Contains(t, err.Error(), "certificate")
 
-	_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.CAFile = "/nonexistent/ca.pem" })
+	_, err = env.TryClient(func(c *vcenter.Config) { c.CAFile = "/nonexistent/ca.pem" })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `load vcenter ca file "/nonexistent/ca.pem"`)
 
-	c, err := env.TryClient(func(c *vsphere.ClientConfig) { c.CAFile, c.Insecure = "", true })
+	c, err := env.TryClient(func(c *vcenter.Config) { c.CAFile, c.Insecure = "", true })
 	require.NoError(t, err, "insecure is an explicit opt-in")
 	_, err = c.ListVirtualMachines(testCtx(t))
 	require.NoError(t, err)
@@ -49,14 +49,14 @@ func TestPasswordWithSpecialCharactersNeverLeaks(t *testing.T) {
 	require.NoError(t, err, "login with a password that breaks a concatenated URL")
 
 	wrong := secret + "#x"
-	_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.Password = wrong })
+	_, err = env.TryClient(func(c *vcenter.Config) { c.Password = wrong })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "log in to vcenter")
 	assert.NotContains(t, err.Error(), wrong)
 	assert.NotContains(t, err.Error(), url.QueryEscape(wrong))
 
 	// An endpoint carrying user information: ignored, and never echoed.
-	_, err = env.TryClient(func(c *vsphere.ClientConfig) {
+	_, err = env.TryClient(func(c *vcenter.Config) {
 		c.Endpoint = "https://admin:" + secret + "@[::1" // unparseable
 	})
 	require.Error(t, err)
@@ -75,14 +75,14 @@ func TestEndpointForms(t *testing.T) {
 		"host:port":      u.Host,
 		"url no path":    "https://" + u.Host,
 	} {
-		c, err := env.TryClient(func(c *vsphere.ClientConfig) { c.Endpoint = ep })
+		c, err := env.TryClient(func(c *vcenter.Config) { c.Endpoint = ep })
 		require.NoError(t, err, name)
 		_, err = c.LoadFolder(testCtx(t))
 		require.NoError(t, err, name)
 	}
-	_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.Endpoint = "" })
+	_, err = env.TryClient(func(c *vcenter.Config) { c.Endpoint = "" })
 	require.Error(t, err)
-	_, err = env.TryClient(func(c *vsphere.ClientConfig) { c.Endpoint = "ftp://" + u.Host })
+	_, err = env.TryClient(func(c *vcenter.Config) { c.Endpoint = "ftp://" + u.Host })
 	require.Error(t, err)
 }
 
@@ -133,7 +133,7 @@ func TestRequestTimeoutBoundsEachRequest(t *testing.T) {
 
 	ctx := testCtx(t)
 	start := time.Now()
-	_, err = vsphere.NewGovmomiClient(ctx, vsphere.ClientConfig{
+	_, err = vcenter.Dial(ctx, vcenter.Config{
 		Endpoint: srv.URL, User: "u", Password: "p", RequestTimeout: 100 * time.Millisecond,
 	})
 	require.Error(t, err)

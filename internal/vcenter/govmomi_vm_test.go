@@ -1,15 +1,16 @@
-package vsphere_test
+package vcenter_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -25,7 +26,7 @@ func testCtx(t *testing.T) context.Context {
 // cloneSpec is a worker clone spec: placement, the annotation and its
 // mirror, optional CPU/RAM override and a Linux customization with a fixed
 // IP when ip is set.
-func cloneSpec(t *testing.T, ctx context.Context, c *vsphere.GovmomiClient, a vsphere.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
+func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a vsphere.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
 	t.Helper()
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
@@ -58,7 +59,7 @@ func cloneSpec(t *testing.T, ctx context.Context, c *vsphere.GovmomiClient, a vs
 }
 
 // cloneWorker clones the default template into name and returns the VM.
-func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name string, ip string) *object.VirtualMachine {
+func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name string, ip string) types.ManagedObjectReference {
 	t.Helper()
 	c := env.Client
 	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
@@ -68,7 +69,7 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, name, cloneSpec(t, ctx, c, a, 0, 0, ip))
 	require.NoError(t, err)
-	return c.NewVirtualMachine(*ref)
+	return *ref
 }
 
 func TestCloneStartGuest(t *testing.T) {
@@ -163,7 +164,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
 	// vcsim drops config.annotation on clone; the annotation
 	// path is exercised by a reconfigure, as when a VM is claimed.
-	vm := c.NewVirtualMachine(*ref)
+	vm := *ref
 	a.JobID = "42"
 	spec := types.VirtualMachineConfigSpec{}
 	a.ApplyTo(&spec)
@@ -198,7 +199,7 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 
 	for range 2 {
 		require.NoError(t, c.StartVirtualMachine(ctx, vm))
-		state, err := c.GetVirtualMachinePowerState(ctx, vm)
+		state, err := powerState(ctx, c, vm)
 		require.NoError(t, err)
 		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
 	}
@@ -285,13 +286,25 @@ func TestLoadVirtualMachineDevicesAndEthernetCard(t *testing.T) {
 	_, err = devices.FindSCSIController("")
 	require.NoError(t, err)
 
-	network, err := c.LoadNetwork(ctx, vcsimtest.NetworkName)
-	require.NoError(t, err)
 	card := cards[0].(types.BaseVirtualEthernetCard).GetVirtualEthernetCard()
 	card.Backing = nil
-	require.NoError(t, c.SetupEthernetCard(ctx, card, "e1000", network))
+	require.NoError(t, c.SetupEthernetCard(ctx, card, "e1000", vcsimtest.NetworkName))
 	backing, ok := card.Backing.(*types.VirtualEthernetCardNetworkBackingInfo)
 	require.True(t, ok, "%T", card.Backing)
 	assert.Equal(t, vcsimtest.NetworkName, backing.DeviceName)
-	require.Error(t, c.SetupEthernetCard(ctx, card, "no-such-card", network))
+	require.Error(t, c.SetupEthernetCard(ctx, card, "no-such-card", vcsimtest.NetworkName))
+}
+
+// powerState reads the VM's power state through the port (the adapter
+// has no method of its own for it: the hatchery reads it from the
+// inventory).
+func powerState(ctx context.Context, c *vcenter.Client, vm types.ManagedObjectReference) (types.VirtualMachinePowerState, error) {
+	vms, err := c.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+	if err != nil {
+		return "", err
+	}
+	if len(vms) != 1 {
+		return "", fmt.Errorf("vm %s: %d answers", vm.Value, len(vms))
+	}
+	return vms[0].Runtime.PowerState, nil
 }

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -50,7 +50,7 @@ const (
 var watchNoWait int32
 
 // vmWatch is the change watch of one session generation. Its fields are
-// guarded by GovmomiClient.watchMu; pc and gen never change.
+// guarded by Client.watchMu; pc and gen never change.
 type vmWatch struct {
 	pc  *property.Collector
 	gen int64
@@ -77,7 +77,7 @@ type retiredWatch struct {
 // abandonedAt returns now when err is a poll that got no answer (timeout,
 // cancel, broken connection: the server may still be running it), zero
 // when err carries the server's answer (a SOAP or vim fault).
-func (c *GovmomiClient) abandonedAt(err error) time.Time {
+func (c *Client) abandonedAt(err error) time.Time {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if soap.IsSoapFault(e) || soap.IsVimFault(e) {
 			return time.Time{}
@@ -87,7 +87,7 @@ func (c *GovmomiClient) abandonedAt(err error) time.Time {
 }
 
 // watchClock returns the watch's current time.
-func (c *GovmomiClient) watchClock() time.Time {
+func (c *Client) watchClock() time.Time {
 	if c.watchNow != nil {
 		return c.watchNow()
 	}
@@ -98,7 +98,10 @@ func (c *GovmomiClient) watchClock() time.Time {
 // destroyed, best effort, when it belongs to the current session) and
 // starts an empty one: a new property collector and its baseline version.
 // Cost: 2 requests (3 when an old collector is destroyed).
-func (c *GovmomiClient) ResetVirtualMachineWatch(ctx context.Context) error {
+func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	old := c.watch
 	c.watch = nil
@@ -130,7 +133,7 @@ func (c *GovmomiClient) ResetVirtualMachineWatch(ctx context.Context) error {
 // newVMWatch creates a collector and reads its baseline version (in the
 // simulator this first WaitForUpdatesEx also makes the collector listen
 // to inventory changes).
-func (c *GovmomiClient) newVMWatch(ctx context.Context) (*vmWatch, error) {
+func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 	gen := c.rl.generation()
 	pc, err := c.pc.Create(ctx)
 	if err != nil {
@@ -161,7 +164,10 @@ func (c *GovmomiClient) newVMWatch(ctx context.Context) (*vmWatch, error) {
 // CreateFilter per started watchFilterMaxRefs new VMs, none when every VM
 // is already watched. ErrWatchLost (wrapped) when there is no watch of the
 // current session.
-func (c *GovmomiClient) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w == nil || w.gen != c.rl.generation() {
@@ -225,7 +231,10 @@ func vmWatchFilterSpec(refs []types.ManagedObjectReference) types.PropertyFilter
 // UnwatchVirtualMachines takes VMs out of the change watch; a filter left
 // with no VM is destroyed (best effort). Unknown VMs cost nothing: no
 // request is made unless a filter empties.
-func (c *GovmomiClient) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w == nil {
@@ -267,7 +276,10 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // there is no watch of the current session, the collector is gone, or a
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
-func (c *GovmomiClient) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	c.watchMu.Lock()
 	w := c.watch
 	if w != nil && w.gen != c.rl.generation() {
@@ -363,7 +375,7 @@ func objectGone(f types.LocalizedMethodFault) bool {
 }
 
 // forgetWatch drops w if it is still the current watch.
-func (c *GovmomiClient) forgetWatch(w *vmWatch) {
+func (c *Client) forgetWatch(w *vmWatch) {
 	c.watchMu.Lock()
 	if c.watch == w {
 		c.watch = nil
@@ -373,7 +385,7 @@ func (c *GovmomiClient) forgetWatch(w *vmWatch) {
 
 // destroyWatchFilters destroys w's filters, best effort, when w belongs to
 // the current session (others died with theirs).
-func (c *GovmomiClient) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []types.ManagedObjectReference) {
+func (c *Client) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []types.ManagedObjectReference) {
 	c.watchMu.Lock()
 	abandoned := !w.abandoned.IsZero()
 	c.watchMu.Unlock()
@@ -393,7 +405,7 @@ func (c *GovmomiClient) destroyWatchFilters(ctx context.Context, w *vmWatch, fil
 // dropWatchCollector destroys w's collector now, or retires it when a poll
 // of it was abandoned (watchRetireDelay). The caller has made w not
 // current.
-func (c *GovmomiClient) dropWatchCollector(ctx context.Context, w *vmWatch) {
+func (c *Client) dropWatchCollector(ctx context.Context, w *vmWatch) {
 	c.watchMu.Lock()
 	abandoned := w.abandoned
 	if !abandoned.IsZero() {
@@ -410,7 +422,7 @@ func (c *GovmomiClient) dropWatchCollector(ctx context.Context, w *vmWatch) {
 // destroyRetiredWatches destroys the retired collectors of the current
 // session that were abandoned at least watchRetireDelay ago and forgets
 // those of older sessions (they died with them).
-func (c *GovmomiClient) destroyRetiredWatches(ctx context.Context) {
+func (c *Client) destroyRetiredWatches(ctx context.Context) {
 	gen := c.rl.generation()
 	var due []types.ManagedObjectReference
 	c.watchMu.Lock()
@@ -434,7 +446,7 @@ func (c *GovmomiClient) destroyRetiredWatches(ctx context.Context) {
 // destroyWatchCollector destroys a watch collector (and so its filters),
 // best effort. It calls the method by reference: property.Collector.Destroy
 // would clear the shared Collector's reference under other readers.
-func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, ref types.ManagedObjectReference) {
+func (c *Client) destroyWatchCollector(ctx context.Context, ref types.ManagedObjectReference) {
 	dctx, cancel := context.WithTimeout(ctx, watchDestroyTimeout)
 	defer cancel()
 	if _, err := methods.DestroyPropertyCollector(dctx, c.vim, &types.DestroyPropertyCollector{This: ref}); err != nil {
@@ -444,7 +456,7 @@ func (c *GovmomiClient) destroyWatchCollector(ctx context.Context, ref types.Man
 
 // closeWatch destroys the watch's collector at Close, best effort; an
 // abandoned or retired one is left to the session's logout.
-func (c *GovmomiClient) closeWatch(ctx context.Context) {
+func (c *Client) closeWatch(ctx context.Context) {
 	c.watchMu.Lock()
 	w := c.watch
 	c.watch = nil

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -13,8 +13,11 @@ import (
 
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder.
-func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) {
-	return cachedLookup(ctx, c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
+func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	f, err := cachedLookup(ctx, c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
 		if c.cfg.Folder == "" {
 			folders, err := c.dc.Folders(ctx)
 			if err != nil {
@@ -28,13 +31,20 @@ func (c *GovmomiClient) LoadFolder(ctx context.Context) (*object.Folder, error) 
 		}
 		return f, nil
 	})
+	if err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	return f.Reference(), nil
 }
 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name) else the datacenter's
 // default pool. Several candidates are an error naming the setting.
-func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourcePool, error) {
-	return cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
+func (c *Client) LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	p, err := cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
 		if c.cfg.ResourcePool == "" {
 			p, err := c.find().DefaultResourcePool(ctx)
 			if err != nil {
@@ -48,10 +58,14 @@ func (c *GovmomiClient) LoadResourcePool(ctx context.Context) (*object.ResourceP
 		}
 		return p, nil
 	})
+	if err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	return p.Reference(), nil
 }
 
-// LoadNetwork finds a network by name or path; "" is the default network.
-func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
+// loadNetwork finds a network by name or path; "" is the default network.
+func (c *Client) loadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
 	return cachedLookup(ctx, c.placement, "network", name, func() (object.NetworkReference, error) {
 		if name == "" {
 			n, err := c.find().DefaultNetwork(ctx)
@@ -69,8 +83,11 @@ func (c *GovmomiClient) LoadNetwork(ctx context.Context, name string) (object.Ne
 }
 
 // LoadDatastore finds a datastore by name or path; "" is the default datastore.
-func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object.Datastore, error) {
-	return cachedLookup(ctx, c.placement, "datastore", name, func() (*object.Datastore, error) {
+func (c *Client) LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	d, err := cachedLookup(ctx, c.placement, "datastore", name, func() (*object.Datastore, error) {
 		if name == "" {
 			d, err := c.find().DefaultDatastore(ctx)
 			if err != nil {
@@ -84,13 +101,25 @@ func (c *GovmomiClient) LoadDatastore(ctx context.Context, name string) (*object
 		}
 		return d, nil
 	})
+	if err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	return d.Reference(), nil
 }
 
-// SetupEthernetCard sets card's backing to network, as a card of type
-// ethernetCardName (e.g. "vmxnet3", "e1000").
-func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error {
-	if card == nil || network == nil {
-		return errors.New("set up ethernet card: nil card or network")
+// SetupEthernetCard sets card's backing to the network named networkName
+// ("" is the default network), as a card of type ethernetCardName (e.g.
+// "vmxnet3", "e1000").
+func (c *Client) SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	if card == nil {
+		return errors.New("set up ethernet card: nil card")
+	}
+	network, err := c.loadNetwork(ctx, networkName)
+	if err != nil {
+		return err
 	}
 	// The backing names the network (one round trip for a standard
 	// network, more for a distributed port group): cached with the
@@ -111,10 +140,13 @@ func (c *GovmomiClient) SetupEthernetCard(ctx context.Context, card *types.Virtu
 }
 
 // ResourcePoolRuntime reads the pool's runtime.
-func (c *GovmomiClient) ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	var p mo.ResourcePool
-	if err := c.pc.RetrieveOne(ctx, pool.Reference(), []string{"runtime"}, &p); err != nil {
-		return nil, fmt.Errorf("read runtime of resource pool %q: %w", pool.InventoryPath, err)
+	if err := c.pc.RetrieveOne(ctx, pool, []string{"runtime"}, &p); err != nil {
+		return nil, fmt.Errorf("read runtime of resource pool %q: %w", pool.Value, err)
 	}
 	return &p.Runtime, nil
 }

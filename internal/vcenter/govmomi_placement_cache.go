@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -25,7 +25,7 @@ type placementCache struct {
 	mu       sync.Mutex
 	now      func() time.Time
 	entries  map[placementKey]placementEntry
-	inflight inflight[placementKey]
+	inflight Coalescer[placementKey]
 }
 
 type placementKey struct{ kind, name string }
@@ -77,7 +77,7 @@ func cachedLookup[T any](ctx context.Context, p *placementCache, kind, name stri
 	if t, ok := cached(); ok {
 		return t, nil
 	}
-	wait, done := p.inflight.lead(placementKey{kind, name})
+	wait, done := p.inflight.Lead(placementKey{kind, name})
 	if wait != nil {
 		select {
 		case <-ctx.Done():

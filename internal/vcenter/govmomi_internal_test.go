@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -52,7 +52,7 @@ func TestPickIP(t *testing.T) {
 }
 
 func TestTaskSlotsBoundConcurrency(t *testing.T) {
-	c := &GovmomiClient{sem: make(chan struct{}, 1)}
+	c := &Client{sem: make(chan struct{}, 1)}
 	release, err := c.acquire(context.Background())
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
@@ -64,7 +64,7 @@ func TestTaskSlotsBoundConcurrency(t *testing.T) {
 	require.NoError(t, err)
 	release2()
 
-	unbounded := &GovmomiClient{}
+	unbounded := &Client{}
 	for range 3 {
 		r, err := unbounded.acquire(context.Background())
 		require.NoError(t, err)

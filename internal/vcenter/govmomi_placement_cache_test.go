@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -42,7 +42,7 @@ func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 		<-started
 	}
 	// Every goroutine is past its start; the leader is blocked in resolve.
-	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.inflight.Len() == 1 }, 5*time.Second, time.Millisecond)
 	close(release)
 	wg.Wait()
 	assert.Equal(t, int32(1), calls.Load(), "resolved once for the burst")
@@ -56,7 +56,7 @@ func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 func TestCachedLookupLeaderFailure(t *testing.T) {
 	t.Parallel()
 	p := newPlacementCache()
-	wait, done := p.inflight.lead(placementKey{"pool", "p"})
+	wait, done := p.inflight.Lead(placementKey{"pool", "p"})
 	require.Nil(t, wait)
 	res := make(chan error, 1)
 	go func() {
@@ -66,12 +66,12 @@ func TestCachedLookupLeaderFailure(t *testing.T) {
 		}
 		res <- err
 	}()
-	require.Eventually(t, func() bool { return p.inflight.len() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return p.inflight.Len() == 1 }, 5*time.Second, time.Millisecond)
 	done() // the leader failed: nothing stored
 	require.NoError(t, <-res)
 
 	ctx, cancel := context.WithCancel(context.Background())
-	_, done = p.inflight.lead(placementKey{"pool", "q"})
+	_, done = p.inflight.Lead(placementKey{"pool", "q"})
 	defer done()
 	cancel()
 	_, err := cachedLookup(ctx, p, "pool", "q", func() (string, error) { return "never", nil })

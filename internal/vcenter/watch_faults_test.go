@@ -5,7 +5,7 @@
 // these run without the race detector; their TestFaults prefix puts them in
 // that step of .ci/test.
 
-package vsphere_test
+package vcenter_test
 
 import (
 	"testing"
@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // watchFault makes the WaitForUpdatesEx calls after the next skip answer f,
@@ -37,7 +37,7 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	watchFault(env, 0, &types.SystemError{Reason: "injected"})
 	_, err := c.VirtualMachineChanges(ctx)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, vsphere.ErrWatchLost)
+	assert.NotErrorIs(t, err, vcenter.ErrWatchLost)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	nudge(env)
 	ups, err := c.VirtualMachineChanges(ctx)
@@ -52,7 +52,7 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	watchFault(env, 1, &types.SystemError{Reason: "injected"})
 	before := c.Stats()
 	_, err = c.VirtualMachineChanges(ctx)
-	require.ErrorIs(t, err, vsphere.ErrWatchLost)
+	require.ErrorIs(t, err, vcenter.ErrWatchLost)
 	d := c.Stats().Sub(before)
 	assert.Equal(t, int64(2), d["WaitForUpdatesEx"].Requests)
 	assert.Equal(t, int64(1), d["DestroyPropertyCollector"].Requests)
@@ -61,9 +61,9 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	watchFault(env, 0, &types.InvalidCollectorVersion{})
 	_, err = c.VirtualMachineChanges(ctx)
-	require.ErrorIs(t, err, vsphere.ErrWatchLost)
+	require.ErrorIs(t, err, vcenter.ErrWatchLost)
 	_, err = c.VirtualMachineChanges(ctx)
-	require.ErrorIs(t, err, vsphere.ErrWatchLost, "until reset")
+	require.ErrorIs(t, err, vcenter.ErrWatchLost, "until reset")
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	ups, err = c.VirtualMachineChanges(ctx)
 	require.NoError(t, err)

@@ -1,6 +1,8 @@
-package vsphere
+package vcenter
 
-import "time"
+import (
+	"time"
+)
 
 // Hooks for the external (vcsim) watch tests, compiled into tests only.
 
@@ -9,4 +11,4 @@ const WatchRetireDelay = watchRetireDelay
 
 // SetWatchClock replaces the watch's clock. Call it before the client's
 // watch is used.
-func (c *GovmomiClient) SetWatchClock(now func() time.Time) { c.watchNow = now }
+func (c *Client) SetWatchClock(now func() time.Time) { c.watchNow = now }

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -9,83 +9,100 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// VSphereClient is the hatchery's only port to vCenter. Its signatures use
-// govmomi and standard library types only, so that mock_vsphere is generated
-// without importing this package. Every method is bounded: each SOAP request
-// by the client's request timeout (15 s), each task by a named task timeout,
-// each wait by ctx (callers set the readiness deadlines, docs/design.md#timeouts).
+// Port is the hatchery's port to vCenter: the three interfaces below, by
+// use. Every method takes and returns references
+// (types.ManagedObjectReference) and plain data (vim25/types, vim25/mo,
+// object.VirtualDeviceList), never a govmomi object handle: a handle
+// carries the connection it was made with, a reference does not, so a VM
+// read before a re-login is still valid after it (docs/architecture.md,
+// "The vCenter port"). The signatures use govmomi and standard library
+// types only, so that mock_vsphere is generated without importing this
+// package. Every method is bounded: each SOAP request by the client's
+// request timeout (15 s), each task by a named task timeout, each wait by
+// ctx (callers set the readiness deadlines, docs/design.md#timeouts).
 //
-//go:generate mockgen -destination=../../mock_vsphere/mock_client.go -package=mock_vsphere github.com/cds-contrib/hatchery-vsphere/internal/vsphere VSphereClient
-type VSphereClient interface {
-	// ListVirtualMachines returns every VM and template of the datacenter
-	// with only the leaf properties in VMProperties set.
-	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
-	// LoadVirtualMachine finds a VM or template by name in the datacenter.
-	LoadVirtualMachine(ctx context.Context, name string) (*object.VirtualMachine, error)
-	// NewVirtualMachine wraps a reference without a round trip.
-	NewVirtualMachine(ref types.ManagedObjectReference) *object.VirtualMachine
+//go:generate mockgen -destination=../../mock_vsphere/mock_client.go -package=mock_vsphere github.com/cds-contrib/hatchery-vsphere/internal/vcenter Port
+type Port interface {
+	VMs
+	Placement
+	InventorySource
+}
+
+// VMs are the operations on one VM or template, named by reference.
+type VMs interface {
+	// LoadVirtualMachine finds a VM or template by name (or inventory
+	// path) in the datacenter and returns its reference.
+	LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error)
 	// LoadVirtualMachineDevices returns the VM's device list.
-	LoadVirtualMachineDevices(ctx context.Context, vm *object.VirtualMachine) (object.VirtualDeviceList, error)
+	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// LoadTemplate reads, in one request, what a clone needs of a
 	// template: config.hardware.device and snapshot (the other properties
 	// are left unset).
-	LoadTemplate(ctx context.Context, template *object.VirtualMachine) (mo.VirtualMachine, error)
-	// GetVirtualMachinePowerState reads the VM's power state.
-	GetVirtualMachinePowerState(ctx context.Context, vm *object.VirtualMachine) (types.VirtualMachinePowerState, error)
+	LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error)
 	// StartVirtualMachine powers the VM on; already on is success.
-	StartVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error
+	StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// ShutdownVirtualMachine powers the VM off; already off is success.
-	ShutdownVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error
+	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// DestroyVirtualMachine destroys a powered-off VM; already gone is success.
-	DestroyVirtualMachine(ctx context.Context, vm *object.VirtualMachine) error
-	// CloneVirtualMachine clones vm into folder under name and waits for
-	// the task; it returns the new VM's reference.
-	CloneVirtualMachine(ctx context.Context, vm *object.VirtualMachine, folder *object.Folder, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error)
+	DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	// CloneVirtualMachine clones template into folder under name and
+	// waits for the task; it returns the new VM's reference.
+	CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error)
 	// RenameVirtualMachine renames the VM and waits for the task.
-	RenameVirtualMachine(ctx context.Context, vm *object.VirtualMachine, newName string) error
+	RenameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error
 	// ReconfigureVirtualMachine applies spec (annotation, CPU/RAM, devices)
 	// and waits for the task.
-	ReconfigureVirtualMachine(ctx context.Context, vm *object.VirtualMachine, spec types.VirtualMachineConfigSpec) error
+	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
 	// MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
-	MarkVirtualMachineAsTemplate(ctx context.Context, vm *object.VirtualMachine) error
+	MarkVirtualMachineAsTemplate(ctx context.Context, vm types.ManagedObjectReference) error
 	// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-	WaitForVirtualMachineShutdown(ctx context.Context, vm *object.VirtualMachine) error
+	WaitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error
 	// WaitForGuestOperationsReady blocks until guest.guestOperationsReady
 	// is true or ctx ends.
-	WaitForGuestOperationsReady(ctx context.Context, vm *object.VirtualMachine) error
+	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
 	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
 	// address (expectedIP when not empty, read from guest.net) or ctx ends,
 	// and returns it.
-	WaitForVirtualMachineIP(ctx context.Context, vm *object.VirtualMachine, expectedIP string) (string, error)
-	// LoadFolder returns the folder new VMs go to (folderString, else the
-	// datacenter's VM folder).
-	LoadFolder(ctx context.Context) (*object.Folder, error)
-	// LoadNetwork finds a network by name ("" = the default network).
-	LoadNetwork(ctx context.Context, name string) (object.NetworkReference, error)
-	// SetupEthernetCard sets card's backing to network, built as a card of
-	// type ethernetCardName.
-	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName string, network object.NetworkReference) error
-	// LoadResourcePool returns the pool new VMs go to (resourcePoolString,
-	// else the datacenter's default pool; ambiguous is an error).
-	LoadResourcePool(ctx context.Context) (*object.ResourcePool, error)
-	// ResourcePoolRuntime reads the pool's runtime (CPU/memory usage,
-	// reservations, unreserved for VMs).
-	ResourcePoolRuntime(ctx context.Context, pool *object.ResourcePool) (*types.ResourcePoolRuntimeInfo, error)
-	// LoadDatastore finds a datastore by name ("" = the default datastore).
-	LoadDatastore(ctx context.Context, name string) (*object.Datastore, error)
+	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
 	// StartProgramInGuest runs a program in the guest with auth and returns its pid.
-	StartProgramInGuest(ctx context.Context, vm *object.VirtualMachine, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
-	LoadVirtualMachineEvents(ctx context.Context, vm *object.VirtualMachine, eventTypes ...string) ([]types.BaseEvent, error)
+	LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error)
+}
 
-	// The incremental inventory (inventoryMode = "watch", docs/inventory-watch.md):
+// Placement resolves where new VMs go (the folder, pool, datastore and
+// network settings) to references and backing data, and reads the pool's
+// runtime for capacity decisions.
+type Placement interface {
+	// LoadFolder returns the folder new VMs go to (folderString, else the
+	// datacenter's VM folder).
+	LoadFolder(ctx context.Context) (types.ManagedObjectReference, error)
+	// LoadResourcePool returns the pool new VMs go to (resourcePoolString,
+	// else the datacenter's default pool; ambiguous is an error).
+	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	// ResourcePoolRuntime reads the pool's runtime (CPU/memory usage,
+	// reservations, unreserved for VMs).
+	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
+	// LoadDatastore finds a datastore by name ("" = the default datastore).
+	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	// SetupEthernetCard sets card's backing to the network named
+	// networkName ("" = the default network), built as a card of type
+	// ethernetCardName.
+	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
+}
 
+// InventorySource reads the datacenter's VMs: the full listing, and the
+// incremental inventory (inventoryMode = "watch", docs/inventory-watch.md).
+type InventorySource interface {
+	// ListVirtualMachines returns every VM and template of the datacenter
+	// with only the leaf properties in VMProperties set.
+	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
 	// ProbeInventory reads, in one round trip, the references of every VM
 	// and template of the datacenter (the `view` of the VM folder's
 	// container view) and, when pool is not nil, the pool's runtime (nil
 	// when pool is nil).
-	ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error)
+	ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error)
 	// RetrieveVirtualMachines reads VMProperties of the given VMs by
 	// reference, no listing; VMs that no longer exist are left out.
 	RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error)
@@ -109,7 +126,7 @@ type VSphereClient interface {
 	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
 }
 
-// ErrNotConnected is wrapped by the error of a VSphereClient call made
+// ErrNotConnected is wrapped by the error of a Port call made
 // before the client first reached vCenter (a daemon starting while vCenter
 // does not answer yet).
 var ErrNotConnected = errors.New("vcenter not connected")

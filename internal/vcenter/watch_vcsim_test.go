@@ -1,4 +1,4 @@
-package vsphere_test
+package vcenter_test
 
 // Simulator tests of the incremental inventory's port methods: probe,
 // retrieve by reference and the VM change watch (govmomi_probe.go,
@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -78,7 +79,7 @@ func refsOf(vms []mo.VirtualMachine) []types.ManagedObjectReference {
 
 // drainEnters polls the watch (nudging the simulator once) until every
 // ref entered, and returns everything read.
-func drainEnters(t *testing.T, ctx context.Context, env *vcsimtest.Env, c *vsphere.GovmomiClient, refs []types.ManagedObjectReference) []types.ObjectUpdate {
+func drainEnters(t *testing.T, ctx context.Context, env *vcsimtest.Env, c *vcenter.Client, refs []types.ManagedObjectReference) []types.ObjectUpdate {
 	t.Helper()
 	nudge(env)
 	entered := map[types.ManagedObjectReference]bool{}
@@ -130,7 +131,7 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 	require.Len(t, vms, 252, "250 foreign vms, the template and the worker")
 
 	before := c.Stats()
-	refs, rt, err := c.ProbeInventory(ctx, pool)
+	refs, rt, err := c.ProbeInventory(ctx, &pool)
 	require.NoError(t, err)
 	delta := c.Stats().Sub(before)
 	assert.ElementsMatch(t, refsOf(vms), refs, "the probe sees every vm and template the listing does")
@@ -148,7 +149,7 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 
 	// After a session loss the view is made again, once.
 	env.TerminateSession(c)
-	refs, _, err = c.ProbeInventory(ctx, pool)
+	refs, _, err = c.ProbeInventory(ctx, &pool)
 	require.NoError(t, err)
 	assert.Len(t, refs, 252)
 }
@@ -199,8 +200,8 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	c := env.Client
 
 	_, err := c.VirtualMachineChanges(ctx)
-	require.ErrorIs(t, err, vsphere.ErrWatchLost, "no watch yet")
-	require.ErrorIs(t, c.WatchVirtualMachines(ctx, nil), vsphere.ErrWatchLost)
+	require.ErrorIs(t, err, vcenter.ErrWatchLost, "no watch yet")
+	require.ErrorIs(t, c.WatchVirtualMachines(ctx, nil), vcenter.ErrWatchLost)
 
 	before := c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -220,7 +221,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	all := drainEnters(t, ctx, env, c, refs)
 	assert.Len(t, all, 6)
 	for _, u := range all {
-		for _, p := range vsphere.VMWatchProperties {
+		for _, p := range vcenter.VMWatchProperties {
 			if p == "config.changeVersion" {
 				continue // the fixture vms have none
 			}
@@ -254,7 +255,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 func soapOnly(method string, n int64) map[string]int64 { return map[string]int64{method: n} }
 
 // requestsOf keeps the request counts of a stats delta.
-func requestsOf(s vsphere.SOAPStats) map[string]int64 {
+func requestsOf(s vcenter.SOAPStats) map[string]int64 {
 	out := map[string]int64{}
 	for k, m := range s {
 		if m.Requests != 0 {
@@ -279,12 +280,12 @@ func TestWatchLostWithSession(t *testing.T) {
 	env.TerminateSession(c)
 	_, err := c.VirtualMachineChanges(ctx)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, vsphere.ErrWatchLost, "%v", err)
+	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "%v", err)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	assert.Equal(t, int64(1), c.Relogins())
 	_, err = c.VirtualMachineChanges(ctx)
-	assert.ErrorIs(t, err, vsphere.ErrWatchLost, "the lost watch stays lost")
-	assert.ErrorIs(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}), vsphere.ErrWatchLost)
+	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "the lost watch stays lost")
+	assert.ErrorIs(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}), vcenter.ErrWatchLost)
 
 	// Reset, watch again: it works in the new session.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -373,7 +374,7 @@ func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
 	_, err := c.VirtualMachineChanges(short)
 	cancel()
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, vsphere.ErrWatchLost, "a poll without an answer keeps the watch")
+	assert.NotErrorIs(t, err, vcenter.ErrWatchLost, "a poll without an answer keeps the watch")
 
 	before := c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -383,7 +384,7 @@ func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
 	require.NoError(t, err, "the new watch works")
 
 	mu.Lock()
-	now = now.Add(vsphere.WatchRetireDelay)
+	now = now.Add(vcenter.WatchRetireDelay)
 	mu.Unlock()
 	before = c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -448,7 +449,7 @@ func newWatchObserver() *watchObserver {
 }
 
 // run polls until stop is closed, ctx ends or a call fails.
-func (o *watchObserver) run(ctx context.Context, c *vsphere.GovmomiClient, stop <-chan struct{}) {
+func (o *watchObserver) run(ctx context.Context, c *vcenter.Client, stop <-chan struct{}) {
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
 	fail := func(err error) {
@@ -602,7 +603,7 @@ func (o *watchObserver) model() map[types.ManagedObjectReference]map[string]any 
 
 // watchTruth is the simulator's state of the watched properties, read
 // through a listing.
-func watchTruth(ctx context.Context, c *vsphere.GovmomiClient) (map[types.ManagedObjectReference]map[string]any, error) {
+func watchTruth(ctx context.Context, c *vcenter.Client) (map[types.ManagedObjectReference]map[string]any, error) {
 	vms, err := c.ListVirtualMachines(ctx)
 	if err != nil {
 		return nil, err
@@ -722,7 +723,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			if err := wait(name+" watched after its clone", func() bool { return obs.isWatched(*ref) }); err != nil {
 				return err
 			}
-			vm := ops.NewVirtualMachine(*ref)
+			vm := *ref
 
 			m := obs.mark()
 			a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
@@ -782,7 +783,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := ops.DestroyVirtualMachine(ctx, ops.NewVirtualMachine(*ref)); err != nil {
+		if err := ops.DestroyVirtualMachine(ctx, *ref); err != nil {
 			return err
 		}
 		destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
@@ -797,7 +798,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			vms = append(vms, *ref)
 		}
 		for i, ref := range vms {
-			vm := ops.NewVirtualMachine(ref)
+			vm := ref
 			if err := ops.RenameVirtualMachine(ctx, vm, fmt.Sprintf("b-%d-renamed", i)); err != nil {
 				return err
 			}
@@ -806,7 +807,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			}
 		}
 		for i, ref := range vms {
-			vm := ops.NewVirtualMachine(ref)
+			vm := ref
 			if i == 0 {
 				continue // stays on
 			}

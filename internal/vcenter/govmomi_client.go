@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -8,9 +8,9 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -19,6 +19,7 @@ import (
 	"github.com/vmware/govmomi/session/keepalive"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Timeouts and intervals of the govmomi adapter. Each one bounds a wait so
@@ -56,8 +57,8 @@ const (
 	taskPollMin = 25 * time.Millisecond
 )
 
-// ClientConfig is what NewGovmomiClient needs to reach vCenter.
-type ClientConfig struct {
+// Config is what Dial needs to reach vCenter.
+type Config struct {
 	// Endpoint is a host, host:port or full URL ("https://vc.example/sdk").
 	// User information in the URL is ignored: User and Password are used.
 	Endpoint string
@@ -96,31 +97,50 @@ type ClientConfig struct {
 	MaxConcurrentTasks int
 	// Logger receives structured logs; nil means slog.Default().
 	Logger *slog.Logger
+
+	// DialBackoffMin and DialBackoffMax bound Run's wait between two
+	// connection attempts: from the first, doubling, up to the second
+	// (0: DefaultDialBackoffMin, DefaultDialBackoffMax).
+	DialBackoffMin, DialBackoffMax time.Duration
+	// OnConnect, when set, is called once the client first connected.
+	OnConnect func()
 }
 
-// ClientConfigFrom maps the hatchery configuration to a ClientConfig.
-func ClientConfigFrom(c *config.Config) ClientConfig {
-	return ClientConfig{
-		Endpoint:           c.Endpoint,
-		User:               c.User,
-		Password:           c.Password,
-		Insecure:           c.Insecure,
-		CAFile:             c.CAFile,
-		Datacenter:         c.DatacenterString,
-		ResourcePool:       c.ResourcePoolString,
-		Folder:             c.FolderString,
-		MaxConcurrentTasks: c.MaxConcurrentTasks,
-	}
-}
+// Default back-off of Run between two connection attempts: vCenter
+// restarting takes minutes, so a retry every 30 s at most is prompt enough
+// and costs nothing meanwhile.
+const (
+	DefaultDialBackoffMin = time.Second
+	DefaultDialBackoffMax = 30 * time.Second
+)
 
-// GovmomiClient implements VSphereClient with govmomi. It is safe for
-// concurrent use. It keeps one session alive (keep-alive every
-// KeepAliveInterval, re-login once on NotAuthenticated), bounds every SOAP
-// request by RequestTimeout and every task by a named timeout, and counts
-// SOAP requests and bytes per method (Stats). Close logs out.
-type GovmomiClient struct {
-	cfg   ClientConfig
+// Client implements Port with govmomi. It is safe for concurrent use. It
+// exists before vCenter answers (New): until it first connected (Connect,
+// or Run in the background) every Port call fails at once with
+// ErrNotConnected. Once connected it keeps its one session alive
+// (keep-alive every KeepAliveInterval, re-login once on NotAuthenticated),
+// so it never needs a second connection; it bounds every SOAP request by
+// RequestTimeout and every task by a named timeout, counts SOAP requests
+// and bytes per method (Stats) and notes whether vCenter answers (Status).
+// Close logs out.
+type Client struct {
+	cfg   Config
 	log   *slog.Logger
+	host  string // the endpoint's host[:port], never its user information
+	ready chan struct{}
+
+	// up is set once the connection fields below are (they are written
+	// once, before up, and read only after up was seen set).
+	up     atomic.Bool
+	closed atomic.Bool
+
+	stateMu     sync.Mutex
+	connecting  bool      // a Connect is under way
+	dialErr     error     // the last connection error while not connected
+	attempts    int       // connection attempts so far
+	unreachable error     // the last transport error, nil after an answer
+	since       time.Time // when unreachable started
+
 	vim   *vim25.Client
 	sm    *session.Manager
 	pc    *property.Collector
@@ -142,6 +162,11 @@ type GovmomiClient struct {
 	vmsMu   sync.Mutex
 	vmsView *vmView // reused ContainerView over the VM folder
 
+	// names are the VMs' names as last seen, by reference: errors and
+	// logs name a VM without a round trip (vmName).
+	namesMu sync.Mutex
+	names   map[types.ManagedObjectReference]string
+
 	watchMu sync.Mutex
 	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
 	retired []retiredWatch // abandoned watch collectors not destroyed yet
@@ -151,13 +176,9 @@ type GovmomiClient struct {
 	closeOnce sync.Once
 }
 
-// NewGovmomiClient connects and logs in to vCenter, resolves the datacenter
-// and returns a ready client. The password never appears in its errors.
-func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, error) {
-	u, err := endpointURL(cfg.Endpoint)
-	if err != nil {
-		return nil, err
-	}
+// New returns a client that is not connected yet: every Port call fails
+// with ErrNotConnected until Connect (or Run) succeeds. It does no I/O.
+func New(cfg Config) *Client {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
 	}
@@ -170,19 +191,121 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 	if cfg.TaskTimeoutScale <= 0 {
 		cfg.TaskTimeoutScale = 1
 	}
+	if cfg.DialBackoffMin <= 0 {
+		cfg.DialBackoffMin = DefaultDialBackoffMin
+	}
+	if cfg.DialBackoffMax < cfg.DialBackoffMin {
+		cfg.DialBackoffMax = max(DefaultDialBackoffMax, cfg.DialBackoffMin)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.Default()
 	}
+	c := &Client{
+		cfg:          cfg,
+		log:          log,
+		host:         endpointHost(cfg.Endpoint),
+		ready:        make(chan struct{}),
+		stats:        newSOAPStats(),
+		PollInterval: cfg.PollInterval,
+		taskScale:    cfg.TaskTimeoutScale,
+		placement:    newPlacementCache(),
+		names:        map[types.ManagedObjectReference]string{},
+	}
+	if cfg.MaxConcurrentTasks > 0 {
+		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
+	}
+	return c
+}
 
+// Dial returns a client connected to vCenter (New, then Connect). The
+// password never appears in its errors.
+func Dial(ctx context.Context, cfg Config) (*Client, error) {
+	c := New(cfg)
+	if err := c.Connect(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Connect connects and logs in to vCenter and resolves the datacenter, in
+// one attempt; nil when already connected. Its error is also kept for
+// Status. The password never appears in its errors.
+func (c *Client) Connect(ctx context.Context) error {
+	c.stateMu.Lock()
+	if c.up.Load() {
+		c.stateMu.Unlock()
+		return nil
+	}
+	if c.closed.Load() {
+		c.stateMu.Unlock()
+		return fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+	}
+	if c.connecting {
+		c.stateMu.Unlock()
+		return fmt.Errorf("%w (%s): still connecting", ErrNotConnected, c.host)
+	}
+	c.connecting = true
+	c.stateMu.Unlock()
+
+	s, err := c.connect(ctx)
+
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	c.connecting = false
+	c.attempts++
+	if err == nil && c.closed.Load() {
+		// Close raced the connection: never leak the session.
+		c.stateMu.Unlock()
+		s.close(ctx, c.log)
+		c.stateMu.Lock()
+		err = fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+	}
+	if err != nil {
+		c.dialErr = err
+		return err
+	}
+	c.vim, c.sm, c.pc, c.dc, c.ka, c.rl = s.vim, s.sm, s.pc, s.dc, s.ka, s.rl
+	c.dialErr = nil
+	c.up.Store(true)
+	close(c.ready)
+	return nil
+}
+
+// conn is what one successful connection attempt made.
+type conn struct {
+	vim *vim25.Client
+	sm  *session.Manager
+	pc  *property.Collector
+	dc  *object.Datacenter
+	ka  *keepalive.HandlerSOAP
+	rl  *reloginRoundTripper
+}
+
+// close logs the session out, bounded by ctx.
+func (s *conn) close(ctx context.Context, log *slog.Logger) {
+	s.rl.closed.Store(true)
+	if err := s.sm.Logout(ctx); err != nil {
+		log.Warn("log out of vcenter", logkey.Err, err)
+	}
+	s.ka.Stop()
+	s.vim.CloseIdleConnections()
+}
+
+// connect makes one connection attempt.
+func (c *Client) connect(ctx context.Context) (*conn, error) {
+	cfg := c.cfg
+	u, err := endpointURL(cfg.Endpoint)
+	if err != nil {
+		return nil, err
+	}
 	sc := soap.NewClient(u, cfg.Insecure)
 	if cfg.CAFile != "" {
 		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("load vcenter ca file %q: %w", cfg.CAFile, err)
 		}
 	}
-	stats := newSOAPStats()
-	sc.Client.Transport = &countingTransport{next: sc.Client.Transport, stats: stats}
+	sc.Client.Transport = &countingTransport{next: sc.Client.Transport, stats: c.stats}
 	metered := &meteredRoundTripper{next: sc, timeout: cfg.RequestTimeout}
 
 	// vim25.NewClient needs the soap.Client itself to set the namespace and
@@ -199,45 +322,31 @@ func NewGovmomiClient(ctx context.Context, cfg ClientConfig) (*GovmomiClient, er
 		sm:       *vc.ServiceContent.SessionManager,
 		user:     cfg.User,
 		password: cfg.Password,
-		log:      log,
+		log:      c.log,
 	}
-	vc.RoundTripper = rl
-
-	c := &GovmomiClient{
-		cfg:          cfg,
-		log:          log,
-		vim:          vc,
-		sm:           session.NewManager(vc),
-		pc:           property.DefaultCollector(vc),
-		ka:           ka,
-		rl:           rl,
-		stats:        stats,
-		PollInterval: cfg.PollInterval,
-		taskScale:    cfg.TaskTimeoutScale,
-		placement:    newPlacementCache(),
-	}
-	if cfg.MaxConcurrentTasks > 0 {
-		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
-	}
-	if err := c.sm.Login(ctx, url.UserPassword(cfg.User, cfg.Password)); err != nil {
+	// Outermost: every answer or transport failure of a call is noted
+	// for Status (the keep-alive's own requests are not calls).
+	vc.RoundTripper = &reachabilityRoundTripper{next: rl, c: c}
+	s := &conn{vim: vc, sm: session.NewManager(vc), pc: property.DefaultCollector(vc), ka: ka, rl: rl}
+	if err := s.sm.Login(ctx, url.UserPassword(cfg.User, cfg.Password)); err != nil {
 		ka.Stop()
 		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
 	}
-	dc, err := c.findDatacenter(ctx, u.Host, cfg.Datacenter)
+	dc, err := c.findDatacenter(ctx, vc, u.Host, cfg.Datacenter)
 	if err != nil {
-		c.Close(context.WithoutCancel(ctx))
+		s.close(context.WithoutCancel(ctx), c.log)
 		return nil, err
 	}
-	c.dc = dc
-	log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
-	return c, nil
+	s.dc = dc
+	c.log.Info("connected to vcenter", "endpoint", u.Host, "user", cfg.User, "datacenter", dc.InventoryPath)
+	return s, nil
 }
 
 // find returns a finder scoped to the datacenter. A govmomi Finder caches
 // the datacenter's folders lazily and is not safe for concurrent use, so
 // each call gets its own; the lookups it serves are rare (placement is
 // cached, VMs come from the inventory).
-func (c *GovmomiClient) find() *find.Finder {
+func (c *Client) find() *find.Finder {
 	f := find.NewFinder(c.vim, true)
 	if c.dc != nil {
 		f.SetDatacenter(c.dc)
@@ -280,22 +389,46 @@ func endpointURL(endpoint string) (*url.URL, error) {
 	return u, nil
 }
 
-// Datacenter returns the datacenter the client works in.
-func (c *GovmomiClient) Datacenter() *object.Datacenter { return c.dc }
+// Datacenter returns the datacenter the client works in; nil before the
+// connection.
+func (c *Client) Datacenter() *object.Datacenter {
+	if !c.up.Load() {
+		return nil
+	}
+	return c.dc
+}
 
 // Vim25 returns the underlying govmomi client (for tests and tools; the
-// hatchery reaches vCenter only through VSphereClient).
-func (c *GovmomiClient) Vim25() *vim25.Client { return c.vim }
+// hatchery reaches vCenter only through Port); nil before the connection.
+func (c *Client) Vim25() *vim25.Client {
+	if !c.up.Load() {
+		return nil
+	}
+	return c.vim
+}
 
 // Relogins returns how many times the client logged in again after vCenter
 // answered NotAuthenticated.
-func (c *GovmomiClient) Relogins() int64 { return c.rl.relogins.Load() }
+func (c *Client) Relogins() int64 {
+	if !c.up.Load() {
+		return 0
+	}
+	return c.rl.relogins.Load()
+}
 
 // Close destroys the VM change watch's collector and the container view
 // (best effort), stops the keep-alive and logs out; it is bounded by ctx
-// and by the request timeout. Calls after the first do nothing.
-func (c *GovmomiClient) Close(ctx context.Context) {
+// and by the request timeout. Calls after the first do nothing; Port calls
+// after it fail with ErrNotConnected. Call it after every user stopped.
+func (c *Client) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {
+		c.stateMu.Lock()
+		c.closed.Store(true)
+		up := c.up.Load()
+		c.stateMu.Unlock()
+		if !up {
+			return
+		}
 		c.closeWatch(ctx)
 		c.vmsMu.Lock()
 		v := c.vmsView
@@ -306,22 +439,17 @@ func (c *GovmomiClient) Close(ctx context.Context) {
 				c.log.Debug("destroy vm container view", logkey.Err, err)
 			}
 		}
-		c.rl.closed.Store(true)
-		if err := c.sm.Logout(ctx); err != nil {
-			c.log.Warn("log out of vcenter", logkey.Err, err)
-		}
-		c.ka.Stop()
-		c.vim.CloseIdleConnections()
+		(&conn{vim: c.vim, sm: c.sm, ka: c.ka, rl: c.rl}).close(ctx, c.log)
 	})
 }
 
 // scaled returns a named task timeout times TaskTimeoutScale.
-func (c *GovmomiClient) scaled(d time.Duration) time.Duration {
+func (c *Client) scaled(d time.Duration) time.Duration {
 	return time.Duration(float64(d) * c.taskScale)
 }
 
 // acquire takes a task slot (MaxConcurrentTasks) or fails when ctx ends.
-func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
+func (c *Client) acquire(ctx context.Context) (func(), error) {
 	if c.sem == nil {
 		return func() {}, nil
 	}
@@ -333,4 +461,4 @@ func (c *GovmomiClient) acquire(ctx context.Context) (func(), error) {
 	}
 }
 
-var _ VSphereClient = (*GovmomiClient)(nil)
+var _ Port = (*Client)(nil)

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
@@ -22,7 +21,10 @@ const retrieveMaxRefs = 1000
 // folder's container view (every VM and template) and, when pool is not
 // nil, the pool's runtime. Neither object spec has a SelectSet. A view
 // lost with its session is made again once, as ListVirtualMachines does.
-func (c *GovmomiClient) ProbeInventory(ctx context.Context, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, nil, err
+	}
 	for attempt := 0; ; attempt++ {
 		v, err := c.vmContainerView(ctx)
 		if err != nil {
@@ -44,7 +46,7 @@ func (c *GovmomiClient) ProbeInventory(ctx context.Context, pool *object.Resourc
 	}
 }
 
-func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.ResourcePool) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	viewRef := v.view.Reference()
 	spec := types.PropertyFilterSpec{
 		ObjectSet: []types.ObjectSpec{{Obj: viewRef}},
@@ -52,7 +54,7 @@ func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.Resou
 	}
 	var poolRef types.ManagedObjectReference
 	if pool != nil {
-		poolRef = pool.Reference()
+		poolRef = *pool
 		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: poolRef})
 		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: poolRef.Type, PathSet: []string{"runtime"}})
 	}
@@ -111,7 +113,10 @@ func (c *GovmomiClient) probe(ctx context.Context, v *vmView, pool *object.Resou
 // RetrieveVirtualMachines reads VMProperties of the given VMs by reference
 // (explicit object specs, no SelectSet, retrieveMaxRefs per request). VMs
 // that no longer exist are left out. No refs, no request.
-func (c *GovmomiClient) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -136,6 +141,7 @@ func (c *GovmomiClient) RetrieveVirtualMachines(ctx context.Context, refs []type
 		if err := mo.LoadObjectContent(content, &part); err != nil {
 			return nil, fmt.Errorf("decode %d virtual machines of datacenter %q: %w", len(content), c.dc.Name(), err)
 		}
+		c.learnNames(part)
 		vms = append(vms, part...)
 	}
 	return vms, nil
@@ -149,10 +155,7 @@ func missingFault(m types.MissingProperty) error {
 	return fmt.Errorf("property %q missing: %w", m.Path, soap.WrapVimFault(m.Fault.Fault))
 }
 
-// poolName names a pool in errors without a round trip.
-func poolName(pool *object.ResourcePool) string {
-	if pool.InventoryPath != "" {
-		return pool.InventoryPath
-	}
-	return pool.Reference().Value
+// poolName names a pool in errors without a round trip: its reference.
+func poolName(pool *types.ManagedObjectReference) string {
+	return pool.Value
 }

@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 // and a deadline of timeout, and waits for its result by polling
 // info.state through the shared property collector (no collector is
 // created per task, and no request outlives the request timeout).
-func (c *GovmomiClient) runTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
+func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(timeout))
 	defer cancel()
 	release, err := c.acquire(ctx)
@@ -32,7 +32,7 @@ func (c *GovmomiClient) runTask(ctx context.Context, timeout time.Duration, star
 
 // waitTask polls a task until it succeeds or fails, or ctx ends. The delay
 // starts at taskPollMin and doubles up to PollInterval.
-func (c *GovmomiClient) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
+func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
 	delay := taskPollMin
 	timer := time.NewTimer(0)
 	defer timer.Stop()

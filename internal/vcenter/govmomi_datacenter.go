@@ -1,4 +1,4 @@
-package vsphere
+package vcenter
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 )
 
@@ -39,21 +40,21 @@ func (e *DatacenterNotFoundError) Unwrap() error { return e.Err }
 
 // findDatacenter resolves datacenterString ("" : the only datacenter). A
 // name that does not exist is a *DatacenterNotFoundError.
-func (c *GovmomiClient) findDatacenter(ctx context.Context, host, name string) (*object.Datacenter, error) {
+func (c *Client) findDatacenter(ctx context.Context, vim *vim25.Client, host, name string) (*object.Datacenter, error) {
 	if name == "" {
-		dc, err := c.find().DefaultDatacenter(ctx)
+		dc, err := find.NewFinder(vim, true).DefaultDatacenter(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("find default datacenter (set datacenterString): %w", err)
 		}
 		return dc, nil
 	}
-	dc, err := c.find().Datacenter(ctx, name)
+	dc, err := find.NewFinder(vim, true).Datacenter(ctx, name)
 	var nf *find.NotFoundError
 	switch {
 	case err == nil:
 		return dc, nil
 	case errors.As(err, &nf):
-		existing, lerr := c.datacenterNames(ctx)
+		existing, lerr := datacenterNames(ctx, vim)
 		if lerr != nil {
 			c.log.Debug("list datacenters for the error message", logkey.Err, lerr)
 		}
@@ -66,9 +67,9 @@ func (c *GovmomiClient) findDatacenter(ctx context.Context, host, name string) (
 // datacenterNames lists the names of every datacenter the user can see,
 // through one container view; each request is bounded by the client's
 // request timeout.
-func (c *GovmomiClient) datacenterNames(ctx context.Context) ([]string, error) {
-	m := view.NewManager(c.vim)
-	v, err := m.CreateContainerView(ctx, c.vim.ServiceContent.RootFolder, []string{"Datacenter"}, true)
+func datacenterNames(ctx context.Context, vim *vim25.Client) ([]string, error) {
+	m := view.NewManager(vim)
+	v, err := m.CreateContainerView(ctx, vim.ServiceContent.RootFolder, []string{"Datacenter"}, true)
 	if err != nil {
 		return nil, fmt.Errorf("create datacenter view: %w", err)
 	}

@@ -1,0 +1,165 @@
+package vcenter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/vim25/soap"
+)
+
+// Ready is closed once the client first connected.
+func (c *Client) Ready() <-chan struct{} { return c.ready }
+
+// Connected tells whether the client connected (and Close was not called).
+func (c *Client) Connected() bool { return c.up.Load() && !c.closed.Load() }
+
+// Up tells whether the client is connected and vCenter answered its last
+// call: the "vCenter" status line is OK.
+func (c *Client) Up() bool {
+	if !c.Connected() {
+		return false
+	}
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.unreachable == nil
+}
+
+// Status is the state of the connection, for the "vCenter" status line.
+// Its errors never carry the password.
+type Status struct {
+	// Host is the endpoint's host[:port].
+	Host string
+	// User is the user the client logs in as.
+	User string
+	// Connected is true once the client connected (until Close).
+	Connected bool
+	// Attempts counts the connection attempts so far.
+	Attempts int
+	// DialErr is the last connection error while not connected.
+	DialErr error
+	// Unreachable is the last transport error of a call (vCenter did not
+	// answer), nil once vCenter answered again; Since is when it started.
+	Unreachable error
+	Since       time.Time
+}
+
+// Status returns the connection's state.
+func (c *Client) Status() Status {
+	connected := c.Connected()
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return Status{Host: c.host, User: c.cfg.User, Connected: connected, Attempts: c.attempts, DialErr: c.dialErr, Unreachable: c.unreachable, Since: c.since}
+}
+
+// notConnected is nil once the client connected, else ErrNotConnected
+// (wrapped, with the last connection error): every Port call starts with
+// it, so that a call before the connection fails at once.
+func (c *Client) notConnected() error {
+	if c.up.Load() && !c.closed.Load() {
+		return nil
+	}
+	if c.closed.Load() {
+		return fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+	}
+	c.stateMu.Lock()
+	err := c.dialErr
+	c.stateMu.Unlock()
+	if err != nil {
+		return fmt.Errorf("%w (%s): %w", ErrNotConnected, c.host, err)
+	}
+	return fmt.Errorf("%w (%s): still connecting", ErrNotConnected, c.host)
+}
+
+// Run connects the client: it tries until it succeeds or ctx ends, waiting
+// between attempts from DialBackoffMin doubling to DialBackoffMax, then
+// calls OnConnect and returns. Once connected the client never needs
+// another connection: it keeps its session alive and logs in again itself
+// (reloginRoundTripper).
+func (c *Client) Run(ctx context.Context) {
+	delay := c.cfg.DialBackoffMin
+	for {
+		err := c.Connect(ctx)
+		if err == nil {
+			c.log.Info("vcenter connected", "endpoint", c.host)
+			if c.cfg.OnConnect != nil {
+				c.cfg.OnConnect()
+			}
+			return
+		}
+		if ctx.Err() != nil || c.closed.Load() {
+			return
+		}
+		n := c.Status().Attempts
+		var dnf *DatacenterNotFoundError
+		if errors.As(err, &dnf) {
+			// vCenter answered and the login worked: a configuration mistake.
+			c.log.Error("vcenter datacenter not found, retrying", "endpoint", c.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
+		} else {
+			c.log.Warn("vcenter not reachable, retrying", "endpoint", c.host, "attempt", n, "retry_in", delay, logkey.Err, err)
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		delay = min(delay*2, c.cfg.DialBackoffMax)
+	}
+}
+
+// reachabilityRoundTripper notes, for Status, whether vCenter answered
+// each call: only a transport failure (no answer) makes it unreachable, a
+// fault is an answer. A call ended by its own ctx says nothing.
+type reachabilityRoundTripper struct {
+	next soap.RoundTripper
+	c    *Client
+}
+
+// RoundTrip implements soap.RoundTripper.
+func (r *reachabilityRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	err := r.next.RoundTrip(ctx, req, res)
+	if ctx.Err() == nil {
+		r.c.note(err)
+	}
+	return err
+}
+
+// note records the outcome of a call: a transport error starts (or
+// continues) the unreachable state, anything else ends it.
+func (c *Client) note(err error) {
+	var ue *url.Error
+	var ne net.Error
+	transport := err != nil && (errors.As(err, &ue) || errors.As(err, &ne))
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	switch {
+	case transport && c.unreachable == nil:
+		c.unreachable, c.since = err, time.Now()
+		c.log.Warn("vcenter unreachable", "endpoint", c.host, logkey.Err, err)
+	case transport:
+		c.unreachable = err
+	case c.unreachable != nil:
+		c.unreachable = nil
+		c.log.Info("vcenter reachable again", "endpoint", c.host)
+	}
+}
+
+// endpointHost is the endpoint's host[:port], never its user information.
+func endpointHost(endpoint string) string {
+	e := strings.TrimSpace(endpoint)
+	if !strings.Contains(e, "://") {
+		e = "https://" + e
+	}
+	u, err := url.Parse(e)
+	if err != nil || u.Host == "" {
+		return "vcenter"
+	}
+	return u.Host
+}
