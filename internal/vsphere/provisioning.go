@@ -421,7 +421,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		return
 	}
 	if !d.Allowed {
-		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Reason)
+		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Detail)
 		return
 	}
 	off := false
