@@ -115,7 +115,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	require.Contains(t, opts, GuestinfoUserdata)
 	assert.Empty(t, opts[GuestinfoUserdata])
 	assert.Empty(t, opts[GuestinfoUserdataEncoding])
-	assert.True(t, f.h.toDelete.Has(args.WorkerName))
+	assert.True(t, isMarked(f.h, args.WorkerName))
 	assert.Empty(t, f.h.userdata.snapshot())
 }
 
@@ -156,5 +156,5 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	s := optionValues(scrub.ExtraConfig)
 	require.Contains(t, s, GuestinfoUserdata)
 	assert.Empty(t, s[GuestinfoUserdata])
-	assert.True(t, e.h.toDelete.Has("worker-c"))
+	assert.True(t, isMarked(e.h, "worker-c"))
 }
