@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -131,7 +132,7 @@ type ftOpts struct {
 	// client, when set, builds a dedicated client with this change.
 	client func(*vcenter.Config)
 	// metrics, when set, is the hatchery's Metrics.
-	metrics *vsphere.Metrics
+	metrics *metrics.Metrics
 	// wrap, when set, wraps the client the hatchery calls (the inventory
 	// keeps the plain one).
 	wrap func(vcenter.Port) vcenter.Port

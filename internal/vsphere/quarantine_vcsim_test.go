@@ -26,6 +26,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -75,7 +76,7 @@ func qtClones(env *vcsimtest.Env, template string) int {
 }
 
 // qtGauge scrapes quarantined_templates from m.
-func qtGauge(t *testing.T, m *vsphere.Metrics) float64 {
+func qtGauge(t *testing.T, m *metrics.Metrics) float64 {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/mon/metrics", nil))
@@ -114,7 +115,7 @@ func qtStatus(r *ftRig) []sdk.MonitoringStatusLine {
 // probe lifts the quarantine.
 func TestQuarantineBrokenTemplate(t *testing.T) {
 	vsphere.FaultsShortenReadiness(t, 200*time.Millisecond)
-	m, err := vsphere.NewMetrics(ftHatchery)
+	m, err := metrics.New(ftHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	r := ftStart(t, ftOpts{mode: ftListing, metrics: m, env: vcsimtest.Options{
