@@ -1,4 +1,4 @@
-package vsphere
+package cloudinit
 
 import (
 	"encoding/base64"
@@ -6,15 +6,17 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
 
 func TestCloudInitNetwork(t *testing.T) {
 	t.Parallel()
-	nw, err := cloudInitNetwork(nil)
+	nw, err := NetworkConfig(nil)
 	require.NoError(t, err)
 	assert.Nil(t, nw, "no IP plan: no network config, cloud-init uses DHCP")
 
-	nw, err = cloudInitNetwork(&ipLease{IP: "10.1.2.3", SubnetMask: "255.255.252.0"})
+	nw, err = NetworkConfig(&Address{IP: "10.1.2.3", SubnetMask: "255.255.252.0"})
 	require.NoError(t, err)
 	require.Len(t, nw.Ethernets, 1)
 	eth := nw.Ethernets["nic0"]
@@ -24,7 +26,7 @@ func TestCloudInitNetwork(t *testing.T) {
 	assert.Nil(t, eth.Nameservers)
 
 	for _, mask := range []string{"255.0.255.0", "not-a-mask", "ffff::"} {
-		_, err := cloudInitNetwork(&ipLease{IP: "10.1.2.3", SubnetMask: mask})
+		_, err := NetworkConfig(&Address{IP: "10.1.2.3", SubnetMask: mask})
 		assert.Error(t, err, mask)
 	}
 }
@@ -34,14 +36,14 @@ func TestCloudInitNetwork(t *testing.T) {
 func TestCloudInitUserdataRoundTrip(t *testing.T) {
 	t.Parallel()
 	script := "echo \"it's $HOME\"\n./worker --name='w 1' \\\n  --x=`date`"
-	opts, err := cloudInitOptions("w-1-abc", "w-1", nil, cloudInitBoot{script: script, cdsConfig: "Q0RT"})
+	opts, err := Options("w-1-abc", "w-1", nil, Boot{Script: script, CDSConfig: "Q0RT"})
 	require.NoError(t, err)
-	v := optionValues(opts)
+	v := Guestinfo(opts)
 	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])
 	require.NoError(t, err)
-	meta, err := ParseCloudInitMetadata(md)
+	meta, err := ParseMetadata(md)
 	require.NoError(t, err)
-	assert.Equal(t, CloudInitMetadata{InstanceID: "w-1-abc", LocalHostname: "w-1"}, meta)
+	assert.Equal(t, Metadata{InstanceID: "w-1-abc", LocalHostname: "w-1"}, meta)
 	ud, err := DecodeGuestinfo(v[GuestinfoUserdata], v[GuestinfoUserdataEncoding])
 	require.NoError(t, err)
 	cc, err := ParseCloudConfig(ud)
@@ -68,6 +70,35 @@ func TestDecodeGuestinfo(t *testing.T) {
 	assert.Error(t, err)
 	_, err = ParseCloudConfig([]byte(`{"runcmd":[]}`))
 	assert.Error(t, err, "no #cloud-config header")
-	_, err = ParseCloudInitMetadata([]byte(`{"instance-id":"i"}`))
+	_, err = ParseMetadata([]byte(`{"instance-id":"i"}`))
 	assert.Error(t, err, "no local-hostname")
+}
+
+// TestUserdataCloudInitSchema: the userdata of a worker, with a static
+// address and a script full of shell quoting, is a cloud-config that
+// cloud-init's own `cloud-init schema` accepts, and the metadata's network
+// config carries the address, route and name servers.
+func TestUserdataCloudInitSchema(t *testing.T) {
+	t.Parallel()
+	addr := &Address{IP: "192.168.88.10", Gateway: "192.168.88.1", SubnetMask: "255.255.255.0", DNS: []string{"192.168.88.2"}}
+	script := "echo prestart\n./worker --name='w 1' \"$HOME\"\nshutdown -h now"
+	opts, err := Options("w-1-abc", "w-1", addr, Boot{Script: script, CDSConfig: "Q0RT"})
+	require.NoError(t, err)
+	v := Guestinfo(opts)
+	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	meta, err := ParseMetadata(md)
+	require.NoError(t, err)
+	require.NotNil(t, meta.Network)
+	eth := meta.Network.Ethernets["nic0"]
+	assert.Equal(t, []string{"192.168.88.10/24"}, eth.Addresses)
+	assert.Equal(t, []Route{{To: "0.0.0.0/0", Via: "192.168.88.1"}}, eth.Routes)
+	require.NotNil(t, eth.Nameservers)
+	assert.Equal(t, []string{"192.168.88.2"}, eth.Nameservers.Addresses)
+
+	ud, err := DecodeGuestinfo(v[GuestinfoUserdata], v[GuestinfoUserdataEncoding])
+	require.NoError(t, err)
+	_, err = ParseCloudConfig(ud)
+	require.NoError(t, err)
+	testutil.CheckCloudConfig(t, ud)
 }
