@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
@@ -31,6 +32,20 @@ func TestCloudInitNetwork(t *testing.T) {
 	}
 }
 
+// decodeOptions reads back the metadata and the raw userdata of the
+// guestinfo options opts, as cloud-init does.
+func decodeOptions(t *testing.T, opts []types.BaseOptionValue) (Metadata, []byte) {
+	t.Helper()
+	v := Guestinfo(opts)
+	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	meta, err := ParseMetadata(md)
+	require.NoError(t, err)
+	ud, err := DecodeGuestinfo(v[GuestinfoUserdata], v[GuestinfoUserdataEncoding])
+	require.NoError(t, err)
+	return meta, ud
+}
+
 // TestCloudInitUserdataRoundTrip: a script with quotes, dollars and
 // newlines comes back byte for byte from the encoded guestinfo.
 func TestCloudInitUserdataRoundTrip(t *testing.T) {
@@ -38,14 +53,8 @@ func TestCloudInitUserdataRoundTrip(t *testing.T) {
 	script := "echo \"it's $HOME\"\n./worker --name='w 1' \\\n  --x=`date`"
 	opts, err := Options("w-1-abc", "w-1", nil, Boot{Script: script, CDSConfig: "Q0RT"})
 	require.NoError(t, err)
-	v := Guestinfo(opts)
-	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])
-	require.NoError(t, err)
-	meta, err := ParseMetadata(md)
-	require.NoError(t, err)
+	meta, ud := decodeOptions(t, opts)
 	assert.Equal(t, Metadata{InstanceID: "w-1-abc", LocalHostname: "w-1"}, meta)
-	ud, err := DecodeGuestinfo(v[GuestinfoUserdata], v[GuestinfoUserdataEncoding])
-	require.NoError(t, err)
 	cc, err := ParseCloudConfig(ud)
 	require.NoError(t, err)
 	require.Len(t, cc.WriteFiles, 2)
@@ -84,11 +93,7 @@ func TestUserdataCloudInitSchema(t *testing.T) {
 	script := "echo prestart\n./worker --name='w 1' \"$HOME\"\nshutdown -h now"
 	opts, err := Options("w-1-abc", "w-1", addr, Boot{Script: script, CDSConfig: "Q0RT"})
 	require.NoError(t, err)
-	v := Guestinfo(opts)
-	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])
-	require.NoError(t, err)
-	meta, err := ParseMetadata(md)
-	require.NoError(t, err)
+	meta, ud := decodeOptions(t, opts)
 	require.NotNil(t, meta.Network)
 	eth := meta.Network.Ethernets["nic0"]
 	assert.Equal(t, []string{"192.168.88.10/24"}, eth.Addresses)
@@ -96,8 +101,6 @@ func TestUserdataCloudInitSchema(t *testing.T) {
 	require.NotNil(t, eth.Nameservers)
 	assert.Equal(t, []string{"192.168.88.2"}, eth.Nameservers.Addresses)
 
-	ud, err := DecodeGuestinfo(v[GuestinfoUserdata], v[GuestinfoUserdataEncoding])
-	require.NoError(t, err)
 	_, err = ParseCloudConfig(ud)
 	require.NoError(t, err)
 	testutil.CheckCloudConfig(t, ud)
