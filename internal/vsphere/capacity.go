@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -14,209 +15,31 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// reservationTTL bounds how long the footprint of a spawn in flight is
-// counted when releaseCapacity never comes (the framework decided not to
-// spawn after all, or a spawn goroutine was lost). It is longer than a
-// clone plus the readiness waits of a spawn, so a slow spawn keeps its
-// reservation until its VM is powered on and visible.
-const reservationTTL = 10 * time.Minute
+// This file is the hatchery's glue to internal/capacity: it reads the
+// inventory and the resource pool (capacity_pool.go), turns them into the
+// package's inputs, calls it, logs one line per decision and meters the
+// refusals. The decisions and the reservations of spawns in flight are
+// internal/capacity's.
 
-// reservation is the footprint CanAllocateResources reserved for a job
-// until the job's VM is visible powered on in the inventory, or released.
-type reservation struct {
-	jobID   string
-	model   string
-	flavor  string
-	fp      footprint
-	created time.Time
-	// released is 0 while the spawn is in flight, else the generation of
-	// its release; releasedAt is when. seen is the generation at which a
-	// decision's snapshot first showed the job's VM powered on (0 never).
-	released   uint64
-	releasedAt time.Time
-	seen       uint64
-}
+// HeadroomUnlimited is the headroom of a flavor nothing limits: no static
+// limit is configured and the resource pool could not be read.
+const HeadroomUnlimited = capacity.HeadroomUnlimited
 
-// capacityState tracks the footprint of spawns in flight (docs/design.md#allocated) and
-// the resource pool's health. Its mutex guards in-memory state only and is
-// never held across a vCenter call: decisions read the inventory and the
-// pool first, then lock, decide and reserve.
-//
-// A spawn is counted through its reservation until a decision's inventory
-// snapshot shows its VM powered on, then through the VM. A released
-// reservation (a "tombstone") can still be needed, because a snapshot may
-// not show the VM the spawn just powered on:
-//   - a decision that began (took the generation) before the release may
-//     have read the inventory before the VM was there: it counts the
-//     tombstone. Every release bumps the generation.
-//   - the shared inventory shows a write only after its next refresh: a
-//     tombstone is also counted for a grace period after its release
-//     (releaseGrace), unless the snapshot shows the VM.
-//
-// A tombstone is forgotten once no running decision began before its
-// release and either its grace is over or a snapshot showed its VM (later
-// snapshots show it too, or show it stopped). So a spawn is counted once,
-// never zero times (no overshoot); twice at most while one decision runs;
-// a failed spawn holds its footprint for the grace period at most.
+// capacityState is the hatchery's capacity state: the ledger of spawns in
+// flight and the resource pool's handle and health. mu guards the pool
+// fields only (the ledger has its own lock) and is never held across a
+// vCenter call.
 type capacityState struct {
-	mu     sync.Mutex
-	gen    uint64
-	active map[uint64]int // generation at begin → decisions running
-	res    []*reservation // in creation order
+	ledger *capacity.Ledger
 
+	mu         sync.Mutex
 	pool       *types.ManagedObjectReference // looked up once, dropped when a read fails
 	poolHealth poolHealth
-	lastPool   poolSnapshot // the last read, for status lines (no round trip)
+	lastPool   capacity.Pool // the last read, for status lines (no round trip)
 }
 
 func newCapacityState() *capacityState {
-	return &capacityState{active: map[uint64]int{}}
-}
-
-// begin registers a decision about to read the inventory.
-func (s *capacityState) begin() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	g := s.gen
-	s.active[g]++
-	return g
-}
-
-// end unregisters a decision started at generation g.
-func (s *capacityState) end(g uint64, now time.Time, grace time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.active[g]--; s.active[g] <= 0 {
-		delete(s.active, g)
-	}
-	s.gcLocked(now, grace)
-}
-
-// gcLocked forgets released reservations no running decision needs.
-func (s *capacityState) gcLocked(now time.Time, grace time.Duration) {
-	oldest, found := uint64(0), false
-	for g := range s.active {
-		if !found || g < oldest {
-			oldest, found = g, true
-		}
-	}
-	kept := s.res[:0]
-	for _, r := range s.res {
-		if r.released != 0 && (!found || r.released <= oldest) &&
-			(!now.Before(r.releasedAt.Add(grace)) || (r.seen != 0 && (!found || r.seen <= oldest))) {
-			continue
-		}
-		kept = append(kept, r)
-	}
-	clear(s.res[len(kept):])
-	s.res = kept
-}
-
-// expireLocked drops the in-flight reservations older than reservationTTL
-// and returns them for logging.
-func (s *capacityState) expireLocked(now time.Time) []reservation {
-	var expired []reservation
-	kept := s.res[:0]
-	for _, r := range s.res {
-		if r.released == 0 && !now.Before(r.created.Add(reservationTTL)) {
-			expired = append(expired, *r)
-			continue
-		}
-		kept = append(kept, r)
-	}
-	clear(s.res[len(kept):])
-	s.res = kept
-	return expired
-}
-
-// inFlightLocked sums the reservations a decision begun at generation g
-// must count at now: the in-flight ones and the tombstones it may not see
-// (released after g, or within grace of their release), in both cases
-// unless its snapshot shows the job's VM powered on (visible); excluding
-// jobID's own in-flight reservation (replaced if the decision allows).
-func (s *capacityState) inFlightLocked(g uint64, now time.Time, grace time.Duration, jobID string, visible map[string]bool) (footprint, int) {
-	var sum footprint
-	n := 0
-	for _, r := range s.res {
-		if r.jobID != "" && visible[r.jobID] {
-			if r.seen == 0 {
-				s.gen++
-				r.seen = s.gen
-			}
-			continue
-		}
-		if r.released != 0 && r.released <= g && !now.Before(r.releasedAt.Add(grace)) {
-			continue
-		}
-		if r.released == 0 && jobID != "" && r.jobID == jobID {
-			continue
-		}
-		sum = sum.add(r.fp)
-		n++
-	}
-	return sum, n
-}
-
-// reserveLocked records r, replacing an in-flight reservation of the same
-// job, and returns the record.
-func (s *capacityState) reserveLocked(r reservation) *reservation {
-	if r.jobID != "" {
-		for i, o := range s.res {
-			if o.released == 0 && o.jobID == r.jobID {
-				s.res[i] = &r
-				return &r
-			}
-		}
-	}
-	s.res = append(s.res, &r)
-	return &r
-}
-
-// dropReservation forgets r at once if it is still in flight: a
-// reservation given back before any spawn used it. No VM was cloned under
-// it, so no decision can miss one and no released-reservation grace
-// applies. It tells whether r was still held.
-func (s *capacityState) dropReservation(r *reservation) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, o := range s.res {
-		if o == r && o.released == 0 {
-			s.res = append(s.res[:i], s.res[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// drop forgets the in-flight reservation of jobID at once, without the
-// released reservation's grace: for a VM known to hold nothing any more
-// (a provisioned VM powered off). A decision whose snapshot still shows it
-// powered on counts it through the VM.
-func (s *capacityState) drop(jobID string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, r := range s.res {
-		if r.released == 0 && r.jobID == jobID {
-			s.res = append(s.res[:i], s.res[i+1:]...)
-			return true
-		}
-	}
-	return false
-}
-
-// release marks the oldest in-flight reservation of jobID released.
-func (s *capacityState) release(jobID string, now time.Time, grace time.Duration) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, r := range s.res {
-		if r.released == 0 && r.jobID == jobID {
-			s.gen++
-			r.released, r.releasedAt = s.gen, now
-			s.gcLocked(now, grace)
-			return true
-		}
-	}
-	return false
+	return &capacityState{ledger: capacity.NewLedger()}
 }
 
 // releaseGrace is how long a released reservation is still counted when
@@ -236,24 +59,68 @@ func (h *HatcheryVSphere) releaseGrace() time.Duration {
 	return 4 * every
 }
 
-// inFlightCountLocked returns the number of reservations not yet
-// released and their sum.
-func (s *capacityState) inFlightCountLocked() (int, footprint) {
-	n, sum := 0, footprint{}
-	for _, r := range s.res {
-		if r.released == 0 {
-			n++
-			sum = sum.add(r.fp)
+// beginCapacity registers a decision (or a report) about to read the
+// inventory: its generation, the release grace it uses, and the func that
+// ends it once decided.
+func (h *HatcheryVSphere) beginCapacity() (capacity.Generation, time.Duration, func()) {
+	l, grace := h.capacity.ledger, h.releaseGrace()
+	gen := l.Begin()
+	return gen, grace, func() { l.End(gen, h.now(), grace) }
+}
+
+// vmUsages is what the capacity decisions need of an inventory snapshot.
+func (h *HatcheryVSphere) vmUsages(vms []VM) []capacity.VMUsage {
+	out := make([]capacity.VMUsage, len(vms))
+	name := h.Name()
+	for i, v := range vms {
+		out[i] = capacity.VMUsage{
+			Name: v.Name, CPUs: int64(v.NumCPU), MemoryMB: int64(v.MemoryMB),
+			PoweredOn: v.PoweredOn(), Template: v.Template, Owned: v.OwnedBy(name),
+		}
+		if v.Annotation != nil {
+			out[i].JobID, out[i].Provisioning = v.Annotation.JobID, v.Annotation.Provisioning
 		}
 	}
-	return n, sum
+	return out
+}
+
+// capacityFlavor is f as the capacity decisions take it (nil for nil).
+func capacityFlavor(f *config.Flavor) *capacity.Flavor {
+	if f == nil {
+		return nil
+	}
+	return &capacity.Flavor{Name: f.Name, CPUs: int64(f.CPUs), MemoryMB: f.MemoryMB}
+}
+
+// capacityFlavors is flavors as the capacity decisions take them.
+func capacityFlavors(flavors []config.Flavor) []capacity.Flavor {
+	out := make([]capacity.Flavor, len(flavors))
+	for i := range flavors {
+		out[i] = *capacityFlavor(&flavors[i])
+	}
+	return out
+}
+
+// templateCandidates are the names of the template a worker of model is
+// cloned from, best first: V2 the spec's image; V1 the model's own template
+// (named after the model, docs/design.md#v1-models), then the base image it is built from.
+func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
+	var names []string
+	if model.ModelV1 != nil && model.ModelV1.Name != "" {
+		names = append(names, model.ModelV1.Name)
+	}
+	if img := model.GetVSphereImage(); img != "" {
+		names = append(names, img)
+	}
+	return names
 }
 
 // CanAllocateResources tells whether the next worker fits now; see
 // allocate. When it answers true it has
 // reserved the worker's footprint under jobID until releaseCapacity(jobID),
-// or reservationTTL. The framework calls AllocateResources instead, which
-// hands the reservation over so that it is released when no spawn follows.
+// or capacity.ReservationTTL. The framework calls AllocateResources
+// instead, which hands the reservation over so that it is released when no
+// spawn follows.
 func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
 	d, _, err := h.allocate(ctx, model, jobID, requirements)
 	if err != nil {
@@ -278,106 +145,109 @@ func (h *HatcheryVSphere) AllocateResources(ctx context.Context, model sdk.Worke
 	case r == nil:
 		return nil, nil
 	}
-	return &heldReservation{s: h.capacity, r: r}, nil
+	return &heldReservation{l: h.capacity.ledger, r: r}, nil
 }
 
 // heldReservation is a footprint AllocateResources reserved, as the
 // framework holds it.
 type heldReservation struct {
-	s *capacityState
-	r *reservation
+	l *capacity.Ledger
+	r *capacity.Reservation
 }
 
 // Release implements hatchery.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
 // it does nothing.
-func (r *heldReservation) Release(hatchery.Reason) { r.s.dropReservation(r.r) }
+func (r *heldReservation) Release(hatchery.Reason) { r.l.GiveBack(r.r) }
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the
 // number of reservations not yet released, their vCPUs and their memory
 // (MB). A spawn that ended is not included, even while decisions still
 // count its VM through its released reservation.
 func (h *HatcheryVSphere) ReservedFootprint() (n int, cpus, memoryMB int64) {
-	h.capacity.mu.Lock()
-	defer h.capacity.mu.Unlock()
-	n, fp := h.capacity.inFlightCountLocked()
+	n, fp := h.capacity.ledger.Held()
 	return n, fp.CPUs, fp.MemoryMB
 }
 
-// refusalOf is the typed refusal of a refusing decision.
-func refusalOf(d capacityDecision) *hatchery.Refusal {
+// refusalOf is the typed refusal of a refusing decision: its code, and
+// which check refused as the detail.
+func refusalOf(d capacity.Decision) *hatchery.Refusal {
 	code := hatchery.ReasonCapacity
-	if res, ok := refusedResource(d); ok {
-		switch res {
-		case CapacityCPU:
-			code = hatchery.ReasonCapacityCPU
-		case CapacityMemory:
-			code = hatchery.ReasonCapacityMemory
-		}
+	if d.Reason != "" {
+		code = d.Reason.Code()
 	}
-	return &hatchery.Refusal{Reason: code, Detail: d.Reason}
+	return &hatchery.Refusal{Reason: code, Detail: d.Detail}
 }
 
 // allocate is the capacity decision for the next worker of model
 // (docs/flavors-and-capacity.md). The next worker's footprint is its flavor's,
 // else its template's hardware; an unknown footprint is allowed while the
-// static limits still have room. The resource pool (when readable),
-// maxCpus, maxMemoryMB and the starvation reserve of
-// countSmallerFlavorToKeep are checked against this hatchery's powered-on
-// VMs plus the spawns in flight. When allowed with a known footprint it
-// has reserved it under jobID and returns the reservation.
+// static limits still have room. capacity.Decide checks the resource pool
+// (when readable), maxCpus, maxMemoryMB and the starvation reserve of
+// countSmallerFlavorToKeep against this hatchery's powered-on VMs plus the
+// spawns in flight. When allowed with a known footprint it has reserved it
+// under jobID and returns the reservation.
 //
 // An unknown flavor is allowed, without a reservation: SpawnWorker then
 // fails with the *UnknownFlavorError, which the framework reports to the
 // job (an error here would only keep the job queued silently).
 // Only an unreadable inventory is an error.
-func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacityDecision, *reservation, error) {
+func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, error) {
 	flavor, err := h.resolveFlavor(model, requirements)
 	if err != nil {
+		d := capacity.Allow(capacity.DetailUnknownFlavor)
 		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, h.cfg.DefaultFlavor),
-			logkey.Job, jobID, "allowed", true, logkey.Reason, reasonUnknownFlavor, logkey.Err, err)
-		return capacityDecision{Allowed: true, Reason: reasonUnknownFlavor}, nil, nil
+			logkey.Job, jobID, "allowed", true, logkey.Detail, d.Detail, logkey.Err, err)
+		return d, nil, nil
 	}
 	flavorName := ""
 	if flavor != nil {
 		flavorName = flavor.Name
 	}
 
-	s := h.capacity
-	grace := h.releaseGrace()
-	gen := s.begin()
-	defer func() { s.end(gen, h.now(), grace) }()
+	l := h.capacity.ledger
+	gen, grace, end := h.beginCapacity()
+	defer end()
 
 	// vCenter reads first, without the lock.
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
+		d := capacity.Refuse(capacity.ReasonInventory, capacity.DetailInventoryUnusable)
 		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
-			"allowed", false, logkey.Reason, reasonInventoryUnusable, logkey.Err, err)
-		return capacityDecision{Reason: reasonInventoryUnusable}, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
+			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
+		return d, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
-	usage := countAllocatedResources(vms, h.Name())
-	in := capacityInput{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
+	usages := h.vmUsages(vms)
+	in := capacity.Input{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
 	var footprintErr error
 	if flavor != nil {
-		in.Next, in.Known = flavorFootprint(*flavor), true
-	} else if fp, ferr := templateFootprint(vms, model); ferr == nil {
+		in.Next, in.Known = capacityFlavor(flavor).Footprint(), true
+	} else if fp, ok := capacity.TemplateFootprint(usages, templateCandidates(model)); ok {
 		in.Next, in.Known = fp, true
 	} else {
-		footprintErr = ferr
+		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), templateCandidates(model))
 	}
-	var smaller *config.Flavor
-	in.Reserve, smaller = starvationReserve(h.cfg.Flavors, flavor, h.cfg.CountSmallerFlavorToKeep)
+	var smaller *capacity.Flavor
+	in.Reserve, smaller = capacity.StarvationReserve(capacityFlavors(h.cfg.Flavors), capacityFlavor(flavor), h.cfg.CountSmallerFlavorToKeep)
 	in.Pool = h.readPool(ctx)
 
 	// Then decide and reserve atomically.
-	in, d, n, held := h.decideAndReserve(gen, grace, usage, in, reservation{jobID: jobID, model: model.GetName(), flavor: flavorName})
+	o := l.Decide(gen, h.now(), grace, capacity.Count(usages), in,
+		capacity.Reservation{Key: jobID, Model: model.GetName(), Flavor: flavorName})
+	h.logExpired(o.Expired)
+	in, d := o.Input, o.Decision
 	attrs := []any{
-		"model", model.GetName(), "flavor", flavorName, "job", jobID, "allowed", d.Allowed, "reason", d.Reason,
+		logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID, "allowed", d.Allowed,
+	}
+	if !d.Allowed {
+		attrs = append(attrs, logkey.Reason, d.Reason)
+	}
+	attrs = append(attrs, logkey.Detail, d.Detail,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
 		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
-		"inflight", n, "inflight_cpus", in.InFlight.CPUs, "inflight_memory_mb", in.InFlight.MemoryMB,
+		"inflight", o.Counted, "inflight_cpus", in.InFlight.CPUs, "inflight_memory_mb", in.InFlight.MemoryMB,
 		"pool_readable", in.Pool.Readable,
-	}
+	)
 	if in.Pool.Readable {
 		attrs = append(attrs, "pool_unreserved_memory_mb", in.Pool.UnreservedMemoryBytes>>20, "pool_unreserved_cpu_mhz", in.Pool.UnreservedCPUMHz)
 	}
@@ -391,64 +261,197 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 	if r, ok := refusedResource(d); ok {
 		h.metrics.CapacityRefused(r)
 	}
-	return d, held, nil
+	return d, o.Held, nil
 }
 
 // refusedResource tells which resource a refusing decision found
-// exhausted; false when d allowed the worker.
-func refusedResource(d capacityDecision) (CapacityResource, bool) {
+// exhausted; false when d allowed the worker or refused for no resource.
+func refusedResource(d capacity.Decision) (CapacityResource, bool) {
 	switch {
 	case d.Allowed:
 		return "", false
-	case d.Reason == reasonPoolCPU || d.Reason == reasonCPULimit || d.Reason == reasonCPUStarvation:
+	case d.Reason == capacity.ReasonCPU:
 		return CapacityCPU, true
-	case d.Reason == reasonPoolMemory || d.Reason == reasonMemoryLimit || d.Reason == reasonMemoryStarvation:
+	case d.Reason == capacity.ReasonMemory:
 		return CapacityMemory, true
 	}
 	return "", false
 }
 
-// decideAndReserve is the atomic part of a capacity decision begun at
-// generation gen (capacityState.begin, before the inventory was read): under
-// the state's lock it drops expired reservations, adds the spawns in flight
-// to usage, decides on in and, when allowed with a known footprint,
-// reserves in.Next under r.jobID (r's model and flavor are for logs). It
-// returns in completed with Used and InFlight, the decision, how many
-// reservations were counted in flight and the reservation made (nil when
-// none).
-func (h *HatcheryVSphere) decideAndReserve(gen uint64, grace time.Duration, usage vmUsage, in capacityInput, r reservation) (capacityInput, capacityDecision, int, *reservation) {
-	s := h.capacity
+// logExpired logs the in-flight reservations the ledger dropped for their
+// age.
+func (h *HatcheryVSphere) logExpired(expired []capacity.Reservation) {
 	now := h.now()
-	s.mu.Lock()
-	expired := s.expireLocked(now)
-	inflight, n := s.inFlightLocked(gen, now, grace, r.jobID, usage.jobs)
-	in.Used = usage.footprint.add(inflight)
-	in.InFlight = inflight
-	d := decideCapacity(in)
-	var held *reservation
-	if d.Allowed && in.Known {
-		r.fp, r.created = in.Next, now
-		held = s.reserveLocked(r)
-	}
-	s.mu.Unlock()
-	h.logExpired(expired, now)
-	return in, d, n, held
-}
-
-// logExpired logs the in-flight reservations expireLocked dropped.
-func (h *HatcheryVSphere) logExpired(expired []reservation, now time.Time) {
 	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", logkey.Job, r.jobID, logkey.Model, r.model, logkey.Flavor, r.flavor,
-			"cpus", r.fp.CPUs, "memory_mb", r.fp.MemoryMB, "age", now.Sub(r.created).String())
+		h.log.Warn("in-flight capacity reservation expired", logkey.Job, r.Key, logkey.Model, r.Model, logkey.Flavor, r.Flavor,
+			"cpus", r.Footprint.CPUs, "memory_mb", r.Footprint.MemoryMB, "age", now.Sub(r.Created).String())
 	}
 }
 
-// releaseCapacity drops the in-flight reservation of jobID; SpawnWorker calls
+// releaseCapacity ends the in-flight reservation of jobID; SpawnWorker calls
 // it (deferred) when the spawn ends, after the inventory was invalidated for
 // the VM it powered on (so the VM is then visible), or the spawn failed.
 // Releasing a job without a reservation does nothing.
 func (h *HatcheryVSphere) releaseCapacity(jobID string) {
-	if h.capacity.release(jobID, h.now(), h.releaseGrace()) {
+	if h.capacity.ledger.Release(jobID, h.now(), h.releaseGrace()) {
 		h.log.Debug("in-flight capacity reservation released", logkey.Job, jobID)
 	}
+}
+
+// provisionReservationKey is the in-flight reservation key of a
+// provisioning clone (its VM has no job).
+func provisionReservationKey(name string) string { return capacity.ProvisionKey(name) }
+
+// reserveProvisioning decides whether one more warm-pool VM fits the static
+// limits (maxCpus, maxMemoryMB, with the starvation reserve of
+// countSmallerFlavorToKeep) and, when it does, reserves its footprint under
+// provisionReservationKey(name). A provisioned VM is powered on from its
+// clone until it has its IP: meanwhile it takes capacity as a worker does,
+// and spawns count it. Without a static limit there is nothing to
+// overshoot: it allows without reading anything. The resource pool
+// is not read: vCenter refuses a power-on the pool cannot hold, and a
+// refused provisioning only waits for the next pass.
+//
+// The caller ends the reservation: dropProvisioning once the VM is powered
+// off, releaseCapacity(provisionReservationKey(name)) on failure (the VM may
+// stay powered on until cleanup destroys it).
+func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, t provisionTask) (capacity.Decision, error) {
+	if h.cfg.MaxCPUs <= 0 && h.cfg.MaxMemoryMB <= 0 {
+		return capacity.Allow(capacity.DetailNoStaticLimit), nil
+	}
+	l := h.capacity.ledger
+	gen, grace, end := h.beginCapacity()
+	defer end()
+
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return capacity.Decision{}, fmt.Errorf("provisioning capacity for vm %q: list vms: %w", name, err)
+	}
+	usages := h.vmUsages(vms)
+	in := capacity.Input{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
+	if t.flavor != nil {
+		in.Next, in.Known = capacityFlavor(t.flavor).Footprint(), true
+	} else {
+		in.Next, in.Known = capacity.TemplateFootprint(usages, []string{t.template})
+	}
+	in.Reserve, _ = capacity.StarvationReserve(capacityFlavors(h.cfg.Flavors), capacityFlavor(t.flavor), h.cfg.CountSmallerFlavorToKeep)
+
+	o := l.Decide(gen, h.now(), grace, capacity.Count(usages), in,
+		capacity.Reservation{Key: provisionReservationKey(name), Model: t.key.model, Flavor: t.key.flavor})
+	h.logExpired(o.Expired)
+	in, d := o.Input, o.Decision
+	h.log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor,
+		"allowed", d.Allowed, logkey.Reason, d.Reason, logkey.Detail, d.Detail, "known_footprint", in.Known,
+		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
+		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
+		"inflight", o.Counted)
+	return d, nil
+}
+
+// dropProvisioning ends the reservation of a provisioned VM now powered
+// off: it holds no capacity any more.
+func (h *HatcheryVSphere) dropProvisioning(name string) {
+	h.capacity.ledger.Drop(provisionReservationKey(name))
+}
+
+// CapacityUsage is a snapshot of what this hatchery has allocated against
+// its limits (for /mon/status and metrics).
+type CapacityUsage struct {
+	// CPUs and MemoryMB are this hatchery's powered-on VMs (not templates)
+	// plus the spawns in flight the inventory does not show yet.
+	CPUs     int64
+	MemoryMB int64
+	// VMs is the number of powered-on VMs counted.
+	VMs int
+	// InFlight is the number of spawns holding a reservation (not yet
+	// released); InFlightCPUs and InFlightMemoryMB are their footprint.
+	InFlight         int
+	InFlightCPUs     int64
+	InFlightMemoryMB int64
+	// MaxCPUs and MaxMemoryMB are the static limits; 0 is unlimited.
+	MaxCPUs     int64
+	MaxMemoryMB int64
+	// PoolReadable tells whether the resource pool runtime was read; the
+	// two unreserved values are meaningful only then.
+	PoolReadable bool
+	// PoolNotRead is true while no reading was taken yet (status lines
+	// show the last reading and do not reach vCenter themselves).
+	PoolNotRead               bool
+	PoolUnreservedMemoryBytes int64
+	PoolUnreservedCPUMHz      int64
+	// PoolError and PoolUnreadableSince describe the outage when the pool
+	// is not readable.
+	PoolError           string
+	PoolUnreadableSince time.Time
+}
+
+// capacityView is one consistent read for reporting: inventory and pool
+// read without the lock, reservations summed under it.
+type capacityView struct {
+	usage CapacityUsage
+	in    capacity.Input // Next, Known and Reserve left for the caller
+}
+
+func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, error) {
+	return h.readCapacityViewPool(ctx, h.readPool)
+}
+
+// readCapacityViewPool is readCapacityView with the pool read given: live
+// (readPool) for decisions, the last reading (lastPool) for status lines.
+func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool func(context.Context) capacity.Pool) (capacityView, error) {
+	l := h.capacity.ledger
+	gen, grace, end := h.beginCapacity()
+	defer end()
+	vms, err := h.inv.VMs(ctx)
+	if err != nil {
+		return capacityView{}, fmt.Errorf("read capacity: list vms: %w", err)
+	}
+	vmUse := capacity.Count(h.vmUsages(vms))
+	pool := readPool(ctx)
+
+	lv := l.View(gen, h.now(), grace, vmUse)
+	h.logExpired(lv.Expired)
+	h.capacity.mu.Lock()
+	health := h.capacity.poolHealth
+	h.capacity.mu.Unlock()
+
+	used := vmUse.Footprint.Add(lv.InFlight)
+	v := capacityView{
+		usage: CapacityUsage{
+			CPUs: used.CPUs, MemoryMB: used.MemoryMB, VMs: vmUse.VMs,
+			InFlight: lv.Held, InFlightCPUs: lv.HeldFootprint.CPUs, InFlightMemoryMB: lv.HeldFootprint.MemoryMB,
+			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,
+			PoolReadable: pool.Readable, PoolNotRead: !pool.Read, PoolUnreservedMemoryBytes: pool.UnreservedMemoryBytes, PoolUnreservedCPUMHz: pool.UnreservedCPUMHz,
+		},
+		in: capacity.Input{
+			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,
+			Used: used, InFlight: lv.InFlight, Pool: pool,
+		},
+	}
+	if !pool.Readable && health.down {
+		v.usage.PoolError, v.usage.PoolUnreadableSince = health.err, health.since
+	}
+	return v, nil
+}
+
+// CapacityUsage reads what this hatchery has allocated now: one inventory
+// read and one resource pool read, no reservation made.
+func (h *HatcheryVSphere) CapacityUsage(ctx context.Context) (CapacityUsage, error) {
+	v, err := h.readCapacityView(ctx)
+	return v.usage, err
+}
+
+// FlavorHeadroom returns, for every configured flavor (lower-case name),
+// how many more workers of that flavor CanAllocateResources would let
+// through right now, one after the other: static limits, resource pool
+// memory and CPU, starvation reserve. HeadroomUnlimited means nothing
+// limits it. The framework's maxWorker count is not part of it. It reads
+// the inventory and the pool once (the inventory's pool reading when it has
+// a recent one: reportPool) and reserves nothing.
+func (h *HatcheryVSphere) FlavorHeadroom(ctx context.Context) (map[string]int, error) {
+	v, err := h.readCapacityViewPool(ctx, h.reportPool)
+	if err != nil {
+		return nil, err
+	}
+	return capacity.Headroom(v.in, capacityFlavors(h.cfg.Flavors), h.cfg.CountSmallerFlavorToKeep), nil
 }

@@ -6,6 +6,7 @@ package vsphere
 import (
 	"context"
 	"encoding/json"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"log/slog"
 	"strings"
 	"sync"
@@ -206,4 +207,16 @@ func capV2(jobFlavor string) sdk.WorkerStarterWorkerModel {
 		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},
 		JobFlavor:   jobFlavor,
 	}
+}
+
+// capCode is the refusal code a capacity decision line with detail carries
+// under the reason key: nil for an allowing decision (no code).
+func capCode(detail string) any {
+	switch detail {
+	case capacity.DetailPoolCPU, capacity.DetailCPULimit, capacity.DetailCPUStarvation:
+		return "capacity-cpu"
+	case capacity.DetailPoolMemory, capacity.DetailMemoryLimit, capacity.DetailMemoryStarvation:
+		return "capacity-memory"
+	}
+	return nil
 }

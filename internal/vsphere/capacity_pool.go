@@ -6,20 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-// poolSnapshot is one read of the resource pool's runtime.
-type poolSnapshot struct {
-	Readable bool
-	// UnreservedMemoryBytes is runtime.memory.unreservedForVm (bytes).
-	UnreservedMemoryBytes int64
-	// UnreservedCPUMHz is runtime.cpu.unreservedForVm (MHz).
-	UnreservedCPUMHz int64
-	// Read is true for a reading taken (readable or not), false for none yet.
-	Read bool
-}
 
 // poolHealth is the resource pool's readability as last seen: an outage is
 // logged once when it starts and once when it ends, never per job.
@@ -33,11 +23,11 @@ type poolHealth struct {
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).
-func (h *HatcheryVSphere) readPool(ctx context.Context) poolSnapshot {
+func (h *HatcheryVSphere) readPool(ctx context.Context) capacity.Pool {
 	snap, err := h.poolRuntime(ctx)
 	if err != nil && ctx.Err() != nil {
 		// Our caller gave up (shutdown, deadline): not a pool outage.
-		return poolSnapshot{}
+		return capacity.Pool{}
 	}
 	h.notePoolHealth(err)
 	snap.Read = true
@@ -48,13 +38,13 @@ func (h *HatcheryVSphere) readPool(ctx context.Context) poolSnapshot {
 }
 
 // lastPool returns the last resource pool read without reaching vCenter.
-func (h *HatcheryVSphere) lastPool() poolSnapshot {
+func (h *HatcheryVSphere) lastPool() capacity.Pool {
 	h.capacity.mu.Lock()
 	defer h.capacity.mu.Unlock()
 	return h.capacity.lastPool
 }
 
-func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error) {
+func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error) {
 	s := h.capacity
 	s.mu.Lock()
 	pool := s.pool
@@ -62,10 +52,10 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error)
 	if pool == nil {
 		p, err := h.vs.LoadResourcePool(ctx)
 		if err != nil {
-			return poolSnapshot{}, fmt.Errorf("load resource pool: %w", err)
+			return capacity.Pool{}, fmt.Errorf("load resource pool: %w", err)
 		}
 		if p.Value == "" {
-			return poolSnapshot{}, errors.New("load resource pool: no pool returned")
+			return capacity.Pool{}, errors.New("load resource pool: no pool returned")
 		}
 		pool = &p
 		s.mu.Lock()
@@ -82,9 +72,9 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (poolSnapshot, error)
 			s.pool = nil // look it up again next time: it may have been moved or renamed
 		}
 		s.mu.Unlock()
-		return poolSnapshot{}, fmt.Errorf("read resource pool %s runtime: %w", poolRef(pool), err)
+		return capacity.Pool{}, fmt.Errorf("read resource pool %s runtime: %w", poolRef(pool), err)
 	}
-	return poolSnapshot{
+	return capacity.Pool{
 		Readable:              true,
 		UnreservedMemoryBytes: rt.Memory.UnreservedForVm,
 		UnreservedCPUMHz:      rt.Cpu.UnreservedForVm,
@@ -147,9 +137,9 @@ func (h *HatcheryVSphere) inventoryPoolRuntime() *types.ResourcePoolRuntimeInfo 
 
 // reportPool is the pool reading of reports: the inventory's when recent,
 // else a live read.
-func (h *HatcheryVSphere) reportPool(ctx context.Context) poolSnapshot {
+func (h *HatcheryVSphere) reportPool(ctx context.Context) capacity.Pool {
 	if rt := h.inventoryPoolRuntime(); rt != nil {
-		return poolSnapshot{Readable: true, Read: true, UnreservedMemoryBytes: rt.Memory.UnreservedForVm, UnreservedCPUMHz: rt.Cpu.UnreservedForVm}
+		return capacity.Pool{Readable: true, Read: true, UnreservedMemoryBytes: rt.Memory.UnreservedForVm, UnreservedCPUMHz: rt.Cpu.UnreservedForVm}
 	}
 	return h.readPool(ctx)
 }

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -47,25 +48,25 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 		steps       []step
 	}{
 		{name: "count-based only: resource pool is a safety net", maxWorker: 10, steps: []step{
-			{name: "many VMs, pool has room", used: capUsedVMs(30, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: reasonFits},
-			{name: "pool memory short", poolMemMB: 16383, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: reasonPoolMemory},
-			{name: "pool memory exact", poolMemMB: 16384, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: reasonFits},
-			{name: "pool cpu exhausted", poolMemMB: 64 << 10, poolCPUMHz: 0, flavor: "small", want: false, wantReason: reasonPoolCPU},
+			{name: "many VMs, pool has room", used: capUsedVMs(30, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: capacity.DetailFits},
+			{name: "pool memory short", poolMemMB: 16383, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: capacity.DetailPoolMemory},
+			{name: "pool memory exact", poolMemMB: 16384, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: capacity.DetailFits},
+			{name: "pool cpu exhausted", poolMemMB: 64 << 10, poolCPUMHz: 0, flavor: "small", want: false, wantReason: capacity.DetailPoolCPU},
 		}},
 		{name: "resource pool only", maxWorker: 0, steps: []step{
-			{name: "pool has room", used: capUsedVMs(100, 2, 4096), poolMemMB: 8192, poolCPUMHz: 1, flavor: "medium", want: true, wantReason: reasonFits},
-			{name: "pool memory short", poolMemMB: 8191, poolCPUMHz: 1, flavor: "medium", want: false, wantReason: reasonPoolMemory},
+			{name: "pool has room", used: capUsedVMs(100, 2, 4096), poolMemMB: 8192, poolCPUMHz: 1, flavor: "medium", want: true, wantReason: capacity.DetailFits},
+			{name: "pool memory short", poolMemMB: 8191, poolCPUMHz: 1, flavor: "medium", want: false, wantReason: capacity.DetailPoolMemory},
 		}},
 		{name: "resource-based: static limits and pool", maxWorker: 0, maxCPUs: 16, maxMemoryMB: 32768, steps: []step{
-			{name: "fits both", used: capUsedVMs(1, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: reasonFits},
-			{name: "cpu limit", used: capUsedVMs(1, 10, 4096), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: reasonCPULimit},
-			{name: "memory limit", used: capUsedVMs(1, 2, 20000), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: reasonMemoryLimit},
-			{name: "pool refuses although static limits fit", used: nil, poolMemMB: 8192, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: reasonPoolMemory},
+			{name: "fits both", used: capUsedVMs(1, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: capacity.DetailFits},
+			{name: "cpu limit", used: capUsedVMs(1, 10, 4096), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: capacity.DetailCPULimit},
+			{name: "memory limit", used: capUsedVMs(1, 2, 20000), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: capacity.DetailMemoryLimit},
+			{name: "pool refuses although static limits fit", used: nil, poolMemMB: 8192, poolCPUMHz: 4000, flavor: "large", want: false, wantReason: capacity.DetailPoolMemory},
 		}},
 		{name: "belt and suspenders", maxWorker: 20, maxCPUs: 64, maxMemoryMB: 131072, steps: []step{
-			{name: "fits", used: capUsedVMs(7, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: reasonFits},
-			{name: "cpu limit", used: capUsedVMs(8, 8, 8192), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "small", want: false, wantReason: reasonCPULimit},
-			{name: "pool guardrail", used: capUsedVMs(2, 8, 16384), poolMemMB: 1024, poolCPUMHz: 4000, flavor: "small", want: false, wantReason: reasonPoolMemory},
+			{name: "fits", used: capUsedVMs(7, 8, 16384), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "large", want: true, wantReason: capacity.DetailFits},
+			{name: "cpu limit", used: capUsedVMs(8, 8, 8192), poolMemMB: 64 << 10, poolCPUMHz: 4000, flavor: "small", want: false, wantReason: capacity.DetailCPULimit},
+			{name: "pool guardrail", used: capUsedVMs(2, 8, 16384), poolMemMB: 1024, poolCPUMHz: 4000, flavor: "small", want: false, wantReason: capacity.DetailPoolMemory},
 		}},
 	}
 	for _, tc := range cases {
@@ -82,7 +83,8 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 				require.NoError(t, err, s.name)
 				require.Equal(t, s.want, ok, s.name)
 				recs := env.logs.records(t, "capacity decision")
-				require.Equal(t, s.wantReason, recs[len(recs)-1]["reason"], s.name)
+				require.Equal(t, s.wantReason, recs[len(recs)-1]["detail"], s.name)
+				require.Equal(t, capCode(s.wantReason), recs[len(recs)-1]["reason"], s.name)
 				env.h.releaseCapacity(jobID) // each step independent
 			}
 		})
@@ -102,14 +104,14 @@ func TestStarvationPrevention(t *testing.T) {
 		want        bool
 		wantReason  string
 	}{
-		{name: "large with 12 vCPUs left", maxCPUs: 20, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "large", want: true, wantReason: reasonFits},
-		{name: "large with 11 vCPUs left", maxCPUs: 19, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "large", want: false, wantReason: reasonCPUStarvation},
-		{name: "no reserve without countSmallerFlavorToKeep", maxCPUs: 16, count: 0, used: capUsedVMs(1, 8, 1024), flavor: "large", want: true, wantReason: reasonFits},
-		{name: "smallest flavor keeps no reserve", maxCPUs: 10, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "small", want: true, wantReason: reasonFits},
-		{name: "medium keeps 2 small: 4+4 = 8 needed, 7 left", maxCPUs: 15, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "medium", want: false, wantReason: reasonCPUStarvation},
-		{name: "memory reserve: 16384 + 2×4096 fits 24576 left", maxMemoryMB: 32768, count: 2, used: capUsedVMs(1, 2, 8192), flavor: "large", want: true, wantReason: reasonFits},
-		{name: "memory reserve: 24575 left", maxMemoryMB: 32767, count: 2, used: capUsedVMs(1, 2, 8192), flavor: "large", want: false, wantReason: reasonMemoryStarvation},
-		{name: "template resources: no reserve", maxCPUs: 9, count: 2, used: capUsedVMs(1, 4, 1024), flavor: "", want: true, wantReason: reasonFits},
+		{name: "large with 12 vCPUs left", maxCPUs: 20, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "large", want: true, wantReason: capacity.DetailFits},
+		{name: "large with 11 vCPUs left", maxCPUs: 19, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "large", want: false, wantReason: capacity.DetailCPUStarvation},
+		{name: "no reserve without countSmallerFlavorToKeep", maxCPUs: 16, count: 0, used: capUsedVMs(1, 8, 1024), flavor: "large", want: true, wantReason: capacity.DetailFits},
+		{name: "smallest flavor keeps no reserve", maxCPUs: 10, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "small", want: true, wantReason: capacity.DetailFits},
+		{name: "medium keeps 2 small: 4+4 = 8 needed, 7 left", maxCPUs: 15, count: 2, used: capUsedVMs(1, 8, 1024), flavor: "medium", want: false, wantReason: capacity.DetailCPUStarvation},
+		{name: "memory reserve: 16384 + 2×4096 fits 24576 left", maxMemoryMB: 32768, count: 2, used: capUsedVMs(1, 2, 8192), flavor: "large", want: true, wantReason: capacity.DetailFits},
+		{name: "memory reserve: 24575 left", maxMemoryMB: 32767, count: 2, used: capUsedVMs(1, 2, 8192), flavor: "large", want: false, wantReason: capacity.DetailMemoryStarvation},
+		{name: "template resources: no reserve", maxCPUs: 9, count: 2, used: capUsedVMs(1, 4, 1024), flavor: "", want: true, wantReason: capacity.DetailFits},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -122,7 +124,8 @@ func TestStarvationPrevention(t *testing.T) {
 			require.Equal(t, tc.want, ok)
 			recs := env.logs.records(t, "capacity decision")
 			require.Len(t, recs, 1)
-			require.Equal(t, tc.wantReason, recs[0]["reason"])
+			require.Equal(t, tc.wantReason, recs[0]["detail"])
+			require.Equal(t, capCode(tc.wantReason), recs[0]["reason"])
 		})
 	}
 }
@@ -141,18 +144,18 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 		wantReason string
 		wantNext   float64
 	}{
-		{name: "flavor footprint", model: capV2("large"), maxCPUs: 8, want: true, wantReason: reasonFits, wantNext: 8},
-		{name: "flavor requirement footprint", model: v1, reqs: []sdk.Requirement{{Type: sdk.FlavorRequirement, Value: "medium"}}, maxCPUs: 3, want: false, wantReason: reasonCPULimit, wantNext: 4},
-		{name: "v2 template footprint", vms: []VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}}, model: capV2(""), maxCPUs: 5, want: false, wantReason: reasonCPULimit, wantNext: 6},
+		{name: "flavor footprint", model: capV2("large"), maxCPUs: 8, want: true, wantReason: capacity.DetailFits, wantNext: 8},
+		{name: "flavor requirement footprint", model: v1, reqs: []sdk.Requirement{{Type: sdk.FlavorRequirement, Value: "medium"}}, maxCPUs: 3, want: false, wantReason: capacity.DetailCPULimit, wantNext: 4},
+		{name: "v2 template footprint", vms: []VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}}, model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
 		{name: "v1 model template preferred over base image", vms: []VM{
 			{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048},
 			{Name: "mymodel", Template: true, NumCPU: 3, MemoryMB: 2048},
-		}, model: v1, maxCPUs: 5, want: true, wantReason: reasonFits, wantNext: 3},
+		}, model: v1, maxCPUs: 5, want: true, wantReason: capacity.DetailFits, wantNext: 3},
 		{name: "v1 base image while the model template is not built", vms: []VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}},
-			model: v1, maxCPUs: 5, want: false, wantReason: reasonCPULimit, wantNext: 6},
-		{name: "unknown footprint allowed within counts", vms: capUsedVMs(1, 4, 1024), model: capV2(""), maxCPUs: 5, want: true, wantReason: reasonFootprintUnknown, wantNext: 0},
-		{name: "unknown footprint refused when the limit is reached", vms: capUsedVMs(1, 5, 1024), model: capV2(""), maxCPUs: 5, want: false, wantReason: reasonCPULimit, wantNext: 0},
-		{name: "unknown flavor allowed so the spawn reports it", model: capV2("huge"), maxCPUs: 1, want: true, wantReason: reasonUnknownFlavor},
+			model: v1, maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
+		{name: "unknown footprint allowed within counts", vms: capUsedVMs(1, 4, 1024), model: capV2(""), maxCPUs: 5, want: true, wantReason: capacity.DetailFootprintUnknown, wantNext: 0},
+		{name: "unknown footprint refused when the limit is reached", vms: capUsedVMs(1, 5, 1024), model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 0},
+		{name: "unknown flavor allowed so the spawn reports it", model: capV2("huge"), maxCPUs: 1, want: true, wantReason: capacity.DetailUnknownFlavor},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,8 +167,9 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 			require.Equal(t, tc.want, ok)
 			recs := env.logs.records(t, "capacity decision")
 			require.Len(t, recs, 1)
-			require.Equal(t, tc.wantReason, recs[0]["reason"])
-			if tc.wantReason != reasonUnknownFlavor {
+			require.Equal(t, tc.wantReason, recs[0]["detail"])
+			require.Equal(t, capCode(tc.wantReason), recs[0]["reason"])
+			if tc.wantReason != capacity.DetailUnknownFlavor {
 				require.Equal(t, tc.wantNext, recs[0]["next_cpus"])
 			}
 			u, err := env.h.CapacityUsage(context.Background())
@@ -192,13 +196,14 @@ func TestCountAllocatedResources(t *testing.T) {
 	suspended.PowerState = types.VirtualMachinePowerStateSuspended
 	vms := []VM{capVM("a", "j-a", 2, 4096), capVM("b", "j-b", 4, 8192), off, foreign, unannotated, tmpl, suspended}
 
-	u := countAllocatedResources(vms, capHatcheryName)
-	require.Equal(t, footprint{CPUs: 6, MemoryMB: 12288}, u.footprint)
+	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
+	require.Equal(t, capHatcheryName, env.h.Name())
+	u := capacity.Count(env.h.vmUsages(vms))
+	require.Equal(t, capacity.Footprint{CPUs: 6, MemoryMB: 12288}, u.Footprint)
 	require.Equal(t, 2, u.VMs)
-	require.Equal(t, map[string]bool{"j-a": true, "j-b": true}, u.jobs)
+	require.Equal(t, map[string]bool{"j-a": true, "j-b": true}, u.Keys)
 
 	// Through CanAllocateResources: 6 used of 8, small (2) fits, medium not.
-	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
 	env.inv.set(vms...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("medium"), "j1", nil)
 	require.NoError(t, err)
@@ -323,7 +328,7 @@ func TestReservationLifecycle(t *testing.T) {
 		env := newCapEnv(t, cfg)
 		require.True(t, can(t, env, "large", "j1"))
 		require.True(t, can(t, env, "large", "j2"))
-		env.clock.advance(reservationTTL - time.Second)
+		env.clock.advance(capacity.ReservationTTL - time.Second)
 		require.False(t, can(t, env, "large", "j3"))
 		env.clock.advance(time.Second)
 		require.True(t, can(t, env, "large", "j3"))
@@ -381,9 +386,7 @@ func TestReservationLifecycle(t *testing.T) {
 		require.False(t, can(t, env, "large", "j3"))
 		env.h.releaseCapacity("j2")
 		require.True(t, can(t, env, "large", "j3"))
-		env.h.capacity.mu.Lock()
-		n := len(env.h.capacity.res)
-		env.h.capacity.mu.Unlock()
+		n := env.h.capacity.ledger.Len()
 		require.Equal(t, 1, n, "released reservations are forgotten once no decision needs them")
 	})
 
@@ -415,9 +418,7 @@ func TestReservationLifecycle(t *testing.T) {
 		env.h.releaseCapacity("j4")
 		env.clock.advance(time.Minute)
 		require.True(t, can(t, env, "small", "j5")) // gc runs at the end of each decision
-		env.h.capacity.mu.Lock()
-		n := len(env.h.capacity.res)
-		env.h.capacity.mu.Unlock()
+		n := env.h.capacity.ledger.Len()
 		require.Equal(t, 1, n, "only j5's reservation is left")
 	})
 

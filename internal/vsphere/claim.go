@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -22,8 +23,9 @@ import (
 // pre-sized for another flavor is never taken. Power state and annotation
 // decide that a VM is ready: a VM still powered on is still being
 // provisioned (or half-made) and is skipped. The claim is atomic: two
-// concurrent claims never return the same VM. The caller releases it with
-// releaseClaim.
+// concurrent claims never return the same VM (a move to Claimed in the
+// lifecycle table). The entry ends when the inventory no longer shows the
+// VM as a pool VM (forgetConsumed).
 func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
@@ -62,19 +64,14 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 	sortOldestFirst(neutral)
 
 	for _, v := range append(exact, neutral...) {
-		if !h.provUsing.Add(v.Name) {
-			continue // taken by a concurrent claim
-		}
-		// Re-check after taking it: the surplus removal or cleanup may
-		// have marked it between the listing and the claim.
-		if h.toDelete.Has(v.Name) || h.prov.deleting.Has(v.Name) {
-			h.provUsing.Remove(v.Name)
+		// One atomic step: a VM a concurrent claim took, or the surplus
+		// removal or cleanup marked since the listing, is not idle any
+		// more and the move is refused. From here the VM is a worker (or,
+		// on failure, marked for deletion): never idle again, whatever a
+		// stale snapshot says, until the inventory shows it renamed.
+		if _, err := h.life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.pool())); err != nil {
 			continue
 		}
-		// From here the VM is a worker (or, on failure, marked for
-		// deletion): never idle again, whatever a stale snapshot says.
-		h.prov.consumed.Add(v.Ref.Value)
-		h.prov.forgetRecent(v.Name) // renamed soon: no longer in its pool
 		h.log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.model, logkey.Flavor, wantFlavor,
 			logkey.Detail, claimReason(v, wantFlavor))
 		return &v, nil
@@ -146,9 +143,13 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	}
 	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
 
-	// Cleanup leaves the VM alone under its new name until it runs.
-	h.prov.preparing.Add(newName)
-	defer h.prov.preparing.Remove(newName)
+	// Cleanup leaves the VM alone under its new name until it runs; the
+	// spawn moves it on to Running (recordCreated).
+	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+		// Nothing was done to the VM: it is idle again.
+		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
+	}
 
 	// The VM came from the snapshot, which shows its address from now on:
 	// the reservation its provisioning made under its old name would
@@ -168,6 +169,10 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		h.markToDelete(current)
+		if current != newName {
+			// Not renamed: the new name was never taken.
+			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
+		}
 		h.inv.Invalidate()
 		return types.ManagedObjectReference{}, err
 	}
@@ -226,6 +231,3 @@ func annotationModel(a Annotation) string {
 	}
 	return a.WorkerModelPath
 }
-
-// releaseClaim forgets the claim of a provisioned VM (spawn finished or failed).
-func (h *HatcheryVSphere) releaseClaim(vmName string) { h.provUsing.Remove(vmName) }

@@ -1,10 +1,12 @@
 package vsphere
 
-// forgetConsumed drops the consumed marks (provisioningState.consumed) of
-// VMs the inventory no longer shows as provisioned: renamed, re-annotated as
-// a worker, or gone. Until then a stale snapshot's "provision-… powered off"
+import "github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+
+// forgetConsumed ends the Claimed entries (docs/lifecycle.md) of VMs the
+// inventory no longer shows as provisioned: renamed, re-annotated as a
+// worker, or gone. Until then a stale snapshot's "provision-… powered off"
 // entry for a claimed VM is never offered to another claim or to the
-// surplus removal. The marks are an accelerator over the annotation: a
+// surplus removal. The entries are an accelerator over the annotation: a
 // restart loses them, and the fresh inventory of a restart is not stale.
 func (h *HatcheryVSphere) forgetConsumed(vms []VM) {
 	stillProvisioned := map[string]bool{}
@@ -13,9 +15,9 @@ func (h *HatcheryVSphere) forgetConsumed(vms []VM) {
 			stillProvisioned[v.Ref.Value] = true
 		}
 	}
-	for _, ref := range h.prov.consumed.List() {
-		if !stillProvisioned[ref] {
-			h.prov.consumed.Remove(ref)
+	for _, e := range h.life.List(lifecycle.Claimed) {
+		if !stillProvisioned[e.Ref] {
+			_ = h.life.Move(e.Name, lifecycle.Claimed, lifecycle.Gone)
 		}
 	}
 }

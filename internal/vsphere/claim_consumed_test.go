@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -21,7 +22,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	got, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	e.h.releaseClaim(got.Name) // the spawn ended; the snapshot is still stale
+	// The spawn ended; the snapshot is still stale.
 
 	again, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
 	require.NoError(t, err)
@@ -41,6 +42,6 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, next)
 	require.Equal(t, "provision-v2-b", next.Name)
-	require.False(t, e.h.prov.consumed.Has(idle.Ref.Value), "the mark of a VM shown as a worker is forgotten")
+	require.False(t, e.h.life.RefIn(idle.Ref.Value, lifecycle.Claimed), "the mark of a VM shown as a worker is forgotten")
 	require.Equal(t, types.VirtualMachinePowerStatePoweredOff, next.PowerState)
 }

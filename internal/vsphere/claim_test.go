@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -69,9 +71,9 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newWarmEnv(t, warmConfig(), tc.vms, nil)
-			e.h.provPending.Add("provision-v2-pending")
+			putPhase(e.h, "provision-v2-pending", lifecycle.Provisioning)
 			e.h.markToDelete("provision-v2-deleted")
-			e.h.provUsing.Add("provision-v2-used")
+			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
 				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
 				require.NoError(t, err)
@@ -81,7 +83,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 				}
 				require.NotNil(t, got, "want %s", want)
 				assert.Equal(t, want, got.Name)
-				assert.True(t, e.h.provUsing.Has(want), "claimed vm must be marked as used")
+				assert.True(t, e.h.life.In(want, lifecycle.Claimed), "claimed vm must be marked as used")
 			}
 		})
 	}
@@ -115,15 +117,38 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
 
+// idleDebianPool is n idle V2 pool VMs of the model debian12.
+func idleDebianPool(n int) []VM {
+	var vms []VM
+	for i := range n {
+		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
+	}
+	return vms
+}
+
+// startClaimers starts n goroutines (joined through wg) that each claim one
+// debian12 VM once start is closed, appending what they got to got under mu.
+func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup, mu *sync.Mutex, got *[]string) {
+	for range n {
+		wg.Go(func() {
+			<-start
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			if err != nil || vm == nil {
+				return
+			}
+			mu.Lock()
+			*got = append(*got, vm.Name)
+			mu.Unlock()
+		})
+	}
+}
+
 // TestClaimProvisionedVMConcurrent: concurrent claims never get the same
 // VM, and every idle VM is handed out once (run with -race).
 func TestClaimProvisionedVMConcurrent(t *testing.T) {
 	t.Parallel()
 	const pool, claimers = 5, 16
-	var vms []VM
-	for i := range pool {
-		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
-	}
+	vms := idleDebianPool(pool)
 	e := newWarmEnv(t, warmConfig(), vms, nil)
 
 	var (
@@ -132,18 +157,7 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 		wg  sync.WaitGroup
 	)
 	start := make(chan struct{})
-	for range claimers {
-		wg.Go(func() {
-			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
-			if err != nil || vm == nil {
-				return
-			}
-			mu.Lock()
-			got = append(got, vm.Name)
-			mu.Unlock()
-		})
-	}
+	startClaimers(e, claimers, start, &wg, &mu, &got)
 	close(start)
 	wg.Wait()
 
@@ -152,6 +166,55 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 	for _, n := range got {
 		assert.False(t, seen[n], "%s claimed twice", n)
 		seen[n] = true
+	}
+}
+
+// TestClaimsRaceSurplusRemoval: claims and the surplus removal race on the
+// same idle VMs; each VM is either claimed once or destroyed, never both
+// (run with -race). The inventory here never catches up: a claim listing
+// it after a destroy must not take the destroyed VM.
+func TestClaimsRaceSurplusRemoval(t *testing.T) {
+	t.Parallel()
+	const pool, claimers = 6, 8
+	vms := idleDebianPool(pool)
+	e := newWarmEnv(t, warmConfig(), vms, nil)
+	var (
+		mu        sync.Mutex
+		claimed   []string
+		destroyed []string
+		wg        sync.WaitGroup
+	)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ref types.ManagedObjectReference) error {
+		mu.Lock()
+		defer mu.Unlock()
+		destroyed = append(destroyed, strings.TrimPrefix(ref.Value, "vm-"))
+		return nil
+	}).AnyTimes()
+	start := make(chan struct{})
+	startClaimers(e, claimers, start, &wg, &mu, &claimed)
+	wg.Go(func() {
+		<-start
+		// The pool is configured to zero: every idle VM is surplus.
+		e.h.removeSurplus(context.Background(), vms, e.h.poolCounts(vms), nil)
+	})
+	close(start)
+	wg.Wait()
+
+	taken := map[string]int{}
+	for _, n := range append(claimed, destroyed...) {
+		taken[n]++
+	}
+	assert.Len(t, taken, pool, "every idle vm is claimed or destroyed")
+	for n, c := range taken {
+		assert.Equal(t, 1, c, "%s claimed or destroyed more than once", n)
+	}
+	for _, n := range destroyed {
+		// A snapshot taken before the destroy still shows it: never
+		// offered again until a listing no longer does.
+		assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase(n), "%s destroyed", n)
+	}
+	for _, n := range claimed {
+		assert.Equal(t, lifecycle.Claimed, e.h.life.Phase(n))
 	}
 }
 
@@ -196,7 +259,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
 	assert.Equal(t, warmHatcheryName, a.HatcheryName)
 	assert.Equal(t, warmNow, a.Created, "the registration window starts at the claim")
-	assert.False(t, e.h.toDelete.Has("worker-1"))
+	assert.False(t, isMarked(e.h, "worker-1"))
 	assert.Positive(t, e.inv.invalidated.Load())
 }
 
@@ -256,7 +319,7 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 			require.Error(t, err)
 			assert.ErrorIs(t, err, boom)
 			assert.Contains(t, err.Error(), tc.step)
-			assert.True(t, e.h.toDelete.Has(tc.markName))
+			assert.True(t, isMarked(e.h, tc.markName))
 		})
 	}
 }
@@ -276,5 +339,23 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	}
 	_, err := e.h.prepareClaimedVM(context.Background(), nil, Annotation{WorkerName: "worker-x"}, nil)
 	require.Error(t, err)
-	assert.Zero(t, e.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(e.h)))
+}
+
+// TestPrepareClaimedVMWorkerNameTaken: a worker name the lifecycle table
+// already holds is refused before any vCenter call, and the claimed VM is
+// idle again (not left claimed, out of its pool, for good).
+func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
+	t.Parallel()
+	idle := warmProvVM("provision-v2-a", "debian12", "")
+	e := newWarmEnv(t, warmConfig(), []VM{idle}, nil) // no vCenter call expected
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	putPhase(e.h, "worker-x", lifecycle.Marked)
+
+	_, err = e.h.prepareClaimedVM(context.Background(), got, Annotation{WorkerName: "worker-x"}, nil)
+	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
+	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
+	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
 }

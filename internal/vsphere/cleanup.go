@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -109,7 +110,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		var v awolVerdict
 		switch {
-		case h.toDelete.Has(vm.Name):
+		case h.life.In(vm.Name, lifecycle.Marked, lifecycle.Deleting):
 			v = awolRemove("marked for deletion")
 		case apiErr != nil:
 			continue
@@ -143,13 +144,17 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 	now := h.now()
 	regTTL := h.registrationTTL()
 
-	switch {
-	case h.provPending.Has(vm.Name):
+	switch h.life.Phase(vm.Name) {
+	case lifecycle.Provisioning:
 		return awolKeep("being provisioned")
-	case h.provUsing.Has(vm.Name) || h.prov.preparing.Has(vm.Name):
+	case lifecycle.Claimed, lifecycle.Preparing:
 		return awolKeep("claimed, being prepared")
-	case h.prov.deleting.Has(vm.Name):
+	case lifecycle.Deleting:
 		return awolKeep("being deleted")
+	case lifecycle.Destroyed:
+		return awolKeep("destroyed, the inventory lags")
+	}
+	switch {
 	case a.JobID != "" && h.pendingJobs.Has(a.JobID):
 		// The spawn owns its VM until it returns; on failure it marks it.
 		return awolKeep("spawn of its job in flight")
@@ -172,7 +177,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 	known := workers.known[vm.Name]
 	started := a.WorkerStarted
-	if t, ok := h.unrecorded.get(vm.Name); ok && started == nil {
+	if t, ok := h.unrecordedStart(vm.Name); ok && started == nil {
 		started = &t // launched by this run, the record failed
 	}
 	created := a.Created
@@ -261,7 +266,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
 			continue
 		}
-		if h.toDelete.Add(vm.Name) {
+		if h.markToDelete(vm.Name) {
 			h.log.Info("vm marked for deletion", logkey.VM, vm.Name, logkey.Detail, "worker disabled on the api")
 		}
 	}

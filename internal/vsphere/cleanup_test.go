@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -263,19 +264,19 @@ func TestKillAwolServers(t *testing.T) {
 				e.h.markToDelete(n)
 			}
 			for _, n := range tc.pending {
-				e.h.provPending.Add(n)
+				putPhase(e.h, n, lifecycle.Provisioning)
 			}
 			for _, j := range tc.jobs {
 				e.h.pendingJobs.Add(j)
 			}
 			for _, n := range tc.using {
-				e.h.provUsing.Add(n)
+				putPhase(e.h, n, lifecycle.Claimed, lifecycle.WithRef("vm-"+n))
 			}
 			for _, n := range tc.preparing {
-				e.h.prov.preparing.Add(n)
+				putPhase(e.h, n, lifecycle.Preparing)
 			}
 			for _, n := range tc.launched {
-				e.h.unrecorded.add(n, warmNow.Add(-time.Minute))
+				e.h.recordUnrecordedStart(n, warmNow.Add(-time.Minute))
 			}
 			if tc.events != nil || tc.eventsErr != nil {
 				e.vs.EXPECT().LoadVirtualMachineEvents(gomock.Any(), gomock.Any()).Return(tc.events, tc.eventsErr)
@@ -291,7 +292,7 @@ func TestKillAwolServers(t *testing.T) {
 			e.h.killAwolServers(context.Background())
 
 			for _, n := range tc.destroyed {
-				assert.False(t, e.h.toDelete.Has(n), "%s still marked after its deletion", n)
+				assert.False(t, isMarked(e.h, n), "%s still marked after its deletion", n)
 			}
 		})
 	}
@@ -310,10 +311,10 @@ func TestKillAwolServersRetriesFailedDeletion(t *testing.T) {
 	)
 
 	e.h.killAwolServers(context.Background())
-	require.True(t, e.h.toDelete.Has("w-1"), "a failed deletion must stay marked")
+	require.True(t, isMarked(e.h, "w-1"), "a failed deletion must stay marked")
 
 	e.h.killAwolServers(context.Background())
-	assert.False(t, e.h.toDelete.Has("w-1"))
+	assert.False(t, isMarked(e.h, "w-1"))
 }
 
 // TestKillAwolServersFailedDeletionOfExpiredVMIsRetried: a VM found expired
@@ -329,13 +330,13 @@ func TestKillAwolServersFailedDeletionOfExpiredVMIsRetried(t *testing.T) {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(nil),
 	)
 	e.h.killAwolServers(context.Background())
-	require.True(t, e.h.toDelete.Has("w-stuck"))
+	require.True(t, isMarked(e.h, "w-stuck"))
 
 	cds.mu.Lock()
 	cds.v1Err = errors.New("api down")
 	cds.mu.Unlock()
 	e.h.killAwolServers(context.Background())
-	assert.False(t, e.h.toDelete.Has("w-stuck"))
+	assert.False(t, isMarked(e.h, "w-stuck"))
 }
 
 // TestKillDisabledWorkers: only our VMs whose worker is disabled are marked.
@@ -359,7 +360,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 
 	e.h.killDisabledWorkers(context.Background())
 
-	assert.Equal(t, []string{"w-dis-v1", "w-dis-v2"}, e.h.toDelete.List())
+	assert.Equal(t, []string{"w-dis-v1", "w-dis-v2"}, markedNames(e.h))
 }
 
 // TestKillDisabledWorkersAPIError: nothing is marked when the API fails.
@@ -368,7 +369,7 @@ func TestKillDisabledWorkersAPIError(t *testing.T) {
 	cds := &warmCDS{v2Err: errors.New("api down"), v1: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
 	e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
-	assert.Zero(t, e.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(e.h)))
 }
 
 // TestKillAwolServersEmptiesUnconfiguredPools: with no workerProvisioning
@@ -386,34 +387,37 @@ func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
 		other,
 	}
 	e := newWarmEnv(t, warmConfig(), vms, &warmCDS{})
-	e.h.provPending.Add("provision-v2-booting")
-	e.h.provUsing.Add("provision-v2-claimed")
+	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
+	putPhase(e.h, "provision-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-claimed"))
 	e.expectDelete(vms[0])
 	e.expectDelete(vms[1])
 
 	e.h.killAwolServers(context.Background())
-	assert.Zero(t, e.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(e.h)))
 }
 
 // TestKillAwolServersDropsAbsentDeleteMarks: a delete mark whose VM no
 // listing shows (a clone that failed with a fault marks its name) goes
 // once it has been missing for deleteMarkAbsentTTL; never while the name
 // is being cloned, provisioned, claimed or deleted; a VM listed again
-// restarts the count.
+// restarts the count. In the lifecycle table a name is in one phase: a
+// busy name is in its busy phase (cloning, provisioning, preparing), never
+// Marked, and the cleanup never drops it.
 func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		// busy puts the name in one of the in-flight sets.
+		// busy puts the name in one of the in-flight phases instead of
+		// marking it.
 		busy func(h *HatcheryVSphere, name string)
 		// listedOnce lists the VM on the second pass only.
 		listedOnce bool
 		wantKept   bool
 	}{
 		{name: "never listed: dropped"},
-		{name: "clone in flight: kept", busy: func(h *HatcheryVSphere, n string) { h.cloning.Add(n) }, wantKept: true},
-		{name: "being provisioned: kept", busy: func(h *HatcheryVSphere, n string) { h.provPending.Add(n) }, wantKept: true},
-		{name: "claimed, being prepared: kept", busy: func(h *HatcheryVSphere, n string) { h.prov.preparing.Add(n) }, wantKept: true},
+		{name: "clone in flight: kept", busy: func(h *HatcheryVSphere, n string) { putPhase(h, n, lifecycle.Cloning) }, wantKept: true},
+		{name: "being provisioned: kept", busy: func(h *HatcheryVSphere, n string) { putPhase(h, n, lifecycle.Provisioning) }, wantKept: true},
+		{name: "claimed, being prepared: kept", busy: func(h *HatcheryVSphere, n string) { putPhase(h, n, lifecycle.Preparing) }, wantKept: true},
 		{name: "listed in between: count restarts", listedOnce: true, wantKept: true},
 	}
 	for _, tc := range tests {
@@ -422,13 +426,18 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 			e := newWarmEnv(t, warmConfig(), nil, &warmCDS{})
 			now := warmNow
 			e.h.now = func() time.Time { return now }
-			e.h.markToDelete("w-gone")
+			// kept: still marked, or still in its busy phase.
+			kept := func() bool { return isMarked(e.h, "w-gone") }
 			if tc.busy != nil {
 				tc.busy(e.h, "w-gone")
+				phase := e.h.life.Phase("w-gone")
+				kept = func() bool { return e.h.life.Phase("w-gone") == phase }
+			} else {
+				e.h.markToDelete("w-gone")
 			}
 
 			e.h.killAwolServers(context.Background())
-			require.True(t, e.h.toDelete.Has("w-gone"), "a fresh mark is kept")
+			require.True(t, kept(), "a fresh mark is kept")
 			now = now.Add(deleteMarkAbsentTTL / 2)
 			if tc.listedOnce {
 				// Listed, and marked: the pass destroys it, and the
@@ -439,14 +448,14 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-gone")).Return(errors.New("task failed"))
 			}
 			e.h.killAwolServers(context.Background())
-			require.True(t, e.h.toDelete.Has("w-gone"), "kept before the bound")
+			require.True(t, kept(), "kept before the bound")
 			e.inv.mu.Lock()
 			e.inv.vms = nil
 			e.inv.mu.Unlock()
 
 			now = now.Add(deleteMarkAbsentTTL/2 + time.Second)
 			e.h.killAwolServers(context.Background())
-			assert.Equal(t, tc.wantKept, e.h.toDelete.Has("w-gone"))
+			assert.Equal(t, tc.wantKept, kept())
 		})
 	}
 }

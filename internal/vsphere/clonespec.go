@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -31,10 +32,12 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
-	// Cleanup never forgets a delete mark of a name being cloned: the VM
-	// may not be in the inventory yet.
-	h.cloning.Add(vmName)
-	defer h.cloning.Remove(vmName)
+	// Cleanup leaves a name being cloned alone: the VM may not be in the
+	// inventory yet. A warm-pool VM is already Provisioning: it stays so.
+	if h.life.Move(vmName, lifecycle.Gone, lifecycle.Cloning) == nil {
+		// Refused when the clone failed and marked the name.
+		defer func() { _ = h.life.Move(vmName, lifecycle.Cloning, lifecycle.Gone) }()
+	}
 	if annot.Created.IsZero() {
 		annot.Created = h.now().UTC()
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,8 +167,8 @@ func TestCloneVM(t *testing.T) {
 			if tt.cloneErr != nil {
 				require.ErrorIs(t, err, tt.cloneErr)
 				assert.Contains(t, err.Error(), `clone "worker-1" from template "debian12"`)
-				assert.True(t, f.h.toDelete.Has("worker-1"), "half-made vm marked for deletion")
-				assert.False(t, f.h.cloning.Has("worker-1"), "clone no longer in flight")
+				assert.True(t, isMarked(f.h, "worker-1"), "half-made vm marked for deletion")
+				assert.False(t, f.h.life.In("worker-1", lifecycle.Cloning), "clone no longer in flight")
 				if tt.keepIP {
 					assert.Equal(t, 1, used, "outcome unknown: ip kept reserved")
 					used, _ = f.h.ips.counts([]VM{{Name: "worker-1", Annotation: &Annotation{IPAddress: "10.0.0.11"}}})

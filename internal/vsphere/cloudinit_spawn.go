@@ -105,7 +105,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	annot.WorkerStarted = &started
 	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, ip)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
-		h.unrecorded.add(name, started)
+		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
 	markStage(ctx, StageLaunch)

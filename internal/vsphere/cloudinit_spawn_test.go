@@ -116,7 +116,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	require.Contains(t, opts, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdataEncoding])
-	assert.True(t, f.h.toDelete.Has(args.WorkerName))
+	assert.True(t, isMarked(f.h, args.WorkerName))
 	assert.Empty(t, f.h.userdata.snapshot())
 }
 
@@ -157,5 +157,5 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	s := optionValues(scrub.ExtraConfig)
 	require.Contains(t, s, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, s[cloudinit.GuestinfoUserdata])
-	assert.True(t, e.h.toDelete.Has("worker-c"))
+	assert.True(t, isMarked(e.h, "worker-c"))
 }

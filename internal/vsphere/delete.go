@@ -5,9 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -20,7 +20,12 @@ var errDeleteInProgress = errors.New("deletion already in progress")
 // markToDelete records that the VM named name (ours) must be destroyed; the
 // next cleanup pass powers it off and destroys it, retrying until it is gone
 // or until it has been missing from the inventory for deleteMarkAbsentTTL.
-func (h *HatcheryVSphere) markToDelete(name string) { h.toDelete.Add(name) }
+// It reports whether the mark is new: a VM already marked or being deleted
+// stays as it is.
+func (h *HatcheryVSphere) markToDelete(name string) bool {
+	_, err := h.life.MoveFrom(name, markable, lifecycle.Marked)
+	return err == nil
+}
 
 // deleteMarkAbsentTTL is how long a delete mark survives while its VM is
 // missing from every inventory the cleanup reads: a clone that failed with
@@ -30,51 +35,34 @@ func (h *HatcheryVSphere) markToDelete(name string) { h.toDelete.Add(name) }
 // no worker start, and the awol rules remove it after the registration TTL.
 const deleteMarkAbsentTTL = 15 * time.Minute
 
-// absentMarks remembers since when each VM marked for deletion has been
-// missing from the inventory. Only the awol cleanup pass uses it.
-type absentMarks struct {
-	mu    sync.Mutex
-	since map[string]time.Time
-}
-
-func newAbsentMarks() *absentMarks { return &absentMarks{since: map[string]time.Time{}} }
-
 // dropAbsentDeleteMarks forgets the delete marks of names that vms (a
 // fresh listing) and the listings before it have not shown for
-// deleteMarkAbsentTTL. A name being cloned, provisioned, claimed or
-// deleted now is never dropped: its VM may not be listed yet.
+// deleteMarkAbsentTTL, and the Destroyed entries of VMs vms no longer
+// shows. Only a Marked entry is ever dropped: a name being
+// cloned, provisioned, claimed, prepared or deleted now is in another
+// phase, and its VM may not be listed yet.
 func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 	listed := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		listed[v.Name] = true
 	}
 	now := h.now()
-	m := h.markAbsent
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	marked := map[string]bool{}
-	for _, name := range h.toDelete.List() {
-		marked[name] = true
-		busy := h.cloning.Has(name) || h.provPending.Has(name) || h.provUsing.Has(name) ||
-			h.prov.preparing.Has(name) || h.prov.deleting.Has(name)
-		if listed[name] || busy {
-			delete(m.since, name)
-			continue
-		}
-		first, ok := m.since[name]
-		if !ok {
-			m.since[name] = now
-			continue
-		}
-		if d := now.Sub(first); d >= deleteMarkAbsentTTL {
-			h.toDelete.Remove(name)
-			delete(m.since, name)
-			h.log.Info("delete mark dropped", logkey.VM, name, logkey.Detail, fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
+	listedRefs := make(map[string]bool, len(vms))
+	for _, v := range vms {
+		listedRefs[v.Ref.Value] = true
+	}
+	for _, e := range h.life.List(lifecycle.Destroyed) {
+		if !listedRefs[e.Ref] {
+			_ = h.life.Move(e.Name, lifecycle.Destroyed, lifecycle.Gone)
 		}
 	}
-	for name := range m.since {
-		if !marked[name] {
-			delete(m.since, name)
+	for _, e := range h.life.List(lifecycle.Marked) {
+		d := h.life.Absent(e.Name, listed[e.Name], now)
+		if d < deleteMarkAbsentTTL {
+			continue
+		}
+		if h.life.Move(e.Name, lifecycle.Marked, lifecycle.Gone) == nil {
+			h.log.Info("delete mark dropped", logkey.VM, e.Name, logkey.Detail, fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
 		}
 	}
 }
@@ -94,11 +82,19 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
 		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, h.Name())
 	}
-	if !h.prov.deleting.Add(vm.Name) {
+	switch prev, err := h.life.MoveFrom(vm.Name, deletable, lifecycle.Deleting, lifecycle.WithRef(vm.Ref.Value)); {
+	case prev == lifecycle.Deleting:
 		return fmt.Errorf("delete vm %q: %w", vm.Name, errDeleteInProgress)
+	case err != nil:
+		return fmt.Errorf("delete vm %q: %w", vm.Name, err)
 	}
-	defer h.prov.deleting.Remove(vm.Name)
-	h.markToDelete(vm.Name) // until destroyed: a failure is retried
+	destroyed := false
+	defer func() {
+		if !destroyed {
+			// Still marked: a failure is retried by the next cleanup pass.
+			_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Marked)
+		}
+	}()
 
 	if vm.HasPrefix(registerPrefix) || vm.Annotation.RegisterOnly {
 		h.reportRegistrationFailure(ctx, vm)
@@ -122,8 +118,10 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	if err != nil {
 		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
 	}
-	h.toDelete.Remove(vm.Name)
-	h.unrecorded.remove(vm.Name)
+	destroyed = true
+	// A snapshot taken before may still show it: never offered again
+	// until a listing no longer shows it (dropAbsentDeleteMarks).
+	_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Destroyed)
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -65,7 +66,7 @@ func TestDeleteServer(t *testing.T) {
 			} else {
 				require.NoError(t, err)
 			}
-			assert.Equal(t, tc.stayMarked, e.h.toDelete.Has(tc.vm.Name))
+			assert.Equal(t, tc.stayMarked, isMarked(e.h, tc.vm.Name))
 			assert.Positive(t, e.inv.invalidated.Load())
 		})
 	}
@@ -149,4 +150,46 @@ func TestDeleteServerStaleSecondDeletionKeepsANewReservation(t *testing.T) {
 	require.NoError(t, e.h.deleteServer(context.Background(), old), "deleting a vm already gone succeeds")
 	_, err = e.h.ips.reserve(context.Background(), nil, "w-third")
 	require.ErrorIs(t, err, ErrNoIPAvailable, "w-new keeps its reservation")
+}
+
+// TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn: a VM being cloned,
+// provisioned, claimed or prepared belongs to the loop doing it; a deletion
+// started from a stale verdict is refused without a vCenter call and the
+// VM keeps its phase.
+func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
+	t.Parallel()
+	for _, p := range []lifecycle.Phase{lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Claimed, lifecycle.Preparing} {
+		t.Run(p.String(), func(t *testing.T) {
+			t.Parallel()
+			vm := warmVM("w-1", wOff)
+			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil) // no vCenter call expected
+			putPhase(e.h, vm.Name, p)
+			err := e.h.deleteServer(context.Background(), vm)
+			require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
+			assert.NotErrorIs(t, err, errDeleteInProgress)
+			assert.Equal(t, p, e.h.life.Phase(vm.Name))
+		})
+	}
+}
+
+// TestDestroyedVMLeavesWhenNoListingShowsIt: a VM this run destroyed stays
+// "destroyed" while a listing still shows its reference (a snapshot older
+// than the destroy), and is forgotten once none does, even when a new VM
+// took its name.
+func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("mymodel", wOff)
+	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("mymodel")).Return(nil)
+	require.NoError(t, e.h.deleteServer(context.Background(), vm))
+	require.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
+	assert.Equal(t, awolKeep("destroyed, the inventory lags"), e.h.awolVerdict(context.Background(), vm, apiWorkers{}))
+
+	e.h.dropAbsentDeleteMarks([]VM{vm}) // stale: still listed
+	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
+
+	renamed := vm
+	renamed.Ref = warmRef("mymodel-tmp") // another VM now bears the name
+	e.h.dropAbsentDeleteMarks([]VM{renamed})
+	assert.Equal(t, lifecycle.Gone, e.h.life.Phase("mymodel"))
 }

@@ -28,9 +28,6 @@ func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot 
 	return h.prepareClaimedVM(ctx, vm, annot, flavor)
 }
 
-// WarmReleaseClaim is releaseClaim.
-func (h *HatcheryVSphere) WarmReleaseClaim(name string) { h.releaseClaim(name) }
-
 // WarmCloneFunc is the signature of cloneVM.
 type WarmCloneFunc = cloneFunc
 

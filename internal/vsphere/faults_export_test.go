@@ -40,7 +40,7 @@ func (h *HatcheryVSphere) FaultsReservedIPs() []string {
 func (h *HatcheryVSphere) FaultsIPCounts(vms []VM) (used, total int) { return h.ips.counts(vms) }
 
 // FaultsMarkedToDelete tells whether the VM named name is marked for deletion.
-func (h *HatcheryVSphere) FaultsMarkedToDelete(name string) bool { return h.toDelete.Has(name) }
+func (h *HatcheryVSphere) FaultsMarkedToDelete(name string) bool { return isMarked(h, name) }
 
 // FaultsDeleteMarkAbsentTTL is how long a delete mark survives while its
 // VM is missing from the inventory.

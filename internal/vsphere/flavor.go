@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/object"
@@ -62,17 +63,16 @@ func lookupFlavor(flavors []config.Flavor, name string) (*config.Flavor, error) 
 // by less memory, then by name for a stable answer. ok is false when f is
 // (one of) the smallest: no reserve applies.
 func smallestSmallerFlavor(flavors []config.Flavor, f config.Flavor) (smallest config.Flavor, ok bool) {
+	s, ok := capacity.SmallestSmaller(capacityFlavors(flavors), *capacityFlavor(&f))
+	if !ok {
+		return config.Flavor{}, false
+	}
 	for _, c := range flavors {
-		if c.CPUs >= f.CPUs || c.CPUs <= 0 {
-			continue
-		}
-		if !ok || c.CPUs < smallest.CPUs ||
-			(c.CPUs == smallest.CPUs && c.MemoryMB < smallest.MemoryMB) ||
-			(c.CPUs == smallest.CPUs && c.MemoryMB == smallest.MemoryMB && c.Name < smallest.Name) {
-			smallest, ok = c, true
+		if c.Name == s.Name {
+			return c, true
 		}
 	}
-	return smallest, ok
+	return config.Flavor{}, false
 }
 
 // applyFlavor writes the flavor's CPU/RAM (and disk growth of the first disk

@@ -111,5 +111,5 @@ func TestOwnTemplatesNeverDestroyed(t *testing.T) {
 	e.h.markToDelete("our-tpl")
 	e.h.killAwolServers(context.Background())
 	require.Error(t, e.h.deleteServer(context.Background(), tpl))
-	assert.True(t, e.h.toDelete.Has("our-tpl"))
+	assert.True(t, isMarked(e.h, "our-tpl"))
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -45,16 +46,10 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (docs/design.md#annotation): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	pendingJobs *nameSet          // cachePendingJobID: jobs being spawned
-	provPending *nameSet          // cacheProvisioning.pending: VMs being provisioned
-	provUsing   *nameSet          // cacheProvisioning.using: provisioned VMs being claimed
-	toDelete    *nameSet          // cacheToDelete: VMs marked for deletion
-	markAbsent  *absentMarks      // since when a marked VM has been missing from the inventory
-	cloning     *nameSet          // VMs whose clone is in flight (cloneVM)
-	modeLogged  *nameSet          // template/mode pairs whose clone mode was logged (logCloneMode)
-	recent      *recentWorkers    // workers created, maybe not in the inventory yet
-	unrecorded  *unrecordedStarts // workers launched whose start the VM does not record
-	userdata    userdataVMs       // cloud-init VMs whose guestinfo holds a worker token
+	life        *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
+	pendingJobs *nameSet         // jobs being spawned, by job key (no VM name yet)
+	modeLogged  *nameSet         // template/mode pairs whose clone mode was logged (logCloneMode)
+	userdata    userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
@@ -100,14 +95,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		metrics:     o.Metrics,
 		ready:       o.Ready,
 		pendingJobs: newNameSet(),
-		provPending: newNameSet(),
-		provUsing:   newNameSet(),
-		toDelete:    newNameSet(),
-		markAbsent:  newAbsentMarks(),
-		cloning:     newNameSet(),
 		modeLogged:  newNameSet(),
-		recent:      newRecentWorkers(),
-		unrecorded:  newUnrecordedStarts(),
 	}
 	if h.inv == nil {
 		h.inv = ListingInventory{Client: o.Client}
@@ -119,6 +107,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		h.now = time.Now
 	}
 	h.started = h.now()
+	h.life = lifecycle.New(func() time.Time { return h.now() })
 	ips, err := newIPPool(o.Config)
 	if err != nil {
 		return nil, err

@@ -10,56 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestFlavorHeadroomTable checks the pure computation against numbers
-// worked out by hand (flavors small 2/4096, medium 4/8192, large 8/16384,
-// xlarge 16/32768).
-func TestFlavorHeadroomTable(t *testing.T) {
-	t.Parallel()
-	pool := func(memMB, cpuMHz int64) poolSnapshot {
-		return poolSnapshot{Readable: true, UnreservedMemoryBytes: memMB << 20, UnreservedCPUMHz: cpuMHz}
-	}
-	cases := []struct {
-		name  string
-		in    capacityInput
-		count int
-		want  map[string]int
-	}{
-		{name: "maxCpus 32, nothing used: 32/cpus",
-			in:   capacityInput{MaxCPUs: 32},
-			want: map[string]int{"small": 16, "medium": 8, "large": 4, "xlarge": 2}},
-		{name: "maxCpus 32, 8 used, keep 2 small: small 24/2; medium 8+4k+4+4<=32; large 8+8k+8+4<=32; xlarge 8+16+4<=32",
-			in: capacityInput{MaxCPUs: 32, Used: footprint{CPUs: 8, MemoryMB: 1}}, count: 2,
-			want: map[string]int{"small": 12, "medium": 5, "large": 2, "xlarge": 1}},
-		{name: "pool only: 40960 MB unreserved",
-			in:   capacityInput{Pool: pool(40960, 1000)},
-			want: map[string]int{"small": 10, "medium": 5, "large": 2, "xlarge": 1}},
-		{name: "pool only with 8192 MB in flight",
-			in:   capacityInput{Pool: pool(40960, 1000), Used: footprint{CPUs: 4, MemoryMB: 8192}, InFlight: footprint{CPUs: 4, MemoryMB: 8192}},
-			want: map[string]int{"small": 8, "medium": 4, "large": 2, "xlarge": 1}},
-		{name: "pool without unreserved cpu",
-			in:   capacityInput{Pool: pool(1<<20, 0), MaxCPUs: 100},
-			want: map[string]int{"small": 0, "medium": 0, "large": 0, "xlarge": 0}},
-		{name: "nothing limits",
-			in:   capacityInput{},
-			want: map[string]int{"small": HeadroomUnlimited, "medium": HeadroomUnlimited, "large": HeadroomUnlimited, "xlarge": HeadroomUnlimited}},
-		{name: "cpu 24 and memory 65536, keep 1 small: medium cpu 4k+2<=24 (5) vs mem 8192k+4096<=65536 (7)",
-			in: capacityInput{MaxCPUs: 24, MaxMemoryMB: 65536}, count: 1,
-			want: map[string]int{"small": 12, "medium": 5, "large": 2, "xlarge": 1}},
-		{name: "memory binds: 20000 MB static",
-			in:   capacityInput{MaxCPUs: 1000, MaxMemoryMB: 20000},
-			want: map[string]int{"small": 4, "medium": 2, "large": 1, "xlarge": 0}},
-		{name: "already over the limit",
-			in:   capacityInput{MaxCPUs: 16, Used: footprint{CPUs: 20}},
-			want: map[string]int{"small": 0, "medium": 0, "large": 0, "xlarge": 0}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			require.Equal(t, tc.want, flavorHeadroom(tc.in, capFlavors(), tc.count))
-		})
-	}
-}
-
 // TestFlavorHeadroomMatchesCanAllocateResources: the headroom of a flavor
 // is exactly how many consecutive CanAllocateResources calls succeed.
 func TestFlavorHeadroomMatchesCanAllocateResources(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -58,104 +59,15 @@ func (h *HatcheryVSphere) keyOf(vm VM) (poolKey, bool) {
 	return poolKey{}, false
 }
 
-// provisioningState is the warm pool's own state: the pool of every VM
-// being provisioned now (their names are also in h.provPending), VMs being
-// deleted, and claimed VMs being turned into workers under their new name.
-// All of it is an accelerator: after a restart the pool is rebuilt from
-// the annotations.
+// provisioningState is the warm pool's own state beyond the lifecycle
+// table (where the VMs being provisioned, recently provisioned and claimed
+// are: internal/lifecycle, docs/lifecycle.md).
 type provisioningState struct {
-	mu      sync.Mutex
-	pending map[string]poolKey
-	// recent holds VMs provisioned by this process that no inventory
-	// snapshot has shown yet (shared inventory only): they count in their
-	// pool until a snapshot shows them or their deadline passes (the
-	// capacity release grace), so a pass right after another does not
-	// provision them twice.
-	recent map[string]recentVM
-
-	// deleting holds the VMs a deleteServer call is working on, so that
-	// the provisioning and cleanup loops never destroy the same VM twice.
-	deleting *nameSet
-	// preparing holds the new (worker) names of claimed VMs between their
-	// rename and their power-on: cleanup leaves them alone.
-	preparing *nameSet
-	// consumed holds the references of claimed VMs (claim_consumed.go): a
-	// lagging shared inventory may still show such a VM under its
-	// provisioned name, powered off, after the worker started in it.
-	consumed *nameSet
-
 	// clone replaces h.cloneVM in tests; nil means h.cloneVM.
 	clone cloneFunc
 }
 
-func newProvisioningState() *provisioningState {
-	return &provisioningState{
-		pending:   map[string]poolKey{},
-		recent:    map[string]recentVM{},
-		deleting:  newNameSet(),
-		preparing: newNameSet(),
-		consumed:  newNameSet(),
-	}
-}
-
-func (p *provisioningState) addPending(name string, k poolKey) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.pending[name] = k
-}
-
-func (p *provisioningState) removePending(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.pending, name)
-}
-
-// recentVM is an entry of provisioningState.recent.
-type recentVM struct {
-	key   poolKey
-	until time.Time
-}
-
-// addRecent records a VM just provisioned, counted until until.
-func (p *provisioningState) addRecent(name string, k poolKey, until time.Time) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.recent[name] = recentVM{key: k, until: until}
-}
-
-// forgetRecent drops a recent VM (seen, claimed or deleted).
-func (p *provisioningState) forgetRecent(name string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.recent, name)
-}
-
-// recentByKey returns the recent VMs still unseen at now, with their pool,
-// and forgets the expired ones.
-func (p *provisioningState) recentByKey(now time.Time) map[string]poolKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]poolKey, len(p.recent))
-	for n, r := range p.recent {
-		if !now.Before(r.until) {
-			delete(p.recent, n)
-			continue
-		}
-		out[n] = r.key
-	}
-	return out
-}
-
-// pendingByKey returns the names being provisioned, with their pool.
-func (p *provisioningState) pendingByKey() map[string]poolKey {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	out := make(map[string]poolKey, len(p.pending))
-	for n, k := range p.pending {
-		out[n] = k
-	}
-	return out
-}
+func newProvisioningState() *provisioningState { return &provisioningState{} }
 
 // provisionTask is one VM to provision.
 type provisionTask struct {
@@ -380,30 +292,34 @@ func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 	counts := map[poolKey]int{}
 	for _, v := range vms {
 		k, ok := h.keyOf(v)
-		if !ok || h.provUsing.Has(v.Name) || h.prov.consumed.Has(v.Ref.Value) || h.toDelete.Has(v.Name) || seen[v.Name] {
+		if !ok || h.life.In(v.Name, leavingPool...) || h.life.RefIn(v.Ref.Value, consumedPhases...) || seen[v.Name] {
 			continue
 		}
 		seen[v.Name] = true
 		counts[k]++
 	}
-	for name, k := range h.prov.pendingByKey() {
-		if !seen[name] {
-			seen[name] = true
-			counts[k]++
+	for _, e := range h.life.List(lifecycle.Provisioning) {
+		if !seen[e.Name] {
+			seen[e.Name] = true
+			counts[poolKeyOf(e.Pool)]++
 		}
 	}
 	present := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		present[v.Name] = true
 	}
-	for name, k := range h.prov.recentByKey(h.now()) {
+	// Idle entries: provisioned by this run, not shown yet. Expired ones
+	// go first (the capacity release grace has passed).
+	h.life.Expire(lifecycle.Idle, h.now())
+	for _, e := range h.life.List(lifecycle.Idle) {
 		switch {
-		case present[name]:
-			h.prov.forgetRecent(name) // the snapshot shows it: counted above
-		case seen[name] || h.provUsing.Has(name) || h.toDelete.Has(name):
+		case present[e.Name]:
+			// The snapshot shows it: counted above.
+			_ = h.life.Move(e.Name, lifecycle.Idle, lifecycle.Gone)
+		case seen[e.Name]:
 		default:
-			seen[name] = true
-			counts[k]++
+			seen[e.Name] = true
+			counts[poolKeyOf(e.Pool)]++
 		}
 	}
 	return counts
@@ -421,7 +337,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		return
 	}
 	if !d.Allowed {
-		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Reason)
+		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Detail)
 		return
 	}
 	off := false
@@ -432,12 +348,13 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 			h.releaseCapacity(provisionReservationKey(name))
 		}
 	}()
-	h.provPending.Add(name)
-	h.prov.addPending(name, t.key)
-	defer func() {
-		h.prov.removePending(name)
-		h.provPending.Remove(name)
-	}()
+	if err := h.life.Move(name, lifecycle.Gone, lifecycle.Provisioning, lifecycle.WithPool(t.key.pool())); err != nil {
+		log.Warn("provisioning deferred to the next pass", logkey.Err, err)
+		return
+	}
+	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
+	// when it failed (then this move is refused, as it should be).
+	defer func() { _ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()
 
 	annot := Annotation{
 		HatcheryName: h.Name(),
@@ -486,7 +403,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	h.inv.Invalidate()
 	if grace := h.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
-		h.prov.addRecent(name, t.key, h.now().Add(grace))
+		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(h.now().Add(grace)))
 	}
 	log.Info("provisioned vm ready", logkey.Detail, "cloned, got its ip, powered off")
 }

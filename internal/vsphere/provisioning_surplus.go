@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -17,11 +18,8 @@ func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
 		return false
 	}
 	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff &&
-		!h.provPending.Has(vm.Name) &&
-		!h.provUsing.Has(vm.Name) &&
-		!h.toDelete.Has(vm.Name) &&
-		!h.prov.deleting.Has(vm.Name) &&
-		!h.prov.consumed.Has(vm.Ref.Value)
+		h.life.In(vm.Name, claimable...) &&
+		!h.life.RefIn(vm.Ref.Value, consumedPhases...)
 }
 
 // removeSurplus destroys idle provisioned VMs of pools holding more than
@@ -60,18 +58,17 @@ func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, c
 			if excess == 0 || ctx.Err() != nil {
 				break
 			}
-			// Taking the claim first keeps a concurrent spawn off this VM.
-			if !h.provUsing.Add(v.Name) {
+			// Marking it, in one step with the check that it is still
+			// idle, keeps a concurrent spawn off this VM.
+			if _, err := h.life.MoveFrom(v.Name, claimable, lifecycle.Marked); err != nil {
 				continue
 			}
 			excess--
-			h.markToDelete(v.Name)
 			h.log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.model, logkey.Flavor, k.flavor,
 				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
 			if err := h.deleteServer(ctx, v); err != nil {
 				h.log.Warn("surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
 			}
-			h.provUsing.Remove(v.Name)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -140,10 +141,10 @@ func TestProvisioningFillsPools(t *testing.T) {
 	}
 	cds := &warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, UserLastModified: modTime}}}
 	e := newWarmEnv(t, cfg, vms, cds)
-	e.h.provUsing.Add("provision-v2-claimed")
+	putPhase(e.h, "provision-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-claimed"))
 	e.h.markToDelete("provision-v2-tobedeleted")
-	e.h.provPending.Add("provision-v2-booting")
-	e.h.prov.addPending("provision-v2-booting", poolKey{model: "ubuntu", flavor: "large"})
+	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
+	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(poolKey{model: "ubuntu", flavor: "large"}.pool()))
 	rec := &cloneRecorder{}
 	e.h.prov.clone = rec.clone
 	// provision-v2-large is surplus (no pool for it) and idle: removed.
@@ -179,7 +180,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 	assert.Equal(t, []string{"debian12", "ubuntu", "debian12", "m1"}, templates)
 	assert.Equal(t, rec.names(), ip.sorted())
 	assert.Equal(t, rec.names(), off.sorted())
-	assert.Equal(t, []string{"provision-v2-booting"}, e.h.provPending.List(), "only the pass's own names are released")
+	assert.Equal(t, []string{"provision-v2-booting"}, namesIn(e.h, lifecycle.Provisioning), "only the pass's own names are released")
 }
 
 // TestProvisioningBoundedAndJoined: at most workerProvisioningPoolSize
@@ -223,7 +224,7 @@ func TestProvisioningBoundedAndJoined(t *testing.T) {
 
 	assert.Equal(t, int64(6), finished.Load(), "every clone ended before the pass returned")
 	assert.LessOrEqual(t, maxActive.Load(), int64(2))
-	assert.Zero(t, e.h.provPending.Len())
+	assert.Zero(t, len(namesIn(e.h, lifecycle.Provisioning)))
 }
 
 // TestProvisioningFailuresMarked: a VM that fails to clone, to get its IP
@@ -259,8 +260,8 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 			e.h.provisioning(context.Background())
 
 			require.Len(t, rec.calls, 1)
-			assert.Equal(t, []string{rec.calls[0].name}, e.h.toDelete.List())
-			assert.Zero(t, e.h.provPending.Len())
+			assert.Equal(t, []string{rec.calls[0].name}, markedNames(e.h))
+			assert.Zero(t, len(namesIn(e.h, lifecycle.Provisioning)))
 		})
 	}
 }
@@ -350,9 +351,9 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 		other,
 	}
 	e := newWarmEnv(t, cfg, vms, &warmCDS{})
-	e.h.provUsing.Add("provision-v2-dclaimed")
-	e.h.provPending.Add("provision-v2-dbooting")
-	e.h.prov.addPending("provision-v2-dbooting", poolKey{model: "debian12"})
+	putPhase(e.h, "provision-v2-dclaimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-dclaimed"))
+	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning)
+	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(poolKey{model: "debian12"}.pool()))
 	rec := &cloneRecorder{}
 	e.h.prov.clone = rec.clone
 	// debian12: d1..d4 + dbooting = 5 in the pool, 2 configured: the 3 oldest idle go.
@@ -363,8 +364,8 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 	e.h.provisioning(context.Background())
 
 	assert.Empty(t, rec.calls, "no pool is short")
-	assert.Zero(t, e.h.toDelete.Len())
-	assert.Equal(t, []string{"provision-v2-dclaimed"}, e.h.provUsing.List(), "the claim is untouched, surplus locks released")
+	assert.Zero(t, len(markedNames(e.h)))
+	assert.Equal(t, []string{"provision-v2-dclaimed"}, namesIn(e.h, lifecycle.Claimed), "the claim is untouched, surplus locks released")
 }
 
 // TestProvisioningSurplusDeletionFailureRetried: a surplus VM whose destroy
@@ -379,8 +380,8 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(nil),
 	)
 	e.h.provisioning(context.Background())
-	require.True(t, e.h.toDelete.Has("provision-v2-d1"))
-	assert.Zero(t, e.h.provUsing.Len())
+	require.True(t, isMarked(e.h, "provision-v2-d1"))
+	assert.Zero(t, len(namesIn(e.h, lifecycle.Claimed)))
 
 	// Marked: neither claimed nor counted meanwhile.
 	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
@@ -388,7 +389,7 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	assert.Nil(t, got)
 
 	e.h.killAwolServers(context.Background())
-	assert.False(t, e.h.toDelete.Has("provision-v2-d1"))
+	assert.False(t, isMarked(e.h, "provision-v2-d1"))
 }
 
 // TestRoundRobinTasks interleaves the queues.
@@ -453,9 +454,7 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	<-done
 
 	assert.Len(t, rec.names(), 2, "2 used + 2 + 2 = 6 vCPUs: a third clone would overshoot maxCpus")
-	e.h.capacity.mu.Lock()
-	n, _ := e.h.capacity.inFlightCountLocked()
-	e.h.capacity.mu.Unlock()
+	n, _ := e.h.capacity.ledger.Held()
 	assert.Zero(t, n, "powered off: the provisioned vms hold no capacity")
 
 	// The next pass provisions the third: the two are powered off.

@@ -83,7 +83,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fail("clone base image", err)
 	}
 	leasedIP = annot.IPAddress
-	h.recent.add(annot.WorkerName, h.now())
+	h.recordCreated(annot.WorkerName, args.JobID)
 	h.log.Info("model registration started", logkey.VM, tmpName, logkey.Model, m.Path(), logkey.IP, annot.IPAddress)
 
 	if cloudInit {

@@ -74,7 +74,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	assert.Empty(t, a.IPAddress)
 	assert.Nil(t, a.WorkerStarted)
 	assert.Empty(t, cds.errors)
-	assert.Zero(t, f.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(f.h)))
 	assert.False(t, f.h.pendingJobs.Has("register-mymodel"))
 }
 
@@ -135,8 +135,8 @@ func TestRegisterModelFailures(t *testing.T) {
 
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), `register model "shared.infra/mymodel" in vm "mymodel-tmp": `+tt.wantStep)
-			assert.True(t, f.h.toDelete.Has("mymodel-tmp"))
-			assert.False(t, f.h.toDelete.Has("mymodel"), "the other template is never marked")
+			assert.True(t, isMarked(f.h, "mymodel-tmp"))
+			assert.False(t, isMarked(f.h, "mymodel"), "the other template is never marked")
 			// The framework reports the returned error on the model, once:
 			// the hatchery does not report it too.
 			assert.Empty(t, cds.errors)
@@ -154,7 +154,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "check name")
-	assert.False(t, f.h.toDelete.Has("mymodel-tmp"))
+	assert.False(t, isMarked(f.h, "mymodel-tmp"))
 	assert.Empty(t, cds.errors, "the framework reports it, once")
 }
 

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func resFootprint(env *capEnv) resReserved {
 // the very next decision, in every inventory mode — unlike a spawn's end,
 // which keeps it counted for the shared inventory's grace. Before the
 // framework could release, such a footprint stayed reserved for
-// reservationTTL.
+// capacity.ReservationTTL.
 func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
 	t.Parallel()
 	for _, mode := range []string{config.InventoryListing, config.InventoryShared, config.InventoryWatch} {
@@ -53,7 +54,7 @@ func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
 			var ref *hatchery.Refusal
 			require.True(t, errors.As(err, &ref), "a refusal is typed: %v", err)
 			require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
-			require.Equal(t, reasonCPULimit, ref.Detail)
+			require.Equal(t, capacity.DetailCPULimit, ref.Detail)
 			require.True(t, ref.Reason.Waits())
 
 			r1.Release(hatchery.ReasonBooked) // j1 lost to another hatchery
@@ -123,7 +124,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		var ref *hatchery.Refusal
 		require.True(t, errors.As(err, &ref), "%v", err)
 		require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
-		require.Equal(t, reasonPoolCPU, ref.Detail)
+		require.Equal(t, capacity.DetailPoolCPU, ref.Detail)
 	})
 	t.Run("unknown flavor reserves nothing", func(t *testing.T) {
 		t.Parallel()
@@ -148,7 +149,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 		r, err := resAllocate(t, env, "large", "j1")
 		require.NoError(t, err)
-		env.clock.advance(reservationTTL + time.Second)
+		env.clock.advance(capacity.ReservationTTL + time.Second)
 		_, err = resAllocate(t, env, "xlarge", "j2") // expires j1 first
 		require.NoError(t, err)
 		r.Release(hatchery.ReasonAbandoned) // the expired one: nothing to free

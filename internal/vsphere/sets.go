@@ -5,8 +5,11 @@ import (
 	"sync"
 )
 
-// nameSet is a concurrency-safe set of names (VM names, job ids). It backs
-// in-memory caches (docs/design.md#annotation): accelerators, safe to lose on restart.
+// nameSet is a concurrency-safe set of names that are not VMs: the job keys
+// of spawns in flight (pendingJobs) and the template/mode pairs whose clone
+// mode was logged (modeLogged). What the hatchery knows of a VM lives in the
+// lifecycle table (docs/lifecycle.md). Both are accelerators, safe to lose
+// on restart.
 type nameSet struct {
 	mu sync.Mutex
 	m  map[string]struct{}

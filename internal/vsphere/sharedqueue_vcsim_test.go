@@ -163,7 +163,7 @@ func (o *sqSkips) got() []string {
 // reserved footprint is back to zero as soon as its booking failed (its
 // next decision finds nothing reserved), and neither refuses a job for
 // capacity although each has room for one more worker than it runs. With
-// the footprint of lost bookings kept until reservationTTL, each
+// the footprint of lost bookings kept until capacity.ReservationTTL, each
 // hatchery would count every job of the queue and refuse from job
 // maxCpus/2 on.
 func TestVcsimTwoHatcheriesShareQueue(t *testing.T) {

@@ -88,7 +88,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("create vm", err)
 	}
-	h.recent.add(name, h.now())
+	h.recordCreated(name, args.JobID)
 	h.log.Info("vm created", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
 
 	if cloudInit {
@@ -149,7 +149,6 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		claimed = nil
 	}
 	if claimed != nil {
-		defer h.releaseClaim(claimed.Name)
 		if !claimed.OwnedBy(h.Name()) {
 			// Never act on a VM that is not ours, whatever the claim says.
 			return types.ManagedObjectReference{}, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
@@ -188,7 +187,7 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 		// The worker runs: the VM is not abandoned. Cleanup reads the
 		// start from memory (this run), the worker list, else the
 		// creation time.
-		h.unrecorded.add(name, started)
+		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
 	return nil

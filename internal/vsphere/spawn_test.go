@@ -131,7 +131,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	assert.Equal(t, "10.0.0.10", annot.IPAddress)
 	assert.Equal(t, spHatchery, annot.HatcheryName)
 	assert.False(t, f.h.pendingJobs.Has("run-1"), "job no longer pending")
-	assert.Zero(t, f.h.toDelete.Len())
+	assert.Zero(t, len(markedNames(f.h)))
 	assert.NotContains(t, written.Annotation, spSecret)
 	assert.NotContains(t, written.Annotation, "jwt-token")
 }
@@ -258,7 +258,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			}
 			assert.NotContains(t, msg, spSecret)
 			assert.NotContains(t, msg, "jwt-token")
-			assert.Equal(t, !tt.noVM && !tt.noMark, f.h.toDelete.Has(args.WorkerName), "vm marked for deletion iff one was created")
+			assert.Equal(t, !tt.noVM && !tt.noMark, isMarked(f.h, args.WorkerName), "vm marked for deletion iff one was created")
 			used, _ := f.h.ips.counts(nil)
 			if tt.keepIP {
 				assert.Equal(t, 1, used, "ip reservation kept")
@@ -319,7 +319,7 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 			err := f.h.SpawnWorker(context.Background(), spV2Args())
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "already exists")
-			assert.False(t, f.h.toDelete.Has(tt.foreign.Name))
+			assert.False(t, isMarked(f.h, tt.foreign.Name))
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -17,7 +18,7 @@ import (
 // vCenter is slow or down. The resource pool line shows the last reading,
 // taken by capacity decisions and by the metrics pass.
 func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine {
-	v, err := h.readCapacityViewPool(ctx, func(context.Context) poolSnapshot { return h.lastPool() })
+	v, err := h.readCapacityViewPool(ctx, func(context.Context) capacity.Pool { return h.lastPool() })
 	u := v.usage
 	if err != nil {
 		return []sdk.MonitoringStatusLine{{

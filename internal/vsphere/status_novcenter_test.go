@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func TestStatusReachesNoVCenter(t *testing.T) {
 	require.Equal(t, sdk.MonitoringStatusOK, l.Status)
 
 	f.h.capacity.mu.Lock()
-	f.h.capacity.lastPool = poolSnapshot{Read: true, Readable: true, UnreservedMemoryBytes: 2048 << 20, UnreservedCPUMHz: 1000}
+	f.h.capacity.lastPool = capacity.Pool{Read: true, Readable: true, UnreservedMemoryBytes: 2048 << 20, UnreservedCPUMHz: 1000}
 	f.h.capacity.mu.Unlock()
 	l = pool(f.h.Status(context.Background()))
 	require.Contains(t, l.Value, "2048 MB memory")

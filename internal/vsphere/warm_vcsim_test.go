@@ -171,7 +171,6 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 	}, large)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
-	h.WarmReleaseClaim(vm.Name)
 
 	_, stillThere := env.Inspect(pool[0].Name)
 	assert.False(t, stillThere, "renamed")

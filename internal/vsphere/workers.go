@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -59,7 +58,7 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 		out = append(out, name)
 	}
 	// Workers created since the inventory's last listing.
-	recent := h.recent.missing(shown, h.now(), max(h.releaseGrace(), time.Minute))
+	recent := h.missingWorkers(shown, h.now())
 	sort.Strings(recent)
 	return append(out, recent...), nil
 }

@@ -23,8 +23,8 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	ours := &Annotation{HatcheryName: spHatchery}
 	f.inv.vms = []VM{{Name: "worker-1", Annotation: ours}}
 
-	f.h.recent.add("worker-2", now)
-	f.h.recent.add("register-mymodel-x1", now)
+	f.h.recordCreated("worker-2", "")
+	f.h.recordCreated("register-mymodel-x1", "")
 	got, err := f.h.WorkersStarted(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"worker-1", "register-mymodel-x1", "worker-2"}, got)
@@ -40,7 +40,7 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	// A worker whose VM never shows (destroyed before any listing) is
 	// forgotten after the grace.
 	f.inv.vms = f.inv.vms[:1]
-	f.h.recent.add("worker-3", now)
+	f.h.recordCreated("worker-3", "")
 	now = now.Add(2 * time.Minute)
 	got, _ = f.h.WorkersStarted(context.Background())
 	assert.Contains(t, got, "worker-3", "still within the grace")

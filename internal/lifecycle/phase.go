@@ -1,0 +1,138 @@
+package lifecycle
+
+import "strconv"
+
+// Phase is where a VM stands in this process's work on it. The zero value,
+// Gone, is "no entry": the table knows nothing of the VM (never tracked, or
+// left), and only its annotation and the inventory speak for it.
+type Phase uint8
+
+// The phases, in the order a VM usually meets them. docs/lifecycle.md
+// draws them and names the function behind every transition.
+const (
+	// Gone: no entry. A move to Gone removes the entry.
+	Gone Phase = iota
+	// Cloning: a spawn's (or a registration's) clone task is in flight;
+	// the VM may not exist yet.
+	Cloning
+	// Provisioning: a warm-pool VM is being made (clone, wait for its IP,
+	// power off). The entry carries its pool.
+	Provisioning
+	// Idle: a warm-pool VM made by this process, powered off and ready,
+	// that no inventory snapshot has shown yet. It counts in its pool until
+	// a snapshot shows it or its deadline passes. An idle VM the inventory
+	// shows has no entry: its annotation says it is idle.
+	Idle
+	// Claimed: a warm-pool VM taken by a spawn, under its provisioned name
+	// (the entry carries its reference). It is never offered again, even
+	// by a lagging snapshot that still shows it idle, until the inventory
+	// no longer shows it as a pool VM.
+	Claimed
+	// Preparing: a claimed VM under its worker name, between its rename and
+	// its power-on. Cleanup leaves it alone.
+	Preparing
+	// Running: a worker VM this process created or prepared, until the
+	// inventory shows it or its deadline passes; it counts as a started
+	// worker meanwhile.
+	Running
+	// Started: a worker launched by this process whose start could not be
+	// written on the VM. The entry carries the launch time, which the
+	// cleanup uses in place of the missing record until the VM is deleted.
+	Started
+	// Marked: marked for deletion; the next cleanup pass destroys the VM.
+	// The entry carries since when its VM has been missing from the
+	// inventory, if it is.
+	Marked
+	// Deleting: a deletion (power off, destroy) is at work on the VM. A
+	// failure moves it back to Marked, a success to Destroyed.
+	Deleting
+	// Destroyed: this process destroyed the VM; an inventory snapshot
+	// taken before may still show it. It is never claimed, counted in a
+	// pool or deleted again; the entry (which carries the VM's reference)
+	// leaves when a listing no longer shows that reference.
+	Destroyed
+
+	numPhases = iota
+)
+
+var phaseNames = [numPhases]string{
+	Gone:         "gone",
+	Cloning:      "cloning",
+	Provisioning: "provisioning",
+	Idle:         "idle",
+	Claimed:      "claimed",
+	Preparing:    "preparing",
+	Running:      "running",
+	Started:      "started",
+	Marked:       "marked",
+	Deleting:     "deleting",
+	Destroyed:    "destroyed",
+}
+
+// String is the phase's lower-case name, as docs/lifecycle.md spells it.
+func (p Phase) String() string {
+	if int(p) < len(phaseNames) {
+		return phaseNames[p]
+	}
+	return "phase(" + strconv.Itoa(int(p)) + ")"
+}
+
+// Phases lists every phase, Gone first.
+func Phases() []Phase {
+	out := make([]Phase, numPhases)
+	for i := range out {
+		out[i] = Phase(i)
+	}
+	return out
+}
+
+// transitions is the one place that says which moves are allowed: from a
+// phase (key) to each phase listed. A move not listed here is refused.
+// Adding a phase is adding its row and the rows that lead to it.
+var transitions = map[Phase][]Phase{
+	// Anything the table does not know yet may start being cloned or
+	// provisioned, be claimed or prepared (a pool VM seen in the
+	// inventory), be recorded as created or launched, be marked or be
+	// deleted (the annotation decided).
+	Gone: {Cloning, Provisioning, Claimed, Preparing, Running, Started, Marked, Deleting},
+	// The clone returned (the spawn records the VM next) or failed.
+	Cloning: {Gone, Marked},
+	// Ready and powered off (Idle until the inventory shows it; Gone when
+	// the inventory is always fresh), or failed.
+	Provisioning: {Idle, Gone, Marked},
+	// Claimed by a spawn, shown by the inventory or expired, removed as
+	// surplus (marked first), or deleted by cleanup.
+	Idle: {Claimed, Gone, Marked, Deleting},
+	// The inventory no longer shows it as a pool VM, or the claim failed
+	// before the rename.
+	Claimed: {Gone, Marked},
+	// Powered on (the worker starts), or the preparation failed: marked
+	// under the name the VM has, and the new name dropped when the rename
+	// did not happen.
+	Preparing: {Running, Marked, Gone},
+	// The start could not be recorded; the inventory shows it or the
+	// deadline passed; the spawn failed or the worker is disabled; the
+	// cleanup's verdict deletes it.
+	Running: {Started, Gone, Marked, Deleting},
+	// Only a deletion ends it.
+	Started: {Marked, Deleting},
+	// The cleanup destroys it, or the mark is dropped after its VM was
+	// missing from the inventory long enough.
+	Marked: {Deleting, Gone},
+	// Destroyed, or failed and retried by the next pass.
+	Deleting: {Destroyed, Marked},
+	// A listing no longer shows it; or its name is used again (a new
+	// registration VM is cloned under it, a VM of a stale snapshot under
+	// it is marked or deleted again: vCenter answers "gone", a success).
+	Destroyed: {Gone, Cloning, Marked, Deleting},
+}
+
+// Allowed reports whether the move from → to is in the transitions table.
+func Allowed(from, to Phase) bool {
+	for _, p := range transitions[from] {
+		if p == to {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,97 @@
+package vsphere
+
+import (
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+)
+
+// The phases of internal/lifecycle as the loops read them
+// (docs/lifecycle.md).
+var (
+	// markable: a VM in one of these phases may be marked for deletion;
+	// one already marked or being deleted stays as it is.
+	markable = []lifecycle.Phase{
+		lifecycle.Gone, lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Idle, lifecycle.Claimed,
+		lifecycle.Preparing, lifecycle.Running, lifecycle.Started, lifecycle.Destroyed,
+	}
+	// deletable: deleteServer may start on a VM in one of these phases. A
+	// VM being cloned, provisioned, claimed or prepared belongs to the
+	// loop doing it, which marks it when it fails.
+	deletable = []lifecycle.Phase{
+		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked, lifecycle.Destroyed,
+	}
+	// claimable: a pool VM in one of these phases may be claimed or
+	// removed as surplus (Gone: the inventory shows it idle, the table
+	// knows nothing more).
+	claimable = []lifecycle.Phase{lifecycle.Gone, lifecycle.Idle}
+	// leavingPool: a pool VM in one of these phases no longer counts in
+	// its pool.
+	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed}
+	// consumedPhases: an entry holding a VM's reference in one of these
+	// phases means the VM was claimed: a lagging snapshot may still show
+	// it idle under its provisioned name.
+	consumedPhases = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Preparing, lifecycle.Running, lifecycle.Started}
+)
+
+// pool is k as the lifecycle table records it.
+func (k poolKey) pool() lifecycle.Pool {
+	return lifecycle.Pool{V1: k.v1, Model: k.model, Flavor: k.flavor}
+}
+
+// poolKeyOf is the pool key of a lifecycle entry.
+func poolKeyOf(p lifecycle.Pool) poolKey {
+	return poolKey{v1: p.V1, model: p.Model, flavor: p.Flavor}
+}
+
+// recordCreated records that the worker name's VM exists now (cloned or
+// claimed and prepared): it counts as a started worker until the inventory
+// shows it or the grace (at least a minute) passes.
+func (h *HatcheryVSphere) recordCreated(name, job string) {
+	deadline := h.now().Add(max(h.releaseGrace(), time.Minute))
+	_, _ = h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone, lifecycle.Preparing}, lifecycle.Running,
+		lifecycle.WithJob(job), lifecycle.WithDeadline(deadline))
+}
+
+// recordUnrecordedStart remembers when the worker of VM name was launched,
+// its start not written on the VM (the annotation write failed after the
+// launch). Without it the awol cleanup would take such a VM, once its
+// worker finished and powered it off, for a worker still starting and keep
+// it for the registration TTL. Lost on restart, when the registration TTL
+// applies again.
+func (h *HatcheryVSphere) recordUnrecordedStart(name string, t time.Time) {
+	if h.life.Set(name, lifecycle.Running, lifecycle.WithLaunched(t)) {
+		return
+	}
+	_, _ = h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone}, lifecycle.Started, lifecycle.WithLaunched(t))
+}
+
+// unrecordedStart returns when the worker of VM name was launched, if this
+// run launched it and could not record it on the VM.
+func (h *HatcheryVSphere) unrecordedStart(name string) (time.Time, bool) {
+	e, ok := h.life.Get(name)
+	if !ok || e.Launched.IsZero() || (e.Phase != lifecycle.Running && e.Phase != lifecycle.Started) {
+		return time.Time{}, false
+	}
+	return e.Launched, true
+}
+
+// missingWorkers returns the workers this run created that the inventory
+// does not show (shown) yet. A Running entry leaves when the inventory
+// shows it or after its deadline; one whose start is unrecorded becomes
+// Started instead, kept until the VM is deleted.
+func (h *HatcheryVSphere) missingWorkers(shown map[string]bool, now time.Time) []string {
+	var out []string
+	for _, e := range h.life.List(lifecycle.Running) {
+		if !shown[e.Name] && !now.After(e.Deadline) {
+			out = append(out, e.Name)
+			continue
+		}
+		to := lifecycle.Gone
+		if !e.Launched.IsZero() {
+			to = lifecycle.Started
+		}
+		_ = h.life.Move(e.Name, lifecycle.Running, to, lifecycle.WithLaunched(e.Launched))
+	}
+	return out
+}
