@@ -18,7 +18,9 @@ type vmIndex struct {
 func newVMIndex(vms []VM) *vmIndex {
 	x := &vmIndex{used: usedBy(vms), jobs: map[string]string{}}
 	for _, v := range vms {
-		if v.Annotation != nil && v.Annotation.JobID != "" {
+		// A held VM (a failed spawn kept for inspection) no longer
+		// serves its job: the job may be spawned again.
+		if v.Annotation != nil && v.Annotation.JobID != "" && !v.Annotation.Held() {
 			if _, ok := x.jobs[v.Annotation.JobID]; !ok {
 				x.jobs[v.Annotation.JobID] = v.Name
 			}
