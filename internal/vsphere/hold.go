@@ -134,10 +134,21 @@ func (h *HatcheryVSphere) holdVerdict(vm VM) (awolVerdict, bool) {
 	return awolRemove("debug hold expired at " + until.UTC().Format(time.RFC3339)), true
 }
 
-// HeldWorkers lists the VMs held for inspection, for /mon/workers. It
-// reads the last inventory snapshot (no vCenter call when the inventory
-// is shared or watched).
+// heldListTimeout bounds the inventory read of /mon/workers: a supervisor
+// polls it and must get an answer; a listing slower than this (listing
+// inventory mode, vCenter slow) shows the holds of this run's table only.
+const heldListTimeout = 10 * time.Second
+
+// HeldWorkers lists the VMs held for inspection, for /mon/workers. With
+// the hold off and no hold made by this run it reads nothing (holds left
+// by an earlier configuration still expire through the cleanup); else it
+// reads the inventory (the last snapshot when it is shared or watched).
 func (h *HatcheryVSphere) HeldWorkers(ctx context.Context) []hatchery.HeldWorker {
+	if h.cfg.KeepFailedWorkers <= 0 && len(h.life.List(lifecycle.Held)) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, heldListTimeout)
+	defer cancel()
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		vms = nil // the table's holds only
@@ -170,3 +181,6 @@ func (h *HatcheryVSphere) tendHolds(vms []VM) {
 	}
 	h.metrics.HeldVMs(len(h.heldVMs(vms)))
 }
+
+// HatcheryVSphere lists its held VMs on /mon/workers.
+var _ hatchery.HeldLister = (*HatcheryVSphere)(nil)
