@@ -330,6 +330,14 @@ func (c *Config) validateProvisioning(es *Errors) {
 		if flavor != "" && !c.hasFlavor(flavor) {
 			es.add(key+".flavor", "%q is not a defined flavor (defined: %s; empty keeps the VMs neutral)", w.Flavor, c.flavorNames())
 		}
+		switch w.State() {
+		case IdleStatePoweredOff, IdleStateSuspended, IdleStatePoweredOn:
+			if w.Hot() && flavor == "" {
+				es.add(key+".flavor", "required when idleState is %q: a suspended or running VM cannot be resized, so the pool is pre-sized to a flavor (defined: %s)", w.IdleState, c.flavorNames())
+			}
+		default:
+			es.add(key+".idleState", "%q: must be %q (default), %q or %q", w.IdleState, IdleStatePoweredOff, IdleStateSuspended, IdleStatePoweredOn)
+		}
 		if model == "" {
 			continue
 		}
