@@ -17,15 +17,18 @@ import (
 // (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
-// provisioned, claimed or deleted. An exact-flavor VM is preferred, then a
-// neutral VM (the caller reconfigures it through prepareClaimedVM); a VM
-// pre-sized for another flavor is never taken. Power state and annotation
-// decide that a VM is ready: a VM still powered on is still being
-// provisioned (or half-made) and is skipped. The claim is atomic: two
+// provisioned, claimed or deleted, waiting in the idle state their
+// annotation records (idleProvisioned). Power state and annotation
+// decide that a VM is ready: a VM whose power state is not its recorded
+// idle state is still being provisioned (or half-made) and is skipped. The claim is atomic: two
 // concurrent claims never return the same VM (a move to Claimed in the
 // lifecycle table). The entry ends when the inventory no longer shows the
 // VM as a pool VM (forgetConsumed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
+//
+// The order of the candidates is claimCandidates'; hotOK false leaves out
+// suspended and powered-on VMs (a cloud-init spawn: its userdata is read
+// at first boot, which a hot VM has passed).
+func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
 		want = poolKey{v1: true, model: model.ModelV1.Path()}
@@ -43,26 +46,9 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
 	}
 	h.forgetConsumed(vms)
-	var exact, neutral []VM
-	for _, v := range vms {
-		if !h.idleProvisioned(v) {
-			continue
-		}
-		k, _ := h.keyOf(v)
-		if k.v1 != want.v1 || k.model != want.model {
-			continue
-		}
-		switch k.flavor {
-		case wantFlavor:
-			exact = append(exact, v)
-		case "":
-			neutral = append(neutral, v)
-		}
-	}
-	sortOldestFirst(exact)
-	sortOldestFirst(neutral)
+	candidates := h.claimCandidates(vms, want, wantFlavor, hotOK)
 
-	for _, v := range append(exact, neutral...) {
+	for _, v := range candidates {
 		// One atomic step: a VM a concurrent claim took, or the surplus
 		// removal or cleanup marked since the listing, is not idle any
 		// more and the move is refused. From here the VM is a worker (or,
@@ -79,8 +65,45 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 	return nil, nil
 }
 
+// claimCandidates lists the idle pool VMs of pool want (any flavor) that a
+// spawn of flavor wantFlavor may take, in the order it should try them
+// (docs/configuration.md, "Warm pool"): the exact flavor waiting hot
+// (suspended or powered on; only when hotOK), the exact flavor powered
+// off, a neutral VM powered off (resized on claim). Within each group the
+// oldest goes first. A VM pre-sized for another flavor, or a hot VM with
+// no flavor (it could not be resized), is never a candidate.
+func (h *HatcheryVSphere) claimCandidates(vms []VM, want poolKey, wantFlavor string, hotOK bool) []VM {
+	var hot, exact, neutral []VM
+	for _, v := range vms {
+		if !h.idleProvisioned(v) {
+			continue
+		}
+		k, _ := h.keyOf(v)
+		if k.v1 != want.v1 || k.model != want.model {
+			continue
+		}
+		isHot := v.Annotation.IdleState != ""
+		switch {
+		case isHot && (!hotOK || k.flavor == "" || k.flavor != wantFlavor):
+		case isHot:
+			hot = append(hot, v)
+		case k.flavor == wantFlavor:
+			exact = append(exact, v)
+		case k.flavor == "":
+			neutral = append(neutral, v)
+		}
+	}
+	sortOldestFirst(hot)
+	sortOldestFirst(exact)
+	sortOldestFirst(neutral)
+	return append(append(hot, exact...), neutral...)
+}
+
 func claimReason(v VM, wantFlavor string) string {
-	if strings.EqualFold(v.Annotation.Flavor, wantFlavor) {
+	switch {
+	case v.Annotation.IdleState != "":
+		return "exact flavor, " + v.Annotation.IdleState
+	case strings.EqualFold(v.Annotation.Flavor, wantFlavor):
 		return "exact flavor"
 	}
 	return "neutral vm, resized on claim"

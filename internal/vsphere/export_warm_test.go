@@ -20,7 +20,7 @@ func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killA
 
 // WarmClaim is claimProvisionedVM.
 func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
-	return h.claimProvisionedVM(ctx, model, flavor)
+	return h.claimProvisionedVM(ctx, model, flavor, true)
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.
