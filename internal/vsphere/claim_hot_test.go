@@ -158,4 +158,3 @@ func TestAwolHotPoolVMs(t *testing.T) {
 	assert.True(t, v.del)
 	assert.Contains(t, v.reason, "broken hot pool vm")
 }
-
