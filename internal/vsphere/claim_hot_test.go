@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -157,4 +158,21 @@ func TestAwolHotPoolVMs(t *testing.T) {
 	v := e.h.awolVerdict(context.Background(), broken, apiWorkers{})
 	assert.True(t, v.del)
 	assert.Contains(t, v.reason, "broken hot pool vm")
+}
+
+// TestCapacityCountsHotIdleVMs: a running idle pool VM uses CPU and RAM and
+// counts against maxCpus/maxMemoryMB; a suspended one does not.
+func TestCapacityCountsHotIdleVMs(t *testing.T) {
+	t.Parallel()
+	e := newWarmEnv(t, warmConfig(), nil, nil)
+	sized := func(v *VM) { v.NumCPU, v.MemoryMB = 4, 8192 }
+	vms := []VM{
+		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), sized),
+		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
+		warmProvVM("provision-v2-off", "debian12", "large", sized),
+	}
+	u := capacity.Count(e.h.vmUsages(vms))
+	assert.Equal(t, int64(4), u.CPUs)
+	assert.Equal(t, int64(8192), u.MemoryMB)
+	assert.Equal(t, 1, u.VMs)
 }
