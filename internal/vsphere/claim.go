@@ -136,27 +136,10 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
 func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
-	if vm == nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
-	}
-	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	if err := h.beginPrepare(vm, &annot); err != nil {
+		return types.ManagedObjectReference{}, err
 	}
 	newName := annot.WorkerName
-	if newName == "" {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
-	}
-	annot.HatcheryName = h.Name()
-	annot.Provisioning = false
-	if annot.IPAddress == "" {
-		annot.IPAddress = vm.Annotation.IPAddress
-	}
-	// Created is the claim time: cleanup measures the worker's registration
-	// window from it until WorkerStarted is recorded. Keeping the
-	// provisioning time would let cleanup take a freshly claimed VM that
-	// waited long in the pool for a worker that never started.
-	annot.Created = h.now().UTC()
 	resize := flavor != nil && vm.Annotation.Flavor == ""
 	if flavor != nil && annot.Flavor == "" {
 		annot.Flavor = flavor.Name
@@ -164,19 +147,6 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		annot.Flavor = vm.Annotation.Flavor
 	}
 	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
-
-	// Cleanup leaves the VM alone under its new name until it runs; the
-	// spawn moves it on to Running (recordCreated).
-	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
-		// Nothing was done to the VM: it is idle again.
-		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
-	}
-
-	// The VM came from the snapshot, which shows its address from now on:
-	// the reservation its provisioning made under its old name would
-	// outlive it.
-	h.ips.release(vm.Annotation.IPAddress, vm.Name)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -244,6 +214,51 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
+}
+
+// beginPrepare starts the preparation of a claimed pool VM as the worker
+// annot.WorkerName: it refuses a VM that is not ours (or no worker name),
+// completes annot as the worker's record (this hatchery, no longer a pool
+// VM, the VM's IP when annot has none, created now) and moves the worker
+// name to Preparing. On a refused move the claim is dropped (the VM is
+// idle again, nothing was done to it).
+func (h *HatcheryVSphere) beginPrepare(vm *VM, annot *Annotation) error {
+	if vm == nil {
+		return fmt.Errorf("prepare claimed vm: no vm")
+	}
+	if !vm.OwnedBy(h.Name()) || vm.Template {
+		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
+		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	}
+	newName := annot.WorkerName
+	if newName == "" {
+		return fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
+	}
+	annot.HatcheryName = h.Name()
+	annot.Provisioning = false
+	annot.IdleState = ""
+	if annot.IPAddress == "" {
+		annot.IPAddress = vm.Annotation.IPAddress
+	}
+	// Created is the claim time: cleanup measures the worker's registration
+	// window from it until WorkerStarted is recorded. Keeping the
+	// provisioning time would let cleanup take a freshly claimed VM that
+	// waited long in the pool for a worker that never started.
+	annot.Created = h.now().UTC()
+
+	// Cleanup leaves the VM alone under its new name until it runs; the
+	// spawn moves it on to Running (recordCreated).
+	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+		// Nothing was done to the VM: it is idle again.
+		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
+	}
+
+	// The VM came from the snapshot, which shows its address from now on:
+	// the reservation its provisioning made under its old name would
+	// outlive it.
+	h.ips.release(vm.Annotation.IPAddress, vm.Name)
+	return nil
 }
 
 // annotationModel names the model an annotation is for.

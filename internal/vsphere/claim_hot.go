@@ -31,37 +31,15 @@ const maxHotClaims = 3
 // off and marked for deletion, never reused; a failed check wraps
 // errHotCheck.
 func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *VM, annot Annotation) (types.ManagedObjectReference, error) {
-	if vm == nil || vm.Annotation == nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare hot vm: no vm")
+	if err := h.beginPrepare(vm, &annot); err != nil {
+		return types.ManagedObjectReference{}, err
 	}
-	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare hot vm %q: not owned by hatchery %q", vm.Name, h.Name())
-	}
+	state := vm.Annotation.IdleState // beginPrepare checked that vm is ours: it has a record
 	newName := annot.WorkerName
-	if newName == "" {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare hot vm %q: no worker name", vm.Name)
-	}
-	state := vm.Annotation.IdleState
-	annot.HatcheryName = h.Name()
-	annot.Provisioning = false
-	annot.IdleState = ""
-	if annot.IPAddress == "" {
-		annot.IPAddress = vm.Annotation.IPAddress
-	}
-	// Created is the claim time, as for a powered-off pool VM
-	// (prepareClaimedVMBoot).
-	annot.Created = h.now().UTC()
 	if annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
 	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
-
-	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
-		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare hot vm %q as %q: %w", vm.Name, newName, err)
-	}
-	h.ips.release(vm.Annotation.IPAddress, vm.Name)
 
 	obj := vm.Ref
 	current := vm.Name
