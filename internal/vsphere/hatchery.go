@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -63,6 +64,10 @@ type HatcheryVSphere struct {
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	quar     *quarantine.Book   // broken templates (quarantine.go)
+	// quarGauge serialises reading the quarantined count and recording
+	// it, so that the gauge never ends on an older count.
+	quarGauge sync.Mutex
 }
 
 // Options are what New needs. Inventory defaults to a ListingInventory
@@ -120,6 +125,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
 	h.tmplDevs = newTemplateDevices(h.now)
+	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
 
