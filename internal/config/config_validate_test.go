@@ -135,6 +135,10 @@ func TestValidateProblems(t *testing.T) {
 		{"provisioning powered on without flavor", func(c *Config) {
 			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small"}, {ModelVMWare: "debian12", Number: 1, IdleState: IdleStatePoweredOn}}
 		}, "workerProvisioning[1].flavor", `required when idleState is "poweredOn"`},
+		{"provisioning hot cloud-init", func(c *Config) {
+			c.GuestCredentials = []GuestCredential{{ModelVMWare: "debian12", Bootstrap: BootstrapCloudInit}}
+			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small", IdleState: IdleStateSuspended}}
+		}, "workerProvisioning[0].idleState", "starts with cloud-init"},
 		{"provisioning idle state", func(c *Config) {
 			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small", IdleState: "hibernated"}}
 		}, "workerProvisioning[0].idleState", `"hibernated": must be "poweredOff" (default), "suspended" or "poweredOn"`},
