@@ -176,3 +176,18 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 	assert.Equal(t, int64(8192), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)
 }
+
+// TestProvisionedCountByState: provisioned_vm_count's state label is the
+// pool VM's power state; workers are not pool VMs.
+func TestProvisionedCountByState(t *testing.T) {
+	t.Parallel()
+	vms := []VM{
+		warmProvVM("provision-v2-off", "debian12", ""),
+		warmProvVM("provision-v2-susp-1", "debian12", "large", wIdle(config.IdleStateSuspended)),
+		warmProvVM("provision-v2-susp-2", "debian12", "large", wIdle(config.IdleStateSuspended)),
+		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn)),
+		warmVM("worker-1"),
+	}
+	got := summarizeVMs(warmHatcheryName, vms).gauges().ProvisionedVMs
+	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
+}
