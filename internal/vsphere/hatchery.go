@@ -165,3 +165,14 @@ func runEvery(ctx context.Context, log *slog.Logger, name string, every time.Dur
 		}
 	}
 }
+
+// indexOf returns the index of vms: the inventory's own when vms is its
+// current snapshot, else one built now.
+func (h *HatcheryVSphere) indexOf(vms []VM) *vmIndex {
+	if ii, ok := h.inv.(indexedInventory); ok {
+		if x := ii.indexOf(vms); x != nil {
+			return x
+		}
+	}
+	return newVMIndex(vms)
+}

@@ -40,13 +40,22 @@ func sameSnapshot(a, b []VM) bool {
 	return len(a) == len(b) && unsafe.SliceData(a) == unsafe.SliceData(b)
 }
 
-// indexOf returns the index of vms: the inventory's own when vms is its
-// current snapshot, else one built now.
-func (h *HatcheryVSphere) indexOf(vms []VM) *vmIndex {
-	if ii, ok := h.inv.(indexedInventory); ok {
-		if x := ii.indexOf(vms); x != nil {
-			return x
+// usedBy returns the addresses held by VMs: the annotation IP of every VM
+// (powered off too: it keeps its IP) and every guest IP.
+func usedBy(vms []VM) map[netip.Addr]bool {
+	used := map[netip.Addr]bool{}
+	add := func(s string) {
+		if a, err := netip.ParseAddr(s); err == nil {
+			used[a] = true
 		}
 	}
-	return newVMIndex(vms)
+	for _, v := range vms {
+		if v.Annotation != nil {
+			add(v.Annotation.IPAddress)
+		}
+		for _, ip := range v.IPAddresses {
+			add(ip)
+		}
+	}
+	return used
 }

@@ -111,26 +111,6 @@ func maskOf(iprange string) string {
 // enabled tells whether static IPs are configured.
 func (p *ipPool) enabled() bool { return p != nil && len(p.addrs) > 0 }
 
-// usedBy returns the addresses held by VMs: the annotation IP of every VM
-// (powered off too: it keeps its IP) and every guest IP.
-func usedBy(vms []VM) map[netip.Addr]bool {
-	used := map[netip.Addr]bool{}
-	add := func(s string) {
-		if a, err := netip.ParseAddr(s); err == nil {
-			used[a] = true
-		}
-	}
-	for _, v := range vms {
-		if v.Annotation != nil {
-			add(v.Annotation.IPAddress)
-		}
-		for _, ip := range v.IPAddresses {
-			add(ip)
-		}
-	}
-	return used
-}
-
 // expireLocked drops the reservations past their expiry. p.mu is held.
 func (p *ipPool) expireLocked(now time.Time) {
 	for a, r := range p.reserved {
