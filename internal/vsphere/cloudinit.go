@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -97,7 +98,7 @@ type cloudInitBoot struct {
 
 // cloudInitNetwork is the network config of the static IP lease, or nil
 // (cloud-init then brings the first interface up with DHCP).
-func cloudInitNetwork(lease *ipLease) (*CloudInitNetwork, error) {
+func cloudInitNetwork(lease *ippool.Lease) (*CloudInitNetwork, error) {
 	if lease == nil {
 		return nil, nil
 	}
@@ -150,7 +151,7 @@ func cloudInitUserdata(b cloudInitBoot) ([]byte, error) {
 
 // cloudInitOptions are the guestinfo options of a worker's VM: metadata
 // (instance id, hostname, network of lease) and userdata, gzip+base64.
-func cloudInitOptions(instanceID, hostname string, lease *ipLease, b cloudInitBoot) ([]types.BaseOptionValue, error) {
+func cloudInitOptions(instanceID, hostname string, lease *ippool.Lease, b cloudInitBoot) ([]types.BaseOptionValue, error) {
 	nw, err := cloudInitNetwork(lease)
 	if err != nil {
 		return nil, err

@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -29,7 +30,7 @@ func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
 	cfg := spIPConfig()
 	cfg.DefaultBootstrap = config.BootstrapCloudInit
 	f := newSpFixture(t, cfg)
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	return f, spCloudInitArgs()
 }
 
@@ -80,7 +81,7 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 		assert.NotEmpty(t, opts[k], k)
 		assert.Equal(t, GuestinfoEncodingGzipBase64, opts[k+".encoding"])
 	}
-	a, err := ParseAnnotation(written.Annotation)
+	a, err := inventory.ParseAnnotation(written.Annotation)
 	require.NoError(t, err)
 	assert.NotNil(t, a.WorkerStarted)
 	assert.NotContains(t, written.Annotation, "jwt-token")
@@ -125,7 +126,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-c", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	var written, scrub types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
@@ -143,7 +144,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
 	)
 	boot := &cloudInitBoot{script: "./worker", cdsConfig: "Q0RTX0NPTkZJRw=="}
-	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
+	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
 	w := optionValues(written.ExtraConfig)

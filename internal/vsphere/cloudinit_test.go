@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -14,7 +15,7 @@ func TestCloudInitNetwork(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, nw, "no IP plan: no network config, cloud-init uses DHCP")
 
-	nw, err = cloudInitNetwork(&ipLease{IP: "10.1.2.3", SubnetMask: "255.255.252.0"})
+	nw, err = cloudInitNetwork(&ippool.Lease{IP: "10.1.2.3", SubnetMask: "255.255.252.0"})
 	require.NoError(t, err)
 	require.Len(t, nw.Ethernets, 1)
 	eth := nw.Ethernets["nic0"]
@@ -24,7 +25,7 @@ func TestCloudInitNetwork(t *testing.T) {
 	assert.Nil(t, eth.Nameservers)
 
 	for _, mask := range []string{"255.0.255.0", "not-a-mask", "ffff::"} {
-		_, err := cloudInitNetwork(&ipLease{IP: "10.1.2.3", SubnetMask: mask})
+		_, err := cloudInitNetwork(&ippool.Lease{IP: "10.1.2.3", SubnetMask: mask})
 		assert.Error(t, err, mask)
 	}
 }

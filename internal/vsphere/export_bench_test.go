@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -10,7 +11,7 @@ import (
 // inventory modes, compiled into tests only.
 
 // InventoryOf returns the inventory the hatchery reads.
-func (h *HatcheryVSphere) InventoryOf() Inventory { return h.inv }
+func (h *HatcheryVSphere) InventoryOf() inventory.Inventory { return h.inv }
 
 // BenchKillDisabledWorkersPass runs one disabled-workers cleanup pass.
 func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
@@ -24,7 +25,7 @@ func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
 
 // WatchResyncInterval is watchResyncInterval, for the benchmark's idle
 // figure (the resync's cost counts once per interval).
-const WatchResyncInterval = watchResyncInterval
+const WatchResyncInterval = inventory.WatchResyncInterval
 
 // BenchOnSpawnTimed makes the hatchery hand every successful spawn's
 // timing to fn; call it before the first spawn.

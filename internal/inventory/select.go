@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"context"
@@ -7,9 +7,20 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
-// NewInventory builds the VM inventory that cfg.InventoryMode names
+// Source is what the inventory reads of vCenter: the listing, probe, read
+// by reference and change watch of vcenter.InventorySource, and the lookup
+// of the resource pool whose runtime the watch mode's probe reads with the
+// VMs. vcenter.Port satisfies it.
+type Source interface {
+	vcenter.InventorySource
+	// LoadResourcePool returns the pool new VMs go to (vcenter.Placement).
+	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+}
+
+// New builds the VM inventory that cfg.InventoryMode names
 // (docs/inventory-watch.md):
 //   - "watch" (the default): one SharedInventory refreshed incrementally
 //     (NewWatchInventory) every inventoryRefreshInterval and soon after the
@@ -22,18 +33,18 @@ import (
 //
 // All satisfy Inventory, so every loop and decision reads through the same
 // interface and the modes can be measured side by side.
-func NewInventory(cfg *config.Config, client vcenter.Port, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
+func New(cfg *config.Config, client Source, log *slog.Logger) (Inventory, func(ctx context.Context), error) {
 	if cfg == nil || client == nil {
 		return nil, nil, fmt.Errorf("new inventory: config and client are required")
 	}
 	switch cfg.InventoryMode {
 	case config.InventoryListing:
-		return ListingInventory{Client: client}, func(context.Context) {}, nil
+		return Listing{Client: client}, func(context.Context) {}, nil
 	case config.InventoryShared:
-		inv := NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		inv := NewShared(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	case config.InventoryWatch, "":
-		inv := NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		inv := NewWatch(client, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		return inv, inv.Run, nil
 	default:
 		return nil, nil, fmt.Errorf("new inventory: inventoryMode %q is not one of %q, %q, %q", cfg.InventoryMode, config.InventoryWatch, config.InventoryShared, config.InventoryListing)
