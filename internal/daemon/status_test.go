@@ -13,7 +13,7 @@ import (
 )
 
 // TestInventoryLine: the status line follows the inventory's own staleness
-// verdict (InventoryStats.Stale), so /mon/status never says AL while
+// verdict (inventory.Stats.Stale), so /mon/status never says AL while
 // decisions still read the snapshot, nor OK while they are refused.
 // Not parallel: the daemon tests count this package's goroutines after a
 // shutdown, and a paused parallel test would be one.

@@ -22,13 +22,13 @@ type Source interface {
 
 // New builds the VM inventory that cfg.InventoryMode names
 // (docs/inventory-watch.md):
-//   - "watch" (the default): one SharedInventory refreshed incrementally
-//     (NewWatchInventory) every inventoryRefreshInterval and soon after the
+//   - "watch" (the default): one Shared inventory refreshed incrementally
+//     (NewWatch) every inventoryRefreshInterval and soon after the
 //     hatchery's own writes. The returned run function is its owner loop:
 //     the caller starts it in one goroutine next to HatcheryVSphere.Run and
 //     joins it at shutdown (it returns when ctx ends).
 //   - "shared": the same, each refresh a full leaf listing.
-//   - "listing": the spec's plain design, a ListingInventory listing the
+//   - "listing": the spec's plain design, a Listing inventory listing the
 //     datacenter on every read; run returns at once.
 //
 // All satisfy Inventory, so every loop and decision reads through the same

@@ -16,16 +16,16 @@ import (
 
 // Bounds of the shared inventory.
 const (
-	// defaultInventoryMinGap is the least time between two refreshes asked
+	// defaultMinGap is the least time between two refreshes asked
 	// by Invalidate: a burst of spawns, each writing to vCenter, costs one
 	// listing per gap, not one per write.
 	defaultMinGap = 2 * time.Second
-	// inventoryStaleFactor: a snapshot older than this many refresh
+	// staleFactor: a snapshot older than this many refresh
 	// intervals is refused (an error, not stale data), so that no decision
 	// — above all no deletion — is taken on what vCenter said long ago.
 	staleFactor = 4
-	// inventoryRefreshGrace: while a refresh is running and has not failed,
-	// the snapshot may be used this much longer than inventoryStaleFactor
+	// refreshGrace: while a refresh is running and has not failed,
+	// the snapshot may be used this much longer than staleFactor
 	// intervals, and no longer than this after the refresh started (two
 	// 15 s request bounds). A slow vCenter, or a listing of thousands of
 	// VMs during a burst of clones, is not an outage; a refresh that hangs
@@ -33,10 +33,10 @@ const (
 	refreshGrace = 30 * time.Second
 )
 
-// ErrInventoryStale is returned when no refresh succeeded recently enough.
+// ErrStale is returned when no refresh succeeded recently enough.
 var ErrStale = errors.New("vm inventory is stale")
 
-// SharedInventory keeps one snapshot of the datacenter's VMs, built from the
+// Shared keeps one snapshot of the datacenter's VMs, built from the
 // leaf properties of vcenter.VMProperties, refreshed by one owner (Run): every
 // interval, and soon after Invalidate (coalesced, at most one refresh per
 // MinGap). Readers get the last snapshot without a vCenter round trip; only
@@ -65,15 +65,15 @@ type Shared struct {
 	changed     chan struct{} // closed and replaced after every refresh attempt
 	running     time.Time     // start of the refresh in flight; zero when none
 
-	watch       *watchState // non-nil in watch mode (NewWatchInventory)
+	watch       *watchState // non-nil in watch mode (NewWatch)
 	invalidated map[types.ManagedObjectReference]bool
 	poolRT      *types.ResourcePoolRuntimeInfo // watch mode: the last probe's reading
 	poolAt      time.Time
 }
 
-// NewSharedInventory builds the inventory; call Run to start refreshing.
+// NewShared builds the inventory; call Run to start refreshing.
 // interval <= 0 means DefaultInventoryRefreshInterval; minGap <= 0 means
-// defaultInventoryMinGap.
+// defaultMinGap.
 func NewShared(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {
 	if interval <= 0 {
 		interval = config.DefaultInventoryRefreshInterval * time.Second
@@ -191,7 +191,7 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 
 // VMs returns the current snapshot. The first call waits for the first
 // refresh (bounded by ctx). It fails when the last successful refresh is
-// older than inventoryStaleFactor intervals (vCenter unreachable).
+// older than staleFactor intervals (vCenter unreachable).
 func (s *Shared) VMs(ctx context.Context) ([]VM, error) {
 	select {
 	case <-s.ready:
@@ -209,8 +209,8 @@ func (s *Shared) VMs(ctx context.Context) ([]VM, error) {
 	return s.vms, nil
 }
 
-// staleLocked is the staleness rule (inventoryStaleFactor intervals, plus
-// inventoryRefreshGrace while a refresh runs): an error saying why when
+// staleLocked is the staleness rule (staleFactor intervals, plus
+// refreshGrace while a refresh runs): an error saying why when
 // the last successful refresh is too old, else nil. s.mu is held.
 func (s *Shared) staleLocked(now time.Time) error {
 	limit := staleFactor * s.interval
@@ -294,7 +294,7 @@ func (s *Shared) WaitRefresh(ctx context.Context) error {
 	return nil
 }
 
-// InventoryStats describes the inventory for /mon/status and benchmarks.
+// Stats describes the inventory for /mon/status and benchmarks.
 type Stats struct {
 	VMs        int
 	Refreshes  uint64

@@ -81,7 +81,7 @@ type Inventory interface {
 	Invalidate(vms ...types.ManagedObjectReference)
 }
 
-// ListingInventory lists the datacenter on every read: the plain design of
+// Listing lists the datacenter on every read: the plain design of
 // the spec, kept behind inventoryMode = "listing".
 type Listing struct {
 	Client Source

@@ -22,9 +22,9 @@ import (
 // hatchery's load.
 const WatchResyncInterval = time.Hour
 
-// NewWatchInventory builds the SharedInventory of inventoryMode = "watch":
+// NewWatch builds the Shared inventory of inventoryMode = "watch":
 // the same snapshot, owner loop (Run), staleness rule, Invalidate and
-// WaitRefresh as NewSharedInventory, but each refresh is incremental
+// WaitRefresh as NewShared, but each refresh is incremental
 // instead of a listing of every VM (docs/inventory-watch.md):
 //
 //   - the changes of the watched VMs since the last refresh
@@ -38,7 +38,7 @@ const WatchResyncInterval = time.Hour
 // An idle refresh therefore costs two requests, the larger carrying one
 // reference per VM. The first refresh, any error, a lost watch (new
 // session) and every WatchResyncInterval start again from a full leaf
-// listing under a new watch. interval and minGap as in NewSharedInventory.
+// listing under a new watch. interval and minGap as in NewShared.
 func NewWatch(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {
 	s := NewShared(client, interval, minGap, log)
 	s.watch = &watchState{}

@@ -126,7 +126,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until
-		// ipReservationTTL.
+		// ippool.ReservationTTL.
 		h.ips.Release(ip, vm.Name)
 	}
 	return nil

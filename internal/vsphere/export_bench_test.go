@@ -23,7 +23,7 @@ func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
 	h.collectMetrics(ctx, m)
 }
 
-// WatchResyncInterval is watchResyncInterval, for the benchmark's idle
+// WatchResyncInterval is inventory.WatchResyncInterval, for the benchmark's idle
 // figure (the resync's cost counts once per interval).
 const WatchResyncInterval = inventory.WatchResyncInterval
 

@@ -63,7 +63,7 @@ type HatcheryVSphere struct {
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
 }
 
-// Options are what New needs. Inventory defaults to a ListingInventory
+// Options are what New needs. Inventory defaults to an inventory.Listing
 // over Client; Logger to slog.Default(); Now to time.Now.
 type Options struct {
 	Config    *config.Config
