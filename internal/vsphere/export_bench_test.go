@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -19,7 +20,7 @@ func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
 }
 
 // BenchCollectMetrics runs one metrics collection pass.
-func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
+func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *metrics.Metrics) {
 	h.collectMetrics(ctx, m)
 }
 

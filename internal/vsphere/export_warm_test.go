@@ -5,6 +5,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -44,6 +45,6 @@ func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.flav
 func (h *HatcheryVSphere) WarmInventory() inventory.Inventory { return h.inv }
 
 // CollectMetricsOnce runs one metrics collection pass.
-func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *Metrics) {
+func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *metrics.Metrics) {
 	h.collectMetrics(ctx, m)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -39,7 +40,10 @@ type HatcheryVSphere struct {
 	log   *slog.Logger
 	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
-	metrics *Metrics
+	metrics *metrics.Metrics
+	// metricsPool is the metrics collector's resource pool
+	// (monitoring_collect.go).
+	metricsPool metricsPool
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -74,7 +78,7 @@ type Options struct {
 	Now       func() time.Time
 	// Metrics, when set, counts the jobs refused for lack of room
 	// (capacity_refusals).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Ready, when set, is closed once vCenter work can start (the first
 	// connection, and the inventory's first listing); until then the
 	// methods the framework calls answer "not ready" instead of failing on
