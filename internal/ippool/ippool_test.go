@@ -8,34 +8,17 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// testClock is a settable clock.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func spPool(t *testing.T, cfg *config.Config) (*Pool, *testClock) {
+func spPool(t *testing.T, cfg *config.Config) (*Pool, *testutil.Clock) {
 	t.Helper()
 	p, err := New(cfg)
 	require.NoError(t, err)
-	c := &testClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := testutil.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	p.now = c.Now
 	return p, c
 }
