@@ -61,7 +61,7 @@ type HatcheryVSphere struct {
 	// timing. Set before the first spawn, never changed afterwards.
 	onTimed func(hatchery.SpawnArguments, SpawnTiming)
 
-	ips      *ippool.Pool       // static IPs (ip.go)
+	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
