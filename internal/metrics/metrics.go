@@ -184,6 +184,7 @@ var (
 	mHeartbeatFailures   = stats.Int64(metricPrefix+"heartbeat_failures", "Consecutive failed heartbeats to the CDS API (0 after a success)", "1")
 	mVCenterUp           = stats.Int64(metricPrefix+"vcenter_up", "1 when connected to vCenter and its last request did not fail in transport, else 0", "1")
 	mInventoryStale      = stats.Int64(metricPrefix+"inventory_stale", "1 when the shared VM inventory refuses its snapshot as stale, else 0", "1")
+	mQuarantined         = stats.Int64(metricPrefix+"quarantined_templates", "Templates (or V1 models) quarantined after consecutive spawn failures, probing included", "1")
 	mInventoryAge        = stats.Float64(metricPrefix+"inventory_age_seconds", "Time since the shared VM inventory last refreshed successfully, in seconds", stats.UnitSeconds)
 )
 
@@ -279,6 +280,7 @@ var viewDefs = []viewDef{
 	{mVCenterUp, lastValue, nil, false},
 	{mInventoryStale, lastValue, nil, false},
 	{mInventoryAge, lastValue, nil, false},
+	{mQuarantined, lastValue, nil, false},
 }
 
 // producersMu serialises scrapes across every Metrics of the process. The
@@ -354,7 +356,8 @@ func New(serviceName string) (*Metrics, error) {
 
 // zeroCounters exports, from the start, every series whose label set is
 // known in advance at 0: collection_errors of every source,
-// capacity_refusals of every resource, heartbeat_failures. A ratio or an
+// capacity_refusals of every resource, heartbeat_failures,
+// quarantined_templates. A ratio or an
 // increase() over them then answers 0, not "no data", until the first
 // event. (spawns_* are zeroed per model, at its first spawn: zeroModel.)
 func (m *Metrics) zeroCounters() error {
@@ -365,7 +368,7 @@ func (m *Metrics) zeroCounters() error {
 	for _, r := range CapacityResources {
 		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(0)))
 	}
-	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0)))
+	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0), mQuarantined.M(0)))
 	return errors.Join(errs...)
 }
 

@@ -85,6 +85,17 @@ func (m *Metrics) CapacityRefused(r CapacityResource) {
 	}
 }
 
+// QuarantinedTemplates records how many templates (or V1 models) are
+// quarantined now. m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) QuarantinedTemplates(n int) {
+	if m == nil {
+		return
+	}
+	if err := m.record(nil, mQuarantined.M(int64(n))); err != nil {
+		m.logger().Warn("record quarantine metric", "err", err)
+	}
+}
+
 // SpawnStarted counts a spawn of a worker of model (the model's path or
 // template name) that has started: the job is taken.
 func (m *Metrics) SpawnStarted(model string) {

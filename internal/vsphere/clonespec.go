@@ -84,7 +84,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 
 	template, err := h.loadTemplate(ctx, vms, templateName)
 	if err != nil {
-		return fail("load template", err, false, false)
+		return fail("load template", markTemplateFault(err), false, false)
 	}
 	spec, err := h.prepareCloneSpecBoot(ctx, template, annot, flavor, boot)
 	if err != nil {
@@ -104,7 +104,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
+		return fail("clone", markTemplateFault(err), !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
 	}
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.

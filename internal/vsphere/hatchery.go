@@ -16,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -65,6 +66,10 @@ type HatcheryVSphere struct {
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	quar     *quarantine.Book   // broken templates (quarantine.go)
+	// quarGauge serialises reading the quarantined count and recording
+	// it, so that the gauge never ends on an older count.
+	quarGauge sync.Mutex
 }
 
 // Options are what New needs. Inventory defaults to an inventory.Listing
@@ -122,6 +127,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
 	h.tmplDevs = newTemplateDevices(h.now)
+	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
 

@@ -21,7 +21,7 @@ import (
 // builds the V1 model's template instead. On any failure after a VM exists
 // the VM is powered off and marked for deletion and its IP released; the
 // error names the VM, the job and the step.
-func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
+func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) (err error) {
 	key := pendingKey(args.JobID, args.Model)
 	if !h.pendingJobs.Add(key) {
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, "job already being spawned")
@@ -33,6 +33,11 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if args.RegisterOnly {
 		return h.registerModel(ctx, args)
 	}
+	qa, err := h.quarantineBegin(args)
+	if err != nil {
+		return err
+	}
+	defer func() { err = h.quarantineEnd(ctx, qa, args, err) }()
 	clock := newSpawnClock(h.now, args.Queued, args.Booked)
 	ctx = withSpawnClock(ctx, clock)
 	name := args.WorkerName
@@ -104,9 +109,9 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		h.abandonVM(ctx, vm, name, annot.IPAddress)
 		var se *spawnStepError
 		if errors.As(err, &se) {
-			return errf(se.Step, se.Err)
+			return errf(se.Step, markTemplateFault(se.Err))
 		}
-		return errf("start worker", err)
+		return errf("start worker", markTemplateFault(err))
 	}
 	h.reportSpawnTiming(ctx, args, clock)
 	return nil
