@@ -8,6 +8,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -29,7 +31,7 @@ import (
 // The order of the candidates is claimCandidates'; hotOK false leaves out
 // suspended and powered-on VMs (a cloud-init spawn: its userdata is read
 // at first boot, which a hot VM has passed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*VM, error) {
+func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
 		want = poolKey{v1: true, model: model.ModelV1.Path()}
@@ -73,8 +75,8 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 // off, a neutral VM powered off (resized on claim). Within each group the
 // oldest goes first. A VM pre-sized for another flavor, or a hot VM with
 // no flavor (it could not be resized), is never a candidate.
-func (h *HatcheryVSphere) claimCandidates(vms []VM, want poolKey, wantFlavor string, hotOK bool) []VM {
-	var hot, exact, neutral []VM
+func (h *HatcheryVSphere) claimCandidates(vms []inventory.VM, want poolKey, wantFlavor string, hotOK bool) []inventory.VM {
+	var hot, exact, neutral []inventory.VM
 	for _, v := range vms {
 		if !h.idleProvisioned(v) {
 			continue
@@ -100,7 +102,7 @@ func (h *HatcheryVSphere) claimCandidates(vms []VM, want poolKey, wantFlavor str
 	return append(append(hot, exact...), neutral...)
 }
 
-func claimReason(v VM, wantFlavor string) string {
+func claimReason(v inventory.VM, wantFlavor string) string {
 	switch {
 	case v.Annotation.IdleState != "":
 		return "exact flavor, " + v.Annotation.IdleState
@@ -110,7 +112,7 @@ func claimReason(v VM, wantFlavor string) string {
 	return "neutral vm, resized on claim"
 }
 
-func sortOldestFirst(vms []VM) {
+func sortOldestFirst(vms []inventory.VM) {
 	sort.SliceStable(vms, func(i, j int) bool {
 		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
 		if !a.Equal(b) {
@@ -128,7 +130,7 @@ func sortOldestFirst(vms []VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
 }
 
@@ -136,7 +138,7 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	if err := h.beginPrepare(vm, &annot); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -188,9 +190,9 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		}
 	}
 	if boot != nil {
-		var lease *ipLease
+		var lease *ippool.Lease
 		if annot.IPAddress != "" {
-			l, ok := h.ips.lookup(annot.IPAddress)
+			l, ok := h.ips.Lookup(annot.IPAddress)
 			if !ok {
 				return fail("cloud-init guestinfo", fmt.Errorf("ip %s is in no configured range", annot.IPAddress))
 			}
@@ -223,7 +225,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 // VM, the VM's IP when annot has none, created now) and moves the worker
 // name to Preparing. On a refused move the claim is dropped (the VM is
 // idle again, nothing was done to it).
-func (h *HatcheryVSphere) beginPrepare(vm *VM, annot *Annotation) error {
+func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
 	if vm == nil {
 		return fmt.Errorf("prepare claimed vm: no vm")
 	}
@@ -258,12 +260,12 @@ func (h *HatcheryVSphere) beginPrepare(vm *VM, annot *Annotation) error {
 	// The VM came from the snapshot, which shows its address from now on:
 	// the reservation its provisioning made under its old name would
 	// outlive it.
-	h.ips.release(vm.Annotation.IPAddress, vm.Name)
+	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
 	return nil
 }
 
 // annotationModel names the model an annotation is for.
-func annotationModel(a Annotation) string {
+func annotationModel(a inventory.Annotation) string {
 	if a.VMwareModelPath != "" {
 		return a.VMwareModelPath
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -30,7 +31,7 @@ const maxHotClaims = 3
 // already. It refuses a VM that is not ours. On error the VM is powered
 // off and marked for deletion, never reused; a failed check wraps
 // errHotCheck.
-func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *VM, annot Annotation) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (types.ManagedObjectReference, error) {
 	if err := h.beginPrepare(vm, &annot); err != nil {
 		return types.ManagedObjectReference{}, err
 	}

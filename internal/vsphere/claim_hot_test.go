@@ -7,6 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
@@ -18,7 +19,7 @@ import (
 // wIdle records a hot idle state on a pool VM and puts the VM in the power
 // state that state waits in.
 func wIdle(state string) vmOpt {
-	return func(v *VM) {
+	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
 		v.PowerState = idlePowerState(v.Annotation)
 	}
@@ -31,13 +32,13 @@ func wIdle(state string) vmOpt {
 func TestClaimOrderHot(t *testing.T) {
 	t.Parallel()
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	vms := []VM{
+	vms := []inventory.VM{
 		warmProvVM("provision-v2-neutral", "debian12", "", wCreated(4*time.Hour)),
 		warmProvVM("provision-v2-off", "debian12", "large", wCreated(3*time.Hour)),
 		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour)),
 		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), wCreated(2*time.Hour)),
 		// Recorded suspended, found powered off: broken, not idle.
-		warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *Annotation) { a.IdleState = config.IdleStateSuspended })),
+		warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended })),
 		warmProvVM("provision-v2-small-hot", "debian12", "small", wIdle(config.IdleStateSuspended)),
 		warmProvVM("provision-v2-neutral-hot", "debian12", "", wIdle(config.IdleStateSuspended)),
 	}
@@ -75,12 +76,12 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	FaultsShortenReadiness(t, 200*time.Millisecond)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	bad := warmProvVM("provision-v2-bad", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(2*time.Hour),
-		wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.5" }))
+		wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.5" }))
 	good := warmProvVM("provision-v2-good", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour),
-		wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.6" }))
-	e := newWarmEnv(t, warmConfig(), []VM{bad, good}, nil)
+		wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.6" }))
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{bad, good}, nil)
 
-	var written Annotation
+	var written inventory.Annotation
 	gomock.InOrder(
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-bad")).Return(nil),
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("provision-v2-bad")).Return(context.DeadlineExceeded),
@@ -92,13 +93,13 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
 				assert.Zero(t, spec.NumCPUs, "a hot vm is never resized")
-				a, err := ParseAnnotation(spec.Annotation)
+				a, err := inventory.ParseAnnotation(spec.Annotation)
 				require.NoError(t, err)
 				written = *a
 				return nil
 			}),
 	)
-	annot := Annotation{HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Flavor: "large"}
+	annot := inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Flavor: "large"}
 	args := hatchery.SpawnArguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
 	ref, err := e.h.claimOrClone(context.Background(), args, "debian12", &annot, large, nil)
 	require.NoError(t, err)
@@ -118,19 +119,19 @@ func TestProvisionHotSuspended(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.prov.clone = func(_ context.Context, _, _ string, _ *Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.prov.clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		return ref, nil
 	}
-	var written *Annotation
+	var written *inventory.Annotation
 	gomock.InOrder(
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), ref).Return(nil),
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), ref, gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
-				a, err := ParseAnnotation(spec.Annotation)
+				a, err := inventory.ParseAnnotation(spec.Annotation)
 				require.NoError(t, err)
 				written = a
 				return nil
@@ -151,8 +152,8 @@ func TestAwolHotPoolVMs(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	healthy := warmProvVM("provision-v2-ok", "debian12", "large", wIdle(config.IdleStateSuspended))
 	running := warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn))
-	broken := warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *Annotation) { a.IdleState = config.IdleStateSuspended }))
-	for _, v := range []VM{healthy, running} {
+	broken := warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended }))
+	for _, v := range []inventory.VM{healthy, running} {
 		assert.False(t, e.h.awolVerdict(context.Background(), v, apiWorkers{}).del, v.Name)
 	}
 	v := e.h.awolVerdict(context.Background(), broken, apiWorkers{})
@@ -165,8 +166,8 @@ func TestAwolHotPoolVMs(t *testing.T) {
 func TestCapacityCountsHotIdleVMs(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
-	sized := func(v *VM) { v.NumCPU, v.MemoryMB = 4, 8192 }
-	vms := []VM{
+	sized := func(v *inventory.VM) { v.NumCPU, v.MemoryMB = 4, 8192 }
+	vms := []inventory.VM{
 		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), sized),
 		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
 		warmProvVM("provision-v2-off", "debian12", "large", sized),
@@ -181,7 +182,7 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 // pool VM's power state; workers are not pool VMs.
 func TestProvisionedCountByState(t *testing.T) {
 	t.Parallel()
-	vms := []VM{
+	vms := []inventory.VM{
 		warmProvVM("provision-v2-off", "debian12", ""),
 		warmProvVM("provision-v2-susp-1", "debian12", "large", wIdle(config.IdleStateSuspended)),
 		warmProvVM("provision-v2-susp-2", "debian12", "large", wIdle(config.IdleStateSuspended)),

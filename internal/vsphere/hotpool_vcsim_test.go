@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -25,7 +26,7 @@ import (
 
 // hotVcsimHatchery builds a hatchery on env with its own inventory (in
 // vcsimtest.InventoryMode()), returned to wait on it.
-func hotVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vsphere.HatcheryVSphere, vsphere.Inventory) {
+func hotVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vsphere.HatcheryVSphere, inventory.Inventory) {
 	t.Helper()
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{
@@ -99,7 +100,7 @@ func TestVcsimHotPoolSuspendedClaim(t *testing.T) {
 	st := env.MustInspect("worker-hot-1")
 	assert.Equal(t, hot.Ref.Value, st.Ref.Value, "the pool vm became the worker")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
-	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning)
 	assert.Empty(t, a.IdleState)
