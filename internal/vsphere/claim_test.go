@@ -76,7 +76,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 			e.h.markToDelete("provision-v2-deleted")
 			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
+				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor, true)
 				require.NoError(t, err)
 				if want == "" {
 					assert.Nil(t, got)
@@ -99,11 +99,11 @@ func TestClaimProvisionedVMV1(t *testing.T) {
 	}))
 	v2vm := warmProvVM("provision-v2-abc", "m1", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
-	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 }
@@ -113,7 +113,7 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
@@ -133,7 +133,7 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 	for range n {
 		wg.Go(func() {
 			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 			if err != nil || vm == nil {
 				return
 			}
@@ -350,7 +350,7 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	putPhase(e.h, "worker-x", lifecycle.Marked)
