@@ -129,6 +129,36 @@ type WorkerProvisioning struct {
 	Number      int    `mapstructure:"number" toml:"number" json:"number"`
 	// Flavor pre-sizes the pool's VMs; "" keeps them neutral (template size).
 	Flavor string `mapstructure:"flavor" toml:"flavor" json:"flavor"`
+	// IdleState is the state the pool's VMs wait in: IdleStatePoweredOff
+	// ("" too), IdleStateSuspended or IdleStatePoweredOn
+	// (docs/configuration.md, "Warm pool"). A suspended or powered-on pool needs Flavor.
+	IdleState string `mapstructure:"idleState" toml:"idleState" json:"idleState"`
+}
+
+// The idle states of a warm-pool entry (WorkerProvisioning.IdleState).
+const (
+	// IdleStatePoweredOff: cloned, booted once for its IP, powered off; a
+	// claim boots it (the default).
+	IdleStatePoweredOff = "poweredOff"
+	// IdleStateSuspended: booted once, then suspended; a claim resumes it.
+	IdleStateSuspended = "suspended"
+	// IdleStatePoweredOn: booted and running idle; it counts against
+	// maxCpus/maxMemoryMB.
+	IdleStatePoweredOn = "poweredOn"
+)
+
+// State is the entry's idle state, IdleStatePoweredOff when unset.
+func (w WorkerProvisioning) State() string {
+	if w.IdleState == "" {
+		return IdleStatePoweredOff
+	}
+	return w.IdleState
+}
+
+// Hot tells whether the entry's VMs wait booted (suspended or powered on).
+func (w WorkerProvisioning) Hot() bool {
+	s := w.State()
+	return s == IdleStateSuspended || s == IdleStatePoweredOn
 }
 
 // GuestCredential gives the guest OS account for a model (docs/configuration.md).
@@ -162,10 +192,10 @@ type Flavor struct {
 // Inventory modes (inventoryMode).
 const (
 	// InventoryWatch (the default): one shared inventory kept current by a
-	// change watch, reading only what moved (NewWatchInventory).
+	// change watch, reading only what moved (inventory.NewWatch).
 	InventoryWatch = "watch"
 	// InventoryShared: one shared inventory refreshed by a full leaf
-	// listing every interval (NewSharedInventory).
+	// listing every interval (inventory.NewShared).
 	InventoryShared = "shared"
 	// InventoryListing: no inventory, a listing on every read (the spec's
 	// plain design).

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -38,7 +39,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
 	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
 	foreign.Annotation.HatcheryName = "hatch-b"
-	notIdle := []VM{
+	notIdle := []inventory.VM{
 		warmProvVM("provision-v2-on", "debian12", "large", wOn),
 		warmProvVM("provision-v2-pending", "debian12", "large"),
 		warmProvVM("provision-v2-deleted", "debian12", "large"),
@@ -55,16 +56,16 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		vms    []VM
+		vms    []inventory.VM
 		flavor *config.Flavor
 		want   []string // successive claims, "" = none
 	}{
-		{"exact then neutral then none", append([]VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
+		{"exact then neutral then none", append([]inventory.VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
 			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
-		{"neutral when no exact", []VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
-		{"never another flavor", []VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
-		{"no flavor takes only neutral", []VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
-		{"small flavor exact", []VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
+		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
+		{"never another flavor", []inventory.VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
+		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
+		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
 		{"nothing for the model", notIdle, large, []string{""}},
 	}
 	for _, tc := range cases {
@@ -75,7 +76,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 			e.h.markToDelete("provision-v2-deleted")
 			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
+				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor, true)
 				require.NoError(t, err)
 				if want == "" {
 					assert.Nil(t, got)
@@ -92,17 +93,17 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 // TestClaimProvisionedVMV1 matches V1 pools on the model path.
 func TestClaimProvisionedVMV1(t *testing.T) {
 	t.Parallel()
-	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *Annotation) {
+	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *inventory.Annotation) {
 		a.Provisioning = true
 		a.WorkerModelPath = "grp/m1"
 	}))
 	v2vm := warmProvVM("provision-v2-abc", "m1", "")
-	e := newWarmEnv(t, warmConfig(), []VM{v2vm, v1vm}, nil)
-	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 }
@@ -112,14 +113,14 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
 
 // idleDebianPool is n idle V2 pool VMs of the model debian12.
-func idleDebianPool(n int) []VM {
-	var vms []VM
+func idleDebianPool(n int) []inventory.VM {
+	var vms []inventory.VM
 	for i := range n {
 		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
 	}
@@ -132,7 +133,7 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 	for range n {
 		wg.Go(func() {
 			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 			if err != nil || vm == nil {
 				return
 			}
@@ -222,11 +223,11 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 // with the new annotation and the flavor while powered off, then powered on.
 func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
-	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.7" }))
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.7" }))
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
-	want := Annotation{
+	want := inventory.Annotation{
 		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
 		Created: warmNow, IPAddress: "10.0.0.7", Flavor: "large",
 	}
@@ -247,13 +248,13 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	)
 
 	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
-		Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
+		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
 	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
 	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
-	a, err := ParseAnnotation(gotSpec.Annotation)
+	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
@@ -268,7 +269,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-l", "debian12", "large")
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), "worker-2").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
@@ -280,7 +281,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
 	)
-	_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
+	_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
 	require.NoError(t, err)
 }
 
@@ -312,10 +313,10 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			vm := warmProvVM("provision-v2-x", "debian12", "")
-			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 			tc.setup(e)
 			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
-			_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-3"}, nil)
+			_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, boom)
 			assert.Contains(t, err.Error(), tc.step)
@@ -330,14 +331,14 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	t.Parallel()
 	other := warmProvVM("provision-v2-b", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
-	bare := VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
+	bare := inventory.VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
 	tpl := warmProvVM("provision-v2-tpl", "debian12", "", wTemplate)
-	e := newWarmEnv(t, warmConfig(), []VM{other, bare, tpl}, nil)
-	for _, vm := range []VM{other, bare, tpl} {
-		_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-x"}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{other, bare, tpl}, nil)
+	for _, vm := range []inventory.VM{other, bare, tpl} {
+		_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil)
 		require.Error(t, err, vm.Name)
 	}
-	_, err := e.h.prepareClaimedVM(context.Background(), nil, Annotation{WorkerName: "worker-x"}, nil)
+	_, err := e.h.prepareClaimedVM(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil)
 	require.Error(t, err)
 	assert.Zero(t, len(markedNames(e.h)))
 }
@@ -348,13 +349,13 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []VM{idle}, nil) // no vCenter call expected
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	putPhase(e.h, "worker-x", lifecycle.Marked)
 
-	_, err = e.h.prepareClaimedVM(context.Background(), got, Annotation{WorkerName: "worker-x"}, nil)
+	_, err = e.h.prepareClaimedVM(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil)
 	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
 	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
 	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -140,7 +141,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 
 // awolVerdict decides the fate of one VM of ours that is not marked for
 // deletion, from its annotation, its power state and the API's workers.
-func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWorkers) awolVerdict {
+func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, workers apiWorkers) awolVerdict {
 	a := vm.Annotation
 	now := h.now()
 	regTTL := h.registrationTTL()
@@ -168,9 +169,14 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 	if vm.HasPrefix(provisionPrefix) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
-		// left half-made by a crash: never powered off long after creation.
-		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff {
-			return awolKeep("provisioned, idle")
+		// left half-made by a crash (never in its idle state long after
+		// creation) and a hot pool VM that is not in the state its record
+		// says (suspended or running, found otherwise: broken).
+		if vm.PowerState == idlePowerState(a) {
+			return awolKeep("provisioned, idle " + string(vm.PowerState))
+		}
+		if a.IdleState != "" {
+			return awolRemove(fmt.Sprintf("broken hot pool vm: recorded %s, found %s", a.IdleState, vm.PowerState))
 		}
 		if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
 			return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
@@ -238,7 +244,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 // firstEventTime is the events fallback for a VM whose annotation carries
 // no timestamp: the time of its oldest retained event.
-func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time, bool, error) {
+func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (time.Time, bool, error) {
 	events, err := h.vs.LoadVirtualMachineEvents(ctx, vm.Ref)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("load events of %q: %w", vm.Name, err)

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -26,7 +27,7 @@ type heldVM struct {
 // hold is off or the hold cannot be written on the VM: the caller then
 // abandons the VM as usual. annot must be this hatchery's record of the
 // VM (the spawn wrote it); reason is the failed step, never an error text.
-func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectReference, name string, annot *Annotation, reason string) bool {
+func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, reason string) bool {
 	if h.cfg.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
 		return false
 	}
@@ -50,7 +51,7 @@ func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectRefe
 	// The VM keeps its address in its annotation while it exists: the
 	// reservation made for the spawn is no longer needed.
 	if annot.IPAddress != "" {
-		h.ips.release(annot.IPAddress, name)
+		h.ips.Release(annot.IPAddress, name)
 	}
 	h.log.Info("vm held for inspection", logkey.VM, name, logkey.Job, annot.JobID, logkey.Detail, reason+"; held until "+until.Format(time.RFC3339))
 	h.inv.Invalidate()
@@ -87,7 +88,7 @@ func (h *HatcheryVSphere) evictHolds(ctx context.Context, keep string) {
 // whose annotation carries a hold, not marked, being deleted or destroyed,
 // plus the held entries of the lifecycle table a lagging snapshot does not
 // show yet. An expired hold still counts until the cleanup deletes it.
-func (h *HatcheryVSphere) heldVMs(vms []VM) []heldVM {
+func (h *HatcheryVSphere) heldVMs(vms []inventory.VM) []heldVM {
 	var out []heldVM
 	shown := map[string]bool{}
 	for _, v := range vms {
@@ -116,7 +117,7 @@ func (h *HatcheryVSphere) heldVMs(vms []VM) []heldVM {
 
 // holdVerdict is the cleanup's decision on a held VM: kept until its
 // hold expires, then deleted. ok is false for a VM not held.
-func (h *HatcheryVSphere) holdVerdict(vm VM) (awolVerdict, bool) {
+func (h *HatcheryVSphere) holdVerdict(vm inventory.VM) (awolVerdict, bool) {
 	until, reason := time.Time{}, ""
 	switch {
 	case vm.Annotation.Held():
@@ -168,7 +169,7 @@ func heldWorkers(held []heldVM) []hatchery.HeldWorker {
 // of the table whose VM no listing shows once its hold expired is dropped
 // (the VM was deleted by someone else), and the held_vm_count gauge is
 // recorded from the snapshot, so it is right after a restart too.
-func (h *HatcheryVSphere) tendHolds(vms []VM) {
+func (h *HatcheryVSphere) tendHolds(vms []inventory.VM) {
 	shown := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		shown[v.Name] = true

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -22,11 +23,11 @@ func holdConfig(n int) *config.Config {
 }
 
 // heldAt is a VM of ours held until until (a failed spawn of job).
-func heldAt(name, job string, until time.Time) VM {
-	return VM{
+func heldAt(name, job string, until time.Time) inventory.VM {
+	return inventory.VM{
 		Ref: spRef("VirtualMachine", "vm-"+name), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOn,
 		NumCPU: 2, MemoryMB: 4096,
-		Annotation: &Annotation{HatcheryName: spHatchery, WorkerName: name, JobID: job, HeldUntil: &until, HeldReason: "wait for guest operations ready"},
+		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: name, JobID: job, HeldUntil: &until, HeldReason: "wait for guest operations ready"},
 	}
 }
 
@@ -51,14 +52,14 @@ func failGuestReady(f *spFixture, written *types.VirtualMachineConfigSpec) {
 func TestSpawnFailureHoldsTheVM(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(2))
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	var written types.VirtualMachineConfigSpec
 	failGuestReady(f, &written)
 
 	err := f.h.SpawnWorker(context.Background(), spV2Args())
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	annot, perr := AnnotationFromVM(written.Annotation, written.ExtraConfig)
+	annot, perr := inventory.AnnotationFromVM(written.Annotation, written.ExtraConfig)
 	require.NoError(t, perr)
 	require.True(t, annot.Held())
 	assert.Equal(t, f.clock.Now().Add(10*time.Minute), *annot.HeldUntil)
@@ -68,7 +69,7 @@ func TestSpawnFailureHoldsTheVM(t *testing.T) {
 	assert.NotContains(t, written.Annotation, "jwt-token")
 	assert.Equal(t, lifecycle.Held, f.h.life.Phase("worker-v2-1"))
 	assert.False(t, isMarked(f.h, "worker-v2-1"))
-	used, _ := f.h.ips.counts(nil)
+	used, _ := f.h.ips.Counts(nil)
 	assert.Zero(t, used, "ip reservation released")
 
 	held := f.h.HeldWorkers(context.Background())
@@ -84,7 +85,7 @@ func TestSpawnFailureNotHeldByDefault(t *testing.T) {
 	require.Equal(t, config.DefaultKeepFailedWorkers, cfg.KeepFailedWorkers)
 	require.Zero(t, config.Default().KeepFailedWorkers, "off by default")
 	f := newSpFixture(t, cfg)
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
@@ -102,7 +103,7 @@ func TestHoldEvictsTheOldest(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(2))
 	now := f.clock.Now()
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	f.inv.add(heldAt("old-1", "run-a", now.Add(time.Minute)))
 	f.inv.add(heldAt("old-2", "run-b", now.Add(5*time.Minute)))
 	foreign := heldAt("foreign", "run-c", now.Add(-time.Hour))
@@ -127,7 +128,7 @@ func TestHoldEvictsTheOldest(t *testing.T) {
 func TestHoldNotWrittenDeletesTheVM(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(1))
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(context.DeadlineExceeded)
@@ -144,11 +145,11 @@ func TestHeldVMCountsInCapacity(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(1))
 	held := heldAt("w-held", "run-1", f.clock.Now().Add(time.Minute))
-	u := capacity.Count(f.h.vmUsages([]VM{held}))
+	u := capacity.Count(f.h.vmUsages([]inventory.VM{held}))
 	assert.Equal(t, int64(2), u.CPUs)
 	assert.Equal(t, int64(4096), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)
 	assert.False(t, u.Keys["run-1"], "the held vm no longer serves its job")
-	_, serves := newVMIndex([]VM{held}).jobs["run-1"]
+	_, serves := inventory.IndexOf(nil, []inventory.VM{held}).Jobs["run-1"]
 	assert.False(t, serves)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -149,7 +150,8 @@ type vmSummary struct {
 	workers []workerGauge
 
 	allocatedVCPUs, allocatedMemoryMB int64
-	vmCount, provisionedVMCount       int64
+	vmCount                           int64
+	provisioned                       map[string]int64
 
 	templateVCPUs, templateMemoryMB, templateCount int64
 
@@ -160,7 +162,7 @@ type vmSummary struct {
 func (s vmSummary) gauges() *metrics.Inventory {
 	g := &metrics.Inventory{
 		AllocatedVCPUs: s.allocatedVCPUs, AllocatedMemoryMB: s.allocatedMemoryMB,
-		VMCount: s.vmCount, ProvisionedVMCount: s.provisionedVMCount,
+		VMCount: s.vmCount, ProvisionedVMs: s.provisioned,
 		TemplateVCPUs: s.templateVCPUs, TemplateMemoryMB: s.templateMemoryMB, TemplateCount: s.templateCount,
 		PoolVCPUs: s.poolVCPUs, PoolMemoryMB: s.poolMemoryMB, PoolVMCount: s.poolVMCount,
 	}
@@ -175,14 +177,15 @@ func (s vmSummary) gauges() *metrics.Inventory {
 //   - this hatchery's VMs: carry hatchery's ownership record, are not
 //     vSphere templates and not model templates (annotation model=true);
 //     each is one per-worker series and counts in vm_count (any power
-//     state), provisioned_vm_count (annotation provisioning=true) and, when
+//     state), provisioned_vm_count (annotation provisioning=true, by power
+//     state) and, when
 //     powered on, allocated_* (the capacity check's notion, docs/design.md#allocated);
 //   - this hatchery's model templates: its VMs with annotation model=true;
 //     template_* sum their configured size;
 //   - the pool: every VM of the datacenter that is not a vSphere template,
 //     whoever owns it; pool_total_vm_count counts them in any power state,
 //     pool_total_vcpus/memory sum the powered-on ones.
-func summarizeVMs(hatchery string, vms []VM) vmSummary {
+func summarizeVMs(hatchery string, vms []inventory.VM) vmSummary {
 	var s vmSummary
 	for _, v := range vms {
 		cpu, mem := int64(v.NumCPU), int64(v.MemoryMB)
@@ -212,7 +215,10 @@ func summarizeVMs(hatchery string, vms []VM) vmSummary {
 		s.workers = append(s.workers, workerGauge{name: v.Name, model: model, vcpus: cpu, memoryMB: mem})
 		s.vmCount++
 		if v.Annotation.Provisioning {
-			s.provisionedVMCount++
+			if s.provisioned == nil {
+				s.provisioned = map[string]int64{}
+			}
+			s.provisioned[string(v.PowerState)]++
 		}
 		if v.PoweredOn() {
 			s.allocatedVCPUs += cpu
@@ -253,7 +259,7 @@ func configuredIPs(cfg *config.Config) (addrs map[netip.Addr]bool, configured bo
 // ipsInUse counts the addresses of inRange held by a VM or template of the
 // datacenter, whoever owns it: written in its annotation (even powered off,
 // docs/design.md#traps) or reported by its guest.
-func ipsInUse(inRange map[netip.Addr]bool, vms []VM) int64 {
+func ipsInUse(inRange map[netip.Addr]bool, vms []inventory.VM) int64 {
 	used := map[netip.Addr]bool{}
 	mark := func(s string) {
 		if a, err := netip.ParseAddr(s); err == nil && inRange[a.Unmap()] {

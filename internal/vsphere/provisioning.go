@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -25,7 +26,7 @@ const provisionIPTimeout = 3 * time.Minute
 const defaultRegistrationTTL = 10 * time.Minute
 
 // cloneFunc is the signature of HatcheryVSphere.cloneVM.
-type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
+type cloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
 
 // poolKey identifies one warm pool: V1 or V2, the model (V2 template name or
 // V1 model path) and the flavor name the VMs are pre-sized for ("" =
@@ -45,7 +46,7 @@ func (k poolKey) prefix() string {
 
 // keyOf returns the pool a provisioned VM belongs to, false when the VM is
 // not a provisioned VM of this hatchery.
-func (h *HatcheryVSphere) keyOf(vm VM) (poolKey, bool) {
+func (h *HatcheryVSphere) keyOf(vm inventory.VM) (poolKey, bool) {
 	if vm.Template || !vm.OwnedBy(h.Name()) || !vm.Annotation.Provisioning {
 		return poolKey{}, false
 	}
@@ -76,6 +77,8 @@ type provisionTask struct {
 	flavor   *config.Flavor
 	// lastModified is the V1 model's last modification (Unix seconds).
 	lastModified string
+	// idleState is how the VM waits once ready (config.WorkerProvisioning.State).
+	idleState string
 }
 
 // poolTarget is one pool's configured size and how to fill it.
@@ -169,7 +172,7 @@ func (h *HatcheryVSphere) runProvisionTasks(ctx context.Context, queue []provisi
 // fill (entries that can be provisioned now) and the configured size of
 // every pool (surplus is measured against it, even for a pool that cannot
 // be filled this pass).
-func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]poolTarget, map[poolKey]int) {
+func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]poolTarget, map[poolKey]int) {
 	configured := map[poolKey]int{}
 	var targets []poolTarget
 	var v1Models []sdk.Model
@@ -191,7 +194,7 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]
 		}
 		configured[key] += e.Number
 
-		task := provisionTask{key: key}
+		task := provisionTask{key: key, idleState: e.State()}
 		if key.flavor != "" {
 			f := h.flavorByName(key.flavor)
 			if f == nil {
@@ -262,7 +265,7 @@ func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
 	return sdk.Model{}, false
 }
 
-func poolHasTemplate(vms []VM, name string) bool {
+func poolHasTemplate(vms []inventory.VM, name string) bool {
 	for _, v := range vms {
 		if v.Template && v.Name == name {
 			return true
@@ -287,7 +290,7 @@ func (h *HatcheryVSphere) flavorByName(name string) *config.Flavor {
 // cleanup) or being provisioned now. VMs being claimed, already claimed
 // (a stale snapshot may still show them here) or marked for deletion are
 // leaving the pool and are not counted.
-func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
+func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 	seen := map[string]bool{}
 	counts := map[poolKey]int{}
 	for _, v := range vms {
@@ -326,7 +329,7 @@ func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
 }
 
 // provisionOne clones one VM for the pool, waits for its IP and powers it
-// off, when its footprint fits the static limits meanwhile
+// off (a hot pool's VM: readyHot), when its footprint fits the static limits meanwhile
 // (reserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := newProvisionName(t.key.prefix())
@@ -356,7 +359,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	// when it failed (then this move is refused, as it should be).
 	defer func() { _ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()
 
-	annot := Annotation{
+	annot := inventory.Annotation{
 		HatcheryName: h.Name(),
 		WorkerName:   name,
 		Provisioning: true,
@@ -393,19 +396,78 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		h.markToDelete(name)
 		return
 	}
-	if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
-		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
-		h.markToDelete(name)
-		h.inv.Invalidate()
-		return
+	if t.idleState == config.IdleStateSuspended || t.idleState == config.IdleStatePoweredOn {
+		if err := h.readyHot(ctx, vm, name, &annot, t.idleState); err != nil {
+			log.Warn("provisioning failed", logkey.Err, err)
+			h.markToDelete(name)
+			h.inv.Invalidate()
+			return
+		}
+		// A suspended VM holds no capacity any more; a running one does,
+		// and the inventory counts it once it shows it (the reservation
+		// ends after the release grace).
+		off = t.idleState == config.IdleStateSuspended
+	} else {
+		if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
+			log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
+			h.markToDelete(name)
+			h.inv.Invalidate()
+			return
+		}
+		off = true
 	}
-	off = true
 	h.inv.Invalidate()
 	if grace := h.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
 		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(h.now().Add(grace)))
 	}
-	log.Info("provisioned vm ready", logkey.Detail, "cloned, got its ip, powered off")
+	log.Info("provisioned vm ready", logkey.Detail, provisionedDetail(t.idleState))
+}
+
+// readyHot makes a booted pool VM ready to wait hot (idleState suspended or
+// poweredOn): it waits for guest operations (bounded by
+// provisionIPTimeout, as the IP), records the idle state and the guest's
+// IP in the VM's annotation (the record a claim checks the resumed VM
+// against, and what a restart reads), then suspends a VM of a suspended
+// pool. The record is written before the suspend: a VM whose suspend
+// fails or is cut short is powered on with a suspended record, which is
+// never idle and which the cleanup removes.
+func (h *HatcheryVSphere) readyHot(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, idleState string) error {
+	gctx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
+	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for guest operations of %q: %w", name, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
+	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for ip of %q: %w", name, err)
+	}
+	annot.IPAddress = ip
+	annot.IdleState = idleState
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		return fmt.Errorf("record idle state %q: %w", idleState, err)
+	}
+	if idleState != config.IdleStateSuspended {
+		return nil
+	}
+	if err := h.vs.SuspendVirtualMachine(ctx, vm); err != nil {
+		return fmt.Errorf("suspend %q: %w", name, err)
+	}
+	return nil
+}
+
+// provisionedDetail says how a ready pool VM waits, for the log.
+func provisionedDetail(idleState string) string {
+	switch idleState {
+	case config.IdleStateSuspended:
+		return "cloned, got its ip, guest ready, suspended"
+	case config.IdleStatePoweredOn:
+		return "cloned, got its ip, guest ready, running idle"
+	}
+	return "cloned, got its ip, powered off"
 }
 
 // nameAlphabet is lower-case and DNS-safe.

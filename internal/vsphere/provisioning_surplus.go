@@ -5,19 +5,22 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
 // idleProvisioned tells whether vm is an idle VM of the warm pool: ours,
-// provisioned, powered off, not being provisioned, claimed or deleted.
+// provisioned, in the power state its record's idle state says
+// (idlePowerState), not being provisioned, claimed or deleted.
 // Only such VMs may be claimed or removed as surplus.
-func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
+func (h *HatcheryVSphere) idleProvisioned(vm inventory.VM) bool {
 	if _, ok := h.keyOf(vm); !ok {
 		return false
 	}
-	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff &&
+	return vm.PowerState == idlePowerState(vm.Annotation) &&
 		h.life.In(vm.Name, claimable...) &&
 		!h.life.RefIn(vm.Ref.Value, consumedPhases...)
 }
@@ -27,8 +30,8 @@ func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
 // changed, or it was removed). Only idle VMs go: a VM being provisioned or
 // claimed is never touched, so a pool may stay above its number until
 // those end. A failed deletion stays marked and is retried by cleanup.
-func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, configured map[poolKey]int) {
-	idle := map[poolKey][]VM{}
+func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[poolKey]int) {
+	idle := map[poolKey][]inventory.VM{}
 	for _, v := range vms {
 		if h.idleProvisioned(v) {
 			k, _ := h.keyOf(v)
@@ -81,4 +84,20 @@ func keyLess(a, b poolKey) bool {
 		return a.model < b.model
 	}
 	return a.flavor < b.flavor
+}
+
+// idlePowerState is the power state a ready pool VM whose record is a
+// waits in: its idle state (docs/configuration.md, "Warm pool"); powered
+// off when none is recorded.
+func idlePowerState(a *inventory.Annotation) types.VirtualMachinePowerState {
+	if a == nil {
+		return types.VirtualMachinePowerStatePoweredOff
+	}
+	switch a.IdleState {
+	case config.IdleStateSuspended:
+		return types.VirtualMachinePowerStateSuspended
+	case config.IdleStatePoweredOn:
+		return types.VirtualMachinePowerStatePoweredOn
+	}
+	return types.VirtualMachinePowerStatePoweredOff
 }
