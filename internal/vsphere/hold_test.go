@@ -2,6 +2,10 @@ package vsphere
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -152,4 +157,56 @@ func TestHeldVMCountsInCapacity(t *testing.T) {
 	assert.False(t, u.Keys["run-1"], "the held vm no longer serves its job")
 	_, serves := inventory.IndexOf(nil, []inventory.VM{held}).Jobs["run-1"]
 	assert.False(t, serves)
+}
+
+// heldGauge scrapes held_vm_count from m.
+func heldGauge(t *testing.T, m *metrics.Metrics) float64 {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/mon/metrics", nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "cds_hatchery_vsphere_held_vm_count{") {
+			v, err := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			require.NoError(t, err)
+			return v
+		}
+	}
+	t.Fatal("held_vm_count not exported")
+	return 0
+}
+
+// TestHoldExpiresOnTime: the hold of this run is kept by the cleanup until
+// its end (fake clock), even while a lagging snapshot shows the VM without
+// its hold, and deleted from then on; held_vm_count follows (0 before any
+// hold, 1 while held, 0 once the expired entry's VM is gone).
+func TestHoldExpiresOnTime(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, holdConfig(1))
+	m, err := metrics.New("hold-expiry-test")
+	require.NoError(t, err)
+	f.h.metrics = m
+	assert.Zero(t, heldGauge(t, m), "exported at 0 before any hold")
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	var written types.VirtualMachineConfigSpec
+	failGuestReady(f, &written)
+	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))
+	assert.Equal(t, float64(1), heldGauge(t, m))
+
+	lagging := inventory.VM{
+		Ref: spNewRef, Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-v2-1", JobID: "run-1", Created: f.clock.Now()},
+	}
+	f.clock.Advance(10*time.Minute - time.Second)
+	v, ok := f.h.holdVerdict(lagging)
+	require.True(t, ok)
+	assert.False(t, v.del, "kept until its end: %s", v.reason)
+	f.clock.Advance(time.Second)
+	v, ok = f.h.holdVerdict(lagging)
+	require.True(t, ok)
+	assert.True(t, v.del, "deleted once expired: %s", v.reason)
+
+	f.h.tendHolds(nil) // expired, and no listing shows it any more
+	assert.Equal(t, lifecycle.Gone, f.h.life.Phase("worker-v2-1"))
+	assert.Zero(t, heldGauge(t, m))
 }
