@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -355,6 +356,17 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		log.Warn("provisioning deferred to the next pass", logkey.Err, err)
 		return
 	}
+	// A quarantined template fills no pool either; a provisioning is a
+	// spawn for the quarantine book (its failures count, its success
+	// lifts), so a warm pool cannot keep cloning a broken template.
+	attempt, v := h.quar.Begin(t.key.quarantineKey())
+	if attempt == nil {
+		log.Info("provisioning deferred to the next pass", logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, refuseQuarantined(v).Detail)
+		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone)
+		return
+	}
+	var failed error // the failure, marked templateFault when the template is to blame
+	defer func() { h.provisionQuarantineEnd(ctx, attempt, t.key, name, failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (then this move is refused, as it should be).
 	defer func() { _ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()
@@ -381,6 +393,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	}
 	vm, err := clone(ctx, t.template, name, &annot, t.flavor)
 	if err != nil {
+		failed = err // cloneVM marks the template's own faults
 		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("clone %q: %v", t.template, err))
 		h.markToDelete(name)
 		h.inv.Invalidate()
@@ -392,12 +405,14 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	_, err = h.vs.WaitForVirtualMachineIP(ipCtx, vm, annot.IPAddress)
 	cancel()
 	if err != nil {
+		failed = markTemplateFault(err) // the guest of a VM of this template never came up
 		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
 		h.markToDelete(name)
 		return
 	}
 	if t.idleState == config.IdleStateSuspended || t.idleState == config.IdleStatePoweredOn {
 		if err := h.readyHot(ctx, vm, name, &annot, t.idleState); err != nil {
+			failed = markTemplateFault(err)
 			log.Warn("provisioning failed", logkey.Err, err)
 			h.markToDelete(name)
 			h.inv.Invalidate()
@@ -409,6 +424,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		off = t.idleState == config.IdleStateSuspended
 	} else {
 		if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
+			failed = err
 			log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
 			h.markToDelete(name)
 			h.inv.Invalidate()

@@ -35,6 +35,36 @@ func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
 	return "template " + model.GetVSphereImage()
 }
 
+// quarantineKey is the quarantine key of the pool's template: the one
+// quarantineKey(model) gives a spawn of the same V2 template or V1 model,
+// so spawns and provisionings share one record.
+func (k poolKey) quarantineKey() string {
+	if k.v1 {
+		return "model " + k.model
+	}
+	return "template " + k.model
+}
+
+// provisionQuarantineEnd records a warm-pool provisioning's outcome on its
+// attempt (failed nil: success) and logs a line when the template's state
+// changes, as quarantineEnd does for a spawn.
+func (h *HatcheryVSphere) provisionQuarantineEnd(ctx context.Context, a *quarantine.Attempt, k poolKey, name string, failed error) {
+	reason := ""
+	if failed != nil {
+		reason = failed.Error()
+	}
+	tr, e := a.End(failed == nil, spawnCause(ctx, failed).quarantine(), reason)
+	switch tr {
+	case quarantine.Entered, quarantine.Renewed:
+		h.recordQuarantined()
+		h.log.Warn("template quarantined", logkey.VM, name, logkey.Model, k.model, logkey.Flavor, k.flavor, logkey.Reason, hatchery.ReasonQuarantined,
+			logkey.Detail, fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures), logkey.Err, failed)
+	case quarantine.Lifted:
+		h.recordQuarantined()
+		h.log.Info("template quarantine lifted", logkey.VM, name, logkey.Model, k.model, logkey.Detail, e.Key+" provisioned a pool vm")
+	}
+}
+
 // refuseQuarantined is the refusal of a job whose template is quarantined.
 func refuseQuarantined(v quarantine.Verdict) *hatchery.Refusal {
 	e := v.Entry

@@ -1,0 +1,71 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+)
+
+// TestProvisioningQuarantine: a warm pool's provisionings are spawns for the
+// quarantine book. After quarantineThreshold template failures the pool stops
+// cloning that template (no clone is attempted; a spawn of the template is
+// refused at the gate too), another template is not slowed, and once the
+// back-off is over one provisioning probes the template: its success lifts
+// the quarantine.
+func TestProvisioningQuarantine(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.QuarantineThreshold = 2
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("broken"), warmTpl("good")}, nil)
+	var mu sync.Mutex
+	now := warmNow
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	e.h.quar = quarantine.New(quarantinePolicy(cfg), clock)
+
+	fixed := false
+	clones := map[string]int{}
+	e.h.prov.clone = func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+		clones[template]++
+		if template == "broken" && !fixed {
+			return types.ManagedObjectReference{}, markTemplateFault(errors.New("guest never ready"))
+		}
+		return warmRef(name), nil
+	}
+	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), gomock.Any()).Return("10.0.0.9", nil).AnyTimes()
+	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
+	provision := func(template string) {
+		e.h.provisionOne(context.Background(), provisionTask{key: poolKey{model: template}, template: template})
+	}
+	ctx := context.Background()
+
+	for range 4 {
+		provision("broken")
+	}
+	assert.Equal(t, 2, clones["broken"], "the pool stops cloning the template after quarantineThreshold failures")
+	require.NotNil(t, e.h.GateSpawn(ctx, v2Model("broken"), "42"), "a spawn of the quarantined template is refused too")
+
+	provision("good")
+	assert.Equal(t, 1, clones["good"], "another template's pool is not slowed")
+	assert.Nil(t, e.h.GateSpawn(ctx, v2Model("good"), "43"))
+
+	fixed = true
+	q := e.h.quar.Quarantined()
+	require.Len(t, q, 1)
+	mu.Lock()
+	now = q[0].Until // the back-off is over
+	mu.Unlock()
+	provision("broken")
+	assert.Equal(t, 3, clones["broken"], "after the back-off one provisioning probes the template")
+	assert.Nil(t, e.h.GateSpawn(ctx, v2Model("broken"), "44"), "the probe's success lifts the quarantine")
+}
