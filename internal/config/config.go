@@ -93,6 +93,16 @@ type Config struct {
 	// clones are made from; empty: each template's current snapshot. A
 	// template without it is cloned in full (docs/flavors-and-capacity.md).
 	LinkedCloneSnapshot string `mapstructure:"linkedCloneSnapshot" toml:"linkedCloneSnapshot" json:"linkedCloneSnapshot"`
+
+	// Quarantine of a broken template (docs/design.md#quarantine).
+	// QuarantineThreshold is the number of consecutive spawn failures
+	// pointing at a template (or V1 model) that quarantine it.
+	QuarantineThreshold int `mapstructure:"quarantineThreshold" toml:"quarantineThreshold" json:"quarantineThreshold"`
+	// QuarantineBackoff is in seconds: the first quarantine period.
+	QuarantineBackoff int `mapstructure:"quarantineBackoff" toml:"quarantineBackoff" json:"quarantineBackoff"`
+	// QuarantineBackoffMax is in seconds: the period doubles after each
+	// failed probe up to this.
+	QuarantineBackoffMax int `mapstructure:"quarantineBackoffMax" toml:"quarantineBackoffMax" json:"quarantineBackoffMax"`
 }
 
 // Network is one static IP range with its own gateway, mask and DNS.

@@ -72,6 +72,8 @@ func setDurationKey(t *testing.T, c *Config, key string, v int) {
 		"killAwolServersInterval":                         &c.KillAwolServersInterval,
 		"killDisabledWorkersInterval":                     &c.KillDisabledWorkersInterval,
 		"inventoryRefreshInterval":                        &c.InventoryRefreshInterval,
+		"quarantineBackoff":                               &c.QuarantineBackoff,
+		"quarantineBackoffMax":                            &c.QuarantineBackoffMax,
 		"commonConfiguration.api.requestTimeout":          &c.CommonConfiguration.API.RequestTimeout,
 		"commonConfiguration.provision.registerFrequency": &c.CommonConfiguration.Provision.RegisterFrequency,
 	}[key]

@@ -16,7 +16,10 @@ const (
 	DefaultKillDisabledWorkersInterval = 120 // seconds
 	DefaultInventoryRefreshInterval    = 60  // seconds; the hatchery's own writes refresh sooner
 	DefaultMaxConcurrentTasks          = 8
-	DefaultSlowStartThreshold          = 300 // seconds, queued to worker launched
+	DefaultSlowStartThreshold          = 300  // seconds, queued to worker launched
+	DefaultQuarantineThreshold         = 3    // consecutive template failures
+	DefaultQuarantineBackoff           = 120  // seconds: the first quarantine period
+	DefaultQuarantineBackoffMax        = 1800 // seconds: the longest quarantine period
 
 	DefaultHTTPAddr                       = "127.0.0.1"
 	DefaultHTTPPort                       = 8086
@@ -67,5 +70,8 @@ func Default() Config {
 		MaxConcurrentTasks:          DefaultMaxConcurrentTasks,
 		DefaultBootstrap:            BootstrapGuestOps,
 		SlowStartThreshold:          DefaultSlowStartThreshold,
+		QuarantineThreshold:         DefaultQuarantineThreshold,
+		QuarantineBackoff:           DefaultQuarantineBackoff,
+		QuarantineBackoffMax:        DefaultQuarantineBackoffMax,
 	}
 }

@@ -18,6 +18,7 @@ const (
 	MaxAPIRequestTimeout           = 600         // seconds: ten minutes
 	MaxRegisterFrequency           = 24 * 3600   // seconds: one day
 	MaxFinishedWorkerGracePeriod   = 24 * 3600   // seconds: one day (0 is allowed: no grace)
+	MaxQuarantineBackoff           = 24 * 3600   // seconds: one day
 )
 
 // durationKey is one duration setting: its key (relative to KeyPrefix), its
@@ -39,6 +40,8 @@ var durationKeys = []durationKey{
 	{"killDisabledWorkersInterval", time.Second, "seconds", DefaultKillDisabledWorkersInterval, MaxKillDisabledWorkersInterval, func(c *Config) int { return c.KillDisabledWorkersInterval }},
 	{"inventoryRefreshInterval", time.Second, "seconds", DefaultInventoryRefreshInterval, MaxInventoryRefreshInterval, func(c *Config) int { return c.InventoryRefreshInterval }},
 	{"commonConfiguration.api.requestTimeout", time.Second, "seconds", DefaultAPIRequestTimeout, MaxAPIRequestTimeout, func(c *Config) int { return c.CommonConfiguration.API.RequestTimeout }},
+	{"quarantineBackoff", time.Second, "seconds", DefaultQuarantineBackoff, MaxQuarantineBackoff, func(c *Config) int { return c.QuarantineBackoff }},
+	{"quarantineBackoffMax", time.Second, "seconds", DefaultQuarantineBackoffMax, MaxQuarantineBackoff, func(c *Config) int { return c.QuarantineBackoffMax }},
 	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Config) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
 }
 

@@ -31,6 +31,7 @@ func (c *Config) Validate() error {
 	c.validateCredentials(&es)
 	c.validateBootstrap(&es)
 	c.validateLatency(&es)
+	c.validateQuarantine(&es)
 	if !slices.Contains(InventoryModes, c.InventoryMode) {
 		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}

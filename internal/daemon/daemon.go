@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -56,7 +57,7 @@ type Options struct {
 	// Intervals are the framework's timings (zero fields: its defaults).
 	Intervals hatchery.Intervals
 	// MetricsInterval is the metrics collection period (0:
-	// vsphere.MetricsInterval).
+	// metrics.Interval).
 	MetricsInterval time.Duration
 	// ShutdownTimeout bounds the shutdown (0: DefaultShutdownTimeout).
 	ShutdownTimeout time.Duration
@@ -134,11 +135,11 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
-	metrics, err := vsphere.NewMetrics(name)
+	mt, err := metrics.New(name)
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}
-	defer metrics.Close()
+	defer mt.Close()
 
 	clientCfg := vsphere.VCenterConfig(cfg)
 	clientCfg.Logger = log
@@ -170,14 +171,14 @@ func Run(ctx context.Context, o Options) error {
 	if shared != nil {
 		synced = shared.Synced()
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: metrics, Ready: synced})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: synced})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}
-	metrics.Headroom = h.FlavorHeadroom
-	metrics.SOAP = vsphere.SOAPHook(vc)
-	metrics.Logger = log
-	metrics.Health = func() vsphere.Health {
+	mt.Headroom = h.FlavorHeadroom
+	mt.SOAP = vsphere.SOAPHook(vc)
+	mt.Logger = log
+	mt.Health = func() metrics.Health {
 		var st *vsphere.InventoryStats
 		if shared != nil {
 			s := shared.Stats()
@@ -207,8 +208,8 @@ func Run(ctx context.Context, o Options) error {
 		Logger:      log,
 		Version:     o.Version,
 		ExtraStatus: st.lines,
-		Metrics:     metrics.Handler(),
-		Observer:    metricsObserver{m: metrics, ctx: ctx, next: o.Observer},
+		Metrics:     mt.Handler(),
+		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
 		Intervals:   o.Intervals,
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
@@ -255,7 +256,7 @@ func Run(ctx context.Context, o Options) error {
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
-	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, metrics, o.MetricsInterval) }))
+	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
 	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
 		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})

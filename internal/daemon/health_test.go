@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -42,14 +43,14 @@ func TestHealthFollowsStatusLines(t *testing.T) {
 		}
 	}
 	hl := health(false, nil, now)
-	assert.Equal(t, vsphere.Health{VCenterUp: false, Inventory: false, InventoryAge: -1}, hl)
+	assert.Equal(t, metrics.Health{VCenterUp: false, Inventory: false, InventoryAge: -1}, hl)
 }
 
 // TestMetricsObserverHealth: the daemon's observer turns the framework's
 // heartbeats and maxWorker refusals into the hatchery's metrics, and
 // forwards them to the next observer. Not parallel (see TestInventoryLine).
 func TestMetricsObserverHealth(t *testing.T) {
-	m, err := vsphere.NewMetrics("hatch-obs")
+	m, err := metrics.New("hatch-obs")
 	require.NoError(t, err)
 	defer m.Close()
 	next := &countingHealthObserver{}

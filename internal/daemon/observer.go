@@ -4,14 +4,14 @@ import (
 	"context"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
 // metricsObserver turns the framework's spawn events into the hatchery's
 // spawn metrics, and forwards them to next (nil: nobody).
 type metricsObserver struct {
-	m    *vsphere.Metrics
+	m    *metrics.Metrics
 	ctx  context.Context // the daemon's: once it ended, a failure is a cancellation
 	next hatchery.Observer
 }
@@ -36,9 +36,9 @@ func (o metricsObserver) SpawnSucceeded(ev hatchery.SpawnEvent, d time.Duration)
 // error: the reason is "canceled" while shutting down, "other" otherwise
 // (the spawn path logs the precise cause).
 func (o metricsObserver) SpawnFailed(ev hatchery.SpawnEvent, d time.Duration) {
-	reason := vsphere.SpawnFailureOther
+	reason := metrics.SpawnFailureOther
 	if o.ctx.Err() != nil {
-		reason = vsphere.SpawnFailureCanceled
+		reason = metrics.SpawnFailureCanceled
 	}
 	o.m.SpawnFailed(ev.Model, reason)
 	if o.next != nil {
@@ -57,7 +57,7 @@ func (o metricsObserver) HeartbeatSent(ok bool) {
 // MaxWorkersReached implements hatchery.HealthObserver:
 // capacity_refusals{resource="count"}.
 func (o metricsObserver) MaxWorkersReached() {
-	o.m.CapacityRefused(vsphere.CapacityCount)
+	o.m.CapacityRefused(metrics.CapacityCount)
 	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
 		ho.MaxWorkersReached()
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -56,12 +57,12 @@ func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.T
 	return l
 }
 
-// health is what the scrape-time gauges show (vsphere.Metrics.Health): the
+// health is what the scrape-time gauges show (metrics.Metrics.Health): the
 // vCenter link as the "vCenter" status line judges it (vcUp), and the
 // shared inventory's staleness as the "vCenter inventory" line does (inv
 // nil: listing mode, no inventory gauges).
-func health(vcUp bool, inv *vsphere.InventoryStats, now time.Time) vsphere.Health {
-	hl := vsphere.Health{VCenterUp: vcUp, InventoryAge: -1}
+func health(vcUp bool, inv *vsphere.InventoryStats, now time.Time) metrics.Health {
+	hl := metrics.Health{VCenterUp: vcUp, InventoryAge: -1}
 	if inv == nil {
 		return hl
 	}

@@ -836,7 +836,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	// last clones may be watched after the last registry update: each
 	// round nudges the simulator so that their enters come (see nudge).
 	var last, mismatch error
-	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, ccancel := context.WithTimeout(ctx, 90*time.Second) // liveness bound, not a speed target
 	defer ccancel()
 	err = pollUntil(cctx, func() bool {
 		if last = obs.failed(); last != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 )
 
 // CloudInitBoot is one boot of a VM whose guestinfo carried cloud-init
@@ -66,15 +66,8 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 	if vm.Config == nil {
 		return
 	}
-	opts := map[string]string{}
-	for _, o := range vm.Config.ExtraConfig {
-		if ov := o.GetOptionValue(); ov != nil && strings.HasPrefix(ov.Key, "guestinfo.") {
-			if s, ok := ov.Value.(string); ok {
-				opts[ov.Key] = s
-			}
-		}
-	}
-	if opts[vsphere.GuestinfoMetadata] == "" {
+	opts := cloudinit.Guestinfo(vm.Config.ExtraConfig)
+	if opts[cloudinit.GuestinfoMetadata] == "" {
 		return // no cloud-init datasource: nothing to play
 	}
 	b := CloudInitBoot{VM: vm.Name}
@@ -102,13 +95,13 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 // play decodes the guestinfo into b and returns the guest's address and
 // whether this is a new instance (a boot to record).
 func (f *FakeCloudInit) play(b *CloudInitBoot, opts map[string]string) (string, bool) {
-	md, err := vsphere.DecodeGuestinfo(opts[vsphere.GuestinfoMetadata], opts[vsphere.GuestinfoMetadataEncoding])
+	md, err := cloudinit.DecodeGuestinfo(opts[cloudinit.GuestinfoMetadata], opts[cloudinit.GuestinfoMetadataEncoding])
 	if err != nil {
 		b.Err = err.Error()
 		return "", true
 	}
 	b.Metadata = md
-	meta, err := vsphere.ParseCloudInitMetadata(md)
+	meta, err := cloudinit.ParseMetadata(md)
 	if err != nil {
 		b.Err = err.Error()
 		return "", true
@@ -133,23 +126,23 @@ func (f *FakeCloudInit) play(b *CloudInitBoot, opts map[string]string) (string, 
 		return ip, false
 	}
 
-	if opts[vsphere.GuestinfoUserdata] == "" {
+	if opts[cloudinit.GuestinfoUserdata] == "" {
 		b.Err = "no userdata"
 		return ip, true
 	}
-	ud, err := vsphere.DecodeGuestinfo(opts[vsphere.GuestinfoUserdata], opts[vsphere.GuestinfoUserdataEncoding])
+	ud, err := cloudinit.DecodeGuestinfo(opts[cloudinit.GuestinfoUserdata], opts[cloudinit.GuestinfoUserdataEncoding])
 	if err != nil {
 		b.Err = err.Error()
 		return ip, true
 	}
 	b.Userdata = ud
-	cc, err := vsphere.ParseCloudConfig(ud)
+	cc, err := cloudinit.ParseCloudConfig(ud)
 	if err != nil {
 		b.Err = err.Error()
 		return ip, true
 	}
 	for _, wf := range cc.WriteFiles {
-		if wf.Path == vsphere.CloudInitConfigPath {
+		if wf.Path == cloudinit.ConfigPath {
 			b.CDSConfig = wf.Content
 		}
 	}
@@ -158,7 +151,7 @@ func (f *FakeCloudInit) play(b *CloudInitBoot, opts map[string]string) (string, 
 
 // staticAddress is the first address of the metadata's network config,
 // without its prefix length; "" for DHCP.
-func staticAddress(md vsphere.CloudInitMetadata) string {
+func staticAddress(md cloudinit.Metadata) string {
 	if md.Network == nil {
 		return ""
 	}

@@ -1,11 +1,14 @@
 package vcsimtest
 
 import (
+	"sync"
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // readiness is a registry handler: when a VM powers on it reports VMware
@@ -20,6 +23,53 @@ type readiness struct {
 	delay time.Duration
 	// jitter is the coefficient of variation of delay (Options.ReadyJitter).
 	jitter float64
+
+	// neverMu guards never: templates (or V1 model paths) whose VMs'
+	// guests never become ready (SetGuestNeverReady).
+	neverMu sync.Mutex
+	never   map[string]bool
+}
+
+// SetGuestNeverReady makes the guest of every VM made from template (a
+// template name, or a V1 model path, as the VM's annotation records it)
+// never report tools running nor guest operations ready once it powers on,
+// as a template that stopped booting would; false restores it for the VMs
+// powered on afterwards. The simulator has no such failure of its own.
+func (e *Env) SetGuestNeverReady(template string, never bool) {
+	r := e.ready
+	r.neverMu.Lock()
+	defer r.neverMu.Unlock()
+	if r.never == nil {
+		r.never = map[string]bool{}
+	}
+	if never {
+		r.never[template] = true
+	} else {
+		delete(r.never, template)
+	}
+}
+
+// neverReady tells whether vm is made from a template set by
+// SetGuestNeverReady; the caller holds vm's lock.
+func (r *readiness) neverReady(vm *simulator.VirtualMachine) bool {
+	if vm.Config == nil {
+		return false
+	}
+	// The simulator's clone copies the spec's ExtraConfig, not its
+	// annotation: the record is read from its mirror then.
+	a, err := vsphere.ParseAnnotation(vm.Config.Annotation)
+	for _, ov := range vm.Config.ExtraConfig {
+		if x := ov.GetOptionValue(); err != nil && x != nil && x.Key == vsphere.AnnotationMirrorKey {
+			s, _ := x.Value.(string)
+			a, err = vsphere.ParseAnnotation(s)
+		}
+	}
+	if err != nil {
+		return false
+	}
+	r.neverMu.Lock()
+	defer r.neverMu.Unlock()
+	return r.never[a.VMwareModelPath] || r.never[a.WorkerModelPath]
 }
 
 func installReadiness(e *Env, delay time.Duration) *readiness {
@@ -69,6 +119,9 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	}
 	if r.delay <= 0 {
 		ctx.WithLock(vm, func() {
+			if r.neverReady(vm) {
+				return
+			}
 			setGuest(ctx, vm, true)
 			r.env.CloudInit.powerOn(ctx, vm)
 		})
@@ -89,7 +142,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		}
 		sctx := r.env.SimContext()
 		sctx.WithLock(vm, func() {
-			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && !r.neverReady(vm) {
 				setGuest(sctx, vm, true)
 				r.env.CloudInit.powerOn(sctx, vm)
 			}

@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -341,7 +342,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := vsphere.NewMetrics(fmt.Sprintf("bench-%d-%s", n, mode))
+	m, err := metrics.New(fmt.Sprintf("bench-%d-%s", n, mode))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		{"provisioning", perMin(config.DefaultWorkerProvisioningInterval), func() { h.WarmProvisioningPass(ctx) }},
 		{"killAwolServers", perMin(config.DefaultKillAwolServersInterval), func() { h.WarmKillAwolServersPass(ctx) }},
 		{"killDisabledWorkers", perMin(config.DefaultKillDisabledWorkersInterval), func() { h.BenchKillDisabledWorkersPass(ctx) }},
-		{"metrics", 60 / vsphere.MetricsInterval.Seconds(), func() {
+		{"metrics", 60 / metrics.Interval.Seconds(), func() {
 			t0 := time.Now()
 			h.BenchCollectMetrics(ctx, m)
 			r.metricsPass = time.Since(t0)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -68,7 +69,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refuse("vm " + name + " already serves the job")
 	}
 	if h.ips.enabled() && !h.ips.available(idx.used) {
-		h.metrics.CapacityRefused(CapacityIP)
+		h.metrics.CapacityRefused(metrics.CapacityIP)
 		return refuse("no static ip available")
 	}
 	return true

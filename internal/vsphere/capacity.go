@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -266,14 +267,14 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 
 // refusedResource tells which resource a refusing decision found
 // exhausted; false when d allowed the worker or refused for no resource.
-func refusedResource(d capacity.Decision) (CapacityResource, bool) {
+func refusedResource(d capacity.Decision) (metrics.CapacityResource, bool) {
 	switch {
 	case d.Allowed:
 		return "", false
 	case d.Reason == capacity.ReasonCPU:
-		return CapacityCPU, true
+		return metrics.CapacityCPU, true
 	case d.Reason == capacity.ReasonMemory:
-		return CapacityMemory, true
+		return metrics.CapacityMemory, true
 	}
 	return "", false
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -160,7 +161,7 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	if vm == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
 	}
@@ -250,7 +251,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 			}
 			lease = &l
 		}
-		opts, err := cloudInitOptions(h.instanceID(newName), sanitizeHostname(newName), lease, *boot)
+		opts, err := cloudinit.Options(h.instanceID(newName), sanitizeHostname(newName), cloudInitAddress(lease), *boot)
 		if err != nil {
 			return fail("cloud-init guestinfo", err)
 		}

@@ -127,7 +127,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		case errors.Is(err, errDeleteInProgress):
 			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
-			h.log.Warn("vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
+			h.warnUnlessShuttingDown(ctx, "vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		default:
 			h.userdata.remove(vm.Name)
 			if v.release {
@@ -270,4 +270,17 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 			h.log.Info("vm marked for deletion", logkey.VM, vm.Name, logkey.Detail, "worker disabled on the api")
 		}
 	}
+}
+
+// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended.
+// A vCenter wait cut short by shutdown is not a fault: the task goes on in
+// vCenter, and the next start judges the VM from its annotation and the
+// inventory. A healthy run that stops in the middle of a deletion thus logs
+// no WARN.
+func (h *HatcheryVSphere) warnUnlessShuttingDown(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil {
+		h.log.Info(msg+" (shutting down)", args...)
+		return
+	}
+	h.log.Warn(msg, args...)
 }

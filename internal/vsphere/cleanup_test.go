@@ -1,8 +1,12 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -456,6 +460,51 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 			now = now.Add(deleteMarkAbsentTTL/2 + time.Second)
 			e.h.killAwolServers(context.Background())
 			assert.Equal(t, tc.wantKept, kept())
+		})
+	}
+}
+
+// TestKillAwolServersShutdownDuringDeletionIsNoWarning: a destroy whose wait
+// is cut short because the hatchery is stopping is logged at INFO, not WARN
+// (a healthy run that stops mid-deletion logs no WARN); a destroy that fails
+// while running still warns.
+func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		stopping bool
+		want     string
+	}{
+		{"stopping", true, "level=INFO"},
+		{"running", false, "level=WARN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1", wOff)}, &warmCDS{})
+			var logs bytes.Buffer
+			e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+			e.h.markToDelete("w-1")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).DoAndReturn(
+				func(context.Context, types.ManagedObjectReference) error {
+					if tc.stopping {
+						cancel() // shutdown while the destroy task runs
+						return fmt.Errorf("wait for task: %w", context.Canceled)
+					}
+					return errors.New("task failed")
+				})
+
+			e.h.killAwolServers(ctx)
+			line := ""
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "vm not deleted") {
+					line = l
+				}
+			}
+			require.NotEmpty(t, line, "the failed deletion is logged:\n%s", logs.String())
+			assert.Contains(t, line, tc.want)
+			assert.True(t, isMarked(e.h, "w-1"), "the VM stays marked for the next pass")
 		})
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -96,10 +97,10 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 		ov := o.GetOptionValue()
 		keys[ov.Key], _ = ov.Value.(string)
 	}
-	require.Contains(t, keys, GuestinfoUserdata)
-	require.Contains(t, keys, GuestinfoUserdataEncoding)
-	assert.Empty(t, keys[GuestinfoUserdata])
-	assert.Empty(t, keys[GuestinfoUserdataEncoding])
+	require.Contains(t, keys, cloudinit.GuestinfoUserdata)
+	require.Contains(t, keys, cloudinit.GuestinfoUserdataEncoding)
+	assert.Empty(t, keys[cloudinit.GuestinfoUserdata])
+	assert.Empty(t, keys[cloudinit.GuestinfoUserdataEncoding])
 	pending := e.h.userdata.snapshot()
 	assert.NotContains(t, pending, "w-reg")
 	assert.Contains(t, pending, "w-boot")

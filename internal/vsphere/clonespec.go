@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -27,7 +28,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName stri
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (prepareCloneSpecBoot).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -88,7 +89,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 
 	template, err := h.loadTemplate(ctx, vms, templateName)
 	if err != nil {
-		return fail("load template", err, false, false)
+		return fail("load template", markTemplateFault(err), false, false)
 	}
 	spec, err := h.prepareCloneSpecBoot(ctx, template, annot, flavor, boot)
 	if err != nil {
@@ -108,7 +109,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", err, !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
+		return fail("clone", markTemplateFault(err), !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
 	}
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.
@@ -167,7 +168,7 @@ func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templat
 // prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
 // has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
 	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -264,7 +265,7 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template tem
 		Template: false,
 	}
 	if boot != nil {
-		opts, err := cloudInitOptions(h.instanceID(annot.WorkerName), hostname, lease, *boot)
+		opts, err := cloudinit.Options(h.instanceID(annot.WorkerName), hostname, cloudInitAddress(lease), *boot)
 		if err != nil {
 			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
 		}

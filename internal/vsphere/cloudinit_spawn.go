@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -69,11 +70,11 @@ func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerS
 
 // cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
 // guest-operations one.
-func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *cloudInitBoot {
+func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *cloudinit.Boot {
 	if !cloudInit {
 		return nil
 	}
-	return &cloudInitBoot{script: script, cdsConfig: cfg.EncodeBase64()}
+	return &cloudinit.Boot{Script: script, CDSConfig: cfg.EncodeBase64()}
 }
 
 // startCloudInitWorker waits for a cloud-init worker's VM to be ready —
@@ -118,7 +119,7 @@ func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObj
 	defer h.userdata.remove(name)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
 	defer cancel()
-	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudInitScrub()); err != nil {
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudinit.ScrubSpec()); err != nil {
 		h.log.Warn("remove worker userdata failed", logkey.VM, name, logkey.Detail, why, logkey.Err, err)
 		return
 	}
@@ -142,10 +143,10 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm types.ManagedOb
 	defer h.userdata.remove(name)
 	sctx, cancel := context.WithTimeout(ctx, scrubTimeout)
 	defer cancel()
-	spec := cloudInitScrub()
+	spec := cloudinit.ScrubSpec()
 	spec.ExtraConfig = append(spec.ExtraConfig,
-		&types.OptionValue{Key: GuestinfoMetadata, Value: ""},
-		&types.OptionValue{Key: GuestinfoMetadataEncoding, Value: ""},
+		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
+		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
 	)
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, spec); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)

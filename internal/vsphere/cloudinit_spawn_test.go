@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -76,9 +77,9 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 	require.NotNil(t, spec)
 	assert.Nil(t, spec.Customization, "cloud-init configures the guest, no customization")
 	opts := optionValues(spec.Config.ExtraConfig)
-	for _, k := range []string{GuestinfoMetadata, GuestinfoUserdata} {
+	for _, k := range []string{cloudinit.GuestinfoMetadata, cloudinit.GuestinfoUserdata} {
 		assert.NotEmpty(t, opts[k], k)
-		assert.Equal(t, GuestinfoEncodingGzipBase64, opts[k+".encoding"])
+		assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, opts[k+".encoding"])
 	}
 	a, err := ParseAnnotation(written.Annotation)
 	require.NoError(t, err)
@@ -112,9 +113,9 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	assert.Contains(t, err.Error(), "wait for ip")
 	assert.NotContains(t, err.Error(), "jwt-token")
 	opts := optionValues(scrub.ExtraConfig)
-	require.Contains(t, opts, GuestinfoUserdata)
-	assert.Empty(t, opts[GuestinfoUserdata])
-	assert.Empty(t, opts[GuestinfoUserdataEncoding])
+	require.Contains(t, opts, cloudinit.GuestinfoUserdata)
+	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
+	assert.Empty(t, opts[cloudinit.GuestinfoUserdataEncoding])
 	assert.True(t, isMarked(f.h, args.WorkerName))
 	assert.Empty(t, f.h.userdata.snapshot())
 }
@@ -142,19 +143,19 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 			}),
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
 	)
-	boot := &cloudInitBoot{script: "./worker", cdsConfig: "Q0RTX0NPTkZJRw=="}
+	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "Q0RTX0NPTkZJRw=="}
 	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
 	w := optionValues(written.ExtraConfig)
-	assert.NotEmpty(t, w[GuestinfoUserdata], "the claim wrote the userdata before power on")
-	md, err := DecodeGuestinfo(w[GuestinfoMetadata], w[GuestinfoMetadataEncoding])
+	assert.NotEmpty(t, w[cloudinit.GuestinfoUserdata], "the claim wrote the userdata before power on")
+	md, err := cloudinit.DecodeGuestinfo(w[cloudinit.GuestinfoMetadata], w[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
-	meta, err := ParseCloudInitMetadata(md)
+	meta, err := cloudinit.ParseMetadata(md)
 	require.NoError(t, err)
 	assert.Equal(t, "worker-c", meta.LocalHostname)
 	s := optionValues(scrub.ExtraConfig)
-	require.Contains(t, s, GuestinfoUserdata)
-	assert.Empty(t, s[GuestinfoUserdata])
+	require.Contains(t, s, cloudinit.GuestinfoUserdata)
+	assert.Empty(t, s[cloudinit.GuestinfoUserdata])
 	assert.True(t, isMarked(e.h, "worker-c"))
 }

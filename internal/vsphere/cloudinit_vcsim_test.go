@@ -2,9 +2,6 @@ package vsphere_test
 
 import (
 	"context"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -13,7 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -79,26 +78,6 @@ func ciArgs(worker, job string) hatchery.SpawnArguments {
 	}
 }
 
-// ciCheckCloudConfig validates userdata with `cloud-init schema` (Debian's
-// cloud-init package) when it is installed; in CI it must be. The
-// project's own parser (ParseCloudConfig) has already read it.
-func ciCheckCloudConfig(t *testing.T, userdata []byte) {
-	t.Helper()
-	bin, err := exec.LookPath("cloud-init")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("cloud-init is not installed (CI=true): .ci/run installs Debian's cloud-init package")
-		}
-		t.Logf("cloud-init not installed: userdata checked by ParseCloudConfig only")
-		return
-	}
-	f := filepath.Join(t.TempDir(), "user-data")
-	require.NoError(t, os.WriteFile(f, userdata, 0o600))
-	out, err := exec.Command(bin, "schema", "-c", f).CombinedOutput()
-	require.NoError(t, err, "cloud-init schema rejects the userdata: %s", out)
-	assert.Contains(t, string(out), "Valid cloud-config")
-}
-
 // TestVcsimCloudInitClone: a cloud-init model's clone carries the guestinfo
 // metadata and userdata (gzip+base64) — valid cloud-config holding the
 // static IP plan and the worker command with CDS_CONFIG — and no secret
@@ -117,14 +96,14 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
 	st := env.MustInspect("worker-ci-1")
-	assert.Equal(t, "gzip+base64", st.ExtraConfig[vsphere.GuestinfoMetadataEncoding])
-	assert.Equal(t, "gzip+base64", st.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
-	mdRaw, err := vsphere.DecodeGuestinfo(st.ExtraConfig[vsphere.GuestinfoMetadata], st.ExtraConfig[vsphere.GuestinfoMetadataEncoding])
+	assert.Equal(t, "gzip+base64", st.ExtraConfig[cloudinit.GuestinfoMetadataEncoding])
+	assert.Equal(t, "gzip+base64", st.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])
+	mdRaw, err := cloudinit.DecodeGuestinfo(st.ExtraConfig[cloudinit.GuestinfoMetadata], st.ExtraConfig[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
-	udRaw, err := vsphere.DecodeGuestinfo(st.ExtraConfig[vsphere.GuestinfoUserdata], st.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
+	udRaw, err := cloudinit.DecodeGuestinfo(st.ExtraConfig[cloudinit.GuestinfoUserdata], st.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])
 	require.NoError(t, err)
 
-	md, err := vsphere.ParseCloudInitMetadata(mdRaw)
+	md, err := cloudinit.ParseMetadata(mdRaw)
 	require.NoError(t, err)
 	assert.Equal(t, "worker-ci-1", md.LocalHostname)
 	assert.True(t, strings.HasPrefix(md.InstanceID, "worker-ci-1-"), "instance id %q is the worker's", md.InstanceID)
@@ -133,31 +112,31 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	for _, eth := range md.Network.Ethernets {
 		assert.False(t, eth.DHCP4)
 		assert.Equal(t, []string{"192.168.88.10/24"}, eth.Addresses)
-		assert.Equal(t, []vsphere.CloudInitRoute{{To: "0.0.0.0/0", Via: "192.168.88.1"}}, eth.Routes)
+		assert.Equal(t, []cloudinit.Route{{To: "0.0.0.0/0", Via: "192.168.88.1"}}, eth.Routes)
 		require.NotNil(t, eth.Nameservers)
 		assert.Equal(t, []string{"192.168.88.2"}, eth.Nameservers.Addresses)
 	}
 
-	ud, err := vsphere.ParseCloudConfig(udRaw)
+	ud, err := cloudinit.ParseCloudConfig(udRaw)
 	require.NoError(t, err)
-	ciCheckCloudConfig(t, udRaw)
-	files := map[string]vsphere.CloudInitFile{}
+	testutil.CheckCloudConfig(t, udRaw)
+	files := map[string]cloudinit.File{}
 	for _, f := range ud.WriteFiles {
 		files[f.Path] = f
 	}
-	cfgFile, ok := files[vsphere.CloudInitConfigPath]
+	cfgFile, ok := files[cloudinit.ConfigPath]
 	require.True(t, ok, "userdata writes the worker config")
 	assert.Equal(t, "0600", cfgFile.Permissions)
 	got, err := hatchery.DecodeWorkerConfig(cfgFile.Content)
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got, "the worker config, token included, as CDS_CONFIG carries it")
-	script, ok := files[vsphere.CloudInitScriptPath]
+	script, ok := files[cloudinit.ScriptPath]
 	require.True(t, ok, "userdata writes the worker script")
 	assert.Contains(t, script.Content, "export CDS_CONFIG\n")
 	assert.Contains(t, script.Content, "echo prestart\necho precmd\n./worker --name=worker-ci-1\nshutdown -h now\n",
 		"preStartScript, PreCmd, Cmd rendered, PostCmd: the guest-operations script")
 	require.Len(t, ud.Runcmd, 1)
-	assert.Contains(t, strings.Join(ud.Runcmd[0], " "), vsphere.CloudInitScriptPath)
+	assert.Contains(t, strings.Join(ud.Runcmd[0], " "), cloudinit.ScriptPath)
 
 	// No secret but the token, and the token only in the userdata.
 	for k, v := range st.ExtraConfig {
@@ -186,14 +165,14 @@ func TestVcsimCloudInitClone(t *testing.T) {
 
 	// Not registered yet: a cleanup pass leaves the userdata.
 	h.WarmKillAwolServersPass(env.Context())
-	assert.NotEmpty(t, env.MustInspect("worker-ci-1").ExtraConfig[vsphere.GuestinfoUserdata])
+	assert.NotEmpty(t, env.MustInspect("worker-ci-1").ExtraConfig[cloudinit.GuestinfoUserdata])
 
 	api.register("worker-ci-1")
 	h.WarmKillAwolServersPass(env.Context())
 	after := env.MustInspect("worker-ci-1")
-	assert.Empty(t, after.ExtraConfig[vsphere.GuestinfoUserdata], "token removed once the worker registered")
-	assert.Empty(t, after.ExtraConfig[vsphere.GuestinfoUserdataEncoding])
-	assert.NotEmpty(t, after.ExtraConfig[vsphere.GuestinfoMetadata], "metadata (no secret) stays")
+	assert.Empty(t, after.ExtraConfig[cloudinit.GuestinfoUserdata], "token removed once the worker registered")
+	assert.Empty(t, after.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])
+	assert.NotEmpty(t, after.ExtraConfig[cloudinit.GuestinfoMetadata], "metadata (no secret) stays")
 	assert.Empty(t, env.Guest.Calls(), "still no guest operation")
 }
 
@@ -239,7 +218,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	assert.True(t, strings.HasPrefix(b.InstanceID, "worker-ci-2-"), "new instance id: %q", b.InstanceID)
 	assert.Equal(t, a.IPAddress, b.IP, "the pool VM's static IP in the metadata")
 	assert.Equal(t, args.WorkerConfig.EncodeBase64(), b.CDSConfig)
-	ciCheckCloudConfig(t, b.Userdata)
+	testutil.CheckCloudConfig(t, b.Userdata)
 	assert.Empty(t, env.Guest.CallsFor("worker-ci-2"), "no guest operation for a cloud-init model")
 }
 
@@ -275,11 +254,11 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 	assert.Equal(t, "ci-model-tmp", b.VM)
 	assert.Empty(t, b.Err)
 	assert.Equal(t, regCfg.EncodeBase64(), b.CDSConfig)
-	cc, err := vsphere.ParseCloudConfig(b.Userdata)
+	cc, err := cloudinit.ParseCloudConfig(b.Userdata)
 	require.NoError(t, err)
 	var script string
 	for _, f := range cc.WriteFiles {
-		if f.Path == vsphere.CloudInitScriptPath {
+		if f.Path == cloudinit.ScriptPath {
 			script = f.Content
 		}
 	}
@@ -295,7 +274,7 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 
 	tpl := env.MustInspect("ci-model")
 	assert.True(t, tpl.Template)
-	for _, k := range []string{vsphere.GuestinfoMetadata, vsphere.GuestinfoMetadataEncoding, vsphere.GuestinfoUserdata, vsphere.GuestinfoUserdataEncoding} {
+	for _, k := range []string{cloudinit.GuestinfoMetadata, cloudinit.GuestinfoMetadataEncoding, cloudinit.GuestinfoUserdata, cloudinit.GuestinfoUserdataEncoding} {
 		assert.Empty(t, tpl.ExtraConfig[k], "template keeps no %s", k)
 	}
 	assert.Empty(t, env.Guest.Calls(), "no guest operation")

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -18,7 +19,7 @@ func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
 }
 
 // BenchCollectMetrics runs one metrics collection pass.
-func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *Metrics) {
+func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *metrics.Metrics) {
 	h.collectMetrics(ctx, m)
 }
 

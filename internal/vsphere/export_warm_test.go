@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -43,6 +44,6 @@ func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.flav
 func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }
 
 // CollectMetricsOnce runs one metrics collection pass.
-func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *Metrics) {
+func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *metrics.Metrics) {
 	h.collectMetrics(ctx, m)
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -130,6 +131,11 @@ type ftOpts struct {
 	beforeClient func(*vcsimtest.Env)
 	// client, when set, builds a dedicated client with this change.
 	client func(*vcenter.Config)
+	// metrics, when set, is the hatchery's Metrics.
+	metrics *metrics.Metrics
+	// wrap, when set, wraps the client the hatchery calls (the inventory
+	// keeps the plain one).
+	wrap func(vcenter.Port) vcenter.Port
 }
 
 // ftRig is one simulator, one hatchery and its inventory.
@@ -206,7 +212,11 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 			<-done
 		})
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, CDS: r.cds, Inventory: inv, Logger: log, Now: r.clock.Now})
+	var hc vcenter.Port = client
+	if o.wrap != nil {
+		hc = o.wrap(client)
+	}
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: hc, CDS: r.cds, Inventory: inv, Logger: log, Now: r.clock.Now, Metrics: o.metrics})
 	require.NoError(t, err)
 	r.h = h
 	for _, v := range ftSimVMs(env) {

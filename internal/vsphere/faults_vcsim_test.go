@@ -24,6 +24,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
 // TestFaultsCloneFails: CloneVM_Task answers a fault. The spawn fails
@@ -352,6 +353,8 @@ func TestFaultsVCenterOutage(t *testing.T) {
 			err = r.h.SpawnWorker(ctx, args)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), "list vms")
+			var be *hatchery.BackendError
+			assert.True(t, errors.As(err, &be), "vcenter's fault: the job is released, the attempt not counted: %v", err)
 
 			during := r.client.Stats().Sub(stats)
 			for _, m := range []string{"Destroy_Task", "PowerOffVM_Task", "ShutdownGuest", "CloneVM_Task", "Rename_Task", "ReconfigVM_Task", "PowerOnVM_Task"} {

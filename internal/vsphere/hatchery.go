@@ -13,6 +13,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -37,7 +39,10 @@ type HatcheryVSphere struct {
 	log   *slog.Logger
 	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
-	metrics *Metrics
+	metrics *metrics.Metrics
+	// metricsPool is the metrics collector's resource pool
+	// (monitoring_collect.go).
+	metricsPool metricsPool
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -59,6 +64,10 @@ type HatcheryVSphere struct {
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	quar     *quarantine.Book   // broken templates (quarantine.go)
+	// quarGauge serialises reading the quarantined count and recording
+	// it, so that the gauge never ends on an older count.
+	quarGauge sync.Mutex
 }
 
 // Options are what New needs. Inventory defaults to a ListingInventory
@@ -72,7 +81,7 @@ type Options struct {
 	Now       func() time.Time
 	// Metrics, when set, counts the jobs refused for lack of room
 	// (capacity_refusals).
-	Metrics *Metrics
+	Metrics *metrics.Metrics
 	// Ready, when set, is closed once vCenter work can start (the first
 	// connection, and the inventory's first listing); until then the
 	// methods the framework calls answer "not ready" instead of failing on
@@ -116,6 +125,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
 	h.tmplDevs = newTemplateDevices(h.now)
+	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
@@ -41,21 +42,21 @@ func NewInventory(cfg *config.Config, client vcenter.Port, log *slog.Logger) (In
 }
 
 // SOAPCounts converts the adapter's per-method SOAP counters to what the
-// metrics collector reads (Metrics.SOAP): requests, and request plus
+// metrics collector reads (metrics.Metrics.SOAP): requests, and request plus
 // response body bytes.
-func SOAPCounts(s vcenter.SOAPStats) map[string]SOAPCount {
-	out := make(map[string]SOAPCount, len(s))
+func SOAPCounts(s vcenter.SOAPStats) map[string]metrics.SOAPCount {
+	out := make(map[string]metrics.SOAPCount, len(s))
 	for method, m := range s {
-		out[method] = SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
+		out[method] = metrics.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
 	}
 	return out
 }
 
-// SOAPHook returns the Metrics.SOAP hook of a client: a snapshot of its
+// SOAPHook returns the metrics.Metrics.SOAP hook of a client: a snapshot of its
 // cumulative SOAP counters by method, for cds/hatchery/vsphere/soap_requests
 // and soap_bytes. Wire it once, before RunMetrics starts:
 //
 //	m.SOAP = vsphere.SOAPHook(client)
-func SOAPHook(c *vcenter.Client) func() map[string]SOAPCount {
-	return func() map[string]SOAPCount { return SOAPCounts(c.Stats()) }
+func SOAPHook(c *vcenter.Client) func() map[string]metrics.SOAPCount {
+	return func() map[string]metrics.SOAPCount { return SOAPCounts(c.Stats()) }
 }

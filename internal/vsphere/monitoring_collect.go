@@ -5,33 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
-	"go.opencensus.io/stats"
-	"go.opencensus.io/tag"
 )
 
-// Sources of a collection pass, the source tag of collection_errors.
-const (
-	metricsSourceInventory    = "inventory"
-	metricsSourceResourcePool = "resource_pool"
-	metricsSourceHeadroom     = "headroom"
-	metricsSourceIPRange      = "ip_range"
-)
-
-// RunMetrics collects m every interval (MetricsInterval when every <= 0),
+// RunMetrics collects m every interval (metrics.Interval when every <= 0),
 // the first time at once, until ctx ends. It is the hatchery's one metrics
 // collector: the daemon starts it in one goroutine next to Run and joins it
 // at shutdown.
-func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *Metrics, every time.Duration) {
+func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *metrics.Metrics, every time.Duration) {
 	if m == nil {
 		return
 	}
 	if every <= 0 {
-		every = MetricsInterval
+		every = metrics.Interval
 	}
 	runEvery(ctx, h.log, "metrics", every, func(ctx context.Context) { h.collectMetrics(ctx, m) })
 }
@@ -39,44 +31,45 @@ func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *Metrics, every time
 // collectMetrics is one collection pass: it reads one inventory snapshot,
 // the resource pool runtime (the inventory's reading when it has a recent
 // one, else a live read), the flavor headroom and the SOAP counters,
-// then rebuilds every gauge of m from them. A source that cannot be read is
-// logged as a warning and counted in collection_errors; its gauges are
-// absent until a later pass reads it, and the other gauges are unaffected.
-// A pass interrupted by the end of ctx changes nothing.
-func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
+// then rebuilds every gauge of m from them (metrics.Metrics.Collect). A
+// source that cannot be read is logged as a warning and counted in
+// collection_errors; its gauges are absent until a later pass reads it, and
+// the other gauges are unaffected. A pass interrupted by the end of ctx
+// changes nothing.
+func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics) {
 	start := time.Now()
-	var failed []string
+	var failed []metrics.Source
 
 	// Read every source first, without holding any lock of m.
 	vms, invErr := h.inv.VMs(ctx)
 	if invErr != nil {
-		failed = append(failed, metricsSourceInventory)
+		failed = append(failed, metrics.SourceInventory)
 		h.log.Warn("metrics: read inventory", logkey.Err, invErr)
 	}
 	rt, rpErr := h.inventoryPoolRuntime(), error(nil)
 	if rt == nil {
-		rt, rpErr = h.resourcePoolRuntime(ctx, m)
+		rt, rpErr = h.resourcePoolRuntime(ctx)
 	}
 	if rpErr != nil {
-		failed = append(failed, metricsSourceResourcePool)
+		failed = append(failed, metrics.SourceResourcePool)
 		h.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
 	}
 	var headroom map[string]int
 	if m.Headroom != nil {
 		var err error
 		if headroom, err = m.Headroom(ctx); err != nil {
-			failed = append(failed, metricsSourceHeadroom)
+			failed = append(failed, metrics.SourceHeadroom)
 			h.log.Warn("metrics: flavor headroom", logkey.Err, err)
 			headroom = nil
 		}
 	}
-	var soap map[string]SOAPCount
+	var soap map[string]metrics.SOAPCount
 	if m.SOAP != nil {
 		soap = m.SOAP()
 	}
 	ipRange, hasIPRange, ipErr := configuredIPs(h.cfg)
 	if ipErr != nil {
-		failed = append(failed, metricsSourceIPRange)
+		failed = append(failed, metrics.SourceIPRange)
 		h.log.Warn("metrics: parse ip ranges", logkey.Err, ipErr)
 	}
 	if ctx.Err() != nil {
@@ -84,66 +77,43 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *Metrics) {
 	}
 
 	// Then rebuild the gauges in one step that a scrape cannot split.
-	m.cycleMu.Lock()
-	defer m.cycleMu.Unlock()
-	var errs []error
-	rec := func(extra []tag.Mutator, ms ...stats.Measurement) {
-		if err := m.record(extra, ms...); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := m.resetGauges(); err != nil {
-		errs = append(errs, err)
+	pass := metrics.Pass{
+		WarmPoolTarget: warmPoolTarget(h.cfg),
+		Headroom:       headroom,
+		SOAP:           soap,
+		Failed:         failed,
 	}
 	if invErr == nil {
-		s := summarizeVMs(h.Name(), vms)
-		for _, w := range s.workers {
-			rec([]tag.Mutator{tag.Upsert(keyWorkerName, tagValue(w.name)), tag.Upsert(keyWorkerModel, tagValue(w.model))},
-				mWorkerVCPUs.M(w.vcpus), mWorkerMemoryMB.M(w.memoryMB))
-		}
-		rec(nil,
-			mAllocatedVCPUs.M(s.allocatedVCPUs), mAllocatedMemoryMB.M(s.allocatedMemoryMB),
-			mVMCount.M(s.vmCount), mProvisionedVMCount.M(s.provisionedVMCount),
-			mTemplateVCPUs.M(s.templateVCPUs), mTemplateMemoryMB.M(s.templateMemoryMB), mTemplateCount.M(s.templateCount),
-			mPoolTotalVCPUs.M(s.poolVCPUs), mPoolTotalMemoryMB.M(s.poolMemoryMB), mPoolTotalVMCount.M(s.poolVMCount))
+		pass.Inventory = summarizeVMs(h.Name(), vms).gauges()
 		if hasIPRange && ipErr == nil {
-			rec(nil, mIPUsedCount.M(ipsInUse(ipRange, vms)), mIPTotalCount.M(int64(len(ipRange))))
+			pass.IPs = &metrics.IPs{Used: ipsInUse(ipRange, vms), Total: int64(len(ipRange))}
 		}
 	}
 	if rt != nil {
-		rec(nil,
-			mRPCPUMaxMHz.M(rt.Cpu.MaxUsage), mRPCPUUsageMHz.M(rt.Cpu.OverallUsage), mRPCPUUnreservedMHz.M(rt.Cpu.UnreservedForVm),
-			mRPMemMaxBytes.M(rt.Memory.MaxUsage), mRPMemUsageBytes.M(rt.Memory.OverallUsage), mRPMemUnreservedBytes.M(rt.Memory.UnreservedForVm))
-	}
-	rec(nil, mProvisionedVMTarget.M(warmPoolTarget(h.cfg)))
-	for flavor, n := range headroom {
-		rec([]tag.Mutator{tag.Upsert(keyFlavor, tagValue(flavor))}, mFlavorHeadroom.M(int64(n)))
-	}
-	for method, d := range m.soapDeltas(soap) {
-		mut := []tag.Mutator{tag.Upsert(keyMethod, tagValue(method))}
-		if d.Requests > 0 {
-			rec(mut, mSOAPRequests.M(d.Requests))
-		}
-		if d.Bytes > 0 {
-			rec(mut, mSOAPBytes.M(d.Bytes))
+		pass.ResourcePool = &metrics.ResourcePool{
+			CPUMaxMHz: rt.Cpu.MaxUsage, CPUUsageMHz: rt.Cpu.OverallUsage, CPUUnreservedMHz: rt.Cpu.UnreservedForVm,
+			MemoryMaxBytes: rt.Memory.MaxUsage, MemoryUsageBytes: rt.Memory.OverallUsage, MemoryUnreservedBytes: rt.Memory.UnreservedForVm,
 		}
 	}
-	for _, src := range failed {
-		rec([]tag.Mutator{tag.Upsert(keySource, src)}, mCollectionErrors.M(1))
-	}
-	m.flush()
-	if len(errs) > 0 {
-		h.log.Warn("metrics: record", logkey.Err, errors.Join(errs...))
+	if err := m.Collect(pass); err != nil {
+		h.log.Warn("metrics: record", logkey.Err, err)
 	}
 	h.log.Debug("metrics collected", "vms", len(vms), "failed", failed, "took", time.Since(start))
 }
 
+// metricsPool is the collector's resource pool, loaded once and dropped
+// when unreadable (resourcePoolRuntime).
+type metricsPool struct {
+	mu   sync.Mutex
+	pool *types.ManagedObjectReference
+}
+
 // resourcePoolRuntime reads the runtime of the hatchery's resource pool.
 // The pool is loaded once and kept; it is loaded again after a failure.
-func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context, m *Metrics) (*types.ResourcePoolRuntimeInfo, error) {
-	m.stateMu.Lock()
-	pool := m.pool
-	m.stateMu.Unlock()
+func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context) (*types.ResourcePoolRuntimeInfo, error) {
+	h.metricsPool.mu.Lock()
+	pool := h.metricsPool.pool
+	h.metricsPool.mu.Unlock()
 	if pool == nil {
 		p, err := h.vs.LoadResourcePool(ctx)
 		if err != nil {
@@ -158,39 +128,14 @@ func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context, m *Metrics) (
 	if err == nil && rt == nil {
 		err = errors.New("no runtime info")
 	}
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
+	h.metricsPool.mu.Lock()
+	defer h.metricsPool.mu.Unlock()
 	if err != nil {
-		m.pool = nil
+		h.metricsPool.pool = nil
 		return nil, fmt.Errorf("read runtime of resource pool %s: %w", pool.Reference().Value, err)
 	}
-	m.pool = pool
+	h.metricsPool.pool = pool
 	return rt, nil
-}
-
-// soapDeltas turns a snapshot of cumulative SOAP counters into what is new
-// since the previous snapshot. A counter that went down restarted: all of
-// its value is new.
-func (m *Metrics) soapDeltas(now map[string]SOAPCount) map[string]SOAPCount {
-	if now == nil {
-		return nil
-	}
-	m.stateMu.Lock()
-	defer m.stateMu.Unlock()
-	out := make(map[string]SOAPCount, len(now))
-	for method, c := range now {
-		p := m.soapPrev[method]
-		d := SOAPCount{Requests: c.Requests - p.Requests, Bytes: c.Bytes - p.Bytes}
-		if d.Requests < 0 || d.Bytes < 0 {
-			d = c
-		}
-		out[method] = d
-	}
-	m.soapPrev = make(map[string]SOAPCount, len(now))
-	for method, c := range now {
-		m.soapPrev[method] = c
-	}
-	return out
 }
 
 // workerGauge is one per-worker series.
@@ -209,6 +154,20 @@ type vmSummary struct {
 	templateVCPUs, templateMemoryMB, templateCount int64
 
 	poolVCPUs, poolMemoryMB, poolVMCount int64
+}
+
+// gauges is s for metrics.Metrics.Collect.
+func (s vmSummary) gauges() *metrics.Inventory {
+	g := &metrics.Inventory{
+		AllocatedVCPUs: s.allocatedVCPUs, AllocatedMemoryMB: s.allocatedMemoryMB,
+		VMCount: s.vmCount, ProvisionedVMCount: s.provisionedVMCount,
+		TemplateVCPUs: s.templateVCPUs, TemplateMemoryMB: s.templateMemoryMB, TemplateCount: s.templateCount,
+		PoolVCPUs: s.poolVCPUs, PoolMemoryMB: s.poolMemoryMB, PoolVMCount: s.poolVMCount,
+	}
+	for _, w := range s.workers {
+		g.Workers = append(g.Workers, metrics.Worker{Name: w.name, Model: w.model, VCPUs: w.vcpus, MemoryMB: w.memoryMB})
+	}
+	return g
 }
 
 // summarizeVMs classifies the datacenter's VMs for the metrics (see

@@ -11,10 +11,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opencensus.io/stats/view"
 )
 
 // metricsDoc is the operator documentation of the metrics.
@@ -40,10 +41,12 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 		defer mu.Unlock()
 		return map[string]int{"small": 2}, headroomErr
 	}
-	e.m.SOAP = func() map[string]SOAPCount {
-		return map[string]SOAPCount{"RetrievePropertiesEx": {Requests: 3, Bytes: 3000}}
+	e.m.SOAP = func() map[string]metrics.SOAPCount {
+		return map[string]metrics.SOAPCount{"RetrievePropertiesEx": {Requests: 3, Bytes: 3000}}
 	}
-	e.m.Health = func() Health { return Health{VCenterUp: true, Inventory: true, InventoryAge: 5 * time.Second} }
+	e.m.Health = func() metrics.Health {
+		return metrics.Health{VCenterUp: true, Inventory: true, InventoryAge: 5 * time.Second}
+	}
 	e.h.collectMetrics(context.Background(), e.m)
 	mu.Lock()
 	headroomErr = nil
@@ -51,11 +54,12 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	e.h.collectMetrics(context.Background(), e.m)
 	e.m.SpawnStarted("debian12")
 	e.m.SpawnSucceeded("debian12", 40*time.Second)
-	e.m.SpawnFailed("debian12", SpawnFailureIP)
-	e.m.SpawnTimed("debian12", SpawnTiming{
+	e.m.SpawnFailed("debian12", metrics.SpawnFailureIP)
+	timing := SpawnTiming{
 		Stages:   []StageDuration{{StageQueueToBook, 2 * time.Second}, {StageClone, 50 * time.Second}},
 		JobStart: 52 * time.Second,
-	})
+	}
+	e.m.SpawnTimed("debian12", timing.metricStages(), timing.JobStart)
 	return scrape(t, e.m)
 }
 
@@ -92,7 +96,7 @@ func TestMetricsDocMatchesScrape(t *testing.T) {
 		assert.Contains(t, documented, name, "%s is exported but not documented", name)
 	}
 	sort.Strings(exported)
-	assert.Len(t, exported, len(viewDefs), "one Prometheus family per view: %v", exported)
+	assert.Len(t, exported, len(metrics.ViewNames()), "one Prometheus family per view: %v", exported)
 
 	for _, name := range docMetricName.FindAllString(string(doc), -1) {
 		base := name
@@ -103,41 +107,4 @@ func TestMetricsDocMatchesScrape(t *testing.T) {
 		}
 		assert.Contains(t, fams, base, "%s is used in docs/metrics.md but not exported", name)
 	}
-}
-
-// TestMetricsViewNamesAreTheSpecs pins the OpenCensus view names that docs/metrics.md documents.
-func TestMetricsViewNamesAreTheSpecs(t *testing.T) {
-	t.Parallel()
-	spec := []string{
-		"worker_vcpus", "worker_memory_mb", "allocated_vcpus", "allocated_memory_mb", "vm_count",
-		"provisioned_vm_count", "template_vcpus", "template_memory_mb", "template_count",
-		"pool_total_vcpus", "pool_total_memory_mb", "pool_total_vm_count",
-		"resource_pool_cpu_max_mhz", "resource_pool_cpu_usage_mhz", "resource_pool_cpu_unreserved_mhz",
-		"resource_pool_memory_max_bytes", "resource_pool_memory_usage_bytes", "resource_pool_memory_unreserved_bytes",
-		"ip_used_count", "ip_total_count",
-	}
-	views := map[string]*view.View{}
-	for _, d := range viewDefs {
-		v := d.newView()
-		views[v.Name] = v
-	}
-	for _, name := range spec {
-		v, ok := views["cds/hatchery/vsphere/"+name]
-		if assert.True(t, ok, name) {
-			assert.Equal(t, "LastValue", v.Aggregation.Type.String(), name)
-			assert.ElementsMatch(t, []string{"service_name", "service_type"}, tagNames(v)[:2], name)
-		}
-	}
-	for _, name := range []string{"worker_vcpus", "worker_memory_mb"} {
-		assert.Equal(t, []string{"service_name", "service_type", "worker_name", "worker_model"},
-			tagNames(views["cds/hatchery/vsphere/"+name]), name)
-	}
-}
-
-func tagNames(v *view.View) []string {
-	var out []string
-	for _, k := range v.TagKeys {
-		out = append(out, k.Name())
-	}
-	return out
 }

@@ -3,22 +3,18 @@ package vsphere
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -105,7 +101,7 @@ func fixtureConfig(name string) *config.Config {
 
 type testEnv struct {
 	h    *HatcheryVSphere
-	m    *Metrics
+	m    *metrics.Metrics
 	vs   *mock_vsphere.MockPort
 	inv  *fakeInventory
 	logs *syncBuffer
@@ -125,7 +121,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	e.h = h
-	m, err := NewMetrics(cfg.CommonConfiguration.Name)
+	m, err := metrics.New(cfg.CommonConfiguration.Name)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	e.m = m
@@ -139,69 +135,18 @@ func (e *testEnv) expectPool(rt *types.ResourcePoolRuntimeInfo) {
 }
 
 // scrape fetches the Handler over HTTP and parses the Prometheus text.
-func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {
+func scrape(t *testing.T, m *metrics.Metrics) map[string]*dto.MetricFamily {
 	t.Helper()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, srv.URL+"/mon/metrics", nil)
-	require.NoError(t, err)
-	resp, err := srv.Client().Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	var p expfmt.TextParser
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	require.NoError(t, err)
-	return fams
+	return testutil.Scrape(t, m.Handler())
 }
 
-type labels map[string]string
+type labels = testutil.Labels
 
-// series returns the value of the sample of family name whose labels
-// include want, and whether there is one.
-func series(fams map[string]*dto.MetricFamily, name string, want labels) (float64, bool) {
-	mt := findMetric(fams, name, want)
-	switch {
-	case mt == nil:
-		return 0, false
-	case mt.Gauge != nil:
-		return mt.GetGauge().GetValue(), true
-	case mt.Counter != nil:
-		return mt.GetCounter().GetValue(), true
-	case mt.Untyped != nil:
-		return mt.GetUntyped().GetValue(), true
-	case mt.Histogram != nil:
-		return float64(mt.GetHistogram().GetSampleCount()), true
-	}
-	return 0, false
-}
-
-// findMetric returns the first sample of family name whose labels include
-// want; nil when there is none.
-func findMetric(fams map[string]*dto.MetricFamily, name string, want labels) *dto.Metric {
-next:
-	for _, mt := range fams[name].GetMetric() {
-		got := map[string]string{}
-		for _, lp := range mt.GetLabel() {
-			got[lp.GetName()] = lp.GetValue()
-		}
-		for k, v := range want {
-			if got[k] != v {
-				continue next
-			}
-		}
-		return mt
-	}
-	return nil
-}
-
-func svc(name string, extra ...string) labels {
-	l := labels{"service_name": name, "service_type": "hatchery"}
-	for i := 0; i+1 < len(extra); i += 2 {
-		l[extra[i]] = extra[i+1]
-	}
-	return l
-}
+var (
+	series     = testutil.Series
+	findMetric = testutil.FindMetric
+	svc        = testutil.ServiceLabels
+)
 
 func TestMetricsScrapeMatchesFixture(t *testing.T) {
 	t.Parallel()
@@ -493,14 +438,14 @@ func TestMetricsSOAPCounters(t *testing.T) {
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
 	e.inv.set(fixtureVMs(), nil)
-	snapshots := []map[string]SOAPCount{
+	snapshots := []map[string]metrics.SOAPCount{
 		{"RetrievePropertiesEx": {Requests: 10, Bytes: 5000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
 		{"RetrievePropertiesEx": {Requests: 25, Bytes: 12000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
 		// The client restarted: its counters start over.
 		{"RetrievePropertiesEx": {Requests: 3, Bytes: 1000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
 	}
 	var i int
-	e.m.SOAP = func() map[string]SOAPCount { return snapshots[i] } // called by the pass only
+	e.m.SOAP = func() map[string]metrics.SOAPCount { return snapshots[i] } // called by the pass only
 
 	want := []struct{ retrieve, retrieveBytes, clone float64 }{{10, 5000, 1}, {25, 12000, 1}, {28, 13000, 1}}
 	for i = range snapshots {
@@ -514,77 +459,6 @@ func TestMetricsSOAPCounters(t *testing.T) {
 		got, _ = series(fams, "cds_hatchery_vsphere_soap_requests", svc(testHatchery, "method", "CloneVM_Task"))
 		assert.Equal(t, want[i].clone, got, "pass %d", i)
 	}
-}
-
-func TestMetricsSpawnCounters(t *testing.T) {
-	t.Parallel()
-	m, err := NewMetrics(testHatchery)
-	require.NoError(t, err)
-	t.Cleanup(m.Close)
-
-	var wg sync.WaitGroup
-	for range 3 {
-		wg.Go(func() { m.SpawnStarted("debian12") })
-	}
-	wg.Go(func() { m.SpawnStarted("shared.infra/ubuntu") })
-	wg.Wait()
-	m.SpawnSucceeded("debian12", 42*time.Second)
-	m.SpawnSucceeded("debian12", 200*time.Second)
-	m.SpawnFailed("debian12", SpawnFailureClone)
-	m.SpawnFailed("shared.infra/ubuntu", SpawnFailureReason("password=hunter2")) // unknown: "other"
-
-	fams := scrape(t, m)
-	counter := func(name string, l labels) float64 {
-		t.Helper()
-		f := fams[name]
-		require.NotNil(t, f, name)
-		assert.Equal(t, dto.MetricType_COUNTER, f.GetType(), name)
-		v, ok := series(fams, name, l)
-		assert.True(t, ok, "%s%v", name, l)
-		return v
-	}
-	assert.Equal(t, 3.0, counter("cds_hatchery_vsphere_spawns_started", svc(testHatchery, "worker_model", "debian12")))
-	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_started", svc(testHatchery, "worker_model", "shared.infra/ubuntu")))
-	assert.Equal(t, 2.0, counter("cds_hatchery_vsphere_spawns_succeeded", svc(testHatchery, "worker_model", "debian12")))
-	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_failed", svc(testHatchery, "worker_model", "debian12", "reason", "clone")))
-	assert.Equal(t, 1.0, counter("cds_hatchery_vsphere_spawns_failed", svc(testHatchery, "worker_model", "shared.infra/ubuntu", "reason", "other")))
-
-	h := fams["cds_hatchery_vsphere_spawn_duration_seconds"]
-	require.NotNil(t, h)
-	require.Equal(t, dto.MetricType_HISTOGRAM, h.GetType())
-	hist := h.GetMetric()[0].GetHistogram()
-	assert.Equal(t, uint64(2), hist.GetSampleCount())
-	assert.Equal(t, 242.0, hist.GetSampleSum())
-	buckets := map[float64]uint64{}
-	for _, b := range hist.GetBucket() {
-		buckets[b.GetUpperBound()] = b.GetCumulativeCount()
-	}
-	assert.Equal(t, uint64(0), buckets[30])
-	assert.Equal(t, uint64(1), buckets[45])
-	assert.Equal(t, uint64(1), buckets[180])
-	assert.Equal(t, uint64(2), buckets[240])
-
-	// No secret-looking or free-form reason reached a label.
-	for _, f := range fams {
-		for _, mt := range f.GetMetric() {
-			for _, lp := range mt.GetLabel() {
-				assert.NotContains(t, lp.GetValue(), "hunter2")
-			}
-		}
-	}
-}
-
-func TestMetricsRecordAfterCloseIsDropped(t *testing.T) {
-	t.Parallel()
-	m, err := NewMetrics(testHatchery)
-	require.NoError(t, err)
-	m.SpawnStarted("debian12")
-	m.Close()
-	m.Close()
-	m.SpawnStarted("debian12") // must not panic on the stopped meter
-	v, ok := series(scrape(t, m), "cds_hatchery_vsphere_spawns_started", svc(testHatchery))
-	assert.True(t, ok)
-	assert.Equal(t, 1.0, v)
 }
 
 func TestMetricsInstancesDoNotInterfere(t *testing.T) {
@@ -706,29 +580,4 @@ func TestSummarizeVMsEdgeCases(t *testing.T) {
 			assert.Equal(t, tt.want, summarizeVMs(testHatchery, tt.vms))
 		})
 	}
-}
-
-func TestTagValue(t *testing.T) {
-	t.Parallel()
-	assert.Equal(t, "a_b", tagValue("a\nb"))
-	assert.Equal(t, "caf__", tagValue("café"))
-	assert.Len(t, tagValue(strings.Repeat("x", 300)), 255)
-	assert.Equal(t, "shared.infra/ubuntu", tagValue("shared.infra/ubuntu"))
-}
-
-func TestNewMetricsNeedsName(t *testing.T) {
-	t.Parallel()
-	_, err := NewMetrics("")
-	assert.Error(t, err)
-}
-
-func ExampleMetrics_SpawnFailed() {
-	m, err := NewMetrics("my-hatchery")
-	if err != nil {
-		panic(err)
-	}
-	defer m.Close()
-	m.SpawnFailed("debian12", SpawnFailureGuestNotReady)
-	fmt.Println(SpawnFailureReason("disk full").known())
-	// Output: other
 }

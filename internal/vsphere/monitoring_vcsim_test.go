@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -47,7 +48,7 @@ func TestVcsimMetricsScrapeMatchesSimulator(t *testing.T) {
 	h := newWarmVcsimHatchery(t, env, cfg, time.Now)
 	env.WaitInventory(h.WarmInventory())
 
-	m, err := vsphere.NewMetrics(warmVcsimHatchery)
+	m, err := metrics.New(warmVcsimHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	h.CollectMetricsOnce(env.Context(), m)

@@ -67,7 +67,7 @@ func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, c
 			h.log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.model, logkey.Flavor, k.flavor,
 				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
 			if err := h.deleteServer(ctx, v); err != nil {
-				h.log.Warn("surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
+				h.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -19,7 +20,7 @@ import (
 // builds the V1 model's template instead. On any failure after a VM exists
 // the VM is powered off and marked for deletion and its IP released; the
 // error names the VM, the job and the step.
-func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
+func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) (err error) {
 	key := pendingKey(args.JobID, args.Model)
 	if !h.pendingJobs.Add(key) {
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, "job already being spawned")
@@ -31,6 +32,11 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if args.RegisterOnly {
 		return h.registerModel(ctx, args)
 	}
+	qa, err := h.quarantineBegin(args)
+	if err != nil {
+		return err
+	}
+	defer func() { err = h.quarantineEnd(ctx, qa, args, err) }()
 	clock := newSpawnClock(h.now, args.Queued, args.Booked)
 	ctx = withSpawnClock(ctx, clock)
 	name := args.WorkerName
@@ -102,9 +108,9 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		h.abandonVM(ctx, vm, name, annot.IPAddress)
 		var se *spawnStepError
 		if errors.As(err, &se) {
-			return errf(se.Step, se.Err)
+			return errf(se.Step, markTemplateFault(se.Err))
 		}
-		return errf("start worker", err)
+		return errf("start worker", markTemplateFault(err))
 	}
 	h.reportSpawnTiming(ctx, args, clock)
 	return nil
@@ -141,7 +147,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerM
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *config.Flavor, boot *cloudInitBoot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
 	if err != nil {
 		h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -85,6 +86,15 @@ func (t SpawnTiming) String() string {
 		b.WriteString(roundStage(s.D).String())
 	}
 	return b.String()
+}
+
+// metricStages are t's stages for metrics.Metrics.SpawnTimed.
+func (t SpawnTiming) metricStages() []metrics.Stage {
+	out := make([]metrics.Stage, len(t.Stages))
+	for i, s := range t.Stages {
+		out[i] = metrics.Stage{Name: string(s.Stage), D: s.D}
+	}
+	return out
 }
 
 // roundStage rounds a stage for reading: milliseconds below 10 s,
@@ -166,7 +176,7 @@ func (c *spawnClock) timing(queued, booked time.Time) SpawnTiming {
 func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.SpawnArguments, c *spawnClock) {
 	t := c.timing(args.Queued, args.Booked)
 	model := args.Model.GetName()
-	h.metrics.SpawnTimed(model, t)
+	h.metrics.SpawnTimed(model, t.metricStages(), t.JobStart)
 	if h.onTimed != nil {
 		h.onTimed(args, t)
 	}

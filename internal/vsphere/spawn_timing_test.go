@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -114,7 +115,7 @@ func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 	f, cds, args := newTimedFixture(t, 60)
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
-	m, err := NewMetrics(spHatchery)
+	m, err := metrics.New(spHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	f.h.metrics = m

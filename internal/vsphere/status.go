@@ -11,8 +11,9 @@ import (
 
 // Status returns the hatchery's /mon/status lines about capacity: vCPUs and
 // RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
-// pool's readability (WARN when unreadable) and the spawns in flight. The
-// framework adds the workers N/maxWorker line itself.
+// pool's readability (WARN when unreadable) and the spawns in flight; then
+// one line in alert per quarantined template, saying why and until when.
+// The framework adds the workers N/maxWorker line itself.
 //
 // It reaches no vCenter: heartbeats and /mon/status must answer while
 // vCenter is slow or down. The resource pool line shows the last reading,
@@ -21,13 +22,13 @@ func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine
 	v, err := h.readCapacityViewPool(ctx, func(context.Context) capacity.Pool { return h.lastPool() })
 	u := v.usage
 	if err != nil {
-		return []sdk.MonitoringStatusLine{{
+		return append([]sdk.MonitoringStatusLine{{
 			Component: "vsphere/capacity",
 			Value:     fmt.Sprintf("unknown: %v", err),
 			Status:    sdk.MonitoringStatusWarn,
-		}}
+		}}, h.quarantineStatusLines()...)
 	}
-	return capacityStatusLines(u)
+	return append(capacityStatusLines(u), h.quarantineStatusLines()...)
 }
 
 // capacityStatusLines renders a usage snapshot.

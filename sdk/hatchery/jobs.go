@@ -246,6 +246,11 @@ func (a *admission) release(why Reason) {
 // AllocateResources) for a job; on success the caller owns the returned
 // admission and must end it (handOff or release).
 func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*admission, *Refusal) {
+	if g, ok := f.h.(SpawnGate); ok {
+		if r := g.GateSpawn(ctx, model, jobID); r != nil {
+			return nil, r
+		}
+	}
 	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
 		return nil, Refuse(ReasonCannotSpawn, "refused by hatchery")
 	}
@@ -386,6 +391,9 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	if err != nil {
 		s.release()
 		f.obs.SpawnFailed(ev, d)
+		if uncountedSpawnError(err) {
+			n = f.attempts.undo(id)
+		}
 		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
@@ -405,11 +413,12 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 	defer cancel()
 	d := f.now().Sub(booked)
 	f.sendSpawnInfo(dctx, id, msgSpawnInfoHatcheryErrorSpawn, f.cfg.Name, model.GetName(), d.Round(time.Second).String(), spawnErr.Error())
-	if maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure; maxAttempts > 0 && n >= maxAttempts {
+	uncounted := uncountedSpawnError(spawnErr)
+	if maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure; maxAttempts > 0 && n >= maxAttempts && !uncounted {
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("could not start a worker after %d attempts: %v", n, spawnErr))
 		return
 	}
-	f.log.Warn("spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
+	f.log.Warn("spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
 	if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", logkey.Job, jobKey, logkey.Err, err)
 	}
@@ -504,11 +513,11 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		dctx, cancel := f.detached(ctx)
 		defer cancel()
 		msg := fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr)
-		if maxAttempts > 0 && n >= maxAttempts {
+		if maxAttempts > 0 && n >= maxAttempts && !uncountedSpawnError(spawnErr) {
 			f.log.Warn("spawn failed, releasing job and giving up on it", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
 		} else {
-			f.log.Warn("spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
+			f.log.Warn("spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
 		if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
@@ -541,6 +550,9 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	if err != nil {
 		s.release()
 		f.obs.SpawnFailed(ev, d)
+		if uncountedSpawnError(err) {
+			n = f.attemptsV2.undo(id)
+		}
 		fail(err)
 		return outcomeFailed
 	}

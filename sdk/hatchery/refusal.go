@@ -46,6 +46,10 @@ const (
 	ReasonFlavor Reason = "flavor"
 	// ReasonCannotSpawn: the hatchery's CanSpawn said no.
 	ReasonCannotSpawn Reason = "cannot-spawn"
+	// ReasonQuarantined: the template (or V1 model) the job's worker would
+	// be made from failed too often and is not used for a while; the job
+	// stays in the queue.
+	ReasonQuarantined Reason = "quarantined"
 	// ReasonBooked: another hatchery booked (took) the job, before or
 	// after this one's admission.
 	ReasonBooked Reason = "booked"

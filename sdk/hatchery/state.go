@@ -68,6 +68,18 @@ func (a *attemptCounter[K]) add(id K, now time.Time) int {
 	return a.n[id]
 }
 
+// undo takes back the last attempt recorded for id (a spawn that turned
+// out not to be one: the backend's fault, or refused before trying) and
+// returns the count.
+func (a *attemptCounter[K]) undo(id K) int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.n[id] > 0 {
+		a.n[id]--
+	}
+	return a.n[id]
+}
+
 // count returns the attempts recorded for id.
 func (a *attemptCounter[K]) count(id K) int {
 	a.mu.Lock()

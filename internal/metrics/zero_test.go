@@ -1,4 +1,4 @@
-package vsphere
+package metrics
 
 import (
 	"testing"
@@ -14,12 +14,12 @@ import (
 // started, spawns_succeeded and spawns_failed for every reason of it.
 func TestMetricsCountersStartAtZero(t *testing.T) {
 	t.Parallel()
-	m, err := NewMetrics(testHatchery)
+	m, err := New(testHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 
 	fams := scrape(t, m)
-	for _, src := range []string{metricsSourceInventory, metricsSourceResourcePool, metricsSourceHeadroom, metricsSourceIPRange} {
+	for _, src := range []string{"inventory", "resource_pool", "headroom", "ip_range"} {
 		v, ok := series(fams, "cds_hatchery_vsphere_collection_errors", svc(testHatchery, "source", src))
 		assert.True(t, ok, "collection_errors{source=%q} exported from the start", src)
 		assert.Zero(t, v, src)

@@ -1,4 +1,4 @@
-package vsphere
+package metrics
 
 import (
 	"time"
@@ -85,6 +85,17 @@ func (m *Metrics) CapacityRefused(r CapacityResource) {
 	}
 }
 
+// QuarantinedTemplates records how many templates (or V1 models) are
+// quarantined now. m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) QuarantinedTemplates(n int) {
+	if m == nil {
+		return
+	}
+	if err := m.record(nil, mQuarantined.M(int64(n))); err != nil {
+		m.logger().Warn("record quarantine metric", "err", err)
+	}
+}
+
 // SpawnStarted counts a spawn of a worker of model (the model's path or
 // template name) that has started: the job is taken.
 func (m *Metrics) SpawnStarted(model string) {
@@ -127,19 +138,28 @@ func (m *Metrics) SpawnFailed(model string, reason SpawnFailureReason) {
 		tag.Upsert(keyReason, string(reason.known())))
 }
 
+// Stage is one timed stage of a successful spawn: Name is the stage tag
+// of spawn_stage_seconds (one of the hatchery's fixed list of stages,
+// vsphere.SpawnStages), D its duration.
+type Stage struct {
+	Name string
+	D    time.Duration
+}
+
 // SpawnTimed records the stages of a successful spawn of model in
-// spawn_stage_seconds (by stage only: the label set stays the fixed list
-// SpawnStages) and its job start in job_start_seconds (by model), when the
-// queue time was known. m may be nil: nothing is recorded.
-func (m *Metrics) SpawnTimed(model string, t SpawnTiming) {
+// spawn_stage_seconds (by stage only: the label set stays the hatchery's
+// fixed list of stages) and its job start in job_start_seconds (by model),
+// when the queue time was known (jobStart > 0). m may be nil: nothing is
+// recorded.
+func (m *Metrics) SpawnTimed(model string, stages []Stage, jobStart time.Duration) {
 	if m == nil {
 		return
 	}
-	for _, s := range t.Stages {
-		m.recordSpawn(mSpawnStage.M(s.D.Seconds()), tag.Upsert(keyStage, string(s.Stage)))
+	for _, s := range stages {
+		m.recordSpawn(mSpawnStage.M(s.D.Seconds()), tag.Upsert(keyStage, s.Name))
 	}
-	if t.JobStart > 0 {
-		m.recordSpawn(mJobStart.M(t.JobStart.Seconds()), tag.Upsert(keyWorkerModel, tagValue(model)))
+	if jobStart > 0 {
+		m.recordSpawn(mJobStart.M(jobStart.Seconds()), tag.Upsert(keyWorkerModel, tagValue(model)))
 	}
 }
 

@@ -1,4 +1,4 @@
-package vsphere
+package metrics
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	ocprom "contrib.go.opencensus.io/exporter/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-	"github.com/vmware/govmomi/vim25/types"
 	"go.opencensus.io/metric/metricproducer"
 	"go.opencensus.io/stats"
 	"go.opencensus.io/stats/view"
@@ -28,7 +27,8 @@ import (
 // "cds_hatchery_vsphere_…" (no exporter namespace is needed: the prefix is
 // part of the view name).
 //
-// Gauges are rebuilt by each collection pass (RunMetrics, collectMetrics):
+// Gauges are rebuilt by each collection pass (Collect, called by the
+// hatchery's collector, vsphere.HatcheryVSphere.RunMetrics):
 // a gauge whose source could not be read in the last pass is absent from
 // the scrape rather than stale. Counters and the spawn histogram accumulate
 // for the life of the Metrics.
@@ -38,7 +38,7 @@ import (
 // The spawn methods are safe for concurrent use.
 type Metrics struct {
 	// Headroom, when set, tells how many more workers of each flavor would
-	// pass the capacity check now (HatcheryVSphere.FlavorHeadroom). nil: the
+	// pass the capacity check now (vsphere.HatcheryVSphere.FlavorHeadroom). nil: the
 	// flavor_headroom gauge is not recorded.
 	Headroom func(ctx context.Context) (map[string]int, error)
 	// SOAP, when set, returns a snapshot of the cumulative SOAP counters of
@@ -75,7 +75,6 @@ type Metrics struct {
 	// stateMu guards the collector's memory between passes.
 	stateMu  sync.Mutex
 	soapPrev map[string]SOAPCount
-	pool     *types.ManagedObjectReference // loaded once, dropped when unreadable
 
 	// seenMu guards models: the worker models whose spawn counters were
 	// set to 0 for every label value (zeroModel).
@@ -113,12 +112,12 @@ type SOAPCount struct {
 	Bytes    int64
 }
 
-// MetricsServiceType is the service_type tag of every series: CDS tags
+// ServiceType is the service_type tag of every series: CDS tags
 // hatchery metrics with the service type "hatchery".
-const MetricsServiceType = "hatchery"
+const ServiceType = "hatchery"
 
-// MetricsInterval is the collection period: 30 s (docs/metrics.md).
-const MetricsInterval = 30 * time.Second
+// Interval is the collection period: 30 s (docs/metrics.md).
+const Interval = 30 * time.Second
 
 // metricPrefix starts every view name.
 const metricPrefix = "cds/hatchery/vsphere/"
@@ -185,6 +184,7 @@ var (
 	mHeartbeatFailures   = stats.Int64(metricPrefix+"heartbeat_failures", "Consecutive failed heartbeats to the CDS API (0 after a success)", "1")
 	mVCenterUp           = stats.Int64(metricPrefix+"vcenter_up", "1 when connected to vCenter and its last request did not fail in transport, else 0", "1")
 	mInventoryStale      = stats.Int64(metricPrefix+"inventory_stale", "1 when the shared VM inventory refuses its snapshot as stale, else 0", "1")
+	mQuarantined         = stats.Int64(metricPrefix+"quarantined_templates", "Templates (or V1 models) quarantined after consecutive spawn failures, probing included", "1")
 	mInventoryAge        = stats.Float64(metricPrefix+"inventory_age_seconds", "Time since the shared VM inventory last refreshed successfully, in seconds", stats.UnitSeconds)
 )
 
@@ -280,6 +280,7 @@ var viewDefs = []viewDef{
 	{mVCenterUp, lastValue, nil, false},
 	{mInventoryStale, lastValue, nil, false},
 	{mInventoryAge, lastValue, nil, false},
+	{mQuarantined, lastValue, nil, false},
 }
 
 // producersMu serialises scrapes across every Metrics of the process. The
@@ -289,10 +290,10 @@ var viewDefs = []viewDef{
 // scrape sees its own meter and no other hatchery's.
 var producersMu sync.Mutex
 
-// NewMetrics starts a private OpenCensus meter with every view of the
+// New starts a private OpenCensus meter with every view of the
 // hatchery, tagged service_name=serviceName and service_type=hatchery, and
 // the Prometheus exporter that serves it (Handler). Close stops it.
-func NewMetrics(serviceName string) (*Metrics, error) {
+func New(serviceName string) (*Metrics, error) {
 	if serviceName == "" {
 		return nil, errors.New("new metrics: service name is required")
 	}
@@ -305,7 +306,7 @@ func NewMetrics(serviceName string) (*Metrics, error) {
 		service: serviceName,
 		base: []tag.Mutator{
 			tag.Upsert(keyServiceName, tagValue(serviceName)),
-			tag.Upsert(keyServiceType, MetricsServiceType),
+			tag.Upsert(keyServiceType, ServiceType),
 		},
 		meter:    meter,
 		soapPrev: map[string]SOAPCount{},
@@ -355,18 +356,19 @@ func NewMetrics(serviceName string) (*Metrics, error) {
 
 // zeroCounters exports, from the start, every series whose label set is
 // known in advance at 0: collection_errors of every source,
-// capacity_refusals of every resource, heartbeat_failures. A ratio or an
+// capacity_refusals of every resource, heartbeat_failures,
+// quarantined_templates. A ratio or an
 // increase() over them then answers 0, not "no data", until the first
 // event. (spawns_* are zeroed per model, at its first spawn: zeroModel.)
 func (m *Metrics) zeroCounters() error {
 	var errs []error
-	for _, src := range []string{metricsSourceInventory, metricsSourceResourcePool, metricsSourceHeadroom, metricsSourceIPRange} {
-		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keySource, src)}, mCollectionErrors.M(0)))
+	for _, src := range Sources {
+		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keySource, string(src))}, mCollectionErrors.M(0)))
 	}
 	for _, r := range CapacityResources {
 		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(0)))
 	}
-	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0)))
+	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0), mQuarantined.M(0)))
 	return errors.Join(errs...)
 }
 
@@ -559,3 +561,13 @@ type uncheckedCollector struct{ prometheus.Collector }
 
 // Describe announces nothing: the collector is unchecked.
 func (uncheckedCollector) Describe(chan<- *prometheus.Desc) {}
+
+// ViewNames are the OpenCensus view names of every metric, in
+// documentation order; a scrape shows one Prometheus family for each.
+func ViewNames() []string {
+	out := make([]string, 0, len(viewDefs))
+	for _, d := range viewDefs {
+		out = append(out, d.measure.Name())
+	}
+	return out
+}
