@@ -155,10 +155,10 @@ type Flavor struct {
 // Inventory modes (inventoryMode).
 const (
 	// InventoryWatch (the default): one shared inventory kept current by a
-	// change watch, reading only what moved (NewWatchInventory).
+	// change watch, reading only what moved (inventory.NewWatch).
 	InventoryWatch = "watch"
 	// InventoryShared: one shared inventory refreshed by a full leaf
-	// listing every interval (NewSharedInventory).
+	// listing every interval (inventory.NewShared).
 	InventoryShared = "shared"
 	// InventoryListing: no inventory, a listing on every read (the spec's
 	// plain design).

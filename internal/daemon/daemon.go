@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -76,7 +77,7 @@ type Running struct {
 	// Hatchery is the vSphere hatchery.
 	Hatchery *vsphere.HatcheryVSphere
 	// Inventory is the shared VM inventory; nil in listing mode.
-	Inventory *vsphere.SharedInventory
+	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
 	VCenter *vcenter.Client
 }
@@ -144,7 +145,7 @@ func Run(ctx context.Context, o Options) error {
 	clientCfg := vsphere.VCenterConfig(cfg)
 	clientCfg.Logger = log
 	clientCfg.DialBackoffMin, clientCfg.DialBackoffMax = o.DialBackoffMin, o.DialBackoffMax
-	var shared *vsphere.SharedInventory
+	var shared *inventory.Shared
 	clientCfg.OnConnect = func() {
 		if shared != nil {
 			shared.Invalidate() // list at once rather than at the next tick
@@ -154,14 +155,14 @@ func Run(ctx context.Context, o Options) error {
 		o.VCenterConfig(&clientCfg)
 	}
 	vc := vcenter.New(clientCfg)
-	var inv vsphere.Inventory = vsphere.ListingInventory{Client: vc}
+	var inv inventory.Inventory = inventory.Listing{Client: vc}
 	switch cfg.InventoryMode {
 	case config.InventoryListing:
 	case config.InventoryShared:
-		shared = vsphere.NewSharedInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		shared = inventory.NewShared(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	default: // config.InventoryWatch, validated
-		shared = vsphere.NewWatchInventory(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
+		shared = inventory.NewWatch(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
 		inv = shared
 	}
 	// vCenter work starts once vCenter answers (with an inventory: once it
@@ -179,7 +180,7 @@ func Run(ctx context.Context, o Options) error {
 	mt.SOAP = vsphere.SOAPHook(vc)
 	mt.Logger = log
 	mt.Health = func() metrics.Health {
-		var st *vsphere.InventoryStats
+		var st *inventory.Stats
 		if shared != nil {
 			s := shared.Stats()
 			st = &s

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -24,8 +24,8 @@ import (
 // TestInventoryLine).
 func TestHealthFollowsStatusLines(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	stale := fmt.Errorf("%w: last successful refresh 5m0s ago (limit 4m0s): last refresh failed: down", vsphere.ErrInventoryStale)
-	for _, st := range []vsphere.InventoryStats{
+	stale := fmt.Errorf("%w: last successful refresh 5m0s ago (limit 4m0s): last refresh failed: down", inventory.ErrStale)
+	for _, st := range []inventory.Stats{
 		{},
 		{LastErr: errors.New("down")},
 		{VMs: 3, LastOK: now.Add(-10 * time.Second)},

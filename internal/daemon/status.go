@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -18,8 +18,8 @@ type statusSource struct {
 	service  string
 	hostname string
 	vc       *vcenter.Client
-	inv      *vsphere.SharedInventory // nil in listing mode
-	interval time.Duration            // inventory refresh interval
+	inv      *inventory.Shared // nil in listing mode
+	interval time.Duration     // inventory refresh interval
 	now      func() time.Time
 }
 
@@ -38,7 +38,7 @@ func (s *statusSource) lines(context.Context) []sdk.MonitoringStatusLine {
 // inventoryLine is "vCenter inventory": OK when the last refresh succeeded,
 // WARN when it failed but the snapshot is still usable, AL when readers
 // refuse it (never read, or stale by the inventory's own rule: st.Stale).
-func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.Time) sdk.MonitoringStatusLine {
+func inventoryLine(st inventory.Stats, interval time.Duration, now time.Time) sdk.MonitoringStatusLine {
 	l := sdk.MonitoringStatusLine{Component: "vCenter inventory"}
 	switch {
 	case st.LastOK.IsZero() && st.LastErr == nil:
@@ -61,7 +61,7 @@ func inventoryLine(st vsphere.InventoryStats, interval time.Duration, now time.T
 // vCenter link as the "vCenter" status line judges it (vcUp), and the
 // shared inventory's staleness as the "vCenter inventory" line does (inv
 // nil: listing mode, no inventory gauges).
-func health(vcUp bool, inv *vsphere.InventoryStats, now time.Time) metrics.Health {
+func health(vcUp bool, inv *inventory.Stats, now time.Time) metrics.Health {
 	hl := metrics.Health{VCenterUp: vcUp, InventoryAge: -1}
 	if inv == nil {
 		return hl

@@ -8,31 +8,31 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
 // TestInventoryLine: the status line follows the inventory's own staleness
-// verdict (InventoryStats.Stale), so /mon/status never says AL while
+// verdict (inventory.Stats.Stale), so /mon/status never says AL while
 // decisions still read the snapshot, nor OK while they are refused.
 // Not parallel: the daemon tests count this package's goroutines after a
 // shutdown, and a paused parallel test would be one.
 func TestInventoryLine(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	stale := fmt.Errorf("%w: last successful refresh 5m0s ago (limit 4m0s): last refresh failed: down", vsphere.ErrInventoryStale)
+	stale := fmt.Errorf("%w: last successful refresh 5m0s ago (limit 4m0s): last refresh failed: down", inventory.ErrStale)
 	tests := []struct {
 		name       string
-		st         vsphere.InventoryStats
+		st         inventory.Stats
 		wantStatus string
 		wantValue  string
 	}{
-		{"not read yet", vsphere.InventoryStats{}, sdk.MonitoringStatusWarn, "not read yet"},
-		{"never read", vsphere.InventoryStats{LastErr: errors.New("down")}, sdk.MonitoringStatusAlert, "never read: down"},
-		{"fresh", vsphere.InventoryStats{VMs: 3, LastOK: now.Add(-10 * time.Second)}, sdk.MonitoringStatusOK, "3 VMs, refreshed 10s ago (every 1m0s)"},
-		{"failing but usable", vsphere.InventoryStats{VMs: 3, LastOK: now.Add(-2 * time.Minute), LastErr: errors.New("down")}, sdk.MonitoringStatusWarn,
+		{"not read yet", inventory.Stats{}, sdk.MonitoringStatusWarn, "not read yet"},
+		{"never read", inventory.Stats{LastErr: errors.New("down")}, sdk.MonitoringStatusAlert, "never read: down"},
+		{"fresh", inventory.Stats{VMs: 3, LastOK: now.Add(-10 * time.Second)}, sdk.MonitoringStatusOK, "3 VMs, refreshed 10s ago (every 1m0s)"},
+		{"failing but usable", inventory.Stats{VMs: 3, LastOK: now.Add(-2 * time.Minute), LastErr: errors.New("down")}, sdk.MonitoringStatusWarn,
 			"3 VMs, refreshed 2m0s ago; last refresh failed: down"},
-		{"stale", vsphere.InventoryStats{VMs: 3, LastOK: now.Add(-5 * time.Minute), LastErr: errors.New("down"), Stale: stale}, sdk.MonitoringStatusAlert, stale.Error()},
-		{"old but a refresh runs within its grace", vsphere.InventoryStats{VMs: 3, LastOK: now.Add(-4*time.Minute - 10*time.Second)}, sdk.MonitoringStatusOK,
+		{"stale", inventory.Stats{VMs: 3, LastOK: now.Add(-5 * time.Minute), LastErr: errors.New("down"), Stale: stale}, sdk.MonitoringStatusAlert, stale.Error()},
+		{"old but a refresh runs within its grace", inventory.Stats{VMs: 3, LastOK: now.Add(-4*time.Minute - 10*time.Second)}, sdk.MonitoringStatusOK,
 			"3 VMs, refreshed 4m10s ago (every 1m0s)"},
 	}
 	for _, tt := range tests {

@@ -27,9 +27,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -390,7 +390,7 @@ var v1ModelModified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 // v1TemplateAnnotation marks the V1 model's template as this hatchery's,
 // built from the current version of the model: no registration is needed.
 func v1TemplateAnnotation(cfg *config.Config) string {
-	return vsphere.Annotation{
+	return inventory.Annotation{
 		HatcheryName:            cfg.CommonConfiguration.Name,
 		WorkerModelPath:         v1ModelGroup + "/" + v1ModelName,
 		VMwareModelPath:         imageTemplate,

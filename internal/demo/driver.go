@@ -18,8 +18,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -430,7 +430,7 @@ type SimVM struct {
 	Template   bool
 	PoweredOn  bool
 	IP         string
-	Annotation *vsphere.Annotation // nil when not one of ours (annotation, else mirror)
+	Annotation *inventory.Annotation // nil when not one of ours (annotation, else mirror)
 }
 
 // ListVMs lists the simulator's VMs and templates from its registry.
@@ -453,11 +453,11 @@ func listVMs(env *vcsimtest.Env) []SimVM {
 			}
 			if c := vm.Config; c != nil {
 				v.Template = c.Template
-				a, err := vsphere.ParseAnnotation(c.Annotation)
+				a, err := inventory.ParseAnnotation(c.Annotation)
 				if err != nil {
 					for _, ov := range c.ExtraConfig {
-						if x := ov.GetOptionValue(); x != nil && x.Key == vsphere.AnnotationMirrorKey {
-							a, err = vsphere.ParseAnnotation(fmt.Sprint(x.Value))
+						if x := ov.GetOptionValue(); x != nil && x.Key == inventory.AnnotationMirrorKey {
+							a, err = inventory.ParseAnnotation(fmt.Sprint(x.Value))
 						}
 					}
 				}

@@ -10,9 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // testCtx bounds a test's vCenter calls. It is a liveness bound (a hung
@@ -29,7 +29,7 @@ func testCtx(t *testing.T) context.Context {
 // cloneSpec is a worker clone spec: placement, the annotation and its
 // mirror, optional CPU/RAM override and a Linux customization with a fixed
 // IP when ip is set.
-func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a vsphere.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
+func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
 	t.Helper()
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
@@ -69,7 +69,7 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	require.NoError(t, err)
 	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
+	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, name, cloneSpec(t, ctx, c, a, 0, 0, ip))
 	require.NoError(t, err)
 	return *ref
@@ -110,9 +110,9 @@ func TestListVirtualMachinesLeafPropertiesAndTemplates(t *testing.T) {
 
 	vms, err := c.ListVirtualMachines(ctx)
 	require.NoError(t, err)
-	byName := map[string]vsphere.VM{}
+	byName := map[string]inventory.VM{}
 	for _, o := range vms {
-		v := vsphere.VMFromObject(o)
+		v := inventory.VMFromObject(o)
 		byName[v.Name] = v
 		// Only the leaf properties of VMProperties are retrieved.
 		require.NotNil(t, o.Config, o.Name)
@@ -156,7 +156,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, err)
 	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
+	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
 
 	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
 	require.NoError(t, err)
@@ -164,7 +164,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	assert.Equal(t, *ref, st.Ref)
 	assert.Equal(t, int32(4), st.NumCPU)
 	assert.Equal(t, int32(8192), st.MemoryMB)
-	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
 	// vcsim drops config.annotation on clone; the annotation
 	// path is exercised by a reconfigure, as when a VM is claimed.
 	vm := *ref
@@ -174,13 +174,13 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vm, spec))
 	st = env.MustInspect("big-1")
 	assert.Equal(t, a.Marshal(), st.Annotation)
-	assert.Equal(t, a.Marshal(), st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
 
 	vms, err := c.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	for _, o := range vms {
 		if o.Name == "big-1" {
-			v := vsphere.VMFromObject(o)
+			v := inventory.VMFromObject(o)
 			require.NotNil(t, v.Annotation)
 			assert.Equal(t, "42", v.Annotation.JobID)
 			assert.Equal(t, int32(4), v.NumCPU)

@@ -18,9 +18,9 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // watchTick is the poll period of the tests' waits.
@@ -176,7 +176,7 @@ func TestRetrieveVirtualMachinesByReference(t *testing.T) {
 	assert.NotContains(t, refsOf(got), doomed.Reference())
 	for _, vm := range got {
 		if vm.Name == "worker-1" {
-			v := vsphere.VMFromObject(vm)
+			v := inventory.VMFromObject(vm)
 			require.NotNil(t, v.Annotation)
 			assert.Equal(t, "worker-1", v.Annotation.WorkerName)
 		}
@@ -660,7 +660,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	require.NoError(t, err)
 	specs := make([]*types.VirtualMachineCloneSpec, stepped+burst+1)
 	for i := range specs {
-		a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: fmt.Sprintf("w-%d", i), Created: time.Now().UTC().Truncate(time.Second)}
+		a := inventory.Annotation{HatcheryName: "hatch", WorkerName: fmt.Sprintf("w-%d", i), Created: time.Now().UTC().Truncate(time.Second)}
 		specs[i] = cloneSpec(t, ctx, ops, a, 0, 0, "")
 	}
 
@@ -726,7 +726,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			vm := *ref
 
 			m := obs.mark()
-			a := vsphere.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
+			a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
 			spec := types.VirtualMachineConfigSpec{NumCPUs: 3}
 			a.ApplyTo(&spec)
 			if err := ops.ReconfigureVirtualMachine(ctx, vm, spec); err != nil {

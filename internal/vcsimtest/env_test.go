@@ -9,9 +9,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 func TestStartDefaults(t *testing.T) {
@@ -101,13 +101,13 @@ func TestForeignVMsAreListed(t *testing.T) {
 	vms, err := env.Client.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	require.Len(t, vms, 300)
-	v := vsphere.VMFromObject(vms[0])
+	v := inventory.VMFromObject(vms[0])
 	assert.True(t, v.PoweredOn())
 	assert.Nil(t, v.Annotation)
 	assert.Len(t, v.IPAddresses, 1)
 
 	// More can be added later, also seen by the client's reused view.
-	env.AddVMs([]vcsimtest.ForeignVM{{Name: "owned", Annotation: vsphere.Annotation{HatcheryName: "h"}.Marshal(), NumCPU: 2, MemoryMB: 2048}})
+	env.AddVMs([]vcsimtest.ForeignVM{{Name: "owned", Annotation: inventory.Annotation{HatcheryName: "h"}.Marshal(), NumCPU: 2, MemoryMB: 2048}})
 	vms, err = env.Client.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	assert.Len(t, vms, 301)

@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // InventoryModeEnv names the environment variable choosing the inventory
@@ -45,14 +45,14 @@ func InventoryMode() string {
 // shared inventory refreshes every cfg.InventoryRefreshInterval (30 s when
 // unset) and TestInventoryMinGap after an Invalidate; its owner loop runs
 // until the test ends and is joined at cleanup.
-func (e *Env) Inventory(cfg *config.Config) vsphere.Inventory {
+func (e *Env) Inventory(cfg *config.Config) inventory.Inventory {
 	e.t.Helper()
 	return e.InventoryOver(cfg, e.Client)
 }
 
 // InventoryOver is Inventory over another client (a counting decorator,
 // a second session).
-func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) vsphere.Inventory {
+func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) inventory.Inventory {
 	e.t.Helper()
 	if cfg.InventoryMode == "" {
 		cfg.InventoryMode = InventoryMode()
@@ -65,13 +65,13 @@ func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) vsphere.Inv
 		log = slog.New(slog.DiscardHandler)
 	}
 	if cfg.InventoryMode == config.InventoryListing {
-		inv, _, err := vsphere.NewInventory(cfg, client, log)
+		inv, _, err := inventory.New(cfg, client, log)
 		if err != nil {
 			e.t.Fatalf("inventory: %v", err)
 		}
 		return inv
 	}
-	inv := vsphere.NewSharedInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
+	inv := inventory.NewShared(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	if cfg.InventoryMode == config.InventoryWatch {
 		if client == vcenter.Port(e.Client) {
 			// A client has one change watch (vcenter.Port): a watch
@@ -80,7 +80,7 @@ func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) vsphere.Inv
 			// (a restart) do not reset each other's watch.
 			client = e.NewClient(nil)
 		}
-		inv = vsphere.NewWatchInventory(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
+		inv = inventory.NewWatch(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	}
 	e.run(inv.Run)
 	return inv
@@ -100,9 +100,9 @@ func (e *Env) run(fn func(context.Context)) {
 // shared inventory is refreshed (WaitRefresh); a listing one is always
 // current. Tests call it before asserting on what the hatchery reads, never
 // sleep.
-func (e *Env) WaitInventory(inv vsphere.Inventory) {
+func (e *Env) WaitInventory(inv inventory.Inventory) {
 	e.t.Helper()
-	s, ok := inv.(*vsphere.SharedInventory)
+	s, ok := inv.(*inventory.Shared)
 	if !ok {
 		return
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 )
 
 // readiness is a registry handler: when a VM powers on it reports VMware
@@ -57,11 +57,11 @@ func (r *readiness) neverReady(vm *simulator.VirtualMachine) bool {
 	}
 	// The simulator's clone copies the spec's ExtraConfig, not its
 	// annotation: the record is read from its mirror then.
-	a, err := vsphere.ParseAnnotation(vm.Config.Annotation)
+	a, err := inventory.ParseAnnotation(vm.Config.Annotation)
 	for _, ov := range vm.Config.ExtraConfig {
-		if x := ov.GetOptionValue(); err != nil && x != nil && x.Key == vsphere.AnnotationMirrorKey {
+		if x := ov.GetOptionValue(); err != nil && x != nil && x.Key == inventory.AnnotationMirrorKey {
 			s, _ := x.Value.(string)
-			a, err = vsphere.ParseAnnotation(s)
+			a, err = inventory.ParseAnnotation(s)
 		}
 	}
 	if err != nil {

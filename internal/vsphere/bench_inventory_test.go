@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -313,14 +314,14 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	ic := newBenchClient(gc) // the inventory owner's port: refreshes
 	why := &refusals{n: map[string]int{}}
 	log := slog.New(why)
-	inv, run, err := vsphere.NewInventory(cfg, ic, log)
+	inv, run, err := inventory.New(cfg, ic, log)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var spec *specListingInventory
 	switch mode {
 	case config.InventoryListing:
-		inv = vsphere.ListingInventory{Client: hc} // listings are the job path's own
+		inv = inventory.Listing{Client: hc} // listings are the job path's own
 	case benchModeSpec:
 		spec = &specListingInventory{client: gc}
 		inv = spec
@@ -359,7 +360,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		// A resync (the first refresh) and the refreshes after it: the
 		// watch's start-up cost, paid again every watch resync interval.
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
-		if err := inv.(*vsphere.SharedInventory).WaitRefresh(wctx); err != nil {
+		if err := inv.(*inventory.Shared).WaitRefresh(wctx); err != nil {
 			b.Fatal(err)
 		}
 		cancel()
@@ -402,7 +403,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	if mode == config.InventoryWatch {
 		// Real refreshes of the running owner loop (WaitRefresh waits for
 		// two): their cost is divided by how many ran.
-		s := inv.(*vsphere.SharedInventory)
+		s := inv.(*inventory.Shared)
 		passes = append(passes, pass{"inventoryRefresh", perMin(config.DefaultInventoryRefreshInterval), func() {
 			r0 := s.Stats().Refreshes
 			wctx, cancel := context.WithTimeout(ctx, time.Minute)
@@ -474,7 +475,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 		lat = append(lat, at.Sub(t0))
 	}
 	// Refreshes the last jobs' writes asked for are the jobs' cost too.
-	if s, ok := inv.(*vsphere.SharedInventory); ok {
+	if s, ok := inv.(*inventory.Shared); ok {
 		wctx, cancel := context.WithTimeout(ctx, time.Minute)
 		if err := s.WaitRefresh(wctx); err != nil {
 			b.Fatal(err)

@@ -10,8 +10,8 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // benchModeSpec is the benchmark's reference mode, the baseline: the
@@ -38,7 +38,7 @@ type specListingInventory struct {
 }
 
 // VMs lists every VM now, whole objects.
-func (s *specListingInventory) VMs(ctx context.Context) ([]vsphere.VM, error) {
+func (s *specListingInventory) VMs(ctx context.Context) ([]inventory.VM, error) {
 	s.once.Do(func() {
 		folders, err := s.client.Datacenter().Folders(ctx)
 		if err != nil {
@@ -55,9 +55,9 @@ func (s *specListingInventory) VMs(ctx context.Context) ([]vsphere.VM, error) {
 	if err := s.view.Retrieve(ctx, []string{"VirtualMachine"}, specWholeProperties, &objs); err != nil {
 		return nil, fmt.Errorf("spec listing: %w", err)
 	}
-	out := make([]vsphere.VM, 0, len(objs))
+	out := make([]inventory.VM, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, vsphere.VMFromObject(o))
+		out = append(out, inventory.VMFromObject(o))
 	}
 	return out, nil
 }

@@ -65,10 +65,10 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		}
 	}
 	idx := h.indexOf(vms)
-	if name, ok := idx.jobs[jobID]; ok && !register {
+	if name, ok := idx.Jobs[jobID]; ok && !register {
 		return refuse("vm " + name + " already serves the job")
 	}
-	if h.ips.enabled() && !h.ips.available(idx.used) {
+	if h.ips.Enabled() && !h.ips.Available(idx.Used) {
 		h.metrics.CapacityRefused(metrics.CapacityIP)
 		return refuse("no static ip available")
 	}

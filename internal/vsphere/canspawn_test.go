@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/vmware/govmomi/vim25/types"
@@ -30,7 +31,7 @@ func TestCanSpawn(t *testing.T) {
 		jobID   string
 		reqs    []sdk.Requirement
 		cfg     func(*config.Config)
-		vms     []VM
+		vms     []inventory.VM
 		pending string
 		listErr error
 		want    bool
@@ -46,25 +47,25 @@ func TestCanSpawn(t *testing.T) {
 		{name: "empty cmd", model: func() sdk.WorkerStarterWorkerModel { m := spV2Args().Model; m.Cmd = " "; return m }(), jobID: "1"},
 		{name: "v1 registration", model: spV1Model(), jobID: "", want: true},
 		{name: "v2 cannot register", model: v2, jobID: ""},
-		{name: "registration with a tmp vm", model: spV1Model(), jobID: "0", vms: []VM{{Name: "mymodel-tmp"}}},
-		{name: "registration with a register vm", model: spV1Model(), jobID: "0", vms: []VM{{Name: "register-mymodel-abc"}}},
+		{name: "registration with a tmp vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "mymodel-tmp"}}},
+		{name: "registration with a register vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "register-mymodel-abc"}}},
 		{name: "registration in flight", model: spV1Model(), jobID: "", pending: "register-mymodel"},
-		{name: "vm already serves the job", model: v2, jobID: "run-1", vms: []VM{{Name: "w", Annotation: &Annotation{HatcheryName: "other", JobID: "run-1"}}}},
-		{name: "vm serves another job", model: v2, jobID: "run-1", vms: []VM{{Name: "w", Annotation: &Annotation{HatcheryName: spHatchery, JobID: "run-2"}}}, want: true},
+		{name: "vm already serves the job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: "other", JobID: "run-1"}}}},
+		{name: "vm serves another job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: spHatchery, JobID: "run-2"}}}, want: true},
 		{name: "job pending", model: v2, jobID: "run-1", pending: "run-1"},
 		{name: "inventory unavailable", model: v2, jobID: "run-1", listErr: errors.New("vcenter down")},
 		{
 			name: "no ip left", model: v2, jobID: "run-1",
 			cfg: func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
-			vms: []VM{
-				{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
+			vms: []inventory.VM{
+				{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 				{Name: "b", IPAddresses: []string{"10.0.0.2"}},
 			},
 		},
 		{
 			name: "one ip left", model: v2, jobID: "run-1",
 			cfg:  func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
-			vms:  []VM{{Name: "a", Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
+			vms:  []inventory.VM{{Name: "a", Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
 			want: true,
 		},
 	}
@@ -88,14 +89,14 @@ func TestCanSpawn(t *testing.T) {
 func TestWorkersStarted(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	ours := &Annotation{HatcheryName: spHatchery}
-	f.inv.vms = []VM{
+	ours := &inventory.Annotation{HatcheryName: spHatchery}
+	f.inv.vms = []inventory.VM{
 		{Name: "worker-1", Annotation: ours},
 		{Name: "worker-off", Annotation: ours, PowerState: types.VirtualMachinePowerStatePoweredOff},
 		{Name: "provision-v2-abc", Annotation: ours},
-		{Name: "mymodel-tmp", Annotation: &Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}},
-		{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true}},
-		{Name: "foreign", Annotation: &Annotation{HatcheryName: "other"}},
+		{Name: "mymodel-tmp", Annotation: &inventory.Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}},
+		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true}},
+		{Name: "foreign", Annotation: &inventory.Annotation{HatcheryName: "other"}},
 		{Name: "unannotated"},
 	}
 	got, err := f.h.WorkersStarted(context.Background())
@@ -106,22 +107,22 @@ func TestWorkersStarted(t *testing.T) {
 func TestNeedRegistration(t *testing.T) {
 	t.Parallel()
 	m := spV1Model().ModelV1
-	tmpl := func(h, lm string, model bool) VM {
-		return VM{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: h, Model: model, WorkerModelLastModified: lm}}
+	tmpl := func(h, lm string, model bool) inventory.VM {
+		return inventory.VM{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: h, Model: model, WorkerModelLastModified: lm}}
 	}
 	tests := []struct {
 		name    string
 		flagged bool
-		vms     []VM
+		vms     []inventory.VM
 		listErr error
 		want    bool
 	}{
-		{name: "up to date", vms: []VM{tmpl(spHatchery, "1700000000", true)}},
-		{name: "flagged by the api", flagged: true, vms: []VM{tmpl(spHatchery, "1700000000", true)}, want: true},
+		{name: "up to date", vms: []inventory.VM{tmpl(spHatchery, "1700000000", true)}},
+		{name: "flagged by the api", flagged: true, vms: []inventory.VM{tmpl(spHatchery, "1700000000", true)}, want: true},
 		{name: "no template", want: true},
-		{name: "outdated template", vms: []VM{tmpl(spHatchery, "1600000000", true)}, want: true},
-		{name: "another hatchery's template does not count", vms: []VM{tmpl("other", "1700000000", true)}, want: true},
-		{name: "template without model flag does not count", vms: []VM{tmpl(spHatchery, "1700000000", false)}, want: true},
+		{name: "outdated template", vms: []inventory.VM{tmpl(spHatchery, "1600000000", true)}, want: true},
+		{name: "another hatchery's template does not count", vms: []inventory.VM{tmpl("other", "1700000000", true)}, want: true},
+		{name: "template without model flag does not count", vms: []inventory.VM{tmpl(spHatchery, "1700000000", false)}, want: true},
 		{name: "inventory unavailable", listErr: errors.New("down")},
 	}
 	for _, tt := range tests {

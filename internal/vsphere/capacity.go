@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -70,7 +71,7 @@ func (h *HatcheryVSphere) beginCapacity() (capacity.Generation, time.Duration, f
 }
 
 // vmUsages is what the capacity decisions need of an inventory snapshot.
-func (h *HatcheryVSphere) vmUsages(vms []VM) []capacity.VMUsage {
+func (h *HatcheryVSphere) vmUsages(vms []inventory.VM) []capacity.VMUsage {
 	out := make([]capacity.VMUsage, len(vms))
 	name := h.Name()
 	for i, v := range vms {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"log/slog"
 	"strings"
 	"sync"
@@ -38,14 +39,14 @@ func capFlavors() []config.Flavor {
 // inside VMs (after the slice was copied), to interleave events.
 type capInventory struct {
 	mu   sync.Mutex
-	vms  []VM
+	vms  []inventory.VM
 	err  error
 	hook func()
 }
 
-func (f *capInventory) VMs(context.Context) ([]VM, error) {
+func (f *capInventory) VMs(context.Context) ([]inventory.VM, error) {
 	f.mu.Lock()
-	out := append([]VM(nil), f.vms...)
+	out := append([]inventory.VM(nil), f.vms...)
 	err, hook := f.err, f.hook
 	f.mu.Unlock()
 	if hook != nil {
@@ -56,7 +57,7 @@ func (f *capInventory) VMs(context.Context) ([]VM, error) {
 
 func (f *capInventory) Invalidate(...types.ManagedObjectReference) {}
 
-func (f *capInventory) set(vms ...VM) {
+func (f *capInventory) set(vms ...inventory.VM) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.vms = vms
@@ -192,11 +193,11 @@ func (e capError) Error() string { return string(e) }
 const errCapPoolLoad = capError("pool not found")
 
 // capVM is a VM owned by the test hatchery for jobID, powered on.
-func capVM(name, jobID string, cpus, memMB int32) VM {
-	return VM{
+func capVM(name, jobID string, cpus, memMB int32) inventory.VM {
+	return inventory.VM{
 		Name: name, NumCPU: cpus, MemoryMB: memMB,
 		PowerState: types.VirtualMachinePowerStatePoweredOn,
-		Annotation: &Annotation{HatcheryName: capHatcheryName, WorkerName: name, JobID: jobID},
+		Annotation: &inventory.Annotation{HatcheryName: capHatcheryName, WorkerName: name, JobID: jobID},
 	}
 }
 

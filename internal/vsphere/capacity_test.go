@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,8 +18,8 @@ import (
 )
 
 // capUsedVMs returns n powered-on owned VMs of cpus/memMB each.
-func capUsedVMs(n int, cpus, memMB int32) []VM {
-	var out []VM
+func capUsedVMs(n int, cpus, memMB int32) []inventory.VM {
+	var out []inventory.VM
 	for i := range n {
 		out = append(out, capVM(fmt.Sprintf("worker-%d", i), fmt.Sprintf("old-%d", i), cpus, memMB))
 	}
@@ -33,7 +34,7 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 	t.Parallel()
 	type step struct {
 		name       string
-		used       []VM
+		used       []inventory.VM
 		poolMemMB  int64
 		poolCPUMHz int64
 		flavor     string
@@ -99,7 +100,7 @@ func TestStarvationPrevention(t *testing.T) {
 		maxCPUs     int
 		maxMemoryMB int64
 		count       int
-		used        []VM
+		used        []inventory.VM
 		flavor      string
 		want        bool
 		wantReason  string
@@ -117,7 +118,7 @@ func TestStarvationPrevention(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := newCapEnv(t, config.Config{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors(), CountSmallerFlavorToKeep: tc.count})
-			tmpl := VM{Name: "debian12", Template: true, NumCPU: 4, MemoryMB: 4096}
+			tmpl := inventory.VM{Name: "debian12", Template: true, NumCPU: 4, MemoryMB: 4096}
 			env.inv.set(append(tc.used, tmpl)...)
 			ok, err := env.h.CanAllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
 			require.NoError(t, err)
@@ -136,7 +137,7 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 		ModelVirtualMachine: sdk.ModelVirtualMachine{Image: "debian12"}}}
 	cases := []struct {
 		name       string
-		vms        []VM
+		vms        []inventory.VM
 		model      sdk.WorkerStarterWorkerModel
 		reqs       []sdk.Requirement
 		maxCPUs    int
@@ -146,12 +147,12 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 	}{
 		{name: "flavor footprint", model: capV2("large"), maxCPUs: 8, want: true, wantReason: capacity.DetailFits, wantNext: 8},
 		{name: "flavor requirement footprint", model: v1, reqs: []sdk.Requirement{{Type: sdk.FlavorRequirement, Value: "medium"}}, maxCPUs: 3, want: false, wantReason: capacity.DetailCPULimit, wantNext: 4},
-		{name: "v2 template footprint", vms: []VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}}, model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
-		{name: "v1 model template preferred over base image", vms: []VM{
+		{name: "v2 template footprint", vms: []inventory.VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}}, model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
+		{name: "v1 model template preferred over base image", vms: []inventory.VM{
 			{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048},
 			{Name: "mymodel", Template: true, NumCPU: 3, MemoryMB: 2048},
 		}, model: v1, maxCPUs: 5, want: true, wantReason: capacity.DetailFits, wantNext: 3},
-		{name: "v1 base image while the model template is not built", vms: []VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}},
+		{name: "v1 base image while the model template is not built", vms: []inventory.VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}},
 			model: v1, maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
 		{name: "unknown footprint allowed within counts", vms: capUsedVMs(1, 4, 1024), model: capV2(""), maxCPUs: 5, want: true, wantReason: capacity.DetailFootprintUnknown, wantNext: 0},
 		{name: "unknown footprint refused when the limit is reached", vms: capUsedVMs(1, 5, 1024), model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 0},
@@ -188,13 +189,13 @@ func TestCountAllocatedResources(t *testing.T) {
 	off := capVM("off", "j-off", 8, 8192)
 	off.PowerState = types.VirtualMachinePowerStatePoweredOff
 	foreign := capVM("foreign", "j-f", 8, 8192)
-	foreign.Annotation = &Annotation{HatcheryName: "other-hatchery", JobID: "j-f"}
-	unannotated := VM{Name: "someone", NumCPU: 32, MemoryMB: 65536, PowerState: types.VirtualMachinePowerStatePoweredOn}
+	foreign.Annotation = &inventory.Annotation{HatcheryName: "other-hatchery", JobID: "j-f"}
+	unannotated := inventory.VM{Name: "someone", NumCPU: 32, MemoryMB: 65536, PowerState: types.VirtualMachinePowerStatePoweredOn}
 	tmpl := capVM("tmpl", "", 4, 4096)
 	tmpl.Template = true
 	suspended := capVM("susp", "j-s", 8, 8192)
 	suspended.PowerState = types.VirtualMachinePowerStateSuspended
-	vms := []VM{capVM("a", "j-a", 2, 4096), capVM("b", "j-b", 4, 8192), off, foreign, unannotated, tmpl, suspended}
+	vms := []inventory.VM{capVM("a", "j-a", 2, 4096), capVM("b", "j-b", 4, 8192), off, foreign, unannotated, tmpl, suspended}
 
 	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
 	require.Equal(t, capHatcheryName, env.h.Name())

@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -62,7 +63,7 @@ func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	assert.Equal(t, int32(8), st.NumCPU, "flavor large vCPUs")
 	assert.Equal(t, int32(16384), st.MemoryMB, "flavor large memory")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
-	a, err := vsphere.ParseAnnotation(st.Annotation)
+	a, err := inventory.ParseAnnotation(st.Annotation)
 	require.NoError(t, err)
 	assert.Equal(t, "large", a.Flavor)
 	rec := client.clone(t, "vi-large-1")
@@ -201,12 +202,12 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer func() { stopRun(); bg.Wait() }()
 
-	var inv vsphere.Inventory = vsphere.ListingInventory{Client: env.Client}
-	var shared *vsphere.SharedInventory
+	var inv inventory.Inventory = inventory.Listing{Client: env.Client}
+	var shared *inventory.Shared
 	if mode != config.InventoryListing {
-		shared = vsphere.NewSharedInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
+		shared = inventory.NewShared(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
 		if mode == config.InventoryWatch {
-			shared = vsphere.NewWatchInventory(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
+			shared = inventory.NewWatch(env.Client, 500*time.Millisecond, 20*time.Millisecond, log)
 		}
 		inv = shared
 		bg.Add(2)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -28,7 +30,7 @@ var errClaimLost = errors.New("claim lost: vm changed since it was listed")
 // reconfigure): errClaimLost. Once it succeeds, no other instance lists
 // the VM as idle. A VM whose claimant stops before renaming it is a worker
 // that never started: cleanup reclaims it after workerRegistrationTTL.
-func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v VM) error {
+func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) error {
 	if v.Annotation == nil {
 		return fmt.Errorf("claim %q: no annotation", v.Name)
 	}
@@ -60,7 +62,7 @@ func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v VM) error {
 // concurrent claims never return the same VM (a move to Claimed in the
 // lifecycle table). The entry ends when the inventory no longer shows the
 // VM as a pool VM (forgetConsumed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
+func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*inventory.VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
 		want = poolKey{v1: true, model: model.ModelV1.Path()}
@@ -78,7 +80,7 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
 	}
 	h.forgetConsumed(vms)
-	var exact, neutral []VM
+	var exact, neutral []inventory.VM
 	for _, v := range vms {
 		if !h.idleProvisioned(v) {
 			continue
@@ -128,14 +130,14 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 	return nil, nil
 }
 
-func claimReason(v VM, wantFlavor string) string {
+func claimReason(v inventory.VM, wantFlavor string) string {
 	if strings.EqualFold(v.Annotation.Flavor, wantFlavor) {
 		return "exact flavor"
 	}
 	return "neutral vm, resized on claim"
 }
 
-func sortOldestFirst(vms []VM) {
+func sortOldestFirst(vms []inventory.VM) {
 	sort.SliceStable(vms, func(i, j int) bool {
 		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
 		if !a.Equal(b) {
@@ -153,7 +155,7 @@ func sortOldestFirst(vms []VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
 }
 
@@ -161,7 +163,7 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *VM, annot An
 // cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	if vm == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
 	}
@@ -202,7 +204,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 	// The VM came from the snapshot, which shows its address from now on:
 	// the reservation its provisioning made under its old name would
 	// outlive it.
-	h.ips.release(vm.Annotation.IPAddress, vm.Name)
+	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -243,9 +245,9 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 		}
 	}
 	if boot != nil {
-		var lease *ipLease
+		var lease *ippool.Lease
 		if annot.IPAddress != "" {
-			l, ok := h.ips.lookup(annot.IPAddress)
+			l, ok := h.ips.Lookup(annot.IPAddress)
 			if !ok {
 				return fail("cloud-init guestinfo", fmt.Errorf("ip %s is in no configured range", annot.IPAddress))
 			}
@@ -273,7 +275,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *VM, anno
 }
 
 // annotationModel names the model an annotation is for.
-func annotationModel(a Annotation) string {
+func annotationModel(a inventory.Annotation) string {
 	if a.VMwareModelPath != "" {
 		return a.VMwareModelPath
 	}

@@ -1,6 +1,10 @@
 package vsphere
 
-import "github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+)
 
 // forgetConsumed ends the Claimed entries (docs/lifecycle.md) of VMs the
 // inventory no longer shows as provisioned: renamed, re-annotated as a
@@ -8,7 +12,7 @@ import "github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 // entry for a claimed VM is never offered to another claim or to the
 // surplus removal. The entries are an accelerator over the annotation: a
 // restart loses them, and the fresh inventory of a restart is not stale.
-func (h *HatcheryVSphere) forgetConsumed(vms []VM) {
+func (h *HatcheryVSphere) forgetConsumed(vms []inventory.VM) {
 	stillProvisioned := map[string]bool{}
 	for _, v := range vms {
 		if _, ok := h.keyOf(v); ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -16,7 +17,7 @@ import (
 func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []VM{idle}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil)
 	ctx := context.Background()
 
 	got, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
@@ -28,7 +29,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, again, "the stale entry of a claimed VM is not claimable")
 	require.False(t, e.h.idleProvisioned(idle), "nor idle for the surplus removal")
-	require.Zero(t, e.h.poolCounts([]VM{idle})[poolKey{model: "debian12"}], "nor counted in its pool")
+	require.Zero(t, e.h.poolCounts([]inventory.VM{idle})[poolKey{model: "debian12"}], "nor counted in its pool")
 
 	// The inventory catches up: the VM is a worker now. The mark is dropped,
 	// and a new provisioned VM with a new reference is claimable.
@@ -36,7 +37,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	worker.Ref = idle.Ref
 	fresh := warmProvVM("provision-v2-b", "debian12", "")
 	e.inv.mu.Lock()
-	e.inv.vms = []VM{worker, fresh}
+	e.inv.vms = []inventory.VM{worker, fresh}
 	e.inv.mu.Unlock()
 	next, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -39,7 +40,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
 	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
 	foreign.Annotation.HatcheryName = "hatch-b"
-	notIdle := []VM{
+	notIdle := []inventory.VM{
 		warmProvVM("provision-v2-on", "debian12", "large", wOn),
 		warmProvVM("provision-v2-pending", "debian12", "large"),
 		warmProvVM("provision-v2-deleted", "debian12", "large"),
@@ -56,16 +57,16 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 
 	cases := []struct {
 		name   string
-		vms    []VM
+		vms    []inventory.VM
 		flavor *config.Flavor
 		want   []string // successive claims, "" = none
 	}{
-		{"exact then neutral then none", append([]VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
+		{"exact then neutral then none", append([]inventory.VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
 			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
-		{"neutral when no exact", []VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
-		{"never another flavor", []VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
-		{"no flavor takes only neutral", []VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
-		{"small flavor exact", []VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
+		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
+		{"never another flavor", []inventory.VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
+		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
+		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
 		{"nothing for the model", notIdle, large, []string{""}},
 	}
 	for _, tc := range cases {
@@ -93,12 +94,12 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 // TestClaimProvisionedVMV1 matches V1 pools on the model path.
 func TestClaimProvisionedVMV1(t *testing.T) {
 	t.Parallel()
-	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *Annotation) {
+	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *inventory.Annotation) {
 		a.Provisioning = true
 		a.WorkerModelPath = "grp/m1"
 	}))
 	v2vm := warmProvVM("provision-v2-abc", "m1", "")
-	e := newWarmEnv(t, warmConfig(), []VM{v2vm, v1vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
 	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
 	require.NoError(t, err)
 	require.NotNil(t, got)
@@ -119,8 +120,8 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 }
 
 // idleDebianPool is n idle V2 pool VMs of the model debian12.
-func idleDebianPool(n int) []VM {
-	var vms []VM
+func idleDebianPool(n int) []inventory.VM {
+	var vms []inventory.VM
 	for i := range n {
 		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
 	}
@@ -223,11 +224,11 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 // with the new annotation and the flavor while powered off, then powered on.
 func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
-	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.7" }))
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.7" }))
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
-	want := Annotation{
+	want := inventory.Annotation{
 		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
 		Created: warmNow, IPAddress: "10.0.0.7", Flavor: "large",
 	}
@@ -248,13 +249,13 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	)
 
 	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
-		Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
+		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
 	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
 	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
-	a, err := ParseAnnotation(gotSpec.Annotation)
+	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
@@ -269,7 +270,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-l", "debian12", "large")
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), "worker-2").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
@@ -281,7 +282,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
 	)
-	_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
+	_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
 	require.NoError(t, err)
 }
 
@@ -313,10 +314,10 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			vm := warmProvVM("provision-v2-x", "debian12", "")
-			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 			tc.setup(e)
 			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
-			_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-3"}, nil)
+			_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, boom)
 			assert.Contains(t, err.Error(), tc.step)
@@ -331,14 +332,14 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	t.Parallel()
 	other := warmProvVM("provision-v2-b", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
-	bare := VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
+	bare := inventory.VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
 	tpl := warmProvVM("provision-v2-tpl", "debian12", "", wTemplate)
-	e := newWarmEnv(t, warmConfig(), []VM{other, bare, tpl}, nil)
-	for _, vm := range []VM{other, bare, tpl} {
-		_, err := e.h.prepareClaimedVM(context.Background(), &vm, Annotation{WorkerName: "worker-x"}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{other, bare, tpl}, nil)
+	for _, vm := range []inventory.VM{other, bare, tpl} {
+		_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil)
 		require.Error(t, err, vm.Name)
 	}
-	_, err := e.h.prepareClaimedVM(context.Background(), nil, Annotation{WorkerName: "worker-x"}, nil)
+	_, err := e.h.prepareClaimedVM(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil)
 	require.Error(t, err)
 	assert.Zero(t, len(markedNames(e.h)))
 }
@@ -349,13 +350,13 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []VM{idle}, nil) // no vCenter call expected
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
 	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	putPhase(e.h, "worker-x", lifecycle.Marked)
 
-	_, err = e.h.prepareClaimedVM(context.Background(), got, Annotation{WorkerName: "worker-x"}, nil)
+	_, err = e.h.prepareClaimedVM(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil)
 	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
 	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
 	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
@@ -377,7 +378,7 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 	t.Parallel()
 	first := warmProvVM("provision-v2-first", "debian12", "", wCreated(2*time.Hour))
 	second := warmProvVM("provision-v2-second", "debian12", "", wCreated(time.Hour))
-	e := newWarmEnvNoCAS(t, warmConfig(), []VM{second, first}, nil)
+	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{second, first}, nil)
 	gomock.InOrder(
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-first"), casAt("cv-provision-v2-first")).
 			Return(concurrentAccessFault("provision-v2-first")),
@@ -398,7 +399,7 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-only", "debian12", "")
-	e := newWarmEnvNoCAS(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
 		Return(errors.New("connection reset"))
 	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)

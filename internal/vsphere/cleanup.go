@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -139,7 +140,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 
 // awolVerdict decides the fate of one VM of ours that is not marked for
 // deletion, from its annotation, its power state and the API's workers.
-func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWorkers) awolVerdict {
+func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, workers apiWorkers) awolVerdict {
 	a := vm.Annotation
 	now := h.now()
 	regTTL := h.registrationTTL()
@@ -232,7 +233,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm VM, workers apiWor
 
 // firstEventTime is the events fallback for a VM whose annotation carries
 // no timestamp: the time of its oldest retained event.
-func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm VM) (time.Time, bool, error) {
+func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (time.Time, bool, error) {
 	events, err := h.vs.LoadVirtualMachineEvents(ctx, vm.Ref)
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("load events of %q: %w", vm.Name, err)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -27,13 +28,13 @@ func TestKillAwolServers(t *testing.T) {
 	const regTTL = 10 * time.Minute
 	const ttl = 120 * time.Minute
 
-	provOn := func(name string, opts ...vmOpt) VM {
+	provOn := func(name string, opts ...vmOpt) inventory.VM {
 		return warmProvVM(name, "debian12", "", append([]vmOpt{wOn}, opts...)...)
 	}
 
 	cases := []struct {
 		name      string
-		vms       []VM
+		vms       []inventory.VM
 		v1        []sdk.Worker
 		v2        []sdk.V2Worker
 		apiErr    error
@@ -50,102 +51,102 @@ func TestKillAwolServers(t *testing.T) {
 	}{
 		{
 			name:      "marked for deletion, powered on: powered off and destroyed",
-			vms:       []VM{warmVM("w-1")},
+			vms:       []inventory.VM{warmVM("w-1")},
 			toDelete:  []string{"w-1"},
 			v2:        []sdk.V2Worker{{Name: "w-1"}},
 			destroyed: []string{"w-1"},
 		},
 		{
 			name:      "marked for deletion, powered off: destroyed",
-			vms:       []VM{warmVM("w-1", wOff)},
+			vms:       []inventory.VM{warmVM("w-1", wOff)},
 			toDelete:  []string{"w-1"},
 			destroyed: []string{"w-1"},
 		},
 		{
 			name:      "marked for deletion is deleted even when the api fails",
-			vms:       []VM{warmVM("w-1"), warmVM("w-old", wCreated(time.Hour))},
+			vms:       []inventory.VM{warmVM("w-1"), warmVM("w-old", wCreated(time.Hour))},
 			toDelete:  []string{"w-1"},
 			apiErr:    errors.New("api down"),
 			destroyed: []string{"w-1"},
 		},
 		{
 			name:     "api error: nothing else is decided",
-			vms:      []VM{warmVM("w-old", wCreated(time.Hour)), warmVM("w-done", wOff, wStarted(time.Hour)), provOn("provision-v2-half", wCreated(time.Hour))},
+			vms:      []inventory.VM{warmVM("w-old", wCreated(time.Hour)), warmVM("w-done", wOff, wStarted(time.Hour)), provOn("provision-v2-half", wCreated(time.Hour))},
 			apiErr:   errors.New("api down"),
 			toDelete: nil,
 		},
 		{
 			name:  "no api client: nothing but marked vms",
-			vms:   []VM{warmVM("w-old", wCreated(time.Hour))},
+			vms:   []inventory.VM{warmVM("w-old", wCreated(time.Hour))},
 			noAPI: true,
 		},
 		{
 			name: "provisioned idle vm is left to the provisioning loop",
-			vms:  []VM{warmProvVM("provision-v2-idle", "debian12", "", wCreated(24*time.Hour))},
+			vms:  []inventory.VM{warmProvVM("provision-v2-idle", "debian12", "", wCreated(24*time.Hour))},
 		},
 		{
 			name:    "provisioned vm being provisioned is kept",
-			vms:     []VM{provOn("provision-v2-busy", wCreated(time.Hour))},
+			vms:     []inventory.VM{provOn("provision-v2-busy", wCreated(time.Hour))},
 			pending: []string{"provision-v2-busy"},
 		},
 		{
 			name:      "half-provisioned vm left by a crash is deleted",
-			vms:       []VM{provOn("provision-v2-half", wCreated(regTTL+time.Minute))},
+			vms:       []inventory.VM{provOn("provision-v2-half", wCreated(regTTL+time.Minute))},
 			destroyed: []string{"provision-v2-half"},
 		},
 		{
 			name: "provisioned vm powered on within the bound is kept",
-			vms:  []VM{provOn("provision-v2-young", wCreated(regTTL-time.Minute))},
+			vms:  []inventory.VM{provOn("provision-v2-young", wCreated(regTTL-time.Minute))},
 		},
 		{
 			name:  "provisioned vm being claimed is kept",
-			vms:   []VM{provOn("provision-v2-claimed", wCreated(time.Hour))},
+			vms:   []inventory.VM{provOn("provision-v2-claimed", wCreated(time.Hour))},
 			using: []string{"provision-v2-claimed"},
 		},
 		{
 			name: "model vm is kept",
-			vms:  []VM{warmVM("model-debian", wOff, wCreated(48*time.Hour), wAnnot(func(a *Annotation) { a.Model = true }))},
+			vms:  []inventory.VM{warmVM("model-debian", wOff, wCreated(48*time.Hour), wAnnot(func(a *inventory.Annotation) { a.Model = true }))},
 		},
 		{
 			name: "our template is never touched",
-			vms:  []VM{warmVM("grp-model", wOff, wTemplate, wCreated(48*time.Hour))},
+			vms:  []inventory.VM{warmVM("grp-model", wOff, wTemplate, wCreated(48*time.Hour))},
 		},
 		{
 			name:      "worker never started past the registration ttl is deleted",
-			vms:       []VM{warmVM("w-stuck", wCreated(regTTL+time.Second))},
+			vms:       []inventory.VM{warmVM("w-stuck", wCreated(regTTL+time.Second))},
 			destroyed: []string{"w-stuck"},
 		},
 		{
 			name: "worker never started within the registration ttl is kept",
-			vms:  []VM{warmVM("w-young", wCreated(regTTL-time.Second))},
+			vms:  []inventory.VM{warmVM("w-young", wCreated(regTTL-time.Second))},
 		},
 		{
 			name:      "powered off, worker never started, created by an earlier run (spawn cut by a restart): deleted",
-			vms:       []VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			vms:       []inventory.VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *inventory.Annotation) { a.JobID = "77" }))},
 			destroyed: []string{"w-orphan"},
 		},
 		{
 			name: "powered off, worker never started, created by this run: kept within the registration ttl",
-			vms:  []VM{warmVM("w-cloning", wOff, wCreated(-time.Second), wAnnot(func(a *Annotation) { a.JobID = "78" }))},
+			vms:  []inventory.VM{warmVM("w-cloning", wOff, wCreated(-time.Second), wAnnot(func(a *inventory.Annotation) { a.JobID = "78" }))},
 		},
 		{
 			name:      "worker launched by this run, start record failed, finished and powered off: deleted",
-			vms:       []VM{warmVM("w-unrecorded", wOff, wCreated(-time.Second))},
+			vms:       []inventory.VM{warmVM("w-unrecorded", wOff, wCreated(-time.Second))},
 			launched:  []string{"w-unrecorded"},
 			destroyed: []string{"w-unrecorded"},
 		},
 		{
 			name:     "worker launched by this run, start record failed, powered on and registering: kept",
-			vms:      []VM{warmVM("w-unrecorded-on", wCreated(-time.Second))},
+			vms:      []inventory.VM{warmVM("w-unrecorded-on", wCreated(-time.Second))},
 			launched: []string{"w-unrecorded-on"},
 		},
 		{
 			name: "powered on, worker never started, created by an earlier run: kept within the registration ttl (its worker may be registering)",
-			vms:  []VM{warmVM("w-earlier-on", wCreated(time.Minute))},
+			vms:  []inventory.VM{warmVM("w-earlier-on", wCreated(time.Minute))},
 		},
 		{
 			name: "renamed but never started (crash during a claim) is deleted",
-			vms: []VM{warmVM("w-renamed", wOff, wCreated(3*time.Hour), wAnnot(func(a *Annotation) {
+			vms: []inventory.VM{warmVM("w-renamed", wOff, wCreated(3*time.Hour), wAnnot(func(a *inventory.Annotation) {
 				a.Provisioning = true
 				a.VMwareModelPath = "debian12"
 			}))},
@@ -153,66 +154,66 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name:      "claimed vm being prepared under its new name is kept",
-			vms:       []VM{warmVM("w-preparing", wOff, wCreated(3*time.Hour))},
+			vms:       []inventory.VM{warmVM("w-preparing", wOff, wCreated(3*time.Hour))},
 			preparing: []string{"w-preparing"},
 		},
 		{
 			name: "worker whose job is being spawned is kept",
-			vms:  []VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *Annotation) { a.JobID = "77" }))},
+			vms:  []inventory.VM{warmVM("w-spawning", wCreated(time.Hour), wAnnot(func(a *inventory.Annotation) { a.JobID = "77" }))},
 			jobs: []string{"77"},
 		},
 		{
 			name:      "worker known to the api past the worker ttl is deleted",
-			vms:       []VM{warmVM("w-v1", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
+			vms:       []inventory.VM{warmVM("w-v1", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
 			v1:        []sdk.Worker{{Name: "w-v1", Status: sdk.StatusBuilding}},
 			destroyed: []string{"w-v1"},
 		},
 		{
 			name:      "v2 worker known to the api past the worker ttl is deleted",
-			vms:       []VM{warmVM("w-v2", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
+			vms:       []inventory.VM{warmVM("w-v2", wCreated(ttl+time.Hour), wStarted(ttl+time.Minute))},
 			v2:        []sdk.V2Worker{{Name: "w-v2", Status: sdk.StatusBuilding}},
 			destroyed: []string{"w-v2"},
 		},
 		{
 			name: "worker known to the api within the worker ttl is kept",
-			vms:  []VM{warmVM("w-busy", wCreated(ttl), wStarted(ttl-time.Minute))},
+			vms:  []inventory.VM{warmVM("w-busy", wCreated(ttl), wStarted(ttl-time.Minute))},
 			v1:   []sdk.Worker{{Name: "w-busy", Status: sdk.StatusBuilding}},
 		},
 		{
 			name: "worker known to the api whose record lacks the start time is kept within the ttl",
-			vms:  []VM{warmVM("w-lag", wCreated(time.Hour))},
+			vms:  []inventory.VM{warmVM("w-lag", wCreated(time.Hour))},
 			v2:   []sdk.V2Worker{{Name: "w-lag", Status: sdk.StatusWaiting}},
 		},
 		{
 			name:      "worker known to the api whose record lacks the start time: ttl from creation",
-			vms:       []VM{warmVM("w-lag", wCreated(ttl+time.Minute))},
+			vms:       []inventory.VM{warmVM("w-lag", wCreated(ttl+time.Minute))},
 			v2:        []sdk.V2Worker{{Name: "w-lag", Status: sdk.StatusWaiting}},
 			destroyed: []string{"w-lag"},
 		},
 		{
 			name:      "worker unknown to the api and powered off has finished",
-			vms:       []VM{warmVM("w-done", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute))},
+			vms:       []inventory.VM{warmVM("w-done", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute))},
 			destroyed: []string{"w-done"},
 		},
 		{
 			name:      "worker unknown to the api, powered on, past the registration ttl",
-			vms:       []VM{warmVM("w-lost", wCreated(time.Hour), wStarted(regTTL+time.Second))},
+			vms:       []inventory.VM{warmVM("w-lost", wCreated(time.Hour), wStarted(regTTL+time.Second))},
 			destroyed: []string{"w-lost"},
 		},
 		{
 			name: "worker unknown to the api, powered on, within the registration ttl",
-			vms:  []VM{warmVM("w-booting", wCreated(time.Hour), wStarted(regTTL-time.Second))},
+			vms:  []inventory.VM{warmVM("w-booting", wCreated(time.Hour), wStarted(regTTL-time.Second))},
 		},
 		{
 			name: "registration vm powered off within the ttl waits to become a template",
-			vms: []VM{warmVM("register-m1-x", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute), wAnnot(func(a *Annotation) {
+			vms: []inventory.VM{warmVM("register-m1-x", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute), wAnnot(func(a *inventory.Annotation) {
 				a.RegisterOnly = true
 				a.WorkerModelPath = "grp/m1"
 			}))},
 		},
 		{
 			name: "registration vm powered off past the ttl is deleted",
-			vms: []VM{warmVM("register-m1-y", wOff, wCreated(time.Hour), wStarted(regTTL+time.Minute), wAnnot(func(a *Annotation) {
+			vms: []inventory.VM{warmVM("register-m1-y", wOff, wCreated(time.Hour), wStarted(regTTL+time.Minute), wAnnot(func(a *inventory.Annotation) {
 				a.RegisterOnly = true
 				a.WorkerModelPath = "grp/m1"
 			}))},
@@ -220,7 +221,7 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name: "no timestamp in the annotation: oldest event decides (old)",
-			vms:  []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			vms:  []inventory.VM{warmVM("w-notime", wAnnot(func(a *inventory.Annotation) { a.Created = time.Time{} }))},
 			events: []types.BaseEvent{
 				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Hour)}}}},
 				&types.VmStartingEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-59 * time.Minute)}}},
@@ -229,19 +230,19 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name: "no timestamp in the annotation: oldest event decides (young)",
-			vms:  []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			vms:  []inventory.VM{warmVM("w-notime", wAnnot(func(a *inventory.Annotation) { a.Created = time.Time{} }))},
 			events: []types.BaseEvent{
 				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Minute)}}}},
 			},
 		},
 		{
 			name:      "no timestamp and events unreadable: kept",
-			vms:       []VM{warmVM("w-notime", wAnnot(func(a *Annotation) { a.Created = time.Time{} }))},
+			vms:       []inventory.VM{warmVM("w-notime", wAnnot(func(a *inventory.Annotation) { a.Created = time.Time{} }))},
 			eventsErr: errors.New("events gone"),
 		},
 		{
 			name: "mixed datacenter: exactly the expired ones go",
-			vms: []VM{
+			vms: []inventory.VM{
 				warmVM("w-keep", wCreated(time.Minute)),
 				warmVM("w-stuck", wCreated(time.Hour)),
 				warmVM("w-done", wOff, wStarted(time.Hour)),
@@ -285,7 +286,7 @@ func TestKillAwolServers(t *testing.T) {
 			if tc.events != nil || tc.eventsErr != nil {
 				e.vs.EXPECT().LoadVirtualMachineEvents(gomock.Any(), gomock.Any()).Return(tc.events, tc.eventsErr)
 			}
-			byName := map[string]VM{}
+			byName := map[string]inventory.VM{}
 			for _, v := range tc.vms {
 				byName[v.Name] = v
 			}
@@ -307,7 +308,7 @@ func TestKillAwolServers(t *testing.T) {
 func TestKillAwolServersRetriesFailedDeletion(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-1", wOff)
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, &warmCDS{})
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, &warmCDS{})
 	e.h.markToDelete("w-1")
 	gomock.InOrder(
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(errors.New("task failed")),
@@ -327,7 +328,7 @@ func TestKillAwolServersFailedDeletionOfExpiredVMIsRetried(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-stuck", wCreated(time.Hour))
 	cds := &warmCDS{}
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, cds)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 	gomock.InOrder(
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(errors.New("host unreachable")),
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(nil),
@@ -348,7 +349,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 	t.Parallel()
 	foreign := warmVM("w-foreign")
 	foreign.Annotation.HatcheryName = "hatch-b"
-	vms := []VM{
+	vms := []inventory.VM{
 		warmVM("w-dis-v1"),
 		warmVM("w-dis-v2"),
 		warmVM("w-ok"),
@@ -371,7 +372,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 func TestKillDisabledWorkersAPIError(t *testing.T) {
 	t.Parallel()
 	cds := &warmCDS{v2Err: errors.New("api down"), v1: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
-	e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1")}, cds)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
 	assert.Zero(t, len(markedNames(e.h)))
 }
@@ -383,7 +384,7 @@ func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
 	t.Parallel()
 	other := warmProvVM("provision-v2-b", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
-	vms := []VM{
+	vms := []inventory.VM{
 		warmProvVM("provision-v2-idle", "debian12", ""),
 		warmProvVM("provision-v2-idle-large", "ubuntu", "large"),
 		warmProvVM("provision-v2-booting", "debian12", "", wOn),
@@ -447,7 +448,7 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 				// Listed, and marked: the pass destroys it, and the
 				// destroy fails, so it stays marked.
 				e.inv.mu.Lock()
-				e.inv.vms = []VM{warmVM("w-gone", wOff)}
+				e.inv.vms = []inventory.VM{warmVM("w-gone", wOff)}
 				e.inv.mu.Unlock()
 				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-gone")).Return(errors.New("task failed"))
 			}
@@ -480,7 +481,7 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), []VM{warmVM("w-1", wOff)}, &warmCDS{})
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1", wOff)}, &warmCDS{})
 			var logs bytes.Buffer
 			e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
 			e.h.markToDelete("w-1")

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -33,7 +34,7 @@ func TestKillAwolServersFinishedWorkerGracePeriod(t *testing.T) {
 			t.Parallel()
 			cfg := warmConfig()
 			cfg.FinishedWorkerGracePeriod = tc.grace
-			vms := []VM{
+			vms := []inventory.VM{
 				warmVM("w-recent", wOff, wStarted(2*time.Minute)),
 				warmVM("w-old", wOff, wStarted(10*time.Minute)),
 			}
@@ -58,8 +59,8 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.CommonConfiguration.Provision.Region = "eu"
-	job := func(id string) vmOpt { return wAnnot(func(a *Annotation) { a.JobID = id }) }
-	vms := []VM{
+	job := func(id string) vmOpt { return wAnnot(func(a *inventory.Annotation) { a.JobID = id }) }
+	vms := []inventory.VM{
 		warmVM("w-never-started", wCreated(time.Hour), job("42")),
 		warmVM("w-never-registered", wStarted(time.Hour), job("run-7f3a")),
 		warmVM("w-finished", wOff, wStarted(time.Hour), job("43")),
@@ -79,7 +80,7 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 // yet registered keeps them.
 func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	t.Parallel()
-	vms := []VM{warmVM("w-reg", wStarted(time.Minute)), warmVM("w-boot", wStarted(time.Minute))}
+	vms := []inventory.VM{warmVM("w-reg", wStarted(time.Minute)), warmVM("w-boot", wStarted(time.Minute))}
 	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-reg"}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
 	e.h.userdata.add("w-reg", warmRef("w-reg"))

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -128,7 +129,7 @@ func growsDisk(flavor *config.Flavor, devices object.VirtualDeviceList) bool {
 // mode (a template without snapshot would otherwise log at every clone),
 // and at every clone the fall-back of a flavor that grows the disk: that
 // one depends on the job, not on the template.
-func (h *HatcheryVSphere) logCloneMode(template templateRef, annot *Annotation, flavor *config.Flavor, d cloneDecision) {
+func (h *HatcheryVSphere) logCloneMode(template templateRef, annot *inventory.Annotation, flavor *config.Flavor, d cloneDecision) {
 	if flavor == nil {
 		flavor = &config.Flavor{}
 	}

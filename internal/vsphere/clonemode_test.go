@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -73,7 +74,9 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
 	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
 	ctx := context.Background()
-	annot := func(n string) *Annotation { return &Annotation{HatcheryName: spHatchery, WorkerName: n} }
+	annot := func(n string) *inventory.Annotation {
+		return &inventory.Annotation{HatcheryName: spHatchery, WorkerName: n}
+	}
 
 	spec, err := f.h.prepareCloneSpec(ctx, templateRef{Ref: linked, Name: linked.Value}, annot("w1"), nil)
 	require.NoError(t, err)

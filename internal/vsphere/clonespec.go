@@ -9,6 +9,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -22,13 +24,13 @@ import (
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (prepareCloneSpecBoot).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -42,9 +44,9 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		annot.Created = h.now().UTC()
 	}
 	leased := ""
-	needIP := h.ips.enabled() && annot.IPAddress == ""
-	var vms []VM
-	if _, listing := h.inv.(ListingInventory); needIP || !listing {
+	needIP := h.ips.Enabled() && annot.IPAddress == ""
+	var vms []inventory.VM
+	if _, listing := h.inv.(inventory.Listing); needIP || !listing {
 		// A shared snapshot costs no round trip: it also gives the
 		// template's reference (a lookup by name walks the VM folder).
 		var err error
@@ -54,7 +56,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	}
 	if needIP {
 		// Read the inventory first, then pick under the pool's lock only.
-		lease, err := h.ips.reserveFree(ctx, h.indexOf(vms).used, vmName)
+		lease, err := h.ips.Reserve(ctx, h.indexOf(vms).Used, vmName)
 		if err != nil {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
 		}
@@ -70,7 +72,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		case leased != "" && unknown:
 			h.log.Info("ip kept reserved", logkey.VM, vmName, logkey.IP, leased, logkey.Detail, "clone outcome unknown: "+step)
 		case leased != "":
-			h.ips.release(leased, vmName)
+			h.ips.Release(leased, vmName)
 			annot.IPAddress = ""
 		}
 		if created {
@@ -136,7 +138,7 @@ func isVCenterFault(err error) bool {
 // loadTemplate returns the template named name: from vms when it is there
 // (no round trip; a template recreated since the snapshot fails the clone
 // with a not-found fault and the job is retried), else looked up by name.
-func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []VM, name string) (templateRef, error) {
+func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, name string) (templateRef, error) {
 	for _, v := range vms {
 		if v.Name == name && v.Template && v.Ref.Value != "" {
 			return templateRef{Ref: v.Ref, Name: name}, nil
@@ -161,14 +163,14 @@ type templateRef struct {
 // the configured pool and datastore as a linked clone, Linux customization
 // (hostname, fixed IP or DHCP), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on.
-func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpec(ctx context.Context, template templateRef, annot *inventory.Annotation, flavor *config.Flavor) (*types.VirtualMachineCloneSpec, error) {
 	return h.prepareCloneSpecBoot(ctx, template, annot, flavor, nil)
 }
 
 // prepareCloneSpecBoot is prepareCloneSpec; with a non-nil boot the clone
 // has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
+func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template templateRef, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
 	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -206,9 +208,9 @@ func (h *HatcheryVSphere) prepareCloneSpecBoot(ctx context.Context, template tem
 	for i := range nics {
 		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
 	}
-	var lease *ipLease
+	var lease *ippool.Lease
 	if annot.IPAddress != "" {
-		l, ok := h.ips.lookup(annot.IPAddress)
+		l, ok := h.ips.Lookup(annot.IPAddress)
 		if !ok {
 			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
 		}

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -57,7 +59,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 			f := newSpFixture(t, cfg)
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.expectCloneSpecCalls(tmpl, tt.nics)
-			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
+			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
 
 			spec, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, annot, nil)
 			require.NoError(t, err)
@@ -81,10 +83,10 @@ func TestPrepareCloneSpec(t *testing.T) {
 			assert.True(t, *spec.Config.Tools.AfterPowerOn)
 
 			// Annotation and its mirror.
-			got, err := AnnotationFromVM(spec.Config.Annotation, nil)
+			got, err := inventory.AnnotationFromVM(spec.Config.Annotation, nil)
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *got)
-			mirror, err := AnnotationFromVM("", spec.Config.ExtraConfig)
+			mirror, err := inventory.AnnotationFromVM("", spec.Config.ExtraConfig)
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *mirror)
 
@@ -116,7 +118,7 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
-	_, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, &Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
+	_, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")
 }
@@ -145,7 +147,7 @@ func TestCloneVM(t *testing.T) {
 			cfg.IPRange, cfg.Gateway, cfg.SubnetMask = "10.0.0.10/24", "10.0.0.1", "255.255.255.0"
 			f := newSpFixture(t, cfg)
 			// 10.0.0.10 is held by a powered-off VM's annotation.
-			f.inv.add(VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
+			f.inv.add(inventory.VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
@@ -161,9 +163,9 @@ func TestCloneVM(t *testing.T) {
 				})
 			if tt.cloneErr == nil {
 			}
-			annot := &Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
+			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
 			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)
-			used, _ := f.h.ips.counts(nil)
+			used, _ := f.h.ips.Counts(nil)
 			if tt.cloneErr != nil {
 				require.ErrorIs(t, err, tt.cloneErr)
 				assert.Contains(t, err.Error(), `clone "worker-1" from template "debian12"`)
@@ -171,10 +173,10 @@ func TestCloneVM(t *testing.T) {
 				assert.False(t, f.h.life.In("worker-1", lifecycle.Cloning), "clone no longer in flight")
 				if tt.keepIP {
 					assert.Equal(t, 1, used, "outcome unknown: ip kept reserved")
-					used, _ = f.h.ips.counts([]VM{{Name: "worker-1", Annotation: &Annotation{IPAddress: "10.0.0.11"}}})
+					used, _ = f.h.ips.Counts(inventory.UsedBy([]inventory.VM{{Name: "worker-1", Annotation: &inventory.Annotation{IPAddress: "10.0.0.11"}}}))
 					assert.Equal(t, 1, used, "the late vm holds the reserved ip")
-					f.clock.Advance(ipReservationTTL)
-					used, _ = f.h.ips.counts(nil)
+					f.clock.Advance(ippool.ReservationTTL)
+					used, _ = f.h.ips.Counts(nil)
 					assert.Equal(t, 0, used, "the reservation expires")
 					return
 				}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -86,11 +87,11 @@ func TestVcsimSpawnV2Placement(t *testing.T) {
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
 	assert.Equal(t, int32(2), st.NumCPU, "no flavor: the template's resources")
 	assert.Equal(t, int32(4096), st.MemoryMB)
-	notes, err := vsphere.ParseAnnotation(st.Annotation)
+	notes, err := inventory.ParseAnnotation(st.Annotation)
 	require.NoError(t, err, "Notes written by the post-launch reconfigure: %q", st.Annotation)
-	mirror, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	mirror, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err, "ExtraConfig mirror")
-	for _, a := range []*vsphere.Annotation{notes, mirror} {
+	for _, a := range []*inventory.Annotation{notes, mirror} {
 		assert.Equal(t, hatch, a.HatcheryName)
 		assert.Equal(t, "vi-worker-v2", a.WorkerName)
 		assert.Equal(t, "run-v2", a.JobID)

@@ -1,10 +1,13 @@
 package vsphere
 
-import "github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+)
 
 // cloudInitAddress is lease as cloud-init's network config takes it; nil
 // without a lease (cloud-init then uses DHCP).
-func cloudInitAddress(lease *ipLease) *cloudinit.Address {
+func cloudInitAddress(lease *ippool.Lease) *cloudinit.Address {
 	if lease == nil {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -83,7 +84,7 @@ func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *
 // (waitIP false), whose VM may be done and off before anyone looks — and
 // records the start in the annotation. No guest operation is made. The
 // VM's userdata is removed once the API lists the worker.
-func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *Annotation, waitIP bool) error {
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool) error {
 	h.userdata.add(name, vm.Reference())
 	ip := annot.IPAddress
 	if waitIP {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -30,7 +31,7 @@ func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
 	cfg := spIPConfig()
 	cfg.DefaultBootstrap = config.BootstrapCloudInit
 	f := newSpFixture(t, cfg)
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	return f, spCloudInitArgs()
 }
 
@@ -81,7 +82,7 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 		assert.NotEmpty(t, opts[k], k)
 		assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, opts[k+".encoding"])
 	}
-	a, err := ParseAnnotation(written.Annotation)
+	a, err := inventory.ParseAnnotation(written.Annotation)
 	require.NoError(t, err)
 	assert.NotNil(t, a.WorkerStarted)
 	assert.NotContains(t, written.Annotation, "jwt-token")
@@ -126,7 +127,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-c", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	var written, scrub types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
@@ -144,7 +145,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
 	)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "Q0RTX0NPTkZJRw=="}
-	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
+	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
 	w := optionValues(written.ExtraConfig)

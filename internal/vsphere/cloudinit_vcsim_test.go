@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -159,7 +160,7 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	assert.Empty(t, boots[0].Err)
 	assert.Equal(t, "192.168.88.10", boots[0].IP)
 	assert.Equal(t, args.WorkerConfig.EncodeBase64(), boots[0].CDSConfig)
-	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.NotNil(t, a.WorkerStarted, "the start is recorded once the guest has its IP")
 
@@ -192,7 +193,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	h.WarmProvisioningPass(env.Context())
 	env.WaitInventory(inv)
 	require.Empty(t, env.CloudInit.Boots(), "the pool VM was provisioned without userdata")
-	var pool []vsphere.VM
+	var pool []inventory.VM
 	for _, v := range warmVcsimVMs(t, env) {
 		if v.HasPrefix("provision-v2-") {
 			pool = append(pool, v)
@@ -205,7 +206,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 
 	st := env.MustInspect("worker-ci-2")
 	require.Equal(t, pool[0].Ref, st.Ref, "the worker is the claimed pool VM, renamed")
-	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning)
 	require.NotEmpty(t, a.IPAddress)

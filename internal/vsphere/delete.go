@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -41,7 +42,7 @@ const deleteMarkAbsentTTL = 15 * time.Minute
 // shows. Only a Marked entry is ever dropped: a name being
 // cloned, provisioned, claimed, prepared or deleted now is in another
 // phase, and its VM may not be listed yet.
-func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
+func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []inventory.VM) {
 	listed := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		listed[v.Name] = true
@@ -73,7 +74,7 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []VM) {
 // (register- prefix or RegisterOnly record) whose registration did not
 // succeed, it reports the spawn error to the API first. The VM stays marked for deletion until the destroy succeeds, so a
 // failure is retried by the next cleanup pass.
-func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
+func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) error {
 	if !vm.OwnedBy(h.Name()) {
 		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "not owned by this hatchery")
 		return fmt.Errorf("delete vm %q: not owned by hatchery %q", vm.Name, h.Name())
@@ -125,8 +126,8 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until
-		// ipReservationTTL.
-		h.ips.release(ip, vm.Name)
+		// ippool.ReservationTTL.
+		h.ips.Release(ip, vm.Name)
 	}
 	return nil
 }
@@ -135,7 +136,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm VM) error {
 // model failed when the register- VM goes away while the model still needs
 // registration (or was last registered before this VM was created). Any
 // API error is logged: it never blocks the deletion.
-func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm VM) {
+func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm inventory.VM) {
 	path := vm.Annotation.WorkerModelPath
 	if h.cds == nil || path == "" {
 		return

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
@@ -24,7 +26,7 @@ func TestDeleteServer(t *testing.T) {
 	}}
 	cases := []struct {
 		name       string
-		vm         VM
+		vm         inventory.VM
 		setup      func(e *warmEnv)
 		wantErr    string
 		stayMarked bool
@@ -51,14 +53,14 @@ func TestDeleteServer(t *testing.T) {
 		{"destroy fails: stays marked", warmVM("w-1", wOff), func(e *warmEnv) {
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(boom)
 		}, `delete vm "w-1": destroy: boom`, true},
-		{"our model template being replaced may go", warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true })), func(e *warmEnv) {
+		{"our model template being replaced may go", warmVM("m1", wOff, wTemplate, wAnnot(func(a *inventory.Annotation) { a.Model = true })), func(e *warmEnv) {
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("m1")).Return(nil)
 		}, "", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), []VM{tc.vm}, nil)
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{tc.vm}, nil)
 			tc.setup(e)
 			err := e.h.deleteServer(context.Background(), tc.vm)
 			if tc.wantErr != "" {
@@ -77,7 +79,7 @@ func TestDeleteServer(t *testing.T) {
 func TestDeleteServerInProgress(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-1", wOff)
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	inDestroy := make(chan struct{})
 	finish := make(chan struct{})
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).DoAndReturn(func(context.Context, interface{}) error {
@@ -113,13 +115,13 @@ func TestDeleteServerRegistrationReport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			vm := warmVM("register-m1-x", wOff, wAnnot(func(a *Annotation) {
+			vm := warmVM("register-m1-x", wOff, wAnnot(func(a *inventory.Annotation) {
 				a.RegisterOnly = true
 				a.WorkerModelPath = "grp/m1"
 				a.Created = created
 			}))
 			cds := &warmCDS{models: []sdk.Model{tc.model}}
-			e := newWarmEnv(t, warmConfig(), []VM{vm}, cds)
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("register-m1-x")).Return(nil)
 			require.NoError(t, e.h.deleteServer(context.Background(), vm))
 			assert.Equal(t, tc.want, cds.spawnErrors)
@@ -136,20 +138,20 @@ func TestDeleteServerStaleSecondDeletionKeepsANewReservation(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.IPRange = "10.0.0.15/32" // one address
-	old := warmVM("w-old", wOff, wAnnot(func(a *Annotation) { a.IPAddress = "10.0.0.15" }))
-	e := newWarmEnv(t, cfg, []VM{old}, nil)
+	old := warmVM("w-old", wOff, wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.15" }))
+	e := newWarmEnv(t, cfg, []inventory.VM{old}, nil)
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-old")).Return(nil).Times(2)
 
-	_, err := e.h.ips.reserve(context.Background(), []VM{old}, "w-old")
-	require.ErrorIs(t, err, ErrNoIPAvailable, "the old vm holds the only address")
+	_, err := e.h.ips.Reserve(context.Background(), inventory.UsedBy([]inventory.VM{old}), "w-old")
+	require.ErrorIs(t, err, ippool.ErrNoIPAvailable, "the old vm holds the only address")
 	require.NoError(t, e.h.deleteServer(context.Background(), old))
-	lease, err := e.h.ips.reserve(context.Background(), nil, "w-new")
+	lease, err := e.h.ips.Reserve(context.Background(), nil, "w-new")
 	require.NoError(t, err, "the address is free once the vm is destroyed")
 	require.Equal(t, "10.0.0.15", lease.IP)
 
 	require.NoError(t, e.h.deleteServer(context.Background(), old), "deleting a vm already gone succeeds")
-	_, err = e.h.ips.reserve(context.Background(), nil, "w-third")
-	require.ErrorIs(t, err, ErrNoIPAvailable, "w-new keeps its reservation")
+	_, err = e.h.ips.Reserve(context.Background(), nil, "w-third")
+	require.ErrorIs(t, err, ippool.ErrNoIPAvailable, "w-new keeps its reservation")
 }
 
 // TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn: a VM being cloned,
@@ -162,7 +164,7 @@ func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
 		t.Run(p.String(), func(t *testing.T) {
 			t.Parallel()
 			vm := warmVM("w-1", wOff)
-			e := newWarmEnv(t, warmConfig(), []VM{vm}, nil) // no vCenter call expected
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil) // no vCenter call expected
 			putPhase(e.h, vm.Name, p)
 			err := e.h.deleteServer(context.Background(), vm)
 			require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
@@ -179,17 +181,17 @@ func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
 func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("mymodel", wOff)
-	e := newWarmEnv(t, warmConfig(), []VM{vm}, nil)
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("mymodel")).Return(nil)
 	require.NoError(t, e.h.deleteServer(context.Background(), vm))
 	require.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
 	assert.Equal(t, awolKeep("destroyed, the inventory lags"), e.h.awolVerdict(context.Background(), vm, apiWorkers{}))
 
-	e.h.dropAbsentDeleteMarks([]VM{vm}) // stale: still listed
+	e.h.dropAbsentDeleteMarks([]inventory.VM{vm}) // stale: still listed
 	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
 
 	renamed := vm
 	renamed.Ref = warmRef("mymodel-tmp") // another VM now bears the name
-	e.h.dropAbsentDeleteMarks([]VM{renamed})
+	e.h.dropAbsentDeleteMarks([]inventory.VM{renamed})
 	assert.Equal(t, lifecycle.Gone, e.h.life.Phase("mymodel"))
 }

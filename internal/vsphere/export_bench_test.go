@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -11,7 +12,7 @@ import (
 // inventory modes, compiled into tests only.
 
 // InventoryOf returns the inventory the hatchery reads.
-func (h *HatcheryVSphere) InventoryOf() Inventory { return h.inv }
+func (h *HatcheryVSphere) InventoryOf() inventory.Inventory { return h.inv }
 
 // BenchKillDisabledWorkersPass runs one disabled-workers cleanup pass.
 func (h *HatcheryVSphere) BenchKillDisabledWorkersPass(ctx context.Context) {
@@ -23,9 +24,9 @@ func (h *HatcheryVSphere) BenchCollectMetrics(ctx context.Context, m *metrics.Me
 	h.collectMetrics(ctx, m)
 }
 
-// WatchResyncInterval is watchResyncInterval, for the benchmark's idle
+// WatchResyncInterval is inventory.WatchResyncInterval, for the benchmark's idle
 // figure (the resync's cost counts once per interval).
-const WatchResyncInterval = watchResyncInterval
+const WatchResyncInterval = inventory.WatchResyncInterval
 
 // BenchOnSpawnTimed makes the hatchery hand every successful spawn's
 // timing to fn; call it before the first spawn.

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 
@@ -20,12 +21,12 @@ func (h *HatcheryVSphere) WarmProvisioningPass(ctx context.Context) { h.provisio
 func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killAwolServers(ctx) }
 
 // WarmClaim is claimProvisionedVM.
-func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*VM, error) {
+func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*inventory.VM, error) {
 	return h.claimProvisionedVM(ctx, model, flavor)
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.
-func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *VM, annot Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
 	return h.prepareClaimedVM(ctx, vm, annot, flavor)
 }
 
@@ -41,7 +42,7 @@ func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneF
 func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.flavorByName(name) }
 
 // WarmInventory is the hatchery's inventory, for tests that wait for it.
-func (h *HatcheryVSphere) WarmInventory() Inventory { return h.inv }
+func (h *HatcheryVSphere) WarmInventory() inventory.Inventory { return h.inv }
 
 // CollectMetricsOnce runs one metrics collection pass.
 func (h *HatcheryVSphere) CollectMetricsOnce(ctx context.Context, m *metrics.Metrics) {

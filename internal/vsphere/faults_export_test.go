@@ -2,9 +2,10 @@ package vsphere
 
 import (
 	"context"
-	"sort"
 	"testing"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 )
 
 // Hooks for the external (vcsim) fault tests, compiled into tests only.
@@ -25,19 +26,13 @@ func FaultsShortenReadiness(t testing.TB, guestOps time.Duration) {
 
 // FaultsReservedIPs returns the IPs reserved by spawns (sorted).
 func (h *HatcheryVSphere) FaultsReservedIPs() []string {
-	h.ips.mu.Lock()
-	defer h.ips.mu.Unlock()
-	h.ips.expireLocked(h.ips.now())
-	out := make([]string, 0, len(h.ips.reserved))
-	for a := range h.ips.reserved {
-		out = append(out, a.String())
-	}
-	sort.Strings(out)
-	return out
+	return h.ips.Reserved()
 }
 
 // FaultsIPCounts is the pool's used (by vms or reserved) and total counts.
-func (h *HatcheryVSphere) FaultsIPCounts(vms []VM) (used, total int) { return h.ips.counts(vms) }
+func (h *HatcheryVSphere) FaultsIPCounts(vms []inventory.VM) (used, total int) {
+	return h.ips.Counts(inventory.UsedBy(vms))
+}
 
 // FaultsMarkedToDelete tells whether the VM named name is marked for deletion.
 func (h *HatcheryVSphere) FaultsMarkedToDelete(name string) bool { return isMarked(h, name) }

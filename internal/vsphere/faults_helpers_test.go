@@ -25,6 +25,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -145,7 +146,7 @@ type ftRig struct {
 	client  *vcenter.Client
 	cfg     *config.Config
 	h       *vsphere.HatcheryVSphere
-	shared  *vsphere.SharedInventory // nil in listing mode
+	shared  *inventory.Shared // nil in listing mode
 	clock   *ftClock
 	cds     *ftCDS
 	foreign []ftVM
@@ -157,8 +158,8 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	// Foreign VMs the hatchery must never touch: another hatchery's worker
 	// and provisioned VM, and an unannotated VM named like our workers
 	// holding the first address of our range.
-	other := vsphere.Annotation{HatcheryName: ftOther, WorkerName: "foreign-worker", JobID: "x", Created: time.Now().Add(-time.Hour)}
-	otherProv := vsphere.Annotation{HatcheryName: ftOther, WorkerName: "provision-v2-foreign", Provisioning: true, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().Add(-time.Hour)}
+	other := inventory.Annotation{HatcheryName: ftOther, WorkerName: "foreign-worker", JobID: "x", Created: time.Now().Add(-time.Hour)}
+	otherProv := inventory.Annotation{HatcheryName: ftOther, WorkerName: "provision-v2-foreign", Provisioning: true, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().Add(-time.Hour)}
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "foreign-worker", Annotation: other.Marshal(), PoweredOn: true, NumCPU: 1, MemoryMB: 1024},
 		{Name: "provision-v2-foreign", Annotation: otherProv.Marshal(), NumCPU: 2, MemoryMB: 4096},
@@ -192,13 +193,13 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: &ftClock{t: time.Now()}, cds: &ftCDS{workers: map[string]bool{}}}
-	var inv vsphere.Inventory = vsphere.ListingInventory{Client: client}
+	var inv inventory.Inventory = inventory.Listing{Client: client}
 	if o.mode != ftListing {
 		// 250 ms: stale after 1 s, well past a listing under -race with
 		// parallel simulators.
-		r.shared = vsphere.NewSharedInventory(client, 250*time.Millisecond, 5*time.Millisecond, log)
+		r.shared = inventory.NewShared(client, 250*time.Millisecond, 5*time.Millisecond, log)
 		if o.mode == ftWatch {
-			r.shared = vsphere.NewWatchInventory(client, 250*time.Millisecond, 5*time.Millisecond, log)
+			r.shared = inventory.NewWatch(client, 250*time.Millisecond, 5*time.Millisecond, log)
 		}
 		inv = r.shared
 		ctx, cancel := context.WithCancel(env.Context())
@@ -246,7 +247,7 @@ type ftVM struct {
 	MemoryMB   int32
 	IPs        []string
 	// Annot is the parsed ownership record (Notes, else mirror); nil when none.
-	Annot *vsphere.Annotation
+	Annot *inventory.Annotation
 }
 
 func (v ftVM) ours() bool { return !v.Template && v.Annot != nil && v.Annot.HatcheryName == ftHatchery }
@@ -268,7 +269,7 @@ func ftSimVMs(env *vcsimtest.Env) []ftVM {
 				v.Template, v.Notes = c.Template, c.Annotation
 				v.CPUs, v.MemoryMB = c.Hardware.NumCPU, c.Hardware.MemoryMB
 				for _, ov := range c.ExtraConfig {
-					if x := ov.GetOptionValue(); x != nil && x.Key == vsphere.AnnotationMirrorKey {
+					if x := ov.GetOptionValue(); x != nil && x.Key == inventory.AnnotationMirrorKey {
 						v.Mirror, _ = x.Value.(string)
 					}
 				}
@@ -282,9 +283,9 @@ func ftSimVMs(env *vcsimtest.Env) []ftVM {
 				}
 			}
 		})
-		if a, err := vsphere.ParseAnnotation(v.Notes); err == nil {
+		if a, err := inventory.ParseAnnotation(v.Notes); err == nil {
 			v.Annot = a
-		} else if a, err := vsphere.ParseAnnotation(v.Mirror); err == nil {
+		} else if a, err := inventory.ParseAnnotation(v.Mirror); err == nil {
 			v.Annot = a
 		}
 		out = append(out, v)
@@ -436,9 +437,9 @@ func (r *ftRig) ftCheckInvariants(allowed ...string) {
 	r.ftSync()
 	listed, err := r.client.ListVirtualMachines(ctx)
 	require.NoError(t, err)
-	var views []vsphere.VM
+	var views []inventory.VM
 	for _, o := range listed {
-		views = append(views, vsphere.VMFromObject(o))
+		views = append(views, inventory.VMFromObject(o))
 	}
 	used, _ := r.h.FaultsIPCounts(views)
 	assert.Equal(t, len(held), used, "ip pool: used addresses are exactly those vms hold: %v, reserved %v", held, r.h.FaultsReservedIPs())

@@ -21,6 +21,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -334,7 +335,7 @@ func TestFaultsVCenterOutage(t *testing.T) {
 				defer cancel()
 				for {
 					require.NoError(t, r.shared.WaitRefresh(wctx), "inventory never went stale")
-					if _, err := r.shared.VMs(ctx); errors.Is(err, vsphere.ErrInventoryStale) {
+					if _, err := r.shared.VMs(ctx); errors.Is(err, inventory.ErrStale) {
 						break
 					}
 				}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,16 +16,16 @@ import (
 
 // foreignObject is a listed VM as vCenter returns it, with raw Notes and
 // an optional ExtraConfig mirror.
-func foreignObject(name, notes, mirror string, template bool, power types.VirtualMachinePowerState) VM {
+func foreignObject(name, notes, mirror string, template bool, power types.VirtualMachinePowerState) inventory.VM {
 	o := mo.VirtualMachine{
 		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: warmRef(name)}, Name: name},
 		Config:        &types.VirtualMachineConfigInfo{Template: template, Annotation: notes},
 		Runtime:       types.VirtualMachineRuntimeInfo{PowerState: power},
 	}
 	if mirror != "" {
-		o.Config.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: AnnotationMirrorKey, Value: mirror}}
+		o.Config.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: inventory.AnnotationMirrorKey, Value: mirror}}
 	}
-	return VMFromObject(o)
+	return inventory.VMFromObject(o)
 }
 
 // TestForeignVMsNeverTouched: a datacenter full of VMs and templates that
@@ -38,13 +39,13 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	t.Parallel()
 	old := warmNow.Add(-72 * time.Hour)
 	on, off := types.VirtualMachinePowerStatePoweredOn, types.VirtualMachinePowerStatePoweredOff
-	otherProv := Annotation{HatcheryName: "hatch-b", WorkerName: "provision-v2-b1", Provisioning: true, VMwareModelPath: "debian12", Created: old}
-	otherWorker := Annotation{HatcheryName: "hatch-b", WorkerName: "worker-b", Created: old, WorkerStarted: &old}
-	otherModel := Annotation{HatcheryName: "hatch-b", Model: true, WorkerModelPath: "grp/m1", Created: old}
-	nearlyOurs := Annotation{HatcheryName: "HATCH-A", WorkerName: "worker-case", Created: old}
+	otherProv := inventory.Annotation{HatcheryName: "hatch-b", WorkerName: "provision-v2-b1", Provisioning: true, VMwareModelPath: "debian12", Created: old}
+	otherWorker := inventory.Annotation{HatcheryName: "hatch-b", WorkerName: "worker-b", Created: old, WorkerStarted: &old}
+	otherModel := inventory.Annotation{HatcheryName: "hatch-b", Model: true, WorkerModelPath: "grp/m1", Created: old}
+	nearlyOurs := inventory.Annotation{HatcheryName: "HATCH-A", WorkerName: "worker-case", Created: old}
 	noName := `{"worker_name":"worker-anon","provisioning":true,"vmware_model_path":"debian12"}`
 
-	vms := []VM{
+	vms := []inventory.VM{
 		foreignObject("debian12", "", "", true, off),
 		foreignObject("ops-db", "", "", false, on),
 		foreignObject("provision-v2-lookalike", "", "", false, off),
@@ -95,7 +96,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	}
 	for _, v := range vms {
 		require.Error(t, e.h.deleteServer(ctx, v), v.Name)
-		_, err := e.h.prepareClaimedVM(ctx, &v, Annotation{WorkerName: "worker-x"}, nil)
+		_, err := e.h.prepareClaimedVM(ctx, &v, inventory.Annotation{WorkerName: "worker-x"}, nil)
 		require.Error(t, err, v.Name)
 	}
 	assert.Empty(t, rec.calls)
@@ -107,7 +108,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 func TestOwnTemplatesNeverDestroyed(t *testing.T) {
 	t.Parallel()
 	tpl := warmVM("our-tpl", wOff, wTemplate)
-	e := newWarmEnv(t, warmConfig(), []VM{tpl}, &warmCDS{})
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{tpl}, &warmCDS{})
 	e.h.markToDelete("our-tpl")
 	e.h.killAwolServers(context.Background())
 	require.Error(t, e.h.deleteServer(context.Background(), tpl))

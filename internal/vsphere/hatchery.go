@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
@@ -35,7 +37,7 @@ type HatcheryVSphere struct {
 	ready <-chan struct{}
 	vs    vcenter.Port
 	cds   cdsclient.Interface
-	inv   Inventory
+	inv   inventory.Inventory
 	log   *slog.Logger
 	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
@@ -60,7 +62,7 @@ type HatcheryVSphere struct {
 	// timing. Set before the first spawn, never changed afterwards.
 	onTimed func(hatchery.SpawnArguments, SpawnTiming)
 
-	ips      *ipPool            // static IPs (ip.go)
+	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
 	tmplDevs *templateDevices   // template device lists (template_devices.go)
@@ -70,13 +72,13 @@ type HatcheryVSphere struct {
 	quarGauge sync.Mutex
 }
 
-// Options are what New needs. Inventory defaults to a ListingInventory
+// Options are what New needs. Inventory defaults to an inventory.Listing
 // over Client; Logger to slog.Default(); Now to time.Now.
 type Options struct {
 	Config    *config.Config
 	Client    vcenter.Port
 	CDS       cdsclient.Interface
-	Inventory Inventory
+	Inventory inventory.Inventory
 	Logger    *slog.Logger
 	Now       func() time.Time
 	// Metrics, when set, counts the jobs refused for lack of room
@@ -107,7 +109,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		modeLogged:  newNameSet(),
 	}
 	if h.inv == nil {
-		h.inv = ListingInventory{Client: o.Client}
+		h.inv = inventory.Listing{Client: o.Client}
 	}
 	if h.log == nil {
 		h.log = slog.Default()
@@ -117,7 +119,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.life = lifecycle.New(func() time.Time { return h.now() })
-	ips, err := newIPPool(o.Config)
+	ips, err := ippool.New(o.Config)
 	if err != nil {
 		return nil, err
 	}
@@ -174,4 +176,10 @@ func runEvery(ctx context.Context, log *slog.Logger, name string, every time.Dur
 		case <-t.C:
 		}
 	}
+}
+
+// indexOf returns the index of vms: the inventory's own when vms is its
+// current snapshot, else one built now.
+func (h *HatcheryVSphere) indexOf(vms []inventory.VM) *inventory.Index {
+	return inventory.IndexOf(h.inv, vms)
 }

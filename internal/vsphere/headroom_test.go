@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/require"
 )
@@ -17,7 +18,7 @@ func TestFlavorHeadroomMatchesCanAllocateResources(t *testing.T) {
 	cases := []struct {
 		name    string
 		cfg     config.Config
-		used    []VM
+		used    []inventory.VM
 		poolMB  int64
 		inFlite []string // flavors reserved before measuring
 	}{

@@ -18,9 +18,9 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -122,7 +122,7 @@ func viSnap(t *testing.T, env *vcsimtest.Env, name string) viSnapshot {
 // their names.
 func viStrangers(t *testing.T, env *vcsimtest.Env, otherIP string) []string {
 	t.Helper()
-	other := vsphere.Annotation{HatcheryName: "other-hatchery", WorkerName: "other-worker-1", JobID: "run-other", VMwareModelPath: vcsimtest.DefaultTemplate, IPAddress: otherIP}
+	other := inventory.Annotation{HatcheryName: "other-hatchery", WorkerName: "other-worker-1", JobID: "run-other", VMwareModelPath: vcsimtest.DefaultTemplate, IPAddress: otherIP}
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "foreign-db", Annotation: "production database, do not touch", PoweredOn: true, NumCPU: 4, MemoryMB: 8192, IP: "10.9.0.5"},
 		{Name: "other-worker-1", Annotation: other.Marshal(), PoweredOn: true, NumCPU: 2, MemoryMB: 4096, IP: otherIP},
@@ -223,7 +223,7 @@ func (p *viPowerTracker) UpdateObject(ctx *simulator.Context, obj mo.Reference, 
 			return
 		}
 		cpus = vm.Config.Hardware.NumCPU
-		a, err := vsphere.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig)
+		a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig)
 		owned = err == nil && a.HatcheryName == p.hatch && !vm.Config.Template
 	})
 	if !owned {
@@ -277,7 +277,7 @@ func viSampleCPUs(env *vcsimtest.Env, sctx *simulator.Context, hatch string) int
 			if vm.Config == nil || vm.Config.Template || vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
 				return
 			}
-			if a, err := vsphere.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig); err == nil && a.HatcheryName == hatch {
+			if a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig); err == nil && a.HatcheryName == hatch {
 				sum += int64(vm.Config.Hardware.NumCPU)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -64,7 +65,7 @@ func TestVcsimConcurrentSpawnsGetDistinctIPs(t *testing.T) {
 	holder := map[string]string{foreignIP: "someone-else"}
 	for _, n := range names {
 		st := env.MustInspect(n)
-		a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+		a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 		require.NoError(t, err, n)
 		require.NotEmpty(t, a.IPAddress, n)
 		assert.Equal(t, a.IPAddress, st.IPAddress, "%s: the guest has the address its annotation records", n)

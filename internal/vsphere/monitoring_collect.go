@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -182,7 +183,7 @@ func (s vmSummary) gauges() *metrics.Inventory {
 //   - the pool: every VM of the datacenter that is not a vSphere template,
 //     whoever owns it; pool_total_vm_count counts them in any power state,
 //     pool_total_vcpus/memory sum the powered-on ones.
-func summarizeVMs(hatchery string, vms []VM) vmSummary {
+func summarizeVMs(hatchery string, vms []inventory.VM) vmSummary {
 	var s vmSummary
 	for _, v := range vms {
 		cpu, mem := int64(v.NumCPU), int64(v.MemoryMB)
@@ -253,7 +254,7 @@ func configuredIPs(cfg *config.Config) (addrs map[netip.Addr]bool, configured bo
 // ipsInUse counts the addresses of inRange held by a VM or template of the
 // datacenter, whoever owns it: written in its annotation (even powered off,
 // docs/design.md#traps) or reported by its guest.
-func ipsInUse(inRange map[netip.Addr]bool, vms []VM) int64 {
+func ipsInUse(inRange map[netip.Addr]bool, vms []inventory.VM) int64 {
 	used := map[netip.Addr]bool{}
 	mark := func(s string) {
 		if a, err := netip.ParseAddr(s); err == nil && inRange[a.Unmap()] {

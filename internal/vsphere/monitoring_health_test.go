@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -32,7 +33,7 @@ func TestCapacityRefusalsByResource(t *testing.T) {
 	cases := []struct {
 		name   string
 		cfg    config.Config
-		used   []VM
+		used   []inventory.VM
 		pool   func(*capPool)
 		flavor string
 		want   metrics.CapacityResource // "" allowed
@@ -80,8 +81,8 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	f.h.metrics = m
-	f.inv.vms = []VM{
-		{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
+	f.inv.vms = []inventory.VM{
+		{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 		{Name: "b", IPAddresses: []string{"10.0.0.2"}},
 	}
 	require.False(t, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil))

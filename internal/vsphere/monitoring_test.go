@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
@@ -26,14 +27,14 @@ import (
 // fakeInventory serves a settable VM list.
 type fakeInventory struct {
 	mu    sync.Mutex
-	vms   []VM
+	vms   []inventory.VM
 	err   error
 	calls chan struct{} // when set, receives one value per VMs call
 }
 
-func (f *fakeInventory) VMs(ctx context.Context) ([]VM, error) {
+func (f *fakeInventory) VMs(ctx context.Context) ([]inventory.VM, error) {
 	f.mu.Lock()
-	vms, err, calls := append([]VM(nil), f.vms...), f.err, f.calls
+	vms, err, calls := append([]inventory.VM(nil), f.vms...), f.err, f.calls
 	f.mu.Unlock()
 	if calls != nil {
 		select {
@@ -47,7 +48,7 @@ func (f *fakeInventory) VMs(ctx context.Context) ([]VM, error) {
 
 func (f *fakeInventory) Invalidate(...types.ManagedObjectReference) {}
 
-func (f *fakeInventory) set(vms []VM, err error) {
+func (f *fakeInventory) set(vms []inventory.VM, err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.vms, f.err = vms, err
@@ -64,19 +65,19 @@ func poweredOff() types.VirtualMachinePowerState { return types.VirtualMachinePo
 // fixtureVMs is a datacenter: this hatchery's workers, a pre-provisioned
 // VM and a model template; another hatchery's worker; foreign VMs and a
 // foreign template.
-func fixtureVMs() []VM {
-	ours := func(a Annotation) *Annotation { a.HatcheryName = testHatchery; return &a }
-	return []VM{
+func fixtureVMs() []inventory.VM {
+	ours := func(a inventory.Annotation) *inventory.Annotation { a.HatcheryName = testHatchery; return &a }
+	return []inventory.VM{
 		{Name: "worker-1", NumCPU: 2, MemoryMB: 4096, PowerState: poweredOn(),
-			Annotation: ours(Annotation{VMwareModelPath: "debian12", IPAddress: "192.168.0.10"})},
+			Annotation: ours(inventory.Annotation{VMwareModelPath: "debian12", IPAddress: "192.168.0.10"})},
 		{Name: "worker-2", NumCPU: 4, MemoryMB: 8192, PowerState: poweredOn(),
-			Annotation: ours(Annotation{WorkerModelPath: "shared.infra/ubuntu"}), IPAddresses: []string{"192.168.0.11", "172.17.0.1"}},
+			Annotation: ours(inventory.Annotation{WorkerModelPath: "shared.infra/ubuntu"}), IPAddresses: []string{"192.168.0.11", "172.17.0.1"}},
 		{Name: "provision-v2-abc", NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff(),
-			Annotation: ours(Annotation{VMwareModelPath: "debian12", Provisioning: true, IPAddress: "192.168.0.12"})},
+			Annotation: ours(inventory.Annotation{VMwareModelPath: "debian12", Provisioning: true, IPAddress: "192.168.0.12"})},
 		{Name: "shared.infra-ubuntu", Template: true, NumCPU: 1, MemoryMB: 1024, PowerState: poweredOff(),
-			Annotation: ours(Annotation{WorkerModelPath: "shared.infra/ubuntu", Model: true})},
+			Annotation: ours(inventory.Annotation{WorkerModelPath: "shared.infra/ubuntu", Model: true})},
 		{Name: "other-worker", NumCPU: 8, MemoryMB: 16384, PowerState: poweredOn(),
-			Annotation: &Annotation{HatcheryName: "hatch-b", VMwareModelPath: "debian12", IPAddress: "192.168.0.20"}},
+			Annotation: &inventory.Annotation{HatcheryName: "hatch-b", VMwareModelPath: "debian12", IPAddress: "192.168.0.20"}},
 		{Name: "db-server", NumCPU: 16, MemoryMB: 32768, PowerState: poweredOn(), IPAddresses: []string{"10.0.0.5"}},
 		{Name: "debian12", Template: true, NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff()},
 		{Name: "old-vm", NumCPU: 1, MemoryMB: 512, PowerState: poweredOff()},
@@ -223,7 +224,7 @@ func TestMetricsDestroyedWorkerSeriesGone(t *testing.T) {
 	_, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_worker_vcpus", labels{"worker_name": "worker-1"})
 	require.True(t, ok)
 
-	var remaining []VM
+	var remaining []inventory.VM
 	for _, v := range fixtureVMs() {
 		if v.Name != "worker-1" {
 			remaining = append(remaining, v)
@@ -560,18 +561,18 @@ func TestSummarizeVMsEdgeCases(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name string
-		vms  []VM
+		vms  []inventory.VM
 		want vmSummary
 	}{
 		{"empty datacenter", nil, vmSummary{}},
 		{"our vSphere template without model flag is neither worker nor model template",
-			[]VM{{Name: "t", Template: true, NumCPU: 2, MemoryMB: 2, Annotation: &Annotation{HatcheryName: testHatchery}}},
+			[]inventory.VM{{Name: "t", Template: true, NumCPU: 2, MemoryMB: 2, Annotation: &inventory.Annotation{HatcheryName: testHatchery}}},
 			vmSummary{}},
 		{"model VM not yet marked as template counts as a template and in the pool",
-			[]VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: poweredOn(), Annotation: &Annotation{HatcheryName: testHatchery, Model: true}}},
+			[]inventory.VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: poweredOn(), Annotation: &inventory.Annotation{HatcheryName: testHatchery, Model: true}}},
 			vmSummary{templateVCPUs: 2, templateMemoryMB: 1024, templateCount: 1, poolVCPUs: 2, poolMemoryMB: 1024, poolVMCount: 1}},
 		{"empty hatchery name owns nothing",
-			[]VM{{Name: "x", NumCPU: 1, MemoryMB: 1, Annotation: &Annotation{}}},
+			[]inventory.VM{{Name: "x", NumCPU: 1, MemoryMB: 1, Annotation: &inventory.Annotation{}}},
 			vmSummary{poolVMCount: 1}},
 	}
 	for _, tt := range tests {

@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 // TestVcsimMetricsScrapeMatchesSimulator scrapes /mon/metrics over HTTP
@@ -25,10 +25,10 @@ import (
 func TestVcsimMetricsScrapeMatchesSimulator(t *testing.T) {
 	env := warmVcsimEnv(t)
 	ours := func(name string, provisioning bool, ip string) string {
-		return vsphere.Annotation{HatcheryName: warmVcsimHatchery, WorkerName: name, Provisioning: provisioning,
+		return inventory.Annotation{HatcheryName: warmVcsimHatchery, WorkerName: name, Provisioning: provisioning,
 			VMwareModelPath: "debian12", IPAddress: ip, Created: time.Now()}.Marshal()
 	}
-	other := vsphere.Annotation{HatcheryName: "hatch-other", WorkerName: "w-other", IPAddress: "10.10.0.12"}.Marshal()
+	other := inventory.Annotation{HatcheryName: "hatch-other", WorkerName: "w-other", IPAddress: "10.10.0.12"}.Marshal()
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "worker-a", Annotation: ours("worker-a", false, "10.10.0.10"), PoweredOn: true, NumCPU: 2, MemoryMB: 4096},
 		{Name: "worker-b", Annotation: ours("worker-b", false, "10.10.0.11"), PoweredOn: true, NumCPU: 4, MemoryMB: 8192},

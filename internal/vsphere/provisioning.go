@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -25,7 +26,7 @@ const provisionIPTimeout = 3 * time.Minute
 const defaultRegistrationTTL = 10 * time.Minute
 
 // cloneFunc is the signature of HatcheryVSphere.cloneVM.
-type cloneFunc func(ctx context.Context, templateName, vmName string, annot *Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
+type cloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
 
 // poolKey identifies one warm pool: V1 or V2, the model (V2 template name or
 // V1 model path) and the flavor name the VMs are pre-sized for ("" =
@@ -45,7 +46,7 @@ func (k poolKey) prefix() string {
 
 // keyOf returns the pool a provisioned VM belongs to, false when the VM is
 // not a provisioned VM of this hatchery.
-func (h *HatcheryVSphere) keyOf(vm VM) (poolKey, bool) {
+func (h *HatcheryVSphere) keyOf(vm inventory.VM) (poolKey, bool) {
 	if vm.Template || !vm.OwnedBy(h.Name()) || !vm.Annotation.Provisioning {
 		return poolKey{}, false
 	}
@@ -177,7 +178,7 @@ func (h *HatcheryVSphere) runProvisionTasks(ctx context.Context, queue []provisi
 // fill (entries that can be provisioned now) and the configured size of
 // every pool (surplus is measured against it, even for a pool that cannot
 // be filled this pass).
-func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []VM) ([]poolTarget, map[poolKey]int) {
+func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]poolTarget, map[poolKey]int) {
 	configured := map[poolKey]int{}
 	var targets []poolTarget
 	var v1Models []sdk.Model
@@ -270,7 +271,7 @@ func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
 	return sdk.Model{}, false
 }
 
-func poolHasTemplate(vms []VM, name string) bool {
+func poolHasTemplate(vms []inventory.VM, name string) bool {
 	for _, v := range vms {
 		if v.Template && v.Name == name {
 			return true
@@ -295,7 +296,7 @@ func (h *HatcheryVSphere) flavorByName(name string) *config.Flavor {
 // cleanup) or being provisioned now. VMs being claimed, already claimed
 // (a stale snapshot may still show them here) or marked for deletion are
 // leaving the pool and are not counted.
-func (h *HatcheryVSphere) poolCounts(vms []VM) map[poolKey]int {
+func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 	seen := map[string]bool{}
 	counts := map[poolKey]int{}
 	for _, v := range vms {
@@ -364,7 +365,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	// when it failed (then this move is refused, as it should be).
 	defer func() { _ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()
 
-	annot := Annotation{
+	annot := inventory.Annotation{
 		HatcheryName: h.Name(),
 		WorkerName:   name,
 		Provisioning: true,

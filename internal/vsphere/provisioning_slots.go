@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 )
 
@@ -64,7 +65,7 @@ func sanitizeSlotPart(s string) string {
 // holds no entry for: the names a refill clones into. Two instances of
 // one hatchery computing the same deficit pick the same names, and vCenter
 // lets only one clone of a name succeed (DuplicateName for the other).
-func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []VM) []string {
+func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM) []string {
 	taken := map[string]bool{}
 	listedRefs := map[string]bool{}
 	prefix := k.slotPrefix()

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -13,7 +14,7 @@ import (
 // idleProvisioned tells whether vm is an idle VM of the warm pool: ours,
 // provisioned, powered off, not being provisioned, claimed or deleted.
 // Only such VMs may be claimed or removed as surplus.
-func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
+func (h *HatcheryVSphere) idleProvisioned(vm inventory.VM) bool {
 	if _, ok := h.keyOf(vm); !ok {
 		return false
 	}
@@ -27,8 +28,8 @@ func (h *HatcheryVSphere) idleProvisioned(vm VM) bool {
 // changed, or it was removed). Only idle VMs go: a VM being provisioned or
 // claimed is never touched, so a pool may stay above its number until
 // those end. A failed deletion stays marked and is retried by cleanup.
-func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []VM, counts, configured map[poolKey]int) {
-	idle := map[poolKey][]VM{}
+func (h *HatcheryVSphere) removeSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[poolKey]int) {
+	idle := map[poolKey][]inventory.VM{}
 	for _, v := range vms {
 		if h.idleProvisioned(v) {
 			k, _ := h.keyOf(v)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -29,7 +30,7 @@ import (
 type cloneCall struct {
 	template string
 	name     string
-	annot    Annotation
+	annot    inventory.Annotation
 	flavor   string
 }
 
@@ -42,7 +43,7 @@ type cloneRecorder struct {
 	hook  func()
 }
 
-func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
+func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
 	if r.hook != nil {
 		r.hook()
 	}
@@ -129,9 +130,9 @@ func TestProvisioningFillsPools(t *testing.T) {
 	modTime := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	other := warmProvVM("provision-v2-other", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
-	vms := []VM{
+	vms := []inventory.VM{
 		warmTpl("debian12"), warmTpl("ubuntu"),
-		warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) {
+		warmVM("m1", wOff, wTemplate, wAnnot(func(a *inventory.Annotation) {
 			a.Model = true
 			a.WorkerModelPath = "grp/m1"
 			a.WorkerModelLastModified = fmt.Sprint(modTime.Unix()) // up to date: no registration needed
@@ -194,7 +195,7 @@ func TestProvisioningBoundedAndJoined(t *testing.T) {
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 2
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 6}}
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 
 	var active, maxActive, finished atomic.Int64
 	entered := make(chan struct{}, 6)
@@ -256,7 +257,7 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 			t.Parallel()
 			cfg := warmConfig()
 			cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
-			e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+			e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 			rec := &cloneRecorder{}
 			e.h.prov.clone = rec.clone
 			tc.setup(e, rec)
@@ -274,8 +275,8 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 // with a log line, never cloned.
 func TestProvisioningSkips(t *testing.T) {
 	t.Parallel()
-	tplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) { a.Model = true; a.WorkerModelPath = "grp/m1" }))
-	foreignTplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *Annotation) {
+	tplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *inventory.Annotation) { a.Model = true; a.WorkerModelPath = "grp/m1" }))
+	foreignTplM1 := warmVM("m1", wOff, wTemplate, wAnnot(func(a *inventory.Annotation) {
 		a.HatcheryName = "hatch-b"
 		a.Model = true
 		a.WorkerModelPath = "grp/m1"
@@ -284,20 +285,20 @@ func TestProvisioningSkips(t *testing.T) {
 	cases := []struct {
 		name    string
 		entries []config.WorkerProvisioning
-		vms     []VM
+		vms     []inventory.VM
 		cds     *warmCDS
 	}{
-		{"v1 without api client", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, nil},
-		{"v1 api error", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
-		{"v1 model not enabled", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1}, &warmCDS{}},
-		{"v1 model needs registration", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{tplM1},
+		{"v1 without api client", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, nil},
+		{"v1 api error", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
+		{"v1 model not enabled", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &warmCDS{}},
+		{"v1 model needs registration", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1},
 			&warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true}}}},
-		{"v1 no template of ours", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
+		{"v1 no template of ours", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
 		{"v2 template missing", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}, nil, nil},
-		{"unknown flavor", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []VM{warmTpl("debian12")}, nil},
-		{"no model", []config.WorkerProvisioning{{Number: 1}}, []VM{warmTpl("debian12")}, nil},
+		{"unknown flavor", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []inventory.VM{warmTpl("debian12")}, nil},
+		{"no model", []config.WorkerProvisioning{{Number: 1}}, []inventory.VM{warmTpl("debian12")}, nil},
 		{"pool full", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}},
-			[]VM{warmTpl("debian12"), warmProvVM("provision-v2-a", "debian12", "")}, nil},
+			[]inventory.VM{warmTpl("debian12"), warmProvVM("provision-v2-a", "debian12", "")}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -318,7 +319,7 @@ func TestProvisioningStopsOnContext(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	rec := &cloneRecorder{}
 	e.h.prov.clone = rec.clone
 	ctx, cancel := context.WithCancel(context.Background())
@@ -340,7 +341,7 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 	}
 	other := warmProvVM("provision-v2-other", "debian12", "", wCreated(48*time.Hour))
 	other.Annotation.HatcheryName = "hatch-b"
-	vms := []VM{
+	vms := []inventory.VM{
 		warmTpl("debian12"), warmTpl("ubuntu"), warmTpl("centos"),
 		warmProvVM("provision-v2-d1", "debian12", "", wCreated(4*time.Hour)),
 		warmProvVM("provision-v2-d2", "debian12", "", wCreated(3*time.Hour)),
@@ -378,7 +379,7 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	vm := warmProvVM("provision-v2-d1", "debian12", "")
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12"), vm}, &warmCDS{})
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), vm}, &warmCDS{})
 	gomock.InOrder(
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(errors.New("busy")),
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(nil),
@@ -448,7 +449,7 @@ func TestProvisioningClonesMissingSlots(t *testing.T) {
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 4}}
 	key := poolKey{model: "debian12"}
-	vms := []VM{warmTpl("debian12"), warmProvVM(key.slotName(1), "debian12", "")}
+	vms := []inventory.VM{warmTpl("debian12"), warmProvVM(key.slotName(1), "debian12", "")}
 	e := newWarmEnv(t, cfg, vms, nil)
 	putPhase(e.h, key.slotName(3), lifecycle.Provisioning, lifecycle.WithPool(key.pool()))
 	// Destroyed by an earlier cleanup and no longer listed: free again.
@@ -478,7 +479,7 @@ func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 	cfg.WorkerProvisioningPoolSize = 1
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
 	key := poolKey{model: "debian12"}
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	var logs testutil.SyncBuffer
 	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	rec := &cloneRecorder{err: func(name string) error {
@@ -513,8 +514,8 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
-	worker := warmVM("worker-1", func(v *VM) { v.NumCPU, v.MemoryMB = 2, 2048 })
-	e := newWarmEnv(t, cfg, []VM{tpl, worker}, nil)
+	worker := warmVM("worker-1", func(v *inventory.VM) { v.NumCPU, v.MemoryMB = 2, 2048 })
+	e := newWarmEnv(t, cfg, []inventory.VM{tpl, worker}, nil)
 	deferred := make(chan struct{})
 	e.h.log = slog.New(&messageSignal{msg: "provisioning deferred to the next pass", ch: deferred})
 	entered := make(chan struct{}, 3)
@@ -554,7 +555,7 @@ func TestProvisioningWithoutStaticLimitFillsThePool(t *testing.T) {
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 3
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
-	e := newWarmEnv(t, cfg, []VM{warmTpl("debian12")}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
@@ -599,7 +600,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
-	e := newWarmEnv(t, cfg, []VM{tpl}, nil)
+	e := newWarmEnv(t, cfg, []inventory.VM{tpl}, nil)
 	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool")).AnyTimes()
 	model := sdk.WorkerStarterWorkerModel{
 		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},

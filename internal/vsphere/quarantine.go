@@ -12,6 +12,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -163,7 +164,7 @@ func spawnCause(ctx context.Context, err error) spawnFailureCause {
 // internal error (SystemError), the inventory unreadable for too long, or a
 // transport error (no answer) other than a deadline.
 func isVCenterDown(err error) bool {
-	if errors.Is(err, vcenter.ErrNotConnected) || errors.Is(err, ErrInventoryStale) || fault.Is(err, &types.NotAuthenticated{}) {
+	if errors.Is(err, vcenter.ErrNotConnected) || errors.Is(err, inventory.ErrStale) || fault.Is(err, &types.NotAuthenticated{}) {
 		return true
 	}
 	// SystemErrorFault is the same fault under its SOAP detail name (the

@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -40,7 +41,7 @@ func TestSpawnCause(t *testing.T) {
 	}{
 		{"success", context.Background(), nil, causeNone},
 		{"not connected", context.Background(), wrap(fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected)), causeVCenter},
-		{"inventory stale", context.Background(), wrap(ErrInventoryStale), causeVCenter},
+		{"inventory stale", context.Background(), wrap(inventory.ErrStale), causeVCenter},
 		{"session lost", context.Background(), wrap(taskFault(&types.NotAuthenticated{})), causeVCenter},
 		{"vcenter internal error", context.Background(), wrap(taskFault(&types.SystemError{Reason: "x"})), causeVCenter},
 		{"no answer", context.Background(), wrap(refused), causeVCenter},

@@ -3,18 +3,15 @@ package vsphere
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -51,32 +48,4 @@ func TestNotReadyUntilFirstConnection(t *testing.T) {
 	assert.False(t, errors.Is(err, hatchery.ErrNotReady), "once ready, a failing inventory is a real error")
 	assert.False(t, h.NeedRegistration(ctx, model))
 	assert.True(t, strings.Contains(logs.String(), "level=WARN msg=\"cannot check model registration\""), "a real problem still warns:\n%s", logs.String())
-}
-
-// TestInventoryWaitsQuietlyForFirstConnection: a refresh failing because
-// vCenter was never reached logs at info; after a first listing, a failing
-// refresh warns.
-func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
-	t.Parallel()
-	var logs testutil.SyncBuffer
-	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
-	inv := NewSharedInventory(vs, time.Minute, 0, slog.New(slog.NewTextHandler(&logs, nil)))
-	ctx := context.Background()
-
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected))
-	inv.refresh(ctx)
-	assert.NotContains(t, logs.String(), "level=WARN")
-	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
-
-	// Connected, but the listing fails: a real problem, even though the
-	// previous (quiet) attempt failed too.
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, errors.New("permission denied"))
-	inv.refresh(ctx)
-	assert.Contains(t, logs.String(), `level=WARN msg="vm inventory refresh failed; keeping the last snapshot" err="permission denied"`)
-
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
-	inv.refresh(ctx)
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", vcenter.ErrNotConnected))
-	inv.refresh(ctx)
-	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
 }

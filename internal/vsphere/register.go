@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -28,7 +29,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	}
 	tmpName := modelTemplateName(m) + tmpSuffix
 	var vm types.ManagedObjectReference
-	var annot Annotation
+	var annot inventory.Annotation
 	vmName := tmpName
 	leasedIP := ""
 	cloudInit := h.cfg.BootstrapOf(args.Model) == config.BootstrapCloudInit
@@ -39,7 +40,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 				h.scrubUserdata(ctx, vm, vmName, "registration failed")
 			}
 			h.abandonVM(ctx, vm, vmName, leasedIP)
-			h.ips.release(leasedIP, tmpName) // reserved under its first name
+			h.ips.Release(leasedIP, tmpName) // reserved under its first name
 		}
 		// The framework reports the returned error on the model (PUT
 		// .../error), once per attempt.
@@ -65,7 +66,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		}
 	}
 	image := m.ModelVirtualMachine.Image
-	annot = Annotation{
+	annot = inventory.Annotation{
 		HatcheryName:            h.Name(),
 		WorkerName:              args.WorkerName,
 		RegisterOnly:            true,
@@ -155,7 +156,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	}
 	// Named: a watch may not report the template flag (vcsim does not).
 	h.inv.Invalidate(vm.Reference())
-	h.ips.release(leasedIP, tmpName)
+	h.ips.Release(leasedIP, tmpName)
 	h.log.Info("model registered", logkey.VM, name, logkey.Model, m.Path())
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -41,9 +42,9 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	cds := &spCDS{}
 	f.h.cds = cds
 	oldRef := spRef("VirtualMachine", "vm-old")
-	f.inv.vms = []VM{
+	f.inv.vms = []inventory.VM{
 		{Name: "debian12-base", Template: true},
-		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
+		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
 	}
 	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 	var launched string
@@ -65,7 +66,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), spRegisterArgs()))
 
 	assert.Equal(t, "-n ;./worker register\nsudo shutdown -h now", launched)
-	a, err := AnnotationFromVM(final.Annotation, final.ExtraConfig)
+	a, err := inventory.AnnotationFromVM(final.Annotation, final.ExtraConfig)
 	require.NoError(t, err)
 	assert.True(t, a.Model)
 	assert.False(t, a.RegisterOnly)
@@ -82,7 +83,7 @@ func TestRegisterModelFailures(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name     string
-		vms      []VM
+		vms      []inventory.VM
 		setup    func(f *spFixture, vm types.ManagedObjectReference)
 		wantStep string
 	}{
@@ -95,7 +96,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		},
 		{
 			name: "foreign template with the model's name is left alone",
-			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}},
+			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}},
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
@@ -103,7 +104,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		},
 		{
 			name: "unannotated template with the model's name is left alone",
-			vms:  []VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
+			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
@@ -124,7 +125,7 @@ func TestRegisterModelFailures(t *testing.T) {
 			f := newSpFixture(t, spConfig())
 			cds := &spCDS{}
 			f.h.cds = cds
-			f.inv.vms = append([]VM{{Name: "debian12-base", Template: true}}, tt.vms...)
+			f.inv.vms = append([]inventory.VM{{Name: "debian12-base", Template: true}}, tt.vms...)
 			vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 			var launched string
 			f.expectRegisterWorker(vm, &launched)
@@ -150,7 +151,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	cds := &spCDS{}
 	f.h.cds = cds
-	f.inv.vms = []VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}
+	f.inv.vms = []inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}
 	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "check name")

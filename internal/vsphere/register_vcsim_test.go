@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -98,8 +99,8 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	assert.Equal(t, tmp.Ref, tpl.Ref, "the registered vm itself is the template")
 	assert.True(t, tpl.Template)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, tpl.PowerState)
-	for _, raw := range []string{tpl.Annotation, tpl.ExtraConfig[vsphere.AnnotationMirrorKey]} {
-		a, err := vsphere.ParseAnnotation(raw)
+	for _, raw := range []string{tpl.Annotation, tpl.ExtraConfig[inventory.AnnotationMirrorKey]} {
+		a, err := inventory.ParseAnnotation(raw)
 		require.NoError(t, err, "template annotation %q", raw)
 		assert.Equal(t, hatch, a.HatcheryName)
 		assert.True(t, a.Model, "Model=true")
@@ -121,7 +122,7 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	st := env.MustInspect("vi-worker-v1")
 	assert.False(t, st.Template)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
-	a, err := vsphere.ParseAnnotation(st.Annotation)
+	a, err := inventory.ParseAnnotation(st.Annotation)
 	require.NoError(t, err, "Notes of the worker")
 	assert.Equal(t, hatch, a.HatcheryName)
 	assert.Equal(t, "42", a.JobID)

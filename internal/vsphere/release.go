@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"strconv"
 	"time"
@@ -18,7 +19,7 @@ const releaseTimeout = 30 * time.Second
 // (the one every V2 queue route takes). A refusal (the job was
 // taken, finished or released meanwhile) is logged at Info: nothing is
 // lost.
-func (h *HatcheryVSphere) releaseReclaimedJob(ctx context.Context, vm VM, reason string) {
+func (h *HatcheryVSphere) releaseReclaimedJob(ctx context.Context, vm inventory.VM, reason string) {
 	if vm.Annotation == nil || vm.Annotation.JobID == "" || vm.Annotation.RegisterOnly || h.cds == nil {
 		return
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -190,7 +191,7 @@ func TestVcsimTwoHatcheriesShareQueue(t *testing.T) {
 	hs := map[string]*sqHatchery{}
 	skips := map[string]*sqSkips{}
 	logs := map[string]*testutil.SyncBuffer{}
-	invs := map[string]vsphere.Inventory{}
+	invs := map[string]inventory.Inventory{}
 	var runs sync.WaitGroup
 	runCtx, stopRuns := context.WithCancel(ctx)
 	defer func() { stopRuns(); runs.Wait() }()

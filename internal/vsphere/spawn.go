@@ -7,6 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -75,7 +76,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		}
 	}
 
-	annot := Annotation{
+	annot := inventory.Annotation{
 		HatcheryName: h.Name(),
 		WorkerName:   name,
 		JobID:        args.JobID,
@@ -119,7 +120,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 // spawnTemplate names the template a worker of model is cloned from: the
 // V2 spec.image, which must exist as a template; for V1 this hatchery's
 // template of the model, built by registration.
-func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerModel) (string, error) {
+func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStarterWorkerModel) (string, error) {
 	if model.IsV1() {
 		t, ok := h.findModelTemplate(vms, model.ModelV1)
 		if !ok {
@@ -147,7 +148,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []VM, model sdk.WorkerStarterWorkerM
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
 	if err != nil {
 		h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
@@ -176,7 +177,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
 	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 }
 
 // writeAnnotation writes annot (Notes and mirror) on a VM of ours.
-func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *Annotation) error {
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error {
 	var spec types.VirtualMachineConfigSpec
 	annot.ApplyTo(&spec)
 	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
@@ -223,13 +224,13 @@ func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectR
 	h.markToDelete(name)
 	h.inv.Invalidate()
 	if ip != "" {
-		h.ips.release(ip, name)
+		h.ips.Release(ip, name)
 	}
 	h.log.Info("vm marked for deletion", logkey.VM, name, logkey.IP, ip, logkey.Detail, "spawn failed")
 }
 
 // modelOf is the model recorded in an annotation, for logs.
-func modelOf(a *Annotation) string {
+func modelOf(a *inventory.Annotation) string {
 	if a.WorkerModelPath != "" {
 		return a.WorkerModelPath
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/object"
@@ -19,15 +20,15 @@ import (
 // spInventory is an in-memory Inventory for the spawn-path tests.
 type spInventory struct {
 	mu          sync.Mutex
-	vms         []VM
+	vms         []inventory.VM
 	err         error
 	invalidated int
 }
 
-func (i *spInventory) VMs(context.Context) ([]VM, error) {
+func (i *spInventory) VMs(context.Context) ([]inventory.VM, error) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
-	return append([]VM(nil), i.vms...), i.err
+	return append([]inventory.VM(nil), i.vms...), i.err
 }
 
 func (i *spInventory) Invalidate(...types.ManagedObjectReference) {
@@ -36,7 +37,7 @@ func (i *spInventory) Invalidate(...types.ManagedObjectReference) {
 	i.invalidated++
 }
 
-func (i *spInventory) add(v VM) {
+func (i *spInventory) add(v inventory.VM) {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.vms = append(i.vms, v)
@@ -97,7 +98,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	if err != nil {
 		t.Fatalf("new hatchery: %v", err)
 	}
-	h.ips.now = clock.Now
+	h.ips.SetClock(clock.Now)
 	return &spFixture{h: h, vs: vs, inv: inv, clock: clock}
 }
 

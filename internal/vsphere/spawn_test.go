@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -88,7 +89,7 @@ func (m spProgMatcher) String() string { return "program " + m.path }
 func TestSpawnWorkerV2Success(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spIPConfig())
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	args := spV2Args()
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
@@ -122,7 +123,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got)
 
-	annot, err := AnnotationFromVM(written.Annotation, written.ExtraConfig)
+	annot, err := inventory.AnnotationFromVM(written.Annotation, written.ExtraConfig)
 	require.NoError(t, err)
 	require.NotNil(t, annot.WorkerStarted, "worker start recorded")
 	assert.Equal(t, f.clock.Now(), *annot.WorkerStarted)
@@ -233,7 +234,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spIPConfig())
-			f.inv.add(VM{Name: "debian12", Template: true})
+			f.inv.add(inventory.VM{Name: "debian12", Template: true})
 			args := spV2Args()
 			if tt.args != nil {
 				tt.args(&args)
@@ -259,7 +260,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			assert.NotContains(t, msg, spSecret)
 			assert.NotContains(t, msg, "jwt-token")
 			assert.Equal(t, !tt.noVM && !tt.noMark, isMarked(f.h, args.WorkerName), "vm marked for deletion iff one was created")
-			used, _ := f.h.ips.counts(nil)
+			used, _ := f.h.ips.Counts(nil)
 			if tt.keepIP {
 				assert.Equal(t, 1, used, "ip reservation kept")
 			} else {
@@ -303,16 +304,16 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name    string
-		foreign VM
+		foreign inventory.VM
 	}{
-		{name: "unannotated vm with the worker's name", foreign: VM{Ref: spRef("VirtualMachine", "vm-f1"), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
-		{name: "other hatchery's vm with the worker's name", foreign: VM{Ref: spRef("VirtualMachine", "vm-f2"), Name: "worker-v2-1", Annotation: &Annotation{HatcheryName: "other"}}},
+		{name: "unannotated vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f1"), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
+		{name: "other hatchery's vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f2"), Name: "worker-v2-1", Annotation: &inventory.Annotation{HatcheryName: "other"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spIPConfig())
-			f.inv.add(VM{Name: "debian12", Template: true})
+			f.inv.add(inventory.VM{Name: "debian12", Template: true})
 			f.inv.add(tt.foreign)
 			// Strict mock: no expectation, so any rename, reconfigure,
 			// power or destroy call fails the test.
@@ -337,8 +338,8 @@ func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
 func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	f.inv.vms = []VM{
-		{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
+	f.inv.vms = []inventory.VM{
+		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
 	}
 	args := hatchery.SpawnArguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: hatchery.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
 	vm := f.expectClone("mymodel", "worker-v1-1", nil)
@@ -353,7 +354,7 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 		})
 
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
-	a, err := AnnotationFromVM(written.Annotation, nil)
+	a, err := inventory.AnnotationFromVM(written.Annotation, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
 	assert.Equal(t, "12", a.JobID)
@@ -361,7 +362,7 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 
 	// Without our template the V1 job fails before any vCenter call.
 	f2 := newSpFixture(t, spConfig())
-	f2.inv.vms = []VM{{Name: "mymodel", Template: true, Annotation: &Annotation{HatcheryName: "other", Model: true}}}
+	f2.inv.vms = []inventory.VM{{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}}
 	err = f2.h.SpawnWorker(context.Background(), args)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "resolve template")

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -103,7 +104,7 @@ func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.
 	f := newSpFixture(t, cfg)
 	cds := &tmCDS{}
 	f.h.cds = cds
-	f.inv.add(VM{Name: "debian12", Template: true})
+	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	args := spV2Args()
 	args.Booked = f.clock.Now()
 	args.Queued = args.Booked.Add(-30 * time.Second)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -35,7 +36,7 @@ func TestVcsimSpawnWorkerV2(t *testing.T) {
 
 	st := env.MustInspect("worker-vcsim-1")
 	assert.False(t, st.Template)
-	a, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err, "mirror carries the annotation (vcsim drops Notes on clone)")
 	assert.Equal(t, "hatch-vcsim", a.HatcheryName)
 	assert.Equal(t, "run-9", a.JobID)

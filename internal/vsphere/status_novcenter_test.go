@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -16,7 +17,7 @@ import (
 func TestStatusReachesNoVCenter(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	f.inv.vms = []VM{{Name: "worker-1", Annotation: &Annotation{HatcheryName: spHatchery}}}
+	f.inv.vms = []inventory.VM{{Name: "worker-1", Annotation: &inventory.Annotation{HatcheryName: spHatchery}}}
 
 	pool := func(lines []sdk.MonitoringStatusLine) sdk.MonitoringStatusLine {
 		for _, l := range lines {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -28,18 +29,18 @@ var warmNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 // warmInventory is a fixed Inventory for decision tests.
 type warmInventory struct {
 	mu          sync.Mutex
-	vms         []VM
+	vms         []inventory.VM
 	err         error
 	invalidated atomic.Int64
 }
 
-func (f *warmInventory) VMs(context.Context) ([]VM, error) {
+func (f *warmInventory) VMs(context.Context) ([]inventory.VM, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	return append([]VM(nil), f.vms...), nil
+	return append([]inventory.VM(nil), f.vms...), nil
 }
 
 func (f *warmInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
@@ -134,7 +135,7 @@ type warmEnv struct {
 
 // newWarmEnv builds the hatchery. Every vCenter call must be expected by
 // the test. cds nil leaves the hatchery without an API client.
-func newWarmEnv(t *testing.T, cfg *config.Config, vms []VM, cds *warmCDS) *warmEnv {
+func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	e := newWarmEnvNoCAS(t, cfg, vms, cds)
 	// A claim's first write is its compare-and-swap (claimInVCenter): no
@@ -147,7 +148,7 @@ func newWarmEnv(t *testing.T, cfg *config.Config, vms []VM, cds *warmCDS) *warmE
 
 // newWarmEnvNoCAS is newWarmEnv without the claims' compare-and-swap
 // expected: the test expects it itself.
-func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []VM, cds *warmCDS) *warmEnv {
+func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
@@ -179,7 +180,7 @@ func (claimCASSpec) Matches(x interface{}) bool {
 	if !ok || spec.ChangeVersion == "" {
 		return false
 	}
-	a, err := ParseAnnotation(spec.Annotation)
+	a, err := inventory.ParseAnnotation(spec.Annotation)
 	return err == nil && !a.Provisioning
 }
 
@@ -201,29 +202,29 @@ func (m warmRefIs) Matches(x interface{}) bool {
 func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
 
 // vmOpt changes a test VM.
-type vmOpt func(*VM)
+type vmOpt func(*inventory.VM)
 
-func wOn(v *VM)       { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
-func wOff(v *VM)      { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
-func wTemplate(v *VM) { v.Template = true }
+func wOn(v *inventory.VM)       { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
+func wOff(v *inventory.VM)      { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
+func wTemplate(v *inventory.VM) { v.Template = true }
 
 func wCreated(ago time.Duration) vmOpt {
-	return func(v *VM) { v.Annotation.Created = warmNow.Add(-ago) }
+	return func(v *inventory.VM) { v.Annotation.Created = warmNow.Add(-ago) }
 }
 
 func wStarted(ago time.Duration) vmOpt {
-	return func(v *VM) { t := warmNow.Add(-ago); v.Annotation.WorkerStarted = &t }
+	return func(v *inventory.VM) { t := warmNow.Add(-ago); v.Annotation.WorkerStarted = &t }
 }
 
-func wAnnot(f func(*Annotation)) vmOpt { return func(v *VM) { f(v.Annotation) } }
+func wAnnot(f func(*inventory.Annotation)) vmOpt { return func(v *inventory.VM) { f(v.Annotation) } }
 
 // warmVM is a VM carrying hatch-a's annotation, powered on, created a minute ago.
-func warmVM(name string, opts ...vmOpt) VM {
-	v := VM{
+func warmVM(name string, opts ...vmOpt) inventory.VM {
+	v := inventory.VM{
 		Ref:        warmRef(name),
 		Name:       name,
 		PowerState: types.VirtualMachinePowerStatePoweredOn,
-		Annotation: &Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
+		Annotation: &inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
 		// vCenter's config.changeVersion: a claim's compare-and-swap
 		// carries it (claimCASSpec).
 		ChangeVersion: "cv-" + name,
@@ -235,8 +236,8 @@ func warmVM(name string, opts ...vmOpt) VM {
 }
 
 // warmProvVM is an idle provisioned V2 VM of hatch-a for template model.
-func warmProvVM(name, model, flavor string, opts ...vmOpt) VM {
-	v := warmVM(name, wOff, wAnnot(func(a *Annotation) {
+func warmProvVM(name, model, flavor string, opts ...vmOpt) inventory.VM {
+	v := warmVM(name, wOff, wAnnot(func(a *inventory.Annotation) {
 		a.Provisioning = true
 		a.VMwareModelPath = model
 		a.Flavor = flavor
@@ -248,12 +249,12 @@ func warmProvVM(name, model, flavor string, opts ...vmOpt) VM {
 }
 
 // warmTpl is a template without annotation (an operator's template).
-func warmTpl(name string) VM {
-	return VM{Ref: warmRef(name), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
+func warmTpl(name string) inventory.VM {
+	return inventory.VM{Ref: warmRef(name), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
 }
 
 // expectDelete expects vm to be powered off (when on) and destroyed once.
-func (e *warmEnv) expectDelete(v VM) {
+func (e *warmEnv) expectDelete(v inventory.VM) {
 	if v.PowerState != types.VirtualMachinePowerStatePoweredOff {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs(v.Name)).Return(nil)
 	}

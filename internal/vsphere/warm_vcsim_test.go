@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -69,21 +70,21 @@ func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config, 
 }
 
 // warmVcsimVMs lists the datacenter through the hatchery's own view.
-func warmVcsimVMs(t *testing.T, env *vcsimtest.Env) []vsphere.VM {
+func warmVcsimVMs(t *testing.T, env *vcsimtest.Env) []inventory.VM {
 	t.Helper()
 	objs, err := env.Client.ListVirtualMachines(env.Context())
 	require.NoError(t, err)
-	var out []vsphere.VM
+	var out []inventory.VM
 	for _, o := range objs {
-		out = append(out, vsphere.VMFromObject(o))
+		out = append(out, inventory.VMFromObject(o))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
 }
 
 // warmPool returns our provisioned VMs of model.
-func warmPool(vms []vsphere.VM, model string) []vsphere.VM {
-	var out []vsphere.VM
+func warmPool(vms []inventory.VM, model string) []inventory.VM {
+	var out []inventory.VM
 	for _, v := range vms {
 		if v.OwnedBy(warmVcsimHatchery) && v.Annotation.Provisioning && v.HasPrefix("provision-v2-") && v.Annotation.VMwareModelPath == model {
 			out = append(out, v)
@@ -92,7 +93,7 @@ func warmPool(vms []vsphere.VM, model string) []vsphere.VM {
 	return out
 }
 
-func warmNames(vms []vsphere.VM) []string {
+func warmNames(vms []inventory.VM) []string {
 	var out []string
 	for _, v := range vms {
 		out = append(out, v.Name)
@@ -166,7 +167,7 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, again, "the only vm is claimed")
 
-	obj, err := h.WarmPrepareClaimed(ctx, vm, vsphere.Annotation{
+	obj, err := h.WarmPrepareClaimed(ctx, vm, inventory.Annotation{
 		HatcheryName: warmVcsimHatchery, WorkerName: "worker-job-7", JobID: "7", VMwareModelPath: "debian12",
 	}, large)
 	require.NoError(t, err)
@@ -178,14 +179,14 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
 	assert.Equal(t, int32(4), st.NumCPU)
 	assert.Equal(t, int32(8192), st.MemoryMB)
-	a, err := vsphere.ParseAnnotation(st.Annotation)
+	a, err := inventory.ParseAnnotation(st.Annotation)
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning)
 	assert.Equal(t, "worker-job-7", a.WorkerName)
 	assert.Equal(t, "7", a.JobID)
 	assert.Equal(t, "large", a.Flavor)
 	assert.Equal(t, pool[0].Annotation.IPAddress, a.IPAddress)
-	mirror, err := vsphere.ParseAnnotation(st.ExtraConfig[vsphere.AnnotationMirrorKey])
+	mirror, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.Equal(t, *a, *mirror)
 }
@@ -195,7 +196,7 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 // provisioned VM and unannotated VMs stay.
 func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 	env := warmVcsimEnv(t)
-	other := vsphere.Annotation{HatcheryName: "hatch-other", WorkerName: "provision-v2-other", Provisioning: true, VMwareModelPath: "debian12", Created: time.Now().Add(-time.Hour)}
+	other := inventory.Annotation{HatcheryName: "hatch-other", WorkerName: "provision-v2-other", Provisioning: true, VMwareModelPath: "debian12", Created: time.Now().Add(-time.Hour)}
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "provision-v2-other", Annotation: other.Marshal(), NumCPU: 2, MemoryMB: 4096},
 		{Name: "provision-v2-bare", NumCPU: 2, MemoryMB: 4096},
@@ -253,7 +254,7 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	runCtx, crash := context.WithCancel(env.Context())
 	clones := 0
 	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
-		return func(ctx context.Context, tpl, name string, a *vsphere.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
+		return func(ctx context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
 			vm, err := next(ctx, tpl, name, a, f)
 			clones++
 			if clones == 2 {

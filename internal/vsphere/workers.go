@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strconv"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -76,14 +77,14 @@ func modelLastModified(m *sdk.Model) string {
 // findModelTemplate returns our template of a V1 model: a template named
 // after the model whose annotation is ours with Model set. Templates of
 // other hatcheries or without annotation are never returned.
-func (h *HatcheryVSphere) findModelTemplate(vms []VM, m *sdk.Model) (VM, bool) {
+func (h *HatcheryVSphere) findModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool) {
 	name := modelTemplateName(m)
 	for _, v := range vms {
 		if v.Template && v.Name == name && v.OwnedBy(h.Name()) && v.Annotation.Model {
 			return v, true
 		}
 	}
-	return VM{}, false
+	return inventory.VM{}, false
 }
 
 // NeedRegistration tells whether a V1 model's template must be (re)built

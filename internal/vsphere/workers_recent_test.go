@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,8 +21,8 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	f := newSpFixture(t, cfg)
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.h.now = func() time.Time { return now }
-	ours := &Annotation{HatcheryName: spHatchery}
-	f.inv.vms = []VM{{Name: "worker-1", Annotation: ours}}
+	ours := &inventory.Annotation{HatcheryName: spHatchery}
+	f.inv.vms = []inventory.VM{{Name: "worker-1", Annotation: ours}}
 
 	f.h.recordCreated("worker-2", "")
 	f.h.recordCreated("register-mymodel-x1", "")
@@ -31,8 +32,8 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 
 	// The inventory catches up: each name is reported once.
 	f.inv.vms = append(f.inv.vms,
-		VM{Name: "worker-2", Annotation: ours},
-		VM{Name: "mymodel-tmp", Annotation: &Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}})
+		inventory.VM{Name: "worker-2", Annotation: ours},
+		inventory.VM{Name: "mymodel-tmp", Annotation: &inventory.Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}})
 	got, err = f.h.WorkersStarted(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, []string{"worker-1", "worker-2", "register-mymodel-x1"}, got)

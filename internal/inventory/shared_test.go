@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"context"
@@ -24,7 +24,7 @@ func listedVM(name string) mo.VirtualMachine {
 
 // runInventory runs inv's owner loop until the test ends (joined at
 // cleanup) and returns the context it runs under.
-func runInventory(t *testing.T, inv *SharedInventory) context.Context {
+func runInventory(t *testing.T, inv *Shared) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -43,7 +43,7 @@ func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 		return []mo.VirtualMachine{listedVM("a"), listedVM("b")}, nil
 	}).AnyTimes()
 
-	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
 	ctx := runInventory(t, inv)
 
 	for i := 0; i < 100; i++ {
@@ -70,7 +70,7 @@ func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
 		return out, nil
 	}).AnyTimes()
 
-	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
 	ctx := runInventory(t, inv)
 
 	_, err := inv.VMs(ctx)
@@ -99,7 +99,7 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 		return []mo.VirtualMachine{listedVM("a")}, nil
 	}).AnyTimes()
 
-	inv := NewSharedInventory(vs, time.Minute, time.Millisecond, nil)
+	inv := NewShared(vs, time.Minute, time.Millisecond, nil)
 	var now atomic.Int64
 	now.Store(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixNano())
 	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
@@ -118,9 +118,9 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 
 	now.Add(int64(5 * time.Minute))
 	_, err = inv.VMs(ctx)
-	require.ErrorIs(t, err, ErrInventoryStale, "an old snapshot is refused")
+	require.ErrorIs(t, err, ErrStale, "an old snapshot is refused")
 	require.Contains(t, err.Error(), "last refresh failed: vcenter down", "the error says why")
-	require.ErrorIs(t, inv.Stats().Stale, ErrInventoryStale, "the status line reads the same verdict")
+	require.ErrorIs(t, inv.Stats().Stale, ErrStale, "the status line reads the same verdict")
 
 	fail.Store(false)
 	require.NoError(t, inv.WaitRefresh(ctx))
@@ -147,7 +147,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 		return []mo.VirtualMachine{listedVM("a")}, nil
 	}).AnyTimes()
 
-	inv := NewSharedInventory(vs, time.Minute, time.Millisecond, nil)
+	inv := NewShared(vs, time.Minute, time.Millisecond, nil)
 	var now atomic.Int64
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now.Store(start.UnixNano())
@@ -161,7 +161,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 
 	now.Store(start.Add(4*time.Minute + 10*time.Second).UnixNano())
 	_, err = inv.VMs(ctx)
-	require.ErrorIs(t, err, ErrInventoryStale, "a refresh running for longer than the grace is an outage")
+	require.ErrorIs(t, err, ErrStale, "a refresh running for longer than the grace is an outage")
 	require.Contains(t, err.Error(), "refresh running for 4m10s")
 
 	// The same age with a refresh that started recently is served.
@@ -171,9 +171,9 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 	_, err = inv.VMs(ctx)
 	require.NoError(t, err, "a slow refresh within the grace keeps the snapshot")
 
-	now.Store(start.Add(4*time.Minute + inventoryRefreshGrace + time.Second).UnixNano())
+	now.Store(start.Add(4*time.Minute + refreshGrace + time.Second).UnixNano())
 	_, err = inv.VMs(ctx)
-	require.ErrorIs(t, err, ErrInventoryStale, "past the grace the snapshot is refused")
+	require.ErrorIs(t, err, ErrStale, "past the grace the snapshot is refused")
 	close(release)
 }
 
@@ -181,7 +181,7 @@ func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
-	inv := NewSharedInventory(vs, time.Minute, 0, nil) // never Run
+	inv := NewShared(vs, time.Minute, 0, nil) // never Run
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, err := inv.VMs(ctx)
@@ -200,7 +200,7 @@ func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
 		}
 		return []mo.VirtualMachine{listedVM("a")}, nil
 	}).AnyTimes()
-	inv := NewSharedInventory(vs, time.Hour, time.Millisecond, nil)
+	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
 	ctx := runInventory(t, inv)
 
 	require.NoError(t, inv.WaitRefresh(ctx))

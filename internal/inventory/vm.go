@@ -1,10 +1,9 @@
-package vsphere
+package inventory
 
 import (
 	"context"
 	"strings"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -88,14 +87,14 @@ type Inventory interface {
 	Invalidate(vms ...types.ManagedObjectReference)
 }
 
-// ListingInventory lists the datacenter on every read: the plain design of
+// Listing lists the datacenter on every read: the plain design of
 // the spec, kept behind inventoryMode = "listing".
-type ListingInventory struct {
-	Client vcenter.Port
+type Listing struct {
+	Client Source
 }
 
 // VMs lists every VM now.
-func (l ListingInventory) VMs(ctx context.Context) ([]VM, error) {
+func (l Listing) VMs(ctx context.Context) ([]VM, error) {
 	objs, err := l.Client.ListVirtualMachines(ctx)
 	if err != nil {
 		return nil, err
@@ -108,4 +107,4 @@ func (l ListingInventory) VMs(ctx context.Context) ([]VM, error) {
 }
 
 // Invalidate does nothing: every read is fresh.
-func (ListingInventory) Invalidate(...types.ManagedObjectReference) {}
+func (Listing) Invalidate(...types.ManagedObjectReference) {}

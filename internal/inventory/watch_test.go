@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"context"
@@ -187,11 +187,11 @@ func (f *watchVC) remove(name string, leave bool) {
 }
 
 // newTestWatchInventory is a watch inventory refreshed by hand (no Run).
-func newTestWatchInventory(vs vcenter.Port) *SharedInventory {
-	return NewWatchInventory(vs, time.Minute, time.Millisecond, nil)
+func newTestWatchInventory(vs vcenter.Port) *Shared {
+	return NewWatch(vs, time.Minute, time.Millisecond, nil)
 }
 
-func snapshotNames(t *testing.T, inv *SharedInventory) map[string]VM {
+func snapshotNames(t *testing.T, inv *Shared) map[string]VM {
 	t.Helper()
 	vms, err := inv.VMs(context.Background())
 	require.NoError(t, err)
@@ -382,7 +382,7 @@ func TestWatchInventoryPeriodicResync(t *testing.T) {
 	f.takeCalls()
 
 	mu.Lock()
-	now = now.Add(watchResyncInterval - time.Second)
+	now = now.Add(WatchResyncInterval - time.Second)
 	mu.Unlock()
 	inv.refresh(ctx)
 	assert.Equal(t, []string{"Changes", "Probe"}, f.takeCalls())

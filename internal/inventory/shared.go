@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"context"
@@ -16,35 +16,35 @@ import (
 
 // Bounds of the shared inventory.
 const (
-	// defaultInventoryMinGap is the least time between two refreshes asked
+	// defaultMinGap is the least time between two refreshes asked
 	// by Invalidate: a burst of spawns, each writing to vCenter, costs one
 	// listing per gap, not one per write.
-	defaultInventoryMinGap = 2 * time.Second
-	// inventoryStaleFactor: a snapshot older than this many refresh
+	defaultMinGap = 2 * time.Second
+	// staleFactor: a snapshot older than this many refresh
 	// intervals is refused (an error, not stale data), so that no decision
 	// — above all no deletion — is taken on what vCenter said long ago.
-	inventoryStaleFactor = 4
-	// inventoryRefreshGrace: while a refresh is running and has not failed,
-	// the snapshot may be used this much longer than inventoryStaleFactor
+	staleFactor = 4
+	// refreshGrace: while a refresh is running and has not failed,
+	// the snapshot may be used this much longer than staleFactor
 	// intervals, and no longer than this after the refresh started (two
 	// 15 s request bounds). A slow vCenter, or a listing of thousands of
 	// VMs during a burst of clones, is not an outage; a refresh that hangs
 	// past it is treated as one.
-	inventoryRefreshGrace = 30 * time.Second
+	refreshGrace = 30 * time.Second
 )
 
-// ErrInventoryStale is returned when no refresh succeeded recently enough.
-var ErrInventoryStale = errors.New("vm inventory is stale")
+// ErrStale is returned when no refresh succeeded recently enough.
+var ErrStale = errors.New("vm inventory is stale")
 
-// SharedInventory keeps one snapshot of the datacenter's VMs, built from the
+// Shared keeps one snapshot of the datacenter's VMs, built from the
 // leaf properties of vcenter.VMProperties, refreshed by one owner (Run): every
 // interval, and soon after Invalidate (coalesced, at most one refresh per
 // MinGap). Readers get the last snapshot without a vCenter round trip; only
 // the very first read waits for the first refresh. A reader must not rely on
 // seeing its own write at once: local bookkeeping (pending jobs, reserved IPs,
 // in-flight capacity, claimed and to-delete VMs) covers that window.
-type SharedInventory struct {
-	client   vcenter.Port
+type Shared struct {
+	client   Source
 	interval time.Duration
 	minGap   time.Duration
 	log      *slog.Logger
@@ -56,7 +56,7 @@ type SharedInventory struct {
 
 	mu          sync.RWMutex
 	vms         []VM
-	idx         *vmIndex  // index of vms, built once per refresh
+	idx         *Index    // index of vms, built once per refresh
 	lastOK      time.Time // time of the last successful refresh
 	lastErr     error     // error of the last refresh, nil when it succeeded
 	generation  uint64    // successful refreshes so far
@@ -65,26 +65,26 @@ type SharedInventory struct {
 	changed     chan struct{} // closed and replaced after every refresh attempt
 	running     time.Time     // start of the refresh in flight; zero when none
 
-	watch       *watchState // non-nil in watch mode (NewWatchInventory)
+	watch       *watchState // non-nil in watch mode (NewWatch)
 	invalidated map[types.ManagedObjectReference]bool
 	poolRT      *types.ResourcePoolRuntimeInfo // watch mode: the last probe's reading
 	poolAt      time.Time
 }
 
-// NewSharedInventory builds the inventory; call Run to start refreshing.
+// NewShared builds the inventory; call Run to start refreshing.
 // interval <= 0 means DefaultInventoryRefreshInterval; minGap <= 0 means
-// defaultInventoryMinGap.
-func NewSharedInventory(client vcenter.Port, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
+// defaultMinGap.
+func NewShared(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {
 	if interval <= 0 {
 		interval = config.DefaultInventoryRefreshInterval * time.Second
 	}
 	if minGap <= 0 {
-		minGap = defaultInventoryMinGap
+		minGap = defaultMinGap
 	}
 	if log == nil {
 		log = slog.Default()
 	}
-	return &SharedInventory{
+	return &Shared{
 		client:   client,
 		interval: interval,
 		minGap:   minGap,
@@ -101,7 +101,7 @@ func NewSharedInventory(client vcenter.Port, interval, minGap time.Duration, log
 
 // Run refreshes the inventory at once, then every interval and after each
 // Invalidate, until ctx ends. Exactly one Run may be active.
-func (s *SharedInventory) Run(ctx context.Context) {
+func (s *Shared) Run(ctx context.Context) {
 	t := time.NewTicker(s.interval)
 	defer t.Stop()
 	var last time.Time
@@ -130,7 +130,7 @@ func (s *SharedInventory) Run(ctx context.Context) {
 
 // refresh lists the datacenter once and swaps the snapshot (in watch mode:
 // one incremental refresh, watchRefresh).
-func (s *SharedInventory) refresh(ctx context.Context) {
+func (s *Shared) refresh(ctx context.Context) {
 	if s.watch != nil {
 		s.watchRefresh(ctx)
 		return
@@ -138,20 +138,20 @@ func (s *SharedInventory) refresh(ctx context.Context) {
 	s.takeInvalidated() // a listing reads every VM
 	objs, err := s.client.ListVirtualMachines(ctx)
 	var vms []VM
-	var idx *vmIndex
+	var idx *Index
 	if err == nil {
 		vms = make([]VM, 0, len(objs))
 		for _, o := range objs {
 			vms = append(vms, VMFromObject(o))
 		}
-		idx = newVMIndex(vms)
+		idx = newIndex(vms)
 	}
 	s.store(vms, idx, err)
 }
 
 // store records one refresh attempt: on success vms (indexed by idx)
 // becomes the snapshot; on failure the last snapshot stays.
-func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
+func (s *Shared) store(vms []VM, idx *Index, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	s.running = time.Time{}
@@ -191,8 +191,8 @@ func (s *SharedInventory) store(vms []VM, idx *vmIndex, err error) {
 
 // VMs returns the current snapshot. The first call waits for the first
 // refresh (bounded by ctx). It fails when the last successful refresh is
-// older than inventoryStaleFactor intervals (vCenter unreachable).
-func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
+// older than staleFactor intervals (vCenter unreachable).
+func (s *Shared) VMs(ctx context.Context) ([]VM, error) {
 	select {
 	case <-s.ready:
 	case <-ctx.Done():
@@ -201,7 +201,7 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.lastOK.IsZero() {
-		return nil, fmt.Errorf("%w: no successful refresh yet: %v", ErrInventoryStale, s.lastErr)
+		return nil, fmt.Errorf("%w: no successful refresh yet: %v", ErrStale, s.lastErr)
 	}
 	if err := s.staleLocked(s.now()); err != nil {
 		return nil, err
@@ -209,14 +209,14 @@ func (s *SharedInventory) VMs(ctx context.Context) ([]VM, error) {
 	return s.vms, nil
 }
 
-// staleLocked is the staleness rule (inventoryStaleFactor intervals, plus
-// inventoryRefreshGrace while a refresh runs): an error saying why when
+// staleLocked is the staleness rule (staleFactor intervals, plus
+// refreshGrace while a refresh runs): an error saying why when
 // the last successful refresh is too old, else nil. s.mu is held.
-func (s *SharedInventory) staleLocked(now time.Time) error {
-	limit := inventoryStaleFactor * s.interval
-	inFlight := !s.running.IsZero() && now.Sub(s.running) <= inventoryRefreshGrace
+func (s *Shared) staleLocked(now time.Time) error {
+	limit := staleFactor * s.interval
+	inFlight := !s.running.IsZero() && now.Sub(s.running) <= refreshGrace
 	if inFlight {
-		limit += inventoryRefreshGrace
+		limit += refreshGrace
 	}
 	if age := now.Sub(s.lastOK); age > limit {
 		why := "no refresh running"
@@ -226,13 +226,13 @@ func (s *SharedInventory) staleLocked(now time.Time) error {
 		case !s.running.IsZero():
 			why = fmt.Sprintf("refresh running for %s", now.Sub(s.running).Round(time.Second))
 		}
-		return fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrInventoryStale, age.Round(time.Second), limit, why)
+		return fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrStale, age.Round(time.Second), limit, why)
 	}
 	return nil
 }
 
 // indexOf returns the index of the current snapshot when vms is it.
-func (s *SharedInventory) indexOf(vms []VM) *vmIndex {
+func (s *Shared) indexOf(vms []VM) *Index {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.idx != nil && sameSnapshot(vms, s.vms) {
@@ -243,12 +243,12 @@ func (s *SharedInventory) indexOf(vms []VM) *vmIndex {
 
 // Synced is closed once a refresh has succeeded: loops that would only
 // fail on an empty inventory wait for it.
-func (s *SharedInventory) Synced() <-chan struct{} { return s.firstOK }
+func (s *Shared) Synced() <-chan struct{} { return s.firstOK }
 
 // Invalidate asks for a refresh soon; many calls coalesce into one. The
 // VMs named are read again by that refresh even when the watch reported
 // no change of theirs (watch mode; a listing reads every VM anyway).
-func (s *SharedInventory) Invalidate(vms ...types.ManagedObjectReference) {
+func (s *Shared) Invalidate(vms ...types.ManagedObjectReference) {
 	if len(vms) > 0 {
 		s.mu.Lock()
 		for _, r := range vms {
@@ -266,7 +266,7 @@ func (s *SharedInventory) Invalidate(vms ...types.ManagedObjectReference) {
 // has completed, or ctx ends; in watch mode, also the attempt after it,
 // which reads the VMs that one found. Tests and the demo use it instead of
 // sleeping.
-func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
+func (s *Shared) WaitRefresh(ctx context.Context) error {
 	s.mu.RLock()
 	ch := s.changed
 	s.mu.RUnlock()
@@ -294,8 +294,8 @@ func (s *SharedInventory) WaitRefresh(ctx context.Context) error {
 	return nil
 }
 
-// InventoryStats describes the inventory for /mon/status and benchmarks.
-type InventoryStats struct {
+// Stats describes the inventory for /mon/status and benchmarks.
+type Stats struct {
 	VMs        int
 	Refreshes  uint64
 	Generation uint64
@@ -307,10 +307,10 @@ type InventoryStats struct {
 }
 
 // Stats returns a copy of the inventory's counters.
-func (s *SharedInventory) Stats() InventoryStats {
+func (s *Shared) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := InventoryStats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
+	st := Stats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
 	if !s.lastOK.IsZero() {
 		st.Stale = s.staleLocked(s.now())
 	}

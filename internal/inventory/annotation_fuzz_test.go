@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package vsphere_test
+package inventory_test
 
 import (
 	"sync"
@@ -6,11 +6,12 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
-// TestVcsimConcurrentFirstListings: many callers listing at once on a
-// fresh client (the framework's spawners at start, or after a re-login)
+// TestVcsimConcurrentFirstListings: many callers reading a listing
+// inventory at once on a fresh client (the framework's spawners at start, or after a re-login)
 // all succeed. Each may build a container view; the loser of that race
 // must not destroy the view another caller is reading through
 // (ManagedObjectNotFound on its listing otherwise).
@@ -27,7 +28,7 @@ func TestVcsimConcurrentFirstListings(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				<-start
-				_, errs[i] = c.ListVirtualMachines(env.Context())
+				_, errs[i] = inventory.Listing{Client: c}.VMs(env.Context())
 			}()
 		}
 		close(start)

@@ -1,4 +1,4 @@
-package vsphere
+package inventory
 
 import (
 	"cmp"
@@ -15,16 +15,16 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// watchResyncInterval is the period of the full resync that backs the
+// WatchResyncInterval is the period of the full resync that backs the
 // change watch up: a change the watch cannot see (an IP on a secondary NIC
 // alone, a simulator that does not report a property) lives this long at
 // most. One hour keeps its cost (one leaf listing) a small part of an idle
 // hatchery's load.
-const watchResyncInterval = time.Hour
+const WatchResyncInterval = time.Hour
 
-// NewWatchInventory builds the SharedInventory of inventoryMode = "watch":
+// NewWatch builds the Shared inventory of inventoryMode = "watch":
 // the same snapshot, owner loop (Run), staleness rule, Invalidate and
-// WaitRefresh as NewSharedInventory, but each refresh is incremental
+// WaitRefresh as NewShared, but each refresh is incremental
 // instead of a listing of every VM (docs/inventory-watch.md):
 //
 //   - the changes of the watched VMs since the last refresh
@@ -37,10 +37,10 @@ const watchResyncInterval = time.Hour
 //
 // An idle refresh therefore costs two requests, the larger carrying one
 // reference per VM. The first refresh, any error, a lost watch (new
-// session) and every watchResyncInterval start again from a full leaf
-// listing under a new watch. interval and minGap as in NewSharedInventory.
-func NewWatchInventory(client vcenter.Port, interval, minGap time.Duration, log *slog.Logger) *SharedInventory {
-	s := NewSharedInventory(client, interval, minGap, log)
+// session) and every WatchResyncInterval start again from a full leaf
+// listing under a new watch. interval and minGap as in NewShared.
+func NewWatch(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {
+	s := NewShared(client, interval, minGap, log)
 	s.watch = &watchState{}
 	return s
 }
@@ -139,7 +139,7 @@ func stringOf(v any) (string, bool) {
 }
 
 // watchRefresh is one refresh of the watch inventory.
-func (s *SharedInventory) watchRefresh(ctx context.Context) {
+func (s *Shared) watchRefresh(ctx context.Context) {
 	w := s.watch
 	if !w.synced || !s.now().Before(w.resyncAt) {
 		s.storeWatch(s.watchResync(ctx))
@@ -156,7 +156,7 @@ func (s *SharedInventory) watchRefresh(ctx context.Context) {
 }
 
 // storeWatch publishes the watch state (or records err).
-func (s *SharedInventory) storeWatch(err error) {
+func (s *Shared) storeWatch(err error) {
 	if err != nil {
 		s.store(nil, nil, err)
 		return
@@ -171,14 +171,14 @@ func (s *SharedInventory) storeWatch(err error) {
 			vms = append(vms, v)
 		}
 		slices.SortFunc(vms, func(a, b VM) int { return cmp.Compare(a.Ref.Value, b.Ref.Value) })
-		idx = newVMIndex(vms)
+		idx = newIndex(vms)
 		w.dirty = false
 	}
 	s.store(vms, idx, nil)
 }
 
 // watchResync starts a new watch over every VM and lists them all.
-func (s *SharedInventory) watchResync(ctx context.Context) error {
+func (s *Shared) watchResync(ctx context.Context) error {
 	w := s.watch
 	w.synced = false
 	if err := s.client.ResetVirtualMachineWatch(ctx); err != nil {
@@ -211,7 +211,7 @@ func (s *SharedInventory) watchResync(ctx context.Context) error {
 		w.signals[o.Self] = signalsOf(o)
 	}
 	s.takeInvalidated() // the listing is fresher than any of them
-	w.synced, w.dirty, w.resyncAt = true, true, s.now().Add(watchResyncInterval)
+	w.synced, w.dirty, w.resyncAt = true, true, s.now().Add(WatchResyncInterval)
 	s.setPoolRuntime(rt)
 	s.log.Debug("vm inventory resynced", "vms", len(w.vms), "watched", len(w.watched))
 	return nil
@@ -219,7 +219,7 @@ func (s *SharedInventory) watchResync(ctx context.Context) error {
 
 // watchStep applies the changes since the last refresh, probes for new
 // and gone VMs, and reads the VMs that moved.
-func (s *SharedInventory) watchStep(ctx context.Context) error {
+func (s *Shared) watchStep(ctx context.Context) error {
 	w := s.watch
 	ups, err := s.client.VirtualMachineChanges(ctx)
 	if err != nil {
@@ -331,7 +331,7 @@ func (s *SharedInventory) watchStep(ctx context.Context) error {
 }
 
 // forgetVM drops a VM from the watch state.
-func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
+func (s *Shared) forgetVM(ref types.ManagedObjectReference) {
 	w := s.watch
 	if _, ok := w.vms[ref]; ok {
 		delete(w.vms, ref)
@@ -345,7 +345,7 @@ func (s *SharedInventory) forgetVM(ref types.ManagedObjectReference) {
 // watchPool returns the pool the probe reads, looking it up when not known
 // yet. A pool that cannot be found is not an inventory failure: the probe
 // reads the VMs only and reports use live reads.
-func (s *SharedInventory) watchPool(ctx context.Context) *types.ManagedObjectReference {
+func (s *Shared) watchPool(ctx context.Context) *types.ManagedObjectReference {
 	w := s.watch
 	if w.pool != nil {
 		return w.pool
@@ -360,7 +360,7 @@ func (s *SharedInventory) watchPool(ctx context.Context) *types.ManagedObjectRef
 }
 
 // setPoolRuntime records the pool runtime of the last probe.
-func (s *SharedInventory) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
+func (s *Shared) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rt == nil {
@@ -374,7 +374,7 @@ func (s *SharedInventory) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
 // PoolRuntime returns the resource pool runtime the last refresh read with
 // the VMs, and when; nil when the inventory does not read it (modes other
 // than "watch", or a pool that cannot be found).
-func (s *SharedInventory) PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time) {
+func (s *Shared) PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.poolRT == nil {
@@ -385,7 +385,7 @@ func (s *SharedInventory) PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Ti
 }
 
 // takeInvalidated returns and clears the VMs named to Invalidate.
-func (s *SharedInventory) takeInvalidated() []types.ManagedObjectReference {
+func (s *Shared) takeInvalidated() []types.ManagedObjectReference {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]types.ManagedObjectReference, 0, len(s.invalidated))

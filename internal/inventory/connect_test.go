@@ -1,0 +1,45 @@
+package inventory
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+)
+
+// TestInventoryWaitsQuietlyForFirstConnection: a refresh failing because
+// vCenter was never reached logs at info; after a first listing, a failing
+// refresh warns.
+func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
+	t.Parallel()
+	var logs testutil.SyncBuffer
+	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
+	inv := NewShared(vs, time.Minute, 0, slog.New(slog.NewTextHandler(&logs, nil)))
+	ctx := context.Background()
+
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected))
+	inv.refresh(ctx)
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
+
+	// Connected, but the listing fails: a real problem, even though the
+	// previous (quiet) attempt failed too.
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, errors.New("permission denied"))
+	inv.refresh(ctx)
+	assert.Contains(t, logs.String(), `level=WARN msg="vm inventory refresh failed; keeping the last snapshot" err="permission denied"`)
+
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
+	inv.refresh(ctx)
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", vcenter.ErrNotConnected))
+	inv.refresh(ctx)
+	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
+}
