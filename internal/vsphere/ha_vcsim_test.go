@@ -94,3 +94,39 @@ func TestVcsimTwoInstancesNeverClaimOneVMTwice(t *testing.T) {
 	assert.Len(t, seen, pool, "every idle vm claimed once: %v", got)
 	assert.Empty(t, warmPool(warmVcsimVMs(t, env), "debian12"), "no vm left idle in the pool after the claims")
 }
+
+// TestVcsimTwoInstancesFillOnePoolOnce: two instances of one hatchery see
+// the same empty pool and refill it at the same moment. Both clone into
+// the pool's slot names; vCenter (vcsim keeps names unique) lets one clone
+// of each name succeed, the other instance's fails with DuplicateName and
+// counts the slot as filled: the pool holds its number, not twice it, and
+// every VM left is a finished pool VM (none marked, none half-made).
+func TestVcsimTwoInstancesFillOnePoolOnce(t *testing.T) {
+	env := warmVcsimEnv(t)
+	const pool = 3
+	cfgA := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: pool})
+	cfgA.WorkerProvisioningPoolSize = pool
+	cfgB := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: pool})
+	cfgB.IPRange = "10.10.1.10/24" // each instance its own addresses: IPs are not arbitrated yet
+	cfgB.WorkerProvisioningPoolSize = pool
+	a := newWarmVcsimHatchery(t, env, cfgA, time.Now)
+	b := newWarmVcsimHatchery(t, env, cfgB, time.Now)
+	ctx := env.Context()
+
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for _, h := range []*vsphere.HatcheryVSphere{a, b} {
+		wg.Go(func() {
+			<-start
+			h.WarmProvisioningPass(ctx)
+		})
+	}
+	close(start)
+	wg.Wait()
+
+	got := warmPool(warmVcsimVMs(t, env), "debian12")
+	require.Len(t, got, pool, "the pool holds its number, not more: %v", warmNames(got))
+	for _, v := range got {
+		assert.False(t, v.PoweredOn(), "%s is a finished pool vm", v.Name)
+	}
+}
