@@ -350,6 +350,20 @@ func (mr *MockPortMockRecorder) StartVirtualMachine(arg0, arg1 interface{}) *gom
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "StartVirtualMachine", reflect.TypeOf((*MockPort)(nil).StartVirtualMachine), arg0, arg1)
 }
 
+// SuspendVirtualMachine mocks base method.
+func (m *MockPort) SuspendVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "SuspendVirtualMachine", arg0, arg1)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// SuspendVirtualMachine indicates an expected call of SuspendVirtualMachine.
+func (mr *MockPortMockRecorder) SuspendVirtualMachine(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "SuspendVirtualMachine", reflect.TypeOf((*MockPort)(nil).SuspendVirtualMachine), arg0, arg1)
+}
+
 // UnwatchVirtualMachines mocks base method.
 func (m *MockPort) UnwatchVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()

@@ -122,6 +122,36 @@ type WorkerProvisioning struct {
 	Number      int    `mapstructure:"number" toml:"number" json:"number"`
 	// Flavor pre-sizes the pool's VMs; "" keeps them neutral (template size).
 	Flavor string `mapstructure:"flavor" toml:"flavor" json:"flavor"`
+	// IdleState is the state the pool's VMs wait in: IdleStatePoweredOff
+	// ("" too), IdleStateSuspended or IdleStatePoweredOn
+	// (docs/configuration.md, "Warm pool"). A suspended or powered-on pool needs Flavor.
+	IdleState string `mapstructure:"idleState" toml:"idleState" json:"idleState"`
+}
+
+// The idle states of a warm-pool entry (WorkerProvisioning.IdleState).
+const (
+	// IdleStatePoweredOff: cloned, booted once for its IP, powered off; a
+	// claim boots it (the default).
+	IdleStatePoweredOff = "poweredOff"
+	// IdleStateSuspended: booted once, then suspended; a claim resumes it.
+	IdleStateSuspended = "suspended"
+	// IdleStatePoweredOn: booted and running idle; it counts against
+	// maxCpus/maxMemoryMB.
+	IdleStatePoweredOn = "poweredOn"
+)
+
+// State is the entry's idle state, IdleStatePoweredOff when unset.
+func (w WorkerProvisioning) State() string {
+	if w.IdleState == "" {
+		return IdleStatePoweredOff
+	}
+	return w.IdleState
+}
+
+// Hot tells whether the entry's VMs wait booted (suspended or powered on).
+func (w WorkerProvisioning) Hot() bool {
+	s := w.State()
+	return s == IdleStateSuspended || s == IdleStatePoweredOn
 }
 
 // GuestCredential gives the guest OS account for a model (docs/configuration.md).

@@ -83,6 +83,20 @@ func (c *Config) BootstrapOf(model sdk.WorkerStarterWorkerModel) string {
 	return c.defaultBootstrap()
 }
 
+// poolBootstrap is the bootstrap mode of a warm-pool entry's model: the
+// mode of the guestCredentials/models entry of the same model, else
+// defaultBootstrap.
+func (c *Config) poolBootstrap(w WorkerProvisioning) string {
+	for _, list := range [][]GuestCredential{c.GuestCredentials, c.Models} {
+		for _, g := range list {
+			if (w.ModelVMWare != "" && g.ModelVMWare == w.ModelVMWare) || (w.ModelPath != "" && g.ModelPath == w.ModelPath) {
+				return c.entryBootstrap(g)
+			}
+		}
+	}
+	return c.defaultBootstrap()
+}
+
 // validateBootstrap checks defaultBootstrap, every entry's bootstrap and
 // finishedWorkerGracePeriod.
 func (c *Config) validateBootstrap(es *Errors) {

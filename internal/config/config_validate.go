@@ -331,6 +331,17 @@ func (c *Config) validateProvisioning(es *Errors) {
 		if flavor != "" && !c.hasFlavor(flavor) {
 			es.add(key+".flavor", "%q is not a defined flavor (defined: %s; empty keeps the VMs neutral)", w.Flavor, c.flavorNames())
 		}
+		switch w.State() {
+		case IdleStatePoweredOff, IdleStateSuspended, IdleStatePoweredOn:
+			if w.Hot() && flavor == "" {
+				es.add(key+".flavor", "required when idleState is %q: a suspended or running VM cannot be resized, so the pool is pre-sized to a flavor (defined: %s)", w.IdleState, c.flavorNames())
+			}
+			if w.Hot() && c.poolBootstrap(w) == BootstrapCloudInit {
+				es.add(key+".idleState", "%q: the model starts with cloud-init, whose userdata is read at first boot, which a suspended or running VM has passed; use %q", w.IdleState, IdleStatePoweredOff)
+			}
+		default:
+			es.add(key+".idleState", "%q: must be %q (default), %q or %q", w.IdleState, IdleStatePoweredOff, IdleStateSuspended, IdleStatePoweredOn)
+		}
 		if model == "" {
 			continue
 		}

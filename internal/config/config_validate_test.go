@@ -129,6 +129,19 @@ func TestValidateProblems(t *testing.T) {
 		{"provisioning flavor", func(c *Config) {
 			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "xl"}}
 		}, "workerProvisioning[0].flavor", `"xl" is not a defined flavor`},
+		{"provisioning suspended without flavor", func(c *Config) {
+			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, IdleState: IdleStateSuspended}}
+		}, "workerProvisioning[0].flavor", `required when idleState is "suspended"`},
+		{"provisioning powered on without flavor", func(c *Config) {
+			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small"}, {ModelVMWare: "debian12", Number: 1, IdleState: IdleStatePoweredOn}}
+		}, "workerProvisioning[1].flavor", `required when idleState is "poweredOn"`},
+		{"provisioning hot cloud-init", func(c *Config) {
+			c.GuestCredentials = []GuestCredential{{ModelVMWare: "debian12", Bootstrap: BootstrapCloudInit}}
+			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small", IdleState: IdleStateSuspended}}
+		}, "workerProvisioning[0].idleState", "starts with cloud-init"},
+		{"provisioning idle state", func(c *Config) {
+			c.WorkerProvisioning = []WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "small", IdleState: "hibernated"}}
+		}, "workerProvisioning[0].idleState", `"hibernated": must be "poweredOff" (default), "suspended" or "poweredOn"`},
 		{"provisioning duplicate", func(c *Config) {
 			c.WorkerProvisioning = []WorkerProvisioning{
 				{ModelVMWare: "debian12", Number: 1, Flavor: "small"},

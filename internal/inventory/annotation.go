@@ -35,6 +35,11 @@ type Annotation struct {
 	JobID                   string    `json:"job_id"`
 	IPAddress               string    `json:"ip_address"`
 	Flavor                  string    `json:"flavor,omitempty"`
+	// IdleState is how a ready pool VM waits (config.IdleStateSuspended,
+	// config.IdleStatePoweredOn); "" is powered off, and is also what a
+	// pool VM still being provisioned carries (docs/configuration.md,
+	// "Warm pool").
+	IdleState string `json:"idle_state,omitempty"`
 	// WorkerStarted is when the worker process was launched in the guest;
 	// nil until then. Cleanup decides from it (docs/design.md#cleanup).
 	WorkerStarted *time.Time `json:"worker_started,omitempty"`

@@ -16,10 +16,12 @@ const (
 	// the VM may not exist yet.
 	Cloning
 	// Provisioning: a warm-pool VM is being made (clone, wait for its IP,
-	// power off). The entry carries its pool.
+	// power off; a hot pool's VM is suspended or left running instead).
+	// The entry carries its pool.
 	Provisioning
-	// Idle: a warm-pool VM made by this process, powered off and ready,
-	// that no inventory snapshot has shown yet. It counts in its pool until
+	// Idle: a warm-pool VM made by this process, ready in its idle state
+	// (powered off, suspended or running: its annotation records which;
+	// docs/lifecycle.md), that no inventory snapshot has shown yet. It counts in its pool until
 	// a snapshot shows it or its deadline passes. An idle VM the inventory
 	// shows has no entry: its annotation says it is idle.
 	Idle

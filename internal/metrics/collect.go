@@ -62,12 +62,19 @@ type Inventory struct {
 	Workers []Worker
 
 	AllocatedVCPUs, AllocatedMemoryMB int64
-	VMCount, ProvisionedVMCount       int64
+	VMCount                           int64
+	// ProvisionedVMs counts the pool VMs (annotation provisioning=true)
+	// by power state: the keys are ProvisionedStates; a missing key is 0.
+	ProvisionedVMs map[string]int64
 
 	TemplateVCPUs, TemplateMemoryMB, TemplateCount int64
 
 	PoolVCPUs, PoolMemoryMB, PoolVMCount int64
 }
+
+// ProvisionedStates are the values of provisioned_vm_count's state label:
+// vSphere's power states of a pool VM, every one recorded at each pass.
+var ProvisionedStates = []string{"poweredOff", "suspended", "poweredOn"}
 
 // IPs is the use of the configured static IP ranges: ip_used_count and
 // ip_total_count.
@@ -106,9 +113,12 @@ func (m *Metrics) Collect(p Pass) error {
 		}
 		rec(nil,
 			mAllocatedVCPUs.M(s.AllocatedVCPUs), mAllocatedMemoryMB.M(s.AllocatedMemoryMB),
-			mVMCount.M(s.VMCount), mProvisionedVMCount.M(s.ProvisionedVMCount),
+			mVMCount.M(s.VMCount),
 			mTemplateVCPUs.M(s.TemplateVCPUs), mTemplateMemoryMB.M(s.TemplateMemoryMB), mTemplateCount.M(s.TemplateCount),
 			mPoolTotalVCPUs.M(s.PoolVCPUs), mPoolTotalMemoryMB.M(s.PoolMemoryMB), mPoolTotalVMCount.M(s.PoolVMCount))
+		for _, st := range ProvisionedStates {
+			rec([]tag.Mutator{tag.Upsert(keyState, st)}, mProvisionedVMCount.M(s.ProvisionedVMs[st]))
+		}
 	}
 	if p.IPs != nil {
 		rec(nil, mIPUsedCount.M(p.IPs.Used), mIPTotalCount.M(p.IPs.Total))

@@ -134,6 +134,7 @@ var (
 	keySource      = tag.MustNewKey("source")
 	keyResource    = tag.MustNewKey("resource")
 	keyStage       = tag.MustNewKey("stage")
+	keyState       = tag.MustNewKey("state")
 )
 
 // Measures. OpenCensus keeps measures in a process-wide registry by name;
@@ -145,7 +146,7 @@ var (
 	mAllocatedVCPUs     = stats.Int64(metricPrefix+"allocated_vcpus", "vCPUs of this hatchery's powered-on VMs (templates excluded)", "1")
 	mAllocatedMemoryMB  = stats.Int64(metricPrefix+"allocated_memory_mb", "Memory of this hatchery's powered-on VMs (templates excluded), in MB", "MBy")
 	mVMCount            = stats.Int64(metricPrefix+"vm_count", "VMs of this hatchery, workers and pre-provisioned, any power state (templates excluded)", "1")
-	mProvisionedVMCount = stats.Int64(metricPrefix+"provisioned_vm_count", "Pre-provisioned (idle) VMs of this hatchery", "1")
+	mProvisionedVMCount = stats.Int64(metricPrefix+"provisioned_vm_count", "Pre-provisioned (idle) VMs of this hatchery, by power state", "1")
 	mTemplateVCPUs      = stats.Int64(metricPrefix+"template_vcpus", "vCPUs defined by this hatchery's model templates (annotation model=true)", "1")
 	mTemplateMemoryMB   = stats.Int64(metricPrefix+"template_memory_mb", "Memory defined by this hatchery's model templates, in MB", "MBy")
 	mTemplateCount      = stats.Int64(metricPrefix+"template_count", "Model templates of this hatchery", "1")
@@ -249,7 +250,7 @@ var viewDefs = []viewDef{
 	{mAllocatedVCPUs, lastValue, nil, true},
 	{mAllocatedMemoryMB, lastValue, nil, true},
 	{mVMCount, lastValue, nil, true},
-	{mProvisionedVMCount, lastValue, nil, true},
+	{mProvisionedVMCount, lastValue, []tag.Key{keyState}, true},
 	{mTemplateVCPUs, lastValue, nil, true},
 	{mTemplateMemoryMB, lastValue, nil, true},
 	{mTemplateCount, lastValue, nil, true},

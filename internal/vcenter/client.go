@@ -43,6 +43,10 @@ type VMs interface {
 	StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// ShutdownVirtualMachine powers the VM off; already off is success.
 	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	// SuspendVirtualMachine suspends a powered-on VM (its memory is kept
+	// on the datastore; a power on resumes it); already suspended is
+	// success, a powered-off VM is an error.
+	SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// DestroyVirtualMachine destroys a powered-off VM; already gone is success.
 	DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// CloneVirtualMachine clones template into folder under name and
@@ -134,6 +138,10 @@ var ErrNotConnected = errors.New("vcenter not connected")
 // ErrWatchLost means the VM change watch is gone or was never started in
 // the current session: the caller resets it and reads every VM again.
 var ErrWatchLost = errors.New("vm change watch lost")
+
+// ErrPoweredOff is returned by SuspendVirtualMachine for a powered-off VM:
+// only a running VM can be suspended.
+var ErrPoweredOff = errors.New("vm is powered off")
 
 // VMWatchProperties are the properties the change watch reports. Each is a
 // scalar that moves whenever something the hatchery reads moves: the name,

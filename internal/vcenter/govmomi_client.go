@@ -38,6 +38,10 @@ const (
 	// powerTaskTimeout bounds power on/off: the hypervisor acts at once;
 	// two minutes covers a queued host.
 	powerTaskTimeout = 2 * time.Minute
+	// suspendTaskTimeout bounds a suspend: the hypervisor writes the
+	// guest's memory to the datastore, which for a large VM on a busy
+	// datastore takes longer than a power off.
+	suspendTaskTimeout = 5 * time.Minute
 	// reconfigureTaskTimeout bounds rename and reconfigure: metadata changes
 	// on the VM's config file.
 	reconfigureTaskTimeout = 2 * time.Minute

@@ -190,6 +190,35 @@ func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObj
 	return nil
 }
 
+// SuspendVirtualMachine suspends a powered-on VM, bounded by
+// suspendTaskTimeout; already suspended is success (checked first, and
+// InvalidPowerState with an existing suspended state too). A powered-off
+// VM cannot be suspended: that is an error naming the VM.
+func (c *Client) SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	state, err := c.powerState(ctx, vm)
+	if err != nil {
+		return err
+	}
+	switch state {
+	case types.VirtualMachinePowerStateSuspended:
+		return nil
+	case types.VirtualMachinePowerStatePoweredOff:
+		return fmt.Errorf("suspend %q: %w", c.vmName(vm), ErrPoweredOff)
+	}
+	_, err = c.runTask(ctx, suspendTaskTimeout, c.vm(vm).Suspend)
+	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStateSuspended {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("suspend %q: %w", c.vmName(vm), err)
+	}
+	c.log.Debug("suspended", logkey.VM, c.vmName(vm))
+	return nil
+}
+
 // DestroyVirtualMachine destroys a powered-off VM; a VM already gone
 // (ManagedObjectNotFound) is success.
 func (c *Client) DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {

@@ -223,6 +223,33 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 	assert.False(t, st.GuestOperationsReady)
 }
 
+// TestSuspendAndResume: a running VM is suspended (twice: already
+// suspended is success) and a power on resumes it; a powered-off VM cannot
+// be suspended (ErrPoweredOff).
+func TestSuspendAndResume(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := cloneWorker(t, ctx, env, "worker-s", "")
+
+	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vm), vcenter.ErrPoweredOff)
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	for range 2 {
+		require.NoError(t, c.SuspendVirtualMachine(ctx, vm))
+		state, err := powerState(ctx, c, vm)
+		require.NoError(t, err)
+		assert.Equal(t, types.VirtualMachinePowerStateSuspended, state)
+	}
+	assert.False(t, env.MustInspect("worker-s").GuestOperationsReady, "a suspended guest runs nothing")
+
+	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	state, err := powerState(ctx, c, vm)
+	require.NoError(t, err)
+	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+}
+
 func TestDestroy(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})

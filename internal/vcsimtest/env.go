@@ -86,6 +86,10 @@ type Options struct {
 	// this coefficient of variation (stddev/mean; 0: none), as
 	// LatencyModel does.
 	ReadyJitter float64
+	// ResumeDelay delays tools-running / guestOperationsReady after a
+	// power on that resumes a suspended VM (0: ready when the task
+	// completes). LatencyOptions sets the model's resume figure.
+	ResumeDelay time.Duration
 	// ForeignVMs adds that many powered-on VMs the hatchery does not own
 	// (fast fixtures, see AddForeignVMs).
 	ForeignVMs int
@@ -237,6 +241,7 @@ func New(o Options) (*Env, error) {
 	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
+	e.ready.resumeDelay = o.ResumeDelay
 
 	admin, err := govmomi.NewClient(ctx, s.URL, true)
 	if err != nil {

@@ -53,7 +53,7 @@ var Latencies = []Latency{
 	{Op: OpLinkedClone, Real: 52 * time.Second, Task: "CloneVm"},
 	{Op: OpInstantClone, Real: 21 * time.Second}, // not used by the hatchery yet
 	{Op: OpGuestReady, Real: 30 * time.Second},
-	{Op: OpResume, Real: 3 * time.Second}, // hot pools, not built yet
+	{Op: OpResume, Real: 3 * time.Second}, // power on of a suspended VM -> guest ready (Options.ResumeDelay)
 	{Op: OpPowerOn, Real: 2 * time.Second, Task: "PowerOn"},
 	{Op: OpReconfigure, Real: time.Second, Task: "ReconfigVm"},
 	{Op: OpRename, Real: time.Second, Task: "Rename"},
@@ -98,10 +98,12 @@ func ApplyTaskDelays(cloneOp string) (restore func()) {
 }
 
 // LatencyOptions returns Options with the guest readiness of the model:
-// guest operations ready OpGuestReady after each power-on, with jitter.
+// guest operations ready OpGuestReady after each power-on (OpResume after
+// one that resumes a suspended VM), with jitter.
 func LatencyOptions(o Options) Options {
 	o.ReadyDelay = Modelled(OpGuestReady)
 	o.ReadyJitter = LatencyJitter
+	o.ResumeDelay = Modelled(OpResume)
 	return o
 }
 

@@ -17,17 +17,67 @@ import (
 // for VMs without a container. The IP of a customized clone is
 // already set by the simulator itself (guest.ipAddress, guest.net); a VM
 // booting with cloud-init guestinfo is handed to FakeCloudInit.
+//
+// Resume: the simulator suspends and powers on a suspended VM (SuspendVM,
+// PowerOnVM) but models no guest: it would report tools running at once,
+// or after ReadyDelay as a boot. On vCenter a power on of a suspended VM
+// resumes the guest from its saved memory: no boot, no first-boot
+// cloud-init, tools answering again within seconds and the guest keeping
+// its address. The handler plays that: after a resume the guest is ready
+// after resumeDelay, cloud-init is not run again, and guest.net is left
+// as it was. FailResume makes a VM's next resume leave the guest dead.
 type readiness struct {
 	self  types.ManagedObjectReference
 	env   *Env
 	delay time.Duration
 	// jitter is the coefficient of variation of delay (Options.ReadyJitter).
 	jitter float64
+	// resumeDelay is Options.ResumeDelay.
+	resumeDelay time.Duration
+
+	mu sync.Mutex
+	// suspended holds the VMs suspended now.
+	suspended map[types.ManagedObjectReference]bool
+	// failResume names VMs whose next resume leaves the guest dead.
+	failResume map[string]bool
 
 	// neverMu guards never: templates (or V1 model paths) whose VMs'
 	// guests never become ready (SetGuestNeverReady).
 	neverMu sync.Mutex
 	never   map[string]bool
+}
+
+// FailResume makes the next resume of the VM named name (a power on from
+// suspended) leave its guest without tools: guest operations never become
+// ready, as for a guest that crashed while suspended.
+func (e *Env) FailResume(name string) {
+	e.ready.mu.Lock()
+	defer e.ready.mu.Unlock()
+	e.ready.failResume[name] = true
+}
+
+// resumed records a power state change of vm and tells whether it is a
+// power on resuming a suspended VM, and if so whether that resume fails.
+func (r *readiness) resumed(vm *simulator.VirtualMachine, state types.VirtualMachinePowerState) (resume, fail bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ref := vm.Reference()
+	was := r.suspended[ref]
+	switch state {
+	case types.VirtualMachinePowerStateSuspended:
+		r.suspended[ref] = true
+		return false, false
+	case types.VirtualMachinePowerStatePoweredOn:
+		delete(r.suspended, ref)
+		if was {
+			fail = r.failResume[vm.Name]
+			delete(r.failResume, vm.Name)
+		}
+		return was, fail
+	default:
+		delete(r.suspended, ref)
+		return false, false
+	}
 }
 
 // SetGuestNeverReady makes the guest of every VM made from template (a
@@ -77,6 +127,9 @@ func installReadiness(e *Env, delay time.Duration) *readiness {
 		self:  types.ManagedObjectReference{Type: "VcsimtestReadiness", Value: "readiness"},
 		env:   e,
 		delay: delay,
+
+		suspended:  map[types.ManagedObjectReference]bool{},
+		failResume: map[string]bool{},
 	}
 	e.Model.Map().AddHandler(r)
 	return r
@@ -113,17 +166,24 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	if !ok {
 		return
 	}
-	if state != types.VirtualMachinePowerStatePoweredOn {
+	resume, failResume := r.resumed(vm, state)
+	if state != types.VirtualMachinePowerStatePoweredOn || failResume {
 		ctx.WithLock(vm, func() { setGuest(ctx, vm, false) })
 		return
 	}
-	if r.delay <= 0 {
+	delay := r.delay
+	if resume {
+		delay = r.resumeDelay
+	}
+	if delay <= 0 {
 		ctx.WithLock(vm, func() {
 			if r.neverReady(vm) {
 				return
 			}
 			setGuest(ctx, vm, true)
-			r.env.CloudInit.powerOn(ctx, vm)
+			if !resume {
+				r.env.CloudInit.powerOn(ctx, vm)
+			}
 		})
 		return
 	}
@@ -133,7 +193,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	r.env.wg.Add(1)
 	go func() {
 		defer r.env.wg.Done()
-		timer := time.NewTimer(jittered(r.delay, r.jitter))
+		timer := time.NewTimer(jittered(delay, r.jitter))
 		defer timer.Stop()
 		select {
 		case <-r.env.ctx.Done():
@@ -144,7 +204,9 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		sctx.WithLock(vm, func() {
 			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && !r.neverReady(vm) {
 				setGuest(sctx, vm, true)
-				r.env.CloudInit.powerOn(sctx, vm)
+				if !resume {
+					r.env.CloudInit.powerOn(sctx, vm)
+				}
 			}
 		})
 	}()

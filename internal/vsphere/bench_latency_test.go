@@ -27,8 +27,10 @@ import (
 // mode.
 type latencyScenario struct {
 	name string
-	// pool: "none" (every job clones) or "powered-off" (every job claims
-	// a pre-provisioned VM, provisioned before the burst).
+	// pool: "none" (every job clones), or the idle state of the pool
+	// every job claims from (provisioned before the burst): "powered-off",
+	// "suspended" or "powered-on" (the hot pools, pre-sized to the
+	// flavor every job asks for).
 	pool string
 	// linked: the template has a snapshot, so clones are linked.
 	linked bool
@@ -55,14 +57,16 @@ type latencyResult struct {
 // once and booked at once; the modelled critical path of the i-th clone to
 // start includes waiting for a task slot as an ideal scheduler would
 // (floor(i / maxConcurrentTasks) modelled clones), so what remains is the
-// hatchery's own time. Hot pools (suspended, powered-on idle) are not built
-// yet: their row says so.
+// hatchery's own time. The last line compares the suspended pool's p50
+// with the fresh linked clone's (the faster fresh start).
 func BenchmarkJobStartLatency(b *testing.B) {
 	scenarios := []latencyScenario{
 		{name: "no pool, full clone", pool: "none", jobs: 8, tasks: 8},
 		{name: "no pool, linked clone", pool: "none", linked: true, jobs: 8, tasks: 8},
 		{name: "powered-off pool, full clone", pool: "powered-off", jobs: 8, tasks: 8},
 		{name: "powered-off pool, linked clone", pool: "powered-off", linked: true, jobs: 8, tasks: 8},
+		{name: "suspended pool", pool: "suspended", linked: true, jobs: 8, tasks: 8},
+		{name: "powered-on pool", pool: "powered-on", linked: true, jobs: 8, tasks: 8},
 		{name: "burst 50, no pool, linked clone", pool: "none", linked: true, jobs: 50, tasks: 8},
 	}
 	out := io.Writer(os.Stdout)
@@ -100,15 +104,25 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 	cfg.MaxConcurrentTasks = sc.tasks
 	// The simulator reports a guest IP only from a fixed-IP customization.
 	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.80.10/24", "192.168.80.1", "255.255.255.0", "192.168.80.2"
-	if sc.pool == "powered-off" {
+	flavor := ""
+	switch sc.pool {
+	case "powered-off":
 		cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs}}
-		cfg.WorkerProvisioningPoolSize = sc.jobs
+	case "suspended", "powered-on":
+		state := config.IdleStateSuspended
+		if sc.pool == "powered-on" {
+			state = config.IdleStatePoweredOn
+		}
+		flavor = "bench"
+		cfg.Flavors = []config.Flavor{{Name: flavor, CPUs: 2, MemoryMB: 2048}}
+		cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs, Flavor: flavor, IdleState: state}}
 	}
+	cfg.WorkerProvisioningPoolSize = max(sc.jobs, 1)
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(b, err)
-	if sc.pool == "powered-off" {
+	if sc.pool != "none" {
 		h.WarmProvisioningPass(ctx)
 		env.WaitInventory(inv)
 	}
@@ -128,7 +142,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 		wg.Add(1)
 		go func(j int) {
 			defer wg.Done()
-			args := viV2Args(cfg.CommonConfiguration.Name, fmt.Sprintf("lat-%d", j), fmt.Sprintf("run-lat-%d", j), "")
+			args := viV2Args(cfg.CommonConfiguration.Name, fmt.Sprintf("lat-%d", j), fmt.Sprintf("run-lat-%d", j), flavor)
 			args.Queued, args.Booked = queued, time.Now()
 			errs[j] = h.SpawnWorker(context.WithoutCancel(ctx), args)
 		}(j)
@@ -141,9 +155,19 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 	return latencyOf(sc, cloneOp, timings)
 }
 
-// modelledStage is the modelled duration of a stage (0: the hatchery's
-// own work, or a guest program that starts at once).
-func modelledStage(s vsphere.SpawnStage, cloneOp string) time.Duration {
+// modelledStage is the modelled duration of a stage of a spawn from pool
+// (0: the hatchery's own work, or a guest program that starts at once). A
+// hot claim's power-on stage is the resume and the check (the guest
+// answers after the resume of a suspended VM, at once when it runs), and
+// its guest is ready by the IP stage.
+func modelledStage(s vsphere.SpawnStage, pool, cloneOp string) time.Duration {
+	hot := pool == "suspended" || pool == "powered-on"
+	switch {
+	case hot && s == vsphere.StagePowerOn && pool == "suspended":
+		return vcsimtest.Modelled(vcsimtest.OpPowerOn) + vcsimtest.Modelled(vcsimtest.OpResume)
+	case hot && (s == vsphere.StagePowerOn || s == vsphere.StageIP):
+		return 0
+	}
 	switch s {
 	case vsphere.StageClone:
 		return vcsimtest.Modelled(cloneOp) + vcsimtest.Modelled(vcsimtest.OpPowerOn)
@@ -185,9 +209,9 @@ func latencyOf(sc latencyScenario, cloneOp string, timings []vsphere.SpawnTiming
 		t := timings[i]
 		var modelled time.Duration
 		for _, s := range t.Stages {
-			m := modelledStage(s.Stage, cloneOp)
+			m := modelledStage(s.Stage, sc.pool, cloneOp)
 			if s.Stage == vsphere.StageClone || s.Stage == vsphere.StageClaim {
-				m += time.Duration(rank/sc.tasks) * modelledStage(s.Stage, cloneOp)
+				m += time.Duration(rank/sc.tasks) * modelledStage(s.Stage, sc.pool, cloneOp)
 			}
 			if s.Stage == vsphere.StageQueueToBook {
 				m = s.D // booked when queued: the burst's own fan-out, not modelled
@@ -218,16 +242,20 @@ func printLatency(w io.Writer, results []latencyResult) {
 	vcsimtest.PrintLatencyModel(w)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-34s %5s %5s | %8s %8s %8s | %12s %12s\n", "scenario (times in s, modelled)", "jobs", "tasks", "p50", "p95", "max", "overhead p50", "overhead p95")
-	var burst time.Duration
+	var burst, hot, fresh time.Duration
 	for _, r := range results {
 		fmt.Fprintf(w, "%-34s %5d %5d | %8s %8s %8s | %12s %12s\n", r.scenario.name, r.scenario.jobs, r.scenario.tasks,
 			sec(pct(r.jobStart, 0.5)), sec(pct(r.jobStart, 0.95)), sec(pct(r.jobStart, 1)),
 			sec(pct(r.overhead, 0.5)), sec(pct(r.overhead, 0.95)))
-		if r.scenario.jobs == 50 {
+		switch {
+		case r.scenario.jobs == 50:
 			burst = pct(r.overhead, 0.95)
+		case r.scenario.pool == "suspended":
+			hot = pct(r.jobStart, 0.5)
+		case r.scenario.pool == "none" && r.scenario.linked:
+			fresh = pct(r.jobStart, 0.5)
 		}
 	}
-	fmt.Fprintf(w, "%-34s %5s %5s | %8s %8s %8s | %12s %12s\n", "hot pool (suspended / powered-on)", "-", "-", "n/a", "n/a", "n/a", "n/a", "n/a")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "overhead per stage, p95 (measured - modelled, s):")
 	for _, r := range results {
@@ -242,5 +270,9 @@ func printLatency(w io.Writer, results []latencyResult) {
 		}
 		fmt.Fprintf(w, "  %-34s %s\n", r.scenario.name, strings.Join(parts, " "))
 	}
-	fmt.Fprintf(w, "hot/fresh p50 ratio: n/a (hot pools not built yet); overhead p95: %s s\n", sec(burst))
+	ratio := 0.0
+	if fresh > 0 {
+		ratio = hot.Seconds() / fresh.Seconds()
+	}
+	fmt.Fprintf(w, "hot/fresh p50 ratio: %.3f; overhead p95: %s s\n", ratio, sec(burst))
 }

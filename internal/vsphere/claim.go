@@ -54,15 +54,18 @@ func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) er
 // (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
-// provisioned, claimed or deleted. An exact-flavor VM is preferred, then a
-// neutral VM (the caller reconfigures it through prepareClaimedVM); a VM
-// pre-sized for another flavor is never taken. Power state and annotation
-// decide that a VM is ready: a VM still powered on is still being
-// provisioned (or half-made) and is skipped. The claim is atomic: two
+// provisioned, claimed or deleted, waiting in the idle state their
+// annotation records (idleProvisioned). Power state and annotation
+// decide that a VM is ready: a VM whose power state is not its recorded
+// idle state is still being provisioned (or half-made) and is skipped. The claim is atomic: two
 // concurrent claims never return the same VM (a move to Claimed in the
 // lifecycle table). The entry ends when the inventory no longer shows the
 // VM as a pool VM (forgetConsumed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*inventory.VM, error) {
+//
+// The order of the candidates is claimCandidates'; hotOK false leaves out
+// suspended and powered-on VMs (a cloud-init spawn: its userdata is read
+// at first boot, which a hot VM has passed).
+func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
 	want := poolKey{model: model.GetVSphereImage()}
 	if model.IsV1() {
 		want = poolKey{v1: true, model: model.ModelV1.Path()}
@@ -80,26 +83,9 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
 	}
 	h.forgetConsumed(vms)
-	var exact, neutral []inventory.VM
-	for _, v := range vms {
-		if !h.idleProvisioned(v) {
-			continue
-		}
-		k, _ := h.keyOf(v)
-		if k.v1 != want.v1 || k.model != want.model {
-			continue
-		}
-		switch k.flavor {
-		case wantFlavor:
-			exact = append(exact, v)
-		case "":
-			neutral = append(neutral, v)
-		}
-	}
-	sortOldestFirst(exact)
-	sortOldestFirst(neutral)
+	candidates := h.claimCandidates(vms, want, wantFlavor, hotOK)
 
-	for _, v := range append(exact, neutral...) {
+	for _, v := range candidates {
 		// One atomic step: a VM a concurrent claim took, or the surplus
 		// removal or cleanup marked since the listing, is not idle any
 		// more and the move is refused. From here the VM is a worker (or,
@@ -130,8 +116,45 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 	return nil, nil
 }
 
+// claimCandidates lists the idle pool VMs of pool want (any flavor) that a
+// spawn of flavor wantFlavor may take, in the order it should try them
+// (docs/configuration.md, "Warm pool"): the exact flavor waiting hot
+// (suspended or powered on; only when hotOK), the exact flavor powered
+// off, a neutral VM powered off (resized on claim). Within each group the
+// oldest goes first. A VM pre-sized for another flavor, or a hot VM with
+// no flavor (it could not be resized), is never a candidate.
+func (h *HatcheryVSphere) claimCandidates(vms []inventory.VM, want poolKey, wantFlavor string, hotOK bool) []inventory.VM {
+	var hot, exact, neutral []inventory.VM
+	for _, v := range vms {
+		if !h.idleProvisioned(v) {
+			continue
+		}
+		k, _ := h.keyOf(v)
+		if k.v1 != want.v1 || k.model != want.model {
+			continue
+		}
+		isHot := v.Annotation.IdleState != ""
+		switch {
+		case isHot && (!hotOK || k.flavor == "" || k.flavor != wantFlavor):
+		case isHot:
+			hot = append(hot, v)
+		case k.flavor == wantFlavor:
+			exact = append(exact, v)
+		case k.flavor == "":
+			neutral = append(neutral, v)
+		}
+	}
+	sortOldestFirst(hot)
+	sortOldestFirst(exact)
+	sortOldestFirst(neutral)
+	return append(append(hot, exact...), neutral...)
+}
+
 func claimReason(v inventory.VM, wantFlavor string) string {
-	if strings.EqualFold(v.Annotation.Flavor, wantFlavor) {
+	switch {
+	case v.Annotation.IdleState != "":
+		return "exact flavor, " + v.Annotation.IdleState
+	case strings.EqualFold(v.Annotation.Flavor, wantFlavor):
 		return "exact flavor"
 	}
 	return "neutral vm, resized on claim"
@@ -164,27 +187,10 @@ func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *inventory.VM
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
 func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
-	if vm == nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm: no vm")
-	}
-	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	if err := h.beginPrepare(vm, &annot); err != nil {
+		return types.ManagedObjectReference{}, err
 	}
 	newName := annot.WorkerName
-	if newName == "" {
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
-	}
-	annot.HatcheryName = h.Name()
-	annot.Provisioning = false
-	if annot.IPAddress == "" {
-		annot.IPAddress = vm.Annotation.IPAddress
-	}
-	// Created is the claim time: cleanup measures the worker's registration
-	// window from it until WorkerStarted is recorded. Keeping the
-	// provisioning time would let cleanup take a freshly claimed VM that
-	// waited long in the pool for a worker that never started.
-	annot.Created = h.now().UTC()
 	resize := flavor != nil && vm.Annotation.Flavor == ""
 	if flavor != nil && annot.Flavor == "" {
 		annot.Flavor = flavor.Name
@@ -192,19 +198,6 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		annot.Flavor = vm.Annotation.Flavor
 	}
 	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
-
-	// Cleanup leaves the VM alone under its new name until it runs; the
-	// spawn moves it on to Running (recordCreated).
-	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
-		// Nothing was done to the VM: it is idle again.
-		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
-		return types.ManagedObjectReference{}, fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
-	}
-
-	// The VM came from the snapshot, which shows its address from now on:
-	// the reservation its provisioning made under its old name would
-	// outlive it.
-	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -272,6 +265,51 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
+}
+
+// beginPrepare starts the preparation of a claimed pool VM as the worker
+// annot.WorkerName: it refuses a VM that is not ours (or no worker name),
+// completes annot as the worker's record (this hatchery, no longer a pool
+// VM, the VM's IP when annot has none, created now) and moves the worker
+// name to Preparing. On a refused move the claim is dropped (the VM is
+// idle again, nothing was done to it).
+func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
+	if vm == nil {
+		return fmt.Errorf("prepare claimed vm: no vm")
+	}
+	if !vm.OwnedBy(h.Name()) || vm.Template {
+		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
+		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	}
+	newName := annot.WorkerName
+	if newName == "" {
+		return fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
+	}
+	annot.HatcheryName = h.Name()
+	annot.Provisioning = false
+	annot.IdleState = ""
+	if annot.IPAddress == "" {
+		annot.IPAddress = vm.Annotation.IPAddress
+	}
+	// Created is the claim time: cleanup measures the worker's registration
+	// window from it until WorkerStarted is recorded. Keeping the
+	// provisioning time would let cleanup take a freshly claimed VM that
+	// waited long in the pool for a worker that never started.
+	annot.Created = h.now().UTC()
+
+	// Cleanup leaves the VM alone under its new name until it runs; the
+	// spawn moves it on to Running (recordCreated).
+	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+		// Nothing was done to the VM: it is idle again.
+		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
+	}
+
+	// The VM came from the snapshot, which shows its address from now on:
+	// the reservation its provisioning made under its old name would
+	// outlive it.
+	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
+	return nil
 }
 
 // annotationModel names the model an annotation is for.

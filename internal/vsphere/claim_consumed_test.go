@@ -20,12 +20,12 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil)
 	ctx := context.Background()
 
-	got, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	// The spawn ended; the snapshot is still stale.
 
-	again, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
+	again, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.Nil(t, again, "the stale entry of a claimed VM is not claimable")
 	require.False(t, e.h.idleProvisioned(idle), "nor idle for the surplus removal")
@@ -39,7 +39,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	e.inv.mu.Lock()
 	e.inv.vms = []inventory.VM{worker, fresh}
 	e.inv.mu.Unlock()
-	next, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil)
+	next, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, next)
 	require.Equal(t, "provision-v2-b", next.Name)

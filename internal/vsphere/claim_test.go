@@ -77,7 +77,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 			e.h.markToDelete("provision-v2-deleted")
 			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor)
+				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor, true)
 				require.NoError(t, err)
 				if want == "" {
 					assert.Nil(t, got)
@@ -100,11 +100,11 @@ func TestClaimProvisionedVMV1(t *testing.T) {
 	}))
 	v2vm := warmProvVM("provision-v2-abc", "m1", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
-	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil)
+	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 }
@@ -114,7 +114,7 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
@@ -134,7 +134,7 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 	for range n {
 		wg.Go(func() {
 			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 			if err != nil || vm == nil {
 				return
 			}
@@ -351,7 +351,7 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	putPhase(e.h, "worker-x", lifecycle.Marked)
@@ -385,7 +385,7 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-second"), casAt("cv-provision-v2-second")).
 			Return(nil),
 	)
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v2-second", got.Name)
@@ -402,7 +402,7 @@ func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
 		Return(errors.New("connection reset"))
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
 	require.Error(t, err)
 	assert.Nil(t, got)
 	assert.NotErrorIs(t, err, errClaimLost)

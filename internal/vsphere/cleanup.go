@@ -163,9 +163,14 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 
 	if vm.HasPrefix(provisionPrefix) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
-		// left half-made by a crash: never powered off long after creation.
-		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff {
-			return awolKeep("provisioned, idle")
+		// left half-made by a crash (never in its idle state long after
+		// creation) and a hot pool VM that is not in the state its record
+		// says (suspended or running, found otherwise: broken).
+		if vm.PowerState == idlePowerState(a) {
+			return awolKeep("provisioned, idle " + string(vm.PowerState))
+		}
+		if a.IdleState != "" {
+			return awolRemove(fmt.Sprintf("broken hot pool vm: recorded %s, found %s", a.IdleState, vm.PowerState))
 		}
 		if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
 			return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))

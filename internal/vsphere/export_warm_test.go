@@ -22,7 +22,7 @@ func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killA
 
 // WarmClaim is claimProvisionedVM.
 func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*inventory.VM, error) {
-	return h.claimProvisionedVM(ctx, model, flavor)
+	return h.claimProvisionedVM(ctx, model, flavor, true)
 }
 
 // WarmPrepareClaimed is prepareClaimedVM.

@@ -21,6 +21,7 @@ func FaultsShortenReadiness(t testing.TB, guestOps time.Duration) {
 	readiness.IP = guestOps
 	readiness.Env = guestOps
 	readiness.EnvRetry = guestOps / 10
+	readiness.Resume = guestOps
 	readiness.Cleanup = 10 * time.Second
 }
 

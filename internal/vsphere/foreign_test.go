@@ -90,7 +90,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	e.h.killAwolServers(ctx)
 
 	for _, m := range []sdk.WorkerStarterWorkerModel{v2Model("debian12"), v1Model("grp", "m1")} {
-		got, err := e.h.claimProvisionedVM(ctx, m, nil)
+		got, err := e.h.claimProvisionedVM(ctx, m, nil, true)
 		require.NoError(t, err)
 		assert.Nil(t, got)
 	}

@@ -34,6 +34,10 @@ type readinessTimeouts struct {
 	// Cleanup bounds the power-off made after a failure, on a context
 	// detached from the (possibly cancelled) spawn context.
 	Cleanup time.Duration
+	// Resume bounds each stage of the check of a claimed hot pool VM
+	// (guest operations ready, its IP): a resumed guest was running
+	// already and answers within seconds; one that does not is broken.
+	Resume time.Duration
 }
 
 // readiness are the timeouts in use.
@@ -44,6 +48,7 @@ var readiness = readinessTimeouts{
 	EnvRetry:         5 * time.Second,
 	RegisterShutdown: 15 * time.Minute,
 	Cleanup:          1 * time.Minute,
+	Resume:           30 * time.Second,
 }
 
 // Guest programs.

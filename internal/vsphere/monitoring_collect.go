@@ -150,7 +150,8 @@ type vmSummary struct {
 	workers []workerGauge
 
 	allocatedVCPUs, allocatedMemoryMB int64
-	vmCount, provisionedVMCount       int64
+	vmCount                           int64
+	provisioned                       map[string]int64
 
 	templateVCPUs, templateMemoryMB, templateCount int64
 
@@ -161,7 +162,7 @@ type vmSummary struct {
 func (s vmSummary) gauges() *metrics.Inventory {
 	g := &metrics.Inventory{
 		AllocatedVCPUs: s.allocatedVCPUs, AllocatedMemoryMB: s.allocatedMemoryMB,
-		VMCount: s.vmCount, ProvisionedVMCount: s.provisionedVMCount,
+		VMCount: s.vmCount, ProvisionedVMs: s.provisioned,
 		TemplateVCPUs: s.templateVCPUs, TemplateMemoryMB: s.templateMemoryMB, TemplateCount: s.templateCount,
 		PoolVCPUs: s.poolVCPUs, PoolMemoryMB: s.poolMemoryMB, PoolVMCount: s.poolVMCount,
 	}
@@ -176,7 +177,8 @@ func (s vmSummary) gauges() *metrics.Inventory {
 //   - this hatchery's VMs: carry hatchery's ownership record, are not
 //     vSphere templates and not model templates (annotation model=true);
 //     each is one per-worker series and counts in vm_count (any power
-//     state), provisioned_vm_count (annotation provisioning=true) and, when
+//     state), provisioned_vm_count (annotation provisioning=true, by power
+//     state) and, when
 //     powered on, allocated_* (the capacity check's notion, docs/design.md#allocated);
 //   - this hatchery's model templates: its VMs with annotation model=true;
 //     template_* sum their configured size;
@@ -213,7 +215,10 @@ func summarizeVMs(hatchery string, vms []inventory.VM) vmSummary {
 		s.workers = append(s.workers, workerGauge{name: v.Name, model: model, vcpus: cpu, memoryMB: mem})
 		s.vmCount++
 		if v.Annotation.Provisioning {
-			s.provisionedVMCount++
+			if s.provisioned == nil {
+				s.provisioned = map[string]int64{}
+			}
+			s.provisioned[string(v.PowerState)]++
 		}
 		if v.PoweredOn() {
 			s.allocatedVCPUs += cpu

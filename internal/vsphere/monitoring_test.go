@@ -174,7 +174,10 @@ func TestMetricsScrapeMatchesFixture(t *testing.T) {
 		{"cds_hatchery_vsphere_allocated_memory_mb", svc(testHatchery), 12288},
 		// Ours, templates excluded: two workers + one provisioned.
 		{"cds_hatchery_vsphere_vm_count", svc(testHatchery), 3},
-		{"cds_hatchery_vsphere_provisioned_vm_count", svc(testHatchery), 1},
+		// The provisioned vm is powered off; every state has its series.
+		{"cds_hatchery_vsphere_provisioned_vm_count", svc(testHatchery, "state", "poweredOff"), 1},
+		{"cds_hatchery_vsphere_provisioned_vm_count", svc(testHatchery, "state", "suspended"), 0},
+		{"cds_hatchery_vsphere_provisioned_vm_count", svc(testHatchery, "state", "poweredOn"), 0},
 		{"cds_hatchery_vsphere_template_vcpus", svc(testHatchery), 1},
 		{"cds_hatchery_vsphere_template_memory_mb", svc(testHatchery), 1024},
 		{"cds_hatchery_vsphere_template_count", svc(testHatchery), 1},

@@ -86,7 +86,9 @@ func TestVcsimMetricsScrapeMatchesSimulator(t *testing.T) {
 		return v
 	}
 	assert.Equal(t, 3.0, gauge("cds_hatchery_vsphere_vm_count"), "our two workers and our idle provisioned vm")
-	assert.Equal(t, 1.0, gauge("cds_hatchery_vsphere_provisioned_vm_count"))
+	poweredOff := regexp.MustCompile(`(?m)^cds_hatchery_vsphere_provisioned_vm_count\{[^}]*state="poweredOff"[^}]*\} ([0-9.e+-]+)$`).FindStringSubmatch(text)
+	require.NotNil(t, poweredOff, "provisioned_vm_count{state=\"poweredOff\"} missing from the scrape")
+	assert.Equal(t, "1", poweredOff[1], "our idle provisioned vm, powered off")
 	assert.Equal(t, 6.0, gauge("cds_hatchery_vsphere_allocated_vcpus"), "our powered-on vms: 2 + 4")
 	assert.Equal(t, 12288.0, gauge("cds_hatchery_vsphere_allocated_memory_mb"))
 	assert.Equal(t, float64(all), gauge("cds_hatchery_vsphere_pool_total_vm_count"))

@@ -79,6 +79,8 @@ type provisionTask struct {
 	flavor   *config.Flavor
 	// lastModified is the V1 model's last modification (Unix seconds).
 	lastModified string
+	// idleState is how the VM waits once ready (config.WorkerProvisioning.State).
+	idleState string
 }
 
 // poolTarget is one pool's configured size and how to fill it.
@@ -200,7 +202,7 @@ func (h *HatcheryVSphere) provisioningTargets(ctx context.Context, vms []invento
 		}
 		configured[key] += e.Number
 
-		task := provisionTask{key: key}
+		task := provisionTask{key: key, idleState: e.State()}
 		if key.flavor != "" {
 			f := h.flavorByName(key.flavor)
 			if f == nil {
@@ -335,7 +337,7 @@ func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 }
 
 // provisionOne clones one VM for the pool, waits for its IP and powers it
-// off, when its footprint fits the static limits meanwhile
+// off (a hot pool's VM: readyHot), when its footprint fits the static limits meanwhile
 // (reserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := t.name
@@ -409,17 +411,76 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		h.markToDelete(name)
 		return
 	}
-	if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
-		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
-		h.markToDelete(name)
-		h.inv.Invalidate()
-		return
+	if t.idleState == config.IdleStateSuspended || t.idleState == config.IdleStatePoweredOn {
+		if err := h.readyHot(ctx, vm, name, &annot, t.idleState); err != nil {
+			log.Warn("provisioning failed", logkey.Err, err)
+			h.markToDelete(name)
+			h.inv.Invalidate()
+			return
+		}
+		// A suspended VM holds no capacity any more; a running one does,
+		// and the inventory counts it once it shows it (the reservation
+		// ends after the release grace).
+		off = t.idleState == config.IdleStateSuspended
+	} else {
+		if err := h.vs.ShutdownVirtualMachine(ctx, vm); err != nil {
+			log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
+			h.markToDelete(name)
+			h.inv.Invalidate()
+			return
+		}
+		off = true
 	}
-	off = true
 	h.inv.Invalidate()
 	if grace := h.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
 		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(h.now().Add(grace)))
 	}
-	log.Info("provisioned vm ready", logkey.Detail, "cloned, got its ip, powered off")
+	log.Info("provisioned vm ready", logkey.Detail, provisionedDetail(t.idleState))
+}
+
+// readyHot makes a booted pool VM ready to wait hot (idleState suspended or
+// poweredOn): it waits for guest operations (bounded by
+// provisionIPTimeout, as the IP), records the idle state and the guest's
+// IP in the VM's annotation (the record a claim checks the resumed VM
+// against, and what a restart reads), then suspends a VM of a suspended
+// pool. The record is written before the suspend: a VM whose suspend
+// fails or is cut short is powered on with a suspended record, which is
+// never idle and which the cleanup removes.
+func (h *HatcheryVSphere) readyHot(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, idleState string) error {
+	gctx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
+	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for guest operations of %q: %w", name, err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
+	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("wait for ip of %q: %w", name, err)
+	}
+	annot.IPAddress = ip
+	annot.IdleState = idleState
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		return fmt.Errorf("record idle state %q: %w", idleState, err)
+	}
+	if idleState != config.IdleStateSuspended {
+		return nil
+	}
+	if err := h.vs.SuspendVirtualMachine(ctx, vm); err != nil {
+		return fmt.Errorf("suspend %q: %w", name, err)
+	}
+	return nil
+}
+
+// provisionedDetail says how a ready pool VM waits, for the log.
+func provisionedDetail(idleState string) string {
+	switch idleState {
+	case config.IdleStateSuspended:
+		return "cloned, got its ip, guest ready, suspended"
+	case config.IdleStatePoweredOn:
+		return "cloned, got its ip, guest ready, running idle"
+	}
+	return "cloned, got its ip, powered off"
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -12,13 +13,14 @@ import (
 )
 
 // idleProvisioned tells whether vm is an idle VM of the warm pool: ours,
-// provisioned, powered off, not being provisioned, claimed or deleted.
+// provisioned, in the power state its record's idle state says
+// (idlePowerState), not being provisioned, claimed or deleted.
 // Only such VMs may be claimed or removed as surplus.
 func (h *HatcheryVSphere) idleProvisioned(vm inventory.VM) bool {
 	if _, ok := h.keyOf(vm); !ok {
 		return false
 	}
-	return vm.PowerState == types.VirtualMachinePowerStatePoweredOff &&
+	return vm.PowerState == idlePowerState(vm.Annotation) &&
 		h.life.In(vm.Name, claimable...) &&
 		!h.life.RefIn(vm.Ref.Value, consumedPhases...)
 }
@@ -82,4 +84,20 @@ func keyLess(a, b poolKey) bool {
 		return a.model < b.model
 	}
 	return a.flavor < b.flavor
+}
+
+// idlePowerState is the power state a ready pool VM whose record is a
+// waits in: its idle state (docs/configuration.md, "Warm pool"); powered
+// off when none is recorded.
+func idlePowerState(a *inventory.Annotation) types.VirtualMachinePowerState {
+	if a == nil {
+		return types.VirtualMachinePowerStatePoweredOff
+	}
+	switch a.IdleState {
+	case config.IdleStateSuspended:
+		return types.VirtualMachinePowerStateSuspended
+	case config.IdleStatePoweredOn:
+		return types.VirtualMachinePowerStatePoweredOn
+	}
+	return types.VirtualMachinePowerStatePoweredOff
 }

@@ -389,7 +389,7 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	assert.Zero(t, len(namesIn(e.h, lifecycle.Claimed)))
 
 	// Marked: neither claimed nor counted meanwhile.
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 

@@ -149,12 +149,17 @@ func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStar
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
 func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
-	claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor)
-	if err != nil {
-		h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
-		claimed = nil
-	}
-	if claimed != nil {
+	for attempt := 0; ; attempt++ {
+		// A hot VM whose check fails is discarded: the next candidate
+		// (or a fresh clone) serves the job.
+		claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor, boot == nil && attempt < maxHotClaims)
+		if err != nil {
+			h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
+			claimed = nil
+		}
+		if claimed == nil {
+			break
+		}
 		if !claimed.OwnedBy(h.Name()) {
 			// Never act on a VM that is not ours, whatever the claim says.
 			return types.ManagedObjectReference{}, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
@@ -162,8 +167,19 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
-		vm, err := h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
-		h.inv.Invalidate()
+		var vm types.ManagedObjectReference
+		if claimed.Annotation.IdleState != "" {
+			vm, err = h.prepareHotVM(ctx, claimed, *annot)
+			h.inv.Invalidate()
+			if errors.Is(err, errHotCheck) {
+				annot.IPAddress = ""
+				h.log.Info("hot vm discarded, trying the next option", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Err, err)
+				continue
+			}
+		} else {
+			vm, err = h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
+			h.inv.Invalidate()
+		}
 		if err != nil {
 			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
 		}
@@ -172,6 +188,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		}
 		return vm, nil
 	}
+	annot.IPAddress, annot.Created = "", h.now().UTC()
 	return h.cloneVMBoot(ctx, templateName, annot.WorkerName, annot, flavor, boot)
 }
 
