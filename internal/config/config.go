@@ -103,6 +103,13 @@ type Config struct {
 	// QuarantineBackoffMax is in seconds: the period doubles after each
 	// failed probe up to this.
 	QuarantineBackoffMax int `mapstructure:"quarantineBackoffMax" toml:"quarantineBackoffMax" json:"quarantineBackoffMax"`
+
+	// Debug hold of failed spawns (docs/design.md#debug-hold).
+	// KeepFailedWorkers is how many VMs of failed spawns are kept powered
+	// on for inspection at a time; 0 (the default) deletes them at once.
+	KeepFailedWorkers int `mapstructure:"keepFailedWorkers" toml:"keepFailedWorkers" json:"keepFailedWorkers"`
+	// KeepFailedWorkersFor is in seconds: how long a VM stays held.
+	KeepFailedWorkersFor int `mapstructure:"keepFailedWorkersFor" toml:"keepFailedWorkersFor" json:"keepFailedWorkersFor"`
 }
 
 // Network is one static IP range with its own gateway, mask and DNS.

@@ -74,6 +74,7 @@ func setDurationKey(t *testing.T, c *Config, key string, v int) {
 		"inventoryRefreshInterval":                        &c.InventoryRefreshInterval,
 		"quarantineBackoff":                               &c.QuarantineBackoff,
 		"quarantineBackoffMax":                            &c.QuarantineBackoffMax,
+		"keepFailedWorkersFor":                            &c.KeepFailedWorkersFor,
 		"commonConfiguration.api.requestTimeout":          &c.CommonConfiguration.API.RequestTimeout,
 		"commonConfiguration.provision.registerFrequency": &c.CommonConfiguration.Provision.RegisterFrequency,
 	}[key]

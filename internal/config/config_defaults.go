@@ -20,6 +20,8 @@ const (
 	DefaultQuarantineThreshold         = 3    // consecutive template failures
 	DefaultQuarantineBackoff           = 120  // seconds: the first quarantine period
 	DefaultQuarantineBackoffMax        = 1800 // seconds: the longest quarantine period
+	DefaultKeepFailedWorkers           = 0    // VMs of failed spawns held: off
+	DefaultKeepFailedWorkersFor        = 3600 // seconds: how long one is held
 
 	DefaultHTTPAddr                       = "127.0.0.1"
 	DefaultHTTPPort                       = 8086
@@ -73,5 +75,7 @@ func Default() Config {
 		QuarantineThreshold:         DefaultQuarantineThreshold,
 		QuarantineBackoff:           DefaultQuarantineBackoff,
 		QuarantineBackoffMax:        DefaultQuarantineBackoffMax,
+		KeepFailedWorkers:           DefaultKeepFailedWorkers,
+		KeepFailedWorkersFor:        DefaultKeepFailedWorkersFor,
 	}
 }

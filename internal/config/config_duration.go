@@ -9,16 +9,17 @@ import "time"
 // negative duration (a negative workerTTL would make every worker look
 // expired). docs/configuration.md lists them.
 const (
-	MaxWorkerTTL                   = 7 * 24 * 60 // minutes: one week
-	MaxWorkerRegistrationTTL       = 24 * 60     // minutes: one day
-	MaxWorkerProvisioningInterval  = 24 * 3600   // seconds: one day
-	MaxKillAwolServersInterval     = 24 * 3600   // seconds: one day
-	MaxKillDisabledWorkersInterval = 24 * 3600   // seconds: one day
-	MaxInventoryRefreshInterval    = 3600        // seconds: one hour
-	MaxAPIRequestTimeout           = 600         // seconds: ten minutes
-	MaxRegisterFrequency           = 24 * 3600   // seconds: one day
-	MaxFinishedWorkerGracePeriod   = 24 * 3600   // seconds: one day (0 is allowed: no grace)
-	MaxQuarantineBackoff           = 24 * 3600   // seconds: one day
+	MaxWorkerTTL                   = 7 * 24 * 60   // minutes: one week
+	MaxWorkerRegistrationTTL       = 24 * 60       // minutes: one day
+	MaxWorkerProvisioningInterval  = 24 * 3600     // seconds: one day
+	MaxKillAwolServersInterval     = 24 * 3600     // seconds: one day
+	MaxKillDisabledWorkersInterval = 24 * 3600     // seconds: one day
+	MaxInventoryRefreshInterval    = 3600          // seconds: one hour
+	MaxAPIRequestTimeout           = 600           // seconds: ten minutes
+	MaxRegisterFrequency           = 24 * 3600     // seconds: one day
+	MaxFinishedWorkerGracePeriod   = 24 * 3600     // seconds: one day (0 is allowed: no grace)
+	MaxQuarantineBackoff           = 24 * 3600     // seconds: one day
+	MaxKeepFailedWorkersFor        = 7 * 24 * 3600 // seconds: one week
 )
 
 // durationKey is one duration setting: its key (relative to KeyPrefix), its
@@ -42,6 +43,7 @@ var durationKeys = []durationKey{
 	{"commonConfiguration.api.requestTimeout", time.Second, "seconds", DefaultAPIRequestTimeout, MaxAPIRequestTimeout, func(c *Config) int { return c.CommonConfiguration.API.RequestTimeout }},
 	{"quarantineBackoff", time.Second, "seconds", DefaultQuarantineBackoff, MaxQuarantineBackoff, func(c *Config) int { return c.QuarantineBackoff }},
 	{"quarantineBackoffMax", time.Second, "seconds", DefaultQuarantineBackoffMax, MaxQuarantineBackoff, func(c *Config) int { return c.QuarantineBackoffMax }},
+	{"keepFailedWorkersFor", time.Second, "seconds", DefaultKeepFailedWorkersFor, MaxKeepFailedWorkersFor, func(c *Config) int { return c.KeepFailedWorkersFor }},
 	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Config) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
 }
 

@@ -43,7 +43,18 @@ type Annotation struct {
 	// WorkerStarted is when the worker process was launched in the guest;
 	// nil until then. Cleanup decides from it (docs/design.md#cleanup).
 	WorkerStarted *time.Time `json:"worker_started,omitempty"`
+	// HeldUntil, when set, says the VM is the VM of a failed spawn kept
+	// powered on for inspection until then (keepFailedWorkers,
+	// docs/design.md#debug-hold); the cleanup deletes it afterwards.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
+	// HeldReason is the step of the spawn that failed, for the operator
+	// (never an error text that could carry a secret).
+	HeldReason string `json:"held_reason,omitempty"`
 }
+
+// Held reports whether the record holds the VM for inspection (expired
+// or not).
+func (a *Annotation) Held() bool { return a != nil && a.HeldUntil != nil }
 
 // ErrNoAnnotation means the VM carries no ownership record at all.
 var ErrNoAnnotation = errors.New("no cds annotation")

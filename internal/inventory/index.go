@@ -20,7 +20,9 @@ type Index struct {
 func newIndex(vms []VM) *Index {
 	x := &Index{Used: UsedBy(vms), Jobs: map[string]string{}}
 	for _, v := range vms {
-		if v.Annotation != nil && v.Annotation.JobID != "" {
+		// A held VM (a failed spawn kept for inspection, docs/design.md#debug-hold)
+		// no longer serves its job: the job may be spawned again.
+		if v.Annotation != nil && v.Annotation.JobID != "" && !v.Annotation.Held() {
 			if _, ok := x.Jobs[v.Annotation.JobID]; !ok {
 				x.Jobs[v.Annotation.JobID] = v.Name
 			}

@@ -53,6 +53,12 @@ const (
 	// pool or deleted again; the entry (which carries the VM's reference)
 	// leaves when a listing no longer shows that reference.
 	Destroyed
+	// Held: the VM of a failed spawn, kept powered on for inspection
+	// (keepFailedWorkers). Its annotation carries the hold (until when,
+	// why); the entry carries the same deadline. Only a deletion (the hold
+	// expired, or a newer hold evicted it) ends it, or the inventory no
+	// longer showing it.
+	Held
 
 	numPhases = iota
 )
@@ -69,6 +75,7 @@ var phaseNames = [numPhases]string{
 	Marked:       "marked",
 	Deleting:     "deleting",
 	Destroyed:    "destroyed",
+	Held:         "held",
 }
 
 // String is the phase's lower-case name, as docs/lifecycle.md spells it.
@@ -114,8 +121,9 @@ var transitions = map[Phase][]Phase{
 	Preparing: {Running, Marked, Gone},
 	// The start could not be recorded; the inventory shows it or the
 	// deadline passed; the spawn failed or the worker is disabled; the
-	// cleanup's verdict deletes it.
-	Running: {Started, Gone, Marked, Deleting},
+	// cleanup's verdict deletes it; the spawn failed and its VM is held
+	// for inspection.
+	Running: {Started, Gone, Marked, Deleting, Held},
 	// Only a deletion ends it.
 	Started: {Marked, Deleting},
 	// The cleanup destroys it, or the mark is dropped after its VM was
@@ -127,6 +135,9 @@ var transitions = map[Phase][]Phase{
 	// registration VM is cloned under it, a VM of a stale snapshot under
 	// it is marked or deleted again: vCenter answers "gone", a success).
 	Destroyed: {Gone, Cloning, Marked, Deleting},
+	// Evicted by a newer hold (marked), expired (the cleanup deletes it),
+	// or no longer shown by the inventory.
+	Held: {Marked, Deleting, Gone},
 }
 
 // Allowed reports whether the move from → to is in the transitions table.

@@ -21,11 +21,12 @@ var want = map[Phase][]Phase{
 	Idle:         {Claimed, Gone, Marked, Deleting},
 	Claimed:      {Gone, Marked},
 	Preparing:    {Running, Marked, Gone},
-	Running:      {Started, Gone, Marked, Deleting},
+	Running:      {Started, Gone, Marked, Deleting, Held},
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
 	Deleting:     {Destroyed, Marked},
 	Destroyed:    {Gone, Cloning, Marked, Deleting},
+	Held:         {Marked, Deleting, Gone},
 }
 
 // put brings name into phase p through allowed moves only.
@@ -43,6 +44,7 @@ func put(t *testing.T, tb *Table, name string, p Phase) {
 		Marked:       {Marked},
 		Deleting:     {Deleting},
 		Destroyed:    {Deleting, Destroyed},
+		Held:         {Running, Held},
 	}[p]
 	for _, step := range path {
 		_, err := tb.MoveAny(name, step)

@@ -186,6 +186,7 @@ var (
 	mVCenterUp           = stats.Int64(metricPrefix+"vcenter_up", "1 when connected to vCenter and its last request did not fail in transport, else 0", "1")
 	mInventoryStale      = stats.Int64(metricPrefix+"inventory_stale", "1 when the shared VM inventory refuses its snapshot as stale, else 0", "1")
 	mQuarantined         = stats.Int64(metricPrefix+"quarantined_templates", "Templates (or V1 models) quarantined after consecutive spawn failures, probing included", "1")
+	mHeldVMs             = stats.Int64(metricPrefix+"held_vm_count", "VMs of failed spawns held powered on for inspection (keepFailedWorkers)", "1")
 	mInventoryAge        = stats.Float64(metricPrefix+"inventory_age_seconds", "Time since the shared VM inventory last refreshed successfully, in seconds", stats.UnitSeconds)
 )
 
@@ -282,6 +283,7 @@ var viewDefs = []viewDef{
 	{mInventoryStale, lastValue, nil, false},
 	{mInventoryAge, lastValue, nil, false},
 	{mQuarantined, lastValue, nil, false},
+	{mHeldVMs, lastValue, nil, false},
 }
 
 // producersMu serialises scrapes across every Metrics of the process. The
@@ -358,7 +360,7 @@ func New(serviceName string) (*Metrics, error) {
 // zeroCounters exports, from the start, every series whose label set is
 // known in advance at 0: collection_errors of every source,
 // capacity_refusals of every resource, heartbeat_failures,
-// quarantined_templates. A ratio or an
+// quarantined_templates, held_vm_count. A ratio or an
 // increase() over them then answers 0, not "no data", until the first
 // event. (spawns_* are zeroed per model, at its first spawn: zeroModel.)
 func (m *Metrics) zeroCounters() error {
@@ -369,7 +371,7 @@ func (m *Metrics) zeroCounters() error {
 	for _, r := range CapacityResources {
 		errs = append(errs, m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(0)))
 	}
-	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0), mQuarantined.M(0)))
+	errs = append(errs, m.record(nil, mHeartbeatFailures.M(0), mQuarantined.M(0), mHeldVMs.M(0)))
 	return errors.Join(errs...)
 }
 

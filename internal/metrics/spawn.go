@@ -96,6 +96,17 @@ func (m *Metrics) QuarantinedTemplates(n int) {
 	}
 }
 
+// HeldVMs records how many VMs of failed spawns are held for inspection
+// now. m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) HeldVMs(n int) {
+	if m == nil {
+		return
+	}
+	if err := m.record(nil, mHeldVMs.M(int64(n))); err != nil {
+		m.logger().Warn("record debug hold metric", "err", err)
+	}
+}
+
 // SpawnStarted counts a spawn of a worker of model (the model's path or
 // template name) that has started: the job is taken.
 func (m *Metrics) SpawnStarted(model string) {

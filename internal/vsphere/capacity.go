@@ -81,6 +81,11 @@ func (h *HatcheryVSphere) vmUsages(vms []inventory.VM) []capacity.VMUsage {
 		}
 		if v.Annotation != nil {
 			out[i].JobID, out[i].Provisioning = v.Annotation.JobID, v.Annotation.Provisioning
+			if v.Annotation.Held() {
+				// A held VM counts by its hardware but no longer serves
+				// its job: a new spawn of the job reserves its own.
+				out[i].JobID = ""
+			}
 		}
 	}
 	return out

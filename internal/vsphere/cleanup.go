@@ -96,6 +96,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		h.removeSurplus(ctx, vms, h.poolCounts(vms), nil)
 	}
 	h.dropAbsentDeleteMarks(vms)
+	h.tendHolds(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.log.Warn("awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
@@ -154,6 +155,11 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return awolKeep("being deleted")
 	case lifecycle.Destroyed:
 		return awolKeep("destroyed, the inventory lags")
+	}
+	if v, ok := h.holdVerdict(vm); ok {
+		// Before the job checks: a new spawn of the held VM's job may be
+		// in flight, the hold is decided by its own deadline only.
+		return v
 	}
 	switch {
 	case a.JobID != "" && h.pendingJobs.Has(a.JobID):

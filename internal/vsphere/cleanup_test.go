@@ -241,6 +241,29 @@ func TestKillAwolServers(t *testing.T) {
 			eventsErr: errors.New("events gone"),
 		},
 		{
+			// The debug hold: the annotation alone (an empty table, as
+			// after a restart) keeps the VM until its hold expires, even
+			// though its worker never started long ago.
+			name: "held, hold running: kept although its worker never started",
+			vms:  []inventory.VM{warmVM("w-held", wCreated(time.Hour), wHeld(10*time.Minute))},
+		},
+		{
+			name:      "held, hold expired: destroyed (after a restart too: the annotation carries it)",
+			vms:       []inventory.VM{warmVM("w-held", wCreated(time.Hour), wHeld(-time.Second))},
+			destroyed: []string{"w-held"},
+		},
+		{
+			name:      "held, hold expired while a new spawn of its job is in flight: destroyed",
+			vms:       []inventory.VM{warmVM("w-held", wHeld(-time.Second), wAnnot(func(a *inventory.Annotation) { a.JobID = "job-9" }))},
+			jobs:      []string{"job-9"},
+			destroyed: []string{"w-held"},
+		},
+		{
+			name: "held by another hatchery, expired: never touched",
+			vms: []inventory.VM{warmVM("w-foreign", wCreated(time.Hour), wHeld(-time.Hour),
+				wAnnot(func(a *inventory.Annotation) { a.HatcheryName = "other-hatchery" }))},
+		},
+		{
 			name: "mixed datacenter: exactly the expired ones go",
 			vms: []inventory.VM{
 				warmVM("w-keep", wCreated(time.Minute)),

@@ -160,3 +160,46 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	assert.Empty(t, s[cloudinit.GuestinfoUserdata])
 	assert.True(t, isMarked(e.h, "worker-c"))
 }
+
+// TestSpawnCloudInitHeldVMHasNoUserdata: with the debug hold on, a
+// cloud-init VM whose guest never reports its IP is held powered on, but
+// its userdata (with the worker token) is removed from its guestinfo
+// first, as on any failure; the hold's record carries no token.
+func TestSpawnCloudInitHeldVMHasNoUserdata(t *testing.T) {
+	t.Parallel()
+	f, args := newCloudInitFixture(t)
+	f.h.cfg.KeepFailedWorkers, f.h.cfg.KeepFailedWorkersFor = 1, 600
+	vm := f.expectClone("debian12", args.WorkerName, nil)
+
+	var scrub, hold types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+				scrub = s
+				return nil
+			}),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+				hold = s
+				return nil
+			}),
+	)
+
+	require.Error(t, f.h.SpawnWorker(context.Background(), args))
+	opts := optionValues(scrub.ExtraConfig)
+	require.Contains(t, opts, cloudinit.GuestinfoUserdata)
+	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
+	a, err := inventory.ParseAnnotation(hold.Annotation)
+	require.NoError(t, err)
+	require.True(t, a.Held())
+	assert.Equal(t, "wait for ip", a.HeldReason)
+	assert.NotContains(t, hold.Annotation, "jwt-token")
+	for _, o := range hold.ExtraConfig {
+		if ov := o.GetOptionValue(); ov != nil {
+			assert.NotEqual(t, cloudinit.GuestinfoUserdata, ov.Key, "the hold writes no userdata back")
+		}
+	}
+	assert.False(t, isMarked(f.h, args.WorkerName))
+	assert.Empty(t, f.h.userdata.snapshot())
+}

@@ -13,13 +13,14 @@ var (
 	// one already marked or being deleted stays as it is.
 	markable = []lifecycle.Phase{
 		lifecycle.Gone, lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Idle, lifecycle.Claimed,
-		lifecycle.Preparing, lifecycle.Running, lifecycle.Started, lifecycle.Destroyed,
+		lifecycle.Preparing, lifecycle.Running, lifecycle.Started, lifecycle.Destroyed, lifecycle.Held,
 	}
 	// deletable: deleteServer may start on a VM in one of these phases. A
 	// VM being cloned, provisioned, claimed or prepared belongs to the
 	// loop doing it, which marks it when it fails.
 	deletable = []lifecycle.Phase{
 		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked, lifecycle.Destroyed,
+		lifecycle.Held,
 	}
 	// claimable: a pool VM in one of these phases may be claimed or
 	// removed as surplus (Gone: the inventory shows it idle, the table

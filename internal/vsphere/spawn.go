@@ -106,12 +106,15 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		if cloudInit {
 			h.scrubUserdata(ctx, vm, name, "spawn failed")
 		}
-		h.abandonVM(ctx, vm, name, annot.IPAddress)
+		step, cause := "start worker", err
 		var se *spawnStepError
 		if errors.As(err, &se) {
-			return errf(se.Step, markTemplateFault(se.Err))
+			step, cause = se.Step, se.Err
 		}
-		return errf("start worker", markTemplateFault(err))
+		if !h.holdVM(ctx, vm, name, &annot, step) {
+			h.abandonVM(ctx, vm, name, annot.IPAddress)
+		}
+		return errf(step, markTemplateFault(cause))
 	}
 	h.reportSpawnTiming(ctx, args, clock)
 	return nil

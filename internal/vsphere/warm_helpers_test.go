@@ -216,6 +216,15 @@ func wStarted(ago time.Duration) vmOpt {
 	return func(v *inventory.VM) { t := warmNow.Add(-ago); v.Annotation.WorkerStarted = &t }
 }
 
+// wHeld holds the VM for the debug hold until in from warmNow (negative:
+// expired).
+func wHeld(in time.Duration) vmOpt {
+	return func(v *inventory.VM) {
+		t := warmNow.Add(in)
+		v.Annotation.HeldUntil, v.Annotation.HeldReason = &t, "wait for guest operations ready"
+	}
+}
+
 func wAnnot(f func(*inventory.Annotation)) vmOpt { return func(v *inventory.VM) { f(v.Annotation) } }
 
 // warmVM is a VM carrying hatch-a's annotation, powered on, created a minute ago.

@@ -6,6 +6,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -20,6 +21,8 @@ const (
 	PoolSourceHatchery = "hatchery"
 	// PoolSourceStarting is a spawn in flight (SpawnWorker not returned).
 	PoolSourceStarting = "starting"
+	// PoolSourceHeld is a VM of a failed spawn held for inspection.
+	PoolSourceHeld = "held"
 )
 
 // PoolWorker is one worker of the pool, as /mon/workers shows
@@ -31,6 +34,31 @@ type PoolWorker struct {
 	ID     string `json:"id,omitempty"`
 	Model  string `json:"model,omitempty"`
 	JobID  string `json:"job_id,omitempty"`
+	// Reason is why a held VM is held (the failed spawn step); set only
+	// for Source PoolSourceHeld.
+	Reason string `json:"reason,omitempty"`
+	// HeldUntil is when a held VM's hold expires; set only for Source
+	// PoolSourceHeld.
+	HeldUntil *time.Time `json:"held_until,omitempty"`
+}
+
+// StatusHeld is the /mon/workers status of a VM held for inspection.
+const StatusHeld = "Held"
+
+// HeldWorker is a VM of a failed spawn held for inspection (the debug
+// hold, docs/design.md#debug-hold). It holds no secret.
+type HeldWorker struct {
+	Name   string
+	Reason string
+	Until  time.Time
+}
+
+// HeldLister is implemented by a hatchery that holds the VMs of failed
+// spawns: /mon/workers lists them after the pool. They are not workers
+// and are not counted in the pool (their VMs count in the hatchery's own
+// capacity).
+type HeldLister interface {
+	HeldWorkers(ctx context.Context) []HeldWorker
 }
 
 // poolStatuses are the API statuses counted in the pool.

@@ -28,7 +28,14 @@ func (f *Framework) Handler() http.Handler {
 		writeJSON(w, StatusHTTPCode(st), st)
 	})
 	mux.HandleFunc("GET /mon/workers", func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, http.StatusOK, f.Pool())
+		pool := f.Pool()
+		if hl, ok := f.h.(HeldLister); ok {
+			for _, hw := range hl.HeldWorkers(r.Context()) {
+				until := hw.Until
+				pool = append(pool, PoolWorker{Name: hw.Name, Status: StatusHeld, Source: PoolSourceHeld, Reason: hw.Reason, HeldUntil: &until})
+			}
+		}
+		writeJSON(w, http.StatusOK, pool)
 	})
 	mux.Handle("/mon/metrics", f.metrics)
 	return mux
