@@ -23,6 +23,11 @@ type VM struct {
 	// IPAddresses holds guest.ipAddress and every guest.net[].ipAddress.
 	IPAddresses          []string
 	GuestOperationsReady bool
+	// ChangeVersion is config.changeVersion as read: a reconfigure
+	// carrying it is refused by vCenter when another writer changed the
+	// VM since (the warm-VM claim's compare-and-swap,
+	// docs/high-availability.md).
+	ChangeVersion string
 }
 
 // OwnedBy tells whether the VM carries hatcheryName's ownership record.
@@ -44,6 +49,7 @@ func VMFromObject(o mo.VirtualMachine) VM {
 		v.Template = o.Config.Template
 		v.NumCPU = o.Config.Hardware.NumCPU
 		v.MemoryMB = o.Config.Hardware.MemoryMB
+		v.ChangeVersion = o.Config.ChangeVersion
 		if a, err := AnnotationFromVM(o.Config.Annotation, o.Config.ExtraConfig); err == nil {
 			v.Annotation = a
 		}

@@ -204,6 +204,8 @@ func (e *Env) AddVMs(vms []ForeignVM) []types.ManagedObjectReference {
 			GuestId:    "otherLinux64Guest",
 			Annotation: f.Annotation,
 			Hardware:   types.VirtualHardware{NumCPU: f.NumCPU, MemoryMB: f.MemoryMB},
+			// vCenter gives every VM a changeVersion (changeversion.go).
+			ChangeVersion: "vcsimtest-fixture-" + f.Name,
 		}
 		vm.Runtime = types.VirtualMachineRuntimeInfo{
 			PowerState:      state,

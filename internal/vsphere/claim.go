@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -13,8 +14,41 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
+
+// errClaimLost means another writer reconfigured the VM since it was
+// listed: another instance of this hatchery claimed it first.
+var errClaimLost = errors.New("claim lost: vm changed since it was listed")
+
+// claimInVCenter is the claim's first write to the VM, a compare-and-swap:
+// a reconfigure carrying the config.changeVersion read with the listing,
+// that rewrites the annotation as no longer a pool VM (provisioning false,
+// created now). vCenter refuses it with a ConcurrentAccess fault when the
+// VM changed since (another instance's claim, a surplus removal's
+// reconfigure): errClaimLost. Once it succeeds, no other instance lists
+// the VM as idle. A VM whose claimant stops before renaming it is a worker
+// that never started: cleanup reclaims it after workerRegistrationTTL.
+func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) error {
+	if v.Annotation == nil {
+		return fmt.Errorf("claim %q: no annotation", v.Name)
+	}
+	a := *v.Annotation
+	a.Provisioning = false
+	a.Created = h.now().UTC()
+	spec := types.VirtualMachineConfigSpec{ChangeVersion: v.ChangeVersion}
+	a.ApplyTo(&spec)
+	err := h.vs.ReconfigureVirtualMachine(ctx, v.Ref, spec)
+	switch {
+	case err == nil:
+		return nil
+	case fault.Is(err, &types.ConcurrentAccess{}):
+		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, errClaimLost)
+	default:
+		return fmt.Errorf("claim %q: %w", v.Name, err)
+	}
+}
 
 // claimProvisionedVM picks an idle provisioned VM for model
 // (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
@@ -59,6 +93,20 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		// stale snapshot says, until the inventory shows it renamed.
 		if _, err := h.life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.pool())); err != nil {
 			continue
+		}
+		// The claim in memory settles this process's own spawns; the
+		// compare-and-swap below settles it against the other instances
+		// of this hatchery (docs/high-availability.md).
+		switch err := h.claimInVCenter(ctx, v); {
+		case errors.Is(err, errClaimLost):
+			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			h.log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.model,
+				logkey.Detail, "changeVersion moved since the listing")
+			continue
+		case err != nil:
+			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			h.inv.Invalidate()
+			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.model, err)
 		}
 		h.log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.model, logkey.Flavor, wantFlavor,
 			logkey.Detail, claimReason(v, wantFlavor))

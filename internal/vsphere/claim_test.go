@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -360,3 +361,61 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
 	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
 }
+
+// concurrentAccessFault is the error the adapter returns when vCenter
+// refuses a reconfigure whose changeVersion is stale: a task fault wrapped
+// with the VM's name.
+func concurrentAccessFault(name string) error {
+	return fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}})
+}
+
+// TestClaimLostCASMovesOnToNextVM: another instance claimed the oldest
+// idle VM first (vCenter refuses the compare-and-swap with ConcurrentAccess):
+// the claim takes the next VM, is not an error, and leaves the lost VM
+// to the winner (no rename, no power-on, not claimable again here).
+func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
+	t.Parallel()
+	first := warmProvVM("provision-v2-first", "debian12", "", wCreated(2*time.Hour))
+	second := warmProvVM("provision-v2-second", "debian12", "", wCreated(time.Hour))
+	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{second, first}, nil)
+	gomock.InOrder(
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-first"), casAt("cv-provision-v2-first")).
+			Return(concurrentAccessFault("provision-v2-first")),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-second"), casAt("cv-provision-v2-second")).
+			Return(nil),
+	)
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, "provision-v2-second", got.Name)
+	assert.True(t, e.h.life.In("provision-v2-second", lifecycle.Claimed))
+	assert.False(t, e.h.life.In("provision-v2-first", lifecycle.Claimed), "the lost vm is not ours")
+}
+
+// TestClaimCASOtherFaultIsAnError: a reconfigure failing for another
+// reason is not a lost race: the claim returns the error (the spawn clones
+// instead) and frees the VM for a later claim.
+func TestClaimCASOtherFaultIsAnError(t *testing.T) {
+	t.Parallel()
+	vm := warmProvVM("provision-v2-only", "debian12", "")
+	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
+		Return(errors.New("connection reset"))
+	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
+	require.Error(t, err)
+	assert.Nil(t, got)
+	assert.NotErrorIs(t, err, errClaimLost)
+	assert.Contains(t, err.Error(), `"provision-v2-only"`)
+	assert.False(t, e.h.life.In("provision-v2-only", lifecycle.Claimed))
+}
+
+// casAt matches a claim's compare-and-swap carrying changeVersion cv.
+type casAt string
+
+func (m casAt) Matches(x interface{}) bool {
+	spec, ok := x.(types.VirtualMachineConfigSpec)
+	return ok && spec.ChangeVersion == string(m) && claimCASSpec{}.Matches(x)
+}
+
+func (m casAt) String() string { return "a claim's compare-and-swap at changeVersion " + string(m) }

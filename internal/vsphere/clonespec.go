@@ -78,7 +78,14 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		if created {
 			h.markToDelete(vmName)
 		}
-		h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+		if fault.Is(err, &types.DuplicateName{}) {
+			// The name is taken: for a pool slot, by another instance
+			// of this hatchery (docs/high-availability.md); the caller
+			// decides.
+			h.log.Debug("clone refused: name taken", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+		} else {
+			h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+		}
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 

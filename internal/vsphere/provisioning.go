@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -73,7 +73,9 @@ func newProvisioningState() *provisioningState { return &provisioningState{} }
 
 // provisionTask is one VM to provision.
 type provisionTask struct {
-	key      poolKey
+	key poolKey
+	// name is the pool slot cloned into (poolKey.slotName).
+	name     string
 	template string
 	flavor   *config.Flavor
 	// lastModified is the V1 model's last modification (Unix seconds).
@@ -112,9 +114,15 @@ func (h *HatcheryVSphere) provisioning(ctx context.Context) {
 		}
 		h.log.Info("provisioning pool below target", logkey.Model, t.task.key.model, logkey.Flavor, t.task.key.flavor,
 			logkey.Detail, fmt.Sprintf("%d of %d present", counts[t.task.key], t.number))
-		q := make([]provisionTask, deficit)
+		names := h.freeSlots(t.task.key, t.number, deficit, vms)
+		if len(names) < deficit {
+			h.log.Debug("pool slots busy, refilled next pass", logkey.Model, t.task.key.model, logkey.Flavor, t.task.key.flavor,
+				logkey.Detail, fmt.Sprintf("%d missing, %d free slots", deficit, len(names)))
+		}
+		q := make([]provisionTask, len(names))
 		for i := range q {
 			q[i] = t.task
+			q[i].name = names[i]
 		}
 		if t.task.key.v1 {
 			v1 = append(v1, q)
@@ -333,7 +341,7 @@ func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 // off (a hot pool's VM: readyHot), when its footprint fits the static limits meanwhile
 // (reserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
-	name := newProvisionName(t.key.prefix())
+	name := t.name
 	log := h.log.With(logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor)
 	d, err := h.reserveProvisioning(ctx, name, t)
 	if err != nil {
@@ -392,6 +400,13 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		clone = h.cloneVM
 	}
 	vm, err := clone(ctx, t.template, name, &annot, t.flavor)
+	if fault.Is(err, &types.DuplicateName{}) {
+		// Another instance of this hatchery filled the slot first
+		// (docs/high-availability.md#pool-slots): the slot is filled, and
+		// the VM is theirs to finish, never marked here.
+		log.Debug("pool slot filled by another instance", logkey.Detail, fmt.Sprintf("clone %q: name taken", name))
+		return
+	}
 	if err != nil {
 		failed = err // cloneVM marks the template's own faults
 		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("clone %q: %v", t.template, err))
@@ -484,18 +499,4 @@ func provisionedDetail(idleState string) string {
 		return "cloned, got its ip, guest ready, running idle"
 	}
 	return "cloned, got its ip, powered off"
-}
-
-// nameAlphabet is lower-case and DNS-safe.
-const nameAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-
-// newProvisionName returns prefix followed by 10 random lower-case letters
-// and digits.
-func newProvisionName(prefix string) string {
-	var b [10]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails (Go ≥ 1.24)
-	for i := range b {
-		b[i] = nameAlphabet[int(b[i])%len(nameAlphabet)]
-	}
-	return prefix + string(b[:])
 }

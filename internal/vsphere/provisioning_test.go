@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,11 +16,13 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -110,7 +113,8 @@ func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 	return ip, off
 }
 
-var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9]{10}$`)
+// provisionNameRE is a pool slot name (poolKey.slotName).
+var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
 
 // TestProvisioningFillsPools: deficits per (model, flavor), V2 pools then V1,
 // round-robin; each VM annotated, cloned, waited for and powered off.
@@ -405,16 +409,96 @@ func TestRoundRobinTasks(t *testing.T) {
 	assert.Equal(t, "abcaca", s)
 }
 
-// TestNewProvisionName is lower-case and DNS-safe.
-func TestNewProvisionName(t *testing.T) {
+// TestPoolSlotNames: slot names are deterministic, lower-case and
+// DNS-safe, within vSphere's 80 characters, keep today's prefixes and keep
+// pools apart (even pools whose model and flavor sanitize alike).
+func TestPoolSlotNames(t *testing.T) {
 	t.Parallel()
-	seen := map[string]bool{}
-	for range 100 {
-		n := newProvisionName(provisionV2Prefix)
-		assert.Regexp(t, provisionNameRE, n)
-		assert.False(t, seen[n])
-		seen[n] = true
+	deb := poolKey{model: "debian12"}
+	assert.Equal(t, deb.slotName(3), deb.slotName(3), "deterministic")
+	assert.NotEqual(t, deb.slotName(0), deb.slotName(1))
+	keys := []poolKey{
+		deb,
+		{model: "debian12", flavor: "large"},
+		{model: "Debian12"}, // sanitizes like debian12: the hash keeps them apart
+		{v1: true, model: "grp/m1"},
+		{model: "debian12-large"},
+		{model: strings.Repeat("very-long-template-name-", 10), flavor: strings.Repeat("x", 90)},
 	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		for _, slot := range []int{0, 7, 99999} {
+			n := k.slotName(slot)
+			assert.Regexp(t, provisionNameRE, n)
+			assert.LessOrEqual(t, len(n), maxVMNameLen, n)
+			assert.True(t, strings.HasPrefix(n, k.prefix()), n)
+			assert.False(t, seen[n], "%s names two slots", n)
+			seen[n] = true
+		}
+	}
+	assert.True(t, strings.HasPrefix(deb.slotName(2), "provision-v2-debian12-"), deb.slotName(2))
+	assert.True(t, strings.HasSuffix(deb.slotName(2), "-2"), deb.slotName(2))
+}
+
+// TestProvisioningClonesMissingSlots: a pool of 3 whose slot 1 exists is
+// refilled into slots 0 and 2, by name; a slot whose VM is still in the
+// lifecycle table (being provisioned) is not cloned again, one destroyed
+// and no longer listed is.
+func TestProvisioningClonesMissingSlots(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 4}}
+	key := poolKey{model: "debian12"}
+	vms := []inventory.VM{warmTpl("debian12"), warmProvVM(key.slotName(1), "debian12", "")}
+	e := newWarmEnv(t, cfg, vms, nil)
+	putPhase(e.h, key.slotName(3), lifecycle.Provisioning, lifecycle.WithPool(key.pool()))
+	// Destroyed by an earlier cleanup and no longer listed: free again.
+	putPhase(e.h, key.slotName(0), lifecycle.Deleting, lifecycle.WithRef("vm-destroyed"))
+	putPhase(e.h, key.slotName(0), lifecycle.Destroyed)
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 2)
+
+	e.h.provisioning(context.Background())
+
+	got := rec.names()
+	sort.Strings(got)
+	want := []string{key.slotName(0), key.slotName(2)}
+	sort.Strings(want)
+	assert.Equal(t, want, got)
+}
+
+// TestProvisioningDuplicateSlotIsNotAnError: another instance cloned the
+// same slot first (vCenter answers DuplicateName): the slot counts as
+// filled, nothing is marked for deletion (the VM is the other instance's
+// to finish), no warning is logged, and the pass goes on with the other
+// slots.
+func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 1
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
+	key := poolKey{model: "debian12"}
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
+	var logs testutil.SyncBuffer
+	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	rec := &cloneRecorder{err: func(name string) error {
+		if name == key.slotName(0) {
+			return fmt.Errorf("clone %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+				Fault: &types.DuplicateName{Name: name}, LocalizedMessage: "The name already exists."}})
+		}
+		return nil
+	}}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 1) // slot 1 only
+
+	e.h.provisioning(context.Background())
+
+	assert.Equal(t, []string{key.slotName(0), key.slotName(1)}, rec.names())
+	assert.False(t, isMarked(e.h, key.slotName(0)), "another instance's vm is never marked")
+	assert.Equal(t, lifecycle.Gone, e.h.life.Phase(key.slotName(0)), "the slot is left to the other instance")
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "pool slot filled by another instance")
 }
 
 // TestProvisioningRespectsStaticLimits: a provisioned VM is powered on until

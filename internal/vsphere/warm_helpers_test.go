@@ -137,6 +137,19 @@ type warmEnv struct {
 // the test. cds nil leaves the hatchery without an API client.
 func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
 	t.Helper()
+	e := newWarmEnvNoCAS(t, cfg, vms, cds)
+	// A claim's first write is its compare-and-swap (claimInVCenter): no
+	// other instance here, it always wins. Registered first, it matches
+	// only a spec carrying a changeVersion, so the tests' own reconfigure
+	// expectations still see every other reconfigure.
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), claimCASSpec{}).Return(nil).AnyTimes()
+	return e
+}
+
+// newWarmEnvNoCAS is newWarmEnv without the claims' compare-and-swap
+// expected: the test expects it itself.
+func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
+	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
 	inv := &warmInventory{vms: vms}
@@ -156,6 +169,22 @@ func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmC
 	}
 	return &warmEnv{h: h, vs: vs, inv: inv, cds: cds, ctrl: ctrl}
 }
+
+// claimCASSpec matches the reconfigure of a claim's compare-and-swap: a
+// spec carrying a changeVersion and an annotation that is no longer a
+// provisioning one.
+type claimCASSpec struct{}
+
+func (claimCASSpec) Matches(x interface{}) bool {
+	spec, ok := x.(types.VirtualMachineConfigSpec)
+	if !ok || spec.ChangeVersion == "" {
+		return false
+	}
+	a, err := inventory.ParseAnnotation(spec.Annotation)
+	return err == nil && !a.Provisioning
+}
+
+func (claimCASSpec) String() string { return "a claim's compare-and-swap reconfigure" }
 
 // warmRef is the fake reference of a VM named name.
 func warmRef(name string) types.ManagedObjectReference {
@@ -205,6 +234,9 @@ func warmVM(name string, opts ...vmOpt) inventory.VM {
 		Name:       name,
 		PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
+		// vCenter's config.changeVersion: a claim's compare-and-swap
+		// carries it (claimCASSpec).
+		ChangeVersion: "cv-" + name,
 	}
 	for _, o := range opts {
 		o(&v)

@@ -1,0 +1,94 @@
+package vsphere
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+)
+
+// maxVMNameLen is vSphere's limit on a VM's name (80 characters).
+const maxVMNameLen = 80
+
+// maxSlotStemLen bounds the readable part of a slot name (model and
+// flavor) so that prefix, stem, hash and a slot number of up to five
+// digits stay within maxVMNameLen.
+const maxSlotStemLen = maxVMNameLen - len(provisionV2Prefix) - 1 - slotHashLen - 1 - 5
+
+// slotHashLen is the length of the pool hash in a slot name: it keeps two
+// pools whose model and flavor read the same once sanitized (or
+// truncated) apart.
+const slotHashLen = 6
+
+// slotPrefix is the name of the pool's slots without the slot number:
+// provision-v2-<model>[-<flavor>]-<hash>- (V1: provision-v1-), lower-case
+// and DNS-safe (docs/high-availability.md#pool-slots).
+func (k poolKey) slotPrefix() string {
+	stem := sanitizeSlotPart(k.model)
+	if k.flavor != "" {
+		stem += "-" + sanitizeSlotPart(k.flavor)
+	}
+	if len(stem) > maxSlotStemLen {
+		stem = strings.TrimRight(stem[:maxSlotStemLen], "-")
+	}
+	sum := sha256.Sum256([]byte(strconv.FormatBool(k.v1) + "\x00" + k.model + "\x00" + k.flavor))
+	return k.prefix() + stem + "-" + hex.EncodeToString(sum[:])[:slotHashLen] + "-"
+}
+
+// slotName is the VM name of slot (0 ≤ slot < the pool's number).
+func (k poolKey) slotName(slot int) string { return k.slotPrefix() + strconv.Itoa(slot) }
+
+// sanitizeSlotPart keeps lower-case letters and digits and turns every run
+// of anything else into one dash.
+func sanitizeSlotPart(s string) string {
+	var b strings.Builder
+	dash := false
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+			dash = false
+			continue
+		}
+		if !dash && b.Len() > 0 {
+			b.WriteByte('-')
+			dash = true
+		}
+	}
+	return strings.TrimRight(b.String(), "-")
+}
+
+// freeSlots returns up to n slot names of the pool (slots 0..number-1,
+// lowest first) that no VM in vms carries and that the lifecycle table
+// holds no entry for: the names a refill clones into. Two instances of
+// one hatchery computing the same deficit pick the same names, and vCenter
+// lets only one clone of a name succeed (DuplicateName for the other).
+func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM) []string {
+	taken := map[string]bool{}
+	listedRefs := map[string]bool{}
+	prefix := k.slotPrefix()
+	for _, v := range vms {
+		listedRefs[v.Ref.Value] = true
+		if strings.HasPrefix(v.Name, prefix) {
+			taken[v.Name] = true
+		}
+	}
+	var out []string
+	for slot := 0; slot < number && len(out) < n; slot++ {
+		name := k.slotName(slot)
+		if taken[name] {
+			continue
+		}
+		if e, ok := h.life.Get(name); ok && e.Phase == lifecycle.Destroyed && !listedRefs[e.Ref] {
+			// Destroyed and no longer listed: the slot is free again.
+			_ = h.life.Move(name, lifecycle.Destroyed, lifecycle.Gone)
+		}
+		if h.life.Phase(name) != lifecycle.Gone {
+			continue // being provisioned, claimed, marked or deleted here
+		}
+		out = append(out, name)
+	}
+	return out
+}
