@@ -405,6 +405,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		// (docs/high-availability.md#pool-slots): the slot is filled, and
 		// the VM is theirs to finish, never marked here.
 		log.Debug("pool slot filled by another instance", logkey.Detail, fmt.Sprintf("clone %q: name taken", name))
+		failed = err // says nothing of the template: neither counts nor lifts
 		return
 	}
 	if err != nil {

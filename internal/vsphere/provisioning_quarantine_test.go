@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -33,10 +35,13 @@ func TestProvisioningQuarantine(t *testing.T) {
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	e.h.quar = quarantine.New(quarantinePolicy(cfg), clock)
 
-	fixed := false
+	fixed, taken := false, false
 	clones := map[string]int{}
 	e.h.prov.clone = func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		clones[template]++
+		if taken {
+			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
+		}
 		if template == "broken" && !fixed {
 			return types.ManagedObjectReference{}, markTemplateFault(errors.New("guest never ready"))
 		}
@@ -44,8 +49,11 @@ func TestProvisioningQuarantine(t *testing.T) {
 	}
 	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), gomock.Any()).Return("10.0.0.9", nil).AnyTimes()
 	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
+	n := 0
 	provision := func(template string) {
-		e.h.provisionOne(context.Background(), provisionTask{key: poolKey{model: template}, template: template})
+		n++
+		name := fmt.Sprintf("provision-v2-%s-%d", template, n)
+		e.h.provisionOne(context.Background(), provisionTask{key: poolKey{model: template}, template: template, name: name})
 	}
 	ctx := context.Background()
 
@@ -59,13 +67,18 @@ func TestProvisioningQuarantine(t *testing.T) {
 	assert.Equal(t, 1, clones["good"], "another template's pool is not slowed")
 	assert.Nil(t, e.h.GateSpawn(ctx, v2Model("good"), "43"))
 
-	fixed = true
 	q := e.h.quar.Quarantined()
 	require.Len(t, q, 1)
 	mu.Lock()
 	now = q[0].Until // the back-off is over
 	mu.Unlock()
+	taken = true // the probe's slot was filled by another instance
 	provision("broken")
 	assert.Equal(t, 3, clones["broken"], "after the back-off one provisioning probes the template")
+	assert.Len(t, e.h.quar.Quarantined(), 1, "a slot taken by another instance says nothing of the template: no lift")
+
+	taken, fixed = false, true
+	provision("broken")
+	assert.Equal(t, 4, clones["broken"], "the next provisioning probes again")
 	assert.Nil(t, e.h.GateSpawn(ctx, v2Model("broken"), "44"), "the probe's success lifts the quarantine")
 }
