@@ -101,6 +101,11 @@ func (h *HatcheryVSphere) provisioning(ctx context.Context) {
 		h.log.Warn("provisioning skipped: cannot list vms", logkey.Err, err)
 		return
 	}
+	// A claimed VM's slot name is free again once the inventory shows the
+	// VM as a worker (renamed, re-annotated) or gone: without this, a slot
+	// stayed Claimed until the next claim, and a pool emptied by claims
+	// was never refilled.
+	h.forgetConsumed(vms)
 	targets, configured := h.provisioningTargets(ctx, vms)
 	counts := h.poolCounts(vms)
 

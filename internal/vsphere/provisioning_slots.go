@@ -62,7 +62,9 @@ func sanitizeSlotPart(s string) string {
 
 // freeSlots returns up to n slot names of the pool (slots 0..number-1,
 // lowest first) that no VM in vms carries and that the lifecycle table
-// holds no entry for: the names a refill clones into. Two instances of
+// holds no entry for (an entry of a VM destroyed, or of a failed
+// provisioning, that no listing shows is dropped first): the names a
+// refill clones into. Two instances of
 // one hatchery computing the same deficit pick the same names, and vCenter
 // lets only one clone of a name succeed (DuplicateName for the other).
 func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM) []string {
@@ -81,9 +83,21 @@ func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM
 		if taken[name] {
 			continue
 		}
-		if e, ok := h.life.Get(name); ok && e.Phase == lifecycle.Destroyed && !listedRefs[e.Ref] {
-			// Destroyed and no longer listed: the slot is free again.
-			_ = h.life.Move(name, lifecycle.Destroyed, lifecycle.Gone)
+		if e, ok := h.life.Get(name); ok {
+			switch {
+			case e.Phase == lifecycle.Destroyed && !listedRefs[e.Ref]:
+				// Destroyed and no longer listed: the slot is free again.
+				_ = h.life.Move(name, lifecycle.Destroyed, lifecycle.Gone)
+			case e.Phase == lifecycle.Marked && h.now().Sub(e.Since) > h.releaseGrace():
+				// A failed provisioning whose VM no listing shows (it is
+				// not in vms: taken above), past the time a snapshot takes
+				// to show a new VM: there is nothing to destroy, and the
+				// slot is free. Should a half-made VM of that name show up
+				// later, the refill's clone fails with DuplicateName (the
+				// slot counts as filled) and the cleanup judges that VM
+				// from its record (a pool VM that never became ready).
+				_ = h.life.Move(name, lifecycle.Marked, lifecycle.Gone)
+			}
 		}
 		if h.life.Phase(name) != lifecycle.Gone {
 			continue // being provisioned, claimed, marked or deleted here

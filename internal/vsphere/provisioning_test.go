@@ -468,6 +468,57 @@ func TestProvisioningClonesMissingSlots(t *testing.T) {
 	assert.Equal(t, want, got)
 }
 
+// TestProvisioningRefillsClaimedSlots: a slot whose VM was claimed (the
+// VM now a worker under another name) is refilled by the next pass, with no
+// claim in between; a slot whose claimed VM the inventory still shows as a
+// pool VM (a lagging snapshot) is not.
+func TestProvisioningRefillsClaimedSlots(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
+	key := poolKey{model: "debian12"}
+	worker := warmVM("debian12-worker", wOn) // slot 0's VM, renamed and re-annotated by its claim
+	worker.Ref = warmRef(key.slotName(0))
+	lagging := warmProvVM(key.slotName(1), "debian12", "") // slot 1's VM, claimed, still shown idle
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), worker, lagging}, nil)
+	putPhase(e.h, key.slotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.slotName(0)).Value), lifecycle.WithPool(key.pool()))
+	putPhase(e.h, key.slotName(1), lifecycle.Claimed, lifecycle.WithRef(lagging.Ref.Value), lifecycle.WithPool(key.pool()))
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+	expectProvisionSteps(e, 1)
+
+	e.h.provisioning(context.Background())
+
+	assert.Equal(t, []string{key.slotName(0)}, rec.names())
+	assert.True(t, e.h.life.In(key.slotName(1), lifecycle.Claimed), "a claim the inventory does not show yet stays")
+}
+
+// TestProvisioningReusesAFailedSlot: a slot whose provisioning failed (its
+// name marked) and whose VM no listing shows is cloned again once a
+// snapshot would have shown the VM (the release grace); until then it is
+// left alone. Without this a failed clone held its slot for the 15 minutes
+// an absent mark lives, and the pool stayed short.
+func TestProvisioningReusesAFailedSlot(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
+	key := poolKey{model: "debian12"}
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
+	require.Positive(t, e.h.releaseGrace())
+	putPhase(e.h, key.slotName(0), lifecycle.Marked) // its clone failed just now
+	rec := &cloneRecorder{}
+	e.h.prov.clone = rec.clone
+
+	e.h.provisioning(context.Background())
+	assert.Empty(t, rec.names(), "a snapshot may not show the failed clone's VM yet")
+
+	later := warmNow.Add(e.h.releaseGrace() + time.Second)
+	e.h.now = func() time.Time { return later }
+	expectProvisionSteps(e, 1)
+	e.h.provisioning(context.Background())
+	assert.Equal(t, []string{key.slotName(0)}, rec.names())
+}
+
 // TestProvisioningDuplicateSlotIsNotAnError: another instance cloned the
 // same slot first (vCenter answers DuplicateName): the slot counts as
 // filled, nothing is marked for deletion (the VM is the other instance's
