@@ -71,11 +71,15 @@ func TestFaultsCloneFails(t *testing.T) {
 // refilled and the retry spawns.
 func TestFaultsClaimFails(t *testing.T) {
 	t.Parallel()
+	// skip: matching calls that pass first. A claim's first reconfigure
+	// is its compare-and-swap on changeVersion (docs/high-availability.md):
+	// the resize is the second.
 	cases := []struct {
 		name, method, flavor, step string
+		skip                       int
 	}{
-		{"power on", "PowerOnVM_Task", "", "power on"},
-		{"resize", "ReconfigVM_Task", "large", "reconfigure"},
+		{"power on", "PowerOnVM_Task", "", "power on", 0},
+		{"resize", "ReconfigVM_Task", "large", "reconfigure", 1},
 	}
 	for _, tc := range cases {
 		for _, mode := range ftModes {
@@ -89,7 +93,7 @@ func TestFaultsClaimFails(t *testing.T) {
 				require.Len(t, pool, 1)
 				r.ftSync()
 
-				ftRule(r.env, tc.method, 1, &types.InsufficientResourcesFault{})
+				r.env.InjectFault(vcsimtest.Fault{Method: tc.method, Skip: tc.skip, Max: 1, Err: &types.InsufficientResourcesFault{}})
 				r.ftSpawnFails("worker-claim-1", "job-2", tc.flavor, "create vm", "prepare provisioned vm", tc.step)
 				assert.EqualValues(t, 1, r.env.InjectedFaults())
 				_, stillPool := ftFind(r.env, pool[0])
