@@ -379,7 +379,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		return
 	}
 	var failed error // the failure, marked templateFault when the template is to blame
-	defer func() { h.provisionQuarantineEnd(ctx, attempt, t.key, name, failed) }()
+	defer func() { h.endAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (then this move is refused, as it should be).
 	defer func() { _ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()

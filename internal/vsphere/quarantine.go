@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"time"
@@ -43,26 +44,6 @@ func (k poolKey) quarantineKey() string {
 		return "model " + k.model
 	}
 	return "template " + k.model
-}
-
-// provisionQuarantineEnd records a warm-pool provisioning's outcome on its
-// attempt (failed nil: success) and logs a line when the template's state
-// changes, as quarantineEnd does for a spawn.
-func (h *HatcheryVSphere) provisionQuarantineEnd(ctx context.Context, a *quarantine.Attempt, k poolKey, name string, failed error) {
-	reason := ""
-	if failed != nil {
-		reason = failed.Error()
-	}
-	tr, e := a.End(failed == nil, spawnCause(ctx, failed).quarantine(), reason)
-	switch tr {
-	case quarantine.Entered, quarantine.Renewed:
-		h.recordQuarantined()
-		h.log.Warn("template quarantined", logkey.VM, name, logkey.Model, k.model, logkey.Flavor, k.flavor, logkey.Reason, hatchery.ReasonQuarantined,
-			logkey.Detail, fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures), logkey.Err, failed)
-	case quarantine.Lifted:
-		h.recordQuarantined()
-		h.log.Info("template quarantine lifted", logkey.VM, name, logkey.Model, k.model, logkey.Detail, e.Key+" provisioned a pool vm")
-	}
 }
 
 // refuseQuarantined is the refusal of a job whose template is quarantined.
@@ -114,27 +95,40 @@ func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quaran
 // failed for it), a failure that quarantined the template saying so (the
 // job's spawn info names the quarantine).
 func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attempt, args hatchery.SpawnArguments, err error) error {
+	log := h.log.With(logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
+	cause, detail := h.endAttempt(ctx, a, log, "spawned a worker", err)
+	if detail != "" {
+		err = fmt.Errorf("%w; %s", err, detail)
+	}
+	if cause == causeVCenter {
+		return &hatchery.BackendError{Err: err}
+	}
+	return err
+}
+
+// endAttempt records the outcome of a spawn or of a warm-pool provisioning
+// (err nil: success) on its quarantine attempt, and logs with log a change
+// of the template's state (lifted says what lifted it). It returns the
+// failure's cause and, when the failure quarantined the template, the
+// sentence that says so.
+func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) (spawnFailureCause, string) {
 	cause := spawnCause(ctx, err)
 	reason := ""
 	if err != nil {
 		reason = err.Error()
 	}
 	tr, e := a.End(err == nil, cause.quarantine(), reason)
-	model := args.Model.GetName()
 	switch tr {
 	case quarantine.Entered, quarantine.Renewed:
 		h.recordQuarantined()
 		detail := fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures)
-		h.log.Warn("template quarantined", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model, logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
-		err = fmt.Errorf("%w; %s", err, detail)
+		log.Warn("template quarantined", logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
+		return cause, detail
 	case quarantine.Lifted:
 		h.recordQuarantined()
-		h.log.Info("template quarantine lifted", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model, logkey.Detail, e.Key+" spawned a worker")
+		log.Info("template quarantine lifted", logkey.Detail, e.Key+" "+lifted)
 	}
-	if cause == causeVCenter {
-		return &hatchery.BackendError{Err: err}
-	}
-	return err
+	return cause, ""
 }
 
 // recordQuarantined sets the quarantined_templates gauge to the count now.
