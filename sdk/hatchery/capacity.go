@@ -103,6 +103,10 @@ type capacity struct {
 
 	disabledMu sync.Mutex
 	disabled   map[string]bool // API worker ids already disabled
+	// unknownSince is when each worker the API lists under this
+	// hatchery's name, unknown to the hatchery, was first seen so
+	// (guarded by disabledMu).
+	unknownSince map[string]time.Time
 }
 
 // endedSpawn is a spawn that returned; it counts in the pool until a
@@ -116,6 +120,7 @@ func (c *capacity) init() {
 	c.inFlight = map[string]bool{}
 	c.ended = map[string]endedSpawn{}
 	c.disabled = map[string]bool{}
+	c.unknownSince = map[string]time.Time{}
 }
 
 // localNames returns the names of the spawns in flight or ended since the
@@ -194,7 +199,9 @@ func (f *Framework) ownWorker(hatcheryName string) bool {
 // workers of this hatchery in an active status, plus started workers not
 // registered yet (Pending, or Registering for "register-" names). A V1
 // worker registered with this hatchery's name but unknown to the hatchery
-// (neither started nor spawning) is disabled. No lock is held
+// (neither started nor spawning) for UnknownWorkerGrace is disabled (a
+// V2 one is logged); within the grace it is taken for another instance's
+// worker not listed yet (unknownLong). No lock is held
 // during the calls. Only the worker pool loop (and Run, before the loops)
 // calls it, so refreshes never overlap.
 func (f *Framework) refreshPool(ctx context.Context) error {
@@ -234,6 +241,8 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 	pool := make([]PoolWorker, 0, len(startedList))
 	inPool := map[string]bool{}
 	var seenIDs []string
+	now := f.now()
+	unknown := map[string]bool{}
 
 	if f.cfg.API.Token != "" {
 		for _, w := range v1Workers {
@@ -242,7 +251,10 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 			}
 			seenIDs = append(seenIDs, w.ID)
 			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(local, w.Name) {
-				f.disableInconsistent(ctx, w)
+				unknown[w.Name] = true
+				if f.unknownLong(w.Name, now) {
+					f.disableInconsistent(ctx, w)
+				}
 				continue
 			}
 			jobID := ""
@@ -260,7 +272,10 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 			}
 			if w.HatcheryName == f.cfg.Name && !started[w.Name] && !hasKey(local, w.Name) {
 				// V2 has no disable route: leave it out of the pool.
-				f.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+				unknown[w.Name] = true
+				if f.unknownLong(w.Name, now) {
+					f.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+				}
 				continue
 			}
 			pool = append(pool, PoolWorker{Name: w.Name, Status: w.Status, Source: PoolSourceAPI, ID: w.ID, Model: w.ModelName, JobID: w.JobRunID})
@@ -279,6 +294,13 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 		inPool[n] = true
 	}
 
+	f.cap.disabledMu.Lock()
+	for n := range f.cap.unknownSince {
+		if !unknown[n] {
+			delete(f.cap.unknownSince, n) // known now, or gone from the API
+		}
+	}
+	f.cap.disabledMu.Unlock()
 	if f.cfg.API.Token != "" {
 		f.cap.disabledMu.Lock()
 		keep := make(map[string]bool, len(seenIDs))
@@ -328,6 +350,25 @@ func (f *Framework) roomLocked() bool {
 }
 
 func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
+
+// unknownLong tells whether the worker name, registered under this
+// hatchery's name and unknown to it, has been so for UnknownWorkerGrace:
+// until then it is taken for a worker of another instance of the same
+// hatchery name (or one started just now) that the hatchery's listing does
+// not show yet, and logged once at debug level.
+func (f *Framework) unknownLong(name string, now time.Time) bool {
+	f.cap.disabledMu.Lock()
+	since, ok := f.cap.unknownSince[name]
+	if !ok {
+		f.cap.unknownSince[name] = now
+	}
+	f.cap.disabledMu.Unlock()
+	if !ok {
+		f.log.Debug("worker registered under this hatchery's name, its VM not listed yet", logkey.VM, name, logkey.Detail, "another instance's or just started")
+		return false
+	}
+	return now.Sub(since) >= f.iv.UnknownWorkerGrace
+}
 
 // disableInconsistent disables a V1 worker the API says is this hatchery's
 // but the hatchery does not know, once.

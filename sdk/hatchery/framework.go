@@ -46,6 +46,13 @@ type Intervals struct {
 	// Shutdown bounds how long Run waits, after ctx ended, for the mon
 	// server and the goroutines to stop.
 	Shutdown time.Duration
+	// UnknownWorkerGrace is how long a worker the API lists under this
+	// hatchery's name may stay unknown to the hatchery (no VM of its
+	// listed, no spawn of this process) before the worker pool refresh
+	// calls it inconsistent (V1: disabled). Another instance of the same
+	// hatchery name starts workers whose VMs this instance lists only at
+	// its next inventory update; 0 means two WorkerPool periods.
+	UnknownWorkerGrace time.Duration
 }
 
 // DefaultIntervals are the CDS timings: heartbeat every 30 s, queue polled
@@ -77,6 +84,7 @@ func (i Intervals) withDefaults(cfg CommonConfiguration) Intervals {
 	set(&i.BackoffMin, d.BackoffMin)
 	set(&i.BackoffMax, d.BackoffMax)
 	set(&i.Shutdown, d.Shutdown)
+	set(&i.UnknownWorkerGrace, 2*i.WorkerPool)
 	if i.BackoffMax < i.BackoffMin {
 		i.BackoffMax = i.BackoffMin
 	}

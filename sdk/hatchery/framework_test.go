@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -258,7 +259,12 @@ func TestMaxWorkerZeroIsUnlimited(t *testing.T) {
 
 func TestInconsistentWorkersDisabled(t *testing.T) {
 	t.Parallel()
-	hs := newHarness(t, testConfig(t), nil)
+	var clockMu sync.Mutex
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hs := newHarness(t, testConfig(t), func(o *Options) {
+		o.Intervals.UnknownWorkerGrace = time.Minute
+		o.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	})
 	hs.c.liveWorkers = nil
 	hs.h.started["ours-started"] = SpawnArguments{}
 	hs.h.started["ours-not-registered"] = SpawnArguments{}
@@ -272,6 +278,18 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	hs.f.cap.mu.Lock()
 	hs.f.cap.inFlight["spawning"] = false // a spawn in flight
 	hs.f.cap.mu.Unlock()
+
+	// First seen unknown: maybe another instance's worker whose VM this
+	// instance does not list yet. Neither disabled nor warned about.
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	hs.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.disabled, "disabled within the grace") })
+	assert.NotContains(t, hs.logs.String(), `"detail":"inconsistent"`)
+	assert.Contains(t, hs.logs.String(), `"level":"DEBUG","msg":"worker registered under this hatchery's name, its VM not listed yet","vm":"ours-gone"`)
+
+	// Still unknown a grace later: inconsistent.
+	clockMu.Lock()
+	clock = clock.Add(time.Minute)
+	clockMu.Unlock()
 	require.NoError(t, hs.f.refreshPool(context.Background()))
 	pool := hs.f.Pool()
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"2"}, c.disabled) })
@@ -289,6 +307,38 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	// Disabled once, not at every pass.
 	require.NoError(t, hs.f.refreshPool(context.Background()))
 	hs.c.snapshot(func(c *fakeClient) { assert.Len(t, c.disabled, 1) })
+}
+
+// TestUnknownWorkerListedWithinGraceIsNotDisabled: a worker the API lists
+// under this hatchery's name before the hatchery lists its VM (started by
+// another instance of the same name) is left alone once the listing shows
+// it, however long that took within the grace.
+func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
+	t.Parallel()
+	var clockMu sync.Mutex
+	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hs := newHarness(t, testConfig(t), func(o *Options) {
+		o.Intervals.UnknownWorkerGrace = time.Minute
+		o.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+	})
+	hs.c.liveWorkers = nil
+	hs.c.apiWorkers = []sdk.Worker{{ID: "7", Name: "other-instances", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	clockMu.Lock()
+	clock = clock.Add(59 * time.Second)
+	clockMu.Unlock()
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	hs.h.started["other-instances"] = SpawnArguments{} // its VM listed now
+	clockMu.Lock()
+	clock = clock.Add(time.Hour)
+	clockMu.Unlock()
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	hs.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.disabled) })
+	assert.NotContains(t, hs.logs.String(), `"detail":"inconsistent"`)
+	pool := hs.f.Pool()
+	require.Len(t, pool, 1)
+	assert.Equal(t, "other-instances", pool[0].Name)
+	assert.Equal(t, sdk.StatusBuilding, pool[0].Status)
 }
 
 func TestMonEndpoints(t *testing.T) {
