@@ -331,7 +331,9 @@ type Sims struct {
 // V1 model's, a resource pool of finite capacity) and CDS API simulator (the
 // V1 model), and builds the demo configuration for them with the /mon
 // address listen ("" is 127.0.0.1 on a free port). Close stops them.
-func StartSims(listen string, log *slog.Logger) (*Sims, error) {
+// Each apiOpts edits the CDS API simulator's options before it starts
+// (tests: shorter booking lifetimes).
+func StartSims(listen string, log *slog.Logger, apiOpts ...func(*cdssim.Options)) (*Sims, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -360,7 +362,11 @@ func StartSims(listen string, log *slog.Logger) (*Sims, error) {
 		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
 	})
 
-	api, err := cdssim.New(cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")})
+	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")}
+	for _, f := range apiOpts {
+		f(&ao)
+	}
+	api, err := cdssim.New(ao)
 	if err != nil {
 		closeSim()
 		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)

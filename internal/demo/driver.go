@@ -448,6 +448,7 @@ type SimVM struct {
 	Template   bool
 	PoweredOn  bool
 	IP         string
+	CPUs       int32                 // config.hardware.numCPU
 	Annotation *inventory.Annotation // nil when not one of ours (annotation, else mirror)
 }
 
@@ -471,6 +472,7 @@ func listVMs(env *vcsimtest.Env) []SimVM {
 			}
 			if c := vm.Config; c != nil {
 				v.Template = c.Template
+				v.CPUs = c.Hardware.NumCPU
 				a, err := inventory.ParseAnnotation(c.Annotation)
 				if err != nil {
 					for _, ov := range c.ExtraConfig {

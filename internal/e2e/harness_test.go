@@ -18,6 +18,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -45,11 +46,13 @@ type rigJob struct {
 	V1 bool
 }
 
-func newRig(t *testing.T) *rig {
+// newRig starts the demo's simulators; apiOpts edit the CDS API
+// simulator's options.
+func newRig(t *testing.T, apiOpts ...func(*cdssim.Options)) *rig {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sims, err := demo.StartSims("", log)
+	sims, err := demo.StartSims("", log, apiOpts...)
 	require.NoError(t, err)
 	t.Cleanup(sims.Close)
 	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{}}
@@ -78,10 +81,16 @@ type daemonRun struct {
 // start runs the daemon on the rig's simulators until stop.
 func (r *rig) start(obs hatchery.Observer) *daemonRun {
 	r.t.Helper()
+	return r.startWith(r.sims.Config, r.log, obs)
+}
+
+// startWith runs the daemon with cfg and log until stop.
+func (r *rig) startWith(cfg *config.Config, log *slog.Logger, obs hatchery.Observer) *daemonRun {
+	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Running, 1)
 	dr := &daemonRun{cancel: cancel, done: make(chan error, 1)}
-	o := demo.DaemonOptions(r.sims.Config, r.log)
+	o := demo.DaemonOptions(cfg, log)
 	o.Observer = obs
 	o.OnReady = func(run daemon.Running) { ready <- run }
 	go func() { dr.done <- daemon.Run(ctx, o) }()
