@@ -219,7 +219,8 @@ func (r *rig) haSample() haSample {
 //     small footprint each), the bound of docs/high-availability.md
 //     (sampled);
 //   - in the end no VM of the hatchery is left but the warm pool, at its
-//     size and powered off.
+//     size and powered off;
+//   - the surviving instance logs no WARN.
 //
 // Built without the race detector, as the other tests of this package: the
 // pinned vCenter simulator races with itself under this load
@@ -377,6 +378,13 @@ wait:
 	logs := r.logs.String()
 	t.Logf("arbiters: %d claims lost to the other instance, %d pool slots filled by the other instance",
 		strings.Count(logs, "provisioned vm taken by another instance"), strings.Count(logs, "pool slot filled by another instance"))
+	var warns []string
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "level=WARN") && strings.Contains(l, " instance=2") || strings.Contains(l, "level=ERROR") && strings.Contains(l, " instance=2") {
+			warns = append(warns, l)
+		}
+	}
+	assert.Empty(t, warns, "the surviving instance logs no WARN: what the dead one left is an expected outcome")
 
 	r.mu.Lock()
 	for _, j := range jobList {
