@@ -5,8 +5,6 @@ package e2e
 import (
 	"context"
 	"errors"
-	"io"
-	"net"
 	"net/url"
 	"sort"
 	"strings"
@@ -19,117 +17,17 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
 
-// cutProxy is a loopback TCP proxy to one simulator. Each instance of the
-// two-instance test talks to the simulators only through proxies of its
-// own: Cut closes the listener and every connection at once, so that
-// nothing the instance sends afterwards reaches a simulator, as after a
-// kill -9 of its process (its context is cancelled only after the cut, to
-// join its goroutines).
-type cutProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
-}
-
-func newCutProxy(t *testing.T, target string) *cutProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &cutProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
-	return p
-}
-
-// Addr is the proxy's host:port.
-func (p *cutProxy) Addr() string { return p.ln.Addr().String() }
-
-func (p *cutProxy) accept() {
-	defer p.wg.Done()
-	for {
-		c, err := p.ln.Accept()
-		if err != nil {
-			return // cut
-		}
-		if !p.track(c) {
-			c.Close()
-			continue
-		}
-		p.wg.Add(1)
-		go func() { // joined by Cut's caller through p.wg
-			defer p.wg.Done()
-			p.pipe(c)
-		}()
-	}
-}
-
-func (p *cutProxy) track(c net.Conn) bool {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.cut {
-		return false
-	}
-	p.conns[c] = struct{}{}
-	return true
-}
-
-func (p *cutProxy) untrack(cs ...net.Conn) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range cs {
-		delete(p.conns, c)
-	}
-}
-
-func (p *cutProxy) pipe(c net.Conn) {
-	up, err := net.DialTimeout("tcp", p.target, 5*time.Second)
-	if err != nil {
-		c.Close()
-		p.untrack(c)
-		return
-	}
-	if !p.track(up) {
-		up.Close()
-		c.Close()
-		p.untrack(c)
-		return
-	}
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }() // joined below
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }() // joined below
-	<-done
-	c.Close()
-	up.Close()
-	<-done
-	p.untrack(c, up)
-}
-
-// Cut stops the proxy: the listener and every open connection close now.
-func (p *cutProxy) Cut() {
-	p.mu.Lock()
-	p.cut = true
-	conns := make([]net.Conn, 0, len(p.conns))
-	for c := range p.conns {
-		conns = append(conns, c)
-	}
-	p.mu.Unlock()
-	p.ln.Close()
-	for _, c := range conns {
-		c.Close()
-	}
-}
-
-// instance is one daemon of the two-instance test, with its proxies.
+// instance is one daemon of the two-instance test, with its proxies:
+// it reaches the simulators only through loopback proxies of its own, so
+// that cutting them makes its hard stop look like kill -9 to the
+// simulators (nothing it sends afterwards reaches them); its context is
+// cancelled only after the cut, to join its goroutines.
 type instance struct {
 	n       int
-	vc, api *cutProxy
+	vc, api *testutil.Proxy
 	run     *daemonRun
 	obs     *spawnCounter
 }
@@ -143,7 +41,7 @@ func (r *rig) startInstance(n int) *instance {
 	require.NoError(r.t, err)
 	apiURL, err := url.Parse(base.CommonConfiguration.API.HTTP.URL)
 	require.NoError(r.t, err)
-	in := &instance{n: n, vc: newCutProxy(r.t, vcURL.Host), api: newCutProxy(r.t, apiURL.Host), obs: newSpawnCounter(0, 0)}
+	in := &instance{n: n, vc: testutil.StartProxy(r.t, vcURL.Host), api: testutil.StartProxy(r.t, apiURL.Host), obs: newSpawnCounter(0, 0)}
 	cfg := *base
 	vcURL.Host = in.vc.Addr() // same IP: the simulator's certificate holds
 	apiURL.Host = in.api.Addr()

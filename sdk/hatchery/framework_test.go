@@ -9,7 +9,6 @@ import (
 	"os/signal"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -259,11 +259,10 @@ func TestMaxWorkerZeroIsUnlimited(t *testing.T) {
 
 func TestInconsistentWorkersDisabled(t *testing.T) {
 	t.Parallel()
-	var clockMu sync.Mutex
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	hs := newHarness(t, testConfig(t), func(o *Options) {
 		o.Intervals.UnknownWorkerGrace = time.Minute
-		o.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+		o.Now = clock.Now
 	})
 	hs.c.liveWorkers = nil
 	hs.h.started["ours-started"] = SpawnArguments{}
@@ -287,9 +286,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	assert.Contains(t, hs.logs.String(), `"level":"DEBUG","msg":"worker registered under this hatchery's name, its VM not listed yet","vm":"ours-gone"`)
 
 	// Still unknown a grace later: inconsistent.
-	clockMu.Lock()
-	clock = clock.Add(time.Minute)
-	clockMu.Unlock()
+	clock.Advance(time.Minute)
 	require.NoError(t, hs.f.refreshPool(context.Background()))
 	pool := hs.f.Pool()
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"2"}, c.disabled) })
@@ -315,23 +312,18 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 // it, however long that took within the grace.
 func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
 	t.Parallel()
-	var clockMu sync.Mutex
-	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	hs := newHarness(t, testConfig(t), func(o *Options) {
 		o.Intervals.UnknownWorkerGrace = time.Minute
-		o.Now = func() time.Time { clockMu.Lock(); defer clockMu.Unlock(); return clock }
+		o.Now = clock.Now
 	})
 	hs.c.liveWorkers = nil
 	hs.c.apiWorkers = []sdk.Worker{{ID: "7", Name: "other-instances", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}
 	require.NoError(t, hs.f.refreshPool(context.Background()))
-	clockMu.Lock()
-	clock = clock.Add(59 * time.Second)
-	clockMu.Unlock()
+	clock.Advance(59 * time.Second)
 	require.NoError(t, hs.f.refreshPool(context.Background()))
 	hs.h.started["other-instances"] = SpawnArguments{} // its VM listed now
-	clockMu.Lock()
-	clock = clock.Add(time.Hour)
-	clockMu.Unlock()
+	clock.Advance(time.Hour)
 	require.NoError(t, hs.f.refreshPool(context.Background()))
 	hs.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.disabled) })
 	assert.NotContains(t, hs.logs.String(), `"detail":"inconsistent"`)
