@@ -156,15 +156,7 @@ func JobClaims(vms []SimVM, name string) []string {
 		}
 		by[v.Annotation.JobID] = append(by[v.Annotation.JobID], v.Name)
 	}
-	var out []string
-	for j, names := range by {
-		if len(names) > 1 {
-			sort.Strings(names)
-			out = append(out, j+": "+strings.Join(names, ", "))
-		}
-	}
-	sort.Strings(out)
-	return out
+	return shared(by)
 }
 
 // IPClashes lists the addresses that two or more powered-on VMs report at
@@ -176,11 +168,17 @@ func IPClashes(vms []SimVM) []string {
 			by[v.IP] = append(by[v.IP], v.Name)
 		}
 	}
+	return shared(by)
+}
+
+// shared lists the keys of by that two or more VMs hold, as
+// "key: vm, vm", sorted.
+func shared(by map[string][]string) []string {
 	var out []string
-	for ip, names := range by {
+	for k, names := range by {
 		if len(names) > 1 {
 			sort.Strings(names)
-			out = append(out, ip+": "+strings.Join(names, ", "))
+			out = append(out, k+": "+strings.Join(names, ", "))
 		}
 	}
 	sort.Strings(out)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
@@ -280,6 +281,32 @@ func (r *rig) ourVMs() (pool, workers []demo.SimVM) {
 		}
 	}
 	return pool, workers
+}
+
+// assertOnlyWarmPool waits up to within for the hatchery's VMs to be the
+// warm pool alone, at its size and powered off, and logs what is left
+// otherwise.
+func (r *rig) assertOnlyWarmPool(within, tick time.Duration, msg string) bool {
+	r.t.Helper()
+	settled := assert.Eventually(r.t, func() bool {
+		pool, workers := r.ourVMs()
+		if len(workers) > 0 || len(pool) != r.poolSize() {
+			return false
+		}
+		for _, v := range pool {
+			if v.PoweredOn {
+				return false
+			}
+		}
+		return true
+	}, within, tick, msg)
+	if !settled {
+		pool, workers := r.ourVMs()
+		for _, v := range append(pool, workers...) {
+			r.t.Logf("left: %s on=%v annotation=%+v", v.Name, v.PoweredOn, *v.Annotation)
+		}
+	}
+	return settled
 }
 
 // poolSize is the configured warm pool size.

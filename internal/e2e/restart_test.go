@@ -151,24 +151,7 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 	}, deadline, 100*time.Millisecond, "every job Success after the restart")
 	// The cleanup passes (every 2 s) destroy the finished workers' VMs; the
 	// warm pool refills to its size.
-	settled := assert.Eventually(t, func() bool {
-		pool, workers := r.ourVMs()
-		if len(workers) > 0 || len(pool) != r.poolSize() {
-			return false
-		}
-		for _, v := range pool {
-			if v.PoweredOn {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "no VM of ours but the warm pool after the cleanup")
-	if !settled {
-		pool, workers := r.ourVMs()
-		for _, v := range append(pool, workers...) {
-			t.Logf("left: %s on=%v annotation=%+v", v.Name, v.PoweredOn, *v.Annotation)
-		}
-	}
+	r.assertOnlyWarmPool(30*time.Second, 100*time.Millisecond, "no VM of ours but the warm pool after the cleanup")
 	s2, ok2, f2 := obs2.counts()
 	took2, err := run2.stop(t, 30*time.Second)
 	require.NoError(t, err, "second run's error")

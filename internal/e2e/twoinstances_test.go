@@ -251,24 +251,7 @@ wait:
 
 	// Instance 2 runs every job to the end, the ones instance 1 held too.
 	require.Eventually(t, func() bool { return succeeded() == jobs }, 4*time.Minute, 100*time.Millisecond, "every job Success after the kill")
-	settled := assert.Eventually(t, func() bool {
-		pool, workers := r.ourVMs()
-		if len(workers) > 0 || len(pool) != r.poolSize() {
-			return false
-		}
-		for _, v := range pool {
-			if v.PoweredOn {
-				return false
-			}
-		}
-		return true
-	}, 3*time.Minute, 200*time.Millisecond, "no VM of ours but the warm pool (the booting VMs instance 1 left reclaimed after workerRegistrationTTL)")
-	if !settled {
-		pool, workers := r.ourVMs()
-		for _, v := range append(pool, workers...) {
-			t.Logf("left: %s on=%v annotation=%+v", v.Name, v.PoweredOn, *v.Annotation)
-		}
-	}
+	r.assertOnlyWarmPool(3*time.Minute, 200*time.Millisecond, "no VM of ours but the warm pool (the booting VMs instance 1 left reclaimed after workerRegistrationTTL)")
 	s2, ok2, f2 := in2.obs.counts()
 	_, err := in2.run.stop(t, 30*time.Second)
 	require.NoError(t, err, "instance 2's error")
