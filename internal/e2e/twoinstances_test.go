@@ -237,17 +237,19 @@ wait:
 	// What instance 1 left: worker VMs without a worker launched.
 	_, workers := r.ourVMs()
 	left := map[string]bool{}
+	var held []string // their jobs: booked (V1) or taken (V2) by the dead instance
 	r.mu.Lock()
 	for _, v := range workers {
 		if r.byVM[v.Name] == 0 {
 			left[v.Name] = true
+			held = append(held, v.Annotation.JobID)
 		}
 	}
 	r.mu.Unlock()
 	mu.Lock()
 	abandoned = left
 	mu.Unlock()
-	t.Logf("instance 1 left %d worker VMs without a worker: %v", len(left), sortedNames(left))
+	t.Logf("instance 1 left %d worker VMs without a worker: %v; their jobs, held by the dead instance: %v", len(left), sortedNames(left), held)
 
 	// Instance 2 runs every job to the end, the ones instance 1 held too.
 	require.Eventually(t, func() bool { return succeeded() == jobs }, 4*time.Minute, 100*time.Millisecond, "every job Success after the kill")
@@ -270,6 +272,9 @@ wait:
 	r.mu.Lock()
 	for _, j := range jobList {
 		assert.Len(t, r.launches[j.ID], 1, "job %s (v1 %v): workers launched %v", j.ID, j.V1, r.launches[j.ID])
+	}
+	for _, j := range held {
+		assert.Len(t, r.launches[j], 1, "job %s held by the dead instance: launched once, by the survivor", j)
 	}
 	for vm, n := range r.byVM {
 		assert.Equal(t, 1, n, "launches in VM %s", vm)
