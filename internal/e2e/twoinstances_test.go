@@ -242,7 +242,9 @@ wait:
 	for _, v := range workers {
 		if r.byVM[v.Name] == 0 {
 			left[v.Name] = true
-			held = append(held, v.Annotation.JobID)
+			if v.Annotation.JobID != "" { // a warm VM claimed and not yet renamed records none
+				held = append(held, v.Annotation.JobID)
+			}
 		}
 	}
 	r.mu.Unlock()
