@@ -405,7 +405,8 @@ type Report struct {
 	// IPMismatches lists launches whose guest reported another address
 	// than the one the VM's annotation records.
 	IPMismatches []string
-	// Checks are the end-of-run checks of a Once run (empty otherwise).
+	// Checks are the end-of-run checks of a Once run with Options.Checks
+	// (empty otherwise).
 	Checks []Check
 }
 
