@@ -7,10 +7,10 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -233,20 +233,12 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		if err != nil {
 			return fail("load devices", err)
 		}
-		if err := applyFlavor(&spec, flavor, devices); err != nil {
+		if err := clonespec.ApplyFlavor(&spec, flavor, devices); err != nil {
 			return fail(fmt.Sprintf("apply flavor %q", flavor.Name), err)
 		}
 	}
 	if boot != nil {
-		var lease *ippool.Lease
-		if annot.IPAddress != "" {
-			l, ok := h.ips.Lookup(annot.IPAddress)
-			if !ok {
-				return fail("cloud-init guestinfo", fmt.Errorf("ip %s is in no configured range", annot.IPAddress))
-			}
-			lease = &l
-		}
-		opts, err := cloudinit.Options(h.instanceID(newName), sanitizeHostname(newName), cloudInitAddress(lease), *boot)
+		opts, err := h.clones.CloudInitOptions(newName, annot.IPAddress, *boot)
 		if err != nil {
 			return fail("cloud-init guestinfo", err)
 		}

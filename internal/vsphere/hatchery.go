@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
@@ -55,7 +56,6 @@ type HatcheryVSphere struct {
 	// annotations after a restart.
 	life        *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
 	pendingJobs *nameSet         // jobs being spawned, by job key (no VM name yet)
-	modeLogged  *nameSet         // template/mode pairs whose clone mode was logged (logCloneMode)
 	userdata    userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
@@ -65,7 +65,7 @@ type HatcheryVSphere struct {
 	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *capacityState     // in-flight footprints (capacity.go)
 	prov     *provisioningState // warm pool (provisioning.go)
-	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	clones   *clonespec.Builder // clone specs and template devices (internal/clonespec)
 	quar     *quarantine.Book   // broken templates (quarantine.go)
 	// quarGauge serialises reading the quarantined count and recording
 	// it, so that the gauge never ends on an older count.
@@ -106,7 +106,6 @@ func New(o Options) (*HatcheryVSphere, error) {
 		metrics:     o.Metrics,
 		ready:       o.Ready,
 		pendingJobs: newNameSet(),
-		modeLogged:  newNameSet(),
 	}
 	if h.inv == nil {
 		h.inv = inventory.Listing{Client: o.Client}
@@ -126,7 +125,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.ips = ips
 	h.capacity = newCapacityState()
 	h.prov = newProvisioningState()
-	h.tmplDevs = newTemplateDevices(h.now)
+	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -81,7 +82,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		WorkerName:   name,
 		JobID:        args.JobID,
 		Created:      h.now().UTC(),
-		Flavor:       flavorName(flavor),
+		Flavor:       clonespec.FlavorName(flavor),
 	}
 	if args.Model.IsV1() {
 		annot.WorkerModelPath = args.Model.GetName()
@@ -169,7 +170,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
-		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
+		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm types.ManagedObjectReference
 		if claimed.Annotation.IdleState != "" {
 			vm, err = h.prepareHotVM(ctx, claimed, *annot)
