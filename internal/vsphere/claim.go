@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -220,7 +221,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		return types.ManagedObjectReference{}, err
 	}
 
-	markStage(ctx, StageBookToClone)
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
 	}
@@ -249,11 +250,11 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		return fail("reconfigure", err)
 	}
 	userdataWritten = boot != nil
-	markStage(ctx, StageClaim)
+	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}
-	markStage(ctx, StagePowerOn)
+	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil

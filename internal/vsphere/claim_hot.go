@@ -8,6 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -60,7 +61,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 		return types.ManagedObjectReference{}, err
 	}
 
-	markStage(ctx, StageBookToClone)
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	// A suspended VM resumes; a powered-on one is on already (success).
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("resume", fmt.Errorf("%w: %w", errHotCheck, err))
@@ -68,7 +69,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	if err := h.checkHotVM(ctx, obj, vm.Annotation.IPAddress); err != nil {
 		return fail("check after "+hotVerb(state), fmt.Errorf("%w: %w", errHotCheck, err))
 	}
-	markStage(ctx, StagePowerOn)
+	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
 	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
@@ -79,7 +80,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		return fail("write annotation", err)
 	}
-	markStage(ctx, StageClaim)
+	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("%s, checked, renamed to %q", hotVerb(state), newName))
 	return obj, nil

@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -100,7 +101,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	if err != nil {
 		return fail("load folder", err, false, false)
 	}
-	markStage(ctx, StageBookToClone)
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, folder, vmName, spec)
 	h.inv.Invalidate()
 	if err != nil {
@@ -115,7 +116,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// vCenter reported success: the VM probably exists with its IP.
 		return fail("clone", errors.New("no reference returned"), true, true)
 	}
-	markStage(ctx, StageClone)
+	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 	return *ref, nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -100,7 +101,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		if annot.IPAddress != "" && ip != annot.IPAddress {
 			return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
 		}
-		markStage(ctx, StageIP)
+		spawntiming.Mark(ctx, spawntiming.StageIP)
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
@@ -109,7 +110,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
-	markStage(ctx, StageLaunch)
+	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"text/template"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -100,7 +101,7 @@ func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm types.ManagedOb
 	if expectedIP != "" && ip != expectedIP {
 		return "", stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
 	}
-	markStage(ctx, StageIP)
+	spawntiming.Mark(ctx, spawntiming.StageIP)
 	h.log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)
 	if err := h.waitGuestEnv(ctx, vm, ga); err != nil {
 		return ip, stepErr("run env in guest", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -60,7 +61,7 @@ type HatcheryVSphere struct {
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
-	onTimed func(hatchery.SpawnArguments, SpawnTiming)
+	onTimed func(hatchery.SpawnArguments, spawntiming.Timing)
 
 	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *capacityState     // in-flight footprints (capacity.go)

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -39,8 +40,8 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		return err
 	}
 	defer func() { err = h.quarantineEnd(ctx, qa, args, err) }()
-	clock := newSpawnClock(h.now, args.Queued, args.Booked)
-	ctx = withSpawnClock(ctx, clock)
+	clock := spawntiming.NewClock(h.now, args.Queued, args.Booked)
+	ctx = spawntiming.WithClock(ctx, clock)
 	name := args.WorkerName
 	errf := func(step string, err error) error {
 		h.log.Warn("spawn failed", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, step)
@@ -117,7 +118,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		}
 		return errf(step, markTemplateFault(cause))
 	}
-	h.reportSpawnTiming(ctx, args, clock)
+	h.timingReporter().Report(ctx, args, clock)
 	return nil
 }
 
@@ -202,11 +203,11 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
-	markStage(ctx, StageGuestReady)
+	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
 	if err := h.launchWorker(ctx, vm, ga, script, cfg); err != nil {
 		return stepErr("launch worker", err)
 	}
-	markStage(ctx, StageLaunch)
+	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
 	h.log.Info("worker launched", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, annot.IPAddress)
