@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -189,6 +190,6 @@ func TestProvisionedCountByState(t *testing.T) {
 		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn)),
 		warmVM("worker-1"),
 	}
-	got := summarizeVMs(warmHatcheryName, vms).gauges().ProvisionedVMs
+	got := collector.Gauges(warmHatcheryName, vms).ProvisionedVMs
 	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
@@ -44,9 +45,8 @@ type HatcheryVSphere struct {
 	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
 	metrics *metrics.Metrics
-	// metricsPool is the metrics collector's resource pool
-	// (monitoring_collect.go).
-	metricsPool metricsPool
+	// collector computes the gauges (internal/collector).
+	collector *collector.Collector
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -118,6 +118,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 		h.now = time.Now
 	}
 	h.started = h.now()
+	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
+		Port: o.Client, PoolRuntime: h.inventoryPoolRuntime, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	ips, err := ippool.New(o.Config)
 	if err != nil {
