@@ -8,6 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -59,7 +60,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
-	script, err := workerScript(args, ga.preStartScript)
+	script, err := guest.Script(args, ga.PreStartScript)
 	if err != nil {
 		return errf("build worker script", err)
 	}
@@ -109,7 +110,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 			h.scrubUserdata(ctx, vm, name, "spawn failed")
 		}
 		step, cause := "start worker", err
-		var se *spawnStepError
+		var se *guest.StepError
 		if errors.As(err, &se) {
 			step, cause = se.Step, se.Err
 		}
@@ -199,13 +200,13 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
-	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg hatchery.WorkerConfig) error {
+	if _, err := h.guest().WaitReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := h.launchWorker(ctx, vm, ga, script, cfg); err != nil {
-		return stepErr("launch worker", err)
+	if err := h.guest().Launch(ctx, vm, ga, script, cfg); err != nil {
+		return guest.StepErr("launch worker", err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	started := h.now().UTC()
@@ -238,7 +239,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedO
 // for deletion, release the IP reservation made for it under name (the
 // VM, powered off, keeps the address in its annotation until destroyed).
 func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectReference, name, ip string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 	defer cancel()
 	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {
 		h.log.Warn("power off failed vm", logkey.VM, name, logkey.Err, err)

@@ -1,9 +1,10 @@
-package vsphere
+package guest
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"text/template"
 	"time"
@@ -15,9 +16,10 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// readinessTimeouts bounds each readiness stage of a new worker VM (001
-// §9.1). Tests shorten them; production code only reads them.
-type readinessTimeouts struct {
+// Timeouts bounds each readiness stage of a new worker VM
+// (docs/design.md#timeouts). Tests shorten them; production code only
+// reads them.
+type Timeouts struct {
 	// GuestOps bounds the wait for guest.guestOperationsReady: boot,
 	// customization reboot and VMware Tools start take a minute or two.
 	GuestOps time.Duration
@@ -41,8 +43,8 @@ type readinessTimeouts struct {
 	Resume time.Duration
 }
 
-// readiness are the timeouts in use.
-var readiness = readinessTimeouts{
+// Readiness are the timeouts in use.
+var Readiness = Timeouts{
 	GuestOps:         3 * time.Minute,
 	IP:               3 * time.Minute,
 	Env:              1 * time.Minute,
@@ -54,75 +56,101 @@ var readiness = readinessTimeouts{
 
 // Guest programs.
 const (
-	// envProgram checks that guest operations really run processes.
-	envProgram = "/usr/bin/env"
-	// launchProgram is the program the worker script is run through: the
+	// EnvProgram checks that guest operations really run processes.
+	EnvProgram = "/usr/bin/env"
+	// LaunchProgram is the program the worker script is run through: the
 	// guest's shell runs "/bin/echo -n ;<script>" (docs/architecture.md).
-	launchProgram = "/bin/echo"
+	LaunchProgram = "/bin/echo"
 	// cdsConfigEnv is the environment variable holding the worker config.
 	cdsConfigEnv = "CDS_CONFIG"
 )
 
-// errGuestLogin marks a spawn failure caused by the guest refusing the
+// ErrLogin marks a spawn failure caused by the guest refusing the
 // credentials (InvalidGuestLogin): retrying does not help.
-var errGuestLogin = errors.New("guest refused the credentials")
+var ErrLogin = errors.New("guest refused the credentials")
 
-// spawnStepError is a failure of one step of a spawn.
-type spawnStepError struct {
+// StepError is a failure of one step of a spawn.
+type StepError struct {
+	// Step names the step, as the spawn's failure reports it.
 	Step string
-	Err  error
+	// Err is the step's error.
+	Err error
 }
 
-func (e *spawnStepError) Error() string { return e.Step + ": " + e.Err.Error() }
-func (e *spawnStepError) Unwrap() error { return e.Err }
+// Error is "step: err".
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
 
-func stepErr(step string, err error) error { return &spawnStepError{Step: step, Err: err} }
+// Unwrap returns the step's error.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// StepErr returns err as the failure of step.
+func StepErr(step string, err error) error { return &StepError{Step: step, Err: err} }
+
+// Port is what a Starter needs of vCenter: the guest's readiness and
+// program starts. vcenter.Port implements it.
+type Port interface {
+	// WaitForGuestOperationsReady blocks until the guest runs programs.
+	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
+	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
+	// address (expectedIP when not empty).
+	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+	// StartProgramInGuest runs a program in the guest with auth and
+	// returns its pid.
+	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+}
+
+// Starter waits for a worker VM's guest and starts the worker in it. It
+// holds nothing else: a value is made per use.
+type Starter struct {
+	Port Port
+	Log  *slog.Logger
+}
 
 // isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin.
 func isGuestLoginFault(err error) bool { return fault.Is(err, &types.InvalidGuestLogin{}) }
 
-// waitGuestReady waits for the three readiness stages (docs/design.md#timeouts: guest
+// WaitReady waits for the three readiness stages (docs/design.md#timeouts: guest
 // operations, IP — expectedIP when a static one was given — and `env`
 // running in the guest) and returns the guest's IP. Each stage has its own
 // deadline under ctx.
-func (h *HatcheryVSphere) waitGuestReady(ctx context.Context, vm types.ManagedObjectReference, name, expectedIP string, ga guestAccess) (string, error) {
-	gctx, cancel := context.WithTimeout(ctx, readiness.GuestOps)
-	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
+func (s Starter) WaitReady(ctx context.Context, vm types.ManagedObjectReference, name, expectedIP string, ga Access) (string, error) {
+	gctx, cancel := context.WithTimeout(ctx, Readiness.GuestOps)
+	err := s.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
 	if err != nil {
-		return "", stepErr("wait for guest operations ready", err)
+		return "", StepErr("wait for guest operations ready", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, readiness.IP)
-	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, expectedIP)
+	ictx, cancel := context.WithTimeout(ctx, Readiness.IP)
+	ip, err := s.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
 	cancel()
 	if err != nil {
-		return "", stepErr("wait for ip", err)
+		return "", StepErr("wait for ip", err)
 	}
 	if expectedIP != "" && ip != expectedIP {
-		return "", stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
+		return "", StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
 	}
 	spawntiming.Mark(ctx, spawntiming.StageIP)
-	h.log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)
-	if err := h.waitGuestEnv(ctx, vm, ga); err != nil {
-		return ip, stepErr("run env in guest", err)
+	s.Log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)
+	if err := s.WaitEnv(ctx, vm, ga); err != nil {
+		return ip, StepErr("run env in guest", err)
 	}
 	return ip, nil
 }
 
-// waitGuestEnv runs `env` in the guest until it starts, retried on a ticker
-// for at most readiness.Env. A refused login fails at once.
-func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm types.ManagedObjectReference, ga guestAccess) error {
-	ctx, cancel := context.WithTimeout(ctx, readiness.Env)
+// WaitEnv runs `env` in the guest until it starts, retried on a ticker
+// for at most Readiness.Env. A refused login fails at once.
+func (s Starter) WaitEnv(ctx context.Context, vm types.ManagedObjectReference, ga Access) error {
+	ctx, cancel := context.WithTimeout(ctx, Readiness.Env)
 	defer cancel()
-	t := time.NewTicker(readiness.EnvRetry)
+	t := time.NewTicker(Readiness.EnvRetry)
 	defer t.Stop()
 	for {
-		_, err := h.vs.StartProgramInGuest(ctx, vm, ga.auth, &types.GuestProgramSpec{ProgramPath: envProgram})
+		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, &types.GuestProgramSpec{ProgramPath: EnvProgram})
 		if err == nil {
 			return nil
 		}
 		if isGuestLoginFault(err) {
-			return fmt.Errorf("%w: %w", errGuestLogin, err)
+			return fmt.Errorf("%w: %w", ErrLogin, err)
 		}
 		// A tick and the end of ctx can be ready together, and select picks
 		// either: ctx is checked again so that no attempt follows its end.
@@ -136,11 +164,11 @@ func (h *HatcheryVSphere) waitGuestEnv(ctx context.Context, vm types.ManagedObje
 	}
 }
 
-// workerScript builds the script the guest runs (docs/architecture.md): the
+// Script builds the script the guest runs (docs/architecture.md): the
 // preStartScript of the guest credentials entry, then PreCmd, Cmd (with
 // " register" for a registration) and PostCmd, rendered as a Go template
 // with the worker config. The result may hold the worker token: never log it.
-func workerScript(args hatchery.SpawnArguments, preStart string) (string, error) {
+func Script(args hatchery.SpawnArguments, preStart string) (string, error) {
 	m := args.Model
 	cmd := m.GetCmd()
 	if args.RegisterOnly {
@@ -164,17 +192,17 @@ func workerScript(args hatchery.SpawnArguments, preStart string) (string, error)
 	return b.String(), nil
 }
 
-// launchWorker starts the worker script in the guest: /bin/echo with
+// Launch starts the worker script in the guest: /bin/echo with
 // arguments "-n ;<script>" and CDS_CONFIG in its environment.
-func (h *HatcheryVSphere) launchWorker(ctx context.Context, vm types.ManagedObjectReference, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
+func (s Starter) Launch(ctx context.Context, vm types.ManagedObjectReference, ga Access, script string, cfg hatchery.WorkerConfig) error {
 	spec := &types.GuestProgramSpec{
-		ProgramPath:  launchProgram,
+		ProgramPath:  LaunchProgram,
 		Arguments:    "-n ;" + script,
 		EnvVariables: []string{cdsConfigEnv + "=" + cfg.EncodeBase64()},
 	}
-	if _, err := h.vs.StartProgramInGuest(ctx, vm, ga.auth, spec); err != nil {
+	if _, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, spec); err != nil {
 		if isGuestLoginFault(err) {
-			return fmt.Errorf("%w: %w", errGuestLogin, err)
+			return fmt.Errorf("%w: %w", ErrLogin, err)
 		}
 		return err
 	}
