@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -90,7 +91,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 
 	template, err := h.loadTemplate(ctx, vms, templateName)
 	if err != nil {
-		return fail("load template", markTemplateFault(err), false, false)
+		return fail("load template", spawnfault.MarkTemplate(err), false, false)
 	}
 	spec, err := h.clones.Spec(ctx, h.log, template, annot, flavor, boot)
 	if err != nil {
@@ -110,7 +111,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", markTemplateFault(err), !fault.Is(err, &types.DuplicateName{}), !isVCenterFault(err))
+		return fail("clone", spawnfault.MarkTemplate(err), !fault.Is(err, &types.DuplicateName{}), !spawnfault.IsVCenterFault(err))
 	}
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.
@@ -119,19 +120,6 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 	return *ref, nil
-}
-
-// isVCenterFault tells whether err carries a fault vCenter answered (a
-// failed task's fault or a SOAP fault): the operation's outcome is known.
-// Anything else (the task wait timed out, ctx ended, the connection
-// failed) leaves it unknown: the task may still run on vCenter.
-func isVCenterFault(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var f types.BaseMethodFault
-	_, ok := fault.As(err, &f)
-	return ok
 }
 
 // loadTemplate returns the template named name: from vms when it is there

@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -117,7 +118,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		if !h.holdVM(ctx, vm, name, &annot, step) {
 			h.abandonVM(ctx, vm, name, annot.IPAddress)
 		}
-		return errf(step, markTemplateFault(cause))
+		return errf(step, spawnfault.MarkTemplate(cause))
 	}
 	h.timingReporter().Report(ctx, args, clock)
 	return nil
