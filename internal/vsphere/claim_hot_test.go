@@ -173,7 +173,7 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
 		warmProvVM("provision-v2-off", "debian12", "large", sized),
 	}
-	u := capacity.Count(e.h.vmUsages(vms))
+	u := capacity.Count(e.h.admission().VMUsages(vms))
 	assert.Equal(t, int64(4), u.CPUs)
 	assert.Equal(t, int64(8192), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -61,7 +62,7 @@ func lookupFlavor(flavors []config.Flavor, name string) (*config.Flavor, error) 
 // by less memory, then by name for a stable answer. ok is false when f is
 // (one of) the smallest: no reserve applies.
 func smallestSmallerFlavor(flavors []config.Flavor, f config.Flavor) (smallest config.Flavor, ok bool) {
-	s, ok := capacity.SmallestSmaller(capacityFlavors(flavors), *capacityFlavor(&f))
+	s, ok := capacity.SmallestSmaller(admission.CapacityFlavors(flavors), *admission.CapacityFlavor(&f))
 	if !ok {
 		return config.Flavor{}, false
 	}

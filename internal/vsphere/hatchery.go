@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -23,6 +24,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Name prefixes of the VMs the hatchery creates.
@@ -64,7 +66,7 @@ type HatcheryVSphere struct {
 	onTimed func(hatchery.SpawnArguments, spawntiming.Timing)
 
 	ips      *ippool.Pool       // static IPs (internal/ippool)
-	capacity *capacityState     // in-flight footprints (capacity.go)
+	capacity *admission.State   // in-flight footprints (internal/admission)
 	prov     *provisioningState // warm pool (provisioning.go)
 	clones   *clonespec.Builder // clone specs and template devices (internal/clonespec)
 	quar     *quarantine.Book   // broken templates (quarantine.go)
@@ -119,14 +121,14 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
-		Port: o.Client, PoolRuntime: h.inventoryPoolRuntime, Log: h.log})
+		Port: o.Client, PoolRuntime: func() *types.ResourcePoolRuntimeInfo { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	ips, err := ippool.New(o.Config)
 	if err != nil {
 		return nil, err
 	}
 	h.ips = ips
-	h.capacity = newCapacityState()
+	h.capacity = admission.NewState()
 	h.prov = newProvisioningState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)

@@ -345,11 +345,11 @@ func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 
 // provisionOne clones one VM for the pool, waits for its IP and powers it
 // off (a hot pool's VM: readyHot), when its footprint fits the static limits meanwhile
-// (reserveProvisioning). A VM that fails on the way is marked for deletion.
+// (admission.Admission.ReserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := t.name
 	log := h.log.With(logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor)
-	d, err := h.reserveProvisioning(ctx, name, t)
+	d, err := h.admission().ReserveProvisioning(ctx, name, t.template, t.flavor, t.key.model, t.key.flavor)
 	if err != nil {
 		log.Warn("provisioning deferred to the next pass", logkey.Err, err)
 		return
@@ -361,9 +361,9 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	off := false
 	defer func() {
 		if off {
-			h.dropProvisioning(name)
+			h.admission().DropProvisioning(name)
 		} else {
-			h.releaseCapacity(provisionReservationKey(name))
+			h.admission().ReleaseProvisioning(name)
 		}
 	}()
 	if err := h.life.Move(name, lifecycle.Gone, lifecycle.Provisioning, lifecycle.WithPool(t.key.pool())); err != nil {
