@@ -37,17 +37,22 @@ type Admission struct {
 	// resource pool's handle and health.
 	State *State
 	// Hatchery is the hatchery's name: the owner of the VMs it counts.
-	Hatchery  string
-	Config    *config.Config
+	Hatchery string
+	// Config gives the static limits, the flavors and the inventory mode.
+	Config *config.Config
+	// Inventory gives the VMs counted.
 	Inventory inventory.Inventory
-	Port      Port
+	// Port reads the resource pool.
+	Port Port
 	// Resolve returns the flavor a worker of model gets (nil: the
 	// template's hardware), an error for an unknown flavor.
 	Resolve func(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error)
-	Log     *slog.Logger
+	// Log receives one line per decision.
+	Log *slog.Logger
 	// Metrics counts the refusals for lack of room; nil: not counted.
 	Metrics *metrics.Metrics
-	Now     func() time.Time
+	// Now is the hatchery's clock.
+	Now func() time.Time
 }
 
 // State is a hatchery's capacity state: the ledger of spawns in flight and

@@ -25,8 +25,10 @@ type TemplateInfo struct {
 
 // TemplateSnapshot is one snapshot of a template.
 type TemplateSnapshot struct {
+	// Name is the snapshot's name.
 	Name string
-	Ref  types.ManagedObjectReference
+	// Ref is the snapshot's reference.
+	Ref types.ManagedObjectReference
 }
 
 // loadTemplateInfo reads a template's devices and snapshots.

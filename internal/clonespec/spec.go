@@ -33,10 +33,13 @@ type Port interface {
 
 // Options are what New needs. Now defaults to time.Now.
 type Options struct {
-	Port   Port
+	// Port reads the template, network, pool and datastore.
+	Port Port
+	// Config gives the network, datastore and linkedCloneSnapshot.
 	Config *config.Config
 	// IPs gives the network settings of a worker's static IP.
 	IPs *ippool.Pool
+	// Now is the clock of the template cache and of instance ids.
 	Now func() time.Time
 }
 
@@ -68,7 +71,9 @@ func New(o Options) *Builder {
 // Template is a template's reference and the name errors and logs give it
 // (a reference carries no name).
 type Template struct {
-	Ref  types.ManagedObjectReference
+	// Ref is the template's reference.
+	Ref types.ManagedObjectReference
+	// Name is the template's name.
 	Name string
 }
 

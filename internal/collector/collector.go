@@ -29,14 +29,19 @@ type Port interface {
 type Options struct {
 	// Hatchery is the hatchery's name: the owner of the VMs it counts as
 	// its own.
-	Hatchery  string
-	Config    *config.Config
+	Hatchery string
+	// Config gives the IP ranges and the warm pool's target.
+	Config *config.Config
+	// Inventory gives the VMs of a pass.
 	Inventory inventory.Inventory
-	Port      Port
+	// Port reads the resource pool when the inventory has no recent
+	// reading.
+	Port Port
 	// PoolRuntime returns a recent resource pool runtime the inventory
 	// read, nil when it has none (the Collector then reads it itself).
 	PoolRuntime func() *types.ResourcePoolRuntimeInfo
-	Log         *slog.Logger
+	// Log receives the sources that could not be read.
+	Log *slog.Logger
 }
 
 // Collector computes the gauges of one hatchery. Create it with New; one

@@ -102,8 +102,10 @@ type Port interface {
 // Starter waits for a worker VM's guest and starts the worker in it. It
 // holds nothing else: a value is made per use.
 type Starter struct {
+	// Port waits for the guest and starts programs in it.
 	Port Port
-	Log  *slog.Logger
+	// Log receives one line per readiness stage reached.
+	Log *slog.Logger
 }
 
 // isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin.

@@ -70,8 +70,10 @@ type Timing struct {
 
 // StageDuration is one stage's duration.
 type StageDuration struct {
+	// Stage is the stage.
 	Stage Stage
-	D     time.Duration
+	// D is how long the spawn spent in it.
+	D time.Duration
 }
 
 // String is the compact form used in logs and spawn infos:
