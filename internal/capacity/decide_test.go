@@ -3,7 +3,7 @@ package capacity
 import (
 	"testing"
 
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/admission"
 	"github.com/stretchr/testify/require"
 )
 
@@ -69,13 +69,13 @@ func TestDecide(t *testing.T) {
 // Decide only ever answers one of the set.
 func TestReasonsAreFrameworkCodes(t *testing.T) {
 	t.Parallel()
-	framework := map[hatchery.Reason]bool{
-		hatchery.ReasonCapacityCPU: true, hatchery.ReasonCapacityMemory: true, hatchery.ReasonResources: true,
+	framework := map[admission.Reason]bool{
+		admission.ReasonCapacityCPU: true, admission.ReasonCapacityMemory: true, admission.ReasonResources: true,
 	}
-	seen := map[hatchery.Reason]bool{}
+	seen := map[admission.Reason]bool{}
 	for _, r := range Reasons() {
 		c := r.Code()
-		require.True(t, framework[c], "%q is not a capacity code of sdk/hatchery", r)
+		require.True(t, framework[c], "%q is not a capacity code of sdk/admission", r)
 		require.False(t, seen[c], "%q mapped twice", c)
 		seen[c] = true
 		require.Equal(t, string(r), string(c), "the log's reason is the framework's code")
