@@ -16,9 +16,10 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/admission"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // Intervals are the framework's timings. Zero fields take the defaults of
@@ -183,12 +184,12 @@ type Framework struct {
 	// spawns joins the registration goroutines started by the register loop.
 	spawns sync.WaitGroup
 
-	pool     *admission.Pool
+	pool     *workerpool.Pool
 	attempts attemptCounter[int64]
 	// attemptsV2 counts spawn attempts per V2 run job; past
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
-	skips      admission.Repeats
+	skips      refusal.Repeats
 	// spawned are the jobs this run spawned a worker for that were not
 	// seen back in the queue since; those whose worker is still in the
 	// pool stay booked (or taken) by this hatchery.
@@ -251,11 +252,11 @@ func New(o Options) (*Framework, error) {
 		f.cfg.Name = o.Hatchery.Name()
 	}
 	f.hostname, _ = os.Hostname()
-	f.pool = admission.New(admission.Config{
+	f.pool = workerpool.New(workerpool.Config{
 		HatcheryName: f.cfg.Name,
 		V1:           f.cfg.API.Token != "",
 		V2:           f.cfg.API.TokenV2 != "",
-		Limits: admission.Limits{
+		Limits: workerpool.Limits{
 			MaxWorker:                 f.cfg.Provision.MaxWorker,
 			MaxConcurrentProvisioning: f.cfg.Provision.MaxConcurrentProvisioning,
 			MaxConcurrentRegistering:  f.cfg.Provision.MaxConcurrentRegistering,
@@ -295,7 +296,7 @@ func (f *Framework) MonAddr() string {
 // Pool returns the current worker pool (for /mon/workers and the status):
 // the last snapshot plus the spawns the snapshot does not show yet. It
 // makes no network call.
-func (f *Framework) Pool() []admission.Worker { return f.pool.Workers() }
+func (f *Framework) Pool() []workerpool.Worker { return f.pool.Workers() }
 
 // PoolRefreshes is the number of worker pool snapshots taken so far (each
 // one lists the API workers once and asks WorkersStarted once).
@@ -316,10 +317,10 @@ func (f *Framework) refreshPool(ctx context.Context) error {
 
 // reserve is checkCapacities: it admits one more worker named name (a
 // registration when register), or says why not, from the worker pool in
-// memory (admission.Pool.Reserve); it makes no network call.
-func (f *Framework) reserve(name string, register bool) (*admission.Slot, *admission.Refusal) {
+// memory (workerpool.Pool.Reserve); it makes no network call.
+func (f *Framework) reserve(name string, register bool) (*workerpool.Slot, *refusal.Refusal) {
 	s, r := f.pool.Reserve(name, register)
-	if r != nil && !register && r.Reason == admission.ReasonMaxWorkers {
+	if r != nil && !register && r.Reason == refusal.ReasonMaxWorkers {
 		if ho, ok := f.obs.(HealthObserver); ok {
 			ho.MaxWorkersReached()
 		}

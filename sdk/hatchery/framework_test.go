@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/admission"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 const waitFor = 10 * time.Second
@@ -296,7 +296,7 @@ func TestMonEndpoints(t *testing.T) {
 	var v VersionInfo
 	getJSON(t, "http://"+addr+"/mon/version", &v)
 	assert.Equal(t, VersionInfo{Name: testHatchery, Type: sdk.VSphere, Version: "1.2.3-test"}, v)
-	var workers []admission.Worker
+	var workers []workerpool.Worker
 	getJSON(t, "http://"+addr+"/mon/workers", &workers)
 	assert.Empty(t, workers)
 	resp, err := http.Get("http://" + addr + "/mon/metrics")
@@ -491,7 +491,7 @@ func TestModelRegistration(t *testing.T) {
 	hs.run()
 	got := <-hs.h.spawned
 	assert.True(t, got.RegisterOnly)
-	assert.True(t, strings.HasPrefix(got.WorkerName, admission.RegisterPrefix+"debian12-"), got.WorkerName)
+	assert.True(t, strings.HasPrefix(got.WorkerName, workerpool.RegisterPrefix+"debian12-"), got.WorkerName)
 	assert.Empty(t, got.JobID)
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"shared.infra/debian12"}, c.modelBooks) })
 }

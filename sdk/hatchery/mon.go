@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/admission"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // VersionInfo is the body of /mon/version.
@@ -54,7 +54,7 @@ func (f *Framework) Handler() http.Handler {
 		if hl, ok := f.h.(HeldLister); ok {
 			for _, hw := range hl.HeldWorkers(r.Context()) {
 				until := hw.Until
-				pool = append(pool, admission.Worker{Name: hw.Name, Status: StatusHeld, Source: admission.SourceHeld, Reason: hw.Reason, HeldUntil: &until})
+				pool = append(pool, workerpool.Worker{Name: hw.Name, Status: StatusHeld, Source: workerpool.SourceHeld, Reason: hw.Reason, HeldUntil: &until})
 			}
 		}
 		writeJSON(w, http.StatusOK, pool)

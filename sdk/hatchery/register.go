@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/admission"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // maxModelSpawnErrors is the model spawn error count (nb_spawn_err) at
@@ -69,10 +69,10 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "cannot spawn: refused by hatchery")
 			continue
 		}
-		name := WorkerName(admission.RegisterPrefix, m.Name)
-		s, refusal := f.reserve(name, true)
+		name := WorkerName(workerpool.RegisterPrefix, m.Name)
+		s, refused := f.reserve(name, true)
 		if s == nil {
-			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, refusal.Reason, logkey.Detail, refusal.Detail)
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, refused.Reason, logkey.Detail, refused.Detail)
 			return
 		}
 		group := ""
@@ -113,7 +113,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 // register spawns one registration worker and reports a failure on the
 // model, once per attempt: the hatchery itself does not report it. It
 // ends the slot's reservation when SpawnWorker returns.
-func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *admission.Slot) {
+func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *workerpool.Slot) {
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}
 	start := f.now()

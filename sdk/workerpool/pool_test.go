@@ -1,4 +1,4 @@
-package admission
+package workerpool
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 const testHatchery = "hatchery-test"
@@ -124,7 +125,7 @@ func TestPoolReserveCountsAndEnds(t *testing.T) {
 
 	_, r := p.Reserve("w0", false)
 	require.NotNil(t, r, "no snapshot yet")
-	assert.Equal(t, ReasonPoolUnknown, r.Reason)
+	assert.Equal(t, refusal.ReasonPoolUnknown, r.Reason)
 	room, err := p.Refresh(context.Background())
 	require.NoError(t, err)
 	assert.True(t, room, "a job was refused before and one fits now")
@@ -137,7 +138,7 @@ func TestPoolReserveCountsAndEnds(t *testing.T) {
 	assert.Equal(t, 2, p.SpawnsInFlight())
 	_, r = p.Reserve("w3", false)
 	require.NotNil(t, r)
-	assert.Equal(t, ReasonMaxProvisioning, r.Reason, "two spawns in flight")
+	assert.Equal(t, refusal.ReasonMaxProvisioning, r.Reason, "two spawns in flight")
 
 	a.Release()
 	a.Release() // a second end does nothing
@@ -157,7 +158,7 @@ func TestPoolReserveCountsAndEnds(t *testing.T) {
 	require.NoError(t, err)
 	_, r = p.Reserve("w4", false)
 	require.NotNil(t, r)
-	assert.Equal(t, ReasonMaxWorkers, r.Reason, "two workers started: the pool is full")
+	assert.Equal(t, refusal.ReasonMaxWorkers, r.Reason, "two workers started: the pool is full")
 	assert.Len(t, p.Workers(), 2, "w2 is counted once, from the snapshot")
 }
 
@@ -183,7 +184,7 @@ func TestPoolRegistrationLimits(t *testing.T) {
 				assert.Equal(t, want, s != nil, "reserve %d", i)
 				if !want {
 					require.NotNil(t, r)
-					assert.Equal(t, ReasonMaxRegistering, r.Reason)
+					assert.Equal(t, refusal.ReasonMaxRegistering, r.Reason)
 				}
 			}
 			_, r := p.Reserve("job-worker", false)
@@ -209,23 +210,5 @@ func TestPoolRefreshErrorKeepsSnapshot(t *testing.T) {
 	assert.Zero(t, p.Refreshes())
 	_, r := p.Reserve("w", false)
 	require.NotNil(t, r)
-	assert.Equal(t, ReasonPoolUnknown, r.Reason)
-}
-
-// TestRepeatsFirstPerJobAndReason: a refusal is first once per job and
-// reason, whatever its counts; Forget and Prune make it first again.
-func TestRepeatsFirstPerJobAndReason(t *testing.T) {
-	t.Parallel()
-	var r Repeats
-	assert.True(t, r.First("v1:1", "max workers reached (10/10)"))
-	assert.False(t, r.First("v1:1", "max workers reached (9/10)"), "the counts vary, the reason is the same")
-	assert.True(t, r.First("v1:1", "region"), "another reason")
-	assert.True(t, r.First("v1:2", "max workers reached (10/10)"), "another job")
-
-	r.Forget("v1:1")
-	assert.True(t, r.First("v1:1", "max workers reached (10/10)"))
-
-	r.Prune("v1:", func(k string) bool { return k == "v1:2" })
-	assert.True(t, r.First("v1:1", "region"), "pruned")
-	assert.False(t, r.First("v1:2", "max workers reached"), "kept")
+	assert.Equal(t, refusal.ReasonPoolUnknown, r.Reason)
 }

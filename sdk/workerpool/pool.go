@@ -1,4 +1,4 @@
-package admission
+package workerpool
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // RegisterPrefix starts the name of a worker that only registers a model:
@@ -146,7 +147,7 @@ type endedSpawn struct {
 	register bool
 }
 
-// New returns an empty pool: every job is refused (ReasonPoolUnknown)
+// New returns an empty pool: every job is refused (refusal.ReasonPoolUnknown)
 // until the first Refresh succeeds.
 func New(cfg Config) *Pool {
 	p := &Pool{
@@ -420,22 +421,22 @@ func (s *Slot) end(ok bool) {
 // decideLocked is the count check on the current pool: nil when one more
 // worker (a registration when register) fits, else why not. The caller
 // holds p.mu.
-func (p *Pool) decideLocked(register bool) (pool int, refusal *Refusal) {
+func (p *Pool) decideLocked(register bool) (pool int, refused *refusal.Refusal) {
 	l := p.cfg.Limits
 	maxProv := max(l.MaxConcurrentProvisioning, 1)
 	maxReg := l.MaxConcurrentRegistering
 	if register {
 		if maxReg == -1 {
-			return 0, Refuse(ReasonMaxRegistering, "registration disabled (maxConcurrentRegistering = -1)")
+			return 0, refusal.Refuse(refusal.ReasonMaxRegistering, "registration disabled (maxConcurrentRegistering = -1)")
 		}
 		if p.registering >= maxReg {
-			return 0, Refuse(ReasonMaxRegistering, "max concurrent registering reached (%d)", maxReg)
+			return 0, refusal.Refuse(refusal.ReasonMaxRegistering, "max concurrent registering reached (%d)", maxReg)
 		}
 	} else if p.toStart >= maxProv {
-		return 0, Refuse(ReasonMaxProvisioning, "max concurrent provisioning reached (%d spawns in flight)", maxProv)
+		return 0, refusal.Refuse(refusal.ReasonMaxProvisioning, "max concurrent provisioning reached (%d spawns in flight)", maxProv)
 	}
 	if !p.known {
-		return 0, Refuse(ReasonPoolUnknown, "worker pool not known yet")
+		return 0, refusal.Refuse(refusal.ReasonPoolUnknown, "worker pool not known yet")
 	}
 	all := p.workersLocked()
 	var nbPending, nbRegistering int
@@ -449,11 +450,11 @@ func (p *Pool) decideLocked(register bool) (pool int, refusal *Refusal) {
 	}
 	switch {
 	case l.MaxWorker > 0 && len(all) >= l.MaxWorker:
-		return len(all), Refuse(ReasonMaxWorkers, "max workers reached (%d/%d)", len(all), l.MaxWorker)
+		return len(all), refusal.Refuse(refusal.ReasonMaxWorkers, "max workers reached (%d/%d)", len(all), l.MaxWorker)
 	case !register && nbPending >= maxProv:
-		return len(all), Refuse(ReasonMaxProvisioning, "max concurrent provisioning reached (%d pending)", nbPending)
+		return len(all), refusal.Refuse(refusal.ReasonMaxProvisioning, "max concurrent provisioning reached (%d pending)", nbPending)
 	case register && nbRegistering >= maxReg:
-		return len(all), Refuse(ReasonMaxRegistering, "max concurrent registering reached (%d registering)", nbRegistering)
+		return len(all), refusal.Refuse(refusal.ReasonMaxRegistering, "max concurrent registering reached (%d registering)", nbRegistering)
 	}
 	return len(all), nil
 }
@@ -464,8 +465,8 @@ func (p *Pool) decideLocked(register bool) (pool int, refusal *Refusal) {
 // cannot both take the last slot; it makes no network call. The slot
 // counts in the pool as Pending (or Registering) until released, or, once
 // spawned, until a later snapshot covers it. A job refused for
-// ReasonMaxWorkers means the pool holds Limits.MaxWorker workers.
-func (p *Pool) Reserve(name string, register bool) (*Slot, *Refusal) {
+// refusal.ReasonMaxWorkers means the pool holds Limits.MaxWorker workers.
+func (p *Pool) Reserve(name string, register bool) (*Slot, *refusal.Refusal) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if _, r := p.decideLocked(register); r != nil {
