@@ -172,7 +172,8 @@ func modelledStage(s vsphere.SpawnStage, pool, cloneOp string) time.Duration {
 	case vsphere.StageClone:
 		return vcsimtest.Modelled(cloneOp) + vcsimtest.Modelled(vcsimtest.OpPowerOn)
 	case vsphere.StageClaim:
-		return vcsimtest.Modelled(vcsimtest.OpRename) + vcsimtest.Modelled(vcsimtest.OpReconfigure)
+		// One reconfigure renames the VM and writes its record.
+		return vcsimtest.Modelled(vcsimtest.OpReconfigure)
 	case vsphere.StagePowerOn:
 		return vcsimtest.Modelled(vcsimtest.OpPowerOn)
 	case vsphere.StageIP:
