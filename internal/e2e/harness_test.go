@@ -283,6 +283,28 @@ func (r *rig) ourVMs() (pool, workers []demo.SimVM) {
 	return pool, workers
 }
 
+// sampleAlong calls sample every period from a goroutine of its own, from
+// now until the test's cleanup, which stops and joins it.
+func (r *rig) sampleAlong(period time.Duration, sample func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(period)
+		defer tk.Stop()
+		for {
+			sample()
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	r.t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
 // assertOnlyWarmPool waits up to within for the hatchery's VMs to be the
 // warm pool alone, at its size and powered off, and logs what is left
 // otherwise.

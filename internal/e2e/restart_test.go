@@ -46,28 +46,14 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 		claims  []string
 		samples int
 	)
-	stopSampler := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			_, workers := r.ourVMs()
-			c := jobClaims(workers)
-			mu.Lock()
-			claims = append(claims, c...)
-			samples++
-			mu.Unlock()
-			select {
-			case <-stopSampler:
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stopSampler); wg.Wait() })
+	r.sampleAlong(50*time.Millisecond, func() {
+		_, workers := r.ourVMs()
+		c := jobClaims(workers)
+		mu.Lock()
+		claims = append(claims, c...)
+		samples++
+		mu.Unlock()
+	})
 
 	// Run 1: the burst; stop when 5 spawns are in flight at once after at
 	// least 3 succeeded (workers running, jobs building).

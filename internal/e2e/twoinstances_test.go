@@ -160,41 +160,27 @@ func TestTwoInstancesOneStoppedHard(t *testing.T) {
 		samples   int
 		abandoned map[string]bool // VMs instance 1 left booting, set at its kill
 	)
-	stopSampler := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			s := r.haSample()
-			mu.Lock()
-			samples++
-			maxSeen = max(maxSeen, s.cpus)
-			for j, vms := range s.claims {
-				live := 0
-				for _, v := range vms {
-					if !abandoned[v] {
-						live++
-					}
-				}
-				if live > 1 {
-					claims[j] = vms
+	r.sampleAlong(50*time.Millisecond, func() {
+		s := r.haSample()
+		mu.Lock()
+		samples++
+		maxSeen = max(maxSeen, s.cpus)
+		for j, vms := range s.claims {
+			live := 0
+			for _, v := range vms {
+				if !abandoned[v] {
+					live++
 				}
 			}
-			for _, c := range s.clashes {
-				clashes[c] = true
-			}
-			mu.Unlock()
-			select {
-			case <-stopSampler:
-				return
-			case <-tk.C:
+			if live > 1 {
+				claims[j] = vms
 			}
 		}
-	}()
-	t.Cleanup(func() { close(stopSampler); wg.Wait() })
+		for _, c := range s.clashes {
+			clashes[c] = true
+		}
+		mu.Unlock()
+	})
 
 	in1 := r.startInstance(1)
 	in2 := r.startInstance(2)
