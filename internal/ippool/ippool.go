@@ -139,20 +139,22 @@ func (p *Pool) Reserve(ctx context.Context, used map[netip.Addr]bool, owner stri
 	if !p.Enabled() {
 		return Lease{}, errors.New("reserve ip: no ip range configured")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	p.expireLocked(now)
 	for {
+		p.mu.Lock()
+		now := p.now()
+		p.expireLocked(now)
 		a, ok := p.pickLocked(used)
+		if ok {
+			p.reserved[a] = reservation{owner: owner, until: now.Add(ReservationTTL)}
+		}
+		p.mu.Unlock()
 		if !ok {
 			return Lease{}, ErrNoIPAvailable
 		}
-		p.reserved[a] = reservation{owner: owner, until: now.Add(ReservationTTL)}
 		if p.locks == nil {
 			return p.leaseOf(a), nil
 		}
-		taken, err := p.lockLocked(ctx, a, owner)
+		taken, err := p.takeLock(ctx, a, owner)
 		if err != nil {
 			return Lease{}, err
 		}

@@ -121,32 +121,36 @@ func (l *lockState) addrOf(name string) (netip.Addr, bool) {
 	return a, true
 }
 
-// lockLocked takes a's lock for the reservation owner just made: at once
+// takeLock takes a's lock for the reservation owner just made: at once
 // (no vCenter call) when this process created it less than
 // ReservationTTL ago, else by creating it, after deleting the older lock
 // this process still holds (another holder may delete a lock unused for
 // ForeignLockGrace: an older one is not trusted without a call). p.mu is
-// released around the vCenter calls (the reservation keeps the address
+// not held across the vCenter calls (the reservation keeps the address
 // from every other pick meanwhile). taken: another holder has it; the
 // reservation is dropped and the address marked, the caller picks the
-// next. Any other failure drops the reservation and is returned. p.mu is
-// held on entry and on return.
-func (p *Pool) lockLocked(ctx context.Context, a netip.Addr, owner string) (taken bool, err error) {
+// next. Any other failure drops the reservation and is returned.
+func (p *Pool) takeLock(ctx context.Context, a netip.Addr, owner string) (taken bool, err error) {
 	l := p.locks
+	p.mu.Lock()
 	h, held := l.held[a]
 	if held && p.now().Sub(h.created) < ReservationTTL {
+		p.mu.Unlock()
 		return false, nil
 	}
 	delete(l.held, a)
 	p.mu.Unlock()
+	var delErr error
 	if held {
-		err = l.locker.DeleteLock(ctx, h.ref)
+		delErr = l.locker.DeleteLock(ctx, h.ref)
+		err = delErr
 	}
 	var ref types.ManagedObjectReference
 	if err == nil {
 		ref, err = l.locker.CreateLock(ctx, l.lockName(a))
 	}
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if err == nil {
 		// A listing started during the create may not show it: the
 		// current generation keeps Reconcile from forgetting it.
@@ -161,7 +165,7 @@ func (p *Pool) lockLocked(ctx context.Context, a netip.Addr, owner string) (take
 		l.log.Info("ip locked by another instance, trying the next", logkey.IP, a.String(), logkey.VM, owner)
 		return true, nil
 	}
-	if held {
+	if held && delErr != nil {
 		l.held[a] = h // the delete failed: still there, still ours
 	}
 	return false, fmt.Errorf("reserve ip %s for %q: %w", a, owner, err)
