@@ -155,6 +155,7 @@ func (p *Pool) takeLock(ctx context.Context, a netip.Addr, owner string) (taken 
 		// A listing started during the create may not show it: the
 		// current generation keeps Reconcile from forgetting it.
 		l.held[a] = heldLock{ref: ref, gen: l.gen, created: p.now()}
+		delete(l.taken, a) // a listing made during the create saw it as another's
 		return false, nil
 	}
 	if r, ok := p.reserved[a]; ok && r.owner == owner {
@@ -196,7 +197,7 @@ func (p *Pool) Reconcile(ctx context.Context, used map[netip.Addr]bool) error {
 	if err != nil {
 		return fmt.Errorf("reconcile ip locks: %w", err)
 	}
-	dels := p.reconcileLocked(names, used, gen)
+	dels := p.decideDeletions(names, used, gen)
 	var errs []error
 	for _, d := range dels {
 		err := l.locker.DeleteLock(ctx, d.ref)
@@ -230,9 +231,9 @@ type lockDeletion struct {
 	held heldLock // own: what this process held
 }
 
-// reconcileLocked decides, under p.mu, from the listing of generation gen,
-// which locks to delete; it marks them deleting.
-func (p *Pool) reconcileLocked(names map[string]types.ManagedObjectReference, used map[netip.Addr]bool, gen int64) []lockDeletion {
+// decideDeletions decides, under p.mu (taken here), from the listing of
+// generation gen, which locks to delete; it marks them deleting.
+func (p *Pool) decideDeletions(names map[string]types.ManagedObjectReference, used map[netip.Addr]bool, gen int64) []lockDeletion {
 	l := p.locks
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -256,6 +257,7 @@ func (p *Pool) reconcileLocked(names map[string]types.ManagedObjectReference, us
 			}
 			continue
 		}
+		delete(l.taken, a)
 		if needed(a) {
 			continue
 		}

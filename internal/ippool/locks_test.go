@@ -246,6 +246,28 @@ func TestIPLocksOldOwnLockIsTakenAgainThroughVCenter(t *testing.T) {
 	assert.True(t, l.has("hatch-ip-10.0.0.1"))
 }
 
+func TestIPLocksOldOwnLockTakenOverByAnotherIsNotReused(t *testing.T) {
+	t.Parallel()
+	l := newFakeLocker()
+	p, advance := lockedPool(t, l)
+	ctx := context.Background()
+	a, err := p.Reserve(ctx, nil, "vm-a")
+	require.NoError(t, err)
+	p.Release(a.IP, "vm-a")
+	// Another instance deleted the unused lock after its grace, and
+	// created its own for the address.
+	locks, err := l.ListLocks(ctx, "hatch-ip-")
+	require.NoError(t, err)
+	require.NoError(t, l.DeleteLock(ctx, locks["hatch-ip-10.0.0.1"]))
+	l.put("hatch-ip-10.0.0.1")
+	advance(ReservationTTL)
+
+	b, err := p.Reserve(ctx, nil, "vm-b")
+	require.NoError(t, err)
+	assert.Equal(t, "10.0.0.2", b.IP, "the address is the other instance's now")
+	assert.True(t, l.has("hatch-ip-10.0.0.1"), "deleting the old lock by reference leaves the other's new one")
+}
+
 func TestIPLocksCrashedInstanceLocksReconciledAfterTheGrace(t *testing.T) {
 	t.Parallel()
 	l := newFakeLocker()
