@@ -151,7 +151,7 @@ func (m *Metrics) SpawnFailed(model string, reason SpawnFailureReason) {
 
 // Stage is one timed stage of a successful spawn: Name is the stage tag
 // of spawn_stage_seconds (one of the hatchery's fixed list of stages,
-// vsphere.SpawnStages), D its duration.
+// spawntiming.Stages), D its duration.
 type Stage struct {
 	Name string
 	D    time.Duration

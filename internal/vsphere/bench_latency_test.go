@@ -17,6 +17,7 @@ import (
 	"github.com/vmware/govmomi/object"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -44,7 +45,7 @@ type latencyResult struct {
 	jobStart []time.Duration
 	overhead []time.Duration
 	// stageOverhead is measured minus modelled, per stage, per job.
-	stageOverhead map[vsphere.SpawnStage][]time.Duration
+	stageOverhead map[spawntiming.Stage][]time.Duration
 }
 
 // BenchmarkJobStartLatency (make bench-latency) spawns bursts of jobs
@@ -128,8 +129,8 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 	}
 
 	var mu sync.Mutex
-	var timings []vsphere.SpawnTiming
-	h.BenchOnSpawnTimed(func(_ hatchery.SpawnArguments, t vsphere.SpawnTiming) {
+	var timings []spawntiming.Timing
+	h.BenchOnSpawnTimed(func(_ hatchery.SpawnArguments, t spawntiming.Timing) {
 		mu.Lock()
 		defer mu.Unlock()
 		timings = append(timings, t)
@@ -160,24 +161,24 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 // hot claim's power-on stage is the resume and the check (the guest
 // answers after the resume of a suspended VM, at once when it runs), and
 // its guest is ready by the IP stage.
-func modelledStage(s vsphere.SpawnStage, pool, cloneOp string) time.Duration {
+func modelledStage(s spawntiming.Stage, pool, cloneOp string) time.Duration {
 	hot := pool == "suspended" || pool == "powered-on"
 	switch {
-	case hot && s == vsphere.StagePowerOn && pool == "suspended":
+	case hot && s == spawntiming.StagePowerOn && pool == "suspended":
 		return vcsimtest.Modelled(vcsimtest.OpPowerOn) + vcsimtest.Modelled(vcsimtest.OpResume)
-	case hot && (s == vsphere.StagePowerOn || s == vsphere.StageIP):
+	case hot && (s == spawntiming.StagePowerOn || s == spawntiming.StageIP):
 		return 0
 	}
 	switch s {
-	case vsphere.StageClone:
+	case spawntiming.StageClone:
 		return vcsimtest.Modelled(cloneOp) + vcsimtest.Modelled(vcsimtest.OpPowerOn)
-	case vsphere.StageClaim:
+	case spawntiming.StageClaim:
 		return vcsimtest.Modelled(vcsimtest.OpRename) + vcsimtest.Modelled(vcsimtest.OpReconfigure)
-	case vsphere.StagePowerOn:
+	case spawntiming.StagePowerOn:
 		return vcsimtest.Modelled(vcsimtest.OpPowerOn)
-	case vsphere.StageIP:
+	case spawntiming.StageIP:
 		return vcsimtest.Modelled(vcsimtest.OpGuestReady)
-	case vsphere.StageLaunch:
+	case spawntiming.StageLaunch:
 		// The annotation write after the launch is not in the stage; the
 		// launch itself is a guest program start.
 		return 0
@@ -185,8 +186,8 @@ func modelledStage(s vsphere.SpawnStage, pool, cloneOp string) time.Duration {
 	return 0
 }
 
-func latencyOf(sc latencyScenario, cloneOp string, timings []vsphere.SpawnTiming) latencyResult {
-	r := latencyResult{scenario: sc, stageOverhead: map[vsphere.SpawnStage][]time.Duration{}}
+func latencyOf(sc latencyScenario, cloneOp string, timings []spawntiming.Timing) latencyResult {
+	r := latencyResult{scenario: sc, stageOverhead: map[spawntiming.Stage][]time.Duration{}}
 	// Ideal task-slot wait: the i-th job (by the time it spent before its
 	// clone or claim was sent plus that stage) waited floor(i/slots)
 	// modelled task durations.
@@ -194,11 +195,11 @@ func latencyOf(sc latencyScenario, cloneOp string, timings []vsphere.SpawnTiming
 	for i := range order {
 		order[i] = i
 	}
-	first := func(t vsphere.SpawnTiming) time.Duration {
+	first := func(t spawntiming.Timing) time.Duration {
 		var d time.Duration
 		for _, s := range t.Stages {
 			d += s.D
-			if s.Stage == vsphere.StageClone || s.Stage == vsphere.StageClaim {
+			if s.Stage == spawntiming.StageClone || s.Stage == spawntiming.StageClaim {
 				return d
 			}
 		}
@@ -210,10 +211,10 @@ func latencyOf(sc latencyScenario, cloneOp string, timings []vsphere.SpawnTiming
 		var modelled time.Duration
 		for _, s := range t.Stages {
 			m := modelledStage(s.Stage, sc.pool, cloneOp)
-			if s.Stage == vsphere.StageClone || s.Stage == vsphere.StageClaim {
+			if s.Stage == spawntiming.StageClone || s.Stage == spawntiming.StageClaim {
 				m += time.Duration(rank/sc.tasks) * modelledStage(s.Stage, sc.pool, cloneOp)
 			}
-			if s.Stage == vsphere.StageQueueToBook {
+			if s.Stage == spawntiming.StageQueueToBook {
 				m = s.D // booked when queued: the burst's own fan-out, not modelled
 			}
 			modelled += m
@@ -260,8 +261,8 @@ func printLatency(w io.Writer, results []latencyResult) {
 	fmt.Fprintln(w, "overhead per stage, p95 (measured - modelled, s):")
 	for _, r := range results {
 		var parts []string
-		for _, s := range vsphere.SpawnStages {
-			if s == vsphere.StageQueueToBook {
+		for _, s := range spawntiming.Stages {
+			if s == spawntiming.StageQueueToBook {
 				continue
 			}
 			if d, ok := r.stageOverhead[s]; ok {

@@ -205,8 +205,8 @@ func TestGuestCredentials(t *testing.T) {
 				return
 			}
 			assert.NoError(t, err)
-			assert.Equal(t, tt.wantUser, ga.auth.Username)
-			assert.Equal(t, tt.wantPre, ga.preStartScript)
+			assert.Equal(t, tt.wantUser, ga.Auth.Username)
+			assert.Equal(t, tt.wantPre, ga.PreStartScript)
 		})
 	}
 }

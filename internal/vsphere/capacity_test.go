@@ -199,7 +199,7 @@ func TestCountAllocatedResources(t *testing.T) {
 
 	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
 	require.Equal(t, capHatcheryName, env.h.Name())
-	u := capacity.Count(env.h.vmUsages(vms))
+	u := capacity.Count(env.h.admission().VMUsages(vms))
 	require.Equal(t, capacity.Footprint{CPUs: 6, MemoryMB: 12288}, u.Footprint)
 	require.Equal(t, 2, u.VMs)
 	require.Equal(t, map[string]bool{"j-a": true, "j-b": true}, u.Keys)
@@ -387,7 +387,7 @@ func TestReservationLifecycle(t *testing.T) {
 		require.False(t, can(t, env, "large", "j3"))
 		env.h.releaseCapacity("j2")
 		require.True(t, can(t, env, "large", "j3"))
-		n := env.h.capacity.ledger.Len()
+		n := env.h.capacity.Ledger().Len()
 		require.Equal(t, 1, n, "released reservations are forgotten once no decision needs them")
 	})
 
@@ -419,7 +419,7 @@ func TestReservationLifecycle(t *testing.T) {
 		env.h.releaseCapacity("j4")
 		env.clock.advance(time.Minute)
 		require.True(t, can(t, env, "small", "j5")) // gc runs at the end of each decision
-		n := env.h.capacity.ledger.Len()
+		n := env.h.capacity.Ledger().Len()
 		require.Equal(t, 1, n, "only j5's reservation is left")
 	})
 

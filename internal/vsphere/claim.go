@@ -7,11 +7,12 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -220,7 +221,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		return types.ManagedObjectReference{}, err
 	}
 
-	markStage(ctx, StageBookToClone)
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
 	}
@@ -233,20 +234,12 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		if err != nil {
 			return fail("load devices", err)
 		}
-		if err := applyFlavor(&spec, flavor, devices); err != nil {
+		if err := clonespec.ApplyFlavor(&spec, flavor, devices); err != nil {
 			return fail(fmt.Sprintf("apply flavor %q", flavor.Name), err)
 		}
 	}
 	if boot != nil {
-		var lease *ippool.Lease
-		if annot.IPAddress != "" {
-			l, ok := h.ips.Lookup(annot.IPAddress)
-			if !ok {
-				return fail("cloud-init guestinfo", fmt.Errorf("ip %s is in no configured range", annot.IPAddress))
-			}
-			lease = &l
-		}
-		opts, err := cloudinit.Options(h.instanceID(newName), sanitizeHostname(newName), cloudInitAddress(lease), *boot)
+		opts, err := h.clones.CloudInitOptions(newName, annot.IPAddress, *boot)
 		if err != nil {
 			return fail("cloud-init guestinfo", err)
 		}
@@ -257,11 +250,11 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		return fail("reconfigure", err)
 	}
 	userdataWritten = boot != nil
-	markStage(ctx, StageClaim)
+	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}
-	markStage(ctx, StagePowerOn)
+	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil

@@ -6,8 +6,10 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -26,7 +28,7 @@ const maxHotClaims = 3
 // prepareHotVM turns a claimed hot pool VM (suspended or powered on, of
 // the exact flavor) into the worker: power on (a suspended VM resumes),
 // check it (guest operations ready, the IP its record holds, bounded by
-// readiness.Resume), then rename to annot.WorkerName and write annot. A
+// guest.Readiness.Resume), then rename to annot.WorkerName and write annot. A
 // hot VM is never resized nor given cloud-init userdata: it booted
 // already. It refuses a VM that is not ours. On error the VM is powered
 // off and marked for deletion, never reused; a failed check wraps
@@ -47,7 +49,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 		if serr := h.vs.ShutdownVirtualMachine(cctx, obj); serr != nil {
 			log.Warn("claimed hot vm not powered off, left to cleanup", logkey.Err, serr)
 		}
@@ -60,7 +62,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 		return types.ManagedObjectReference{}, err
 	}
 
-	markStage(ctx, StageBookToClone)
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	// A suspended VM resumes; a powered-on one is on already (success).
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("resume", fmt.Errorf("%w: %w", errHotCheck, err))
@@ -68,7 +70,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	if err := h.checkHotVM(ctx, obj, vm.Annotation.IPAddress); err != nil {
 		return fail("check after "+hotVerb(state), fmt.Errorf("%w: %w", errHotCheck, err))
 	}
-	markStage(ctx, StagePowerOn)
+	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
 	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
@@ -79,7 +81,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		return fail("write annotation", err)
 	}
-	markStage(ctx, StageClaim)
+	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	h.inv.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("%s, checked, renamed to %q", hotVerb(state), newName))
 	return obj, nil
@@ -88,15 +90,15 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 // checkHotVM checks a resumed (or running) pool VM before a worker starts
 // in it: guest operations ready and the guest reporting expectedIP (any
 // IPv4 address when the record holds none), each bounded by
-// readiness.Resume.
+// guest.Readiness.Resume.
 func (h *HatcheryVSphere) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) error {
-	gctx, cancel := context.WithTimeout(ctx, readiness.Resume)
+	gctx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
 	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("wait for guest operations ready: %w", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, readiness.Resume)
+	ictx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
 	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, expectedIP)
 	cancel()
 	if err != nil {

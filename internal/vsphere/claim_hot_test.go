@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -172,7 +173,7 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
 		warmProvVM("provision-v2-off", "debian12", "large", sized),
 	}
-	u := capacity.Count(e.h.vmUsages(vms))
+	u := capacity.Count(e.h.admission().VMUsages(vms))
 	assert.Equal(t, int64(4), u.CPUs)
 	assert.Equal(t, int64(8192), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)
@@ -189,6 +190,6 @@ func TestProvisionedCountByState(t *testing.T) {
 		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn)),
 		warmVM("worker-1"),
 	}
-	got := summarizeVMs(warmHatcheryName, vms).gauges().ProvisionedVMs
+	got := collector.Gauges(warmHatcheryName, vms).ProvisionedVMs
 	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -234,7 +235,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	}
 	wantSpec := types.VirtualMachineConfigSpec{}
 	want.ApplyTo(&wantSpec)
-	require.NoError(t, applyFlavor(&wantSpec, large, devices))
+	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
 
 	var gotSpec types.VirtualMachineConfigSpec
 	gomock.InOrder(

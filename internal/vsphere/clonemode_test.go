@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -14,46 +15,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-func TestDecideCloneMode(t *testing.T) {
-	t.Parallel()
-	cur := spRef("VirtualMachineSnapshot", "snapshot-2")
-	other := spRef("VirtualMachineSnapshot", "snapshot-1")
-	ti := TemplateInfo{
-		Devices:         spDevices(1), // a 10 GB disk
-		CurrentSnapshot: &cur,
-		Snapshots:       []TemplateSnapshot{{Name: "golden", Ref: other}, {Name: "base", Ref: cur}},
-	}
-	tests := []struct {
-		name     string
-		ti       TemplateInfo
-		flavor   *config.Flavor
-		snapshot string
-		mode     string
-		snap     *types.ManagedObjectReference
-		reason   string
-	}{
-		{name: "current snapshot", ti: ti, mode: CloneModeLinked, snap: &cur},
-		{name: "named snapshot", ti: ti, snapshot: "golden", mode: CloneModeLinked, snap: &other},
-		{name: "named snapshot missing", ti: ti, snapshot: "nope", mode: CloneModeFull, reason: `no snapshot named "nope"`},
-		{name: "no snapshot", ti: TemplateInfo{Devices: ti.Devices}, mode: CloneModeFull, reason: "template has no snapshot"},
-		{name: "flavor keeps the disk", ti: ti, flavor: &config.Flavor{Name: "s", CPUs: 1, MemoryMB: 512, DiskSizeGB: 10}, mode: CloneModeLinked, snap: &cur},
-		{name: "flavor grows the disk", ti: ti, flavor: &config.Flavor{Name: "l", CPUs: 1, MemoryMB: 512, DiskSizeGB: 20}, mode: CloneModeFull, reason: `flavor "l" grows the disk`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			d := decideCloneMode(tt.ti, tt.flavor, tt.snapshot)
-			assert.Equal(t, tt.mode, d.Mode)
-			assert.Equal(t, tt.snap, d.Snapshot)
-			if tt.reason == "" {
-				assert.Empty(t, d.Reason)
-			} else {
-				assert.Contains(t, d.Reason, tt.reason)
-			}
-		})
-	}
-}
 
 // TestPrepareCloneSpecCloneModes: through the mock client, a template with
 // a current snapshot gives a linked clone spec; one without keeps today's
@@ -78,14 +39,14 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 		return &inventory.Annotation{HatcheryName: spHatchery, WorkerName: n}
 	}
 
-	spec, err := f.h.prepareCloneSpec(ctx, templateRef{Ref: linked, Name: linked.Value}, annot("w1"), nil)
+	spec, err := f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: linked, Name: linked.Value}, annot("w1"), nil, nil)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), spec.Location.DiskMoveType)
 	require.NotNil(t, spec.Snapshot)
 	assert.Equal(t, snap, *spec.Snapshot)
 
 	big := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
-	spec, err = f.h.prepareCloneSpec(ctx, templateRef{Ref: linked, Name: linked.Value}, annot("w2"), big)
+	spec, err = f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: linked, Name: linked.Value}, annot("w2"), big, nil)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 	assert.Nil(t, spec.Snapshot)
@@ -98,7 +59,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	assert.True(t, grown, "the full clone grows the disk")
 
 	for _, n := range []string{"w3", "w4"} {
-		spec, err = f.h.prepareCloneSpec(ctx, templateRef{Ref: plain, Name: plain.Value}, annot(n), nil)
+		spec, err = f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: plain, Name: plain.Value}, annot(n), nil, nil)
 		require.NoError(t, err)
 		assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 		assert.Nil(t, spec.Snapshot)

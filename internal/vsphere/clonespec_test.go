@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
@@ -61,7 +62,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 			f.expectCloneSpecCalls(tmpl, tt.nics)
 			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
 
-			spec, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, annot, nil)
+			spec, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, annot, nil, nil)
 			require.NoError(t, err)
 
 			// NIC edit with the configured backing.
@@ -118,7 +119,7 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
-	_, err := f.h.prepareCloneSpec(context.Background(), templateRef{Ref: tmpl, Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil)
+	_, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")
 }

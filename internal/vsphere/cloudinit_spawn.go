@@ -8,7 +8,9 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -58,13 +60,13 @@ func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
 // cloud-init (cloudInit true; no guest account, only the entry's
 // preStartScript), else through guest operations with the model's guest
 // credentials (guestCredentials).
-func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guestAccess, cloudInit bool, err error) {
+func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guest.Access, cloudInit bool, err error) {
 	if h.cfg.BootstrapOf(model) != config.BootstrapCloudInit {
 		ga, err = h.guestCredentials(ctx, model)
 		return ga, false, err
 	}
 	if e := h.cfg.ModelEntry(model); e != nil {
-		ga.preStartScript = e.PreStartScript
+		ga.PreStartScript = e.PreStartScript
 	}
 	return ga, true, nil
 }
@@ -90,17 +92,17 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
-		ictx, cancel := context.WithTimeout(ctx, readiness.GuestOps+readiness.IP)
+		ictx, cancel := context.WithTimeout(ctx, guest.Readiness.GuestOps+guest.Readiness.IP)
 		var err error
 		ip, err = h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
 		cancel()
 		if err != nil {
-			return stepErr("wait for ip", err)
+			return guest.StepErr("wait for ip", err)
 		}
 		if annot.IPAddress != "" && ip != annot.IPAddress {
-			return stepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
+			return guest.StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
 		}
-		markStage(ctx, StageIP)
+		spawntiming.Mark(ctx, spawntiming.StageIP)
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
@@ -109,7 +111,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
 	}
-	markStage(ctx, StageLaunch)
+	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	return nil
 }
 

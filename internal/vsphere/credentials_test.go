@@ -76,8 +76,8 @@ func TestGuestCredentialsResolveV1ModelSecrets(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, "root", ga.auth.Username)
-			assert.Equal(t, tt.want, ga.auth.Password)
+			assert.Equal(t, "root", ga.Auth.Username)
+			assert.Equal(t, tt.want, ga.Auth.Password)
 		})
 	}
 

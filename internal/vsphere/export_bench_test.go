@@ -5,6 +5,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
@@ -30,6 +31,6 @@ const WatchResyncInterval = inventory.WatchResyncInterval
 
 // BenchOnSpawnTimed makes the hatchery hand every successful spawn's
 // timing to fn; call it before the first spawn.
-func (h *HatcheryVSphere) BenchOnSpawnTimed(fn func(hatchery.SpawnArguments, SpawnTiming)) {
+func (h *HatcheryVSphere) BenchOnSpawnTimed(fn func(hatchery.SpawnArguments, spawntiming.Timing)) {
 	h.onTimed = fn
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 )
 
@@ -15,14 +16,14 @@ import (
 // it must not run in parallel.
 func FaultsShortenReadiness(t testing.TB, guestOps time.Duration) {
 	t.Helper()
-	saved := readiness
-	t.Cleanup(func() { readiness = saved })
-	readiness.GuestOps = guestOps
-	readiness.IP = guestOps
-	readiness.Env = guestOps
-	readiness.EnvRetry = guestOps / 10
-	readiness.Resume = guestOps
-	readiness.Cleanup = 10 * time.Second
+	saved := guest.Readiness
+	t.Cleanup(func() { guest.Readiness = saved })
+	guest.Readiness.GuestOps = guestOps
+	guest.Readiness.IP = guestOps
+	guest.Readiness.Env = guestOps
+	guest.Readiness.EnvRetry = guestOps / 10
+	guest.Readiness.Resume = guestOps
+	guest.Readiness.Cleanup = 10 * time.Second
 }
 
 // FaultsReservedIPs returns the IPs reserved by spawns (sorted).

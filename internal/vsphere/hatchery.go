@@ -11,15 +11,20 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Name prefixes of the VMs the hatchery creates.
@@ -42,9 +47,8 @@ type HatcheryVSphere struct {
 	now   func() time.Time
 	// metrics counts capacity refusals; nil: not counted.
 	metrics *metrics.Metrics
-	// metricsPool is the metrics collector's resource pool
-	// (monitoring_collect.go).
-	metricsPool metricsPool
+	// collector computes the gauges (internal/collector).
+	collector *collector.Collector
 	// started is when this process built the hatchery: a VM created
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
@@ -55,17 +59,16 @@ type HatcheryVSphere struct {
 	// annotations after a restart.
 	life        *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
 	pendingJobs *nameSet         // jobs being spawned, by job key (no VM name yet)
-	modeLogged  *nameSet         // template/mode pairs whose clone mode was logged (logCloneMode)
 	userdata    userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
-	onTimed func(hatchery.SpawnArguments, SpawnTiming)
+	onTimed func(hatchery.SpawnArguments, spawntiming.Timing)
 
 	ips      *ippool.Pool       // static IPs (internal/ippool)
-	capacity *capacityState     // in-flight footprints (capacity.go)
+	capacity *admission.State   // in-flight footprints (internal/admission)
 	prov     *provisioningState // warm pool (provisioning.go)
-	tmplDevs *templateDevices   // template device lists (template_devices.go)
+	clones   *clonespec.Builder // clone specs and template devices (internal/clonespec)
 	quar     *quarantine.Book   // broken templates (quarantine.go)
 	// quarGauge serialises reading the quarantined count and recording
 	// it, so that the gauge never ends on an older count.
@@ -106,7 +109,6 @@ func New(o Options) (*HatcheryVSphere, error) {
 		metrics:     o.Metrics,
 		ready:       o.Ready,
 		pendingJobs: newNameSet(),
-		modeLogged:  newNameSet(),
 	}
 	if h.inv == nil {
 		h.inv = inventory.Listing{Client: o.Client}
@@ -118,6 +120,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 		h.now = time.Now
 	}
 	h.started = h.now()
+	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
+		Port: o.Client, PoolRuntime: func() *types.ResourcePoolRuntimeInfo { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	ips, err := ippool.New(o.Config)
 	if err != nil {
@@ -129,9 +133,9 @@ func New(o Options) (*HatcheryVSphere, error) {
 		ips.UseLocks(o.Client, o.Config.CommonConfiguration.Name, h.log)
 	}
 	h.ips = ips
-	h.capacity = newCapacityState()
+	h.capacity = admission.NewState()
 	h.prov = newProvisioningState()
-	h.tmplDevs = newTemplateDevices(h.now)
+	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -35,8 +36,8 @@ func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectRefe
 	held := *annot
 	held.HeldUntil, held.HeldReason = &until, reason
 	// The write runs on a context detached from a cancelled spawn, bounded
-	// like the other failure-path requests (readiness.Cleanup).
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
+	// like the other failure-path requests (guest.Readiness.Cleanup).
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 	defer cancel()
 	if err := h.writeAnnotation(cctx, vm, &held); err != nil {
 		h.log.Warn("debug hold not written, vm deleted instead", logkey.VM, name, logkey.Err, err)

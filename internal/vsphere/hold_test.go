@@ -150,7 +150,7 @@ func TestHeldVMCountsInCapacity(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(1))
 	held := heldAt("w-held", "run-1", f.clock.Now().Add(time.Minute))
-	u := capacity.Count(f.h.vmUsages([]inventory.VM{held}))
+	u := capacity.Count(f.h.admission().VMUsages([]inventory.VM{held}))
 	assert.Equal(t, int64(2), u.CPUs)
 	assert.Equal(t, int64(4096), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -55,11 +56,11 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	e.m.SpawnStarted("debian12")
 	e.m.SpawnSucceeded("debian12", 40*time.Second)
 	e.m.SpawnFailed("debian12", metrics.SpawnFailureIP)
-	timing := SpawnTiming{
-		Stages:   []StageDuration{{StageQueueToBook, 2 * time.Second}, {StageClone, 50 * time.Second}},
+	timing := spawntiming.Timing{
+		Stages:   []spawntiming.StageDuration{{Stage: spawntiming.StageQueueToBook, D: 2 * time.Second}, {Stage: spawntiming.StageClone, D: 50 * time.Second}},
 		JobStart: 52 * time.Second,
 	}
-	e.m.SpawnTimed("debian12", timing.metricStages(), timing.JobStart)
+	e.m.SpawnTimed("debian12", timing.MetricStages(), timing.JobStart)
 	return scrape(t, e.m)
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -344,11 +345,11 @@ func (h *HatcheryVSphere) poolCounts(vms []inventory.VM) map[poolKey]int {
 
 // provisionOne clones one VM for the pool, waits for its IP and powers it
 // off (a hot pool's VM: readyHot), when its footprint fits the static limits meanwhile
-// (reserveProvisioning). A VM that fails on the way is marked for deletion.
+// (admission.Admission.ReserveProvisioning). A VM that fails on the way is marked for deletion.
 func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	name := t.name
 	log := h.log.With(logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor)
-	d, err := h.reserveProvisioning(ctx, name, t)
+	d, err := h.admission().ReserveProvisioning(ctx, name, t.template, t.flavor, t.key.model, t.key.flavor)
 	if err != nil {
 		log.Warn("provisioning deferred to the next pass", logkey.Err, err)
 		return
@@ -360,9 +361,9 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	off := false
 	defer func() {
 		if off {
-			h.dropProvisioning(name)
+			h.admission().DropProvisioning(name)
 		} else {
-			h.releaseCapacity(provisionReservationKey(name))
+			h.admission().ReleaseProvisioning(name)
 		}
 	}()
 	if err := h.life.Move(name, lifecycle.Gone, lifecycle.Provisioning, lifecycle.WithPool(t.key.pool())); err != nil {
@@ -378,7 +379,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}
-	var failed error // the failure, marked templateFault when the template is to blame
+	var failed error // the failure, marked (spawnfault.MarkTemplate) when the template is to blame
 	defer func() { h.endAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (then this move is refused, as it should be).
@@ -426,14 +427,14 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	_, err = h.vs.WaitForVirtualMachineIP(ipCtx, vm, annot.IPAddress)
 	cancel()
 	if err != nil {
-		failed = markTemplateFault(err) // the guest of a VM of this template never came up
+		failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
 		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
 		h.markToDelete(name)
 		return
 	}
 	if t.idleState == config.IdleStateSuspended || t.idleState == config.IdleStatePoweredOn {
 		if err := h.readyHot(ctx, vm, name, &annot, t.idleState); err != nil {
-			failed = markTemplateFault(err)
+			failed = spawnfault.MarkTemplate(err)
 			log.Warn("provisioning failed", logkey.Err, err)
 			h.markToDelete(name)
 			h.inv.Invalidate()

@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 )
 
 // TestProvisioningQuarantine: a warm pool's provisionings are spawns for the
@@ -43,7 +44,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
 		}
 		if template == "broken" && !fixed {
-			return types.ManagedObjectReference{}, markTemplateFault(errors.New("guest never ready"))
+			return types.ManagedObjectReference{}, spawnfault.MarkTemplate(errors.New("guest never ready"))
 		}
 		return warmRef(name), nil
 	}

@@ -590,7 +590,7 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	<-done
 
 	assert.Len(t, rec.names(), 2, "2 used + 2 + 2 = 6 vCPUs: a third clone would overshoot maxCpus")
-	n, _ := e.h.capacity.ledger.Held()
+	n, _ := e.h.capacity.Ledger().Held()
 	assert.Zero(t, n, "powered off: the provisioned vms hold no capacity")
 
 	// The next pass provisions the third: the two are powered off.

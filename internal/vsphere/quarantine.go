@@ -2,20 +2,13 @@ package vsphere
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"time"
 
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -100,7 +93,7 @@ func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attem
 	if detail != "" {
 		err = fmt.Errorf("%w; %s", err, detail)
 	}
-	if cause == causeVCenter {
+	if cause == spawnfault.VCenter {
 		return &hatchery.BackendError{Err: err}
 	}
 	return err
@@ -111,13 +104,13 @@ func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attem
 // of the template's state (lifted says what lifted it). It returns the
 // failure's cause and, when the failure quarantined the template, the
 // sentence that says so.
-func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) (spawnFailureCause, string) {
-	cause := spawnCause(ctx, err)
+func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) (spawnfault.Cause, string) {
+	cause := spawnfault.Classify(ctx, err)
 	reason := ""
 	if err != nil {
 		reason = err.Error()
 	}
-	tr, e := a.End(err == nil, cause.quarantine(), reason)
+	tr, e := a.End(err == nil, cause.Quarantine(), reason)
 	switch tr {
 	case quarantine.Entered, quarantine.Renewed:
 		h.recordQuarantined()
@@ -136,88 +129,6 @@ func (h *HatcheryVSphere) recordQuarantined() {
 	h.quarGauge.Lock()
 	defer h.quarGauge.Unlock()
 	h.metrics.QuarantinedTemplates(len(h.quar.Quarantined()))
-}
-
-// spawnFailureCause is what a spawn failure points at.
-type spawnFailureCause int
-
-const (
-	causeNone spawnFailureCause = iota // success, or elsewhere (capacity, IP, job gone...)
-	causeTemplate
-	causeVCenter
-)
-
-// quarantine maps the cause on the quarantine's: only the template counts.
-func (c spawnFailureCause) quarantine() quarantine.Cause {
-	if c == causeTemplate {
-		return quarantine.CauseTemplate
-	}
-	return quarantine.CauseOther
-}
-
-// spawnCause classifies a spawn's error (nil: causeNone). vCenter itself
-// comes first (isVCenterDown): it fails the spawn whatever step it was at. Then a spawn whose own ctx ended (shutdown, the
-// job gone) says nothing. Then the template: the guest of a VM made from
-// it never became ready or could not launch the worker, or vCenter
-// refused to clone it (templateFault marks both); a clone refused for
-// lack of resources is capacity, not the template.
-func spawnCause(ctx context.Context, err error) spawnFailureCause {
-	var tf *templateFault
-	switch {
-	case err == nil:
-		return causeNone
-	case isVCenterDown(err):
-		return causeVCenter
-	case ctx.Err() != nil:
-		return causeNone
-	case !errors.As(err, &tf):
-		return causeNone
-	}
-	var ir types.BaseInsufficientResourcesFault
-	if _, ok := fault.As(err, &ir); ok {
-		return causeNone
-	}
-	if fault.Is(err, &types.DuplicateName{}) {
-		return causeNone
-	}
-	return causeTemplate
-}
-
-// isVCenterDown tells whether err is vCenter's own failure rather than an
-// answer about the request: not connected, the session lost, vCenter's
-// internal error (SystemError), the inventory unreadable for too long, or a
-// transport error (no answer) other than a deadline.
-func isVCenterDown(err error) bool {
-	if errors.Is(err, vcenter.ErrNotConnected) || errors.Is(err, inventory.ErrStale) || fault.Is(err, &types.NotAuthenticated{}) {
-		return true
-	}
-	// SystemErrorFault is the same fault under its SOAP detail name (the
-	// simulator's injected "network failure" answers it).
-	if fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.SystemErrorFault{}) {
-		return true
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	var ue *url.Error
-	var ne net.Error
-	return errors.As(err, &ue) || errors.As(err, &ne)
-}
-
-// templateFault marks a spawn failure that happened on the template or on
-// a VM made from it: the clone itself, the guest's readiness, the worker's
-// launch. Its text is the cause's.
-type templateFault struct{ err error }
-
-func (e *templateFault) Error() string { return e.err.Error() }
-func (e *templateFault) Unwrap() error { return e.err }
-
-// markTemplateFault wraps err (nil stays nil) as a templateFault.
-func markTemplateFault(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &templateFault{err: err}
 }
 
 // quarantineStatusLines are the /mon/status lines of the quarantined

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -51,7 +52,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		return fail("resolve guest credentials", err)
 	}
-	script, err := workerScript(args, ga.preStartScript)
+	script, err := guest.Script(args, ga.PreStartScript)
 	if err != nil {
 		return fail("build register script", err)
 	}
@@ -93,13 +94,13 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		err = h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig)
 	}
 	if err != nil {
-		var se *spawnStepError
+		var se *guest.StepError
 		if errors.As(err, &se) {
 			return fail(se.Step, se.Err)
 		}
 		return fail("start register worker", err)
 	}
-	sctx, cancel := context.WithTimeout(ctx, readiness.RegisterShutdown)
+	sctx, cancel := context.WithTimeout(ctx, guest.Readiness.RegisterShutdown)
 	err = h.vs.WaitForVirtualMachineShutdown(sctx, vm)
 	cancel()
 	if err != nil {

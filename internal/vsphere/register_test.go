@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
@@ -27,8 +28,8 @@ func spRegisterArgs() hatchery.SpawnArguments {
 func (f *spFixture) expectRegisterWorker(vm types.ManagedObjectReference, launched *string) {
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.4", nil)
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(1), nil)
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.LaunchProgram}).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
 			*launched = s.Arguments
 			return 2, nil
@@ -177,7 +178,7 @@ func TestWorkerScript(t *testing.T) {
 			t.Parallel()
 			a := args
 			a.RegisterOnly = tt.register
-			got, err := workerScript(a, tt.pre)
+			got, err := guest.Script(a, tt.pre)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})

@@ -6,10 +6,9 @@ import (
 )
 
 // nameSet is a concurrency-safe set of names that are not VMs: the job keys
-// of spawns in flight (pendingJobs) and the template/mode pairs whose clone
-// mode was logged (modeLogged). What the hatchery knows of a VM lives in the
-// lifecycle table (docs/lifecycle.md). Both are accelerators, safe to lose
-// on restart.
+// of spawns in flight (pendingJobs). What the hatchery knows of a VM lives
+// in the lifecycle table (docs/lifecycle.md). It is an accelerator, safe to
+// lose on restart.
 type nameSet struct {
 	mu sync.Mutex
 	m  map[string]struct{}

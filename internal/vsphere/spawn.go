@@ -5,9 +5,13 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -38,8 +42,8 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		return err
 	}
 	defer func() { err = h.quarantineEnd(ctx, qa, args, err) }()
-	clock := newSpawnClock(h.now, args.Queued, args.Booked)
-	ctx = withSpawnClock(ctx, clock)
+	clock := spawntiming.NewClock(h.now, args.Queued, args.Booked)
+	ctx = spawntiming.WithClock(ctx, clock)
 	name := args.WorkerName
 	errf := func(step string, err error) error {
 		h.log.Warn("spawn failed", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, step)
@@ -57,7 +61,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
-	script, err := workerScript(args, ga.preStartScript)
+	script, err := guest.Script(args, ga.PreStartScript)
 	if err != nil {
 		return errf("build worker script", err)
 	}
@@ -81,7 +85,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		WorkerName:   name,
 		JobID:        args.JobID,
 		Created:      h.now().UTC(),
-		Flavor:       flavorName(flavor),
+		Flavor:       clonespec.FlavorName(flavor),
 	}
 	if args.Model.IsV1() {
 		annot.WorkerModelPath = args.Model.GetName()
@@ -107,16 +111,16 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 			h.scrubUserdata(ctx, vm, name, "spawn failed")
 		}
 		step, cause := "start worker", err
-		var se *spawnStepError
+		var se *guest.StepError
 		if errors.As(err, &se) {
 			step, cause = se.Step, se.Err
 		}
 		if !h.holdVM(ctx, vm, name, &annot, step) {
 			h.abandonVM(ctx, vm, name, annot.IPAddress)
 		}
-		return errf(step, markTemplateFault(cause))
+		return errf(step, spawnfault.MarkTemplate(cause))
 	}
-	h.reportSpawnTiming(ctx, args, clock)
+	h.timingReporter().Report(ctx, args, clock)
 	return nil
 }
 
@@ -169,7 +173,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
-		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, flavorName(flavor), logkey.IP, annot.IPAddress)
+		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm types.ManagedObjectReference
 		if claimed.Annotation.IdleState != "" {
 			vm, err = h.prepareHotVM(ctx, claimed, *annot)
@@ -197,15 +201,15 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guestAccess, script string, cfg hatchery.WorkerConfig) error {
-	if _, err := h.waitGuestReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg hatchery.WorkerConfig) error {
+	if _, err := h.guest().WaitReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
-	markStage(ctx, StageGuestReady)
-	if err := h.launchWorker(ctx, vm, ga, script, cfg); err != nil {
-		return stepErr("launch worker", err)
+	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
+	if err := h.guest().Launch(ctx, vm, ga, script, cfg); err != nil {
+		return guest.StepErr("launch worker", err)
 	}
-	markStage(ctx, StageLaunch)
+	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
 	h.log.Info("worker launched", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, annot.IPAddress)
@@ -236,7 +240,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedO
 // for deletion, release the IP reservation made for it under name (the
 // VM, powered off, keeps the address in its annotation until destroyed).
 func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectReference, name, ip string) {
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), readiness.Cleanup)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 	defer cancel()
 	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {
 		h.log.Warn("power off failed vm", logkey.VM, name, logkey.Err, err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/object"
@@ -121,16 +122,7 @@ func spRef(kind, id string) types.ManagedObjectReference {
 }
 
 // spDevices is a template's device list: a disk and nics vmxnet3 cards.
-func spDevices(nics int) object.VirtualDeviceList {
-	l := object.VirtualDeviceList{&types.VirtualDisk{VirtualDevice: types.VirtualDevice{Key: 2000}, CapacityInKB: 10 << 20}}
-	for i := 0; i < nics; i++ {
-		card := &types.VirtualVmxnet3{}
-		card.Key = int32(4000 + i)
-		card.Backing = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "template-net"}}
-		l = append(l, card)
-	}
-	return l
-}
+func spDevices(nics int) object.VirtualDeviceList { return testutil.TemplateDevices(nics) }
 
 var (
 	spPoolRef    = spRef("ResourcePool", "resgroup-1")
@@ -139,7 +131,7 @@ var (
 	spWorkerBack = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "VM Network"}}
 )
 
-// expectCloneSpecCalls sets the reads prepareCloneSpec makes for a template.
+// expectCloneSpecCalls sets the reads clonespec.Builder.Spec makes for a template.
 func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -99,8 +100,8 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil),
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
-		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{envProgram}).Return(int64(1), nil),
-		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{launchProgram}).
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{guest.EnvProgram}).Return(int64(1), nil),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{guest.LaunchProgram}).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
 				launched = s
 				return 2, nil
@@ -197,19 +198,19 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
-				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), loginFault)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), loginFault)
 			},
-			wantStep: "run env in guest", wantIs: errGuestLogin, powerOff: true,
+			wantStep: "run env in guest", wantIs: guest.ErrLogin, powerOff: true,
 		},
 		{
 			name: "bad credentials refused at launch",
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
-				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(1), nil)
-				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).Return(int64(0), loginFault)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(1), nil)
+				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.LaunchProgram}).Return(int64(0), loginFault)
 			},
-			wantStep: "launch worker", wantIs: errGuestLogin, powerOff: true,
+			wantStep: "launch worker", wantIs: guest.ErrLogin, powerOff: true,
 		},
 		{
 			name:     "no guest credentials",
@@ -274,29 +275,29 @@ func TestSpawnWorkerFailures(t *testing.T) {
 // TestWaitGuestEnvRetries runs sequentially: it shortens the package's
 // readiness timeouts, which parallel tests only start reading after it.
 func TestWaitGuestEnvRetries(t *testing.T) {
-	saved := readiness
-	t.Cleanup(func() { readiness = saved })
-	readiness.EnvRetry = time.Millisecond
-	readiness.Env = 10 * time.Second
+	saved := guest.Readiness
+	t.Cleanup(func() { guest.Readiness = saved })
+	guest.Readiness.EnvRetry = time.Millisecond
+	guest.Readiness.Env = 10 * time.Second
 
 	f := newSpFixture(t, spConfig())
 	vm := spNewRef
 	notReady := soap.WrapVimFault(&types.GuestOperationsUnavailable{})
 	gomock.InOrder(
-		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), notReady),
-		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(0), notReady),
-		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).Return(int64(7), nil),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), notReady),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), notReady),
+		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(7), nil),
 	)
-	require.NoError(t, f.h.waitGuestEnv(context.Background(), vm, guestAccess{auth: &types.NamePasswordAuthentication{Username: "u"}}))
+	require.NoError(t, f.h.guest().WaitEnv(context.Background(), vm, guest.Access{Auth: &types.NamePasswordAuthentication{Username: "u"}}))
 
 	// A context that ends stops the retries with its error.
 	ctx, cancel := context.WithCancel(context.Background())
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			cancel()
 			return 0, notReady
 		})
-	err := f.h.waitGuestEnv(ctx, vm, guestAccess{auth: &types.NamePasswordAuthentication{Username: "u"}})
+	err := f.h.guest().WaitEnv(ctx, vm, guest.Access{Auth: &types.NamePasswordAuthentication{Username: "u"}})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

@@ -8,8 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -73,12 +75,12 @@ func (f *spFixture) expectTimedSpawn(args hatchery.SpawnArguments) {
 		f.clock.Advance(5 * time.Second)
 		return "10.0.0.10", nil
 	})
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{envProgram}).
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			f.clock.Advance(5 * time.Second)
 			return 1, nil
 		})
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{launchProgram}).
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.LaunchProgram}).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
 			f.clock.Advance(time.Second)
 			return 2, nil
@@ -125,11 +127,11 @@ func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	fams := scrape(t, m)
-	want := map[SpawnStage]float64{
-		StageQueueToBook: 30, StageBookToClone: 0.3, StageClone: 50,
-		StageIP: 20, StageGuestReady: 5, StageLaunch: 1,
+	want := map[spawntiming.Stage]float64{
+		spawntiming.StageQueueToBook: 30, spawntiming.StageBookToClone: 0.3, spawntiming.StageClone: 50,
+		spawntiming.StageIP: 20, spawntiming.StageGuestReady: 5, spawntiming.StageLaunch: 1,
 	}
-	for _, s := range SpawnStages {
+	for _, s := range spawntiming.Stages {
 		h := histogram(fams, "cds_hatchery_vsphere_spawn_stage_seconds", svc(spHatchery, "stage", string(s)))
 		d, went := want[s]
 		if !went {
@@ -183,11 +185,11 @@ func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
 	args.Model = sdk.WorkerStarterWorkerModel{
 		ModelV1: &sdk.Model{Name: "debian", Group: &sdk.Group{Name: "shared.infra"}, Type: sdk.VSphere},
 	}
-	c := newSpawnClock(f.h.now, time.Time{}, args.Booked)
-	ctx := withSpawnClock(context.Background(), c)
+	c := spawntiming.NewClock(f.h.now, time.Time{}, args.Booked)
+	ctx := spawntiming.WithClock(context.Background(), c)
 	f.clock.Advance(81300 * time.Millisecond)
-	markStage(ctx, StageLaunch)
-	f.h.reportSpawnTiming(ctx, args, c)
+	spawntiming.Mark(ctx, spawntiming.StageLaunch)
+	f.h.timingReporter().Report(ctx, args, c)
 
 	cds.mu.Lock()
 	defer cds.mu.Unlock()

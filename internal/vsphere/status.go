@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -19,8 +18,7 @@ import (
 // vCenter is slow or down. The resource pool line shows the last reading,
 // taken by capacity decisions and by the metrics pass.
 func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine {
-	v, err := h.readCapacityViewPool(ctx, func(context.Context) capacity.Pool { return h.lastPool() })
-	u := v.usage
+	u, err := h.admission().LastUsage(ctx)
 	if err != nil {
 		return append([]sdk.MonitoringStatusLine{{
 			Component: "vsphere/capacity",

@@ -2,12 +2,13 @@ package vsphere
 
 import (
 	"context"
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"testing"
 
+	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -32,9 +33,15 @@ func TestStatusReachesNoVCenter(t *testing.T) {
 	require.Equal(t, "not read yet", l.Value)
 	require.Equal(t, sdk.MonitoringStatusOK, l.Status)
 
-	f.h.capacity.mu.Lock()
-	f.h.capacity.lastPool = capacity.Pool{Read: true, Readable: true, UnreservedMemoryBytes: 2048 << 20, UnreservedCPUMHz: 1000}
-	f.h.capacity.mu.Unlock()
+	// A capacity read takes a reading (once); Status shows it without
+	// another round trip.
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
+	f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(&types.ResourcePoolRuntimeInfo{
+		Memory: types.ResourcePoolResourceUsage{UnreservedForVm: 2048 << 20},
+		Cpu:    types.ResourcePoolResourceUsage{UnreservedForVm: 1000},
+	}, nil)
+	_, err := f.h.CapacityUsage(context.Background())
+	require.NoError(t, err)
 	l = pool(f.h.Status(context.Background()))
 	require.Contains(t, l.Value, "2048 MB memory")
 }

@@ -1,4 +1,4 @@
-package vsphere
+package guest
 
 import (
 	"context"
@@ -17,27 +17,37 @@ import (
 // /worker/model/{group}/{name}/secret.
 var secretRef = regexp.MustCompile(`\{\{\s*\.(secrets\.[A-Za-z0-9_.-]+)\s*\}\}`)
 
-// guestAccess is how the hatchery signs in to a worker's guest OS and what
-// it runs there before the worker. It holds a secret: never log it.
-type guestAccess struct {
-	auth           *types.NamePasswordAuthentication
-	preStartScript string
-	// source says where the credentials came from, for logs ("config" or
+// Access is how the hatchery signs in to a worker's guest OS and what it
+// runs there before the worker. It holds a secret: never log it.
+type Access struct {
+	// Auth is the guest account; nil for a cloud-init worker.
+	Auth *types.NamePasswordAuthentication
+	// PreStartScript runs before the worker (Script).
+	PreStartScript string
+	// Source says where the credentials came from, for logs ("config" or
 	// "model"); never the credentials themselves.
-	source string
+	Source string
 }
 
-// guestCredentials resolves the guest account of a model:
+// Secrets reads a V1 model's secrets from the CDS API.
+// cdsclient.Interface implements it.
+type Secrets interface {
+	// WorkerModelSecretList reads the secrets of the model
+	// group/name.
+	WorkerModelSecretList(ctx context.Context, groupName, modelName string) ([]sdk.WorkerModelSecret, error)
+}
+
+// Credentials resolves the guest account of a model:
 // the first guestCredentials entry, then the first models entry (alias),
 // matched on the model; else the model's own username/password, where a V1
 // model's secret references are replaced by the model's secrets read from
 // the API (resolveModelSecrets). The preStartScript of the matching entry
 // is kept even when the account comes from the model. No account is an
 // error that names the model, never the secret.
-func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.WorkerStarterWorkerModel) (guestAccess, error) {
-	var ga guestAccess
+func Credentials(ctx context.Context, cfg *config.Config, secrets Secrets, model sdk.WorkerStarterWorkerModel) (Access, error) {
+	var ga Access
 	var matched *config.GuestCredential
-	for _, list := range [][]config.GuestCredential{h.cfg.GuestCredentials, h.cfg.Models} {
+	for _, list := range [][]config.GuestCredential{cfg.GuestCredentials, cfg.Models} {
 		for i := range list {
 			if list[i].Matches(model) {
 				matched = &list[i]
@@ -49,20 +59,20 @@ func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.Worker
 		}
 	}
 	if matched != nil {
-		ga.preStartScript = matched.PreStartScript
+		ga.PreStartScript = matched.PreStartScript
 		if matched.Username != "" {
-			ga.auth = &types.NamePasswordAuthentication{Username: matched.Username, Password: matched.Password}
-			ga.source = "config"
+			ga.Auth = &types.NamePasswordAuthentication{Username: matched.Username, Password: matched.Password}
+			ga.Source = "config"
 			return ga, nil
 		}
 	}
 	if u := model.GetVSphereUsername(); u != "" {
-		password, err := h.resolveModelSecrets(ctx, model, model.GetVSpherePassword())
+		password, err := resolveModelSecrets(ctx, secrets, model, model.GetVSpherePassword())
 		if err != nil {
 			return ga, err
 		}
-		ga.auth = &types.NamePasswordAuthentication{Username: u, Password: password}
-		ga.source = "model"
+		ga.Auth = &types.NamePasswordAuthentication{Username: u, Password: password}
+		ga.Source = "model"
 		return ga, nil
 	}
 	return ga, fmt.Errorf("no guest credentials for model %q (image %q): set guestCredentials in the hatchery config or username/password in the model", model.GetName(), model.GetVSphereImage())
@@ -72,18 +82,18 @@ func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.Worker
 // field of a V1 model, by the values of the model's secrets (one API call,
 // only when s holds a reference). A V2 model's fields come resolved. An
 // error names the model and the secret, never a value.
-func (h *HatcheryVSphere) resolveModelSecrets(ctx context.Context, model sdk.WorkerStarterWorkerModel, s string) (string, error) {
+func resolveModelSecrets(ctx context.Context, cds Secrets, model sdk.WorkerStarterWorkerModel, s string) (string, error) {
 	if !model.IsV1() || !secretRef.MatchString(s) {
 		return s, nil
 	}
 	m := model.ModelV1
-	if h.cds == nil {
+	if cds == nil {
 		return "", fmt.Errorf("model %q: its password references a secret and the hatchery has no CDS API client", m.Path())
 	}
 	if m.Group == nil || m.Group.Name == "" {
 		return "", fmt.Errorf("model %q: its password references a secret and the model has no group to read secrets from", m.Path())
 	}
-	secrets, err := h.cds.WorkerModelSecretList(ctx, m.Group.Name, m.Name)
+	secrets, err := cds.WorkerModelSecretList(ctx, m.Group.Name, m.Name)
 	if err != nil {
 		return "", fmt.Errorf("model %q: read its secrets: %w", m.Path(), err)
 	}

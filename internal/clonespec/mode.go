@@ -1,7 +1,8 @@
-package vsphere
+package clonespec
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -24,13 +25,15 @@ type TemplateInfo struct {
 
 // TemplateSnapshot is one snapshot of a template.
 type TemplateSnapshot struct {
+	// Name is the snapshot's name.
 	Name string
-	Ref  types.ManagedObjectReference
+	// Ref is the snapshot's reference.
+	Ref types.ManagedObjectReference
 }
 
 // loadTemplateInfo reads a template's devices and snapshots.
-func (h *HatcheryVSphere) loadTemplateInfo(ctx context.Context, template types.ManagedObjectReference) (TemplateInfo, error) {
-	o, err := h.vs.LoadTemplate(ctx, template)
+func (b *Builder) loadTemplateInfo(ctx context.Context, template types.ManagedObjectReference) (TemplateInfo, error) {
+	o, err := b.port.LoadTemplate(ctx, template)
 	if err != nil {
 		return TemplateInfo{}, err
 	}
@@ -62,12 +65,12 @@ func templateInfoOf(o mo.VirtualMachine) TemplateInfo {
 // Clone modes: how a worker's disks are made from its template
 // (docs/flavors-and-capacity.md, "Clone mode").
 const (
-	// CloneModeLinked: a delta disk on the template's snapshot
+	// ModeLinked: a delta disk on the template's snapshot
 	// (createNewChildDiskBacking): no disk copy.
-	CloneModeLinked = "linked"
-	// CloneModeFull: the template's disks are copied
+	ModeLinked = "linked"
+	// ModeFull: the template's disks are copied
 	// (moveChildMostDiskBacking without a snapshot).
-	CloneModeFull = "full"
+	ModeFull = "full"
 )
 
 // cloneDecision is the clone mode of one clone and why.
@@ -99,20 +102,20 @@ func decideCloneMode(ti TemplateInfo, flavor *config.Flavor, snapshotName string
 			}
 		}
 		if snap == nil {
-			return cloneDecision{Mode: CloneModeFull, Reason: "template has no snapshot named " + strconv.Quote(snapshotName) + " (linkedCloneSnapshot): full clone"}
+			return cloneDecision{Mode: ModeFull, Reason: "template has no snapshot named " + strconv.Quote(snapshotName) + " (linkedCloneSnapshot): full clone"}
 		}
 	} else if ti.CurrentSnapshot != nil {
 		ref := *ti.CurrentSnapshot
 		snap = &ref
 	}
 	if snap == nil {
-		return cloneDecision{Mode: CloneModeFull, Reason: "template has no snapshot: full clone (take a snapshot of the template for linked clones)"}
+		return cloneDecision{Mode: ModeFull, Reason: "template has no snapshot: full clone (take a snapshot of the template for linked clones)"}
 	}
 	if growsDisk(flavor, ti.Devices) {
-		return cloneDecision{Mode: CloneModeFull, FlavorFallback: true,
+		return cloneDecision{Mode: ModeFull, FlavorFallback: true,
 			Reason: "flavor " + strconv.Quote(flavor.Name) + " grows the disk beyond the template's, a linked clone cannot: full clone"}
 	}
-	return cloneDecision{Mode: CloneModeLinked, Snapshot: snap}
+	return cloneDecision{Mode: ModeLinked, Snapshot: snap}
 }
 
 // growsDisk tells whether flavor asks for a first disk larger than the
@@ -129,21 +132,32 @@ func growsDisk(flavor *config.Flavor, devices object.VirtualDeviceList) bool {
 // mode (a template without snapshot would otherwise log at every clone),
 // and at every clone the fall-back of a flavor that grows the disk: that
 // one depends on the job, not on the template.
-func (h *HatcheryVSphere) logCloneMode(template templateRef, annot *inventory.Annotation, flavor *config.Flavor, d cloneDecision) {
+func (b *Builder) logCloneMode(log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, d cloneDecision) {
 	if flavor == nil {
 		flavor = &config.Flavor{}
 	}
 	tname := template.Name
 	if d.FlavorFallback {
-		h.log.Info("clone mode", logkey.VM, annot.WorkerName, logkey.Model, tname, logkey.Flavor, flavor.Name, "mode", d.Mode, logkey.Detail, d.Reason)
+		log.Info("clone mode", logkey.VM, annot.WorkerName, logkey.Model, tname, logkey.Flavor, flavor.Name, "mode", d.Mode, logkey.Detail, d.Reason)
 		return
 	}
-	if !h.modeLogged.Add(template.Ref.Value + "/" + d.Mode + "/" + d.Reason) {
+	if !b.firstModeLog(template.Ref.Value + "/" + d.Mode + "/" + d.Reason) {
 		return
 	}
-	if d.Mode == CloneModeLinked {
-		h.log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, "linked clones from snapshot "+d.Snapshot.Value)
+	if d.Mode == ModeLinked {
+		log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, "linked clones from snapshot "+d.Snapshot.Value)
 		return
 	}
-	h.log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, d.Reason)
+	log.Info("clone mode", logkey.Model, tname, "mode", d.Mode, logkey.Detail, d.Reason)
+}
+
+// firstModeLog records key and reports whether it was new.
+func (b *Builder) firstModeLog(key string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.modeLogged[key] {
+		return false
+	}
+	b.modeLogged[key] = true
+	return true
 }

@@ -1,9 +1,10 @@
-package vsphere
+package collector
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"time"
@@ -15,21 +16,52 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// RunMetrics collects m every interval (metrics.Interval when every <= 0),
-// the first time at once, until ctx ends. It is the hatchery's one metrics
-// collector: the daemon starts it in one goroutine next to Run and joins it
-// at shutdown.
-func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *metrics.Metrics, every time.Duration) {
-	if m == nil {
-		return
-	}
-	if every <= 0 {
-		every = metrics.Interval
-	}
-	runEvery(ctx, h.log, "metrics", every, func(ctx context.Context) { h.collectMetrics(ctx, m) })
+// Port is what a Collector reads of vCenter: the hatchery's resource
+// pool and its runtime. vcenter.Port implements it.
+type Port interface {
+	// LoadResourcePool returns the configured resource pool.
+	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	// ResourcePoolRuntime reads a resource pool's runtime.
+	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
 }
 
-// collectMetrics is one collection pass: it reads one inventory snapshot,
+// Options are what New needs.
+type Options struct {
+	// Hatchery is the hatchery's name: the owner of the VMs it counts as
+	// its own.
+	Hatchery string
+	// Config gives the IP ranges and the warm pool's target.
+	Config *config.Config
+	// Inventory gives the VMs of a pass.
+	Inventory inventory.Inventory
+	// Port reads the resource pool when the inventory has no recent
+	// reading.
+	Port Port
+	// PoolRuntime returns a recent resource pool runtime the inventory
+	// read, nil when it has none (the Collector then reads it itself).
+	PoolRuntime func() *types.ResourcePoolRuntimeInfo
+	// Log receives the sources that could not be read.
+	Log *slog.Logger
+}
+
+// Collector computes the gauges of one hatchery. Create it with New; one
+// pass at a time (the hatchery's one metrics loop).
+type Collector struct {
+	name        string
+	cfg         *config.Config
+	inv         inventory.Inventory
+	port        Port
+	poolRuntime func() *types.ResourcePoolRuntimeInfo
+	log         *slog.Logger
+	pool        metricsPool
+}
+
+// New returns a Collector.
+func New(o Options) *Collector {
+	return &Collector{name: o.Hatchery, cfg: o.Config, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, log: o.Log}
+}
+
+// Collect is one collection pass: it reads one inventory snapshot,
 // the resource pool runtime (the inventory's reading when it has a recent
 // one, else a live read), the flavor headroom and the SOAP counters,
 // then rebuilds every gauge of m from them (metrics.Metrics.Collect). A
@@ -37,30 +69,30 @@ func (h *HatcheryVSphere) RunMetrics(ctx context.Context, m *metrics.Metrics, ev
 // collection_errors; its gauges are absent until a later pass reads it, and
 // the other gauges are unaffected. A pass interrupted by the end of ctx
 // changes nothing.
-func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics) {
+func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	start := time.Now()
 	var failed []metrics.Source
 
 	// Read every source first, without holding any lock of m.
-	vms, invErr := h.inv.VMs(ctx)
+	vms, invErr := c.inv.VMs(ctx)
 	if invErr != nil {
 		failed = append(failed, metrics.SourceInventory)
-		h.log.Warn("metrics: read inventory", logkey.Err, invErr)
+		c.log.Warn("metrics: read inventory", logkey.Err, invErr)
 	}
-	rt, rpErr := h.inventoryPoolRuntime(), error(nil)
+	rt, rpErr := c.poolRuntime(), error(nil)
 	if rt == nil {
-		rt, rpErr = h.resourcePoolRuntime(ctx)
+		rt, rpErr = c.resourcePoolRuntime(ctx)
 	}
 	if rpErr != nil {
 		failed = append(failed, metrics.SourceResourcePool)
-		h.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
+		c.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
 	}
 	var headroom map[string]int
 	if m.Headroom != nil {
 		var err error
 		if headroom, err = m.Headroom(ctx); err != nil {
 			failed = append(failed, metrics.SourceHeadroom)
-			h.log.Warn("metrics: flavor headroom", logkey.Err, err)
+			c.log.Warn("metrics: flavor headroom", logkey.Err, err)
 			headroom = nil
 		}
 	}
@@ -68,10 +100,10 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics
 	if m.SOAP != nil {
 		soap = m.SOAP()
 	}
-	ipRange, hasIPRange, ipErr := configuredIPs(h.cfg)
+	ipRange, hasIPRange, ipErr := configuredIPs(c.cfg)
 	if ipErr != nil {
 		failed = append(failed, metrics.SourceIPRange)
-		h.log.Warn("metrics: parse ip ranges", logkey.Err, ipErr)
+		c.log.Warn("metrics: parse ip ranges", logkey.Err, ipErr)
 	}
 	if ctx.Err() != nil {
 		return // shutting down: keep the last pass
@@ -79,13 +111,13 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics
 
 	// Then rebuild the gauges in one step that a scrape cannot split.
 	pass := metrics.Pass{
-		WarmPoolTarget: warmPoolTarget(h.cfg),
+		WarmPoolTarget: warmPoolTarget(c.cfg),
 		Headroom:       headroom,
 		SOAP:           soap,
 		Failed:         failed,
 	}
 	if invErr == nil {
-		pass.Inventory = summarizeVMs(h.Name(), vms).gauges()
+		pass.Inventory = summarizeVMs(c.name, vms).gauges()
 		if hasIPRange && ipErr == nil {
 			pass.IPs = &metrics.IPs{Used: ipsInUse(ipRange, vms), Total: int64(len(ipRange))}
 		}
@@ -97,9 +129,9 @@ func (h *HatcheryVSphere) collectMetrics(ctx context.Context, m *metrics.Metrics
 		}
 	}
 	if err := m.Collect(pass); err != nil {
-		h.log.Warn("metrics: record", logkey.Err, err)
+		c.log.Warn("metrics: record", logkey.Err, err)
 	}
-	h.log.Debug("metrics collected", "vms", len(vms), "failed", failed, "took", time.Since(start))
+	c.log.Debug("metrics collected", "vms", len(vms), "failed", failed, "took", time.Since(start))
 }
 
 // metricsPool is the collector's resource pool, loaded once and dropped
@@ -111,12 +143,12 @@ type metricsPool struct {
 
 // resourcePoolRuntime reads the runtime of the hatchery's resource pool.
 // The pool is loaded once and kept; it is loaded again after a failure.
-func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context) (*types.ResourcePoolRuntimeInfo, error) {
-	h.metricsPool.mu.Lock()
-	pool := h.metricsPool.pool
-	h.metricsPool.mu.Unlock()
+func (c *Collector) resourcePoolRuntime(ctx context.Context) (*types.ResourcePoolRuntimeInfo, error) {
+	c.pool.mu.Lock()
+	pool := c.pool.pool
+	c.pool.mu.Unlock()
 	if pool == nil {
-		p, err := h.vs.LoadResourcePool(ctx)
+		p, err := c.port.LoadResourcePool(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("load resource pool: %w", err)
 		}
@@ -125,17 +157,17 @@ func (h *HatcheryVSphere) resourcePoolRuntime(ctx context.Context) (*types.Resou
 		}
 		pool = &p
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
+	rt, err := c.port.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("no runtime info")
 	}
-	h.metricsPool.mu.Lock()
-	defer h.metricsPool.mu.Unlock()
+	c.pool.mu.Lock()
+	defer c.pool.mu.Unlock()
 	if err != nil {
-		h.metricsPool.pool = nil
+		c.pool.pool = nil
 		return nil, fmt.Errorf("read runtime of resource pool %s: %w", pool.Reference().Value, err)
 	}
-	h.metricsPool.pool = pool
+	c.pool.pool = pool
 	return rt, nil
 }
 
@@ -156,6 +188,12 @@ type vmSummary struct {
 	templateVCPUs, templateMemoryMB, templateCount int64
 
 	poolVCPUs, poolMemoryMB, poolVMCount int64
+}
+
+// Gauges is what vms, one inventory snapshot, says in metric terms for
+// hatchery's metrics (summarizeVMs).
+func Gauges(hatchery string, vms []inventory.VM) *metrics.Inventory {
+	return summarizeVMs(hatchery, vms).gauges()
 }
 
 // gauges is s for metrics.Metrics.Collect.

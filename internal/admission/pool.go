@@ -1,4 +1,4 @@
-package vsphere
+package admission
 
 import (
 	"context"
@@ -23,34 +23,35 @@ type poolHealth struct {
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).
-func (h *HatcheryVSphere) readPool(ctx context.Context) capacity.Pool {
-	snap, err := h.poolRuntime(ctx)
+func (a Admission) readPool(ctx context.Context) capacity.Pool {
+	snap, err := a.poolRuntime(ctx)
 	if err != nil && ctx.Err() != nil {
 		// Our caller gave up (shutdown, deadline): not a pool outage.
 		return capacity.Pool{}
 	}
-	h.notePoolHealth(err)
+	a.notePoolHealth(err)
 	snap.Read = true
-	h.capacity.mu.Lock()
-	h.capacity.lastPool = snap
-	h.capacity.mu.Unlock()
+	a.State.mu.Lock()
+	a.State.lastPool = snap
+	a.State.mu.Unlock()
 	return snap
 }
 
 // lastPool returns the last resource pool read without reaching vCenter.
-func (h *HatcheryVSphere) lastPool() capacity.Pool {
-	h.capacity.mu.Lock()
-	defer h.capacity.mu.Unlock()
-	return h.capacity.lastPool
+func (a Admission) lastPool() capacity.Pool {
+	a.State.mu.Lock()
+	defer a.State.mu.Unlock()
+	return a.State.lastPool
 }
 
-func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error) {
-	s := h.capacity
+// poolRuntime reads the pool runtime, looking the pool up when needed.
+func (a Admission) poolRuntime(ctx context.Context) (capacity.Pool, error) {
+	s := a.State
 	s.mu.Lock()
 	pool := s.pool
 	s.mu.Unlock()
 	if pool == nil {
-		p, err := h.vs.LoadResourcePool(ctx)
+		p, err := a.Port.LoadResourcePool(ctx)
 		if err != nil {
 			return capacity.Pool{}, fmt.Errorf("load resource pool: %w", err)
 		}
@@ -62,7 +63,7 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error
 		s.pool = pool
 		s.mu.Unlock()
 	}
-	rt, err := h.vs.ResourcePoolRuntime(ctx, *pool)
+	rt, err := a.Port.ResourcePoolRuntime(ctx, *pool)
 	if err == nil && rt == nil {
 		err = errors.New("empty runtime")
 	}
@@ -81,6 +82,7 @@ func (h *HatcheryVSphere) poolRuntime(ctx context.Context) (capacity.Pool, error
 	}, nil
 }
 
+// poolRef names a pool reference in errors.
 func poolRef(p *types.ManagedObjectReference) string {
 	if p == nil {
 		return "<nil>"
@@ -89,9 +91,9 @@ func poolRef(p *types.ManagedObjectReference) string {
 }
 
 // notePoolHealth records a read's outcome and logs the transitions only.
-func (h *HatcheryVSphere) notePoolHealth(err error) {
-	s := h.capacity
-	now := h.now()
+func (a Admission) notePoolHealth(err error) {
+	s := a.State
+	now := a.Now()
 	s.mu.Lock()
 	wasDown, since := s.poolHealth.down, s.poolHealth.since
 	if err != nil {
@@ -105,11 +107,11 @@ func (h *HatcheryVSphere) notePoolHealth(err error) {
 	s.mu.Unlock()
 	switch {
 	case err != nil && !wasDown:
-		h.log.Warn("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
+		a.Log.Warn("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil:
-		h.log.Debug("resource pool still unreadable", logkey.Err, err, "since", since)
+		a.Log.Debug("resource pool still unreadable", logkey.Err, err, "since", since)
 	case wasDown:
-		h.log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
+		a.Log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	}
 }
 
@@ -119,17 +121,17 @@ type poolRuntimeSource interface {
 	PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time)
 }
 
-// inventoryPoolRuntime returns the inventory's last reading of the pool
+// InventoryPoolRuntime returns the inventory's last reading of the pool
 // runtime when it has one no older than two refresh intervals, else nil.
 // Reports (metrics, headroom) use it and make no round trip of their own;
 // decisions always read the pool live (readPool).
-func (h *HatcheryVSphere) inventoryPoolRuntime() *types.ResourcePoolRuntimeInfo {
-	src, ok := h.inv.(poolRuntimeSource)
+func (a Admission) InventoryPoolRuntime() *types.ResourcePoolRuntimeInfo {
+	src, ok := a.Inventory.(poolRuntimeSource)
 	if !ok {
 		return nil
 	}
 	rt, at := src.PoolRuntime()
-	if rt == nil || h.now().Sub(at) > 2*h.cfg.InventoryRefreshIntervalDuration() {
+	if rt == nil || a.Now().Sub(at) > 2*a.Config.InventoryRefreshIntervalDuration() {
 		return nil
 	}
 	return rt
@@ -137,9 +139,9 @@ func (h *HatcheryVSphere) inventoryPoolRuntime() *types.ResourcePoolRuntimeInfo 
 
 // reportPool is the pool reading of reports: the inventory's when recent,
 // else a live read.
-func (h *HatcheryVSphere) reportPool(ctx context.Context) capacity.Pool {
-	if rt := h.inventoryPoolRuntime(); rt != nil {
+func (a Admission) reportPool(ctx context.Context) capacity.Pool {
+	if rt := a.InventoryPoolRuntime(); rt != nil {
 		return capacity.Pool{Readable: true, Read: true, UnreservedMemoryBytes: rt.Memory.UnreservedForVm, UnreservedCPUMHz: rt.Cpu.UnreservedForVm}
 	}
-	return h.readPool(ctx)
+	return a.readPool(ctx)
 }

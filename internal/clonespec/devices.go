@@ -1,4 +1,4 @@
-package vsphere
+package clonespec
 
 import (
 	"context"
@@ -33,11 +33,13 @@ type templateDevices struct {
 	loading vcenter.Coalescer[types.ManagedObjectReference]
 }
 
+// templateDevicesEntry is one cached template and when it expires.
 type templateDevicesEntry struct {
 	info    TemplateInfo
 	expires time.Time
 }
 
+// newTemplateDevices returns an empty cache reading the time from now.
 func newTemplateDevices(now func() time.Time) *templateDevices {
 	if now == nil {
 		now = time.Now

@@ -1,4 +1,4 @@
-package vsphere
+package clonespec
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -19,13 +20,13 @@ import (
 func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 	t.Parallel()
 	td := newTemplateDevices(time.Now)
-	tmpl := spRef("VirtualMachine", "vm-tmpl")
+	tmpl := ref("VirtualMachine", "vm-tmpl")
 	release := make(chan struct{})
 	var reads atomic.Int32
 	read := func(context.Context, types.ManagedObjectReference) (TemplateInfo, error) {
 		reads.Add(1)
 		<-release
-		return TemplateInfo{Devices: spDevices(1)}, nil
+		return TemplateInfo{Devices: testutil.TemplateDevices(1)}, nil
 	}
 	const n = 20
 	var wg sync.WaitGroup

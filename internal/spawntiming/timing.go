@@ -1,8 +1,9 @@
-package vsphere
+package spawntiming
 
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,9 +15,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
-// SpawnStage names one timed stage of a spawn: the stage tag of
+// Stage names one timed stage of a spawn: the stage tag of
 // spawn_stage_seconds (docs/metrics.md), a small fixed set.
-type SpawnStage string
+type Stage string
 
 // Spawn stages, in the order a spawn goes through them.
 const (
@@ -24,40 +25,40 @@ const (
 	// hatchery booked (V1) or took (V2) it. Measured against the queue's
 	// own "queued" time: a clock skew between the CDS API and the
 	// hatchery shows here (a negative value is recorded as 0).
-	StageQueueToBook SpawnStage = "queue_to_book"
+	StageQueueToBook Stage = "queue_to_book"
 	// StageBookToClone: booked until the clone (or the claim of a
 	// pre-provisioned VM) is submitted to vCenter: flavor, credentials,
 	// template, IP and clone specification — the hatchery's own work.
-	StageBookToClone SpawnStage = "book_to_clone"
+	StageBookToClone Stage = "book_to_clone"
 	// StageClone: the clone task, power-on included (the clone
 	// specification powers the VM on).
-	StageClone SpawnStage = "clone"
+	StageClone Stage = "clone"
 	// StageClaim: rename and reconfigure of a claimed pre-provisioned VM.
-	StageClaim SpawnStage = "claim"
+	StageClaim Stage = "claim"
 	// StagePowerOn: powering on a claimed VM (a clone powers on in its
 	// clone task).
-	StagePowerOn SpawnStage = "power_on"
+	StagePowerOn Stage = "power_on"
 	// StageIP: powered on until the guest reports its IP (guest
 	// operations ready first, for a guest-operations bootstrap).
-	StageIP SpawnStage = "ip"
+	StageIP Stage = "ip"
 	// StageGuestReady: IP known until a program runs in the guest
 	// (guest-operations bootstrap only; cloud-init starts the worker
 	// itself).
-	StageGuestReady SpawnStage = "guest_ready"
+	StageGuestReady Stage = "guest_ready"
 	// StageLaunch: starting the worker in the guest (guest operations),
 	// or recording the start for a cloud-init worker.
-	StageLaunch SpawnStage = "launch"
+	StageLaunch Stage = "launch"
 )
 
-// SpawnStages lists every stage, in the order a spawn goes through them.
-var SpawnStages = []SpawnStage{
+// Stages lists every stage, in the order a spawn goes through them.
+var Stages = []Stage{
 	StageQueueToBook, StageBookToClone, StageClone, StageClaim,
 	StagePowerOn, StageIP, StageGuestReady, StageLaunch,
 }
 
-// SpawnTiming is the measured duration of each stage one spawn went
+// Timing is the measured duration of each stage one spawn went
 // through, and its job start (queued to worker launched).
-type SpawnTiming struct {
+type Timing struct {
 	// Stages holds the stages the spawn went through, in order.
 	Stages []StageDuration
 	// JobStart runs from the job queued to the worker launched; 0 when the
@@ -69,13 +70,15 @@ type SpawnTiming struct {
 
 // StageDuration is one stage's duration.
 type StageDuration struct {
-	Stage SpawnStage
-	D     time.Duration
+	// Stage is the stage.
+	Stage Stage
+	// D is how long the spawn spent in it.
+	D time.Duration
 }
 
 // String is the compact form used in logs and spawn infos:
 // "queue_to_book=1.2s book_to_clone=0.1s clone=52s …".
-func (t SpawnTiming) String() string {
+func (t Timing) String() string {
 	var b strings.Builder
 	for i, s := range t.Stages {
 		if i > 0 {
@@ -88,8 +91,8 @@ func (t SpawnTiming) String() string {
 	return b.String()
 }
 
-// metricStages are t's stages for metrics.Metrics.SpawnTimed.
-func (t SpawnTiming) metricStages() []metrics.Stage {
+// MetricStages are t's stages for metrics.Metrics.SpawnTimed.
+func (t Timing) MetricStages() []metrics.Stage {
 	out := make([]metrics.Stage, len(t.Stages))
 	for i, s := range t.Stages {
 		out[i] = metrics.Stage{Name: string(s.Stage), D: s.D}
@@ -106,11 +109,11 @@ func roundStage(d time.Duration) time.Duration {
 	return d.Round(100 * time.Millisecond)
 }
 
-// spawnClock records when a spawn crosses each stage boundary. The spawn
-// path marks it through the context (markStage), so that the helpers the
+// Clock records when a spawn crosses each stage boundary. The spawn
+// path marks it through the context (Mark), so that the helpers the
 // spawn shares with provisioning and registration need no extra argument;
 // without a clock in the context a mark does nothing.
-type spawnClock struct {
+type Clock struct {
 	now func() time.Time
 
 	mu     sync.Mutex
@@ -118,13 +121,13 @@ type spawnClock struct {
 	stages []StageDuration
 }
 
-type spawnClockKey struct{}
+type clockKey struct{}
 
-// newSpawnClock starts a clock at the job's booking (or now when the
+// NewClock starts a clock at the job's booking (or now when the
 // booking time is unknown) and records queue_to_book when the queue time
 // is known.
-func newSpawnClock(now func() time.Time, queued, booked time.Time) *spawnClock {
-	c := &spawnClock{now: now, last: booked}
+func NewClock(now func() time.Time, queued, booked time.Time) *Clock {
+	c := &Clock{now: now, last: booked}
 	if booked.IsZero() {
 		c.last = now()
 	}
@@ -134,15 +137,15 @@ func newSpawnClock(now func() time.Time, queued, booked time.Time) *spawnClock {
 	return c
 }
 
-// withSpawnClock returns ctx carrying c.
-func withSpawnClock(ctx context.Context, c *spawnClock) context.Context {
-	return context.WithValue(ctx, spawnClockKey{}, c)
+// WithClock returns ctx carrying c.
+func WithClock(ctx context.Context, c *Clock) context.Context {
+	return context.WithValue(ctx, clockKey{}, c)
 }
 
-// markStage ends stage s of the spawn whose clock ctx carries: its
+// Mark ends stage s of the spawn whose clock ctx carries: its
 // duration runs from the previous mark. No clock: nothing.
-func markStage(ctx context.Context, s SpawnStage) {
-	c, _ := ctx.Value(spawnClockKey{}).(*spawnClock)
+func Mark(ctx context.Context, s Stage) {
+	c, _ := ctx.Value(clockKey{}).(*Clock)
 	if c == nil {
 		return
 	}
@@ -153,12 +156,12 @@ func markStage(ctx context.Context, s SpawnStage) {
 	c.last = t
 }
 
-// timing is the spawn's stages so far, with its job start and spawn
+// Timing is the spawn's stages so far, with its job start and spawn
 // durations measured to now.
-func (c *spawnClock) timing(queued, booked time.Time) SpawnTiming {
+func (c *Clock) Timing(queued, booked time.Time) Timing {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := SpawnTiming{Stages: append([]StageDuration(nil), c.stages...)}
+	t := Timing{Stages: append([]StageDuration(nil), c.stages...)}
 	end := c.last
 	if !booked.IsZero() {
 		t.Spawn = max(end.Sub(booked), 0)
@@ -169,25 +172,56 @@ func (c *spawnClock) timing(queued, booked time.Time) SpawnTiming {
 	return t
 }
 
-// reportSpawnTiming is the end of a successful spawn: the stage and job
-// start histograms, one log line with every stage, and, when the start was
-// slower than slowStartThreshold, a spawn info on the job saying where the
+// JobInfo is what a Reporter needs of the CDS API: posting an info on a
+// job. cdsclient.Interface implements it.
+type JobInfo interface {
+	// QueueJobSendSpawnInfo posts spawn infos on a V1 job.
+	QueueJobSendSpawnInfo(ctx context.Context, id int64, infos []sdk.SpawnInfo) error
+	// V2Region is the region of the V2 queue.
+	V2Region() string
+	// V2QueueJobSendInfo posts an info on a V2 job.
+	V2QueueJobSendInfo(ctx context.Context, region, id string, info sdk.V2SendJobRunInfo) error
+}
+
+// Reporter reports the timing of successful spawns. A nil CDS or a zero
+// SlowStartThreshold turns the spawn info off.
+type Reporter struct {
+	// Hatchery is the hatchery's name, written in the spawn infos.
+	Hatchery string
+	// Metrics receives the histograms; nil: not recorded.
+	Metrics *metrics.Metrics
+	// Log receives one line per spawn and the spawn info's outcome.
+	Log *slog.Logger
+	// CDS posts the spawn info on the job.
+	CDS JobInfo
+	// SlowStartThreshold is slowStartThreshold: a slower start is
+	// reported on the job.
+	SlowStartThreshold time.Duration
+	// Now is the time of the spawn info.
+	Now func() time.Time
+	// OnTimed, when set (benchmarks), receives every timing reported.
+	OnTimed func(hatchery.SpawnArguments, Timing)
+}
+
+// Report is the end of a successful spawn: the stage and job start
+// histograms, one log line with every stage, and, when the start was
+// slower than SlowStartThreshold, a spawn info on the job saying where the
 // time went.
-func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.SpawnArguments, c *spawnClock) {
-	t := c.timing(args.Queued, args.Booked)
+func (r Reporter) Report(ctx context.Context, args hatchery.SpawnArguments, c *Clock) {
+	t := c.Timing(args.Queued, args.Booked)
 	model := args.Model.GetName()
-	h.metrics.SpawnTimed(model, t.metricStages(), t.JobStart)
-	if h.onTimed != nil {
-		h.onTimed(args, t)
+	r.Metrics.SpawnTimed(model, t.MetricStages(), t.JobStart)
+	if r.OnTimed != nil {
+		r.OnTimed(args, t)
 	}
-	h.log.Info("spawn timings", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model,
+	r.Log.Info("spawn timings", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, model,
 		"job_start", roundStage(t.JobStart), "spawn", roundStage(t.Spawn), "stages", t.String())
-	threshold := h.cfg.SlowStartThresholdDuration()
+	threshold := r.SlowStartThreshold
 	total := t.JobStart
 	if total == 0 {
 		total = t.Spawn
 	}
-	if threshold <= 0 || total < threshold || h.cds == nil {
+	if threshold <= 0 || total < threshold || r.CDS == nil {
 		return
 	}
 	msg := fmt.Sprintf("worker %s launched %s after the job was queued, slower than slowStartThreshold (%s): %s",
@@ -199,22 +233,22 @@ func (h *HatcheryVSphere) reportSpawnTiming(ctx context.Context, args hatchery.S
 		}
 		// MsgSpawnInfoHatcheryStarts ("Hatchery %s starts %s") is one of
 		// the message ids the CDS API defines.
-		info := sdk.SpawnInfo{RemoteTime: h.now(), Message: sdk.SpawnInfoMessage{
-			ID: "MsgSpawnInfoHatcheryStarts", Args: []string{h.Name(), msg}}}
-		err = h.cds.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info})
-		h.logSlowStart(args, err)
+		info := sdk.SpawnInfo{RemoteTime: r.Now(), Message: sdk.SpawnInfoMessage{
+			ID: "MsgSpawnInfoHatcheryStarts", Args: []string{r.Hatchery, msg}}}
+		err = r.CDS.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info})
+		r.logSlowStart(args, err)
 		return
 	}
-	err := h.cds.V2QueueJobSendInfo(ctx, h.cds.V2Region(), args.JobID, sdk.V2SendJobRunInfo{
-		Level: sdk.JobRunInfoLevelWarning, Message: "hatchery " + h.Name() + ": " + msg, Time: h.now()})
-	h.logSlowStart(args, err)
+	err := r.CDS.V2QueueJobSendInfo(ctx, r.CDS.V2Region(), args.JobID, sdk.V2SendJobRunInfo{
+		Level: sdk.JobRunInfoLevelWarning, Message: "hatchery " + r.Hatchery + ": " + msg, Time: r.Now()})
+	r.logSlowStart(args, err)
 }
 
 // logSlowStart logs the outcome of posting a slow-start spawn info.
-func (h *HatcheryVSphere) logSlowStart(args hatchery.SpawnArguments, err error) {
+func (r Reporter) logSlowStart(args hatchery.SpawnArguments, err error) {
 	if err != nil {
-		h.log.Warn("send slow start info failed", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
+		r.Log.Warn("send slow start info failed", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 		return
 	}
-	h.log.Info("slow start reported to the job", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
+	r.Log.Info("slow start reported to the job", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
 }

@@ -1,4 +1,4 @@
-package vsphere
+package admission
 
 import (
 	"context"
@@ -17,21 +17,48 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// This file is the hatchery's glue to internal/capacity: it reads the
-// inventory and the resource pool (capacity_pool.go), turns them into the
-// package's inputs, calls it, logs one line per decision and meters the
-// refusals. The decisions and the reservations of spawns in flight are
-// internal/capacity's.
-
 // HeadroomUnlimited is the headroom of a flavor nothing limits: no static
 // limit is configured and the resource pool could not be read.
 const HeadroomUnlimited = capacity.HeadroomUnlimited
 
-// capacityState is the hatchery's capacity state: the ledger of spawns in
-// flight and the resource pool's handle and health. mu guards the pool
-// fields only (the ledger has its own lock) and is never held across a
-// vCenter call.
-type capacityState struct {
+// Port is what admission reads of vCenter: the hatchery's resource pool
+// and its runtime. vcenter.Port implements it.
+type Port interface {
+	// LoadResourcePool returns the configured resource pool.
+	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	// ResourcePoolRuntime reads a resource pool's runtime.
+	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
+}
+
+// Admission decides for one hatchery. It is a value made per use over the
+// hatchery's State, which holds what lasts between decisions.
+type Admission struct {
+	// State is the hatchery's: the ledger of spawns in flight and the
+	// resource pool's handle and health.
+	State *State
+	// Hatchery is the hatchery's name: the owner of the VMs it counts.
+	Hatchery string
+	// Config gives the static limits, the flavors and the inventory mode.
+	Config *config.Config
+	// Inventory gives the VMs counted.
+	Inventory inventory.Inventory
+	// Port reads the resource pool.
+	Port Port
+	// Resolve returns the flavor a worker of model gets (nil: the
+	// template's hardware), an error for an unknown flavor.
+	Resolve func(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error)
+	// Log receives one line per decision.
+	Log *slog.Logger
+	// Metrics counts the refusals for lack of room; nil: not counted.
+	Metrics *metrics.Metrics
+	// Now is the hatchery's clock.
+	Now func() time.Time
+}
+
+// State is a hatchery's capacity state: the ledger of spawns in flight and
+// the resource pool's handle and health. mu guards the pool fields only
+// (the ledger has its own lock) and is never held across a vCenter call.
+type State struct {
 	ledger *capacity.Ledger
 
 	mu         sync.Mutex
@@ -40,21 +67,25 @@ type capacityState struct {
 	lastPool   capacity.Pool // the last read, for status lines (no round trip)
 }
 
-func newCapacityState() *capacityState {
-	return &capacityState{ledger: capacity.NewLedger()}
+// NewState returns an empty State.
+func NewState() *State {
+	return &State{ledger: capacity.NewLedger()}
 }
 
-// releaseGrace is how long a released reservation is still counted when
+// Ledger is the ledger of the spawns in flight.
+func (s *State) Ledger() *capacity.Ledger { return s.ledger }
+
+// ReleaseGrace is how long a released reservation is still counted when
 // the inventory does not show its VM: none with the listing inventory
 // (every read is fresh; the generations cover a read racing the release),
 // else four refresh intervals — the age past which the shared inventory
 // refuses its snapshot as stale — so that a lagging snapshot never hides
 // a powered-on VM. A failed spawn holds its footprint that long at most.
-func (h *HatcheryVSphere) releaseGrace() time.Duration {
-	if h.cfg.InventoryMode == config.InventoryListing {
+func (a Admission) ReleaseGrace() time.Duration {
+	if a.Config.InventoryMode == config.InventoryListing {
 		return 0
 	}
-	every := h.cfg.InventoryRefreshIntervalDuration()
+	every := a.Config.InventoryRefreshIntervalDuration()
 	if every <= 0 {
 		every = 30 * time.Second
 	}
@@ -64,16 +95,16 @@ func (h *HatcheryVSphere) releaseGrace() time.Duration {
 // beginCapacity registers a decision (or a report) about to read the
 // inventory: its generation, the release grace it uses, and the func that
 // ends it once decided.
-func (h *HatcheryVSphere) beginCapacity() (capacity.Generation, time.Duration, func()) {
-	l, grace := h.capacity.ledger, h.releaseGrace()
+func (a Admission) beginCapacity() (capacity.Generation, time.Duration, func()) {
+	l, grace := a.State.ledger, a.ReleaseGrace()
 	gen := l.Begin()
-	return gen, grace, func() { l.End(gen, h.now(), grace) }
+	return gen, grace, func() { l.End(gen, a.Now(), grace) }
 }
 
-// vmUsages is what the capacity decisions need of an inventory snapshot.
-func (h *HatcheryVSphere) vmUsages(vms []inventory.VM) []capacity.VMUsage {
+// VMUsages is what the capacity decisions need of an inventory snapshot.
+func (a Admission) VMUsages(vms []inventory.VM) []capacity.VMUsage {
 	out := make([]capacity.VMUsage, len(vms))
-	name := h.Name()
+	name := a.Hatchery
 	for i, v := range vms {
 		out[i] = capacity.VMUsage{
 			Name: v.Name, CPUs: int64(v.NumCPU), MemoryMB: int64(v.MemoryMB),
@@ -91,19 +122,19 @@ func (h *HatcheryVSphere) vmUsages(vms []inventory.VM) []capacity.VMUsage {
 	return out
 }
 
-// capacityFlavor is f as the capacity decisions take it (nil for nil).
-func capacityFlavor(f *config.Flavor) *capacity.Flavor {
+// CapacityFlavor is f as the capacity decisions take it (nil for nil).
+func CapacityFlavor(f *config.Flavor) *capacity.Flavor {
 	if f == nil {
 		return nil
 	}
 	return &capacity.Flavor{Name: f.Name, CPUs: int64(f.CPUs), MemoryMB: f.MemoryMB}
 }
 
-// capacityFlavors is flavors as the capacity decisions take them.
-func capacityFlavors(flavors []config.Flavor) []capacity.Flavor {
+// CapacityFlavors is flavors as the capacity decisions take them.
+func CapacityFlavors(flavors []config.Flavor) []capacity.Flavor {
 	out := make([]capacity.Flavor, len(flavors))
 	for i := range flavors {
-		out[i] = *capacityFlavor(&flavors[i])
+		out[i] = *CapacityFlavor(&flavors[i])
 	}
 	return out
 }
@@ -124,12 +155,12 @@ func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
 
 // CanAllocateResources tells whether the next worker fits now; see
 // allocate. When it answers true it has
-// reserved the worker's footprint under jobID until releaseCapacity(jobID),
+// reserved the worker's footprint under jobID until Release(jobID),
 // or capacity.ReservationTTL. The framework calls AllocateResources
 // instead, which hands the reservation over so that it is released when no
 // spawn follows.
-func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
-	d, _, err := h.allocate(ctx, model, jobID, requirements)
+func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
+	d, _, err := a.allocate(ctx, model, jobID, requirements)
 	if err != nil {
 		return false, err
 	}
@@ -142,8 +173,8 @@ func (h *HatcheryVSphere) CanAllocateResources(ctx context.Context, model sdk.Wo
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
-func (h *HatcheryVSphere) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
-	d, r, err := h.allocate(ctx, model, jobID, requirements)
+func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
+	d, r, err := a.allocate(ctx, model, jobID, requirements)
 	switch {
 	case err != nil:
 		return nil, err
@@ -152,7 +183,7 @@ func (h *HatcheryVSphere) AllocateResources(ctx context.Context, model sdk.Worke
 	case r == nil:
 		return nil, nil
 	}
-	return &heldReservation{l: h.capacity.ledger, r: r}, nil
+	return &heldReservation{l: a.State.ledger, r: r}, nil
 }
 
 // heldReservation is a footprint AllocateResources reserved, as the
@@ -171,8 +202,8 @@ func (r *heldReservation) Release(hatchery.Reason) { r.l.GiveBack(r.r) }
 // number of reservations not yet released, their vCPUs and their memory
 // (MB). A spawn that ended is not included, even while decisions still
 // count its VM through its released reservation.
-func (h *HatcheryVSphere) ReservedFootprint() (n int, cpus, memoryMB int64) {
-	n, fp := h.capacity.ledger.Held()
+func (a Admission) ReservedFootprint() (n int, cpus, memoryMB int64) {
+	n, fp := a.State.ledger.Held()
 	return n, fp.CPUs, fp.MemoryMB
 }
 
@@ -199,11 +230,11 @@ func refusalOf(d capacity.Decision) *hatchery.Refusal {
 // fails with the *UnknownFlavorError, which the framework reports to the
 // job (an error here would only keep the job queued silently).
 // Only an unreadable inventory is an error.
-func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, error) {
-	flavor, err := h.resolveFlavor(model, requirements)
+func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, error) {
+	flavor, err := a.Resolve(model, requirements)
 	if err != nil {
 		d := capacity.Allow(capacity.DetailUnknownFlavor)
-		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, h.cfg.DefaultFlavor),
+		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, a.Config.DefaultFlavor),
 			logkey.Job, jobID, "allowed", true, logkey.Detail, d.Detail, logkey.Err, err)
 		return d, nil, nil
 	}
@@ -212,36 +243,36 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 		flavorName = flavor.Name
 	}
 
-	l := h.capacity.ledger
-	gen, grace, end := h.beginCapacity()
+	l := a.State.ledger
+	gen, grace, end := a.beginCapacity()
 	defer end()
 
 	// vCenter reads first, without the lock.
-	vms, err := h.inv.VMs(ctx)
+	vms, err := a.Inventory.VMs(ctx)
 	if err != nil {
 		d := capacity.Refuse(capacity.ReasonInventory, capacity.DetailInventoryUnusable)
-		h.log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
+		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
 			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
 		return d, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
-	usages := h.vmUsages(vms)
-	in := capacity.Input{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
+	usages := a.VMUsages(vms)
+	in := capacity.Input{MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB}
 	var footprintErr error
 	if flavor != nil {
-		in.Next, in.Known = capacityFlavor(flavor).Footprint(), true
+		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
 	} else if fp, ok := capacity.TemplateFootprint(usages, templateCandidates(model)); ok {
 		in.Next, in.Known = fp, true
 	} else {
 		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), templateCandidates(model))
 	}
 	var smaller *capacity.Flavor
-	in.Reserve, smaller = capacity.StarvationReserve(capacityFlavors(h.cfg.Flavors), capacityFlavor(flavor), h.cfg.CountSmallerFlavorToKeep)
-	in.Pool = h.readPool(ctx)
+	in.Reserve, smaller = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
+	in.Pool = a.readPool(ctx)
 
 	// Then decide and reserve atomically.
-	o := l.Decide(gen, h.now(), grace, capacity.Count(usages), in,
+	o := l.Decide(gen, a.Now(), grace, capacity.Count(usages), in,
 		capacity.Reservation{Key: jobID, Model: model.GetName(), Flavor: flavorName})
-	h.logExpired(o.Expired)
+	a.logExpired(o.Expired)
 	in, d := o.Input, o.Decision
 	attrs := []any{
 		logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID, "allowed", d.Allowed,
@@ -259,14 +290,14 @@ func (h *HatcheryVSphere) allocate(ctx context.Context, model sdk.WorkerStarterW
 		attrs = append(attrs, "pool_unreserved_memory_mb", in.Pool.UnreservedMemoryBytes>>20, "pool_unreserved_cpu_mhz", in.Pool.UnreservedCPUMHz)
 	}
 	if smaller != nil {
-		attrs = append(attrs, "reserve_flavor", smaller.Name, "reserve_count", h.cfg.CountSmallerFlavorToKeep)
+		attrs = append(attrs, "reserve_flavor", smaller.Name, "reserve_count", a.Config.CountSmallerFlavorToKeep)
 	}
 	if footprintErr != nil {
 		attrs = append(attrs, "footprint_err", footprintErr.Error())
 	}
-	h.log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
+	a.Log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
 	if r, ok := refusedResource(d); ok {
-		h.metrics.CapacityRefused(r)
+		a.Metrics.CapacityRefused(r)
 	}
 	return d, o.Held, nil
 }
@@ -287,21 +318,21 @@ func refusedResource(d capacity.Decision) (metrics.CapacityResource, bool) {
 
 // logExpired logs the in-flight reservations the ledger dropped for their
 // age.
-func (h *HatcheryVSphere) logExpired(expired []capacity.Reservation) {
-	now := h.now()
+func (a Admission) logExpired(expired []capacity.Reservation) {
+	now := a.Now()
 	for _, r := range expired {
-		h.log.Warn("in-flight capacity reservation expired", logkey.Job, r.Key, logkey.Model, r.Model, logkey.Flavor, r.Flavor,
+		a.Log.Warn("in-flight capacity reservation expired", logkey.Job, r.Key, logkey.Model, r.Model, logkey.Flavor, r.Flavor,
 			"cpus", r.Footprint.CPUs, "memory_mb", r.Footprint.MemoryMB, "age", now.Sub(r.Created).String())
 	}
 }
 
-// releaseCapacity ends the in-flight reservation of jobID; SpawnWorker calls
+// Release ends the in-flight reservation of jobID; SpawnWorker calls
 // it (deferred) when the spawn ends, after the inventory was invalidated for
 // the VM it powered on (so the VM is then visible), or the spawn failed.
 // Releasing a job without a reservation does nothing.
-func (h *HatcheryVSphere) releaseCapacity(jobID string) {
-	if h.capacity.ledger.Release(jobID, h.now(), h.releaseGrace()) {
-		h.log.Debug("in-flight capacity reservation released", logkey.Job, jobID)
+func (a Admission) Release(jobID string) {
+	if a.State.ledger.Release(jobID, a.Now(), a.ReleaseGrace()) {
+		a.Log.Debug("in-flight capacity reservation released", logkey.Job, jobID)
 	}
 }
 
@@ -309,45 +340,51 @@ func (h *HatcheryVSphere) releaseCapacity(jobID string) {
 // provisioning clone (its VM has no job).
 func provisionReservationKey(name string) string { return capacity.ProvisionKey(name) }
 
-// reserveProvisioning decides whether one more warm-pool VM fits the static
+// ReleaseProvisioning ends the reservation of a provisioning clone that
+// failed (Release of its key).
+func (a Admission) ReleaseProvisioning(name string) { a.Release(provisionReservationKey(name)) }
+
+// ReserveProvisioning decides whether one more warm-pool VM fits the static
 // limits (maxCpus, maxMemoryMB, with the starvation reserve of
 // countSmallerFlavorToKeep) and, when it does, reserves its footprint under
-// provisionReservationKey(name). A provisioned VM is powered on from its
+// provisionReservationKey(name). template is the VM's template, flavor
+// its flavor (nil: the template's size); model and flavorKey name its pool
+// in the logs. A provisioned VM is powered on from its
 // clone until it has its IP: meanwhile it takes capacity as a worker does,
 // and spawns count it. Without a static limit there is nothing to
 // overshoot: it allows without reading anything. The resource pool
 // is not read: vCenter refuses a power-on the pool cannot hold, and a
 // refused provisioning only waits for the next pass.
 //
-// The caller ends the reservation: dropProvisioning once the VM is powered
-// off, releaseCapacity(provisionReservationKey(name)) on failure (the VM may
+// The caller ends the reservation: DropProvisioning once the VM is powered
+// off, ReleaseProvisioning on failure (the VM may
 // stay powered on until cleanup destroys it).
-func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, t provisionTask) (capacity.Decision, error) {
-	if h.cfg.MaxCPUs <= 0 && h.cfg.MaxMemoryMB <= 0 {
+func (a Admission) ReserveProvisioning(ctx context.Context, name, template string, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
+	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 {
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
-	l := h.capacity.ledger
-	gen, grace, end := h.beginCapacity()
+	l := a.State.ledger
+	gen, grace, end := a.beginCapacity()
 	defer end()
 
-	vms, err := h.inv.VMs(ctx)
+	vms, err := a.Inventory.VMs(ctx)
 	if err != nil {
 		return capacity.Decision{}, fmt.Errorf("provisioning capacity for vm %q: list vms: %w", name, err)
 	}
-	usages := h.vmUsages(vms)
-	in := capacity.Input{MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB}
-	if t.flavor != nil {
-		in.Next, in.Known = capacityFlavor(t.flavor).Footprint(), true
+	usages := a.VMUsages(vms)
+	in := capacity.Input{MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB}
+	if flavor != nil {
+		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
 	} else {
-		in.Next, in.Known = capacity.TemplateFootprint(usages, []string{t.template})
+		in.Next, in.Known = capacity.TemplateFootprint(usages, []string{template})
 	}
-	in.Reserve, _ = capacity.StarvationReserve(capacityFlavors(h.cfg.Flavors), capacityFlavor(t.flavor), h.cfg.CountSmallerFlavorToKeep)
+	in.Reserve, _ = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 
-	o := l.Decide(gen, h.now(), grace, capacity.Count(usages), in,
-		capacity.Reservation{Key: provisionReservationKey(name), Model: t.key.model, Flavor: t.key.flavor})
-	h.logExpired(o.Expired)
+	o := l.Decide(gen, a.Now(), grace, capacity.Count(usages), in,
+		capacity.Reservation{Key: provisionReservationKey(name), Model: model, Flavor: flavorKey})
+	a.logExpired(o.Expired)
 	in, d := o.Input, o.Decision
-	h.log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, t.key.model, logkey.Flavor, t.key.flavor,
+	a.Log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, model, logkey.Flavor, flavorKey,
 		"allowed", d.Allowed, logkey.Reason, d.Reason, logkey.Detail, d.Detail, "known_footprint", in.Known,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
 		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
@@ -355,15 +392,15 @@ func (h *HatcheryVSphere) reserveProvisioning(ctx context.Context, name string, 
 	return d, nil
 }
 
-// dropProvisioning ends the reservation of a provisioned VM now powered
+// DropProvisioning ends the reservation of a provisioned VM now powered
 // off: it holds no capacity any more.
-func (h *HatcheryVSphere) dropProvisioning(name string) {
-	h.capacity.ledger.Drop(provisionReservationKey(name))
+func (a Admission) DropProvisioning(name string) {
+	a.State.ledger.Drop(provisionReservationKey(name))
 }
 
-// CapacityUsage is a snapshot of what this hatchery has allocated against
-// its limits (for /mon/status and metrics).
-type CapacityUsage struct {
+// Usage is a snapshot of what this hatchery has allocated against its
+// limits (for /mon/status and metrics).
+type Usage struct {
 	// CPUs and MemoryMB are this hatchery's powered-on VMs (not templates)
 	// plus the spawns in flight the inventory does not show yet.
 	CPUs     int64
@@ -395,43 +432,44 @@ type CapacityUsage struct {
 // capacityView is one consistent read for reporting: inventory and pool
 // read without the lock, reservations summed under it.
 type capacityView struct {
-	usage CapacityUsage
+	usage Usage
 	in    capacity.Input // Next, Known and Reserve left for the caller
 }
 
-func (h *HatcheryVSphere) readCapacityView(ctx context.Context) (capacityView, error) {
-	return h.readCapacityViewPool(ctx, h.readPool)
+// readCapacityView is one consistent read with a live pool read.
+func (a Admission) readCapacityView(ctx context.Context) (capacityView, error) {
+	return a.readCapacityViewPool(ctx, a.readPool)
 }
 
 // readCapacityViewPool is readCapacityView with the pool read given: live
 // (readPool) for decisions, the last reading (lastPool) for status lines.
-func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool func(context.Context) capacity.Pool) (capacityView, error) {
-	l := h.capacity.ledger
-	gen, grace, end := h.beginCapacity()
+func (a Admission) readCapacityViewPool(ctx context.Context, readPool func(context.Context) capacity.Pool) (capacityView, error) {
+	l := a.State.ledger
+	gen, grace, end := a.beginCapacity()
 	defer end()
-	vms, err := h.inv.VMs(ctx)
+	vms, err := a.Inventory.VMs(ctx)
 	if err != nil {
 		return capacityView{}, fmt.Errorf("read capacity: list vms: %w", err)
 	}
-	vmUse := capacity.Count(h.vmUsages(vms))
+	vmUse := capacity.Count(a.VMUsages(vms))
 	pool := readPool(ctx)
 
-	lv := l.View(gen, h.now(), grace, vmUse)
-	h.logExpired(lv.Expired)
-	h.capacity.mu.Lock()
-	health := h.capacity.poolHealth
-	h.capacity.mu.Unlock()
+	lv := l.View(gen, a.Now(), grace, vmUse)
+	a.logExpired(lv.Expired)
+	a.State.mu.Lock()
+	health := a.State.poolHealth
+	a.State.mu.Unlock()
 
 	used := vmUse.Footprint.Add(lv.InFlight)
 	v := capacityView{
-		usage: CapacityUsage{
+		usage: Usage{
 			CPUs: used.CPUs, MemoryMB: used.MemoryMB, VMs: vmUse.VMs,
 			InFlight: lv.Held, InFlightCPUs: lv.HeldFootprint.CPUs, InFlightMemoryMB: lv.HeldFootprint.MemoryMB,
-			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,
+			MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB,
 			PoolReadable: pool.Readable, PoolNotRead: !pool.Read, PoolUnreservedMemoryBytes: pool.UnreservedMemoryBytes, PoolUnreservedCPUMHz: pool.UnreservedCPUMHz,
 		},
 		in: capacity.Input{
-			MaxCPUs: int64(h.cfg.MaxCPUs), MaxMemoryMB: h.cfg.MaxMemoryMB,
+			MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB,
 			Used: used, InFlight: lv.InFlight, Pool: pool,
 		},
 	}
@@ -441,10 +479,17 @@ func (h *HatcheryVSphere) readCapacityViewPool(ctx context.Context, readPool fun
 	return v, nil
 }
 
-// CapacityUsage reads what this hatchery has allocated now: one inventory
-// read and one resource pool read, no reservation made.
-func (h *HatcheryVSphere) CapacityUsage(ctx context.Context) (CapacityUsage, error) {
-	v, err := h.readCapacityView(ctx)
+// Usage reads what this hatchery has allocated now: one inventory read
+// and one resource pool read, no reservation made.
+func (a Admission) Usage(ctx context.Context) (Usage, error) {
+	v, err := a.readCapacityView(ctx)
+	return v.usage, err
+}
+
+// LastUsage is Usage with the last resource pool reading: it reaches no
+// vCenter (status lines).
+func (a Admission) LastUsage(ctx context.Context) (Usage, error) {
+	v, err := a.readCapacityViewPool(ctx, func(context.Context) capacity.Pool { return a.lastPool() })
 	return v.usage, err
 }
 
@@ -455,10 +500,10 @@ func (h *HatcheryVSphere) CapacityUsage(ctx context.Context) (CapacityUsage, err
 // limits it. The framework's maxWorker count is not part of it. It reads
 // the inventory and the pool once (the inventory's pool reading when it has
 // a recent one: reportPool) and reserves nothing.
-func (h *HatcheryVSphere) FlavorHeadroom(ctx context.Context) (map[string]int, error) {
-	v, err := h.readCapacityViewPool(ctx, h.reportPool)
+func (a Admission) FlavorHeadroom(ctx context.Context) (map[string]int, error) {
+	v, err := a.readCapacityViewPool(ctx, a.reportPool)
 	if err != nil {
 		return nil, err
 	}
-	return capacity.Headroom(v.in, capacityFlavors(h.cfg.Flavors), h.cfg.CountSmallerFlavorToKeep), nil
+	return capacity.Headroom(v.in, CapacityFlavors(a.Config.Flavors), a.Config.CountSmallerFlavorToKeep), nil
 }

@@ -1,0 +1,14 @@
+// Package admission decides whether this hatchery takes the next job now,
+// and keeps the footprint of the spawns in flight: it reads the inventory
+// and the resource pool (once looked up, its outages logged once), turns
+// them into internal/capacity's inputs, calls it, logs one line per
+// decision and meters the refusals (docs/flavors-and-capacity.md). It also
+// answers the reports built on the same reads: the usage of /mon/status
+// and the per-flavor headroom of the metrics.
+//
+// The decisions themselves and the ledger of reservations are
+// internal/capacity's; which flavor a job gets is the hatchery's (its
+// Resolve); the framework's calls (CanAllocateResources,
+// AllocateResources) reach it through the hatchery. It reads vCenter only
+// through its Port, a subset of vcenter.Port.
+package admission

@@ -1,0 +1,239 @@
+package clonespec
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Port is what a Builder reads of vCenter: the template's devices and
+// snapshots, the network, pool and datastore a clone is placed on.
+// vcenter.Port implements it.
+type Port interface {
+	// LoadTemplate reads a template's device list and snapshots.
+	LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error)
+	// SetupEthernetCard points card at the configured network.
+	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
+	// LoadResourcePool returns the configured resource pool.
+	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	// LoadDatastore returns the datastore named name.
+	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+}
+
+// Options are what New needs. Now defaults to time.Now.
+type Options struct {
+	// Port reads the template, network, pool and datastore.
+	Port Port
+	// Config gives the network, datastore and linkedCloneSnapshot.
+	Config *config.Config
+	// IPs gives the network settings of a worker's static IP.
+	IPs *ippool.Pool
+	// Now is the clock of the template cache and of instance ids.
+	Now func() time.Time
+}
+
+// Builder builds clone specifications. Create it with New; it is safe for
+// concurrent use.
+type Builder struct {
+	port    Port
+	cfg     *config.Config
+	ips     *ippool.Pool
+	now     func() time.Time
+	devices *templateDevices
+
+	mu sync.Mutex
+	// modeLogged holds the template/mode pairs whose clone mode was
+	// logged (logCloneMode).
+	modeLogged map[string]bool
+}
+
+// New returns a Builder with an empty template cache.
+func New(o Options) *Builder {
+	now := o.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Builder{port: o.Port, cfg: o.Config, ips: o.IPs, now: now,
+		devices: newTemplateDevices(now), modeLogged: map[string]bool{}}
+}
+
+// Template is a template's reference and the name errors and logs give it
+// (a reference carries no name).
+type Template struct {
+	// Ref is the template's reference.
+	Ref types.ManagedObjectReference
+	// Name is the template's name.
+	Name string
+}
+
+// Forget drops what the Builder cached of template: a clone from it
+// failed, the template may have changed.
+func (b *Builder) Forget(template types.ManagedObjectReference) {
+	b.devices.forget(template)
+}
+
+// Spec builds the clone specification (docs/architecture.md,
+// docs/flavors-and-capacity.md): the template's first NIC moved to the
+// configured network, placement in the configured pool and datastore as a
+// linked clone when the template allows it, Linux customization (hostname,
+// fixed IP or DHCP), the annotation and its mirror, the flavor's
+// CPU/RAM/disk, tools after power on, powered on. With a non-nil boot the
+// clone has no guest customization: its guestinfo carries the cloud-init
+// metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
+// The clone mode is logged on log.
+func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
+	tname := template.Name
+	if annot == nil {
+		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
+	}
+	tinfo, err := b.devices.load(ctx, template.Ref, b.loadTemplateInfo)
+	if err != nil {
+		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
+	}
+	devices := tinfo.Devices
+	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	if len(cards) == 0 {
+		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
+	}
+	first, ok := cards[0].(types.BaseVirtualEthernetCard)
+	if !ok {
+		return nil, fmt.Errorf("template %q: first network card is not an ethernet card", tname)
+	}
+	if err := b.port.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), b.cfg.CardName, b.cfg.NetworkString); err != nil {
+		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, b.cfg.NetworkString, err)
+	}
+	pool, err := b.port.LoadResourcePool(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("load resource pool %q: %w", b.cfg.ResourcePoolString, err)
+	}
+	ds, err := b.port.LoadDatastore(ctx, b.cfg.DatastoreString)
+	if err != nil {
+		return nil, fmt.Errorf("load datastore %q: %w", b.cfg.DatastoreString, err)
+	}
+
+	// One adapter mapping per NIC of the template (vSphere refuses a
+	// mismatch): the first gets the static IP when one was allocated, every
+	// other NIC, and the first without an IP range, DHCP.
+	nics := make([]types.CustomizationAdapterMapping, len(cards))
+	global := types.CustomizationGlobalIPSettings{}
+	for i := range nics {
+		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
+	}
+	var lease *ippool.Lease
+	if annot.IPAddress != "" {
+		l, ok := b.ips.Lookup(annot.IPAddress)
+		if !ok {
+			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
+		}
+		lease = &l
+		nics[0].Adapter = types.CustomizationIPSettings{
+			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
+			SubnetMask:    lease.SubnetMask,
+			DnsServerList: lease.DNS,
+		}
+		if lease.Gateway != "" {
+			nics[0].Adapter.Gateway = []string{lease.Gateway}
+		}
+		global.DnsServerList = lease.DNS
+	}
+	hostname := SanitizeHostname(annot.WorkerName)
+	if hostname == "" {
+		return nil, fmt.Errorf("clone spec from template %q: worker name %q gives no valid hostname", tname, annot.WorkerName)
+	}
+
+	config := &types.VirtualMachineConfigSpec{
+		DeviceChange: []types.BaseVirtualDeviceConfigSpec{
+			&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: cards[0]},
+		},
+		Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)},
+	}
+	annot.ApplyTo(config)
+	if err := ApplyFlavor(config, flavor, devices); err != nil {
+		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", FlavorName(flavor), tname, err)
+	}
+
+	mode := decideCloneMode(tinfo, flavor, b.cfg.LinkedCloneSnapshot)
+	b.logCloneMode(log, template, annot, flavor, mode)
+	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
+	if mode.Mode == ModeLinked {
+		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
+	}
+	poolRef, dsRef := pool.Reference(), ds.Reference()
+	spec := &types.VirtualMachineCloneSpec{
+		Location: types.VirtualMachineRelocateSpec{
+			Pool:         &poolRef,
+			Datastore:    &dsRef,
+			DiskMoveType: string(diskMove),
+		},
+		Snapshot: mode.Snapshot,
+		Customization: &types.CustomizationSpec{
+			Identity: &types.CustomizationLinuxPrep{
+				HostName: &types.CustomizationFixedName{Name: hostname},
+			},
+			GlobalIPSettings: global,
+			NicSettingMap:    nics,
+		},
+		Config:   config,
+		PowerOn:  true,
+		Template: false,
+	}
+	if boot != nil {
+		opts, err := cloudinit.Options(b.instanceID(annot.WorkerName), hostname, cloudInitAddress(lease), *boot)
+		if err != nil {
+			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
+		}
+		config.ExtraConfig = append(config.ExtraConfig, opts...)
+		// cloud-init configures hostname and network from the metadata;
+		// a customization would race it.
+		spec.Customization = nil
+	}
+	return spec, nil
+}
+
+// instanceID is a cloud-init instance id new for every worker: the VM name
+// and the time, so that a reused (claimed) VM runs its userdata again.
+func (b *Builder) instanceID(vmName string) string {
+	return vmName + "-" + strconv.FormatInt(b.now().UnixNano(), 36)
+}
+
+// maxHostnameLen is the DNS label limit a Linux hostname must respect.
+const maxHostnameLen = 63
+
+// SanitizeHostname turns a VM name into a valid hostname label: lower
+// case letters, digits and dashes, no leading or trailing dash, at most 63
+// characters.
+func SanitizeHostname(name string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(name) {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	s := strings.Trim(b.String(), "-")
+	if len(s) > maxHostnameLen {
+		s = strings.TrimRight(s[:maxHostnameLen], "-")
+	}
+	return s
+}
+
+// FlavorName is the flavor's name, "" for none.
+func FlavorName(f *config.Flavor) string {
+	if f == nil {
+		return ""
+	}
+	return f.Name
+}

@@ -1,0 +1,37 @@
+package collector
+
+import (
+	"testing"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/stretchr/testify/assert"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+const testHatchery = "hatch-a"
+
+func TestSummarizeVMsEdgeCases(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		vms  []inventory.VM
+		want vmSummary
+	}{
+		{"empty datacenter", nil, vmSummary{}},
+		{"our vSphere template without model flag is neither worker nor model template",
+			[]inventory.VM{{Name: "t", Template: true, NumCPU: 2, MemoryMB: 2, Annotation: &inventory.Annotation{HatcheryName: testHatchery}}},
+			vmSummary{}},
+		{"model VM not yet marked as template counts as a template and in the pool",
+			[]inventory.VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, Model: true}}},
+			vmSummary{templateVCPUs: 2, templateMemoryMB: 1024, templateCount: 1, poolVCPUs: 2, poolMemoryMB: 1024, poolVMCount: 1}},
+		{"empty hatchery name owns nothing",
+			[]inventory.VM{{Name: "x", NumCPU: 1, MemoryMB: 1, Annotation: &inventory.Annotation{}}},
+			vmSummary{poolVMCount: 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			assert.Equal(t, tt.want, summarizeVMs(testHatchery, tt.vms))
+		})
+	}
+}

@@ -1,0 +1,212 @@
+package guest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"text/template"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Timeouts bounds each readiness stage of a new worker VM
+// (docs/design.md#timeouts). Tests shorten them; production code only
+// reads them.
+type Timeouts struct {
+	// GuestOps bounds the wait for guest.guestOperationsReady: boot,
+	// customization reboot and VMware Tools start take a minute or two.
+	GuestOps time.Duration
+	// IP bounds the wait for the guest to report its (expected) IPv4
+	// address once tools run: the customized network comes up after them.
+	IP time.Duration
+	// Env bounds the retries of `env` in the guest: tools may report ready
+	// before they accept process starts.
+	Env time.Duration
+	// EnvRetry is the pause between two `env` attempts.
+	EnvRetry time.Duration
+	// RegisterShutdown bounds a registration: the worker registers the
+	// model (downloads, capability probe) then PostCmd shuts the VM down.
+	RegisterShutdown time.Duration
+	// Cleanup bounds the power-off made after a failure, on a context
+	// detached from the (possibly cancelled) spawn context.
+	Cleanup time.Duration
+	// Resume bounds each stage of the check of a claimed hot pool VM
+	// (guest operations ready, its IP): a resumed guest was running
+	// already and answers within seconds; one that does not is broken.
+	Resume time.Duration
+}
+
+// Readiness are the timeouts in use.
+var Readiness = Timeouts{
+	GuestOps:         3 * time.Minute,
+	IP:               3 * time.Minute,
+	Env:              1 * time.Minute,
+	EnvRetry:         5 * time.Second,
+	RegisterShutdown: 15 * time.Minute,
+	Cleanup:          1 * time.Minute,
+	Resume:           30 * time.Second,
+}
+
+// Guest programs.
+const (
+	// EnvProgram checks that guest operations really run processes.
+	EnvProgram = "/usr/bin/env"
+	// LaunchProgram is the program the worker script is run through: the
+	// guest's shell runs "/bin/echo -n ;<script>" (docs/architecture.md).
+	LaunchProgram = "/bin/echo"
+	// cdsConfigEnv is the environment variable holding the worker config.
+	cdsConfigEnv = "CDS_CONFIG"
+)
+
+// ErrLogin marks a spawn failure caused by the guest refusing the
+// credentials (InvalidGuestLogin): retrying does not help.
+var ErrLogin = errors.New("guest refused the credentials")
+
+// StepError is a failure of one step of a spawn.
+type StepError struct {
+	// Step names the step, as the spawn's failure reports it.
+	Step string
+	// Err is the step's error.
+	Err error
+}
+
+// Error is "step: err".
+func (e *StepError) Error() string { return e.Step + ": " + e.Err.Error() }
+
+// Unwrap returns the step's error.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// StepErr returns err as the failure of step.
+func StepErr(step string, err error) error { return &StepError{Step: step, Err: err} }
+
+// Port is what a Starter needs of vCenter: the guest's readiness and
+// program starts. vcenter.Port implements it.
+type Port interface {
+	// WaitForGuestOperationsReady blocks until the guest runs programs.
+	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
+	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
+	// address (expectedIP when not empty).
+	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+	// StartProgramInGuest runs a program in the guest with auth and
+	// returns its pid.
+	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+}
+
+// Starter waits for a worker VM's guest and starts the worker in it. It
+// holds nothing else: a value is made per use.
+type Starter struct {
+	// Port waits for the guest and starts programs in it.
+	Port Port
+	// Log receives one line per readiness stage reached.
+	Log *slog.Logger
+}
+
+// isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin.
+func isGuestLoginFault(err error) bool { return fault.Is(err, &types.InvalidGuestLogin{}) }
+
+// WaitReady waits for the three readiness stages (docs/design.md#timeouts: guest
+// operations, IP — expectedIP when a static one was given — and `env`
+// running in the guest) and returns the guest's IP. Each stage has its own
+// deadline under ctx.
+func (s Starter) WaitReady(ctx context.Context, vm types.ManagedObjectReference, name, expectedIP string, ga Access) (string, error) {
+	gctx, cancel := context.WithTimeout(ctx, Readiness.GuestOps)
+	err := s.Port.WaitForGuestOperationsReady(gctx, vm)
+	cancel()
+	if err != nil {
+		return "", StepErr("wait for guest operations ready", err)
+	}
+	ictx, cancel := context.WithTimeout(ctx, Readiness.IP)
+	ip, err := s.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
+	cancel()
+	if err != nil {
+		return "", StepErr("wait for ip", err)
+	}
+	if expectedIP != "" && ip != expectedIP {
+		return "", StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
+	}
+	spawntiming.Mark(ctx, spawntiming.StageIP)
+	s.Log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)
+	if err := s.WaitEnv(ctx, vm, ga); err != nil {
+		return ip, StepErr("run env in guest", err)
+	}
+	return ip, nil
+}
+
+// WaitEnv runs `env` in the guest until it starts, retried on a ticker
+// for at most Readiness.Env. A refused login fails at once.
+func (s Starter) WaitEnv(ctx context.Context, vm types.ManagedObjectReference, ga Access) error {
+	ctx, cancel := context.WithTimeout(ctx, Readiness.Env)
+	defer cancel()
+	t := time.NewTicker(Readiness.EnvRetry)
+	defer t.Stop()
+	for {
+		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, &types.GuestProgramSpec{ProgramPath: EnvProgram})
+		if err == nil {
+			return nil
+		}
+		if isGuestLoginFault(err) {
+			return fmt.Errorf("%w: %w", ErrLogin, err)
+		}
+		// A tick and the end of ctx can be ready together, and select picks
+		// either: ctx is checked again so that no attempt follows its end.
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last attempt: %w)", ctx.Err(), err)
+		}
+	}
+}
+
+// Script builds the script the guest runs (docs/architecture.md): the
+// preStartScript of the guest credentials entry, then PreCmd, Cmd (with
+// " register" for a registration) and PostCmd, rendered as a Go template
+// with the worker config. The result may hold the worker token: never log it.
+func Script(args hatchery.SpawnArguments, preStart string) (string, error) {
+	m := args.Model
+	cmd := m.GetCmd()
+	if args.RegisterOnly {
+		cmd += " register"
+	}
+	var parts []string
+	for _, p := range []string{preStart, m.GetPreCmd(), cmd, m.GetPostCmd()} {
+		if strings.TrimSpace(p) != "" {
+			parts = append(parts, p)
+		}
+	}
+	src := strings.Join(parts, "\n")
+	tmpl, err := template.New("worker-script").Option("missingkey=error").Parse(src)
+	if err != nil {
+		return "", fmt.Errorf("parse worker script of model %q: %w", m.GetName(), err)
+	}
+	var b strings.Builder
+	if err := tmpl.Execute(&b, args.WorkerConfig); err != nil {
+		return "", fmt.Errorf("render worker script of model %q: %w", m.GetName(), err)
+	}
+	return b.String(), nil
+}
+
+// Launch starts the worker script in the guest: /bin/echo with
+// arguments "-n ;<script>" and CDS_CONFIG in its environment.
+func (s Starter) Launch(ctx context.Context, vm types.ManagedObjectReference, ga Access, script string, cfg hatchery.WorkerConfig) error {
+	spec := &types.GuestProgramSpec{
+		ProgramPath:  LaunchProgram,
+		Arguments:    "-n ;" + script,
+		EnvVariables: []string{cdsConfigEnv + "=" + cfg.EncodeBase64()},
+	}
+	if _, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, spec); err != nil {
+		if isGuestLoginFault(err) {
+			return fmt.Errorf("%w: %w", ErrLogin, err)
+		}
+		return err
+	}
+	return nil
+}
