@@ -1,6 +1,7 @@
 package vsphere_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -106,6 +107,18 @@ func ilLocks(t *testing.T, env *vcsimtest.Env) []string {
 	return out
 }
 
+// ilStatus is the value of the instance's vsphere/ip-locks status line.
+func ilStatus(t *testing.T, in ilInstance) string {
+	t.Helper()
+	for _, l := range in.h.Status(context.Background()) {
+		if l.Component == "vsphere/ip-locks" {
+			return l.Value
+		}
+	}
+	t.Fatal("no vsphere/ip-locks line in /mon/status")
+	return ""
+}
+
 // ilDestroy destroys VMs behind the hatcheries' backs.
 func ilDestroy(t *testing.T, env *vcsimtest.Env, names []string) {
 	t.Helper()
@@ -173,6 +186,8 @@ func TestVcsimTwoInstancesNeverShareAnIPAndReconcileACrashedOnesLocks(t *testing
 
 	b.h.WarmKillAwolServersPass(ctx)
 	require.ElementsMatch(t, both, ilLocks(t, env), "another instance's locks are kept: it may be cloning")
+	assert.Equal(t, "0 held by this instance, 2 taken by another", ilStatus(t, b), "b's /mon/status line")
+	assert.Equal(t, "2 held by this instance, 0 taken by another", ilStatus(t, a), "a's, as it was when it stopped")
 	b.clock.Advance(ippool.ForeignLockGrace - time.Second)
 	b.h.WarmKillAwolServersPass(ctx)
 	require.ElementsMatch(t, both, ilLocks(t, env), "not before the grace")
