@@ -180,10 +180,10 @@ func (p *Pool) takeLock(ctx context.Context, a netip.Addr, owner string) (taken 
 // it, and once it has been seen so for ForeignLockGrace when another
 // holder has it (another instance, or an earlier run that stopped without
 // deleting it): a live instance's clone in flight is never robbed of its
-// address. Every other lock is
-// marked taken (never picked). Only names "<hatchery>-ip-<address>" are
-// ever deleted. Without UseLocks it does nothing. Deletions that fail are
-// tried again next time; their errors are returned, joined.
+// address. Every other lock of another holder is marked taken (never
+// picked). Only names "<hatchery>-ip-<address>" are ever deleted. Without
+// UseLocks it does nothing. Deletions that fail are tried again next
+// time; their errors are returned, joined.
 func (p *Pool) Reconcile(ctx context.Context, used map[netip.Addr]bool) error {
 	if p == nil || p.locks == nil {
 		return nil
