@@ -55,7 +55,8 @@ func (h *HatcheryVSphere) loadAPIWorkers(ctx context.Context) (apiWorkers, error
 	return w, nil
 }
 
-// registrationTTL is workerRegistrationTTL, or the spec's default when unset.
+// registrationTTL is workerRegistrationTTL, or the default documented in
+// docs/configuration.md when unset.
 func (h *HatcheryVSphere) registrationTTL() time.Duration {
 	if d := h.cfg.WorkerRegistrationTTLDuration(); d > 0 {
 		return d

@@ -12,8 +12,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -375,7 +375,7 @@ func (h *HatcheryVSphere) provisionOne(ctx context.Context, t provisionTask) {
 	// lifts), so a warm pool cannot keep cloning a broken template.
 	attempt, v := h.quar.Begin(t.key.quarantineKey())
 	if attempt == nil {
-		log.Info("provisioning deferred to the next pass", logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, refuseQuarantined(v).Detail)
+		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, refuseQuarantined(v).Detail)
 		_ = h.life.Move(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}
