@@ -19,8 +19,13 @@ import (
 // store keeps unique (vcenter.Locks: empty folders in vCenter). CreateLock
 // answers an error wrapping vcenter.ErrLockTaken when the name exists.
 type Locker interface {
+	// CreateLock creates the lock name; vcenter.ErrLockTaken (wrapped)
+	// when it exists.
 	CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	// ListLocks returns the locks whose name starts with prefix, by name.
 	ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error)
+	// DeleteLock deletes the lock lock (that object, not another of its
+	// name made since); already gone is success.
 	DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error
 }
 
