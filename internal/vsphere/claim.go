@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -171,9 +172,10 @@ func sortOldestFirst(vms []inventory.VM) {
 	})
 }
 
-// prepareClaimedVM turns a claimed VM into the worker: rename to
-// annot.WorkerName, write annot (and the flavor's CPU/RAM and disk growth
-// when the VM is neutral and a flavor is requested) while powered off,
+// prepareClaimedVM turns a claimed VM into the worker: one reconfigure
+// while powered off renames it to annot.WorkerName (the spec's Name: vCenter
+// renames on reconfigure) and writes annot (and the flavor's CPU/RAM and
+// disk growth when the VM is neutral and a flavor is requested), then
 // power on. The annotation written always names this hatchery, is no longer
 // a provisioning one, is created now (the claim time) and keeps the VM's
 // static IP when annot has none. It
@@ -202,6 +204,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 
 	obj := vm.Ref
 	current := vm.Name
+	renameUnknown := false
 	userdataWritten := false
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
@@ -213,7 +216,11 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		h.markToDelete(current)
-		if current != newName {
+		switch {
+		case renameUnknown:
+			// The reconfigure's outcome is unknown: the VM has either name.
+			h.markToDelete(newName)
+		case current != newName:
 			// Not renamed: the new name was never taken.
 			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
 		}
@@ -222,12 +229,8 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
-		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
-	}
-	current = newName
-
-	spec := types.VirtualMachineConfigSpec{}
+	// The rename rides on the reconfigure (one task, not two).
+	spec := types.VirtualMachineConfigSpec{Name: newName}
 	annot.ApplyTo(&spec)
 	if resize {
 		devices, err := h.vs.LoadVirtualMachineDevices(ctx, obj)
@@ -246,9 +249,13 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
 	}
 	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
-		userdataWritten = boot != nil // outcome unknown: remove it to be safe
-		return fail("reconfigure", err)
+		// A fault vCenter answered applied nothing: the VM keeps its
+		// pool name. Otherwise it may carry either name.
+		renameUnknown = !spawnfault.IsVCenterFault(err)
+		userdataWritten = boot != nil // remove it in any case, to be safe
+		return fail(fmt.Sprintf("rename %q to %q and reconfigure", vm.Name, newName), err)
 	}
+	current = newName
 	userdataWritten = boot != nil
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
