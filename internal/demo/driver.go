@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
@@ -458,28 +457,8 @@ func ListVMs(env *vcsimtest.Env) []SimVM { return listVMs(env) }
 
 func listVMs(env *vcsimtest.Env) []SimVM {
 	sctx := env.SimContext()
-	reg := env.Model.Map()
-	var vms []*simulator.VirtualMachine
-	for _, o := range reg.All("VirtualMachine") {
-		if vm, ok := o.(*simulator.VirtualMachine); ok {
-			vms = append(vms, vm)
-		}
-	}
-	// The simulator registers a VM it creates (clone, create) in its folder
-	// before it has finished writing the VM's fields, and writes them
-	// holding the folder's lock, the creating task's, not the VM's. Taking
-	// and releasing each parent folder's lock first waits for those tasks:
-	// every VM listed above is then complete. Not nested with the VM's
-	// lock: a destroy holds the VM's lock and then takes its folder's.
-	barrier := map[types.ManagedObjectReference]bool{}
-	for _, vm := range vms {
-		if p := vm.Parent; p != nil && !barrier[*p] { // set before the VM was registered
-			barrier[*p] = true
-			sctx.WithLock(*p, func() {})
-		}
-	}
 	var out []SimVM
-	for _, vm := range vms {
+	for _, vm := range env.VMs() { // complete VMs only: see vcsimtest.Env.VMs
 		var v SimVM
 		sctx.WithLock(vm, func() {
 			v.Name = vm.Name
