@@ -137,7 +137,8 @@ func (r *rig) haSample() haSample {
 //     simulator ("does not have a Name": a child registered, not yet named).
 //   - simulator/datastore.go, (*Datastore).resolve: copies the datastore
 //     object without its lock (internal.IsDatastoreVSAN(ds.Datastore)),
-//     from NewVirtualMachine (a clone) and from the background
+//     from NewVirtualMachine (a clone), from RefreshStorageInfo in
+//     removeDevice (a destroy) and from the background
 //     DeleteDatastoreFileTask that (*VirtualMachine).DestroyTask starts and
 //     does not wait for, while another task writes that datastore under its
 //     lock: UnregisterVM's RemoveReference on ds.Vm, removeDevice's
