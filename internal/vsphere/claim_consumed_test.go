@@ -6,6 +6,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -20,16 +21,16 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil)
 	ctx := context.Background()
 
-	got, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
+	got, err := e.h.pool.Claim(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	// The spawn ended; the snapshot is still stale.
 
-	again, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
+	again, err := e.h.pool.Claim(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.Nil(t, again, "the stale entry of a claimed VM is not claimable")
-	require.False(t, e.h.idleProvisioned(idle), "nor idle for the surplus removal")
-	require.Zero(t, e.h.poolCounts([]inventory.VM{idle})[poolKey{model: "debian12"}], "nor counted in its pool")
+	require.False(t, e.h.pool.IdleProvisioned(idle), "nor idle for the surplus removal")
+	require.Zero(t, e.h.pool.Counts([]inventory.VM{idle})[warmpool.Key{Model: "debian12"}], "nor counted in its pool")
 
 	// The inventory catches up: the VM is a worker now. The mark is dropped,
 	// and a new provisioned VM with a new reference is claimable.
@@ -39,7 +40,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	e.inv.mu.Lock()
 	e.inv.vms = []inventory.VM{worker, fresh}
 	e.inv.mu.Unlock()
-	next, err := e.h.claimProvisionedVM(ctx, v2Model("debian12"), nil, true)
+	next, err := e.h.pool.Claim(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, next)
 	require.Equal(t, "provision-v2-b", next.Name)

@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -22,7 +23,7 @@ import (
 func wIdle(state string) vmOpt {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = idlePowerState(v.Annotation)
+		v.PowerState = warmpool.IdlePowerState(v.Annotation)
 	}
 }
 
@@ -56,7 +57,7 @@ func TestClaimOrderHot(t *testing.T) {
 			t.Parallel()
 			e := newWarmEnv(t, warmConfig(), vms, nil)
 			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), large, tc.hotOK)
+				got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), large, tc.hotOK)
 				require.NoError(t, err)
 				if want == "" {
 					assert.Nil(t, got)
@@ -122,7 +123,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.prov.clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		return ref, nil
 	}
 	var written *inventory.Annotation
@@ -139,7 +140,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 			}),
 		e.vs.EXPECT().SuspendVirtualMachine(gomock.Any(), ref).Return(nil),
 	)
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 	require.NotNil(t, written)
 	assert.Equal(t, config.IdleStateSuspended, written.IdleState)
 	assert.Equal(t, "10.0.0.9", written.IPAddress)

@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -78,7 +79,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 			e.h.markToDelete("provision-v2-deleted")
 			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor, true)
+				got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), tc.flavor, true)
 				require.NoError(t, err)
 				if want == "" {
 					assert.Nil(t, got)
@@ -101,11 +102,11 @@ func TestClaimProvisionedVMV1(t *testing.T) {
 	}))
 	v2vm := warmProvVM("provision-v2-abc", "m1", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
-	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
+	got, err := e.h.pool.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
+	got, err = e.h.pool.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 }
@@ -115,7 +116,7 @@ func TestClaimProvisionedVMListError(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
+	_, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"debian12"`)
 }
@@ -135,7 +136,7 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 	for range n {
 		wg.Go(func() {
 			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
+			vm, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
 			if err != nil || vm == nil {
 				return
 			}
@@ -198,7 +199,7 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 	wg.Go(func() {
 		<-start
 		// The pool is configured to zero: every idle VM is surplus.
-		e.h.removeSurplus(context.Background(), vms, e.h.poolCounts(vms), nil)
+		e.h.pool.RemoveSurplus(context.Background(), vms, e.h.pool.Counts(vms), nil)
 	})
 	close(start)
 	wg.Wait()
@@ -249,8 +250,8 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n")).Return(nil),
 	)
 
-	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
-		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
+	obj, err := e.h.pool.PrepareClaimed(context.Background(), &vm,
+		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large, nil)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
@@ -283,7 +284,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
 	)
-	_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
+	_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}, nil)
 	require.NoError(t, err)
 }
 
@@ -318,7 +319,7 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 			tc.setup(e)
 			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
-			_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil)
+			_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
 			require.Error(t, err)
 			assert.ErrorIs(t, err, boom)
 			assert.Contains(t, err.Error(), tc.step)
@@ -337,10 +338,10 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	tpl := warmProvVM("provision-v2-tpl", "debian12", "", wTemplate)
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{other, bare, tpl}, nil)
 	for _, vm := range []inventory.VM{other, bare, tpl} {
-		_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil)
+		_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
 		require.Error(t, err, vm.Name)
 	}
-	_, err := e.h.prepareClaimedVM(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil)
+	_, err := e.h.pool.PrepareClaimed(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
 	require.Error(t, err)
 	assert.Zero(t, len(markedNames(e.h)))
 }
@@ -352,15 +353,15 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
 	idle := warmProvVM("provision-v2-a", "debian12", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
+	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	putPhase(e.h, "worker-x", lifecycle.Marked)
 
-	_, err = e.h.prepareClaimedVM(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil)
+	_, err = e.h.pool.PrepareClaimed(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
 	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
 	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
-	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
+	assert.True(t, e.h.pool.IdleProvisioned(idle), "the claimed vm is idle again")
 }
 
 // concurrentAccessFault is the error the adapter returns when vCenter
@@ -386,7 +387,7 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-second"), casAt("cv-provision-v2-second")).
 			Return(nil),
 	)
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
+	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, got)
 	assert.Equal(t, "provision-v2-second", got.Name)
@@ -403,10 +404,10 @@ func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
 		Return(errors.New("connection reset"))
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
+	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.Error(t, err)
 	assert.Nil(t, got)
-	assert.NotErrorIs(t, err, errClaimLost)
+	assert.NotErrorIs(t, err, warmpool.ErrClaimLost)
 	assert.Contains(t, err.Error(), `"provision-v2-only"`)
 	assert.False(t, e.h.life.In("provision-v2-only", lifecycle.Claimed))
 }

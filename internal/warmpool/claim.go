@@ -1,4 +1,4 @@
-package vsphere
+package warmpool
 
 import (
 	"context"
@@ -19,39 +19,39 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// errClaimLost means another writer reconfigured the VM since it was
+// ErrClaimLost means another writer reconfigured the VM since it was
 // listed: another instance of this hatchery claimed it first.
-var errClaimLost = errors.New("claim lost: vm changed since it was listed")
+var ErrClaimLost = errors.New("claim lost: vm changed since it was listed")
 
 // claimInVCenter is the claim's first write to the VM, a compare-and-swap:
 // a reconfigure carrying the config.changeVersion read with the listing,
 // that rewrites the annotation as no longer a pool VM (provisioning false,
 // created now). vCenter refuses it with a ConcurrentAccess fault when the
 // VM changed since (another instance's claim, a surplus removal's
-// reconfigure): errClaimLost. Once it succeeds, no other instance lists
+// reconfigure): ErrClaimLost. Once it succeeds, no other instance lists
 // the VM as idle. A VM whose claimant stops before renaming it is a worker
 // that never started: cleanup reclaims it after workerRegistrationTTL.
-func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) error {
+func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 	if v.Annotation == nil {
 		return fmt.Errorf("claim %q: no annotation", v.Name)
 	}
 	a := *v.Annotation
 	a.Provisioning = false
-	a.Created = h.now().UTC()
+	a.Created = p.Now().UTC()
 	spec := types.VirtualMachineConfigSpec{ChangeVersion: v.ChangeVersion}
 	a.ApplyTo(&spec)
-	err := h.vs.ReconfigureVirtualMachine(ctx, v.Ref, spec)
+	err := p.Port.ReconfigureVirtualMachine(ctx, v.Ref, spec)
 	switch {
 	case err == nil:
 		return nil
 	case fault.Is(err, &types.ConcurrentAccess{}):
-		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, errClaimLost)
+		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, ErrClaimLost)
 	default:
 		return fmt.Errorf("claim %q: %w", v.Name, err)
 	}
 }
 
-// claimProvisionedVM picks an idle provisioned VM for model
+// Claim picks an idle provisioned VM for model
 // (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
@@ -66,12 +66,12 @@ func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) er
 // The order of the candidates is claimCandidates'; hotOK false leaves out
 // suspended and powered-on VMs (a cloud-init spawn: its userdata is read
 // at first boot, which a hot VM has passed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
-	want := poolKey{model: model.GetVSphereImage()}
+func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
+	want := Key{Model: model.GetVSphereImage()}
 	if model.IsV1() {
-		want = poolKey{v1: true, model: model.ModelV1.Path()}
+		want = Key{V1: true, Model: model.ModelV1.Path()}
 	}
-	if want.model == "" {
+	if want.Model == "" {
 		return nil, nil
 	}
 	wantFlavor := ""
@@ -79,12 +79,12 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		wantFlavor = strings.ToLower(flavor.Name)
 	}
 
-	vms, err := h.inv.VMs(ctx)
+	vms, err := p.Inventory.VMs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
+		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.Model, err)
 	}
-	h.forgetConsumed(vms)
-	candidates := h.claimCandidates(vms, want, wantFlavor, hotOK)
+	p.forgetConsumed(vms)
+	candidates := p.claimCandidates(vms, want, wantFlavor, hotOK)
 
 	for _, v := range candidates {
 		// One atomic step: a VM a concurrent claim took, or the surplus
@@ -92,28 +92,28 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		// more and the move is refused. From here the VM is a worker (or,
 		// on failure, marked for deletion): never idle again, whatever a
 		// stale snapshot says, until the inventory shows it renamed.
-		if _, err := h.life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.pool())); err != nil {
+		if _, err := p.Life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.Pool())); err != nil {
 			continue
 		}
 		// The claim in memory settles this process's own spawns; the
 		// compare-and-swap below settles it against the other instances
 		// of this hatchery (docs/high-availability.md).
-		switch err := h.claimInVCenter(ctx, v); {
-		case errors.Is(err, errClaimLost):
-			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
-			h.log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.model,
+		switch err := p.claimInVCenter(ctx, v); {
+		case errors.Is(err, ErrClaimLost):
+			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.Log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "changeVersion moved since the listing")
 			continue
 		case err != nil:
-			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
-			h.inv.Invalidate()
-			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.model, err)
+			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.Inventory.Invalidate()
+			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.Model, err)
 		}
-		h.log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.model, logkey.Flavor, wantFlavor,
+		p.Log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.Model, logkey.Flavor, wantFlavor,
 			logkey.Detail, claimReason(v, wantFlavor))
 		return &v, nil
 	}
-	h.log.Debug("no provisioned vm to claim", logkey.Model, want.model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
+	p.Log.Debug("no provisioned vm to claim", logkey.Model, want.Model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
 	return nil, nil
 }
 
@@ -124,24 +124,24 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 // off, a neutral VM powered off (resized on claim). Within each group the
 // oldest goes first. A VM pre-sized for another flavor, or a hot VM with
 // no flavor (it could not be resized), is never a candidate.
-func (h *HatcheryVSphere) claimCandidates(vms []inventory.VM, want poolKey, wantFlavor string, hotOK bool) []inventory.VM {
+func (p *Pool) claimCandidates(vms []inventory.VM, want Key, wantFlavor string, hotOK bool) []inventory.VM {
 	var hot, exact, neutral []inventory.VM
 	for _, v := range vms {
-		if !h.idleProvisioned(v) {
+		if !p.IdleProvisioned(v) {
 			continue
 		}
-		k, _ := h.keyOf(v)
-		if k.v1 != want.v1 || k.model != want.model {
+		k, _ := p.KeyOf(v)
+		if k.V1 != want.V1 || k.Model != want.Model {
 			continue
 		}
 		isHot := v.Annotation.IdleState != ""
 		switch {
-		case isHot && (!hotOK || k.flavor == "" || k.flavor != wantFlavor):
+		case isHot && (!hotOK || k.Flavor == "" || k.Flavor != wantFlavor):
 		case isHot:
 			hot = append(hot, v)
-		case k.flavor == wantFlavor:
+		case k.Flavor == wantFlavor:
 			exact = append(exact, v)
-		case k.flavor == "":
+		case k.Flavor == "":
 			neutral = append(neutral, v)
 		}
 	}
@@ -171,7 +171,7 @@ func sortOldestFirst(vms []inventory.VM) {
 	})
 }
 
-// prepareClaimedVM turns a claimed VM into the worker: rename to
+// PrepareClaimed turns a claimed VM into the worker: rename to
 // annot.WorkerName, write annot (and the flavor's CPU/RAM and disk growth
 // when the VM is neutral and a flavor is requested) while powered off,
 // power on. The annotation written always names this hatchery, is no longer
@@ -179,16 +179,12 @@ func sortOldestFirst(vms []inventory.VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
-	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
-}
-
-// prepareClaimedVMBoot is prepareClaimedVM; a non-nil boot adds the
-// cloud-init guestinfo (metadata with a new instance id, userdata) to the
+//
+// A non-nil boot adds the cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
-	if err := h.beginPrepare(vm, &annot); err != nil {
+func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	if err := p.beginPrepare(vm, &annot); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	newName := annot.WorkerName
@@ -198,7 +194,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	} else if flavor == nil && annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
+	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -207,22 +203,22 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
-			h.scrubUserdata(ctx, obj, current, "claimed vm failed")
+			p.Host.ScrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
-		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
+		if serr := p.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
-		h.markToDelete(current)
+		p.Host.MarkToDelete(current)
 		if current != newName {
 			// Not renamed: the new name was never taken.
-			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
+			_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
 		}
-		h.inv.Invalidate()
+		p.Inventory.Invalidate()
 		return types.ManagedObjectReference{}, err
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	if err := h.vs.RenameVirtualMachine(ctx, obj, newName); err != nil {
+	if err := p.Port.RenameVirtualMachine(ctx, obj, newName); err != nil {
 		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
 	}
 	current = newName
@@ -230,7 +226,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	spec := types.VirtualMachineConfigSpec{}
 	annot.ApplyTo(&spec)
 	if resize {
-		devices, err := h.vs.LoadVirtualMachineDevices(ctx, obj)
+		devices, err := p.Port.LoadVirtualMachineDevices(ctx, obj)
 		if err != nil {
 			return fail("load devices", err)
 		}
@@ -239,23 +235,23 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		}
 	}
 	if boot != nil {
-		opts, err := h.clones.CloudInitOptions(newName, annot.IPAddress, *boot)
+		opts, err := p.Clones.CloudInitOptions(newName, annot.IPAddress, *boot)
 		if err != nil {
 			return fail("cloud-init guestinfo", err)
 		}
 		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
 	}
-	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		userdataWritten = boot != nil // outcome unknown: remove it to be safe
 		return fail("reconfigure", err)
 	}
 	userdataWritten = boot != nil
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
-	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
+	if err := p.Port.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
-	h.inv.Invalidate()
+	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
 }
@@ -266,19 +262,19 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 // VM, the VM's IP when annot has none, created now) and moves the worker
 // name to Preparing. On a refused move the claim is dropped (the VM is
 // idle again, nothing was done to it).
-func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
+func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
 	if vm == nil {
 		return fmt.Errorf("prepare claimed vm: no vm")
 	}
-	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	if !vm.OwnedBy(p.Hatchery) || vm.Template {
+		p.Log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
+		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, p.Hatchery)
 	}
 	newName := annot.WorkerName
 	if newName == "" {
 		return fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
 	}
-	annot.HatcheryName = h.Name()
+	annot.HatcheryName = p.Hatchery
 	annot.Provisioning = false
 	annot.IdleState = ""
 	if annot.IPAddress == "" {
@@ -288,20 +284,20 @@ func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annota
 	// window from it until WorkerStarted is recorded. Keeping the
 	// provisioning time would let cleanup take a freshly claimed VM that
 	// waited long in the pool for a worker that never started.
-	annot.Created = h.now().UTC()
+	annot.Created = p.Now().UTC()
 
 	// Cleanup leaves the VM alone under its new name until it runs; the
 	// spawn moves it on to Running (recordCreated).
-	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+	if err := p.Life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
-		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		_ = p.Life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
 		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 
 	// The VM came from the snapshot, which shows its address from now on:
 	// the reservation its provisioning made under its old name would
 	// outlive it.
-	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
+	p.IPs.Release(vm.Annotation.IPAddress, vm.Name)
 	return nil
 }
 
