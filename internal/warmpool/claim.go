@@ -56,7 +56,7 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
 // provisioned, claimed or deleted, waiting in the idle state their
-// annotation records (idleProvisioned). Power state and annotation
+// annotation records (IdleProvisioned). Power state and annotation
 // decide that a VM is ready: a VM whose power state is not its recorded
 // idle state is still being provisioned (or half-made) and is skipped. The claim is atomic: two
 // concurrent claims never return the same VM (a move to Claimed in the
@@ -287,7 +287,7 @@ func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error
 	annot.Created = p.Now().UTC()
 
 	// Cleanup leaves the VM alone under its new name until it runs; the
-	// spawn moves it on to Running (recordCreated).
+	// spawn moves it on to Running (the hatchery, internal/vsphere).
 	if err := p.Life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
 		_ = p.Life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
