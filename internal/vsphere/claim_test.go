@@ -13,13 +13,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
-	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -32,93 +30,6 @@ func v2Model(image string) sdk.WorkerStarterWorkerModel {
 
 func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
 	return sdk.WorkerStarterWorkerModel{ModelV1: &sdk.Model{Name: name, Type: sdk.VSphere, Group: &sdk.Group{Name: group}}}
-}
-
-// TestClaimProvisionedVMOrder: exact flavor first, then neutral, never a VM
-// pre-sized for another flavor, never a VM that is not idle or not ours.
-func TestClaimProvisionedVMOrder(t *testing.T) {
-	t.Parallel()
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
-	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
-	foreign.Annotation.HatcheryName = "hatch-b"
-	notIdle := []inventory.VM{
-		warmProvVM("provision-v2-on", "debian12", "large", wOn),
-		warmProvVM("provision-v2-pending", "debian12", "large"),
-		warmProvVM("provision-v2-deleted", "debian12", "large"),
-		warmProvVM("provision-v2-used", "debian12", "large"),
-		foreign,
-		warmProvVM("provision-v2-tpl", "debian12", "large", wTemplate),
-		warmProvVM("provision-v2-other-model", "ubuntu", "large"),
-		warmProvVM("w-renamed", "debian12", "large"), // no provision- prefix: not in the pool
-	}
-	exactOld := warmProvVM("provision-v2-large-old", "debian12", "LARGE", wCreated(2*time.Hour))
-	exactNew := warmProvVM("provision-v2-large-new", "debian12", "large", wCreated(time.Hour))
-	neutral := warmProvVM("provision-v2-neutral", "debian12", "")
-	otherFlavor := warmProvVM("provision-v2-small", "debian12", "small")
-
-	cases := []struct {
-		name   string
-		vms    []inventory.VM
-		flavor *config.Flavor
-		want   []string // successive claims, "" = none
-	}{
-		{"exact then neutral then none", append([]inventory.VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
-			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
-		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
-		{"never another flavor", []inventory.VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
-		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
-		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
-		{"nothing for the model", notIdle, large, []string{""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), tc.vms, nil)
-			putPhase(e.h, "provision-v2-pending", lifecycle.Provisioning)
-			e.h.markToDelete("provision-v2-deleted")
-			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
-			for _, want := range tc.want {
-				got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), tc.flavor, true)
-				require.NoError(t, err)
-				if want == "" {
-					assert.Nil(t, got)
-					continue
-				}
-				require.NotNil(t, got, "want %s", want)
-				assert.Equal(t, want, got.Name)
-				assert.True(t, e.h.life.In(want, lifecycle.Claimed), "claimed vm must be marked as used")
-			}
-		})
-	}
-}
-
-// TestClaimProvisionedVMV1 matches V1 pools on the model path.
-func TestClaimProvisionedVMV1(t *testing.T) {
-	t.Parallel()
-	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *inventory.Annotation) {
-		a.Provisioning = true
-		a.WorkerModelPath = "grp/m1"
-	}))
-	v2vm := warmProvVM("provision-v2-abc", "m1", "")
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
-	got, err := e.h.pool.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
-	require.NoError(t, err)
-	require.NotNil(t, got)
-	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.pool.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
-	require.NoError(t, err)
-	assert.Nil(t, got)
-}
-
-// TestClaimProvisionedVMListError names the model.
-func TestClaimProvisionedVMListError(t *testing.T) {
-	t.Parallel()
-	e := newWarmEnv(t, warmConfig(), nil, nil)
-	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"debian12"`)
 }
 
 // idleDebianPool is n idle V2 pool VMs of the model debian12.
@@ -144,32 +55,6 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 			*got = append(*got, vm.Name)
 			mu.Unlock()
 		})
-	}
-}
-
-// TestClaimProvisionedVMConcurrent: concurrent claims never get the same
-// VM, and every idle VM is handed out once (run with -race).
-func TestClaimProvisionedVMConcurrent(t *testing.T) {
-	t.Parallel()
-	const pool, claimers = 5, 16
-	vms := idleDebianPool(pool)
-	e := newWarmEnv(t, warmConfig(), vms, nil)
-
-	var (
-		mu  sync.Mutex
-		got []string
-		wg  sync.WaitGroup
-	)
-	start := make(chan struct{})
-	startClaimers(e, claimers, start, &wg, &mu, &got)
-	close(start)
-	wg.Wait()
-
-	assert.Len(t, got, pool)
-	seen := map[string]bool{}
-	for _, n := range got {
-		assert.False(t, seen[n], "%s claimed twice", n)
-		seen[n] = true
 	}
 }
 
@@ -367,57 +252,3 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 // concurrentAccessFault is the error the adapter returns when vCenter
 // refuses a reconfigure whose changeVersion is stale: a task fault wrapped
 // with the VM's name.
-func concurrentAccessFault(name string) error {
-	return fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
-		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}})
-}
-
-// TestClaimLostCASMovesOnToNextVM: another instance claimed the oldest
-// idle VM first (vCenter refuses the compare-and-swap with ConcurrentAccess):
-// the claim takes the next VM, is not an error, and leaves the lost VM
-// to the winner (no rename, no power-on, not claimable again here).
-func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
-	t.Parallel()
-	first := warmProvVM("provision-v2-first", "debian12", "", wCreated(2*time.Hour))
-	second := warmProvVM("provision-v2-second", "debian12", "", wCreated(time.Hour))
-	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{second, first}, nil)
-	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-first"), casAt("cv-provision-v2-first")).
-			Return(concurrentAccessFault("provision-v2-first")),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-second"), casAt("cv-provision-v2-second")).
-			Return(nil),
-	)
-	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, false)
-	require.NoError(t, err)
-	require.NotNil(t, got)
-	assert.Equal(t, "provision-v2-second", got.Name)
-	assert.True(t, e.h.life.In("provision-v2-second", lifecycle.Claimed))
-	assert.False(t, e.h.life.In("provision-v2-first", lifecycle.Claimed), "the lost vm is not ours")
-}
-
-// TestClaimCASOtherFaultIsAnError: a reconfigure failing for another
-// reason is not a lost race: the claim returns the error (the spawn clones
-// instead) and frees the VM for a later claim.
-func TestClaimCASOtherFaultIsAnError(t *testing.T) {
-	t.Parallel()
-	vm := warmProvVM("provision-v2-only", "debian12", "")
-	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
-		Return(errors.New("connection reset"))
-	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, false)
-	require.Error(t, err)
-	assert.Nil(t, got)
-	assert.NotErrorIs(t, err, warmpool.ErrClaimLost)
-	assert.Contains(t, err.Error(), `"provision-v2-only"`)
-	assert.False(t, e.h.life.In("provision-v2-only", lifecycle.Claimed))
-}
-
-// casAt matches a claim's compare-and-swap carrying changeVersion cv.
-type casAt string
-
-func (m casAt) Matches(x interface{}) bool {
-	spec, ok := x.(types.VirtualMachineConfigSpec)
-	return ok && spec.ChangeVersion == string(m) && claimCASSpec{}.Matches(x)
-}
-
-func (m casAt) String() string { return "a claim's compare-and-swap at changeVersion " + string(m) }
