@@ -19,16 +19,16 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// ErrClaimLost means another writer reconfigured the VM since it was
+// errClaimLost means another writer reconfigured the VM since it was
 // listed: another instance of this hatchery claimed it first.
-var ErrClaimLost = errors.New("claim lost: vm changed since it was listed")
+var errClaimLost = errors.New("claim lost: vm changed since it was listed")
 
 // claimInVCenter is the claim's first write to the VM, a compare-and-swap:
 // a reconfigure carrying the config.changeVersion read with the listing,
 // that rewrites the annotation as no longer a pool VM (provisioning false,
 // created now). vCenter refuses it with a ConcurrentAccess fault when the
 // VM changed since (another instance's claim, a surplus removal's
-// reconfigure): ErrClaimLost. Once it succeeds, no other instance lists
+// reconfigure): errClaimLost. Once it succeeds, no other instance lists
 // the VM as idle. A VM whose claimant stops before renaming it is a worker
 // that never started: cleanup reclaims it after workerRegistrationTTL.
 func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
@@ -45,7 +45,7 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 	case err == nil:
 		return nil
 	case fault.Is(err, &types.ConcurrentAccess{}):
-		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, ErrClaimLost)
+		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, errClaimLost)
 	default:
 		return fmt.Errorf("claim %q: %w", v.Name, err)
 	}
@@ -99,7 +99,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// compare-and-swap below settles it against the other instances
 		// of this hatchery (docs/high-availability.md).
 		switch err := p.claimInVCenter(ctx, v); {
-		case errors.Is(err, ErrClaimLost):
+		case errors.Is(err, errClaimLost):
 			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
 			p.Log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "changeVersion moved since the listing")
@@ -130,7 +130,7 @@ func (p *Pool) claimCandidates(vms []inventory.VM, want Key, wantFlavor string, 
 		if !p.IdleProvisioned(v) {
 			continue
 		}
-		k, _ := p.KeyOf(v)
+		k, _ := keyOf(p.Hatchery, v)
 		if k.V1 != want.V1 || k.Model != want.Model {
 			continue
 		}

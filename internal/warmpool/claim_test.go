@@ -230,7 +230,7 @@ func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.Error(t, err)
 	assert.Nil(t, got)
-	assert.NotErrorIs(t, err, ErrClaimLost)
+	assert.NotErrorIs(t, err, errClaimLost)
 	assert.Contains(t, err.Error(), `"provision-v2-only"`)
 	assert.False(t, e.p.Life.In("provision-v2-only", lifecycle.Claimed))
 }

@@ -15,7 +15,7 @@ import (
 func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	stillProvisioned := map[string]bool{}
 	for _, v := range vms {
-		if _, ok := p.KeyOf(v); ok {
+		if _, ok := keyOf(p.Hatchery, v); ok {
 			stillProvisioned[v.Ref.Value] = true
 		}
 	}

@@ -11,10 +11,10 @@ import (
 
 // Name prefixes of the pool's VMs.
 const (
-	// V1Prefix starts the name of a pool VM of a V1 model.
-	V1Prefix = "provision-v1-"
-	// V2Prefix starts the name of a pool VM of a V2 model (a template).
-	V2Prefix = "provision-v2-"
+	// v1Prefix starts the name of a pool VM of a V1 model.
+	v1Prefix = "provision-v1-"
+	// v2Prefix starts the name of a pool VM of a V2 model (a template).
+	v2Prefix = "provision-v2-"
 	// Prefix starts the name of every pool VM.
 	Prefix = "provision-"
 )
@@ -39,9 +39,9 @@ func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
 	}
 	flavor := strings.ToLower(vm.Annotation.Flavor)
 	switch {
-	case vm.HasPrefix(V2Prefix):
+	case vm.HasPrefix(v2Prefix):
 		return Key{Model: vm.Annotation.VMwareModelPath, Flavor: flavor}, true
-	case vm.HasPrefix(V1Prefix):
+	case vm.HasPrefix(v1Prefix):
 		return Key{V1: true, Model: vm.Annotation.WorkerModelPath, Flavor: flavor}, true
 	}
 	return Key{}, false
@@ -49,9 +49,9 @@ func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
 
 func (k Key) prefix() string {
 	if k.V1 {
-		return V1Prefix
+		return v1Prefix
 	}
-	return V2Prefix
+	return v2Prefix
 }
 
 // Pool is k as the lifecycle table records it.
@@ -59,8 +59,8 @@ func (k Key) Pool() lifecycle.Pool {
 	return lifecycle.Pool{V1: k.V1, Model: k.Model, Flavor: k.Flavor}
 }
 
-// KeyOfPool is the pool key of a lifecycle entry's pool.
-func KeyOfPool(p lifecycle.Pool) Key {
+// keyOfPool is the pool key of a lifecycle entry's pool.
+func keyOfPool(p lifecycle.Pool) Key {
 	return Key{V1: p.V1, Model: p.Model, Flavor: p.Flavor}
 }
 

@@ -114,18 +114,12 @@ type Pool struct {
 // take to show the pool's own writes.
 func (p *Pool) releaseGrace() time.Duration { return p.Admission().ReleaseGrace() }
 
-// KeyOf returns the pool a provisioned VM belongs to, false when the VM is
-// not a provisioned VM of this hatchery.
-func (p *Pool) KeyOf(vm inventory.VM) (Key, bool) {
-	return keyOf(p.Hatchery, vm)
-}
-
 // IdleProvisioned tells whether vm is an idle VM of the warm pool: ours,
 // provisioned, in the power state its record's idle state says
 // (IdlePowerState), not being provisioned, claimed or deleted.
 // Only such VMs may be claimed or removed as surplus.
 func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
-	if _, ok := p.KeyOf(vm); !ok {
+	if _, ok := keyOf(p.Hatchery, vm); !ok {
 		return false
 	}
 	return vm.PowerState == IdlePowerState(vm.Annotation) &&

@@ -252,7 +252,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	seen := map[string]bool{}
 	counts := map[Key]int{}
 	for _, v := range vms {
-		k, ok := p.KeyOf(v)
+		k, ok := keyOf(p.Hatchery, v)
 		if !ok || p.Life.In(v.Name, leavingPool...) || p.Life.RefIn(v.Ref.Value, consumedPhases...) || seen[v.Name] {
 			continue
 		}
@@ -262,7 +262,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	for _, e := range p.Life.List(lifecycle.Provisioning) {
 		if !seen[e.Name] {
 			seen[e.Name] = true
-			counts[KeyOfPool(e.Pool)]++
+			counts[keyOfPool(e.Pool)]++
 		}
 	}
 	present := make(map[string]bool, len(vms))
@@ -280,7 +280,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 		case seen[e.Name]:
 		default:
 			seen[e.Name] = true
-			counts[KeyOfPool(e.Pool)]++
+			counts[keyOfPool(e.Pool)]++
 		}
 	}
 	return counts

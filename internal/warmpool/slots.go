@@ -16,17 +16,17 @@ const maxVMNameLen = 80
 // maxSlotStemLen bounds the readable part of a slot name (model and
 // flavor) so that prefix, stem, hash and a slot number of up to five
 // digits stay within maxVMNameLen.
-const maxSlotStemLen = maxVMNameLen - len(V2Prefix) - 1 - slotHashLen - 1 - 5
+const maxSlotStemLen = maxVMNameLen - len(v2Prefix) - 1 - slotHashLen - 1 - 5
 
 // slotHashLen is the length of the pool hash in a slot name: it keeps two
 // pools whose model and flavor read the same once sanitized (or
 // truncated) apart.
 const slotHashLen = 6
 
-// SlotPrefix is the name of the pool's slots without the slot number:
+// slotPrefix is the name of the pool's slots without the slot number:
 // provision-v2-<model>[-<flavor>]-<hash>- (V1: provision-v1-), lower-case
 // and DNS-safe (docs/high-availability.md#pool-slots).
-func (k Key) SlotPrefix() string {
+func (k Key) slotPrefix() string {
 	stem := sanitizeSlotPart(k.Model)
 	if k.Flavor != "" {
 		stem += "-" + sanitizeSlotPart(k.Flavor)
@@ -39,7 +39,7 @@ func (k Key) SlotPrefix() string {
 }
 
 // SlotName is the VM name of slot (0 ≤ slot < the pool's number).
-func (k Key) SlotName(slot int) string { return k.SlotPrefix() + strconv.Itoa(slot) }
+func (k Key) SlotName(slot int) string { return k.slotPrefix() + strconv.Itoa(slot) }
 
 // sanitizeSlotPart keeps lower-case letters and digits and turns every run
 // of anything else into one dash.
@@ -70,7 +70,7 @@ func sanitizeSlotPart(s string) string {
 func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 	taken := map[string]bool{}
 	listedRefs := map[string]bool{}
-	prefix := k.SlotPrefix()
+	prefix := k.slotPrefix()
 	for _, v := range vms {
 		listedRefs[v.Ref.Value] = true
 		if strings.HasPrefix(v.Name, prefix) {

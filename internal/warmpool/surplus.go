@@ -19,7 +19,7 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 	idle := map[Key][]inventory.VM{}
 	for _, v := range vms {
 		if p.IdleProvisioned(v) {
-			k, _ := p.KeyOf(v)
+			k, _ := keyOf(p.Hatchery, v)
 			idle[k] = append(idle[k], v)
 		}
 	}
