@@ -29,7 +29,7 @@ lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-## bench: issue 9 — vCenter cost of the spec baseline (test-only), listing, shared and watch modes on vcsim (1,000 and 5,000 VMs), ~7 min
+## bench: vCenter cost of the whole-object baseline (test-only), listing, shared and watch inventory modes on vcsim (1,000 and 5,000 VMs; docs/inventory-watch.md), ~7 min
 bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
 

@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -169,7 +170,7 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 
 // AllocateResources implements hatchery.ResourceAllocator: the decision of
 // CanAllocateResources, returning the reservation it made (nil when none:
-// unknown flavor), or a *hatchery.Refusal naming the missing resource.
+// unknown flavor), or a *refusal.Refusal naming the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
@@ -196,7 +197,7 @@ type heldReservation struct {
 // Release implements hatchery.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
 // it does nothing.
-func (r *heldReservation) Release(hatchery.Reason) { r.l.GiveBack(r.r) }
+func (r *heldReservation) Release(refusal.Reason) { r.l.GiveBack(r.r) }
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the
 // number of reservations not yet released, their vCPUs and their memory
@@ -209,12 +210,12 @@ func (a Admission) ReservedFootprint() (n int, cpus, memoryMB int64) {
 
 // refusalOf is the typed refusal of a refusing decision: its code, and
 // which check refused as the detail.
-func refusalOf(d capacity.Decision) *hatchery.Refusal {
-	code := hatchery.ReasonCapacity
+func refusalOf(d capacity.Decision) *refusal.Refusal {
+	code := refusal.ReasonCapacity
 	if d.Reason != "" {
 		code = d.Reason.Code()
 	}
-	return &hatchery.Refusal{Reason: code, Detail: d.Detail}
+	return &refusal.Refusal{Reason: code, Detail: d.Detail}
 }
 
 // allocate is the capacity decision for the next worker of model

@@ -1,6 +1,6 @@
 package capacity
 
-import "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+import "github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 
 // Reason is the code of a refusing decision, from a fixed set (Reasons).
 // Each is one of the framework's refusal codes (Code) and is the value of
@@ -11,20 +11,20 @@ type Reason string
 const (
 	// ReasonCPU: not enough vCPUs: maxCpus, the resource pool's CPU, or
 	// the reserve kept for smaller flavors.
-	ReasonCPU Reason = Reason(hatchery.ReasonCapacityCPU)
+	ReasonCPU Reason = Reason(refusal.ReasonCapacityCPU)
 	// ReasonMemory: not enough memory: maxMemoryMB, the resource pool's
 	// memory, or the reserve kept for smaller flavors.
-	ReasonMemory Reason = Reason(hatchery.ReasonCapacityMemory)
+	ReasonMemory Reason = Reason(refusal.ReasonCapacityMemory)
 	// ReasonInventory: no decision could be taken (the inventory could
 	// not be read).
-	ReasonInventory Reason = Reason(hatchery.ReasonResources)
+	ReasonInventory Reason = Reason(refusal.ReasonResources)
 )
 
 // Reasons is the fixed set of refusal codes, in documentation order.
 func Reasons() []Reason { return []Reason{ReasonCPU, ReasonMemory, ReasonInventory} }
 
 // Code is the framework's refusal code of r.
-func (r Reason) Code() hatchery.Reason { return hatchery.Reason(r) }
+func (r Reason) Code() refusal.Reason { return refusal.Reason(r) }
 
 // The details of decisions: free text for humans (the `detail` log key and
 // the refusal's Detail), stable for tests. Code never branches on them.

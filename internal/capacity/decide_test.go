@@ -3,8 +3,9 @@ package capacity
 import (
 	"testing"
 
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // TestDecide walks every check of Decide, in its order, with numbers
@@ -69,13 +70,13 @@ func TestDecide(t *testing.T) {
 // Decide only ever answers one of the set.
 func TestReasonsAreFrameworkCodes(t *testing.T) {
 	t.Parallel()
-	framework := map[hatchery.Reason]bool{
-		hatchery.ReasonCapacityCPU: true, hatchery.ReasonCapacityMemory: true, hatchery.ReasonResources: true,
+	framework := map[refusal.Reason]bool{
+		refusal.ReasonCapacityCPU: true, refusal.ReasonCapacityMemory: true, refusal.ReasonResources: true,
 	}
-	seen := map[hatchery.Reason]bool{}
+	seen := map[refusal.Reason]bool{}
 	for _, r := range Reasons() {
 		c := r.Code()
-		require.True(t, framework[c], "%q is not a capacity code of sdk/hatchery", r)
+		require.True(t, framework[c], "%q is not a capacity code of sdk/refusal", r)
 		require.False(t, seen[c], "%q mapped twice", c)
 		seen[c] = true
 		require.Equal(t, string(r), string(c), "the log's reason is the framework's code")

@@ -9,7 +9,7 @@
 // hatchery (internal/vsphere) reads the inventory and the resource pool,
 // turns them into this package's inputs, calls it, and logs and meters the
 // outcome. A refusal carries a code from the fixed set of Reason, each the
-// same as one of the framework's refusal codes (sdk/hatchery), and a free
+// same as one of the framework's refusal codes (sdk/refusal), and a free
 // text Detail saying which check refused.
 //
 // Guarantees of the Ledger, for decisions that Begin before they read the

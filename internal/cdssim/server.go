@@ -77,8 +77,11 @@ type Options struct {
 
 // TB is the part of testing.TB that Start uses.
 type TB interface {
+	// Helper marks the caller as a test helper.
 	Helper()
+	// Cleanup registers a function run when the test ends.
 	Cleanup(func())
+	// Fatalf reports a fatal error and stops the test.
 	Fatalf(format string, args ...any)
 }
 

@@ -197,8 +197,8 @@ const (
 	// InventoryShared: one shared inventory refreshed by a full leaf
 	// listing every interval (inventory.NewShared).
 	InventoryShared = "shared"
-	// InventoryListing: no inventory, a listing on every read (the spec's
-	// plain design).
+	// InventoryListing: no inventory, a listing on every read (the plainest
+	// design, docs/inventory-watch.md compares the modes).
 	InventoryListing = "listing"
 )
 

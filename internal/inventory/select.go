@@ -28,7 +28,7 @@ type Source interface {
 //     the caller starts it in one goroutine next to HatcheryVSphere.Run and
 //     joins it at shutdown (it returns when ctx ends).
 //   - "shared": the same, each refresh a full leaf listing.
-//   - "listing": the spec's plain design, a Listing inventory listing the
+//   - "listing": the plainest design, a Listing inventory listing the
 //     datacenter on every read; run returns at once.
 //
 // All satisfy Inventory, so every loop and decision reads through the same

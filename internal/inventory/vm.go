@@ -87,8 +87,9 @@ type Inventory interface {
 	Invalidate(vms ...types.ManagedObjectReference)
 }
 
-// Listing lists the datacenter on every read: the plain design of
-// the spec, kept behind inventoryMode = "listing".
+// Listing lists the datacenter on every read: the plainest design, kept
+// behind inventoryMode = "listing" (docs/inventory-watch.md compares the
+// modes).
 type Listing struct {
 	Client Source
 }

@@ -240,19 +240,6 @@ func (t *Table) Counts() map[Phase]int {
 	return out
 }
 
-// CountByPool counts the entries in one of phases per pool.
-func (t *Table) CountByPool(phases ...Phase) map[Pool]int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	out := map[Pool]int{}
-	for _, e := range t.entries {
-		if containsPhase(phases, e.Phase) {
-			out[e.Pool]++
-		}
-	}
-	return out
-}
-
 // Expire removes the entries in phase p whose deadline is set and not after
 // now, and returns them.
 func (t *Table) Expire(p Phase, now time.Time) []Entry {

@@ -188,8 +188,6 @@ func TestReads(t *testing.T) {
 	require.NoError(t, tb.Move("p3", Provisioning, Idle))
 	require.NoError(t, tb.Move("w", Gone, Running))
 
-	assert.Equal(t, map[Pool]int{p1: 2}, tb.CountByPool(Provisioning))
-	assert.Equal(t, map[Pool]int{p1: 2, p2: 1}, tb.CountByPool(Provisioning, Idle))
 	assert.Equal(t, map[Phase]int{Provisioning: 2, Idle: 1, Running: 1}, tb.Counts())
 	names := func(es []Entry) []string {
 		var out []string

@@ -22,10 +22,10 @@ import (
 //
 // Every Metrics owns its OpenCensus view.Meter, its views and a Prometheus
 // registry: several hatcheries (or tests) in one process never see each
-// other's series. The view names are the spec's, "cds/hatchery/vsphere/…";
-// the OpenCensus Prometheus exporter turns them into
-// "cds_hatchery_vsphere_…" (no exporter namespace is needed: the prefix is
-// part of the view name).
+// other's series. The view names are those of docs/metrics.md,
+// "cds/hatchery/vsphere/…"; the OpenCensus Prometheus exporter turns them
+// into "cds_hatchery_vsphere_…" (no exporter namespace is needed: the
+// prefix is part of the view name).
 //
 // Gauges are rebuilt by each collection pass (Collect, called by the
 // hatchery's collector, vsphere.HatcheryVSphere.RunMetrics):

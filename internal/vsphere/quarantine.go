@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // Quarantine of broken templates (docs/design.md#quarantine): the spawn
@@ -31,13 +32,13 @@ func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
 }
 
 // refuseQuarantined is the refusal of a job whose template is quarantined.
-func refuseQuarantined(v quarantine.Verdict) *hatchery.Refusal {
+func refuseQuarantined(v quarantine.Verdict) *refusal.Refusal {
 	e := v.Entry
 	if e.State == quarantine.Probing {
-		return hatchery.Refuse(hatchery.ReasonQuarantined, "%s quarantined after %d consecutive failures (last: %s), a probe spawn is in flight",
+		return refusal.Refuse(refusal.ReasonQuarantined, "%s quarantined after %d consecutive failures (last: %s), a probe spawn is in flight",
 			e.Key, e.Failures, e.Reason)
 	}
-	return hatchery.Refuse(hatchery.ReasonQuarantined, "%s quarantined until %s after %d consecutive failures (last: %s)",
+	return refusal.Refuse(refusal.ReasonQuarantined, "%s quarantined until %s after %d consecutive failures (last: %s)",
 		e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures, e.Reason)
 }
 
@@ -45,7 +46,7 @@ func refuseQuarantined(v quarantine.Verdict) *hatchery.Refusal {
 // model) is quarantined is refused before anything is reserved or booked,
 // unless its back-off is over and no probe is in flight (the job may then
 // become the probe). It reads memory only.
-func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWorkerModel, jobID string) *hatchery.Refusal {
+func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWorkerModel, jobID string) *refusal.Refusal {
 	if isRegisterJob(jobID) {
 		return nil // a registration rebuilds the V1 template: never refused
 	}
@@ -57,7 +58,7 @@ func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWo
 
 // quarantineBegin starts a spawn of model for job on the quarantine book:
 // the returned attempt must be ended by quarantineEnd. A quarantined
-// template refuses the spawn (the error wraps a *hatchery.Refusal: the
+// template refuses the spawn (the error wraps a *refusal.Refusal: the
 // framework releases the job without counting an attempt).
 func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quarantine.Attempt, error) {
 	a, v := h.quar.Begin(quarantineKey(args.Model))
@@ -106,7 +107,7 @@ func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt,
 	case quarantine.Entered, quarantine.Renewed:
 		h.recordQuarantined()
 		detail := fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures)
-		log.Warn("template quarantined", logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
+		log.Warn("template quarantined", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
 		return cause, detail
 	case quarantine.Lifted:
 		h.recordQuarantined()

@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // TestQuarantinedTemplateRefusedWithoutVCenter: once a template is
@@ -33,13 +34,13 @@ func TestQuarantinedTemplateRefusedWithoutVCenter(t *testing.T) {
 	ctx := context.Background()
 	r := f.h.GateSpawn(ctx, model, "job-1")
 	if assert.NotNil(t, r) {
-		assert.Equal(t, hatchery.ReasonQuarantined, r.Reason)
+		assert.Equal(t, refusal.ReasonQuarantined, r.Reason)
 		assert.Contains(t, r.Detail, "template broken quarantined until 2025-03-01T12:02:00Z after 3 consecutive failures")
 	}
 	err := f.h.SpawnWorker(ctx, hatchery.SpawnArguments{WorkerName: "w-1", JobID: "job-1", Model: model})
-	var ref *hatchery.Refusal
+	var ref *refusal.Refusal
 	if assert.True(t, errors.As(err, &ref), "a refusal: %v", err) {
-		assert.Equal(t, hatchery.ReasonQuarantined, ref.Reason)
+		assert.Equal(t, refusal.ReasonQuarantined, ref.Reason)
 	}
 	other := model
 	other.VSphereSpec.Image = "debian12"

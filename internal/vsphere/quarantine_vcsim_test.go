@@ -32,6 +32,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 const qtBroken = "broken"
@@ -45,7 +46,7 @@ func qtModel(image string) sdk.WorkerStarterWorkerModel {
 
 // qtSpawn does what the framework does for one job: the gate (refused:
 // the refusal), the capacity check, then SpawnWorker.
-func (r *ftRig) qtSpawn(name, job string, model sdk.WorkerStarterWorkerModel) (*hatchery.Refusal, error) {
+func (r *ftRig) qtSpawn(name, job string, model sdk.WorkerStarterWorkerModel) (*refusal.Refusal, error) {
 	r.t.Helper()
 	ctx := r.env.Context()
 	if ref := r.h.GateSpawn(ctx, model, job); ref != nil {
@@ -132,7 +133,7 @@ func TestQuarantineBrokenTemplate(t *testing.T) {
 		ref, err := r.qtSpawn(fmt.Sprintf("worker-b-%d", minute), fmt.Sprintf("job-b%d", minute), broken)
 		if ref != nil {
 			refused++
-			assert.Equal(t, hatchery.ReasonQuarantined, ref.Reason)
+			assert.Equal(t, refusal.ReasonQuarantined, ref.Reason)
 			assert.Contains(t, ref.Detail, "template broken quarantined until")
 		} else {
 			spawned++

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // resAllocate asks AllocateResources for one job of flavor.
@@ -51,21 +52,21 @@ func TestAllocateResourcesReleaseFreesAtOnce(t *testing.T) {
 			require.Equal(t, resReserved{2, 16, 32768}, resFootprint(env))
 
 			_, err = resAllocate(t, env, "large", "j3")
-			var ref *hatchery.Refusal
+			var ref *refusal.Refusal
 			require.True(t, errors.As(err, &ref), "a refusal is typed: %v", err)
-			require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
+			require.Equal(t, refusal.ReasonCapacityCPU, ref.Reason)
 			require.Equal(t, capacity.DetailCPULimit, ref.Detail)
 			require.True(t, ref.Reason.Waits())
 
-			r1.Release(hatchery.ReasonBooked) // j1 lost to another hatchery
+			r1.Release(refusal.ReasonBooked) // j1 lost to another hatchery
 			require.Equal(t, resReserved{1, 8, 16384}, resFootprint(env))
 			r3, err := resAllocate(t, env, "large", "j3") // same instant: no grace, no expiry
 			require.NoError(t, err, "j1's footprint is free at once")
-			r1.Release(hatchery.ReasonBooked) // again: nothing more is freed
+			r1.Release(refusal.ReasonBooked) // again: nothing more is freed
 			require.Equal(t, resReserved{2, 16, 32768}, resFootprint(env))
 
-			r2.Release(hatchery.ReasonShutdown)
-			r3.Release(hatchery.ReasonJobGone)
+			r2.Release(refusal.ReasonShutdown)
+			r3.Release(refusal.ReasonJobGone)
 			require.Equal(t, resReserved{}, resFootprint(env))
 		})
 	}
@@ -81,7 +82,7 @@ func TestAllocateResourcesReleaseAfterSpawnDoesNothing(t *testing.T) {
 	r1, err := resAllocate(t, env, "large", "j1")
 	require.NoError(t, err)
 	env.h.releaseCapacity("j1") // the spawn ended; the snapshot does not show its VM yet
-	r1.Release(hatchery.ReasonAbandoned)
+	r1.Release(refusal.ReasonAbandoned)
 	_, err = resAllocate(t, env, "large", "j2")
 	require.NoError(t, err)
 	_, err = resAllocate(t, env, "large", "j3")
@@ -100,7 +101,7 @@ func TestAllocateResourcesReplacedReservation(t *testing.T) {
 	require.NoError(t, err)
 	_, err = resAllocate(t, env, "large", "j1")
 	require.NoError(t, err)
-	old.Release(hatchery.ReasonBooked)
+	old.Release(refusal.ReasonBooked)
 	require.Equal(t, resReserved{1, 8, 16384}, resFootprint(env))
 }
 
@@ -111,9 +112,9 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		t.Parallel()
 		env := newCapEnv(t, config.Config{MaxMemoryMB: 8192, Flavors: capFlavors()})
 		_, err := resAllocate(t, env, "large", "j1")
-		var ref *hatchery.Refusal
+		var ref *refusal.Refusal
 		require.True(t, errors.As(err, &ref), "%v", err)
-		require.Equal(t, hatchery.ReasonCapacityMemory, ref.Reason)
+		require.Equal(t, refusal.ReasonCapacityMemory, ref.Reason)
 		require.Equal(t, resReserved{}, resFootprint(env))
 	})
 	t.Run("resource pool cpu", func(t *testing.T) {
@@ -121,9 +122,9 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		env := newCapEnv(t, config.Config{Flavors: capFlavors()})
 		env.pool.set(1<<20, 0)
 		_, err := resAllocate(t, env, "small", "j1")
-		var ref *hatchery.Refusal
+		var ref *refusal.Refusal
 		require.True(t, errors.As(err, &ref), "%v", err)
-		require.Equal(t, hatchery.ReasonCapacityCPU, ref.Reason)
+		require.Equal(t, refusal.ReasonCapacityCPU, ref.Reason)
 		require.Equal(t, capacity.DetailPoolCPU, ref.Detail)
 	})
 	t.Run("unknown flavor reserves nothing", func(t *testing.T) {
@@ -140,9 +141,9 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		env.inv.err = capError("vcenter down")
 		r, err := resAllocate(t, env, "small", "j1")
 		require.Nil(t, r)
-		var ref *hatchery.Refusal
+		var ref *refusal.Refusal
 		require.False(t, errors.As(err, &ref))
-		require.Equal(t, hatchery.ReasonResources, hatchery.AsRefusal(err).Reason)
+		require.Equal(t, refusal.ReasonResources, refusal.AsRefusal(err).Reason)
 	})
 	t.Run("expiry stays the safety net", func(t *testing.T) {
 		t.Parallel()
@@ -152,7 +153,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		env.clock.advance(capacity.ReservationTTL + time.Second)
 		_, err = resAllocate(t, env, "xlarge", "j2") // expires j1 first
 		require.NoError(t, err)
-		r.Release(hatchery.ReasonAbandoned) // the expired one: nothing to free
+		r.Release(refusal.ReasonAbandoned) // the expired one: nothing to free
 		require.Equal(t, resReserved{1, 16, 32768}, resFootprint(env))
 	})
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // sqJob is what the test knows of one job's race between the hatcheries:
@@ -94,7 +95,7 @@ func (h *sqHatchery) AllocateResources(ctx context.Context, model sdk.WorkerStar
 		h.race.record(&h.race.entryReserved, fmt.Sprintf("%s job %s: %d reservations, %d cpus, %d MB", name, jobID, n, cpus, mem))
 	}
 	res, err := h.HatcheryVSphere.AllocateResources(ctx, model, jobID, reqs)
-	var ref *hatchery.Refusal
+	var ref *refusal.Refusal
 	if errors.As(err, &ref) && ref.Reason.Waits() {
 		h.race.record(&h.race.refusals, fmt.Sprintf("%s job %s: %v", name, jobID, err))
 	}
@@ -134,7 +135,7 @@ type sqReservation struct {
 	done func()
 }
 
-func (r *sqReservation) Release(why hatchery.Reason) {
+func (r *sqReservation) Release(why refusal.Reason) {
 	r.Reservation.Release(why)
 	r.done()
 }
@@ -283,7 +284,7 @@ func TestVcsimTwoHatcheriesShareQueue(t *testing.T) {
 	race.mu.Unlock()
 	for _, n := range names {
 		for _, code := range skips[n].got() {
-			assert.False(t, hatchery.Reason(code).Waits(), "%s refused a job for %q", n, code)
+			assert.False(t, refusal.Reason(code).Waits(), "%s refused a job for %q", n, code)
 		}
 		env.WaitInventory(invs[n])
 		started, err := hs[n].WorkersStarted(ctx)

@@ -13,8 +13,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -318,7 +318,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	// lifts), so a warm pool cannot keep cloning a broken template.
 	attempt, refused := p.Host.BeginAttempt(t.Key.QuarantineKey())
 	if attempt == nil {
-		log.Info("provisioning deferred to the next pass", logkey.Reason, hatchery.ReasonQuarantined, logkey.Detail, refused)
+		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, refused)
 		_ = p.Life.Move(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}

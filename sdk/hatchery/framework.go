@@ -18,6 +18,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // Intervals are the framework's timings. Zero fields take the defaults of
@@ -182,12 +184,12 @@ type Framework struct {
 	// spawns joins the registration goroutines started by the register loop.
 	spawns sync.WaitGroup
 
-	cap      capacity
+	pool     *workerpool.Pool
 	attempts attemptCounter[int64]
 	// attemptsV2 counts spawn attempts per V2 run job; past
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
-	skips      skipLog
+	skips      refusal.Repeats
 	// spawned are the jobs this run spawned a worker for that were not
 	// seen back in the queue since; those whose worker is still in the
 	// pool stay booked (or taken) by this hatchery.
@@ -250,10 +252,22 @@ func New(o Options) (*Framework, error) {
 		f.cfg.Name = o.Hatchery.Name()
 	}
 	f.hostname, _ = os.Hostname()
-	f.cap.init()
+	f.pool = workerpool.New(workerpool.Config{
+		HatcheryName: f.cfg.Name,
+		V1:           f.cfg.API.Token != "",
+		V2:           f.cfg.API.TokenV2 != "",
+		Limits: workerpool.Limits{
+			MaxWorker:                 f.cfg.Provision.MaxWorker,
+			MaxConcurrentProvisioning: f.cfg.Provision.MaxConcurrentProvisioning,
+			MaxConcurrentRegistering:  f.cfg.Provision.MaxConcurrentRegistering,
+		},
+		API:        f.client,
+		Started:    f.h.WorkersStarted,
+		SpawnEnded: func() { wake(f.poolNow) },
+		Logger:     f.log,
+	})
 	f.attempts.init()
 	f.attemptsV2.init()
-	f.skips.init()
 	f.spawned.init()
 	f.st.signIn.set(sdk.MonitoringStatusWarn, "not signed in yet")
 	f.st.heartbeat.set(sdk.MonitoringStatusWarn, "none sent yet")
@@ -277,6 +291,41 @@ func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
 func (f *Framework) MonAddr() string {
 	s, _ := f.monAddr.Load().(string)
 	return s
+}
+
+// Pool returns the current worker pool (for /mon/workers and the status):
+// the last snapshot plus the spawns the snapshot does not show yet. It
+// makes no network call.
+func (f *Framework) Pool() []workerpool.Worker { return f.pool.Workers() }
+
+// PoolRefreshes is the number of worker pool snapshots taken so far (each
+// one lists the API workers once and asks WorkersStarted once).
+func (f *Framework) PoolRefreshes() uint64 { return f.pool.Refreshes() }
+
+// refreshPool takes a new snapshot of the worker pool; when jobs were
+// refused for capacity and there is room now, it wakes the queue polls
+// instead of waiting for their next tick. Only the worker pool loop (and
+// Run, before the loops) calls it, so refreshes never overlap.
+func (f *Framework) refreshPool(ctx context.Context) error {
+	room, err := f.pool.Refresh(ctx)
+	if room {
+		wake(f.pollV1Now)
+		wake(f.pollV2Now)
+	}
+	return err
+}
+
+// reserve is checkCapacities: it admits one more worker named name (a
+// registration when register), or says why not, from the worker pool in
+// memory (workerpool.Pool.Reserve); it makes no network call.
+func (f *Framework) reserve(name string, register bool) (*workerpool.Slot, *refusal.Refusal) {
+	s, r := f.pool.Reserve(name, register)
+	if r != nil && !register && r.Reason == refusal.ReasonMaxWorkers {
+		if ho, ok := f.obs.(HealthObserver); ok {
+			ho.MaxWorkersReached()
+		}
+	}
+	return s, r
 }
 
 // poolNames returns whether a worker is in the worker pool (the last

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 const waitFor = 10 * time.Second
@@ -256,41 +257,6 @@ func TestMaxWorkerZeroIsUnlimited(t *testing.T) {
 	}, waitFor, tick)
 }
 
-func TestInconsistentWorkersDisabled(t *testing.T) {
-	t.Parallel()
-	hs := newHarness(t, testConfig(t), nil)
-	hs.c.liveWorkers = nil
-	hs.h.started["ours-started"] = SpawnArguments{}
-	hs.h.started["ours-not-registered"] = SpawnArguments{}
-	hs.h.started[RegisterPrefix+"model-x"] = SpawnArguments{}
-	hs.c.apiWorkers = []sdk.Worker{
-		{ID: "1", Name: "ours-started", Status: sdk.StatusBuilding, HatcheryName: testHatchery},
-		{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery},
-		{ID: "3", Name: "theirs", Status: sdk.StatusBuilding, HatcheryName: "other"},
-		{ID: "4", Name: "ours-disabled", Status: sdk.StatusDisabled, HatcheryName: testHatchery},
-	}
-	hs.f.cap.mu.Lock()
-	hs.f.cap.inFlight["spawning"] = false // a spawn in flight
-	hs.f.cap.mu.Unlock()
-	require.NoError(t, hs.f.refreshPool(context.Background()))
-	pool := hs.f.Pool()
-	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"2"}, c.disabled) })
-	byName := map[string]PoolWorker{}
-	for _, w := range pool {
-		byName[w.Name] = w
-	}
-	assert.Len(t, pool, 4)
-	assert.Equal(t, sdk.StatusBuilding, byName["ours-started"].Status)
-	assert.Equal(t, sdk.StatusPending, byName["ours-not-registered"].Status)
-	assert.Equal(t, sdk.StatusRegistering, byName[RegisterPrefix+"model-x"].Status)
-	assert.Equal(t, PoolSourceStarting, byName["spawning"].Source)
-	assert.Contains(t, hs.logs.String(), `"vm":"ours-gone","detail":"inconsistent"`)
-
-	// Disabled once, not at every pass.
-	require.NoError(t, hs.f.refreshPool(context.Background()))
-	hs.c.snapshot(func(c *fakeClient) { assert.Len(t, c.disabled, 1) })
-}
-
 func TestMonEndpoints(t *testing.T) {
 	t.Parallel()
 	alert := make(chan bool, 1)
@@ -330,7 +296,7 @@ func TestMonEndpoints(t *testing.T) {
 	var v VersionInfo
 	getJSON(t, "http://"+addr+"/mon/version", &v)
 	assert.Equal(t, VersionInfo{Name: testHatchery, Type: sdk.VSphere, Version: "1.2.3-test"}, v)
-	var workers []PoolWorker
+	var workers []workerpool.Worker
 	getJSON(t, "http://"+addr+"/mon/workers", &workers)
 	assert.Empty(t, workers)
 	resp, err := http.Get("http://" + addr + "/mon/metrics")
@@ -525,7 +491,7 @@ func TestModelRegistration(t *testing.T) {
 	hs.run()
 	got := <-hs.h.spawned
 	assert.True(t, got.RegisterOnly)
-	assert.True(t, strings.HasPrefix(got.WorkerName, RegisterPrefix+"debian12-"), got.WorkerName)
+	assert.True(t, strings.HasPrefix(got.WorkerName, workerpool.RegisterPrefix+"debian12-"), got.WorkerName)
 	assert.Empty(t, got.JobID)
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, []string{"shared.infra/debian12"}, c.modelBooks) })
 }

@@ -1,7 +1,8 @@
 // Package hatchery is the common CDS hatchery framework: the interface a
 // hatchery implements, the run loop that reads the CDS queue and dispatches
 // spawns within the configured capacity (docs/architecture.md), worker tokens and
-// configuration, heartbeats and the /mon HTTP server.
+// configuration, heartbeats and the /mon HTTP server. The worker counts
+// are sdk/workerpool's, the refusal codes sdk/refusal's.
 package hatchery
 
 import (
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // Interface is what a hatchery implements for the framework.
@@ -47,7 +49,7 @@ type Interface interface {
 type ResourceAllocator interface {
 	// AllocateResources is CanAllocateResources returning what it reserved.
 	// A nil error admits the job; the Reservation may be nil when nothing
-	// was reserved. A *Refusal error (errors.As) says why the job does not
+	// was reserved. A *refusal.Refusal error (errors.As) says why the job does not
 	// fit now; any other error means the hatchery could not decide. Both
 	// keep the job queued.
 	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (Reservation, error)
@@ -58,7 +60,7 @@ type Reservation interface {
 	// Release gives the reservation back at once, for why (a refusal code:
 	// booked, shutdown...). The job will not be spawned for under it. It
 	// must not block, and calls after the first do nothing.
-	Release(why Reason)
+	Release(why refusal.Reason)
 }
 
 // InterfaceWithModels is a hatchery that serves worker models V1 and may

@@ -12,6 +12,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // Spawn info message ids the CDS API defines (V1), with their arguments.
@@ -117,10 +119,10 @@ func (f *Framework) starter(ctx context.Context) {
 // capacity. A job refused again for the same reason logs at Debug: with a
 // long queue the same refusal comes back every poll (the poll summary
 // counts them).
-func (f *Framework) skip(key, job, model string, r *Refusal) outcome {
+func (f *Framework) skip(key, job, model string, r *refusal.Refusal) outcome {
 	f.obs.JobSkipped(string(r.Reason))
 	lvl := slog.LevelInfo
-	if !f.skips.first(key, r.Error()) {
+	if !f.skips.First(key, r.Error()) {
 		lvl = slog.LevelDebug
 	}
 	f.log.Log(context.Background(), lvl, "job skipped", logkey.Job, job, logkey.Model, model, logkey.Reason, r.Reason, logkey.Detail, r.Detail)
@@ -207,15 +209,15 @@ func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) 
 	}, ""
 }
 
-// admission is what admit reserved for one job: the framework's slot and
+// admitted is what admit reserved for one job: the framework's slot and
 // the hatchery's reservation (nil when the hatchery reserved nothing). The
 // job's processing ends it on every path: handOff then the slot's
 // spawned/release when SpawnWorker is called, release otherwise; a
 // deferred release is the safety net (a panic). It is used by one
 // goroutine.
-type admission struct {
+type admitted struct {
 	f       *Framework
-	slot    *slot
+	slot    *workerpool.Slot
 	res     Reservation
 	job     string
 	model   string
@@ -223,12 +225,12 @@ type admission struct {
 }
 
 // handOff passes the hatchery's reservation to SpawnWorker, which ends it.
-func (a *admission) handOff() { a.resDone = true }
+func (a *admitted) handOff() { a.resDone = true }
 
 // release gives back what was reserved, unless it was handed to the
 // spawn, and logs the decision once. Later calls do nothing.
-func (a *admission) release(why Reason) {
-	a.slot.release()
+func (a *admitted) release(why refusal.Reason) {
+	a.slot.Release()
 	if a.resDone {
 		return
 	}
@@ -244,40 +246,40 @@ func (a *admission) release(why Reason) {
 
 // admit runs CanSpawn, checkCapacities and CanAllocateResources (or
 // AllocateResources) for a job; on success the caller owns the returned
-// admission and must end it (handOff or release).
-func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*admission, *Refusal) {
+// admitted and must end it (handOff or release).
+func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement, workerName string) (*admitted, *refusal.Refusal) {
 	if g, ok := f.h.(SpawnGate); ok {
 		if r := g.GateSpawn(ctx, model, jobID); r != nil {
 			return nil, r
 		}
 	}
 	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
-		return nil, Refuse(ReasonCannotSpawn, "refused by hatchery")
+		return nil, refusal.Refuse(refusal.ReasonCannotSpawn, "refused by hatchery")
 	}
-	s, refusal := f.reserve(workerName, false)
+	s, refused := f.reserve(workerName, false)
 	if s == nil {
-		return nil, refusal
+		return nil, refused
 	}
-	a := &admission{f: f, slot: s, job: jobID, model: model.GetName()}
+	a := &admitted{f: f, slot: s, job: jobID, model: model.GetName()}
 	if ra, ok := f.h.(ResourceAllocator); ok {
 		res, err := ra.AllocateResources(ctx, model, jobID, reqs)
 		if err != nil {
 			if res != nil {
-				res.Release(ReasonCapacity) // a refusal reserves nothing; be safe
+				res.Release(refusal.ReasonCapacity) // a refusal reserves nothing; be safe
 			}
-			s.release()
-			return nil, AsRefusal(err)
+			s.Release()
+			return nil, refusal.AsRefusal(err)
 		}
 		a.res = res
 		return a, nil
 	}
 	ok, err := f.h.CanAllocateResources(ctx, model, jobID, reqs)
 	if err != nil || !ok {
-		s.release()
+		s.Release()
 		if err != nil {
-			return nil, AsRefusal(err)
+			return nil, refusal.AsRefusal(err)
 		}
-		return nil, Refuse(ReasonCapacity, "not enough room now")
+		return nil, refusal.Refuse(refusal.ReasonCapacity, "not enough room now")
 	}
 	return a, nil
 }
@@ -315,57 +317,57 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		return outcomeNone
 	}
 	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
-		return f.skip(key, jobKey, "", Refuse(ReasonBooked, "by %s", job.BookedBy.Name))
+		return f.skip(key, jobKey, "", refusal.Refuse(refusal.ReasonBooked, "by %s", job.BookedBy.Name))
 	}
 	reqs := job.Job.Action.Requirements
 	if ok, detail := f.regionOK(reqs); !ok {
-		return f.skip(key, jobKey, "", Refuse(ReasonRegion, "%s", detail))
+		return f.skip(key, jobKey, "", refusal.Refuse(refusal.ReasonRegion, "%s", detail))
 	}
 	model, detail := f.resolveModelV1(ctx, job)
 	if detail != "" {
-		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), Refuse(ReasonModel, "%s", detail))
+		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), refusal.Refuse(refusal.ReasonModel, "%s", detail))
 	}
 	name := WorkerName("", model.GetName())
-	a, refusal := f.admit(ctx, jobKey, model, reqs, name)
+	a, refused := f.admit(ctx, jobKey, model, reqs, name)
 	if a == nil {
-		return f.skip(key, jobKey, model.GetName(), refusal)
+		return f.skip(key, jobKey, model.GetName(), refused)
 	}
 	s := a.slot
-	defer a.release(ReasonAbandoned) // safety net: every path below ends a first
+	defer a.release(refusal.ReasonAbandoned) // safety net: every path below ends a first
 
 	if _, err := f.client.QueueJobBook(ctx, id); err != nil {
 		switch {
 		case ctx.Err() != nil:
-			a.release(ReasonShutdown)
+			a.release(refusal.ReasonShutdown)
 			return outcomeNone
 		case errors.Is(err, cdsclient.ErrAlreadyBooked):
-			a.release(ReasonBooked)
-			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, ReasonBooked, logkey.Detail, "booked by another hatchery")
-			f.obs.JobSkipped(string(ReasonBooked))
+			a.release(refusal.ReasonBooked)
+			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "booked by another hatchery")
+			f.obs.JobSkipped(string(refusal.ReasonBooked))
 			return outcomeSkipped
 		case errors.Is(err, cdsclient.ErrNotFound):
-			a.release(ReasonJobGone)
-			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, ReasonJobGone, logkey.Detail, "job left the queue")
-			f.obs.JobSkipped(string(ReasonJobGone))
+			a.release(refusal.ReasonJobGone)
+			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonJobGone, logkey.Detail, "job left the queue")
+			f.obs.JobSkipped(string(refusal.ReasonJobGone))
 			return outcomeSkipped
 		}
-		a.release(ReasonBookFailed)
-		return f.skip(key, jobKey, model.GetName(), &Refusal{Reason: ReasonBookFailed, Detail: err.Error(), Err: err})
+		a.release(refusal.ReasonBookFailed)
+		return f.skip(key, jobKey, model.GetName(), &refusal.Refusal{Reason: refusal.ReasonBookFailed, Detail: err.Error(), Err: err})
 	}
-	f.skips.forget(key)
+	f.skips.Forget(key)
 	booked := f.now()
 	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
 	if n := f.attempts.count(id); maxAttempts > 0 && n >= maxAttempts {
 		// Every earlier attempt spawned a worker or failed to, and the job
 		// is still waiting: no worker took it. Give up on it.
-		a.release(ReasonAttempts)
+		a.release(refusal.ReasonAttempts)
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("no worker took the job after %d spawn attempts", n))
 		return outcomeFailed
 	}
 	n := f.attempts.add(id, booked)
 	token, err := f.workerToken(name, model, id, "", false)
 	if err != nil {
-		a.release(ReasonWorkerToken)
+		a.release(refusal.ReasonWorkerToken)
 		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
@@ -389,7 +391,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(booked)
 	if err != nil {
-		s.release()
+		s.Release()
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attempts.undo(id)
@@ -397,7 +399,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		f.afterV1Failure(ctx, id, model, name, booked, n, err)
 		return outcomeFailed
 	}
-	s.spawned()
+	s.Spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.spawned.add(key, name, booked)
 	f.log.Info("worker spawned", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
@@ -461,7 +463,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		// V2 has no fail route: the job stays in the queue for other
 		// hatcheries; this one stops taking it until its count is
 		// forgotten (out of the queue for attemptsRetention).
-		return f.skip(key, id, "", Refuse(ReasonAttempts, "gave up after %d attempts", n))
+		return f.skip(key, id, "", refusal.Refuse(refusal.ReasonAttempts, "gave up after %d attempts", n))
 	}
 	info, err := f.client.V2QueueJobInfo(ctx, region, id)
 	if err != nil {
@@ -476,36 +478,36 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		return outcomeNone
 	}
 	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
-		return f.skip(key, id, info.Model.Name, Refuse(ReasonBooked, "taken by %s", rj.HatcheryName))
+		return f.skip(key, id, info.Model.Name, refusal.Refuse(refusal.ReasonBooked, "taken by %s", rj.HatcheryName))
 	}
 	model, detail := f.starterModelV2(info.Model, rj.Job.RunsOn)
 	if detail != "" {
-		return f.skip(key, id, info.Model.Name, Refuse(ReasonModel, "%s", detail))
+		return f.skip(key, id, info.Model.Name, refusal.Refuse(refusal.ReasonModel, "%s", detail))
 	}
 	name := WorkerName("", model.GetName())
-	a, refusal := f.admit(ctx, id, model, nil, name)
+	a, refused := f.admit(ctx, id, model, nil, name)
 	if a == nil {
-		return f.skip(key, id, model.GetName(), refusal)
+		return f.skip(key, id, model.GetName(), refused)
 	}
 	s := a.slot
-	defer a.release(ReasonAbandoned) // safety net: every path below ends a first
+	defer a.release(refusal.ReasonAbandoned) // safety net: every path below ends a first
 
 	if err := f.client.V2QueueJobTake(ctx, region, id); err != nil {
 		switch {
 		case ctx.Err() != nil:
-			a.release(ReasonShutdown)
+			a.release(refusal.ReasonShutdown)
 			return outcomeNone
 		case errors.Is(err, cdsclient.ErrAlreadyBooked), errors.Is(err, cdsclient.ErrNotFound):
 			// The V2 API answers 404 for a job another hatchery took.
-			a.release(ReasonBooked)
-			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, ReasonBooked, logkey.Detail, "taken by another hatchery")
-			f.obs.JobSkipped(string(ReasonBooked))
+			a.release(refusal.ReasonBooked)
+			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "taken by another hatchery")
+			f.obs.JobSkipped(string(refusal.ReasonBooked))
 			return outcomeSkipped
 		}
-		a.release(ReasonBookFailed)
-		return f.skip(key, id, model.GetName(), &Refusal{Reason: ReasonBookFailed, Detail: "take: " + err.Error(), Err: err})
+		a.release(refusal.ReasonBookFailed)
+		return f.skip(key, id, model.GetName(), &refusal.Refusal{Reason: refusal.ReasonBookFailed, Detail: "take: " + err.Error(), Err: err})
 	}
-	f.skips.forget(key)
+	f.skips.Forget(key)
 	taken := f.now()
 	n := f.attemptsV2.add(id, taken)
 	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: true}
@@ -526,7 +528,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	}
 	token, err := f.workerToken(name, model, 0, id, false)
 	if err != nil {
-		a.release(ReasonWorkerToken)
+		a.release(refusal.ReasonWorkerToken)
 		fail(err)
 		return outcomeFailed
 	}
@@ -548,7 +550,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	err = f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(taken)
 	if err != nil {
-		s.release()
+		s.Release()
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attemptsV2.undo(id)
@@ -556,7 +558,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		fail(err)
 		return outcomeFailed
 	}
-	s.spawned()
+	s.Spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.spawned.add(key, name, taken)
 	f.log.Info("worker spawned", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)

@@ -146,7 +146,7 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 			k := candidate{v1ID: id}.key()
 			return before[k] || f.isInflight(k)
 		})
-		f.skips.prune("v1:", func(k string) bool { return keys[k] || f.isInflight(k) })
+		f.skips.Prune("v1:", func(k string) bool { return keys[k] || f.isInflight(k) })
 		batch := newPollBatch(f.log, "v1", len(jobs))
 		for i := range jobs {
 			if !f.enqueue(ctx, candidate{v1: &jobs[i], v1ID: jobs[i].ID, batch: batch}) {
@@ -187,7 +187,7 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 			k := candidate{v2ID: id}.key()
 			return keys[k] || before[k] || f.isInflight(k)
 		})
-		f.skips.prune("v2:", func(k string) bool { return keys[k] || f.isInflight(k) })
+		f.skips.Prune("v2:", func(k string) bool { return keys[k] || f.isInflight(k) })
 		batch := newPollBatch(f.log, "v2", len(jobs))
 		for i := range jobs {
 			if !f.enqueue(ctx, candidate{v2ID: jobs[i].ID, batch: batch}) {

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // VersionInfo is the body of /mon/version.
@@ -13,6 +15,26 @@ type VersionInfo struct {
 	Name    string `json:"name"`
 	Type    string `json:"type"`
 	Version string `json:"version"`
+}
+
+// StatusHeld is the /mon/workers status of a VM held for inspection.
+const StatusHeld = "Held"
+
+// HeldWorker is a VM of a failed spawn held for inspection (the debug
+// hold, docs/design.md#debug-hold). It holds no secret.
+type HeldWorker struct {
+	Name   string
+	Reason string
+	Until  time.Time
+}
+
+// HeldLister is implemented by a hatchery that holds the VMs of failed
+// spawns: /mon/workers lists them after the pool. They are not workers
+// and are not counted in the pool (their VMs count in the hatchery's own
+// capacity).
+type HeldLister interface {
+	// HeldWorkers lists the held VMs with why and until when.
+	HeldWorkers(ctx context.Context) []HeldWorker
 }
 
 // Handler serves /mon/version, /mon/status, /mon/workers and /mon/metrics,
@@ -32,7 +54,7 @@ func (f *Framework) Handler() http.Handler {
 		if hl, ok := f.h.(HeldLister); ok {
 			for _, hw := range hl.HeldWorkers(r.Context()) {
 				until := hw.Until
-				pool = append(pool, PoolWorker{Name: hw.Name, Status: StatusHeld, Source: PoolSourceHeld, Reason: hw.Reason, HeldUntil: &until})
+				pool = append(pool, workerpool.Worker{Name: hw.Name, Status: StatusHeld, Source: workerpool.SourceHeld, Reason: hw.Reason, HeldUntil: &until})
 			}
 		}
 		writeJSON(w, http.StatusOK, pool)

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // heldFake is a hatchery holding the VMs of failed spawns.
@@ -31,13 +33,13 @@ func TestMonWorkersListsHeldVMs(t *testing.T) {
 	rec := httptest.NewRecorder()
 	hs.f.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/mon/workers", nil))
 	require.Equal(t, http.StatusOK, rec.Code)
-	var workers []PoolWorker
+	var workers []workerpool.Worker
 	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &workers))
 	require.Len(t, workers, 1)
 	w := workers[0]
 	assert.Equal(t, "w-held", w.Name)
 	assert.Equal(t, StatusHeld, w.Status)
-	assert.Equal(t, PoolSourceHeld, w.Source)
+	assert.Equal(t, workerpool.SourceHeld, w.Source)
 	assert.Equal(t, "wait for guest operations ready", w.Reason)
 	require.NotNil(t, w.HeldUntil)
 	assert.True(t, until.Equal(*w.HeldUntil))

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // maxModelSpawnErrors is the model spawn error count (nb_spawn_err) at
@@ -47,13 +48,13 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			// needs a human; a successful registration clears the count.
 			reason := fmt.Sprintf("spawn errors: the model has %d, registration stops at %d", m.NbSpawnErr, maxModelSpawnErrors)
 			lvl := slog.LevelWarn
-			if !f.skips.first(key, reason) {
+			if !f.skips.First(key, reason) {
 				lvl = slog.LevelDebug
 			}
 			f.log.Log(ctx, lvl, "registration skipped", logkey.Model, path, logkey.Detail, reason)
 			continue
 		}
-		f.skips.forget(key)
+		f.skips.Forget(key)
 		if !hm.NeedRegistration(ctx, &m) {
 			continue
 		}
@@ -68,10 +69,10 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "cannot spawn: refused by hatchery")
 			continue
 		}
-		name := WorkerName(RegisterPrefix, m.Name)
-		s, refusal := f.reserve(name, true)
+		name := WorkerName(workerpool.RegisterPrefix, m.Name)
+		s, refused := f.reserve(name, true)
 		if s == nil {
-			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, refusal.Reason, logkey.Detail, refusal.Detail)
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, refused.Reason, logkey.Detail, refused.Detail)
 			return
 		}
 		group := ""
@@ -79,13 +80,13 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			group = m.Group.Name
 		}
 		if err := f.client.WorkerModelBook(ctx, group, m.Name); err != nil {
-			s.release()
+			s.Release()
 			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "book model: "+err.Error())
 			continue
 		}
 		token, err := f.workerToken(name, model, 0, "", true)
 		if err != nil {
-			s.release()
+			s.Release()
 			f.log.Error("registration skipped", logkey.Model, path, logkey.Err, err)
 			continue
 		}
@@ -103,7 +104,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 		go func() {
 			defer f.spawns.Done()
 			defer f.done(key)
-			defer s.release()
+			defer s.Release()
 			f.register(ctx, group, args, s)
 		}()
 	}
@@ -112,7 +113,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 // register spawns one registration worker and reports a failure on the
 // model, once per attempt: the hatchery itself does not report it. It
 // ends the slot's reservation when SpawnWorker returns.
-func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *slot) {
+func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *workerpool.Slot) {
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}
 	start := f.now()
@@ -121,12 +122,12 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 	err := f.h.SpawnWorker(ctx, args)
 	d := f.now().Sub(start)
 	if err == nil {
-		s.spawned()
+		s.Spawned()
 		f.obs.SpawnSucceeded(ev, d)
 		f.log.Info("registration worker spawned", logkey.Model, path, logkey.VM, args.WorkerName, "duration", d.Round(time.Millisecond))
 		return
 	}
-	s.release()
+	s.Release()
 	f.obs.SpawnFailed(ev, d)
 	f.log.Warn("registration spawn failed", logkey.Model, path, logkey.VM, args.WorkerName, logkey.Err, err)
 	dctx, cancel := f.detached(ctx)

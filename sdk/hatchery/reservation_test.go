@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // allocHatchery is the fake hatchery with a reserving admission: every
@@ -35,19 +36,19 @@ var _ ResourceAllocator = (*allocHatchery)(nil)
 type fakeReservation struct {
 	mu   sync.Mutex
 	job  string
-	whys []Reason
+	whys []refusal.Reason
 }
 
-func (r *fakeReservation) Release(why Reason) {
+func (r *fakeReservation) Release(why refusal.Reason) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.whys = append(r.whys, why)
 }
 
-func (r *fakeReservation) releases() []Reason {
+func (r *fakeReservation) releases() []refusal.Reason {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]Reason(nil), r.whys...)
+	return append([]refusal.Reason(nil), r.whys...)
 }
 
 func (h *allocHatchery) AllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (Reservation, error) {
@@ -188,7 +189,7 @@ func (r *resRig) addV2(id string) {
 // assertFreed checks that the framework's own slot was given back too.
 func (r *resRig) assertFreed(t *testing.T) {
 	t.Helper()
-	assert.Zero(t, r.f.spawnsInFlight(), "the framework's slot is free")
+	assert.Zero(t, r.f.pool.SpawnsInFlight(), "the framework's slot is free")
 }
 
 // TestReservationReleasedWhenNotSpawned walks every path after admission
@@ -203,8 +204,8 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		// Another hatchery books between our poll and our booking.
 		r.hc.beforeBook = func() { r.c.snapshot(func(c *fakeClient) { c.jobs[1].bookedBy = "other-hatchery" }) }
 		assert.Equal(t, outcomeSkipped, r.f.processV1(context.Background(), r.v1(1)))
-		assert.Equal(t, []Reason{ReasonBooked}, r.ah.only(t).releases())
-		assert.Equal(t, []string{string(ReasonBooked)}, r.obs.got())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonBooked}, r.ah.only(t).releases())
+		assert.Equal(t, []string{string(refusal.ReasonBooked)}, r.obs.got())
 		r.assertFreed(t)
 		r.ah.get(func(h *fakeHatchery) { assert.Empty(t, h.spawns) })
 	})
@@ -213,7 +214,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r := newResRig(t, nil)
 		// Job 2 is not in the API any more: its booking answers 403.
 		assert.Equal(t, outcomeSkipped, r.f.processV1(context.Background(), r.v1(2)))
-		assert.Equal(t, []Reason{ReasonBookFailed}, r.ah.only(t).releases())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonBookFailed}, r.ah.only(t).releases())
 		assert.Contains(t, r.logs.String(), `"level":"DEBUG","msg":"reservation released","job":"2","model":"`+resModel+`","reason":"book-failed"`)
 		r.assertFreed(t)
 	})
@@ -225,7 +226,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		defer cancel()
 		r.hc.beforeBook = cancel
 		assert.Equal(t, outcomeNone, r.f.processV1(ctx, r.v1(3)))
-		assert.Equal(t, []Reason{ReasonShutdown}, r.ah.only(t).releases())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonShutdown}, r.ah.only(t).releases())
 		r.assertFreed(t)
 		r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[3].bookedBy) })
 	})
@@ -235,7 +236,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.c.addJob(4, resReqs()...)
 		r.f.attempts.add(4, r.f.now())
 		assert.Equal(t, outcomeFailed, r.f.processV1(context.Background(), r.v1(4)))
-		assert.Equal(t, []Reason{ReasonAttempts}, r.ah.only(t).releases())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonAttempts}, r.ah.only(t).releases())
 		r.assertFreed(t)
 		r.ah.get(func(h *fakeHatchery) { assert.Empty(t, h.spawns) })
 	})
@@ -245,7 +246,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.c.addJob(5, resReqs()...)
 		r.hc.beforeBook = func() { panic("boom") }
 		assert.Panics(t, func() { r.f.processV1(context.Background(), r.v1(5)) })
-		assert.Equal(t, []Reason{ReasonAbandoned}, r.ah.only(t).releases(), "the deferred safety net")
+		assert.Equal(t, []refusal.Reason{refusal.ReasonAbandoned}, r.ah.only(t).releases(), "the deferred safety net")
 		r.assertFreed(t)
 	})
 	t.Run("v2 taken by another hatchery", func(t *testing.T) {
@@ -254,7 +255,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.addV2("run-1")
 		r.hc.beforeBook = func() { r.c.snapshot(func(c *fakeClient) { c.v2jobs["run-1"].takenBy = "other-hatchery" }) }
 		assert.Equal(t, outcomeSkipped, r.f.processV2(context.Background(), "run-1"))
-		assert.Equal(t, []Reason{ReasonBooked}, r.ah.only(t).releases())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonBooked}, r.ah.only(t).releases())
 		r.assertFreed(t)
 	})
 	t.Run("v2 job gone", func(t *testing.T) {
@@ -263,7 +264,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.addV2("run-2")
 		r.hc.beforeBook = func() { r.c.snapshot(func(c *fakeClient) { delete(c.v2jobs, "run-2") }) }
 		assert.Equal(t, outcomeSkipped, r.f.processV2(context.Background(), "run-2"))
-		assert.Equal(t, []Reason{ReasonBooked}, r.ah.only(t).releases(), "the v2 API answers 404 for a job taken elsewhere")
+		assert.Equal(t, []refusal.Reason{refusal.ReasonBooked}, r.ah.only(t).releases(), "the v2 API answers 404 for a job taken elsewhere")
 		r.assertFreed(t)
 	})
 	t.Run("v2 shutdown during take", func(t *testing.T) {
@@ -274,7 +275,7 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		defer cancel()
 		r.hc.beforeBook = cancel
 		assert.Equal(t, outcomeNone, r.f.processV2(ctx, "run-3"))
-		assert.Equal(t, []Reason{ReasonShutdown}, r.ah.only(t).releases())
+		assert.Equal(t, []refusal.Reason{refusal.ReasonShutdown}, r.ah.only(t).releases())
 		r.assertFreed(t)
 	})
 }
@@ -317,15 +318,15 @@ func TestTypedRefusalOutcomes(t *testing.T) {
 	cases := []struct {
 		name     string
 		refuse   error
-		wantCode Reason
+		wantCode refusal.Reason
 		want     outcome
 	}{
-		{"cpu", Refuse(ReasonCapacityCPU, "maxCpus reached"), ReasonCapacityCPU, outcomeCapacity},
-		{"memory", Refuse(ReasonCapacityMemory, "maxMemoryMB reached"), ReasonCapacityMemory, outcomeCapacity},
-		{"wrapped refusal", errors.Join(errors.New("ctx"), Refuse(ReasonIP, "no free address")), ReasonIP, outcomeCapacity},
+		{"cpu", refusal.Refuse(refusal.ReasonCapacityCPU, "maxCpus reached"), refusal.ReasonCapacityCPU, outcomeCapacity},
+		{"memory", refusal.Refuse(refusal.ReasonCapacityMemory, "maxMemoryMB reached"), refusal.ReasonCapacityMemory, outcomeCapacity},
+		{"wrapped refusal", errors.Join(errors.New("ctx"), refusal.Refuse(refusal.ReasonIP, "no free address")), refusal.ReasonIP, outcomeCapacity},
 		// A detail that reads like a capacity problem does not make one.
-		{"flavor", Refuse(ReasonFlavor, "capacity: unknown flavor"), ReasonFlavor, outcomeSkipped},
-		{"undecided", errors.New("list vms: vcenter down"), ReasonResources, outcomeCapacity},
+		{"flavor", refusal.Refuse(refusal.ReasonFlavor, "capacity: unknown flavor"), refusal.ReasonFlavor, outcomeSkipped},
+		{"undecided", errors.New("list vms: vcenter down"), refusal.ReasonResources, outcomeCapacity},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -352,5 +353,5 @@ func TestFrameworkCountRefusalsAreTyped(t *testing.T) {
 	r.c.addJob(2, resReqs()...)
 	assert.Equal(t, outcomeStarted, r.f.processV1(context.Background(), r.v1(1)))
 	assert.Equal(t, outcomeCapacity, r.f.processV1(context.Background(), r.v1(2)))
-	assert.Equal(t, []string{string(ReasonMaxWorkers)}, r.obs.got())
+	assert.Equal(t, []string{string(refusal.ReasonMaxWorkers)}, r.obs.got())
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // SpawnGate is a hatchery that can refuse a job, for a coded reason, before
@@ -13,8 +14,8 @@ import (
 // GateSpawn must be cheap: it reads the hatchery's memory only.
 type SpawnGate interface {
 	// GateSpawn returns nil to let the job go on to CanSpawn and the
-	// capacity checks, or the Refusal that keeps it in the queue.
-	GateSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string) *Refusal
+	// capacity checks, or the refusal.Refusal that keeps it in the queue.
+	GateSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string) *refusal.Refusal
 }
 
 // BackendError marks a spawn error caused by the hatchery's backend itself
@@ -35,10 +36,10 @@ func (e *BackendError) Unwrap() error { return e.Err }
 
 // uncountedSpawnError tells whether a SpawnWorker error leaves the job's
 // attempts as they were: a fault of the backend (BackendError), or a
-// refusal made before anything was tried (a *Refusal, such as a template
+// refusal made before anything was tried (a *refusal.Refusal, such as a template
 // quarantined between the admission and the spawn).
 func uncountedSpawnError(err error) bool {
 	var be *BackendError
-	var r *Refusal
+	var r *refusal.Refusal
 	return errors.As(err, &be) || errors.As(err, &r)
 }

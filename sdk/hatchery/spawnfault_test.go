@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // errVCenterDown stands for a hatchery's spawn failing because its
@@ -97,9 +98,9 @@ type gatedHatchery struct {
 	model string
 }
 
-func (g *gatedHatchery) GateSpawn(_ context.Context, m sdk.WorkerStarterWorkerModel, _ string) *Refusal {
+func (g *gatedHatchery) GateSpawn(_ context.Context, m sdk.WorkerStarterWorkerModel, _ string) *refusal.Refusal {
 	if m.GetName() == g.model {
-		return Refuse(ReasonQuarantined, "template %q quarantined", g.model)
+		return refusal.Refuse(refusal.ReasonQuarantined, "template %q quarantined", g.model)
 	}
 	return nil
 }
@@ -138,7 +139,7 @@ func TestUncountedSpawnError(t *testing.T) {
 		want bool
 	}{
 		{"backend fault", fmt.Errorf("spawn: %w", errVCenterDown), true},
-		{"refusal", fmt.Errorf("spawn: %w", Refuse(ReasonQuarantined, "x")), true},
+		{"refusal", fmt.Errorf("spawn: %w", refusal.Refuse(refusal.ReasonQuarantined, "x")), true},
 		{"plain", errors.New("guest never ready"), false},
 		{"nil", nil, false},
 	}

@@ -178,7 +178,7 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	}
 	lines = append(lines, line("Workers", ws, WorkersStatusValue(len(pool), f.cfg.Provision.MaxWorker)))
 	lines = append(lines, line("Spawns in flight", sdk.MonitoringStatusOK,
-		fmt.Sprintf("%d/%d", f.spawnsInFlight(), f.cfg.Provision.MaxConcurrentProvisioning)))
+		fmt.Sprintf("%d/%d", f.pool.SpawnsInFlight(), f.cfg.Provision.MaxConcurrentProvisioning)))
 	lines = append(lines, f.h.Status(ctx)...)
 	if f.extra != nil {
 		lines = append(lines, f.extra(ctx)...)

@@ -2,7 +2,6 @@ package hatchery
 
 import (
 	"log/slog"
-	"strings"
 	"sync"
 )
 
@@ -71,58 +70,4 @@ func (b *pollBatch) record(o outcome) {
 		"spawn_failed", c[outcomeFailed],
 		"in_progress", c[outcomeBusy],
 		"gone", c[outcomeNone])
-}
-
-// skipLog remembers the skip reasons already logged at Info per job, so a
-// job refused again and again for the same reason logs at Info once.
-type skipLog struct {
-	mu     sync.Mutex
-	logged map[string]map[string]bool // candidate key -> reasons without their counts
-}
-
-func (l *skipLog) init() { l.logged = map[string]map[string]bool{} }
-
-// stableReason drops the varying counts of a reason ("max workers reached
-// (10/10)" becomes "max workers reached").
-func stableReason(reason string) string {
-	if i := strings.Index(reason, " ("); i >= 0 {
-		return reason[:i]
-	}
-	return reason
-}
-
-// first records reason for key and tells whether it is the first time.
-func (l *skipLog) first(key, reason string) bool {
-	r := stableReason(reason)
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	m := l.logged[key]
-	if m == nil {
-		m = map[string]bool{}
-		l.logged[key] = m
-	}
-	if m[r] {
-		return false
-	}
-	m[r] = true
-	return true
-}
-
-// forget drops a job (it was booked or taken): if it comes back, its next
-// skip logs at Info again.
-func (l *skipLog) forget(key string) {
-	l.mu.Lock()
-	delete(l.logged, key)
-	l.mu.Unlock()
-}
-
-// prune forgets the jobs of a queue (keys with prefix) that keep rejects.
-func (l *skipLog) prune(prefix string, keep func(key string) bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for k := range l.logged {
-		if strings.HasPrefix(k, prefix) && !keep(k) {
-			delete(l.logged, k)
-		}
-	}
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 func TestWorkerJWTVerifies(t *testing.T) {
@@ -107,7 +108,7 @@ func TestWorkerName(t *testing.T) {
 	dns := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
 	cases := []struct{ name, prefix, model, wantPrefix string }{
 		{"v1 path", "", "shared.infra/Debian_12", "debian-12-"},
-		{"register", RegisterPrefix, "debian12", "register-debian12-"},
+		{"register", workerpool.RegisterPrefix, "debian12", "register-debian12-"},
 		{"long", "", strings.Repeat("x", 100), strings.Repeat("x", 52) + "-"},
 		{"empty", "", "", "worker-"},
 		{"symbols", "", "--A..b--", "a-b-"},

@@ -9,9 +9,6 @@ import (
 // guest hostnames.
 const maxWorkerNameLen = 63
 
-// RegisterPrefix starts the name of a worker that only registers a model.
-const RegisterPrefix = "register-"
-
 const randAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
 // randomSuffix returns n random lower-case alphanumerics.

@@ -4,7 +4,7 @@
 // literals, as slog keys:
 //
 //   - Err: the error value itself (pass the error, not err.Error()).
-//   - Reason: a refusal code from the fixed set of hatchery.Reason (or a
+//   - Reason: a refusal code from the fixed set of refusal.Reason (or a
 //     package's own documented code set), never free text.
 //   - Detail: free text that explains a decision, when no code fits.
 //   - VM: the name of a VM; a worker's name is its VM's name, so a worker

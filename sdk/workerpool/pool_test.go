@@ -1,0 +1,214 @@
+package workerpool
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+)
+
+const testHatchery = "hatchery-test"
+
+// fakeAPI is the CDS API's worker lists and the disable route.
+type fakeAPI struct {
+	mu       sync.Mutex
+	v1       []sdk.Worker
+	v2       []sdk.V2Worker
+	disabled []string
+	lists    int
+}
+
+func (a *fakeAPI) WorkerList(context.Context) ([]sdk.Worker, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.lists++
+	return append([]sdk.Worker(nil), a.v1...), nil
+}
+
+func (a *fakeAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]sdk.V2Worker(nil), a.v2...), nil
+}
+
+func (a *fakeAPI) WorkerDisable(_ context.Context, id string) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.disabled = append(a.disabled, id)
+	return nil
+}
+
+func (a *fakeAPI) disabledIDs() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.disabled...)
+}
+
+// newTestPool returns a pool over api whose hatchery started the workers
+// of started, logging JSON into logs.
+func newTestPool(api *fakeAPI, limits Limits, started func() []string, logs *testutil.SyncBuffer) *Pool {
+	return New(Config{
+		HatcheryName: testHatchery,
+		V1:           true,
+		Limits:       limits,
+		API:          api,
+		Started:      func(context.Context) ([]string, error) { return started(), nil },
+		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+}
+
+func TestInconsistentWorkersDisabled(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{v1: []sdk.Worker{
+		{ID: "1", Name: "ours-started", Status: sdk.StatusBuilding, HatcheryName: testHatchery},
+		{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery},
+		{ID: "3", Name: "theirs", Status: sdk.StatusBuilding, HatcheryName: "other"},
+		{ID: "4", Name: "ours-disabled", Status: sdk.StatusDisabled, HatcheryName: testHatchery},
+	}}
+	started := []string{"ours-started", "ours-not-registered", RegisterPrefix + "model-x"}
+	logs := &testutil.SyncBuffer{}
+	p := newTestPool(api, Limits{MaxWorker: 10, MaxConcurrentProvisioning: 10}, func() []string { return started }, logs)
+	p.mu.Lock()
+	p.inFlight["spawning"] = false // a spawn in flight
+	p.mu.Unlock()
+	_, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	pool := p.Workers()
+	assert.Equal(t, []string{"2"}, api.disabledIDs())
+	byName := map[string]Worker{}
+	for _, w := range pool {
+		byName[w.Name] = w
+	}
+	assert.Len(t, pool, 4)
+	assert.Equal(t, sdk.StatusBuilding, byName["ours-started"].Status)
+	assert.Equal(t, sdk.StatusPending, byName["ours-not-registered"].Status)
+	assert.Equal(t, sdk.StatusRegistering, byName[RegisterPrefix+"model-x"].Status)
+	assert.Equal(t, SourceStarting, byName["spawning"].Source)
+	assert.Contains(t, logs.String(), `"vm":"ours-gone","detail":"inconsistent"`)
+
+	// Disabled once, not at every pass.
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, api.disabledIDs(), 1)
+}
+
+// TestPoolReserveCountsAndEnds: a slot counts from Reserve; a released
+// one frees at once; a spawned one keeps counting (as the hatchery's)
+// until a refresh started after it covers it; every end calls SpawnEnded.
+func TestPoolReserveCountsAndEnds(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{}
+	var mu sync.Mutex
+	var started []string
+	ends := 0
+	p := New(Config{
+		HatcheryName: testHatchery,
+		V1:           true,
+		Limits:       Limits{MaxWorker: 2, MaxConcurrentProvisioning: 2},
+		API:          api,
+		Started: func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), started...), nil
+		},
+		SpawnEnded: func() { mu.Lock(); ends++; mu.Unlock() },
+		Logger:     slog.New(slog.NewTextHandler(&testutil.SyncBuffer{}, nil)),
+	})
+
+	_, r := p.Reserve("w0", false)
+	require.NotNil(t, r, "no snapshot yet")
+	assert.Equal(t, refusal.ReasonPoolUnknown, r.Reason)
+	room, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.True(t, room, "a job was refused before and one fits now")
+	assert.Equal(t, uint64(1), p.Refreshes())
+
+	a, r := p.Reserve("w1", false)
+	require.Nil(t, r)
+	b, r := p.Reserve("w2", false)
+	require.Nil(t, r)
+	assert.Equal(t, 2, p.SpawnsInFlight())
+	_, r = p.Reserve("w3", false)
+	require.NotNil(t, r)
+	assert.Equal(t, refusal.ReasonMaxProvisioning, r.Reason, "two spawns in flight")
+
+	a.Release()
+	a.Release() // a second end does nothing
+	assert.Equal(t, 1, p.SpawnsInFlight())
+	b.Spawned()
+	assert.Equal(t, 0, p.SpawnsInFlight())
+	mu.Lock()
+	assert.Equal(t, 2, ends, "one call per slot ended")
+	mu.Unlock()
+	assert.Equal(t, []Worker{{Name: "w2", Status: sdk.StatusPending, Source: SourceHatchery}}, p.Workers(),
+		"the spawned worker counts until a later snapshot shows it")
+
+	mu.Lock()
+	started = []string{"w2", "other-started"}
+	mu.Unlock()
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	_, r = p.Reserve("w4", false)
+	require.NotNil(t, r)
+	assert.Equal(t, refusal.ReasonMaxWorkers, r.Reason, "two workers started: the pool is full")
+	assert.Len(t, p.Workers(), 2, "w2 is counted once, from the snapshot")
+}
+
+// TestPoolRegistrationLimits: -1 refuses every registration; otherwise
+// registrations have their own count.
+func TestPoolRegistrationLimits(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		maxReg int
+		want   []bool // admitted, per successive Reserve
+	}{
+		{"disabled", -1, []bool{false}},
+		{"one at a time", 1, []bool{true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := newTestPool(&fakeAPI{}, Limits{MaxConcurrentProvisioning: 1, MaxConcurrentRegistering: tc.maxReg},
+				func() []string { return nil }, &testutil.SyncBuffer{})
+			_, err := p.Refresh(context.Background())
+			require.NoError(t, err)
+			for i, want := range tc.want {
+				s, r := p.Reserve(RegisterPrefix+"m", true)
+				assert.Equal(t, want, s != nil, "reserve %d", i)
+				if !want {
+					require.NotNil(t, r)
+					assert.Equal(t, refusal.ReasonMaxRegistering, r.Reason)
+				}
+			}
+			_, r := p.Reserve("job-worker", false)
+			assert.Nil(t, r, "a job spawn does not count against registrations")
+		})
+	}
+}
+
+// TestPoolRefreshErrorKeepsSnapshot: a failed refresh names what failed,
+// wraps the cause and installs nothing.
+func TestPoolRefreshErrorKeepsSnapshot(t *testing.T) {
+	t.Parallel()
+	notReady := errors.New("backend not ready")
+	p := New(Config{
+		HatcheryName: testHatchery, V1: true, API: &fakeAPI{},
+		Limits:  Limits{MaxConcurrentProvisioning: 1},
+		Started: func(context.Context) ([]string, error) { return nil, notReady },
+		Logger:  slog.New(slog.NewTextHandler(&testutil.SyncBuffer{}, nil)),
+	})
+	_, err := p.Refresh(context.Background())
+	require.ErrorIs(t, err, notReady)
+	assert.Contains(t, err.Error(), "list started workers")
+	assert.Zero(t, p.Refreshes())
+	_, r := p.Reserve("w", false)
+	require.NotNil(t, r)
+	assert.Equal(t, refusal.ReasonPoolUnknown, r.Reason)
+}
