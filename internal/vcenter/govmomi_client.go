@@ -59,6 +59,16 @@ const (
 	// the poll interval, so quick tasks finish quickly and long ones cost
 	// one request per interval.
 	taskPollMin = 25 * time.Millisecond
+
+	// maxIdleConnsPerHost is how many idle connections to vCenter the
+	// client keeps for reuse. Go's default keeps 2 and closes the others,
+	// so while a burst of spawns polls tasks and guests at once every
+	// request beyond the second opened a new connection and paid a TLS
+	// handshake (round trips, and RSA signing on vCenter). 64 covers a
+	// burst's concurrent requests (a task slot each, and the readiness
+	// polls of the VMs booting); an idle connection still closes after
+	// the transport's idle timeout (90 s).
+	maxIdleConnsPerHost = 64
 )
 
 // Config is what Dial needs to reach vCenter.
@@ -304,6 +314,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		return nil, err
 	}
 	sc := soap.NewClient(u, cfg.Insecure)
+	sc.DefaultTransport().MaxIdleConnsPerHost = maxIdleConnsPerHost
 	if cfg.CAFile != "" {
 		if err := sc.SetRootCAs(cfg.CAFile); err != nil {
 			return nil, fmt.Errorf("load vcenter ca file %q: %w", cfg.CAFile, err)

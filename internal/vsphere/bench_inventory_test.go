@@ -29,7 +29,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
-// Issue 9's benchmarks: what the hatchery costs vCenter in each inventory
+// The inventory benchmarks: what the hatchery costs vCenter in each inventory
 // mode, on vcsim with 1,000 and 5,000 VMs (all but the template foreign,
 // registered straight in the simulator's registry). Run them with
 //
@@ -209,7 +209,7 @@ func BenchmarkInventoryModes(b *testing.B) {
 	printBenchTable(os.Stdout, benchResults)
 }
 
-// benchModes are the modes measured: the spec's baseline (whole objects
+// benchModes are the modes measured: the whole-object baseline (whole objects
 // listed by every decision, test-only), the product's leaf-property listing
 // mode, the shared inventory refreshed by listings, and the watch inventory
 // (the default).
@@ -563,7 +563,7 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 		return
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Issue 9 — hatchery cost to vCenter (vcsim, figures from the SOAP counters and a counting client decorator)")
+	fmt.Fprintln(w, "Inventory modes — hatchery cost to vCenter (vcsim, figures from the SOAP counters and a counting client decorator)")
 	fmt.Fprintf(w, "%-6s %-8s %5s %10s %11s %9s %9s %10s %11s %9s %9s %12s %9s %8s\n",
 		"VMs", "mode", "jobs", "req/job", "KB/job", "lists/job", "refr/job", "idle req/m", "idle MB/min", "dec p50", "dec p99", "burst", "metrics", "heap MB")
 	for _, r := range rs {
@@ -599,7 +599,7 @@ func printBenchTable(w io.Writer, rs []benchResult) {
 		}
 	}
 	fmt.Fprintln(w, `
-Modes: spec = the spec's design (whole objects, test-only baseline); listing = leaf listing on every
+Modes: spec = the whole-object baseline (whole objects, test-only); listing = leaf listing on every
 read; shared = one inventory refreshed by listings; watch = one inventory refreshed from a change
 watch (the default inventoryMode).
 Method: per job = SOAP counter delta over the sequential jobs (CanSpawn, CanAllocateResources,
@@ -636,10 +636,10 @@ hatchery was built (vcsim runs in the same process).`)
 			check(fmt.Sprintf("%d VMs %s: zero full listings per job", r.vms, r.mode), r.jobListings == 0, fmt.Sprintf("%.2f", r.jobListings))
 		}
 	}
-	// Ratios of the inventory modes against both references: the spec's
-	// baseline (whole objects) and the product's leaf listing.
+	// Ratios of the inventory modes against both references: the
+	// whole-object baseline and the product's leaf listing.
 	refs := []struct{ mode, label string }{
-		{benchModeSpec, "spec baseline (whole objects, listing per decision)"},
+		{benchModeSpec, "whole-object baseline (listing per decision)"},
 		{config.InventoryListing, "leaf listing (listing per decision)"},
 	}
 	for _, inv := range inventoryModes(rs) {

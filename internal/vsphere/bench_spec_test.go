@@ -22,7 +22,8 @@ import (
 // product's "listing" mode already asks for leaf properties only.
 const benchModeSpec = "spec"
 
-// specWholeProperties are the properties the spec's design retrieves.
+// specWholeProperties are the properties the whole-object baseline
+// retrieves (docs/inventory-watch.md compares it with the product's modes).
 var specWholeProperties = []string{"name", "summary", "guest", "config"}
 
 // specListingInventory lists the datacenter's VMs as whole objects on every

@@ -73,7 +73,7 @@ func TestClaimOrderHot(t *testing.T) {
 // TestClaimOrCloneHotCheckFails: the first hot VM resumes but its guest
 // never gets ready: it is powered off and marked, not renamed; the spawn
 // takes the next hot VM, which passes the check and is renamed and
-// annotated without a resize. The job gets its worker.
+// annotated by one reconfigure (no rename task) without a resize. The job gets its worker.
 func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	FaultsShortenReadiness(t, 200*time.Millisecond)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
@@ -91,9 +91,9 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good")).Return(nil),
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("provision-v2-good")).Return(nil),
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), warmRefIs("provision-v2-good"), "10.0.0.6").Return("10.0.0.6", nil),
-		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good"), "worker-1").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
+				assert.Equal(t, "worker-1", spec.Name, "renamed by the reconfigure that writes the record")
 				assert.Zero(t, spec.NumCPUs, "a hot vm is never resized")
 				a, err := inventory.ParseAnnotation(spec.Annotation)
 				require.NoError(t, err)

@@ -17,7 +17,9 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -107,8 +109,9 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 	}
 }
 
-// TestPrepareClaimedVMNeutralResized: a neutral VM is renamed, reconfigured
-// with the new annotation and the flavor while powered off, then powered on.
+// TestPrepareClaimedVMNeutralResized: a neutral VM is renamed and
+// reconfigured with the new annotation and the flavor by one reconfigure
+// while powered off (no rename task), then powered on.
 func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.7" }))
@@ -119,13 +122,12 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
 		Created: warmNow, IPAddress: "10.0.0.7", Flavor: "large",
 	}
-	wantSpec := types.VirtualMachineConfigSpec{}
+	wantSpec := types.VirtualMachineConfigSpec{Name: "worker-1"}
 	want.ApplyTo(&wantSpec)
 	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
 
 	var gotSpec types.VirtualMachineConfigSpec
 	gomock.InOrder(
-		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), "worker-1").Return(nil),
 		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), warmRefIs("provision-v2-n")).Return(devices, nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
@@ -140,6 +142,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, obj)
 	assert.Equal(t, wantSpec, gotSpec)
+	assert.Equal(t, "worker-1", gotSpec.Name, "the reconfigure renames the vm")
 	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
 	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
 	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
@@ -159,9 +162,9 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	vm := warmProvVM("provision-v2-l", "debian12", "large")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	gomock.InOrder(
-		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), "worker-2").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+				assert.Equal(t, "worker-2", s.Name)
 				assert.Zero(t, s.NumCPUs)
 				assert.Zero(t, s.MemoryMB)
 				assert.Empty(t, s.DeviceChange)
@@ -174,28 +177,31 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 }
 
 // TestPrepareClaimedVMFailures: a failed step powers the VM off, marks it
-// (under the name it has now) for deletion and names the step.
+// (under the name it has now: its pool name when vCenter refused the
+// renaming reconfigure, both names when that reconfigure's outcome is
+// unknown) for deletion and names the step.
 func TestPrepareClaimedVMFailures(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
 	cases := []struct {
-		name     string
-		setup    func(e *warmEnv)
-		step     string
-		markName string
+		name      string
+		setup     func(e *warmEnv)
+		step      string
+		markName  string
+		markNames []string // also marked
+		wantErr   any      // an error (errors.Is) or a vCenter fault (fault.Is)
 	}{
-		{"rename", func(e *warmEnv) {
-			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(boom)
-		}, `rename "provision-v2-x" to "worker-3"`, "provision-v2-x"},
-		{"reconfigure", func(e *warmEnv) {
-			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(nil)
+		{"rename and reconfigure refused", func(e *warmEnv) {
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
+				Return(fmt.Errorf("reconfigure %q: %w", "provision-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
+		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", nil, &types.InvalidState{}},
+		{"rename and reconfigure unknown", func(e *warmEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
-		}, "reconfigure", "worker-3"},
+		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", []string{"worker-3"}, boom},
 		{"power on", func(e *warmEnv) {
-			e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), gomock.Any(), "worker-3").Return(nil)
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
 			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
-		}, "power on", "worker-3"},
+		}, "power on", "worker-3", nil, boom},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -206,9 +212,19 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
 			_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
 			require.Error(t, err)
-			assert.ErrorIs(t, err, boom)
+			if f, ok := tc.wantErr.(types.BaseMethodFault); ok {
+				assert.True(t, fault.Is(err, f), "%v", err)
+			} else {
+				assert.ErrorIs(t, err, tc.wantErr.(error))
+			}
 			assert.Contains(t, err.Error(), tc.step)
 			assert.True(t, isMarked(e.h, tc.markName))
+			for _, n := range tc.markNames {
+				assert.True(t, isMarked(e.h, n), "%s marked", n)
+			}
+			if tc.markName != "worker-3" && len(tc.markNames) == 0 {
+				assert.False(t, isMarked(e.h, "worker-3"), "never renamed: the worker name is free")
+			}
 		})
 	}
 }

@@ -60,7 +60,8 @@ func (h *HatcheryVSphere) loadAPIWorkers(ctx context.Context) (apiWorkers, error
 // (docs/design.md#timeouts).
 const defaultRegistrationTTL = 10 * time.Minute
 
-// registrationTTL is workerRegistrationTTL, or the spec's default when unset.
+// registrationTTL is workerRegistrationTTL, or the default documented in
+// docs/configuration.md when unset.
 func (h *HatcheryVSphere) registrationTTL() time.Duration {
 	if d := h.cfg.WorkerRegistrationTTLDuration(); d > 0 {
 		return d

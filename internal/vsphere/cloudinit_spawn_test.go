@@ -130,7 +130,6 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	var written, scrub types.VirtualMachineConfigSpec
 	gomock.InOrder(
-		e.vs.EXPECT().RenameVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), "worker-c").Return(nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
@@ -148,6 +147,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
+	assert.Equal(t, "worker-c", written.Name, "the same reconfigure renames the vm")
 	w := optionValues(written.ExtraConfig)
 	assert.NotEmpty(t, w[cloudinit.GuestinfoUserdata], "the claim wrote the userdata before power on")
 	md, err := cloudinit.DecodeGuestinfo(w[cloudinit.GuestinfoMetadata], w[cloudinit.GuestinfoMetadataEncoding])

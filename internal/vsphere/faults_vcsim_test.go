@@ -64,11 +64,13 @@ func TestFaultsCloneFails(t *testing.T) {
 	}
 }
 
-// TestFaultsClaimFails: a provisioned VM is claimed, renamed, then the
-// resize (ReconfigVM_Task) or the power-on (PowerOnVM_Task) fails. The spawn
-// fails naming the step; the VM, already under the worker's name, is
-// powered off, marked and destroyed by the next cleanup pass; the pool is
-// refilled and the retry spawns.
+// TestFaultsClaimFails: a provisioned VM is claimed, then the reconfigure
+// that renames and resizes it (ReconfigVM_Task) or the power-on
+// (PowerOnVM_Task) fails. The spawn fails naming the step; the VM, under
+// the worker's name after a failed power-on and under its pool name after
+// a refused renaming reconfigure (vCenter applied nothing), is powered
+// off, marked and destroyed by the next cleanup pass; the pool is refilled
+// and the retry spawns.
 func TestFaultsClaimFails(t *testing.T) {
 	t.Parallel()
 	// skip: matching calls that pass first. A claim's first reconfigure
@@ -77,9 +79,10 @@ func TestFaultsClaimFails(t *testing.T) {
 	cases := []struct {
 		name, method, flavor, step string
 		skip                       int
+		renamed                    bool // the VM has the worker's name after the fault
 	}{
-		{"power on", "PowerOnVM_Task", "", "power on", 0},
-		{"resize", "ReconfigVM_Task", "large", "reconfigure", 1},
+		{"power on", "PowerOnVM_Task", "", "power on", 0, true},
+		{"resize", "ReconfigVM_Task", "large", "reconfigure", 1, false},
 	}
 	for _, tc := range cases {
 		for _, mode := range ftModes {
@@ -96,15 +99,19 @@ func TestFaultsClaimFails(t *testing.T) {
 				r.env.InjectFault(vcsimtest.Fault{Method: tc.method, Skip: tc.skip, Max: 1, Err: &types.InsufficientResourcesFault{}})
 				r.ftSpawnFails("worker-claim-1", "job-2", tc.flavor, "create vm", "prepare provisioned vm", tc.step)
 				assert.EqualValues(t, 1, r.env.InjectedFaults())
-				_, stillPool := ftFind(r.env, pool[0])
-				assert.False(t, stillPool, "renamed before the fault")
-				v, ok := ftFind(r.env, "worker-claim-1")
+				name, other := "worker-claim-1", pool[0]
+				if !tc.renamed {
+					name, other = other, name
+				}
+				_, stillOther := ftFind(r.env, other)
+				assert.False(t, stillOther, "%s: renamed before the fault: %v", other, tc.renamed)
+				v, ok := ftFind(r.env, name)
 				require.True(t, ok)
 				assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, v.PowerState)
-				assert.True(t, r.h.FaultsMarkedToDelete("worker-claim-1"))
+				assert.True(t, r.h.FaultsMarkedToDelete(name))
 
 				r.ftCleanup(1)
-				_, ok = ftFind(r.env, "worker-claim-1")
+				_, ok = ftFind(r.env, name)
 				assert.False(t, ok, "failed claimed vm destroyed by the next pass")
 				r.ftCheckInvariants()
 

@@ -1,6 +1,6 @@
 package vsphere_test
 
-// Helpers of the simulator integration tests (issues 3 and 5). Names carry a
+// Helpers of the simulator integration tests (docs/architecture.md). Names carry a
 // "vi" prefix so that they do not collide with other test files.
 
 import (

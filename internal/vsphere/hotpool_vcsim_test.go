@@ -72,7 +72,7 @@ func launched(env *vcsimtest.Env, name string) bool {
 // recording its idle state and IP; a restarted hatchery (a new process on
 // the same vCenter) counts it from its annotation (no clone), its cleanup
 // keeps it, and a spawn claims it: resumed, checked, renamed and launched,
-// with no clone.
+// with no clone and no rename task.
 func TestVcsimHotPoolSuspendedClaim(t *testing.T) {
 	env := warmVcsimEnv(t)
 	cfg := hotVcsimConfig(env, 1)
@@ -96,7 +96,12 @@ func TestVcsimHotPoolSuspendedClaim(t *testing.T) {
 	h2.WarmKillAwolServersPass(ctx)
 	require.Equal(t, warmNames(pool), warmNames(warmPool(warmVcsimVMs(t, env), "debian12")), "the restarted hatchery neither clones nor removes")
 
+	before := env.Client.Stats()
 	require.NoError(t, h2.SpawnWorker(ctx, hotSpawnArgs("worker-hot-1", "job-1")))
+	sent := env.Client.Stats().Sub(before)
+	assert.Zero(t, sent["Rename_Task"].Requests, "the rename rides on the record's reconfigure")
+	assert.EqualValues(t, 3, sent["ReconfigVM_Task"].Requests, "the claim's compare-and-swap, the rename with the worker's record, the worker start")
+	assert.Zero(t, sent["CloneVM_Task"].Requests)
 	st := env.MustInspect("worker-hot-1")
 	assert.Equal(t, hot.Ref.Value, st.Ref.Value, "the pool vm became the worker")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)

@@ -143,7 +143,9 @@ func TestVcsimProvisioningFillsTwoPools(t *testing.T) {
 }
 
 // TestVcsimClaimNeutralResized: a claimed neutral VM is renamed,
-// reconfigured with the new annotation and the flavor, and powered on.
+// reconfigured with the new annotation and the flavor, and powered on: the
+// rename rides on the one reconfigure (VirtualMachineConfigSpec.Name, which
+// vCenter and vcsim apply as a rename), no Rename_Task is sent.
 func TestVcsimClaimNeutralResized(t *testing.T) {
 	env := warmVcsimEnv(t)
 	cfg := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: 1})
@@ -167,14 +169,20 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, again, "the only vm is claimed")
 
+	before := env.Client.Stats()
 	obj, err := h.WarmPrepareClaimed(ctx, vm, inventory.Annotation{
 		HatcheryName: warmVcsimHatchery, WorkerName: "worker-job-7", JobID: "7", VMwareModelPath: "debian12",
 	}, large)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
+	sent := env.Client.Stats().Sub(before)
+	assert.Zero(t, sent["Rename_Task"].Requests, "no rename task")
+	assert.EqualValues(t, 1, sent["ReconfigVM_Task"].Requests, "one reconfigure renames, annotates and resizes")
+	assert.EqualValues(t, 1, sent["PowerOnVM_Task"].Requests)
 
 	_, stillThere := env.Inspect(pool[0].Name)
 	assert.False(t, stillThere, "renamed")
+	assert.Contains(t, warmNames(warmVcsimVMs(t, env)), "worker-job-7", "listed under its new name")
 	st := env.MustInspect("worker-job-7")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState)
 	assert.Equal(t, int32(4), st.NumCPU)

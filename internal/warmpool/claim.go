@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -171,9 +172,10 @@ func sortOldestFirst(vms []inventory.VM) {
 	})
 }
 
-// PrepareClaimed turns a claimed VM into the worker: rename to
-// annot.WorkerName, write annot (and the flavor's CPU/RAM and disk growth
-// when the VM is neutral and a flavor is requested) while powered off,
+// PrepareClaimed turns a claimed VM into the worker: one reconfigure
+// while powered off renames it to annot.WorkerName (the spec's Name: vCenter
+// renames on reconfigure) and writes annot (and the flavor's CPU/RAM and
+// disk growth when the VM is neutral and a flavor is requested), then
 // power on. The annotation written always names this hatchery, is no longer
 // a provisioning one, is created now (the claim time) and keeps the VM's
 // static IP when annot has none. It
@@ -198,6 +200,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 
 	obj := vm.Ref
 	current := vm.Name
+	renameUnknown := false
 	userdataWritten := false
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
@@ -209,7 +212,11 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		p.Host.MarkToDelete(current)
-		if current != newName {
+		switch {
+		case renameUnknown:
+			// The reconfigure's outcome is unknown: the VM has either name.
+			p.Host.MarkToDelete(newName)
+		case current != newName:
 			// Not renamed: the new name was never taken.
 			_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
 		}
@@ -218,12 +225,8 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	if err := p.Port.RenameVirtualMachine(ctx, obj, newName); err != nil {
-		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
-	}
-	current = newName
-
-	spec := types.VirtualMachineConfigSpec{}
+	// The rename rides on the reconfigure (one task, not two).
+	spec := types.VirtualMachineConfigSpec{Name: newName}
 	annot.ApplyTo(&spec)
 	if resize {
 		devices, err := p.Port.LoadVirtualMachineDevices(ctx, obj)
@@ -242,9 +245,13 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
 	}
 	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
-		userdataWritten = boot != nil // outcome unknown: remove it to be safe
-		return fail("reconfigure", err)
+		// A fault vCenter answered applied nothing: the VM keeps its
+		// pool name. Otherwise it may carry either name.
+		renameUnknown = !spawnfault.IsVCenterFault(err)
+		userdataWritten = boot != nil // remove it in any case, to be safe
+		return fail(fmt.Sprintf("rename %q to %q and reconfigure", vm.Name, newName), err)
 	}
+	current = newName
 	userdataWritten = boot != nil
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	if err := p.Port.StartVirtualMachine(ctx, obj); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -28,9 +29,9 @@ const MaxHotClaims = 3
 // PrepareHot turns a claimed hot pool VM (suspended or powered on, of
 // the exact flavor) into the worker: power on (a suspended VM resumes),
 // check it (guest operations ready, the IP its record holds, bounded by
-// guest.Readiness.Resume), then rename to annot.WorkerName and write annot. A
-// hot VM is never resized nor given cloud-init userdata: it booted
-// already. It refuses a VM that is not ours. On error the VM is powered
+// guest.Readiness.Resume), then rename to annot.WorkerName and write annot
+// in one reconfigure. A hot VM is never resized nor given cloud-init
+// userdata: it booted already. It refuses a VM that is not ours. On error the VM is powered
 // off and marked for deletion, never reused; a failed check wraps
 // ErrHotCheck.
 func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (types.ManagedObjectReference, error) {
@@ -46,6 +47,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 
 	obj := vm.Ref
 	current := vm.Name
+	renameUnknown := false
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
@@ -55,7 +57,11 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 		}
 		cancel()
 		p.Host.MarkToDelete(current)
-		if current != newName {
+		switch {
+		case renameUnknown:
+			// The reconfigure's outcome is unknown: the VM has either name.
+			p.Host.MarkToDelete(newName)
+		case current != newName:
 			_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
 		}
 		p.Inventory.Invalidate()
@@ -72,15 +78,16 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	}
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
-	if err := p.Port.RenameVirtualMachine(ctx, obj, newName); err != nil {
-		return fail(fmt.Sprintf("rename %q to %q", vm.Name, newName), err)
-	}
-	current = newName
-	spec := types.VirtualMachineConfigSpec{}
+	// One task renames (the spec's Name) and writes the record.
+	spec := types.VirtualMachineConfigSpec{Name: newName}
 	annot.ApplyTo(&spec)
 	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
-		return fail("write annotation", err)
+		// A fault vCenter answered applied nothing: the VM keeps its
+		// pool name. Otherwise it may carry either name.
+		renameUnknown = !spawnfault.IsVCenterFault(err)
+		return fail(fmt.Sprintf("rename %q to %q and write annotation", vm.Name, newName), err)
 	}
+	current = newName
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("%s, checked, renamed to %q", hotVerb(state), newName))

@@ -30,10 +30,9 @@ type Port interface {
 	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
 	// SuspendVirtualMachine suspends a powered-on VM.
 	SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
-	// RenameVirtualMachine renames the VM.
-	RenameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error
-	// ReconfigureVirtualMachine applies spec; a spec carrying a
-	// ChangeVersion is refused with ConcurrentAccess when the VM changed.
+	// ReconfigureVirtualMachine applies spec (a Name renames the VM); a
+	// spec carrying a ChangeVersion is refused with ConcurrentAccess when
+	// the VM changed.
 	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
 	// WaitForGuestOperationsReady blocks until guest operations are ready
 	// or ctx ends.
