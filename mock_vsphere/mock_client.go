@@ -52,6 +52,35 @@ func (mr *MockPortMockRecorder) CloneVirtualMachine(arg0, arg1, arg2, arg3, arg4
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CloneVirtualMachine", reflect.TypeOf((*MockPort)(nil).CloneVirtualMachine), arg0, arg1, arg2, arg3, arg4)
 }
 
+// CreateLock mocks base method.
+func (m *MockPort) CreateLock(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "CreateLock", arg0, arg1)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// CreateLock indicates an expected call of CreateLock.
+func (mr *MockPortMockRecorder) CreateLock(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CreateLock", reflect.TypeOf((*MockPort)(nil).CreateLock), arg0, arg1)
+}
+
+// DeleteLock mocks base method.
+func (m *MockPort) DeleteLock(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DeleteLock", arg0, arg1)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// DeleteLock indicates an expected call of DeleteLock.
+func (mr *MockPortMockRecorder) DeleteLock(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteLock", reflect.TypeOf((*MockPort)(nil).DeleteLock), arg0, arg1)
+}
+
 // DestroyVirtualMachine mocks base method.
 func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
@@ -64,6 +93,21 @@ func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 types.Manage
 func (mr *MockPortMockRecorder) DestroyVirtualMachine(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DestroyVirtualMachine", reflect.TypeOf((*MockPort)(nil).DestroyVirtualMachine), arg0, arg1)
+}
+
+// ListLocks mocks base method.
+func (m *MockPort) ListLocks(arg0 context.Context, arg1 string) (map[string]types.ManagedObjectReference, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ListLocks", arg0, arg1)
+	ret0, _ := ret[0].(map[string]types.ManagedObjectReference)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ListLocks indicates an expected call of ListLocks.
+func (mr *MockPortMockRecorder) ListLocks(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ListLocks", reflect.TypeOf((*MockPort)(nil).ListLocks), arg0, arg1)
 }
 
 // ListVirtualMachines mocks base method.

@@ -39,11 +39,28 @@ func (c *Config) Validate() error {
 	return es.scrub(c.secrets()).err()
 }
 
+// MaxNameWithStaticIPs bounds the hatchery's name when static IPs are
+// configured: the address lock of 255.255.255.255 is named
+// "<name>-ip-255.255.255.255", 19 characters more, and vSphere names hold
+// at most 80.
+const MaxNameWithStaticIPs = 80 - len("-ip-255.255.255.255")
+
 func (c *Config) validateCommon(es *Errors) {
 	cc := &c.CommonConfiguration
 	const p = "commonConfiguration."
 	if strings.TrimSpace(cc.Name) == "" {
 		es.add(p+"name", "required: the hatchery's name, as registered in CDS")
+	} else if c.IPRange != "" || len(c.Networks) > 0 {
+		// Each static address is taken through a vCenter folder named
+		// "<name>-ip-<address>" (docs/high-availability.md): the name
+		// must fit vSphere's 80 characters with the longest address,
+		// and hold none of the characters vCenter escapes in names.
+		if n := len(cc.Name); n > MaxNameWithStaticIPs {
+			es.add(p+"name", "%d characters: with static IPs (iprange, [[networks]]) at most %d, so that the address locks' names (<name>-ip-<address>) fit vSphere's 80", n, MaxNameWithStaticIPs)
+		}
+		if strings.ContainsAny(cc.Name, `%/\`) {
+			es.add(p+"name", "%q: with static IPs (iprange, [[networks]]) it must not hold %%, / or \\ (vCenter escapes them in the address locks' folder names)", cc.Name)
+		}
 	}
 	checkURL(es, p+"url", cc.URL, false, "the URL the CDS API reaches this hatchery's /mon endpoints at")
 	checkURL(es, p+"api.http.url", cc.API.HTTP.URL, true, "the CDS API URL")

@@ -84,6 +84,14 @@ func TestValidateProblems(t *testing.T) {
 		{"countSmallerFlavorToKeep", func(c *Config) { c.CountSmallerFlavorToKeep = -1 }, "countSmallerFlavorToKeep", "must be >= 0"},
 		{"inventory mode", func(c *Config) { c.InventoryMode = "cached" }, "inventoryMode", `allowed: "watch", "shared", "listing"`},
 		{"iprange syntax", func(c *Config) { c.IPRange = "10.0.0.1" }, "iprange", "not an IPv4 CIDR block"},
+		{"name too long for the ip locks", func(c *Config) {
+			c.IPRange = "10.0.0.10/24"
+			c.CommonConfiguration.Name = strings.Repeat("h", MaxNameWithStaticIPs+1)
+		}, "commonConfiguration.name", "62 characters: with static IPs (iprange, [[networks]]) at most 61"},
+		{"name with an escaped character and ip locks", func(c *Config) {
+			c.Networks = []Network{{IPRange: "10.0.0.10/24"}}
+			c.CommonConfiguration.Name = "ci/hatchery"
+		}, "commonConfiguration.name", "must not hold %, / or \\"},
 		{"gateway ipv4", func(c *Config) { c.Gateway = "fe80::1" }, "gateway", "not an IPv4 address"},
 		{"dns ipv4", func(c *Config) { c.DNS = "dns.example.com" }, "dns", "not an IPv4 address"},
 		{"dns list", func(c *Config) { c.DNS = "10.0.0.2, nope" }, "dns[1]", "not an IPv4 address"},

@@ -21,7 +21,7 @@ import (
 const ReservationTTL = 5 * time.Minute
 
 // ErrNoIPAvailable means every address of the configured ranges is used by
-// a VM or reserved by a spawn in flight.
+// a VM, reserved by a spawn in flight, or locked by another instance.
 var ErrNoIPAvailable = errors.New("no ip address available")
 
 // network is the settings shared by the addresses of one configured range.
@@ -54,6 +54,7 @@ type Pool struct {
 
 	mu       sync.Mutex
 	reserved map[netip.Addr]reservation
+	locks    *lockState // nil: no locks (UseLocks not called)
 }
 
 // reservation is who holds a reserved address, and until when.
@@ -127,7 +128,10 @@ func (p *Pool) expireLocked(now time.Time) {
 // Reserve picks the first address that is not in used and not reserved,
 // and reserves it for the VM named owner for ReservationTTL. used is what
 // the VMs of a fresh read of the inventory, made before the call, hold
-// (inventory.UsedBy, or the inventory.Index of the snapshot).
+// (inventory.UsedBy, or the inventory.Index of the snapshot). With locks
+// (UseLocks) the address is also one no other holder has locked, and it
+// is taken through its lock before it is returned (locks.go): an address
+// whose lock another instance holds is passed over for the next one.
 func (p *Pool) Reserve(ctx context.Context, used map[netip.Addr]bool, owner string) (Lease, error) {
 	if err := ctx.Err(); err != nil {
 		return Lease{}, err
@@ -135,10 +139,34 @@ func (p *Pool) Reserve(ctx context.Context, used map[netip.Addr]bool, owner stri
 	if !p.Enabled() {
 		return Lease{}, errors.New("reserve ip: no ip range configured")
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := p.now()
-	p.expireLocked(now)
+	for {
+		p.mu.Lock()
+		now := p.now()
+		p.expireLocked(now)
+		a, ok := p.pickLocked(used)
+		if ok {
+			p.reserved[a] = reservation{owner: owner, until: now.Add(ReservationTTL)}
+		}
+		p.mu.Unlock()
+		if !ok {
+			return Lease{}, ErrNoIPAvailable
+		}
+		if p.locks == nil {
+			return p.leaseOf(a), nil
+		}
+		taken, err := p.takeLock(ctx, a, owner)
+		if err != nil {
+			return Lease{}, err
+		}
+		if !taken {
+			return p.leaseOf(a), nil
+		}
+	}
+}
+
+// pickLocked returns the first address that is not in used, not reserved
+// and not locked by another holder or being unlocked. p.mu is held.
+func (p *Pool) pickLocked(used map[netip.Addr]bool) (netip.Addr, bool) {
 	for _, a := range p.addrs {
 		if used[a] {
 			continue
@@ -146,10 +174,12 @@ func (p *Pool) Reserve(ctx context.Context, used map[netip.Addr]bool, owner stri
 		if _, ok := p.reserved[a]; ok {
 			continue
 		}
-		p.reserved[a] = reservation{owner: owner, until: now.Add(ReservationTTL)}
-		return p.leaseOf(a), nil
+		if p.locks != nil && p.locks.unavailable(a) {
+			continue
+		}
+		return a, true
 	}
-	return Lease{}, ErrNoIPAvailable
+	return netip.Addr{}, false
 }
 
 // leaseOf builds the lease of an address of the pool.
@@ -195,7 +225,8 @@ func (p *Pool) Available(inUse map[netip.Addr]bool) bool {
 }
 
 // Counts returns how many addresses of the pool are in inUse (held by
-// VMs: inventory.UsedBy) or reserved, and the pool's size.
+// VMs: inventory.UsedBy), reserved, or locked by another holder, and the
+// pool's size.
 func (p *Pool) Counts(inUse map[netip.Addr]bool) (used, total int) {
 	if !p.Enabled() {
 		return 0, 0
@@ -204,7 +235,7 @@ func (p *Pool) Counts(inUse map[netip.Addr]bool) (used, total int) {
 	defer p.mu.Unlock()
 	p.expireLocked(p.now())
 	for _, a := range p.addrs {
-		if _, ok := p.reserved[a]; ok || inUse[a] {
+		if _, ok := p.reserved[a]; ok || inUse[a] || (p.locks != nil && p.locks.unavailable(a)) {
 			used++
 		}
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// Port is the hatchery's port to vCenter: the three interfaces below, by
+// Port is the hatchery's port to vCenter: the four interfaces below, by
 // use. Every method takes and returns references
 // (types.ManagedObjectReference) and plain data (vim25/types, vim25/mo,
 // object.VirtualDeviceList), never a govmomi object handle: a handle
@@ -26,6 +26,7 @@ type Port interface {
 	VMs
 	Placement
 	InventorySource
+	Locks
 }
 
 // VMs are the operations on one VM or template, named by reference.
@@ -129,6 +130,28 @@ type InventorySource interface {
 	// gone (a new session): reset it and read everything again.
 	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
 }
+
+// Locks are lock objects whose names vCenter keeps unique: empty folders
+// in the folder new VMs go to (LoadFolder), one per name. Two processes
+// creating one name at once see one of them succeed; the other gets
+// ErrLockTaken. The hatchery takes a static IP address through one
+// (docs/high-availability.md, "Static IPs").
+type Locks interface {
+	// CreateLock creates the lock object name and returns its reference;
+	// ErrLockTaken (wrapped) when an object of that name exists there.
+	CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	// ListLocks returns the lock objects (folders) whose name starts with
+	// prefix, by name.
+	ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error)
+	// DeleteLock deletes the lock object lock; already gone is success.
+	// A folder that is not empty is not deleted (an error): destroying
+	// a folder destroys what it holds.
+	DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error
+}
+
+// ErrLockTaken is wrapped by CreateLock's error when a lock object of that
+// name exists (vCenter answered DuplicateName): another holder has it.
+var ErrLockTaken = errors.New("lock taken")
 
 // ErrNotConnected is wrapped by the error of a Port call made
 // before the client first reached vCenter (a daemon starting while vCenter

@@ -1,8 +1,8 @@
 // Package vcenter is the hatchery's port to vCenter and its govmomi
 // adapter.
 //
-// It owns: the port (Port, split by use into VMs, Placement and
-// InventorySource), which names VMs, folders, pools and datastores by
+// It owns: the port (Port, split by use into VMs, Placement,
+// InventorySource and Locks), which names VMs, folders, pools and datastores by
 // types.ManagedObjectReference and passes plain data, never a govmomi
 // object handle; the adapter Client, which exists before vCenter answers
 // and connects in the background (New, Run, Ready), keeps its one session

@@ -142,6 +142,7 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	m := mock_vsphere.NewMockPort(ctrl)
+	expectIPLocks(m, &cfg)
 	env := &capEnv{
 		inv:   &capInventory{},
 		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},

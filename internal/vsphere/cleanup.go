@@ -103,6 +103,9 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	}
 	h.dropAbsentDeleteMarks(vms)
 	h.tendHolds(vms)
+	if err := h.ips.Reconcile(ctx, h.indexOf(vms).Used); err != nil {
+		h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
+	}
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.log.Warn("awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)

@@ -100,14 +100,15 @@ func TestVcsimTwoInstancesNeverClaimOneVMTwice(t *testing.T) {
 // the pool's slot names; vCenter (vcsim keeps names unique) lets one clone
 // of each name succeed, the other instance's fails with DuplicateName and
 // counts the slot as filled: the pool holds its number, not twice it, and
-// every VM left is a finished pool VM (none marked, none half-made).
+// every VM left is a finished pool VM (none marked, none half-made). The
+// instances share one address range: each address is taken through its
+// lock, so no two pool VMs hold one address.
 func TestVcsimTwoInstancesFillOnePoolOnce(t *testing.T) {
 	env := warmVcsimEnv(t)
 	const pool = 3
 	cfgA := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: pool})
 	cfgA.WorkerProvisioningPoolSize = pool
 	cfgB := warmVcsimConfig(env, config.WorkerProvisioning{ModelVMWare: "debian12", Number: pool})
-	cfgB.IPRange = "10.10.1.10/24" // each instance its own addresses: IPs are not arbitrated yet
 	cfgB.WorkerProvisioningPoolSize = pool
 	a := newWarmVcsimHatchery(t, env, cfgA, time.Now)
 	b := newWarmVcsimHatchery(t, env, cfgB, time.Now)
@@ -126,7 +127,14 @@ func TestVcsimTwoInstancesFillOnePoolOnce(t *testing.T) {
 
 	got := warmPool(warmVcsimVMs(t, env), "debian12")
 	require.Len(t, got, pool, "the pool holds its number, not more: %v", warmNames(got))
+	holder := map[string]string{}
 	for _, v := range got {
 		assert.False(t, v.PoweredOn(), "%s is a finished pool vm", v.Name)
+		ip := v.Annotation.IPAddress
+		require.NotEmpty(t, ip, v.Name)
+		if other, dup := holder[ip]; dup {
+			t.Errorf("%s and %s both hold %s", v.Name, other, ip)
+		}
+		holder[ip] = v.Name
 	}
 }

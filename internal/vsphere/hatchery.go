@@ -125,6 +125,11 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if err != nil {
 		return nil, err
 	}
+	if ips.Enabled() {
+		// Two instances of one hatchery take each address through a lock
+		// vCenter keeps unique (docs/high-availability.md, "Static IPs").
+		ips.UseLocks(o.Client, o.Config.CommonConfiguration.Name, h.log)
+	}
 	h.ips = ips
 	h.capacity = admission.NewState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})

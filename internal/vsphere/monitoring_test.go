@@ -118,6 +118,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		logs: &syncBuffer{},
 		pool: types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"},
 	}
+	expectIPLocks(e.vs, cfg)
 	h, err := New(Options{Config: cfg, Client: e.vs, Inventory: e.inv,
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)

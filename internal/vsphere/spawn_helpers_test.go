@@ -87,6 +87,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
+	expectIPLocks(vs, cfg)
 	inv := &spInventory{}
 	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	h, err := New(Options{
@@ -101,6 +102,19 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	}
 	h.ips.SetClock(clock.Now)
 	return &spFixture{h: h, vs: vs, inv: inv, clock: clock}
+}
+
+// expectIPLocks lets a hatchery with static IPs take, list and delete its
+// address locks (docs/high-availability.md, "Static IPs"): no other
+// instance here, every lock is won. Without static IPs nothing is
+// expected: the hatchery takes no lock.
+func expectIPLocks(vs *mock_vsphere.MockPort, cfg *config.Config) {
+	if cfg.IPRange == "" && len(cfg.Networks) == 0 {
+		return
+	}
+	vs.EXPECT().CreateLock(gomock.Any(), gomock.Any()).Return(types.ManagedObjectReference{Type: "Folder", Value: "group-lock"}, nil).AnyTimes()
+	vs.EXPECT().ListLocks(gomock.Any(), gomock.Any()).Return(nil, nil).AnyTimes()
+	vs.EXPECT().DeleteLock(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
 }
 
 func spRef(kind, id string) types.ManagedObjectReference {

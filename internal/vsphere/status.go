@@ -11,7 +11,8 @@ import (
 // Status returns the hatchery's /mon/status lines about capacity: vCPUs and
 // RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
 // pool's readability (WARN when unreadable) and the spawns in flight; then
-// one line in alert per quarantined template, saying why and until when.
+// one line in alert per quarantined template, saying why and until when;
+// with static IPs, the address locks held and known taken by another.
 // The framework adds the workers N/maxWorker line itself.
 //
 // It reaches no vCenter: heartbeats and /mon/status must answer while
@@ -24,9 +25,25 @@ func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine
 			Component: "vsphere/capacity",
 			Value:     fmt.Sprintf("unknown: %v", err),
 			Status:    sdk.MonitoringStatusWarn,
-		}}, h.quarantineStatusLines()...)
+		}}, h.otherStatusLines()...)
 	}
-	return append(capacityStatusLines(u), h.quarantineStatusLines()...)
+	return append(capacityStatusLines(u), h.otherStatusLines()...)
+}
+
+// otherStatusLines are the quarantine's lines, then the address locks'.
+func (h *HatcheryVSphere) otherStatusLines() []sdk.MonitoringStatusLine {
+	lines := h.quarantineStatusLines()
+	if h.ips.Enabled() {
+		// From memory, as of the last lock call and cleanup pass
+		// (docs/high-availability.md#static-ips).
+		held, taken := h.ips.Locks()
+		lines = append(lines, sdk.MonitoringStatusLine{
+			Component: "vsphere/ip-locks",
+			Value:     fmt.Sprintf("%d held by this instance, %d taken by another", held, taken),
+			Status:    sdk.MonitoringStatusOK,
+		})
+	}
+	return lines
 }
 
 // capacityStatusLines renders a usage snapshot.

@@ -152,6 +152,7 @@ func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
+	expectIPLocks(vs, cfg)
 	inv := &warmInventory{vms: vms}
 	o := Options{
 		Config:    cfg,

@@ -1,0 +1,120 @@
+package vcenter
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// lockTimeout bounds one lock call (create, list or delete), the folder
+// lookup and the delete's task included. A lock is folder metadata: a
+// healthy vCenter answers in well under a second. A spawn waits for its
+// address's lock before it clones, so a vCenter that does not answer
+// fails the reservation within this bound rather than holding the spawn
+// for a whole clone timeout.
+const lockTimeout = 30 * time.Second
+
+// CreateLock creates an empty folder named name in the folder new VMs go
+// to. vCenter keeps the names of a folder's children unique: a second
+// create of one name is refused with DuplicateName, classified here as
+// ErrLockTaken. It is one CreateFolder request (after the folder lookup,
+// cached), not a task: it takes no task slot.
+func (c *Client) CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.scaled(lockTimeout))
+	defer cancel()
+	parent, err := c.LoadFolder(ctx)
+	if err != nil {
+		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, err)
+	}
+	f, err := object.NewFolder(c.vim, parent).CreateFolder(ctx, name)
+	if err != nil {
+		if fault.Is(err, &types.DuplicateName{}) {
+			return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w: %w", name, ErrLockTaken, err)
+		}
+		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, err)
+	}
+	return f.Reference(), nil
+}
+
+// ListLocks returns the folders directly in the folder new VMs go to whose
+// name starts with prefix. One RetrieveProperties: a traversal of the
+// folder's children that returns the name of the child folders only (the
+// VMs beside them are traversed, not returned).
+func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.scaled(lockTimeout))
+	defer cancel()
+	parent, err := c.LoadFolder(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list locks %q: %w", prefix+"*", err)
+	}
+	res, err := c.pc.RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{{
+		ObjectSet: []types.ObjectSpec{{
+			Obj:  parent,
+			Skip: types.NewBool(true),
+			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{
+				Type: "Folder",
+				Path: "childEntity",
+				Skip: types.NewBool(false),
+			}},
+		}},
+		PropSet:                       []types.PropertySpec{{Type: "Folder", PathSet: []string{"name"}}},
+		ReportMissingObjectsInResults: types.NewBool(true),
+	}}})
+	if err != nil {
+		return nil, fmt.Errorf("list locks %q: %w", prefix+"*", err)
+	}
+	locks := map[string]types.ManagedObjectReference{}
+	for _, oc := range res.Returnval {
+		if oc.Obj.Type != "Folder" || len(oc.MissingSet) > 0 {
+			continue // gone since the traversal, or not a folder
+		}
+		var f mo.Folder
+		if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &f); err != nil {
+			return nil, fmt.Errorf("list locks %q: decode %s: %w", prefix+"*", oc.Obj.Value, err)
+		}
+		if strings.HasPrefix(f.Name, prefix) {
+			locks[f.Name] = oc.Obj
+		}
+	}
+	return locks, nil
+}
+
+// DeleteLock destroys the lock folder lock (a task, bounded by
+// lockTimeout and taking a task slot). It first reads the folder's
+// children and refuses to destroy a folder that holds anything: a
+// folder's destroy destroys its contents, and a lock holds nothing. A
+// folder already gone is success.
+func (c *Client) DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error {
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.scaled(lockTimeout))
+	defer cancel()
+	var f mo.Folder
+	if err := c.pc.RetrieveOne(ctx, lock, []string{"name", "childEntity"}, &f); err != nil {
+		if isNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("delete lock %s: %w", lock.Value, err)
+	}
+	if len(f.ChildEntity) > 0 {
+		return fmt.Errorf("delete lock %q: the folder holds %d objects: not a lock, left alone", f.Name, len(f.ChildEntity))
+	}
+	_, err := c.runTask(ctx, lockTimeout, object.NewFolder(c.vim, lock).Destroy)
+	if err != nil && !isNotFound(err) {
+		return fmt.Errorf("delete lock %q: %w", f.Name, err)
+	}
+	return nil
+}

@@ -1,0 +1,114 @@
+package vcenter_test
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+)
+
+// TestVcsimLocksCreateTwiceListDelete: a lock is a folder vCenter keeps
+// unique by name. The second create of one name, from a second client (a
+// second process), is the typed taken outcome; the listing returns the
+// folders of the prefix only (not the VMs beside them, not another
+// prefix); a delete frees the name for a new create, and deleting a lock
+// already gone is success.
+func TestVcsimLocksCreateTwiceListDelete(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 2})
+	ctx := testCtx(t)
+	a, b := env.Client, env.NewClient(nil)
+	t.Cleanup(func() { b.Close(ctx) })
+	cloneWorker(t, ctx, env, "hatch-ip-vm", "") // a VM whose name shares the prefix
+
+	first, err := a.CreateLock(ctx, "hatch-ip-10.0.0.1")
+	require.NoError(t, err)
+	_, err = b.CreateLock(ctx, "hatch-ip-10.0.0.1")
+	require.Error(t, err)
+	assert.ErrorIs(t, err, vcenter.ErrLockTaken, "the second create of one name is taken: %v", err)
+	assert.Contains(t, err.Error(), "hatch-ip-10.0.0.1", "the error names the lock")
+	_, err = a.CreateLock(ctx, "hatch-ip-10.0.0.2")
+	require.NoError(t, err)
+	_, err = a.CreateLock(ctx, "other-ip-10.0.0.1")
+	require.NoError(t, err, "another hatchery's lock of the same address is another name")
+
+	locks, err := b.ListLocks(ctx, "hatch-ip-")
+	require.NoError(t, err)
+	assert.Len(t, locks, 2, "the two folders of the prefix, not the vm: %v", locks)
+	assert.Equal(t, first, locks["hatch-ip-10.0.0.1"])
+	assert.Contains(t, locks, "hatch-ip-10.0.0.2")
+
+	require.NoError(t, b.DeleteLock(ctx, first))
+	require.NoError(t, a.DeleteLock(ctx, first), "a lock already gone is success")
+	locks, err = a.ListLocks(ctx, "hatch-ip-")
+	require.NoError(t, err)
+	assert.NotContains(t, locks, "hatch-ip-10.0.0.1")
+	again, err := b.CreateLock(ctx, "hatch-ip-10.0.0.1")
+	require.NoError(t, err, "a deleted lock's name can be taken again")
+	assert.NotEqual(t, first, again)
+}
+
+// TestVcsimLocksConcurrentCreateOneWins: clients creating one name at the
+// same moment: exactly one gets the lock, every other the taken outcome.
+func TestVcsimLocksConcurrentCreateOneWins(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	const n = 4
+	clients := []*vcenter.Client{env.Client}
+	for range n - 1 {
+		c := env.NewClient(nil)
+		t.Cleanup(func() { c.Close(ctx) })
+		clients = append(clients, c)
+	}
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = c.CreateLock(ctx, "hatch-ip-10.9.0.1")
+		})
+	}
+	close(start)
+	wg.Wait()
+	won := 0
+	for _, err := range errs {
+		if err == nil {
+			won++
+			continue
+		}
+		assert.ErrorIs(t, err, vcenter.ErrLockTaken)
+	}
+	assert.Equal(t, 1, won, "one create wins: %v", errs)
+}
+
+// TestVcsimDeleteLockLeavesAFolderThatHoldsSomething: a folder of the lock
+// prefix that holds a VM is not a lock: deleting it would destroy the VM,
+// so DeleteLock refuses and the VM is still there.
+func TestVcsimDeleteLockLeavesAFolderThatHoldsSomething(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	lock, err := c.CreateLock(ctx, "hatch-ip-10.0.0.7")
+	require.NoError(t, err)
+	vm := cloneWorker(t, ctx, env, "worker-in-lock", "")
+	task, err := object.NewFolder(c.Vim25(), lock).MoveInto(ctx, []types.ManagedObjectReference{vm})
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+
+	err = c.DeleteLock(ctx, lock)
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, vcenter.ErrLockTaken))
+	objs, err := c.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+	require.NoError(t, err)
+	assert.Len(t, objs, 1, "the vm in the folder is still there")
+}
