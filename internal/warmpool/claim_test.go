@@ -190,6 +190,9 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	require.Equal(t, types.VirtualMachinePowerStatePoweredOff, next.PowerState)
 }
 
+// concurrentAccessFault is the error the adapter returns when vCenter
+// refuses a reconfigure whose changeVersion is stale: a task fault wrapped
+// with the VM's name.
 func concurrentAccessFault(name string) error {
 	return fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
 		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}})

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,9 +33,10 @@ var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // fixedInventory is a fixed inventory.Inventory.
 type fixedInventory struct {
-	mu  sync.Mutex
-	vms []inventory.VM
-	err error
+	mu          sync.Mutex
+	vms         []inventory.VM
+	err         error
+	invalidated atomic.Int64
 }
 
 func (f *fixedInventory) VMs(context.Context) ([]inventory.VM, error) {
@@ -46,7 +48,7 @@ func (f *fixedInventory) VMs(context.Context) ([]inventory.VM, error) {
 	return append([]inventory.VM(nil), f.vms...), nil
 }
 
-func (f *fixedInventory) Invalidate(...types.ManagedObjectReference) {}
+func (f *fixedInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
 
 func (f *fixedInventory) set(vms []inventory.VM) {
 	f.mu.Lock()
