@@ -27,49 +27,6 @@ func wIdle(state string) vmOpt {
 	}
 }
 
-// TestClaimOrderHot: exact flavor hot (suspended or running, oldest first)
-// → exact flavor powered off → neutral powered off → none; a hot VM not in
-// its recorded state, of another flavor or without a flavor is never
-// taken; a spawn that cannot use a hot VM (hotOK false) skips them.
-func TestClaimOrderHot(t *testing.T) {
-	t.Parallel()
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	vms := []inventory.VM{
-		warmProvVM("provision-v2-neutral", "debian12", "", wCreated(4*time.Hour)),
-		warmProvVM("provision-v2-off", "debian12", "large", wCreated(3*time.Hour)),
-		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour)),
-		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), wCreated(2*time.Hour)),
-		// Recorded suspended, found powered off: broken, not idle.
-		warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended })),
-		warmProvVM("provision-v2-small-hot", "debian12", "small", wIdle(config.IdleStateSuspended)),
-		warmProvVM("provision-v2-neutral-hot", "debian12", "", wIdle(config.IdleStateSuspended)),
-	}
-	cases := []struct {
-		name  string
-		hotOK bool
-		want  []string
-	}{
-		{"hot first", true, []string{"provision-v2-run", "provision-v2-susp", "provision-v2-off", "provision-v2-neutral", ""}},
-		{"no hot for cloud-init", false, []string{"provision-v2-off", "provision-v2-neutral", ""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), vms, nil)
-			for _, want := range tc.want {
-				got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), large, tc.hotOK)
-				require.NoError(t, err)
-				if want == "" {
-					assert.Nil(t, got)
-					continue
-				}
-				require.NotNil(t, got, "want %s", want)
-				assert.Equal(t, want, got.Name)
-			}
-		})
-	}
-}
-
 // TestClaimOrCloneHotCheckFails: the first hot VM resumes but its guest
 // never gets ready: it is powered off and marked, not renamed; the spawn
 // takes the next hot VM, which passes the check and is renamed and

@@ -31,6 +31,15 @@ func putPhase(l *lifecycle.Table, name string, p lifecycle.Phase, opts ...lifecy
 func poweredOn(v *inventory.VM) { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
 func template(v *inventory.VM)  { v.Template = true }
 
+// idleIn records a hot idle state on a pool VM and puts the VM in the
+// power state that state waits in.
+func idleIn(state string) func(*inventory.VM) {
+	return func(v *inventory.VM) {
+		v.Annotation.IdleState = state
+		v.PowerState = IdlePowerState(v.Annotation)
+	}
+}
+
 // TestClaimProvisionedVMOrder: exact flavor first, then neutral, never a VM
 // pre-sized for another flavor, never a VM that is not idle or not ours.
 func TestClaimProvisionedVMOrder(t *testing.T) {
@@ -236,4 +245,47 @@ func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	assert.NotErrorIs(t, err, errClaimLost)
 	assert.Contains(t, err.Error(), `"provision-v2-only"`)
 	assert.False(t, e.p.Life.In("provision-v2-only", lifecycle.Claimed))
+}
+
+// TestClaimOrderHot: exact flavor hot (suspended or running, oldest first)
+// → exact flavor powered off → neutral powered off → none; a hot VM not in
+// its recorded state, of another flavor or without a flavor is never
+// taken; a spawn that cannot use a hot VM (hotOK false) skips them.
+func TestClaimOrderHot(t *testing.T) {
+	t.Parallel()
+	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
+	vms := []inventory.VM{
+		poolVM("provision-v2-neutral", "debian12", "", 4*time.Hour),
+		poolVM("provision-v2-off", "debian12", "large", 3*time.Hour),
+		poolVM("provision-v2-susp", "debian12", "large", time.Hour, idleIn(config.IdleStateSuspended)),
+		poolVM("provision-v2-run", "debian12", "large", 2*time.Hour, idleIn(config.IdleStatePoweredOn)),
+		// Recorded suspended, found powered off: broken, not idle.
+		poolVM("provision-v2-broken", "debian12", "large", time.Minute, func(v *inventory.VM) { v.Annotation.IdleState = config.IdleStateSuspended }),
+		poolVM("provision-v2-small-hot", "debian12", "small", time.Minute, idleIn(config.IdleStateSuspended)),
+		poolVM("provision-v2-neutral-hot", "debian12", "", time.Minute, idleIn(config.IdleStateSuspended)),
+	}
+	cases := []struct {
+		name  string
+		hotOK bool
+		want  []string
+	}{
+		{"hot first", true, []string{"provision-v2-run", "provision-v2-susp", "provision-v2-off", "provision-v2-neutral", ""}},
+		{"no hot for cloud-init", false, []string{"provision-v2-off", "provision-v2-neutral", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newPoolEnv(t, vms, true)
+			for _, want := range tc.want {
+				got, err := e.p.Claim(context.Background(), v2Model("debian12"), large, tc.hotOK)
+				require.NoError(t, err)
+				if want == "" {
+					assert.Nil(t, got)
+					continue
+				}
+				require.NotNil(t, got, "want %s", want)
+				assert.Equal(t, want, got.Name)
+			}
+		})
+	}
 }
