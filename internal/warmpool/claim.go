@@ -211,16 +211,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 		if serr := p.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
-		p.Host.MarkToDelete(current)
-		switch {
-		case renameUnknown:
-			// The reconfigure's outcome is unknown: the VM has either name.
-			p.Host.MarkToDelete(newName)
-		case current != newName:
-			// Not renamed: the new name was never taken.
-			_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
-		}
-		p.Inventory.Invalidate()
+		p.markFailedClaim(current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
@@ -261,6 +252,23 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
+}
+
+// markFailedClaim marks a claimed VM whose preparation failed for
+// deletion under the name it has now (current); renameUnknown says the
+// renaming reconfigure's outcome is unknown, so the VM may carry either
+// name and both are marked. A worker name the VM never took is freed.
+func (p *Pool) markFailedClaim(current, newName string, renameUnknown bool) {
+	p.Host.MarkToDelete(current)
+	switch {
+	case renameUnknown:
+		// The reconfigure's outcome is unknown: the VM has either name.
+		p.Host.MarkToDelete(newName)
+	case current != newName:
+		// Not renamed: the new name was never taken.
+		_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
+	}
+	p.Inventory.Invalidate()
 }
 
 // beginPrepare starts the preparation of a claimed pool VM as the worker

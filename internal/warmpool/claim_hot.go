@@ -8,7 +8,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -56,15 +55,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 			log.Warn("claimed hot vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		cancel()
-		p.Host.MarkToDelete(current)
-		switch {
-		case renameUnknown:
-			// The reconfigure's outcome is unknown: the VM has either name.
-			p.Host.MarkToDelete(newName)
-		case current != newName:
-			_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
-		}
-		p.Inventory.Invalidate()
+		p.markFailedClaim(current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
