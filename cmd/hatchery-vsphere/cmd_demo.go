@@ -13,15 +13,23 @@ type DemoFlags struct {
 	Jobs int
 	// Once is --once: exit 0 once the jobs are done and their VMs cleaned up.
 	Once bool
-	// Listen is --listen: the /mon address ("" picks a free port).
+	// Listen is --listen: the /mon address of the first instance ("" picks
+	// a free port).
 	Listen string
+	// Instances is --instances: how many daemons of the one hatchery name
+	// run against the simulators (1 or 2).
+	Instances int
 }
+
+// maxDemoInstances is the most instances --instances accepts (the demo's
+// checks are written for two).
+const maxDemoInstances = 2
 
 // demoBuildHint is what `demo` says in a binary built without the demo.
 const demoBuildHint = "demo: this binary was built without the demo (it links no simulator); run it with:\n" +
 	"  go run -tags demo ./cmd/hatchery-vsphere demo\n"
 
-// cmdDemo is `demo [--jobs N] [--once] [--listen ADDR:PORT] [--log-level LEVEL]`.
+// cmdDemo is `demo [--jobs N] [--once] [--instances N] [--listen ADDR:PORT] [--log-level LEVEL]`.
 // The hatchery's own logs go to stderr at --log-level (warn by default, so
 // that the job lines on stdout stay readable).
 func (a *app) cmdDemo(ctx context.Context, args []string) int {
@@ -29,13 +37,18 @@ func (a *app) cmdDemo(ctx context.Context, args []string) int {
 	var f DemoFlags
 	fs.IntVar(&f.Jobs, "jobs", 0, "number of jobs to feed (0: a steady trickle until interrupted)")
 	fs.BoolVar(&f.Once, "once", false, "exit 0 when the jobs are done and their VMs destroyed (needs --jobs), non-zero on timeout")
-	fs.StringVar(&f.Listen, "listen", "", "address of /mon (default 127.0.0.1 on a free port)")
+	fs.StringVar(&f.Listen, "listen", "", "address of /mon (default 127.0.0.1 on a free port; with --instances 2, the first instance's)")
+	fs.IntVar(&f.Instances, "instances", 1, "daemons of one hatchery name against the same simulators: 1 or 2")
 	level := fs.String("log-level", "warn", "hatchery logs on stderr: debug, info, warn or error")
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
 	if f.Jobs < 0 || (f.Once && f.Jobs == 0) {
 		fmt.Fprint(a.stderr, "demo: --once needs --jobs N with N > 0\n")
+		return exitUsage
+	}
+	if f.Instances < 1 || f.Instances > maxDemoInstances {
+		fmt.Fprintf(a.stderr, "demo: --instances %d: 1 or %d instances are supported\n", f.Instances, maxDemoInstances)
 		return exitUsage
 	}
 	lvl, err := parseLevel(*level)

@@ -248,9 +248,19 @@ func TestDemoFlags(t *testing.T) {
 	a := &app{demo: func(_ context.Context, _ io.Writer, _ *slog.Logger, f DemoFlags) error { got = f; return nil }}
 	r := runCmd(t, nil, a, "demo", "--jobs", "6", "--once", "--listen", "127.0.0.1:9999")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Equal(t, DemoFlags{Jobs: 6, Once: true, Listen: "127.0.0.1:9999"}, got)
+	assert.Equal(t, DemoFlags{Jobs: 6, Once: true, Listen: "127.0.0.1:9999", Instances: 1}, got)
+
+	r = runCmd(t, nil, a, "demo", "--instances", "2", "--jobs", "20", "--once")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, DemoFlags{Jobs: 20, Once: true, Instances: 2}, got)
 
 	r = runCmd(t, nil, nil, "demo", "--once")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.stderr, "--once needs --jobs N")
+
+	for _, n := range []string{"0", "3", "-1"} {
+		r = runCmd(t, nil, a, "demo", "--instances", n, "--jobs", "2", "--once")
+		assert.Equal(t, exitUsage, r.code, n)
+		assert.Contains(t, r.stderr, "demo: --instances "+n+": 1 or 2 instances are supported", n)
+	}
 }

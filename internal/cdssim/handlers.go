@@ -213,11 +213,12 @@ func (s *Server) configCDN(_ *http.Request, _ *session) (int, any, error) {
 func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 	mt := r.URL.Query().Get("modelType")
 	regions, byRegion := r.URL.Query()["region"]
+	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []sdk.WorkflowNodeJobRun{}
 	for _, j := range s.st.jobsV1 {
-		if j.run.Status != sdk.StatusWaiting || j.bookedBy != "" {
+		if j.run.Status != sdk.StatusWaiting || s.bookedLocked(j, now) != "" {
 			continue // booked jobs are left out, the caller's own included
 		}
 		if mt != "" && j.run.ModelType != mt {
@@ -238,8 +239,8 @@ func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 func (s *Server) jobV1View(j *jobV1) sdk.WorkflowNodeJobRun {
 	v := j.run
 	v.QueuedSeconds = int64(time.Since(v.Queued).Seconds())
-	if j.bookedBy != "" {
-		v.BookedBy = sdk.Service{Name: j.bookedBy, ID: s.st.services[j.bookedBy]}
+	if b := s.bookedLocked(j, time.Now()); b != "" {
+		v.BookedBy = sdk.Service{Name: b, ID: s.st.services[b]}
 	}
 	v.SpawnInfos = nil // the API answers null here, infos are stored apart
 	return v
@@ -276,10 +277,11 @@ func (s *Server) jobV1Book(r *http.Request, sess *session) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if j.bookedBy != "" || j.run.Status != sdk.StatusWaiting {
+	now := time.Now()
+	if s.bookedLocked(j, now) != "" || j.run.Status != sdk.StatusWaiting {
 		return 0, nil, newErr(403, errIDAlreadyBooked, "Job already booked", "")
 	}
-	j.bookedBy = sess.name
+	j.bookedBy, j.bookedAt = sess.name, now
 	return 200, sdk.BookedJob{
 		ProjectKey: paramValue(j.run.Parameters, "cds.project"), WorkflowName: paramValue(j.run.Parameters, "cds.workflow"),
 		WorkflowID: 1, RunID: 1, NodeRunName: j.run.Job.Action.Name, NodeRunID: j.run.WorkflowNodeRunID, JobName: j.run.Job.Action.Name,
@@ -302,7 +304,7 @@ func (s *Server) jobV1Release(r *http.Request, _ *session) (int, any, error) {
 		s.mu.Unlock()
 		return 0, nil, err
 	}
-	if j.bookedBy == "" {
+	if s.bookedLocked(j, time.Now()) == "" {
 		s.mu.Unlock()
 		return 0, nil, newErr(400, errIDAlreadyReleased, "Job already released", "")
 	}
@@ -404,6 +406,7 @@ func (s *Server) queueV2(r *http.Request, sess *session) (int, any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.requeueLocked(time.Now()) // queued again: listed below
 	out := []sdk.V2WorkflowRunJob{}
 	for _, j := range s.st.jobsV2 {
 		if j.run.Region == region && j.run.Status == sdk.StatusWaiting && j.run.ModelType == sess.modelType {
@@ -436,7 +439,9 @@ func (s *Server) jobV2Info(r *http.Request, _ *session) (int, any, error) {
 // jobV2Take: a job no longer Waiting answers 403 id 89 (the captures hold
 // no such answer; the client reads it as already booked).
 func (s *Server) jobV2Take(r *http.Request, sess *session) (int, any, error) {
+	now := time.Now()
 	s.mu.Lock()
+	s.requeueLocked(now)
 	j, err := s.findJobV2(r)
 	if err != nil {
 		s.mu.Unlock()
@@ -446,7 +451,7 @@ func (s *Server) jobV2Take(r *http.Request, sess *session) (int, any, error) {
 		s.mu.Unlock()
 		return 0, nil, newErr(403, errIDAlreadyBooked, "Job already booked", "")
 	}
-	j.takenBy = sess.name
+	j.takenBy, j.takenAt = sess.name, now
 	j.run.Status = sdk.V2StatusScheduling
 	j.run.HatcheryName = sess.name
 	run := j.run
@@ -457,6 +462,7 @@ func (s *Server) jobV2Take(r *http.Request, sess *session) (int, any, error) {
 
 func (s *Server) jobV2Release(r *http.Request, _ *session) (int, any, error) {
 	s.mu.Lock()
+	s.requeueLocked(time.Now())
 	j, err := s.findJobV2(r)
 	if err != nil {
 		s.mu.Unlock()

@@ -21,6 +21,12 @@
 // without a region; spawn-info ids the API does not define are flagged
 // (UnknownSpawnInfoIDs).
 //
+// A hatchery that dies after booking a job does not hold it for ever, as
+// with the API: a V1 booking lapses after BookingTTL (two minutes, the
+// lifetime of the API's cache entry) unless a worker took the job, and a V2
+// job Scheduling for SchedulingTimeout (ten minutes, the API's default) is
+// queued again. Tests shorten both.
+//
 // Everything is safe for concurrent use.
 package cdssim
 
@@ -46,6 +52,12 @@ import (
 const (
 	DefaultTokenV1 = "cdssim-builtin-signin-token-v1"
 	DefaultTokenV2 = "cdssim-hatchery-signin-token-v2"
+	// DefaultBookingTTL is the lifetime of a V1 booking in the API's
+	// cache: two minutes.
+	DefaultBookingTTL = 2 * time.Minute
+	// DefaultSchedulingTimeout is the API's default V2 job-scheduling
+	// timeout: ten minutes.
+	DefaultSchedulingTimeout = 10 * time.Minute
 	// DefaultRegion is the V2 region a hatchery gets when Options.Regions is empty.
 	DefaultRegion = "default"
 )
@@ -71,6 +83,17 @@ type Options struct {
 	// SessionTTL is the exp of session JWTs (1h when 0); an expired session
 	// answers 401.
 	SessionTTL time.Duration
+	// BookingTTL is how long a V1 booking holds (DefaultBookingTTL when
+	// 0). The API keeps a booking in its cache with this lifetime: a
+	// booking neither released nor followed by the worker's take lapses,
+	// and the job is in the queue again for any hatchery (the way the jobs
+	// of a hatchery that died after booking come back).
+	BookingTTL time.Duration
+	// SchedulingTimeout is how long a V2 job stays Scheduling after a
+	// hatchery took it before it is queued again (DefaultSchedulingTimeout
+	// when 0): the API's job-scheduling timeout, re-enqueuing the jobs of a
+	// hatchery that died after taking them.
+	SchedulingTimeout time.Duration
 	// Logger receives one debug line per request; discarded when nil.
 	Logger *slog.Logger
 }
@@ -111,6 +134,12 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SessionTTL <= 0 {
 		opts.SessionTTL = time.Hour
+	}
+	if opts.BookingTTL <= 0 {
+		opts.BookingTTL = DefaultBookingTTL
+	}
+	if opts.SchedulingTimeout <= 0 {
+		opts.SchedulingTimeout = DefaultSchedulingTimeout
 	}
 	if _, err := signingKey(); err != nil {
 		return nil, fmt.Errorf("cdssim: signing key: %w", err)

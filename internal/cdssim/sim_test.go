@@ -302,3 +302,54 @@ func TestSimulatorWebsockets(t *testing.T) {
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, context.Canceled)
 }
+
+// TestSimulatorBookingsOfADeadHatcheryLapse: a hatchery that books a V1 job
+// or takes a V2 job and then dies (no release, no worker) holds it only for
+// BookingTTL / SchedulingTimeout; the job then shows in the queue again and
+// another hatchery gets it. Before that, the job is out of the queue and
+// another hatchery's book / take is refused.
+func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
+	ctx := t.Context()
+	const hold = 2 * time.Second
+	sim := cdssim.Start(t, cdssim.Options{BookingTTL: hold, SchedulingTimeout: hold})
+	a := newClient(t, sim, "hatch-a", true, true)
+	b := newClient(t, sim, "hatch-b", true, true)
+
+	v1 := sim.AddJobV1(cdssim.JobV1{})
+	_, err := a.QueueJobBook(ctx, v1)
+	require.NoError(t, err)
+	v2 := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+	require.NoError(t, a.V2QueueJobTake(ctx, sim.Region(), v2))
+
+	// Held: out of the queue, refused to the other hatchery.
+	_, err = b.QueueJobBook(ctx, v1)
+	require.ErrorIs(t, err, cdsclient.ErrAlreadyBooked)
+	require.ErrorIs(t, b.V2QueueJobTake(ctx, sim.Region(), v2), cdsclient.ErrAlreadyBooked)
+	st1, _ := sim.JobV1(v1)
+	assert.Equal(t, "hatch-a", st1.BookedBy)
+
+	// hatch-a is gone: the jobs come back.
+	require.Eventually(t, func() bool {
+		jobs, err := b.QueueWorkflowNodeJobRun(ctx, nil)
+		return err == nil && len(jobs) == 1 && jobs[0].ID == v1
+	}, 10*hold, 50*time.Millisecond, "the lapsed V1 booking puts the job back in the queue")
+	st1, _ = sim.JobV1(v1)
+	assert.Empty(t, st1.BookedBy)
+	_, err = b.QueueJobBook(ctx, v1)
+	require.NoError(t, err)
+	st1, _ = sim.JobV1(v1)
+	assert.Equal(t, "hatch-b", st1.BookedBy)
+
+	require.Eventually(t, func() bool {
+		jobs, err := b.V2QueueJobs(ctx, sim.Region())
+		return err == nil && len(jobs) == 1 && jobs[0].ID == v2
+	}, 10*hold, 50*time.Millisecond, "the V2 job Scheduling too long is queued again")
+	st2, _ := sim.JobV2(v2)
+	assert.Equal(t, sdk.StatusWaiting, st2.Status)
+	assert.Empty(t, st2.TakenBy)
+	require.NoError(t, b.V2QueueJobTake(ctx, sim.Region(), v2))
+	st2, _ = sim.JobV2(v2)
+	assert.Equal(t, "hatch-b", st2.TakenBy)
+	assert.Equal(t, sdk.V2StatusScheduling, st2.Status)
+
+}

@@ -32,7 +32,8 @@ type session struct {
 
 type jobV1 struct {
 	run        sdk.WorkflowNodeJobRun
-	bookedBy   string
+	bookedBy   string    // see bookedLocked: a booking lapses
+	bookedAt   time.Time // when bookedBy booked it
 	spawnInfos []sdk.SpawnInfo
 	results    []sdk.Result
 }
@@ -41,7 +42,33 @@ type jobV2 struct {
 	run     sdk.V2WorkflowRunJob
 	model   sdk.V2WorkerModel
 	takenBy string
+	takenAt time.Time // when takenBy took it (Scheduling since)
 	infos   []sdk.V2SendJobRunInfo
+}
+
+// bookedLocked is the hatchery whose V1 booking of j holds now, "" when
+// none: a booking lapses BookingTTL after it was made while the job is
+// still Waiting (the API's cache entry expires). The record of the last
+// booker is kept, so that a worker its hatchery launched just before the
+// lapse can still take the job. The caller holds s.mu.
+func (s *Server) bookedLocked(j *jobV1, now time.Time) string {
+	if j.bookedBy != "" && j.run.Status == sdk.StatusWaiting && now.Sub(j.bookedAt) >= s.opts.BookingTTL {
+		return ""
+	}
+	return j.bookedBy
+}
+
+// requeueLocked queues again every V2 job Scheduling for SchedulingTimeout
+// or more (taken by a hatchery, no worker started), as the API's
+// re-enqueue routine does. The API
+// runs that routine every minute; running it at every read of the jobs
+// shows the same states a minute sooner. The caller holds s.mu.
+func (s *Server) requeueLocked(now time.Time) {
+	for _, j := range s.st.jobsV2 {
+		if j.takenBy != "" && j.run.Status == sdk.V2StatusScheduling && now.Sub(j.takenAt) >= s.opts.SchedulingTimeout {
+			j.takenBy, j.run.HatcheryName, j.run.Status = "", "", sdk.StatusWaiting
+		}
+	}
 }
 
 type modelV1 struct {
@@ -357,7 +384,7 @@ func (s *Server) JobV1(id int64) (JobV1State, bool) {
 	}
 	return JobV1State{
 		Status:     j.run.Status,
-		BookedBy:   j.bookedBy,
+		BookedBy:   s.bookedLocked(j, time.Now()),
 		SpawnInfos: append([]sdk.SpawnInfo(nil), j.spawnInfos...),
 		Results:    append([]sdk.Result(nil), j.results...),
 	}, true
@@ -444,6 +471,7 @@ type JobV2State struct {
 func (s *Server) JobV2(id string) (JobV2State, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.requeueLocked(time.Now())
 	j, ok := s.st.jobsV2[id]
 	if !ok {
 		return JobV2State{}, false

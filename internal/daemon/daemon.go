@@ -211,7 +211,7 @@ func Run(ctx context.Context, o Options) error {
 		ExtraStatus: st.lines,
 		Metrics:     mt.Handler(),
 		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
-		Intervals:   o.Intervals,
+		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
 	})
@@ -308,4 +308,16 @@ func Run(ctx context.Context, o Options) error {
 	closeVCenter(ctx, vc)
 	log.Info("hatchery stopped", "hatchery", name)
 	return errors.Join(runErr, shutErr)
+}
+
+// unknownWorkerGrace sets, when iv leaves it 0, how long a worker the API
+// lists under the hatchery's name may stay unknown before it is called
+// inconsistent: two inventory refresh intervals, the time within which
+// the inventory lists a VM another instance of the hatchery started
+// (docs/high-availability.md).
+func unknownWorkerGrace(iv hatchery.Intervals, cfg *config.Config) hatchery.Intervals {
+	if iv.UnknownWorkerGrace <= 0 {
+		iv.UnknownWorkerGrace = 2 * cfg.InventoryRefreshIntervalDuration()
+	}
+	return iv
 }

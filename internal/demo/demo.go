@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -92,12 +93,23 @@ type Options struct {
 	// OnDone, when set, is called when a Once run has succeeded, before
 	// anything stops (tests check the simulator's final state there).
 	OnDone func(Info, *Report)
+	// Checks makes a Once run end with its checks (Report.Checks, one line
+	// each on Stdout; `demo --once` sets it): it then fails naming the
+	// checks that did not pass. Runs with injected faults leave it off.
+	Checks bool
+	// Instances is how many daemons of the one hatchery name run against
+	// the simulators (0: 1; at most MaxInstances). Each logs with the
+	// attribute instance=N when there are more than one; the first serves
+	// /mon on Listen, the others on a free port of 127.0.0.1.
+	Instances int
 }
 
 // Info describes a running demo.
 type Info struct {
-	// MonURL is the base URL of the hatchery's /mon server.
+	// MonURL is the base URL of the (first) hatchery's /mon server.
 	MonURL string
+	// MonURLs are the /mon base URLs of every instance, in order.
+	MonURLs []string
 	// SDKURL, User and Password reach the vCenter simulator (govc).
 	SDKURL, User, Password string
 	// Env is the vCenter simulator.
@@ -109,10 +121,18 @@ type Info struct {
 }
 
 // Run runs the demo until ctx ends (nil) or, with Once, until Jobs jobs are
-// done and cleaned up. It returns the report of every job fed.
+// done and cleaned up. It returns the report of every job fed. With
+// Checks, a Once run ends with its checks (Report.Checks, one line each on
+// Stdout) and fails naming the checks that did not pass.
 func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.Once && o.Jobs <= 0 {
 		return nil, errors.New("demo: --once needs --jobs N")
+	}
+	if o.Instances == 0 {
+		o.Instances = 1
+	}
+	if o.Instances < 1 || o.Instances > MaxInstances {
+		return nil, fmt.Errorf("demo: --instances %d: 1 to %d instances are supported", o.Instances, MaxInstances)
 	}
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultOnceTimeout
@@ -150,43 +170,67 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer cancel()
 	d := &driver{
 		o: o, cfg: cfg, env: env, api: api, out: out, log: log,
-		jobs: map[string]*jobLife{}, byWorker: map[string]*jobLife{},
+		jobs: map[string]*jobLife{}, byWorker: map[string]*jobLife{}, launchesByVM: map[string]int{},
 		changed: make(chan struct{}, 1),
 	}
 
-	ready := make(chan daemon.Running, 1)
-	daemonErr := make(chan error, 1)
+	// The daemons: Instances of them, one hatchery name, each with its own
+	// logger attribute and /mon listener. Their records at WARN and above
+	// are counted for the quiet check.
+	quiet := newWarnCounter(log.Handler())
+	type started struct {
+		i   int
+		run daemon.Running
+	}
+	ready := make(chan started, o.Instances)
+	daemonErr := make(chan error, o.Instances)
 	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		do := DaemonOptions(cfg, log)
-		do.OnReady = func(r daemon.Running) { ready <- r }
-		daemonErr <- daemon.Run(runCtx, do)
-	}()
 	defer wg.Wait()
 	defer cancel()
-
-	var run daemon.Running
-	select {
-	case run = <-ready:
-	case err := <-daemonErr:
-		return nil, fmt.Errorf("demo: daemon stopped at start: %w", err)
-	case <-ctx.Done():
-		return nil, nil
+	for i := range o.Instances {
+		dlog := slog.New(quiet)
+		if o.Instances > 1 {
+			dlog = dlog.With("instance", i+1)
+		}
+		do := DaemonOptions(instanceConfig(cfg, i), dlog)
+		do.OnReady = func(r daemon.Running) { ready <- started{i, r} }
+		wg.Add(1)
+		go func() { // joined by the deferred wg.Wait; stopped by runCtx
+			defer wg.Done()
+			if err := daemon.Run(runCtx, do); err != nil {
+				daemonErr <- fmt.Errorf("instance %d: %w", i+1, err)
+				return
+			}
+			daemonErr <- nil
+		}()
 	}
-	mon := "http://" + run.MonAddr
-	out.banner(mon, env, o)
-	info := Info{MonURL: mon, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}
+	mons := make([]string, o.Instances)
+	for range o.Instances {
+		select {
+		case s := <-ready:
+			mons[s.i] = "http://" + s.run.MonAddr
+		case err := <-daemonErr:
+			return nil, fmt.Errorf("demo: daemon stopped at start: %w", err)
+		case <-ctx.Done():
+			return nil, nil
+		}
+	}
+	out.banner(mons, env, o)
+	info := Info{MonURL: mons[0], MonURLs: mons, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}
 	if o.OnReady != nil {
 		o.OnReady(info)
 	}
 
+	smp := newSampler(env, cfg.CommonConfiguration.Name)
 	wg.Add(4)
 	go func() { defer wg.Done(); d.feed(runCtx) }()
 	go func() { defer wg.Done(); d.workers(runCtx) }()
 	go func() { defer wg.Done(); d.cloudInitWorkers(runCtx) }()
 	go func() { defer wg.Done(); d.watchCleanup(runCtx) }()
+	if o.Once && o.Checks {
+		wg.Add(1)
+		go func() { defer wg.Done(); smp.run(runCtx) }()
+	}
 
 	var timeout <-chan time.Time
 	if o.Once {
@@ -199,6 +243,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case <-ctx.Done():
 			return d.report(), nil
 		case err := <-daemonErr:
+			if err == nil {
+				err = errors.New("stopped before the demo ended")
+			}
 			return d.report(), fmt.Errorf("demo: daemon stopped: %w", err)
 		case <-timeout:
 			rep := d.report()
@@ -214,13 +261,66 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				} else {
 					out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
 				}
-				if o.OnDone != nil {
-					o.OnDone(info, rep)
+				if !o.Checks {
+					if o.OnDone != nil {
+						o.OnDone(info, rep)
+					}
+					return rep, nil
 				}
-				return rep, nil
+				return d.finish(runCtx, rep, info, smp, quiet, timeout)
 			}
 		}
 	}
+}
+
+// settleFor bounds the wait of a --once run for the warm pool to refill
+// once every job is done: a refill clone takes a few seconds in the
+// simulator.
+const settleFor = 20 * time.Second
+
+// finish ends a Once run: it waits (settleFor at most, and never past
+// timeout) for the hatchery's VMs to be the warm pool alone, runs the
+// checks, prints one line each, calls OnDone when they all passed and
+// returns an error naming the first that failed.
+func (d *driver) finish(ctx context.Context, rep *Report, info Info, smp *sampler, quiet *warnCounter, timeout <-chan time.Time) (*Report, error) {
+	settle := time.NewTimer(settleFor)
+	defer settle.Stop()
+	tick := time.NewTicker(100 * time.Millisecond) // polls the simulator: no signal for "the pool is full"
+	defer tick.Stop()
+wait:
+	for {
+		if workers, pool := d.ourVMs(); len(workers) == 0 && len(pool) == poolSize(d.cfg) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			break wait
+		case <-timeout:
+			break wait
+		case <-settle.C:
+			break wait
+		case <-tick.C:
+		}
+	}
+	smp.sample() // the last state too
+	rep = d.report()
+	rep.Checks = d.checkRun(rep, smp, quiet, d.ourVMs)
+	var failed []string
+	for _, c := range rep.Checks {
+		if c.Failed != "" {
+			d.out.printf("check %-32s FAILED: %s", c.Name+":", c.Failed)
+			failed = append(failed, c.Name)
+		} else {
+			d.out.printf("check %-32s ok (%s)", c.Name+":", c.Detail)
+		}
+	}
+	if len(failed) > 0 {
+		return rep, fmt.Errorf("demo: check failed: %s", strings.Join(failed, "; "))
+	}
+	if d.o.OnDone != nil {
+		d.o.OnDone(info, rep)
+	}
+	return rep, nil
 }
 
 // Sims are the demo's two simulators and the hatchery configuration that
@@ -241,7 +341,9 @@ type Sims struct {
 // V1 model's, a resource pool of finite capacity) and CDS API simulator (the
 // V1 model), and builds the demo configuration for them with the /mon
 // address listen ("" is 127.0.0.1 on a free port). Close stops them.
-func StartSims(listen string, log *slog.Logger) (*Sims, error) {
+// Each apiOpts edits the CDS API simulator's options before it starts
+// (tests: shorter booking lifetimes).
+func StartSims(listen string, log *slog.Logger, apiOpts ...func(*cdssim.Options)) (*Sims, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -270,7 +372,11 @@ func StartSims(listen string, log *slog.Logger) (*Sims, error) {
 		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
 	})
 
-	api, err := cdssim.New(cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")})
+	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")}
+	for _, f := range apiOpts {
+		f(&ao)
+	}
+	api, err := cdssim.New(ao)
 	if err != nil {
 		closeSim()
 		return nil, fmt.Errorf("demo: start cds api simulator: %w", err)

@@ -61,6 +61,11 @@ type driver struct {
 	byWorker map[string]*jobLife
 	order    []*jobLife
 	ipClash  []string
+	// ipMismatch lists launches whose guest reported another address than
+	// the one its annotation records.
+	ipMismatch []string
+	// launchesByVM counts the worker launches in each VM.
+	launchesByVM map[string]int
 
 	changed chan struct{} // coalescing: a job made progress
 }
@@ -201,12 +206,17 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	st, _ := d.env.Inspect(c.VM)
 	d.mu.Lock()
+	d.launchesByVM[c.VM]++
 	j, ok := d.jobs[jobID]
 	if ok {
 		j.VM, j.CPUs, j.MemoryMB, j.IP, j.Launched = c.VM, st.NumCPU, st.MemoryMB, st.IPAddress, time.Now()
+		j.Launches++
 		d.byWorker[c.VM] = j
 		if clash := d.ipClashLocked(c.VM, st.IPAddress); clash != "" {
 			d.ipClash = append(d.ipClash, clash)
+		}
+		if a, err := inventory.ParseAnnotation(st.Annotation); err == nil && a.IPAddress != "" && a.IPAddress != st.IPAddress {
+			d.ipMismatch = append(d.ipMismatch, fmt.Sprintf("%s: guest reports %q, annotation records %q", c.VM, st.IPAddress, a.IPAddress))
 		}
 	}
 	d.mu.Unlock()
@@ -337,7 +347,7 @@ func (d *driver) failedV1(id string) bool {
 func (d *driver) report() *Report {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	r := &Report{IPClashes: append([]string(nil), d.ipClash...)}
+	r := &Report{IPClashes: append([]string(nil), d.ipClash...), IPMismatches: append([]string(nil), d.ipMismatch...)}
 	for _, j := range d.order {
 		r.Jobs = append(r.Jobs, j.JobReport)
 	}
@@ -376,6 +386,9 @@ type JobReport struct {
 	CPUs     int32
 	MemoryMB int32
 	IP       string
+	// Launches counts the workers launched for the job, over every
+	// instance of the hatchery (1 when all went well).
+	Launches int
 	// Times of the steps (zero: not reached). Lost is when the VM was
 	// found gone while its worker still ran (a hatchery bug). Failed is
 	// when the API was seen holding a failed result for a V1 job that
@@ -389,6 +402,12 @@ type Report struct {
 	Jobs []JobReport
 	// IPClashes lists launches whose IP another powered-on VM held.
 	IPClashes []string
+	// IPMismatches lists launches whose guest reported another address
+	// than the one the VM's annotation records.
+	IPMismatches []string
+	// Checks are the end-of-run checks of a Once run with Options.Checks
+	// (empty otherwise).
+	Checks []Check
 }
 
 // Lost lists the jobs whose VM vanished while the worker ran.
@@ -430,6 +449,7 @@ type SimVM struct {
 	Template   bool
 	PoweredOn  bool
 	IP         string
+	CPUs       int32                 // config.hardware.numCPU
 	Annotation *inventory.Annotation // nil when not one of ours (annotation, else mirror)
 }
 
@@ -453,6 +473,7 @@ func listVMs(env *vcsimtest.Env) []SimVM {
 			}
 			if c := vm.Config; c != nil {
 				v.Template = c.Template
+				v.CPUs = c.Hardware.NumCPU
 				a, err := inventory.ParseAnnotation(c.Annotation)
 				if err != nil {
 					for _, ov := range c.ExtraConfig {
@@ -494,9 +515,10 @@ func (p *printer) job(j *jobLife, format string, args ...any) {
 }
 
 // banner prints where everything is.
-func (p *printer) banner(mon string, env *vcsimtest.Env, o Options) {
+func (p *printer) banner(mons []string, env *vcsimtest.Env, o Options) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	mon := mons[0]
 	fmt.Fprintf(p.w, `hatchery-vsphere demo: the real hatchery against in-process vCenter and CDS API simulators
 
   /mon/status   %[1]s/mon/status
@@ -508,6 +530,13 @@ func (p *printer) banner(mon string, env *vcsimtest.Env, o Options) {
   inspect with govc:     GOVC_URL=%[2]s GOVC_USERNAME='%[3]s' GOVC_PASSWORD='%[4]s' GOVC_INSECURE=1 govc ls /DC0/vm
 
 `, mon, env.Endpoint, env.User, env.Password)
+	if len(mons) > 1 {
+		fmt.Fprintf(p.w, "%d instances of one hatchery name (logs: instance=1..%[1]d); /mon of each:", len(mons))
+		for i, m := range mons {
+			fmt.Fprintf(p.w, " %d=%s", i+1, m)
+		}
+		fmt.Fprint(p.w, "\n\n")
+	}
 	if o.Jobs > 0 {
 		fmt.Fprintf(p.w, "feeding %d jobs (V2 flavors small/medium/large and V1 jobs), one every %s\n\n", o.Jobs, o.JobEvery)
 	} else {

@@ -13,11 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -45,11 +47,13 @@ type rigJob struct {
 	V1 bool
 }
 
-func newRig(t *testing.T) *rig {
+// newRig starts the demo's simulators; apiOpts edit the CDS API
+// simulator's options.
+func newRig(t *testing.T, apiOpts ...func(*cdssim.Options)) *rig {
 	t.Helper()
 	logs := &syncBuffer{}
 	log := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	sims, err := demo.StartSims("", log)
+	sims, err := demo.StartSims("", log, apiOpts...)
 	require.NoError(t, err)
 	t.Cleanup(sims.Close)
 	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{}}
@@ -78,10 +82,16 @@ type daemonRun struct {
 // start runs the daemon on the rig's simulators until stop.
 func (r *rig) start(obs hatchery.Observer) *daemonRun {
 	r.t.Helper()
+	return r.startWith(r.sims.Config, r.log, obs)
+}
+
+// startWith runs the daemon with cfg and log until stop.
+func (r *rig) startWith(cfg *config.Config, log *slog.Logger, obs hatchery.Observer) *daemonRun {
+	r.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Running, 1)
 	dr := &daemonRun{cancel: cancel, done: make(chan error, 1)}
-	o := demo.DaemonOptions(r.sims.Config, r.log)
+	o := demo.DaemonOptions(cfg, log)
 	o.Observer = obs
 	o.OnReady = func(run daemon.Running) { ready <- run }
 	go func() { dr.done <- daemon.Run(ctx, o) }()
@@ -271,6 +281,54 @@ func (r *rig) ourVMs() (pool, workers []demo.SimVM) {
 		}
 	}
 	return pool, workers
+}
+
+// sampleAlong calls sample every period from a goroutine of its own, from
+// now until the test's cleanup, which stops and joins it.
+func (r *rig) sampleAlong(period time.Duration, sample func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tk := time.NewTicker(period)
+		defer tk.Stop()
+		for {
+			sample()
+			select {
+			case <-stop:
+				return
+			case <-tk.C:
+			}
+		}
+	}()
+	r.t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
+// assertOnlyWarmPool waits up to within for the hatchery's VMs to be the
+// warm pool alone, at its size and powered off, and logs what is left
+// otherwise.
+func (r *rig) assertOnlyWarmPool(within, tick time.Duration, msg string) bool {
+	r.t.Helper()
+	settled := assert.Eventually(r.t, func() bool {
+		pool, workers := r.ourVMs()
+		if len(workers) > 0 || len(pool) != r.poolSize() {
+			return false
+		}
+		for _, v := range pool {
+			if v.PoweredOn {
+				return false
+			}
+		}
+		return true
+	}, within, tick, msg)
+	if !settled {
+		pool, workers := r.ourVMs()
+		for _, v := range append(pool, workers...) {
+			r.t.Logf("left: %s on=%v annotation=%+v", v.Name, v.PoweredOn, *v.Annotation)
+		}
+	}
+	return settled
 }
 
 // poolSize is the configured warm pool size.

@@ -46,28 +46,14 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 		claims  []string
 		samples int
 	)
-	stopSampler := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		tk := time.NewTicker(50 * time.Millisecond)
-		defer tk.Stop()
-		for {
-			_, workers := r.ourVMs()
-			c := jobClaims(workers)
-			mu.Lock()
-			claims = append(claims, c...)
-			samples++
-			mu.Unlock()
-			select {
-			case <-stopSampler:
-				return
-			case <-tk.C:
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stopSampler); wg.Wait() })
+	r.sampleAlong(50*time.Millisecond, func() {
+		_, workers := r.ourVMs()
+		c := jobClaims(workers)
+		mu.Lock()
+		claims = append(claims, c...)
+		samples++
+		mu.Unlock()
+	})
 
 	// Run 1: the burst; stop when 5 spawns are in flight at once after at
 	// least 3 succeeded (workers running, jobs building).
@@ -151,24 +137,7 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 	}, deadline, 100*time.Millisecond, "every job Success after the restart")
 	// The cleanup passes (every 2 s) destroy the finished workers' VMs; the
 	// warm pool refills to its size.
-	settled := assert.Eventually(t, func() bool {
-		pool, workers := r.ourVMs()
-		if len(workers) > 0 || len(pool) != r.poolSize() {
-			return false
-		}
-		for _, v := range pool {
-			if v.PoweredOn {
-				return false
-			}
-		}
-		return true
-	}, 30*time.Second, 100*time.Millisecond, "no VM of ours but the warm pool after the cleanup")
-	if !settled {
-		pool, workers := r.ourVMs()
-		for _, v := range append(pool, workers...) {
-			t.Logf("left: %s on=%v annotation=%+v", v.Name, v.PoweredOn, *v.Annotation)
-		}
-	}
+	r.assertOnlyWarmPool(30*time.Second, 100*time.Millisecond, "no VM of ours but the warm pool after the cleanup")
 	s2, ok2, f2 := obs2.counts()
 	took2, err := run2.stop(t, 30*time.Second)
 	require.NoError(t, err, "second run's error")

@@ -155,7 +155,11 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	s.running = time.Time{}
-	if err != nil {
+	if err != nil && errors.Is(err, context.Canceled) {
+		// Cut by the end of Run (the daemon stopping): no fault, and no
+		// change to the streak of failures.
+		s.log.Debug("vm inventory refresh cut by shutdown", logkey.Err, err)
+	} else if err != nil {
 		quiet := s.lastErr != nil && errors.Is(s.lastErr, vcenter.ErrNotConnected) && s.generation == 0
 		switch {
 		case s.generation == 0 && errors.Is(err, vcenter.ErrNotConnected):

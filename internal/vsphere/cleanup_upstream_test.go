@@ -75,6 +75,29 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 	assert.ElementsMatch(t, []string{"v1:42", "v2:eu-west:run-7f3a"}, cds.releasedJobs())
 }
 
+// TestKillAwolServersKeepsJobAWorkerTook: a VM whose record says its worker
+// never started (the write of the start was cut by a stop, or another
+// instance died before writing it) may still have run its worker: the
+// cleanup reclaims the VM but releases its job only while the job still
+// waits for a worker. A job Building or Success stays as it is (released,
+// the API would queue it again and it would run twice).
+func TestKillAwolServersKeepsJobAWorkerTook(t *testing.T) {
+	t.Parallel()
+	job := func(id string) vmOpt { return wAnnot(func(a *inventory.Annotation) { a.JobID = id }) }
+	vms := []inventory.VM{
+		warmVM("w-v1-building", wCreated(time.Hour), job("42")),
+		warmVM("w-v2-success", wOff, wCreated(time.Hour), job("run-done")),
+		warmVM("w-v2-waiting", wCreated(time.Hour), job("run-wait")),
+	}
+	cds := &warmCDS{v2Region: "default", jobStatus: map[string]string{"42": sdk.StatusBuilding, "run-done": sdk.StatusSuccess}}
+	e := newWarmEnv(t, warmConfig(), vms, cds)
+	for _, v := range vms {
+		e.expectDelete(v)
+	}
+	e.h.killAwolServers(context.Background())
+	assert.Equal(t, []string{"v2:default:run-wait"}, cds.releasedJobs())
+}
+
 // TestScrubRegisteredRemovesUserdata: once the API lists a cloud-init
 // worker, its VM's userdata keys are set to empty (removed); a worker not
 // yet registered keeps them.

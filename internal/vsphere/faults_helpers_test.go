@@ -105,7 +105,14 @@ func (c *ftCDS) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
 func (c *ftCDS) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) { return nil, nil }
 
 // The cleanup hands the job of a VM it reclaimed before its worker
-// registered back to the queue: the API accepts.
+// registered back to the queue: the job still waits for its worker, and
+// the API accepts.
+func (c *ftCDS) QueueJobInfo(_ context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
+	return &sdk.WorkflowNodeJobRun{ID: id, Status: sdk.StatusWaiting}, nil
+}
+func (c *ftCDS) V2QueueJobInfo(_ context.Context, _, id string) (*sdk.V2QueueJobInfo, error) {
+	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: sdk.V2StatusScheduling}}, nil
+}
 func (c *ftCDS) V2Region() string                                        { return "default" }
 func (c *ftCDS) QueueJobRelease(context.Context, int64) error            { return nil }
 func (c *ftCDS) V2QueueJobRelease(context.Context, string, string) error { return nil }

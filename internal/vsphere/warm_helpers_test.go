@@ -60,6 +60,27 @@ type warmCDS struct {
 	spawnErrors []string // "group/name: error"
 	released    []string // "v1:ID" or "v2:REGION:ID", in call order
 	v2Region    string   // the region the V2 sign-in answered
+	// jobStatus is the status the API shows of a job, by id (V1 decimal);
+	// a job not in it is still waiting for its worker (V1 Waiting, V2
+	// Scheduling).
+	jobStatus map[string]string
+}
+
+func (c *warmCDS) statusOf(id, waiting string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.jobStatus[id]; ok {
+		return st
+	}
+	return waiting
+}
+
+func (c *warmCDS) QueueJobInfo(_ context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
+	return &sdk.WorkflowNodeJobRun{ID: id, Status: c.statusOf(fmt.Sprint(id), sdk.StatusWaiting)}, nil
+}
+
+func (c *warmCDS) V2QueueJobInfo(_ context.Context, _, id string) (*sdk.V2QueueJobInfo, error) {
+	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: c.statusOf(id, sdk.V2StatusScheduling)}}, nil
 }
 
 func (c *warmCDS) V2Region() string { return c.v2Region }

@@ -48,6 +48,13 @@ type Intervals struct {
 	// Shutdown bounds how long Run waits, after ctx ended, for the mon
 	// server and the goroutines to stop.
 	Shutdown time.Duration
+	// UnknownWorkerGrace is how long a worker the API lists under this
+	// hatchery's name may stay unknown to the hatchery (no VM of its
+	// listed, no spawn of this process) before the worker pool refresh
+	// calls it inconsistent (V1: disabled). Another instance of the same
+	// hatchery name starts workers whose VMs this instance lists only at
+	// its next inventory update; 0 means two WorkerPool periods.
+	UnknownWorkerGrace time.Duration
 }
 
 // DefaultIntervals are the CDS timings: heartbeat every 30 s, queue polled
@@ -79,6 +86,7 @@ func (i Intervals) withDefaults(cfg CommonConfiguration) Intervals {
 	set(&i.BackoffMin, d.BackoffMin)
 	set(&i.BackoffMax, d.BackoffMax)
 	set(&i.Shutdown, d.Shutdown)
+	set(&i.UnknownWorkerGrace, 2*i.WorkerPool)
 	if i.BackoffMax < i.BackoffMin {
 		i.BackoffMax = i.BackoffMin
 	}
@@ -261,10 +269,12 @@ func New(o Options) (*Framework, error) {
 			MaxConcurrentProvisioning: f.cfg.Provision.MaxConcurrentProvisioning,
 			MaxConcurrentRegistering:  f.cfg.Provision.MaxConcurrentRegistering,
 		},
-		API:        f.client,
-		Started:    f.h.WorkersStarted,
-		SpawnEnded: func() { wake(f.poolNow) },
-		Logger:     f.log,
+		API:          f.client,
+		Started:      f.h.WorkersStarted,
+		SpawnEnded:   func() { wake(f.poolNow) },
+		Logger:       f.log,
+		Now:          f.now,
+		UnknownGrace: f.iv.UnknownWorkerGrace,
 	})
 	f.attempts.init()
 	f.attemptsV2.init()

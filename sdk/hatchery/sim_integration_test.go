@@ -13,9 +13,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
@@ -461,88 +460,20 @@ func TestSimV2JobPolledThenPushed(t *testing.T) {
 	r.h.get(func(h *simHatchery) { assert.Equal(t, map[string]int{polled: 1, pushed: 1}, h.perJob) })
 }
 
-// dropProxy forwards TCP connections to a target and can cut them all, as a
-// network failure or an API restart would.
-type dropProxy struct {
-	ln     net.Listener
-	target string
-	wg     sync.WaitGroup
-
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-}
-
-func startDropProxy(t *testing.T, target string) *dropProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	p := &dropProxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
-	p.wg.Add(1)
-	go p.accept()
-	t.Cleanup(func() {
-		_ = ln.Close()
-		p.dropAll()
-		p.wg.Wait()
-	})
-	return p
-}
-
-func (p *dropProxy) url() string { return "http://" + p.ln.Addr().String() }
-
-func (p *dropProxy) track(c net.Conn) {
-	p.mu.Lock()
-	p.conns[c] = struct{}{}
-	p.mu.Unlock()
-}
-
-func (p *dropProxy) accept() {
-	defer p.wg.Done()
-	for {
-		in, err := p.ln.Accept()
-		if err != nil {
-			return
-		}
-		out, err := net.Dial("tcp", p.target)
-		if err != nil {
-			_ = in.Close()
-			continue
-		}
-		p.track(in)
-		p.track(out)
-		p.wg.Add(2)
-		pipe := func(dst, src net.Conn) {
-			defer p.wg.Done()
-			_, _ = io.Copy(dst, src)
-			_ = dst.Close()
-			_ = src.Close()
-		}
-		go pipe(out, in)
-		go pipe(in, out)
-	}
-}
-
-// dropAll closes every connection open now.
-func (p *dropProxy) dropAll() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for c := range p.conns {
-		_ = c.Close()
-	}
-	clear(p.conns)
-}
-
 func TestSimWebsocketDroppedReconnects(t *testing.T) {
 	t.Parallel()
 	sim := cdssim.Start(t, cdssim.Options{})
-	proxy := startDropProxy(t, strings.TrimPrefix(sim.URL(), "http://"))
-	r := newSimRigOn(t, sim, simRigOptions{v1: true, v2: true, apiURL: proxy.url()})
+	// A network failure or an API restart: the proxy drops every
+	// connection open.
+	proxy := testutil.StartProxy(t, strings.TrimPrefix(sim.URL(), "http://"))
+	r := newSimRigOn(t, sim, simRigOptions{v1: true, v2: true, apiURL: "http://" + proxy.Addr()})
 	model := r.addModel()
 	r.run()
 	r.waitWS(1, 1)
 	polls := sim.CountCalls("GET", "/queue/workflows")
 
 	for round := 1; round <= 2; round++ {
-		proxy.dropAll()
+		proxy.DropAll()
 		// Both sockets are re-established (the simulator sees the old
 		// ones leave and new ones come), and the queue is polled again
 		// since events may have been lost meanwhile.

@@ -97,6 +97,15 @@ type Config struct {
 	SpawnEnded func()
 	// Logger defaults to slog.Default().
 	Logger *slog.Logger
+	// Now defaults to time.Now.
+	Now func() time.Time
+	// UnknownGrace is how long a worker the API lists under this
+	// hatchery's name may stay unknown to the hatchery (not started by it,
+	// no spawn of its in flight) before Refresh calls it inconsistent (V1:
+	// disabled; V2: logged). Another instance of the same hatchery name
+	// starts workers whose VMs this one lists only at its next inventory
+	// update. 0: inconsistent at first sight.
+	UnknownGrace time.Duration
 }
 
 // Pool is the admission state of the hatchery. The per-job decision is
@@ -138,6 +147,10 @@ type Pool struct {
 
 	disabledMu sync.Mutex
 	disabled   map[string]bool // API worker ids already disabled
+	// unknownSince is when each worker the API lists under this
+	// hatchery's name, unknown to the hatchery, was first seen so
+	// (guarded by disabledMu).
+	unknownSince map[string]time.Time
 }
 
 // endedSpawn is a spawn that returned; it counts in the pool until a
@@ -156,9 +169,14 @@ func New(cfg Config) *Pool {
 		inFlight: map[string]bool{},
 		ended:    map[string]endedSpawn{},
 		disabled: map[string]bool{},
+
+		unknownSince: map[string]time.Time{},
 	}
 	if p.log == nil {
 		p.log = slog.Default()
+	}
+	if p.cfg.Now == nil {
+		p.cfg.Now = time.Now
 	}
 	return p
 }
@@ -239,7 +257,9 @@ func (p *Pool) own(hatcheryName string) bool {
 // workers of this hatchery in an active status, plus started workers not
 // registered yet (Pending, or Registering for RegisterPrefix names). A V1
 // worker registered with this hatchery's name but unknown to the hatchery
-// (neither started nor spawning) is disabled. No lock is held during the
+// (neither started nor spawning) for UnknownGrace is disabled (a V2 one is
+// logged); within the grace it is taken for another instance's worker not
+// listed yet (unknownLong). No lock is held during the
 // calls. Its owner calls it from one goroutine at a time, so refreshes
 // never overlap. room is true when jobs were refused since the last
 // refresh and one more job worker fits now: the owner looks at the queue
@@ -280,6 +300,8 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 	pool := make([]Worker, 0, len(startedList))
 	inPool := map[string]bool{}
 	var seenIDs []string
+	now := p.cfg.Now()
+	unknown := map[string]bool{}
 
 	if p.cfg.V1 {
 		for _, w := range v1Workers {
@@ -288,7 +310,10 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 			}
 			seenIDs = append(seenIDs, w.ID)
 			if w.HatcheryName == p.cfg.HatcheryName && !started[w.Name] && !hasKey(local, w.Name) {
-				p.disableInconsistent(ctx, w)
+				unknown[w.Name] = true
+				if p.unknownLong(w.Name, now) {
+					p.disableInconsistent(ctx, w)
+				}
 				continue
 			}
 			jobID := ""
@@ -306,7 +331,10 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 			}
 			if w.HatcheryName == p.cfg.HatcheryName && !started[w.Name] && !hasKey(local, w.Name) {
 				// V2 has no disable route: leave it out of the pool.
-				p.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+				unknown[w.Name] = true
+				if p.unknownLong(w.Name, now) {
+					p.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+				}
 				continue
 			}
 			pool = append(pool, Worker{Name: w.Name, Status: w.Status, Source: SourceAPI, ID: w.ID, Model: w.ModelName, JobID: w.JobRunID})
@@ -325,6 +353,13 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 		inPool[n] = true
 	}
 
+	p.disabledMu.Lock()
+	for n := range p.unknownSince {
+		if !unknown[n] {
+			delete(p.unknownSince, n) // known now, or gone from the API
+		}
+	}
+	p.disabledMu.Unlock()
 	if p.cfg.V1 {
 		p.disabledMu.Lock()
 		keep := make(map[string]bool, len(seenIDs))
@@ -360,6 +395,28 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 }
 
 func hasKey(m map[string]bool, k string) bool { _, ok := m[k]; return ok }
+
+// unknownLong tells whether the worker name, registered under this
+// hatchery's name and unknown to it, has been so for UnknownGrace: until
+// then it is taken for a worker of another instance of the same hatchery
+// name (or one started just now) that the hatchery's listing does not show
+// yet, and logged once at debug level.
+func (p *Pool) unknownLong(name string, now time.Time) bool {
+	if p.cfg.UnknownGrace <= 0 {
+		return true
+	}
+	p.disabledMu.Lock()
+	since, ok := p.unknownSince[name]
+	if !ok {
+		p.unknownSince[name] = now
+	}
+	p.disabledMu.Unlock()
+	if !ok {
+		p.log.Debug("worker registered under this hatchery's name, its VM not listed yet", logkey.VM, name, logkey.Detail, "another instance's or just started")
+		return false
+	}
+	return now.Sub(since) >= p.cfg.UnknownGrace
+}
 
 // disableInconsistent disables a V1 worker the API says is this hatchery's
 // but the hatchery does not know, once.

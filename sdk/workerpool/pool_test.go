@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -211,4 +212,81 @@ func TestPoolRefreshErrorKeepsSnapshot(t *testing.T) {
 	_, r := p.Reserve("w", false)
 	require.NotNil(t, r)
 	assert.Equal(t, refusal.ReasonPoolUnknown, r.Reason)
+}
+
+// newGracePool is newTestPool with an unknown-worker grace of a minute on
+// clock.
+func newGracePool(api *fakeAPI, started func() []string, logs *testutil.SyncBuffer, clock *testutil.Clock) *Pool {
+	return New(Config{
+		HatcheryName: testHatchery,
+		V1:           true,
+		Limits:       Limits{MaxWorker: 10, MaxConcurrentProvisioning: 10},
+		API:          api,
+		Started:      func(context.Context) ([]string, error) { return started(), nil },
+		Logger:       slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+		Now:          clock.Now,
+		UnknownGrace: time.Minute,
+	})
+}
+
+// TestUnknownWorkerInconsistentAfterGrace: a worker the API lists under
+// this hatchery's name that the hatchery does not know is first taken for
+// another instance's worker whose VM is not listed yet (debug, neither
+// disabled nor warned about); still unknown a grace later, it is
+// inconsistent and disabled, once.
+func TestUnknownWorkerInconsistentAfterGrace(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{v1: []sdk.Worker{{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery}}}
+	logs := &testutil.SyncBuffer{}
+	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	p := newGracePool(api, func() []string { return nil }, logs, clock)
+
+	_, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, api.disabledIDs(), "disabled within the grace")
+	assert.NotContains(t, logs.String(), `"detail":"inconsistent"`)
+	assert.Contains(t, logs.String(), `"level":"DEBUG","msg":"worker registered under this hatchery's name, its VM not listed yet","vm":"ours-gone"`)
+	assert.Empty(t, p.Workers(), "not counted while unknown")
+
+	clock.Advance(time.Minute)
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"2"}, api.disabledIDs())
+	assert.Contains(t, logs.String(), `"vm":"ours-gone","detail":"inconsistent"`)
+
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, api.disabledIDs(), 1, "disabled once")
+}
+
+// TestUnknownWorkerListedWithinGraceIsNotDisabled: a worker the API lists
+// under this hatchery's name before the hatchery lists its VM (started by
+// another instance of the same name) is left alone once the listing shows
+// it, however long that took within the grace, and then counts.
+func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{v1: []sdk.Worker{{ID: "7", Name: "other-instances", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
+	logs := &testutil.SyncBuffer{}
+	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	var started []string
+	p := newGracePool(api, func() []string { mu.Lock(); defer mu.Unlock(); return started }, logs, clock)
+
+	_, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	clock.Advance(59 * time.Second)
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	mu.Lock()
+	started = []string{"other-instances"} // its VM listed now
+	mu.Unlock()
+	clock.Advance(time.Hour)
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Empty(t, api.disabledIDs())
+	assert.NotContains(t, logs.String(), `"detail":"inconsistent"`)
+	pool := p.Workers()
+	require.Len(t, pool, 1)
+	assert.Equal(t, "other-instances", pool[0].Name)
+	assert.Equal(t, sdk.StatusBuilding, pool[0].Status)
 }

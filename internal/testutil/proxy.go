@@ -1,0 +1,133 @@
+package testutil
+
+import (
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy forwards TCP connections from a loopback port to a target. Tests
+// put one between a client and a simulator to break the link: DropAll
+// closes the connections open now (a network failure, a server restart:
+// new connections are forwarded again), Cut also stops listening (the
+// client's process is gone, as after kill -9: nothing it sends reaches the
+// target any more). It is stopped and its goroutines joined at the test's
+// end.
+type Proxy struct {
+	ln     net.Listener
+	target string
+	wg     sync.WaitGroup
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]struct{}
+}
+
+// proxyDial bounds the dial to the target: a loopback simulator answers at
+// once or not at all.
+const proxyDial = 5 * time.Second
+
+// StartProxy starts a proxy on 127.0.0.1 (a free port) to target
+// (host:port).
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy to %s: listen: %v", target, err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(func() { p.Cut(); p.wg.Wait() })
+	return p
+}
+
+// Addr is the proxy's host:port.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return // cut
+		}
+		if !p.track(c) {
+			_ = c.Close()
+			continue
+		}
+		p.wg.Add(1)
+		go func() { // joined through p.wg by the cleanup
+			defer p.wg.Done()
+			p.pipe(c)
+		}()
+	}
+}
+
+// track records c as open; false once the proxy is cut.
+func (p *Proxy) track(c net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return false
+	}
+	p.conns[c] = struct{}{}
+	return true
+}
+
+func (p *Proxy) untrack(cs ...net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range cs {
+		delete(p.conns, c)
+	}
+}
+
+// pipe forwards c to a new connection to the target, both ways, until
+// either side closes.
+func (p *Proxy) pipe(c net.Conn) {
+	defer p.untrack(c)
+	up, err := net.DialTimeout("tcp", p.target, proxyDial)
+	if err != nil {
+		_ = c.Close()
+		return
+	}
+	defer p.untrack(up)
+	if !p.track(up) {
+		_ = up.Close()
+		_ = c.Close()
+		return
+	}
+	done := make(chan struct{}, 2)
+	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }() // joined below
+	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }() // joined below
+	<-done
+	_ = c.Close()
+	_ = up.Close()
+	<-done
+}
+
+// DropAll closes every connection open now; new ones are forwarded.
+func (p *Proxy) DropAll() {
+	p.mu.Lock()
+	conns := make([]net.Conn, 0, len(p.conns))
+	for c := range p.conns {
+		conns = append(conns, c)
+	}
+	p.mu.Unlock()
+	for _, c := range conns {
+		_ = c.Close()
+	}
+}
+
+// Cut stops the proxy: the listener and every open connection close now,
+// and no connection is forwarded afterwards.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	p.cut = true
+	p.mu.Unlock()
+	_ = p.ln.Close()
+	p.DropAll()
+}
