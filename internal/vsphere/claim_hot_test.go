@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -22,50 +23,7 @@ import (
 func wIdle(state string) vmOpt {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = idlePowerState(v.Annotation)
-	}
-}
-
-// TestClaimOrderHot: exact flavor hot (suspended or running, oldest first)
-// → exact flavor powered off → neutral powered off → none; a hot VM not in
-// its recorded state, of another flavor or without a flavor is never
-// taken; a spawn that cannot use a hot VM (hotOK false) skips them.
-func TestClaimOrderHot(t *testing.T) {
-	t.Parallel()
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	vms := []inventory.VM{
-		warmProvVM("provision-v2-neutral", "debian12", "", wCreated(4*time.Hour)),
-		warmProvVM("provision-v2-off", "debian12", "large", wCreated(3*time.Hour)),
-		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour)),
-		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), wCreated(2*time.Hour)),
-		// Recorded suspended, found powered off: broken, not idle.
-		warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended })),
-		warmProvVM("provision-v2-small-hot", "debian12", "small", wIdle(config.IdleStateSuspended)),
-		warmProvVM("provision-v2-neutral-hot", "debian12", "", wIdle(config.IdleStateSuspended)),
-	}
-	cases := []struct {
-		name  string
-		hotOK bool
-		want  []string
-	}{
-		{"hot first", true, []string{"provision-v2-run", "provision-v2-susp", "provision-v2-off", "provision-v2-neutral", ""}},
-		{"no hot for cloud-init", false, []string{"provision-v2-off", "provision-v2-neutral", ""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), vms, nil)
-			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), large, tc.hotOK)
-				require.NoError(t, err)
-				if want == "" {
-					assert.Nil(t, got)
-					continue
-				}
-				require.NotNil(t, got, "want %s", want)
-				assert.Equal(t, want, got.Name)
-			}
-		})
+		v.PowerState = warmpool.IdlePowerState(v.Annotation)
 	}
 }
 
@@ -122,7 +80,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.prov.clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		return ref, nil
 	}
 	var written *inventory.Annotation
@@ -139,7 +97,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 			}),
 		e.vs.EXPECT().SuspendVirtualMachine(gomock.Any(), ref).Return(nil),
 	)
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 	require.NotNil(t, written)
 	assert.Equal(t, config.IdleStateSuspended, written.IdleState)
 	assert.Equal(t, "10.0.0.9", written.IPAddress)

@@ -2,24 +2,16 @@ package vsphere
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -32,93 +24,6 @@ func v2Model(image string) sdk.WorkerStarterWorkerModel {
 
 func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
 	return sdk.WorkerStarterWorkerModel{ModelV1: &sdk.Model{Name: name, Type: sdk.VSphere, Group: &sdk.Group{Name: group}}}
-}
-
-// TestClaimProvisionedVMOrder: exact flavor first, then neutral, never a VM
-// pre-sized for another flavor, never a VM that is not idle or not ours.
-func TestClaimProvisionedVMOrder(t *testing.T) {
-	t.Parallel()
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
-	foreign := warmProvVM("provision-v2-foreign", "debian12", "large")
-	foreign.Annotation.HatcheryName = "hatch-b"
-	notIdle := []inventory.VM{
-		warmProvVM("provision-v2-on", "debian12", "large", wOn),
-		warmProvVM("provision-v2-pending", "debian12", "large"),
-		warmProvVM("provision-v2-deleted", "debian12", "large"),
-		warmProvVM("provision-v2-used", "debian12", "large"),
-		foreign,
-		warmProvVM("provision-v2-tpl", "debian12", "large", wTemplate),
-		warmProvVM("provision-v2-other-model", "ubuntu", "large"),
-		warmProvVM("w-renamed", "debian12", "large"), // no provision- prefix: not in the pool
-	}
-	exactOld := warmProvVM("provision-v2-large-old", "debian12", "LARGE", wCreated(2*time.Hour))
-	exactNew := warmProvVM("provision-v2-large-new", "debian12", "large", wCreated(time.Hour))
-	neutral := warmProvVM("provision-v2-neutral", "debian12", "")
-	otherFlavor := warmProvVM("provision-v2-small", "debian12", "small")
-
-	cases := []struct {
-		name   string
-		vms    []inventory.VM
-		flavor *config.Flavor
-		want   []string // successive claims, "" = none
-	}{
-		{"exact then neutral then none", append([]inventory.VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
-			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
-		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
-		{"never another flavor", []inventory.VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
-		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
-		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
-		{"nothing for the model", notIdle, large, []string{""}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), tc.vms, nil)
-			putPhase(e.h, "provision-v2-pending", lifecycle.Provisioning)
-			e.h.markToDelete("provision-v2-deleted")
-			putPhase(e.h, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
-			for _, want := range tc.want {
-				got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), tc.flavor, true)
-				require.NoError(t, err)
-				if want == "" {
-					assert.Nil(t, got)
-					continue
-				}
-				require.NotNil(t, got, "want %s", want)
-				assert.Equal(t, want, got.Name)
-				assert.True(t, e.h.life.In(want, lifecycle.Claimed), "claimed vm must be marked as used")
-			}
-		})
-	}
-}
-
-// TestClaimProvisionedVMV1 matches V1 pools on the model path.
-func TestClaimProvisionedVMV1(t *testing.T) {
-	t.Parallel()
-	v1vm := warmVM("provision-v1-abc", wOff, wAnnot(func(a *inventory.Annotation) {
-		a.Provisioning = true
-		a.WorkerModelPath = "grp/m1"
-	}))
-	v2vm := warmProvVM("provision-v2-abc", "m1", "")
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{v2vm, v1vm}, nil)
-	got, err := e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
-	require.NoError(t, err)
-	require.NotNil(t, got)
-	assert.Equal(t, "provision-v1-abc", got.Name)
-	got, err = e.h.claimProvisionedVM(context.Background(), v1Model("grp", "m1"), nil, true)
-	require.NoError(t, err)
-	assert.Nil(t, got)
-}
-
-// TestClaimProvisionedVMListError names the model.
-func TestClaimProvisionedVMListError(t *testing.T) {
-	t.Parallel()
-	e := newWarmEnv(t, warmConfig(), nil, nil)
-	e.inv.err = errors.New("vcenter down")
-	_, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), `"debian12"`)
 }
 
 // idleDebianPool is n idle V2 pool VMs of the model debian12.
@@ -136,7 +41,7 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 	for range n {
 		wg.Go(func() {
 			<-start
-			vm, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
+			vm, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
 			if err != nil || vm == nil {
 				return
 			}
@@ -144,32 +49,6 @@ func startClaimers(e *warmEnv, n int, start <-chan struct{}, wg *sync.WaitGroup,
 			*got = append(*got, vm.Name)
 			mu.Unlock()
 		})
-	}
-}
-
-// TestClaimProvisionedVMConcurrent: concurrent claims never get the same
-// VM, and every idle VM is handed out once (run with -race).
-func TestClaimProvisionedVMConcurrent(t *testing.T) {
-	t.Parallel()
-	const pool, claimers = 5, 16
-	vms := idleDebianPool(pool)
-	e := newWarmEnv(t, warmConfig(), vms, nil)
-
-	var (
-		mu  sync.Mutex
-		got []string
-		wg  sync.WaitGroup
-	)
-	start := make(chan struct{})
-	startClaimers(e, claimers, start, &wg, &mu, &got)
-	close(start)
-	wg.Wait()
-
-	assert.Len(t, got, pool)
-	seen := map[string]bool{}
-	for _, n := range got {
-		assert.False(t, seen[n], "%s claimed twice", n)
-		seen[n] = true
 	}
 }
 
@@ -199,7 +78,7 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 	wg.Go(func() {
 		<-start
 		// The pool is configured to zero: every idle VM is surplus.
-		e.h.removeSurplus(context.Background(), vms, e.h.poolCounts(vms), nil)
+		e.h.pool.RemoveSurplus(context.Background(), vms, e.h.pool.Counts(vms), nil)
 	})
 	close(start)
 	wg.Wait()
@@ -221,217 +100,3 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 		assert.Equal(t, lifecycle.Claimed, e.h.life.Phase(n))
 	}
 }
-
-// TestPrepareClaimedVMNeutralResized: a neutral VM is renamed and
-// reconfigured with the new annotation and the flavor by one reconfigure
-// while powered off (no rename task), then powered on.
-func TestPrepareClaimedVMNeutralResized(t *testing.T) {
-	t.Parallel()
-	vm := warmProvVM("provision-v2-n", "debian12", "", wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.7" }))
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
-	want := inventory.Annotation{
-		HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
-		Created: warmNow, IPAddress: "10.0.0.7", Flavor: "large",
-	}
-	wantSpec := types.VirtualMachineConfigSpec{Name: "worker-1"}
-	want.ApplyTo(&wantSpec)
-	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
-
-	var gotSpec types.VirtualMachineConfigSpec
-	gomock.InOrder(
-		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), warmRefIs("provision-v2-n")).Return(devices, nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-				gotSpec = s
-				return nil
-			}),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-n")).Return(nil),
-	)
-
-	obj, err := e.h.prepareClaimedVM(context.Background(), &vm,
-		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: warmNow.Add(-5 * time.Hour), Provisioning: true}, large)
-	require.NoError(t, err)
-	require.NotNil(t, obj)
-	assert.Equal(t, wantSpec, gotSpec)
-	assert.Equal(t, "worker-1", gotSpec.Name, "the reconfigure renames the vm")
-	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
-	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
-	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
-	require.NoError(t, err)
-	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
-	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
-	assert.Equal(t, warmHatcheryName, a.HatcheryName)
-	assert.Equal(t, warmNow, a.Created, "the registration window starts at the claim")
-	assert.False(t, isMarked(e.h, "worker-1"))
-	assert.Positive(t, e.inv.invalidated.Load())
-}
-
-// TestPrepareClaimedVMExactNotResized: an exact-flavor VM is already sized:
-// no device load, the reconfigure carries the annotation only.
-func TestPrepareClaimedVMExactNotResized(t *testing.T) {
-	t.Parallel()
-	vm := warmProvVM("provision-v2-l", "debian12", "large")
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
-	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-				assert.Equal(t, "worker-2", s.Name)
-				assert.Zero(t, s.NumCPUs)
-				assert.Zero(t, s.MemoryMB)
-				assert.Empty(t, s.DeviceChange)
-				return nil
-			}),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-l")).Return(nil),
-	)
-	_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: warmNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192})
-	require.NoError(t, err)
-}
-
-// TestPrepareClaimedVMFailures: a failed step powers the VM off, marks it
-// (under the name it has now: its pool name when vCenter refused the
-// renaming reconfigure, both names when that reconfigure's outcome is
-// unknown) for deletion and names the step.
-func TestPrepareClaimedVMFailures(t *testing.T) {
-	t.Parallel()
-	boom := errors.New("boom")
-	cases := []struct {
-		name      string
-		setup     func(e *warmEnv)
-		step      string
-		markName  string
-		markNames []string // also marked
-		wantErr   any      // an error (errors.Is) or a vCenter fault (fault.Is)
-	}{
-		{"rename and reconfigure refused", func(e *warmEnv) {
-			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
-				Return(fmt.Errorf("reconfigure %q: %w", "provision-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
-		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", nil, &types.InvalidState{}},
-		{"rename and reconfigure unknown", func(e *warmEnv) {
-			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
-		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", []string{"worker-3"}, boom},
-		{"power on", func(e *warmEnv) {
-			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
-			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
-		}, "power on", "worker-3", nil, boom},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			vm := warmProvVM("provision-v2-x", "debian12", "")
-			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
-			tc.setup(e)
-			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-x")).Return(nil)
-			_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil)
-			require.Error(t, err)
-			if f, ok := tc.wantErr.(types.BaseMethodFault); ok {
-				assert.True(t, fault.Is(err, f), "%v", err)
-			} else {
-				assert.ErrorIs(t, err, tc.wantErr.(error))
-			}
-			assert.Contains(t, err.Error(), tc.step)
-			assert.True(t, isMarked(e.h, tc.markName))
-			for _, n := range tc.markNames {
-				assert.True(t, isMarked(e.h, n), "%s marked", n)
-			}
-			if tc.markName != "worker-3" && len(tc.markNames) == 0 {
-				assert.False(t, isMarked(e.h, "worker-3"), "never renamed: the worker name is free")
-			}
-		})
-	}
-}
-
-// TestPrepareClaimedVMRefusesForeign: no call reaches vCenter for a VM that
-// is not ours (the strict mock fails on any).
-func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
-	t.Parallel()
-	other := warmProvVM("provision-v2-b", "debian12", "")
-	other.Annotation.HatcheryName = "hatch-b"
-	bare := inventory.VM{Ref: warmRef("provision-v2-bare"), Name: "provision-v2-bare"}
-	tpl := warmProvVM("provision-v2-tpl", "debian12", "", wTemplate)
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{other, bare, tpl}, nil)
-	for _, vm := range []inventory.VM{other, bare, tpl} {
-		_, err := e.h.prepareClaimedVM(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil)
-		require.Error(t, err, vm.Name)
-	}
-	_, err := e.h.prepareClaimedVM(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil)
-	require.Error(t, err)
-	assert.Zero(t, len(markedNames(e.h)))
-}
-
-// TestPrepareClaimedVMWorkerNameTaken: a worker name the lifecycle table
-// already holds is refused before any vCenter call, and the claimed VM is
-// idle again (not left claimed, out of its pool, for good).
-func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
-	t.Parallel()
-	idle := warmProvVM("provision-v2-a", "debian12", "")
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{idle}, nil) // no vCenter call expected
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
-	require.NoError(t, err)
-	require.NotNil(t, got)
-	putPhase(e.h, "worker-x", lifecycle.Marked)
-
-	_, err = e.h.prepareClaimedVM(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil)
-	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
-	assert.Equal(t, lifecycle.Marked, e.h.life.Phase("worker-x"), "the other VM's entry is untouched")
-	assert.True(t, e.h.idleProvisioned(idle), "the claimed vm is idle again")
-}
-
-// concurrentAccessFault is the error the adapter returns when vCenter
-// refuses a reconfigure whose changeVersion is stale: a task fault wrapped
-// with the VM's name.
-func concurrentAccessFault(name string) error {
-	return fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
-		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}})
-}
-
-// TestClaimLostCASMovesOnToNextVM: another instance claimed the oldest
-// idle VM first (vCenter refuses the compare-and-swap with ConcurrentAccess):
-// the claim takes the next VM, is not an error, and leaves the lost VM
-// to the winner (no rename, no power-on, not claimable again here).
-func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
-	t.Parallel()
-	first := warmProvVM("provision-v2-first", "debian12", "", wCreated(2*time.Hour))
-	second := warmProvVM("provision-v2-second", "debian12", "", wCreated(time.Hour))
-	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{second, first}, nil)
-	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-first"), casAt("cv-provision-v2-first")).
-			Return(concurrentAccessFault("provision-v2-first")),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-second"), casAt("cv-provision-v2-second")).
-			Return(nil),
-	)
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
-	require.NoError(t, err)
-	require.NotNil(t, got)
-	assert.Equal(t, "provision-v2-second", got.Name)
-	assert.True(t, e.h.life.In("provision-v2-second", lifecycle.Claimed))
-	assert.False(t, e.h.life.In("provision-v2-first", lifecycle.Claimed), "the lost vm is not ours")
-}
-
-// TestClaimCASOtherFaultIsAnError: a reconfigure failing for another
-// reason is not a lost race: the claim returns the error (the spawn clones
-// instead) and frees the VM for a later claim.
-func TestClaimCASOtherFaultIsAnError(t *testing.T) {
-	t.Parallel()
-	vm := warmProvVM("provision-v2-only", "debian12", "")
-	e := newWarmEnvNoCAS(t, warmConfig(), []inventory.VM{vm}, nil)
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-only"), casAt("cv-provision-v2-only")).
-		Return(errors.New("connection reset"))
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, false)
-	require.Error(t, err)
-	assert.Nil(t, got)
-	assert.NotErrorIs(t, err, errClaimLost)
-	assert.Contains(t, err.Error(), `"provision-v2-only"`)
-	assert.False(t, e.h.life.In("provision-v2-only", lifecycle.Claimed))
-}
-
-// casAt matches a claim's compare-and-swap carrying changeVersion cv.
-type casAt string
-
-func (m casAt) Matches(x interface{}) bool {
-	spec, ok := x.(types.VirtualMachineConfigSpec)
-	return ok && spec.ChangeVersion == string(m) && claimCASSpec{}.Matches(x)
-}
-
-func (m casAt) String() string { return "a claim's compare-and-swap at changeVersion " + string(m) }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -55,6 +56,10 @@ func (h *HatcheryVSphere) loadAPIWorkers(ctx context.Context) (apiWorkers, error
 	return w, nil
 }
 
+// defaultRegistrationTTL is the default workerRegistrationTTL
+// (docs/design.md#timeouts).
+const defaultRegistrationTTL = 10 * time.Minute
+
 // registrationTTL is workerRegistrationTTL, or the default documented in
 // docs/configuration.md when unset.
 func (h *HatcheryVSphere) registrationTTL() time.Duration {
@@ -94,7 +99,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	if len(h.cfg.WorkerProvisioning) == 0 {
 		// The provisioning loop does not run without entries: the pools
 		// of removed entries are emptied here.
-		h.removeSurplus(ctx, vms, h.poolCounts(vms), nil)
+		h.pool.RemoveSurplus(ctx, vms, h.pool.Counts(vms), nil)
 	}
 	h.dropAbsentDeleteMarks(vms)
 	h.tendHolds(vms)
@@ -171,12 +176,12 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return awolKeep("spawn of its job in flight")
 	}
 
-	if vm.HasPrefix(provisionPrefix) && a.Provisioning {
+	if vm.HasPrefix(warmpool.Prefix) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
 		// left half-made by a crash (never in its idle state long after
 		// creation) and a hot pool VM that is not in the state its record
 		// says (suspended or running, found otherwise: broken).
-		if vm.PowerState == idlePowerState(a) {
+		if vm.PowerState == warmpool.IdlePowerState(a) {
 			return awolKeep("provisioned, idle " + string(vm.PowerState))
 		}
 		if a.IdleState != "" {
@@ -299,4 +304,12 @@ func (h *HatcheryVSphere) warnUnlessShuttingDown(ctx context.Context, msg string
 		return
 	}
 	h.log.Warn(msg, args...)
+}
+
+// annotationModel names the model an annotation is for.
+func annotationModel(a inventory.Annotation) string {
+	if a.VMwareModelPath != "" {
+		return a.VMwareModelPath
+	}
+	return a.WorkerModelPath
 }

@@ -507,6 +507,7 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1", wOff)}, &warmCDS{})
 			var logs bytes.Buffer
 			e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+			e.h.pool.Log = e.h.log
 			e.h.markToDelete("w-1")
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

@@ -26,6 +26,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	f.h.pool.Log = f.h.log
 	snap := spRef("VirtualMachineSnapshot", "snapshot-7")
 	linked := spRef("VirtualMachine", "vm-linked")
 	plain := spRef("VirtualMachine", "vm-plain")

@@ -144,7 +144,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
 	)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "Q0RTX0NPTkZJRw=="}
-	_, err := e.h.prepareClaimedVMBoot(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
+	_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
 	assert.Equal(t, "worker-c", written.Name, "the same reconfigure renames the vm")

@@ -68,6 +68,7 @@ func TestGuestCredentialsResolveV1ModelSecrets(t *testing.T) {
 				cds = &secretsCDS{group: "shared.infra", name: "mymodel", secrets: secrets}
 			}
 			f.h.cds = cds
+			f.h.pool.CDS = f.h.cds
 			ga, err := f.h.guestCredentials(context.Background(), tt.model)
 			assert.Equal(t, tt.wantCalls, cds.calls.Load())
 			if tt.wantErr != "" {

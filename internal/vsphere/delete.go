@@ -165,3 +165,13 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm inve
 		h.log.Warn("registration failure not reported", logkey.VM, vm.Name, logkey.Model, path, logkey.Err, err)
 	}
 }
+
+// findEnabledModel returns the model of ms whose path is path.
+func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
+	for _, m := range ms {
+		if m.Path() == path {
+			return m, true
+		}
+	}
+	return sdk.Model{}, false
+}

@@ -6,6 +6,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 
 	"github.com/vmware/govmomi/vim25/types"
@@ -15,31 +16,31 @@ import (
 // loops' single passes and the claim path, compiled into tests only.
 
 // WarmProvisioningPass runs one provisioning pass.
-func (h *HatcheryVSphere) WarmProvisioningPass(ctx context.Context) { h.provisioning(ctx) }
+func (h *HatcheryVSphere) WarmProvisioningPass(ctx context.Context) { h.pool.Provision(ctx) }
 
 // WarmKillAwolServersPass runs one awol cleanup pass.
 func (h *HatcheryVSphere) WarmKillAwolServersPass(ctx context.Context) { h.killAwolServers(ctx) }
 
-// WarmClaim is claimProvisionedVM.
+// WarmClaim is warmpool.Pool.Claim.
 func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor) (*inventory.VM, error) {
-	return h.claimProvisionedVM(ctx, model, flavor, true)
+	return h.pool.Claim(ctx, model, flavor, true)
 }
 
-// WarmPrepareClaimed is prepareClaimedVM.
+// WarmPrepareClaimed is warmpool.Pool.PrepareClaimed without cloud-init.
 func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
-	return h.prepareClaimedVM(ctx, vm, annot, flavor)
+	return h.pool.PrepareClaimed(ctx, vm, annot, flavor, nil)
 }
 
 // WarmCloneFunc is the signature of cloneVM.
-type WarmCloneFunc = cloneFunc
+type WarmCloneFunc = warmpool.CloneFunc
 
 // WarmWrapClone makes provisioning clone through wrap(cloneVM).
 func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneFunc) {
-	h.prov.clone = wrap(h.cloneVM)
+	h.pool.Clone = wrap(h.cloneVM)
 }
 
 // WarmFlavor returns the configured flavor named name (nil when unknown).
-func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.flavorByName(name) }
+func (h *HatcheryVSphere) WarmFlavor(name string) *config.Flavor { return h.pool.FlavorByName(name) }
 
 // WarmInventory is the hatchery's inventory, for tests that wait for it.
 func (h *HatcheryVSphere) WarmInventory() inventory.Inventory { return h.inv }

@@ -77,7 +77,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 0}, {ModelPath: "grp/m1", Number: 0}}
 	e := newWarmEnv(t, cfg, vms, cds)
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	ctx := context.Background()
 
 	// Whatever the caches say, the records decide.
@@ -86,17 +86,17 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	}
 	e.h.killDisabledWorkers(ctx)
 	e.h.killAwolServers(ctx)
-	e.h.provisioning(ctx)
+	e.h.pool.Provision(ctx)
 	e.h.killAwolServers(ctx)
 
 	for _, m := range []sdk.WorkerStarterWorkerModel{v2Model("debian12"), v1Model("grp", "m1")} {
-		got, err := e.h.claimProvisionedVM(ctx, m, nil, true)
+		got, err := e.h.pool.Claim(ctx, m, nil, true)
 		require.NoError(t, err)
 		assert.Nil(t, got)
 	}
 	for _, v := range vms {
 		require.Error(t, e.h.deleteServer(ctx, v), v.Name)
-		_, err := e.h.prepareClaimedVM(ctx, &v, inventory.Annotation{WorkerName: "worker-x"}, nil)
+		_, err := e.h.pool.PrepareClaimed(ctx, &v, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
 		require.Error(t, err, v.Name)
 	}
 	assert.Empty(t, rec.calls)

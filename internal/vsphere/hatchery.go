@@ -22,6 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/vmware/govmomi/vim25/types"
@@ -29,10 +30,7 @@ import (
 
 // Name prefixes of the VMs the hatchery creates.
 const (
-	provisionV1Prefix = "provision-v1-"
-	provisionV2Prefix = "provision-v2-"
-	provisionPrefix   = "provision-"
-	registerPrefix    = "register-"
+	registerPrefix = "register-"
 )
 
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
@@ -67,7 +65,7 @@ type HatcheryVSphere struct {
 
 	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *admission.State   // in-flight footprints (internal/admission)
-	prov     *provisioningState // warm pool (provisioning.go)
+	pool     *warmpool.Pool     // warm pool (internal/warmpool)
 	clones   *clonespec.Builder // clone specs and template devices (internal/clonespec)
 	quar     *quarantine.Book   // broken templates (quarantine.go)
 	// quarGauge serialises reading the quarantined count and recording
@@ -134,8 +132,12 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()
-	h.prov = newProvisioningState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
+	h.pool = &warmpool.Pool{
+		Hatchery: h.Name(), Config: o.Config, Port: o.Client, Inventory: h.inv, Life: h.life, CDS: o.CDS,
+		IPs: ips, Clones: h.clones, Admission: h.admission, Clone: h.cloneVM, Host: poolHost{h},
+		Log: h.log, Now: func() time.Time { return h.now() },
+	}
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
@@ -164,7 +166,7 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 		}()
 	}
 	if len(h.cfg.WorkerProvisioning) > 0 {
-		loop("provisioning", h.cfg.WorkerProvisioningIntervalDuration(), h.provisioning)
+		loop("provisioning", h.cfg.WorkerProvisioningIntervalDuration(), h.pool.Provision)
 	}
 	loop("kill-awol-servers", h.cfg.KillAwolServersIntervalDuration(), h.killAwolServers)
 	loop("kill-disabled-workers", h.cfg.KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)

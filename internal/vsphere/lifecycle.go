@@ -22,28 +22,7 @@ var (
 		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked, lifecycle.Destroyed,
 		lifecycle.Held,
 	}
-	// claimable: a pool VM in one of these phases may be claimed or
-	// removed as surplus (Gone: the inventory shows it idle, the table
-	// knows nothing more).
-	claimable = []lifecycle.Phase{lifecycle.Gone, lifecycle.Idle}
-	// leavingPool: a pool VM in one of these phases no longer counts in
-	// its pool.
-	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed}
-	// consumedPhases: an entry holding a VM's reference in one of these
-	// phases means the VM was claimed: a lagging snapshot may still show
-	// it idle under its provisioned name.
-	consumedPhases = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Preparing, lifecycle.Running, lifecycle.Started}
 )
-
-// pool is k as the lifecycle table records it.
-func (k poolKey) pool() lifecycle.Pool {
-	return lifecycle.Pool{V1: k.v1, Model: k.model, Flavor: k.flavor}
-}
-
-// poolKeyOf is the pool key of a lifecycle entry.
-func poolKeyOf(p lifecycle.Pool) poolKey {
-	return poolKey{v1: p.V1, model: p.Model, flavor: p.Flavor}
-}
 
 // recordCreated records that the worker name's VM exists now (cloned or
 // claimed and prepared): it counts as a started worker until the inventory

@@ -18,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 )
 
 // TestProvisioningQuarantine: a warm pool's provisionings are spawns for the
@@ -38,7 +39,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 
 	fixed, taken := false, false
 	clones := map[string]int{}
-	e.h.prov.clone = func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		clones[template]++
 		if taken {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
@@ -54,7 +55,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	provision := func(template string) {
 		n++
 		name := fmt.Sprintf("provision-v2-%s-%d", template, n)
-		e.h.provisionOne(context.Background(), provisionTask{key: poolKey{model: template}, template: template, name: name})
+		e.h.pool.ProvisionOne(context.Background(), warmpool.Task{Key: warmpool.Key{Model: template}, Template: template, Name: name})
 	}
 	ctx := context.Background()
 

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"regexp"
 	"sort"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -113,7 +113,7 @@ func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 	return ip, off
 }
 
-// provisionNameRE is a pool slot name (poolKey.slotName).
+// provisionNameRE is a pool slot name (warmpool.Key.SlotName).
 var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
 
 // TestProvisioningFillsPools: deficits per (model, flavor), V2 pools then V1,
@@ -149,14 +149,14 @@ func TestProvisioningFillsPools(t *testing.T) {
 	putPhase(e.h, "provision-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-claimed"))
 	e.h.markToDelete("provision-v2-tobedeleted")
 	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
-	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(poolKey{model: "ubuntu", flavor: "large"}.pool()))
+	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "ubuntu", Flavor: "large"}.Pool()))
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	// provision-v2-large is surplus (no pool for it) and idle: removed.
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-large")).Return(nil)
 	ip, off := expectProvisionSteps(e, 4)
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 
 	var templates []string
 	for _, c := range rec.calls {
@@ -213,13 +213,13 @@ func TestProvisioningBoundedAndJoined(t *testing.T) {
 		active.Add(-1)
 		finished.Add(1)
 	}}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 6)
 
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		e.h.provisioning(context.Background())
+		e.h.pool.Provision(context.Background())
 	}()
 	<-entered
 	<-entered
@@ -259,10 +259,10 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 			cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 			e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 			rec := &cloneRecorder{}
-			e.h.prov.clone = rec.clone
+			e.h.pool.Clone = rec.clone
 			tc.setup(e, rec)
 
-			e.h.provisioning(context.Background())
+			e.h.pool.Provision(context.Background())
 
 			require.Len(t, rec.calls, 1)
 			assert.Equal(t, []string{rec.calls[0].name}, markedNames(e.h))
@@ -307,8 +307,8 @@ func TestProvisioningSkips(t *testing.T) {
 			cfg.WorkerProvisioning = tc.entries
 			e := newWarmEnv(t, cfg, tc.vms, tc.cds)
 			rec := &cloneRecorder{}
-			e.h.prov.clone = rec.clone
-			e.h.provisioning(context.Background())
+			e.h.pool.Clone = rec.clone
+			e.h.pool.Provision(context.Background())
 			assert.Empty(t, rec.calls)
 		})
 	}
@@ -321,10 +321,10 @@ func TestProvisioningStopsOnContext(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	e.h.provisioning(ctx)
+	e.h.pool.Provision(ctx)
 	assert.Empty(t, rec.calls)
 }
 
@@ -358,15 +358,15 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 	e := newWarmEnv(t, cfg, vms, &warmCDS{})
 	putPhase(e.h, "provision-v2-dclaimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-dclaimed"))
 	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning)
-	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(poolKey{model: "debian12"}.pool()))
+	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "debian12"}.Pool()))
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	// debian12: d1..d4 + dbooting = 5 in the pool, 2 configured: the 3 oldest idle go.
 	for _, n := range []string{"provision-v2-d1", "provision-v2-d2", "provision-v2-d3", "provision-v2-dlarge", "provision-v2-c1"} {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(n)).Return(nil)
 	}
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 
 	assert.Empty(t, rec.calls, "no pool is short")
 	assert.Zero(t, len(markedNames(e.h)))
@@ -384,60 +384,17 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(errors.New("busy")),
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(nil),
 	)
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 	require.True(t, isMarked(e.h, "provision-v2-d1"))
 	assert.Zero(t, len(namesIn(e.h, lifecycle.Claimed)))
 
 	// Marked: neither claimed nor counted meanwhile.
-	got, err := e.h.claimProvisionedVM(context.Background(), v2Model("debian12"), nil, true)
+	got, err := e.h.pool.Claim(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 
 	e.h.killAwolServers(context.Background())
 	assert.False(t, isMarked(e.h, "provision-v2-d1"))
-}
-
-// TestRoundRobinTasks interleaves the queues.
-func TestRoundRobinTasks(t *testing.T) {
-	t.Parallel()
-	a, b, c := provisionTask{template: "a"}, provisionTask{template: "b"}, provisionTask{template: "c"}
-	got := roundRobinTasks([][]provisionTask{{a, a, a}, {b}, {c, c}})
-	var s string
-	for _, x := range got {
-		s += x.template
-	}
-	assert.Equal(t, "abcaca", s)
-}
-
-// TestPoolSlotNames: slot names are deterministic, lower-case and
-// DNS-safe, within vSphere's 80 characters, keep today's prefixes and keep
-// pools apart (even pools whose model and flavor sanitize alike).
-func TestPoolSlotNames(t *testing.T) {
-	t.Parallel()
-	deb := poolKey{model: "debian12"}
-	assert.Equal(t, deb.slotName(3), deb.slotName(3), "deterministic")
-	assert.NotEqual(t, deb.slotName(0), deb.slotName(1))
-	keys := []poolKey{
-		deb,
-		{model: "debian12", flavor: "large"},
-		{model: "Debian12"}, // sanitizes like debian12: the hash keeps them apart
-		{v1: true, model: "grp/m1"},
-		{model: "debian12-large"},
-		{model: strings.Repeat("very-long-template-name-", 10), flavor: strings.Repeat("x", 90)},
-	}
-	seen := map[string]bool{}
-	for _, k := range keys {
-		for _, slot := range []int{0, 7, 99999} {
-			n := k.slotName(slot)
-			assert.Regexp(t, provisionNameRE, n)
-			assert.LessOrEqual(t, len(n), maxVMNameLen, n)
-			assert.True(t, strings.HasPrefix(n, k.prefix()), n)
-			assert.False(t, seen[n], "%s names two slots", n)
-			seen[n] = true
-		}
-	}
-	assert.True(t, strings.HasPrefix(deb.slotName(2), "provision-v2-debian12-"), deb.slotName(2))
-	assert.True(t, strings.HasSuffix(deb.slotName(2), "-2"), deb.slotName(2))
 }
 
 // TestProvisioningClonesMissingSlots: a pool of 3 whose slot 1 exists is
@@ -448,22 +405,22 @@ func TestProvisioningClonesMissingSlots(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 4}}
-	key := poolKey{model: "debian12"}
-	vms := []inventory.VM{warmTpl("debian12"), warmProvVM(key.slotName(1), "debian12", "")}
+	key := warmpool.Key{Model: "debian12"}
+	vms := []inventory.VM{warmTpl("debian12"), warmProvVM(key.SlotName(1), "debian12", "")}
 	e := newWarmEnv(t, cfg, vms, nil)
-	putPhase(e.h, key.slotName(3), lifecycle.Provisioning, lifecycle.WithPool(key.pool()))
+	putPhase(e.h, key.SlotName(3), lifecycle.Provisioning, lifecycle.WithPool(key.Pool()))
 	// Destroyed by an earlier cleanup and no longer listed: free again.
-	putPhase(e.h, key.slotName(0), lifecycle.Deleting, lifecycle.WithRef("vm-destroyed"))
-	putPhase(e.h, key.slotName(0), lifecycle.Destroyed)
+	putPhase(e.h, key.SlotName(0), lifecycle.Deleting, lifecycle.WithRef("vm-destroyed"))
+	putPhase(e.h, key.SlotName(0), lifecycle.Destroyed)
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 2)
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 
 	got := rec.names()
 	sort.Strings(got)
-	want := []string{key.slotName(0), key.slotName(2)}
+	want := []string{key.SlotName(0), key.SlotName(2)}
 	sort.Strings(want)
 	assert.Equal(t, want, got)
 }
@@ -476,21 +433,21 @@ func TestProvisioningRefillsClaimedSlots(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
-	key := poolKey{model: "debian12"}
+	key := warmpool.Key{Model: "debian12"}
 	worker := warmVM("debian12-worker", wOn) // slot 0's VM, renamed and re-annotated by its claim
-	worker.Ref = warmRef(key.slotName(0))
-	lagging := warmProvVM(key.slotName(1), "debian12", "") // slot 1's VM, claimed, still shown idle
+	worker.Ref = warmRef(key.SlotName(0))
+	lagging := warmProvVM(key.SlotName(1), "debian12", "") // slot 1's VM, claimed, still shown idle
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), worker, lagging}, nil)
-	putPhase(e.h, key.slotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.slotName(0)).Value), lifecycle.WithPool(key.pool()))
-	putPhase(e.h, key.slotName(1), lifecycle.Claimed, lifecycle.WithRef(lagging.Ref.Value), lifecycle.WithPool(key.pool()))
+	putPhase(e.h, key.SlotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.SlotName(0)).Value), lifecycle.WithPool(key.Pool()))
+	putPhase(e.h, key.SlotName(1), lifecycle.Claimed, lifecycle.WithRef(lagging.Ref.Value), lifecycle.WithPool(key.Pool()))
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 1)
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 
-	assert.Equal(t, []string{key.slotName(0)}, rec.names())
-	assert.True(t, e.h.life.In(key.slotName(1), lifecycle.Claimed), "a claim the inventory does not show yet stays")
+	assert.Equal(t, []string{key.SlotName(0)}, rec.names())
+	assert.True(t, e.h.life.In(key.SlotName(1), lifecycle.Claimed), "a claim the inventory does not show yet stays")
 }
 
 // TestProvisioningReusesAFailedSlot: a slot whose provisioning failed (its
@@ -502,21 +459,21 @@ func TestProvisioningReusesAFailedSlot(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
-	key := poolKey{model: "debian12"}
+	key := warmpool.Key{Model: "debian12"}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	require.Positive(t, e.h.releaseGrace())
-	putPhase(e.h, key.slotName(0), lifecycle.Marked) // its clone failed just now
+	putPhase(e.h, key.SlotName(0), lifecycle.Marked) // its clone failed just now
 	rec := &cloneRecorder{}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 	assert.Empty(t, rec.names(), "a snapshot may not show the failed clone's VM yet")
 
 	later := warmNow.Add(e.h.releaseGrace() + time.Second)
 	e.h.now = func() time.Time { return later }
 	expectProvisionSteps(e, 1)
-	e.h.provisioning(context.Background())
-	assert.Equal(t, []string{key.slotName(0)}, rec.names())
+	e.h.pool.Provision(context.Background())
+	assert.Equal(t, []string{key.SlotName(0)}, rec.names())
 }
 
 // TestProvisioningDuplicateSlotIsNotAnError: another instance cloned the
@@ -529,25 +486,26 @@ func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 	cfg := warmConfig()
 	cfg.WorkerProvisioningPoolSize = 1
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
-	key := poolKey{model: "debian12"}
+	key := warmpool.Key{Model: "debian12"}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	var logs testutil.SyncBuffer
 	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.h.pool.Log = e.h.log
 	rec := &cloneRecorder{err: func(name string) error {
-		if name == key.slotName(0) {
+		if name == key.SlotName(0) {
 			return fmt.Errorf("clone %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
 				Fault: &types.DuplicateName{Name: name}, LocalizedMessage: "The name already exists."}})
 		}
 		return nil
 	}}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 1) // slot 1 only
 
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 
-	assert.Equal(t, []string{key.slotName(0), key.slotName(1)}, rec.names())
-	assert.False(t, isMarked(e.h, key.slotName(0)), "another instance's vm is never marked")
-	assert.Equal(t, lifecycle.Gone, e.h.life.Phase(key.slotName(0)), "the slot is left to the other instance")
+	assert.Equal(t, []string{key.SlotName(0), key.SlotName(1)}, rec.names())
+	assert.False(t, isMarked(e.h, key.SlotName(0)), "another instance's vm is never marked")
+	assert.Equal(t, lifecycle.Gone, e.h.life.Phase(key.SlotName(0)), "the slot is left to the other instance")
 	assert.NotContains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "pool slot filled by another instance")
 }
@@ -569,14 +527,15 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	e := newWarmEnv(t, cfg, []inventory.VM{tpl, worker}, nil)
 	deferred := make(chan struct{})
 	e.h.log = slog.New(&messageSignal{msg: "provisioning deferred to the next pass", ch: deferred})
+	e.h.pool.Log = e.h.log
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 2)
 
 	done := make(chan struct{})
-	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	go func() { defer close(done); e.h.pool.Provision(context.Background()) }()
 	<-entered
 	<-entered
 	select {
@@ -595,7 +554,7 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 
 	// The next pass provisions the third: the two are powered off.
 	expectProvisionSteps(e, 1)
-	e.h.provisioning(context.Background())
+	e.h.pool.Provision(context.Background())
 	assert.Len(t, rec.names(), 3)
 }
 
@@ -610,10 +569,10 @@ func TestProvisioningWithoutStaticLimitFillsThePool(t *testing.T) {
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	expectProvisionSteps(e, 3)
 	done := make(chan struct{})
-	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	go func() { defer close(done); e.h.pool.Provision(context.Background()) }()
 	for range 3 {
 		<-entered // all three in flight at once
 	}
@@ -660,9 +619,9 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	inClone := make(chan struct{})
 	proceed := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { close(inClone); <-proceed }, err: func(string) error { return errors.New("clone refused") }}
-	e.h.prov.clone = rec.clone
+	e.h.pool.Clone = rec.clone
 	done := make(chan struct{})
-	go func() { defer close(done); e.h.provisioning(context.Background()) }()
+	go func() { defer close(done); e.h.pool.Provision(context.Background()) }()
 	<-inClone
 
 	ok, err := e.h.CanAllocateResources(context.Background(), model, "job-1", nil)

@@ -23,21 +23,12 @@ import (
 // quarantineKey names what a worker of model is made from: the V2 model's
 // template (spec.image), or the V1 model (its path), whose template this
 // hatchery builds.
+// The pool's provisionings use the same keys (warmpool.Key.QuarantineKey).
 func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
 	if model.IsV1() {
 		return "model " + model.GetName()
 	}
 	return "template " + model.GetVSphereImage()
-}
-
-// quarantineKey is the quarantine key of the pool's template: the one
-// quarantineKey(model) gives a spawn of the same V2 template or V1 model,
-// so spawns and provisionings share one record.
-func (k poolKey) quarantineKey() string {
-	if k.v1 {
-		return "model " + k.model
-	}
-	return "template " + k.model
 }
 
 // refuseQuarantined is the refusal of a job whose template is quarantined.

@@ -42,6 +42,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	cds := &spCDS{}
 	f.h.cds = cds
+	f.h.pool.CDS = f.h.cds
 	oldRef := spRef("VirtualMachine", "vm-old")
 	f.inv.vms = []inventory.VM{
 		{Name: "debian12-base", Template: true},
@@ -126,6 +127,7 @@ func TestRegisterModelFailures(t *testing.T) {
 			f := newSpFixture(t, spConfig())
 			cds := &spCDS{}
 			f.h.cds = cds
+			f.h.pool.CDS = f.h.cds
 			f.inv.vms = append([]inventory.VM{{Name: "debian12-base", Template: true}}, tt.vms...)
 			vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 			var launched string
@@ -152,6 +154,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	f := newSpFixture(t, spConfig())
 	cds := &spCDS{}
 	f.h.cds = cds
+	f.h.pool.CDS = f.h.cds
 	f.inv.vms = []inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}
 	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
 	require.Error(t, err)

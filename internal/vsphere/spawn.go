@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -159,7 +160,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 	for attempt := 0; ; attempt++ {
 		// A hot VM whose check fails is discarded: the next candidate
 		// (or a fresh clone) serves the job.
-		claimed, err := h.claimProvisionedVM(ctx, args.Model, flavor, boot == nil && attempt < maxHotClaims)
+		claimed, err := h.pool.Claim(ctx, args.Model, flavor, boot == nil && attempt < warmpool.MaxHotClaims)
 		if err != nil {
 			h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 			claimed = nil
@@ -176,15 +177,15 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm types.ManagedObjectReference
 		if claimed.Annotation.IdleState != "" {
-			vm, err = h.prepareHotVM(ctx, claimed, *annot)
+			vm, err = h.pool.PrepareHot(ctx, claimed, *annot)
 			h.inv.Invalidate()
-			if errors.Is(err, errHotCheck) {
+			if errors.Is(err, warmpool.ErrHotCheck) {
 				annot.IPAddress = ""
 				h.log.Info("hot vm discarded, trying the next option", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Err, err)
 				continue
 			}
 		} else {
-			vm, err = h.prepareClaimedVMBoot(ctx, claimed, *annot, flavor, boot)
+			vm, err = h.pool.PrepareClaimed(ctx, claimed, *annot, flavor, boot)
 			h.inv.Invalidate()
 		}
 		if err != nil {

@@ -106,6 +106,7 @@ func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.
 	f := newSpFixture(t, cfg)
 	cds := &tmCDS{}
 	f.h.cds = cds
+	f.h.pool.CDS = f.h.cds
 	f.inv.add(inventory.VM{Name: "debian12", Template: true})
 	args := spV2Args()
 	args.Booked = f.clock.Now()
@@ -118,6 +119,7 @@ func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 	f, cds, args := newTimedFixture(t, 60)
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	f.h.pool.Log = f.h.log
 	m, err := metrics.New(spHatchery)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)

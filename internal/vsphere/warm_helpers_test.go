@@ -159,7 +159,7 @@ type warmEnv struct {
 func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
 	t.Helper()
 	e := newWarmEnvNoCAS(t, cfg, vms, cds)
-	// A claim's first write is its compare-and-swap (claimInVCenter): no
+	// A claim's first write is its compare-and-swap (warmpool.Pool.Claim): no
 	// other instance here, it always wins. Registered first, it matches
 	// only a spec carrying a changeVersion, so the tests' own reconfigure
 	// expectations still see every other reconfigure.

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -44,7 +45,7 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 	shown := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		shown[v.Name] = true
-		if v.Template || !v.OwnedBy(h.Name()) || v.HasPrefix(provisionPrefix) {
+		if v.Template || !v.OwnedBy(h.Name()) || v.HasPrefix(warmpool.Prefix) {
 			continue
 		}
 		name := v.Name

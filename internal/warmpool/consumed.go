@@ -1,4 +1,4 @@
-package vsphere
+package warmpool
 
 import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -12,16 +12,16 @@ import (
 // entry for a claimed VM is never offered to another claim or to the
 // surplus removal. The entries are an accelerator over the annotation: a
 // restart loses them, and the fresh inventory of a restart is not stale.
-func (h *HatcheryVSphere) forgetConsumed(vms []inventory.VM) {
+func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	stillProvisioned := map[string]bool{}
 	for _, v := range vms {
-		if _, ok := h.keyOf(v); ok {
+		if _, ok := keyOf(p.Hatchery, v); ok {
 			stillProvisioned[v.Ref.Value] = true
 		}
 	}
-	for _, e := range h.life.List(lifecycle.Claimed) {
+	for _, e := range p.Life.List(lifecycle.Claimed) {
 		if !stillProvisioned[e.Ref] {
-			_ = h.life.Move(e.Name, lifecycle.Claimed, lifecycle.Gone)
+			_ = p.Life.Move(e.Name, lifecycle.Claimed, lifecycle.Gone)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package vsphere
+package warmpool
 
 import (
 	"context"
@@ -8,34 +8,33 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// errHotCheck marks the failure of a claimed hot pool VM's check (guest
+// ErrHotCheck marks the failure of a claimed hot pool VM's check (guest
 // ready, expected IP) after its resume: the VM is discarded and the spawn
 // goes on to the next option (docs/configuration.md, "Warm pool").
-var errHotCheck = errors.New("hot pool vm failed its check")
+var ErrHotCheck = errors.New("hot pool vm failed its check")
 
-// maxHotClaims bounds how many hot pool VMs one spawn discards before it
+// MaxHotClaims bounds how many hot pool VMs one spawn discards before it
 // takes the next option: every discarded VM is marked and never offered
 // again, so the bound only keeps a pool of broken VMs from delaying a job
 // for long.
-const maxHotClaims = 3
+const MaxHotClaims = 3
 
-// prepareHotVM turns a claimed hot pool VM (suspended or powered on, of
+// PrepareHot turns a claimed hot pool VM (suspended or powered on, of
 // the exact flavor) into the worker: power on (a suspended VM resumes),
 // check it (guest operations ready, the IP its record holds, bounded by
 // guest.Readiness.Resume), then rename to annot.WorkerName and write annot
 // in one reconfigure. A hot VM is never resized nor given cloud-init
 // userdata: it booted already. It refuses a VM that is not ours. On error the VM is powered
 // off and marked for deletion, never reused; a failed check wraps
-// errHotCheck.
-func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (types.ManagedObjectReference, error) {
-	if err := h.beginPrepare(vm, &annot); err != nil {
+// ErrHotCheck.
+func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (types.ManagedObjectReference, error) {
+	if err := p.beginPrepare(vm, &annot); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	state := vm.Annotation.IdleState // beginPrepare checked that vm is ours: it has a record
@@ -43,7 +42,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	if annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
+	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -52,36 +51,28 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
-		if serr := h.vs.ShutdownVirtualMachine(cctx, obj); serr != nil {
+		if serr := p.Port.ShutdownVirtualMachine(cctx, obj); serr != nil {
 			log.Warn("claimed hot vm not powered off, left to cleanup", logkey.Err, serr)
 		}
 		cancel()
-		h.markToDelete(current)
-		switch {
-		case renameUnknown:
-			// The reconfigure's outcome is unknown: the VM has either name.
-			h.markToDelete(newName)
-		case current != newName:
-			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
-		}
-		h.inv.Invalidate()
+		p.markFailedClaim(current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	// A suspended VM resumes; a powered-on one is on already (success).
-	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
-		return fail("resume", fmt.Errorf("%w: %w", errHotCheck, err))
+	if err := p.Port.StartVirtualMachine(ctx, obj); err != nil {
+		return fail("resume", fmt.Errorf("%w: %w", ErrHotCheck, err))
 	}
-	if err := h.checkHotVM(ctx, obj, vm.Annotation.IPAddress); err != nil {
-		return fail("check after "+hotVerb(state), fmt.Errorf("%w: %w", errHotCheck, err))
+	if err := p.checkHotVM(ctx, obj, vm.Annotation.IPAddress); err != nil {
+		return fail("check after "+hotVerb(state), fmt.Errorf("%w: %w", ErrHotCheck, err))
 	}
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
 	// One task renames (the spec's Name) and writes the record.
 	spec := types.VirtualMachineConfigSpec{Name: newName}
 	annot.ApplyTo(&spec)
-	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
 		renameUnknown = !spawnfault.IsVCenterFault(err)
@@ -89,7 +80,7 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 	}
 	current = newName
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
-	h.inv.Invalidate()
+	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("%s, checked, renamed to %q", hotVerb(state), newName))
 	return obj, nil
 }
@@ -98,15 +89,15 @@ func (h *HatcheryVSphere) prepareHotVM(ctx context.Context, vm *inventory.VM, an
 // in it: guest operations ready and the guest reporting expectedIP (any
 // IPv4 address when the record holds none), each bounded by
 // guest.Readiness.Resume.
-func (h *HatcheryVSphere) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) error {
+func (p *Pool) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) error {
 	gctx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
-	err := h.vs.WaitForGuestOperationsReady(gctx, vm)
+	err := p.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("wait for guest operations ready: %w", err)
 	}
 	ictx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
-	ip, err := h.vs.WaitForVirtualMachineIP(ictx, vm, expectedIP)
+	ip, err := p.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("wait for ip %s: %w", expectedIP, err)

@@ -1,4 +1,4 @@
-package vsphere
+package warmpool
 
 import (
 	"context"
@@ -32,16 +32,16 @@ var errClaimLost = errors.New("claim lost: vm changed since it was listed")
 // reconfigure): errClaimLost. Once it succeeds, no other instance lists
 // the VM as idle. A VM whose claimant stops before renaming it is a worker
 // that never started: cleanup reclaims it after workerRegistrationTTL.
-func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) error {
+func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 	if v.Annotation == nil {
 		return fmt.Errorf("claim %q: no annotation", v.Name)
 	}
 	a := *v.Annotation
 	a.Provisioning = false
-	a.Created = h.now().UTC()
+	a.Created = p.Now().UTC()
 	spec := types.VirtualMachineConfigSpec{ChangeVersion: v.ChangeVersion}
 	a.ApplyTo(&spec)
-	err := h.vs.ReconfigureVirtualMachine(ctx, v.Ref, spec)
+	err := p.Port.ReconfigureVirtualMachine(ctx, v.Ref, spec)
 	switch {
 	case err == nil:
 		return nil
@@ -52,12 +52,12 @@ func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) er
 	}
 }
 
-// claimProvisionedVM picks an idle provisioned VM for model
+// Claim picks an idle provisioned VM for model
 // (docs/design.md#provisioned-vms), marks it as being used and returns it; nil, nil when none is
 // available. Candidates are this hatchery's provisioned VMs of the model
 // (V2: the template name, V1: the model path), powered off, not being
 // provisioned, claimed or deleted, waiting in the idle state their
-// annotation records (idleProvisioned). Power state and annotation
+// annotation records (IdleProvisioned). Power state and annotation
 // decide that a VM is ready: a VM whose power state is not its recorded
 // idle state is still being provisioned (or half-made) and is skipped. The claim is atomic: two
 // concurrent claims never return the same VM (a move to Claimed in the
@@ -67,12 +67,12 @@ func (h *HatcheryVSphere) claimInVCenter(ctx context.Context, v inventory.VM) er
 // The order of the candidates is claimCandidates'; hotOK false leaves out
 // suspended and powered-on VMs (a cloud-init spawn: its userdata is read
 // at first boot, which a hot VM has passed).
-func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
-	want := poolKey{model: model.GetVSphereImage()}
+func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
+	want := Key{Model: model.GetVSphereImage()}
 	if model.IsV1() {
-		want = poolKey{v1: true, model: model.ModelV1.Path()}
+		want = Key{V1: true, Model: model.ModelV1.Path()}
 	}
-	if want.model == "" {
+	if want.Model == "" {
 		return nil, nil
 	}
 	wantFlavor := ""
@@ -80,12 +80,12 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		wantFlavor = strings.ToLower(flavor.Name)
 	}
 
-	vms, err := h.inv.VMs(ctx)
+	vms, err := p.Inventory.VMs(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.model, err)
+		return nil, fmt.Errorf("claim provisioned vm for model %q: list vms: %w", want.Model, err)
 	}
-	h.forgetConsumed(vms)
-	candidates := h.claimCandidates(vms, want, wantFlavor, hotOK)
+	p.forgetConsumed(vms)
+	candidates := p.claimCandidates(vms, want, wantFlavor, hotOK)
 
 	for _, v := range candidates {
 		// One atomic step: a VM a concurrent claim took, or the surplus
@@ -93,28 +93,28 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 		// more and the move is refused. From here the VM is a worker (or,
 		// on failure, marked for deletion): never idle again, whatever a
 		// stale snapshot says, until the inventory shows it renamed.
-		if _, err := h.life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.pool())); err != nil {
+		if _, err := p.Life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.Pool())); err != nil {
 			continue
 		}
 		// The claim in memory settles this process's own spawns; the
 		// compare-and-swap below settles it against the other instances
 		// of this hatchery (docs/high-availability.md).
-		switch err := h.claimInVCenter(ctx, v); {
+		switch err := p.claimInVCenter(ctx, v); {
 		case errors.Is(err, errClaimLost):
-			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
-			h.log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.model,
+			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.Log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "changeVersion moved since the listing")
 			continue
 		case err != nil:
-			_ = h.life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
-			h.inv.Invalidate()
-			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.model, err)
+			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.Inventory.Invalidate()
+			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.Model, err)
 		}
-		h.log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.model, logkey.Flavor, wantFlavor,
+		p.Log.Info("claimed provisioned vm", logkey.VM, v.Name, logkey.Model, want.Model, logkey.Flavor, wantFlavor,
 			logkey.Detail, claimReason(v, wantFlavor))
 		return &v, nil
 	}
-	h.log.Debug("no provisioned vm to claim", logkey.Model, want.model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
+	p.Log.Debug("no provisioned vm to claim", logkey.Model, want.Model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
 	return nil, nil
 }
 
@@ -125,24 +125,24 @@ func (h *HatcheryVSphere) claimProvisionedVM(ctx context.Context, model sdk.Work
 // off, a neutral VM powered off (resized on claim). Within each group the
 // oldest goes first. A VM pre-sized for another flavor, or a hot VM with
 // no flavor (it could not be resized), is never a candidate.
-func (h *HatcheryVSphere) claimCandidates(vms []inventory.VM, want poolKey, wantFlavor string, hotOK bool) []inventory.VM {
+func (p *Pool) claimCandidates(vms []inventory.VM, want Key, wantFlavor string, hotOK bool) []inventory.VM {
 	var hot, exact, neutral []inventory.VM
 	for _, v := range vms {
-		if !h.idleProvisioned(v) {
+		if !p.IdleProvisioned(v) {
 			continue
 		}
-		k, _ := h.keyOf(v)
-		if k.v1 != want.v1 || k.model != want.model {
+		k, _ := keyOf(p.Hatchery, v)
+		if k.V1 != want.V1 || k.Model != want.Model {
 			continue
 		}
 		isHot := v.Annotation.IdleState != ""
 		switch {
-		case isHot && (!hotOK || k.flavor == "" || k.flavor != wantFlavor):
+		case isHot && (!hotOK || k.Flavor == "" || k.Flavor != wantFlavor):
 		case isHot:
 			hot = append(hot, v)
-		case k.flavor == wantFlavor:
+		case k.Flavor == wantFlavor:
 			exact = append(exact, v)
-		case k.flavor == "":
+		case k.Flavor == "":
 			neutral = append(neutral, v)
 		}
 	}
@@ -172,7 +172,7 @@ func sortOldestFirst(vms []inventory.VM) {
 	})
 }
 
-// prepareClaimedVM turns a claimed VM into the worker: one reconfigure
+// PrepareClaimed turns a claimed VM into the worker: one reconfigure
 // while powered off renames it to annot.WorkerName (the spec's Name: vCenter
 // renames on reconfigure) and writes annot (and the flavor's CPU/RAM and
 // disk growth when the VM is neutral and a flavor is requested), then
@@ -181,16 +181,12 @@ func sortOldestFirst(vms []inventory.VM) {
 // static IP when annot has none. It
 // refuses a VM that is not ours. On error the VM is powered off and marked
 // for deletion, and the error names the failed step.
-func (h *HatcheryVSphere) prepareClaimedVM(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
-	return h.prepareClaimedVMBoot(ctx, vm, annot, flavor, nil)
-}
-
-// prepareClaimedVMBoot is prepareClaimedVM; a non-nil boot adds the
-// cloud-init guestinfo (metadata with a new instance id, userdata) to the
+//
+// A non-nil boot adds the cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
-	if err := h.beginPrepare(vm, &annot); err != nil {
+func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	if err := p.beginPrepare(vm, &annot); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	newName := annot.WorkerName
@@ -200,7 +196,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	} else if flavor == nil && annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
+	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -210,21 +206,12 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
-			h.scrubUserdata(ctx, obj, current, "claimed vm failed")
+			p.Host.ScrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
-		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
+		if serr := p.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
 		}
-		h.markToDelete(current)
-		switch {
-		case renameUnknown:
-			// The reconfigure's outcome is unknown: the VM has either name.
-			h.markToDelete(newName)
-		case current != newName:
-			// Not renamed: the new name was never taken.
-			_ = h.life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
-		}
-		h.inv.Invalidate()
+		p.markFailedClaim(current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
@@ -233,7 +220,7 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	spec := types.VirtualMachineConfigSpec{Name: newName}
 	annot.ApplyTo(&spec)
 	if resize {
-		devices, err := h.vs.LoadVirtualMachineDevices(ctx, obj)
+		devices, err := p.Port.LoadVirtualMachineDevices(ctx, obj)
 		if err != nil {
 			return fail("load devices", err)
 		}
@@ -242,13 +229,13 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 		}
 	}
 	if boot != nil {
-		opts, err := h.clones.CloudInitOptions(newName, annot.IPAddress, *boot)
+		opts, err := p.Clones.CloudInitOptions(newName, annot.IPAddress, *boot)
 		if err != nil {
 			return fail("cloud-init guestinfo", err)
 		}
 		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
 	}
-	if err := h.vs.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
 		renameUnknown = !spawnfault.IsVCenterFault(err)
@@ -258,13 +245,30 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 	current = newName
 	userdataWritten = boot != nil
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
-	if err := h.vs.StartVirtualMachine(ctx, obj); err != nil {
+	if err := p.Port.StartVirtualMachine(ctx, obj); err != nil {
 		return fail("power on", err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
-	h.inv.Invalidate()
+	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
+}
+
+// markFailedClaim marks a claimed VM whose preparation failed for
+// deletion under the name it has now (current); renameUnknown says the
+// renaming reconfigure's outcome is unknown, so the VM may carry either
+// name and both are marked. A worker name the VM never took is freed.
+func (p *Pool) markFailedClaim(current, newName string, renameUnknown bool) {
+	p.Host.MarkToDelete(current)
+	switch {
+	case renameUnknown:
+		// The reconfigure's outcome is unknown: the VM has either name.
+		p.Host.MarkToDelete(newName)
+	case current != newName:
+		// Not renamed: the new name was never taken.
+		_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
+	}
+	p.Inventory.Invalidate()
 }
 
 // beginPrepare starts the preparation of a claimed pool VM as the worker
@@ -273,19 +277,19 @@ func (h *HatcheryVSphere) prepareClaimedVMBoot(ctx context.Context, vm *inventor
 // VM, the VM's IP when annot has none, created now) and moves the worker
 // name to Preparing. On a refused move the claim is dropped (the VM is
 // idle again, nothing was done to it).
-func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
+func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error {
 	if vm == nil {
 		return fmt.Errorf("prepare claimed vm: no vm")
 	}
-	if !vm.OwnedBy(h.Name()) || vm.Template {
-		h.log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
-		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, h.Name())
+	if !vm.OwnedBy(p.Hatchery) || vm.Template {
+		p.Log.Error("refusing to prepare claimed vm", logkey.VM, vm.Name, logkey.Detail, "not a vm owned by this hatchery")
+		return fmt.Errorf("prepare claimed vm %q: not owned by hatchery %q", vm.Name, p.Hatchery)
 	}
 	newName := annot.WorkerName
 	if newName == "" {
 		return fmt.Errorf("prepare claimed vm %q: no worker name", vm.Name)
 	}
-	annot.HatcheryName = h.Name()
+	annot.HatcheryName = p.Hatchery
 	annot.Provisioning = false
 	annot.IdleState = ""
 	if annot.IPAddress == "" {
@@ -295,20 +299,20 @@ func (h *HatcheryVSphere) beginPrepare(vm *inventory.VM, annot *inventory.Annota
 	// window from it until WorkerStarted is recorded. Keeping the
 	// provisioning time would let cleanup take a freshly claimed VM that
 	// waited long in the pool for a worker that never started.
-	annot.Created = h.now().UTC()
+	annot.Created = p.Now().UTC()
 
 	// Cleanup leaves the VM alone under its new name until it runs; the
-	// spawn moves it on to Running (recordCreated).
-	if err := h.life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+	// spawn moves it on to Running (the hatchery, internal/vsphere).
+	if err := p.Life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
-		_ = h.life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		_ = p.Life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
 		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 
 	// The VM came from the snapshot, which shows its address from now on:
 	// the reservation its provisioning made under its old name would
 	// outlive it.
-	h.ips.Release(vm.Annotation.IPAddress, vm.Name)
+	p.IPs.Release(vm.Annotation.IPAddress, vm.Name)
 	return nil
 }
 

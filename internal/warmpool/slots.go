@@ -1,4 +1,4 @@
-package vsphere
+package warmpool
 
 import (
 	"crypto/sha256"
@@ -16,7 +16,7 @@ const maxVMNameLen = 80
 // maxSlotStemLen bounds the readable part of a slot name (model and
 // flavor) so that prefix, stem, hash and a slot number of up to five
 // digits stay within maxVMNameLen.
-const maxSlotStemLen = maxVMNameLen - len(provisionV2Prefix) - 1 - slotHashLen - 1 - 5
+const maxSlotStemLen = maxVMNameLen - len(v2Prefix) - 1 - slotHashLen - 1 - 5
 
 // slotHashLen is the length of the pool hash in a slot name: it keeps two
 // pools whose model and flavor read the same once sanitized (or
@@ -26,20 +26,20 @@ const slotHashLen = 6
 // slotPrefix is the name of the pool's slots without the slot number:
 // provision-v2-<model>[-<flavor>]-<hash>- (V1: provision-v1-), lower-case
 // and DNS-safe (docs/high-availability.md#pool-slots).
-func (k poolKey) slotPrefix() string {
-	stem := sanitizeSlotPart(k.model)
-	if k.flavor != "" {
-		stem += "-" + sanitizeSlotPart(k.flavor)
+func (k Key) slotPrefix() string {
+	stem := sanitizeSlotPart(k.Model)
+	if k.Flavor != "" {
+		stem += "-" + sanitizeSlotPart(k.Flavor)
 	}
 	if len(stem) > maxSlotStemLen {
 		stem = strings.TrimRight(stem[:maxSlotStemLen], "-")
 	}
-	sum := sha256.Sum256([]byte(strconv.FormatBool(k.v1) + "\x00" + k.model + "\x00" + k.flavor))
+	sum := sha256.Sum256([]byte(strconv.FormatBool(k.V1) + "\x00" + k.Model + "\x00" + k.Flavor))
 	return k.prefix() + stem + "-" + hex.EncodeToString(sum[:])[:slotHashLen] + "-"
 }
 
-// slotName is the VM name of slot (0 ≤ slot < the pool's number).
-func (k poolKey) slotName(slot int) string { return k.slotPrefix() + strconv.Itoa(slot) }
+// SlotName is the VM name of slot (0 ≤ slot < the pool's number).
+func (k Key) SlotName(slot int) string { return k.slotPrefix() + strconv.Itoa(slot) }
 
 // sanitizeSlotPart keeps lower-case letters and digits and turns every run
 // of anything else into one dash.
@@ -67,7 +67,7 @@ func sanitizeSlotPart(s string) string {
 // refill clones into. Two instances of
 // one hatchery computing the same deficit pick the same names, and vCenter
 // lets only one clone of a name succeed (DuplicateName for the other).
-func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM) []string {
+func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 	taken := map[string]bool{}
 	listedRefs := map[string]bool{}
 	prefix := k.slotPrefix()
@@ -79,16 +79,16 @@ func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM
 	}
 	var out []string
 	for slot := 0; slot < number && len(out) < n; slot++ {
-		name := k.slotName(slot)
+		name := k.SlotName(slot)
 		if taken[name] {
 			continue
 		}
-		if e, ok := h.life.Get(name); ok {
+		if e, ok := p.Life.Get(name); ok {
 			switch {
 			case e.Phase == lifecycle.Destroyed && !listedRefs[e.Ref]:
 				// Destroyed and no longer listed: the slot is free again.
-				_ = h.life.Move(name, lifecycle.Destroyed, lifecycle.Gone)
-			case e.Phase == lifecycle.Marked && h.now().Sub(e.Since) > h.releaseGrace():
+				_ = p.Life.Move(name, lifecycle.Destroyed, lifecycle.Gone)
+			case e.Phase == lifecycle.Marked && p.Now().Sub(e.Since) > p.releaseGrace():
 				// A failed provisioning whose VM no listing shows (it is
 				// not in vms: taken above), past the time a snapshot takes
 				// to show a new VM: there is nothing to destroy, and the
@@ -96,10 +96,10 @@ func (h *HatcheryVSphere) freeSlots(k poolKey, number, n int, vms []inventory.VM
 				// later, the refill's clone fails with DuplicateName (the
 				// slot counts as filled) and the cleanup judges that VM
 				// from its record (a pool VM that never became ready).
-				_ = h.life.Move(name, lifecycle.Marked, lifecycle.Gone)
+				_ = p.Life.Move(name, lifecycle.Marked, lifecycle.Gone)
 			}
 		}
-		if h.life.Phase(name) != lifecycle.Gone {
+		if p.Life.Phase(name) != lifecycle.Gone {
 			continue // being provisioned, claimed, marked or deleted here
 		}
 		out = append(out, name)

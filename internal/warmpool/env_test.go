@@ -1,0 +1,197 @@
+package warmpool
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// The pool's own tests: a Pool on a strict gomock port, a fixed inventory
+// and a fake Host, without the hatchery. The tests that drive the pool
+// through a hatchery (provisioning, preparation, cleanup) are in
+// internal/vsphere.
+
+const testHatchery = "hatch-a"
+
+var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fixedInventory is a fixed inventory.Inventory.
+type fixedInventory struct {
+	mu          sync.Mutex
+	vms         []inventory.VM
+	err         error
+	invalidated atomic.Int64
+}
+
+func (f *fixedInventory) VMs(context.Context) ([]inventory.VM, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	return append([]inventory.VM(nil), f.vms...), nil
+}
+
+func (f *fixedInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
+
+func (f *fixedInventory) set(vms []inventory.VM) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.vms = vms
+}
+
+// fakeHost marks for deletion in the table as the hatchery does; any other
+// call fails the test (the claim makes none).
+type fakeHost struct {
+	t    *testing.T
+	life *lifecycle.Table
+}
+
+func (h fakeHost) MarkToDelete(name string) bool {
+	var from []lifecycle.Phase
+	for _, p := range lifecycle.Phases() {
+		if p != lifecycle.Marked && p != lifecycle.Deleting {
+			from = append(from, p)
+		}
+	}
+	_, err := h.life.MoveFrom(name, from, lifecycle.Marked)
+	return err == nil
+}
+
+func (h fakeHost) DeleteServer(context.Context, inventory.VM) error {
+	h.t.Error("unexpected DeleteServer")
+	return nil
+}
+
+func (h fakeHost) WriteAnnotation(context.Context, types.ManagedObjectReference, *inventory.Annotation) error {
+	h.t.Error("unexpected WriteAnnotation")
+	return nil
+}
+
+func (h fakeHost) ScrubUserdata(context.Context, types.ManagedObjectReference, string, string) {
+	h.t.Error("unexpected ScrubUserdata")
+}
+
+func (h fakeHost) NeedRegistration(context.Context, *sdk.Model) bool {
+	h.t.Error("unexpected NeedRegistration")
+	return false
+}
+
+func (h fakeHost) ModelTemplate([]inventory.VM, *sdk.Model) (inventory.VM, bool) {
+	h.t.Error("unexpected ModelTemplate")
+	return inventory.VM{}, false
+}
+
+func (h fakeHost) BeginAttempt(string) (*quarantine.Attempt, string) {
+	h.t.Error("unexpected BeginAttempt")
+	return nil, "unexpected"
+}
+
+func (h fakeHost) EndAttempt(context.Context, *quarantine.Attempt, *slog.Logger, string, error) {
+	h.t.Error("unexpected EndAttempt")
+}
+
+// poolEnv is a Pool and what it was built on.
+type poolEnv struct {
+	p   *Pool
+	vs  *mock_vsphere.MockPort
+	inv *fixedInventory
+}
+
+// newPoolEnv builds the pool; every vCenter call must be expected by the
+// test. cas true expects every claim's compare-and-swap, always won.
+func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
+	t.Helper()
+	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
+	if cas {
+		vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), casAt("")).Return(nil).AnyTimes()
+	}
+	inv := &fixedInventory{vms: vms}
+	cfg := &config.Config{
+		CommonConfiguration: hatchery.CommonConfiguration{Name: testHatchery},
+		Flavors:             []config.Flavor{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}},
+	}
+	life := lifecycle.New(func() time.Time { return testNow })
+	now := func() time.Time { return testNow }
+	p := &Pool{
+		Hatchery: testHatchery, Config: cfg, Port: vs, Inventory: inv, Life: life,
+		Admission: func() admission.Admission {
+			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vs, Now: now}
+		},
+		Host: fakeHost{t: t, life: life},
+		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Now:  now,
+	}
+	return &poolEnv{p: p, vs: vs, inv: inv}
+}
+
+// casAt matches a claim's compare-and-swap: a reconfigure carrying
+// changeVersion cv ("" = any) whose annotation is no longer a pool VM's.
+type casAt string
+
+func (m casAt) Matches(x interface{}) bool {
+	spec, ok := x.(types.VirtualMachineConfigSpec)
+	if !ok || spec.ChangeVersion == "" || (m != "" && spec.ChangeVersion != string(m)) {
+		return false
+	}
+	a, err := inventory.ParseAnnotation(spec.Annotation)
+	return err == nil && !a.Provisioning
+}
+
+func (m casAt) String() string { return "a claim's compare-and-swap at changeVersion " + string(m) }
+
+// refOf is the fake reference of the VM named name.
+func refOf(name string) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
+}
+
+// refIs matches the reference of the VM named name.
+type refIs string
+
+func (m refIs) Matches(x interface{}) bool {
+	o, ok := x.(types.ManagedObjectReference)
+	return ok && o == refOf(string(m))
+}
+
+func (m refIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
+
+// poolVM is an idle V2 pool VM of hatch-a for template model, pre-sized
+// for flavor, powered off, created age ago; change edits it further.
+func poolVM(name, model, flavor string, age time.Duration, change ...func(*inventory.VM)) inventory.VM {
+	v := inventory.VM{
+		Ref: refOf(name), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOff, ChangeVersion: "cv-" + name,
+		Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: name, Created: testNow.Add(-age),
+			Provisioning: true, VMwareModelPath: model, Flavor: flavor},
+	}
+	for _, c := range change {
+		c(&v)
+	}
+	return v
+}
+
+func v2Model(image string) sdk.WorkerStarterWorkerModel {
+	return sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "my-model", Type: sdk.VSphere},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: image},
+	}
+}
+
+func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
+	return sdk.WorkerStarterWorkerModel{ModelV1: &sdk.Model{Name: name, Type: sdk.VSphere, Group: &sdk.Group{Name: group}}}
+}

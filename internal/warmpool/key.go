@@ -1,0 +1,117 @@
+package warmpool
+
+import (
+	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Name prefixes of the pool's VMs.
+const (
+	// v1Prefix starts the name of a pool VM of a V1 model.
+	v1Prefix = "provision-v1-"
+	// v2Prefix starts the name of a pool VM of a V2 model (a template).
+	v2Prefix = "provision-v2-"
+	// Prefix starts the name of every pool VM.
+	Prefix = "provision-"
+)
+
+// Key identifies one warm pool: V1 or V2, the model (V2 template name or
+// V1 model path) and the flavor name the VMs are pre-sized for ("" =
+// neutral). Flavor names are lower-case.
+type Key struct {
+	// V1 is true for a pool of a V1 model.
+	V1 bool
+	// Model is the V2 template name or the V1 model path.
+	Model string
+	// Flavor is the lower-case flavor name, "" for neutral VMs.
+	Flavor string
+}
+
+// keyOf returns the pool a provisioned VM belongs to, false when the VM is
+// not a provisioned VM of hatchery.
+func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
+	if vm.Template || !vm.OwnedBy(hatchery) || !vm.Annotation.Provisioning {
+		return Key{}, false
+	}
+	flavor := strings.ToLower(vm.Annotation.Flavor)
+	switch {
+	case vm.HasPrefix(v2Prefix):
+		return Key{Model: vm.Annotation.VMwareModelPath, Flavor: flavor}, true
+	case vm.HasPrefix(v1Prefix):
+		return Key{V1: true, Model: vm.Annotation.WorkerModelPath, Flavor: flavor}, true
+	}
+	return Key{}, false
+}
+
+func (k Key) prefix() string {
+	if k.V1 {
+		return v1Prefix
+	}
+	return v2Prefix
+}
+
+// Pool is k as the lifecycle table records it.
+func (k Key) Pool() lifecycle.Pool {
+	return lifecycle.Pool{V1: k.V1, Model: k.Model, Flavor: k.Flavor}
+}
+
+// keyOfPool is the pool key of a lifecycle entry's pool.
+func keyOfPool(p lifecycle.Pool) Key {
+	return Key{V1: p.V1, Model: p.Model, Flavor: p.Flavor}
+}
+
+// QuarantineKey is the quarantine key of the pool's template: the key a
+// spawn of the same V2 template or V1 model uses, so spawns and
+// provisionings share one record (internal/vsphere's quarantineKey).
+func (k Key) QuarantineKey() string {
+	if k.V1 {
+		return "model " + k.Model
+	}
+	return "template " + k.Model
+}
+
+func keyLess(a, b Key) bool {
+	if a.V1 != b.V1 {
+		return !a.V1
+	}
+	if a.Model != b.Model {
+		return a.Model < b.Model
+	}
+	return a.Flavor < b.Flavor
+}
+
+// The phases of internal/lifecycle as the pool reads them
+// (docs/lifecycle.md).
+var (
+	// claimable: a pool VM in one of these phases may be claimed or
+	// removed as surplus (Gone: the inventory shows it idle, the table
+	// knows nothing more).
+	claimable = []lifecycle.Phase{lifecycle.Gone, lifecycle.Idle}
+	// leavingPool: a pool VM in one of these phases no longer counts in
+	// its pool.
+	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed}
+	// consumedPhases: an entry holding a VM's reference in one of these
+	// phases means the VM was claimed: a lagging snapshot may still show
+	// it idle under its provisioned name.
+	consumedPhases = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Preparing, lifecycle.Running, lifecycle.Started}
+)
+
+// IdlePowerState is the power state a ready pool VM whose record is a
+// waits in: its idle state (docs/configuration.md, "Warm pool"); powered
+// off when none is recorded.
+func IdlePowerState(a *inventory.Annotation) types.VirtualMachinePowerState {
+	if a == nil {
+		return types.VirtualMachinePowerStatePoweredOff
+	}
+	switch a.IdleState {
+	case config.IdleStateSuspended:
+		return types.VirtualMachinePowerStateSuspended
+	case config.IdleStatePoweredOn:
+		return types.VirtualMachinePowerStatePoweredOn
+	}
+	return types.VirtualMachinePowerStatePoweredOff
+}

@@ -1,0 +1,139 @@
+package warmpool
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// Port is what the pool does to its VMs in vCenter: a subset of
+// vcenter.Port, which implements it.
+type Port interface {
+	// LoadVirtualMachineDevices returns the VM's device list.
+	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
+	// StartVirtualMachine powers the VM on (resumes a suspended one).
+	StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	// ShutdownVirtualMachine powers the VM off.
+	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	// SuspendVirtualMachine suspends a powered-on VM.
+	SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	// ReconfigureVirtualMachine applies spec (a Name renames the VM); a
+	// spec carrying a ChangeVersion is refused with ConcurrentAccess when
+	// the VM changed.
+	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
+	// WaitForGuestOperationsReady blocks until guest operations are ready
+	// or ctx ends.
+	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
+	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
+	// address (expectedIP when not empty) or ctx ends.
+	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+}
+
+// Host is what the pool asks of the hatchery it fills: the steps the
+// hatchery owns for every VM, pool or not (ownership checks, deletion
+// marks, the registration of V1 models, the quarantine's logs and gauge).
+type Host interface {
+	// MarkToDelete records that the VM named name must be destroyed by
+	// the cleanup; it reports whether the mark is new.
+	MarkToDelete(name string) bool
+	// DeleteServer powers off and destroys a VM of the hatchery's.
+	DeleteServer(ctx context.Context, vm inventory.VM) error
+	// WriteAnnotation writes annot on a VM of the hatchery's.
+	WriteAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error
+	// ScrubUserdata removes the cloud-init userdata (and the worker token
+	// in it) from the VM; why says what triggered it, for the log.
+	ScrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string)
+	// NeedRegistration tells whether the V1 model's template must be
+	// (re)built first.
+	NeedRegistration(ctx context.Context, m *sdk.Model) bool
+	// ModelTemplate returns the hatchery's template of a V1 model.
+	ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool)
+	// BeginAttempt starts a provisioning's attempt in the quarantine book
+	// (key: Key.QuarantineKey); a quarantined template gives a nil attempt
+	// and the sentence that says why.
+	BeginAttempt(key string) (*quarantine.Attempt, string)
+	// EndAttempt records a provisioning's outcome (err nil: success) on
+	// its quarantine attempt and logs a change of the template's state
+	// with log; lifted says what lifted it.
+	EndAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error)
+}
+
+// CloneFunc clones template into a new VM named vmName carrying annot,
+// sized for flavor (nil: the template's hardware).
+type CloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
+
+// Pool is one hatchery's warm pool. The hatchery builds it once in its New
+// and sets every field before the first use; the pool's state beyond
+// these is the lifecycle table's (docs/lifecycle.md).
+type Pool struct {
+	// Hatchery is the hatchery's name: the owner of the pool's VMs.
+	Hatchery string
+	// Config gives the pools (workerProvisioning), the flavors and the
+	// provisioning concurrency.
+	Config *config.Config
+	// Port reaches the pool's VMs in vCenter.
+	Port Port
+	// Inventory lists the VMs; the pool invalidates it after its writes.
+	Inventory inventory.Inventory
+	// Life is the hatchery's lifecycle table, shared with its other loops.
+	Life *lifecycle.Table
+	// CDS lists the enabled V1 models (nil: V1 pools are not filled).
+	CDS cdsclient.Interface
+	// IPs holds the static IP reservations.
+	IPs *ippool.Pool
+	// Clones builds the cloud-init options of a claim.
+	Clones *clonespec.Builder
+	// Admission returns the hatchery's admission, which reserves a
+	// provisioning's footprint.
+	Admission func() admission.Admission
+	// Clone clones a pool VM (the hatchery's clone; tests replace it).
+	Clone CloneFunc
+	// Host does what the hatchery owns.
+	Host Host
+	// Log receives one line per decision.
+	Log *slog.Logger
+	// Now is the hatchery's clock.
+	Now func() time.Time
+}
+
+// releaseGrace is the admission's release grace: how long a snapshot may
+// take to show the pool's own writes.
+func (p *Pool) releaseGrace() time.Duration { return p.Admission().ReleaseGrace() }
+
+// IdleProvisioned tells whether vm is an idle VM of the warm pool: ours,
+// provisioned, in the power state its record's idle state says
+// (IdlePowerState), not being provisioned, claimed or deleted.
+// Only such VMs may be claimed or removed as surplus.
+func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
+	if _, ok := keyOf(p.Hatchery, vm); !ok {
+		return false
+	}
+	return vm.PowerState == IdlePowerState(vm.Annotation) &&
+		p.Life.In(vm.Name, claimable...) &&
+		!p.Life.RefIn(vm.Ref.Value, consumedPhases...)
+}
+
+// FlavorByName returns the configured flavor (names are case-insensitive),
+// nil when none has that name.
+func (p *Pool) FlavorByName(name string) *config.Flavor {
+	for i := range p.Config.Flavors {
+		if strings.EqualFold(p.Config.Flavors[i].Name, name) {
+			f := p.Config.Flavors[i]
+			return &f
+		}
+	}
+	return nil
+}

@@ -1,0 +1,180 @@
+package warmpool
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// isMarked tells whether name is marked for deletion.
+func isMarked(p *Pool, name string) bool { return p.Life.In(name, lifecycle.Marked) }
+
+// TestPrepareClaimedVMNeutralResized: a neutral VM is renamed and
+// reconfigured with the new annotation and the flavor by one reconfigure
+// while powered off (no rename task), then powered on.
+func TestPrepareClaimedVMNeutralResized(t *testing.T) {
+	t.Parallel()
+	vm := poolVM("provision-v2-n", "debian12", "", time.Minute, func(v *inventory.VM) { v.Annotation.IPAddress = "10.0.0.7" })
+	e := newPoolEnv(t, []inventory.VM{vm}, true)
+	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
+	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
+	want := inventory.Annotation{
+		HatcheryName: testHatchery, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
+		Created: testNow, IPAddress: "10.0.0.7", Flavor: "large",
+	}
+	wantSpec := types.VirtualMachineConfigSpec{Name: "worker-1"}
+	want.ApplyTo(&wantSpec)
+	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
+
+	var gotSpec types.VirtualMachineConfigSpec
+	gomock.InOrder(
+		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), refIs("provision-v2-n")).Return(devices, nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-n"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+				gotSpec = s
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-n")).Return(nil),
+	)
+
+	obj, err := e.p.PrepareClaimed(context.Background(), &vm,
+		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: testNow.Add(-5 * time.Hour), Provisioning: true}, large, nil)
+	require.NoError(t, err)
+	require.NotNil(t, obj)
+	assert.Equal(t, wantSpec, gotSpec)
+	assert.Equal(t, "worker-1", gotSpec.Name, "the reconfigure renames the vm")
+	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
+	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
+	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
+	require.NoError(t, err)
+	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
+	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
+	assert.Equal(t, testHatchery, a.HatcheryName)
+	assert.Equal(t, testNow, a.Created, "the registration window starts at the claim")
+	assert.False(t, isMarked(e.p, "worker-1"))
+	assert.Positive(t, e.inv.invalidated.Load())
+}
+
+// TestPrepareClaimedVMExactNotResized: an exact-flavor VM is already sized:
+// no device load, the reconfigure carries the annotation only.
+func TestPrepareClaimedVMExactNotResized(t *testing.T) {
+	t.Parallel()
+	vm := poolVM("provision-v2-l", "debian12", "large", time.Minute)
+	e := newPoolEnv(t, []inventory.VM{vm}, true)
+	gomock.InOrder(
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-l"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+				assert.Equal(t, "worker-2", s.Name)
+				assert.Zero(t, s.NumCPUs)
+				assert.Zero(t, s.MemoryMB)
+				assert.Empty(t, s.DeviceChange)
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-l")).Return(nil),
+	)
+	_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: testNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}, nil)
+	require.NoError(t, err)
+}
+
+// TestPrepareClaimedVMFailures: a failed step powers the VM off, marks it
+// (under the name it has now: its pool name when vCenter refused the
+// renaming reconfigure, both names when that reconfigure's outcome is
+// unknown) for deletion and names the step.
+func TestPrepareClaimedVMFailures(t *testing.T) {
+	t.Parallel()
+	boom := errors.New("boom")
+	cases := []struct {
+		name      string
+		setup     func(e *poolEnv)
+		step      string
+		markName  string
+		markNames []string // also marked
+		wantErr   any      // an error (errors.Is) or a vCenter fault (fault.Is)
+	}{
+		{"rename and reconfigure refused", func(e *poolEnv) {
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
+				Return(fmt.Errorf("reconfigure %q: %w", "provision-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
+		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", nil, &types.InvalidState{}},
+		{"rename and reconfigure unknown", func(e *poolEnv) {
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
+		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", []string{"worker-3"}, boom},
+		{"power on", func(e *poolEnv) {
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
+			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
+		}, "power on", "worker-3", nil, boom},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vm := poolVM("provision-v2-x", "debian12", "", time.Minute)
+			e := newPoolEnv(t, []inventory.VM{vm}, true)
+			tc.setup(e)
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("provision-v2-x")).Return(nil)
+			_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
+			require.Error(t, err)
+			if f, ok := tc.wantErr.(types.BaseMethodFault); ok {
+				assert.True(t, fault.Is(err, f), "%v", err)
+			} else {
+				assert.ErrorIs(t, err, tc.wantErr.(error))
+			}
+			assert.Contains(t, err.Error(), tc.step)
+			assert.True(t, isMarked(e.p, tc.markName))
+			for _, n := range tc.markNames {
+				assert.True(t, isMarked(e.p, n), "%s marked", n)
+			}
+			if tc.markName != "worker-3" && len(tc.markNames) == 0 {
+				assert.False(t, isMarked(e.p, "worker-3"), "never renamed: the worker name is free")
+			}
+		})
+	}
+}
+
+// TestPrepareClaimedVMRefusesForeign: no call reaches vCenter for a VM that
+// is not ours (the strict mock fails on any).
+func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
+	t.Parallel()
+	other := poolVM("provision-v2-b", "debian12", "", time.Minute)
+	other.Annotation.HatcheryName = "hatch-b"
+	bare := inventory.VM{Ref: refOf("provision-v2-bare"), Name: "provision-v2-bare"}
+	tpl := poolVM("provision-v2-tpl", "debian12", "", time.Minute, template)
+	e := newPoolEnv(t, []inventory.VM{other, bare, tpl}, true)
+	for _, vm := range []inventory.VM{other, bare, tpl} {
+		_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
+		require.Error(t, err, vm.Name)
+	}
+	_, err := e.p.PrepareClaimed(context.Background(), nil, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
+	require.Error(t, err)
+	assert.Zero(t, len(e.p.Life.List(lifecycle.Marked)))
+}
+
+// TestPrepareClaimedVMWorkerNameTaken: a worker name the lifecycle table
+// already holds is refused before any vCenter call, and the claimed VM is
+// idle again (not left claimed, out of its pool, for good).
+func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
+	t.Parallel()
+	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	e := newPoolEnv(t, []inventory.VM{idle}, true) // no vCenter call expected but the compare-and-swap
+	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, true)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	putPhase(e.p.Life, "worker-x", lifecycle.Marked)
+
+	_, err = e.p.PrepareClaimed(context.Background(), got, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
+	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
+	assert.Equal(t, lifecycle.Marked, e.p.Life.Phase("worker-x"), "the other VM's entry is untouched")
+	assert.True(t, e.p.IdleProvisioned(idle), "the claimed vm is idle again")
+}

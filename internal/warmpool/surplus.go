@@ -1,0 +1,73 @@
+package warmpool
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+)
+
+// RemoveSurplus destroys idle provisioned VMs of pools holding more than
+// their configured number (the number went down, the entry or its flavor
+// changed, or it was removed). Only idle VMs go: a VM being provisioned or
+// claimed is never touched, so a pool may stay above its number until
+// those end. A failed deletion stays marked and is retried by cleanup.
+func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[Key]int) {
+	idle := map[Key][]inventory.VM{}
+	for _, v := range vms {
+		if p.IdleProvisioned(v) {
+			k, _ := keyOf(p.Hatchery, v)
+			idle[k] = append(idle[k], v)
+		}
+	}
+	keys := make([]Key, 0, len(idle))
+	for k := range idle {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+
+	for _, k := range keys {
+		excess := counts[k] - configured[k]
+		if excess <= 0 {
+			continue
+		}
+		candidates := idle[k]
+		sort.Slice(candidates, func(i, j int) bool {
+			a, b := candidates[i].Annotation.Created, candidates[j].Annotation.Created
+			if !a.Equal(b) {
+				return a.Before(b)
+			}
+			return candidates[i].Name < candidates[j].Name
+		})
+		for _, v := range candidates {
+			if excess == 0 || ctx.Err() != nil {
+				break
+			}
+			// Marking it, in one step with the check that it is still
+			// idle, keeps a concurrent spawn off this VM.
+			if _, err := p.Life.MoveFrom(v.Name, claimable, lifecycle.Marked); err != nil {
+				continue
+			}
+			excess--
+			p.Log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor,
+				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
+			if err := p.Host.DeleteServer(ctx, v); err != nil {
+				p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
+			}
+		}
+	}
+}
+
+// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended:
+// a vCenter wait cut short by shutdown is not a fault (the next start
+// judges the VM from its annotation), and a healthy run logs no WARN.
+func (p *Pool) warnUnlessShuttingDown(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil {
+		p.Log.Info(msg+" (shutting down)", args...)
+		return
+	}
+	p.Log.Warn(msg, args...)
+}
