@@ -132,7 +132,8 @@ type InventorySource interface {
 }
 
 // Locks are lock objects whose names vCenter keeps unique: empty folders
-// in the folder new VMs go to (LoadFolder), one per name. Two processes
+// in one lock folder (LockFolderName, created inside the folder new VMs go
+// to), one per name. Two processes
 // creating one name at once see one of them succeed; the other gets
 // ErrLockTaken. The hatchery takes a static IP address through one
 // (docs/high-availability.md, "Static IPs").

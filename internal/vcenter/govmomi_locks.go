@@ -20,18 +20,25 @@ import (
 // for a whole clone timeout.
 const lockTimeout = 30 * time.Second
 
-// CreateLock creates an empty folder named name in the folder new VMs go
-// to. vCenter keeps the names of a folder's children unique: a second
-// create of one name is refused with DuplicateName, classified here as
-// ErrLockTaken. It is one CreateFolder request (after the folder lookup,
-// cached), not a task: it takes no task slot.
+// LockFolderName is the folder that holds the lock folders, created once
+// inside the folder new VMs go to (LoadFolder). The locks live apart from
+// the VMs: an operator sees them in one place, a listing of locks reads
+// no VM, and creating or deleting a lock never changes the folder clones
+// go to (docs/high-availability.md, "Static IPs").
+const LockFolderName = "hatchery-vsphere-locks"
+
+// CreateLock creates an empty folder named name in the lock folder
+// (LockFolderName). vCenter keeps the names of a folder's children
+// unique: a second create of one name is refused with DuplicateName,
+// classified here as ErrLockTaken. It is one CreateFolder request (after
+// the lock folder's lookup, cached), not a task: it takes no task slot.
 func (c *Client) CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(lockTimeout))
 	defer cancel()
-	parent, err := c.LoadFolder(ctx)
+	parent, err := c.lockFolder(ctx)
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, err)
 	}
@@ -45,20 +52,77 @@ func (c *Client) CreateLock(ctx context.Context, name string) (types.ManagedObje
 	return f.Reference(), nil
 }
 
-// ListLocks returns the folders directly in the folder new VMs go to whose
-// name starts with prefix. One RetrieveProperties: a traversal of the
-// folder's children that returns the name of the child folders only (the
-// VMs beside them are traversed, not returned).
+// ListLocks returns the folders directly in the lock folder whose name
+// starts with prefix. One RetrieveProperties (after the lock folder's
+// lookup, cached).
 func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(lockTimeout))
 	defer cancel()
-	parent, err := c.LoadFolder(ctx)
+	parent, err := c.lockFolder(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list locks %q: %w", prefix+"*", err)
 	}
+	folders, err := c.childFolders(ctx, parent)
+	if err != nil {
+		return nil, fmt.Errorf("list locks %q: %w", prefix+"*", err)
+	}
+	locks := map[string]types.ManagedObjectReference{}
+	for name, ref := range folders {
+		if strings.HasPrefix(name, prefix) {
+			locks[name] = ref
+		}
+	}
+	return locks, nil
+}
+
+// lockFolder returns the lock folder (LockFolderName) inside the folder
+// new VMs go to, creating it when it does not exist; another process
+// creating it at the same moment is not an error (its folder is used).
+// The reference is cached with the placement lookups.
+func (c *Client) lockFolder(ctx context.Context) (types.ManagedObjectReference, error) {
+	parent, err := c.LoadFolder(ctx)
+	if err != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	return cachedLookup(ctx, c.placement, "lock folder", parent.Value, func() (types.ManagedObjectReference, error) {
+		find := func() (types.ManagedObjectReference, bool, error) {
+			folders, err := c.childFolders(ctx, parent)
+			if err != nil {
+				return types.ManagedObjectReference{}, false, fmt.Errorf("read lock folder %q: %w", LockFolderName, err)
+			}
+			ref, ok := folders[LockFolderName]
+			return ref, ok, nil
+		}
+		if ref, ok, err := find(); err != nil || ok {
+			return ref, err
+		}
+		f, err := object.NewFolder(c.vim, parent).CreateFolder(ctx, LockFolderName)
+		if err == nil {
+			return f.Reference(), nil
+		}
+		if !fault.Is(err, &types.DuplicateName{}) {
+			return types.ManagedObjectReference{}, fmt.Errorf("create lock folder %q: %w", LockFolderName, err)
+		}
+		// Another process created it since our read.
+		ref, ok, ferr := find()
+		if ferr != nil {
+			return types.ManagedObjectReference{}, ferr
+		}
+		if !ok {
+			return types.ManagedObjectReference{}, fmt.Errorf("create lock folder %q: the name is taken by an object that is not a folder: %w", LockFolderName, err)
+		}
+		return ref, nil
+	})
+}
+
+// childFolders returns the folders directly in parent, by name. One
+// RetrieveProperties: a traversal of the parent's children that returns
+// the names of the child folders only (other children are traversed, not
+// returned).
+func (c *Client) childFolders(ctx context.Context, parent types.ManagedObjectReference) (map[string]types.ManagedObjectReference, error) {
 	res, err := c.pc.RetrieveProperties(ctx, types.RetrieveProperties{SpecSet: []types.PropertyFilterSpec{{
 		ObjectSet: []types.ObjectSpec{{
 			Obj:  parent,
@@ -73,22 +137,20 @@ func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]types
 		ReportMissingObjectsInResults: types.NewBool(true),
 	}}})
 	if err != nil {
-		return nil, fmt.Errorf("list locks %q: %w", prefix+"*", err)
+		return nil, err
 	}
-	locks := map[string]types.ManagedObjectReference{}
+	folders := map[string]types.ManagedObjectReference{}
 	for _, oc := range res.Returnval {
 		if oc.Obj.Type != "Folder" || len(oc.MissingSet) > 0 {
 			continue // gone since the traversal, or not a folder
 		}
 		var f mo.Folder
 		if err := mo.LoadObjectContent([]types.ObjectContent{oc}, &f); err != nil {
-			return nil, fmt.Errorf("list locks %q: decode %s: %w", prefix+"*", oc.Obj.Value, err)
+			return nil, fmt.Errorf("decode %s: %w", oc.Obj.Value, err)
 		}
-		if strings.HasPrefix(f.Name, prefix) {
-			locks[f.Name] = oc.Obj
-		}
+		folders[f.Name] = oc.Obj
 	}
-	return locks, nil
+	return folders, nil
 }
 
 // DeleteLock destroys the lock folder lock (a task, bounded by

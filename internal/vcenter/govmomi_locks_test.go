@@ -2,12 +2,15 @@ package vcenter_test
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -111,4 +114,69 @@ func TestVcsimDeleteLockLeavesAFolderThatHoldsSomething(t *testing.T) {
 	objs, err := c.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
 	require.NoError(t, err)
 	assert.Len(t, objs, 1, "the vm in the folder is still there")
+}
+
+// TestVcsimLockFolderCreatedOnce: the locks live in one folder
+// (vcenter.LockFolderName) inside the folder new VMs go to, never beside
+// the VMs. Processes taking their first lock at the same moment, with no
+// lock folder yet, create it once between them and all use it: none fails
+// for the other's create. (The Env creates the lock folder up front, see
+// vcsimtest.Env.createLockFolder; this test removes it first.)
+func TestVcsimLockFolderCreatedOnce(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := testCtx(t)
+	vmFolder, err := find.NewFinder(env.Admin.Client).Folder(ctx, env.Folder)
+	require.NoError(t, err)
+	children := func() map[string]types.ManagedObjectReference {
+		var f mo.Folder
+		require.NoError(t, env.Admin.PropertyCollector().RetrieveOne(ctx, vmFolder.Reference(), []string{"childEntity"}, &f))
+		names := map[string]types.ManagedObjectReference{}
+		for _, ref := range f.ChildEntity {
+			var c mo.ManagedEntity
+			require.NoError(t, env.Admin.PropertyCollector().RetrieveOne(ctx, ref, []string{"name"}, &c))
+			names[c.Name] = ref
+		}
+		return names
+	}
+	pre, ok := children()[vcenter.LockFolderName]
+	require.True(t, ok, "the env made the lock folder")
+	task, err := object.NewFolder(env.Admin.Client, pre).Destroy(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	require.NotContains(t, children(), vcenter.LockFolderName)
+
+	const n = 4
+	errs := make([]error, n)
+	locks := make([]types.ManagedObjectReference, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		c := env.NewClient(nil)
+		t.Cleanup(func() { c.Close(ctx) })
+		wg.Go(func() {
+			<-start
+			locks[i], errs[i] = c.CreateLock(ctx, fmt.Sprintf("hatch-ip-10.8.0.%d", i+1))
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "client %d", i)
+	}
+	got := children()
+	lockFolder, ok := got[vcenter.LockFolderName]
+	require.True(t, ok, "the lock folder exists again: %v", got)
+	for name := range got {
+		assert.NotContains(t, name, "hatch-ip-", "no lock beside the VMs")
+	}
+	for i, l := range locks {
+		var f mo.Folder
+		require.NoError(t, env.Admin.PropertyCollector().RetrieveOne(ctx, l, []string{"parent"}, &f))
+		require.NotNil(t, f.Parent)
+		assert.Equal(t, lockFolder, *f.Parent, "lock %d is in the lock folder", i)
+	}
+	listed, err := env.Client.ListLocks(ctx, "hatch-ip-")
+	require.NoError(t, err)
+	assert.Len(t, listed, n)
 }
