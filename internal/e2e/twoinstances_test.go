@@ -131,10 +131,11 @@ func (r *rig) haSample() haSample {
 //     folder's ChildEntity, entityName) reads the folder and its children
 //     without the folder's lock, while folderPutChild (simulator/folder.go)
 //     appends to that folder for another clone's createVM (the other
-//     instance's, or this one's from another template) or for a CreateFolder
-//     (the address locks of docs/high-availability.md, which live beside the
-//     VMs by design). Besides the report, this read once panicked the
-//     simulator ("does not have a Name": a child registered, not yet named).
+//     instance's, or this one's from another template). (A CreateFolder of
+//     an address lock raced it as well while the locks lived beside the
+//     VMs; they now live in their own folder, docs/high-availability.md.)
+//     Besides the report, this read once panicked the simulator ("does not
+//     have a Name": a child registered, not yet named).
 //   - simulator/datastore.go, (*Datastore).resolve: copies the datastore
 //     object without its lock (internal.IsDatastoreVSAN(ds.Datastore)),
 //     from NewVirtualMachine (a clone), from RefreshStorageInfo in
