@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
@@ -459,11 +458,7 @@ func ListVMs(env *vcsimtest.Env) []SimVM { return listVMs(env) }
 func listVMs(env *vcsimtest.Env) []SimVM {
 	sctx := env.SimContext()
 	var out []SimVM
-	for _, o := range env.Model.Map().All("VirtualMachine") {
-		vm, ok := o.(*simulator.VirtualMachine)
-		if !ok {
-			continue
-		}
+	for _, vm := range env.VMs() { // complete VMs only: see vcsimtest.Env.VMs
 		var v SimVM
 		sctx.WithLock(vm, func() {
 			v.Name = vm.Name

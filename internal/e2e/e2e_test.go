@@ -5,8 +5,10 @@
 //
 // These tests are built without the race detector (//go:build !race):
 // govmomi's simulator v0.56.0, pinned, races with itself when clones,
-// property reads and destroys run at once (a Destroy_Task removes the VM's
-// files in a background task that races the next unregister), and the race
+// folder creations and destroys run at once (a Destroy_Task removes the VM's
+// files in a background task that races the next unregister; a clone's
+// duplicate-name check reads its folder unlocked: the list, with the
+// simulator's functions, is on TestTwoInstancesOneStoppedHard), and the race
 // detector fails a test for a race inside the simulator's own code. Our
 // code's concurrency is checked under -race by the other packages (the
 // capacity-overshoot, concurrent-IP, claim and fault tests); .ci/test runs

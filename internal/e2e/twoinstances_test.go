@@ -121,9 +121,34 @@ func (r *rig) haSample() haSample {
 //   - the surviving instance logs no WARN.
 //
 // Built without the race detector, as the other tests of this package: the
-// pinned vCenter simulator races with itself under this load
-// (oneSimulatorTask says where; two instances cannot serialise their tasks
-// between them).
+// pinned vCenter simulator (govmomi v0.56.0) races with itself here, and
+// nothing the test could change avoids it without giving up what it shows.
+// Run with -race (tag dropped), every report left is between two of the
+// simulator's own goroutines, none with a frame of this repository:
+//
+//   - simulator/virtual_machine.go, (*VirtualMachine).CloneVMTask's task:
+//     its duplicate-name check (Registry.FindByName over the destination
+//     folder's ChildEntity, entityName) reads the folder and its children
+//     without the folder's lock, while folderPutChild (simulator/folder.go)
+//     appends to that folder for another clone's createVM (the other
+//     instance's, or this one's from another template). (A CreateFolder of
+//     an address lock raced it as well while the locks lived beside the
+//     VMs; they now live in their own folder, docs/high-availability.md.)
+//     Besides the report, this read once panicked the simulator ("does not
+//     have a Name": a child registered, not yet named).
+//   - simulator/datastore.go, (*Datastore).resolve: copies the datastore
+//     object without its lock (internal.IsDatastoreVSAN(ds.Datastore)),
+//     from NewVirtualMachine (a clone), from RefreshStorageInfo in
+//     removeDevice (a destroy) and from the background
+//     DeleteDatastoreFileTask that (*VirtualMachine).DestroyTask starts and
+//     does not wait for, while another task writes that datastore under its
+//     lock: UnregisterVM's RemoveReference on ds.Vm, removeDevice's
+//     FreeSpace (a destroy), createVM's AppendReference (a clone).
+//
+// Both need two tasks of the simulator at once, which two instances always
+// have (maxConcurrentTasks bounds each instance's, not the pair's), and a
+// destroy's file removal outlives its task even with one instance. The rig's
+// own sampler (demo.ListVMs) raced too, and is fixed.
 func TestTwoInstancesOneStoppedHard(t *testing.T) {
 	const (
 		jobs       = 100

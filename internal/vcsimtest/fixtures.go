@@ -28,15 +28,37 @@ type VMState struct {
 	ToolsRunningStatus   string
 }
 
+// VMs returns the simulator's VMs and templates, each one whose creation
+// is complete: read their fields under their own lock
+// (SimContext().WithLock). The simulator registers a VM it creates (clone,
+// create) in its folder before it has written the VM's fields, and writes
+// them holding the folder's lock (the creating task's), not the VM's;
+// taking and releasing each parent folder's lock waits for those tasks.
+// The folder's lock is never held with a VM's: a destroy holds the VM's
+// lock and then takes its folder's.
+func (e *Env) VMs() []*simulator.VirtualMachine {
+	sctx := e.SimContext()
+	var vms []*simulator.VirtualMachine
+	for _, o := range e.Model.Map().All("VirtualMachine") {
+		if vm, ok := o.(*simulator.VirtualMachine); ok {
+			vms = append(vms, vm)
+		}
+	}
+	waited := map[types.ManagedObjectReference]bool{}
+	for _, vm := range vms {
+		if p := vm.Parent; p != nil && !waited[*p] { // set before the VM was registered
+			waited[*p] = true
+			sctx.WithLock(*p, func() {})
+		}
+	}
+	return vms
+}
+
 // Inspect returns the state of the VM or template named name (its current
 // name: vcsim keeps the old config.name after a rename).
 func (e *Env) Inspect(name string) (VMState, bool) {
 	sctx := e.SimContext()
-	for _, o := range e.Model.Map().All("VirtualMachine") {
-		vm, ok := o.(*simulator.VirtualMachine)
-		if !ok {
-			continue
-		}
+	for _, vm := range e.VMs() {
 		var st VMState
 		match := false
 		sctx.WithLock(vm, func() {
