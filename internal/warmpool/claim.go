@@ -24,6 +24,12 @@ import (
 // listed: another instance of this hatchery claimed it first.
 var errClaimLost = errors.New("claim lost: vm changed since it was listed")
 
+// errClaimGone means the VM no longer exists: it was destroyed since it
+// was listed (another instance claimed it and its job ended, or a surplus
+// removal took it). Like a lost claim, an expected outcome with several
+// instances, not a failure.
+var errClaimGone = errors.New("claim lost: vm destroyed since it was listed")
+
 // claimInVCenter is the claim's first write to the VM, a compare-and-swap:
 // a reconfigure carrying the config.changeVersion read with the listing,
 // that rewrites the annotation as no longer a pool VM (provisioning false,
@@ -47,6 +53,8 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 		return nil
 	case fault.Is(err, &types.ConcurrentAccess{}):
 		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, errClaimLost)
+	case fault.Is(err, &types.ManagedObjectNotFound{}):
+		return fmt.Errorf("claim %q: %w", v.Name, errClaimGone)
 	default:
 		return fmt.Errorf("claim %q: %w", v.Name, err)
 	}
@@ -104,6 +112,12 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
 			p.Log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "changeVersion moved since the listing")
+			continue
+		case errors.Is(err, errClaimGone):
+			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.Inventory.Invalidate()
+			p.Log.Info("provisioned vm gone since the listing, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
+				logkey.Detail, "destroyed since the listing")
 			continue
 		case err != nil:
 			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)

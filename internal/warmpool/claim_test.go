@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -228,6 +229,32 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 	assert.Equal(t, "provision-v2-second", got.Name)
 	assert.True(t, e.p.Life.In("provision-v2-second", lifecycle.Claimed))
 	assert.False(t, e.p.Life.In("provision-v2-first", lifecycle.Claimed), "the lost vm is not ours")
+}
+
+// TestClaimVMGoneMovesOnToNextVM: the oldest idle VM was destroyed since
+// the listing (another instance claimed it and its job ended, or removed
+// it as surplus): vCenter answers ManagedObjectNotFound to the
+// compare-and-swap. The claim takes the next VM and is not an error.
+func TestClaimVMGoneMovesOnToNextVM(t *testing.T) {
+	t.Parallel()
+	first := poolVM("provision-v2-first", "debian12", "", 2*time.Hour)
+	second := poolVM("provision-v2-second", "debian12", "", time.Hour)
+	e := newPoolEnv(t, []inventory.VM{second, first}, false)
+	gone := fmt.Errorf("reconfigure %q: %w", "provision-v2-first", soap.WrapSoapFault(&soap.Fault{
+		String: "managed object not found", Detail: struct {
+			Fault types.AnyType `xml:",any,typeattr"`
+		}{Fault: &types.ManagedObjectNotFound{Obj: first.Ref}}}))
+	gomock.InOrder(
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-first"), casAt("cv-provision-v2-first")).
+			Return(gone),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-second"), casAt("cv-provision-v2-second")).
+			Return(nil),
+	)
+	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	assert.Equal(t, "provision-v2-second", got.Name)
+	assert.False(t, e.p.Life.In("provision-v2-first", lifecycle.Claimed), "the gone vm is not ours")
 }
 
 // TestClaimCASOtherFaultIsAnError: a reconfigure failing for another
