@@ -77,7 +77,8 @@ func TestCanSpawn(t *testing.T) {
 				tt.cfg(cfg)
 			}
 			f := newSpFixture(t, cfg)
-			f.inv.vms, f.inv.err = tt.vms, tt.listErr
+			f.inv.Set(tt.vms...)
+			f.inv.SetErr(tt.listErr)
 			if tt.pending != "" {
 				f.h.pendingJobs.Add(tt.pending)
 			}
@@ -90,7 +91,7 @@ func TestWorkersStarted(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
 	ours := &inventory.Annotation{HatcheryName: spHatchery}
-	f.inv.vms = []inventory.VM{
+	f.inv.Set([]inventory.VM{
 		{Name: "worker-1", Annotation: ours},
 		{Name: "worker-off", Annotation: ours, PowerState: types.VirtualMachinePowerStatePoweredOff},
 		{Name: "provision-v2-abc", Annotation: ours},
@@ -98,7 +99,7 @@ func TestWorkersStarted(t *testing.T) {
 		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true}},
 		{Name: "foreign", Annotation: &inventory.Annotation{HatcheryName: "other"}},
 		{Name: "unannotated"},
-	}
+	}...)
 	got, err := f.h.WorkersStarted(context.Background())
 	assert.NoError(t, err)
 	assert.Equal(t, []string{"worker-1", "worker-off", "register-mymodel-x1"}, got, "a registration VM is reported under its worker name")
@@ -129,7 +130,8 @@ func TestNeedRegistration(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spConfig())
-			f.inv.vms, f.inv.err = tt.vms, tt.listErr
+			f.inv.Set(tt.vms...)
+			f.inv.SetErr(tt.listErr)
 			mm := *m
 			mm.NeedRegistration = tt.flagged
 			assert.Equal(t, tt.want, f.h.NeedRegistration(context.Background(), &mm))

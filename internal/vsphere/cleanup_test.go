@@ -470,16 +470,12 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 			if tc.listedOnce {
 				// Listed, and marked: the pass destroys it, and the
 				// destroy fails, so it stays marked.
-				e.inv.mu.Lock()
-				e.inv.vms = []inventory.VM{warmVM("w-gone", wOff)}
-				e.inv.mu.Unlock()
+				e.inv.Set(warmVM("w-gone", wOff))
 				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-gone")).Return(errors.New("task failed"))
 			}
 			e.h.killAwolServers(context.Background())
 			require.True(t, kept(), "kept before the bound")
-			e.inv.mu.Lock()
-			e.inv.vms = nil
-			e.inv.mu.Unlock()
+			e.inv.Set()
 
 			now = now.Add(deleteMarkAbsentTTL/2 + time.Second)
 			e.h.killAwolServers(context.Background())

@@ -148,7 +148,7 @@ func TestCloneVM(t *testing.T) {
 			cfg.IPRange, cfg.Gateway, cfg.SubnetMask = "10.0.0.10/24", "10.0.0.1", "255.255.255.0"
 			f := newSpFixture(t, cfg)
 			// 10.0.0.10 is held by a powered-off VM's annotation.
-			f.inv.add(inventory.VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
+			f.inv.Add(inventory.VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
@@ -190,7 +190,7 @@ func TestCloneVM(t *testing.T) {
 			assert.Equal(t, "10.0.0.11", annot.IPAddress)
 			assert.Equal(t, 1, used, "ip stays reserved until the inventory shows the vm")
 			assert.False(t, annot.Created.IsZero())
-			assert.Positive(t, f.inv.invalidated)
+			assert.Positive(t, f.inv.Invalidations())
 		})
 	}
 }

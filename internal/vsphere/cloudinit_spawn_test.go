@@ -31,7 +31,7 @@ func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
 	cfg := spIPConfig()
 	cfg.DefaultBootstrap = config.BootstrapCloudInit
 	f := newSpFixture(t, cfg)
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	return f, spCloudInitArgs()
 }
 

@@ -69,7 +69,7 @@ func TestDeleteServer(t *testing.T) {
 				require.NoError(t, err)
 			}
 			assert.Equal(t, tc.stayMarked, isMarked(e.h, tc.vm.Name))
-			assert.Positive(t, e.inv.invalidated.Load())
+			assert.Positive(t, e.inv.Invalidations())
 		})
 	}
 }

@@ -57,7 +57,7 @@ func failGuestReady(f *spFixture, written *types.VirtualMachineConfigSpec) {
 func TestSpawnFailureHoldsTheVM(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(2))
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	var written types.VirtualMachineConfigSpec
 	failGuestReady(f, &written)
 
@@ -90,7 +90,7 @@ func TestSpawnFailureNotHeldByDefault(t *testing.T) {
 	require.Equal(t, config.DefaultKeepFailedWorkers, cfg.KeepFailedWorkers)
 	require.Zero(t, config.Default().KeepFailedWorkers, "off by default")
 	f := newSpFixture(t, cfg)
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
@@ -108,12 +108,12 @@ func TestHoldEvictsTheOldest(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(2))
 	now := f.clock.Now()
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
-	f.inv.add(heldAt("old-1", "run-a", now.Add(time.Minute)))
-	f.inv.add(heldAt("old-2", "run-b", now.Add(5*time.Minute)))
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(heldAt("old-1", "run-a", now.Add(time.Minute)))
+	f.inv.Add(heldAt("old-2", "run-b", now.Add(5*time.Minute)))
 	foreign := heldAt("foreign", "run-c", now.Add(-time.Hour))
 	foreign.Annotation.HatcheryName = "other-hatchery"
-	f.inv.add(foreign)
+	f.inv.Add(foreign)
 	var written types.VirtualMachineConfigSpec
 	failGuestReady(f, &written)
 
@@ -133,7 +133,7 @@ func TestHoldEvictsTheOldest(t *testing.T) {
 func TestHoldNotWrittenDeletesTheVM(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(1))
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(context.DeadlineExceeded)
@@ -187,7 +187,7 @@ func TestHoldExpiresOnTime(t *testing.T) {
 	require.NoError(t, err)
 	f.h.metrics = m
 	assert.Zero(t, heldGauge(t, m), "exported at 0 before any hold")
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	var written types.VirtualMachineConfigSpec
 	failGuestReady(f, &written)
 	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))

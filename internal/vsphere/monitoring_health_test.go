@@ -81,10 +81,10 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(m.Close)
 	f.h.metrics = m
-	f.inv.vms = []inventory.VM{
+	f.inv.Set([]inventory.VM{
 		{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 		{Name: "b", IPAddresses: []string{"10.0.0.2"}},
-	}
+	}...)
 	require.False(t, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil))
 	require.False(t, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-2", nil))
 	got := refusals(t, m, cfg.CommonConfiguration.Name)

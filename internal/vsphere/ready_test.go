@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -24,7 +25,8 @@ func TestNotReadyUntilFirstConnection(t *testing.T) {
 	t.Parallel()
 	var logs testutil.SyncBuffer
 	ready := make(chan struct{})
-	inv := &spInventory{err: errors.New("vm inventory is stale: no successful refresh yet")}
+	inv := inventorytest.New()
+	inv.SetErr(errors.New("vm inventory is stale: no successful refresh yet"))
 	h, err := New(Options{
 		Config:    spConfig(),
 		Client:    mock_vsphere.NewMockPort(gomock.NewController(t)),

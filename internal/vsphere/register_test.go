@@ -44,10 +44,10 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
 	oldRef := spRef("VirtualMachine", "vm-old")
-	f.inv.vms = []inventory.VM{
+	f.inv.Set([]inventory.VM{
 		{Name: "debian12-base", Template: true},
 		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
-	}
+	}...)
 	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 	var launched string
 	f.expectRegisterWorker(vm, &launched)
@@ -128,7 +128,7 @@ func TestRegisterModelFailures(t *testing.T) {
 			cds := &spCDS{}
 			f.h.cds = cds
 			f.h.pool.CDS = f.h.cds
-			f.inv.vms = append([]inventory.VM{{Name: "debian12-base", Template: true}}, tt.vms...)
+			f.inv.Set(append([]inventory.VM{{Name: "debian12-base", Template: true}}, tt.vms...)...)
 			vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 			var launched string
 			f.expectRegisterWorker(vm, &launched)
@@ -155,7 +155,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	cds := &spCDS{}
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
-	f.inv.vms = []inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}
+	f.inv.Set([]inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}...)
 	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "check name")

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
@@ -17,32 +17,6 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-// spInventory is an in-memory Inventory for the spawn-path tests.
-type spInventory struct {
-	mu          sync.Mutex
-	vms         []inventory.VM
-	err         error
-	invalidated int
-}
-
-func (i *spInventory) VMs(context.Context) ([]inventory.VM, error) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return append([]inventory.VM(nil), i.vms...), i.err
-}
-
-func (i *spInventory) Invalidate(...types.ManagedObjectReference) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.invalidated++
-}
-
-func (i *spInventory) add(v inventory.VM) {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	i.vms = append(i.vms, v)
-}
 
 // spClock is a settable clock.
 type spClock struct {
@@ -79,7 +53,7 @@ func spConfig() *config.Config {
 type spFixture struct {
 	h     *HatcheryVSphere
 	vs    *mock_vsphere.MockPort
-	inv   *spInventory
+	inv   *inventorytest.Fixed
 	clock *spClock
 }
 
@@ -88,7 +62,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
 	expectIPLocks(vs, cfg)
-	inv := &spInventory{}
+	inv := inventorytest.New()
 	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
 	h, err := New(Options{
 		Config:    cfg,

@@ -90,7 +90,7 @@ func (m spProgMatcher) String() string { return "program " + m.path }
 func TestSpawnWorkerV2Success(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spIPConfig())
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	args := spV2Args()
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
@@ -235,7 +235,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spIPConfig())
-			f.inv.add(inventory.VM{Name: "debian12", Template: true})
+			f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 			args := spV2Args()
 			if tt.args != nil {
 				tt.args(&args)
@@ -314,8 +314,8 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spIPConfig())
-			f.inv.add(inventory.VM{Name: "debian12", Template: true})
-			f.inv.add(tt.foreign)
+			f.inv.Add(inventory.VM{Name: "debian12", Template: true})
+			f.inv.Add(tt.foreign)
 			// Strict mock: no expectation, so any rename, reconfigure,
 			// power or destroy call fails the test.
 			err := f.h.SpawnWorker(context.Background(), spV2Args())
@@ -339,9 +339,9 @@ func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
 func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	f.inv.vms = []inventory.VM{
+	f.inv.Set([]inventory.VM{
 		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
-	}
+	}...)
 	args := hatchery.SpawnArguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: hatchery.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
 	vm := f.expectClone("mymodel", "worker-v1-1", nil)
 	var written types.VirtualMachineConfigSpec
@@ -363,7 +363,7 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 
 	// Without our template the V1 job fails before any vCenter call.
 	f2 := newSpFixture(t, spConfig())
-	f2.inv.vms = []inventory.VM{{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}}
+	f2.inv.Set([]inventory.VM{{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}}...)
 	err = f2.h.SpawnWorker(context.Background(), args)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "resolve template")

@@ -107,7 +107,7 @@ func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.
 	cds := &tmCDS{}
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
-	f.inv.add(inventory.VM{Name: "debian12", Template: true})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	args := spV2Args()
 	args.Booked = f.clock.Now()
 	args.Queued = args.Booked.Add(-30 * time.Second)

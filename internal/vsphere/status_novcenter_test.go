@@ -18,7 +18,7 @@ import (
 func TestStatusReachesNoVCenter(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	f.inv.vms = []inventory.VM{{Name: "worker-1", Annotation: &inventory.Annotation{HatcheryName: spHatchery}}}
+	f.inv.Set([]inventory.VM{{Name: "worker-1", Annotation: &inventory.Annotation{HatcheryName: spHatchery}}}...)
 
 	pool := func(lines []sdk.MonitoringStatusLine) sdk.MonitoringStatusLine {
 		for _, l := range lines {

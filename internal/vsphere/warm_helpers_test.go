@@ -6,12 +6,12 @@ import (
 	"io"
 	"log/slog"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -25,25 +25,6 @@ const warmHatcheryName = "hatch-a"
 
 // warmNow is the fixed clock of the warm-pool tests.
 var warmNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// warmInventory is a fixed Inventory for decision tests.
-type warmInventory struct {
-	mu          sync.Mutex
-	vms         []inventory.VM
-	err         error
-	invalidated atomic.Int64
-}
-
-func (f *warmInventory) VMs(context.Context) ([]inventory.VM, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	return append([]inventory.VM(nil), f.vms...), nil
-}
-
-func (f *warmInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
 
 // warmCDS is a fake CDS API: only the calls the warm pool and cleanup make
 // are implemented; any other call panics through the nil embedded interface.
@@ -149,7 +130,7 @@ func warmConfig() *config.Config {
 type warmEnv struct {
 	h    *HatcheryVSphere
 	vs   *mock_vsphere.MockPort
-	inv  *warmInventory
+	inv  *inventorytest.Fixed
 	cds  *warmCDS
 	ctrl *gomock.Controller
 }
@@ -174,7 +155,7 @@ func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
 	expectIPLocks(vs, cfg)
-	inv := &warmInventory{vms: vms}
+	inv := inventorytest.New(vms...)
 	o := Options{
 		Config:    cfg,
 		Client:    vs,

@@ -22,7 +22,8 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	f.h.now = func() time.Time { return now }
 	ours := &inventory.Annotation{HatcheryName: spHatchery}
-	f.inv.vms = []inventory.VM{{Name: "worker-1", Annotation: ours}}
+	worker1 := inventory.VM{Name: "worker-1", Annotation: ours}
+	f.inv.Set(worker1)
 
 	f.h.recordCreated("worker-2", "")
 	f.h.recordCreated("register-mymodel-x1", "")
@@ -31,7 +32,7 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 	assert.Equal(t, []string{"worker-1", "register-mymodel-x1", "worker-2"}, got)
 
 	// The inventory catches up: each name is reported once.
-	f.inv.vms = append(f.inv.vms,
+	f.inv.Add(
 		inventory.VM{Name: "worker-2", Annotation: ours},
 		inventory.VM{Name: "mymodel-tmp", Annotation: &inventory.Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}})
 	got, err = f.h.WorkersStarted(context.Background())
@@ -40,7 +41,7 @@ func TestWorkersStartedIncludesWorkersTheInventoryDoesNotShowYet(t *testing.T) {
 
 	// A worker whose VM never shows (destroyed before any listing) is
 	// forgotten after the grace.
-	f.inv.vms = f.inv.vms[:1]
+	f.inv.Set(worker1)
 	f.h.recordCreated("worker-3", "")
 	now = now.Add(2 * time.Minute)
 	got, _ = f.h.WorkersStarted(context.Background())

@@ -119,7 +119,7 @@ func TestClaimProvisionedVMV1(t *testing.T) {
 func TestClaimProvisionedVMListError(t *testing.T) {
 	t.Parallel()
 	e := newPoolEnv(t, nil, true)
-	e.inv.err = errors.New("vcenter down")
+	e.inv.SetErr(errors.New("vcenter down"))
 	_, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, true)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `"debian12"`)
@@ -191,7 +191,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	worker := inventory.VM{Ref: idle.Ref, Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1", Created: testNow.Add(-time.Minute)}}
 	fresh := poolVM("provision-v2-b", "debian12", "", time.Minute)
-	e.inv.set([]inventory.VM{worker, fresh})
+	e.inv.Set(worker, fresh)
 	next, err := e.p.Claim(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, next)

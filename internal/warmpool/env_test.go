@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
@@ -30,31 +29,6 @@ import (
 const testHatchery = "hatch-a"
 
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
-
-// fixedInventory is a fixed inventory.Inventory.
-type fixedInventory struct {
-	mu          sync.Mutex
-	vms         []inventory.VM
-	err         error
-	invalidated atomic.Int64
-}
-
-func (f *fixedInventory) VMs(context.Context) ([]inventory.VM, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	return append([]inventory.VM(nil), f.vms...), nil
-}
-
-func (f *fixedInventory) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
-
-func (f *fixedInventory) set(vms []inventory.VM) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.vms = vms
-}
 
 // fakeHost marks for deletion in the table as the hatchery does; any other
 // call fails the test (the claim makes none).
@@ -111,7 +85,7 @@ func (h fakeHost) EndAttempt(context.Context, *quarantine.Attempt, *slog.Logger,
 type poolEnv struct {
 	p   *Pool
 	vs  *mock_vsphere.MockPort
-	inv *fixedInventory
+	inv *inventorytest.Fixed
 }
 
 // newPoolEnv builds the pool; every vCenter call must be expected by the
@@ -122,7 +96,7 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	if cas {
 		vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), casAt("")).Return(nil).AnyTimes()
 	}
-	inv := &fixedInventory{vms: vms}
+	inv := inventorytest.New(vms...)
 	cfg := &config.Config{
 		CommonConfiguration: hatchery.CommonConfiguration{Name: testHatchery},
 		Flavors:             []config.Flavor{{Name: "small", CPUs: 1, MemoryMB: 1024}, {Name: "large", CPUs: 4, MemoryMB: 8192}},

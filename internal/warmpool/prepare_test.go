@@ -66,7 +66,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	assert.Equal(t, testHatchery, a.HatcheryName)
 	assert.Equal(t, testNow, a.Created, "the registration window starts at the claim")
 	assert.False(t, isMarked(e.p, "worker-1"))
-	assert.Positive(t, e.inv.invalidated.Load())
+	assert.Positive(t, e.inv.Invalidations())
 }
 
 // TestPrepareClaimedVMExactNotResized: an exact-flavor VM is already sized:
