@@ -25,8 +25,8 @@ func TestCapacityAcrossInstancesOvershootBound(t *testing.T) {
 	cfg := config.Config{MaxCPUs: limit, Flavors: capFlavors()}
 	a, b := newCapEnv(t, cfg), newCapEnv(t, cfg)
 	used := capUsedVMs(1, footprint, 16384) // a worker of the hatchery name, started by either
-	a.inv.set(used...)
-	b.inv.set(used...)
+	a.inv.Set(used...)
+	b.inv.Set(used...)
 
 	// Each instance gets several decisions at once; both start together.
 	const perInstance = 4
@@ -61,7 +61,7 @@ func TestCapacityAcrossInstancesOvershootBound(t *testing.T) {
 
 	// b's spawn created its VM: a lists it (same hatchery name) and counts
 	// it with its own spawn in flight: no room left.
-	a.inv.set(append(used, capVM("worker-b", "b-job-0", footprint, 16384))...)
+	a.inv.Set(append(used, capVM("worker-b", "b-job-0", footprint, 16384))...)
 	ok, err := a.h.CanAllocateResources(context.Background(), capV2("large"), "a-job-late", nil)
 	require.NoError(t, err)
 	assert.False(t, ok, "the other instance's VM is counted once listed")

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"log/slog"
 	"strings"
 	"sync"
@@ -33,34 +34,6 @@ func capFlavors() []config.Flavor {
 		{Name: "large", CPUs: 8, MemoryMB: 16384},
 		{Name: "xlarge", CPUs: 16, MemoryMB: 32768},
 	}
-}
-
-// capInventory is a fake Inventory over a slice; hook, when set, runs
-// inside VMs (after the slice was copied), to interleave events.
-type capInventory struct {
-	mu   sync.Mutex
-	vms  []inventory.VM
-	err  error
-	hook func()
-}
-
-func (f *capInventory) VMs(context.Context) ([]inventory.VM, error) {
-	f.mu.Lock()
-	out := append([]inventory.VM(nil), f.vms...)
-	err, hook := f.err, f.hook
-	f.mu.Unlock()
-	if hook != nil {
-		hook()
-	}
-	return out, err
-}
-
-func (f *capInventory) Invalidate(...types.ManagedObjectReference) {}
-
-func (f *capInventory) set(vms ...inventory.VM) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.vms = vms
 }
 
 // capPool is the resource pool runtime the mock serves; err makes reads fail.
@@ -126,7 +99,7 @@ func (c *capClock) advance(d time.Duration) {
 
 type capEnv struct {
 	h     *HatcheryVSphere
-	inv   *capInventory
+	inv   *inventorytest.Fixed
 	pool  *capPool
 	logs  *capLogs
 	clock *capClock
@@ -144,7 +117,7 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	m := mock_vsphere.NewMockPort(ctrl)
 	expectIPLocks(m, &cfg)
 	env := &capEnv{
-		inv:   &capInventory{},
+		inv:   inventorytest.New(),
 		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},
 		logs:  &capLogs{},
 		clock: &capClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},

@@ -77,7 +77,7 @@ func TestCapacityStrategyMatrix(t *testing.T) {
 			cfg.CommonConfiguration.Provision.MaxWorker = tc.maxWorker
 			env := newCapEnv(t, cfg)
 			for i, s := range tc.steps {
-				env.inv.set(s.used...)
+				env.inv.Set(s.used...)
 				env.pool.set(s.poolMemMB, s.poolCPUMHz)
 				jobID := fmt.Sprintf("job-%d", i)
 				ok, err := env.h.CanAllocateResources(context.Background(), capV2(s.flavor), jobID, nil)
@@ -119,7 +119,7 @@ func TestStarvationPrevention(t *testing.T) {
 			t.Parallel()
 			env := newCapEnv(t, config.Config{MaxCPUs: tc.maxCPUs, MaxMemoryMB: tc.maxMemoryMB, Flavors: capFlavors(), CountSmallerFlavorToKeep: tc.count})
 			tmpl := inventory.VM{Name: "debian12", Template: true, NumCPU: 4, MemoryMB: 4096}
-			env.inv.set(append(tc.used, tmpl)...)
+			env.inv.Set(append(tc.used, tmpl)...)
 			ok, err := env.h.CanAllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, ok)
@@ -162,7 +162,7 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			env := newCapEnv(t, config.Config{MaxCPUs: tc.maxCPUs, Flavors: capFlavors()})
-			env.inv.set(tc.vms...)
+			env.inv.Set(tc.vms...)
 			ok, err := env.h.CanAllocateResources(context.Background(), tc.model, "job", tc.reqs)
 			require.NoError(t, err)
 			require.Equal(t, tc.want, ok)
@@ -205,7 +205,7 @@ func TestCountAllocatedResources(t *testing.T) {
 	require.Equal(t, map[string]bool{"j-a": true, "j-b": true}, u.Keys)
 
 	// Through CanAllocateResources: 6 used of 8, small (2) fits, medium not.
-	env.inv.set(vms...)
+	env.inv.Set(vms...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("medium"), "j1", nil)
 	require.NoError(t, err)
 	require.False(t, ok)
@@ -263,7 +263,7 @@ func TestResourcePoolUnreadable(t *testing.T) {
 func TestCanAllocateResourcesInventoryError(t *testing.T) {
 	t.Parallel()
 	env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
-	env.inv.err = capError("vcenter down")
+	env.inv.SetErr(capError("vcenter down"))
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("small"), "job-1", nil)
 	require.False(t, ok)
 	require.ErrorContains(t, err, `can allocate resources for job "job-1": list vms: vcenter down`)
@@ -355,12 +355,12 @@ func TestReservationLifecycle(t *testing.T) {
 		// j1's VM is cloned but powered off: its reservation still counts.
 		vm := capVM("worker-j1", "j1", 8, 16384)
 		vm.PowerState = types.VirtualMachinePowerStatePoweredOff
-		env.inv.set(vm)
+		env.inv.Set(vm)
 		require.True(t, can(t, env, "large", "j2"))
 		require.False(t, can(t, env, "small", "j3"), "8 (j1 reserved) + 8 (j2)")
 		// Powered on and visible, not yet released: counted once.
 		vm.PowerState = types.VirtualMachinePowerStatePoweredOn
-		env.inv.set(vm)
+		env.inv.Set(vm)
 		u, err := env.h.CapacityUsage(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(16), u.CPUs)
@@ -379,11 +379,11 @@ func TestReservationLifecycle(t *testing.T) {
 		require.True(t, can(t, env, "large", "j2"))
 		// The next decision reads a stale inventory (j1's VM not there yet)
 		// while j1's spawn finishes and releases.
-		env.inv.hook = func() { env.h.releaseCapacity("j1") }
+		env.inv.SetHook(func(context.Context) error { env.h.releaseCapacity("j1"); return nil })
 		require.False(t, can(t, env, "large", "j3"), "j1 released after the snapshot: still counted")
-		env.inv.hook = nil
+		env.inv.SetHook(nil)
 		// Now the inventory shows j1's VM powered on: j1 counted through it.
-		env.inv.set(capVM("worker-j1", "j1", 8, 16384))
+		env.inv.Set(capVM("worker-j1", "j1", 8, 16384))
 		require.False(t, can(t, env, "large", "j3"))
 		env.h.releaseCapacity("j2")
 		require.True(t, can(t, env, "large", "j3"))
@@ -405,7 +405,7 @@ func TestReservationLifecycle(t *testing.T) {
 		env.h.releaseCapacity("j2")
 		require.False(t, can(t, env, "small", "j3"), "lagging snapshot: both still counted")
 		// The inventory catches up with j1's VM: counted once, through the VM.
-		env.inv.set(capVM("worker-j1", "j1", 8, 16384))
+		env.inv.Set(capVM("worker-j1", "j1", 8, 16384))
 		require.False(t, can(t, env, "small", "j3"))
 		// j2's spawn had failed (no VM ever): its footprint is held for the grace only.
 		env.clock.advance(time.Minute - time.Second)

@@ -34,7 +34,7 @@ func TestFlavorHeadroomMatchesCanAllocateResources(t *testing.T) {
 				cfg := tc.cfg
 				cfg.Flavors = capFlavors()
 				env := newCapEnv(t, cfg)
-				env.inv.set(tc.used...)
+				env.inv.Set(tc.used...)
 				if tc.poolMB > 0 {
 					env.pool.set(tc.poolMB, 1000)
 				}
@@ -107,7 +107,7 @@ func TestStatusLines(t *testing.T) {
 func TestStatusThroughHatchery(t *testing.T) {
 	t.Parallel()
 	env := newCapEnv(t, config.Config{MaxCPUs: 16, MaxMemoryMB: 32768, Flavors: capFlavors()})
-	env.inv.set(capVM("w1", "j0", 2, 4096))
+	env.inv.Set(capVM("w1", "j0", 2, 4096))
 	env.pool.set(10240, 500)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("medium"), "j1", nil)
 	require.NoError(t, err)
@@ -118,7 +118,7 @@ func TestStatusThroughHatchery(t *testing.T) {
 	require.Equal(t, "1 spawns reserving 4 vCPUs, 8192 MB", capLine(t, lines, "vsphere/capacity/in-flight").Value)
 	require.Equal(t, sdk.MonitoringStatusOK, capLine(t, lines, "vsphere/capacity/resource-pool").Status)
 
-	env.inv.err = capError("down")
+	env.inv.SetErr(capError("down"))
 	lines = env.h.Status(context.Background())
 	require.Len(t, lines, 1)
 	require.Equal(t, sdk.MonitoringStatusWarn, lines[0].Status)

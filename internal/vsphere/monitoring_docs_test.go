@@ -33,7 +33,7 @@ var (
 func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.expectPool(fixtureRuntime())
 	var mu sync.Mutex
 	headroomErr := errors.New("capacity check failed")

@@ -54,7 +54,7 @@ func TestCapacityRefusalsByResource(t *testing.T) {
 			require.NoError(t, err)
 			t.Cleanup(m.Close)
 			env.h.metrics = m
-			env.inv.set(tc.used...)
+			env.inv.Set(tc.used...)
 			if tc.pool != nil {
 				tc.pool(env.pool)
 			}
@@ -99,7 +99,7 @@ func TestCapacityRefusedNilMetrics(t *testing.T) {
 	var m *metrics.Metrics
 	m.CapacityRefused(metrics.CapacityCPU) // must not panic
 	env := newCapEnv(t, config.Config{MaxCPUs: 4, Flavors: capFlavors()})
-	env.inv.set(capUsedVMs(1, 4, 1024)...)
+	env.inv.Set(capUsedVMs(1, 4, 1024)...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("small"), "job", nil)
 	require.NoError(t, err)
 	assert.False(t, ok)
@@ -119,7 +119,7 @@ func TestMetricsWarmPoolTarget(t *testing.T) {
 		cfg := fixtureConfig(testHatchery)
 		cfg.WorkerProvisioning = tc.pools
 		e := newTestEnv(t, cfg)
-		e.inv.set(fixtureVMs(), nil)
+		setInv(e.inv, fixtureVMs(), nil)
 		e.expectPool(fixtureRuntime())
 		e.h.collectMetrics(context.Background(), e.m)
 		v, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_provisioned_vm_target", svc(testHatchery))

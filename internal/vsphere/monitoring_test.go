@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
@@ -24,34 +25,10 @@ import (
 	hatcherysdk "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
 
-// fakeInventory serves a settable VM list.
-type fakeInventory struct {
-	mu    sync.Mutex
-	vms   []inventory.VM
-	err   error
-	calls chan struct{} // when set, receives one value per VMs call
-}
-
-func (f *fakeInventory) VMs(ctx context.Context) ([]inventory.VM, error) {
-	f.mu.Lock()
-	vms, err, calls := append([]inventory.VM(nil), f.vms...), f.err, f.calls
-	f.mu.Unlock()
-	if calls != nil {
-		select {
-		case calls <- struct{}{}:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
-	return vms, err
-}
-
-func (f *fakeInventory) Invalidate(...types.ManagedObjectReference) {}
-
-func (f *fakeInventory) set(vms []inventory.VM, err error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.vms, f.err = vms, err
+// setInv makes inv serve vms, or fail with err when err is not nil.
+func setInv(inv *inventorytest.Fixed, vms []inventory.VM, err error) {
+	inv.Set(vms...)
+	inv.SetErr(err)
 }
 
 // syncBuffer is the shared concurrency-safe output sink.
@@ -104,7 +81,7 @@ type testEnv struct {
 	h    *HatcheryVSphere
 	m    *metrics.Metrics
 	vs   *mock_vsphere.MockPort
-	inv  *fakeInventory
+	inv  *inventorytest.Fixed
 	logs *syncBuffer
 	pool types.ManagedObjectReference
 }
@@ -114,7 +91,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 	ctrl := gomock.NewController(t)
 	e := &testEnv{
 		vs:   mock_vsphere.NewMockPort(ctrl),
-		inv:  &fakeInventory{},
+		inv:  inventorytest.New(),
 		logs: &syncBuffer{},
 		pool: types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"},
 	}
@@ -153,7 +130,7 @@ var (
 func TestMetricsScrapeMatchesFixture(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.expectPool(fixtureRuntime())
 
 	e.h.collectMetrics(context.Background(), e.m)
@@ -221,7 +198,7 @@ func TestMetricsScrapeMatchesFixture(t *testing.T) {
 func TestMetricsDestroyedWorkerSeriesGone(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.expectPool(fixtureRuntime())
 
 	e.h.collectMetrics(context.Background(), e.m)
@@ -234,7 +211,7 @@ func TestMetricsDestroyedWorkerSeriesGone(t *testing.T) {
 			remaining = append(remaining, v)
 		}
 	}
-	e.inv.set(remaining, nil)
+	setInv(e.inv, remaining, nil)
 	e.h.collectMetrics(context.Background(), e.m)
 	fams := scrape(t, e.m)
 
@@ -285,7 +262,7 @@ func TestMetricsResourcePoolUnreadable(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			e := newTestEnv(t, fixtureConfig(testHatchery))
-			e.inv.set(fixtureVMs(), nil)
+			setInv(e.inv, fixtureVMs(), nil)
 			tt.expect(e)
 			if tt.name == "readable then fails" {
 				e.h.collectMetrics(context.Background(), e.m)
@@ -321,7 +298,7 @@ func TestMetricsResourcePoolUnreadable(t *testing.T) {
 func TestMetricsResourcePoolReloadedAfterFailure(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	gomock.InOrder(
 		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil),
 		e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(nil, errors.New("pool gone")),
@@ -342,10 +319,10 @@ func TestMetricsInventoryUnreadable(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.h.collectMetrics(context.Background(), e.m)
 
-	e.inv.set(nil, errors.New("vcenter unreachable"))
+	setInv(e.inv, nil, errors.New("vcenter unreachable"))
 	e.h.collectMetrics(context.Background(), e.m)
 	fams := scrape(t, e.m)
 
@@ -366,12 +343,12 @@ func TestMetricsCanceledPassChangesNothing(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.h.collectMetrics(context.Background(), e.m)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	e.inv.set(nil, ctx.Err())
+	setInv(e.inv, nil, ctx.Err())
 	e.h.collectMetrics(ctx, e.m)
 
 	v, ok := series(scrape(t, e.m), "cds_hatchery_vsphere_vm_count", svc(testHatchery))
@@ -385,7 +362,7 @@ func TestMetricsNoIPRangeNoIPGauges(t *testing.T) {
 	cfg.IPRange, cfg.Networks = "", nil
 	e := newTestEnv(t, cfg)
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.h.collectMetrics(context.Background(), e.m)
 	fams := scrape(t, e.m)
 	assert.NotContains(t, fams, "cds_hatchery_vsphere_ip_used_count")
@@ -397,7 +374,7 @@ func TestMetricsFlavorHeadroom(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 
 	var mu sync.Mutex
 	headroom, headroomErr := map[string]int{"small": 3, "medium": 1, "large": 0}, error(nil)
@@ -431,7 +408,7 @@ func TestMetricsHeadroomNilNotRecorded(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	e.h.collectMetrics(context.Background(), e.m)
 	fams := scrape(t, e.m)
 	assert.NotContains(t, fams, "cds_hatchery_vsphere_flavor_headroom")
@@ -442,7 +419,7 @@ func TestMetricsSOAPCounters(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
+	setInv(e.inv, fixtureVMs(), nil)
 	snapshots := []map[string]metrics.SOAPCount{
 		{"RetrievePropertiesEx": {Requests: 10, Bytes: 5000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
 		{"RetrievePropertiesEx": {Requests: 25, Bytes: 12000}, "CloneVM_Task": {Requests: 1, Bytes: 800}},
@@ -475,9 +452,9 @@ func TestMetricsInstancesDoNotInterfere(t *testing.T) {
 	c := newTestEnv(t, fixtureConfig("hatch-a"))
 	for _, e := range []*testEnv{a, b, c} {
 		e.expectPool(fixtureRuntime())
-		e.inv.set(fixtureVMs(), nil)
+		setInv(e.inv, fixtureVMs(), nil)
 	}
-	c.inv.set(fixtureVMs()[:1], nil) // hatch-a again, one worker only
+	setInv(c.inv, fixtureVMs()[:1], nil) // hatch-a again, one worker only
 
 	var wg sync.WaitGroup
 	for _, e := range []*testEnv{a, b, c} {
@@ -535,8 +512,16 @@ func TestRunMetricsCollectsUntilCanceled(t *testing.T) {
 	t.Parallel()
 	e := newTestEnv(t, fixtureConfig(testHatchery))
 	e.expectPool(fixtureRuntime())
-	e.inv.set(fixtureVMs(), nil)
-	e.inv.calls = make(chan struct{})
+	setInv(e.inv, fixtureVMs(), nil)
+	calls := make(chan struct{})
+	e.inv.SetHook(func(ctx context.Context) error {
+		select {
+		case calls <- struct{}{}:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	})
 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -547,7 +532,7 @@ func TestRunMetricsCollectsUntilCanceled(t *testing.T) {
 	// Two passes: the first at once, the second from the ticker.
 	for range 2 {
 		select {
-		case <-e.inv.calls:
+		case <-calls:
 		case <-time.After(10 * time.Second):
 			t.Fatal("no collection pass")
 		}

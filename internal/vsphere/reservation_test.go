@@ -138,7 +138,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 	t.Run("inventory error is not a refusal", func(t *testing.T) {
 		t.Parallel()
 		env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
-		env.inv.err = capError("vcenter down")
+		env.inv.SetErr(capError("vcenter down"))
 		r, err := resAllocate(t, env, "small", "j1")
 		require.Nil(t, r)
 		var ref *refusal.Refusal

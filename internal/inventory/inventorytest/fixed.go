@@ -21,6 +21,7 @@ type Fixed struct {
 	mu          sync.Mutex
 	vms         []inventory.VM
 	err         error
+	hook        func(context.Context) error
 	invalidated atomic.Int64
 }
 
@@ -29,14 +30,31 @@ func New(vms ...inventory.VM) *Fixed {
 	return &Fixed{vms: slices.Clone(vms)}
 }
 
-// VMs returns a copy of the list and the error set with SetErr.
-func (f *Fixed) VMs(context.Context) ([]inventory.VM, error) {
+// VMs returns a copy of the list and the error set with SetErr. The hook
+// set with SetHook runs after the copy, outside the lock; its error, if
+// any, is returned instead.
+func (f *Fixed) VMs(ctx context.Context) ([]inventory.VM, error) {
+	f.mu.Lock()
+	vms, err, hook := slices.Clone(f.vms), f.err, f.hook
+	f.mu.Unlock()
+	if hook != nil {
+		if herr := hook(ctx); herr != nil {
+			return nil, herr
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return vms, nil
+}
+
+// SetHook makes every later VMs call run hook once the list is read (nil:
+// no hook); tests use it to interleave an event with a read, or to learn
+// of each read.
+func (f *Fixed) SetHook(hook func(context.Context) error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	return slices.Clone(f.vms), nil
+	f.hook = hook
 }
 
 // Invalidate counts the call (Invalidations); the list does not change.
