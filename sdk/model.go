@@ -70,6 +70,16 @@ func (m Model) Path() string {
 	return m.Group.Name + "/" + m.Name
 }
 
+// FindModel returns the model of ms whose Path is path.
+func FindModel(ms []Model, path string) (Model, bool) {
+	for _, m := range ms {
+		if m.Path() == path {
+			return m, true
+		}
+	}
+	return Model{}, false
+}
+
 // WorkerModelSecret is one secret of a V1 worker model
 // (GET /worker/model/{group}/{name}/secret).
 type WorkerModelSecret struct {

@@ -161,3 +161,16 @@ func TestSpawnErrorFormWire(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(`{"Error":"e","Logs":"bG9ncw=="}`), &f))
 	assert.Equal(t, sdk.SpawnErrorForm{Error: "e", Logs: []byte("logs")}, f)
 }
+
+// TestFindModel: a model is found by its "group/name" path only.
+func TestFindModel(t *testing.T) {
+	ms := []sdk.Model{{Name: "debian", Group: &sdk.Group{Name: "shared.infra"}}, {Name: "alone"}}
+	m, ok := sdk.FindModel(ms, "shared.infra/debian")
+	require.True(t, ok)
+	assert.Equal(t, "debian", m.Name)
+	m, ok = sdk.FindModel(ms, "alone")
+	require.True(t, ok)
+	assert.Equal(t, "alone", m.Name)
+	_, ok = sdk.FindModel(ms, "debian")
+	assert.False(t, ok, "the name alone is not the path of a grouped model")
+}

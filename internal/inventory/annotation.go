@@ -52,6 +52,15 @@ type Annotation struct {
 	HeldReason string `json:"held_reason,omitempty"`
 }
 
+// ModelName is the model a log line names for the VM: its V2 template
+// (VMwareModelPath), else its V1 model path (WorkerModelPath).
+func (a Annotation) ModelName() string {
+	if a.VMwareModelPath != "" {
+		return a.VMwareModelPath
+	}
+	return a.WorkerModelPath
+}
+
 // Held reports whether the record holds the VM for inspection (expired
 // or not).
 func (a *Annotation) Held() bool { return a != nil && a.HeldUntil != nil }

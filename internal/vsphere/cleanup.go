@@ -128,7 +128,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		default:
 			v = h.awolVerdict(ctx, vm, workers)
 		}
-		log := h.log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(*vm.Annotation), logkey.Detail, v.reason)
+		log := h.log.With(logkey.VM, vm.Name, logkey.Model, vm.Annotation.ModelName(), logkey.Detail, v.reason)
 		if !v.del {
 			log.Debug("awol cleanup keeps vm")
 			continue
@@ -304,12 +304,4 @@ func (h *HatcheryVSphere) warnUnlessShuttingDown(ctx context.Context, msg string
 		return
 	}
 	h.log.Warn(msg, args...)
-}
-
-// annotationModel names the model an annotation is for.
-func annotationModel(a inventory.Annotation) string {
-	if a.VMwareModelPath != "" {
-		return a.VMwareModelPath
-	}
-	return a.WorkerModelPath
 }

@@ -146,7 +146,7 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm inve
 		h.log.Warn("registration outcome unknown", logkey.VM, vm.Name, logkey.Model, path, logkey.Err, err)
 		return
 	}
-	m, ok := findEnabledModel(ms, path)
+	m, ok := sdk.FindModel(ms, path)
 	if !ok {
 		return
 	}
@@ -164,14 +164,4 @@ func (h *HatcheryVSphere) reportRegistrationFailure(ctx context.Context, vm inve
 	if err := h.cds.WorkerModelSpawnError(ctx, group, name, form); err != nil {
 		h.log.Warn("registration failure not reported", logkey.VM, vm.Name, logkey.Model, path, logkey.Err, err)
 	}
-}
-
-// findEnabledModel returns the model of ms whose path is path.
-func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
-	for _, m := range ms {
-		if m.Path() == path {
-			return m, true
-		}
-	}
-	return sdk.Model{}, false
 }

@@ -210,7 +210,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	} else if flavor == nil && annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
+	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annot.ModelName(), logkey.Job, annot.JobID)
 
 	obj := vm.Ref
 	current := vm.Name
@@ -328,12 +328,4 @@ func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error
 	// outlive it.
 	p.IPs.Release(vm.Annotation.IPAddress, vm.Name)
 	return nil
-}
-
-// annotationModel names the model an annotation is for.
-func annotationModel(a inventory.Annotation) string {
-	if a.VMwareModelPath != "" {
-		return a.VMwareModelPath
-	}
-	return a.WorkerModelPath
 }

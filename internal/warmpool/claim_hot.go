@@ -42,7 +42,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	if annot.Flavor == "" {
 		annot.Flavor = vm.Annotation.Flavor
 	}
-	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annotationModel(annot), logkey.Job, annot.JobID)
+	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annot.ModelName(), logkey.Job, annot.JobID)
 
 	obj := vm.Ref
 	current := vm.Name

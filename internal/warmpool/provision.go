@@ -189,7 +189,7 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 		if !v1OK {
 			continue // logged once by enabledModels
 		}
-		m, ok := findEnabledModel(v1Models, key.Model)
+		m, ok := sdk.FindModel(v1Models, key.Model)
 		if !ok {
 			p.Log.Warn("provisioning entry skipped", logkey.Model, key.Model, logkey.Detail, "model not enabled on the api")
 			continue
@@ -223,15 +223,6 @@ func (p *Pool) enabledModels(ctx context.Context) ([]sdk.Model, bool) {
 		return nil, false
 	}
 	return ms, true
-}
-
-func findEnabledModel(ms []sdk.Model, path string) (sdk.Model, bool) {
-	for _, m := range ms {
-		if m.Path() == path {
-			return m, true
-		}
-	}
-	return sdk.Model{}, false
 }
 
 func poolHasTemplate(vms []inventory.VM, name string) bool {
