@@ -22,12 +22,7 @@ type changeVersions struct {
 	next atomic.Int64
 }
 
-func installChangeVersions(m *simulator.Model) {
-	cv := &changeVersions{}
-	m.Map().Handler = cv.handle
-}
-
-// handle is the registry's method hook: it answers a stale reconfigure
+// handle is a method hook (installHooks): it answers a stale reconfigure
 // with ConcurrentAccess and lets every other call through (nil, nil).
 func (cv *changeVersions) handle(ctx *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 	if method.Name != "ReconfigVM_Task" {

@@ -237,7 +237,7 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
-	installChangeVersions(m)
+	installHooks(m, (&changeVersions{}).handle)
 	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
