@@ -95,6 +95,14 @@ type Options struct {
 	ForeignVMs int
 	// Logger is given to Env.Client (nil: discard).
 	Logger *slog.Logger
+	// SerialTasks runs the simulator's clone, destroy, reconfigure and
+	// rename tasks one at a time, each from its call to the end of its
+	// task: a workaround for races inside govmomi v0.56.0's simulator
+	// between two such tasks, for tests with several hatcheries under the
+	// race detector (serialtasks.go says which races). vCenter runs these
+	// tasks concurrently: with the latency model's task delays
+	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
+	SerialTasks bool
 }
 
 // Env is one running simulator and a ready client.
@@ -131,6 +139,7 @@ type Env struct {
 	opts   Options
 	ready  *readiness
 	wg     sync.WaitGroup
+	gate   *taskGate // Options.SerialTasks; nil otherwise
 	fastMu sync.Mutex
 	fastN  int
 
@@ -237,7 +246,12 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
-	installHooks(m, (&changeVersions{}).handle)
+	hooks := []methodHook{(&changeVersions{}).handle}
+	if o.SerialTasks {
+		e.gate = newTaskGate(m)
+		hooks = append(hooks, e.gate.handle)
+	}
+	installHooks(m, hooks...)
 	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
