@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -34,17 +33,7 @@ func TestVcsimSerialTasks(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{SerialTasks: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
-	tpl, err := finder.VirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := finder.Folder(ctx, vcsimtest.FolderPath)
-	require.NoError(t, err)
-	pool, err := finder.ResourcePool(ctx, vcsimtest.ResourcePoolPath)
-	require.NoError(t, err)
-	poolRef := pool.Reference()
+	tpl, folder, poolRef := cloneTargets(ctx, t, env)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}}
 	clone := func(f *object.Folder, name string) (*types.TaskInfo, error) {
 		task, err := tpl.Clone(ctx, f, name, spec)
@@ -83,7 +72,7 @@ func TestVcsimSerialTasks(t *testing.T) {
 		assert.Equal(t, st.Ref, ref, "%s: the task's result is the VM of that name", name)
 	}
 
-	_, err = clone(folder, names[0])
+	_, err := clone(folder, names[0])
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.DuplicateName{}), "a taken name: %v", err)
 
