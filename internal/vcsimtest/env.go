@@ -90,6 +90,10 @@ type Options struct {
 	// power on that resumes a suspended VM (0: ready when the task
 	// completes). LatencyOptions sets the model's resume figure.
 	ResumeDelay time.Duration
+	// ClonePowerOnUnlocked makes a clone that powers its VM on do so
+	// without holding the source template's lock, as vCenter does (see
+	// clonePowerOn in clonepoweron.go); LatencyOptions sets it.
+	ClonePowerOnUnlocked bool
 	// ForeignVMs adds that many powered-on VMs the hatchery does not own
 	// (fast fixtures, see AddForeignVMs).
 	ForeignVMs int
@@ -237,7 +241,11 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
-	installHooks(m, (&changeVersions{}).handle)
+	var clonePowerOnHook methodHook
+	if o.ClonePowerOnUnlocked {
+		clonePowerOnHook = (&clonePowerOn{env: e}).handle
+	}
+	installHooks(m, (&changeVersions{}).handle, clonePowerOnHook)
 	e.CloudInit = newFakeCloudInit()
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
