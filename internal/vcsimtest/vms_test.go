@@ -7,7 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -26,17 +25,7 @@ func TestVMsWaitsForACreateInProgress(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
-	tpl, err := finder.VirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := finder.Folder(ctx, vcsimtest.FolderPath)
-	require.NoError(t, err)
-	pool, err := finder.ResourcePool(ctx, vcsimtest.ResourcePoolPath)
-	require.NoError(t, err)
-	poolRef := pool.Reference()
+	tpl, folder, poolRef := cloneFixture(ctx, t, env)
 
 	reg := env.Model.Map()
 	release := reg.AcquireLock(env.SimContext(), poolRef)
