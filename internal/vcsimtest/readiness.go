@@ -12,13 +12,13 @@ import (
 )
 
 // readiness is a registry handler: when a VM powers on it reports VMware
-// Tools running and guest operations ready (at once, or after delay, counted
+// Tools running and guest operations ready (at once, or after delay counted
 // from that power-on: a VM powered off and on again meanwhile waits for the
 // delay of its last power-on); when it powers off, not running and not
-// ready. The simulator never does this
-// for VMs without a container. The IP of a customized clone is
-// already set by the simulator itself (guest.ipAddress, guest.net); a VM
-// booting with cloud-init guestinfo is handed to FakeCloudInit.
+// ready. The simulator never does this for VMs without a container. The IP
+// of a customized clone is already set by the simulator itself
+// (guest.ipAddress, guest.net); a VM booting with cloud-init guestinfo is
+// handed to FakeCloudInit.
 //
 // Resume: the simulator suspends and powers on a suspended VM (SuspendVM,
 // PowerOnVM) but models no guest: it would report tools running at once,
