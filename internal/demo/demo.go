@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	out := &printer{w: o.Stdout, start: start}
 
-	sims, err := StartSims(o.Listen, log)
+	sims, err := StartSims(o.Listen, log, SimsOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -337,13 +337,25 @@ type Sims struct {
 	closeSim func()
 }
 
+// SimsOptions shape the simulators StartSims starts, for tests; the zero
+// value is the demo's.
+type SimsOptions struct {
+	// API edit the CDS API simulator's options before it starts, in order
+	// (shorter booking lifetimes).
+	API []func(*cdssim.Options)
+	// SerialTasks runs the vCenter simulator's clone, destroy, reconfigure
+	// and rename tasks one at a time (vcsimtest.Options.SerialTasks: a
+	// workaround for the simulator's own races, for tests with two
+	// instances under the race detector).
+	SerialTasks bool
+}
+
 // StartSims starts the demo's vCenter simulator (templates debian12 and the
 // V1 model's, a resource pool of finite capacity) and CDS API simulator (the
 // V1 model), and builds the demo configuration for them with the /mon
-// address listen ("" is 127.0.0.1 on a free port). Close stops them.
-// Each apiOpts edits the CDS API simulator's options before it starts
-// (tests: shorter booking lifetimes).
-func StartSims(listen string, log *slog.Logger, apiOpts ...func(*cdssim.Options)) (*Sims, error) {
+// address listen ("" is 127.0.0.1 on a free port), shaped by o. Close
+// stops them.
+func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -360,8 +372,9 @@ func StartSims(listen string, log *slog.Logger, apiOpts ...func(*cdssim.Options)
 			{Name: cloudInitTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
 		},
-		ReadyDelay: 300 * time.Millisecond,
-		Logger:     log.With("component", "vcsim"),
+		ReadyDelay:  300 * time.Millisecond,
+		Logger:      log.With("component", "vcsim"),
+		SerialTasks: o.SerialTasks,
 	})
 	if err != nil {
 		return nil, err
@@ -373,7 +386,7 @@ func StartSims(listen string, log *slog.Logger, apiOpts ...func(*cdssim.Options)
 	})
 
 	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")}
-	for _, f := range apiOpts {
+	for _, f := range o.API {
 		f(&ao)
 	}
 	api, err := cdssim.New(ao)

@@ -5,14 +5,17 @@
 //
 // These tests are built without the race detector (//go:build !race):
 // govmomi's simulator v0.56.0, pinned, races with itself when clones,
-// folder creations and destroys run at once (a Destroy_Task removes the VM's
-// files in a background task that races the next unregister; a clone's
-// duplicate-name check reads its folder unlocked: the list, with the
-// simulator's functions, is on TestTwoInstancesOneStoppedHard), and the race
-// detector fails a test for a race inside the simulator's own code. Our
-// code's concurrency is checked under -race by the other packages (the
-// capacity-overshoot, concurrent-IP, claim and fault tests); .ci/test runs
-// this package in a separate run without -race.
+// destroys, reconfigures and renames run at once (a Destroy_Task removes
+// the VM's files in a background task that races the next unregister; a
+// clone's duplicate-name check reads its folder unlocked:
+// internal/vcsimtest/serialtasks.go lists them), and the race detector
+// fails a test for a race inside the simulator's own code. The exception
+// is TestTwoInstancesOneStoppedHard (and the rig, harness_test.go), built
+// with it too: its simulator runs those tasks one at a time
+// (vcsimtest.Options.SerialTasks), and .ci/test runs it under -race. Our
+// code's concurrency is also checked under -race by the other packages
+// (the capacity-overshoot, concurrent-IP, claim and fault tests); .ci/test
+// runs the rest of this package in a separate run without -race.
 package e2e
 
 import (
@@ -26,16 +29,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 )
-
-// syncBuffer is the shared concurrency-safe output sink.
-type syncBuffer = testutil.SyncBuffer
 
 // scrape is one GET of /mon/metrics.
 type scrape struct {

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
@@ -130,11 +129,3 @@ func ourLeft(info demo.Info) (workers []demo.SimVM, pool int) {
 	}
 	return workers, pool
 }
-
-// oneSimulatorTask bounds the hatchery's vCenter tasks in flight to one.
-// vcsim v0.56.0 races with itself on concurrent clones (CloneVM_Task
-// against another clone's folder and datastore updates: seen under -race
-// in its Datastore.resolve, folderPutChild and createVM), which no
-// version the proxy serves fixes: the tests serialise the
-// tasks, while spawns stay concurrent around them.
-func oneSimulatorTask(cfg *config.Config) { cfg.MaxConcurrentTasks = 1 }

@@ -162,3 +162,17 @@ func TestClonePowerOnUnlockedKeepsTheCloneTask(t *testing.T) {
 	assert.Equal(t, "powered", dn.Name)
 	assert.Equal(t, st.Ref, dn.Object, "the fault names the VM already there")
 }
+
+// TestClonePowerOnUnlockedRefusedWithSerialTasks: SerialTasks gives its
+// queue back when the clone task it saw put on the template ends; with the
+// extension a clone puts two such tasks (the simulator's and the one the
+// client waits on), so New refuses the two options together.
+func TestClonePowerOnUnlockedRefusedWithSerialTasks(t *testing.T) {
+	t.Parallel()
+	env, err := vcsimtest.New(vcsimtest.Options{SerialTasks: true, ClonePowerOnUnlocked: true})
+	if env != nil {
+		env.Close()
+	}
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "SerialTasks and ClonePowerOnUnlocked")
+}

@@ -26,7 +26,13 @@ type Fault struct {
 
 // InjectFault adds f to the simulator's rules. Rules are tried in the
 // order they were added and the first that matches a call answers it.
+// Not with Options.SerialTasks, whose queue needs each queued call to
+// start its task: the test fails.
 func (e *Env) InjectFault(f Fault) {
+	if e.gate != nil {
+		e.t.Fatalf("vcsimtest: InjectFault(%s) on an Env with SerialTasks", f.Method)
+		return
+	}
 	p := f.Probability
 	if p == 0 {
 		p = 1
