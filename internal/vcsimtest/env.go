@@ -12,6 +12,7 @@ package vcsimtest
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -90,6 +91,11 @@ type Options struct {
 	// power on that resumes a suspended VM (0: ready when the task
 	// completes). LatencyOptions sets the model's resume figure.
 	ResumeDelay time.Duration
+	// ClonePowerOnUnlocked makes a clone that powers its VM on do so
+	// without holding the source template's lock, as vCenter does (see
+	// clonePowerOn in clonepoweron.go); LatencyOptions sets it. Not with
+	// SerialTasks: New refuses the two together.
+	ClonePowerOnUnlocked bool
 	// ForeignVMs adds that many powered-on VMs the hatchery does not own
 	// (fast fixtures, see AddForeignVMs).
 	ForeignVMs int
@@ -196,6 +202,11 @@ func New(o Options) (*Env, error) {
 	if o.Templates == nil && !o.NoTemplates {
 		o.Templates = []Template{{Name: DefaultTemplate}}
 	}
+	if o.SerialTasks && o.ClonePowerOnUnlocked {
+		// The queue follows the clone task put on the template; the
+		// extension puts two there (the simulator's and its own).
+		return nil, errors.New("vcsimtest options: SerialTasks and ClonePowerOnUnlocked do not go together")
+	}
 
 	m := simulator.VPX()
 	m.Machine = 0 // no stock VMs: the datacenter holds what the test puts there
@@ -250,6 +261,9 @@ func New(o Options) (*Env, error) {
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)
+	}
+	if o.ClonePowerOnUnlocked {
+		hooks = append(hooks, (&clonePowerOn{env: e}).handle)
 	}
 	installHooks(m, hooks...)
 	e.CloudInit = newFakeCloudInit()

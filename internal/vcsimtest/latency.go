@@ -99,8 +99,11 @@ func ApplyTaskDelays(cloneOp string) (restore func()) {
 
 // LatencyOptions returns Options with the guest readiness of the model:
 // guest operations ready OpGuestReady after each power-on (OpResume after
-// one that resumes a suspended VM), with jitter.
+// one that resumes a suspended VM), with jitter, and the clones of one
+// template powering their VMs on concurrently, as on vCenter
+// (Options.ClonePowerOnUnlocked).
 func LatencyOptions(o Options) Options {
+	o.ClonePowerOnUnlocked = true
 	o.ReadyDelay = Modelled(OpGuestReady)
 	o.ReadyJitter = LatencyJitter
 	o.ResumeDelay = Modelled(OpResume)

@@ -12,11 +12,13 @@ import (
 )
 
 // readiness is a registry handler: when a VM powers on it reports VMware
-// Tools running and guest operations ready (at once, or after delay); when
-// it powers off, not running and not ready. The simulator never does this
-// for VMs without a container. The IP of a customized clone is
-// already set by the simulator itself (guest.ipAddress, guest.net); a VM
-// booting with cloud-init guestinfo is handed to FakeCloudInit.
+// Tools running and guest operations ready (at once, or after delay counted
+// from that power-on: a VM powered off and on again meanwhile waits for the
+// delay of its last power-on); when it powers off, not running and not
+// ready. The simulator never does this for VMs without a container. The IP
+// of a customized clone is already set by the simulator itself
+// (guest.ipAddress, guest.net); a VM booting with cloud-init guestinfo is
+// handed to FakeCloudInit.
 //
 // Resume: the simulator suspends and powers on a suspended VM (SuspendVM,
 // PowerOnVM) but models no guest: it would report tools running at once,
@@ -40,6 +42,10 @@ type readiness struct {
 	suspended map[types.ManagedObjectReference]bool
 	// failResume names VMs whose next resume leaves the guest dead.
 	failResume map[string]bool
+	// powerChanges counts each VM's power state changes: a delayed
+	// readiness applies only to the power-on that started it, not to a
+	// later one of a VM powered off and on again meanwhile.
+	powerChanges map[types.ManagedObjectReference]uint64
 
 	// neverMu guards never: templates (or V1 model paths) whose VMs'
 	// guests never become ready (SetGuestNeverReady).
@@ -62,6 +68,7 @@ func (r *readiness) resumed(vm *simulator.VirtualMachine, state types.VirtualMac
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	ref := vm.Reference()
+	r.powerChanges[ref]++
 	was := r.suspended[ref]
 	switch state {
 	case types.VirtualMachinePowerStateSuspended:
@@ -78,6 +85,14 @@ func (r *readiness) resumed(vm *simulator.VirtualMachine, state types.VirtualMac
 		delete(r.suspended, ref)
 		return false, false
 	}
+}
+
+// powerChange returns how many power state changes of ref resumed has
+// recorded.
+func (r *readiness) powerChange(ref types.ManagedObjectReference) uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.powerChanges[ref]
 }
 
 // SetGuestNeverReady makes the guest of every VM made from template (a
@@ -128,8 +143,9 @@ func installReadiness(e *Env, delay time.Duration) *readiness {
 		env:   e,
 		delay: delay,
 
-		suspended:  map[types.ManagedObjectReference]bool{},
-		failResume: map[string]bool{},
+		suspended:    map[types.ManagedObjectReference]bool{},
+		failResume:   map[string]bool{},
+		powerChanges: map[types.ManagedObjectReference]uint64{},
 	}
 	e.Model.Map().AddHandler(r)
 	return r
@@ -190,6 +206,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	if r.env.ctx.Err() != nil {
 		return // the test is over: start nothing
 	}
+	change := r.powerChange(vm.Reference())
 	r.env.wg.Add(1)
 	go func() {
 		defer r.env.wg.Done()
@@ -202,6 +219,11 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		}
 		sctx := r.env.SimContext()
 		sctx.WithLock(vm, func() {
+			// Powered off and on again since: that power-on's own
+			// delay decides.
+			if r.powerChange(vm.Reference()) != change {
+				return
+			}
 			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && !r.neverReady(vm) {
 				setGuest(sctx, vm, true)
 				if !resume {

@@ -33,7 +33,7 @@ func TestVcsimSerialTasks(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{SerialTasks: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tpl, folder, poolRef := cloneTargets(ctx, t, env)
+	tpl, folder, poolRef := cloneFixture(ctx, t, env)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}}
 	clone := func(f *object.Folder, name string) (*types.TaskInfo, error) {
 		task, err := tpl.Clone(ctx, f, name, spec)

@@ -7,8 +7,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/find"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -27,7 +25,7 @@ func TestVMsWaitsForACreateInProgress(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	tpl, folder, poolRef := cloneTargets(ctx, t, env)
+	tpl, folder, poolRef := cloneFixture(ctx, t, env)
 
 	reg := env.Model.Map()
 	release := reg.AcquireLock(env.SimContext(), poolRef)
@@ -82,21 +80,4 @@ func TestVMsWaitsForACreateInProgress(t *testing.T) {
 		})
 	}
 	assert.True(t, found, "VMs returned the clone")
-}
-
-// cloneTargets finds, through the admin client, what a test clones: the
-// default template, the VM folder and the resource pool.
-func cloneTargets(ctx context.Context, t *testing.T, env *vcsimtest.Env) (*object.VirtualMachine, *object.Folder, types.ManagedObjectReference) {
-	t.Helper()
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
-	tpl, err := finder.VirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := finder.Folder(ctx, vcsimtest.FolderPath)
-	require.NoError(t, err)
-	pool, err := finder.ResourcePool(ctx, vcsimtest.ResourcePoolPath)
-	require.NoError(t, err)
-	return tpl, folder, pool.Reference()
 }
