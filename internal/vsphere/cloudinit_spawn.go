@@ -106,7 +106,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
-	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, ip)
+	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, annot.ModelName(), logkey.IP, ip)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
 		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)
