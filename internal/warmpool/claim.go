@@ -176,6 +176,9 @@ func claimReason(v inventory.VM, wantFlavor string) string {
 	return "neutral vm, resized on claim"
 }
 
+// sortOldestFirst orders vms by creation (their record's Created), the
+// oldest first, then by name: the order claims and surplus removals take
+// pool VMs in.
 func sortOldestFirst(vms []inventory.VM) {
 	sort.SliceStable(vms, func(i, j int) bool {
 		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
