@@ -76,10 +76,7 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 // suspended and powered-on VMs (a cloud-init spawn: its userdata is read
 // at first boot, which a hot VM has passed).
 func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
-	want := Key{Model: model.GetVSphereImage()}
-	if model.IsV1() {
-		want = Key{V1: true, Model: model.ModelV1.Path()}
-	}
+	want := ModelKey(model)
 	if want.Model == "" {
 		return nil, nil
 	}
