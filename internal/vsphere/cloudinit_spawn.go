@@ -92,15 +92,10 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
-		ictx, cancel := context.WithTimeout(ctx, guest.Readiness.GuestOps+guest.Readiness.IP)
 		var err error
-		ip, err = h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
-		cancel()
+		ip, err = guest.WaitIP(ctx, h.vs, vm, annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
-		}
-		if annot.IPAddress != "" && ip != annot.IPAddress {
-			return guest.StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
 		}
 		spawntiming.Mark(ctx, spawntiming.StageIP)
 	}

@@ -96,14 +96,8 @@ func (p *Pool) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, 
 	if err != nil {
 		return fmt.Errorf("wait for guest operations ready: %w", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
-	ip, err := p.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
-	cancel()
-	if err != nil {
+	if _, err := guest.WaitIP(ctx, p.Port, vm, expectedIP, guest.Readiness.Resume); err != nil {
 		return fmt.Errorf("wait for ip %s: %w", expectedIP, err)
-	}
-	if expectedIP != "" && ip != expectedIP {
-		return fmt.Errorf("guest reports %s, expected %s", ip, expectedIP)
 	}
 	return nil
 }
