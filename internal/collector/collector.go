@@ -246,11 +246,7 @@ func summarizeVMs(hatchery string, vms []inventory.VM) vmSummary {
 		if v.Template {
 			continue
 		}
-		model := v.Annotation.VMwareModelPath
-		if model == "" {
-			model = v.Annotation.WorkerModelPath
-		}
-		s.workers = append(s.workers, workerGauge{name: v.Name, model: model, vcpus: cpu, memoryMB: mem})
+		s.workers = append(s.workers, workerGauge{name: v.Name, model: v.Annotation.ModelName(), vcpus: cpu, memoryMB: mem})
 		s.vmCount++
 		if v.Annotation.Provisioning {
 			if s.provisioned == nil {
