@@ -190,12 +190,6 @@ type vmSummary struct {
 	poolVCPUs, poolMemoryMB, poolVMCount int64
 }
 
-// Gauges is what vms, one inventory snapshot, says in metric terms for
-// hatchery's metrics (summarizeVMs).
-func Gauges(hatchery string, vms []inventory.VM) *metrics.Inventory {
-	return summarizeVMs(hatchery, vms).gauges()
-}
-
 // gauges is s for metrics.Metrics.Collect.
 func (s vmSummary) gauges() *metrics.Inventory {
 	g := &metrics.Inventory{
