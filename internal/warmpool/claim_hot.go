@@ -50,12 +50,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
-		if serr := p.Port.ShutdownVirtualMachine(cctx, obj); serr != nil {
-			log.Warn("claimed hot vm not powered off, left to cleanup", logkey.Err, serr)
-		}
-		cancel()
-		p.markFailedClaim(current, newName, renameUnknown)
+		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
