@@ -22,7 +22,10 @@ type DemoFlags struct {
 }
 
 // maxDemoInstances is the most instances --instances accepts (the demo's
-// checks are written for two).
+// checks are written for two). It is demo.MaxInstances written again: this
+// file is in the production build, which must not link internal/demo
+// (builddeps_test.go), and the flag is refused as usage before the demo
+// hook, in either build.
 const maxDemoInstances = 2
 
 // demoBuildHint is what `demo` says in a binary built without the demo.

@@ -213,7 +213,7 @@ func (s *Server) configCDN(_ *http.Request, _ *session) (int, any, error) {
 func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 	mt := r.URL.Query().Get("modelType")
 	regions, byRegion := r.URL.Query()["region"]
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := []sdk.WorkflowNodeJobRun{}
@@ -239,7 +239,7 @@ func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
 func (s *Server) jobV1View(j *jobV1) sdk.WorkflowNodeJobRun {
 	v := j.run
 	v.QueuedSeconds = int64(time.Since(v.Queued).Seconds())
-	if b := s.bookedLocked(j, time.Now()); b != "" {
+	if b := s.bookedLocked(j, s.now()); b != "" {
 		v.BookedBy = sdk.Service{Name: b, ID: s.st.services[b]}
 	}
 	v.SpawnInfos = nil // the API answers null here, infos are stored apart
@@ -277,7 +277,7 @@ func (s *Server) jobV1Book(r *http.Request, sess *session) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	now := time.Now()
+	now := s.now()
 	if s.bookedLocked(j, now) != "" || j.run.Status != sdk.StatusWaiting {
 		return 0, nil, newErr(403, errIDAlreadyBooked, "Job already booked", "")
 	}
@@ -304,7 +304,7 @@ func (s *Server) jobV1Release(r *http.Request, _ *session) (int, any, error) {
 		s.mu.Unlock()
 		return 0, nil, err
 	}
-	if s.bookedLocked(j, time.Now()) == "" {
+	if s.bookedLocked(j, s.now()) == "" {
 		s.mu.Unlock()
 		return 0, nil, newErr(400, errIDAlreadyReleased, "Job already released", "")
 	}
@@ -406,7 +406,7 @@ func (s *Server) queueV2(r *http.Request, sess *session) (int, any, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requeueLocked(time.Now()) // queued again: listed below
+	s.requeueLocked(s.now()) // queued again: listed below
 	out := []sdk.V2WorkflowRunJob{}
 	for _, j := range s.st.jobsV2 {
 		if j.run.Region == region && j.run.Status == sdk.StatusWaiting && j.run.ModelType == sess.modelType {
@@ -429,6 +429,7 @@ func (s *Server) findJobV2(r *http.Request) (*jobV2, error) {
 func (s *Server) jobV2Info(r *http.Request, _ *session) (int, any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.requeueLocked(s.now()) // a job Scheduling too long reads Waiting, as in the queue
 	j, err := s.findJobV2(r)
 	if err != nil {
 		return 0, nil, err
@@ -439,7 +440,7 @@ func (s *Server) jobV2Info(r *http.Request, _ *session) (int, any, error) {
 // jobV2Take: a job no longer Waiting answers 403 id 89 (the captures hold
 // no such answer; the client reads it as already booked).
 func (s *Server) jobV2Take(r *http.Request, sess *session) (int, any, error) {
-	now := time.Now()
+	now := s.now()
 	s.mu.Lock()
 	s.requeueLocked(now)
 	j, err := s.findJobV2(r)
@@ -462,7 +463,7 @@ func (s *Server) jobV2Take(r *http.Request, sess *session) (int, any, error) {
 
 func (s *Server) jobV2Release(r *http.Request, _ *session) (int, any, error) {
 	s.mu.Lock()
-	s.requeueLocked(time.Now())
+	s.requeueLocked(s.now())
 	j, err := s.findJobV2(r)
 	if err != nil {
 		s.mu.Unlock()

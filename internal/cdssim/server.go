@@ -94,6 +94,10 @@ type Options struct {
 	// when 0): the API's job-scheduling timeout, re-enqueuing the jobs of a
 	// hatchery that died after taking them.
 	SchedulingTimeout time.Duration
+	// Now is the clock of the bookings and the scheduling timeout
+	// (time.Now when nil): a test sets one it moves to make them lapse
+	// without waiting. Sessions keep the real clock.
+	Now func() time.Time
 	// Logger receives one debug line per request; discarded when nil.
 	Logger *slog.Logger
 }
@@ -140,6 +144,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SchedulingTimeout <= 0 {
 		opts.SchedulingTimeout = DefaultSchedulingTimeout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
 	}
 	if _, err := signingKey(); err != nil {
 		return nil, fmt.Errorf("cdssim: signing key: %w", err)

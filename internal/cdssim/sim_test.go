@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
@@ -310,8 +311,9 @@ func TestSimulatorWebsockets(t *testing.T) {
 // another hatchery's book / take is refused.
 func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	ctx := t.Context()
-	const hold = 2 * time.Second
-	sim := cdssim.Start(t, cdssim.Options{BookingTTL: hold, SchedulingTimeout: hold})
+	const hold = 2 * time.Minute
+	clock := testutil.NewClock(time.Now())
+	sim := cdssim.Start(t, cdssim.Options{BookingTTL: hold, SchedulingTimeout: hold, Now: clock.Now})
 	a := newClient(t, sim, "hatch-a", true, true)
 	b := newClient(t, sim, "hatch-b", true, true)
 
@@ -328,11 +330,21 @@ func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	st1, _ := sim.JobV1(v1)
 	assert.Equal(t, "hatch-a", st1.BookedBy)
 
+	// Held until just before the lifetime ends.
+	clock.Advance(hold - time.Second)
+	jobs, err := b.QueueWorkflowNodeJobRun(ctx, nil)
+	require.NoError(t, err)
+	assert.Empty(t, jobs, "the V1 booking still holds")
+	v2jobs, err := b.V2QueueJobs(ctx, sim.Region())
+	require.NoError(t, err)
+	assert.Empty(t, v2jobs, "the V2 job is still Scheduling")
+
 	// hatch-a is gone: the jobs come back.
-	require.Eventually(t, func() bool {
-		jobs, err := b.QueueWorkflowNodeJobRun(ctx, nil)
-		return err == nil && len(jobs) == 1 && jobs[0].ID == v1
-	}, 10*hold, 50*time.Millisecond, "the lapsed V1 booking puts the job back in the queue")
+	clock.Advance(time.Second)
+	jobs, err = b.QueueWorkflowNodeJobRun(ctx, nil)
+	require.NoError(t, err)
+	require.Len(t, jobs, 1, "the lapsed V1 booking puts the job back in the queue")
+	assert.Equal(t, v1, jobs[0].ID)
 	st1, _ = sim.JobV1(v1)
 	assert.Empty(t, st1.BookedBy)
 	_, err = b.QueueJobBook(ctx, v1)
@@ -340,10 +352,13 @@ func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	st1, _ = sim.JobV1(v1)
 	assert.Equal(t, "hatch-b", st1.BookedBy)
 
-	require.Eventually(t, func() bool {
-		jobs, err := b.V2QueueJobs(ctx, sim.Region())
-		return err == nil && len(jobs) == 1 && jobs[0].ID == v2
-	}, 10*hold, 50*time.Millisecond, "the V2 job Scheduling too long is queued again")
+	info, err := b.V2QueueJobInfo(ctx, sim.Region(), v2)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.StatusWaiting, info.RunJob.Status, "read on its own, the V2 job Scheduling too long is Waiting again")
+	v2jobs, err = b.V2QueueJobs(ctx, sim.Region())
+	require.NoError(t, err)
+	require.Len(t, v2jobs, 1, "the V2 job Scheduling too long is queued again")
+	assert.Equal(t, v2, v2jobs[0].ID)
 	st2, _ := sim.JobV2(v2)
 	assert.Equal(t, sdk.StatusWaiting, st2.Status)
 	assert.Empty(t, st2.TakenBy)

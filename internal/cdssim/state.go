@@ -46,6 +46,10 @@ type jobV2 struct {
 	infos   []sdk.V2SendJobRunInfo
 }
 
+// now is the time of the bookings and of the scheduling timeout
+// (Options.Now).
+func (s *Server) now() time.Time { return s.opts.Now() }
+
 // bookedLocked is the hatchery whose V1 booking of j holds now, "" when
 // none: a booking lapses BookingTTL after it was made while the job is
 // still Waiting (the API's cache entry expires). The record of the last
@@ -384,7 +388,7 @@ func (s *Server) JobV1(id int64) (JobV1State, bool) {
 	}
 	return JobV1State{
 		Status:     j.run.Status,
-		BookedBy:   s.bookedLocked(j, time.Now()),
+		BookedBy:   s.bookedLocked(j, s.now()),
 		SpawnInfos: append([]sdk.SpawnInfo(nil), j.spawnInfos...),
 		Results:    append([]sdk.Result(nil), j.results...),
 	}, true
@@ -471,7 +475,7 @@ type JobV2State struct {
 func (s *Server) JobV2(id string) (JobV2State, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.requeueLocked(time.Now())
+	s.requeueLocked(s.now())
 	j, ok := s.st.jobsV2[id]
 	if !ok {
 		return JobV2State{}, false

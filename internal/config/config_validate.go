@@ -42,7 +42,8 @@ func (c *Config) Validate() error {
 // MaxNameWithStaticIPs bounds the hatchery's name when static IPs are
 // configured: the address lock of 255.255.255.255 is named
 // "<name>-ip-255.255.255.255", 19 characters more, and vSphere names hold
-// at most 80.
+// at most 80. The lock name's shape is ippool's (LockPrefix), written again
+// here because ippool imports this package; an ippool test ties the two.
 const MaxNameWithStaticIPs = 80 - len("-ip-255.255.255.255")
 
 func (c *Config) validateCommon(es *Errors) {

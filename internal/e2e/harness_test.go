@@ -345,24 +345,6 @@ func (r *rig) poolSize() int {
 	return n
 }
 
-// jobClaims returns, for the VMs alive now, the jobs recorded on more than
-// one VM (a double claim or duplicate worker), as "job: vm, vm".
-func jobClaims(vms []demo.SimVM) []string {
-	by := map[string][]string{}
-	for _, v := range vms {
-		if v.Annotation != nil && v.Annotation.JobID != "" {
-			by[v.Annotation.JobID] = append(by[v.Annotation.JobID], v.Name)
-		}
-	}
-	var out []string
-	for j, names := range by {
-		if len(names) > 1 {
-			out = append(out, j+": "+strings.Join(names, ", "))
-		}
-	}
-	return out
-}
-
 // spawnCounter is an Observer counting spawns; reached is closed once
 // threshold spawns are in flight at once after at least minOK succeeded.
 type spawnCounter struct {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 )
 
 // TestRestartDuringSpawnBurst stops the daemon (its context ends, as on
@@ -48,7 +50,7 @@ func TestRestartDuringSpawnBurst(t *testing.T) {
 	)
 	r.sampleAlong(50*time.Millisecond, func() {
 		_, workers := r.ourVMs()
-		c := jobClaims(workers)
+		c := demo.JobClaims(workers, r.sims.Config.CommonConfiguration.Name)
 		mu.Lock()
 		claims = append(claims, c...)
 		samples++

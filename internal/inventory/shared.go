@@ -155,11 +155,12 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	s.running = time.Time{}
-	if err != nil && errors.Is(err, context.Canceled) {
+	switch {
+	case errors.Is(err, context.Canceled):
 		// Cut by the end of Run (the daemon stopping): no fault, and no
 		// change to the streak of failures.
 		s.log.Debug("vm inventory refresh cut by shutdown", logkey.Err, err)
-	} else if err != nil {
+	case err != nil:
 		quiet := s.lastErr != nil && errors.Is(s.lastErr, vcenter.ErrNotConnected) && s.generation == 0
 		switch {
 		case s.generation == 0 && errors.Is(err, vcenter.ErrNotConnected):
@@ -174,7 +175,7 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", logkey.Err, err)
 		}
 		s.lastErr = err
-	} else {
+	default:
 		if s.lastErr != nil {
 			s.log.Info("vm inventory refresh recovered", "vms", len(vms))
 		}

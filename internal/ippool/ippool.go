@@ -164,22 +164,25 @@ func (p *Pool) Reserve(ctx context.Context, used map[netip.Addr]bool, owner stri
 	}
 }
 
-// pickLocked returns the first address that is not in used, not reserved
-// and not locked by another holder or being unlocked. p.mu is held.
+// pickLocked returns the first free address (freeLocked). p.mu is held.
 func (p *Pool) pickLocked(used map[netip.Addr]bool) (netip.Addr, bool) {
 	for _, a := range p.addrs {
-		if used[a] {
-			continue
+		if p.freeLocked(a, used) {
+			return a, true
 		}
-		if _, ok := p.reserved[a]; ok {
-			continue
-		}
-		if p.locks != nil && p.locks.unavailable(a) {
-			continue
-		}
-		return a, true
 	}
 	return netip.Addr{}, false
+}
+
+// freeLocked tells whether a can be handed out: not in used (held by a
+// VM), not reserved, and not locked by another holder or being unlocked.
+// Reserve picks by it and Counts counts by it, so the two never disagree.
+// p.mu is held.
+func (p *Pool) freeLocked(a netip.Addr, used map[netip.Addr]bool) bool {
+	if _, reserved := p.reserved[a]; reserved || used[a] {
+		return false
+	}
+	return p.locks == nil || !p.locks.unavailable(a)
 }
 
 // leaseOf builds the lease of an address of the pool.
@@ -224,9 +227,9 @@ func (p *Pool) Available(inUse map[netip.Addr]bool) bool {
 	return used < total
 }
 
-// Counts returns how many addresses of the pool are in inUse (held by
-// VMs: inventory.UsedBy), reserved, or locked by another holder, and the
-// pool's size.
+// Counts returns how many addresses of the pool are not free (freeLocked:
+// in inUse, held by VMs as inventory.UsedBy says, reserved, or locked by
+// another holder), and the pool's size.
 func (p *Pool) Counts(inUse map[netip.Addr]bool) (used, total int) {
 	if !p.Enabled() {
 		return 0, 0
@@ -235,7 +238,7 @@ func (p *Pool) Counts(inUse map[netip.Addr]bool) (used, total int) {
 	defer p.mu.Unlock()
 	p.expireLocked(p.now())
 	for _, a := range p.addrs {
-		if _, ok := p.reserved[a]; ok || inUse[a] || (p.locks != nil && p.locks.unavailable(a)) {
+		if !p.freeLocked(a, inUse) {
 			used++
 		}
 	}

@@ -349,3 +349,17 @@ func TestIPLocksOffWithoutUseLocks(t *testing.T) {
 	held, taken := p.Locks()
 	assert.Zero(t, held+taken)
 }
+
+// The configuration bounds the hatchery's name with static IPs
+// (config.MaxNameWithStaticIPs) so that the longest lock name fits
+// vSphere's 80 characters. config writes the lock name's shape again (it
+// cannot import this package, which imports it): this ties the two, so a
+// change of LockPrefix fails here rather than creating names vCenter
+// refuses.
+func TestIPLockNameOfTheLongestNameFitsVSphere(t *testing.T) {
+	t.Parallel()
+	p, _ := spPool(t, &config.Config{IPRange: "10.0.0.1/30"})
+	p.UseLocks(newFakeLocker(), strings.Repeat("h", config.MaxNameWithStaticIPs), nil)
+	name := p.locks.lockName(netip.MustParseAddr("255.255.255.255"))
+	assert.Len(t, name, 80, "the longest address's lock name, for the longest name the configuration accepts")
+}

@@ -11,18 +11,20 @@ import (
 // Proxy forwards TCP connections from a loopback port to a target. Tests
 // put one between a client and a simulator to break the link: DropAll
 // closes the connections open now (a network failure, a server restart:
-// new connections are forwarded again), Cut also stops listening (the
-// client's process is gone, as after kill -9: nothing it sends reaches the
-// target any more). It is stopped and its goroutines joined at the test's
-// end.
+// new connections are forwarded again), Pause does that and closes every
+// new connection at once until Resume (the target unreachable for a
+// while), Cut also stops listening (the client's process is gone, as after
+// kill -9: nothing it sends reaches the target any more). It is stopped
+// and its goroutines joined at the test's end.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
 
-	mu    sync.Mutex
-	cut   bool
-	conns map[net.Conn]struct{}
+	mu     sync.Mutex
+	cut    bool
+	paused bool
+	conns  map[net.Conn]struct{}
 }
 
 // proxyDial bounds the dial to the target: a loopback simulator answers at
@@ -66,11 +68,12 @@ func (p *Proxy) accept() {
 	}
 }
 
-// track records c as open; false once the proxy is cut.
+// track records c as open; false once the proxy is cut, or while it is
+// paused.
 func (p *Proxy) track(c net.Conn) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cut {
+	if p.cut || p.paused {
 		return false
 	}
 	p.conns[c] = struct{}{}
@@ -120,6 +123,22 @@ func (p *Proxy) DropAll() {
 	for _, c := range conns {
 		_ = c.Close()
 	}
+}
+
+// Pause closes every connection open now, and every new one at once,
+// until Resume.
+func (p *Proxy) Pause() {
+	p.mu.Lock()
+	p.paused = true
+	p.mu.Unlock()
+	p.DropAll()
+}
+
+// Resume forwards new connections again after Pause.
+func (p *Proxy) Resume() {
+	p.mu.Lock()
+	p.paused = false
+	p.mu.Unlock()
 }
 
 // Cut stops the proxy: the listener and every open connection close now,

@@ -83,3 +83,38 @@ func TestProxyDropAllThenCut(t *testing.T) {
 		}
 	}
 }
+
+// TestProxyPauseResume: while paused the proxy breaks the open connection
+// and forwards no new one; after Resume a new connection goes through.
+func TestProxyPauseResume(t *testing.T) {
+	p := StartProxy(t, echoServer(t))
+	c1, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	if got, err := roundTrip(c1, "one"); err != nil || got != "one\n" {
+		t.Fatalf("through the proxy: %q, %v", got, err)
+	}
+	p.Pause()
+	if _, err := roundTrip(c1, "two"); err == nil {
+		t.Fatal("an open connection answered while paused")
+	}
+	c2, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	if _, err := roundTrip(c2, "three"); err == nil {
+		t.Fatal("a new connection answered while paused")
+	}
+	p.Resume()
+	c3, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c3.Close()
+	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
+		t.Fatalf("a new connection after Resume: %q, %v", got, err)
+	}
+}

@@ -3,12 +3,10 @@ package vcenter_test
 import (
 	"context"
 	"errors"
-	"io"
 	"log/slog"
 	"net"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -122,59 +120,6 @@ func TestRunConnectsOnceVCenterAnswers(t *testing.T) {
 	assert.NotContains(t, logs.String(), connPassword)
 }
 
-// proxy forwards loopback TCP connections to target until paused.
-type proxy struct {
-	t      *testing.T
-	addr   string
-	target string
-	mu     sync.Mutex
-	ln     net.Listener
-	conns  []net.Conn
-	wg     sync.WaitGroup
-}
-
-func (p *proxy) start() {
-	ln, err := net.Listen("tcp", p.addr)
-	require.NoError(p.t, err)
-	p.mu.Lock()
-	p.ln = ln
-	p.mu.Unlock()
-	p.wg.Add(1)
-	go func() {
-		defer p.wg.Done()
-		for {
-			in, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			out, err := net.Dial("tcp", p.target)
-			if err != nil {
-				_ = in.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, in, out)
-			p.mu.Unlock()
-			p.wg.Add(2)
-			go func() { defer p.wg.Done(); _, _ = io.Copy(out, in); _ = out.Close() }()
-			go func() { defer p.wg.Done(); _, _ = io.Copy(in, out); _ = in.Close() }()
-		}
-	}()
-}
-
-// pause closes the listener and every connection, and waits for the
-// copying goroutines.
-func (p *proxy) pause() {
-	p.mu.Lock()
-	_ = p.ln.Close()
-	for _, c := range p.conns {
-		_ = c.Close()
-	}
-	p.conns = nil
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
 // TestStatusNotesUnreachableVCenter: a call that gets no answer (transport
 // failure) makes the connected client unreachable (Up false, Status names
 // the error, one WARN); the first answer after it makes it reachable
@@ -184,12 +129,10 @@ func TestStatusNotesUnreachableVCenter(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
 	target, err := url.Parse(env.Endpoint)
 	require.NoError(t, err)
-	p := &proxy{t: t, addr: vcsimtest.FreeAddr(t), target: target.Host}
-	p.start()
-	t.Cleanup(p.pause)
+	p := testutil.StartProxy(t, target.Host)
 	var logs testutil.SyncBuffer
 	c := env.NewClient(func(cfg *vcenter.Config) {
-		cfg.Endpoint = "https://" + p.addr + "/sdk"
+		cfg.Endpoint = "https://" + p.Addr() + "/sdk"
 		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
 	})
 	ctx := testCtx(t)
@@ -197,7 +140,7 @@ func TestStatusNotesUnreachableVCenter(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, c.Up())
 
-	p.pause()
+	p.Pause()
 	_, err = c.ListVirtualMachines(ctx)
 	require.Error(t, err)
 	var ne net.Error
@@ -210,7 +153,7 @@ func TestStatusNotesUnreachableVCenter(t *testing.T) {
 	_, _ = c.ListVirtualMachines(ctx) // still unreachable: no second WARN
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="vcenter unreachable"`))
 
-	p.start()
+	p.Resume()
 	_, err = c.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	assert.True(t, c.Up())

@@ -359,9 +359,7 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 			delete(p.unknownSince, n) // known now, or gone from the API
 		}
 	}
-	p.disabledMu.Unlock()
 	if p.cfg.V1 {
-		p.disabledMu.Lock()
 		keep := make(map[string]bool, len(seenIDs))
 		for _, id := range seenIDs {
 			if p.disabled[id] {
@@ -369,8 +367,8 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 			}
 		}
 		p.disabled = keep
-		p.disabledMu.Unlock()
 	}
+	p.disabledMu.Unlock()
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
