@@ -337,18 +337,14 @@ func (a Admission) Release(jobID string) {
 	}
 }
 
-// provisionReservationKey is the in-flight reservation key of a
-// provisioning clone (its VM has no job).
-func provisionReservationKey(name string) string { return capacity.ProvisionKey(name) }
-
 // ReleaseProvisioning ends the reservation of a provisioning clone that
 // failed (Release of its key).
-func (a Admission) ReleaseProvisioning(name string) { a.Release(provisionReservationKey(name)) }
+func (a Admission) ReleaseProvisioning(name string) { a.Release(capacity.ProvisionKey(name)) }
 
 // ReserveProvisioning decides whether one more warm-pool VM fits the static
 // limits (maxCpus, maxMemoryMB, with the starvation reserve of
 // countSmallerFlavorToKeep) and, when it does, reserves its footprint under
-// provisionReservationKey(name). template is the VM's template, flavor
+// capacity.ProvisionKey(name). template is the VM's template, flavor
 // its flavor (nil: the template's size); model and flavorKey name its pool
 // in the logs. A provisioned VM is powered on from its
 // clone until it has its IP: meanwhile it takes capacity as a worker does,
@@ -382,7 +378,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name, template strin
 	in.Reserve, _ = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 
 	o := l.Decide(gen, a.Now(), grace, capacity.Count(usages), in,
-		capacity.Reservation{Key: provisionReservationKey(name), Model: model, Flavor: flavorKey})
+		capacity.Reservation{Key: capacity.ProvisionKey(name), Model: model, Flavor: flavorKey})
 	a.logExpired(o.Expired)
 	in, d := o.Input, o.Decision
 	a.Log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, model, logkey.Flavor, flavorKey,
@@ -396,7 +392,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name, template strin
 // DropProvisioning ends the reservation of a provisioned VM now powered
 // off: it holds no capacity any more.
 func (a Admission) DropProvisioning(name string) {
-	a.State.ledger.Drop(provisionReservationKey(name))
+	a.State.ledger.Drop(capacity.ProvisionKey(name))
 }
 
 // Usage is a snapshot of what this hatchery has allocated against its

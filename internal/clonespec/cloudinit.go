@@ -11,7 +11,8 @@ import (
 // CloudInitOptions returns the guestinfo entries that boot the VM named
 // name through cloud-init (docs/cloud-init.md): a new instance id, the
 // hostname derived from name, ip's network settings (ip "": DHCP) and
-// boot's userdata. A claimed warm VM gets them in its reconfiguration.
+// boot's userdata. A clone gets them in its clone specification (Spec), a
+// claimed warm VM in its reconfiguration.
 func (b *Builder) CloudInitOptions(name, ip string, boot cloudinit.Boot) ([]types.BaseOptionValue, error) {
 	var lease *ippool.Lease
 	if ip != "" {

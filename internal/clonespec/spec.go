@@ -130,13 +130,11 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 	for i := range nics {
 		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
 	}
-	var lease *ippool.Lease
 	if annot.IPAddress != "" {
-		l, ok := b.ips.Lookup(annot.IPAddress)
+		lease, ok := b.ips.Lookup(annot.IPAddress)
 		if !ok {
 			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
 		}
-		lease = &l
 		nics[0].Adapter = types.CustomizationIPSettings{
 			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
 			SubnetMask:    lease.SubnetMask,
@@ -189,7 +187,7 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 		Template: false,
 	}
 	if boot != nil {
-		opts, err := cloudinit.Options(b.instanceID(annot.WorkerName), hostname, cloudInitAddress(lease), *boot)
+		opts, err := b.CloudInitOptions(annot.WorkerName, annot.IPAddress, *boot)
 		if err != nil {
 			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
 		}

@@ -190,12 +190,6 @@ type vmSummary struct {
 	poolVCPUs, poolMemoryMB, poolVMCount int64
 }
 
-// Gauges is what vms, one inventory snapshot, says in metric terms for
-// hatchery's metrics (summarizeVMs).
-func Gauges(hatchery string, vms []inventory.VM) *metrics.Inventory {
-	return summarizeVMs(hatchery, vms).gauges()
-}
-
 // gauges is s for metrics.Metrics.Collect.
 func (s vmSummary) gauges() *metrics.Inventory {
 	g := &metrics.Inventory{
@@ -246,11 +240,7 @@ func summarizeVMs(hatchery string, vms []inventory.VM) vmSummary {
 		if v.Template {
 			continue
 		}
-		model := v.Annotation.VMwareModelPath
-		if model == "" {
-			model = v.Annotation.WorkerModelPath
-		}
-		s.workers = append(s.workers, workerGauge{name: v.Name, model: model, vcpus: cpu, memoryMB: mem})
+		s.workers = append(s.workers, workerGauge{name: v.Name, model: v.Annotation.ModelName(), vcpus: cpu, memoryMB: mem})
 		s.vmCount++
 		if v.Annotation.Provisioning {
 			if s.provisioned == nil {

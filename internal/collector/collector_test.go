@@ -3,6 +3,7 @@ package collector
 import (
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/stretchr/testify/assert"
 	"github.com/vmware/govmomi/vim25/types"
@@ -34,4 +35,23 @@ func TestSummarizeVMsEdgeCases(t *testing.T) {
 			assert.Equal(t, tt.want, summarizeVMs(testHatchery, tt.vms))
 		})
 	}
+}
+
+// TestProvisionedCountByState: provisioned_vm_count's state label is the
+// pool VM's power state; workers are not pool VMs.
+func TestProvisionedCountByState(t *testing.T) {
+	t.Parallel()
+	pool := func(name, flavor string, idle string, state types.VirtualMachinePowerState) inventory.VM {
+		return inventory.VM{Name: name, PowerState: state, Annotation: &inventory.Annotation{
+			HatcheryName: testHatchery, WorkerName: name, Provisioning: true, VMwareModelPath: "debian12", Flavor: flavor, IdleState: idle}}
+	}
+	vms := []inventory.VM{
+		pool("provision-v2-off", "", "", types.VirtualMachinePowerStatePoweredOff),
+		pool("provision-v2-susp-1", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
+		pool("provision-v2-susp-2", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
+		pool("provision-v2-run", "large", config.IdleStatePoweredOn, types.VirtualMachinePowerStatePoweredOn),
+		{Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1"}},
+	}
+	got := summarizeVMs(testHatchery, vms).gauges().ProvisionedVMs
+	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
 }

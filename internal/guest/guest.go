@@ -89,14 +89,35 @@ func StepErr(step string, err error) error { return &StepError{Step: step, Err: 
 // Port is what a Starter needs of vCenter: the guest's readiness and
 // program starts. vcenter.Port implements it.
 type Port interface {
+	IPWaiter
 	// WaitForGuestOperationsReady blocks until the guest runs programs.
 	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
-	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
-	// address (expectedIP when not empty).
-	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
 	// StartProgramInGuest runs a program in the guest with auth and
 	// returns its pid.
 	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+}
+
+// IPWaiter is what WaitIP needs of vCenter.
+type IPWaiter interface {
+	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
+	// address (expectedIP when not empty).
+	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+}
+
+// WaitIP waits at most timeout for the guest of vm to report its IPv4
+// address and returns it. With an expectedIP (a static one), an address
+// other than it is an error: the VM is not the one its record describes.
+func WaitIP(ctx context.Context, port IPWaiter, vm types.ManagedObjectReference, expectedIP string, timeout time.Duration) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	ip, err := port.WaitForVirtualMachineIP(ctx, vm, expectedIP)
+	if err != nil {
+		return "", err
+	}
+	if expectedIP != "" && ip != expectedIP {
+		return "", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP)
+	}
+	return ip, nil
 }
 
 // Starter waits for a worker VM's guest and starts the worker in it. It
@@ -122,14 +143,9 @@ func (s Starter) WaitReady(ctx context.Context, vm types.ManagedObjectReference,
 	if err != nil {
 		return "", StepErr("wait for guest operations ready", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, Readiness.IP)
-	ip, err := s.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
-	cancel()
+	ip, err := WaitIP(ctx, s.Port, vm, expectedIP, Readiness.IP)
 	if err != nil {
 		return "", StepErr("wait for ip", err)
-	}
-	if expectedIP != "" && ip != expectedIP {
-		return "", StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, expectedIP))
 	}
 	spawntiming.Mark(ctx, spawntiming.StageIP)
 	s.Log.Info("vm has ip", logkey.VM, name, logkey.IP, ip)

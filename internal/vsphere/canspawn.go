@@ -7,6 +7,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
 // isRegisterJob tells whether a job id is a model registration (no job).
@@ -16,7 +17,7 @@ func isRegisterJob(jobID string) bool { return jobID == "" || jobID == "0" }
 // "register-<model>" for a registration, which has no job.
 func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 	if isRegisterJob(jobID) && model.IsV1() {
-		return registerPrefix + modelTemplateName(model.ModelV1)
+		return workerpool.RegisterPrefix + modelTemplateName(model.ModelV1)
 	}
 	return jobID
 }
@@ -59,7 +60,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		name := strings.ToLower(modelTemplateName(model.ModelV1))
 		for _, v := range vms {
 			n := strings.ToLower(v.Name)
-			if n == name+"-tmp" || strings.HasPrefix(n, registerPrefix+name) {
+			if n == name+"-tmp" || strings.HasPrefix(n, workerpool.RegisterPrefix+name) {
 				return refuse("model is already being registered by vm " + v.Name)
 			}
 		}

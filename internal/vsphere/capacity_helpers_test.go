@@ -79,30 +79,12 @@ func (l *capLogs) records(t *testing.T, msg string) []map[string]any {
 	return out
 }
 
-// capClock is an injectable clock.
-type capClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *capClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *capClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 type capEnv struct {
 	h     *HatcheryVSphere
 	inv   *inventorytest.Fixed
 	pool  *capPool
 	logs  *capLogs
-	clock *capClock
+	clock *testutil.Clock
 	mock  *mock_vsphere.MockPort
 }
 
@@ -120,7 +102,7 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 		inv:   inventorytest.New(),
 		pool:  &capPool{memoryBytes: 1 << 50, cpuMHz: 100000},
 		logs:  &capLogs{},
-		clock: &capClock{t: time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)},
+		clock: testutil.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
 		mock:  m,
 	}
 	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
@@ -153,7 +135,7 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 		Client:    m,
 		Inventory: env.inv,
 		Logger:    slog.New(slog.NewJSONHandler(env.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-		Now:       env.clock.now,
+		Now:       env.clock.Now,
 	})
 	require.NoError(t, err)
 	env.h = h

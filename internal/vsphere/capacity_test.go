@@ -329,9 +329,9 @@ func TestReservationLifecycle(t *testing.T) {
 		env := newCapEnv(t, cfg)
 		require.True(t, can(t, env, "large", "j1"))
 		require.True(t, can(t, env, "large", "j2"))
-		env.clock.advance(capacity.ReservationTTL - time.Second)
+		env.clock.Advance(capacity.ReservationTTL - time.Second)
 		require.False(t, can(t, env, "large", "j3"))
-		env.clock.advance(time.Second)
+		env.clock.Advance(time.Second)
 		require.True(t, can(t, env, "large", "j3"))
 		require.Len(t, env.logs.records(t, "in-flight capacity reservation expired"), 2)
 		// j3 reserved now: one more large fits, then none.
@@ -408,16 +408,16 @@ func TestReservationLifecycle(t *testing.T) {
 		env.inv.Set(capVM("worker-j1", "j1", 8, 16384))
 		require.False(t, can(t, env, "small", "j3"))
 		// j2's spawn had failed (no VM ever): its footprint is held for the grace only.
-		env.clock.advance(time.Minute - time.Second)
+		env.clock.Advance(time.Minute - time.Second)
 		require.False(t, can(t, env, "small", "j3"))
-		env.clock.advance(time.Second)
+		env.clock.Advance(time.Second)
 		require.True(t, can(t, env, "large", "j3"))
 		env.h.releaseCapacity("j3")
-		env.clock.advance(time.Minute)
+		env.clock.Advance(time.Minute)
 		// Everything released is forgotten: j1 counts through its VM alone.
 		require.True(t, can(t, env, "large", "j4"))
 		env.h.releaseCapacity("j4")
-		env.clock.advance(time.Minute)
+		env.clock.Advance(time.Minute)
 		require.True(t, can(t, env, "small", "j5")) // gc runs at the end of each decision
 		n := env.h.capacity.Ledger().Len()
 		require.Equal(t, 1, n, "only j5's reservation is left")

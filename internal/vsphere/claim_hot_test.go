@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
-	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -135,19 +134,4 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 	assert.Equal(t, int64(4), u.CPUs)
 	assert.Equal(t, int64(8192), u.MemoryMB)
 	assert.Equal(t, 1, u.VMs)
-}
-
-// TestProvisionedCountByState: provisioned_vm_count's state label is the
-// pool VM's power state; workers are not pool VMs.
-func TestProvisionedCountByState(t *testing.T) {
-	t.Parallel()
-	vms := []inventory.VM{
-		warmProvVM("provision-v2-off", "debian12", ""),
-		warmProvVM("provision-v2-susp-1", "debian12", "large", wIdle(config.IdleStateSuspended)),
-		warmProvVM("provision-v2-susp-2", "debian12", "large", wIdle(config.IdleStateSuspended)),
-		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn)),
-		warmVM("worker-1"),
-	}
-	got := collector.Gauges(warmHatcheryName, vms).ProvisionedVMs
-	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
 }

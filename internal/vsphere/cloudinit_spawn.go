@@ -92,21 +92,16 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
-		ictx, cancel := context.WithTimeout(ctx, guest.Readiness.GuestOps+guest.Readiness.IP)
 		var err error
-		ip, err = h.vs.WaitForVirtualMachineIP(ictx, vm, annot.IPAddress)
-		cancel()
+		ip, err = guest.WaitIP(ctx, h.vs, vm, annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
-		}
-		if annot.IPAddress != "" && ip != annot.IPAddress {
-			return guest.StepErr("wait for ip", fmt.Errorf("guest reports %s, expected %s", ip, annot.IPAddress))
 		}
 		spawntiming.Mark(ctx, spawntiming.StageIP)
 	}
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
-	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, ip)
+	h.log.Info("worker booting through cloud-init", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, annot.ModelName(), logkey.IP, ip)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
 		h.recordUnrecordedStart(name, started)
 		h.log.Warn("record worker start failed", logkey.VM, name, logkey.Job, annot.JobID, logkey.Err, err)

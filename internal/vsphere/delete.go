@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -97,7 +98,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 		}
 	}()
 
-	if vm.HasPrefix(registerPrefix) || vm.Annotation.RegisterOnly {
+	if vm.HasPrefix(workerpool.RegisterPrefix) || vm.Annotation.RegisterOnly {
 		h.reportRegistrationFailure(ctx, vm)
 	}
 

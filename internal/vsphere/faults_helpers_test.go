@@ -27,6 +27,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -63,24 +64,6 @@ const (
 )
 
 var ftModes = []ftMode{ftListing, ftShared, ftWatch}
-
-// ftClock is the hatchery's injected clock.
-type ftClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *ftClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *ftClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.t = c.t.Add(d)
-	c.mu.Unlock()
-}
 
 // ftCDS is a CDS API knowing the workers the test says registered.
 type ftCDS struct {
@@ -154,7 +137,7 @@ type ftRig struct {
 	cfg     *config.Config
 	h       *vsphere.HatcheryVSphere
 	shared  *inventory.Shared // nil in listing mode
-	clock   *ftClock
+	clock   *testutil.Clock
 	cds     *ftCDS
 	foreign []ftVM
 }
@@ -199,7 +182,7 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	cfg.InventoryRefreshInterval = 1 // seconds: the release grace is 4 s of the injected clock
 
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: &ftClock{t: time.Now()}, cds: &ftCDS{workers: map[string]bool{}}}
+	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: testutil.NewClock(time.Now()), cds: &ftCDS{workers: map[string]bool{}}}
 	var inv inventory.Inventory = inventory.Listing{Client: client}
 	if o.mode != ftListing {
 		// 250 ms: stale after 1 s, well past a listing under -race with

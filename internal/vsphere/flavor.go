@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -54,22 +52,4 @@ func lookupFlavor(flavors []config.Flavor, name string) (*config.Flavor, error) 
 		e.Defined = append(e.Defined, f.Name)
 	}
 	return nil, e
-}
-
-// smallestSmallerFlavor returns the flavor kept in reserve when f is spawned
-// (docs/design.md#starvation-prevention): among the
-// flavors with fewer CPUs than f, the one with the fewest CPUs, ties broken
-// by less memory, then by name for a stable answer. ok is false when f is
-// (one of) the smallest: no reserve applies.
-func smallestSmallerFlavor(flavors []config.Flavor, f config.Flavor) (smallest config.Flavor, ok bool) {
-	s, ok := capacity.SmallestSmaller(admission.CapacityFlavors(flavors), *admission.CapacityFlavor(&f))
-	if !ok {
-		return config.Flavor{}, false
-	}
-	for _, c := range flavors {
-		if c.Name == s.Name {
-			return c, true
-		}
-	}
-	return config.Flavor{}, false
 }

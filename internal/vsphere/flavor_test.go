@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/stretchr/testify/require"
@@ -101,7 +103,9 @@ func TestSmallestSmallerFlavor(t *testing.T) {
 			t.Parallel()
 			f, err := lookupFlavor(tc.flavors, tc.of)
 			require.NoError(t, err)
-			got, ok := smallestSmallerFlavor(tc.flavors, *f)
+			// The reserve the capacity decisions keep, with the
+			// configuration's flavors as admission hands them over.
+			got, ok := capacity.SmallestSmaller(admission.CapacityFlavors(tc.flavors), *admission.CapacityFlavor(f))
 			if tc.want == "" {
 				require.False(t, ok)
 				return

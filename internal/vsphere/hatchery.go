@@ -28,11 +28,6 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// Name prefixes of the VMs the hatchery creates.
-const (
-	registerPrefix = "register-"
-)
-
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
 // for concurrent use by the framework's spawners and its own loops.
 type HatcheryVSphere struct {

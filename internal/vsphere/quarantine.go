@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -22,13 +23,10 @@ import (
 
 // quarantineKey names what a worker of model is made from: the V2 model's
 // template (spec.image), or the V1 model (its path), whose template this
-// hatchery builds.
-// The pool's provisionings use the same keys (warmpool.Key.QuarantineKey).
+// hatchery builds. It is the key of the model's warm pool, so that spawns
+// and provisionings share one record (warmpool.Key.QuarantineKey).
 func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
-	if model.IsV1() {
-		return "model " + model.GetName()
-	}
-	return "template " + model.GetVSphereImage()
+	return warmpool.ModelKey(model).QuarantineKey()
 }
 
 // refuseQuarantined is the refusal of a job whose template is quarantined.

@@ -87,7 +87,7 @@ func TestAllocateResourcesReleaseAfterSpawnDoesNothing(t *testing.T) {
 	require.NoError(t, err)
 	_, err = resAllocate(t, env, "large", "j3")
 	require.Error(t, err, "j1's VM is still counted through its released reservation")
-	env.clock.advance(env.h.releaseGrace())
+	env.clock.Advance(env.h.releaseGrace())
 	_, err = resAllocate(t, env, "large", "j3")
 	require.NoError(t, err, "after the grace the snapshot would show the VM")
 }
@@ -150,7 +150,7 @@ func TestAllocateResourcesOutcomes(t *testing.T) {
 		env := newCapEnv(t, config.Config{MaxCPUs: 16, Flavors: capFlavors()})
 		r, err := resAllocate(t, env, "large", "j1")
 		require.NoError(t, err)
-		env.clock.advance(capacity.ReservationTTL + time.Second)
+		env.clock.Advance(capacity.ReservationTTL + time.Second)
 		_, err = resAllocate(t, env, "xlarge", "j2") // expires j1 first
 		require.NoError(t, err)
 		r.Release(refusal.ReasonAbandoned) // the expired one: nothing to free

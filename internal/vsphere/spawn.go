@@ -213,7 +213,7 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	started := h.now().UTC()
 	annot.WorkerStarted = &started
-	h.log.Info("worker launched", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, modelOf(annot), logkey.IP, annot.IPAddress)
+	h.log.Info("worker launched", logkey.VM, name, logkey.Job, annot.JobID, logkey.Model, annot.ModelName(), logkey.IP, annot.IPAddress)
 	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
 		// The worker runs: the VM is not abandoned. Cleanup reads the
 		// start from memory (this run), the worker list, else the
@@ -252,12 +252,4 @@ func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectR
 		h.ips.Release(ip, name)
 	}
 	h.log.Info("vm marked for deletion", logkey.VM, name, logkey.IP, ip, logkey.Detail, "spawn failed")
-}
-
-// modelOf is the model recorded in an annotation, for logs.
-func modelOf(a *inventory.Annotation) string {
-	if a.WorkerModelPath != "" {
-		return a.WorkerModelPath
-	}
-	return a.VMwareModelPath
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,24 +16,6 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-// spClock is a settable clock.
-type spClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *spClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *spClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
 
 const spHatchery = "hatch-test"
 
@@ -54,7 +35,7 @@ type spFixture struct {
 	h     *HatcheryVSphere
 	vs    *mock_vsphere.MockPort
 	inv   *inventorytest.Fixed
-	clock *spClock
+	clock *testutil.Clock
 }
 
 func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
@@ -63,7 +44,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	vs := mock_vsphere.NewMockPort(ctrl)
 	expectIPLocks(vs, cfg)
 	inv := inventorytest.New()
-	clock := &spClock{t: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	clock := testutil.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	h, err := New(Options{
 		Config:    cfg,
 		Client:    vs,

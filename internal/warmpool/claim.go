@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
@@ -76,10 +78,7 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 // suspended and powered-on VMs (a cloud-init spawn: its userdata is read
 // at first boot, which a hot VM has passed).
 func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, flavor *config.Flavor, hotOK bool) (*inventory.VM, error) {
-	want := Key{Model: model.GetVSphereImage()}
-	if model.IsV1() {
-		want = Key{V1: true, Model: model.ModelV1.Path()}
-	}
+	want := ModelKey(model)
 	if want.Model == "" {
 		return nil, nil
 	}
@@ -176,6 +175,9 @@ func claimReason(v inventory.VM, wantFlavor string) string {
 	return "neutral vm, resized on claim"
 }
 
+// sortOldestFirst orders vms by creation (their record's Created), the
+// oldest first, then by name: the order claims and surplus removals take
+// pool VMs in.
 func sortOldestFirst(vms []inventory.VM) {
 	sort.SliceStable(vms, func(i, j int) bool {
 		a, b := vms[i].Annotation.Created, vms[j].Annotation.Created
@@ -222,10 +224,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 		if userdataWritten {
 			p.Host.ScrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
-		if serr := p.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
-			log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, serr)
-		}
-		p.markFailedClaim(current, newName, renameUnknown)
+		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
@@ -268,11 +267,18 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	return obj, nil
 }
 
-// markFailedClaim marks a claimed VM whose preparation failed for
-// deletion under the name it has now (current); renameUnknown says the
-// renaming reconfigure's outcome is unknown, so the VM may carry either
-// name and both are marked. A worker name the VM never took is freed.
-func (p *Pool) markFailedClaim(current, newName string, renameUnknown bool) {
+// abandonClaim ends a claimed VM whose preparation failed: it powers the
+// VM off, on a context detached from the (possibly ended) spawn and
+// bounded by guest.Readiness.Cleanup, then marks it for deletion under the
+// name it has now (current); renameUnknown says the renaming reconfigure's
+// outcome is unknown, so the VM may carry either name and both are marked.
+// A worker name the VM never took is freed.
+func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm types.ManagedObjectReference, current, newName string, renameUnknown bool) {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
+	if err := p.Port.ShutdownVirtualMachine(cctx, vm); err != nil {
+		log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, err)
+	}
+	cancel()
 	p.Host.MarkToDelete(current)
 	switch {
 	case renameUnknown:

@@ -50,12 +50,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	fail := func(step string, err error) (types.ManagedObjectReference, error) {
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
-		if serr := p.Port.ShutdownVirtualMachine(cctx, obj); serr != nil {
-			log.Warn("claimed hot vm not powered off, left to cleanup", logkey.Err, serr)
-		}
-		cancel()
-		p.markFailedClaim(current, newName, renameUnknown)
+		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
 		return types.ManagedObjectReference{}, err
 	}
 
@@ -96,14 +91,8 @@ func (p *Pool) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, 
 	if err != nil {
 		return fmt.Errorf("wait for guest operations ready: %w", err)
 	}
-	ictx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
-	ip, err := p.Port.WaitForVirtualMachineIP(ictx, vm, expectedIP)
-	cancel()
-	if err != nil {
+	if _, err := guest.WaitIP(ctx, p.Port, vm, expectedIP, guest.Readiness.Resume); err != nil {
 		return fmt.Errorf("wait for ip %s: %w", expectedIP, err)
-	}
-	if expectedIP != "" && ip != expectedIP {
-		return fmt.Errorf("guest reports %s, expected %s", ip, expectedIP)
 	}
 	return nil
 }

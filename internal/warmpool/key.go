@@ -6,6 +6,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -64,9 +65,20 @@ func keyOfPool(p lifecycle.Pool) Key {
 	return Key{V1: p.V1, Model: p.Model, Flavor: p.Flavor}
 }
 
-// QuarantineKey is the quarantine key of the pool's template: the key a
-// spawn of the same V2 template or V1 model uses, so spawns and
-// provisionings share one record (internal/vsphere's quarantineKey).
+// ModelKey is the pool of model's workers, flavor aside: a V1 model's
+// path, else the V2 model's template (spec.image, "" when it names none).
+// A claim looks for a VM of this pool; a spawn's quarantine key is its
+// QuarantineKey.
+func ModelKey(model sdk.WorkerStarterWorkerModel) Key {
+	if model.IsV1() {
+		return Key{V1: true, Model: model.ModelV1.Path()}
+	}
+	return Key{Model: model.GetVSphereImage()}
+}
+
+// QuarantineKey is the quarantine key of the pool's template, which the
+// spawns of the same V2 template or V1 model use too (ModelKey): spawns
+// and provisionings share one record.
 func (k Key) QuarantineKey() string {
 	if k.V1 {
 		return "model " + k.Model

@@ -59,7 +59,8 @@ type Host interface {
 	// NeedRegistration tells whether the V1 model's template must be
 	// (re)built first.
 	NeedRegistration(ctx context.Context, m *sdk.Model) bool
-	// ModelTemplate returns the hatchery's template of a V1 model.
+	// ModelTemplate returns the hatchery's template of a V1 model, with
+	// its record (the model version it was built from).
 	ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool)
 	// BeginAttempt starts a provisioning's attempt in the quarantine book
 	// (key: Key.QuarantineKey); a quarantined template gives a nil attempt

@@ -143,6 +143,38 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 	}
 }
 
+// TestPrepareClaimedVMCanceledStillPoweredOff: a spawn whose context ends
+// while its claimed VM powers on (shutdown, the job gone) still powers the
+// VM off, on a context of its own bounded by guest.Readiness.Cleanup, as
+// a failed hot VM is: the VM does not run on, holding its capacity, until
+// the cleanup destroys it.
+func TestPrepareClaimedVMCanceledStillPoweredOff(t *testing.T) {
+	t.Parallel()
+	vm := poolVM("provision-v2-x", "debian12", "", time.Minute)
+	e := newPoolEnv(t, []inventory.VM{vm}, true)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-x"), gomock.Any()).Return(nil)
+	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-x")).
+		DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
+			cancel()
+			return context.Canceled
+		})
+	var offErr error
+	var offDeadline bool
+	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("provision-v2-x")).
+		DoAndReturn(func(ctx context.Context, _ types.ManagedObjectReference) error {
+			_, offDeadline = ctx.Deadline()
+			offErr = ctx.Err()
+			return ctx.Err()
+		})
+	_, err := e.p.PrepareClaimed(ctx, &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NoError(t, offErr, "the power-off is not cut short by the spawn's end")
+	assert.True(t, offDeadline, "the power-off is bounded")
+	assert.True(t, isMarked(e.p, "worker-3"))
+}
+
 // TestPrepareClaimedVMRefusesForeign: no call reaches vCenter for a VM that
 // is not ours (the strict mock fails on any).
 func TestPrepareClaimedVMRefusesForeign(t *testing.T) {

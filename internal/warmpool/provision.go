@@ -3,7 +3,6 @@ package warmpool
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -204,7 +203,9 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 			continue
 		}
 		task.Template = tpl.Name
-		task.LastModified = strconv.FormatInt(m.UserLastModified.Unix(), 10) // as the template's record keeps it
+		// The version the template was built from, as its record keeps
+		// it: NeedRegistration just found it equal to the model's.
+		task.LastModified = tpl.Annotation.WorkerModelLastModified
 		targets = append(targets, poolTarget{task: task, number: e.Number})
 	}
 	return targets, configured

@@ -35,13 +35,7 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 			continue
 		}
 		candidates := idle[k]
-		sort.Slice(candidates, func(i, j int) bool {
-			a, b := candidates[i].Annotation.Created, candidates[j].Annotation.Created
-			if !a.Equal(b) {
-				return a.Before(b)
-			}
-			return candidates[i].Name < candidates[j].Name
-		})
+		sortOldestFirst(candidates)
 		for _, v := range candidates {
 			if excess == 0 || ctx.Err() != nil {
 				break
