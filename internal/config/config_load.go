@@ -154,9 +154,9 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	if err != nil {
 		return nil, nil, errors.New(scrubString(err.Error(), envSecrets))
 	}
-	cfg.DefaultFlavor = strings.ToLower(cfg.DefaultFlavor)
+	cfg.DefaultFlavor = flavorName(cfg.DefaultFlavor)
 	for i := range cfg.WorkerProvisioning {
-		cfg.WorkerProvisioning[i].Flavor = strings.ToLower(cfg.WorkerProvisioning[i].Flavor)
+		cfg.WorkerProvisioning[i].Flavor = flavorName(cfg.WorkerProvisioning[i].Flavor)
 	}
 	external.apply(&cfg)
 
@@ -164,6 +164,12 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	problems = append(problems, external.problems...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
+
+// flavorName is a flavor name as the hatchery keeps it, in a flavor's
+// definition and where one is referred to: lower case, without surrounding
+// spaces, the form Validate compares (hasFlavor), so that a reference
+// Validate accepts is found at run time too.
+func flavorName(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // decodeFlavors fills cfg.Flavors from either form and reports whether the
 // map form was used.
@@ -184,7 +190,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Config) (bool, err
 			return false, flavorDecodeError(err)
 		}
 		for i := range list {
-			list[i].Name = strings.ToLower(list[i].Name)
+			list[i].Name = flavorName(list[i].Name)
 		}
 		cfg.Flavors = list
 		return false, nil
@@ -207,7 +213,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Config) (bool, err
 		if f.Name != "" && !strings.EqualFold(f.Name, name) {
 			return true, fmt.Errorf("%s%s.name: %q differs from the table name %q (in the [%s%s] form the name is the table's; drop name or make it equal)", prefix, name, f.Name, name, prefix, name)
 		}
-		f.Name = strings.ToLower(name)
+		f.Name = flavorName(name)
 		cfg.Flavors = append(cfg.Flavors, f)
 		delete(byName, name)
 	}

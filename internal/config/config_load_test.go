@@ -86,6 +86,34 @@ flavor = "SMALL"
 	assert.Equal(t, "small", a.WorkerProvisioning[0].Flavor)
 }
 
+// TestLoadConfigFlavorReferencesTrimmed: Validate accepts a flavor
+// reference with surrounding spaces (it compares trimmed names), so the
+// loaded configuration holds it trimmed: the pool of " Small " is the
+// pool of flavor small at run time, not an unknown flavor.
+func TestLoadConfigFlavorReferencesTrimmed(t *testing.T) {
+	t.Parallel()
+	cfg, err := loadString(t, `
+[hatchery.vsphere]
+defaultFlavor = " Medium"
+[[hatchery.vsphere.flavors]]
+name = "small "
+cpus = 2
+memoryMB = 4096
+[[hatchery.vsphere.flavors]]
+name = "medium"
+cpus = 4
+memoryMB = 8192
+[[hatchery.vsphere.workerProvisioning]]
+modelVMWare = "debian12"
+number = 1
+flavor = " Small "
+`, noEnv())
+	require.NoError(t, err)
+	assert.Equal(t, "small", cfg.Flavors[0].Name)
+	assert.Equal(t, "medium", cfg.DefaultFlavor)
+	assert.Equal(t, "small", cfg.WorkerProvisioning[0].Flavor)
+}
+
 func TestLoadConfigFlavorMapNameMismatch(t *testing.T) {
 	t.Parallel()
 	_, err := loadString(t, "[hatchery.vsphere.flavors.small]\nname = \"big\"\ncpus = 1\nmemoryMB = 1\n", noEnv())
