@@ -47,40 +47,49 @@ func roundTrip(c net.Conn, s string) (string, error) {
 	return bufio.NewReader(c).ReadString('\n')
 }
 
+// dial connects to the proxy; the connection is closed at the test's end.
+func dial(t *testing.T, p *Proxy) net.Conn {
+	t.Helper()
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// echoes fails the test unless c answers s with s (what says when).
+func echoes(t *testing.T, c net.Conn, s, what string) {
+	t.Helper()
+	if got, err := roundTrip(c, s); err != nil || got != s+"\n" {
+		t.Fatalf("%s: %q, %v", what, got, err)
+	}
+}
+
+// silent fails the test if c answers s (what says when).
+func silent(t *testing.T, c net.Conn, s, what string) {
+	t.Helper()
+	if _, err := roundTrip(c, s); err == nil {
+		t.Fatalf("%s: answered", what)
+	}
+}
+
 // TestProxyDropAllThenCut: the proxy forwards; DropAll breaks the open
 // connection but a new one goes through; Cut refuses new connections and
 // breaks the open ones.
 func TestProxyDropAllThenCut(t *testing.T) {
 	p := StartProxy(t, echoServer(t))
-	c1, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	if got, err := roundTrip(c1, "one"); err != nil || got != "one\n" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
+	c1 := dial(t, p)
+	echoes(t, c1, "one", "through the proxy")
 	p.DropAll()
-	if _, err := roundTrip(c1, "two"); err == nil {
-		t.Fatal("a dropped connection still answered")
-	}
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if got, err := roundTrip(c2, "three"); err != nil || got != "three\n" {
-		t.Fatalf("a new connection after DropAll: %q, %v", got, err)
-	}
+	silent(t, c1, "two", "a dropped connection")
+	c2 := dial(t, p)
+	echoes(t, c2, "three", "a new connection after DropAll")
 	p.Cut()
-	if _, err := roundTrip(c2, "four"); err == nil {
-		t.Fatal("an open connection answered after Cut")
-	}
+	silent(t, c2, "four", "an open connection after Cut")
 	if c3, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		defer c3.Close()
-		if _, err := roundTrip(c3, "five"); err == nil {
-			t.Fatal("a new connection answered after Cut")
-		}
+		silent(t, c3, "five", "a new connection after Cut")
 	}
 }
 
@@ -88,33 +97,11 @@ func TestProxyDropAllThenCut(t *testing.T) {
 // and forwards no new one; after Resume a new connection goes through.
 func TestProxyPauseResume(t *testing.T) {
 	p := StartProxy(t, echoServer(t))
-	c1, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c1.Close()
-	if got, err := roundTrip(c1, "one"); err != nil || got != "one\n" {
-		t.Fatalf("through the proxy: %q, %v", got, err)
-	}
+	c1 := dial(t, p)
+	echoes(t, c1, "one", "through the proxy")
 	p.Pause()
-	if _, err := roundTrip(c1, "two"); err == nil {
-		t.Fatal("an open connection answered while paused")
-	}
-	c2, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
-	if _, err := roundTrip(c2, "three"); err == nil {
-		t.Fatal("a new connection answered while paused")
-	}
+	silent(t, c1, "two", "an open connection while paused")
+	silent(t, dial(t, p), "three", "a new connection while paused")
 	p.Resume()
-	c3, err := net.Dial("tcp", p.Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c3.Close()
-	if got, err := roundTrip(c3, "four"); err != nil || got != "four\n" {
-		t.Fatalf("a new connection after Resume: %q, %v", got, err)
-	}
+	echoes(t, dial(t, p), "four", "a new connection after Resume")
 }
