@@ -5,7 +5,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MOCKGEN ?= $(shell $(GO) env GOPATH)/bin/mockgen
 
-.PHONY: build test generate lint bench bench-latency demo check-generate
+.PHONY: build test generate lint bench bench-latency demo check-generate conformance
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
@@ -36,6 +36,10 @@ bench:
 ## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode, on vcsim taught the latency model (docs/architecture.md), ~1 min
 bench-latency:
 	$(GO) test -run '^$$' -bench BenchmarkJobStartLatency -benchtime 1x -timeout 10m ./internal/vsphere/
+
+## conformance: the real daemon against a real CDS API, CDN and worker ($$CDS_REAL, else ../shared/cds-real), one line per scenario (docs/conformance.md), ~5 min
+conformance:
+	cd internal/conformance && $(GO) test -tags conformance -count=1 -timeout 30m .
 
 ## demo: the hatchery against in-process simulators (DEMO_FLAGS="--jobs 6 --once")
 demo:

@@ -46,6 +46,7 @@ type FakeCloudInit struct {
 	seen     map[string]string // VM name -> last instance id
 	ips      map[string]string // VM name -> address taken
 	nextDHCP int
+	runner   *GuestRunner // Options.Runner; nil: the userdata only is read
 }
 
 func newFakeCloudInit() *FakeCloudInit {
@@ -90,6 +91,9 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 		return
 	}
 	f.boots.add(b)
+	if b.Err == "" {
+		f.runnerBoot(ctx, vm, b.Userdata)
+	}
 }
 
 // play decodes the guestinfo into b and returns the guest's address and

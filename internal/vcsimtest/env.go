@@ -109,6 +109,10 @@ type Options struct {
 	// tasks concurrently: with the latency model's task delays
 	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
 	SerialTasks bool
+	// Runner, when set, runs what the hatchery launches in a guest as
+	// processes on this machine and powers the VM off when they end
+	// (GuestRunner, guestexec.go): for tests against a real CDS worker.
+	Runner *GuestRunnerOptions
 }
 
 // Env is one running simulator and a ready client.
@@ -138,6 +142,8 @@ type Env struct {
 	Guest *FakeGuest
 	// CloudInit plays cloud-init in VMs booting with guestinfo userdata.
 	CloudInit *FakeCloudInit
+	// Runner runs the guests' launches (Options.Runner); nil otherwise.
+	Runner *GuestRunner
 
 	t      reporter
 	ctx    context.Context // ends at Close
@@ -267,6 +273,12 @@ func New(o Options) (*Env, error) {
 	}
 	installHooks(m, hooks...)
 	e.CloudInit = newFakeCloudInit()
+	if o.Runner != nil {
+		if e.Runner, err = newGuestRunner(e, *o.Runner); err != nil {
+			return fail(err)
+		}
+		e.Guest.runner, e.CloudInit.runner = e.Runner, e.Runner
+	}
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
 	e.ready.resumeDelay = o.ResumeDelay
@@ -276,6 +288,9 @@ func New(o Options) (*Env, error) {
 		return fail(fmt.Errorf("admin client: %w", err))
 	}
 	e.Admin = admin
+	if e.Runner != nil {
+		e.Runner.client = admin.Client
+	}
 	if err := e.createLockFolder(ctx); err != nil {
 		return fail(fmt.Errorf("lock folder: %w", err))
 	}
@@ -300,6 +315,9 @@ func New(o Options) (*Env, error) {
 func (e *Env) Close() {
 	e.closeOnce.Do(func() {
 		e.cancel()
+		if e.Runner != nil {
+			e.Runner.close()
+		}
 		e.wg.Wait()
 		e.closeMu.Lock()
 		cs := e.closers

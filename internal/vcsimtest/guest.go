@@ -42,6 +42,7 @@ type FakeGuest struct {
 	calls    record[GuestCall]
 	nextPid  int64
 	failures []types.BaseMethodFault
+	runner   *GuestRunner // Options.Runner; nil: nothing runs
 }
 
 func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
@@ -144,6 +145,13 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 	f.mu.Unlock()
 	f.calls.add(call)
 
+	if fault == nil {
+		if spec, ok := req.Spec.(*types.GuestProgramSpec); ok {
+			if err := f.runnerLaunch(req.Vm, call.VM, spec); err != nil {
+				fault = &types.SystemError{Reason: err.Error()}
+			}
+		}
+	}
 	if fault != nil {
 		body.Fault_ = simulator.Fault("", fault)
 		return body

@@ -157,8 +157,13 @@ func (r *readiness) Reference() types.ManagedObjectReference { return r.self }
 // PutObject implements simulator.RegisterObject.
 func (r *readiness) PutObject(*simulator.Context, mo.Reference) {}
 
-// RemoveObject implements simulator.RegisterObject.
-func (r *readiness) RemoveObject(*simulator.Context, types.ManagedObjectReference) {}
+// RemoveObject implements simulator.RegisterObject: a destroyed VM's
+// guest processes (Options.Runner) end with it.
+func (r *readiness) RemoveObject(_ *simulator.Context, ref types.ManagedObjectReference) {
+	if ref.Type == "VirtualMachine" {
+		r.env.runnerVMStopped(ref)
+	}
+}
 
 // UpdateObject implements simulator.RegisterObject. It runs inside the
 // power task, which holds the VM's lock on behalf of ctx.
@@ -183,6 +188,9 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		return
 	}
 	resume, failResume := r.resumed(vm, state)
+	if state != types.VirtualMachinePowerStatePoweredOn {
+		r.env.runnerVMStopped(vm.Reference()) // a power-off ends the guest's processes
+	}
 	if state != types.VirtualMachinePowerStatePoweredOn || failResume {
 		ctx.WithLock(vm, func() { setGuest(ctx, vm, false) })
 		return

@@ -1,0 +1,561 @@
+//go:build conformance
+
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// The scenarios run in this order (go test runs a file's tests in the
+// order they are written), on one real CDS and one simulated vCenter: the
+// V1 model registered by the first is used by the later ones.
+
+const (
+	v1Model    = "vsphere-v1"
+	v1ModelRef = "shared.infra/vsphere-v1"
+)
+
+// setupCDS creates what the scenarios need on the real API: the V1
+// vSphere model of the peer's examples (its command is the API's own
+// default form, `curl ... {{.API}}/download/worker/...`) and the
+// pipelines and workflows of testdata/ and of the peer's examples.
+func (s *suite) setupCDS(ctx context.Context) error {
+	b, err := os.ReadFile(filepath.Join(s.peer.dir, "examples", "v1", "model-vsphere.json"))
+	if err != nil {
+		return err
+	}
+	var model map[string]any
+	if err := json.Unmarshal(b, &model); err != nil {
+		return err
+	}
+	if err := s.peer.do(ctx, http.MethodPost, "/worker/model", model, nil); err != nil {
+		return fmt.Errorf("create model %s: %w", v1Model, err)
+	}
+	imports := []string{
+		"testdata/pip-two-steps.yml", "testdata/wf-two-steps.yml",
+		"testdata/pip-fails.yml", "testdata/wf-fails.yml",
+		"testdata/pip-long.yml", "testdata/wf-long.yml",
+		filepath.Join(s.peer.dir, "examples/v1/pip.yml"), filepath.Join(s.peer.dir, "examples/v1/wf1.yml"),
+		filepath.Join(s.peer.dir, "examples/v1/pip-other.yml"), filepath.Join(s.peer.dir, "examples/v1/wf-other.yml"),
+	}
+	for _, f := range imports {
+		abs, err := filepath.Abs(f)
+		if err != nil {
+			return err
+		}
+		kind := "pipeline"
+		if strings.HasPrefix(filepath.Base(f), "wf") {
+			kind = "workflow"
+		}
+		if _, err := s.peer.cdsctl(ctx, "", kind, "import", s.peer.cfg.Project, abs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scenario records the outcome of one scenario and prints its line.
+func scenario(t *testing.T, what string) {
+	t.Helper()
+	start := time.Now()
+	t.Cleanup(func() {
+		verdict := "PASS"
+		if t.Failed() {
+			verdict = "FAIL"
+			s.mu.Lock()
+			s.failed++
+			s.mu.Unlock()
+			t.Logf("daemon log, last lines:\n%s", strings.Join(lastLines(logLines(s.logPath), 60), "\n"))
+		}
+		line := fmt.Sprintf("conformance: %s %s — %s (%s)", verdict, t.Name(), what, time.Since(start).Round(100*time.Millisecond))
+		s.mu.Lock()
+		s.results = append(s.results, line)
+		s.mu.Unlock()
+		fmt.Println(line)
+	})
+}
+
+func lastLines(l []string, n int) []string {
+	if len(l) > n {
+		return l[len(l)-n:]
+	}
+	return l
+}
+
+// running returns the daemon, started if it is not running.
+func (s *suite) running(t *testing.T) *daemon {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.d != nil {
+		select {
+		case <-s.d.done:
+			t.Fatalf("the daemon exited: %v", s.d.err)
+		default:
+			return s.d
+		}
+	}
+	d, err := startDaemon(context.Background(), s.bin, s.cfgPath, s.logPath, s.secrets, s.monPort)
+	if err != nil {
+		t.Fatalf("start the daemon: %v", err)
+	}
+	s.d = d
+	return d
+}
+
+// stopDaemon sends SIGTERM to the daemon and waits for its exit.
+func (s *suite) stopDaemon(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	d := s.d
+	s.d = nil
+	s.mu.Unlock()
+	if d == nil {
+		return
+	}
+	if err := d.stop(); err != nil {
+		t.Fatalf("daemon stop: %v", err)
+	}
+}
+
+// waitFor checks cond every half second until it holds or timeout
+// passes: the state waited for is in the real API or in the simulator,
+// which announce nothing to the suite.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(500 * time.Millisecond)
+	defer tick.Stop()
+	last := ""
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		last = state
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not after %s (last: %s)", what, timeout, last)
+		}
+		<-tick.C
+	}
+}
+
+// v1Final waits for run n of wf to end and returns it.
+func (s *suite) v1Final(t *testing.T, wf string, n int, timeout time.Duration) v1Run {
+	t.Helper()
+	var r v1Run
+	waitFor(t, timeout, fmt.Sprintf("V1 run %s #%d ends", wf, n), func() (bool, string) {
+		var err error
+		r, err = s.peer.v1RunOf(context.Background(), wf, n)
+		if err != nil {
+			return false, err.Error()
+		}
+		switch r.Status {
+		case "Success", "Fail", "Stopped":
+			return true, r.Status
+		}
+		return false, r.Status
+	})
+	return r
+}
+
+// v1Logs downloads the CDN logs of run n of wf and returns them joined.
+func (s *suite) v1Logs(t *testing.T, wf string, n int) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := s.peer.cdsctl(context.Background(), dir, "workflow", "logs", "download", s.peer.cfg.Project, wf, fmt.Sprint(n)); err != nil {
+		t.Fatalf("download logs: %v", err)
+	}
+	return readAll(t, dir)
+}
+
+// v2Logs downloads the CDN logs of a V2 run and returns them joined.
+func (s *suite) v2Logs(t *testing.T, j v2Job) string {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := s.peer.cdsctl(context.Background(), dir, "experimental", "workflow", "logs", "download", s.peer.cfg.Project, j.RunID); err != nil {
+		t.Fatalf("download logs: %v", err)
+	}
+	return readAll(t, dir)
+}
+
+func readAll(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		c, err := os.ReadFile(p)
+		b.WriteString("== " + filepath.Base(p) + "\n" + string(c) + "\n")
+		return err
+	})
+	if err != nil {
+		t.Fatalf("read logs: %v", err)
+	}
+	return b.String()
+}
+
+// v2Final waits for a V2 job to end and returns its status.
+func (s *suite) v2Final(t *testing.T, j v2Job, timeout time.Duration) string {
+	t.Helper()
+	var job string
+	waitFor(t, timeout, fmt.Sprintf("V2 job of %s ends", j.Workflow), func() (bool, string) {
+		_, st, err := s.peer.v2Status(context.Background(), j)
+		if err != nil {
+			return false, err.Error()
+		}
+		job = st
+		switch st {
+		case "Success", "Fail", "Stopped", "Cancelled", "Skipped":
+			return true, st
+		}
+		return false, st
+	})
+	return job
+}
+
+// workerVMs lists the simulator's VMs that are not templates.
+func (s *suite) workerVMs() []string {
+	var out []string
+	sctx := s.env.SimContext()
+	for _, vm := range s.env.VMs() {
+		sctx.WithLock(vm, func() {
+			if vm.Config != nil && !vm.Config.Template {
+				out = append(out, fmt.Sprintf("%s (%s)", vm.Name, vm.Runtime.PowerState))
+			}
+		})
+	}
+	return out
+}
+
+// noLeak waits until the cleanup has removed every worker VM and no
+// guest process runs.
+func (s *suite) noLeak(t *testing.T) {
+	t.Helper()
+	waitFor(t, 90*time.Second, "every worker VM destroyed and no guest process left", func() (bool, string) {
+		vms, procs := s.workerVMs(), s.env.Runner.Running()
+		return len(vms) == 0 && len(procs) == 0, fmt.Sprintf("vms %v, guest processes in %v", vms, procs)
+	})
+}
+
+// readableSpawnInfos fails when a spawn info of the job reads garbled in
+// the CDS UI (a wrong argument count renders as %!s(MISSING) or
+// %!(EXTRA ...)).
+func readableSpawnInfos(t *testing.T, j v1RunJob) {
+	t.Helper()
+	for _, si := range j.SpawnInfos {
+		if strings.Contains(si.UserMessage, "%!") {
+			t.Errorf("job %d: spawn info %s %q reads %q", j.ID, si.Message.ID, si.Message.Args, si.UserMessage)
+		}
+	}
+}
+
+func TestV1ModelRegistersWithTheAPIsDefaultCommand(t *testing.T) {
+	scenario(t, "a V1 model whose command uses {{.API}} is registered by a real `worker register`")
+	s.running(t)
+	waitFor(t, 3*time.Minute, "model "+v1ModelRef+" registered", func() (bool, string) {
+		var m struct {
+			NeedRegistration bool   `json:"need_registration"`
+			RegisteredOS     string `json:"registered_os"`
+			NbSpawnErr       int    `json:"nb_spawn_err"`
+			LastSpawnErr     string `json:"last_spawn_err"`
+		}
+		if err := s.peer.do(context.Background(), http.MethodGet, "/worker/model/"+v1ModelRef, nil, &m); err != nil {
+			return false, err.Error()
+		}
+		if m.NbSpawnErr > 0 {
+			t.Fatalf("the API recorded %d spawn errors for the model: %s", m.NbSpawnErr, m.LastSpawnErr)
+		}
+		return !m.NeedRegistration && m.RegisteredOS != "", fmt.Sprintf("need_registration %v, registered_os %q", m.NeedRegistration, m.RegisteredOS)
+	})
+}
+
+func TestV1JobTwoStepsSuccessWithLogsInCDN(t *testing.T) {
+	scenario(t, "a V1 job of two steps ends Success, both steps' logs in CDN")
+	s.running(t)
+	n, err := s.peer.runV1(context.Background(), "wf-two-steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute)
+	if r.Status != "Success" {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	for _, j := range r.jobs() {
+		readableSpawnInfos(t, j)
+	}
+	logs := s.v1Logs(t, "wf-two-steps", n)
+	for _, want := range []string{"conformance step one on", "conformance step two says goodbye"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("CDN logs lack %q:\n%s", want, logs)
+		}
+	}
+	s.noLeak(t)
+}
+
+func TestV1JobWhoseStepFailsEndsFailWithLogs(t *testing.T) {
+	scenario(t, "a V1 job whose step fails ends Fail, its log in CDN")
+	s.running(t)
+	n, err := s.peer.runV1(context.Background(), "wf-fails")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.v1Final(t, "wf-fails", n, 3*time.Minute)
+	if r.Status != "Fail" {
+		t.Fatalf("run ended %s, want Fail", r.Status)
+	}
+	logs := s.v1Logs(t, "wf-fails", n)
+	if !strings.Contains(logs, "conformance step about to fail") {
+		t.Errorf("CDN logs lack the failing step's output:\n%s", logs)
+	}
+	if strings.Contains(logs, "conformance step never run") {
+		t.Errorf("the step after the failure ran:\n%s", logs)
+	}
+	s.noLeak(t)
+}
+
+func TestV2JobRunsOnStringSuccess(t *testing.T) {
+	scenario(t, "a V2 job whose runs-on is a string (no memory, no flavor) downloads the worker and ends Success, logs in CDN")
+	s.running(t)
+	j, err := s.peer.injectV2(context.Background(), "wf-v2-string", linuxTemplate, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.v2Final(t, j, 3*time.Minute); st != "Success" {
+		infos, _ := s.peer.v2Infos(context.Background(), j)
+		t.Fatalf("job ended %s; infos %q", st, infos)
+	}
+	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
+		t.Errorf("CDN logs lack the step's output:\n%s", logs)
+	}
+	s.noLeak(t)
+}
+
+func TestV2JobRunsOnObjectSuccess(t *testing.T) {
+	scenario(t, "a V2 job whose runs-on is an object (a flavor) ends Success on that flavor, logs in CDN")
+	s.running(t)
+	j, err := s.peer.injectV2(context.Background(), "wf-v2-object", linuxTemplate, "", "medium")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cpus int32
+	done := make(chan struct{})
+	go func() { // the flavor's size, read while the worker VM exists
+		defer close(done)
+		deadline := time.After(3 * time.Minute)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for cpus == 0 {
+			sctx := s.env.SimContext()
+			for _, vm := range s.env.VMs() {
+				sctx.WithLock(vm, func() {
+					if vm.Config != nil && !vm.Config.Template && vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn {
+						cpus = vm.Config.Hardware.NumCPU
+					}
+				})
+			}
+			select {
+			case <-deadline:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	st := s.v2Final(t, j, 3*time.Minute)
+	<-done
+	if st != "Success" {
+		infos, _ := s.peer.v2Infos(context.Background(), j)
+		t.Fatalf("job ended %s; infos %q", st, infos)
+	}
+	if cpus != 4 {
+		t.Errorf("worker VM had %d vCPUs, want the medium flavor's 4", cpus)
+	}
+	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
+		t.Errorf("CDN logs lack the step's output:\n%s", logs)
+	}
+	s.noLeak(t)
+}
+
+func TestCloudInitModelJobSuccess(t *testing.T) {
+	scenario(t, "a job on a cloud-init model (no guest operations) ends Success, logs in CDN")
+	s.running(t)
+	before := len(s.env.CloudInit.Boots())
+	j, err := s.peer.injectV2(context.Background(), "wf-v2-cloud", cloudTemplate, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := s.v2Final(t, j, 3*time.Minute); st != "Success" {
+		infos, _ := s.peer.v2Infos(context.Background(), j)
+		t.Fatalf("job ended %s; infos %q", st, infos)
+	}
+	if n := len(s.env.CloudInit.Boots()); n != before+1 {
+		t.Errorf("cloud-init boots: %d new, want 1", n-before)
+	}
+	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
+		t.Errorf("CDN logs lack the step's output:\n%s", logs)
+	}
+	s.noLeak(t)
+}
+
+func TestRegionFilters(t *testing.T) {
+	scenario(t, "a hatchery of region R serves a job without region and leaves a job of region OTHER alone")
+	s.running(t)
+	ctx := context.Background()
+	other, err := s.peer.runV1(ctx, "wf-other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain, err := s.peer.runV1(ctx, "wf1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := s.v1Final(t, "wf1", plain, 3*time.Minute); r.Status != "Success" {
+		t.Fatalf("the job without region ended %s", r.Status)
+	}
+	r, err := s.peer.v1RunOf(ctx, "wf-other", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range r.jobs() {
+		if j.Status != "Waiting" {
+			t.Errorf("job %d of region OTHER is %s, want Waiting", j.ID, j.Status)
+		}
+		if j.BookedBy.Name != "" {
+			t.Errorf("job %d of region OTHER booked by %q", j.ID, j.BookedBy.Name)
+		}
+		for _, si := range j.SpawnInfos {
+			if strings.Contains(si.UserMessage, s.peer.cfg.HatcheryName) {
+				t.Errorf("job %d of region OTHER has our spawn info %q", j.ID, si.UserMessage)
+			}
+		}
+	}
+	// Stop the OTHER run so that no later scenario sees it in the queue.
+	if err := s.peer.do(ctx, http.MethodPost, fmt.Sprintf("/project/%s/workflows/wf-other/runs/%d/stop", s.peer.cfg.Project, other), nil, nil); err != nil {
+		t.Errorf("stop the OTHER run: %v", err)
+	}
+	s.noLeak(t)
+}
+
+func TestJobThatCannotStartIsFailedReadably(t *testing.T) {
+	scenario(t, "a V1 job whose worker cannot start is failed after maxAttemptsNumberBeforeFailure, its spawn infos readable")
+	s.running(t)
+	// Every guest refuses the login for the next two launches: each spawn
+	// fails at its first guest operation.
+	s.env.Guest.FailNext(new(types.InvalidGuestLogin), new(types.InvalidGuestLogin))
+	n, err := s.peer.runV1(context.Background(), "wf-two-steps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute)
+	if r.Status != "Fail" {
+		t.Fatalf("run ended %s, want Fail", r.Status)
+	}
+	var msgs []string
+	for _, j := range r.jobs() {
+		readableSpawnInfos(t, j)
+		for _, si := range j.SpawnInfos {
+			msgs = append(msgs, si.UserMessage)
+		}
+	}
+	all := strings.Join(msgs, "\n")
+	for _, want := range []string{"Hatchery " + s.peer.cfg.HatcheryName + " starts spawn worker", "guest refused the credentials", "Job execution failed by hatchery " + s.peer.cfg.HatcheryName} {
+		if !strings.Contains(all, want) {
+			t.Errorf("spawn infos lack %q:\n%s", want, all)
+		}
+	}
+	s.noLeak(t)
+}
+
+func TestRestartWhileAJobRuns(t *testing.T) {
+	scenario(t, "the hatchery restarted while a job runs: the job ends Success, nothing leaks")
+	s.running(t)
+	ctx := context.Background()
+	n, err := s.peer.runV1(ctx, "wf-long")
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 3*time.Minute, "the long job is Building", func() (bool, string) {
+		r, err := s.peer.v1RunOf(ctx, "wf-long", n)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, j := range r.jobs() {
+			return j.Status == "Building", j.Status
+		}
+		return false, "no job"
+	})
+	s.stopDaemon(t)
+	s.running(t)
+	r := s.v1Final(t, "wf-long", n, 3*time.Minute)
+	if r.Status != "Success" {
+		t.Fatalf("run ended %s", r.Status)
+	}
+	if logs := s.v1Logs(t, "wf-long", n); !strings.Contains(logs, "conformance long step survived the restart") {
+		t.Errorf("CDN logs lack the step's end:\n%s", logs)
+	}
+	s.noLeak(t)
+}
+
+func TestSIGTERMWithJobsBooked(t *testing.T) {
+	scenario(t, "SIGTERM with jobs booked: the daemon exits in time, no job stays booked, every job ends Success after a restart")
+	s.running(t)
+	ctx := context.Background()
+	var runs []int
+	for range 3 {
+		n, err := s.peer.runV1(ctx, "wf-two-steps")
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, n)
+	}
+	waitFor(t, 2*time.Minute, "a job booked by the hatchery", func() (bool, string) {
+		var states []string
+		for _, n := range runs {
+			r, err := s.peer.v1RunOf(ctx, "wf-two-steps", n)
+			if err != nil {
+				return false, err.Error()
+			}
+			for _, j := range r.jobs() {
+				if j.BookedBy.Name == s.peer.cfg.HatcheryName {
+					return true, ""
+				}
+				states = append(states, j.Status)
+			}
+		}
+		return false, strings.Join(states, ",")
+	})
+	start := time.Now()
+	s.stopDaemon(t)
+	t.Logf("daemon stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
+	// No job is left booked by a hatchery that is gone: each is Waiting
+	// again (released), or running on its worker.
+	for _, n := range runs {
+		r, err := s.peer.v1RunOf(ctx, "wf-two-steps", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range r.jobs() {
+			if j.Status == "Waiting" && j.BookedBy.Name != "" {
+				t.Errorf("run %d: job %d still booked by %q after the hatchery stopped", n, j.ID, j.BookedBy.Name)
+			}
+		}
+	}
+	s.running(t)
+	for _, n := range runs {
+		if r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute); r.Status != "Success" {
+			t.Errorf("run %d ended %s", n, r.Status)
+		}
+	}
+	s.noLeak(t)
+}
