@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -181,7 +182,7 @@ func TestWorkerScript(t *testing.T) {
 			t.Parallel()
 			a := args
 			a.RegisterOnly = tt.register
-			got, err := guest.Script(a, tt.pre)
+			got, err := guest.Script(a, tt.pre, time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
