@@ -219,6 +219,9 @@ type Framework struct {
 	// pool stay booked (or taken) by this hatchery.
 	spawned spawnedJobs
 	models  modelsCache
+	// refused are the V1 model versions whose commands did not render at
+	// registration: not registered again until modified.
+	refused refusedModels
 	st      state
 
 	monReady chan struct{}
