@@ -50,6 +50,7 @@ func (s *Server) routes() http.Handler {
 	h("PUT /worker/model/{group}/{name}/book", apiV1, s.modelBook)
 	h("PUT /worker/model/{group}/{name}/error", apiV1, s.modelSpawnError)
 	mux.Handle("GET /v2/project/{key}/vcs/{vcs}/repository/{repo}/workermodel/{name}", s.route(apiNone, s.modelV2))
+	mux.Handle("GET /download/{name}/{os}/{arch}", http.HandlerFunc(s.download))
 
 	mux.Handle("/", s.route(apiNone, func(r *http.Request, _ *session) (int, any, error) {
 		e := errNotFound(r.URL.Path + " not found")

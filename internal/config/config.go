@@ -54,6 +54,13 @@ type Config struct {
 	Models                []GuestCredential       `mapstructure:"models" toml:"models" json:"models"`
 	DefaultWorkerModelsV2 []DefaultWorkerModelsV2 `mapstructure:"defaultWorkerModelsV2" toml:"defaultWorkerModelsV2" json:"defaultWorkerModelsV2"`
 
+	// Guest commands of V2 models (config_v2commands.go): Go templates
+	// rendered with hatchery.ModelTemplateData; a guestCredentials/models
+	// entry of a V2 template may set its own.
+	V2PreCmd  string `mapstructure:"v2PreCmd" toml:"v2PreCmd" json:"v2PreCmd"`
+	V2Cmd     string `mapstructure:"v2Cmd" toml:"v2Cmd" json:"v2Cmd"`
+	V2PostCmd string `mapstructure:"v2PostCmd" toml:"v2PostCmd" json:"v2PostCmd"`
+
 	// Resource-based capacity (docs/design.md#capacity-degradation); 0 = no static limit.
 	MaxCPUs     int   `mapstructure:"maxCpus" toml:"maxCpus" json:"maxCpus"`
 	MaxMemoryMB int64 `mapstructure:"maxMemoryMB" toml:"maxMemoryMB" json:"maxMemoryMB"`
@@ -172,6 +179,12 @@ type GuestCredential struct {
 	// Bootstrap is how the model's workers start: "guestops", "cloud-init"
 	// or empty for defaultBootstrap. A cloud-init entry needs no username.
 	Bootstrap string `mapstructure:"bootstrap" toml:"bootstrap" json:"bootstrap"`
+	// V2PreCmd, V2Cmd and V2PostCmd are the guest commands of the V2
+	// template's workers (modelVMWare entries only); an entry setting any
+	// of them replaces the three defaults (v2PreCmd, v2Cmd, v2PostCmd).
+	V2PreCmd  string `mapstructure:"v2PreCmd" toml:"v2PreCmd" json:"v2PreCmd"`
+	V2Cmd     string `mapstructure:"v2Cmd" toml:"v2Cmd" json:"v2Cmd"`
+	V2PostCmd string `mapstructure:"v2PostCmd" toml:"v2PostCmd" json:"v2PostCmd"`
 }
 
 // DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (docs/configuration.md).

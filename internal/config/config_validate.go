@@ -30,6 +30,7 @@ func (c *Config) Validate() error {
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
 	c.validateBootstrap(&es)
+	c.validateCommands(&es)
 	c.validateLatency(&es)
 	c.validateQuarantine(&es)
 	c.validateDebugHold(&es)

@@ -212,6 +212,7 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:     mt.Handler(),
 		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
 		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
+		V2Commands:  cfg.V2CommandsOf,
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
 	})

@@ -494,11 +494,16 @@ func v1Model() sdk.Model {
 		Group:            &sdk.Group{ID: 1, Name: v1ModelGroup},
 		UserLastModified: v1ModelModified,
 		ModelVirtualMachine: sdk.ModelVirtualMachine{
-			Image: imageTemplate, Cmd: "./worker", PostCmd: "sudo shutdown -h now",
+			// The API's default command, written with {{.API}}.
+			Image: imageTemplate, Cmd: v1ModelCmd, PostCmd: "sudo shutdown -h now",
 			User: guestUser, Password: "{{." + v1PasswordSecret + "}}",
 		},
 	}
 }
+
+// v1ModelCmd is the V1 model's command: the CDS API's default command
+// (without its exec, so that the post-command powers the VM off).
+const v1ModelCmd = "curl {{.API}}/download/worker/linux/$(uname -m) -o worker --retry 10 --retry-max-time 120 && chmod +x worker && ./worker"
 
 // v1PasswordSecret is the V1 model's secret holding its guest password.
 const v1PasswordSecret = "secrets.vsphere_password"

@@ -3,6 +3,7 @@ package demo
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -154,7 +155,7 @@ func (d *driver) cloudInitWorkers(ctx context.Context) {
 			d.log.Warn("demo: cloud-init boot without a worker config", logkey.VM, b.VM, logkey.Err, b.Err)
 			return
 		}
-		c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
+		c := vcsimtest.GuestCall{VM: b.VM, ProgramPath: "cloud-init", Arguments: string(b.Userdata), EnvVariables: []string{"CDS_CONFIG=" + b.CDSConfig}}
 		if wc, ok := workerConfig(c); ok {
 			d.runWorker(ctx, c, wc)
 		}
@@ -229,6 +230,19 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress)
 
+	// The script downloads the worker first (the models' commands do):
+	// without it a real guest has no worker to start.
+	urls, err := fetchWorker(ctx, c.Arguments)
+	switch {
+	case errors.Is(err, errNoDownload):
+	case err != nil:
+		if ctx.Err() == nil {
+			d.log.Warn("demo: worker download failed", logkey.VM, c.VM, logkey.Job, jobID, logkey.Err, err)
+		}
+		return
+	default:
+		d.out.job(j, "worker downloaded from %s", strings.Join(urls, ", "))
+	}
 	// The worker signs in right after its launch, as a real one does.
 	w, err := cdssim.StartWorker(ctx, d.api.URL(), cdssim.WorkerJob{
 		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: d.api.Region(),

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"text/template"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
@@ -184,9 +183,14 @@ func (s Starter) WaitEnv(ctx context.Context, vm types.ManagedObjectReference, g
 
 // Script builds the script the guest runs (docs/architecture.md): the
 // preStartScript of the guest credentials entry, then PreCmd, Cmd (with
-// " register" for a registration) and PostCmd, rendered as a Go template
-// with the worker config. The result may hold the worker token: never log it.
-func Script(args hatchery.SpawnArguments, preStart string) (string, error) {
+// " register" for a registration) and PostCmd, rendered as one Go template
+// with hatchery.ModelTemplateData (the names CDS's own hatcheries give
+// models, {{.API}} and the others, and the worker config's;
+// docs/configuration.md, "Model command templates"). workerTTL gives
+// {{.TTL}}. A command that does not render is an error wrapping a
+// *hatchery.ModelCommandError. The result may hold the worker token: never
+// log it.
+func Script(args hatchery.SpawnArguments, preStart string, workerTTL time.Duration) (string, error) {
 	m := args.Model
 	cmd := m.GetCmd()
 	if args.RegisterOnly {
@@ -198,16 +202,12 @@ func Script(args hatchery.SpawnArguments, preStart string) (string, error) {
 			parts = append(parts, p)
 		}
 	}
-	src := strings.Join(parts, "\n")
-	tmpl, err := template.New("worker-script").Option("missingkey=error").Parse(src)
+	data := hatchery.NewModelTemplateData(args.WorkerConfig, m, int(workerTTL/time.Minute))
+	s, err := hatchery.RenderModelCommand(strings.Join(parts, "\n"), data)
 	if err != nil {
-		return "", fmt.Errorf("parse worker script of model %q: %w", m.GetName(), err)
+		return "", fmt.Errorf("worker script of model %q: %w", m.GetName(), err)
 	}
-	var b strings.Builder
-	if err := tmpl.Execute(&b, args.WorkerConfig); err != nil {
-		return "", fmt.Errorf("render worker script of model %q: %w", m.GetName(), err)
-	}
-	return b.String(), nil
+	return s, nil
 }
 
 // Launch starts the worker script in the guest: /bin/echo with

@@ -52,7 +52,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		return fail("resolve guest credentials", err)
 	}
-	script, err := guest.Script(args, ga.PreStartScript)
+	script, err := guest.Script(args, ga.PreStartScript, h.cfg.WorkerTTLDuration())
 	if err != nil {
 		return fail("build register script", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -181,9 +182,41 @@ func TestWorkerScript(t *testing.T) {
 			t.Parallel()
 			a := args
 			a.RegisterOnly = tt.register
-			got, err := guest.Script(a, tt.pre)
+			got, err := guest.Script(a, tt.pre, time.Hour)
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
 	}
+}
+
+// A model whose command does not render is refused before any clone, with
+// an error naming the model and the field, marked as the model commands'
+// fault (the framework then reports it once and does not try that version
+// again); a model written with the API's {{.API}} renders.
+func TestRegisterModelCommandThatDoesNotRender(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	cds := &spCDS{}
+	f.h.cds = cds
+	f.h.pool.CDS = f.h.cds
+	f.inv.Set(inventory.VM{Name: "debian12-base", Template: true})
+	args := spRegisterArgs()
+	m := *args.Model.ModelV1
+	m.ModelVirtualMachine.Cmd = "./worker --hatchery={{.Hatchery}}"
+	args.Model.ModelV1 = &m
+
+	err := f.h.SpawnWorker(context.Background(), args) // no clone expected: the mock fails on one
+
+	require.Error(t, err)
+	var mce *hatchery.ModelCommandError
+	assert.True(t, errors.As(err, &mce), "%v", err)
+	assert.Contains(t, err.Error(), `register model "shared.infra/mymodel" in vm "mymodel-tmp": build register script: worker script of model "shared.infra/mymodel": model commands do not render: `)
+	assert.Contains(t, err.Error(), "can't evaluate field Hatchery")
+	assert.Empty(t, cds.errors, "the framework reports it")
+
+	m.ModelVirtualMachine.Cmd = "curl {{.API}}/download/worker/linux/$(uname -m) -o worker && chmod +x worker && ./worker"
+	args.WorkerConfig.APIEndpoint = "https://cds.example"
+	script, err := guest.Script(args, "", time.Hour)
+	require.NoError(t, err)
+	assert.Equal(t, "curl https://cds.example/download/worker/linux/$(uname -m) -o worker && chmod +x worker && ./worker register\nsudo shutdown -h now", script)
 }

@@ -62,7 +62,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
-	script, err := guest.Script(args, ga.PreStartScript)
+	script, err := guest.Script(args, ga.PreStartScript, h.cfg.WorkerTTLDuration())
 	if err != nil {
 		return errf("build worker script", err)
 	}

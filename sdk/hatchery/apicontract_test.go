@@ -2,6 +2,7 @@ package hatchery
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -233,4 +234,51 @@ func TestStopListsSpawnedJobsLeftBooked(t *testing.T) {
 	assert.Contains(t, lines[0], `"jobs":"v1:7(`+a.WorkerName+`)"`)
 	assert.Contains(t, lines[0], `"count":1`)
 	hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, testHatchery, c.jobs[7].bookedBy, "still booked") })
+}
+
+// A registration whose model commands do not render is reported on the
+// model once: the same version of the model is not registered again (it
+// would fail the same way); once the model is modified it is.
+func TestRegistrationOfCommandsThatDoNotRenderReportedOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Provision.MaxConcurrentRegistering = 1
+	hs := newHarness(t, cfg, nil)
+	m := testModel("shared.infra", "debian12")
+	m.NeedRegistration = true
+	m.UserLastModified = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	hs.c.models = []sdk.Model{m}
+	hs.h.needReg["shared.infra/debian12"] = true
+	hs.h.spawnErr = fmt.Errorf("register model: build register script: %w",
+		&ModelCommandError{Err: errors.New(`template: commands:1:7: executing "commands" at <.Hatchery>: can't evaluate field Hatchery`)})
+	hs.run()
+
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = len(c.modelErrors) })
+		return n >= 1
+	}, waitFor, tick)
+	// Later passes see the same version and spawn nothing more.
+	var polls int
+	hs.c.snapshot(func(c *fakeClient) { polls = c.polls })
+	require.Eventually(t, func() bool {
+		var n int
+		hs.c.snapshot(func(c *fakeClient) { n = c.polls })
+		return n >= polls+10
+	}, waitFor, tick)
+	hs.h.get(func(h *fakeHatchery) { assert.Equal(t, 1, len(h.spawns), "one registration attempt") })
+	hs.c.snapshot(func(c *fakeClient) {
+		require.Len(t, c.modelErrors, 1, "one report")
+		assert.Contains(t, c.modelErrors[0], "model commands do not render: ")
+		assert.Contains(t, c.modelErrors[0], "can't evaluate field Hatchery")
+	})
+	assert.Len(t, logLines(hs.logs.String(), "model commands do not render (reported on the model)", "WARN"), 1, "one Warn line, repeats at Debug")
+
+	// The model is modified: it is registered again.
+	hs.c.snapshot(func(c *fakeClient) { c.models[0].UserLastModified = m.UserLastModified.Add(time.Hour) })
+	require.Eventually(t, func() bool {
+		var n int
+		hs.h.get(func(h *fakeHatchery) { n = len(h.spawns) })
+		return n >= 2
+	}, waitFor, tick)
 }

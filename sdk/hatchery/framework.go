@@ -93,17 +93,33 @@ func (i Intervals) withDefaults(cfg CommonConfiguration) Intervals {
 	return i
 }
 
-// V2Commands are the guest commands given to V2 models, which carry none.
+// V2Commands are the guest commands given to V2 models, which carry none:
+// Go templates rendered like a V1 model's commands, with
+// ModelTemplateData (docs/configuration.md, "V2 commands").
 type V2Commands struct {
-	PreCmd  string
-	Cmd     string
+	// PreCmd runs first: by default it downloads the worker.
+	PreCmd string
+	// Cmd starts the worker.
+	Cmd string
+	// PostCmd runs once the worker has exited: by default it powers the
+	// VM off.
 	PostCmd string
 }
 
-// DefaultV2Commands runs "./worker" then powers the VM off, as CDS does
-// for vsphere V2 models.
+// DefaultV2PreCmd downloads the worker the API serves for the model's
+// os/arch ({{.API}}/download/worker/{{.OSArch}}) into the working
+// directory of the user running it (its home directory, else /tmp) as
+// WorkerBinary, with curl (retried), else wget; no root needed. The
+// working directory it enters stays the one of the commands after it.
+const DefaultV2PreCmd = `cd "${HOME:-/tmp}" && ` +
+	`{ curl -fsSL --retry 10 --retry-max-time 120{{if .HTTPInsecure}} -k{{end}} -o ./worker "{{.API}}/download/worker/{{.OSArch}}" || ` +
+	`wget -q{{if .HTTPInsecure}} --no-check-certificate{{end}} -O ./worker "{{.API}}/download/worker/{{.OSArch}}"; } && ` +
+	`chmod +x ./worker`
+
+// DefaultV2Commands download the worker (DefaultV2PreCmd), run it, then
+// power the VM off, as CDS's own hatcheries do for vsphere V2 models.
 func DefaultV2Commands() V2Commands {
-	return V2Commands{Cmd: "./worker", PostCmd: "sudo shutdown -h now"}
+	return V2Commands{PreCmd: DefaultV2PreCmd, Cmd: WorkerBinary, PostCmd: "sudo shutdown -h now"}
 }
 
 // InterfaceWithDefaultModelV2 is a hatchery that can run V1 jobs without a
@@ -139,9 +155,9 @@ type Options struct {
 	Observer Observer
 	// Intervals are the timings; zero fields are defaults.
 	Intervals Intervals
-	// V2Commands are the guest commands of V2 models; zero is
-	// DefaultV2Commands.
-	V2Commands *V2Commands
+	// V2Commands gives the guest commands of a V2 model (its VSphereSpec
+	// decoded); nil gives DefaultV2Commands to every model.
+	V2Commands func(model sdk.WorkerStarterWorkerModel) V2Commands
 	// WorkerLog is copied into every WorkerConfig.
 	WorkerLog WorkerLogConfig
 	// DisableMonServer keeps Run from serving /mon (the caller may mount
@@ -166,7 +182,7 @@ type Framework struct {
 	metrics  http.Handler
 	obs      Observer
 	iv       Intervals
-	v2cmd    V2Commands
+	v2cmd    func(model sdk.WorkerStarterWorkerModel) V2Commands
 	workerLg WorkerLogConfig
 	monOff   bool
 	// v2PollOff: no V2 queue poll loop, events only.
@@ -203,6 +219,9 @@ type Framework struct {
 	// pool stay booked (or taken) by this hatchery.
 	spawned spawnedJobs
 	models  modelsCache
+	// refused are the V1 model versions whose commands did not render at
+	// registration: not registered again until modified.
+	refused refusedModels
 	st      state
 
 	monReady chan struct{}
@@ -230,7 +249,7 @@ func New(o Options) (*Framework, error) {
 		metrics:   o.Metrics,
 		obs:       o.Observer,
 		iv:        o.Intervals.withDefaults(o.Config),
-		v2cmd:     DefaultV2Commands(),
+		v2cmd:     o.V2Commands,
 		workerLg:  o.WorkerLog,
 		monOff:    o.DisableMonServer,
 		v2PollOff: o.DisableV2QueuePolling,
@@ -241,8 +260,8 @@ func New(o Options) (*Framework, error) {
 		pollV2Now: make(chan struct{}, 1),
 		poolNow:   make(chan struct{}, 1),
 	}
-	if o.V2Commands != nil {
-		f.v2cmd = *o.V2Commands
+	if f.v2cmd == nil {
+		f.v2cmd = func(sdk.WorkerStarterWorkerModel) V2Commands { return DefaultV2Commands() }
 	}
 	if f.log == nil {
 		f.log = slog.Default()

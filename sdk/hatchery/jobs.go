@@ -198,15 +198,15 @@ func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) 
 	if err != nil {
 		return sdk.WorkerStarterWorkerModel{}, "decode spec: " + err.Error()
 	}
-	return sdk.WorkerStarterWorkerModel{
+	wm := sdk.WorkerStarterWorkerModel{
 		ModelV2:     &m,
 		VSphereSpec: spec,
 		JobFlavor:   runsOn.Flavor,
 		JobMemory:   runsOn.Memory,
-		PreCmd:      f.v2cmd.PreCmd,
-		Cmd:         f.v2cmd.Cmd,
-		PostCmd:     f.v2cmd.PostCmd,
-	}, ""
+	}
+	cmds := f.v2cmd(wm)
+	wm.PreCmd, wm.Cmd, wm.PostCmd = cmds.PreCmd, cmds.Cmd, cmds.PostCmd
+	return wm, ""
 }
 
 // admitted is what admit reserved for one job: the framework's slot and

@@ -2,8 +2,10 @@ package hatchery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -47,6 +49,17 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			// As CDS's own hatcheries do: a model that failed this often
 			// needs a human; a successful registration clears the count.
 			reason := fmt.Sprintf("spawn errors: the model has %d, registration stops at %d", m.NbSpawnErr, maxModelSpawnErrors)
+			lvl := slog.LevelWarn
+			if !f.skips.First(key, reason) {
+				lvl = slog.LevelDebug
+			}
+			f.log.Log(ctx, lvl, "registration skipped", logkey.Model, path, logkey.Detail, reason)
+			continue
+		}
+		if f.refused.has(path, m.UserLastModified) {
+			// Its commands did not render: the same version would fail
+			// the same way, and was reported on the model once already.
+			reason := "model commands do not render (reported on the model); registration waits for the model to be modified"
 			lvl := slog.LevelWarn
 			if !f.skips.First(key, reason) {
 				lvl = slog.LevelDebug
@@ -132,7 +145,38 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 	f.log.Warn("registration spawn failed", logkey.Model, path, logkey.VM, args.WorkerName, logkey.Err, err)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
-	if err := f.client.WorkerModelSpawnError(dctx, group, args.Model.ModelV1.Name, sdk.SpawnErrorForm{Error: err.Error()}); err != nil {
-		f.log.Warn("report model spawn error failed", logkey.Model, path, logkey.Err, err)
+	if rerr := f.client.WorkerModelSpawnError(dctx, group, args.Model.ModelV1.Name, sdk.SpawnErrorForm{Error: err.Error()}); rerr != nil {
+		f.log.Warn("report model spawn error failed", logkey.Model, path, logkey.Err, rerr)
 	}
+	var mce *ModelCommandError
+	if errors.As(err, &mce) {
+		f.refused.add(path, args.Model.ModelV1.UserLastModified)
+	}
+}
+
+// refusedModels are the versions of V1 models whose commands did not
+// render at registration (a ModelCommandError): registering them again
+// would fail the same way, so the register loop skips them until the
+// model is modified. Safe for concurrent use; the zero value is ready.
+type refusedModels struct {
+	mu sync.Mutex
+	m  map[string]time.Time // model path -> its user_last_modified then
+}
+
+// add records the version of the model path.
+func (r *refusedModels) add(path string, version time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.m == nil {
+		r.m = map[string]time.Time{}
+	}
+	r.m[path] = version
+}
+
+// has tells whether this version of the model path was refused.
+func (r *refusedModels) has(path string, version time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	v, ok := r.m[path]
+	return ok && v.Equal(version)
 }
