@@ -39,7 +39,8 @@ bench-latency:
 
 ## conformance: the real daemon against a real CDS API, CDN and worker ($$CDS_REAL, else ../shared/cds-real), one line per scenario (docs/conformance.md), ~5 min
 conformance:
-	cd internal/conformance && $(GO) test -tags conformance -count=1 -timeout 30m .
+	$(GO) test -c -tags conformance -o bin/conformance.test ./internal/conformance
+	cd internal/conformance && ../../bin/conformance.test -test.count=1 -test.timeout=30m
 
 ## demo: the hatchery against in-process simulators (DEMO_FLAGS="--jobs 6 --once")
 demo:

@@ -159,14 +159,24 @@ func runIn(m *testing.M, peerDir, work string) int {
 	}
 	defer peerLog.Close()
 	t0 := time.Now()
-	p, err := startPeer(ctx, peerDir, filepath.Join(work, "cds"), peerLog)
-	if p != nil {
-		defer p.stop(peerLog)
+	// up picks free ports, then starts the services on them: another
+	// process may take one in between (bind: address already in use).
+	// Such a start is tried again in a new state directory.
+	var p *peer
+	for attempt := 1; ; attempt++ {
+		p, err = startPeer(ctx, peerDir, filepath.Join(work, fmt.Sprintf("cds-%d", attempt)), peerLog)
+		if err == nil {
+			break
+		}
+		if p != nil {
+			p.stop(peerLog)
+		}
+		fmt.Printf("conformance: start the real CDS (attempt %d): %v (log: %s)\n", attempt, err, peerLog.Name())
+		if attempt == 3 {
+			return 1
+		}
 	}
-	if err != nil {
-		fmt.Printf("conformance: start the real CDS: %v (log: %s)\n", err, peerLog.Name())
-		return 1
-	}
+	defer p.stop(peerLog)
 	fmt.Printf("conformance: real CDS %s up in %s (api %s)\n", short(p.commit), time.Since(t0).Round(time.Millisecond), p.cfg.APIURL)
 
 	bin, err := buildDaemon(work)
