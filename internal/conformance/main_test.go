@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -205,6 +207,12 @@ func runIn(m *testing.M, peerDir, work string) int {
 		return 1
 	}
 	defer env.Close()
+	// vcsim's resource pool reports about 1 GB unreserved: give it room
+	// for the scenarios' VMs (64 GB, 64 GHz), as a cluster's pool would.
+	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 64<<30, 64<<30, 64<<30
+		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
+	})
 
 	rec, err := newRecorder(p.cfg.APIURL)
 	if err != nil {
