@@ -190,3 +190,49 @@ func TestUnknownSpawnInfoIDsFlagged(t *testing.T) {
 	}))
 	assert.Equal(t, []string{"MsgSpawnInfoHatcheryStartsSuccessfully"}, sim.UnknownSpawnInfoIDs())
 }
+
+// rawSigninV2 signs in over HTTP as a V2 vsphere hatchery and returns the
+// session JWT.
+func rawSigninV2(t *testing.T, sim *cdssim.Server, name string) string {
+	t.Helper()
+	body, _ := json.Marshal(sdk.V2HatcherySigninRequest{Token: sim.TokenV2(), Name: name, Type: sdk.VSphere, PublicKey: publicKey(t)})
+	resp, err := http.Post(sim.URL()+"/v2/auth/consumer/hatchery/signin", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var out sdk.V2HatcherySigninResponse
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Token
+}
+
+// The API sends a V2 job's runs-on as a plain string (the model) when the
+// job sets no memory and no flavor, as an object otherwise.
+func TestV2QueueRunsOnForms(t *testing.T) {
+	t.Parallel()
+	sim := cdssim.Start(t, cdssim.Options{})
+	tok := rawSigninV2(t, sim, "h")
+	plain := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+	mem := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}, RunsOn: sdk.V2JobRunsOn{Memory: "4096"}})
+	flavor := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}, RunsOn: sdk.V2JobRunsOn{Flavor: "large"}})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, sim.URL()+"/v2/queue/"+sim.Region(), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var jobs []struct {
+		ID  string `json:"id"`
+		Job struct {
+			RunsOn json.RawMessage `json:"runs-on"`
+		} `json:"job"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jobs))
+	got := map[string]string{}
+	for _, j := range jobs {
+		got[j.ID] = string(j.Job.RunsOn)
+	}
+	assert.JSONEq(t, `"debian"`, got[plain])
+	assert.JSONEq(t, `{"model":"debian","memory":"4096","flavor":""}`, got[mem])
+	assert.JSONEq(t, `{"model":"debian","memory":"","flavor":"large"}`, got[flavor])
+}
