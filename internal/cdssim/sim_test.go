@@ -126,7 +126,7 @@ func TestSimulatorV1Flow(t *testing.T) {
 	if st.BookedBy == "hatch-b" {
 		owner = b
 	}
-	require.NoError(t, owner.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{{Message: sdk.SpawnInfoMessage{ID: "MsgSpawnInfoHatcheryStarts", Args: []string{"x"}}}}))
+	require.NoError(t, owner.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{{Message: sdk.SpawnInfoMessage{ID: "MsgSpawnInfoHatcheryStarts", Args: []string{"x", "w", "m"}}}}))
 	require.NoError(t, owner.QueueJobRelease(ctx, id))
 	err = owner.QueueJobRelease(ctx, id)
 	var ae *cdsclient.APIError

@@ -191,6 +191,44 @@ func TestUnknownSpawnInfoIDsFlagged(t *testing.T) {
 	assert.Equal(t, []string{"MsgSpawnInfoHatcheryStartsSuccessfully"}, sim.UnknownSpawnInfoIDs())
 }
 
+// The API stores each spawn info's user message as its id's English text
+// formatted with the info's arguments: a wrong argument count shows users
+// a "%!" mark. The messages below are those a real CDS API stored.
+func TestSpawnInfosRenderedAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	c := newClient(t, sim, "h", true, false)
+	id := sim.AddJobV1(cdssim.JobV1{})
+	_, err := c.QueueJobBook(ctx, id)
+	require.NoError(t, err)
+	msg := func(id string, args ...string) sdk.SpawnInfo {
+		return sdk.SpawnInfo{Message: sdk.SpawnInfoMessage{ID: id, Args: args}}
+	}
+	require.NoError(t, c.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{
+		msg("MsgSpawnInfoHatcheryStarts", "hv-real", "shared.infra/vsphere-v1"),
+		msg("MsgSpawnInfoHatcheryStarts", "hv-real", "vsphere-v1-w1", "shared.infra/vsphere-v1"),
+		msg("MsgSpawnInfoHatcheryErrorSpawn", "hv-real", "shared.infra/vsphere-v1", "12s", "clone failed"),
+		msg("MsgSpawnErrorHatcheryRetryAttempt", "hv-real", "could not start"),
+		msg("MsgSpawnInfoWorkerForJob", "w1", "extra"),
+		msg("MsgSpawnInfoHatcheryStartsSuccessfully", "hv-real"),
+	}))
+	st, _ := sim.JobV1(id)
+	got := make([]string, 0, len(st.SpawnInfos))
+	for _, i := range st.SpawnInfos {
+		got = append(got, i.UserMessage)
+	}
+	assert.Equal(t, []string{
+		"Hatchery hv-real starts spawn worker shared.infra/vsphere-v1 with model %!s(MISSING)",
+		"Hatchery hv-real starts spawn worker vsphere-v1-w1 with model shared.infra/vsphere-v1",
+		"Error while Hatchery hv-real spawns worker with model shared.infra/vsphere-v1 after 12s, err: clone failed",
+		"Job execution failed by hatchery hv-real. Reason: could not start",
+		"This worker w1 was created to take this action%!(EXTRA string=extra)",
+		"",
+	}, got)
+	assert.Equal(t, []string{got[0], got[4]}, sim.GarbledSpawnInfos())
+}
+
 // rawSigninV2 signs in over HTTP as a V2 vsphere hatchery and returns the
 // session JWT.
 func rawSigninV2(t *testing.T, sim *cdssim.Server, name string) string {

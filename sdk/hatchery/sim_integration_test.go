@@ -394,7 +394,8 @@ func TestSimV1JobPolledThenPushed(t *testing.T) {
 	st, _ := r.sim.JobV1(polled)
 	assert.Equal(t, testHatchery, st.BookedBy)
 	assert.Equal(t, []string{msgSpawnInfoHatcheryStarts}, spawnInfoIDs(st.SpawnInfos))
-	assert.Equal(t, []string{testHatchery, model}, st.SpawnInfos[0].Message.Args, "hatchery name and model, as the API's message expects")
+	assert.Equal(t, []string{testHatchery, a.WorkerName, model}, st.SpawnInfos[0].Message.Args, "hatchery name, worker name and model, as the API's message expects")
+	assert.Equal(t, "Hatchery "+testHatchery+" starts spawn worker "+a.WorkerName+" with model "+model, st.SpawnInfos[0].UserMessage, "as the API renders it")
 
 	// Added while running, with the next poll an hour away: only the
 	// websocket can deliver it.
@@ -696,6 +697,11 @@ func TestSimAttemptCapFailsV1Job(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, errInfos)
+	for _, i := range st.SpawnInfos {
+		assert.NotEmpty(t, i.UserMessage, "spawn info %s has a message the API defines", i.Message.ID)
+		assert.NotContains(t, i.UserMessage, "%!", "spawn info %s renders with its arguments", i.Message.ID)
+	}
+	assert.Empty(t, r.sim.GarbledSpawnInfos())
 	assert.Equal(t, 2, r.sim.CountCalls("DELETE", "/queue/workflows/"+jobKey(id)+"/book"), "released twice, then failed")
 	r.h.get(func(h *simHatchery) { assert.Equal(t, 3, h.perJob[jobKey(id)]) })
 }
