@@ -202,13 +202,6 @@ func (s *Server) heartbeat(api apiKind) handler {
 	}
 }
 
-func (s *Server) configCDN(_ *http.Request, _ *session) (int, any, error) {
-	if s.opts.CDN == nil {
-		return 0, nil, errNotFound("unable to find any tcp configuration in CDN Uservice")
-	}
-	return 200, *s.opts.CDN, nil
-}
-
 // --- V1 queue ---
 
 func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +88,7 @@ func TestWorkerSigninVerifiesHatcheryKey(t *testing.T) {
 	require.Error(t, err, "a hatchery that never signed in")
 	assert.Contains(t, err.Error(), "status 401")
 
-	w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h-pkcs1", "w-good", id), V1JobID: id})
+	w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h-pkcs1", "w-good", id), V1JobID: id, LogAddr: sim.CDNLogAddr()})
 	require.NoError(t, err)
 	st, _ := sim.JobV1(id)
 	assert.Equal(t, sdk.StatusBuilding, st.Status)
@@ -273,4 +275,103 @@ func TestV2QueueRunsOnForms(t *testing.T) {
 	assert.JSONEq(t, `"debian"`, got[plain])
 	assert.JSONEq(t, `{"model":"debian","memory":"4096","flavor":""}`, got[mem])
 	assert.JSONEq(t, `{"model":"debian","memory":"","flavor":"large"}`, got[flavor])
+}
+
+// /config/cdn answers a tcp_url, the simulator's CDN log service, as the
+// API with a CDN service does; NoCDN answers 404 id 38 as the API without
+// one.
+func TestConfigCDNAnswersTheLogAddress(t *testing.T) {
+	t.Parallel()
+	sim := cdssim.Start(t, cdssim.Options{})
+	cdn, err := newClient(t, sim, "h", true, false).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sdk.CDNConfig{TCPURL: sim.CDNLogAddr(), HTTPURL: sim.URL()}, cdn)
+	cdn, err = newClient(t, sim, "h2", false, true).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sim.CDNLogAddr(), cdn.TCPURL, "v2 route")
+
+	set := cdssim.Start(t, cdssim.Options{CDN: &sdk.CDNConfig{HTTPURL: "http://cdn.test"}})
+	cdn, err = newClient(t, set, "h", true, false).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sdk.CDNConfig{TCPURL: set.CDNLogAddr(), HTTPURL: "http://cdn.test"}, cdn)
+
+	none := cdssim.Start(t, cdssim.Options{NoCDN: true})
+	_, err = newClient(t, none, "h", true, false).ConfigCDN(t.Context())
+	assert.ErrorIs(t, err, cdsclient.ErrNotFound)
+}
+
+// A simulated worker behaves as the real one with and without the CDN's
+// log address (gelf_service_addr): without it a V1 job never ends (the
+// result is never sent, the job stays Building); with it the step log
+// reaches the CDN and the job ends.
+func TestWorkerWithoutLogAddressNeverEndsAV1Job(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	key := rsaKey(t)
+	c := signinWithKey(t, sim, "h", pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&key.PublicKey)}))
+	run := func(worker, logAddr string) (int64, error) {
+		id := sim.AddJobV1(cdssim.JobV1{})
+		_, err := c.QueueJobBook(ctx, id)
+		require.NoError(t, err)
+		w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h", worker, id), V1JobID: id, LogAddr: logAddr})
+		require.NoError(t, err)
+		return id, w.End(ctx, "")
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	require.NoError(t, closed.Close())
+
+	for _, tc := range []struct{ name, addr string }{{"no address", ""}, {"address refusing", closedAddr}} {
+		id, err := run("w-"+strings.ReplaceAll(tc.name, " ", "-"), tc.addr)
+		require.ErrorIs(t, err, cdssim.ErrNoLogAddress, tc.name)
+		st, _ := sim.JobV1(id)
+		assert.Equal(t, sdk.StatusBuilding, st.Status, tc.name)
+		assert.Empty(t, st.Results, tc.name)
+		assert.Empty(t, sim.JobLogs(strconv.FormatInt(id, 10)), tc.name)
+	}
+
+	id, err := run("w-logs", sim.CDNLogAddr())
+	require.NoError(t, err)
+	st, _ := sim.JobV1(id)
+	assert.Equal(t, sdk.StatusSuccess, st.Status)
+	assert.Eventually(t, func() bool { return len(sim.JobLogs(strconv.FormatInt(id, 10))) == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A V2 worker without the CDN's log address ends its job, but its step
+// log never reaches the CDN.
+func TestV2WorkerWithoutLogAddressEndsWithoutLogs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	key := rsaKey(t)
+	c, err := cdsclient.New(cdsclient.Config{APIURL: sim.URL(), TokenV2: sim.TokenV2(), ServiceName: "h", RequestTimeout: 5 * time.Second,
+		PublicKey: pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&key.PublicKey)})})
+	require.NoError(t, err)
+	require.NoError(t, c.SignIn(ctx))
+	for _, withLogs := range []bool{false, true} {
+		id := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+		require.NoError(t, c.V2QueueJobTake(ctx, sim.Region(), id))
+		now := time.Now()
+		tok, err := hatchery.SignWorkerJWT(key, hatchery.WorkerJWTClaims{
+			Issuer: "h", Subject: "w-" + id, ID: "w-" + id, IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix(),
+			Worker: hatchery.WorkerJWTWorker{WorkerName: "w-" + id, RunJobID: id, HatcheryName: "h"},
+		})
+		require.NoError(t, err)
+		job := cdssim.WorkerJob{Token: tok, RunJobID: id, Region: sim.Region()}
+		if withLogs {
+			job.LogAddr = sim.CDNLogAddr()
+		}
+		w, err := cdssim.StartWorker(ctx, sim.URL(), job)
+		require.NoError(t, err)
+		require.NoError(t, w.End(ctx, ""))
+		st, _ := sim.JobV2(id)
+		assert.Equal(t, sdk.StatusSuccess, st.Status, "logs %v", withLogs)
+		if withLogs {
+			assert.Eventually(t, func() bool { return len(sim.JobLogs(id)) == 1 }, 5*time.Second, 5*time.Millisecond)
+		} else {
+			assert.Empty(t, sim.JobLogs(id))
+		}
+	}
 }

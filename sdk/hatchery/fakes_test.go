@@ -74,6 +74,7 @@ type fakeClient struct {
 	heartbeatErr   error
 	heartbeats     int
 	cdn            *sdk.CDNConfig
+	cdnCalls       int
 	polls          int
 
 	jobs       map[int64]*fakeJob
@@ -153,6 +154,7 @@ func (c *fakeClient) Heartbeat(ctx context.Context, status sdk.MonitoringStatus)
 func (c *fakeClient) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cdnCalls++
 	if c.cdn == nil {
 		return sdk.CDNConfig{}, &cdsclient.APIError{Status: 404, ID: 38}
 	}

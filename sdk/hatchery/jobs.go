@@ -379,7 +379,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		JobID:        jobKey,
 		Requirements: reqs,
 		HatcheryName: f.cfg.Name,
-		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), JobID: id, Token: token,
 		}),
 		Queued: job.Queued,
@@ -539,7 +539,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		Model:        model,
 		JobID:        id,
 		HatcheryName: f.cfg.Name,
-		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
 		}),
 		Queued: rj.Queued,
