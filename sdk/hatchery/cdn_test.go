@@ -23,6 +23,7 @@ func TestResolveCDN(t *testing.T) {
 		http, tcp string
 		tcpTLS    bool
 		answer    *sdk.CDNConfig // nil: 404
+		failures  int            // 503 answers first
 		want      workerCDN
 		asked     int
 		logLevel  string // the level of the "no cdn tcp address" line, "" when none
@@ -41,6 +42,10 @@ func TestResolveCDN(t *testing.T) {
 		{name: "api without tcp address", answer: &sdk.CDNConfig{HTTPURL: "http://cdn.api"}, want: workerCDN{HTTP: "http://cdn.api"}, asked: 1,
 			logLevel: "ERROR", status: sdk.MonitoringStatusWarn},
 		{name: "v2 only, nothing", v2Only: true, want: workerCDN{}, asked: 1, logLevel: "WARN", status: sdk.MonitoringStatusWarn},
+		{name: "no tcp address: asked until the api answers", failures: 7, answer: api,
+			want: workerCDN{"http://cdn.api", "cdn.api:8090", true}, asked: 8, status: sdk.MonitoringStatusOK},
+		{name: "tcp set: api failing, given up after 3", tcp: "cdn.conf:8090", failures: 7, answer: api,
+			want: workerCDN{TCP: "cdn.conf:8090"}, asked: cdnAttempts, status: sdk.MonitoringStatusOK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +56,7 @@ func TestResolveCDN(t *testing.T) {
 			}
 			cfg.CDN = CDNConfig{URL: tc.http, TCP: CDNTCPConfig{URL: tc.tcp, EnableTLS: tc.tcpTLS}}
 			hs := newHarness(t, cfg, nil)
-			hs.c.cdn = tc.answer
+			hs.c.cdn, hs.c.cdnFailures = tc.answer, tc.failures
 			hs.f.resolveCDN(context.Background())
 
 			assert.Equal(t, tc.want, hs.f.workerCDN())

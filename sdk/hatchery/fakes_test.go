@@ -75,6 +75,7 @@ type fakeClient struct {
 	heartbeats     int
 	cdn            *sdk.CDNConfig
 	cdnCalls       int
+	cdnFailures    int // ConfigCDN calls still to answer 503
 	polls          int
 
 	jobs       map[int64]*fakeJob
@@ -155,6 +156,10 @@ func (c *fakeClient) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.cdnCalls++
+	if c.cdnFailures > 0 {
+		c.cdnFailures--
+		return sdk.CDNConfig{}, &cdsclient.APIError{Status: 503, ID: 1, Message: "service unavailable"}
+	}
 	if c.cdn == nil {
 		return sdk.CDNConfig{}, &cdsclient.APIError{Status: 404, ID: 38}
 	}

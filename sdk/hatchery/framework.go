@@ -556,14 +556,18 @@ func (f *Framework) signInLoop(ctx context.Context) bool {
 	}
 }
 
-// cdnAttempts bounds how many times Run asks the API for the CDN before
-// running without it.
+// cdnAttempts bounds how many times Run asks the API for the CDN when only
+// its HTTP URL is missing; without a TCP log address it asks until the API
+// answers (or says it has no CDN), as a worker without one cannot end a V1
+// job.
 const cdnAttempts = 3
 
 // resolveCDN sets the CDN addresses given to workers: cdn.url and
 // cdn.tcp.url (with cdn.tcp.enableTLS) when set, and for each one unset the
-// API's answer (http_url; tcp_url with tcp_url_enable_tls). On 404 or
-// repeated failures what is configured stays. It never loops forever.
+// API's answer (http_url; tcp_url with tcp_url_enable_tls). On 404 (no CDN
+// service) what is configured stays; other failures are retried with
+// back-off, until ctx ends when the TCP address is missing, cdnAttempts
+// times otherwise.
 // Without a TCP address at the end it logs one line saying what to set:
 // a worker without it cannot send its logs, and its V1 job never ends.
 func (f *Framework) resolveCDN(ctx context.Context) {
@@ -587,7 +591,7 @@ func (f *Framework) resolveCDN(ctx context.Context) {
 // configured.
 func (f *Framework) askCDN(ctx context.Context, c *workerCDN) {
 	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
-	for i := 1; i <= cdnAttempts; i++ {
+	for i := 1; ; i++ {
 		cdn, err := f.client.ConfigCDN(ctx)
 		switch {
 		case err == nil:
@@ -605,12 +609,16 @@ func (f *Framework) askCDN(ctx context.Context, c *workerCDN) {
 		case ctx.Err() != nil:
 			return
 		}
-		f.log.Warn("get cdn config failed", logkey.Err, err, "attempt", i)
-		if i == cdnAttempts || !sleepCtx(ctx, b.next()) {
-			break
+		if c.TCP != "" && i >= cdnAttempts {
+			f.log.Warn("giving up on cdn config: workers get only the configured commonConfiguration.cdn addresses", logkey.Err, err, "cdn", c.HTTP, "cdn_tcp", c.TCP)
+			return
+		}
+		d := b.next()
+		f.log.Warn("get cdn config failed, retrying", logkey.Err, err, "attempt", i, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return
 		}
 	}
-	f.log.Warn("giving up on cdn config: workers get only the configured commonConfiguration.cdn addresses", "cdn", c.HTTP, "cdn_tcp", c.TCP)
 }
 
 // startMon listens on commonConfiguration.http and serves Handler until
