@@ -1,5 +1,8 @@
 package cdsclient_test
 
+// Answers of a real CDS API (CDS of 2026-07, with its CDN service) that the
+// recorded captures (testdata/captures, an API without CDN) lack.
+
 import (
 	"context"
 	"encoding/json"
@@ -44,5 +47,27 @@ func TestV2QueueRunsOnBothForms(t *testing.T) {
 		b, err := json.Marshal(j.Job.RunsOn)
 		require.NoError(t, err)
 		assert.JSONEq(t, string(raw[i].Job.RunsOn), string(b), "job %d", i)
+	}
+}
+
+// TestConfigCDNWithACDNService decodes /config/cdn as a real CDS API with a
+// CDN service answers it (V1 route for a V1 client, V2 route for a V2-only
+// client): tcp_url is the CDN's TCP log address workers need.
+func TestConfigCDNWithACDNService(t *testing.T) {
+	body := []byte(`{"tcp_url":"127.0.0.1:25298","tcp_url_enable_tls":false,"http_url":"http://127.0.0.1:30866"}`)
+	for _, tc := range []struct {
+		name   string
+		v1, v2 bool
+		path   string
+	}{{"v1", true, false, "/config/cdn"}, {"v2 only", false, true, "/v2/config/cdn"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeAPI(t)
+			c := newTestClient(t, f, tc.v1, tc.v2, nil)
+			f.queue(capture{Method: "GET", Path: tc.path, Status: 200, ResponseBody: body})
+			cdn, err := c.ConfigCDN(context.Background())
+			require.NoError(t, err)
+			assert.Equal(t, sdk.CDNConfig{TCPURL: "127.0.0.1:25298", HTTPURL: "http://127.0.0.1:30866"}, cdn)
+			assert.Equal(t, tc.path, f.last().Path)
+		})
 	}
 }
