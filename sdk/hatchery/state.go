@@ -190,9 +190,12 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 }
 
 // cdnStatusLine is the CDN status line: the HTTP URL and the TCP log
-// address given to workers, WARN without a TCP address (workers cannot
-// send their logs; V1 jobs never end).
+// address given to workers, WARN before they are resolved and without a
+// TCP address (workers cannot send their logs; V1 jobs never end).
 func (f *Framework) cdnStatusLine(line func(component, status, value string) sdk.MonitoringStatusLine) sdk.MonitoringStatusLine {
+	if f.cdn.Load() == nil {
+		return line("CDN", sdk.MonitoringStatusWarn, "not resolved yet")
+	}
 	c := f.workerCDN()
 	or := func(s, def string) string {
 		if s == "" {
