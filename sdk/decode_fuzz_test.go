@@ -45,6 +45,8 @@ func captureSeeds(f *testing.F) [][]byte {
 // handSeeds cover shapes the captures lack (V2 jobs, flavors, requirements).
 var handSeeds = []string{
 	`{"runjob":{"id":"3f1c","job_id":"build","status":"Waiting","queued":"2026-11-22T11:22:19Z","region":"default","model_type":"vsphere","job":{"runs-on":{"model":"shared/vsphere-debian","memory":"4096","flavor":"large"}}},"model":{"name":"vsphere-debian","osarch":"linux/amd64","type":"vsphere","spec":{"image":"tpl","flavor":"small","username":"u","password":"p"}}}`,
+	`{"runjob":{"id":"7bdf","job_id":"build","status":"Waiting","region":"R","model_type":"vsphere","job":{"name":"build","region":"R","runs-on":"PROJ/github/ovh/demo/vsphere-v2@refs/heads/main"}}}`,
+	`[{"job":{"runs-on":"m"}},{"job":{"runs-on":{"model":"m","memory":"","flavor":"large"}}},{"job":{"runs-on":null}},{"job":{"runs-on":1}}]`,
 	`{"runjob":{},"model":{"spec":"not an object"}}`,
 	`{"model":{"spec":null}}`,
 	`{"model":{"spec":[1,2]}}`,

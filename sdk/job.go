@@ -1,7 +1,9 @@
 package sdk
 
 import (
+	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 )
 
@@ -94,11 +96,50 @@ type BookedJob struct {
 	JobName      string `json:"job_name"`
 }
 
-// V2JobRunsOn is the runs-on section of a V2 job.
+// V2JobRunsOn is the runs-on section of a V2 job. The API sends it in two
+// forms: a plain string, the model, when the job sets no memory and no
+// flavor (the usual case), and an object {"model", "memory", "flavor"}
+// otherwise. It decodes both and encodes in the form the API uses
+// (docs/architecture.md, "Meeting the CDS API").
 type V2JobRunsOn struct {
 	Model  string `json:"model"`
-	Memory string `json:"memory,omitempty"`
-	Flavor string `json:"flavor,omitempty"`
+	Memory string `json:"memory"`
+	Flavor string `json:"flavor"`
+}
+
+// v2JobRunsOnObject is the object form of V2JobRunsOn, without its methods.
+type v2JobRunsOnObject V2JobRunsOn
+
+// UnmarshalJSON reads runs-on as a string (the model) or as an object; null
+// leaves it unchanged.
+func (r *V2JobRunsOn) UnmarshalJSON(b []byte) error {
+	b = bytes.TrimSpace(b)
+	if len(b) > 0 && b[0] == '"' {
+		var model string
+		if err := json.Unmarshal(b, &model); err != nil {
+			return fmt.Errorf("runs-on: %w", err)
+		}
+		*r = V2JobRunsOn{Model: model}
+		return nil
+	}
+	if bytes.Equal(b, []byte("null")) {
+		return nil
+	}
+	var o v2JobRunsOnObject
+	if err := json.Unmarshal(b, &o); err != nil {
+		return fmt.Errorf("runs-on: %w", err)
+	}
+	*r = V2JobRunsOn(o)
+	return nil
+}
+
+// MarshalJSON writes runs-on as the API does: the model as a string when
+// neither memory nor flavor is set, the object otherwise.
+func (r V2JobRunsOn) MarshalJSON() ([]byte, error) {
+	if r.Memory == "" && r.Flavor == "" {
+		return json.Marshal(r.Model)
+	}
+	return json.Marshal(v2JobRunsOnObject(r))
 }
 
 // V2Job is the job definition of a V2 run job; only what a hatchery reads.

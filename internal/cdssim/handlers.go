@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -202,13 +203,6 @@ func (s *Server) heartbeat(api apiKind) handler {
 	}
 }
 
-func (s *Server) configCDN(_ *http.Request, _ *session) (int, any, error) {
-	if s.opts.CDN == nil {
-		return 0, nil, errNotFound("unable to find any tcp configuration in CDN Uservice")
-	}
-	return 200, *s.opts.CDN, nil
-}
-
 // --- V1 queue ---
 
 func (s *Server) queueV1(r *http.Request, _ *session) (int, any, error) {
@@ -329,12 +323,19 @@ func (s *Server) jobV1SpawnInfos(r *http.Request, _ *session) (int, any, error) 
 	}
 	for _, in := range infos {
 		// The API answers 204 for an unknown id but stores the info
-		// without a user message: the simulator flags it instead.
-		if _, ok := SpawnInfoMessageIDs[in.Message.ID]; !ok {
+		// without a user message: the simulator flags it too. It
+		// renders the user message as the API does, and flags the
+		// garbled ones.
+		msg, ok := RenderSpawnInfo(in.Message)
+		switch {
+		case !ok:
 			s.st.unknownSpawnInfos = append(s.st.unknownSpawnInfos, in.Message.ID)
+		case strings.Contains(msg, "%!"):
+			s.st.garbledSpawnInfos = append(s.st.garbledSpawnInfos, msg)
 		}
+		in.UserMessage = msg
+		j.spawnInfos = append(j.spawnInfos, in)
 	}
-	j.spawnInfos = append(j.spawnInfos, infos...)
 	return http.StatusNoContent, nil, nil
 }
 

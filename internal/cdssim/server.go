@@ -2,7 +2,9 @@
 // It listens on 127.0.0.1 and speaks the endpoints a hatchery calls with the
 // paths, JSON field names and status codes of the recorded exchanges in
 // sdk/cdsclient/testdata/captures: V1/V2 sign-in, heartbeats, /config/cdn, the V1
-// and V2 job queues, workers, worker models and the two websockets.
+// and V2 job queues, workers, worker models and the two websockets. Its CDN
+// log service (a TCP port, the tcp_url of /config/cdn) takes the step logs
+// of simulated workers (StartWorker).
 //
 // Sessions are RS512 JWTs with the claims the API uses ({ID, TokenID, exp,
 // jti, iat, iss, sub}), signed with a key generated once per process; the
@@ -76,8 +78,13 @@ type Options struct {
 	// Regions are the V2 regions (DefaultRegion when empty); the first is
 	// the one V2 sign-in announces.
 	Regions []string
-	// CDN is what /config/cdn and /v2/config/cdn answer; nil answers 404 id 38.
+	// CDN is what /config/cdn and /v2/config/cdn answer, as the API with
+	// a CDN service: nil answers the simulator's own URL as http_url; an
+	// empty tcp_url is the simulator's CDN log service (CDNLogAddr).
 	CDN *sdk.CDNConfig
+	// NoCDN makes /config/cdn and /v2/config/cdn answer 404 id 38, as the
+	// API without a CDN service.
+	NoCDN bool
 	// APIURL is the api_url announced at sign-in (the server's URL when empty).
 	APIURL string
 	// SessionTTL is the exp of session JWTs (1h when 0); an expired session
@@ -116,6 +123,7 @@ type TB interface {
 type Server struct {
 	opts Options
 	srv  *httptest.Server
+	cdn  *cdnLogs
 	log  *slog.Logger
 	done chan struct{}
 	wg   sync.WaitGroup // websocket connections
@@ -156,8 +164,14 @@ func New(opts Options) (*Server, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	s.st.init()
+	cdn, err := startCDNLogs()
+	if err != nil {
+		return nil, fmt.Errorf("cdssim: listen cdn logs: %w", err)
+	}
+	s.cdn = cdn
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
+		cdn.close()
 		return nil, fmt.Errorf("cdssim: listen: %w", err)
 	}
 	s.srv = &httptest.Server{Listener: ln, Config: &http.Server{Handler: s.routes(), ReadHeaderTimeout: 10 * time.Second}}
@@ -199,6 +213,7 @@ func (s *Server) Close() {
 	s.mu.Unlock()
 	s.srv.CloseClientConnections()
 	s.srv.Close()
+	s.cdn.close()
 	s.wg.Wait()
 }
 

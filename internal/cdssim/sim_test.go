@@ -67,8 +67,9 @@ func TestSimulatorV1Flow(t *testing.T) {
 	assert.Len(t, hb1, 1)
 	assert.Empty(t, hb2)
 
-	_, err := a.ConfigCDN(ctx)
-	assert.ErrorIs(t, err, cdsclient.ErrNotFound)
+	cdn, err := a.ConfigCDN(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, sim.CDNLogAddr(), cdn.TCPURL, "a cdn service by default (NoCDN: none)")
 
 	path := sim.AddModelV1(sdk.Model{Name: "debian", NeedRegistration: true, ModelVirtualMachine: sdk.ModelVirtualMachine{Image: "debian12", Cmd: "./worker", User: "root", Password: "{{.secrets.vsphere_password}}"}}, map[string]string{"secrets.vsphere_password": "pw"})
 	assert.Equal(t, "shared.infra/debian", path)
@@ -126,7 +127,7 @@ func TestSimulatorV1Flow(t *testing.T) {
 	if st.BookedBy == "hatch-b" {
 		owner = b
 	}
-	require.NoError(t, owner.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{{Message: sdk.SpawnInfoMessage{ID: "MsgSpawnInfoHatcheryStarts", Args: []string{"x"}}}}))
+	require.NoError(t, owner.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{{Message: sdk.SpawnInfoMessage{ID: "MsgSpawnInfoHatcheryStarts", Args: []string{"x", "w", "m"}}}}))
 	require.NoError(t, owner.QueueJobRelease(ctx, id))
 	err = owner.QueueJobRelease(ctx, id)
 	var ae *cdsclient.APIError

@@ -7,8 +7,10 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +88,7 @@ func TestWorkerSigninVerifiesHatcheryKey(t *testing.T) {
 	require.Error(t, err, "a hatchery that never signed in")
 	assert.Contains(t, err.Error(), "status 401")
 
-	w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h-pkcs1", "w-good", id), V1JobID: id})
+	w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h-pkcs1", "w-good", id), V1JobID: id, LogAddr: sim.CDNLogAddr()})
 	require.NoError(t, err)
 	st, _ := sim.JobV1(id)
 	assert.Equal(t, sdk.StatusBuilding, st.Status)
@@ -189,4 +191,187 @@ func TestUnknownSpawnInfoIDsFlagged(t *testing.T) {
 		{Message: sdk.SpawnInfoMessage{ID: "MsgSpawnInfoHatcheryStartsSuccessfully", Args: []string{"h"}}},
 	}))
 	assert.Equal(t, []string{"MsgSpawnInfoHatcheryStartsSuccessfully"}, sim.UnknownSpawnInfoIDs())
+}
+
+// The API stores each spawn info's user message as its id's English text
+// formatted with the info's arguments: a wrong argument count shows users
+// a "%!" mark. The messages below are those a real CDS API stored.
+func TestSpawnInfosRenderedAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	c := newClient(t, sim, "h", true, false)
+	id := sim.AddJobV1(cdssim.JobV1{})
+	_, err := c.QueueJobBook(ctx, id)
+	require.NoError(t, err)
+	msg := func(id string, args ...string) sdk.SpawnInfo {
+		return sdk.SpawnInfo{Message: sdk.SpawnInfoMessage{ID: id, Args: args}}
+	}
+	require.NoError(t, c.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{
+		msg("MsgSpawnInfoHatcheryStarts", "hv-real", "shared.infra/vsphere-v1"),
+		msg("MsgSpawnInfoHatcheryStarts", "hv-real", "vsphere-v1-w1", "shared.infra/vsphere-v1"),
+		msg("MsgSpawnInfoHatcheryErrorSpawn", "hv-real", "shared.infra/vsphere-v1", "12s", "clone failed"),
+		msg("MsgSpawnErrorHatcheryRetryAttempt", "hv-real", "could not start"),
+		msg("MsgSpawnInfoWorkerForJob", "w1", "extra"),
+		msg("MsgSpawnInfoHatcheryStartsSuccessfully", "hv-real"),
+	}))
+	st, _ := sim.JobV1(id)
+	got := make([]string, 0, len(st.SpawnInfos))
+	for _, i := range st.SpawnInfos {
+		got = append(got, i.UserMessage)
+	}
+	assert.Equal(t, []string{
+		"Hatchery hv-real starts spawn worker shared.infra/vsphere-v1 with model %!s(MISSING)",
+		"Hatchery hv-real starts spawn worker vsphere-v1-w1 with model shared.infra/vsphere-v1",
+		"Error while Hatchery hv-real spawns worker with model shared.infra/vsphere-v1 after 12s, err: clone failed",
+		"Job execution failed by hatchery hv-real. Reason: could not start",
+		"This worker w1 was created to take this action%!(EXTRA string=extra)",
+		"",
+	}, got)
+	assert.Equal(t, []string{got[0], got[4]}, sim.GarbledSpawnInfos())
+}
+
+// rawSigninV2 signs in over HTTP as a V2 vsphere hatchery and returns the
+// session JWT.
+func rawSigninV2(t *testing.T, sim *cdssim.Server, name string) string {
+	t.Helper()
+	body, _ := json.Marshal(sdk.V2HatcherySigninRequest{Token: sim.TokenV2(), Name: name, Type: sdk.VSphere, PublicKey: publicKey(t)})
+	resp, err := http.Post(sim.URL()+"/v2/auth/consumer/hatchery/signin", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var out sdk.V2HatcherySigninResponse
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+	return out.Token
+}
+
+// The API sends a V2 job's runs-on as a plain string (the model) when the
+// job sets no memory and no flavor, as an object otherwise.
+func TestV2QueueRunsOnForms(t *testing.T) {
+	t.Parallel()
+	sim := cdssim.Start(t, cdssim.Options{})
+	tok := rawSigninV2(t, sim, "h")
+	plain := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+	mem := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}, RunsOn: sdk.V2JobRunsOn{Memory: "4096"}})
+	flavor := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}, RunsOn: sdk.V2JobRunsOn{Flavor: "large"}})
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, sim.URL()+"/v2/queue/"+sim.Region(), nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	var jobs []struct {
+		ID  string `json:"id"`
+		Job struct {
+			RunsOn json.RawMessage `json:"runs-on"`
+		} `json:"job"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&jobs))
+	got := map[string]string{}
+	for _, j := range jobs {
+		got[j.ID] = string(j.Job.RunsOn)
+	}
+	assert.JSONEq(t, `"debian"`, got[plain])
+	assert.JSONEq(t, `{"model":"debian","memory":"4096","flavor":""}`, got[mem])
+	assert.JSONEq(t, `{"model":"debian","memory":"","flavor":"large"}`, got[flavor])
+}
+
+// /config/cdn answers a tcp_url, the simulator's CDN log service, as the
+// API with a CDN service does; NoCDN answers 404 id 38 as the API without
+// one.
+func TestConfigCDNAnswersTheLogAddress(t *testing.T) {
+	t.Parallel()
+	sim := cdssim.Start(t, cdssim.Options{})
+	cdn, err := newClient(t, sim, "h", true, false).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sdk.CDNConfig{TCPURL: sim.CDNLogAddr(), HTTPURL: sim.URL()}, cdn)
+	cdn, err = newClient(t, sim, "h2", false, true).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sim.CDNLogAddr(), cdn.TCPURL, "v2 route")
+
+	set := cdssim.Start(t, cdssim.Options{CDN: &sdk.CDNConfig{HTTPURL: "http://cdn.test"}})
+	cdn, err = newClient(t, set, "h", true, false).ConfigCDN(t.Context())
+	require.NoError(t, err)
+	assert.Equal(t, sdk.CDNConfig{TCPURL: set.CDNLogAddr(), HTTPURL: "http://cdn.test"}, cdn)
+
+	none := cdssim.Start(t, cdssim.Options{NoCDN: true})
+	_, err = newClient(t, none, "h", true, false).ConfigCDN(t.Context())
+	assert.ErrorIs(t, err, cdsclient.ErrNotFound)
+}
+
+// A simulated worker behaves as the real one with and without the CDN's
+// log address (gelf_service_addr): without it a V1 job never ends (the
+// result is never sent, the job stays Building); with it the step log
+// reaches the CDN and the job ends.
+func TestWorkerWithoutLogAddressNeverEndsAV1Job(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	key := rsaKey(t)
+	c := signinWithKey(t, sim, "h", pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&key.PublicKey)}))
+	run := func(worker, logAddr string) (int64, error) {
+		id := sim.AddJobV1(cdssim.JobV1{})
+		_, err := c.QueueJobBook(ctx, id)
+		require.NoError(t, err)
+		w, err := cdssim.StartWorker(ctx, sim.URL(), cdssim.WorkerJob{Token: workerToken(t, key, "h", worker, id), V1JobID: id, LogAddr: logAddr})
+		require.NoError(t, err)
+		return id, w.End(ctx, "")
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closedAddr := closed.Addr().String()
+	require.NoError(t, closed.Close())
+
+	for _, tc := range []struct{ name, addr string }{{"no address", ""}, {"address refusing", closedAddr}} {
+		id, err := run("w-"+strings.ReplaceAll(tc.name, " ", "-"), tc.addr)
+		require.ErrorIs(t, err, cdssim.ErrNoLogAddress, tc.name)
+		st, _ := sim.JobV1(id)
+		assert.Equal(t, sdk.StatusBuilding, st.Status, tc.name)
+		assert.Empty(t, st.Results, tc.name)
+		assert.Empty(t, sim.JobLogs(strconv.FormatInt(id, 10)), tc.name)
+	}
+
+	id, err := run("w-logs", sim.CDNLogAddr())
+	require.NoError(t, err)
+	st, _ := sim.JobV1(id)
+	assert.Equal(t, sdk.StatusSuccess, st.Status)
+	assert.Eventually(t, func() bool { return len(sim.JobLogs(strconv.FormatInt(id, 10))) == 1 }, 5*time.Second, 5*time.Millisecond)
+}
+
+// A V2 worker without the CDN's log address ends its job, but its step
+// log never reaches the CDN.
+func TestV2WorkerWithoutLogAddressEndsWithoutLogs(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	sim := cdssim.Start(t, cdssim.Options{})
+	key := rsaKey(t)
+	c, err := cdsclient.New(cdsclient.Config{APIURL: sim.URL(), TokenV2: sim.TokenV2(), ServiceName: "h", RequestTimeout: 5 * time.Second,
+		PublicKey: pem.EncodeToMemory(&pem.Block{Type: "RSA PUBLIC KEY", Bytes: x509.MarshalPKCS1PublicKey(&key.PublicKey)})})
+	require.NoError(t, err)
+	require.NoError(t, c.SignIn(ctx))
+	for _, withLogs := range []bool{false, true} {
+		id := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+		require.NoError(t, c.V2QueueJobTake(ctx, sim.Region(), id))
+		now := time.Now()
+		tok, err := hatchery.SignWorkerJWT(key, hatchery.WorkerJWTClaims{
+			Issuer: "h", Subject: "w-" + id, ID: "w-" + id, IssuedAt: now.Unix(), ExpiresAt: now.Add(time.Hour).Unix(),
+			Worker: hatchery.WorkerJWTWorker{WorkerName: "w-" + id, RunJobID: id, HatcheryName: "h"},
+		})
+		require.NoError(t, err)
+		job := cdssim.WorkerJob{Token: tok, RunJobID: id, Region: sim.Region()}
+		if withLogs {
+			job.LogAddr = sim.CDNLogAddr()
+		}
+		w, err := cdssim.StartWorker(ctx, sim.URL(), job)
+		require.NoError(t, err)
+		require.NoError(t, w.End(ctx, ""))
+		st, _ := sim.JobV2(id)
+		assert.Equal(t, sdk.StatusSuccess, st.Status, "logs %v", withLogs)
+		if withLogs {
+			assert.Eventually(t, func() bool { return len(sim.JobLogs(id)) == 1 }, 5*time.Second, 5*time.Millisecond)
+		} else {
+			assert.Empty(t, sim.JobLogs(id))
+		}
+	}
 }

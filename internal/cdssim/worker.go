@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -196,6 +197,10 @@ type Worker struct {
 	v1Job   int64
 	runJob  string
 	region  string
+	// logs is the connection to the CDN log service; nil when the worker
+	// has no log address or could not dial it (logErr says why).
+	logs   net.Conn
+	logErr error
 }
 
 // WorkerJob is what a launched worker knows of its job from its
@@ -209,40 +214,98 @@ type WorkerJob struct {
 	RunJobID string
 	// Region is the V2 job's region.
 	Region string
+	// LogAddr is the CDN's TCP log address (gelf_service_addr). Without
+	// one, or when it cannot be dialled, the worker behaves as the real
+	// one: it cannot send its step logs, never sends a V1 job's end (End
+	// returns ErrNoLogAddress and the job stays Building), and ends a V2
+	// job without its logs.
+	LogAddr string
 }
 
 // workerRequestTimeout bounds each call of a simulated worker: the
 // simulator answers on loopback, so a stuck call is a bug.
 const workerRequestTimeout = 10 * time.Second
 
-// StartWorker is a launched worker's first steps: it signs in with its
-// token (POST /auth/consumer/worker/signin, 401 when the token does not
-// verify with its hatchery's public key), then takes its job (V1: POST
+// StartWorker is a launched worker's first steps: it connects to the
+// CDN's log service (job.LogAddr; a failure is kept, not returned, as the
+// real worker only logs it), signs in with its token (POST
+// /auth/consumer/worker/signin, 401 when the token does not verify with
+// its hatchery's public key), then takes its job (V1: POST
 // /queue/workflows/{id}/take; a V2 worker's sign-in binds it to its job).
 func StartWorker(ctx context.Context, apiURL string, job WorkerJob) (*Worker, error) {
 	w := &Worker{api: strings.TrimRight(apiURL, "/"), hc: &http.Client{Timeout: workerRequestTimeout}, v1Job: job.V1JobID, runJob: job.RunJobID, region: job.Region}
+	if job.LogAddr == "" {
+		w.logErr = errors.New("dial tcp: missing address")
+	} else {
+		d := net.Dialer{Timeout: workerRequestTimeout}
+		w.logs, w.logErr = d.DialContext(ctx, "tcp", job.LogAddr)
+	}
 	resp, err := w.do(ctx, http.MethodPost, "/auth/consumer/worker/signin", job.Token, map[string]string{"os": "linux", "arch": "amd64"})
 	if err != nil {
+		w.closeLogs()
 		return nil, fmt.Errorf("worker sign in: %w", err)
 	}
 	w.session = resp.Header.Get("X-CDS-JWT")
 	if w.session == "" {
+		w.closeLogs()
 		return nil, errors.New("worker sign in: no session token answered")
 	}
 	if w.v1Job != 0 {
 		if _, err := w.do(ctx, http.MethodPost, "/queue/workflows/"+strconv.FormatInt(w.v1Job, 10)+"/take", w.session, map[string]string{"time": time.Now().UTC().Format(time.RFC3339)}); err != nil {
+			w.closeLogs()
 			return nil, fmt.Errorf("worker take job %d: %w", w.v1Job, err)
 		}
 	}
 	return w, nil
 }
 
-// End sends the job's result (Success when status is empty) and the worker
+// closeLogs closes the connection to the CDN log service, if any.
+func (w *Worker) closeLogs() {
+	if w.logs != nil {
+		_ = w.logs.Close()
+		w.logs = nil
+	}
+}
+
+// jobKey is the job as the CDN log service files its logs.
+func (w *Worker) jobKey() string {
+	if w.v1Job != 0 {
+		return strconv.FormatInt(w.v1Job, 10)
+	}
+	return w.runJob
+}
+
+// sendStepLog sends one step log line to the CDN log service.
+func (w *Worker) sendStepLog(msg string) error {
+	if w.logs == nil {
+		return w.logErr
+	}
+	b, err := json.Marshal(logMessage{Job: w.jobKey(), Message: msg})
+	if err != nil {
+		return err
+	}
+	if err := w.logs.SetWriteDeadline(time.Now().Add(workerRequestTimeout)); err != nil {
+		return err
+	}
+	_, err = w.logs.Write(append(b, 0))
+	return err
+}
+
+// End runs the job's step, whose log goes to the CDN log service, then
+// sends the job's result (Success when status is empty) and the worker
 // leaves: V1 POST /queue/workflows/{id}/result, V2 POST
-// /v2/queue/{region}/job/{id}/result.
+// /v2/queue/{region}/job/{id}/result. Like the real worker, one that
+// cannot send its step log never sends a V1 job's result: End then returns
+// an error matching ErrNoLogAddress and the job stays Building; a V2 job
+// ends without its log.
 func (w *Worker) End(ctx context.Context, status string) error {
+	defer w.closeLogs()
 	if status == "" {
 		status = sdk.StatusSuccess
+	}
+	logErr := w.sendStepLog("step 1 ended: " + status)
+	if w.v1Job != 0 && logErr != nil {
+		return fmt.Errorf("worker of job %d: %w (%w)", w.v1Job, ErrNoLogAddress, logErr)
 	}
 	if w.v1Job != 0 {
 		id := strconv.FormatInt(w.v1Job, 10)

@@ -5,9 +5,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
 	"net/netip"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -67,6 +69,10 @@ func (c *Config) validateCommon(es *Errors) {
 	checkURL(es, p+"url", cc.URL, false, "the URL the CDS API reaches this hatchery's /mon endpoints at")
 	checkURL(es, p+"api.http.url", cc.API.HTTP.URL, true, "the CDS API URL")
 	checkURL(es, p+"cdn.url", cc.CDN.URL, false, "the CDN URL (empty: asked from the API)")
+	checkHostPort(es, p+"cdn.tcp.url", cc.CDN.TCP.URL, "the CDN's TCP log address workers send their logs to (empty: asked from the API)")
+	if cc.CDN.TCP.EnableTLS && cc.CDN.TCP.URL == "" {
+		es.add(p+"cdn.tcp.enableTLS", "true without cdn.tcp.url: it applies to the configured address only (with cdn.tcp.url empty, the API's tcp_url_enable_tls is used)")
+	}
 	checkURL(es, p+"provision.workerApiHttp.url", cc.Provision.WorkerAPIHTTP.URL, false, "the CDS API URL as workers reach it (empty: api.http.url)")
 	if cc.API.Token == "" && cc.API.TokenV2 == "" {
 		es.add(p+"api.token", "required: at least one of api.token (V1 sign-in) or api.tokenV2 (V2 sign-in) must be set (or %s / %s, their %s form or a systemd credential)", EnvAPIToken, EnvAPITokenV2, EnvFileSuffix)
@@ -437,6 +443,19 @@ func checkURL(es *Errors, key, v string, required bool, what string) {
 	u, err := url.Parse(v)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		es.add(key, "%q is not an absolute http(s) URL: %s", v, what)
+	}
+}
+
+// checkHostPort reports a non-empty v that is not host:port with a port in
+// 1-65535.
+func checkHostPort(es *Errors, key, v, what string) {
+	if v == "" {
+		return
+	}
+	host, port, err := net.SplitHostPort(v)
+	n, perr := strconv.Atoi(port)
+	if err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		es.add(key, "%q is not host:port (e.g. cdn.example.com:8090, no scheme): %s", v, what)
 	}
 }
 

@@ -245,7 +245,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatche
 	}
 	// The worker signs in right after its launch, as a real one does.
 	w, err := cdssim.StartWorker(ctx, d.api.URL(), cdssim.WorkerJob{
-		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: d.api.Region(),
+		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: d.api.Region(), LogAddr: wc.GelfServiceAddr,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -219,7 +219,7 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 func (r *rig) runWorker(ctx context.Context, vm, job string, wc hatchery.WorkerConfig, runTime time.Duration) {
 	api := r.sims.API
 	w, err := cdssim.StartWorker(ctx, api.URL(), cdssim.WorkerJob{
-		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: api.Region(),
+		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: api.Region(), LogAddr: wc.GelfServiceAddr,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

@@ -186,7 +186,7 @@ type JobInfo interface {
 // Reporter reports the timing of successful spawns. A nil CDS or a zero
 // SlowStartThreshold turns the spawn info off.
 type Reporter struct {
-	// Hatchery is the hatchery's name, written in the spawn infos.
+	// Hatchery is the hatchery's name, written in the V2 job infos.
 	Hatchery string
 	// Metrics receives the histograms; nil: not recorded.
 	Metrics *metrics.Metrics
@@ -224,24 +224,38 @@ func (r Reporter) Report(ctx context.Context, args hatchery.SpawnArguments, c *C
 	if threshold <= 0 || total < threshold || r.CDS == nil {
 		return
 	}
-	msg := fmt.Sprintf("worker %s launched %s after the job was queued, slower than slowStartThreshold (%s): %s",
-		args.WorkerName, roundStage(total), threshold, t.String())
+	since := "queued"
+	if t.JobStart == 0 {
+		since = "booked"
+	}
+	slow := fmt.Sprintf("launched %s after the job was %s, slower than slowStartThreshold (%s): %s",
+		roundStage(total), since, threshold, t.String())
 	if args.Model.IsV1() {
 		id, err := strconv.ParseInt(args.JobID, 10, 64)
 		if err != nil {
 			return
 		}
-		// MsgSpawnInfoHatcheryStarts ("Hatchery %s starts %s") is one of
-		// the message ids the CDS API defines.
-		info := sdk.SpawnInfo{RemoteTime: r.Now(), Message: sdk.SpawnInfoMessage{
-			ID: "MsgSpawnInfoHatcheryStarts", Args: []string{r.Hatchery, msg}}}
-		err = r.CDS.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info})
+		err = r.CDS.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{SlowStartSpawnInfo(r.Now(), args.WorkerName, slow)})
 		r.logSlowStart(args, err)
 		return
 	}
 	err := r.CDS.V2QueueJobSendInfo(ctx, r.CDS.V2Region(), args.JobID, sdk.V2SendJobRunInfo{
-		Level: sdk.JobRunInfoLevelWarning, Message: "hatchery " + r.Hatchery + ": " + msg, Time: r.Now()})
+		Level: sdk.JobRunInfoLevelWarning, Message: "hatchery " + r.Hatchery + ": worker " + args.WorkerName + " " + slow, Time: r.Now()})
 	r.logSlowStart(args, err)
+}
+
+// MsgSpawnInfoWorkerForJob is the V1 spawn-info id of the slow-start
+// notice. The API renders it "This worker %s was created to take this
+// action" with its one argument: the worker's name followed by the
+// notice in parentheses reads as one sentence in the CDS UI.
+const MsgSpawnInfoWorkerForJob = "MsgSpawnInfoWorkerForJob"
+
+// SlowStartSpawnInfo is the V1 spawn info of a slow start: worker is the
+// worker's name, slow says how slow ("launched 3m after the job was queued,
+// ..."). Its one argument matches the one %-verb of its message.
+func SlowStartSpawnInfo(at time.Time, worker, slow string) sdk.SpawnInfo {
+	return sdk.SpawnInfo{RemoteTime: at, Message: sdk.SpawnInfoMessage{
+		ID: MsgSpawnInfoWorkerForJob, Args: []string{worker + " (" + slow + ")"}}}
 }
 
 // logSlowStart logs the outcome of posting a slow-start spawn info.

@@ -196,9 +196,8 @@ func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
 	cds.mu.Lock()
 	defer cds.mu.Unlock()
 	require.Len(t, cds.v1, 1)
-	assert.Equal(t, "MsgSpawnInfoHatcheryStarts", cds.v1[0].Message.ID)
-	require.Len(t, cds.v1[0].Message.Args, 2)
-	assert.Equal(t, spHatchery, cds.v1[0].Message.Args[0])
-	assert.Contains(t, cds.v1[0].Message.Args[1], "launched 1m21.3s after")
-	assert.Contains(t, cds.v1[0].Message.Args[1], "launch=1m21.3s")
+	assert.Equal(t, spawntiming.MsgSpawnInfoWorkerForJob, cds.v1[0].Message.ID)
+	require.Len(t, cds.v1[0].Message.Args, 1, "the one argument of the API's message")
+	assert.Contains(t, cds.v1[0].Message.Args[0], args.WorkerName+" (launched 1m21.3s after the job was booked")
+	assert.Contains(t, cds.v1[0].Message.Args[0], "launch=1m21.3s")
 }

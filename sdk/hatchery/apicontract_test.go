@@ -57,8 +57,9 @@ func TestJobFailedWhenNoWorkerEverTakesIt(t *testing.T) {
 		assert.Equal(t, msgSpawnErrorHatcheryRetryAttempt, last.Message.ID)
 		assert.Equal(t, []string{testHatchery, "no worker took the job after 3 spawn attempts"}, last.Message.Args)
 		for _, in := range infos {
-			_, ok := cdssim.SpawnInfoMessageIDs[in.Message.ID]
+			msg, ok := cdssim.RenderSpawnInfo(in.Message)
 			assert.True(t, ok, "spawn info id %q is one the api defines", in.Message.ID)
+			assert.NotContains(t, msg, "%!", "spawn info %q renders with its arguments", in.Message.ID)
 		}
 	})
 }

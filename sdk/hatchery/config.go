@@ -36,9 +36,25 @@ type APIConfig struct {
 	MaxHeartbeatFailures int `mapstructure:"maxHeartbeatFailures" toml:"maxHeartbeatFailures" json:"maxHeartbeatFailures"`
 }
 
-// CDNConfig is where workers send their logs; empty means ask the API.
+// CDNConfig is where workers reach the CDN; each empty address is asked
+// from the API at start (GET /config/cdn, or /v2/config/cdn for a V2-only
+// hatchery). The hatchery itself sends nothing to the CDN: these are the
+// workers' addresses.
 type CDNConfig struct {
+	// URL is the CDN's HTTP URL (the worker's cdn_endpoint).
 	URL string `mapstructure:"url" toml:"url" json:"url"`
+	// TCP is the CDN's TCP log address (the worker's gelf_service_addr).
+	TCP CDNTCPConfig `mapstructure:"tcp" toml:"tcp" json:"tcp"`
+}
+
+// CDNTCPConfig is the CDN's TCP address workers send their step logs to.
+// Without one a worker cannot send its logs, and a V1 job never ends.
+type CDNTCPConfig struct {
+	// URL is host:port; empty means the API's tcp_url.
+	URL string `mapstructure:"url" toml:"url" json:"url"`
+	// EnableTLS makes workers dial it with TLS; it goes with URL (when
+	// URL is empty, the API's tcp_url_enable_tls is used).
+	EnableTLS bool `mapstructure:"enableTLS" toml:"enableTLS" json:"enableTLS"`
 }
 
 // ProvisionConfig bounds how many workers the hatchery starts.

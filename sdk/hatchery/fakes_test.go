@@ -74,6 +74,8 @@ type fakeClient struct {
 	heartbeatErr   error
 	heartbeats     int
 	cdn            *sdk.CDNConfig
+	cdnCalls       int
+	cdnFailures    int // ConfigCDN calls still to answer 503
 	polls          int
 
 	jobs       map[int64]*fakeJob
@@ -153,6 +155,11 @@ func (c *fakeClient) Heartbeat(ctx context.Context, status sdk.MonitoringStatus)
 func (c *fakeClient) ConfigCDN(ctx context.Context) (sdk.CDNConfig, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cdnCalls++
+	if c.cdnFailures > 0 {
+		c.cdnFailures--
+		return sdk.CDNConfig{}, &cdsclient.APIError{Status: 503, ID: 1, Message: "service unavailable"}
+	}
 	if c.cdn == nil {
 		return sdk.CDNConfig{}, &cdsclient.APIError{Status: 404, ID: 38}
 	}

@@ -192,8 +192,9 @@ type Framework struct {
 
 	running atomic.Bool
 
-	// Set once before the loops start.
-	cdnURL string
+	// cdn is set once by resolveCDN, before the loops start; /mon/status
+	// may read it meanwhile (workerCDN).
+	cdn atomic.Pointer[workerCDN]
 
 	// candidates feeds the starters; inflight holds the keys of the jobs
 	// queued or being processed so a job is never handled twice at once.
@@ -311,7 +312,24 @@ func (f *Framework) PublicKeyPEM() ([]byte, error) { return PublicKeyPEM(f.key) 
 
 // CDNURL is the CDN endpoint given to workers, resolved by Run ("" when
 // running without CDN).
-func (f *Framework) CDNURL() string { return f.cdnURL }
+func (f *Framework) CDNURL() string { return f.workerCDN().HTTP }
+
+// CDNTCP is the CDN's TCP log address given to workers (gelf_service_addr)
+// and whether they dial it with TLS, resolved by Run ("" when unknown:
+// workers then cannot send their logs).
+func (f *Framework) CDNTCP() (addr string, tls bool) {
+	c := f.workerCDN()
+	return c.TCP, c.TCPWithTLS
+}
+
+// workerCDN is the CDN addresses given to workers (zero before
+// resolveCDN).
+func (f *Framework) workerCDN() workerCDN {
+	if c := f.cdn.Load(); c != nil {
+		return *c
+	}
+	return workerCDN{}
+}
 
 // MonReady is closed once Run's /mon server listens (never when disabled).
 func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
@@ -557,36 +575,69 @@ func (f *Framework) signInLoop(ctx context.Context) bool {
 	}
 }
 
-// cdnAttempts bounds how many times Run asks the API for the CDN before
-// running without it.
+// cdnAttempts bounds how many times Run asks the API for the CDN when only
+// its HTTP URL is missing; without a TCP log address it asks until the API
+// answers (or says it has no CDN), as a worker without one cannot end a V1
+// job.
 const cdnAttempts = 3
 
-// resolveCDN sets the CDN endpoint given to workers: cdn.url when set, else
-// the API's answer; on 404 or repeated failures, none (workers then run
-// without CDN logs). It never loops forever.
+// resolveCDN sets the CDN addresses given to workers: cdn.url and
+// cdn.tcp.url (with cdn.tcp.enableTLS) when set, and for each one unset the
+// API's answer (http_url; tcp_url with tcp_url_enable_tls). On 404 (no CDN
+// service) what is configured stays; other failures are retried with
+// back-off, until ctx ends when the TCP address is missing, cdnAttempts
+// times otherwise.
+// Without a TCP address at the end it logs one line saying what to set:
+// a worker without it cannot send its logs, and its V1 job never ends.
 func (f *Framework) resolveCDN(ctx context.Context) {
-	if f.cfg.CDN.URL != "" {
-		f.cdnURL = f.cfg.CDN.URL
+	c := workerCDN{HTTP: f.cfg.CDN.URL, TCP: f.cfg.CDN.TCP.URL, TCPWithTLS: f.cfg.CDN.TCP.EnableTLS}
+	if c.HTTP == "" || c.TCP == "" {
+		f.askCDN(ctx, &c)
+	}
+	f.cdn.Store(&c)
+	if c.TCP != "" || ctx.Err() != nil {
 		return
 	}
+	const what = "no cdn tcp address: workers cannot send their step logs; set commonConfiguration.cdn.tcp.url to the cdn's tcp address (host:port)"
+	if f.cfg.API.Token != "" {
+		f.log.Error(what+"; v1 jobs never end (building until the api fails them as worker lost)", "cdn", c.HTTP)
+		return
+	}
+	f.log.Warn(what+"; v2 jobs end without their logs", "cdn", c.HTTP)
+}
+
+// askCDN asks the API for the CDN and fills the addresses of c not
+// configured.
+func (f *Framework) askCDN(ctx context.Context, c *workerCDN) {
 	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
-	for i := 1; i <= cdnAttempts; i++ {
+	for i := 1; ; i++ {
 		cdn, err := f.client.ConfigCDN(ctx)
 		switch {
 		case err == nil:
-			f.cdnURL = cdn.HTTPURL
-			f.log.Info("cdn resolved", "cdn", cdn.HTTPURL)
+			if c.HTTP == "" {
+				c.HTTP = cdn.HTTPURL
+			}
+			if c.TCP == "" {
+				c.TCP, c.TCPWithTLS = cdn.TCPURL, cdn.TCPURLEnableTLS
+			}
+			f.log.Info("cdn resolved", "cdn", c.HTTP, "cdn_tcp", c.TCP, "cdn_tcp_tls", c.TCPWithTLS)
 			return
 		case errors.Is(err, cdsclient.ErrNotFound):
-			f.log.Warn("api has no cdn and commonConfiguration.cdn.url is unset: workers run without cdn logs")
+			f.log.Info("api has no cdn service: workers get only the configured commonConfiguration.cdn addresses", "cdn", c.HTTP, "cdn_tcp", c.TCP)
+			return
+		case ctx.Err() != nil:
 			return
 		}
-		f.log.Warn("get cdn config failed", logkey.Err, err, "attempt", i)
-		if i == cdnAttempts || !sleepCtx(ctx, b.next()) {
-			break
+		if c.TCP != "" && i >= cdnAttempts {
+			f.log.Warn("giving up on cdn config: workers get only the configured commonConfiguration.cdn addresses", logkey.Err, err, "cdn", c.HTTP, "cdn_tcp", c.TCP)
+			return
+		}
+		d := b.next()
+		f.log.Warn("get cdn config failed, retrying", logkey.Err, err, "attempt", i, "retry_in", d)
+		if !sleepCtx(ctx, d) {
+			return
 		}
 	}
-	f.log.Warn("giving up on cdn config: workers run without cdn logs")
 }
 
 // startMon listens on commonConfiguration.http and serves Handler until

@@ -18,9 +18,11 @@ import (
 
 // Spawn info message ids the CDS API defines (V1), with their arguments.
 // The API stores an info with an id it does not know without a message,
-// so users see nothing: only these are sent.
+// so users see nothing: only these are sent. It renders each with its
+// text's %-verbs, so the argument count must match exactly
+// (docs/architecture.md, "Meeting the CDS API").
 const (
-	// msgSpawnInfoHatcheryStarts: hatchery name, model.
+	// msgSpawnInfoHatcheryStarts: hatchery name, worker name, model.
 	msgSpawnInfoHatcheryStarts = "MsgSpawnInfoHatcheryStarts"
 	// msgSpawnInfoHatcheryErrorSpawn: hatchery name, model, duration, error.
 	msgSpawnInfoHatcheryErrorSpawn = "MsgSpawnInfoHatcheryErrorSpawn"
@@ -377,14 +379,14 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		JobID:        jobKey,
 		Requirements: reqs,
 		HatcheryName: f.cfg.Name,
-		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), JobID: id, Token: token,
 		}),
 		Queued: job.Queued,
 		Booked: booked,
 	}
 	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
-	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, model.GetName())
+	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, name, model.GetName())
 	f.log.Info("spawning worker", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "attempt", n)
 	f.obs.SpawnStarted(ev)
 	a.handOff()
@@ -537,7 +539,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		Model:        model,
 		JobID:        id,
 		HatcheryName: f.cfg.Name,
-		WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{
+		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
 		}),
 		Queued: rj.Queued,

@@ -108,7 +108,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			Model:        model,
 			RegisterOnly: true,
 			HatcheryName: f.cfg.Name,
-			WorkerConfig: buildWorkerConfig(f.cfg, f.cdnURL, f.workerLg, workerConfigInput{Name: name, Model: path, Token: token}),
+			WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{Name: name, Model: path, Token: token}),
 		}
 		f.inflightMu.Lock()
 		f.inflight[key] = struct{}{}

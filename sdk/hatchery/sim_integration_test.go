@@ -121,7 +121,7 @@ func (h *simHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) erro
 			// Under h.mu so finishAll never sees the VM without its worker.
 			w, werr := cdssim.StartWorker(ctx, h.sim.URL(), cdssim.WorkerJob{
 				Token: args.WorkerConfig.APIToken, V1JobID: args.WorkerConfig.BookedJobID,
-				RunJobID: args.WorkerConfig.RunJobID, Region: h.sim.Region(),
+				RunJobID: args.WorkerConfig.RunJobID, Region: h.sim.Region(), LogAddr: cdsConfigKey(args.WorkerConfig, "gelf_service_addr"),
 			})
 			if werr != nil {
 				h.workerErrs = append(h.workerErrs, werr)
@@ -166,6 +166,21 @@ func (h *simHatchery) finishAll() int {
 		delete(h.vms, name)
 	}
 	return n
+}
+
+// cdsConfigKey reads one key of the worker's configuration as the worker
+// does: from the JSON of its CDS_CONFIG.
+func cdsConfigKey(wc WorkerConfig, key string) string {
+	b, err := base64.StdEncoding.DecodeString(wc.EncodeBase64())
+	if err != nil {
+		return ""
+	}
+	var m map[string]any
+	if json.Unmarshal(b, &m) != nil {
+		return ""
+	}
+	s, _ := m[key].(string)
+	return s
 }
 
 func (h *simHatchery) get(fn func(h *simHatchery)) {
@@ -394,7 +409,8 @@ func TestSimV1JobPolledThenPushed(t *testing.T) {
 	st, _ := r.sim.JobV1(polled)
 	assert.Equal(t, testHatchery, st.BookedBy)
 	assert.Equal(t, []string{msgSpawnInfoHatcheryStarts}, spawnInfoIDs(st.SpawnInfos))
-	assert.Equal(t, []string{testHatchery, model}, st.SpawnInfos[0].Message.Args, "hatchery name and model, as the API's message expects")
+	assert.Equal(t, []string{testHatchery, a.WorkerName, model}, st.SpawnInfos[0].Message.Args, "hatchery name, worker name and model, as the API's message expects")
+	assert.Equal(t, "Hatchery "+testHatchery+" starts spawn worker "+a.WorkerName+" with model "+model, st.SpawnInfos[0].UserMessage, "as the API renders it")
 
 	// Added while running, with the next poll an hour away: only the
 	// websocket can deliver it.
@@ -696,6 +712,11 @@ func TestSimAttemptCapFailsV1Job(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 3, errInfos)
+	for _, i := range st.SpawnInfos {
+		assert.NotEmpty(t, i.UserMessage, "spawn info %s has a message the API defines", i.Message.ID)
+		assert.NotContains(t, i.UserMessage, "%!", "spawn info %s renders with its arguments", i.Message.ID)
+	}
+	assert.Empty(t, r.sim.GarbledSpawnInfos())
 	assert.Equal(t, 2, r.sim.CountCalls("DELETE", "/queue/workflows/"+jobKey(id)+"/book"), "released twice, then failed")
 	r.h.get(func(h *simHatchery) { assert.Equal(t, 3, h.perJob[jobKey(id)]) })
 }
@@ -791,4 +812,49 @@ func TestSimCapacityHoldsUnder200QueuedJobs(t *testing.T) {
 	assert.LessOrEqual(t, infoSkips, 2*n, "at most one Info line per job and reason")
 	assert.Greater(t, debugSkips, infoSkips, "repeats go to Debug")
 	t.Logf("skips: %d info, %d debug; %d poll summaries", infoSkips, debugSkips, len(summaries))
+}
+
+// A worker sends its step logs to the CDN's TCP address, which the
+// hatchery puts in its configuration (gelf_service_addr) from the API's
+// /config/cdn tcp_url. Without it the worker never sends a V1 job's end:
+// the job stays Building. With it the job ends Success and its log
+// reaches the CDN.
+func TestSimV1JobEndsOnlyWithTheCDNLogAddress(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		noCDN bool
+	}{{"api gives the cdn tcp address", false}, {"api has no cdn", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sim := cdssim.Start(t, cdssim.Options{NoCDN: tc.noCDN})
+			r := newSimRigOn(t, sim, simRigOptions{v1: true})
+			r.h.registerInSim = true
+			id := sim.AddJobV1(cdssim.JobV1{Requirements: sdk.RequirementList{modelReq(r.addModel())}})
+			stop := r.run()
+			a := r.waitSpawn()
+			assert.Equal(t, jobKey(id), a.JobID)
+			require.Eventually(t, func() bool { return r.h.finishAll() > 0 }, simWait, tick)
+			require.NoError(t, stop())
+
+			st, _ := sim.JobV1(id)
+			var errs []error
+			r.h.get(func(h *simHatchery) { errs = append(errs, h.workerErrs...) })
+			if tc.noCDN {
+				assert.Empty(t, cdsConfigKey(a.WorkerConfig, "gelf_service_addr"))
+				assert.Equal(t, sdk.StatusBuilding, st.Status, "the worker never sends the job's end")
+				require.Len(t, errs, 1)
+				assert.ErrorIs(t, errs[0], cdssim.ErrNoLogAddress)
+				lines := logLines(r.logs.String(), "no cdn tcp address", "ERROR")
+				require.Len(t, lines, 1, "one line says what to set")
+				assert.Contains(t, lines[0], "commonConfiguration.cdn.tcp.url")
+				return
+			}
+			assert.Equal(t, sim.CDNLogAddr(), cdsConfigKey(a.WorkerConfig, "gelf_service_addr"))
+			assert.Empty(t, errs)
+			assert.Equal(t, sdk.StatusSuccess, st.Status)
+			assert.Eventually(t, func() bool { return len(sim.JobLogs(jobKey(id))) > 0 }, simWait, tick, "the step log reached the cdn")
+			assert.Empty(t, logLines(r.logs.String(), "no cdn tcp address", "ERROR", "WARN"))
+		})
+	}
 }

@@ -166,11 +166,7 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 		s, v = f.st.queueV2.get()
 		lines = append(lines, line("Queue V2", s, v))
 	}
-	cdn := f.cdnURL
-	if cdn == "" {
-		cdn = "none"
-	}
-	lines = append(lines, line("CDN", sdk.MonitoringStatusOK, cdn))
+	lines = append(lines, f.cdnStatusLine(line))
 	pool := f.Pool()
 	ws := sdk.MonitoringStatusOK
 	if mw := f.cfg.Provision.MaxWorker; mw > 0 && len(pool) >= mw {
@@ -191,4 +187,28 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 		}
 	}
 	return lines
+}
+
+// cdnStatusLine is the CDN status line: the HTTP URL and the TCP log
+// address given to workers, WARN before they are resolved and without a
+// TCP address (workers cannot send their logs; V1 jobs never end).
+func (f *Framework) cdnStatusLine(line func(component, status, value string) sdk.MonitoringStatusLine) sdk.MonitoringStatusLine {
+	if f.cdn.Load() == nil {
+		return line("CDN", sdk.MonitoringStatusWarn, "not resolved yet")
+	}
+	c := f.workerCDN()
+	or := func(s, def string) string {
+		if s == "" {
+			return def
+		}
+		return s
+	}
+	v := "http " + or(c.HTTP, "none") + ", tcp " + or(c.TCP, "none")
+	if c.TCP != "" && c.TCPWithTLS {
+		v += " (tls)"
+	}
+	if c.TCP == "" {
+		return line("CDN", sdk.MonitoringStatusWarn, v+": no log address for workers, set commonConfiguration.cdn.tcp.url")
+	}
+	return line("CDN", sdk.MonitoringStatusOK, v)
 }

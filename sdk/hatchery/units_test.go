@@ -80,7 +80,7 @@ func TestWorkerConfigRoundTripsThroughCDSConfig(t *testing.T) {
 	cfg.API.HTTP.Insecure = true
 	cfg.Provision.WorkerBasedir = "/var/lib/cds"
 	cfg.Provision.InjectEnvVars = []string{"HTTP_PROXY=http://proxy:3128", "EMPTY=", "bad"}
-	wc := buildWorkerConfig(cfg, "http://cdn.test", WorkerLogConfig{Level: "info"}, workerConfigInput{
+	wc := buildWorkerConfig(cfg, workerCDN{HTTP: "http://cdn.test", TCP: "cdn.test:8090", TCPWithTLS: true}, WorkerLogConfig{Level: "info"}, workerConfigInput{
 		Name: "debian12-abc", Model: "shared.infra/debian12", JobID: 42, Token: "jwt",
 	})
 	assert.Equal(t, "http://api.test", wc.APIEndpoint)
@@ -88,16 +88,22 @@ func TestWorkerConfigRoundTripsThroughCDSConfig(t *testing.T) {
 	assert.Equal(t, map[string]string{"HTTP_PROXY": "http://proxy:3128", "EMPTY": ""}, wc.InjectEnvVars)
 	assert.Equal(t, "eu", wc.Region)
 	assert.Equal(t, testHatchery, wc.HatcheryName)
+	// The worker reads its CDN log address under these names.
+	raw, err := base64.StdEncoding.DecodeString(wc.EncodeBase64())
+	require.NoError(t, err)
+	assert.Contains(t, string(raw), `"cdn_endpoint":"http://cdn.test"`)
+	assert.Contains(t, string(raw), `"gelf_service_addr":"cdn.test:8090"`)
+	assert.Contains(t, string(raw), `"gelf_service_addr_enable_tls":true`)
 
 	back, err := DecodeWorkerConfig(wc.EncodeBase64())
 	require.NoError(t, err)
 	assert.Equal(t, wc, back)
 
 	cfg.Provision.WorkerAPIHTTP = HTTPClientConfig{URL: "https://api.internal"}
-	wc2 := buildWorkerConfig(cfg, "", WorkerLogConfig{}, workerConfigInput{Name: "n", RunJobID: "run-1"})
+	wc2 := buildWorkerConfig(cfg, workerCDN{}, WorkerLogConfig{}, workerConfigInput{Name: "n", RunJobID: "run-1"})
 	assert.Equal(t, "https://api.internal", wc2.APIEndpoint)
 	assert.False(t, wc2.APIEndpointInsecure)
-	raw, err := base64.StdEncoding.DecodeString(wc2.EncodeBase64())
+	raw, err = base64.StdEncoding.DecodeString(wc2.EncodeBase64())
 	require.NoError(t, err)
 	assert.Contains(t, string(raw), `"run_job_id":"run-1"`)
 	assert.NotContains(t, string(raw), "booked_job_id")

@@ -18,19 +18,25 @@ type WorkerLogConfig struct {
 // CDS_CONFIG environment variable (base64 of this JSON). APIToken is the
 // worker's JWT: a secret, never logged.
 type WorkerConfig struct {
-	Name                string            `json:"name"`
-	Basedir             string            `json:"basedir"`
-	HatcheryName        string            `json:"hatchery_name"`
-	APIEndpoint         string            `json:"api_endpoint"`
-	APIEndpointInsecure bool              `json:"api_endpoint_insecure"`
-	APIToken            string            `json:"api_token"`
-	CDNEndpoint         string            `json:"cdn_endpoint"`
-	Model               string            `json:"model"`
-	BookedJobID         int64             `json:"booked_job_id,omitempty"`
-	RunJobID            string            `json:"run_job_id,omitempty"`
-	Region              string            `json:"region,omitempty"`
-	InjectEnvVars       map[string]string `json:"inject_env_vars,omitempty"`
-	Log                 WorkerLogConfig   `json:"log"`
+	Name                string `json:"name"`
+	Basedir             string `json:"basedir"`
+	HatcheryName        string `json:"hatchery_name"`
+	APIEndpoint         string `json:"api_endpoint"`
+	APIEndpointInsecure bool   `json:"api_endpoint_insecure"`
+	APIToken            string `json:"api_token"`
+	CDNEndpoint         string `json:"cdn_endpoint"`
+	// GelfServiceAddr is the CDN's TCP address (host:port) the worker
+	// sends its step logs to; without it a V1 job never ends.
+	GelfServiceAddr string `json:"gelf_service_addr"`
+	// GelfServiceAddrEnableTLS makes the worker dial GelfServiceAddr
+	// with TLS.
+	GelfServiceAddrEnableTLS bool              `json:"gelf_service_addr_enable_tls,omitempty"`
+	Model                    string            `json:"model"`
+	BookedJobID              int64             `json:"booked_job_id,omitempty"`
+	RunJobID                 string            `json:"run_job_id,omitempty"`
+	Region                   string            `json:"region,omitempty"`
+	InjectEnvVars            map[string]string `json:"inject_env_vars,omitempty"`
+	Log                      WorkerLogConfig   `json:"log"`
 }
 
 // EncodeBase64 returns base64(JSON(c)), the value of CDS_CONFIG.

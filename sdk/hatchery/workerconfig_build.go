@@ -13,28 +13,40 @@ type workerConfigInput struct {
 	Token    string
 }
 
+// workerCDN are the CDN addresses given to workers, resolved at start
+// (Framework.resolveCDN): the HTTP URL and the TCP log address with its
+// TLS flag; "" when unknown.
+type workerCDN struct {
+	HTTP       string
+	TCP        string
+	TCPWithTLS bool
+}
+
 // buildWorkerConfig fills a WorkerConfig from the common configuration:
 // API endpoint from provision.workerApiHttp (else api.http), CDN endpoint
-// as resolved at start, env vars from provision.injectEnvVars.
-func buildWorkerConfig(cfg CommonConfiguration, cdnURL string, logCfg WorkerLogConfig, in workerConfigInput) WorkerConfig {
+// and log address as resolved at start, env vars from
+// provision.injectEnvVars.
+func buildWorkerConfig(cfg CommonConfiguration, cdn workerCDN, logCfg WorkerLogConfig, in workerConfigInput) WorkerConfig {
 	api := cfg.API.HTTP
 	if cfg.Provision.WorkerAPIHTTP.URL != "" {
 		api = cfg.Provision.WorkerAPIHTTP
 	}
 	wc := WorkerConfig{
-		Name:                in.Name,
-		Basedir:             cfg.Provision.WorkerBasedir,
-		HatcheryName:        cfg.Name,
-		APIEndpoint:         api.URL,
-		APIEndpointInsecure: api.Insecure,
-		APIToken:            in.Token,
-		CDNEndpoint:         cdnURL,
-		Model:               in.Model,
-		BookedJobID:         in.JobID,
-		RunJobID:            in.RunJobID,
-		Region:              cfg.Provision.Region,
-		InjectEnvVars:       parseEnvVars(cfg.Provision.InjectEnvVars),
-		Log:                 logCfg,
+		Name:                     in.Name,
+		Basedir:                  cfg.Provision.WorkerBasedir,
+		HatcheryName:             cfg.Name,
+		APIEndpoint:              api.URL,
+		APIEndpointInsecure:      api.Insecure,
+		APIToken:                 in.Token,
+		CDNEndpoint:              cdn.HTTP,
+		GelfServiceAddr:          cdn.TCP,
+		GelfServiceAddrEnableTLS: cdn.TCPWithTLS,
+		Model:                    in.Model,
+		BookedJobID:              in.JobID,
+		RunJobID:                 in.RunJobID,
+		Region:                   cfg.Provision.Region,
+		InjectEnvVars:            parseEnvVars(cfg.Provision.InjectEnvVars),
+		Log:                      logCfg,
 	}
 	return wc
 }
