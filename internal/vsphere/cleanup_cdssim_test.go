@@ -88,7 +88,9 @@ func TestKillAwolServersAgainstTheAPIView(t *testing.T) {
 
 	st2, _ := sim.JobV2(quick)
 	assert.Equal(t, sdk.StatusSuccess, st2.Status, "the finished V2 job is not queued again")
-	releases := func(id int64) int { return sim.CountCalls("DELETE", "/queue/workflows/"+strconv.FormatInt(id, 10)+"/book") }
+	releases := func(id int64) int {
+		return sim.CountCalls("DELETE", "/queue/workflows/"+strconv.FormatInt(id, 10)+"/book")
+	}
 	assert.Zero(t, sim.CountCalls("DELETE", "/v2/queue/"+sim.Region()+"/job/"+quick+"/hatchery/take"))
 	assert.Zero(t, releases(done))
 	assert.Zero(t, releases(lapsed), "a booking the API dropped is not ours to release")
