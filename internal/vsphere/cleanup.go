@@ -321,7 +321,8 @@ func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (
 
 // killDisabledWorkers is one pass of the disabled-worker cleanup
 // (docs/design.md#cleanup): every VM of ours whose worker the API reports Disabled is marked
-// for deletion; the awol cleanup destroys it.
+// for deletion; the awol cleanup destroys it. A VM this process is
+// destroying or destroyed already is left alone.
 func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	workers, err := h.loadAPIWorkers(ctx)
 	if err != nil {
@@ -338,6 +339,12 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	}
 	for _, vm := range vms {
 		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
+			continue
+		}
+		if h.life.In(vm.Name, lifecycle.Deleting, lifecycle.Destroyed) {
+			// Already being destroyed or destroyed, the snapshot lags: the
+			// API lists an ended V1 worker, Disabled, for minutes after its
+			// VM went (docs/design.md#cleanup).
 			continue
 		}
 		if h.markToDelete(vm.Name) {

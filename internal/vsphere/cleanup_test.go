@@ -426,6 +426,29 @@ func TestKillDisabledWorkers(t *testing.T) {
 	assert.Equal(t, []string{"w-dis-v1", "w-dis-v2"}, markedNames(e.h))
 }
 
+// TestKillDisabledWorkersSkipsDestroyedVMs: the API lists an ended V1
+// worker, Disabled, for minutes after the cleanup destroyed its VM; a
+// snapshot that still shows the VM must not get it marked again (the next
+// pass would destroy a VM vCenter no longer has).
+func TestKillDisabledWorkersSkipsDestroyedVMs(t *testing.T) {
+	t.Parallel()
+	vms := []inventory.VM{warmVM("w-destroyed", wOff), warmVM("w-deleting", wOff), warmVM("w-dis")}
+	cds := &warmCDS{v1: []sdk.Worker{
+		{Name: "w-destroyed", Status: sdk.StatusDisabled},
+		{Name: "w-deleting", Status: sdk.StatusDisabled},
+		{Name: "w-dis", Status: sdk.StatusDisabled},
+	}}
+	e := newWarmEnv(t, warmConfig(), vms, cds)
+	putPhase(e.h, "w-destroyed", lifecycle.Deleting)
+	require.NoError(t, e.h.life.Move("w-destroyed", lifecycle.Deleting, lifecycle.Destroyed))
+	putPhase(e.h, "w-deleting", lifecycle.Deleting)
+
+	e.h.killDisabledWorkers(context.Background())
+
+	assert.Equal(t, []string{"w-dis"}, markedNames(e.h))
+	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("w-destroyed"))
+}
+
 // TestKillDisabledWorkersAPIError: nothing is marked when the API fails.
 func TestKillDisabledWorkersAPIError(t *testing.T) {
 	t.Parallel()
