@@ -112,6 +112,7 @@ func (s *Server) signinV1(r *http.Request, _ *session) (int, any, error) {
 	// Any PEM is accepted here, as the API does; worker sign-in is where a
 	// key that is not PKCS#1 fails.
 	s.st.pubKeys[req.Service.Name] = req.Service.PublicKey
+	s.st.serviceURLs[req.Service.Name] = req.Service.HTTPURL
 	s.mu.Unlock()
 	tok, err := s.newSession(respWriter(r), &session{api: apiV1, name: req.Service.Name, serviceID: sid})
 	if err != nil {
@@ -504,6 +505,7 @@ func (s *Server) jobV2SendInfo(r *http.Request, _ *session) (int, any, error) {
 func (s *Server) workersV1(_ *http.Request, _ *session) (int, any, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.purgeWorkersLocked(s.now())
 	out := []sdk.Worker{}
 	for _, w := range s.st.workrs {
 		if !w.v2 {

@@ -29,6 +29,12 @@
 // job Scheduling for SchedulingTimeout (ten minutes, the API's default) is
 // queued again. Tests shorten both.
 //
+// A worker that ends leaves the worker lists as with the API: a V2 worker at
+// once (the API deletes a signed-out V2 worker within seconds), a V1 worker
+// only after DisabledWorkerTTL, listed Disabled meanwhile (the API disables
+// a V1 worker that unregisters and deletes it once its last beat is five
+// minutes old).
+//
 // Everything is safe for concurrent use.
 package cdssim
 
@@ -60,6 +66,9 @@ const (
 	// DefaultSchedulingTimeout is the API's default V2 job-scheduling
 	// timeout: ten minutes.
 	DefaultSchedulingTimeout = 10 * time.Minute
+	// DefaultDisabledWorkerTTL is how long the API lists a V1 worker
+	// after it ended (Disabled): five minutes.
+	DefaultDisabledWorkerTTL = 5 * time.Minute
 	// DefaultRegion is the V2 region a hatchery gets when Options.Regions is empty.
 	DefaultRegion = "default"
 )
@@ -101,6 +110,9 @@ type Options struct {
 	// when 0): the API's job-scheduling timeout, re-enqueuing the jobs of a
 	// hatchery that died after taking them.
 	SchedulingTimeout time.Duration
+	// DisabledWorkerTTL is how long a V1 worker that ended stays in GET
+	// /worker, Disabled (DefaultDisabledWorkerTTL when 0).
+	DisabledWorkerTTL time.Duration
 	// Now is the clock of the bookings and the scheduling timeout
 	// (time.Now when nil): a test sets one it moves to make them lapse
 	// without waiting. Sessions keep the real clock.
@@ -152,6 +164,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.SchedulingTimeout <= 0 {
 		opts.SchedulingTimeout = DefaultSchedulingTimeout
+	}
+	if opts.DisabledWorkerTTL <= 0 {
+		opts.DisabledWorkerTTL = DefaultDisabledWorkerTTL
 	}
 	if opts.Now == nil {
 		opts.Now = time.Now

@@ -134,6 +134,7 @@ func TestSimulatorV1Flow(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, 400, ae.Status)
 	assert.Equal(t, 135, ae.ID)
+	assert.ErrorIs(t, err, cdsclient.ErrAlreadyReleased)
 
 	info, err := a.QueueJobInfo(ctx, id)
 	require.NoError(t, err)
@@ -159,7 +160,55 @@ func TestSimulatorV1Flow(t *testing.T) {
 	assert.True(t, sim.FinishWorker("w1", ""))
 	ws, err = a.WorkerList(ctx)
 	require.NoError(t, err)
+	require.Len(t, ws, 1, "an ended V1 worker stays listed")
+	assert.Equal(t, sdk.StatusDisabled, ws[0].Status)
+}
+
+// TestSimulatorEndedWorkersLeaveTheLists: as with the API, a V2 worker
+// that signed out leaves GET /v2/worker at once (the API deletes it within
+// seconds), while a V1 worker that ended stays in GET /worker, Disabled,
+// until DisabledWorkerTTL.
+func TestSimulatorEndedWorkersLeaveTheLists(t *testing.T) {
+	ctx := t.Context()
+	clock := testutil.NewClock(time.Now())
+	sim := cdssim.Start(t, cdssim.Options{Now: clock.Now})
+	c := newClient(t, sim, "hatch-a", true, true)
+	v1 := sim.AddJobV1(cdssim.JobV1{})
+	_, err := c.QueueJobBook(ctx, v1)
+	require.NoError(t, err)
+	v2 := sim.AddJobV2(cdssim.JobV2{Model: sdk.V2WorkerModel{Name: "debian"}})
+	require.NoError(t, c.V2QueueJobTake(ctx, sim.Region(), v2))
+	require.NotEmpty(t, sim.RegisterWorker("w-v1", strconv.FormatInt(v1, 10)))
+	require.NotEmpty(t, sim.RegisterWorker("w-v2", v2))
+
+	require.True(t, sim.FinishWorker("w-v1", ""))
+	require.True(t, sim.FinishWorker("w-v2", ""))
+	assert.False(t, sim.FinishWorker("w-v1", ""), "ended once")
+
+	ws, err := c.WorkerList(ctx)
+	require.NoError(t, err)
+	require.Len(t, ws, 1)
+	assert.Equal(t, "w-v1", ws[0].Name)
+	assert.Equal(t, sdk.StatusDisabled, ws[0].Status)
+	ws2, err := c.V2WorkerList(ctx)
+	require.NoError(t, err)
+	assert.Empty(t, ws2, "a V2 worker that signed out is gone")
+	info, err := c.V2QueueJobInfo(ctx, sim.Region(), v2)
+	require.NoError(t, err)
+	assert.Equal(t, sdk.StatusSuccess, info.RunJob.Status)
+	assert.Equal(t, "w-v2", info.RunJob.WorkerName, "the job names the worker that ran it")
+	assert.Equal(t, "hatch-a", info.RunJob.HatcheryName)
+
+	clock.Advance(cdssim.DefaultDisabledWorkerTTL - time.Second)
+	ws, err = c.WorkerList(ctx)
+	require.NoError(t, err)
+	assert.Len(t, ws, 1, "still listed just before the ttl")
+	clock.Advance(time.Second)
+	ws, err = c.WorkerList(ctx)
+	require.NoError(t, err)
 	assert.Empty(t, ws)
+	_, ok := sim.Worker("w-v1")
+	assert.False(t, ok)
 }
 
 func TestSimulatorV2Flow(t *testing.T) {
@@ -310,6 +359,24 @@ func TestSimulatorWebsockets(t *testing.T) {
 // BookingTTL / SchedulingTimeout; the job then shows in the queue again and
 // another hatchery gets it. Before that, the job is out of the queue and
 // another hatchery's book / take is refused.
+// TestSimulatorStoresServiceURL: the URL a hatchery sends at sign-in (V1
+// service.http_url, V2 http_url) is what the service list shows, updated
+// at each sign-in.
+func TestSimulatorStoresServiceURL(t *testing.T) {
+	sim := cdssim.Start(t, cdssim.Options{})
+	c := newClient(t, sim, "hatch-a", true, true)
+	v1, v2 := sim.ServiceHTTPURL("hatch-a")
+	assert.Equal(t, "http://127.0.0.1:1", v1)
+	assert.Equal(t, "http://127.0.0.1:1", v2)
+	c.SetHTTPURL("http://hatch-a.example:8086")
+	require.NoError(t, c.SignIn(t.Context()))
+	v1, v2 = sim.ServiceHTTPURL("hatch-a")
+	assert.Equal(t, "http://hatch-a.example:8086", v1)
+	assert.Equal(t, "http://hatch-a.example:8086", v2)
+	v1, v2 = sim.ServiceHTTPURL("nobody")
+	assert.Empty(t, v1+v2)
+}
+
 func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	ctx := t.Context()
 	const hold = 2 * time.Minute
@@ -330,6 +397,9 @@ func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	require.ErrorIs(t, b.V2QueueJobTake(ctx, sim.Region(), v2), cdsclient.ErrAlreadyBooked)
 	st1, _ := sim.JobV1(v1)
 	assert.Equal(t, "hatch-a", st1.BookedBy)
+	held, err := a.QueueJobInfo(ctx, v1)
+	require.NoError(t, err)
+	assert.Equal(t, "hatch-a", held.BookedBy.Name, "the job's bookedby names the hatchery holding it")
 
 	// Held until just before the lifetime ends.
 	clock.Advance(hold - time.Second)
@@ -348,6 +418,12 @@ func TestSimulatorBookingsOfADeadHatcheryLapse(t *testing.T) {
 	assert.Equal(t, v1, jobs[0].ID)
 	st1, _ = sim.JobV1(v1)
 	assert.Empty(t, st1.BookedBy)
+	// The API shows the job booked by no one, and the dead hatchery's
+	// release answers "already released": the booking is not its own.
+	jinfo, err := a.QueueJobInfo(ctx, v1)
+	require.NoError(t, err)
+	assert.Empty(t, jinfo.BookedBy.Name)
+	require.ErrorIs(t, a.QueueJobRelease(ctx, v1), cdsclient.ErrAlreadyReleased)
 	_, err = b.QueueJobBook(ctx, v1)
 	require.NoError(t, err)
 	st1, _ = sim.JobV1(v1)

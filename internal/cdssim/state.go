@@ -88,6 +88,20 @@ type worker struct {
 	w        sdk.Worker
 	w2       sdk.V2Worker
 	disabled bool
+	// ended is when a V1 worker ended (zero while it runs): it stays
+	// listed, Disabled, until DisabledWorkerTTL after it.
+	ended time.Time
+}
+
+// purgeWorkersLocked forgets the V1 workers that ended DisabledWorkerTTL
+// ago or more, as the API deletes its dead disabled workers. The caller
+// holds s.mu.
+func (s *Server) purgeWorkersLocked(now time.Time) {
+	for name, w := range s.st.workrs {
+		if !w.ended.IsZero() && now.Sub(w.ended) >= s.opts.DisabledWorkerTTL {
+			delete(s.st.workrs, name)
+		}
+	}
 }
 
 // Call is one request the simulator answered.
@@ -105,9 +119,11 @@ type failure struct {
 }
 
 type state struct {
-	sessions   map[string]*session // by JWT
-	services   map[string]int64    // V1 service id by name
-	hatcheries map[string]*sdk.V2Hatchery
+	sessions map[string]*session // by JWT
+	services map[string]int64    // V1 service id by name
+	// serviceURLs is the http_url each V1 service sent at its last sign-in.
+	serviceURLs map[string]string
+	hatcheries  map[string]*sdk.V2Hatchery
 	// pubKeys is the public key each hatchery sent at its last sign-in.
 	pubKeys   map[string][]byte
 	nextID    int64
@@ -140,6 +156,7 @@ type state struct {
 func (st *state) init() {
 	st.sessions = map[string]*session{}
 	st.services = map[string]int64{}
+	st.serviceURLs = map[string]string{}
 	st.hatcheries = map[string]*sdk.V2Hatchery{}
 	st.pubKeys = map[string][]byte{}
 	st.jobsV1 = map[int64]*jobV1{}
@@ -330,6 +347,18 @@ func (s *Server) GarbledSpawnInfos() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.st.garbledSpawnInfos...)
+}
+
+// ServiceHTTPURL is the URL a hatchery sent at its last sign-in, as the
+// API's service list shows it: v1 the V1 service's http_url, v2 the V2
+// hatchery's ("" when that sign-in sent none or never happened).
+func (s *Server) ServiceHTTPURL(name string) (v1, v2 string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if h, ok := s.st.hatcheries[name]; ok {
+		v2 = h.HTTPURL
+	}
+	return s.st.serviceURLs[name], v2
 }
 
 // Region is the V2 region the simulator announces at V2 sign-in.
@@ -663,19 +692,28 @@ func (s *Server) RegisterWorker(name, jobID string) string {
 	return w.ID
 }
 
-// FinishWorker removes a worker as when its process exits; its job gets
-// status (Success when empty). It reports whether the worker existed.
+// FinishWorker ends a worker as when its process exits and unregisters;
+// its job gets status (Success when empty). A V2 worker leaves the worker
+// list at once; a V1 worker stays listed, Disabled, for DisabledWorkerTTL,
+// as with the API. It reports whether a running worker of that name
+// existed.
 func (s *Server) FinishWorker(name, status string) bool {
 	if status == "" {
 		status = sdk.StatusSuccess
 	}
 	s.mu.Lock()
 	w, ok := s.st.workrs[name]
-	if !ok {
+	if !ok || !w.ended.IsZero() {
 		s.mu.Unlock()
 		return false
 	}
-	delete(s.st.workrs, name)
+	if w.v2 {
+		delete(s.st.workrs, name)
+	} else {
+		w.ended = s.now()
+		w.disabled = true
+		w.w.Status = sdk.StatusDisabled
+	}
 	var v1ID int64
 	var v2ID string
 	if w.v2 {
@@ -707,10 +745,12 @@ type WorkerState struct {
 	Disabled bool
 }
 
-// Worker returns a registered worker by name.
+// Worker returns a worker the API lists, by name (a V1 worker that ended
+// is listed, Disabled, for DisabledWorkerTTL).
 func (s *Server) Worker(name string) (WorkerState, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.purgeWorkersLocked(s.now())
 	w, ok := s.st.workrs[name]
 	if !ok {
 		return WorkerState{}, false

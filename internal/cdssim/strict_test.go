@@ -97,8 +97,9 @@ func TestWorkerSigninVerifiesHatcheryKey(t *testing.T) {
 	require.NoError(t, w.End(ctx, ""))
 	st, _ = sim.JobV1(id)
 	assert.Equal(t, sdk.StatusSuccess, st.Status)
-	_, ok = sim.Worker("w-good")
-	assert.False(t, ok, "the worker left")
+	ws, ok = sim.Worker("w-good")
+	require.True(t, ok, "an ended V1 worker stays listed")
+	assert.Equal(t, sdk.StatusDisabled, ws.Status, "the worker left: disabled")
 }
 
 // rawSigninV1 signs in over HTTP and returns the session JWT.

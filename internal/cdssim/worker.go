@@ -134,10 +134,10 @@ func (s *Server) workerSignin(r *http.Request, _ *session) (int, any, error) {
 	return 200, wk.w, nil
 }
 
-// workerOf is the registered worker of a worker session; the caller holds s.mu.
+// workerOf is the running worker of a worker session; the caller holds s.mu.
 func (s *Server) workerOf(sess *session) (*worker, error) {
 	w, ok := s.st.workrs[sess.name]
-	if !ok {
+	if !ok || !w.ended.IsZero() {
 		return nil, errForbidden()
 	}
 	return w, nil

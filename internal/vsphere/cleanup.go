@@ -223,32 +223,85 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 			// in memory only. No spawn of this run owns it (nothing in
 			// flight above), no worker will ever start in it, and it holds
 			// its job ("already serves the job") and its IP until deleted.
-			return awolReclaim("left by an earlier run: powered off, its worker never started")
+			return h.reclaimUnlessJobRan(ctx, vm, "left by an earlier run: powered off, its worker never started", created)
 		}
 		if now.Sub(created) > regTTL {
-			return awolReclaim(fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)))
+			return h.reclaimUnlessJobRan(ctx, vm, fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)), created)
 		}
 		return awolKeep("worker starting")
 	}
 
 	age := now.Sub(*started)
+	poweredOff := vm.PowerState == types.VirtualMachinePowerStatePoweredOff
 	switch {
+	case known && poweredOff && !a.RegisterOnly:
+		// A worker VM is powered off only by its script's end (the
+		// post-command) or by a failed spawn (marked, above): its job is
+		// over, whatever the API's list still says of its worker.
+		return awolRemove("worker finished: powered off, its worker still listed by the api")
 	case known:
 		if age > h.cfg.WorkerTTLDuration() {
 			return awolRemove(fmt.Sprintf("worker ttl expired, started %s ago", age.Round(time.Second)))
 		}
 		return awolKeep("worker known to the api, within ttl")
-	case vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly:
+	case poweredOff && !a.RegisterOnly:
 		if grace := h.cfg.FinishedWorkerGracePeriodDuration(); age < grace {
 			return awolKeep(fmt.Sprintf("worker finished, kept for finishedWorkerGracePeriod (%s) after its start %s ago", grace, age.Round(time.Second)))
 		}
 		return awolRemove("worker finished: unknown to the api and powered off")
 	case age > regTTL:
-		return awolReclaim(fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)))
-	case a.RegisterOnly && vm.PowerState == types.VirtualMachinePowerStatePoweredOff:
+		return h.reclaimUnlessJobRan(ctx, vm, fmt.Sprintf("worker never registered, started %s ago", age.Round(time.Second)), *started)
+	case a.RegisterOnly && poweredOff:
 		return awolKeep("registration vm powered off, waiting to become a template")
 	}
 	return awolKeep("worker starting, within registration ttl")
+}
+
+// reclaimUnlessJobRan is the verdict on a VM about to be reclaimed because
+// its worker never started or never registered (reason), since the given
+// time: the API's view of the VM's job decides (docs/design.md#cleanup).
+// A worker can sign in, run its job and sign out between two reads of the
+// worker list (a V2 worker leaves the list seconds after it ends), so its
+// absence from the list proves nothing. Only these VMs cost a job read.
+//
+//   - job still waiting for a worker of ours: reclaimed, the job released;
+//   - job taken by this VM's worker and Building, VM powered on, within
+//     workerTTL: kept (the worker runs; the list was read before it
+//     registered);
+//   - job taken by this VM's worker otherwise: finished, deleted, not
+//     released;
+//   - job gone, held by no one or by another worker, or ended: deleted,
+//     not released (it is not ours to release);
+//   - job unreadable: kept (nothing is guessed), until workerTTL after
+//     since, then deleted without a release.
+func (h *HatcheryVSphere) reclaimUnlessJobRan(ctx context.Context, vm inventory.VM, reason string, since time.Time) awolVerdict {
+	a := vm.Annotation
+	if a.JobID == "" || a.RegisterOnly {
+		return awolReclaim(reason)
+	}
+	rctx, cancel := context.WithTimeout(ctx, releaseTimeout)
+	defer cancel()
+	j, err := h.readJob(rctx, a.JobID)
+	age := h.now().Sub(since)
+	ttl := h.cfg.WorkerTTLDuration()
+	if err != nil {
+		if age > ttl {
+			return awolRemove(fmt.Sprintf("%s; job unreadable %s after, past the worker ttl: %v", reason, age.Round(time.Second), err))
+		}
+		return awolKeep(fmt.Sprintf("%s, but its job is unreadable: %v", reason, err))
+	}
+	switch {
+	case j.gone:
+		return awolRemove(reason + "; " + j.describe())
+	case j.waiting():
+		return awolReclaim(reason)
+	case j.worker == vm.Name || (j.worker == "" && j.status == sdk.StatusBuilding):
+		if j.status == sdk.StatusBuilding && vm.PowerState != types.VirtualMachinePowerStatePoweredOff && age <= ttl {
+			return awolKeep("its worker runs its job (" + j.describe() + "), the api's worker list lags")
+		}
+		return awolRemove("worker finished: " + j.describe())
+	}
+	return awolRemove(reason + "; " + j.describe() + ", not ours to release")
 }
 
 // firstEventTime is the events fallback for a VM whose annotation carries
@@ -268,7 +321,8 @@ func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (
 
 // killDisabledWorkers is one pass of the disabled-worker cleanup
 // (docs/design.md#cleanup): every VM of ours whose worker the API reports Disabled is marked
-// for deletion; the awol cleanup destroys it.
+// for deletion; the awol cleanup destroys it. A VM this process is
+// destroying or destroyed already is left alone.
 func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	workers, err := h.loadAPIWorkers(ctx)
 	if err != nil {
@@ -285,6 +339,12 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	}
 	for _, vm := range vms {
 		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
+			continue
+		}
+		if h.life.In(vm.Name, lifecycle.Deleting, lifecycle.Destroyed) {
+			// Already being destroyed or destroyed, the snapshot lags: the
+			// API lists an ended V1 worker, Disabled, for minutes after its
+			// VM went (docs/design.md#cleanup).
 			continue
 		}
 		if h.markToDelete(vm.Name) {

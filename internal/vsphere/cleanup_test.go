@@ -175,6 +175,41 @@ func TestKillAwolServers(t *testing.T) {
 			destroyed: []string{"w-v2"},
 		},
 		{
+			// The post-command powered the VM off: the job is over, the
+			// API's list lags (a V1 worker stays listed, Disabled, for
+			// minutes after it unregistered; a lost one until its beat
+			// times out).
+			name:      "worker known to the api, powered off: finished, destroyed at once",
+			vms:       []inventory.VM{warmVM("w-off-v1", wOff, wCreated(3*time.Minute), wStarted(2*time.Minute))},
+			v1:        []sdk.Worker{{Name: "w-off-v1", Status: sdk.StatusBuilding}},
+			destroyed: []string{"w-off-v1"},
+		},
+		{
+			name:      "v2 worker known to the api (disabled), powered off: destroyed at once",
+			vms:       []inventory.VM{warmVM("w-off-v2", wOff, wCreated(3*time.Minute), wStarted(2*time.Minute))},
+			v2:        []sdk.V2Worker{{Name: "w-off-v2", Status: sdk.StatusDisabled}},
+			destroyed: []string{"w-off-v2"},
+		},
+		{
+			name: "registration vm powered off, its worker still listed: kept to become a template",
+			vms: []inventory.VM{warmVM("register-m1-z", wOff, wCreated(5*time.Minute), wStarted(4*time.Minute), wAnnot(func(a *inventory.Annotation) {
+				a.RegisterOnly = true
+				a.WorkerModelPath = "grp/m1"
+			}))},
+			v1: []sdk.Worker{{Name: "register-m1-z", Status: sdk.StatusRegistering}},
+		},
+		{
+			name: "provisioned idle (powered off) vm is left to the pool even if the api lists its name",
+			vms:  []inventory.VM{warmProvVM("provision-v2-listed", "debian12", "", wCreated(time.Hour))},
+			v2:   []sdk.V2Worker{{Name: "provision-v2-listed", Status: sdk.StatusDisabled}},
+		},
+		{
+			name:      "powered-off pool vm claimed under its worker name, before its power-on: kept",
+			vms:       []inventory.VM{warmVM("w-claimed-off", wOff, wCreated(time.Hour), wStarted(0))},
+			v1:        []sdk.Worker{{Name: "w-claimed-off", Status: sdk.StatusWaiting}},
+			preparing: []string{"w-claimed-off"},
+		},
+		{
 			name: "worker known to the api within the worker ttl is kept",
 			vms:  []inventory.VM{warmVM("w-busy", wCreated(ttl), wStarted(ttl-time.Minute))},
 			v1:   []sdk.Worker{{Name: "w-busy", Status: sdk.StatusBuilding}},
@@ -389,6 +424,29 @@ func TestKillDisabledWorkers(t *testing.T) {
 	e.h.killDisabledWorkers(context.Background())
 
 	assert.Equal(t, []string{"w-dis-v1", "w-dis-v2"}, markedNames(e.h))
+}
+
+// TestKillDisabledWorkersSkipsDestroyedVMs: the API lists an ended V1
+// worker, Disabled, for minutes after the cleanup destroyed its VM; a
+// snapshot that still shows the VM must not get it marked again (the next
+// pass would destroy a VM vCenter no longer has).
+func TestKillDisabledWorkersSkipsDestroyedVMs(t *testing.T) {
+	t.Parallel()
+	vms := []inventory.VM{warmVM("w-destroyed", wOff), warmVM("w-deleting", wOff), warmVM("w-dis")}
+	cds := &warmCDS{v1: []sdk.Worker{
+		{Name: "w-destroyed", Status: sdk.StatusDisabled},
+		{Name: "w-deleting", Status: sdk.StatusDisabled},
+		{Name: "w-dis", Status: sdk.StatusDisabled},
+	}}
+	e := newWarmEnv(t, warmConfig(), vms, cds)
+	putPhase(e.h, "w-destroyed", lifecycle.Deleting)
+	require.NoError(t, e.h.life.Move("w-destroyed", lifecycle.Deleting, lifecycle.Destroyed))
+	putPhase(e.h, "w-deleting", lifecycle.Deleting)
+
+	e.h.killDisabledWorkers(context.Background())
+
+	assert.Equal(t, []string{"w-dis"}, markedNames(e.h))
+	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("w-destroyed"))
 }
 
 // TestKillDisabledWorkersAPIError: nothing is marked when the API fails.

@@ -1,8 +1,11 @@
 package vsphere
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
 
 // TestKillAwolServersFinishedWorkerGracePeriod: a finished worker's VM
@@ -75,27 +79,177 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 	assert.ElementsMatch(t, []string{"v1:42", "v2:eu-west:run-7f3a"}, cds.releasedJobs())
 }
 
-// TestKillAwolServersKeepsJobAWorkerTook: a VM whose record says its worker
-// never started (the write of the start was cut by a stop, or another
-// instance died before writing it) may still have run its worker: the
-// cleanup reclaims the VM but releases its job only while the job still
-// waits for a worker. A job Building or Success stays as it is (released,
-// the API would queue it again and it would run twice).
-func TestKillAwolServersKeepsJobAWorkerTook(t *testing.T) {
+// TestKillAwolServersFollowsTheJob: a VM about to be judged "worker never
+// started" or "worker never registered" is judged by the API's view of its
+// job first (the worker list proves nothing: a worker can sign in, run and
+// sign out between two reads of it). Its job is released only while it
+// still waits for a worker of ours; a job the VM's worker ran marks the VM
+// finished; an unreadable job keeps the VM within workerTTL.
+func TestKillAwolServersFollowsTheJob(t *testing.T) {
+	t.Parallel()
+	const regTTL = 10 * time.Minute
+	job := func(id string) vmOpt { return wAnnot(func(a *inventory.Annotation) { a.JobID = id }) }
+	cases := []struct {
+		name      string
+		vm        inventory.VM
+		cds       *warmCDS
+		destroyed bool
+		released  []string
+		// logged must appear in the cleanup's log line about the VM,
+		// notLogged must not.
+		logged, notLogged string
+	}{
+		{
+			name:      "v2 worker signed in, ran and signed out between two list reads: finished, not 'never registered'",
+			vm:        warmVM("w-v2-quick", wStarted(regTTL+time.Minute), job("run-quick")),
+			cds:       &warmCDS{jobStatus: map[string]string{"run-quick": sdk.StatusSuccess}, jobWorker: map[string]string{"run-quick": "w-v2-quick"}},
+			destroyed: true,
+			logged:    "worker finished: job Success, worker w-v2-quick",
+			notLogged: "never registered",
+		},
+		{
+			name:      "v1 worker ran, vm powered off, start never recorded (earlier run): finished",
+			vm:        warmVM("w-v1-ran", wOff, wCreated(time.Minute), job("42")),
+			cds:       &warmCDS{jobStatus: map[string]string{"42": sdk.StatusSuccess}, jobWorker: map[string]string{"42": "w-v1-ran"}},
+			destroyed: true,
+			logged:    "worker finished: job Success",
+			notLogged: "never started",
+		},
+		{
+			name:   "its worker runs the job (building), the list read before it registered: kept",
+			vm:     warmVM("w-v1-building", wCreated(time.Hour), job("43")),
+			cds:    &warmCDS{jobStatus: map[string]string{"43": sdk.StatusBuilding}, jobWorker: map[string]string{"43": "w-v1-building"}},
+			logged: "its worker runs its job",
+		},
+		{
+			name:      "its worker took the job and the vm is powered off: finished",
+			vm:        warmVM("w-v1-off", wOff, wCreated(time.Hour), wStarted(regTTL+time.Minute), job("44")),
+			cds:       &warmCDS{jobStatus: map[string]string{"44": sdk.StatusBuilding}, jobWorker: map[string]string{"44": "w-v1-off"}},
+			destroyed: true,
+			logged:    "worker finished",
+		},
+		{
+			name:      "job taken by another worker: deleted, not released",
+			vm:        warmVM("w-v2-other", wStarted(regTTL+time.Minute), job("run-other")),
+			cds:       &warmCDS{jobStatus: map[string]string{"run-other": sdk.StatusBuilding}, jobWorker: map[string]string{"run-other": "w-elsewhere"}},
+			destroyed: true,
+			logged:    "not ours to release",
+		},
+		{
+			name:      "v1 booking dropped by the api (job waiting, booked by no one): deleted, not released",
+			vm:        warmVM("w-v1-lapsed", wCreated(time.Hour), job("45")),
+			cds:       &warmCDS{jobHolder: map[string]string{"45": ""}},
+			destroyed: true,
+			logged:    "no longer held by this hatchery",
+		},
+		{
+			name:      "v2 job still scheduled by us: reclaimed and released",
+			vm:        warmVM("w-v2-wait", wStarted(regTTL+time.Minute), job("run-wait")),
+			destroyed: true,
+			released:  []string{"v2:default:run-wait"},
+			logged:    "worker never registered",
+		},
+		{
+			name:      "v1 job still booked by us: reclaimed and released",
+			vm:        warmVM("w-v1-wait", wCreated(time.Hour), job("46")),
+			destroyed: true,
+			released:  []string{"v1:46"},
+			logged:    "worker never started",
+		},
+		{
+			name:      "job gone from the api: deleted, not released",
+			vm:        warmVM("w-v2-gone", wStarted(regTTL+time.Minute), job("run-gone")),
+			cds:       &warmCDS{jobGone: map[string]bool{"run-gone": true}},
+			destroyed: true,
+			logged:    "job gone from the api",
+		},
+		{
+			name:   "job unreadable: kept within the worker ttl",
+			vm:     warmVM("w-v1-unread", wCreated(time.Hour), job("47")),
+			cds:    &warmCDS{jobErr: &cdsclient.APIError{Status: 503}},
+			logged: "its job is unreadable",
+		},
+		{
+			name:      "job unreadable past the worker ttl: deleted, not released",
+			vm:        warmVM("w-v1-unread-old", wCreated(121*time.Minute), job("48")),
+			cds:       &warmCDS{jobErr: &cdsclient.APIError{Status: 503}},
+			destroyed: true,
+			logged:    "past the worker ttl",
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cds := tc.cds
+			if cds == nil {
+				cds = &warmCDS{}
+			}
+			cds.v2Region = "default"
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{tc.vm}, cds)
+			var logs bytes.Buffer
+			e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			if tc.destroyed {
+				e.expectDelete(tc.vm)
+			}
+			e.h.killAwolServers(context.Background())
+			assert.Equal(t, tc.released, cds.releasedJobs())
+			var line string
+			for _, l := range strings.Split(logs.String(), "\n") {
+				if strings.Contains(l, "awol cleanup") && strings.Contains(l, "vm="+tc.vm.Name) {
+					line = l
+				}
+			}
+			require.NotEmpty(t, line, "no cleanup line about %s:\n%s", tc.vm.Name, logs.String())
+			assert.Contains(t, line, tc.logged)
+			if tc.notLogged != "" {
+				assert.NotContains(t, line, tc.notLogged)
+			}
+		})
+	}
+}
+
+// TestKillAwolServersReadsJobsOnlyOfVMsAboutToBeReclaimed: the job read
+// costs one API call per VM about to be judged "never registered", none
+// for a VM whose worker the API lists, a young VM or a finished one.
+func TestKillAwolServersReadsJobsOnlyOfVMsAboutToBeReclaimed(t *testing.T) {
 	t.Parallel()
 	job := func(id string) vmOpt { return wAnnot(func(a *inventory.Annotation) { a.JobID = id }) }
 	vms := []inventory.VM{
-		warmVM("w-v1-building", wCreated(time.Hour), job("42")),
-		warmVM("w-v2-success", wOff, wCreated(time.Hour), job("run-done")),
-		warmVM("w-v2-waiting", wCreated(time.Hour), job("run-wait")),
+		warmVM("w-running", wStarted(time.Hour), job("1")),
+		warmVM("w-young", wCreated(time.Minute), job("2")),
+		warmVM("w-done", wOff, wStarted(time.Hour), job("3")),
+		warmVM("w-stuck", wCreated(time.Hour), job("4")),
 	}
-	cds := &warmCDS{v2Region: "default", jobStatus: map[string]string{"42": sdk.StatusBuilding, "run-done": sdk.StatusSuccess}}
+	cds := &warmCDS{v1: []sdk.Worker{{Name: "w-running", Status: sdk.StatusBuilding}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
-	for _, v := range vms {
-		e.expectDelete(v)
-	}
+	e.expectDelete(vms[2])
+	e.expectDelete(vms[3])
 	e.h.killAwolServers(context.Background())
-	assert.Equal(t, []string{"v2:default:run-wait"}, cds.releasedJobs())
+	for _, id := range []string{"1", "2", "3"} {
+		assert.Zero(t, cds.reads(id), "job %s read", id)
+	}
+	// Read by the verdict, then again right before its release.
+	assert.Equal(t, 2, cds.reads("4"))
+	assert.Equal(t, []string{"v1:4"}, cds.releasedJobs())
+}
+
+// TestReleaseReclaimedJobAlreadyReleased: a release answered "already
+// released" (400 id 135) is done: logged at Info as such, never warned
+// about, never repeated by a later pass.
+func TestReleaseReclaimedJobAlreadyReleased(t *testing.T) {
+	t.Parallel()
+	vm := warmVM("w-stuck", wCreated(time.Hour), wAnnot(func(a *inventory.Annotation) { a.JobID = "42" }))
+	cds := &warmCDS{releaseErr: &cdsclient.APIError{Status: 400, ID: 135, Message: "Job already released"}}
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
+	var logs bytes.Buffer
+	e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	e.expectDelete(vm)
+	e.h.killAwolServers(context.Background())
+	e.inv.Set() // the VM is gone
+	e.h.killAwolServers(context.Background())
+	assert.Equal(t, []string{"v1:42"}, cds.releasedJobs())
+	assert.Contains(t, logs.String(), "job of reclaimed vm already released by the api")
+	assert.NotContains(t, logs.String(), "level=WARN")
 }
 
 // TestScrubRegisteredRemovesUserdata: once the API lists a cloud-init

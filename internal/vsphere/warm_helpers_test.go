@@ -45,23 +45,76 @@ type warmCDS struct {
 	// a job not in it is still waiting for its worker (V1 Waiting, V2
 	// Scheduling).
 	jobStatus map[string]string
+	// jobWorker is the worker that took a job, by id ("" none).
+	jobWorker map[string]string
+	// jobHolder is who books (V1) or took (V2) a job, by id; a job not in
+	// it is held by this hatchery (warmHatcheryName), "" by no one.
+	jobHolder map[string]string
+	// jobGone are the jobs the API no longer knows (V1 403, V2 404).
+	jobGone map[string]bool
+	// jobErr, when set, answers every job read.
+	jobErr error
+	// releaseErr, when set, answers every release (recorded all the same).
+	releaseErr error
+	// jobReads counts the job reads, by id.
+	jobReads map[string]int
 }
 
 func (c *warmCDS) statusOf(id, waiting string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
 	if st, ok := c.jobStatus[id]; ok {
 		return st
 	}
 	return waiting
 }
 
+// readJob records a read of job id and answers its holder and worker, or
+// the error the API would give.
+func (c *warmCDS) readJob(id string, gone error) (holder, worker string, err error) {
+	if c.jobReads == nil {
+		c.jobReads = map[string]int{}
+	}
+	c.jobReads[id]++
+	switch {
+	case c.jobErr != nil:
+		return "", "", c.jobErr
+	case c.jobGone[id]:
+		return "", "", gone
+	}
+	holder = warmHatcheryName
+	if h, ok := c.jobHolder[id]; ok {
+		holder = h
+	}
+	return holder, c.jobWorker[id], nil
+}
+
 func (c *warmCDS) QueueJobInfo(_ context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
-	return &sdk.WorkflowNodeJobRun{ID: id, Status: c.statusOf(fmt.Sprint(id), sdk.StatusWaiting)}, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	key := fmt.Sprint(id)
+	holder, worker, err := c.readJob(key, &cdsclient.APIError{Status: 403, ID: 11})
+	if err != nil {
+		return nil, err
+	}
+	j := &sdk.WorkflowNodeJobRun{ID: id, Status: c.statusOf(key, sdk.StatusWaiting), BookedBy: sdk.Service{Name: holder}}
+	j.Job.WorkerName = worker
+	return j, nil
 }
 
 func (c *warmCDS) V2QueueJobInfo(_ context.Context, _, id string) (*sdk.V2QueueJobInfo, error) {
-	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: c.statusOf(id, sdk.V2StatusScheduling)}}, nil
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	holder, worker, err := c.readJob(id, &cdsclient.APIError{Status: 404, ID: 38})
+	if err != nil {
+		return nil, err
+	}
+	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: c.statusOf(id, sdk.V2StatusScheduling), HatcheryName: holder, WorkerName: worker}}, nil
+}
+
+// reads is how many times job id was read.
+func (c *warmCDS) reads(id string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.jobReads[id]
 }
 
 func (c *warmCDS) V2Region() string { return c.v2Region }
@@ -70,14 +123,14 @@ func (c *warmCDS) QueueJobRelease(_ context.Context, id int64) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.released = append(c.released, fmt.Sprintf("v1:%d", id))
-	return nil
+	return c.releaseErr
 }
 
 func (c *warmCDS) V2QueueJobRelease(_ context.Context, region, id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.released = append(c.released, "v2:"+region+":"+id)
-	return nil
+	return c.releaseErr
 }
 
 func (c *warmCDS) releasedJobs() []string {

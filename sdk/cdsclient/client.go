@@ -53,7 +53,9 @@ type Config struct {
 	RequestTimeout time.Duration
 	// ServiceName is the hatchery's name (commonConfiguration.name).
 	ServiceName string
-	// HTTPURL is the hatchery's public URL (commonConfiguration.url).
+	// HTTPURL is the hatchery's URL sent at sign-in (V1 service.http_url,
+	// V2 http_url), which the API shows in its service list; SetHTTPURL
+	// replaces it.
 	HTTPURL string
 	// ServiceConfig is sent as "config" at sign-in ({} when nil).
 	ServiceConfig any
@@ -87,6 +89,7 @@ type Client struct {
 	service  *sdk.Service
 	hatchery *sdk.V2Hatchery
 	region   string
+	httpURL  string // sent at sign-in: Config.HTTPURL or SetHTTPURL's
 
 	signMu sync.Mutex // serialises sign-ins
 }
@@ -111,7 +114,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.ModelType == "" {
 		cfg.ModelType = sdk.VSphere
 	}
-	c := &Client{cfg: cfg, base: u, log: cfg.Logger, hc: cfg.HTTPClient}
+	c := &Client{cfg: cfg, base: u, log: cfg.Logger, hc: cfg.HTTPClient, httpURL: cfg.HTTPURL}
 	if c.log == nil {
 		c.log = slog.Default()
 	}
@@ -183,6 +186,15 @@ func (c *Client) SignIn(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// SetHTTPURL sets the hatchery's URL sent at the next sign-ins (V1
+// service.http_url, V2 http_url): the framework sets it once its /mon
+// server listens (hatchery.ServiceURL).
+func (c *Client) SetHTTPURL(u string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.httpURL = u
+}
+
 // signIn signs in for version v unless the session already differs from
 // stale (another goroutine signed in meanwhile).
 func (c *Client) signIn(ctx context.Context, v apiVersion, stale string) error {
@@ -195,6 +207,9 @@ func (c *Client) signIn(ctx context.Context, v apiVersion, stale string) error {
 	if cfgJSON == nil {
 		cfgJSON = map[string]any{}
 	}
+	c.mu.Lock()
+	httpURL := c.httpURL
+	c.mu.Unlock()
 	switch v {
 	case v1:
 		req := sdk.AuthConsumerSigninRequest{
@@ -202,7 +217,7 @@ func (c *Client) signIn(ctx context.Context, v apiVersion, stale string) error {
 			Service: sdk.Service{
 				Name:                  c.cfg.ServiceName,
 				Type:                  sdk.TypeHatchery,
-				HTTPURL:               c.cfg.HTTPURL,
+				HTTPURL:               httpURL,
 				Config:                cfgJSON,
 				PublicKey:             c.cfg.PublicKey,
 				Region:                c.cfg.Region,
@@ -229,7 +244,7 @@ func (c *Client) signIn(ctx context.Context, v apiVersion, stale string) error {
 			Token:     c.cfg.TokenV2,
 			Name:      c.cfg.ServiceName,
 			Type:      c.cfg.ModelType,
-			HTTPURL:   c.cfg.HTTPURL,
+			HTTPURL:   httpURL,
 			Config:    cfgJSON,
 			PublicKey: c.cfg.PublicKey,
 			Version:   c.cfg.Version,

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -465,7 +466,7 @@ func TestErrorAnswers(t *testing.T) {
 		{"err-v1-queue-job-book-again.json", func(c *cdsclient.Client) error { _, err := c.QueueJobBook(ctx, 1); return err }, []error{cdsclient.ErrAlreadyBooked, cdsclient.ErrForbidden}, 403, 89},
 		{"err-v1-queue-book-missing.json", func(c *cdsclient.Client) error { _, err := c.QueueJobBook(ctx, 999999); return err }, []error{cdsclient.ErrForbidden}, 403, 11},
 		{"err-v1-queue-job-infos-missing.json", func(c *cdsclient.Client) error { _, err := c.QueueJobInfo(ctx, 999999); return err }, []error{cdsclient.ErrForbidden}, 403, 11},
-		{"err-v1-queue-job-release-again.json", func(c *cdsclient.Client) error { return c.QueueJobRelease(ctx, 1) }, nil, 400, 135},
+		{"err-v1-queue-job-release-again.json", func(c *cdsclient.Client) error { return c.QueueJobRelease(ctx, 1) }, []error{cdsclient.ErrAlreadyReleased}, 400, 135},
 		{"err-v1-queue-release-missing.json", func(c *cdsclient.Client) error { return c.QueueJobRelease(ctx, 999999) }, []error{cdsclient.ErrForbidden}, 403, 11},
 		{"err-v1-queue-spawninfos-missing.json", func(c *cdsclient.Client) error { return c.QueueJobSendSpawnInfo(ctx, 999999, nil) }, []error{cdsclient.ErrForbidden}, 403, 11},
 		{"err-v2-queue-job-missing.json", func(c *cdsclient.Client) error { _, err := c.V2QueueJobInfo(ctx, "default", "x"); return err }, []error{cdsclient.ErrNotFound}, 404, 38},
@@ -495,8 +496,21 @@ func TestErrorAnswers(t *testing.T) {
 			assert.Equal(t, want.Message, ae.Message)
 			assert.Contains(t, err.Error(), want.Message)
 			assert.NotErrorIs(t, err, cdsclient.ErrNotAuthenticated)
+			if !slices.Contains(tc.is, cdsclient.ErrAlreadyReleased) {
+				assert.NotErrorIs(t, err, cdsclient.ErrAlreadyReleased)
+			}
 		})
 	}
+}
+
+// TestAlreadyReleasedByErrorID: a release answered 400 id 135 is
+// ErrAlreadyReleased whatever its message says; another 400 carrying the
+// same message is not (the id classifies, never the text).
+func TestAlreadyReleasedByErrorID(t *testing.T) {
+	t.Parallel()
+	assert.ErrorIs(t, &cdsclient.APIError{Status: 400, ID: 135, Message: "Travail déjà libéré"}, cdsclient.ErrAlreadyReleased)
+	assert.NotErrorIs(t, &cdsclient.APIError{Status: 400, ID: 74, Message: "Job already released"}, cdsclient.ErrAlreadyReleased)
+	assert.NotErrorIs(t, &cdsclient.APIError{Status: 403, ID: 89, Message: "Job already booked"}, cdsclient.ErrAlreadyReleased)
 }
 
 // TestReSignInOn401: a 401 id 10 signs in again once and retries once with

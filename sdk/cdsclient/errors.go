@@ -15,8 +15,19 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrAlreadyBooked: the job was booked or taken by someone else.
 	ErrAlreadyBooked = errors.New("job already booked")
+	// ErrAlreadyReleased: the V1 booking the hatchery gives back is no
+	// longer held (the API dropped it, or it was released before). The job
+	// is not the hatchery's to release any more: nothing is left to do.
+	ErrAlreadyReleased = errors.New("job already released")
 	// ErrServer is any 5xx.
 	ErrServer = errors.New("server error")
+)
+
+// API error ids the sentinels are classified by (the API's error
+// catalogue; the message text is never read).
+const (
+	apiErrIDAlreadyBooked   = 89
+	apiErrIDAlreadyReleased = 135
 )
 
 // APIError is an error answer of the CDS API:
@@ -53,7 +64,9 @@ func (e *APIError) Is(target error) bool {
 	case ErrNotFound:
 		return e.Status == 404
 	case ErrAlreadyBooked:
-		return e.ID == 89 || e.Status == 409
+		return e.ID == apiErrIDAlreadyBooked || e.Status == 409
+	case ErrAlreadyReleased:
+		return e.ID == apiErrIDAlreadyReleased
 	case ErrServer:
 		return e.Status >= 500
 	}

@@ -480,6 +480,12 @@ func (f *Framework) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	if s, ok := f.client.(httpURLSetter); ok {
+		// The API shows it in its service list.
+		u := ServiceURL(f.cfg, f.MonAddr())
+		s.SetHTTPURL(u)
+		f.log.Info("service url sent at sign-in", "url", u)
+	}
 
 	if f.signInLoop(ctx) {
 		f.resolveCDN(ctx)

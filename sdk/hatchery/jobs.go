@@ -423,7 +423,7 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 		return
 	}
 	f.log.Warn("spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
-	if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
+	if err := f.releaseRetried(ctx, jobKey, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", logkey.Job, jobKey, logkey.Err, err)
 	}
 }
@@ -524,7 +524,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 			f.log.Warn("spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
-		if err := f.releaseRetried(ctx, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
+		if err := f.releaseRetried(ctx, id, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
 			f.log.Warn("release v2 job failed", logkey.Job, id, logkey.Err, err)
 		}
 	}

@@ -3,7 +3,10 @@ package hatchery
 import (
 	"context"
 	"encoding/json"
+	"net"
 	"net/http"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -83,4 +86,38 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to do
+}
+
+// httpURLSetter is a CDS client that sends the hatchery's URL at sign-in
+// (cdsclient.Client.SetHTTPURL).
+type httpURLSetter interface {
+	SetHTTPURL(u string)
+}
+
+// ServiceURL is the URL of this hatchery's /mon endpoints that the
+// sign-in sends (V1 service.http_url, V2 http_url) and the API shows in its
+// service list: commonConfiguration.url when set; otherwise http:// and the
+// address the /mon server listens on (listen, "" when it does not listen:
+// then commonConfiguration.http), a listener on every interface named by
+// the machine's host name. "" when no URL is known (no listener on a port
+// chosen at start).
+func ServiceURL(cfg CommonConfiguration, listen string) string {
+	if cfg.URL != "" {
+		return cfg.URL
+	}
+	host, port := cfg.HTTP.Addr, strconv.Itoa(cfg.HTTP.Port)
+	if h, p, err := net.SplitHostPort(listen); listen != "" && err == nil {
+		host, port = h, p
+	}
+	if port == "0" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		name, err := os.Hostname()
+		if err != nil || name == "" {
+			name = "localhost"
+		}
+		host = name
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -206,6 +206,7 @@ type simRigOptions struct {
 	requestTimeout time.Duration
 	intervals      Intervals
 	cfg            func(cfg *CommonConfiguration)
+	mon            bool // serve /mon (on 127.0.0.1, a free port)
 }
 
 // simIntervals keep the poll long (1 h): only the websocket, the first poll
@@ -271,7 +272,7 @@ func newSimRigOn(t *testing.T, sim *cdssim.Server, o simRigOptions) *simRig {
 	h := newSimHatchery(sim)
 	f, err := New(Options{
 		Config: cfg, Hatchery: h, Client: client, Logger: log, Version: "test",
-		Intervals: o.intervals, DisableMonServer: true,
+		Intervals: o.intervals, DisableMonServer: !o.mon,
 	})
 	require.NoError(t, err)
 	t.Cleanup(func() {
