@@ -73,7 +73,6 @@ var configTemplate = template.Must(template.New("hatchery.toml").Parse(`
       maxConcurrentProvisioning = 4
       registerFrequency = 5
       maxAttemptsNumberBeforeFailure = 2
-      workerBasedir = "{{.Basedir}}"
       [hatchery.vsphere.commonConfiguration.provision.workerApiHttp]
         url = "{{.API}}"
   [[hatchery.vsphere.flavors]]
@@ -91,10 +90,10 @@ var configTemplate = template.Must(template.New("hatchery.toml").Parse(`
 
 // configData fills configTemplate.
 type configData struct {
-	Endpoint, User, CAFile                                     string
-	Datacenter, Datastore, Network, ResourcePool, Folder       string
-	CardName, Name, API, Proxy, Region, Basedir, CloudTemplate string
-	MonPort                                                    int
+	Endpoint, User, CAFile                               string
+	Datacenter, Datastore, Network, ResourcePool, Folder string
+	CardName, Name, API, Proxy, Region, CloudTemplate    string
+	MonPort                                              int
 }
 
 // freePort is a loopback TCP port nothing listens on.
@@ -131,16 +130,12 @@ func newRSAKey() (string, error) {
 // The hatchery reaches the API through proxy; its workers reach the API
 // itself (provision.workerApiHttp).
 func writeConfig(dir string, env *vcsimtest.Env, p *peer, monPort int, proxy string) (string, error) {
-	basedir := filepath.Join(dir, "basedir")
-	if err := os.MkdirAll(basedir, 0o755); err != nil {
-		return "", err
-	}
 	var b bytes.Buffer
 	err := configTemplate.Execute(&b, configData{
 		Endpoint: env.Endpoint, User: env.User, CAFile: env.CAFile,
 		Datacenter: env.Datacenter, Datastore: env.Datastore, Network: env.Network,
 		ResourcePool: env.ResourcePool, Folder: env.Folder, CardName: vcsimtest.CardName,
-		Name: p.cfg.HatcheryName, API: p.cfg.APIURL, Proxy: proxy, Region: p.cfg.Region, Basedir: basedir,
+		Name: p.cfg.HatcheryName, API: p.cfg.APIURL, Proxy: proxy, Region: p.cfg.Region,
 		CloudTemplate: cloudTemplate, MonPort: monPort,
 	})
 	if err != nil {

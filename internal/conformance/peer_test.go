@@ -230,9 +230,6 @@ type v1RunJob struct {
 		} `json:"message"`
 		UserMessage string `json:"user_message"`
 	} `json:"spawninfos"`
-	BookedBy struct {
-		Name string `json:"name"`
-	} `json:"bookedby"`
 }
 
 // jobs returns the run's jobs.
@@ -361,4 +358,24 @@ func (p *peer) apiAnswers(from int64) ([]apiAnswer, int64, error) {
 		prev = ""
 	}
 	return out, n, sc.Err()
+}
+
+// queuedV1 returns the V1 jobs in the API's queue as the administrator
+// sees it: job id -> the name of the hatchery that booked it ("" for
+// none). The run's own view does not show bookings.
+func (p *peer) queuedV1(ctx context.Context) (map[int64]string, error) {
+	var q []struct {
+		ID       int64 `json:"id"`
+		BookedBy struct {
+			Name string `json:"name"`
+		} `json:"bookedby"`
+	}
+	if err := p.do(ctx, http.MethodGet, "/queue/workflows", nil, &q); err != nil {
+		return nil, err
+	}
+	out := map[int64]string{}
+	for _, j := range q {
+		out[j.ID] = j.BookedBy.Name
+	}
+	return out, nil
 }

@@ -169,24 +169,42 @@ func (s *suite) v1Final(t *testing.T, wf string, n int, timeout time.Duration) v
 	return r
 }
 
-// v1Logs downloads the CDN logs of run n of wf and returns them joined.
-func (s *suite) v1Logs(t *testing.T, wf string, n int) string {
+// v1Logs waits until the CDN logs of run n of wf hold every string of
+// want and returns them. The CDN completes a step's log item after the
+// job's end (a download right after it answers 404 for the last step), and
+// a step that never ran has none: the download is repeated until the
+// content is there, whatever cdsctl says of the other steps.
+func (s *suite) v1Logs(t *testing.T, wf string, n int, want ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if _, err := s.peer.cdsctl(context.Background(), dir, "workflow", "logs", "download", s.peer.cfg.Project, wf, fmt.Sprint(n)); err != nil {
-		t.Fatalf("download logs: %v", err)
-	}
-	return readAll(t, dir)
+	return s.logsHolding(t, want, "workflow", "logs", "download", s.peer.cfg.Project, wf, fmt.Sprint(n))
 }
 
-// v2Logs downloads the CDN logs of a V2 run and returns them joined.
-func (s *suite) v2Logs(t *testing.T, j v2Job) string {
+// v2Logs is v1Logs for a V2 run.
+func (s *suite) v2Logs(t *testing.T, j v2Job, want ...string) string {
 	t.Helper()
-	dir := t.TempDir()
-	if _, err := s.peer.cdsctl(context.Background(), dir, "experimental", "workflow", "logs", "download", s.peer.cfg.Project, j.RunID); err != nil {
-		t.Fatalf("download logs: %v", err)
-	}
-	return readAll(t, dir)
+	return s.logsHolding(t, want, "experimental", "workflow", "logs", "download", s.peer.cfg.Project, j.RunID)
+}
+
+// logsHolding runs `cdsctl args` in a new directory until the files it
+// wrote hold every string of want (at most a minute).
+func (s *suite) logsHolding(t *testing.T, want []string, args ...string) string {
+	t.Helper()
+	var logs string
+	waitFor(t, time.Minute, "CDN logs holding "+strings.Join(want, ", "), func() (bool, string) {
+		dir, err := os.MkdirTemp(t.TempDir(), "logs-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, cerr := s.peer.cdsctl(context.Background(), dir, args...)
+		logs = readAll(t, dir)
+		for _, w := range want {
+			if !strings.Contains(logs, w) {
+				return false, fmt.Sprintf("no %q in %q (cdsctl: %v)", w, logs, cerr)
+			}
+		}
+		return true, ""
+	})
+	return logs
 }
 
 func readAll(t *testing.T, dir string) string {
@@ -295,12 +313,7 @@ func TestV1JobTwoStepsSuccessWithLogsInCDN(t *testing.T) {
 	for _, j := range r.jobs() {
 		readableSpawnInfos(t, j)
 	}
-	logs := s.v1Logs(t, "wf-two-steps", n)
-	for _, want := range []string{"conformance step one on", "conformance step two says goodbye"} {
-		if !strings.Contains(logs, want) {
-			t.Errorf("CDN logs lack %q:\n%s", want, logs)
-		}
-	}
+	s.v1Logs(t, "wf-two-steps", n, "conformance step one on", "conformance step two says goodbye")
 	s.noLeak(t)
 }
 
@@ -315,10 +328,7 @@ func TestV1JobWhoseStepFailsEndsFailWithLogs(t *testing.T) {
 	if r.Status != "Fail" {
 		t.Fatalf("run ended %s, want Fail", r.Status)
 	}
-	logs := s.v1Logs(t, "wf-fails", n)
-	if !strings.Contains(logs, "conformance step about to fail") {
-		t.Errorf("CDN logs lack the failing step's output:\n%s", logs)
-	}
+	logs := s.v1Logs(t, "wf-fails", n, "conformance step about to fail")
 	if strings.Contains(logs, "conformance step never run") {
 		t.Errorf("the step after the failure ran:\n%s", logs)
 	}
@@ -336,9 +346,7 @@ func TestV2JobRunsOnStringSuccess(t *testing.T) {
 		infos, _ := s.peer.v2Infos(context.Background(), j)
 		t.Fatalf("job ended %s; infos %q", st, infos)
 	}
-	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
-		t.Errorf("CDN logs lack the step's output:\n%s", logs)
-	}
+	s.v2Logs(t, j, "hello from v2")
 	s.noLeak(t)
 }
 
@@ -381,9 +389,7 @@ func TestV2JobRunsOnObjectSuccess(t *testing.T) {
 	if cpus != 4 {
 		t.Errorf("worker VM had %d vCPUs, want the medium flavor's 4", cpus)
 	}
-	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
-		t.Errorf("CDN logs lack the step's output:\n%s", logs)
-	}
+	s.v2Logs(t, j, "hello from v2")
 	s.noLeak(t)
 }
 
@@ -402,9 +408,7 @@ func TestCloudInitModelJobSuccess(t *testing.T) {
 	if n := len(s.env.CloudInit.Boots()); n != before+1 {
 		t.Errorf("cloud-init boots: %d new, want 1", n-before)
 	}
-	if logs := s.v2Logs(t, j); !strings.Contains(logs, "hello from v2") {
-		t.Errorf("CDN logs lack the step's output:\n%s", logs)
-	}
+	s.v2Logs(t, j, "hello from v2")
 	s.noLeak(t)
 }
 
@@ -427,12 +431,16 @@ func TestRegionFilters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	queue, err := s.peer.queuedV1(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, j := range r.jobs() {
 		if j.Status != "Waiting" {
 			t.Errorf("job %d of region OTHER is %s, want Waiting", j.ID, j.Status)
 		}
-		if j.BookedBy.Name != "" {
-			t.Errorf("job %d of region OTHER booked by %q", j.ID, j.BookedBy.Name)
+		if by := queue[j.ID]; by != "" {
+			t.Errorf("job %d of region OTHER booked by %q", j.ID, by)
 		}
 		for _, si := range j.SpawnInfos {
 			if strings.Contains(si.UserMessage, s.peer.cfg.HatcheryName) {
@@ -501,9 +509,7 @@ func TestRestartWhileAJobRuns(t *testing.T) {
 	if r.Status != "Success" {
 		t.Fatalf("run ended %s", r.Status)
 	}
-	if logs := s.v1Logs(t, "wf-long", n); !strings.Contains(logs, "conformance long step survived the restart") {
-		t.Errorf("CDN logs lack the step's end:\n%s", logs)
-	}
+	s.v1Logs(t, "wf-long", n, "conformance long step survived the restart")
 	s.noLeak(t)
 }
 
@@ -511,50 +517,71 @@ func TestSIGTERMWithJobsBooked(t *testing.T) {
 	scenario(t, "SIGTERM with jobs booked: the daemon exits in time, no job stays booked, every job ends Success after a restart")
 	s.running(t)
 	ctx := context.Background()
-	var runs []int
+	// The workers' guests never get ready: the three spawns stay in
+	// flight, their jobs booked, until the SIGTERM.
+	s.env.SetGuestNeverReady(v1ModelRef, true)
+	restored := false
+	defer func() {
+		if !restored {
+			s.env.SetGuestNeverReady(v1ModelRef, false)
+		}
+	}()
+	var jobs []int64
+	runs := map[int64]int{}
 	for range 3 {
 		n, err := s.peer.runV1(ctx, "wf-two-steps")
 		if err != nil {
 			t.Fatal(err)
 		}
-		runs = append(runs, n)
-	}
-	waitFor(t, 2*time.Minute, "a job booked by the hatchery", func() (bool, string) {
-		var states []string
-		for _, n := range runs {
+		var id int64
+		waitFor(t, 30*time.Second, fmt.Sprintf("run %d has its job", n), func() (bool, string) {
 			r, err := s.peer.v1RunOf(ctx, "wf-two-steps", n)
 			if err != nil {
 				return false, err.Error()
 			}
 			for _, j := range r.jobs() {
-				if j.BookedBy.Name == s.peer.cfg.HatcheryName {
-					return true, ""
-				}
-				states = append(states, j.Status)
+				id = j.ID
+				return true, ""
+			}
+			return false, r.Status
+		})
+		jobs = append(jobs, id)
+		runs[id] = n
+	}
+	waitFor(t, 2*time.Minute, "the three jobs booked by the hatchery", func() (bool, string) {
+		q, err := s.peer.queuedV1(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, id := range jobs {
+			if q[id] != s.peer.cfg.HatcheryName {
+				return false, fmt.Sprintf("queue %v", q)
 			}
 		}
-		return false, strings.Join(states, ",")
+		return true, ""
 	})
 	start := time.Now()
 	s.stopDaemon(t)
 	t.Logf("daemon stopped %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	// No job is left booked by a hatchery that is gone: each is Waiting
-	// again (released), or running on its worker.
-	for _, n := range runs {
-		r, err := s.peer.v1RunOf(ctx, "wf-two-steps", n)
-		if err != nil {
-			t.Fatal(err)
+	q, err := s.peer.queuedV1(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range jobs {
+		by, queued := q[id]
+		if !queued {
+			t.Errorf("job %d left the queue: its spawn was in flight, it must wait for a worker again", id)
 		}
-		for _, j := range r.jobs() {
-			if j.Status == "Waiting" && j.BookedBy.Name != "" {
-				t.Errorf("run %d: job %d still booked by %q after the hatchery stopped", n, j.ID, j.BookedBy.Name)
-			}
+		if by != "" {
+			t.Errorf("job %d still booked by %q after the hatchery stopped", id, by)
 		}
 	}
+	s.env.SetGuestNeverReady(v1ModelRef, false)
+	restored = true
 	s.running(t)
-	for _, n := range runs {
-		if r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute); r.Status != "Success" {
-			t.Errorf("run %d ended %s", n, r.Status)
+	for _, id := range jobs {
+		if r := s.v1Final(t, "wf-two-steps", runs[id], 3*time.Minute); r.Status != "Success" {
+			t.Errorf("run %d ended %s", runs[id], r.Status)
 		}
 	}
 	s.noLeak(t)

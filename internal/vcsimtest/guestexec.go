@@ -32,9 +32,11 @@ import (
 // for the conformance suite (docs/conformance.md).
 //
 // What a process sees:
-//   - its working directory: Root/<vm>-<n>, new for every launch (so a
+//   - its working directory: Root/g<n>, new for every launch (so a
 //     template never holds a worker binary: a script must download it);
-//   - the environment Env, then the call's EnvVariables (CDS_CONFIG);
+//   - the environment Env, HOME (that directory) and TMPDIR (its t/: the
+//     worker's default basedir, which concurrent guests must not share),
+//     then the call's EnvVariables (CDS_CONFIG);
 //   - a PATH starting with a directory of shims: `sudo` runs its
 //     arguments, `shutdown` does nothing (the power-off follows the end of
 //     the script), as the guest's real ones would from the script's point
@@ -154,7 +156,9 @@ func (r *GuestRunner) newDir(vm string) (string, error) {
 	r.seq++
 	n := r.seq
 	r.mu.Unlock()
-	dir := filepath.Join(r.root, fmt.Sprintf("%s-%d", vm, n))
+	// Short: the worker starts its plugins on unix sockets under TMPDIR,
+	// whose paths may not exceed 107 bytes.
+	dir := filepath.Join(r.root, fmt.Sprintf("g%d", n))
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
@@ -250,7 +254,15 @@ func (r *GuestRunner) start(ref types.ManagedObjectReference, vm, dir string, ar
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = append(append(append([]string{}, r.env...), "HOME="+dir), env...)
+	// A guest has a disk of its own: the worker's basedir (its default is
+	// the temporary directory) must not be shared between guests.
+	tmp := filepath.Join(dir, "t")
+	if err := os.MkdirAll(tmp, 0o700); err != nil {
+		pr.Close()
+		pw.Close()
+		return err
+	}
+	cmd.Env = append(append(append([]string{}, r.env...), "HOME="+dir, "TMPDIR="+tmp), env...)
 	cmd.Stdout, cmd.Stderr = out, out
 	cmd.ExtraFiles = []*os.File{pw}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
