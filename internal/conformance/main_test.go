@@ -142,9 +142,9 @@ func run(m *testing.M) int {
 	}
 	code := 1
 	defer func() {
-		if code == 0 {
+		if code == 0 && os.Getenv("CONFORMANCE_KEEP") == "" {
 			_ = os.RemoveAll(work)
-		} else {
+		} else if code != 0 {
 			fmt.Println("conformance: kept for inspection:", work)
 		}
 	}()
@@ -174,6 +174,13 @@ func runIn(m *testing.M, peerDir, work string) int {
 			p.stop(peerLog)
 		}
 		fmt.Printf("conformance: start the real CDS (attempt %d): %v (log: %s)\n", attempt, err, peerLog.Name())
+		if b, rerr := os.ReadFile(peerLog.Name()); rerr == nil {
+			for _, l := range lastLines(strings.Split(string(b), "\n"), 400) {
+				if strings.HasPrefix(l, "up: ") && (strings.Contains(l, "FAILED") || strings.Contains(l, "exited")) {
+					fmt.Println("conformance:   " + l)
+				}
+			}
+		}
 		if attempt == 3 {
 			return 1
 		}

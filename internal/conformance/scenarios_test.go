@@ -64,11 +64,23 @@ func (s *suite) setupCDS(ctx context.Context) error {
 	return nil
 }
 
-// scenario records the outcome of one scenario and prints its line.
-func scenario(t *testing.T, what string) {
+// scenario records the outcome of one scenario and prints its line. A
+// healthy run logs no WARN nor ERROR: a line at those levels that the
+// daemon logs during the scenario fails it, unless warns says the scenario
+// provokes them (a job that cannot start).
+func scenario(t *testing.T, what string, warns ...bool) {
 	t.Helper()
 	start := time.Now()
+	from := len(logLines(s.logPath))
 	t.Cleanup(func() {
+		if len(warns) == 0 || !warns[0] {
+			lines := logLines(s.logPath)
+			for _, l := range lines[min(from, len(lines)):] {
+				if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+					t.Errorf("daemon logged: %s", l)
+				}
+			}
+		}
 		verdict := "PASS"
 		if t.Failed() {
 			verdict = "FAIL"
@@ -456,7 +468,7 @@ func TestRegionFilters(t *testing.T) {
 }
 
 func TestJobThatCannotStartIsFailedReadably(t *testing.T) {
-	scenario(t, "a V1 job whose worker cannot start is failed after maxAttemptsNumberBeforeFailure, its spawn infos readable")
+	scenario(t, "a V1 job whose worker cannot start is failed after maxAttemptsNumberBeforeFailure, its spawn infos readable", true)
 	s.running(t)
 	// Every guest refuses the login for the next two launches: each spawn
 	// fails at its first guest operation.

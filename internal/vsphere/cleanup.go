@@ -108,7 +108,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	}
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
-		h.log.Warn("awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
+		h.warnUnlessShuttingDown(ctx, "awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
 	} else {
 		h.scrubRegistered(ctx, workers)
 	}
@@ -326,7 +326,7 @@ func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (
 func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	workers, err := h.loadAPIWorkers(ctx)
 	if err != nil {
-		h.log.Warn("disabled workers cleanup skipped", logkey.Err, err)
+		h.warnUnlessShuttingDown(ctx, "disabled workers cleanup skipped", logkey.Err, err)
 		return
 	}
 	if len(workers.disabled) == 0 {
@@ -353,7 +353,8 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	}
 }
 
-// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended.
+// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended:
+// a request or a spawn cut by the shutdown is not a fault.
 // A vCenter wait cut short by shutdown is not a fault: the task goes on in
 // vCenter, and the next start judges the VM from its annotation and the
 // inventory. A healthy run that stops in the middle of a deletion thus logs

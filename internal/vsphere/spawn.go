@@ -47,7 +47,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	ctx = spawntiming.WithClock(ctx, clock)
 	name := args.WorkerName
 	errf := func(step string, err error) error {
-		h.log.Warn("spawn failed", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, step)
+		h.warnUnlessShuttingDown(ctx, "spawn failed", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, step)
 		return fmt.Errorf("spawn worker %q for job %q: %s: %w", name, args.JobID, step, err)
 	}
 	if name == "" {

@@ -266,7 +266,10 @@ func (c *Client) signIn(ctx context.Context, v apiVersion, stale string) error {
 		c.region = resp.Region
 		c.mu.Unlock()
 		if !resp.UpToDate {
-			c.log.Warn("cds api says the hatchery is not up to date", "version", c.cfg.Version)
+			// The API compares the version sent with its own: a hatchery
+			// released on its own schedule never matches it. Worth a line,
+			// not a warning (a healthy run logs none).
+			c.log.Info("cds api says the hatchery is not up to date (it compares with its own version)", "version", c.cfg.Version)
 		}
 	}
 	c.log.Debug("signed in to cds api", "api", v.String())

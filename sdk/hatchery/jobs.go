@@ -422,7 +422,7 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("could not start a worker after %d attempts: %v", n, spawnErr))
 		return
 	}
-	f.log.Warn("spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
+	f.warnUnlessShuttingDown(ctx, "spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
 	if err := f.releaseRetried(ctx, jobKey, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", logkey.Job, jobKey, logkey.Err, err)
 	}
@@ -521,7 +521,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 			f.log.Warn("spawn failed, releasing job and giving up on it", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
 		} else {
-			f.log.Warn("spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
+			f.warnUnlessShuttingDown(ctx, "spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
 		if err := f.releaseRetried(ctx, id, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
@@ -574,4 +574,15 @@ func (f *Framework) sendV2Info(ctx context.Context, region, id, level, msg strin
 	if err != nil && ctx.Err() == nil {
 		f.log.Warn("send v2 job info failed", logkey.Job, id, logkey.Err, err)
 	}
+}
+
+// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended: a
+// spawn cut by the shutdown is released, not failed (a healthy stop logs no
+// WARN).
+func (f *Framework) warnUnlessShuttingDown(ctx context.Context, msg string, args ...any) {
+	if ctx.Err() != nil {
+		f.log.Info(msg+" (shutting down)", args...)
+		return
+	}
+	f.log.Warn(msg, args...)
 }
