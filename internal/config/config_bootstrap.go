@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -103,14 +104,9 @@ func (c *Config) validateBootstrap(es *Errors) {
 	if m := strings.TrimSpace(c.DefaultBootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
 		es.add("defaultBootstrap", "%q is not a bootstrap mode (allowed: %q, %q)", m, BootstrapGuestOps, BootstrapCloudInit)
 	}
-	for _, list := range []struct {
-		key   string
-		creds []GuestCredential
-	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
-		for i, g := range list.creds {
-			if m := strings.TrimSpace(g.Bootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
-				es.add(fmt.Sprintf("%s[%d].bootstrap", list.key, i), "%q is not a bootstrap mode (allowed: %q, %q, or empty for defaultBootstrap)", m, BootstrapGuestOps, BootstrapCloudInit)
-			}
+	for key, g := range c.credentialEntries() {
+		if m := strings.TrimSpace(g.Bootstrap); m != "" && !slices.Contains(BootstrapModes, m) {
+			es.add(key+".bootstrap", "%q is not a bootstrap mode (allowed: %q, %q, or empty for defaultBootstrap)", m, BootstrapGuestOps, BootstrapCloudInit)
 		}
 	}
 	if v := c.FinishedWorkerGracePeriod; v < 0 || v > MaxFinishedWorkerGracePeriod {
@@ -132,24 +128,37 @@ func (c *Config) BootstrapNotes() []string {
 	if c.defaultBootstrap() == BootstrapCloudInit {
 		notes = append(notes, KeyPrefix+".defaultBootstrap: models without an entry start through cloud-init (guestinfo): no guest credentials needed")
 	}
-	for _, list := range []struct {
-		key   string
-		creds []GuestCredential
-	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
-		for i, g := range list.creds {
-			if c.entryBootstrap(g) != BootstrapCloudInit {
-				continue
-			}
-			model := g.ModelVMWare
-			if model == "" {
-				model = g.ModelPath
-			}
-			note := fmt.Sprintf("%s.%s[%d] (model %q): bootstrap cloud-init: no guest credentials needed", KeyPrefix, list.key, i, model)
-			if g.Username != "" || g.Password != "" {
-				note += "; its username/password are not used"
-			}
-			notes = append(notes, note)
+	for key, g := range c.credentialEntries() {
+		if c.entryBootstrap(g) != BootstrapCloudInit {
+			continue
 		}
+		model := g.ModelVMWare
+		if model == "" {
+			model = g.ModelPath
+		}
+		note := fmt.Sprintf("%s.%s (model %q): bootstrap cloud-init: no guest credentials needed", KeyPrefix, key, model)
+		if g.Username != "" || g.Password != "" {
+			note += "; its username/password are not used"
+		}
+		notes = append(notes, note)
 	}
 	return notes
+}
+
+// credentialEntries yields every guest account entry with its key path,
+// guestCredentials[i] then models[i] (the alias): the one order in which
+// Validate, the notes and the lookups read them.
+func (c *Config) credentialEntries() iter.Seq2[string, GuestCredential] {
+	return func(yield func(string, GuestCredential) bool) {
+		for _, list := range []struct {
+			key   string
+			creds []GuestCredential
+		}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
+			for i, g := range list.creds {
+				if !yield(fmt.Sprintf("%s[%d]", list.key, i), g) {
+					return
+				}
+			}
+		}
+	}
 }

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -41,25 +40,19 @@ func (c *Config) validateCommands(es *Errors) {
 	if strings.TrimSpace(c.V2Cmd) == "" {
 		es.add("v2Cmd", "required: the command starting the worker of V2 models (default %q)", hatchery.DefaultV2Commands().Cmd)
 	}
-	for _, list := range []struct {
-		key   string
-		creds []GuestCredential
-	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
-		for i, g := range list.creds {
-			key := fmt.Sprintf("%s[%d]", list.key, i)
-			check(key+".preStartScript", g.PreStartScript)
-			check(key+".v2PreCmd", g.V2PreCmd)
-			check(key+".v2Cmd", g.V2Cmd)
-			check(key+".v2PostCmd", g.V2PostCmd)
-			if !g.hasV2Commands() {
-				continue
-			}
-			if strings.TrimSpace(g.ModelVMWare) == "" {
-				es.add(key, "v2PreCmd, v2Cmd and v2PostCmd apply to V2 models only: the entry needs modelVMWare")
-			}
-			if strings.TrimSpace(g.V2Cmd) == "" {
-				es.add(key+".v2Cmd", "required when the entry sets v2PreCmd or v2PostCmd: its commands replace the three defaults as a whole")
-			}
+	for key, g := range c.credentialEntries() {
+		check(key+".preStartScript", g.PreStartScript)
+		check(key+".v2PreCmd", g.V2PreCmd)
+		check(key+".v2Cmd", g.V2Cmd)
+		check(key+".v2PostCmd", g.V2PostCmd)
+		if !g.hasV2Commands() {
+			continue
+		}
+		if strings.TrimSpace(g.ModelVMWare) == "" {
+			es.add(key, "v2PreCmd, v2Cmd and v2PostCmd apply to V2 models only: the entry needs modelVMWare")
+		}
+		if strings.TrimSpace(g.V2Cmd) == "" {
+			es.add(key+".v2Cmd", "required when the entry sets v2PreCmd or v2PostCmd: its commands replace the three defaults as a whole")
 		}
 	}
 }

@@ -409,24 +409,18 @@ func checkModelRef(es *Errors, key, modelPath, modelVMWare string) string {
 
 func (c *Config) validateCredentials(es *Errors) {
 	seen := map[string]string{}
-	for _, list := range []struct {
-		key   string
-		creds []GuestCredential
-	}{{"guestCredentials", c.GuestCredentials}, {"models", c.Models}} {
-		for i, g := range list.creds {
-			key := fmt.Sprintf("%s[%d]", list.key, i)
-			model := checkModelRef(es, key, g.ModelPath, g.ModelVMWare)
-			if strings.TrimSpace(g.Username) == "" && c.needsGuestAccount(g) {
-				es.add(key+".username", "required: the guest OS account the worker runs as")
-			}
-			if model == "" {
-				continue
-			}
-			if prev, dup := seen[model]; dup {
-				es.add(key, "duplicate credentials for the model of %s (one entry per model; models is an alias of guestCredentials)", prev)
-			} else {
-				seen[model] = KeyPrefix + "." + key
-			}
+	for key, g := range c.credentialEntries() {
+		model := checkModelRef(es, key, g.ModelPath, g.ModelVMWare)
+		if strings.TrimSpace(g.Username) == "" && c.needsGuestAccount(g) {
+			es.add(key+".username", "required: the guest OS account the worker runs as")
+		}
+		if model == "" {
+			continue
+		}
+		if prev, dup := seen[model]; dup {
+			es.add(key, "duplicate credentials for the model of %s (one entry per model; models is an alias of guestCredentials)", prev)
+		} else {
+			seen[model] = KeyPrefix + "." + key
 		}
 	}
 }

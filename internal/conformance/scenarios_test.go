@@ -181,6 +181,16 @@ func (s *suite) v1Final(t *testing.T, wf string, n int, timeout time.Duration) v
 	return r
 }
 
+// runV1ToEnd starts workflow wf and waits for the run to end.
+func (s *suite) runV1ToEnd(t *testing.T, wf string) (int, v1Run) {
+	t.Helper()
+	n, err := s.peer.runV1(context.Background(), wf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n, s.v1Final(t, wf, n, 3*time.Minute)
+}
+
 // v1Logs waits until the CDN logs of run n of wf hold every string of
 // want and returns them. The CDN completes a step's log item after the
 // job's end (a download right after it answers 404 for the last step), and
@@ -314,11 +324,7 @@ func TestV1ModelRegistersWithTheAPIsDefaultCommand(t *testing.T) {
 func TestV1JobTwoStepsSuccessWithLogsInCDN(t *testing.T) {
 	scenario(t, "a V1 job of two steps ends Success, both steps' logs in CDN")
 	s.running(t)
-	n, err := s.peer.runV1(context.Background(), "wf-two-steps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute)
+	n, r := s.runV1ToEnd(t, "wf-two-steps")
 	if r.Status != "Success" {
 		t.Fatalf("run ended %s", r.Status)
 	}
@@ -332,11 +338,7 @@ func TestV1JobTwoStepsSuccessWithLogsInCDN(t *testing.T) {
 func TestV1JobWhoseStepFailsEndsFailWithLogs(t *testing.T) {
 	scenario(t, "a V1 job whose step fails ends Fail, its log in CDN")
 	s.running(t)
-	n, err := s.peer.runV1(context.Background(), "wf-fails")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := s.v1Final(t, "wf-fails", n, 3*time.Minute)
+	n, r := s.runV1ToEnd(t, "wf-fails")
 	if r.Status != "Fail" {
 		t.Fatalf("run ended %s, want Fail", r.Status)
 	}
@@ -473,11 +475,7 @@ func TestJobThatCannotStartIsFailedReadably(t *testing.T) {
 	// Every guest refuses the login for the next two launches: each spawn
 	// fails at its first guest operation.
 	s.env.Guest.FailNext(new(types.InvalidGuestLogin), new(types.InvalidGuestLogin))
-	n, err := s.peer.runV1(context.Background(), "wf-two-steps")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := s.v1Final(t, "wf-two-steps", n, 3*time.Minute)
+	_, r := s.runV1ToEnd(t, "wf-two-steps")
 	if r.Status != "Fail" {
 		t.Fatalf("run ended %s, want Fail", r.Status)
 	}
