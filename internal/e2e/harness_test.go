@@ -21,6 +21,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -33,6 +34,10 @@ type rig struct {
 	sims *demo.Sims
 	logs *syncBuffer
 	log  *slog.Logger
+
+	// requestTimeout, when set, bounds each vCenter request of the
+	// daemons the rig starts instead of the production bound (15 s).
+	requestTimeout time.Duration
 
 	mu       sync.Mutex
 	launches map[string][]string // job id -> worker VMs launched for it
@@ -98,6 +103,15 @@ func (r *rig) startWith(cfg *config.Config, log *slog.Logger, obs hatchery.Obser
 	dr := &daemonRun{cancel: cancel, done: make(chan error, 1)}
 	o := demo.DaemonOptions(cfg, log)
 	o.Observer = obs
+	if rt := r.requestTimeout; rt > 0 {
+		base := o.VCenterConfig
+		o.VCenterConfig = func(cc *vcenter.Config) {
+			if base != nil {
+				base(cc)
+			}
+			cc.RequestTimeout = rt
+		}
+	}
 	o.OnReady = func(run daemon.Running) { ready <- run }
 	go func() { dr.done <- daemon.Run(ctx, o) }()
 	select {

@@ -14,10 +14,12 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -508,6 +510,36 @@ func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 	assert.Equal(t, lifecycle.Gone, e.h.life.Phase(key.SlotName(0)), "the slot is left to the other instance")
 	assert.NotContains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "pool slot filled by another instance")
+}
+
+// TestProvisioningWithoutAFreeAddressIsDeferred: a refill whose clone finds
+// every static address held (ippool.ErrNoIPAvailable: running workers, the
+// other instance's locks) is a capacity state, not a fault: the pass logs
+// one INFO line with the reason code, marks nothing, and the next pass
+// clones the slot once an address is free.
+func TestProvisioningWithoutAFreeAddressIsDeferred(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 1
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
+	key := warmpool.Key{Model: "debian12"}
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
+	var logs testutil.SyncBuffer
+	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.h.pool.Log = e.h.log
+	rec := &cloneRecorder{err: func(name string) error {
+		return fmt.Errorf("clone %q: reserve ip: %w", name, ippool.ErrNoIPAvailable)
+	}}
+	e.h.pool.Clone = rec.clone
+
+	e.h.pool.Provision(context.Background())
+
+	assert.Equal(t, []string{key.SlotName(0)}, rec.names())
+	assert.False(t, isMarked(e.h, key.SlotName(0)), "nothing was cloned: nothing to delete")
+	assert.Equal(t, lifecycle.Gone, e.h.life.Phase(key.SlotName(0)))
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "provisioning deferred to the next pass")
+	assert.Contains(t, logs.String(), "reason="+string(refusal.ReasonIP))
 }
 
 // TestProvisioningRespectsStaticLimits: a provisioned VM is powered on until

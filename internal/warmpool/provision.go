@@ -2,6 +2,7 @@ package warmpool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -342,6 +344,15 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		// (docs/high-availability.md#pool-slots): the slot is filled, and
 		// the VM is theirs to finish, never marked here.
 		log.Debug("pool slot filled by another instance", logkey.Detail, fmt.Sprintf("clone %q: name taken", name))
+		failed = err // says nothing of the template: neither counts nor lifts
+		return
+	}
+	if errors.Is(err, ippool.ErrNoIPAvailable) {
+		// Every address of the static ranges is held (workers, the other
+		// instance's locks): a capacity state, as for a job refused for
+		// lack of an address, not a fault. Nothing was cloned; the next
+		// pass tries again.
+		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonIP, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
 		failed = err // says nothing of the template: neither counts nor lifts
 		return
 	}
