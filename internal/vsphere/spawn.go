@@ -10,12 +10,15 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -96,6 +99,15 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	}
 
 	vm, err := h.claimOrClone(ctx, args, templateName, &annot, flavor, boot)
+	if errors.Is(err, ippool.ErrNoIPAvailable) {
+		// CanSpawn saw a free address; a concurrent spawn, a pool refill
+		// or the other instance's lock took it since. A capacity state,
+		// not a failure: the job goes back to the queue, its attempt
+		// uncounted, as when the admission refuses it for an address.
+		h.metrics.CapacityRefused(metrics.CapacityIP)
+		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, refusal.ReasonIP, logkey.Detail, err.Error())
+		return &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
+	}
 	if err != nil {
 		return errf("create vm", err)
 	}

@@ -11,9 +11,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -367,4 +369,28 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	err = f2.h.SpawnWorker(context.Background(), args)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "resolve template")
+}
+
+// TestSpawnWorkerWithoutAFreeAddressIsARefusal: CanSpawn saw a free
+// address, but every one is held when the clone reserves it (a concurrent
+// spawn, a refill, the other instance's locks): the spawn returns a
+// refusal with the ip reason (the framework releases the job, its attempt
+// uncounted), clones nothing and marks nothing.
+func TestSpawnWorkerWithoutAFreeAddressIsARefusal(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spIPConfig())
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
+	for i := range 32 {
+		f.inv.Add(inventory.VM{Name: fmt.Sprintf("other-%d", i), IPAddresses: []string{fmt.Sprintf("10.0.0.%d", i)}})
+	}
+	args := spV2Args()
+
+	err := f.h.SpawnWorker(context.Background(), args)
+
+	var r *refusal.Refusal
+	require.ErrorAs(t, err, &r)
+	assert.Equal(t, refusal.ReasonIP, r.Reason)
+	assert.ErrorIs(t, err, ippool.ErrNoIPAvailable)
+	assert.False(t, isMarked(f.h, args.WorkerName), "nothing was cloned")
+	assert.False(t, f.h.pendingJobs.Has(args.JobID))
 }

@@ -422,7 +422,7 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 		f.failV1Job(ctx, id, model, n, fmt.Sprintf("could not start a worker after %d attempts: %v", n, spawnErr))
 		return
 	}
-	f.warnUnlessShuttingDown(ctx, "spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
+	f.warnSpawnFailure(ctx, "spawn failed, releasing job", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncounted)
 	if err := f.releaseRetried(ctx, jobKey, func(rctx context.Context) error { return f.client.QueueJobRelease(rctx, id) }); err != nil {
 		f.log.Warn("release job failed", logkey.Job, jobKey, logkey.Err, err)
 	}
@@ -521,7 +521,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 			f.log.Warn("spawn failed, releasing job and giving up on it", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
 			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
 		} else {
-			f.warnUnlessShuttingDown(ctx, "spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
+			f.warnSpawnFailure(ctx, "spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
 		}
 		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
 		if err := f.releaseRetried(ctx, id, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
@@ -576,10 +576,20 @@ func (f *Framework) sendV2Info(ctx context.Context, region, id, level, msg strin
 	}
 }
 
-// warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended: a
-// spawn cut by the shutdown is released, not failed (a healthy stop logs no
-// WARN).
-func (f *Framework) warnUnlessShuttingDown(ctx context.Context, msg string, args ...any) {
+// warnSpawnFailure logs msg at WARN, or at INFO once ctx has ended
+// or when an error among args is a *refusal.Refusal: a spawn cut by the
+// shutdown, or refused when it tried, is released, not failed (a healthy
+// run logs no WARN).
+func (f *Framework) warnSpawnFailure(ctx context.Context, msg string, args ...any) {
+	var r *refusal.Refusal
+	for _, a := range args {
+		if err, ok := a.(error); ok && errors.As(err, &r) {
+			// A refusal at spawn time (a template quarantined, no address
+			// left since the admission) waits, uncounted: not a fault.
+			f.log.Info(msg+" (refused: "+string(r.Reason)+")", args...)
+			return
+		}
+	}
 	if ctx.Err() != nil {
 		f.log.Info(msg+" (shutting down)", args...)
 		return

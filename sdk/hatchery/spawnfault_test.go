@@ -50,6 +50,31 @@ func TestBackendFaultNeverFailsV1Job(t *testing.T) {
 	assert.Contains(t, hs.logs.String(), `"attempt_counted":false`)
 }
 
+// TestSpawnRefusedAtSpawnTimeIsNoWarning: a spawn that returns a refusal
+// (no static address left since the admission) releases the job, its
+// attempt uncounted, and logs no WARN: waiting for room is not a fault.
+func TestSpawnRefusedAtSpawnTimeIsNoWarning(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Provision.MaxAttemptsNumberBeforeFailure = 2
+	hs := newHarness(t, cfg, nil)
+	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
+	hs.h.spawnErr = fmt.Errorf("spawn: %w", refusal.Refuse(refusal.ReasonIP, "no static ip address left at clone time"))
+	hs.c.addJob(5, modelReq("shared.infra/debian12"))
+	stop := hs.run()
+	for i := range 3 {
+		nextSpawn(t, hs, i)
+	}
+	require.NoError(t, firstErr(stop()))
+	hs.c.snapshot(func(c *fakeClient) {
+		assert.Empty(t, c.failReasons, "a refusal never fails the job")
+		assert.GreaterOrEqual(t, c.releases, 3, "released back to the queue after every refusal")
+	})
+	assert.Zero(t, hs.f.attempts.count(5), "no attempt counted")
+	assert.NotContains(t, hs.logs.String(), `"level":"WARN"`)
+	assert.Contains(t, hs.logs.String(), "spawn failed, releasing job (refused: ip)")
+}
+
 // TestBackendFaultNeverGivesUpV2Job: the same for a V2 run job, whose cap
 // stops the hatchery taking it.
 func TestBackendFaultNeverGivesUpV2Job(t *testing.T) {
