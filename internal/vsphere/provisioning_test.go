@@ -542,6 +542,33 @@ func TestProvisioningWithoutAFreeAddressIsDeferred(t *testing.T) {
 	assert.Contains(t, logs.String(), "reason="+string(refusal.ReasonIP))
 }
 
+// TestProvisioningCutByTheShutdownIsNoWarning: a refill whose clone ends
+// because the shutdown cancelled the pass logs why at INFO: a healthy stop
+// logs no WARN.
+func TestProvisioningCutByTheShutdownIsNoWarning(t *testing.T) {
+	t.Parallel()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 1
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
+	var logs testutil.SyncBuffer
+	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.h.pool.Log = e.h.log
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	rec := &cloneRecorder{err: func(name string) error {
+		cancel() // SIGTERM while the clone task runs
+		return fmt.Errorf("clone %q: wait for task: %w", name, context.Canceled)
+	}}
+	e.h.pool.Clone = rec.clone
+
+	e.h.pool.Provision(ctx)
+
+	require.Len(t, rec.names(), 1)
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "provisioning cut by the shutdown")
+}
+
 // TestProvisioningRespectsStaticLimits: a provisioned VM is powered on until
 // it has its IP, so provisioning reserves its footprint against maxCpus like
 // a spawn: with 2 of 6 vCPUs used by a worker and 2-vCPU templates, two

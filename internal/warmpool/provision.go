@@ -317,6 +317,15 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		return
 	}
 	var failed error // the failure, marked (spawnfault.MarkTemplate) when the template is to blame
+	// failedLine says why the provisioning failed: WARN, or INFO when the
+	// shutdown cut it (a healthy stop logs no WARN).
+	failedLine := func(args ...any) {
+		if ctx.Err() != nil {
+			log.Info("provisioning cut by the shutdown", args...)
+			return
+		}
+		log.Warn("provisioning failed", args...)
+	}
 	defer func() { p.Host.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (then this move is refused, as it should be).
@@ -358,7 +367,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	}
 	if err != nil {
 		failed = err // the hatchery's clone marks the template's own faults
-		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
+		failedLine(logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
 		p.Host.MarkToDelete(name)
 		p.Inventory.Invalidate()
 		return
@@ -370,14 +379,14 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	cancel()
 	if err != nil {
 		failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
-		log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
+		failedLine(logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
 		p.Host.MarkToDelete(name)
 		return
 	}
 	if t.IdleState == config.IdleStateSuspended || t.IdleState == config.IdleStatePoweredOn {
 		if err := p.readyHot(ctx, vm, name, &annot, t.IdleState); err != nil {
 			failed = spawnfault.MarkTemplate(err)
-			log.Warn("provisioning failed", logkey.Err, err)
+			failedLine(logkey.Err, err)
 			p.Host.MarkToDelete(name)
 			p.Inventory.Invalidate()
 			return
@@ -389,7 +398,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	} else {
 		if err := p.Port.ShutdownVirtualMachine(ctx, vm); err != nil {
 			failed = err
-			log.Warn("provisioning failed", logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
+			failedLine(logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
 			p.Host.MarkToDelete(name)
 			p.Inventory.Invalidate()
 			return
