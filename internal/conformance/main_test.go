@@ -4,6 +4,7 @@ package conformance
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -89,6 +90,15 @@ func newRecorder(target string) (*recorder, error) {
 			RequestID: resp.Header.Get("Request-Id"), Status: resp.StatusCode, At: time.Now()})
 		r.mu.Unlock()
 		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, req *http.Request, err error) {
+		w.WriteHeader(http.StatusBadGateway)
+		if errors.Is(err, context.Canceled) {
+			return // the daemon gave up the request (its shutdown): no answer to record
+		}
+		r.mu.Lock()
+		r.answers = append(r.answers, answer{Method: req.Method, Path: req.URL.Path, Status: http.StatusBadGateway, At: time.Now()})
+		r.mu.Unlock()
 	}
 	r.srv = &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -268,6 +278,7 @@ func runIn(m *testing.M, peerDir, work string) int {
 	if !s.reportAPIErrors() {
 		code = 1
 	}
+	fmt.Printf("conformance: the suite took %s (the peer's start, the build and %d scenarios)\n", time.Since(t0).Round(time.Second), len(s.results))
 	if code == 0 {
 		fmt.Printf("conformance: %d scenarios passed against CDS %s\n", len(s.results), p.commit)
 	} else {
