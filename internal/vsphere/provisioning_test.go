@@ -478,6 +478,21 @@ func TestProvisioningReusesAFailedSlot(t *testing.T) {
 	assert.Equal(t, []string{key.SlotName(0)}, rec.names())
 }
 
+// debian12PoolWithLogs is a warm env with one pool of n debian12 VMs, one
+// clone at a time, whose hatchery and pool log (debug) to the buffer
+// returned.
+func debian12PoolWithLogs(t *testing.T, n int) (*warmEnv, *testutil.SyncBuffer) {
+	t.Helper()
+	cfg := warmConfig()
+	cfg.WorkerProvisioningPoolSize = 1
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: n}}
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
+	logs := &testutil.SyncBuffer{}
+	e.h.log = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	e.h.pool.Log = e.h.log
+	return e, logs
+}
+
 // TestProvisioningDuplicateSlotIsNotAnError: another instance cloned the
 // same slot first (vCenter answers DuplicateName): the slot counts as
 // filled, nothing is marked for deletion (the VM is the other instance's
@@ -485,14 +500,8 @@ func TestProvisioningReusesAFailedSlot(t *testing.T) {
 // slots.
 func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 	t.Parallel()
-	cfg := warmConfig()
-	cfg.WorkerProvisioningPoolSize = 1
-	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
 	key := warmpool.Key{Model: "debian12"}
-	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
-	var logs testutil.SyncBuffer
-	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.h.pool.Log = e.h.log
+	e, logs := debian12PoolWithLogs(t, 2)
 	rec := &cloneRecorder{err: func(name string) error {
 		if name == key.SlotName(0) {
 			return fmt.Errorf("clone %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
@@ -519,14 +528,8 @@ func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 // clones the slot once an address is free.
 func TestProvisioningWithoutAFreeAddressIsDeferred(t *testing.T) {
 	t.Parallel()
-	cfg := warmConfig()
-	cfg.WorkerProvisioningPoolSize = 1
-	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 	key := warmpool.Key{Model: "debian12"}
-	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
-	var logs testutil.SyncBuffer
-	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.h.pool.Log = e.h.log
+	e, logs := debian12PoolWithLogs(t, 1)
 	rec := &cloneRecorder{err: func(name string) error {
 		return fmt.Errorf("clone %q: reserve ip: %w", name, ippool.ErrNoIPAvailable)
 	}}
@@ -547,13 +550,7 @@ func TestProvisioningWithoutAFreeAddressIsDeferred(t *testing.T) {
 // logs no WARN.
 func TestProvisioningCutByTheShutdownIsNoWarning(t *testing.T) {
 	t.Parallel()
-	cfg := warmConfig()
-	cfg.WorkerProvisioningPoolSize = 1
-	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
-	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
-	var logs testutil.SyncBuffer
-	e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	e.h.pool.Log = e.h.log
+	e, logs := debian12PoolWithLogs(t, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	rec := &cloneRecorder{err: func(name string) error {
