@@ -1,8 +1,6 @@
 package cdssim
 
 import (
-	"context"
-	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
@@ -179,91 +177,6 @@ func (s *Server) record(r *http.Request, status int) {
 	s.st.calls = append(s.st.calls, Call{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Status: status})
 }
 
-// injected applies the configured latency and failures to one request.
-func (s *Server) injected(ctx context.Context) error {
-	s.mu.Lock()
-	lat := s.st.latency
-	var status int
-	f := &s.st.fail
-	switch {
-	case f.remaining > 0:
-		f.remaining--
-		status = f.status
-	case !f.until.IsZero() && time.Now().Before(f.until):
-		status = f.status
-	}
-	s.mu.Unlock()
-	if lat > 0 {
-		t := time.NewTimer(lat)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-s.done:
-			return errNotFound("simulator closed")
-		}
-	}
-	if status != 0 {
-		return newErr(status, errIDInternal, http.StatusText(status), "injected by cdssim")
-	}
-	return nil
-}
-
-// authenticate checks the bearer session against the route's API version:
-// no or unknown session 401 id 10; a session of the other version 403 id 11.
-func (s *Server) authenticate(r *http.Request, api apiKind) (*session, error) {
-	tok := bearer(r)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	sess, ok := s.st.sessions[tok]
-	if tok == "" || !ok || time.Now().After(sess.expires) {
-		return nil, errNotAuthenticated()
-	}
-	if sess.api != api {
-		return nil, errForbidden()
-	}
-	return sess, nil
-}
-
-// FailNext makes the next n requests (sign-ins included) answer status
-// (e.g. 500 or 503) with a CDS error body.
-func (s *Server) FailNext(n, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.fail = failure{status: status, remaining: n}
-}
-
-// FailFor makes every request answer status for d from now.
-func (s *Server) FailFor(d time.Duration, status int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.fail = failure{status: status, until: time.Now().Add(d)}
-}
-
-// ClearFailures stops injected failures.
-func (s *Server) ClearFailures() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.fail = failure{}
-}
-
-// SetLatency delays every answer by d (0 turns it off); the delay ends early
-// when the request's context ends.
-func (s *Server) SetLatency(d time.Duration) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.st.latency = d
-}
-
-// ExpireSessions forgets every session: the next authenticated call answers
-// 401 id 10 "not authenticated" until the hatchery signs in again.
-func (s *Server) ExpireSessions() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	clear(s.st.sessions)
-}
-
 // Sessions is the number of live sessions.
 func (s *Server) Sessions() int {
 	s.mu.Lock()
@@ -289,64 +202,6 @@ func (s *Server) CountCalls(method, path string) int {
 		}
 	}
 	return n
-}
-
-// SpawnInfoMessages are the spawn-info message ids the CDS API defines
-// that concern spawning a worker, each with the English text the API
-// renders it with: the API stores each info's user_message as
-// fmt.Sprintf(text, args...), so a wrong argument count shows users
-// "%!s(MISSING)" or "%!(EXTRA ...)". An info with another id is accepted
-// (204) but stored without a message: users see nothing.
-var SpawnInfoMessages = map[string]string{
-	"MsgSpawnInfoHatcheryStarts":           "Hatchery %s starts spawn worker %s with model %s",
-	"MsgSpawnInfoHatcheryStartsFlavor":     "The worker %q will use the flavor %q",
-	"MsgSpawnInfoHatcheryErrorSpawn":       "Error while Hatchery %s spawns worker with model %s after %s, err: %s",
-	"MsgSpawnInfoHatcheryStartDockerPull":  "Hatchery %s starts docker pull %s...",
-	"MsgSpawnInfoHatcheryEndDockerPull":    "Hatchery %s docker pull %s done",
-	"MsgSpawnInfoHatcheryEndDockerPullErr": "⚠ Hatchery %s - docker pull %s done with error: %v",
-	"MsgSpawnInfoDeprecatedModel":          "⚠ Pay attention you are using a deprecated worker model (%s)",
-	"MsgSpawnInfoWorkerEnd":                "✓ Worker %s finished working on this job",
-	"MsgSpawnInfoJobInQueue":               "✓ Job has been queued",
-	"MsgSpawnInfoJobTaken":                 "Job %s has been taken by worker %s",
-	"MsgSpawnInfoJobTakenWorkerVersion":    "Worker %s version:%s os:%s arch:%s",
-	"MsgSpawnInfoWorkerForJob":             "This worker %s was created to take this action",
-	"MsgSpawnInfoWorkerForJobError":        "⚠ This worker %s was created to take this action, but does not have all prerequisites. Please verify the following prerequisites: %s",
-	"MsgSpawnInfoJobError":                 "⚠ Unable to run this job: %s",
-	"MsgSpawnInfoHatcheryCannotStart":      "No hatchery can spawn a worker corresponding your job's requirements. Please check your job's requirements.",
-	"MsgSpawnErrorHatcheryRetryAttempt":    "Job execution failed by hatchery %s. Reason: %s",
-}
-
-// RenderSpawnInfo is the user_message the API stores for a spawn info:
-// its id's text (SpawnInfoMessages) formatted with its arguments; false,
-// and "", for an id the API does not define. A message with a wrong
-// argument count renders, as on the API, with a "%!" mark.
-func RenderSpawnInfo(m sdk.SpawnInfoMessage) (string, bool) {
-	text, ok := SpawnInfoMessages[m.ID]
-	if !ok {
-		return "", false
-	}
-	args := make([]any, len(m.Args))
-	for i, a := range m.Args {
-		args[i] = a
-	}
-	return fmt.Sprintf(text, args...), true
-}
-
-// UnknownSpawnInfoIDs returns the spawn-info message ids received that the
-// API does not define (see SpawnInfoMessages), in order.
-func (s *Server) UnknownSpawnInfoIDs() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.st.unknownSpawnInfos...)
-}
-
-// GarbledSpawnInfos returns the user messages of the spawn infos received
-// that render with a wrong argument count ("%!s(MISSING)", "%!(EXTRA"),
-// in order: what users would read in the CDS UI.
-func (s *Server) GarbledSpawnInfos() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.st.garbledSpawnInfos...)
 }
 
 // ServiceHTTPURL is the URL a hatchery sent at its last sign-in, as the
