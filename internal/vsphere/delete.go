@@ -105,7 +105,10 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	obj := vm.Ref
 	defer h.inv.Invalidate() // even a failed task may have changed the VM
 	if vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
-		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil {
+		// A VM gone already (ManagedObjectNotFound: the other instance of
+		// this hatchery destroyed it first) is not an error: the destroy
+		// below answers it as done.
+		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, err)
 		}
 	}

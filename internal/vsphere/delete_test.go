@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -24,6 +26,13 @@ func TestDeleteServer(t *testing.T) {
 	invalidPower := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
 		Fault: &types.InvalidPowerState{ExistingState: types.VirtualMachinePowerStatePoweredOn},
 	}}
+	// Two instances clean up one finished VM: the second's power off finds
+	// it destroyed (docs/high-availability.md).
+	gone := fmt.Errorf("read power state of %q: %w", "w-1", soap.WrapSoapFault(&soap.Fault{
+		String: "The object has already been deleted or has not been completely created",
+		Detail: struct {
+			Fault types.AnyType `xml:",any,typeattr"`
+		}{Fault: &types.ManagedObjectNotFound{}}}))
 	cases := []struct {
 		name       string
 		vm         inventory.VM
@@ -44,6 +53,13 @@ func TestDeleteServer(t *testing.T) {
 			gomock.InOrder(
 				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(invalidPower),
 				e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
+			)
+		}, "", false},
+		{"gone already (the other instance destroyed it): done", warmVM("w-1"), func(e *warmEnv) {
+			gomock.InOrder(
+				e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(gone),
+				// vcenter.Client's destroy answers a gone VM with success
 				e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(nil),
 			)
 		}, "", false},
