@@ -131,10 +131,10 @@ var transitions = map[Phase][]Phase{
 	Marked: {Deleting, Gone},
 	// Destroyed, or failed and retried by the next pass.
 	Deleting: {Destroyed, Marked},
-	// A listing no longer shows it; or its name is used again (a new
-	// registration VM is cloned under it, a VM of a stale snapshot under
-	// it is marked or deleted again: vCenter answers "gone", a success).
-	Destroyed: {Gone, Cloning, Marked, Deleting},
+	// A listing no longer shows it; or its name is used again: a new
+	// registration VM is cloned under it, or another VM bearing its name
+	// (a new reference) is deleted. A destroyed VM is never marked again.
+	Destroyed: {Gone, Cloning, Deleting},
 	// Evicted by a newer hold (marked), expired (the cleanup deletes it),
 	// or no longer shown by the inventory.
 	Held: {Marked, Deleting, Gone},

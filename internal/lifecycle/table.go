@@ -70,6 +70,11 @@ type Table struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[string]*Entry
+	// spawns holds the job keys of the spawns in flight (BeginSpawn).
+	spawns map[string]struct{}
+	// bugs holds the moves Must saw refused; onBug is told of each.
+	bugs  []error
+	onBug func(error)
 }
 
 // New returns an empty table reading the time from now (time.Now if nil).
@@ -77,7 +82,49 @@ func New(now func() time.Time) *Table {
 	if now == nil {
 		now = time.Now
 	}
-	return &Table{now: now, entries: map[string]*Entry{}}
+	return &Table{now: now, entries: map[string]*Entry{}, spawns: map[string]struct{}{}}
+}
+
+// OnBug sets the function told of every move Must saw refused (the
+// hatchery logs it at ERROR); nil tells nobody. Call it before the table
+// is shared.
+func (t *Table) OnBug(f func(error)) { t.onBug = f }
+
+// Must is Move for a move whose refusal would be a bug: the caller owns
+// the VM in phase from and nothing else may move it meanwhile. A refusal
+// changes nothing, is recorded (Bugs) and told to the OnBug function;
+// tests fail on it.
+func (t *Table) Must(name string, from, to Phase, opts ...Option) {
+	err := t.Move(name, from, to, opts...)
+	if err == nil {
+		return
+	}
+	err = fmt.Errorf("lifecycle bug: %w", err)
+	t.mu.Lock()
+	t.bugs = append(t.bugs, err)
+	f := t.onBug
+	t.mu.Unlock()
+	if f != nil {
+		f(err)
+	}
+}
+
+// Bugs returns the moves Must saw refused, oldest first.
+func (t *Table) Bugs() []error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return append([]error(nil), t.bugs...)
+}
+
+// Drop moves the VM name from phase from to Gone; a VM already Gone (no
+// entry: another loop dropped it first) is not an error. A VM in another
+// phase is refused with ErrWrongPhase and keeps it.
+func (t *Table) Drop(name string, from Phase) error {
+	cur, err := t.MoveFrom(name, []Phase{from, Gone}, Gone)
+	if cur == Gone && errors.Is(err, ErrNotAllowed) {
+		return nil // Gone -> Gone: nothing to drop
+	}
+	return err
 }
 
 // Move moves the VM name from phase from to phase to, setting the facts
@@ -241,8 +288,13 @@ func (t *Table) Counts() map[Phase]int {
 }
 
 // Expire removes the entries in phase p whose deadline is set and not after
-// now, and returns them.
-func (t *Table) Expire(p Phase, now time.Time) []Entry {
+// now, and returns them. Like any move it is checked: a phase the
+// transitions table does not let move to Gone is refused with
+// ErrNotAllowed and nothing expires.
+func (t *Table) Expire(p Phase, now time.Time) ([]Entry, error) {
+	if !Allowed(p, Gone) {
+		return nil, fmt.Errorf("expire vms %s: move from %s to %s: %w", p, p, Gone, ErrNotAllowed)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Entry
@@ -253,7 +305,7 @@ func (t *Table) Expire(p Phase, now time.Time) []Entry {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, nil
 }
 
 // Absent records, for a Marked VM, whether the inventory listed it now:
@@ -276,6 +328,36 @@ func (t *Table) Absent(name string, listed bool, now time.Time) time.Duration {
 		return 0
 	}
 	return now.Sub(e.AbsentSince)
+}
+
+// BeginSpawn records that a spawn for the job key (a job id, or the
+// registration key of a V1 model) is in flight, and reports whether none
+// was: false means another spawn of the job is in flight and this one must
+// not start. This is the one record of "a spawn is in flight for job J";
+// CanSpawn, SpawnWorker and the cleanup all ask it (SpawnInFlight).
+func (t *Table) BeginSpawn(job string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.spawns[job]; ok {
+		return false
+	}
+	t.spawns[job] = struct{}{}
+	return true
+}
+
+// EndSpawn records that the spawn for the job key returned.
+func (t *Table) EndSpawn(job string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.spawns, job)
+}
+
+// SpawnInFlight reports whether a spawn for the job key is in flight.
+func (t *Table) SpawnInFlight(job string) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_, ok := t.spawns[job]
+	return ok
 }
 
 func containsPhase(ps []Phase, p Phase) bool {

@@ -25,7 +25,7 @@ var want = map[Phase][]Phase{
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
 	Deleting:     {Destroyed, Marked},
-	Destroyed:    {Gone, Cloning, Marked, Deleting},
+	Destroyed:    {Gone, Cloning, Deleting},
 	Held:         {Marked, Deleting, Gone},
 }
 
@@ -153,8 +153,11 @@ func TestExpire(t *testing.T) {
 	require.NoError(t, tb.Move("d", Gone, Provisioning))
 	require.NoError(t, tb.Move("d", Provisioning, Idle, WithDeadline(now)))
 
-	assert.Empty(t, tb.Expire(Running, now.Add(59*time.Second)))
-	gone := tb.Expire(Running, now.Add(time.Minute))
+	early, err := tb.Expire(Running, now.Add(59*time.Second))
+	require.NoError(t, err)
+	assert.Empty(t, early)
+	gone, err := tb.Expire(Running, now.Add(time.Minute))
+	require.NoError(t, err)
 	require.Len(t, gone, 1)
 	assert.Equal(t, "a", gone[0].Name)
 	assert.Equal(t, Gone, tb.Phase("a"))

@@ -139,6 +139,7 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	})
 	require.NoError(t, err)
 	env.h = h
+	checkLifeBugs(t, h)
 	return env
 }
 

@@ -121,7 +121,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		var v awolVerdict
 		switch {
-		case h.life.In(vm.Name, lifecycle.Marked, lifecycle.Deleting):
+		case h.life.In(vm.Name, lifecycle.ToDelete()...):
 			v = awolRemove("marked for deletion")
 		case apiErr != nil:
 			continue
@@ -341,7 +341,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
 			continue
 		}
-		if h.life.In(vm.Name, lifecycle.Deleting, lifecycle.Destroyed) {
+		if h.life.In(vm.Name, lifecycle.Destroying()...) {
 			// Already being destroyed or destroyed, the snapshot lags: the
 			// API lists an ended V1 worker, Disabled, for minutes after its
 			// VM went (docs/design.md#cleanup).

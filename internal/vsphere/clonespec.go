@@ -35,11 +35,22 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
 	// Cleanup leaves a name being cloned alone: the VM may not be in the
-	// inventory yet. A warm-pool VM is already Provisioning: it stays so.
-	if h.life.Move(vmName, lifecycle.Gone, lifecycle.Cloning) == nil {
-		// Refused when the clone failed and marked the name.
-		defer func() { _ = h.life.Move(vmName, lifecycle.Cloning, lifecycle.Gone) }()
+	// inventory yet. A warm-pool VM is already Provisioning: it stays so
+	// (its provisioning moves it on). A name destroyed earlier (a V1
+	// model's registration VM) is used again.
+	cloning := false
+	switch prev, err := h.life.MoveFrom(vmName, []lifecycle.Phase{lifecycle.Gone, lifecycle.Destroyed}, lifecycle.Cloning); {
+	case err == nil:
+		cloning = true
+	case prev != lifecycle.Provisioning:
+		h.log.Debug("clone not recorded in the lifecycle table", logkey.VM, vmName, logkey.Err, err)
 	}
+	marked := false
+	defer func() {
+		if cloning && !marked {
+			h.life.Must(vmName, lifecycle.Cloning, lifecycle.Gone)
+		}
+	}()
 	if annot.Created.IsZero() {
 		annot.Created = h.now().UTC()
 	}
@@ -76,7 +87,8 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 			annot.IPAddress = ""
 		}
 		if created {
-			h.markToDelete(vmName)
+			// Cloning (or Provisioning) leaves for Marked.
+			marked = h.markToDelete(vmName)
 		}
 		if fault.Is(err, &types.DuplicateName{}) {
 			// The name is taken: for a pool slot, by another instance

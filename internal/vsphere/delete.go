@@ -25,7 +25,7 @@ var errDeleteInProgress = errors.New("deletion already in progress")
 // It reports whether the mark is new: a VM already marked or being deleted
 // stays as it is.
 func (h *HatcheryVSphere) markToDelete(name string) bool {
-	_, err := h.life.MoveFrom(name, markable, lifecycle.Marked)
+	_, err := h.life.MoveFrom(name, lifecycle.Markable(), lifecycle.Marked)
 	return err == nil
 }
 
@@ -54,8 +54,13 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []inventory.VM) {
 		listedRefs[v.Ref.Value] = true
 	}
 	for _, e := range h.life.List(lifecycle.Destroyed) {
-		if !listedRefs[e.Ref] {
-			_ = h.life.Move(e.Name, lifecycle.Destroyed, lifecycle.Gone)
+		if listedRefs[e.Ref] {
+			continue
+		}
+		if err := h.life.Drop(e.Name, lifecycle.Destroyed); err != nil {
+			// Its name was used again since the listing (a new clone):
+			// that phase is the new VM's.
+			h.log.Debug("destroyed entry kept", logkey.VM, e.Name, logkey.Err, err)
 		}
 	}
 	for _, e := range h.life.List(lifecycle.Marked) {
@@ -84,7 +89,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 		h.log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
 		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, h.Name())
 	}
-	switch prev, err := h.life.MoveFrom(vm.Name, deletable, lifecycle.Deleting, lifecycle.WithRef(vm.Ref.Value)); {
+	switch prev, err := h.life.MoveFrom(vm.Name, lifecycle.Deletable(), lifecycle.Deleting, lifecycle.WithRef(vm.Ref.Value)); {
 	case prev == lifecycle.Deleting:
 		return fmt.Errorf("delete vm %q: %w", vm.Name, errDeleteInProgress)
 	case err != nil:
@@ -94,7 +99,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	defer func() {
 		if !destroyed {
 			// Still marked: a failure is retried by the next cleanup pass.
-			_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Marked)
+			h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Marked)
 		}
 	}()
 
@@ -126,7 +131,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	destroyed = true
 	// A snapshot taken before may still show it: never offered again
 	// until a listing no longer shows it (dropAbsentDeleteMarks).
-	_ = h.life.Move(vm.Name, lifecycle.Deleting, lifecycle.Destroyed)
+	h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Destroyed)
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until

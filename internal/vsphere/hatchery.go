@@ -25,6 +25,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -116,6 +117,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
 		Port: o.Client, PoolRuntime: func() *types.ResourcePoolRuntimeInfo { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
+	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
 	ips, err := ippool.New(o.Config)
 	if err != nil {
 		return nil, err

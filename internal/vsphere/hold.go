@@ -97,7 +97,7 @@ func (h *HatcheryVSphere) heldVMs(vms []inventory.VM) []heldVM {
 			continue
 		}
 		shown[v.Name] = true
-		if h.life.In(v.Name, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed) {
+		if h.life.In(v.Name, lifecycle.Removed()...) {
 			continue
 		}
 		out = append(out, heldVM{name: v.Name, until: *v.Annotation.HeldUntil, reason: v.Annotation.HeldReason})
@@ -178,7 +178,10 @@ func (h *HatcheryVSphere) tendHolds(vms []inventory.VM) {
 	now := h.now()
 	for _, e := range h.life.List(lifecycle.Held) {
 		if !shown[e.Name] && !now.Before(e.Deadline) {
-			_ = h.life.Move(e.Name, lifecycle.Held, lifecycle.Gone) // raced by a deletion: nothing to drop
+			if err := h.life.Drop(e.Name, lifecycle.Held); err != nil {
+				// Raced by a deletion since the listing: that phase stands.
+				h.log.Debug("held entry kept", logkey.VM, e.Name, logkey.Err, err)
+			}
 		}
 	}
 	h.metrics.HeldVMs(len(h.heldVMs(vms)))

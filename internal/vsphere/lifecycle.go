@@ -4,24 +4,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
-)
-
-// The phases of internal/lifecycle as the loops read them
-// (docs/lifecycle.md).
-var (
-	// markable: a VM in one of these phases may be marked for deletion;
-	// one already marked or being deleted stays as it is.
-	markable = []lifecycle.Phase{
-		lifecycle.Gone, lifecycle.Cloning, lifecycle.Provisioning, lifecycle.Idle, lifecycle.Claimed,
-		lifecycle.Preparing, lifecycle.Running, lifecycle.Started, lifecycle.Destroyed, lifecycle.Held,
-	}
-	// deletable: deleteServer may start on a VM in one of these phases. A
-	// VM being cloned, provisioned, claimed or prepared belongs to the
-	// loop doing it, which marks it when it fails.
-	deletable = []lifecycle.Phase{
-		lifecycle.Gone, lifecycle.Idle, lifecycle.Running, lifecycle.Started, lifecycle.Marked, lifecycle.Destroyed,
-		lifecycle.Held,
-	}
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // recordCreated records that the worker name's VM exists now (cloned or
@@ -29,8 +12,11 @@ var (
 // shows it or the grace (at least a minute) passes.
 func (h *HatcheryVSphere) recordCreated(name, job string) {
 	deadline := h.now().Add(max(h.releaseGrace(), time.Minute))
-	_, _ = h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone, lifecycle.Preparing}, lifecycle.Running,
-		lifecycle.WithJob(job), lifecycle.WithDeadline(deadline))
+	from := lifecycle.Gone
+	if h.life.In(name, lifecycle.Preparing) {
+		from = lifecycle.Preparing // a claimed VM, prepared by this spawn
+	}
+	h.life.Must(name, from, lifecycle.Running, lifecycle.WithJob(job), lifecycle.WithDeadline(deadline))
 }
 
 // recordUnrecordedStart remembers when the worker of VM name was launched,
@@ -43,7 +29,8 @@ func (h *HatcheryVSphere) recordUnrecordedStart(name string, t time.Time) {
 	if h.life.Set(name, lifecycle.Running, lifecycle.WithLaunched(t)) {
 		return
 	}
-	_, _ = h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone}, lifecycle.Started, lifecycle.WithLaunched(t))
+	// Not Running any more: the inventory showed it (the entry left).
+	h.life.Must(name, lifecycle.Gone, lifecycle.Started, lifecycle.WithLaunched(t))
 }
 
 // unrecordedStart returns when the worker of VM name was launched, if this
@@ -71,7 +58,11 @@ func (h *HatcheryVSphere) missingWorkers(shown map[string]bool, now time.Time) [
 		if !e.Launched.IsZero() {
 			to = lifecycle.Started
 		}
-		_ = h.life.Move(e.Name, lifecycle.Running, to, lifecycle.WithLaunched(e.Launched))
+		if err := h.life.Move(e.Name, lifecycle.Running, to, lifecycle.WithLaunched(e.Launched)); err != nil {
+			// The spawn failed since the listing (marked, held): that
+			// phase stands.
+			h.log.Debug("running entry kept", logkey.VM, e.Name, logkey.Err, err)
+		}
 	}
 	return out
 }

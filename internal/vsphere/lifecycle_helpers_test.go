@@ -1,8 +1,22 @@
 package vsphere
 
 import (
+	"testing"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 )
+
+// checkLifeBugs fails t, once it ends, when a move the code holds for
+// certain (lifecycle.Table.Must) was refused during it: every test of the
+// package is then a test of the lifecycle table's force.
+func checkLifeBugs(t *testing.T, h *HatcheryVSphere) {
+	t.Helper()
+	t.Cleanup(func() {
+		if bugs := h.life.Bugs(); len(bugs) > 0 {
+			t.Errorf("lifecycle moves refused: %v", bugs)
+		}
+	})
+}
 
 // putPhase brings the VM name into phase p in h's lifecycle table, as the
 // loop owning that phase would (tests set up a VM some loop is working on).

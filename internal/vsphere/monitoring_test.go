@@ -100,6 +100,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		Logger: slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	e.h = h
+	checkLifeBugs(t, h)
 	m, err := metrics.New(cfg.CommonConfiguration.Name)
 	require.NoError(t, err)
 	t.Cleanup(m.Close)

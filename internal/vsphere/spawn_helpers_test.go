@@ -56,6 +56,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 		t.Fatalf("new hatchery: %v", err)
 	}
 	h.ips.SetClock(clock.Now)
+	checkLifeBugs(t, h)
 	return &spFixture{h: h, vs: vs, inv: inv, clock: clock}
 }
 

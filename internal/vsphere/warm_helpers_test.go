@@ -223,6 +223,7 @@ func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *
 	if err != nil {
 		t.Fatalf("new hatchery: %v", err)
 	}
+	checkLifeBugs(t, h)
 	return &warmEnv{h: h, vs: vs, inv: inv, cds: cds, ctrl: ctrl}
 }
 

@@ -100,26 +100,27 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// more and the move is refused. From here the VM is a worker (or,
 		// on failure, marked for deletion): never idle again, whatever a
 		// stale snapshot says, until the inventory shows it renamed.
-		if _, err := p.Life.MoveFrom(v.Name, claimable, lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.Pool())); err != nil {
+		if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.Pool())); err != nil {
 			continue
 		}
 		// The claim in memory settles this process's own spawns; the
 		// compare-and-swap below settles it against the other instances
 		// of this hatchery (docs/high-availability.md).
-		switch err := p.claimInVCenter(ctx, v); {
+		err := p.claimInVCenter(ctx, v)
+		if err != nil {
+			p.dropClaim(v.Name)
+		}
+		switch {
 		case errors.Is(err, errClaimLost):
-			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
 			p.Log.Info("provisioned vm taken by another instance, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "changeVersion moved since the listing")
 			continue
 		case errors.Is(err, errClaimGone):
-			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
 			p.Inventory.Invalidate()
 			p.Log.Info("provisioned vm gone since the listing, trying the next", logkey.VM, v.Name, logkey.Model, want.Model,
 				logkey.Detail, "destroyed since the listing")
 			continue
 		case err != nil:
-			_ = p.Life.Move(v.Name, lifecycle.Claimed, lifecycle.Gone)
 			p.Inventory.Invalidate()
 			return nil, fmt.Errorf("claim provisioned vm for model %q: %w", want.Model, err)
 		}
@@ -129,6 +130,17 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 	}
 	p.Log.Debug("no provisioned vm to claim", logkey.Model, want.Model, logkey.Flavor, wantFlavor, logkey.Detail, "no idle vm of that model and flavor")
 	return nil, nil
+}
+
+// dropClaim ends the Claimed entry of the pool VM name: its claim was lost
+// or abandoned before anything was done to the VM. An entry gone already
+// (forgetConsumed saw the VM leave the pool first) is fine.
+func (p *Pool) dropClaim(name string) {
+	if err := p.Life.Drop(name, lifecycle.Claimed); err != nil {
+		// Marked meanwhile (the cleanup or a surplus removal decided):
+		// that phase stands.
+		p.Log.Debug("claimed entry kept", logkey.VM, name, logkey.Err, err)
+	}
 }
 
 // claimCandidates lists the idle pool VMs of pool want (any flavor) that a
@@ -286,7 +298,7 @@ func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm types.Mana
 		p.Host.MarkToDelete(newName)
 	case current != newName:
 		// Not renamed: the new name was never taken.
-		_ = p.Life.Move(newName, lifecycle.Preparing, lifecycle.Gone)
+		p.Life.Must(newName, lifecycle.Preparing, lifecycle.Gone)
 	}
 	p.Inventory.Invalidate()
 }
@@ -325,7 +337,7 @@ func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error
 	// spawn moves it on to Running (the hatchery, internal/vsphere).
 	if err := p.Life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
-		_ = p.Life.Move(vm.Name, lifecycle.Claimed, lifecycle.Gone)
+		p.dropClaim(vm.Name)
 		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 

@@ -21,7 +21,7 @@ func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	}
 	for _, e := range p.Life.List(lifecycle.Claimed) {
 		if !stillProvisioned[e.Ref] {
-			_ = p.Life.Move(e.Name, lifecycle.Claimed, lifecycle.Gone)
+			p.dropClaim(e.Name)
 		}
 	}
 }

@@ -38,13 +38,7 @@ type fakeHost struct {
 }
 
 func (h fakeHost) MarkToDelete(name string) bool {
-	var from []lifecycle.Phase
-	for _, p := range lifecycle.Phases() {
-		if p != lifecycle.Marked && p != lifecycle.Deleting {
-			from = append(from, p)
-		}
-	}
-	_, err := h.life.MoveFrom(name, from, lifecycle.Marked)
+	_, err := h.life.MoveFrom(name, lifecycle.Markable(), lifecycle.Marked)
 	return err == nil
 }
 
@@ -112,6 +106,11 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
 		Now:  now,
 	}
+	t.Cleanup(func() {
+		if bugs := life.Bugs(); len(bugs) > 0 {
+			t.Errorf("lifecycle moves refused: %v", bugs)
+		}
+	})
 	return &poolEnv{p: p, vs: vs, inv: inv}
 }
 

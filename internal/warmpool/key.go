@@ -96,22 +96,6 @@ func keyLess(a, b Key) bool {
 	return a.Flavor < b.Flavor
 }
 
-// The phases of internal/lifecycle as the pool reads them
-// (docs/lifecycle.md).
-var (
-	// claimable: a pool VM in one of these phases may be claimed or
-	// removed as surplus (Gone: the inventory shows it idle, the table
-	// knows nothing more).
-	claimable = []lifecycle.Phase{lifecycle.Gone, lifecycle.Idle}
-	// leavingPool: a pool VM in one of these phases no longer counts in
-	// its pool.
-	leavingPool = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Marked, lifecycle.Deleting, lifecycle.Destroyed}
-	// consumedPhases: an entry holding a VM's reference in one of these
-	// phases means the VM was claimed: a lagging snapshot may still show
-	// it idle under its provisioned name.
-	consumedPhases = []lifecycle.Phase{lifecycle.Claimed, lifecycle.Preparing, lifecycle.Running, lifecycle.Started}
-)
-
 // IdlePowerState is the power state a ready pool VM whose record is a
 // waits in: its idle state (docs/configuration.md, "Warm pool"); powered
 // off when none is recorded.

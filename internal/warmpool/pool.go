@@ -123,8 +123,8 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 		return false
 	}
 	return vm.PowerState == IdlePowerState(vm.Annotation) &&
-		p.Life.In(vm.Name, claimable...) &&
-		!p.Life.RefIn(vm.Ref.Value, consumedPhases...)
+		p.Life.In(vm.Name, lifecycle.Claimable()...) &&
+		!p.Life.RefIn(vm.Ref.Value, lifecycle.Consumed()...)
 }
 
 // FlavorByName returns the configured flavor (names are case-insensitive),

@@ -247,7 +247,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	counts := map[Key]int{}
 	for _, v := range vms {
 		k, ok := keyOf(p.Hatchery, v)
-		if !ok || p.Life.In(v.Name, leavingPool...) || p.Life.RefIn(v.Ref.Value, consumedPhases...) || seen[v.Name] {
+		if !ok || p.Life.In(v.Name, lifecycle.LeavingPool()...) || p.Life.RefIn(v.Ref.Value, lifecycle.Consumed()...) || seen[v.Name] {
 			continue
 		}
 		seen[v.Name] = true
@@ -265,12 +265,17 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	}
 	// Idle entries: provisioned by this run, not shown yet. Expired ones
 	// go first (the capacity release grace has passed).
-	p.Life.Expire(lifecycle.Idle, p.Now())
+	if _, err := p.Life.Expire(lifecycle.Idle, p.Now()); err != nil {
+		p.Log.Error("idle pool entries not expired", logkey.Err, err)
+	}
 	for _, e := range p.Life.List(lifecycle.Idle) {
 		switch {
 		case present[e.Name]:
 			// The snapshot shows it: counted above.
-			_ = p.Life.Move(e.Name, lifecycle.Idle, lifecycle.Gone)
+			if err := p.Life.Drop(e.Name, lifecycle.Idle); err != nil {
+				// Claimed or removed since the listing: that phase stands.
+				p.Log.Debug("idle entry kept", logkey.VM, e.Name, logkey.Err, err)
+			}
 		case seen[e.Name]:
 		default:
 			seen[e.Name] = true
@@ -313,7 +318,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	attempt, refused := p.Host.BeginAttempt(t.Key.QuarantineKey())
 	if attempt == nil {
 		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, refused)
-		_ = p.Life.Move(name, lifecycle.Provisioning, lifecycle.Gone)
+		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}
 	var failed error // the failure, marked (spawnfault.MarkTemplate) when the template is to blame
@@ -328,8 +333,16 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	}
 	defer func() { p.Host.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
-	// when it failed (then this move is refused, as it should be).
-	defer func() { _ = p.Life.Move(name, lifecycle.Provisioning, lifecycle.Gone) }()
+	// when it failed (mark), Gone otherwise.
+	settled := false
+	mark := func() {
+		settled = p.Host.MarkToDelete(name)
+	}
+	defer func() {
+		if !settled {
+			p.Life.Must(name, lifecycle.Provisioning, lifecycle.Gone)
+		}
+	}()
 
 	annot := inventory.Annotation{
 		HatcheryName: p.Hatchery,
@@ -368,7 +381,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	if err != nil {
 		failed = err // the hatchery's clone marks the template's own faults
 		failedLine(logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
-		p.Host.MarkToDelete(name)
+		mark()
 		p.Inventory.Invalidate()
 		return
 	}
@@ -380,14 +393,14 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	if err != nil {
 		failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
 		failedLine(logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
-		p.Host.MarkToDelete(name)
+		mark()
 		return
 	}
 	if t.IdleState == config.IdleStateSuspended || t.IdleState == config.IdleStatePoweredOn {
 		if err := p.readyHot(ctx, vm, name, &annot, t.IdleState); err != nil {
 			failed = spawnfault.MarkTemplate(err)
 			failedLine(logkey.Err, err)
-			p.Host.MarkToDelete(name)
+			mark()
 			p.Inventory.Invalidate()
 			return
 		}
@@ -399,7 +412,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		if err := p.Port.ShutdownVirtualMachine(ctx, vm); err != nil {
 			failed = err
 			failedLine(logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
-			p.Host.MarkToDelete(name)
+			mark()
 			p.Inventory.Invalidate()
 			return
 		}
@@ -408,7 +421,8 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	p.Inventory.Invalidate()
 	if grace := p.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
-		_ = p.Life.Move(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(p.Now().Add(grace)))
+		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(p.Now().Add(grace)))
+		settled = true
 	}
 	log.Info("provisioned vm ready", logkey.Detail, provisionedDetail(t.IdleState))
 }
