@@ -13,8 +13,9 @@ import (
 // isRegisterJob tells whether a job id is a model registration (no job).
 func isRegisterJob(jobID string) bool { return jobID == "" || jobID == "0" }
 
-// pendingKey is the pendingJobs entry of a spawn: the job id, or
-// "register-<model>" for a registration, which has no job.
+// pendingKey is the job key a spawn is recorded in flight under
+// (lifecycle.Table.BeginSpawn): the job id, or "register-<model>" for a
+// registration, which has no job.
 func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 	if isRegisterJob(jobID) && model.IsV1() {
 		return workerpool.RegisterPrefix + modelTemplateName(model.ModelV1)
@@ -49,7 +50,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 	if register && !model.IsV1() {
 		return refuse("v2 models cannot be registered")
 	}
-	if h.pendingJobs.Has(pendingKey(jobID, model)) {
+	if h.life.SpawnInFlight(pendingKey(jobID, model)) {
 		return refuse("job is already being spawned")
 	}
 	vms, err := h.inv.VMs(ctx)

@@ -80,7 +80,7 @@ func TestCanSpawn(t *testing.T) {
 			f.inv.Set(tt.vms...)
 			f.inv.SetErr(tt.listErr)
 			if tt.pending != "" {
-				f.h.pendingJobs.Add(tt.pending)
+				f.h.life.BeginSpawn(tt.pending)
 			}
 			assert.Equal(t, tt.want, f.h.CanSpawn(context.Background(), tt.model, tt.jobID, tt.reqs))
 		})

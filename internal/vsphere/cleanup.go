@@ -171,7 +171,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return v
 	}
 	switch {
-	case a.JobID != "" && h.pendingJobs.Has(a.JobID):
+	case a.JobID != "" && h.life.SpawnInFlight(a.JobID):
 		// The spawn owns its VM until it returns; on failure it marks it.
 		return awolKeep("spawn of its job in flight")
 	}

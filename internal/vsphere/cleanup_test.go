@@ -330,7 +330,7 @@ func TestKillAwolServers(t *testing.T) {
 				putPhase(e.h, n, lifecycle.Provisioning)
 			}
 			for _, j := range tc.jobs {
-				e.h.pendingJobs.Add(j)
+				e.h.life.BeginSpawn(j)
 			}
 			for _, n := range tc.using {
 				putPhase(e.h, n, lifecycle.Claimed, lifecycle.WithRef("vm-"+n))

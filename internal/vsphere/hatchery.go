@@ -51,9 +51,8 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (docs/design.md#annotation): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	life        *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
-	pendingJobs *nameSet         // jobs being spawned, by job key (no VM name yet)
-	userdata    userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
+	life     *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
+	userdata userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
@@ -94,15 +93,14 @@ func New(o Options) (*HatcheryVSphere, error) {
 		return nil, errors.New("new vsphere hatchery: config and client are required")
 	}
 	h := &HatcheryVSphere{
-		cfg:         o.Config,
-		vs:          o.Client,
-		cds:         o.CDS,
-		inv:         o.Inventory,
-		log:         o.Logger,
-		now:         o.Now,
-		metrics:     o.Metrics,
-		ready:       o.Ready,
-		pendingJobs: newNameSet(),
+		cfg:     o.Config,
+		vs:      o.Client,
+		cds:     o.CDS,
+		inv:     o.Inventory,
+		log:     o.Logger,
+		now:     o.Now,
+		metrics: o.Metrics,
+		ready:   o.Ready,
 	}
 	if h.inv == nil {
 		h.inv = inventory.Listing{Client: o.Client}

@@ -79,7 +79,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	assert.Nil(t, a.WorkerStarted)
 	assert.Empty(t, cds.errors)
 	assert.Zero(t, len(markedNames(f.h)))
-	assert.False(t, f.h.pendingJobs.Has("register-mymodel"))
+	assert.False(t, f.h.life.SpawnInFlight("register-mymodel"))
 }
 
 func TestRegisterModelFailures(t *testing.T) {

@@ -31,11 +31,11 @@ import (
 // error names the VM, the job and the step.
 func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) (err error) {
 	key := pendingKey(args.JobID, args.Model)
-	if !h.pendingJobs.Add(key) {
+	if !h.life.BeginSpawn(key) {
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, "job already being spawned")
 		return fmt.Errorf("spawn worker %q for job %q: job already being spawned", args.WorkerName, args.JobID)
 	}
-	defer h.pendingJobs.Remove(key)
+	defer h.life.EndSpawn(key)
 	defer h.releaseCapacity(args.JobID)
 
 	if args.RegisterOnly {

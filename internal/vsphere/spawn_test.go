@@ -134,7 +134,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	assert.Equal(t, "debian12", annot.VMwareModelPath)
 	assert.Equal(t, "10.0.0.10", annot.IPAddress)
 	assert.Equal(t, spHatchery, annot.HatcheryName)
-	assert.False(t, f.h.pendingJobs.Has("run-1"), "job no longer pending")
+	assert.False(t, f.h.life.SpawnInFlight("run-1"), "job no longer pending")
 	assert.Zero(t, len(markedNames(f.h)))
 	assert.NotContains(t, written.Annotation, spSecret)
 	assert.NotContains(t, written.Annotation, "jwt-token")
@@ -269,7 +269,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			} else {
 				assert.Zero(t, used, "ip reservation released")
 			}
-			assert.False(t, f.h.pendingJobs.Has(args.JobID))
+			assert.False(t, f.h.life.SpawnInFlight(args.JobID))
 		})
 	}
 }
@@ -331,11 +331,11 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 func TestSpawnWorkerRefusesAJobAlreadyBeingSpawned(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spIPConfig())
-	f.h.pendingJobs.Add("run-1")
+	f.h.life.BeginSpawn("run-1")
 	err := f.h.SpawnWorker(context.Background(), spV2Args())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "already being spawned")
-	assert.True(t, f.h.pendingJobs.Has("run-1"), "the other spawn's entry is kept")
+	assert.True(t, f.h.life.SpawnInFlight("run-1"), "the other spawn's entry is kept")
 }
 
 func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
@@ -392,5 +392,5 @@ func TestSpawnWorkerWithoutAFreeAddressIsARefusal(t *testing.T) {
 	assert.Equal(t, refusal.ReasonIP, r.Reason)
 	assert.ErrorIs(t, err, ippool.ErrNoIPAvailable)
 	assert.False(t, isMarked(f.h, args.WorkerName), "nothing was cloned")
-	assert.False(t, f.h.pendingJobs.Has(args.JobID))
+	assert.False(t, f.h.life.SpawnInFlight(args.JobID))
 }
