@@ -100,10 +100,10 @@ func Phases() []Phase {
 // Adding a phase is adding its row and the rows that lead to it.
 var transitions = map[Phase][]Phase{
 	// Anything the table does not know yet may start being cloned or
-	// provisioned, be claimed or prepared (a pool VM seen in the
-	// inventory), be recorded as created or launched, be marked or be
-	// deleted (the annotation decided).
-	Gone: {Cloning, Provisioning, Claimed, Preparing, Running, Started, Marked, Deleting},
+	// provisioned, be claimed (a pool VM seen in the inventory), be
+	// recorded as created or launched, be marked or be deleted (the
+	// annotation decided).
+	Gone: {Cloning, Provisioning, Claimed, Running, Started, Marked, Deleting},
 	// The clone returned (the spawn records the VM next) or failed.
 	Cloning: {Gone, Marked},
 	// Ready and powered off (Idle until the inventory shows it; Gone when
@@ -112,13 +112,14 @@ var transitions = map[Phase][]Phase{
 	// Claimed by a spawn, shown by the inventory or expired, removed as
 	// surplus (marked first), or deleted by cleanup.
 	Idle: {Claimed, Gone, Marked, Deleting},
-	// The inventory no longer shows it as a pool VM, or the claim failed
+	// Prepared as the worker (the entry takes the worker's name), the
+	// inventory no longer shows it as a pool VM, or the claim failed
 	// before the rename.
-	Claimed: {Gone, Marked},
+	Claimed: {Preparing, Gone, Marked},
 	// Powered on (the worker starts), or the preparation failed: marked
-	// under the name the VM has, and the new name dropped when the rename
-	// did not happen.
-	Preparing: {Running, Marked, Gone},
+	// (under its pool name, the worker name forgotten, when the rename did
+	// not happen).
+	Preparing: {Running, Marked},
 	// The start could not be recorded; the inventory shows it or the
 	// deadline passed; the spawn failed or the worker is disabled; the
 	// cleanup's verdict deletes it; the spawn failed and its VM is held
@@ -131,10 +132,11 @@ var transitions = map[Phase][]Phase{
 	Marked: {Deleting, Gone},
 	// Destroyed, or failed and retried by the next pass.
 	Deleting: {Destroyed, Marked},
-	// A listing no longer shows it; or its name is used again: a new
-	// registration VM is cloned under it, or another VM bearing its name
-	// (a new reference) is deleted. A destroyed VM is never marked again.
-	Destroyed: {Gone, Cloning, Deleting},
+	// A listing no longer shows its reference; or it is deleted again (a
+	// snapshot older than the destroy: vCenter answers "gone", a
+	// success). A new VM under its name is another entry (another
+	// reference); a destroyed VM is never marked again.
+	Destroyed: {Gone, Deleting},
 	// Evicted by a newer hold (marked), expired (the cleanup deletes it),
 	// or no longer shown by the inventory.
 	Held: {Marked, Deleting, Gone},

@@ -14,6 +14,21 @@ var ErrNotAllowed = errors.New("transition not allowed")
 // ErrWrongPhase means the VM is not in the phase the move starts from.
 var ErrWrongPhase = errors.New("not in the expected phase")
 
+// ErrNameTaken means a move would give a VM a name another VM's entry
+// bears; the error is an ErrWrongPhase too (the name is in that entry's
+// phase, not the one the move starts from).
+var ErrNameTaken = errors.New("name borne by another vm")
+
+// VM names a VM to the table's readers: its managed object id ("vm-42"),
+// "" when unknown, and its name. The entry of a VM is the one holding its
+// reference; a VM whose reference the table does not hold is found by its
+// name, if an entry without a reference bears it (a clone or a
+// provisioning that has not reported its VM yet).
+type VM struct {
+	Ref  string
+	Name string
+}
+
 // Pool names a warm pool: the model (V2 template name, V1 model path), V1
 // or V2, and the flavor ("" for neutral).
 type Pool struct {
@@ -24,9 +39,12 @@ type Pool struct {
 
 // Entry is what the table knows of one VM.
 type Entry struct {
-	// Name is the VM's name, the table's key.
+	// Name is the name the VM was last moved under. A rename (a claim)
+	// keeps the entry: the names it bore before still find it, until
+	// another VM's entry takes one or the entry leaves.
 	Name string
-	// Ref is the VM's managed object id ("vm-42") once known, else "".
+	// Ref is the VM's managed object id ("vm-42") once known, else "":
+	// the table's key for the VM. Without it the entry is found by name.
 	Ref string
 	// Phase is where the VM stands; Since is when it entered it, Created
 	// when the table first recorded the VM.
@@ -44,6 +62,9 @@ type Entry struct {
 	// AbsentSince, when set, is since when a Marked VM has been missing
 	// from the inventory.
 	AbsentSince time.Time
+
+	// forget lists names the move drops from the entry (Forget).
+	forget []string
 }
 
 // Option sets a fact on the entry a move leads to.
@@ -64,12 +85,20 @@ func WithDeadline(t time.Time) Option { return func(e *Entry) { e.Deadline = t }
 // WithLaunched records when the VM's worker was launched.
 func WithLaunched(t time.Time) Option { return func(e *Entry) { e.Launched = t } }
 
+// Forget drops name from the names that find the entry: a name the VM was
+// to take and never took.
+func Forget(name string) Option { return func(e *Entry) { e.forget = append(e.forget, name) } }
+
 // Table is the in-memory lifecycle of the VMs this process works on, under
 // one mutex. The zero value is not usable: build it with New.
 type Table struct {
-	mu      sync.Mutex
-	now     func() time.Time
-	entries map[string]*Entry
+	mu  sync.Mutex
+	now func() time.Time
+	// entries holds every entry; byRef finds one by its VM's reference,
+	// byName by any name it bore that no other entry took since.
+	entries map[*Entry]struct{}
+	byRef   map[string]*Entry
+	byName  map[string]*Entry
 	// spawns holds the job keys of the spawns in flight (BeginSpawn).
 	spawns map[string]struct{}
 	// bugs holds the moves Must saw refused; onBug is told of each.
@@ -82,7 +111,8 @@ func New(now func() time.Time) *Table {
 	if now == nil {
 		now = time.Now
 	}
-	return &Table{now: now, entries: map[string]*Entry{}, spawns: map[string]struct{}{}}
+	return &Table{now: now, entries: map[*Entry]struct{}{}, byRef: map[string]*Entry{}, byName: map[string]*Entry{},
+		spawns: map[string]struct{}{}}
 }
 
 // OnBug sets the function told of every move Must saw refused (the
@@ -116,11 +146,12 @@ func (t *Table) Bugs() []error {
 	return append([]error(nil), t.bugs...)
 }
 
-// Drop moves the VM name from phase from to Gone; a VM already Gone (no
-// entry: another loop dropped it first) is not an error. A VM in another
-// phase is refused with ErrWrongPhase and keeps it.
-func (t *Table) Drop(name string, from Phase) error {
-	cur, err := t.MoveFrom(name, []Phase{from, Gone}, Gone)
+// Drop moves the VM name (its reference, when WithRef gives it) from phase
+// from to Gone; a VM already Gone (no entry: another loop dropped it
+// first) is not an error. A VM in another phase is refused with
+// ErrWrongPhase and keeps it.
+func (t *Table) Drop(name string, from Phase, opts ...Option) error {
+	cur, err := t.MoveFrom(name, []Phase{from, Gone}, Gone, opts...)
 	if cur == Gone && errors.Is(err, ErrNotAllowed) {
 		return nil // Gone -> Gone: nothing to drop
 	}
@@ -132,6 +163,13 @@ func (t *Table) Drop(name string, from Phase) error {
 // from (Gone: no entry) and with ErrNotAllowed when the transitions table
 // has no from → to. A move to Gone removes the entry. Moving to the phase
 // the VM is already in is refused like any move not listed.
+//
+// The VM is the one whose reference WithRef gives, if the table holds it;
+// else the entry without a reference bearing name (which takes the
+// reference); else none (Gone). A move of a known VM under another name
+// renames its entry (a claim); the name must not be another entry's
+// (ErrNameTaken). A move without a reference never finds a Destroyed
+// entry that has one: its name is free for a new VM.
 func (t *Table) Move(name string, from, to Phase, opts ...Option) error {
 	_, err := t.MoveFrom(name, []Phase{from}, to, opts...)
 	return err
@@ -140,27 +178,30 @@ func (t *Table) Move(name string, from, to Phase, opts ...Option) error {
 // MoveFrom is Move from any of the phases from; it returns the phase the
 // VM was in (also on failure).
 func (t *Table) MoveFrom(name string, from []Phase, to Phase, opts ...Option) (Phase, error) {
+	var probe Entry
+	for _, o := range opts {
+		o(&probe)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	e := t.findMove(probe.Ref, name)
 	cur := Gone
-	e := t.entries[name]
 	if e != nil {
 		cur = e.Phase
 	}
-	in := false
-	for _, f := range from {
-		if f == cur {
-			in = true
-			break
-		}
-	}
-	if !in {
+	if !containsPhase(from, cur) {
 		return cur, fmt.Errorf("move vm %q to %s: it is %s: %w", name, to, cur, ErrWrongPhase)
 	}
 	if !Allowed(cur, to) {
 		return cur, fmt.Errorf("move vm %q from %s to %s: %w", name, cur, to, ErrNotAllowed)
 	}
-	t.apply(name, e, to, opts)
+	if e != nil && to != Gone && name != e.Name {
+		if other := t.byName[name]; other != nil && other != e {
+			// From the name's side, the move finds it in another phase.
+			return cur, fmt.Errorf("move vm %q (was %q) from %s to %s: it is %s: %w: %w", name, e.Name, cur, to, other.Phase, ErrNameTaken, ErrWrongPhase)
+		}
+	}
+	t.apply(name, probe.Ref, e, to, opts)
 	return cur, nil
 }
 
@@ -170,22 +211,78 @@ func (t *Table) MoveAny(name string, to Phase, opts ...Option) (Phase, error) {
 	return t.MoveFrom(name, Phases(), to, opts...)
 }
 
+// find returns the entry of vm (nil: Gone); t.mu is held.
+func (t *Table) find(vm VM) *Entry {
+	if vm.Ref != "" {
+		if e := t.byRef[vm.Ref]; e != nil {
+			return e
+		}
+		if e := t.byName[vm.Name]; e != nil && e.Ref == "" {
+			return e
+		}
+		return nil
+	}
+	return t.byName[vm.Name]
+}
+
+// findMove is find for a move: a move naming no reference never finds a
+// Destroyed entry that holds one (that VM is gone; the name is free).
+func (t *Table) findMove(ref, name string) *Entry {
+	e := t.find(VM{Ref: ref, Name: name})
+	if e != nil && ref == "" && e.Ref != "" && e.Phase == Destroyed {
+		return nil
+	}
+	return e
+}
+
 // apply performs an allowed move; t.mu is held.
-func (t *Table) apply(name string, e *Entry, to Phase, opts []Option) {
+func (t *Table) apply(name, ref string, e *Entry, to Phase, opts []Option) {
 	if to == Gone {
-		delete(t.entries, name)
+		if e != nil {
+			t.remove(e)
+		}
 		return
 	}
 	now := t.now()
 	if e == nil {
 		e = &Entry{Name: name, Created: now}
-		t.entries[name] = e
+		t.entries[e] = struct{}{}
 	}
+	t.name(e, name)
 	e.Phase, e.Since = to, now
 	// Deadlines and absence belong to the phase they were set in.
 	e.Deadline, e.AbsentSince = time.Time{}, time.Time{}
 	for _, o := range opts {
 		o(e)
+	}
+	if ref != "" && t.byRef[ref] == nil {
+		t.byRef[ref] = e
+	}
+	for _, n := range e.forget {
+		if n != e.Name && t.byName[n] == e {
+			delete(t.byName, n)
+		}
+	}
+	e.forget = nil
+}
+
+// name makes name find e (taking it from an entry that bore it before,
+// which its reference still finds); t.mu is held.
+func (t *Table) name(e *Entry, name string) {
+	e.Name = name
+	t.byName[name] = e
+}
+
+// remove deletes e and every way to find it; t.mu is held.
+func (t *Table) remove(e *Entry) {
+	delete(t.entries, e)
+	if e.Ref != "" && t.byRef[e.Ref] == e {
+		delete(t.byRef, e.Ref)
+	}
+	for n, x := range t.byName {
+		if x == e {
+			delete(t.byName, n)
+		}
 	}
 }
 
@@ -194,48 +291,60 @@ func (t *Table) apply(name string, e *Entry, to Phase, opts []Option) {
 func (t *Table) Set(name string, in Phase, opts ...Option) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[name]
+	e := t.byName[name]
 	if e == nil || e.Phase != in {
 		return false
 	}
-	phase, since, created := e.Phase, e.Since, e.Created
+	phase, since, created, ref, ename := e.Phase, e.Since, e.Created, e.Ref, e.Name
 	for _, o := range opts {
 		o(e)
 	}
-	e.Name, e.Phase, e.Since, e.Created = name, phase, since, created
+	e.Name, e.Phase, e.Since, e.Created, e.forget = ename, phase, since, created, nil
+	if e.Ref != ref {
+		switch {
+		case ref == "" && t.byRef[e.Ref] == nil:
+			t.byRef[e.Ref] = e // learnt its reference
+		default:
+			e.Ref = ref // a reference is never changed
+		}
+	}
 	return true
 }
 
-// Phase returns the phase of the VM name (Gone when the table has no entry).
-func (t *Table) Phase(name string) Phase {
+// Phase returns the phase of the entry the name finds (Gone when none
+// does). A reader holding the VM's reference asks PhaseOf.
+func (t *Table) Phase(name string) Phase { return t.PhaseOf(VM{Name: name}) }
+
+// Get returns a copy of the entry the name finds.
+func (t *Table) Get(name string) (Entry, bool) { return t.GetVM(VM{Name: name}) }
+
+// In reports whether the entry the name finds is in one of phases.
+func (t *Table) In(name string, phases ...Phase) bool { return t.InVM(VM{Name: name}, phases...) }
+
+// PhaseOf returns the phase of vm: the entry holding its reference, else
+// the entry without a reference bearing its name (Gone when none). A
+// renamed VM keeps its phase under every name a snapshot shows it by.
+func (t *Table) PhaseOf(vm VM) Phase {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.entries[name]; e != nil {
+	if e := t.find(vm); e != nil {
 		return e.Phase
 	}
 	return Gone
 }
 
-// Get returns a copy of the entry of the VM name.
-func (t *Table) Get(name string) (Entry, bool) {
+// GetVM returns a copy of the entry of vm (found as PhaseOf finds it).
+func (t *Table) GetVM(vm VM) (Entry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if e := t.entries[name]; e != nil {
+	if e := t.find(vm); e != nil {
 		return *e, true
 	}
 	return Entry{}, false
 }
 
-// In reports whether the VM name is in one of phases.
-func (t *Table) In(name string, phases ...Phase) bool {
-	p := t.Phase(name)
-	for _, q := range phases {
-		if p == q {
-			return true
-		}
-	}
-	return false
-}
+// InVM reports whether vm is in one of phases.
+func (t *Table) InVM(vm VM, phases ...Phase) bool { return containsPhase(phases, t.PhaseOf(vm)) }
 
 // RefIn reports whether an entry with managed object id ref is in one of
 // phases (whatever its name: a renamed VM keeps its reference).
@@ -245,17 +354,8 @@ func (t *Table) RefIn(ref string, phases ...Phase) bool {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for _, e := range t.entries {
-		if e.Ref != ref {
-			continue
-		}
-		for _, p := range phases {
-			if e.Phase == p {
-				return true
-			}
-		}
-	}
-	return false
+	e := t.byRef[ref]
+	return e != nil && containsPhase(phases, e.Phase)
 }
 
 // List returns copies of the entries in one of phases (every entry when
@@ -264,7 +364,7 @@ func (t *Table) List(phases ...Phase) []Entry {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Entry
-	for _, e := range t.entries {
+	for e := range t.entries {
 		if len(phases) == 0 || containsPhase(phases, e.Phase) {
 			out = append(out, *e)
 		}
@@ -281,7 +381,7 @@ func (t *Table) Counts() map[Phase]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := map[Phase]int{}
-	for _, e := range t.entries {
+	for e := range t.entries {
 		out[e.Phase]++
 	}
 	return out
@@ -298,10 +398,10 @@ func (t *Table) Expire(p Phase, now time.Time) ([]Entry, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var out []Entry
-	for name, e := range t.entries {
+	for e := range t.entries {
 		if e.Phase == p && !e.Deadline.IsZero() && !now.Before(e.Deadline) {
 			out = append(out, *e)
-			delete(t.entries, name)
+			t.remove(e)
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
@@ -312,10 +412,10 @@ func (t *Table) Expire(p Phase, now time.Time) ([]Entry, error) {
 // listed clears the absence; otherwise the first call starts it. It returns
 // how long the VM has been missing (0 when listed, just starting, or not
 // Marked).
-func (t *Table) Absent(name string, listed bool, now time.Time) time.Duration {
+func (t *Table) Absent(vm VM, listed bool, now time.Time) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	e := t.entries[name]
+	e := t.find(vm)
 	if e == nil || e.Phase != Marked {
 		return 0
 	}

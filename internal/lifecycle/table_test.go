@@ -15,17 +15,17 @@ import (
 // want is the transitions table written out independently of phase.go:
 // a change to one without the other fails TestTransitions.
 var want = map[Phase][]Phase{
-	Gone:         {Cloning, Provisioning, Claimed, Preparing, Running, Started, Marked, Deleting},
+	Gone:         {Cloning, Provisioning, Claimed, Running, Started, Marked, Deleting},
 	Cloning:      {Gone, Marked},
 	Provisioning: {Idle, Gone, Marked},
 	Idle:         {Claimed, Gone, Marked, Deleting},
-	Claimed:      {Gone, Marked},
-	Preparing:    {Running, Marked, Gone},
+	Claimed:      {Preparing, Gone, Marked},
+	Preparing:    {Running, Marked},
 	Running:      {Started, Gone, Marked, Deleting, Held},
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
 	Deleting:     {Destroyed, Marked},
-	Destroyed:    {Gone, Cloning, Deleting},
+	Destroyed:    {Gone, Deleting},
 	Held:         {Marked, Deleting, Gone},
 }
 
@@ -38,7 +38,7 @@ func put(t *testing.T, tb *Table, name string, p Phase) {
 		Provisioning: {Provisioning},
 		Idle:         {Provisioning, Idle},
 		Claimed:      {Claimed},
-		Preparing:    {Preparing},
+		Preparing:    {Claimed, Preparing},
 		Running:      {Running},
 		Started:      {Started},
 		Marked:       {Marked},
@@ -169,13 +169,13 @@ func TestExpire(t *testing.T) {
 func TestAbsent(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
 	tb := New(func() time.Time { return t0 })
-	assert.Zero(t, tb.Absent("x", false, t0), "not marked: no absence")
+	assert.Zero(t, tb.Absent(VM{Name: "x"}, false, t0), "not marked: no absence")
 	require.NoError(t, tb.Move("x", Gone, Marked))
-	assert.Zero(t, tb.Absent("x", false, t0))
-	assert.Equal(t, 5*time.Minute, tb.Absent("x", false, t0.Add(5*time.Minute)))
-	assert.Zero(t, tb.Absent("x", true, t0.Add(6*time.Minute)), "listed again: absence cleared")
-	assert.Zero(t, tb.Absent("x", false, t0.Add(7*time.Minute)))
-	assert.Equal(t, time.Minute, tb.Absent("x", false, t0.Add(8*time.Minute)))
+	assert.Zero(t, tb.Absent(VM{Name: "x"}, false, t0))
+	assert.Equal(t, 5*time.Minute, tb.Absent(VM{Name: "x"}, false, t0.Add(5*time.Minute)))
+	assert.Zero(t, tb.Absent(VM{Name: "x"}, true, t0.Add(6*time.Minute)), "listed again: absence cleared")
+	assert.Zero(t, tb.Absent(VM{Name: "x"}, false, t0.Add(7*time.Minute)))
+	assert.Equal(t, time.Minute, tb.Absent(VM{Name: "x"}, false, t0.Add(8*time.Minute)))
 	require.NoError(t, tb.Move("x", Marked, Deleting))
 	require.NoError(t, tb.Move("x", Deleting, Marked))
 	e, _ := tb.Get("x")

@@ -121,7 +121,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		var v awolVerdict
 		switch {
-		case h.life.In(vm.Name, lifecycle.ToDelete()...):
+		case h.life.InVM(lifeVM(vm), lifecycle.ToDelete()...):
 			v = awolRemove("marked for deletion")
 		case apiErr != nil:
 			continue
@@ -155,7 +155,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 	now := h.now()
 	regTTL := h.registrationTTL()
 
-	switch h.life.Phase(vm.Name) {
+	switch h.life.PhaseOf(lifeVM(vm)) {
 	case lifecycle.Provisioning:
 		return awolKeep("being provisioned")
 	case lifecycle.Claimed, lifecycle.Preparing:
@@ -341,7 +341,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 		if vm.Template || !vm.OwnedBy(h.Name()) || !workers.disabled[vm.Name] {
 			continue
 		}
-		if h.life.In(vm.Name, lifecycle.Destroying()...) {
+		if h.life.InVM(lifeVM(vm), lifecycle.Destroying()...) {
 			// Already being destroyed or destroyed, the snapshot lags: the
 			// API lists an ended V1 worker, Disabled, for minutes after its
 			// VM went (docs/design.md#cleanup).

@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -144,6 +145,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
 	)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "Q0RTX0NPTkZJRw=="}
+	putPhase(e.h, vm.Name, lifecycle.Claimed, lifecycle.WithRef(vm.Ref.Value)) // as the claim did
 	_, err := e.h.pool.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: warmNow}, nil, boot)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")

@@ -57,18 +57,20 @@ func (h *HatcheryVSphere) dropAbsentDeleteMarks(vms []inventory.VM) {
 		if listedRefs[e.Ref] {
 			continue
 		}
-		if err := h.life.Drop(e.Name, lifecycle.Destroyed); err != nil {
-			// Its name was used again since the listing (a new clone):
-			// that phase is the new VM's.
+		if err := h.life.Drop(e.Name, lifecycle.Destroyed, lifecycle.WithRef(e.Ref)); err != nil {
+			// Deleted again since the listing (a stale snapshot): that
+			// phase stands.
 			h.log.Debug("destroyed entry kept", logkey.VM, e.Name, logkey.Err, err)
 		}
 	}
 	for _, e := range h.life.List(lifecycle.Marked) {
-		d := h.life.Absent(e.Name, listed[e.Name], now)
+		// A VM marked under one name may be listed under the other (a
+		// claim whose rename's outcome was unknown): its reference counts.
+		d := h.life.Absent(lifecycle.VM{Ref: e.Ref, Name: e.Name}, listed[e.Name] || (e.Ref != "" && listedRefs[e.Ref]), now)
 		if d < deleteMarkAbsentTTL {
 			continue
 		}
-		if h.life.Move(e.Name, lifecycle.Marked, lifecycle.Gone) == nil {
+		if h.life.Move(e.Name, lifecycle.Marked, lifecycle.Gone, lifecycle.WithRef(e.Ref)) == nil {
 			h.log.Info("delete mark dropped", logkey.VM, e.Name, logkey.Detail, fmt.Sprintf("no such vm in the inventory for %s", d.Round(time.Second)))
 		}
 	}
@@ -99,7 +101,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	defer func() {
 		if !destroyed {
 			// Still marked: a failure is retried by the next cleanup pass.
-			h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Marked)
+			h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Marked, lifecycle.WithRef(vm.Ref.Value))
 		}
 	}()
 
@@ -131,7 +133,7 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 	destroyed = true
 	// A snapshot taken before may still show it: never offered again
 	// until a listing no longer shows it (dropAbsentDeleteMarks).
-	h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Destroyed)
+	h.life.Must(vm.Name, lifecycle.Deleting, lifecycle.Destroyed, lifecycle.WithRef(vm.Ref.Value))
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until

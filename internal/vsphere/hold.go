@@ -97,7 +97,7 @@ func (h *HatcheryVSphere) heldVMs(vms []inventory.VM) []heldVM {
 			continue
 		}
 		shown[v.Name] = true
-		if h.life.In(v.Name, lifecycle.Removed()...) {
+		if h.life.InVM(lifeVM(v), lifecycle.Removed()...) {
 			continue
 		}
 		out = append(out, heldVM{name: v.Name, until: *v.Annotation.HeldUntil, reason: v.Annotation.HeldReason})
@@ -124,7 +124,7 @@ func (h *HatcheryVSphere) holdVerdict(vm inventory.VM) (awolVerdict, bool) {
 	case vm.Annotation.Held():
 		until, reason = *vm.Annotation.HeldUntil, vm.Annotation.HeldReason
 	default:
-		e, ok := h.life.Get(vm.Name)
+		e, ok := h.life.GetVM(lifeVM(vm))
 		if !ok || e.Phase != lifecycle.Held {
 			return awolVerdict{}, false
 		}
@@ -178,7 +178,7 @@ func (h *HatcheryVSphere) tendHolds(vms []inventory.VM) {
 	now := h.now()
 	for _, e := range h.life.List(lifecycle.Held) {
 		if !shown[e.Name] && !now.Before(e.Deadline) {
-			if err := h.life.Drop(e.Name, lifecycle.Held); err != nil {
+			if err := h.life.Drop(e.Name, lifecycle.Held, lifecycle.WithRef(e.Ref)); err != nil {
 				// Raced by a deletion since the listing: that phase stands.
 				h.log.Debug("held entry kept", logkey.VM, e.Name, logkey.Err, err)
 			}

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -58,7 +59,7 @@ func (h *HatcheryVSphere) missingWorkers(shown map[string]bool, now time.Time) [
 		if !e.Launched.IsZero() {
 			to = lifecycle.Started
 		}
-		if err := h.life.Move(e.Name, lifecycle.Running, to, lifecycle.WithLaunched(e.Launched)); err != nil {
+		if err := h.life.Move(e.Name, lifecycle.Running, to, lifecycle.WithRef(e.Ref), lifecycle.WithLaunched(e.Launched)); err != nil {
 			// The spawn failed since the listing (marked, held): that
 			// phase stands.
 			h.log.Debug("running entry kept", logkey.VM, e.Name, logkey.Err, err)
@@ -66,3 +67,7 @@ func (h *HatcheryVSphere) missingWorkers(shown map[string]bool, now time.Time) [
 	}
 	return out
 }
+
+// lifeVM names an inventory VM to the lifecycle table: by its reference,
+// whatever name a snapshot shows it under (docs/lifecycle.md).
+func lifeVM(v inventory.VM) lifecycle.VM { return lifecycle.VM{Ref: v.Ref.Value, Name: v.Name} }

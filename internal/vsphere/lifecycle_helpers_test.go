@@ -25,6 +25,12 @@ func putPhase(h *HatcheryVSphere, name string, p lifecycle.Phase, opts ...lifecy
 	if h.life.Set(name, p, opts...) {
 		return
 	}
+	if p == lifecycle.Preparing && h.life.Phase(name) == lifecycle.Gone {
+		// A VM is prepared once claimed (Pool.PrepareClaimed).
+		if _, err := h.life.MoveAny(name, lifecycle.Claimed, opts...); err != nil {
+			panic(err)
+		}
+	}
 	if _, err := h.life.MoveAny(name, p, opts...); err != nil {
 		panic(err)
 	}

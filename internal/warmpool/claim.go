@@ -108,7 +108,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// of this hatchery (docs/high-availability.md).
 		err := p.claimInVCenter(ctx, v)
 		if err != nil {
-			p.dropClaim(v.Name)
+			p.dropClaim(v.Name, v.Ref.Value)
 		}
 		switch {
 		case errors.Is(err, errClaimLost):
@@ -132,11 +132,11 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 	return nil, nil
 }
 
-// dropClaim ends the Claimed entry of the pool VM name: its claim was lost
-// or abandoned before anything was done to the VM. An entry gone already
-// (forgetConsumed saw the VM leave the pool first) is fine.
-func (p *Pool) dropClaim(name string) {
-	if err := p.Life.Drop(name, lifecycle.Claimed); err != nil {
+// dropClaim ends the Claimed entry of the pool VM name (reference ref): its
+// claim was lost or abandoned before anything was done to the VM. An entry
+// gone already (forgetConsumed saw the VM leave the pool first) is fine.
+func (p *Pool) dropClaim(name, ref string) {
+	if err := p.Life.Drop(name, lifecycle.Claimed, lifecycle.WithRef(ref)); err != nil {
 		// Marked meanwhile (the cleanup or a surplus removal decided):
 		// that phase stands.
 		p.Log.Debug("claimed entry kept", logkey.VM, name, logkey.Err, err)
@@ -291,14 +291,14 @@ func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm types.Mana
 		log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, err)
 	}
 	cancel()
-	p.Host.MarkToDelete(current)
-	switch {
-	case renameUnknown:
-		// The reconfigure's outcome is unknown: the VM has either name.
-		p.Host.MarkToDelete(newName)
-	case current != newName:
-		// Not renamed: the new name was never taken.
-		p.Life.Must(newName, lifecycle.Preparing, lifecycle.Gone)
+	if current != newName && !renameUnknown {
+		// Not renamed: the VM is marked under its pool name, and the
+		// worker name it never took is freed.
+		p.Life.Must(current, lifecycle.Preparing, lifecycle.Marked, lifecycle.WithRef(vm.Value), lifecycle.Forget(newName))
+	} else {
+		// Renamed, or the reconfigure's outcome is unknown: the entry
+		// (one per reference) answers to both names, marked.
+		p.Host.MarkToDelete(current)
 	}
 	p.Inventory.Invalidate()
 }
@@ -333,11 +333,12 @@ func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error
 	// waited long in the pool for a worker that never started.
 	annot.Created = p.Now().UTC()
 
-	// Cleanup leaves the VM alone under its new name until it runs; the
+	// The claimed VM's entry (its reference) takes the worker name: the
+	// cleanup leaves it alone under either name until it runs, and the
 	// spawn moves it on to Running (the hatchery, internal/vsphere).
-	if err := p.Life.Move(newName, lifecycle.Gone, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+	if err := p.Life.Move(newName, lifecycle.Claimed, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
-		p.dropClaim(vm.Name)
+		p.dropClaim(vm.Name, vm.Ref.Value)
 		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 

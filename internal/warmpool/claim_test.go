@@ -24,6 +24,12 @@ func putPhase(l *lifecycle.Table, name string, p lifecycle.Phase, opts ...lifecy
 	if l.Set(name, p, opts...) {
 		return
 	}
+	if p == lifecycle.Preparing && l.Phase(name) == lifecycle.Gone {
+		// A VM is prepared once claimed (Pool.PrepareClaimed).
+		if _, err := l.MoveAny(name, lifecycle.Claimed, opts...); err != nil {
+			panic(err)
+		}
+	}
 	if _, err := l.MoveAny(name, p, opts...); err != nil {
 		panic(err)
 	}

@@ -21,7 +21,11 @@ func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	}
 	for _, e := range p.Life.List(lifecycle.Claimed) {
 		if !stillProvisioned[e.Ref] {
-			p.dropClaim(e.Name)
+			p.dropClaim(e.Name, e.Ref)
 		}
 	}
 }
+
+// lifeVM names an inventory VM to the lifecycle table: by its reference,
+// whatever name a snapshot shows it under.
+func lifeVM(v inventory.VM) lifecycle.VM { return lifecycle.VM{Ref: v.Ref.Value, Name: v.Name} }

@@ -123,8 +123,7 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 		return false
 	}
 	return vm.PowerState == IdlePowerState(vm.Annotation) &&
-		p.Life.In(vm.Name, lifecycle.Claimable()...) &&
-		!p.Life.RefIn(vm.Ref.Value, lifecycle.Consumed()...)
+		p.Life.InVM(lifeVM(vm), lifecycle.Claimable()...)
 }
 
 // FlavorByName returns the configured flavor (names are case-insensitive),

@@ -20,6 +20,12 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
+// claimInTable records vm as claimed, as Pool.Claim does before a
+// preparation.
+func claimInTable(e *poolEnv, vm inventory.VM) {
+	putPhase(e.p.Life, vm.Name, lifecycle.Claimed, lifecycle.WithRef(vm.Ref.Value))
+}
+
 // isMarked tells whether name is marked for deletion.
 func isMarked(p *Pool, name string) bool { return p.Life.In(name, lifecycle.Marked) }
 
@@ -51,6 +57,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-n")).Return(nil),
 	)
 
+	claimInTable(e, vm)
 	obj, err := e.p.PrepareClaimed(context.Background(), &vm,
 		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: testNow.Add(-5 * time.Hour), Provisioning: true}, large, nil)
 	require.NoError(t, err)
@@ -86,6 +93,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-l")).Return(nil),
 	)
+	claimInTable(e, vm)
 	_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: testNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}, nil)
 	require.NoError(t, err)
 }
@@ -124,6 +132,7 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 			e := newPoolEnv(t, []inventory.VM{vm}, true)
 			tc.setup(e)
 			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("provision-v2-x")).Return(nil)
+			claimInTable(e, vm)
 			_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
 			require.Error(t, err)
 			if f, ok := tc.wantErr.(types.BaseMethodFault); ok {
@@ -168,6 +177,7 @@ func TestPrepareClaimedVMCanceledStillPoweredOff(t *testing.T) {
 			offErr = ctx.Err()
 			return ctx.Err()
 		})
+	claimInTable(e, vm)
 	_, err := e.p.PrepareClaimed(ctx, &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.NoError(t, offErr, "the power-off is not cut short by the spawn's end")
@@ -209,4 +219,34 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
 	assert.Equal(t, lifecycle.Marked, e.p.Life.Phase("worker-x"), "the other VM's entry is untouched")
 	assert.True(t, e.p.IdleProvisioned(idle), "the claimed vm is idle again")
+}
+
+// TestPreparedVMKeepsItsPhaseUnderItsPoolName: a VM claimed and prepared
+// under its worker name is one lifecycle entry, keyed by its reference.
+// A lagging snapshot that still shows it idle under its pool name never
+// offers it to a claim or the surplus removal, nor counts it in its pool;
+// and the worker name reads the same phase. Keyed by name, the pool name
+// would read Gone once the entry took the worker name, and the VM would be
+// claimed twice.
+func TestPreparedVMKeepsItsPhaseUnderItsPoolName(t *testing.T) {
+	t.Parallel()
+	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	e := newPoolEnv(t, []inventory.VM{idle}, true) // the claim's compare-and-swap
+	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-a"), gomock.Any()).Return(nil) // rename and record
+	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-a")).Return(nil)
+	_, err = e.p.PrepareClaimed(context.Background(), got, inventory.Annotation{WorkerName: "worker-1", JobID: "42"}, nil, nil)
+	require.NoError(t, err)
+
+	lagging := lifecycle.VM{Ref: idle.Ref.Value, Name: idle.Name}
+	assert.Equal(t, lifecycle.Preparing, e.p.Life.PhaseOf(lagging), "the pool name of a lagging snapshot")
+	assert.Equal(t, lifecycle.Preparing, e.p.Life.Phase("worker-1"))
+	assert.False(t, e.p.IdleProvisioned(idle), "not idle for a claim or the surplus removal")
+	assert.Zero(t, e.p.Counts([]inventory.VM{idle})[Key{Model: "debian12"}], "not counted in its pool")
+	again, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
+	require.NoError(t, err)
+	assert.Nil(t, again, "never claimed twice")
+	assert.Len(t, e.p.Life.Snapshot(), 1, "one entry for the VM")
 }

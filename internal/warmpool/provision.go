@@ -247,7 +247,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	counts := map[Key]int{}
 	for _, v := range vms {
 		k, ok := keyOf(p.Hatchery, v)
-		if !ok || p.Life.In(v.Name, lifecycle.LeavingPool()...) || p.Life.RefIn(v.Ref.Value, lifecycle.Consumed()...) || seen[v.Name] {
+		if !ok || p.Life.InVM(lifeVM(v), append(lifecycle.LeavingPool(), lifecycle.Consumed()...)...) || seen[v.Name] {
 			continue
 		}
 		seen[v.Name] = true
@@ -272,7 +272,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 		switch {
 		case present[e.Name]:
 			// The snapshot shows it: counted above.
-			if err := p.Life.Drop(e.Name, lifecycle.Idle); err != nil {
+			if err := p.Life.Drop(e.Name, lifecycle.Idle, lifecycle.WithRef(e.Ref)); err != nil {
 				// Claimed or removed since the listing: that phase stands.
 				p.Log.Debug("idle entry kept", logkey.VM, e.Name, logkey.Err, err)
 			}
@@ -421,7 +421,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	p.Inventory.Invalidate()
 	if grace := p.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
-		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithDeadline(p.Now().Add(grace)))
+		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithRef(vm.Value), lifecycle.WithDeadline(p.Now().Add(grace)))
 		settled = true
 	}
 	log.Info("provisioned vm ready", logkey.Detail, provisionedDetail(t.IdleState))

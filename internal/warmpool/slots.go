@@ -88,7 +88,7 @@ func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 			switch {
 			case e.Phase == lifecycle.Destroyed && !listedRefs[e.Ref]:
 				// Destroyed and no longer listed: the slot is free again.
-				p.dropSlotEntry(name, lifecycle.Destroyed)
+				p.dropSlotEntry(e, lifecycle.Destroyed)
 			case e.Phase == lifecycle.Marked && p.Now().Sub(e.Since) > p.releaseGrace():
 				// A failed provisioning whose VM no listing shows (it is
 				// not in vms: taken above), past the time a snapshot takes
@@ -97,7 +97,7 @@ func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 				// later, the refill's clone fails with DuplicateName (the
 				// slot counts as filled) and the cleanup judges that VM
 				// from its record (a pool VM that never became ready).
-				p.dropSlotEntry(name, lifecycle.Marked)
+				p.dropSlotEntry(e, lifecycle.Marked)
 			}
 		}
 		if p.Life.Phase(name) != lifecycle.Gone {
@@ -108,12 +108,12 @@ func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 	return out
 }
 
-// dropSlotEntry ends the stale entry (phase from) of a slot's name so the
+// dropSlotEntry ends the stale entry e (phase from) of a slot's name so the
 // slot can be refilled. Refused when another loop moved it since it was
 // read (the cleanup deleting the name again): the slot stays taken this
 // pass, which the caller reads from the table next.
-func (p *Pool) dropSlotEntry(name string, from lifecycle.Phase) {
-	if err := p.Life.Drop(name, from); err != nil {
-		p.Log.Debug("slot entry kept", logkey.VM, name, logkey.Err, err)
+func (p *Pool) dropSlotEntry(e lifecycle.Entry, from lifecycle.Phase) {
+	if err := p.Life.Drop(e.Name, from, lifecycle.WithRef(e.Ref)); err != nil {
+		p.Log.Debug("slot entry kept", logkey.VM, e.Name, logkey.Err, err)
 	}
 }
