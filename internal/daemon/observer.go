@@ -6,6 +6,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // metricsObserver turns the framework's spawn events into the hatchery's
@@ -57,7 +58,7 @@ func (o metricsObserver) HeartbeatSent(ok bool) {
 // MaxWorkersReached implements hatchery.HealthObserver:
 // capacity_refusals{resource="count"}.
 func (o metricsObserver) MaxWorkersReached() {
-	o.m.CapacityRefused(metrics.CapacityCount)
+	o.m.Refused(refusal.ReasonMaxWorkers)
 	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
 		ho.MaxWorkersReached()
 	}

@@ -3,6 +3,8 @@ package metrics
 import (
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+
 	"go.opencensus.io/stats"
 	"go.opencensus.io/tag"
 )
@@ -73,6 +75,32 @@ const (
 
 // CapacityResources lists every resource, in documentation order.
 var CapacityResources = []CapacityResource{CapacityCPU, CapacityMemory, CapacityIP, CapacityCount}
+
+// CapacityResourceOf tells which resource a refusal code says is
+// exhausted: the one mapping from the refusal codes (sdk/refusal) to the
+// resource label of capacity_refusals; false for a code naming none.
+func CapacityResourceOf(r refusal.Reason) (CapacityResource, bool) {
+	switch r {
+	case refusal.ReasonCapacityCPU:
+		return CapacityCPU, true
+	case refusal.ReasonCapacityMemory:
+		return CapacityMemory, true
+	case refusal.ReasonIP:
+		return CapacityIP, true
+	case refusal.ReasonMaxWorkers:
+		return CapacityCount, true
+	}
+	return "", false
+}
+
+// Refused counts a waiting job refused with code r in capacity_refusals
+// when r names an exhausted resource (CapacityResourceOf); other codes
+// are not counted there. m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) Refused(r refusal.Reason) {
+	if res, ok := CapacityResourceOf(r); ok {
+		m.CapacityRefused(res)
+	}
+}
 
 // CapacityRefused counts a waiting job refused because r is exhausted.
 // m may be nil (no metrics): nothing is recorded.

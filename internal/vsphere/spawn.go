@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
-	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
@@ -104,9 +103,10 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		// or the other instance's lock took it since. A capacity state,
 		// not a failure: the job goes back to the queue, its attempt
 		// uncounted, as when the admission refuses it for an address.
-		h.metrics.CapacityRefused(metrics.CapacityIP)
-		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, refusal.ReasonIP, logkey.Detail, err.Error())
-		return &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
+		r := &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
+		h.metrics.Refused(r.Reason)
+		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, r.Reason, logkey.Detail, err.Error())
+		return r
 	}
 	if err != nil {
 		return errf("create vm", err)

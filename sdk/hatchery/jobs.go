@@ -255,8 +255,8 @@ func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerSta
 			return nil, r
 		}
 	}
-	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
-		return nil, refusal.Refuse(refusal.ReasonCannotSpawn, "refused by hatchery")
+	if r := f.h.CanSpawn(ctx, model, jobID, reqs); r != nil {
+		return nil, r
 	}
 	s, refused := f.reserve(workerName, false)
 	if s == nil {
