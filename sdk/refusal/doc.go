@@ -10,7 +10,6 @@
 // job refused at every poll for the same reason is reported once.
 //
 // It decides nothing and imports only the standard library. The codes
-// (Reasons lists them all) and
-// what each means for an operator are listed in
-// docs/flavors-and-capacity.md.
+// (Reasons lists them all) and what each means for an operator are listed
+// in docs/flavors-and-capacity.md.
 package refusal
