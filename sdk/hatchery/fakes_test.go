@@ -416,6 +416,8 @@ type fakeHatchery struct {
 	status  []sdk.MonitoringStatusLine
 	// cannotSpawn is what CanSpawn answers (nil: can spawn).
 	cannotSpawn *refusal.Refusal
+	// full makes CanAllocateResources answer false (no room now).
+	full bool
 }
 
 var _ InterfaceWithModels = (*fakeHatchery)(nil)
@@ -437,7 +439,9 @@ func (h *fakeHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerMo
 	return h.cannotSpawn
 }
 func (h *fakeHatchery) CanAllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (bool, error) {
-	return true, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.full, nil
 }
 func (h *fakeHatchery) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 	h.mu.Lock()

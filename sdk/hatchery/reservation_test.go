@@ -95,6 +95,8 @@ func (h *allocHatchery) only(t *testing.T) *fakeReservation {
 type hookClient struct {
 	*fakeClient
 	beforeBook func()
+	// bookErr, when set, is the V1 booking's answer.
+	bookErr error
 }
 
 func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob, error) {
@@ -103,6 +105,9 @@ func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob,
 	}
 	if err := ctx.Err(); err != nil {
 		return sdk.BookedJob{}, err
+	}
+	if c.bookErr != nil {
+		return sdk.BookedJob{}, c.bookErr
 	}
 	return c.fakeClient.QueueJobBook(ctx, id)
 }

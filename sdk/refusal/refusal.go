@@ -88,6 +88,18 @@ var Reasons = []Reason{
 	ReasonWorkerToken, ReasonShutdown, ReasonAbandoned,
 }
 
+// HatcheryReasons lists the codes a hatchery's own decisions give (its
+// CanSpawn, SpawnGate and AllocateResources, and its SpawnWorker refusing
+// at spawn time) and the framework passes on as they are; every other
+// code of Reasons is decided by the framework (sdk/hatchery,
+// sdk/workerpool), which may give model and resources too. Tests tie each
+// half to the decisions producing it.
+var HatcheryReasons = []Reason{
+	ReasonCapacityCPU, ReasonCapacityMemory, ReasonIP, ReasonResources,
+	ReasonModel, ReasonRequirement, ReasonSpawning, ReasonServed,
+	ReasonRegistering, ReasonQuarantined,
+}
+
 // Waits tells whether a refusal for r keeps the job waiting for room
 // (it is counted as "waiting_capacity" in the poll summary and a later
 // refresh that finds room looks at the queue again).
