@@ -33,11 +33,12 @@ func (o metricsObserver) SpawnSucceeded(ev hatchery.SpawnEvent, d time.Duration)
 	}
 }
 
-// SpawnFailed implements hatchery.Observer. The framework does not pass the
-// error: the reason is "canceled" while shutting down, "other" otherwise
-// (the spawn path logs the precise cause).
+// SpawnFailed implements hatchery.Observer. The reason is "canceled" while
+// shutting down, else the one the spawn's error carries
+// (metrics.SpawnFailureReasonOf: the failed step the spawn path marked, or
+// the code of a refusal at spawn time).
 func (o metricsObserver) SpawnFailed(ev hatchery.SpawnEvent, d time.Duration) {
-	reason := metrics.SpawnFailureOther
+	reason := metrics.SpawnFailureReasonOf(ev.Err)
 	if o.ctx.Err() != nil {
 		reason = metrics.SpawnFailureCanceled
 	}

@@ -394,6 +394,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	d := f.now().Sub(booked)
 	if err != nil {
 		s.Release()
+		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attempts.undo(id)
@@ -553,6 +554,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	d := f.now().Sub(taken)
 	if err != nil {
 		s.Release()
+		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attemptsV2.undo(id)

@@ -141,6 +141,7 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 		return
 	}
 	s.Release()
+	ev.Err = err
 	f.obs.SpawnFailed(ev, d)
 	f.log.Warn("registration spawn failed", logkey.Model, path, logkey.VM, args.WorkerName, logkey.Err, err)
 	dctx, cancel := f.detached(ctx)
