@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -235,4 +237,66 @@ func TestEveryRefusalCodeIsProduced(t *testing.T) {
 			t.Errorf("the framework gave %q, listed as a hatchery's code", c)
 		}
 	}
+}
+
+// TestRefusalCodeTravels: a refusal's code goes from the decision to the
+// log line's reason, the spawn info sent to the job, the observer and the
+// "Job refusals" line of /mon/status. A refusal before booking (region)
+// sends no spawn info (the job is not this hatchery's); one at spawn time
+// (no address left since the admission) names its code in the spawn info
+// the API shows on the job. It fails if a path dropped the code (a detail
+// without it, a generic code, a status line without counts).
+func TestRefusalCodeTravels(t *testing.T) {
+	t.Parallel()
+	hs := newHarness(t, testConfig(t), nil)
+	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
+	require.NoError(t, hs.f.refreshPool(context.Background()))
+	statusValue := func() string {
+		for _, l := range hs.f.statusLines(context.Background()) {
+			if l.Component == "Job refusals" {
+				assert.Equal(t, sdk.MonitoringStatusOK, l.Status)
+				return l.Value
+			}
+		}
+		t.Fatal("no Job refusals status line")
+		return ""
+	}
+	assert.Equal(t, "none", statusValue())
+
+	job := func(id int64, reqs ...sdk.Requirement) candidate {
+		hs.c.addJob(id, reqs...)
+		return candidate{v1ID: id, v1: &sdk.WorkflowNodeJobRun{ID: id, Status: "Waiting", Job: sdk.ExecutedJob{Action: sdk.Action{Requirements: reqs}}}}
+	}
+	ctx := context.Background()
+	assert.Equal(t, outcomeSkipped, hs.f.processV1(ctx, job(1, regionReq("us"), modelReq(resModel))))
+	assert.Equal(t, outcomeSkipped, hs.f.processV1(ctx, job(2, regionReq("us"), modelReq(resModel))))
+	hs.h.mu.Lock()
+	hs.h.cannotSpawn = refusal.Refuse(refusal.ReasonServed, "vm w-3 already serves the job")
+	hs.h.mu.Unlock()
+	assert.Equal(t, outcomeSkipped, hs.f.processV1(ctx, job(3, resReqs()...)))
+	assert.Equal(t, "3 since start: region 2, served 1", statusValue())
+
+	hs.h.mu.Lock()
+	hs.h.cannotSpawn = nil
+	hs.h.spawnErr = fmt.Errorf("spawn worker: %w", refusal.Refuse(refusal.ReasonIP, "no static ip address left at clone time"))
+	hs.h.mu.Unlock()
+	assert.Equal(t, outcomeFailed, hs.f.processV1(ctx, job(4, resReqs()...)))
+
+	logs := hs.logs.String()
+	assert.Contains(t, logs, `"msg":"job skipped","job":"1","model":"","reason":"region"`)
+	assert.Contains(t, logs, `"msg":"job skipped","job":"3","model":"`+resModel+`","reason":"served","detail":"vm w-3 already serves the job"`)
+	assert.Regexp(t, `"msg":"spawn failed, releasing job \(refused: ip\)","job":"4".*"reason":"ip"`, logs)
+	hs.c.snapshot(func(c *fakeClient) {
+		assert.Empty(t, c.spawnInfos[1], "refused before booking: nothing sent to the job")
+		var errInfo *sdk.SpawnInfo
+		for i, info := range c.spawnInfos[4] {
+			if info.Message.ID == msgSpawnInfoHatcheryErrorSpawn {
+				errInfo = &c.spawnInfos[4][i]
+			}
+		}
+		if assert.NotNil(t, errInfo, "spawn info of the failed spawn") {
+			args := errInfo.Message.Args
+			assert.Contains(t, args[len(args)-1], "ip: no static ip address left at clone time", "the code in the job's spawn info")
+		}
+	})
 }
