@@ -297,24 +297,10 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 		attrs = append(attrs, "footprint_err", footprintErr.Error())
 	}
 	a.Log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
-	if r, ok := refusedResource(d); ok {
-		a.Metrics.CapacityRefused(r)
+	if !d.Allowed {
+		a.Metrics.Refused(refusal.Reason(d.Reason))
 	}
 	return d, o.Held, nil
-}
-
-// refusedResource tells which resource a refusing decision found
-// exhausted; false when d allowed the worker or refused for no resource.
-func refusedResource(d capacity.Decision) (metrics.CapacityResource, bool) {
-	switch {
-	case d.Allowed:
-		return "", false
-	case d.Reason == capacity.ReasonCPU:
-		return metrics.CapacityCPU, true
-	case d.Reason == capacity.ReasonMemory:
-		return metrics.CapacityMemory, true
-	}
-	return "", false
 }
 
 // logExpired logs the in-flight reservations the ledger dropped for their

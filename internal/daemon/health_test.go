@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // TestHealthFollowsStatusLines: inventory_stale is 1 exactly when the
@@ -74,6 +76,42 @@ func TestMetricsObserverHealth(t *testing.T) {
 	assert.Contains(t, text, `cds_hatchery_vsphere_capacity_refusals{resource="cpu",service_name="hatch-obs",service_type="hatchery"} 0`)
 	assert.Equal(t, 2, next.heartbeats)
 	assert.Equal(t, 1, next.full)
+}
+
+// TestMetricsObserverSpawnFailureReason: the daemon's observer counts a
+// failed spawn under the reason its error carries (the step the spawn
+// path marked, a refusal's code), and canceled once the daemon stops. It
+// fails if the reason went back to "other" for every failure. Not
+// parallel (see TestInventoryLine).
+func TestMetricsObserverSpawnFailureReason(t *testing.T) {
+	m, err := metrics.New("hatch-fail")
+	require.NoError(t, err)
+	defer m.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	obs := metricsObserver{m: m, ctx: ctx}
+	fail := func(err error) {
+		obs.SpawnFailed(hatchery.SpawnEvent{Model: "debian12", JobID: "1", Err: err}, time.Second)
+	}
+	fail(fmt.Errorf("spawn worker: create vm: %w", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, errors.New("boom"))))
+	fail(fmt.Errorf("spawn worker: %w", refusal.Refuse(refusal.ReasonIP, "no address left")))
+	fail(errors.New("unmarked"))
+	cancel()
+	fail(fmt.Errorf("spawn worker: launch worker: %w", metrics.MarkSpawnFailure(metrics.SpawnFailureLaunch, context.Canceled)))
+
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	text := string(body)
+	for reason, n := range map[metrics.SpawnFailureReason]int{
+		metrics.SpawnFailureClone: 1, metrics.SpawnFailureIP: 1, metrics.SpawnFailureOther: 1, metrics.SpawnFailureCanceled: 1,
+		metrics.SpawnFailureLaunch: 0, metrics.SpawnFailurePowerOn: 0,
+	} {
+		assert.Contains(t, text, fmt.Sprintf(`cds_hatchery_vsphere_spawns_failed{reason=%q,service_name="hatch-fail",service_type="hatchery",worker_model="debian12"} %d`, reason, n))
+	}
 }
 
 type countingHealthObserver struct {

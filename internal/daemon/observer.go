@@ -6,6 +6,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // metricsObserver turns the framework's spawn events into the hatchery's
@@ -32,11 +33,12 @@ func (o metricsObserver) SpawnSucceeded(ev hatchery.SpawnEvent, d time.Duration)
 	}
 }
 
-// SpawnFailed implements hatchery.Observer. The framework does not pass the
-// error: the reason is "canceled" while shutting down, "other" otherwise
-// (the spawn path logs the precise cause).
+// SpawnFailed implements hatchery.Observer. The reason is "canceled" while
+// shutting down, else the one the spawn's error carries
+// (metrics.SpawnFailureReasonOf: the failed step the spawn path marked, or
+// the code of a refusal at spawn time).
 func (o metricsObserver) SpawnFailed(ev hatchery.SpawnEvent, d time.Duration) {
-	reason := metrics.SpawnFailureOther
+	reason := metrics.SpawnFailureReasonOf(ev.Err)
 	if o.ctx.Err() != nil {
 		reason = metrics.SpawnFailureCanceled
 	}
@@ -57,7 +59,7 @@ func (o metricsObserver) HeartbeatSent(ok bool) {
 // MaxWorkersReached implements hatchery.HealthObserver:
 // capacity_refusals{resource="count"}.
 func (o metricsObserver) MaxWorkersReached() {
-	o.m.CapacityRefused(metrics.CapacityCount)
+	o.m.Refused(refusal.ReasonMaxWorkers)
 	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
 		ho.MaxWorkersReached()
 	}

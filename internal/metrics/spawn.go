@@ -1,7 +1,10 @@
 package metrics
 
 import (
+	"errors"
 	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 
 	"go.opencensus.io/stats"
 	"go.opencensus.io/tag"
@@ -14,16 +17,17 @@ type SpawnFailureReason string
 
 // Spawn failure reasons.
 const (
-	// SpawnFailureCapacity: refused after the job was taken (no room,
-	// resource pool exhausted, flavor starvation).
-	SpawnFailureCapacity SpawnFailureReason = "capacity"
-	// SpawnFailureFlavor: the flavor could not be resolved or applied.
+	// SpawnFailureFlavor: the flavor the job asks for is not defined.
 	SpawnFailureFlavor SpawnFailureReason = "flavor"
-	// SpawnFailureIP: no free static IP.
+	// SpawnFailureIP: refused at spawn time for want of a static IP (the
+	// last one was taken since the admission: refusal code ip).
 	SpawnFailureIP SpawnFailureReason = "ip"
+	// SpawnFailureQuarantined: refused at spawn time because the template
+	// was quarantined since the admission (refusal code quarantined).
+	SpawnFailureQuarantined SpawnFailureReason = "quarantined"
 	// SpawnFailureClone: clone, claim or reconfiguration of the VM failed.
 	SpawnFailureClone SpawnFailureReason = "clone"
-	// SpawnFailurePowerOn: the VM did not power on.
+	// SpawnFailurePowerOn: a claimed pre-provisioned VM did not power on.
 	SpawnFailurePowerOn SpawnFailureReason = "power_on"
 	// SpawnFailureGuestNotReady: guest operations or the IP never became
 	// ready before the deadline.
@@ -36,11 +40,64 @@ const (
 	SpawnFailureOther SpawnFailureReason = "other"
 )
 
-// SpawnFailureReasons lists every reason, in documentation order.
+// SpawnFailureReasons lists every reason, in documentation order
+// (docs/metrics.md).
 var SpawnFailureReasons = []SpawnFailureReason{
-	SpawnFailureCapacity, SpawnFailureFlavor, SpawnFailureIP, SpawnFailureClone,
+	SpawnFailureFlavor, SpawnFailureIP, SpawnFailureQuarantined, SpawnFailureClone,
 	SpawnFailurePowerOn, SpawnFailureGuestNotReady, SpawnFailureLaunch,
 	SpawnFailureCanceled, SpawnFailureOther,
+}
+
+// spawnFailure marks an error with the reason of the step it failed in.
+type spawnFailure struct {
+	reason SpawnFailureReason
+	err    error
+}
+
+// Error is the marked error's text, unchanged.
+func (e *spawnFailure) Error() string { return e.err.Error() }
+
+// Unwrap returns the marked error.
+func (e *spawnFailure) Unwrap() error { return e.err }
+
+// MarkSpawnFailure wraps err (nil stays nil) with the spawns_failed reason
+// of the step it failed in; the text stays err's. The spawn path marks
+// where it knows the step (internal/vsphere, internal/warmpool);
+// SpawnFailureReasonOf reads it.
+func MarkSpawnFailure(r SpawnFailureReason, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &spawnFailure{reason: r, err: err}
+}
+
+// SpawnFailureReasonOf is the spawns_failed reason of a failed spawn's
+// error: the innermost MarkSpawnFailure mark (the most precise step: a
+// claimed VM's power-on inside the VM's creation), else that of a
+// refusal at spawn time (*refusal.Refusal: ip, quarantined), else
+// SpawnFailureOther. A cancellation is the caller's to tell.
+func SpawnFailureReasonOf(err error) SpawnFailureReason {
+	reason := SpawnFailureOther
+	for e := err; ; {
+		var m *spawnFailure
+		if !errors.As(e, &m) {
+			break
+		}
+		reason, e = m.reason, m.err
+	}
+	if reason != SpawnFailureOther {
+		return reason
+	}
+	var r *refusal.Refusal
+	if errors.As(err, &r) {
+		switch r.Reason {
+		case refusal.ReasonIP:
+			return SpawnFailureIP
+		case refusal.ReasonQuarantined:
+			return SpawnFailureQuarantined
+		}
+	}
+	return SpawnFailureOther
 }
 
 // known returns r when it is one of SpawnFailureReasons, else SpawnFailureOther.
@@ -73,6 +130,32 @@ const (
 
 // CapacityResources lists every resource, in documentation order.
 var CapacityResources = []CapacityResource{CapacityCPU, CapacityMemory, CapacityIP, CapacityCount}
+
+// CapacityResourceOf tells which resource a refusal code says is
+// exhausted: the one mapping from the refusal codes (sdk/refusal) to the
+// resource label of capacity_refusals; false for a code naming none.
+func CapacityResourceOf(r refusal.Reason) (CapacityResource, bool) {
+	switch r {
+	case refusal.ReasonCapacityCPU:
+		return CapacityCPU, true
+	case refusal.ReasonCapacityMemory:
+		return CapacityMemory, true
+	case refusal.ReasonIP:
+		return CapacityIP, true
+	case refusal.ReasonMaxWorkers:
+		return CapacityCount, true
+	}
+	return "", false
+}
+
+// Refused counts a waiting job refused with code r in capacity_refusals
+// when r names an exhausted resource (CapacityResourceOf); other codes
+// are not counted there. m may be nil (no metrics): nothing is recorded.
+func (m *Metrics) Refused(r refusal.Reason) {
+	if res, ok := CapacityResourceOf(r); ok {
+		m.CapacityRefused(res)
+	}
+}
 
 // CapacityRefused counts a waiting job refused because r is exhausted.
 // m may be nil (no metrics): nothing is recorded.

@@ -253,8 +253,8 @@ const benchHatchery = "hatch-bench"
 func spawnJob(ctx context.Context, h *vsphere.HatcheryVSphere, jobID, worker string) (time.Time, error) {
 	model := benchV2Model()
 	start := time.Now()
-	if !h.CanSpawn(ctx, model, jobID, nil) {
-		return start, fmt.Errorf("job %s: cannot spawn", jobID)
+	if r := h.CanSpawn(ctx, model, jobID, nil); r != nil {
+		return start, fmt.Errorf("job %s: cannot spawn: %w", jobID, r)
 	}
 	ok, err := h.CanAllocateResources(ctx, model, jobID, nil)
 	if err != nil || !ok {

@@ -4,9 +4,8 @@ import (
 	"context"
 	"strings"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
@@ -24,55 +23,59 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 }
 
 // CanSpawn tells whether the hatchery can serve the job
-// (docs/design.md#canspawn): a vsphere model with a command, no service, memory or
-// hostname requirement (flavor is served), a registration only for a V1
-// model not already being registered, no VM already serving the job and no
-// spawn of it in flight, and a free static IP when a range is configured.
-// It reads the inventory once and logs one line per refusal.
-func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) bool {
-	refuse := func(reason string) bool {
-		h.log.Info("cannot spawn", logkey.Job, jobID, logkey.Model, model.GetName(), logkey.Detail, reason)
-		return false
-	}
+// (docs/design.md#canspawn): nil when it can, else the refusal and its code
+// (docs/flavors-and-capacity.md). A vsphere model with a command
+// (refusal.ReasonModel), no service, memory or hostname requirement, flavor
+// being served (refusal.ReasonRequirement), a registration only for a V1
+// model (refusal.ReasonModel) not already being registered
+// (refusal.ReasonRegistering), no spawn of the job in flight
+// (refusal.ReasonSpawning), no VM already serving the job
+// (refusal.ReasonServed), a readable inventory (refusal.ReasonResources)
+// and a free static IP when a range is configured (refusal.ReasonIP,
+// metered as capacity_refusals{resource="ip"}). It reads the inventory once
+// and logs nothing: the framework logs the decision, one line with its
+// code.
+func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) *refusal.Refusal {
 	if model.GetType() != sdk.VSphere {
-		return refuse("model type " + model.GetType() + " is not vsphere")
+		return refusal.Refuse(refusal.ReasonModel, "model type %s is not vsphere", model.GetType())
 	}
 	for _, r := range requirements {
 		switch r.Type {
 		case sdk.ServiceRequirement, sdk.MemoryRequirement, sdk.HostnameRequirement:
-			return refuse("unsupported requirement " + r.Type + " " + r.Name)
+			return refusal.Refuse(refusal.ReasonRequirement, "unsupported requirement %s %s", r.Type, r.Name)
 		}
 	}
 	if strings.TrimSpace(model.GetCmd()) == "" {
-		return refuse("model has no cmd")
+		return refusal.Refuse(refusal.ReasonModel, "model has no cmd")
 	}
 	register := isRegisterJob(jobID)
 	if register && !model.IsV1() {
-		return refuse("v2 models cannot be registered")
+		return refusal.Refuse(refusal.ReasonModel, "v2 models cannot be registered")
 	}
 	if h.life.SpawnInFlight(pendingKey(jobID, model)) {
-		return refuse("job is already being spawned")
+		return refusal.Refuse(refusal.ReasonSpawning, "job is already being spawned")
 	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		return refuse("cannot list vms: " + err.Error())
+		return &refusal.Refusal{Reason: refusal.ReasonResources, Detail: "cannot list vms: " + err.Error(), Err: err}
 	}
 	if register {
 		name := strings.ToLower(modelTemplateName(model.ModelV1))
 		for _, v := range vms {
 			n := strings.ToLower(v.Name)
 			if n == name+"-tmp" || strings.HasPrefix(n, workerpool.RegisterPrefix+name) {
-				return refuse("model is already being registered by vm " + v.Name)
+				return refusal.Refuse(refusal.ReasonRegistering, "model is already being registered by vm %s", v.Name)
 			}
 		}
 	}
 	idx := h.indexOf(vms)
 	if name, ok := idx.Jobs[jobID]; ok && !register {
-		return refuse("vm " + name + " already serves the job")
+		return refusal.Refuse(refusal.ReasonServed, "vm %s already serves the job", name)
 	}
 	if h.ips.Enabled() && !h.ips.Available(idx.Used) {
-		h.metrics.CapacityRefused(metrics.CapacityIP)
-		return refuse("no static ip available")
+		r := refusal.Refuse(refusal.ReasonIP, "no static ip available")
+		h.metrics.Refused(r.Reason)
+		return r
 	}
-	return true
+	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/stretchr/testify/assert"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -34,28 +35,28 @@ func TestCanSpawn(t *testing.T) {
 		vms     []inventory.VM
 		pending string
 		listErr error
-		want    bool
+		want    refusal.Reason // "": can spawn
 	}{
-		{name: "v2 job", model: v2, jobID: "run-1", want: true},
-		{name: "v1 job", model: spV1Model(), jobID: "12", want: true},
-		{name: "docker model", model: sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "d", Type: sdk.Docker}, Cmd: "x"}, jobID: "1"},
-		{name: "service requirement", model: v2, jobID: "1", reqs: req(sdk.ServiceRequirement, "pg")},
-		{name: "memory requirement", model: v2, jobID: "1", reqs: req(sdk.MemoryRequirement, "4096")},
-		{name: "hostname requirement", model: v2, jobID: "1", reqs: req(sdk.HostnameRequirement, "h")},
-		{name: "flavor requirement is served", model: v2, jobID: "1", reqs: req(sdk.FlavorRequirement, "large"), want: true},
-		{name: "binary requirement is served", model: v2, jobID: "1", reqs: req(sdk.BinaryRequirement, "git"), want: true},
-		{name: "empty cmd", model: func() sdk.WorkerStarterWorkerModel { m := spV2Args().Model; m.Cmd = " "; return m }(), jobID: "1"},
-		{name: "v1 registration", model: spV1Model(), jobID: "", want: true},
-		{name: "v2 cannot register", model: v2, jobID: ""},
-		{name: "registration with a tmp vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "mymodel-tmp"}}},
-		{name: "registration with a register vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "register-mymodel-abc"}}},
-		{name: "registration in flight", model: spV1Model(), jobID: "", pending: "register-mymodel"},
-		{name: "vm already serves the job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: "other", JobID: "run-1"}}}},
-		{name: "vm serves another job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: spHatchery, JobID: "run-2"}}}, want: true},
-		{name: "job pending", model: v2, jobID: "run-1", pending: "run-1"},
-		{name: "inventory unavailable", model: v2, jobID: "run-1", listErr: errors.New("vcenter down")},
+		{name: "v2 job", model: v2, jobID: "run-1"},
+		{name: "v1 job", model: spV1Model(), jobID: "12"},
+		{name: "docker model", model: sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "d", Type: sdk.Docker}, Cmd: "x"}, jobID: "1", want: refusal.ReasonModel},
+		{name: "service requirement", model: v2, jobID: "1", reqs: req(sdk.ServiceRequirement, "pg"), want: refusal.ReasonRequirement},
+		{name: "memory requirement", model: v2, jobID: "1", reqs: req(sdk.MemoryRequirement, "4096"), want: refusal.ReasonRequirement},
+		{name: "hostname requirement", model: v2, jobID: "1", reqs: req(sdk.HostnameRequirement, "h"), want: refusal.ReasonRequirement},
+		{name: "flavor requirement is served", model: v2, jobID: "1", reqs: req(sdk.FlavorRequirement, "large")},
+		{name: "binary requirement is served", model: v2, jobID: "1", reqs: req(sdk.BinaryRequirement, "git")},
+		{name: "empty cmd", model: func() sdk.WorkerStarterWorkerModel { m := spV2Args().Model; m.Cmd = " "; return m }(), jobID: "1", want: refusal.ReasonModel},
+		{name: "v1 registration", model: spV1Model(), jobID: ""},
+		{name: "v2 cannot register", model: v2, jobID: "", want: refusal.ReasonModel},
+		{name: "registration with a tmp vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "mymodel-tmp"}}, want: refusal.ReasonRegistering},
+		{name: "registration with a register vm", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "register-mymodel-abc"}}, want: refusal.ReasonRegistering},
+		{name: "registration in flight", model: spV1Model(), jobID: "", pending: "register-mymodel", want: refusal.ReasonSpawning},
+		{name: "vm already serves the job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: "other", JobID: "run-1"}}}, want: refusal.ReasonServed},
+		{name: "vm serves another job", model: v2, jobID: "run-1", vms: []inventory.VM{{Name: "w", Annotation: &inventory.Annotation{HatcheryName: spHatchery, JobID: "run-2"}}}},
+		{name: "job pending", model: v2, jobID: "run-1", pending: "run-1", want: refusal.ReasonSpawning},
+		{name: "inventory unavailable", model: v2, jobID: "run-1", listErr: errors.New("vcenter down"), want: refusal.ReasonResources},
 		{
-			name: "no ip left", model: v2, jobID: "run-1",
+			name: "no ip left", model: v2, jobID: "run-1", want: refusal.ReasonIP,
 			cfg: func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
 			vms: []inventory.VM{
 				{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
@@ -64,9 +65,8 @@ func TestCanSpawn(t *testing.T) {
 		},
 		{
 			name: "one ip left", model: v2, jobID: "run-1",
-			cfg:  func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
-			vms:  []inventory.VM{{Name: "a", Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
-			want: true,
+			cfg: func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
+			vms: []inventory.VM{{Name: "a", Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}}},
 		},
 	}
 	for _, tt := range tests {
@@ -82,7 +82,15 @@ func TestCanSpawn(t *testing.T) {
 			if tt.pending != "" {
 				f.h.life.BeginSpawn(tt.pending)
 			}
-			assert.Equal(t, tt.want, f.h.CanSpawn(context.Background(), tt.model, tt.jobID, tt.reqs))
+			r := f.h.CanSpawn(context.Background(), tt.model, tt.jobID, tt.reqs)
+			if tt.want == "" {
+				assert.Nil(t, r)
+				return
+			}
+			if assert.NotNil(t, r) {
+				assert.Equal(t, tt.want, r.Reason, r.Error())
+				assert.NotEmpty(t, r.Detail, "a refusal says why")
+			}
 		})
 	}
 }

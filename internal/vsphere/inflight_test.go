@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -46,8 +47,10 @@ func TestSpawnInFlightReadersAgree(t *testing.T) {
 			Created: f.clock.Now().Add(-24 * time.Hour)}}
 	ctx := context.Background()
 
-	assert.False(t, f.h.CanSpawn(ctx, args.Model, "run-1", nil), "CanSpawn: run-1 is being spawned")
-	assert.True(t, f.h.CanSpawn(ctx, args.Model, "run-2", nil), "CanSpawn: run-2 is free")
+	if r := f.h.CanSpawn(ctx, args.Model, "run-1", nil); assert.NotNil(t, r, "CanSpawn: run-1 is being spawned") {
+		assert.Equal(t, refusal.ReasonSpawning, r.Reason)
+	}
+	assert.Nil(t, f.h.CanSpawn(ctx, args.Model, "run-2", nil), "CanSpawn: run-2 is free")
 	err := f.h.SpawnWorker(ctx, args)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "already being spawned", "SpawnWorker: run-1 is being spawned")
@@ -56,7 +59,7 @@ func TestSpawnInFlightReadersAgree(t *testing.T) {
 	close(release)
 	require.Error(t, <-spawned)
 	assert.False(t, f.h.life.SpawnInFlight("run-1"))
-	assert.True(t, f.h.CanSpawn(ctx, args.Model, "run-1", nil), "CanSpawn: run-1 is free again")
+	assert.Nil(t, f.h.CanSpawn(ctx, args.Model, "run-1", nil), "CanSpawn: run-1 is free again")
 	v := f.h.awolVerdict(ctx, old, apiWorkers{})
 	assert.NotEqual(t, "spawn of its job in flight", v.reason, "cleanup: run-1 is free again")
 	assert.True(t, v.del, "cleanup: the never-started VM of run-1 goes")

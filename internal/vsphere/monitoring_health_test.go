@@ -7,6 +7,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -85,8 +86,8 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 		{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 		{Name: "b", IPAddresses: []string{"10.0.0.2"}},
 	}...)
-	require.False(t, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil))
-	require.False(t, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-2", nil))
+	require.Equal(t, refusal.ReasonIP, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil).Reason)
+	require.Equal(t, refusal.ReasonIP, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-2", nil).Reason)
 	got := refusals(t, m, cfg.CommonConfiguration.Name)
 	assert.Equal(t, 2.0, got[metrics.CapacityIP])
 	assert.Zero(t, got[metrics.CapacityCPU]+got[metrics.CapacityMemory]+got[metrics.CapacityCount])

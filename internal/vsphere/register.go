@@ -8,6 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -82,7 +83,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
-		return fail("clone base image", err)
+		return fail("clone base image", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, err))
 	}
 	leasedIP = annot.IPAddress
 	h.recordCreated(annot.WorkerName, args.JobID)
@@ -96,7 +97,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		var se *guest.StepError
 		if errors.As(err, &se) {
-			return fail(se.Step, se.Err)
+			return fail(se.Step, metrics.MarkSpawnFailure(guestFailure(se.Step), se.Err))
 		}
 		return fail("start register worker", err)
 	}

@@ -59,7 +59,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 
 	flavor, err := h.resolveFlavor(args.Model, args.Requirements)
 	if err != nil {
-		return errf("resolve flavor", err)
+		return errf("resolve flavor", metrics.MarkSpawnFailure(metrics.SpawnFailureFlavor, err))
 	}
 	ga, cloudInit, err := h.bootstrapAccess(ctx, args.Model)
 	if err != nil {
@@ -104,12 +104,13 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		// or the other instance's lock took it since. A capacity state,
 		// not a failure: the job goes back to the queue, its attempt
 		// uncounted, as when the admission refuses it for an address.
-		h.metrics.CapacityRefused(metrics.CapacityIP)
-		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, refusal.ReasonIP, logkey.Detail, err.Error())
-		return &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
+		r := &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
+		h.metrics.Refused(r.Reason)
+		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, r.Reason, logkey.Detail, err.Error())
+		return r
 	}
 	if err != nil {
-		return errf("create vm", err)
+		return errf("create vm", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, err))
 	}
 	h.recordCreated(name, args.JobID)
 	h.log.Info("vm created", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
@@ -126,7 +127,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		step, cause := "start worker", err
 		var se *guest.StepError
 		if errors.As(err, &se) {
-			step, cause = se.Step, se.Err
+			step, cause = se.Step, metrics.MarkSpawnFailure(guestFailure(se.Step), se.Err)
 		}
 		if !h.holdVM(ctx, vm, name, &annot, step) {
 			h.abandonVM(ctx, vm, name, annot.IPAddress)
@@ -135,6 +136,19 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	}
 	h.timingReporter().Report(ctx, args, clock)
 	return nil
+}
+
+// stepLaunch is the guest step launching the worker program.
+const stepLaunch = "launch worker"
+
+// guestFailure is the spawns_failed reason of a failed guest step:
+// launching the worker, else its readiness (guest operations, the IP,
+// the first command in the guest).
+func guestFailure(step string) metrics.SpawnFailureReason {
+	if step == stepLaunch {
+		return metrics.SpawnFailureLaunch
+	}
+	return metrics.SpawnFailureGuestNotReady
 }
 
 // spawnTemplate names the template a worker of model is cloned from: the
@@ -220,7 +234,7 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
 	if err := h.guest().Launch(ctx, vm, ga, script, cfg); err != nil {
-		return guest.StepErr("launch worker", err)
+		return guest.StepErr(stepLaunch, err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	started := h.now().UTC()

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -154,33 +155,40 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		powerOff bool
 		noMark   bool // the name belongs to a vm that is not ours
 		keepIP   bool // vcenter may still create the vm holding the ip
+		// reason is spawns_failed's (metrics.SpawnFailureReasonOf).
+		reason metrics.SpawnFailureReason
 	}{
 		{
 			name:     "clone fails with a fault",
+			reason:   metrics.SpawnFailureClone,
 			cloneErr: soap.WrapVimFault(&types.InsufficientResourcesFault{}),
 			wantStep: "create vm",
 		},
 		{
 			name:     "clone outcome unknown: ip kept",
+			reason:   metrics.SpawnFailureClone,
 			cloneErr: fmt.Errorf("wait for task task-1: %w", context.DeadlineExceeded),
 			wantStep: "create vm",
 			keepIP:   true,
 		},
 		{
 			name:     "clone refused: name taken meanwhile",
+			reason:   metrics.SpawnFailureClone,
 			cloneErr: soap.WrapVimFault(&types.DuplicateName{Name: "worker-v2-1"}),
 			wantStep: "create vm",
 			noMark:   true,
 		},
 		{
-			name: "guest operations never ready",
+			name:   "guest operations never ready",
+			reason: metrics.SpawnFailureGuestNotReady,
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 			},
 			wantStep: "wait for guest operations ready", wantIs: context.DeadlineExceeded, powerOff: true,
 		},
 		{
-			name: "ip timeout",
+			name:   "ip timeout",
+			reason: metrics.SpawnFailureGuestNotReady,
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded)
@@ -188,7 +196,8 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			wantStep: "wait for ip", wantIs: context.DeadlineExceeded, powerOff: true,
 		},
 		{
-			name: "guest reports another ip",
+			name:   "guest reports another ip",
+			reason: metrics.SpawnFailureGuestNotReady,
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("172.17.0.1", nil)
@@ -196,7 +205,8 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			wantStep: "wait for ip", powerOff: true,
 		},
 		{
-			name: "bad credentials refused by env",
+			name:   "bad credentials refused by env",
+			reason: metrics.SpawnFailureGuestNotReady,
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
@@ -205,7 +215,8 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			wantStep: "run env in guest", wantIs: guest.ErrLogin, powerOff: true,
 		},
 		{
-			name: "bad credentials refused at launch",
+			name:   "bad credentials refused at launch",
+			reason: metrics.SpawnFailureLaunch,
 			setup: func(f *spFixture, vm types.ManagedObjectReference) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
@@ -216,21 +227,31 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		},
 		{
 			name:     "no guest credentials",
+			reason:   metrics.SpawnFailureOther,
 			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Username, a.Model.VSphereSpec.Password = "", "" },
 			noVM:     true,
 			wantStep: "resolve guest credentials",
 		},
 		{
 			name:     "image is not a template",
+			reason:   metrics.SpawnFailureOther,
 			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Image = "ubuntu24" },
 			noVM:     true,
 			wantStep: `resolve template: template "ubuntu24" of model "my-model" not found`,
 		},
 		{
 			name:     "bad script template",
+			reason:   metrics.SpawnFailureOther,
 			args:     func(a *hatchery.SpawnArguments) { a.Model.Cmd = "./worker {{.Nope}}" },
 			noVM:     true,
 			wantStep: "build worker script",
+		},
+		{
+			name:     "unknown flavor",
+			args:     func(a *hatchery.SpawnArguments) { a.Model.JobFlavor = "huge" },
+			noVM:     true,
+			wantStep: `resolve flavor: flavor "huge" is not defined`,
+			reason:   metrics.SpawnFailureFlavor,
 		},
 	}
 	for _, tt := range tests {
@@ -257,6 +278,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 			require.Error(t, err)
 			msg := err.Error()
 			assert.Contains(t, msg, `spawn worker "worker-v2-1" for job "run-1": `+tt.wantStep)
+			assert.Equal(t, tt.reason, metrics.SpawnFailureReasonOf(err), "the spawns_failed reason")
 			if tt.wantIs != nil {
 				assert.ErrorIs(t, err, tt.wantIs)
 			}

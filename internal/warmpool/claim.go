@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -271,7 +272,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	userdataWritten = boot != nil
 	spawntiming.Mark(ctx, spawntiming.StageClaim)
 	if err := p.Port.StartVirtualMachine(ctx, obj); err != nil {
-		return fail("power on", err)
+		return fail("power on", metrics.MarkSpawnFailure(metrics.SpawnFailurePowerOn, err))
 	}
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 	p.Inventory.Invalidate()

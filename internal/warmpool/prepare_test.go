@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -141,6 +142,11 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 				assert.ErrorIs(t, err, tc.wantErr.(error))
 			}
 			assert.Contains(t, err.Error(), tc.step)
+			if tc.step == "power on" {
+				assert.Equal(t, metrics.SpawnFailurePowerOn, metrics.SpawnFailureReasonOf(err), "spawns_failed's reason")
+			} else {
+				assert.Equal(t, metrics.SpawnFailureOther, metrics.SpawnFailureReasonOf(err), "unmarked here: the spawn marks its creation of the vm")
+			}
 			assert.True(t, isMarked(e.p, tc.markName))
 			for _, n := range tc.markNames {
 				assert.True(t, isMarked(e.p, n), "%s marked", n)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 const testHatchery = "hatch-test"
@@ -413,6 +414,10 @@ type fakeHatchery struct {
 	// spawned receives every SpawnArguments given to SpawnWorker.
 	spawned chan SpawnArguments
 	status  []sdk.MonitoringStatusLine
+	// cannotSpawn is what CanSpawn answers (nil: can spawn).
+	cannotSpawn *refusal.Refusal
+	// full makes CanAllocateResources answer false (no room now).
+	full bool
 }
 
 var _ InterfaceWithModels = (*fakeHatchery)(nil)
@@ -428,11 +433,15 @@ func newFakeHatchery() *fakeHatchery {
 
 func (h *fakeHatchery) Name() string      { return testHatchery }
 func (h *fakeHatchery) ModelType() string { return sdk.VSphere }
-func (h *fakeHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) bool {
-	return true
+func (h *fakeHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) *refusal.Refusal {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.cannotSpawn
 }
 func (h *fakeHatchery) CanAllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (bool, error) {
-	return true, nil
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return !h.full, nil
 }
 func (h *fakeHatchery) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 	h.mu.Lock()

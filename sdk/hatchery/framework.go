@@ -215,6 +215,8 @@ type Framework struct {
 	// maxAttemptsNumberBeforeFailure the job is no longer taken.
 	attemptsV2 attemptCounter[string]
 	skips      refusal.Repeats
+	// refusals counts the jobs refused since start by code (/mon/status).
+	refusals refusalCounts
 	// spawned are the jobs this run spawned a worker for that were not
 	// seen back in the queue since; those whose worker is still in the
 	// pool stay booked (or taken) by this hatchery.

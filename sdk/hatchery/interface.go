@@ -21,9 +21,11 @@ type Interface interface {
 	// ModelType is the worker model type served ("vsphere").
 	ModelType() string
 	// CanSpawn tells whether this hatchery can serve the job at all
-	// (model type, requirements, duplicates). It must be cheap: no vCenter
-	// round trip per call beyond reading shared state.
-	CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) bool
+	// (model type, requirements, duplicates): nil when it can, else the
+	// refusal with its code (sdk/refusal), which the framework logs, counts
+	// and reports as it is; CanSpawn logs nothing itself. It must be cheap:
+	// no vCenter round trip per call beyond reading shared state.
+	CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) *refusal.Refusal
 	// CanAllocateResources tells whether the infrastructure has room for the
 	// next worker of that model now. false means "not now": the job stays
 	// queued. An error is logged and treated as false.

@@ -122,7 +122,7 @@ func (f *Framework) starter(ctx context.Context) {
 // long queue the same refusal comes back every poll (the poll summary
 // counts them).
 func (f *Framework) skip(key, job, model string, r *refusal.Refusal) outcome {
-	f.obs.JobSkipped(string(r.Reason))
+	f.jobSkipped(r.Reason)
 	lvl := slog.LevelInfo
 	if !f.skips.First(key, r.Error()) {
 		lvl = slog.LevelDebug
@@ -255,8 +255,8 @@ func (f *Framework) admit(ctx context.Context, jobID string, model sdk.WorkerSta
 			return nil, r
 		}
 	}
-	if !f.h.CanSpawn(ctx, model, jobID, reqs) {
-		return nil, refusal.Refuse(refusal.ReasonCannotSpawn, "refused by hatchery")
+	if r := f.h.CanSpawn(ctx, model, jobID, reqs); r != nil {
+		return nil, r
 	}
 	s, refused := f.reserve(workerName, false)
 	if s == nil {
@@ -345,12 +345,12 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		case errors.Is(err, cdsclient.ErrAlreadyBooked):
 			a.release(refusal.ReasonBooked)
 			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "booked by another hatchery")
-			f.obs.JobSkipped(string(refusal.ReasonBooked))
+			f.jobSkipped(refusal.ReasonBooked)
 			return outcomeSkipped
 		case errors.Is(err, cdsclient.ErrNotFound):
 			a.release(refusal.ReasonJobGone)
 			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonJobGone, logkey.Detail, "job left the queue")
-			f.obs.JobSkipped(string(refusal.ReasonJobGone))
+			f.jobSkipped(refusal.ReasonJobGone)
 			return outcomeSkipped
 		}
 		a.release(refusal.ReasonBookFailed)
@@ -394,6 +394,7 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 	d := f.now().Sub(booked)
 	if err != nil {
 		s.Release()
+		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attempts.undo(id)
@@ -435,7 +436,7 @@ func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerSta
 	jobKey := strconv.FormatInt(id, 10)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
-	f.log.Warn("giving up on job, failing it", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Detail, why, "attempts", n)
+	f.log.Warn("giving up on job, failing it", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonAttempts, logkey.Detail, why, "attempts", n)
 	f.sendSpawnInfo(dctx, id, msgSpawnErrorHatcheryRetryAttempt, f.cfg.Name, why)
 	reason := fmt.Sprintf("hatchery %s: %s", f.cfg.Name, why)
 	if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
@@ -503,7 +504,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 			// The V2 API answers 404 for a job another hatchery took.
 			a.release(refusal.ReasonBooked)
 			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "taken by another hatchery")
-			f.obs.JobSkipped(string(refusal.ReasonBooked))
+			f.jobSkipped(refusal.ReasonBooked)
 			return outcomeSkipped
 		}
 		a.release(refusal.ReasonBookFailed)
@@ -553,6 +554,7 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 	d := f.now().Sub(taken)
 	if err != nil {
 		s.Release()
+		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
 			n = f.attemptsV2.undo(id)
@@ -586,7 +588,7 @@ func (f *Framework) warnSpawnFailure(ctx context.Context, msg string, args ...an
 		if err, ok := a.(error); ok && errors.As(err, &r) {
 			// A refusal at spawn time (a template quarantined, no address
 			// left since the admission) waits, uncounted: not a fault.
-			f.log.Info(msg+" (refused: "+string(r.Reason)+")", args...)
+			f.log.Info(msg+" (refused: "+string(r.Reason)+")", append(args, logkey.Reason, r.Reason)...)
 			return
 		}
 	}

@@ -13,6 +13,10 @@ type SpawnEvent struct {
 	V2 bool
 	// RegisterOnly is true for a model registration.
 	RegisterOnly bool
+	// Err is the error SpawnWorker returned; set for SpawnFailed only
+	// (an Observer reads its failure reason from it, errors.As: a refusal
+	// at spawn time carries its code).
+	Err error
 }
 
 // Observer receives the framework's counters. Calls are synchronous from
@@ -24,7 +28,7 @@ type Observer interface {
 	// SpawnSucceeded is called when SpawnWorker returned nil; d runs from
 	// the job being booked/taken to the worker launched.
 	SpawnSucceeded(ev SpawnEvent, d time.Duration)
-	// SpawnFailed is called when SpawnWorker returned an error.
+	// SpawnFailed is called when SpawnWorker returned an error (ev.Err).
 	SpawnFailed(ev SpawnEvent, d time.Duration)
 	// JobSkipped is called for every job the framework decided not to spawn
 	// for, with its refusal code (a Reason: "region", "capacity-cpu",

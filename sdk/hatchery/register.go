@@ -78,8 +78,8 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			continue
 		}
 		model := sdk.WorkerStarterWorkerModel{ModelV1: &m}
-		if !f.h.CanSpawn(ctx, model, "", nil) {
-			f.log.Info("registration skipped", logkey.Model, path, logkey.Detail, "cannot spawn: refused by hatchery")
+		if r := f.h.CanSpawn(ctx, model, "", nil); r != nil {
+			f.log.Info("registration skipped", logkey.Model, path, logkey.Reason, r.Reason, logkey.Detail, r.Detail)
 			continue
 		}
 		name := WorkerName(workerpool.RegisterPrefix, m.Name)
@@ -141,6 +141,7 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 		return
 	}
 	s.Release()
+	ev.Err = err
 	f.obs.SpawnFailed(ev, d)
 	f.log.Warn("registration spawn failed", logkey.Model, path, logkey.VM, args.WorkerName, logkey.Err, err)
 	dctx, cancel := f.detached(ctx)

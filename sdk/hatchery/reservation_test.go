@@ -3,6 +3,7 @@ package hatchery
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 
@@ -94,6 +95,8 @@ func (h *allocHatchery) only(t *testing.T) *fakeReservation {
 type hookClient struct {
 	*fakeClient
 	beforeBook func()
+	// bookErr, when set, is the V1 booking's answer.
+	bookErr error
 }
 
 func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob, error) {
@@ -102,6 +105,9 @@ func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob,
 	}
 	if err := ctx.Err(); err != nil {
 		return sdk.BookedJob{}, err
+	}
+	if c.bookErr != nil {
+		return sdk.BookedJob{}, c.bookErr
 	}
 	return c.fakeClient.QueueJobBook(ctx, id)
 }
@@ -325,7 +331,7 @@ func TestTypedRefusalOutcomes(t *testing.T) {
 		{"memory", refusal.Refuse(refusal.ReasonCapacityMemory, "maxMemoryMB reached"), refusal.ReasonCapacityMemory, outcomeCapacity},
 		{"wrapped refusal", errors.Join(errors.New("ctx"), refusal.Refuse(refusal.ReasonIP, "no free address")), refusal.ReasonIP, outcomeCapacity},
 		// A detail that reads like a capacity problem does not make one.
-		{"flavor", refusal.Refuse(refusal.ReasonFlavor, "capacity: unknown flavor"), refusal.ReasonFlavor, outcomeSkipped},
+		{"model", refusal.Refuse(refusal.ReasonModel, "capacity: unknown flavor"), refusal.ReasonModel, outcomeSkipped},
 		{"undecided", errors.New("list vms: vcenter down"), refusal.ReasonResources, outcomeCapacity},
 	}
 	for _, tc := range cases {
@@ -338,6 +344,42 @@ func TestTypedRefusalOutcomes(t *testing.T) {
 			assert.Equal(t, []string{string(tc.wantCode)}, r.obs.got())
 			assert.Contains(t, r.logs.String(), `"msg":"job skipped","job":"1","model":"`)
 			assert.Contains(t, r.logs.String(), `"reason":"`+string(tc.wantCode)+`"`)
+			r.assertFreed(t)
+			r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[1].bookedBy, "not booked") })
+		})
+	}
+}
+
+// TestCanSpawnRefusalTravels: the refusal CanSpawn returns is the
+// decision: its code (never a generic one) is the reason of the one
+// "job skipped" line and of the observer, its detail is logged, the
+// outcome follows the code, and nothing is reserved or booked. It fails
+// if admit replaced the hatchery's code (as ReasonCannotSpawn did).
+func TestCanSpawnRefusalTravels(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		refusal *refusal.Refusal
+		want    outcome
+	}{
+		{refusal.Refuse(refusal.ReasonSpawning, "job is already being spawned"), outcomeSkipped},
+		{refusal.Refuse(refusal.ReasonIP, "no static ip available"), outcomeCapacity},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.refusal.Reason), func(t *testing.T) {
+			t.Parallel()
+			r := newResRig(t, nil)
+			r.ah.fakeHatchery.mu.Lock()
+			r.ah.cannotSpawn = tc.refusal
+			r.ah.fakeHatchery.mu.Unlock()
+			r.c.addJob(1, resReqs()...)
+			assert.Equal(t, tc.want, r.f.processV1(context.Background(), r.v1(1)))
+			assert.Equal(t, []string{string(tc.refusal.Reason)}, r.obs.got())
+			logs := r.logs.String()
+			assert.Equal(t, 1, strings.Count(logs, `"msg":"job skipped"`), "one line per decision")
+			assert.Contains(t, logs, `"reason":"`+string(tc.refusal.Reason)+`","detail":"`+tc.refusal.Detail+`"`)
+			r.ah.mu.Lock()
+			assert.Empty(t, r.ah.res, "CanSpawn refused: no reservation asked")
+			r.ah.mu.Unlock()
 			r.assertFreed(t)
 			r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[1].bookedBy, "not booked") })
 		})

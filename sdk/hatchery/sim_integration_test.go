@@ -26,6 +26,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // simWait bounds every wait on cross-process state in these tests.
@@ -74,7 +75,7 @@ func newSimHatchery(sim *cdssim.Server) *simHatchery {
 func (h *simHatchery) Name() string      { return testHatchery }
 func (h *simHatchery) ModelType() string { return sdk.VSphere }
 
-func (h *simHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) bool {
+func (h *simHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) *refusal.Refusal {
 	h.mu.Lock()
 	h.canSpawn[jobID]++
 	hook := h.beforeTake
@@ -82,7 +83,7 @@ func (h *simHatchery) CanSpawn(ctx context.Context, m sdk.WorkerStarterWorkerMod
 	if hook != nil {
 		hook(jobID)
 	}
-	return true
+	return nil
 }
 
 func (h *simHatchery) CanAllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (bool, error) {

@@ -175,6 +175,9 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	lines = append(lines, line("Workers", ws, WorkersStatusValue(len(pool), f.cfg.Provision.MaxWorker)))
 	lines = append(lines, line("Spawns in flight", sdk.MonitoringStatusOK,
 		fmt.Sprintf("%d/%d", f.pool.SpawnsInFlight(), f.cfg.Provision.MaxConcurrentProvisioning)))
+	// Refusals are normal operation (capacity, other hatcheries' jobs):
+	// the line says why jobs wait or are passed over, never alerts.
+	lines = append(lines, line("Job refusals", sdk.MonitoringStatusOK, f.refusals.value()))
 	lines = append(lines, f.h.Status(ctx)...)
 	if f.extra != nil {
 		lines = append(lines, f.extra(ctx)...)

@@ -9,7 +9,7 @@
 // remembers which refusals of a job were reported already (Repeats), so a
 // job refused at every poll for the same reason is reported once.
 //
-// It decides nothing and imports only the standard library. The codes and
-// what each means for an operator are listed in
-// docs/flavors-and-capacity.md.
+// It decides nothing and imports only the standard library. The codes
+// (Reasons lists them all) and what each means for an operator are listed
+// in docs/flavors-and-capacity.md.
 package refusal

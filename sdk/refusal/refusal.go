@@ -23,7 +23,8 @@ const (
 	// ReasonCapacity: the hatchery has no room now, without saying which
 	// resource (a hatchery answering CanAllocateResources false).
 	ReasonCapacity Reason = "capacity"
-	// ReasonIP: no free address in the hatchery's IP range.
+	// ReasonIP: no free address in the hatchery's IP range (CanSpawn, or
+	// the spawn itself when another took the last one since).
 	ReasonIP Reason = "ip"
 	// ReasonMaxWorkers: provision.maxWorker workers in the pool.
 	ReasonMaxWorkers Reason = "max-workers"
@@ -34,18 +35,24 @@ const (
 	ReasonMaxRegistering Reason = "max-registering"
 	// ReasonPoolUnknown: the worker pool has not been listed yet.
 	ReasonPoolUnknown Reason = "pool-unknown"
-	// ReasonResources: the hatchery could not decide whether the worker
-	// fits (its inventory is unreadable).
+	// ReasonResources: the hatchery could not decide whether it can serve
+	// the job or whether the worker fits (its inventory is unreadable).
 	ReasonResources Reason = "resources"
 	// ReasonRegion: the job's region is not this hatchery's.
 	ReasonRegion Reason = "region"
-	// ReasonModel: the job's model is unknown, disabled, of another type or
-	// needs registration.
+	// ReasonModel: the job's model is unknown, disabled, of another type,
+	// has no command, needs registration, or cannot be registered (V2).
 	ReasonModel Reason = "model"
-	// ReasonFlavor: the job's flavor is unknown to the hatchery.
-	ReasonFlavor Reason = "flavor"
-	// ReasonCannotSpawn: the hatchery's CanSpawn said no.
-	ReasonCannotSpawn Reason = "cannot-spawn"
+	// ReasonRequirement: the job has a requirement the hatchery does not
+	// serve (service, memory or hostname).
+	ReasonRequirement Reason = "requirement"
+	// ReasonSpawning: a spawn for the job (or a registration of its V1
+	// model) is already in flight in this process.
+	ReasonSpawning Reason = "spawning"
+	// ReasonServed: a VM of the hatchery already serves the job.
+	ReasonServed Reason = "served"
+	// ReasonRegistering: the V1 model is already being registered by a VM.
+	ReasonRegistering Reason = "registering"
 	// ReasonQuarantined: the template (or V1 model) the job's worker would
 	// be made from failed too often and is not used for a while; the job
 	// stays in the queue.
@@ -69,6 +76,29 @@ const (
 	// panic); the reservation is given back by the safety net.
 	ReasonAbandoned Reason = "abandoned"
 )
+
+// Reasons lists every refusal code, in documentation order
+// (docs/flavors-and-capacity.md).
+var Reasons = []Reason{
+	ReasonCapacityCPU, ReasonCapacityMemory, ReasonCapacity, ReasonIP,
+	ReasonMaxWorkers, ReasonMaxProvisioning, ReasonMaxRegistering, ReasonPoolUnknown,
+	ReasonResources, ReasonRegion, ReasonModel, ReasonRequirement,
+	ReasonSpawning, ReasonServed, ReasonRegistering, ReasonQuarantined,
+	ReasonBooked, ReasonJobGone, ReasonBookFailed, ReasonAttempts,
+	ReasonWorkerToken, ReasonShutdown, ReasonAbandoned,
+}
+
+// HatcheryReasons lists the codes a hatchery's own decisions give (its
+// CanSpawn, SpawnGate and AllocateResources, and its SpawnWorker refusing
+// at spawn time) and the framework passes on as they are; every other
+// code of Reasons is decided by the framework (sdk/hatchery,
+// sdk/workerpool), which may give model and resources too. Tests tie each
+// half to the decisions producing it.
+var HatcheryReasons = []Reason{
+	ReasonCapacityCPU, ReasonCapacityMemory, ReasonIP, ReasonResources,
+	ReasonModel, ReasonRequirement, ReasonSpawning, ReasonServed,
+	ReasonRegistering, ReasonQuarantined,
+}
 
 // Waits tells whether a refusal for r keeps the job waiting for room
 // (it is counted as "waiting_capacity" in the poll summary and a later
