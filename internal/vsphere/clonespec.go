@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -104,6 +105,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	}
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, folder, vmName, spec)
+	err = vcenter.Classify(err)
 	h.inv.Invalidate()
 	if err != nil {
 		// The template may have changed under its cached device list.

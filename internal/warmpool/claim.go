@@ -16,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
@@ -251,7 +252,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
-		renameUnknown = !spawnfault.IsVCenterFault(err)
+		renameUnknown = !spawnfault.IsVCenterFault(vcenter.Classify(err))
 		userdataWritten = boot != nil // remove it in any case, to be safe
 		return fail(fmt.Sprintf("rename %q to %q and reconfigure", vm.Name, newName), err)
 	}

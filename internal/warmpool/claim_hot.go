@@ -70,7 +70,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
-		renameUnknown = !spawnfault.IsVCenterFault(err)
+		renameUnknown = !spawnfault.IsVCenterFault(vcenter.Classify(err))
 		return fail(fmt.Sprintf("rename %q to %q and write annotation", vm.Name, newName), err)
 	}
 	current = newName
