@@ -123,7 +123,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if ips.Enabled() {
 		// Two instances of one hatchery take each address through a lock
 		// vCenter keeps unique (docs/high-availability.md, "Static IPs").
-		ips.UseLocks(o.Client, o.Config.CommonConfiguration.Name, h.log)
+		ips.UseLocks(vcenter.PortsOf(o.Client), o.Config.CommonConfiguration.Name, h.log)
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()
