@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -215,11 +216,11 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
 func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg hatchery.WorkerConfig) error {
-	if _, err := h.guest().WaitReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
+	if _, err := h.guest().WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := h.guest().Launch(ctx, vm, ga, script, cfg); err != nil {
+	if err := h.guest().Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
 		return guest.StepErr("launch worker", err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)

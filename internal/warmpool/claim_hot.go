@@ -10,6 +10,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -91,7 +93,7 @@ func (p *Pool) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, 
 	if err != nil {
 		return fmt.Errorf("wait for guest operations ready: %w", err)
 	}
-	if _, err := guest.WaitIP(ctx, p.Port, vm, expectedIP, guest.Readiness.Resume); err != nil {
+	if _, err := guest.WaitIP(ctx, ipWaiter{p.Port}, vcenter.RefOf(vm), expectedIP, guest.Readiness.Resume); err != nil {
 		return fmt.Errorf("wait for ip %s: %w", expectedIP, err)
 	}
 	return nil
@@ -103,4 +105,13 @@ func hotVerb(state string) string {
 		return "resumed"
 	}
 	return "running"
+}
+
+// ipWaiter adapts the pool's Port to guest.IPWaiter.
+type ipWaiter struct{ port Port }
+
+// WaitForVirtualMachineIP waits for vm's IPv4 address.
+func (w ipWaiter) WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error) {
+	ip, err := w.port.WaitForVirtualMachineIP(ctx, vcenter.MORef(vm), expectedIP)
+	return ip, vcenter.Classify(err)
 }
