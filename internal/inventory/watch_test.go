@@ -218,7 +218,7 @@ func TestWatchInventoryIdleRefreshIsTwoRequestsAndNoRead(t *testing.T) {
 	}
 	rt, at := inv.PoolRuntime()
 	require.NotNil(t, rt)
-	assert.Equal(t, int64(1<<30), rt.Memory.UnreservedForVm)
+	assert.Equal(t, int64(1<<30), rt.MemoryUnreservedBytes)
 	assert.False(t, at.IsZero())
 }
 

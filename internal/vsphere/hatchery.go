@@ -22,10 +22,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
@@ -114,7 +114,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
-		Port: o.Client, PoolRuntime: func() *types.ResourcePoolRuntimeInfo { return h.admission().InventoryPoolRuntime() }, Log: h.log})
+		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	ips, err := ippool.New(o.Config)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -106,7 +107,7 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	p := &Pool{
 		Hatchery: testHatchery, Config: cfg, Port: vs, Inventory: inv, Life: life,
 		Admission: func() admission.Admission {
-			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vs, Now: now}
+			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vcenter.PortsOf(vs), Now: now}
 		},
 		Host: fakeHost{t: t, life: life},
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
