@@ -6,6 +6,9 @@ import (
 
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // VM is the hatchery's view of one VM or template, built from the leaf
@@ -35,6 +38,13 @@ type VM struct {
 func (v VM) OwnedBy(hatcheryName string) bool {
 	return hatcheryName != "" && v.Annotation != nil && v.Annotation.HatcheryName == hatcheryName
 }
+
+// ObjectRef is the VM's reference in the project's vocabulary: what the
+// decision packages, which import no govmomi package, name a VM by.
+func (v VM) ObjectRef() vctypes.Ref { return vcenter.RefOf(v.Ref) }
+
+// Power is the VM's power state in the project's vocabulary.
+func (v VM) Power() vctypes.PowerState { return vcenter.PowerStateOf(v.PowerState) }
 
 // PoweredOn tells whether the VM is powered on.
 func (v VM) PoweredOn() bool { return v.PowerState == types.VirtualMachinePowerStatePoweredOn }

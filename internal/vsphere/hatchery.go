@@ -129,8 +129,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity = admission.NewState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
 	h.pool = &warmpool.Pool{
-		Hatchery: h.Name(), Config: o.Config, Port: o.Client, Inventory: h.inv, Life: h.life, CDS: o.CDS,
-		IPs: ips, Clones: h.clones, Admission: h.admission, Clone: h.cloneVM, Host: poolHost{h},
+		Hatchery: h.Name(), Config: o.Config, Port: clonespec.VMPort{Port: o.Client, Builder: h.clones},
+		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM), Host: poolHost{h},
 		Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)

@@ -15,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -188,7 +189,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
-		var vm types.ManagedObjectReference
+		var vm vctypes.Ref
 		if claimed.Annotation.IdleState != "" {
 			vm, err = h.pool.PrepareHot(ctx, claimed, *annot)
 			h.inv.Invalidate()
@@ -207,7 +208,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		if vm.Value == "" {
 			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
 		}
-		return vm, nil
+		return vcenter.MORef(vm), nil
 	}
 	annot.IPAddress, annot.Created = "", h.now().UTC()
 	return h.cloneVMBoot(ctx, templateName, annot.WorkerName, annot, flavor, boot)

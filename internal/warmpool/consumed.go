@@ -16,7 +16,7 @@ func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	stillProvisioned := map[string]bool{}
 	for _, v := range vms {
 		if _, ok := keyOf(p.Hatchery, v); ok {
-			stillProvisioned[v.Ref.Value] = true
+			stillProvisioned[v.ObjectRef().Value] = true
 		}
 	}
 	for _, e := range p.Life.List(lifecycle.Claimed) {
