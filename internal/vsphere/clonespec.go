@@ -13,8 +13,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -79,7 +79,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		if created {
 			h.markToDelete(vmName)
 		}
-		if fault.Is(err, &types.DuplicateName{}) {
+		if vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName {
 			// The name is taken: for a pool slot, by another instance
 			// of this hatchery (docs/high-availability.md); the caller
 			// decides.
@@ -113,7 +113,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", spawnfault.MarkTemplate(err), !fault.Is(err, &types.DuplicateName{}), !spawnfault.IsVCenterFault(err))
+		return fail("clone", spawnfault.MarkTemplate(err), vctypes.KindOf(err) != vctypes.FaultDuplicateName, !spawnfault.IsVCenterFault(err))
 	}
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.
