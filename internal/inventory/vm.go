@@ -94,7 +94,7 @@ type Inventory interface {
 	// callers must not rely on seeing their own write at once: local
 	// bookkeeping covers that window. The VMs named, when known, are read
 	// again even if nothing else says they changed.
-	Invalidate(vms ...types.ManagedObjectReference)
+	Invalidate(vms ...vctypes.Ref)
 }
 
 // Listing lists the datacenter on every read: the plainest design, kept
@@ -118,4 +118,4 @@ func (l Listing) VMs(ctx context.Context) ([]VM, error) {
 }
 
 // Invalidate does nothing: every read is fresh.
-func (Listing) Invalidate(...types.ManagedObjectReference) {}
+func (Listing) Invalidate(...vctypes.Ref) {}

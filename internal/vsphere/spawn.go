@@ -243,7 +243,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedO
 	var spec types.VirtualMachineConfigSpec
 	annot.ApplyTo(&spec)
 	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
-	h.inv.Invalidate(vm.Reference())
+	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 	if err != nil {
 		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
 	}
