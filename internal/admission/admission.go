@@ -11,11 +11,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // HeadroomUnlimited is the headroom of a flavor nothing limits: no static
@@ -23,13 +23,9 @@ import (
 const HeadroomUnlimited = capacity.HeadroomUnlimited
 
 // Port is what admission reads of vCenter: the hatchery's resource pool
-// and its runtime. vcenter.Port implements it.
-type Port interface {
-	// LoadResourcePool returns the configured resource pool.
-	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
-	// ResourcePoolRuntime reads a resource pool's runtime.
-	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
-}
+// and its runtime, the reader the metrics collector shares
+// (vctypes.PoolReader). vcenter.Ports implements it.
+type Port = vctypes.PoolReader
 
 // Admission decides for one hatchery. It is a value made per use over the
 // hatchery's State, which holds what lasts between decisions.
@@ -63,7 +59,7 @@ type State struct {
 	ledger *capacity.Ledger
 
 	mu         sync.Mutex
-	pool       *types.ManagedObjectReference // looked up once, dropped when a read fails
+	pool       *vctypes.Ref // looked up once, dropped when a read fails
 	poolHealth poolHealth
 	lastPool   capacity.Pool // the last read, for status lines (no round trip)
 }

@@ -10,5 +10,6 @@
 // internal/capacity's; which flavor a job gets is the hatchery's (its
 // Resolve); the framework's calls (CanAllocateResources,
 // AllocateResources) reach it through the hatchery. It reads vCenter only
-// through its Port, a subset of vcenter.Port.
+// through its Port (vctypes.PoolReader, which vcenter.Ports implements);
+// it imports no govmomi package.
 package admission

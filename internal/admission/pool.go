@@ -7,8 +7,8 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // poolHealth is the resource pool's readability as last seen: an outage is
@@ -19,7 +19,7 @@ type poolHealth struct {
 	err   string
 }
 
-// readPool reads the resource pool runtime through the vcenter.Port (the
+// readPool reads the resource pool runtime through the Port (the
 // pool object is looked up once and kept until a read fails). It never
 // fails: an unreadable pool is a snapshot with Readable false, and the
 // static limits still apply (docs/design.md#capacity-degradation).
@@ -77,17 +77,17 @@ func (a Admission) poolRuntime(ctx context.Context) (capacity.Pool, error) {
 	}
 	return capacity.Pool{
 		Readable:              true,
-		UnreservedMemoryBytes: rt.Memory.UnreservedForVm,
-		UnreservedCPUMHz:      rt.Cpu.UnreservedForVm,
+		UnreservedMemoryBytes: rt.MemoryUnreservedBytes,
+		UnreservedCPUMHz:      rt.CPUUnreservedMHz,
 	}, nil
 }
 
 // poolRef names a pool reference in errors.
-func poolRef(p *types.ManagedObjectReference) string {
+func poolRef(p *vctypes.Ref) string {
 	if p == nil {
 		return "<nil>"
 	}
-	return p.Reference().Value
+	return p.Value
 }
 
 // notePoolHealth records a read's outcome and logs the transitions only.
@@ -118,14 +118,14 @@ func (a Admission) notePoolHealth(err error) {
 // poolRuntimeSource is an inventory that reads the resource pool's runtime
 // along with the VMs (the watch inventory's probe).
 type poolRuntimeSource interface {
-	PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time)
+	PoolRuntime() (*vctypes.PoolRuntime, time.Time)
 }
 
 // InventoryPoolRuntime returns the inventory's last reading of the pool
 // runtime when it has one no older than two refresh intervals, else nil.
 // Reports (metrics, headroom) use it and make no round trip of their own;
 // decisions always read the pool live (readPool).
-func (a Admission) InventoryPoolRuntime() *types.ResourcePoolRuntimeInfo {
+func (a Admission) InventoryPoolRuntime() *vctypes.PoolRuntime {
 	src, ok := a.Inventory.(poolRuntimeSource)
 	if !ok {
 		return nil
@@ -141,7 +141,7 @@ func (a Admission) InventoryPoolRuntime() *types.ResourcePoolRuntimeInfo {
 // else a live read.
 func (a Admission) reportPool(ctx context.Context) capacity.Pool {
 	if rt := a.InventoryPoolRuntime(); rt != nil {
-		return capacity.Pool{Readable: true, Read: true, UnreservedMemoryBytes: rt.Memory.UnreservedForVm, UnreservedCPUMHz: rt.Cpu.UnreservedForVm}
+		return capacity.Pool{Readable: true, Read: true, UnreservedMemoryBytes: rt.MemoryUnreservedBytes, UnreservedCPUMHz: rt.CPUUnreservedMHz}
 	}
 	return a.readPool(ctx)
 }

@@ -9,5 +9,8 @@
 // It does not clone, reserve IP addresses, name VMs or decide which jobs
 // are served: the hatchery (internal/vsphere) does, and calls a Builder
 // for the spec. It reaches vCenter only through its Port, a subset of
-// vcenter.Port, and only to read.
+// vcenter.Port, and only to read. It also adapts a vcenter.Port to the
+// warm pool's port (VMPort): the pool says what a claim changes in the
+// project's terms (Change) and VMPort makes it a config specification, so
+// that internal/warmpool imports no govmomi package.
 package clonespec

@@ -12,18 +12,14 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Port is what a Collector reads of vCenter: the hatchery's resource
-// pool and its runtime. vcenter.Port implements it.
-type Port interface {
-	// LoadResourcePool returns the configured resource pool.
-	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
-	// ResourcePoolRuntime reads a resource pool's runtime.
-	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
-}
+// pool and its runtime, the reader admission shares (vctypes.PoolReader).
+// vcenter.Ports implements it.
+type Port = vctypes.PoolReader
 
 // Options are what New needs.
 type Options struct {
@@ -39,7 +35,7 @@ type Options struct {
 	Port Port
 	// PoolRuntime returns a recent resource pool runtime the inventory
 	// read, nil when it has none (the Collector then reads it itself).
-	PoolRuntime func() *types.ResourcePoolRuntimeInfo
+	PoolRuntime func() *vctypes.PoolRuntime
 	// Log receives the sources that could not be read.
 	Log *slog.Logger
 }
@@ -51,7 +47,7 @@ type Collector struct {
 	cfg         *config.Config
 	inv         inventory.Inventory
 	port        Port
-	poolRuntime func() *types.ResourcePoolRuntimeInfo
+	poolRuntime func() *vctypes.PoolRuntime
 	log         *slog.Logger
 	pool        metricsPool
 }
@@ -124,8 +120,8 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	}
 	if rt != nil {
 		pass.ResourcePool = &metrics.ResourcePool{
-			CPUMaxMHz: rt.Cpu.MaxUsage, CPUUsageMHz: rt.Cpu.OverallUsage, CPUUnreservedMHz: rt.Cpu.UnreservedForVm,
-			MemoryMaxBytes: rt.Memory.MaxUsage, MemoryUsageBytes: rt.Memory.OverallUsage, MemoryUnreservedBytes: rt.Memory.UnreservedForVm,
+			CPUMaxMHz: rt.CPUMaxMHz, CPUUsageMHz: rt.CPUUsageMHz, CPUUnreservedMHz: rt.CPUUnreservedMHz,
+			MemoryMaxBytes: rt.MemoryMaxBytes, MemoryUsageBytes: rt.MemoryUsageBytes, MemoryUnreservedBytes: rt.MemoryUnreservedBytes,
 		}
 	}
 	if err := m.Collect(pass); err != nil {
@@ -138,12 +134,12 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 // when unreadable (resourcePoolRuntime).
 type metricsPool struct {
 	mu   sync.Mutex
-	pool *types.ManagedObjectReference
+	pool *vctypes.Ref
 }
 
 // resourcePoolRuntime reads the runtime of the hatchery's resource pool.
 // The pool is loaded once and kept; it is loaded again after a failure.
-func (c *Collector) resourcePoolRuntime(ctx context.Context) (*types.ResourcePoolRuntimeInfo, error) {
+func (c *Collector) resourcePoolRuntime(ctx context.Context) (*vctypes.PoolRuntime, error) {
 	c.pool.mu.Lock()
 	pool := c.pool.pool
 	c.pool.mu.Unlock()
@@ -165,7 +161,7 @@ func (c *Collector) resourcePoolRuntime(ctx context.Context) (*types.ResourcePoo
 	defer c.pool.mu.Unlock()
 	if err != nil {
 		c.pool.pool = nil
-		return nil, fmt.Errorf("read runtime of resource pool %s: %w", pool.Reference().Value, err)
+		return nil, fmt.Errorf("read runtime of resource pool %s: %w", pool.Value, err)
 	}
 	c.pool.pool = pool
 	return rt, nil

@@ -6,5 +6,6 @@
 //
 // It owns no metric definition (internal/metrics does) and no loop: the
 // hatchery (internal/vsphere) runs Collect on its metrics ticker. It reads
-// vCenter only through its Port, a subset of vcenter.Port.
+// vCenter only through its Port (vctypes.PoolReader, shared with
+// internal/admission; vcenter.Ports implements it).
 package collector

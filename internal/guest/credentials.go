@@ -6,8 +6,8 @@ import (
 	"regexp"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // secretRef matches a reference to a V1 model secret as GET
@@ -21,7 +21,7 @@ var secretRef = regexp.MustCompile(`\{\{\s*\.(secrets\.[A-Za-z0-9_.-]+)\s*\}\}`)
 // runs there before the worker. It holds a secret: never log it.
 type Access struct {
 	// Auth is the guest account; nil for a cloud-init worker.
-	Auth *types.NamePasswordAuthentication
+	Auth *vctypes.GuestAuth
 	// PreStartScript runs before the worker (Script).
 	PreStartScript string
 	// Source says where the credentials came from, for logs ("config" or
@@ -61,7 +61,7 @@ func Credentials(ctx context.Context, cfg *config.Config, secrets Secrets, model
 	if matched != nil {
 		ga.PreStartScript = matched.PreStartScript
 		if matched.Username != "" {
-			ga.Auth = &types.NamePasswordAuthentication{Username: matched.Username, Password: matched.Password}
+			ga.Auth = &vctypes.GuestAuth{Username: matched.Username, Password: matched.Password}
 			ga.Source = "config"
 			return ga, nil
 		}
@@ -71,7 +71,7 @@ func Credentials(ctx context.Context, cfg *config.Config, secrets Secrets, model
 		if err != nil {
 			return ga, err
 		}
-		ga.Auth = &types.NamePasswordAuthentication{Username: u, Password: password}
+		ga.Auth = &vctypes.GuestAuth{Username: u, Password: password}
 		ga.Source = "model"
 		return ga, nil
 	}

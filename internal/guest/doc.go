@@ -10,6 +10,7 @@
 // It does not clone, claim or annotate VMs, and does not start cloud-init
 // workers (their boot is in the clone's guestinfo, internal/clonespec and
 // internal/cloudinit): the hatchery (internal/vsphere) calls a Starter
-// once the VM is powered on. It reaches vCenter only through its Port, a
-// subset of vcenter.Port.
+// once the VM is powered on. It reaches vCenter only through its Port, in
+// the project's vocabulary (internal/vctypes), which vcenter.Ports
+// implements; it imports no govmomi package.
 package guest

@@ -9,10 +9,9 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Timeouts bounds each readiness stage of a new worker VM
@@ -86,27 +85,27 @@ func (e *StepError) Unwrap() error { return e.Err }
 func StepErr(step string, err error) error { return &StepError{Step: step, Err: err} }
 
 // Port is what a Starter needs of vCenter: the guest's readiness and
-// program starts. vcenter.Port implements it.
+// program starts, in the project's vocabulary. vcenter.Ports implements it.
 type Port interface {
 	IPWaiter
 	// WaitForGuestOperationsReady blocks until the guest runs programs.
-	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
-	// StartProgramInGuest runs a program in the guest with auth and
-	// returns its pid.
-	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+	WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error
+	// StartProgramInGuest runs prog in the guest with auth and returns
+	// its pid; a refused account is a vctypes.FaultInvalidGuestLogin.
+	StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error)
 }
 
 // IPWaiter is what WaitIP needs of vCenter.
 type IPWaiter interface {
 	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
 	// address (expectedIP when not empty).
-	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+	WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error)
 }
 
 // WaitIP waits at most timeout for the guest of vm to report its IPv4
 // address and returns it. With an expectedIP (a static one), an address
 // other than it is an error: the VM is not the one its record describes.
-func WaitIP(ctx context.Context, port IPWaiter, vm types.ManagedObjectReference, expectedIP string, timeout time.Duration) (string, error) {
+func WaitIP(ctx context.Context, port IPWaiter, vm vctypes.Ref, expectedIP string, timeout time.Duration) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	ip, err := port.WaitForVirtualMachineIP(ctx, vm, expectedIP)
@@ -128,14 +127,15 @@ type Starter struct {
 	Log *slog.Logger
 }
 
-// isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin.
-func isGuestLoginFault(err error) bool { return fault.Is(err, &types.InvalidGuestLogin{}) }
+// isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin (its
+// kind, attached where the error left the port: vcenter.Ports).
+func isGuestLoginFault(err error) bool { return errors.Is(err, vctypes.FaultInvalidGuestLogin) }
 
 // WaitReady waits for the three readiness stages (docs/design.md#timeouts: guest
 // operations, IP — expectedIP when a static one was given — and `env`
 // running in the guest) and returns the guest's IP. Each stage has its own
 // deadline under ctx.
-func (s Starter) WaitReady(ctx context.Context, vm types.ManagedObjectReference, name, expectedIP string, ga Access) (string, error) {
+func (s Starter) WaitReady(ctx context.Context, vm vctypes.Ref, name, expectedIP string, ga Access) (string, error) {
 	gctx, cancel := context.WithTimeout(ctx, Readiness.GuestOps)
 	err := s.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
@@ -156,13 +156,13 @@ func (s Starter) WaitReady(ctx context.Context, vm types.ManagedObjectReference,
 
 // WaitEnv runs `env` in the guest until it starts, retried on a ticker
 // for at most Readiness.Env. A refused login fails at once.
-func (s Starter) WaitEnv(ctx context.Context, vm types.ManagedObjectReference, ga Access) error {
+func (s Starter) WaitEnv(ctx context.Context, vm vctypes.Ref, ga Access) error {
 	ctx, cancel := context.WithTimeout(ctx, Readiness.Env)
 	defer cancel()
 	t := time.NewTicker(Readiness.EnvRetry)
 	defer t.Stop()
 	for {
-		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, &types.GuestProgramSpec{ProgramPath: EnvProgram})
+		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, vctypes.GuestProgram{Path: EnvProgram})
 		if err == nil {
 			return nil
 		}
@@ -212,11 +212,11 @@ func Script(args hatchery.SpawnArguments, preStart string, workerTTL time.Durati
 
 // Launch starts the worker script in the guest: /bin/echo with
 // arguments "-n ;<script>" and CDS_CONFIG in its environment.
-func (s Starter) Launch(ctx context.Context, vm types.ManagedObjectReference, ga Access, script string, cfg hatchery.WorkerConfig) error {
-	spec := &types.GuestProgramSpec{
-		ProgramPath:  LaunchProgram,
-		Arguments:    "-n ;" + script,
-		EnvVariables: []string{cdsConfigEnv + "=" + cfg.EncodeBase64()},
+func (s Starter) Launch(ctx context.Context, vm vctypes.Ref, ga Access, script string, cfg hatchery.WorkerConfig) error {
+	spec := vctypes.GuestProgram{
+		Path: LaunchProgram,
+		Args: "-n ;" + script,
+		Env:  []string{cdsConfigEnv + "=" + cfg.EncodeBase64()},
 	}
 	if _, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, spec); err != nil {
 		if isGuestLoginFault(err) {

@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // ipAnswer is an IPWaiter answering ip and err, recording the deadline it
@@ -19,7 +20,7 @@ type ipAnswer struct {
 	deadline time.Time
 }
 
-func (a *ipAnswer) WaitForVirtualMachineIP(ctx context.Context, _ types.ManagedObjectReference, _ string) (string, error) {
+func (a *ipAnswer) WaitForVirtualMachineIP(ctx context.Context, _ vctypes.Ref, _ string) (string, error) {
 	a.deadline, _ = ctx.Deadline()
 	return a.ip, a.err
 }
@@ -29,7 +30,7 @@ func (a *ipAnswer) WaitForVirtualMachineIP(ctx context.Context, _ types.ManagedO
 // failed wait is returned as it is.
 func TestWaitIP(t *testing.T) {
 	t.Parallel()
-	vm := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-1"}
+	vm := vctypes.Ref{Type: "VirtualMachine", Value: "vm-1"}
 	failed := errors.New("no answer")
 	for _, tc := range []struct {
 		name, expected string

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -253,11 +254,11 @@ func (s *Shared) Synced() <-chan struct{} { return s.firstOK }
 // Invalidate asks for a refresh soon; many calls coalesce into one. The
 // VMs named are read again by that refresh even when the watch reported
 // no change of theirs (watch mode; a listing reads every VM anyway).
-func (s *Shared) Invalidate(vms ...types.ManagedObjectReference) {
+func (s *Shared) Invalidate(vms ...vctypes.Ref) {
 	if len(vms) > 0 {
 		s.mu.Lock()
 		for _, r := range vms {
-			s.invalidated[r] = true
+			s.invalidated[vcenter.MORef(r)] = true
 		}
 		s.mu.Unlock()
 	}

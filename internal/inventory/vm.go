@@ -6,6 +6,9 @@ import (
 
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // VM is the hatchery's view of one VM or template, built from the leaf
@@ -35,6 +38,13 @@ type VM struct {
 func (v VM) OwnedBy(hatcheryName string) bool {
 	return hatcheryName != "" && v.Annotation != nil && v.Annotation.HatcheryName == hatcheryName
 }
+
+// ObjectRef is the VM's reference in the project's vocabulary: what the
+// decision packages, which import no govmomi package, name a VM by.
+func (v VM) ObjectRef() vctypes.Ref { return vcenter.RefOf(v.Ref) }
+
+// Power is the VM's power state in the project's vocabulary.
+func (v VM) Power() vctypes.PowerState { return vcenter.PowerStateOf(v.PowerState) }
 
 // PoweredOn tells whether the VM is powered on.
 func (v VM) PoweredOn() bool { return v.PowerState == types.VirtualMachinePowerStatePoweredOn }
@@ -84,7 +94,7 @@ type Inventory interface {
 	// callers must not rely on seeing their own write at once: local
 	// bookkeeping covers that window. The VMs named, when known, are read
 	// again even if nothing else says they changed.
-	Invalidate(vms ...types.ManagedObjectReference)
+	Invalidate(vms ...vctypes.Ref)
 }
 
 // Listing lists the datacenter on every read: the plainest design, kept
@@ -108,4 +118,4 @@ func (l Listing) VMs(ctx context.Context) ([]VM, error) {
 }
 
 // Invalidate does nothing: every read is fresh.
-func (Listing) Invalidate(...types.ManagedObjectReference) {}
+func (Listing) Invalidate(...vctypes.Ref) {}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -373,15 +374,15 @@ func (s *Shared) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
 
 // PoolRuntime returns the resource pool runtime the last refresh read with
 // the VMs, and when; nil when the inventory does not read it (modes other
-// than "watch", or a pool that cannot be found).
-func (s *Shared) PoolRuntime() (*types.ResourcePoolRuntimeInfo, time.Time) {
+// than "watch", or a pool that cannot be found). The figures are the
+// project's (vctypes.PoolRuntime): internal/admission reads them.
+func (s *Shared) PoolRuntime() (*vctypes.PoolRuntime, time.Time) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if s.poolRT == nil {
 		return nil, time.Time{}
 	}
-	cp := *s.poolRT
-	return &cp, s.poolAt
+	return vcenter.PoolRuntimeOf(s.poolRT), s.poolAt
 }
 
 // takeInvalidated returns and clears the VMs named to Invalidate.

@@ -218,7 +218,7 @@ func TestWatchInventoryIdleRefreshIsTwoRequestsAndNoRead(t *testing.T) {
 	}
 	rt, at := inv.PoolRuntime()
 	require.NotNil(t, rt)
-	assert.Equal(t, int64(1<<30), rt.Memory.UnreservedForVm)
+	assert.Equal(t, int64(1<<30), rt.MemoryUnreservedBytes)
 	assert.False(t, at.IsZero())
 }
 
@@ -319,7 +319,7 @@ func TestWatchInventoryInvalidatedVMIsReadAgain(t *testing.T) {
 	f.mu.Lock()
 	f.changes = nil
 	f.mu.Unlock()
-	inv.Invalidate(wref("b"))
+	inv.Invalidate(vcenter.RefOf(wref("b")))
 	inv.refresh(ctx)
 	assert.Equal(t, [][]types.ManagedObjectReference{{wref("b")}}, f.takeReads())
 	assert.True(t, snapshotNames(t, inv)["b"].Template)

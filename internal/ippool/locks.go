@@ -9,24 +9,23 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // Locker is where the address locks live: lock objects whose names the
-// store keeps unique (vcenter.Locks: empty folders in vCenter). CreateLock
-// answers an error wrapping vcenter.ErrLockTaken when the name exists.
+// store keeps unique (vcenter.Locks: empty folders in vCenter, adapted by
+// vcenter.Ports). CreateLock answers an error wrapping vctypes.ErrLockTaken
+// when the name exists.
 type Locker interface {
-	// CreateLock creates the lock name; vcenter.ErrLockTaken (wrapped)
+	// CreateLock creates the lock name; vctypes.ErrLockTaken (wrapped)
 	// when it exists.
-	CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	CreateLock(ctx context.Context, name string) (vctypes.Ref, error)
 	// ListLocks returns the locks whose name starts with prefix, by name.
-	ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error)
+	ListLocks(ctx context.Context, prefix string) (map[string]vctypes.Ref, error)
 	// DeleteLock deletes the lock lock (that object, not another of its
 	// name made since); already gone is success.
-	DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error
+	DeleteLock(ctx context.Context, lock vctypes.Ref) error
 }
 
 // ForeignLockGrace is how long a lock of another holder must be seen with
@@ -70,14 +69,14 @@ type lockState struct {
 
 // heldLock is a lock this process created.
 type heldLock struct {
-	ref     types.ManagedObjectReference
+	ref     vctypes.Ref
 	gen     int64     // the reconcile generation it was created in
 	created time.Time // when: a reuse without vCenter call is safe for ReservationTTL after it
 }
 
 // unusedMark is a foreign lock seen unused.
 type unusedMark struct {
-	ref   types.ManagedObjectReference
+	ref   vctypes.Ref
 	since time.Time
 }
 
@@ -150,7 +149,7 @@ func (p *Pool) takeLock(ctx context.Context, a netip.Addr, owner string) (taken 
 		delErr = l.locker.DeleteLock(ctx, h.ref)
 		err = delErr
 	}
-	var ref types.ManagedObjectReference
+	var ref vctypes.Ref
 	if err == nil {
 		ref, err = l.locker.CreateLock(ctx, l.lockName(a))
 	}
@@ -166,7 +165,7 @@ func (p *Pool) takeLock(ctx context.Context, a netip.Addr, owner string) (taken 
 	if r, ok := p.reserved[a]; ok && r.owner == owner {
 		delete(p.reserved, a)
 	}
-	if errors.Is(err, vcenter.ErrLockTaken) {
+	if errors.Is(err, vctypes.ErrLockTaken) {
 		l.taken[a] = l.gen
 		l.log.Info("ip locked by another instance, trying the next", logkey.IP, a.String(), logkey.VM, owner)
 		return true, nil
@@ -231,20 +230,20 @@ func (p *Pool) Reconcile(ctx context.Context, used map[netip.Addr]bool) error {
 // lockDeletion is one lock Reconcile deletes.
 type lockDeletion struct {
 	addr netip.Addr
-	ref  types.ManagedObjectReference
+	ref  vctypes.Ref
 	own  bool
 	held heldLock // own: what this process held
 }
 
 // decideDeletions decides, under p.mu (taken here), from the listing of
 // generation gen, which locks to delete; it marks them deleting.
-func (p *Pool) decideDeletions(names map[string]types.ManagedObjectReference, used map[netip.Addr]bool, gen int64) []lockDeletion {
+func (p *Pool) decideDeletions(names map[string]vctypes.Ref, used map[netip.Addr]bool, gen int64) []lockDeletion {
 	l := p.locks
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	now := p.now()
 	p.expireLocked(now)
-	listed := map[netip.Addr]types.ManagedObjectReference{}
+	listed := map[netip.Addr]vctypes.Ref{}
 	for name, ref := range names {
 		if a, ok := l.addrOf(name); ok {
 			listed[a] = ref

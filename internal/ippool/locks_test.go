@@ -14,10 +14,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // fakeLocker is an in-memory lock store that keeps names unique, as
@@ -26,39 +25,39 @@ import (
 type fakeLocker struct {
 	mu      sync.Mutex
 	next    int
-	locks   map[string]types.ManagedObjectReference
+	locks   map[string]vctypes.Ref
 	creates int
 	deletes int
 	failAll error // every call fails with it when set
 }
 
 func newFakeLocker() *fakeLocker {
-	return &fakeLocker{locks: map[string]types.ManagedObjectReference{}}
+	return &fakeLocker{locks: map[string]vctypes.Ref{}}
 }
 
-func (f *fakeLocker) CreateLock(_ context.Context, name string) (types.ManagedObjectReference, error) {
+func (f *fakeLocker) CreateLock(_ context.Context, name string) (vctypes.Ref, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failAll != nil {
-		return types.ManagedObjectReference{}, f.failAll
+		return vctypes.Ref{}, f.failAll
 	}
 	f.creates++
 	if _, ok := f.locks[name]; ok {
-		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, vcenter.ErrLockTaken)
+		return vctypes.Ref{}, fmt.Errorf("create lock %q: %w", name, vctypes.ErrLockTaken)
 	}
 	f.next++
-	ref := types.ManagedObjectReference{Type: "Folder", Value: fmt.Sprintf("group-%d", f.next)}
+	ref := vctypes.Ref{Type: "Folder", Value: fmt.Sprintf("group-%d", f.next)}
 	f.locks[name] = ref
 	return ref, nil
 }
 
-func (f *fakeLocker) ListLocks(_ context.Context, prefix string) (map[string]types.ManagedObjectReference, error) {
+func (f *fakeLocker) ListLocks(_ context.Context, prefix string) (map[string]vctypes.Ref, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failAll != nil {
 		return nil, f.failAll
 	}
-	out := map[string]types.ManagedObjectReference{}
+	out := map[string]vctypes.Ref{}
 	for n, r := range f.locks {
 		if strings.HasPrefix(n, prefix) {
 			out[n] = r
@@ -67,7 +66,7 @@ func (f *fakeLocker) ListLocks(_ context.Context, prefix string) (map[string]typ
 	return out, nil
 }
 
-func (f *fakeLocker) DeleteLock(_ context.Context, lock types.ManagedObjectReference) error {
+func (f *fakeLocker) DeleteLock(_ context.Context, lock vctypes.Ref) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failAll != nil {

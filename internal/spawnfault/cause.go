@@ -6,12 +6,9 @@ import (
 	"net"
 	"net/url"
 
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Cause is what a spawn failure points at.
@@ -39,7 +36,9 @@ func (c Cause) Quarantine() quarantine.Cause {
 // job gone) says nothing. Then the template: the guest of a VM made from
 // it never became ready or could not launch the worker, or vCenter
 // refused to clone it (MarkTemplate marks both); a clone refused for
-// lack of resources is capacity, not the template.
+// lack of resources is capacity, not the template. err's vCenter faults
+// are read from their kinds: err must have been classified
+// (vcenter.Classify) where it left the port.
 func Classify(ctx context.Context, err error) Cause {
 	var tf *templateFault
 	switch {
@@ -52,11 +51,8 @@ func Classify(ctx context.Context, err error) Cause {
 	case !errors.As(err, &tf):
 		return None
 	}
-	var ir types.BaseInsufficientResourcesFault
-	if _, ok := fault.As(err, &ir); ok {
-		return None
-	}
-	if fault.Is(err, &types.DuplicateName{}) {
+	switch vctypes.KindOf(err) {
+	case vctypes.FaultInsufficientResources, vctypes.FaultDuplicateName:
 		return None
 	}
 	return Template
@@ -67,12 +63,10 @@ func Classify(ctx context.Context, err error) Cause {
 // internal error (SystemError), the inventory unreadable for too long, or a
 // transport error (no answer) other than a deadline.
 func isVCenterDown(err error) bool {
-	if errors.Is(err, vcenter.ErrNotConnected) || errors.Is(err, inventory.ErrStale) || fault.Is(err, &types.NotAuthenticated{}) {
+	if errors.Is(err, vctypes.ErrNotConnected) || errors.Is(err, inventory.ErrStale) {
 		return true
 	}
-	// SystemErrorFault is the same fault under its SOAP detail name (the
-	// simulator's injected "network failure" answers it).
-	if fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.SystemErrorFault{}) {
+	if k := vctypes.KindOf(err); k == vctypes.FaultNotAuthenticated || k == vctypes.FaultSystemError {
 		return true
 	}
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
@@ -106,12 +100,11 @@ func MarkTemplate(err error) error {
 // IsVCenterFault tells whether err carries a fault vCenter answered (a
 // failed task's fault or a SOAP fault): the operation's outcome is known.
 // Anything else (the task wait timed out, ctx ended, the connection
-// failed) leaves it unknown: the task may still run on vCenter.
+// failed) leaves it unknown: the task may still run on vCenter. err must
+// have been classified (vcenter.Classify) where it left the port.
 func IsVCenterFault(err error) bool {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return false
 	}
-	var f types.BaseMethodFault
-	_, ok := fault.As(err, &f)
-	return ok
+	return vctypes.KindOf(err) != vctypes.NoFault
 }

@@ -51,6 +51,22 @@ func TestSpawnCause(t *testing.T) {
 		{"other step", context.Background(), wrap(errors.New("no free ip")), None},
 	}
 	for _, tc := range cases {
-		assert.Equal(t, tc.want, Classify(tc.ctx, tc.err), tc.name)
+		// The spawn path classifies an error where it leaves the port
+		// (vcenter.Classify); Classify reads the kinds.
+		assert.Equal(t, tc.want, Classify(tc.ctx, vcenter.Classify(tc.err)), tc.name)
 	}
+}
+
+// TestIsVCenterFault: a fault vCenter answered (classified where it left
+// the port) makes an outcome known; a timeout, a cancellation or no answer
+// leaves it unknown. Fails if IsVCenterFault stopped reading the kind
+// vcenter.Classify attached, or counted a deadline as an answer.
+func TestIsVCenterFault(t *testing.T) {
+	t.Parallel()
+	refused := &url.Error{Op: "Post", URL: "https://vc/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	assert.True(t, IsVCenterFault(vcenter.Classify(fmt.Errorf("clone: %w", taskFault(&types.FileNotFound{})))))
+	assert.True(t, IsVCenterFault(vcenter.Classify(taskFault(&types.DuplicateName{}))))
+	assert.False(t, IsVCenterFault(vcenter.Classify(fmt.Errorf("clone: %w", context.DeadlineExceeded))))
+	assert.False(t, IsVCenterFault(vcenter.Classify(refused)))
+	assert.False(t, IsVCenterFault(nil))
 }

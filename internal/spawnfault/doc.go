@@ -7,6 +7,8 @@
 // outcome is known.
 //
 // The spawn path marks the steps whose failure blames the template
-// (MarkTemplate); Classify reads the marks and the faults with
-// errors.As and fault.Is, never the text. Pure: no vCenter call.
+// (MarkTemplate); Classify reads the marks with errors.As and the faults by
+// their kind (vctypes.KindOf: internal/vcenter classified them where they
+// left the port, vcenter.Classify), never by text. Pure: no vCenter call,
+// no govmomi import.
 package spawnfault

@@ -2,11 +2,12 @@ package vcenter
 
 import (
 	"context"
-	"errors"
 
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Port is the hatchery's port to vCenter: the four interfaces below, by
@@ -152,20 +153,23 @@ type Locks interface {
 
 // ErrLockTaken is wrapped by CreateLock's error when a lock object of that
 // name exists (vCenter answered DuplicateName): another holder has it.
-var ErrLockTaken = errors.New("lock taken")
+// It is vctypes.ErrLockTaken, so that the decision packages test for it
+// without importing this package.
+var ErrLockTaken = vctypes.ErrLockTaken
 
 // ErrNotConnected is wrapped by the error of a Port call made
 // before the client first reached vCenter (a daemon starting while vCenter
-// does not answer yet).
-var ErrNotConnected = errors.New("vcenter not connected")
+// does not answer yet). It is vctypes.ErrNotConnected.
+var ErrNotConnected = vctypes.ErrNotConnected
 
 // ErrWatchLost means the VM change watch is gone or was never started in
-// the current session: the caller resets it and reads every VM again.
-var ErrWatchLost = errors.New("vm change watch lost")
+// the current session: the caller resets it and reads every VM again. It
+// is vctypes.ErrWatchLost.
+var ErrWatchLost = vctypes.ErrWatchLost
 
 // ErrPoweredOff is returned by SuspendVirtualMachine for a powered-off VM:
-// only a running VM can be suspended.
-var ErrPoweredOff = errors.New("vm is powered off")
+// only a running VM can be suspended. It is vctypes.ErrPoweredOff.
+var ErrPoweredOff = vctypes.ErrPoweredOff
 
 // VMWatchProperties are the properties the change watch reports. Each is a
 // scalar that moves whenever something the hatchery reads moves: the name,

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -21,7 +22,7 @@ type CapacityUsage = admission.Usage
 // inventory, logger and metrics as they are now (internal/admission).
 func (h *HatcheryVSphere) admission() admission.Admission {
 	return admission.Admission{
-		State: h.capacity, Hatchery: h.Name(), Config: h.cfg, Inventory: h.inv, Port: h.vs,
+		State: h.capacity, Hatchery: h.Name(), Config: h.cfg, Inventory: h.inv, Port: vcenter.PortsOf(h.vs),
 		Resolve: h.resolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
 	}
 }

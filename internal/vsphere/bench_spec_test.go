@@ -8,10 +8,10 @@ import (
 
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // benchModeSpec is the benchmark's reference mode, the baseline: the
@@ -64,4 +64,4 @@ func (s *specListingInventory) VMs(ctx context.Context) ([]inventory.VM, error) 
 }
 
 // Invalidate does nothing: every read is fresh.
-func (*specListingInventory) Invalidate(...types.ManagedObjectReference) {}
+func (*specListingInventory) Invalidate(...vctypes.Ref) {}

@@ -22,7 +22,7 @@ import (
 func wIdle(state string) vmOpt {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = warmpool.IdlePowerState(v.Annotation)
+		v.PowerState = types.VirtualMachinePowerState(warmpool.IdlePowerState(v.Annotation))
 	}
 }
 
@@ -79,9 +79,9 @@ func TestProvisionHotSuspended(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.pool.Clone = func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = poolClone(func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		return ref, nil
-	}
+	})
 	var written *inventory.Annotation
 	gomock.InOrder(
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),

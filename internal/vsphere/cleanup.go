@@ -181,7 +181,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		// left half-made by a crash (never in its idle state long after
 		// creation) and a hot pool VM that is not in the state its record
 		// says (suspended or running, found otherwise: broken).
-		if vm.PowerState == warmpool.IdlePowerState(a) {
+		if vm.Power() == warmpool.IdlePowerState(a) {
 			return awolKeep("provisioned, idle " + string(vm.PowerState))
 		}
 		if a.IdleState != "" {

@@ -12,8 +12,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -90,7 +91,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 			// Cloning (or Provisioning) leaves for Marked.
 			marked = h.markToDelete(vmName)
 		}
-		if fault.Is(err, &types.DuplicateName{}) {
+		if vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName {
 			// The name is taken: for a pool slot, by another instance
 			// of this hatchery (docs/high-availability.md); the caller
 			// decides.
@@ -116,6 +117,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	}
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, folder, vmName, spec)
+	err = vcenter.Classify(err)
 	h.inv.Invalidate()
 	if err != nil {
 		// The template may have changed under its cached device list.
@@ -123,7 +125,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", spawnfault.MarkTemplate(err), !fault.Is(err, &types.DuplicateName{}), !spawnfault.IsVCenterFault(err))
+		return fail("clone", spawnfault.MarkTemplate(err), vctypes.KindOf(err) != vctypes.FaultDuplicateName, !spawnfault.IsVCenterFault(err))
 	}
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.

@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -93,7 +94,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
 		var err error
-		ip, err = guest.WaitIP(ctx, h.vs, vm, annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
+		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
 		}

@@ -9,10 +9,11 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -115,12 +116,12 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) err
 		// A VM gone already (ManagedObjectNotFound: the other instance of
 		// this hatchery destroyed it first) is not an error: the destroy
 		// below answers it as done.
-		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil && !fault.Is(err, &types.ManagedObjectNotFound{}) {
+		if err := h.vs.ShutdownVirtualMachine(ctx, obj); err != nil && vcenter.FaultKindOf(err) != vctypes.FaultNotFound {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, err)
 		}
 	}
 	err := h.vs.DestroyVirtualMachine(ctx, obj)
-	if err != nil && fault.Is(err, &types.InvalidPowerState{}) {
+	if err != nil && vcenter.FaultKindOf(err) == vctypes.FaultInvalidPowerState {
 		// The listing was older than the VM's power state: power off, retry once.
 		if serr := h.vs.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, serr)

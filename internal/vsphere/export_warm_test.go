@@ -6,6 +6,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 
@@ -28,7 +29,8 @@ func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarter
 
 // WarmPrepareClaimed is warmpool.Pool.PrepareClaimed without cloud-init.
 func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
-	return h.pool.PrepareClaimed(ctx, vm, annot, flavor, nil)
+	ref, err := h.pool.PrepareClaimed(ctx, vm, annot, flavor, nil)
+	return vcenter.MORef(ref), err
 }
 
 // WarmCloneFunc is the signature of cloneVM.
@@ -36,7 +38,7 @@ type WarmCloneFunc = warmpool.CloneFunc
 
 // WarmWrapClone makes provisioning clone through wrap(cloneVM).
 func (h *HatcheryVSphere) WarmWrapClone(wrap func(next WarmCloneFunc) WarmCloneFunc) {
-	h.pool.Clone = wrap(h.cloneVM)
+	h.pool.Clone = wrap(poolClone(h.cloneVM))
 }
 
 // WarmFlavor returns the configured flavor named name (nil when unknown).

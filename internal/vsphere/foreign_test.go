@@ -77,7 +77,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 0}, {ModelPath: "grp/m1", Number: 0}}
 	e := newWarmEnv(t, cfg, vms, cds)
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	ctx := context.Background()
 
 	// Whatever the caches say, the records decide.

@@ -22,11 +22,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
@@ -113,7 +113,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
-		Port: o.Client, PoolRuntime: func() *types.ResourcePoolRuntimeInfo { return h.admission().InventoryPoolRuntime() }, Log: h.log})
+		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
 	ips, err := ippool.New(o.Config)
@@ -123,14 +123,14 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if ips.Enabled() {
 		// Two instances of one hatchery take each address through a lock
 		// vCenter keeps unique (docs/high-availability.md, "Static IPs").
-		ips.UseLocks(o.Client, o.Config.CommonConfiguration.Name, h.log)
+		ips.UseLocks(vcenter.PortsOf(o.Client), o.Config.CommonConfiguration.Name, h.log)
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
 	h.pool = &warmpool.Pool{
-		Hatchery: h.Name(), Config: o.Config, Port: o.Client, Inventory: h.inv, Life: h.life, CDS: o.CDS,
-		IPs: ips, Clones: h.clones, Admission: h.admission, Clone: h.cloneVM, Host: poolHost{h},
+		Hatchery: h.Name(), Config: o.Config, Port: clonespec.VMPort{Port: o.Client, Builder: h.clones},
+		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM), Host: poolHost{h},
 		Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)

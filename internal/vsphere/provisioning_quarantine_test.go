@@ -39,7 +39,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 
 	fixed, taken := false, false
 	clones := map[string]int{}
-	e.h.pool.Clone = func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = poolClone(func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		clones[template]++
 		if taken {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
@@ -48,7 +48,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 			return types.ManagedObjectReference{}, spawnfault.MarkTemplate(errors.New("guest never ready"))
 		}
 		return warmRef(name), nil
-	}
+	})
 	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), gomock.Any()).Return("10.0.0.9", nil).AnyTimes()
 	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
 	n := 0

@@ -153,7 +153,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
 	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "ubuntu", Flavor: "large"}.Pool()))
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	// provision-v2-large is surplus (no pool for it) and idle: removed.
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-large")).Return(nil)
 	ip, off := expectProvisionSteps(e, 4)
@@ -215,7 +215,7 @@ func TestProvisioningBoundedAndJoined(t *testing.T) {
 		active.Add(-1)
 		finished.Add(1)
 	}}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 6)
 
 	done := make(chan struct{})
@@ -261,7 +261,7 @@ func TestProvisioningFailuresMarked(t *testing.T) {
 			cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
 			e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 			rec := &cloneRecorder{}
-			e.h.pool.Clone = rec.clone
+			e.h.pool.Clone = poolClone(rec.clone)
 			tc.setup(e, rec)
 
 			e.h.pool.Provision(context.Background())
@@ -309,7 +309,7 @@ func TestProvisioningSkips(t *testing.T) {
 			cfg.WorkerProvisioning = tc.entries
 			e := newWarmEnv(t, cfg, tc.vms, tc.cds)
 			rec := &cloneRecorder{}
-			e.h.pool.Clone = rec.clone
+			e.h.pool.Clone = poolClone(rec.clone)
 			e.h.pool.Provision(context.Background())
 			assert.Empty(t, rec.calls)
 		})
@@ -323,7 +323,7 @@ func TestProvisioningStopsOnContext(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 3}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	e.h.pool.Provision(ctx)
@@ -362,7 +362,7 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning)
 	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "debian12"}.Pool()))
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	// debian12: d1..d4 + dbooting = 5 in the pool, 2 configured: the 3 oldest idle go.
 	for _, n := range []string{"provision-v2-d1", "provision-v2-d2", "provision-v2-d3", "provision-v2-dlarge", "provision-v2-c1"} {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(n)).Return(nil)
@@ -415,7 +415,7 @@ func TestProvisioningClonesMissingSlots(t *testing.T) {
 	putPhase(e.h, key.SlotName(0), lifecycle.Deleting, lifecycle.WithRef("vm-destroyed"))
 	putPhase(e.h, key.SlotName(0), lifecycle.Destroyed)
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 2)
 
 	e.h.pool.Provision(context.Background())
@@ -443,7 +443,7 @@ func TestProvisioningRefillsClaimedSlots(t *testing.T) {
 	putPhase(e.h, key.SlotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.SlotName(0)).Value), lifecycle.WithPool(key.Pool()))
 	putPhase(e.h, key.SlotName(1), lifecycle.Claimed, lifecycle.WithRef(lagging.Ref.Value), lifecycle.WithPool(key.Pool()))
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 1)
 
 	e.h.pool.Provision(context.Background())
@@ -466,7 +466,7 @@ func TestProvisioningReusesAFailedSlot(t *testing.T) {
 	require.Positive(t, e.h.releaseGrace())
 	putPhase(e.h, key.SlotName(0), lifecycle.Marked) // its clone failed just now
 	rec := &cloneRecorder{}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 
 	e.h.pool.Provision(context.Background())
 	assert.Empty(t, rec.names(), "a snapshot may not show the failed clone's VM yet")
@@ -509,7 +509,7 @@ func TestProvisioningDuplicateSlotIsNotAnError(t *testing.T) {
 		}
 		return nil
 	}}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 1) // slot 1 only
 
 	e.h.pool.Provision(context.Background())
@@ -533,7 +533,7 @@ func TestProvisioningWithoutAFreeAddressIsDeferred(t *testing.T) {
 	rec := &cloneRecorder{err: func(name string) error {
 		return fmt.Errorf("clone %q: reserve ip: %w", name, ippool.ErrNoIPAvailable)
 	}}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 
 	e.h.pool.Provision(context.Background())
 
@@ -557,7 +557,7 @@ func TestProvisioningCutByTheShutdownIsNoWarning(t *testing.T) {
 		cancel() // SIGTERM while the clone task runs
 		return fmt.Errorf("clone %q: wait for task: %w", name, context.Canceled)
 	}}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 
 	e.h.pool.Provision(ctx)
 
@@ -587,7 +587,7 @@ func TestProvisioningRespectsStaticLimits(t *testing.T) {
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 2)
 
 	done := make(chan struct{})
@@ -625,7 +625,7 @@ func TestProvisioningWithoutStaticLimitFillsThePool(t *testing.T) {
 	entered := make(chan struct{}, 3)
 	release := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { entered <- struct{}{}; <-release }}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	expectProvisionSteps(e, 3)
 	done := make(chan struct{})
 	go func() { defer close(done); e.h.pool.Provision(context.Background()) }()
@@ -675,7 +675,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	inClone := make(chan struct{})
 	proceed := make(chan struct{})
 	rec := &cloneRecorder{hook: func() { close(inClone); <-proceed }, err: func(string) error { return errors.New("clone refused") }}
-	e.h.pool.Clone = rec.clone
+	e.h.pool.Clone = poolClone(rec.clone)
 	done := make(chan struct{})
 	go func() { defer close(done); e.h.pool.Provision(context.Background()) }()
 	<-inClone

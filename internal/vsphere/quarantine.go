@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -95,7 +96,7 @@ func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attem
 // failure's cause and, when the failure quarantined the template, the
 // sentence that says so.
 func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) (spawnfault.Cause, string) {
-	cause := spawnfault.Classify(ctx, err)
+	cause := spawnfault.Classify(ctx, vcenter.Classify(err))
 	reason := ""
 	if err != nil {
 		reason = err.Error()

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -137,11 +138,11 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		h.log.Info("old model template destroyed", logkey.VM, name, logkey.Model, m.Path(), logkey.Detail, "replaced by a new registration")
 	}
 	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
-		h.inv.Invalidate(vm.Reference())
+		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 		return fail("rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
 	}
 	vmName = name
-	h.inv.Invalidate(vm.Reference())
+	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 	annot.WorkerName = name
 	annot.Model = true
 	annot.RegisterOnly = false
@@ -153,11 +154,11 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 		return fail("write template annotation", err)
 	}
 	if err := h.vs.MarkVirtualMachineAsTemplate(ctx, vm); err != nil {
-		h.inv.Invalidate(vm.Reference())
+		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 		return fail("mark as template", fmt.Errorf("template %q: %w", name, err))
 	}
 	// Named: a watch may not report the template flag (vcsim does not).
-	h.inv.Invalidate(vm.Reference())
+	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 	h.ips.Release(leasedIP, tmpName)
 	h.log.Info("model registered", logkey.VM, name, logkey.Model, m.Path())
 	return nil

@@ -14,6 +14,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -201,7 +203,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
-		var vm types.ManagedObjectReference
+		var vm vctypes.Ref
 		if claimed.Annotation.IdleState != "" {
 			vm, err = h.pool.PrepareHot(ctx, claimed, *annot)
 			h.inv.Invalidate()
@@ -220,7 +222,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		if vm.Value == "" {
 			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
 		}
-		return vm, nil
+		return vcenter.MORef(vm), nil
 	}
 	annot.IPAddress, annot.Created = "", h.now().UTC()
 	return h.cloneVMBoot(ctx, templateName, annot.WorkerName, annot, flavor, boot)
@@ -229,11 +231,11 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
 func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg hatchery.WorkerConfig) error {
-	if _, err := h.guest().WaitReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
+	if _, err := h.guest().WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := h.guest().Launch(ctx, vm, ga, script, cfg); err != nil {
+	if err := h.guest().Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
 		return guest.StepErr(stepLaunch, err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
@@ -255,7 +257,7 @@ func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedO
 	var spec types.VirtualMachineConfigSpec
 	annot.ApplyTo(&spec)
 	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
-	h.inv.Invalidate(vm.Reference())
+	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
 	if err != nil {
 		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
 	}

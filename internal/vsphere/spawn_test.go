@@ -13,6 +13,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -312,7 +314,7 @@ func TestWaitGuestEnvRetries(t *testing.T) {
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), notReady),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(7), nil),
 	)
-	require.NoError(t, f.h.guest().WaitEnv(context.Background(), vm, guest.Access{Auth: &types.NamePasswordAuthentication{Username: "u"}}))
+	require.NoError(t, f.h.guest().WaitEnv(context.Background(), vcenter.RefOf(vm), guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}}))
 
 	// A context that ends stops the retries with its error.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -321,7 +323,7 @@ func TestWaitGuestEnvRetries(t *testing.T) {
 			cancel()
 			return 0, notReady
 		})
-	err := f.h.guest().WaitEnv(ctx, vm, guest.Access{Auth: &types.NamePasswordAuthentication{Username: "u"}})
+	err := f.h.guest().WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

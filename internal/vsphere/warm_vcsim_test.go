@@ -16,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -262,7 +263,7 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	runCtx, crash := context.WithCancel(env.Context())
 	clones := 0
 	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
-		return func(ctx context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
+		return func(ctx context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (vctypes.Ref, error) {
 			vm, err := next(ctx, tpl, name, a, f)
 			clones++
 			if clones == 2 {

@@ -17,10 +17,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // errClaimLost means another writer reconfigured the VM since it was
@@ -48,15 +47,13 @@ func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
 	a := *v.Annotation
 	a.Provisioning = false
 	a.Created = p.Now().UTC()
-	spec := types.VirtualMachineConfigSpec{ChangeVersion: v.ChangeVersion}
-	a.ApplyTo(&spec)
-	err := p.Port.ReconfigureVirtualMachine(ctx, v.Ref, spec)
+	err := p.Port.ReconfigureVirtualMachine(ctx, v.ObjectRef(), clonespec.Change{ChangeVersion: v.ChangeVersion, Record: &a})
 	switch {
 	case err == nil:
 		return nil
-	case fault.Is(err, &types.ConcurrentAccess{}):
+	case errors.Is(err, vctypes.FaultConcurrentAccess):
 		return fmt.Errorf("claim %q at changeVersion %q: %w", v.Name, v.ChangeVersion, errClaimLost)
-	case fault.Is(err, &types.ManagedObjectNotFound{}):
+	case errors.Is(err, vctypes.FaultNotFound):
 		return fmt.Errorf("claim %q: %w", v.Name, errClaimGone)
 	default:
 		return fmt.Errorf("claim %q: %w", v.Name, err)
@@ -101,7 +98,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// more and the move is refused. From here the VM is a worker (or,
 		// on failure, marked for deletion): never idle again, whatever a
 		// stale snapshot says, until the inventory shows it renamed.
-		if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Claimed, lifecycle.WithRef(v.Ref.Value), lifecycle.WithPool(want.Pool())); err != nil {
+		if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Claimed, lifecycle.WithRef(v.ObjectRef().Value), lifecycle.WithPool(want.Pool())); err != nil {
 			continue
 		}
 		// The claim in memory settles this process's own spawns; the
@@ -109,7 +106,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// of this hatchery (docs/high-availability.md).
 		err := p.claimInVCenter(ctx, v)
 		if err != nil {
-			p.dropClaim(v.Name, v.Ref.Value)
+			p.dropClaim(v.Name, v.ObjectRef().Value)
 		}
 		switch {
 		case errors.Is(err, errClaimLost):
@@ -214,9 +211,9 @@ func sortOldestFirst(vms []inventory.VM) {
 // A non-nil boot adds the cloud-init guestinfo (metadata with a new instance id, userdata) to the
 // reconfigure made before power on. On a failure after that reconfigure
 // the userdata is removed again before the VM is marked for deletion.
-func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (vctypes.Ref, error) {
 	if err := p.beginPrepare(vm, &annot); err != nil {
-		return types.ManagedObjectReference{}, err
+		return vctypes.Ref{}, err
 	}
 	newName := annot.WorkerName
 	resize := flavor != nil && vm.Annotation.Flavor == ""
@@ -227,41 +224,33 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	}
 	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annot.ModelName(), logkey.Job, annot.JobID)
 
-	obj := vm.Ref
+	obj := vm.ObjectRef()
 	current := vm.Name
 	renameUnknown := false
 	userdataWritten := false
-	fail := func(step string, err error) (types.ManagedObjectReference, error) {
+	fail := func(step string, err error) (vctypes.Ref, error) {
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
 			p.Host.ScrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
 		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
-		return types.ManagedObjectReference{}, err
+		return vctypes.Ref{}, err
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	// The rename rides on the reconfigure (one task, not two).
-	spec := types.VirtualMachineConfigSpec{Name: newName}
-	annot.ApplyTo(&spec)
+	// The rename rides on the reconfigure (one task, not two), with the
+	// record, the growth to the flavor and the cloud-init guestinfo.
+	change := clonespec.Change{Name: newName, Record: &annot, Boot: boot}
 	if resize {
-		devices, err := p.Port.LoadVirtualMachineDevices(ctx, obj)
-		if err != nil {
-			return fail("load devices", err)
-		}
-		if err := clonespec.ApplyFlavor(&spec, flavor, devices); err != nil {
-			return fail(fmt.Sprintf("apply flavor %q", flavor.Name), err)
-		}
+		change.Resize = flavor
 	}
-	if boot != nil {
-		opts, err := p.Clones.CloudInitOptions(newName, annot.IPAddress, *boot)
-		if err != nil {
-			return fail("cloud-init guestinfo", err)
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, change); err != nil {
+		var prep *clonespec.PrepError
+		if errors.As(err, &prep) {
+			// Nothing was sent: the VM is as it was.
+			return fail(prep.Step, prep.Err)
 		}
-		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
-	}
-	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
 		renameUnknown = !spawnfault.IsVCenterFault(err)
@@ -286,7 +275,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 // name it has now (current); renameUnknown says the renaming reconfigure's
 // outcome is unknown, so the VM may carry either name and both are marked.
 // A worker name the VM never took is freed.
-func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm types.ManagedObjectReference, current, newName string, renameUnknown bool) {
+func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm vctypes.Ref, current, newName string, renameUnknown bool) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 	if err := p.Port.ShutdownVirtualMachine(cctx, vm); err != nil {
 		log.Warn("claimed vm not powered off, left to cleanup", logkey.Err, err)
@@ -337,9 +326,9 @@ func (p *Pool) beginPrepare(vm *inventory.VM, annot *inventory.Annotation) error
 	// The claimed VM's entry (its reference) takes the worker name: the
 	// cleanup leaves it alone under either name until it runs, and the
 	// spawn moves it on to Running (the hatchery, internal/vsphere).
-	if err := p.Life.Move(newName, lifecycle.Claimed, lifecycle.Preparing, lifecycle.WithRef(vm.Ref.Value), lifecycle.WithJob(annot.JobID)); err != nil {
+	if err := p.Life.Move(newName, lifecycle.Claimed, lifecycle.Preparing, lifecycle.WithRef(vm.ObjectRef().Value), lifecycle.WithJob(annot.JobID)); err != nil {
 		// Nothing was done to the VM: it is idle again.
-		p.dropClaim(vm.Name, vm.Ref.Value)
+		p.dropClaim(vm.Name, vm.ObjectRef().Value)
 		return fmt.Errorf("prepare claimed vm %q as %q: %w", vm.Name, newName, err)
 	}
 

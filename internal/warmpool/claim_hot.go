@@ -5,13 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // ErrHotCheck marks the failure of a claimed hot pool VM's check (guest
@@ -33,9 +34,9 @@ const MaxHotClaims = 3
 // userdata: it booted already. It refuses a VM that is not ours. On error the VM is powered
 // off and marked for deletion, never reused; a failed check wraps
 // ErrHotCheck.
-func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (types.ManagedObjectReference, error) {
+func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory.Annotation) (vctypes.Ref, error) {
 	if err := p.beginPrepare(vm, &annot); err != nil {
-		return types.ManagedObjectReference{}, err
+		return vctypes.Ref{}, err
 	}
 	state := vm.Annotation.IdleState // beginPrepare checked that vm is ours: it has a record
 	newName := annot.WorkerName
@@ -44,14 +45,14 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	}
 	log := p.Log.With(logkey.VM, vm.Name, logkey.Model, annot.ModelName(), logkey.Job, annot.JobID)
 
-	obj := vm.Ref
+	obj := vm.ObjectRef()
 	current := vm.Name
 	renameUnknown := false
-	fail := func(step string, err error) (types.ManagedObjectReference, error) {
+	fail := func(step string, err error) (vctypes.Ref, error) {
 		err = fmt.Errorf("prepare hot vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed hot vm failed, marked for deletion", logkey.Err, err)
 		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
-		return types.ManagedObjectReference{}, err
+		return vctypes.Ref{}, err
 	}
 
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
@@ -65,9 +66,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
 	// One task renames (the spec's Name) and writes the record.
-	spec := types.VirtualMachineConfigSpec{Name: newName}
-	annot.ApplyTo(&spec)
-	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, spec); err != nil {
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, clonespec.Change{Name: newName, Record: &annot}); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
 		renameUnknown = !spawnfault.IsVCenterFault(err)
@@ -84,7 +83,7 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 // in it: guest operations ready and the guest reporting expectedIP (any
 // IPv4 address when the record holds none), each bounded by
 // guest.Readiness.Resume.
-func (p *Pool) checkHotVM(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) error {
+func (p *Pool) checkHotVM(ctx context.Context, vm vctypes.Ref, expectedIP string) error {
 	gctx, cancel := context.WithTimeout(ctx, guest.Readiness.Resume)
 	err := p.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()

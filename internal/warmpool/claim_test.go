@@ -43,7 +43,7 @@ func template(v *inventory.VM)  { v.Template = true }
 func idleIn(state string) func(*inventory.VM) {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = IdlePowerState(v.Annotation)
+		v.PowerState = types.VirtualMachinePowerState(IdlePowerState(v.Annotation))
 	}
 }
 

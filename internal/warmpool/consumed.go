@@ -16,7 +16,7 @@ func (p *Pool) forgetConsumed(vms []inventory.VM) {
 	stillProvisioned := map[string]bool{}
 	for _, v := range vms {
 		if _, ok := keyOf(p.Hatchery, v); ok {
-			stillProvisioned[v.Ref.Value] = true
+			stillProvisioned[v.ObjectRef().Value] = true
 		}
 	}
 	for _, e := range p.Life.List(lifecycle.Claimed) {
@@ -28,4 +28,4 @@ func (p *Pool) forgetConsumed(vms []inventory.VM) {
 
 // lifeVM names an inventory VM to the lifecycle table: by its reference,
 // whatever name a snapshot shows it under.
-func lifeVM(v inventory.VM) lifecycle.VM { return lifecycle.VM{Ref: v.Ref.Value, Name: v.Name} }
+func lifeVM(v inventory.VM) lifecycle.VM { return lifecycle.VM{Ref: v.ObjectRef().Value, Name: v.Name} }

@@ -22,6 +22,9 @@
 // provisioning (internal/admission), the clone itself, the deletion of a
 // VM, the quarantine's records, or the registration of V1 models: the
 // hatchery (internal/vsphere) does those and hands them to the pool as its
-// Host. It reaches vCenter through its Port, a subset of vcenter.Port, and
+// Host. It reaches vCenter through its Port, in the project's vocabulary
+// (internal/vctypes: a VM is a vctypes.Ref, a reconfigure a
+// clonespec.Change, a fault a vctypes.FaultKind), which clonespec.VMPort
+// implements on top of vcenter.Port; it imports no govmomi package and
 // never imports internal/vsphere.
 package warmpool

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -47,12 +50,12 @@ func (h fakeHost) DeleteServer(context.Context, inventory.VM) error {
 	return nil
 }
 
-func (h fakeHost) WriteAnnotation(context.Context, types.ManagedObjectReference, *inventory.Annotation) error {
+func (h fakeHost) WriteAnnotation(context.Context, vctypes.Ref, *inventory.Annotation) error {
 	h.t.Error("unexpected WriteAnnotation")
 	return nil
 }
 
-func (h fakeHost) ScrubUserdata(context.Context, types.ManagedObjectReference, string, string) {
+func (h fakeHost) ScrubUserdata(context.Context, vctypes.Ref, string, string) {
 	h.t.Error("unexpected ScrubUserdata")
 }
 
@@ -98,9 +101,9 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	life := lifecycle.New(func() time.Time { return testNow })
 	now := func() time.Time { return testNow }
 	p := &Pool{
-		Hatchery: testHatchery, Config: cfg, Port: vs, Inventory: inv, Life: life,
+		Hatchery: testHatchery, Config: cfg, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life,
 		Admission: func() admission.Admission {
-			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vs, Now: now}
+			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vcenter.PortsOf(vs), Now: now}
 		},
 		Host: fakeHost{t: t, life: life},
 		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),

@@ -6,8 +6,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Name prefixes of the pool's VMs.
@@ -99,15 +99,15 @@ func keyLess(a, b Key) bool {
 // IdlePowerState is the power state a ready pool VM whose record is a
 // waits in: its idle state (docs/configuration.md, "Warm pool"); powered
 // off when none is recorded.
-func IdlePowerState(a *inventory.Annotation) types.VirtualMachinePowerState {
+func IdlePowerState(a *inventory.Annotation) vctypes.PowerState {
 	if a == nil {
-		return types.VirtualMachinePowerStatePoweredOff
+		return vctypes.PoweredOff
 	}
 	switch a.IdleState {
 	case config.IdleStateSuspended:
-		return types.VirtualMachinePowerStateSuspended
+		return vctypes.Suspended
 	case config.IdleStatePoweredOn:
-		return types.VirtualMachinePowerStatePoweredOn
+		return vctypes.PoweredOn
 	}
-	return types.VirtualMachinePowerStatePoweredOff
+	return vctypes.PoweredOff
 }

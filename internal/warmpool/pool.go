@@ -13,33 +13,32 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
-// Port is what the pool does to its VMs in vCenter: a subset of
-// vcenter.Port, which implements it.
+// Port is what the pool does to its VMs in vCenter, in the project's
+// vocabulary (internal/vctypes): its errors carry their fault kind.
+// clonespec.VMPort implements it on top of vcenter.Port.
 type Port interface {
-	// LoadVirtualMachineDevices returns the VM's device list.
-	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// StartVirtualMachine powers the VM on (resumes a suspended one).
-	StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// ShutdownVirtualMachine powers the VM off.
-	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// SuspendVirtualMachine suspends a powered-on VM.
-	SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
-	// ReconfigureVirtualMachine applies spec (a Name renames the VM); a
-	// spec carrying a ChangeVersion is refused with ConcurrentAccess when
-	// the VM changed.
-	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
+	SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error
+	// ReconfigureVirtualMachine applies change in one task (a Name
+	// renames the VM); a change carrying a ChangeVersion is refused with
+	// vctypes.FaultConcurrentAccess when the VM changed. A
+	// *clonespec.PrepError when nothing was sent.
+	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change clonespec.Change) error
 	// WaitForGuestOperationsReady blocks until guest operations are ready
 	// or ctx ends.
-	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
+	WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error
 	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
 	// address (expectedIP when not empty) or ctx ends.
-	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
+	WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error)
 }
 
 // Host is what the pool asks of the hatchery it fills: the steps the
@@ -52,10 +51,10 @@ type Host interface {
 	// DeleteServer powers off and destroys a VM of the hatchery's.
 	DeleteServer(ctx context.Context, vm inventory.VM) error
 	// WriteAnnotation writes annot on a VM of the hatchery's.
-	WriteAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error
+	WriteAnnotation(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error
 	// ScrubUserdata removes the cloud-init userdata (and the worker token
 	// in it) from the VM; why says what triggered it, for the log.
-	ScrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string)
+	ScrubUserdata(ctx context.Context, vm vctypes.Ref, name, why string)
 	// NeedRegistration tells whether the V1 model's template must be
 	// (re)built first.
 	NeedRegistration(ctx context.Context, m *sdk.Model) bool
@@ -73,8 +72,10 @@ type Host interface {
 }
 
 // CloneFunc clones template into a new VM named vmName carrying annot,
-// sized for flavor (nil: the template's hardware).
-type CloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
+// sized for flavor (nil: the template's hardware). Its errors carry their
+// fault kind (vcenter.Classify): a name taken is
+// vctypes.FaultDuplicateName.
+type CloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error)
 
 // Pool is one hatchery's warm pool. The hatchery builds it once in its New
 // and sets every field before the first use; the pool's state beyond
@@ -95,8 +96,6 @@ type Pool struct {
 	CDS cdsclient.Interface
 	// IPs holds the static IP reservations.
 	IPs *ippool.Pool
-	// Clones builds the cloud-init options of a claim.
-	Clones *clonespec.Builder
 	// Admission returns the hatchery's admission, which reserves a
 	// provisioning's footprint.
 	Admission func() admission.Admission
@@ -122,7 +121,7 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 	if _, ok := keyOf(p.Hatchery, vm); !ok {
 		return false
 	}
-	return vm.PowerState == IdlePowerState(vm.Annotation) &&
+	return vm.Power() == IdlePowerState(vm.Annotation) &&
 		p.Life.InVM(lifeVM(vm), lifecycle.Claimable()...)
 }
 

@@ -13,11 +13,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
-	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // provisionIPTimeout bounds the wait for a freshly provisioned VM's IP: the
@@ -361,7 +360,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	}
 
 	vm, err := p.Clone(ctx, t.Template, name, &annot, t.Flavor)
-	if fault.Is(err, &types.DuplicateName{}) {
+	if errors.Is(err, vctypes.FaultDuplicateName) {
 		// Another instance of this hatchery filled the slot first
 		// (docs/high-availability.md#pool-slots): the slot is filled, and
 		// the VM is theirs to finish, never marked here.
@@ -435,7 +434,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 // pool. The record is written before the suspend: a VM whose suspend
 // fails or is cut short is powered on with a suspended record, which is
 // never idle and which the cleanup removes.
-func (p *Pool) readyHot(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, idleState string) error {
+func (p *Pool) readyHot(ctx context.Context, vm vctypes.Ref, name string, annot *inventory.Annotation, idleState string) error {
 	gctx, cancel := context.WithTimeout(ctx, provisionIPTimeout)
 	err := p.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()

@@ -73,7 +73,7 @@ func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 	listedRefs := map[string]bool{}
 	prefix := k.slotPrefix()
 	for _, v := range vms {
-		listedRefs[v.Ref.Value] = true
+		listedRefs[v.ObjectRef().Value] = true
 		if strings.HasPrefix(v.Name, prefix) {
 			taken[v.Name] = true
 		}

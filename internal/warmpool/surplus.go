@@ -42,7 +42,7 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 			}
 			// Marking it, in one step with the check that it is still
 			// idle, keeps a concurrent spawn off this VM.
-			if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(v.Ref.Value)); err != nil {
+			if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(v.ObjectRef().Value)); err != nil {
 				continue
 			}
 			excess--

@@ -9,9 +9,8 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Fixed is an inventory.Inventory serving a settable list of VMs (or a
@@ -58,7 +57,7 @@ func (f *Fixed) SetHook(hook func(context.Context) error) {
 }
 
 // Invalidate counts the call (Invalidations); the list does not change.
-func (f *Fixed) Invalidate(...types.ManagedObjectReference) { f.invalidated.Add(1) }
+func (f *Fixed) Invalidate(...vctypes.Ref) { f.invalidated.Add(1) }
 
 // Invalidations is how many times Invalidate was called.
 func (f *Fixed) Invalidations() int64 { return f.invalidated.Load() }

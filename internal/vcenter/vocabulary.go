@@ -1,0 +1,116 @@
+package vcenter
+
+import (
+	"context"
+	"errors"
+
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+)
+
+// This file is the one place that translates between govmomi's types and
+// the project's vCenter vocabulary (internal/vctypes): references, power
+// states, pool runtimes, guest accounts and programs, and faults.
+
+// RefOf is r in the project's terms.
+func RefOf(r types.ManagedObjectReference) vctypes.Ref {
+	return vctypes.Ref{Type: r.Type, Value: r.Value}
+}
+
+// MORef is r as govmomi names it.
+func MORef(r vctypes.Ref) types.ManagedObjectReference {
+	return types.ManagedObjectReference{Type: r.Type, Value: r.Value}
+}
+
+// PowerStateOf is s in the project's terms.
+func PowerStateOf(s types.VirtualMachinePowerState) vctypes.PowerState {
+	return vctypes.PowerState(s)
+}
+
+// PoolRuntimeOf is rt's figures (nil for nil).
+func PoolRuntimeOf(rt *types.ResourcePoolRuntimeInfo) *vctypes.PoolRuntime {
+	if rt == nil {
+		return nil
+	}
+	return &vctypes.PoolRuntime{
+		CPUMaxMHz: rt.Cpu.MaxUsage, CPUUsageMHz: rt.Cpu.OverallUsage, CPUUnreservedMHz: rt.Cpu.UnreservedForVm,
+		MemoryMaxBytes: rt.Memory.MaxUsage, MemoryUsageBytes: rt.Memory.OverallUsage, MemoryUnreservedBytes: rt.Memory.UnreservedForVm,
+	}
+}
+
+// GuestAuthOf is a as the guest operations take it. A nil a is a nil
+// account of the same type, as the hatchery passed it before the
+// vocabulary existed.
+func GuestAuthOf(a *vctypes.GuestAuth) types.BaseGuestAuthentication {
+	if a == nil {
+		return (*types.NamePasswordAuthentication)(nil)
+	}
+	return &types.NamePasswordAuthentication{Username: a.Username, Password: a.Password}
+}
+
+// GuestProgramSpec is p as the guest operations take it.
+func GuestProgramSpec(p vctypes.GuestProgram) *types.GuestProgramSpec {
+	return &types.GuestProgramSpec{ProgramPath: p.Path, Arguments: p.Args, EnvVariables: p.Env}
+}
+
+// FaultKindOf classifies the fault vCenter answered that err carries (a
+// SOAP fault or a failed task's), by govmomi's fault.Is, never by text:
+// vctypes.NoFault when err carries none (no answer, a timeout, ctx ended,
+// or not a vCenter error), and the kind already attached when err was
+// classified before (Classify).
+func FaultKindOf(err error) vctypes.FaultKind {
+	if err == nil {
+		return vctypes.NoFault
+	}
+	if k := vctypes.KindOf(err); k != vctypes.NoFault {
+		return k
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+		return vctypes.NoFault
+	}
+	var ir types.BaseInsufficientResourcesFault
+	switch {
+	case fault.Is(err, &types.NotAuthenticated{}):
+		return vctypes.FaultNotAuthenticated
+	// SystemErrorFault is the same fault under its SOAP detail name (the
+	// simulator's injected "network failure" answers it).
+	case fault.Is(err, &types.SystemError{}) || fault.Is(err, &types.SystemErrorFault{}):
+		return vctypes.FaultSystemError
+	case fault.Is(err, &types.ManagedObjectNotFound{}):
+		return vctypes.FaultNotFound
+	case fault.Is(err, &types.InvalidPowerState{}):
+		return vctypes.FaultInvalidPowerState
+	case fault.Is(err, &types.DuplicateName{}):
+		return vctypes.FaultDuplicateName
+	case fault.Is(err, &types.InvalidGuestLogin{}):
+		return vctypes.FaultInvalidGuestLogin
+	case fault.Is(err, &types.ConcurrentAccess{}):
+		return vctypes.FaultConcurrentAccess
+	}
+	if _, ok := fault.As(err, &ir); ok {
+		return vctypes.FaultInsufficientResources
+	}
+	var f types.BaseMethodFault
+	if _, ok := fault.As(err, &f); ok {
+		return vctypes.FaultOther
+	}
+	return vctypes.NoFault
+}
+
+// Classify returns err with the kind of the vCenter fault it carries
+// attached (a *vctypes.Fault around it, same text), so that the decision
+// packages test it with errors.Is(err, vctypes.FaultX) or vctypes.KindOf.
+// nil, an error carrying no fault and an error classified already are
+// returned as they are.
+func Classify(err error) error {
+	if err == nil || vctypes.KindOf(err) != vctypes.NoFault {
+		return err
+	}
+	k := FaultKindOf(err)
+	if k == vctypes.NoFault {
+		return err
+	}
+	return &vctypes.Fault{Kind: k, Err: err}
+}

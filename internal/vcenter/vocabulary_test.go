@@ -1,0 +1,97 @@
+package vcenter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+)
+
+// taskFault is a failed task's error carrying f, as the client returns it.
+func taskFault(f types.BaseMethodFault) error {
+	return task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: f, LocalizedMessage: "task failed"}}
+}
+
+// TestFaultKindOf: each govmomi fault the hatchery tells apart maps on its
+// one kind, as a task's fault and as a SOAP fault, wrapped or not; a
+// timeout or no answer is no fault. Fails if a kind is mapped twice or a
+// fault is classified by another rule than this one.
+func TestFaultKindOf(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		fault types.BaseMethodFault
+		want  vctypes.FaultKind
+	}{
+		{&types.NotAuthenticated{}, vctypes.FaultNotAuthenticated},
+		{&types.SystemError{Reason: "x"}, vctypes.FaultSystemError},
+		{&types.SystemErrorFault{}, vctypes.FaultSystemError},
+		{&types.ManagedObjectNotFound{}, vctypes.FaultNotFound},
+		{&types.InvalidPowerState{}, vctypes.FaultInvalidPowerState},
+		{&types.DuplicateName{}, vctypes.FaultDuplicateName},
+		{&types.InvalidGuestLogin{}, vctypes.FaultInvalidGuestLogin},
+		{&types.InsufficientMemoryResourcesFault{}, vctypes.FaultInsufficientResources},
+		{&types.InsufficientResourcesFault{}, vctypes.FaultInsufficientResources},
+		{&types.ConcurrentAccess{}, vctypes.FaultConcurrentAccess},
+		{&types.FileNotFound{}, vctypes.FaultOther},
+	}
+	seen := map[vctypes.FaultKind]bool{}
+	for _, tc := range cases {
+		name := fmt.Sprintf("%T", tc.fault)
+		seen[tc.want] = true
+		for _, err := range []error{
+			taskFault(tc.fault),
+			fmt.Errorf("clone %q: %w", "vm", taskFault(tc.fault)),
+			soap.WrapSoapFault(&soap.Fault{Code: "ServerFaultCode", String: "x", Detail: struct {
+				Fault types.AnyType `xml:",any,typeattr"`
+			}{Fault: tc.fault}}),
+		} {
+			assert.Equal(t, tc.want, FaultKindOf(err), name)
+			c := Classify(err)
+			assert.Equal(t, tc.want, vctypes.KindOf(c), name)
+			assert.True(t, errors.Is(c, tc.want), "%s: errors.Is the kind", name)
+			assert.Equal(t, err.Error(), c.Error(), "%s: the text is kept", name)
+			assert.Same(t, c, Classify(c), "%s: classified once", name)
+		}
+	}
+	for _, k := range vctypes.FaultKinds {
+		assert.True(t, seen[k], "kind %v is produced by FaultKindOf", k)
+	}
+	refused := &url.Error{Op: "Post", URL: "https://vc/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+	for _, err := range []error{nil, refused, context.DeadlineExceeded, fmt.Errorf("wait: %w", context.Canceled), errors.New("other"), ErrNotConnected} {
+		assert.Equal(t, vctypes.NoFault, FaultKindOf(err), "%v", err)
+		assert.Equal(t, err, Classify(err), "%v: unchanged", err)
+	}
+	assert.False(t, errors.Is(Classify(taskFault(&types.DuplicateName{})), vctypes.FaultNotFound), "another kind does not match")
+}
+
+// TestConversions: a reference, a pool runtime and a guest program make
+// the round trip with every field.
+func TestConversions(t *testing.T) {
+	t.Parallel()
+	mor := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-42"}
+	assert.Equal(t, mor, MORef(RefOf(mor)))
+	rt := &types.ResourcePoolRuntimeInfo{
+		Cpu:    types.ResourcePoolResourceUsage{MaxUsage: 1, OverallUsage: 2, UnreservedForVm: 3},
+		Memory: types.ResourcePoolResourceUsage{MaxUsage: 4, OverallUsage: 5, UnreservedForVm: 6},
+	}
+	assert.Equal(t, &vctypes.PoolRuntime{CPUMaxMHz: 1, CPUUsageMHz: 2, CPUUnreservedMHz: 3, MemoryMaxBytes: 4, MemoryUsageBytes: 5, MemoryUnreservedBytes: 6}, PoolRuntimeOf(rt))
+	assert.Nil(t, PoolRuntimeOf(nil))
+	assert.Equal(t, &types.GuestProgramSpec{ProgramPath: "/bin/echo", Arguments: "-n ;x", EnvVariables: []string{"A=b"}},
+		GuestProgramSpec(vctypes.GuestProgram{Path: "/bin/echo", Args: "-n ;x", Env: []string{"A=b"}}))
+	auth, ok := GuestAuthOf(&vctypes.GuestAuth{Username: "u", Password: "p"}).(*types.NamePasswordAuthentication)
+	require.True(t, ok)
+	assert.Equal(t, types.NamePasswordAuthentication{Username: "u", Password: "p"}, *auth)
+	assert.Equal(t, types.VirtualMachinePowerStateSuspended, types.VirtualMachinePowerState(PowerStateOf(types.VirtualMachinePowerStateSuspended)))
+	assert.Equal(t, vctypes.Suspended, PowerStateOf(types.VirtualMachinePowerStateSuspended))
+}

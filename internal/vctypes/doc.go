@@ -1,0 +1,17 @@
+// Package vctypes is the project's own vCenter vocabulary: what the
+// decision packages (admission, capacity, warmpool, quarantine, lifecycle,
+// ippool, spawnfault, guest) say about vCenter objects, in the project's
+// types rather than govmomi's: a reference to an object (Ref), a VM's
+// power state (PowerState), the figures of a resource pool's runtime
+// (PoolRuntime), a guest account and a program to start in a guest
+// (GuestAuth, GuestProgram), the kinds of faults vCenter answers
+// (FaultKind, carried by a Fault), the sentinel errors of the port
+// (ErrNotConnected, ErrLockTaken…), and the one port subset two consumers
+// share (PoolReader).
+//
+// It imports only the standard library. Conversions to and from govmomi,
+// and the classification of govmomi's faults into a FaultKind, live in
+// internal/vcenter (vocabulary.go), which also adapts its Port to the
+// decision packages' ports in these terms (ports.go); see
+// docs/architecture.md, "The vCenter port".
+package vctypes
