@@ -91,12 +91,16 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 			// Cloning (or Provisioning) leaves for Marked.
 			marked = h.markToDelete(vmName)
 		}
-		if vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName {
+		switch {
+		case vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName:
 			// The name is taken: for a pool slot, by another instance
 			// of this hatchery (docs/high-availability.md); the caller
 			// decides.
 			h.log.Debug("clone refused: name taken", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
-		} else {
+		case ctx.Err() != nil:
+			// The shutdown cut the step: a healthy stop logs no WARN.
+			h.log.Info("clone cut by the shutdown", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+		default:
 			h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
 		}
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)

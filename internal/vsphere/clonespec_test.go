@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -193,4 +195,33 @@ func TestCloneVM(t *testing.T) {
 			assert.Positive(t, f.inv.Invalidations())
 		})
 	}
+}
+
+// TestCloneCutByTheShutdownIsNoWarning: a clone whose task wait ends
+// because the shutdown cancelled its context cleans up as any clone of
+// unknown outcome (the name marked, the address kept reserved) but logs
+// why at INFO: a healthy stop logs no WARN.
+func TestCloneCutByTheShutdownIsNoWarning(t *testing.T) {
+	t.Parallel()
+	f := newSpFixture(t, spConfig())
+	var logs testutil.SyncBuffer
+	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+	tmpl := spRef("VirtualMachine", "vm-tmpl")
+	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
+	f.expectCloneSpecCalls(tmpl, 1)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
+		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+			cancel() // SIGTERM while the clone task runs
+			return nil, fmt.Errorf("wait for task task-1: %w", context.Canceled)
+		})
+
+	_, err := f.h.cloneVM(ctx, "debian12", "worker-1", &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}, nil)
+
+	require.ErrorIs(t, err, context.Canceled)
+	assert.True(t, isMarked(f.h, "worker-1"), "half-made vm marked for deletion")
+	assert.NotContains(t, logs.String(), "level=WARN")
+	assert.Contains(t, logs.String(), "clone cut by the shutdown")
 }
