@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -140,18 +141,23 @@ func CapacityFlavors(flavors []config.Flavor) []capacity.Flavor {
 	return out
 }
 
-// templateCandidates are the names of the template a worker of model is
-// cloned from, best first: V2 the spec's image; V1 the model's own template
-// (named after the model, docs/design.md#v1-models), then the base image it is built from.
-func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
-	var names []string
-	if model.ModelV1 != nil && model.ModelV1.Name != "" {
-		names = append(names, model.ModelV1.Name)
+// templateFootprint is the hardware of the first of templates found in
+// vms with known CPUs and memory, each found by modelref's rule
+// (docs/design.md#which-template); false when none is. names are the
+// templates looked for, for the log.
+func (a Admission) templateFootprint(vms []inventory.VM, templates ...modelref.Template) (fp capacity.Footprint, names []string, ok bool) {
+	var found []inventory.VM
+	for _, t := range templates {
+		if t.Name == "" {
+			continue
+		}
+		names = append(names, t.Name)
+		if v, ok := inventory.FindTemplate(vms, a.Hatchery, t); ok {
+			found = append(found, v)
+		}
 	}
-	if img := model.GetVSphereImage(); img != "" {
-		names = append(names, img)
-	}
-	return names
+	fp, ok = capacity.TemplateFootprint(a.VMUsages(found), names)
+	return fp, names, ok
 }
 
 // CanAllocateResources tells whether the next worker fits now; see
@@ -261,10 +267,12 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	var footprintErr error
 	if flavor != nil {
 		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
-	} else if fp, ok := capacity.TemplateFootprint(usages, templateCandidates(model)); ok {
+	} else if fp, names, ok := a.templateFootprint(vms, modelref.Of(model), modelref.BaseOf(model)); ok {
+		// The template the worker is cloned from; for a V1 model whose
+		// template is not built yet, the base image it is built from.
 		in.Next, in.Known = fp, true
 	} else {
-		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), templateCandidates(model))
+		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), names)
 	}
 	var smaller *capacity.Flavor
 	in.Reserve, smaller = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
@@ -356,7 +364,7 @@ func (a Admission) ReleaseProvisioning(name string) { a.Release(capacity.Provisi
 // The caller ends the reservation: DropProvisioning once the VM is powered
 // off, ReleaseProvisioning on failure (the VM may
 // stay powered on until cleanup destroys it).
-func (a Admission) ReserveProvisioning(ctx context.Context, name, template string, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
+func (a Admission) ReserveProvisioning(ctx context.Context, name string, template modelref.Template, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
 	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 {
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
@@ -373,7 +381,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name, template strin
 	if flavor != nil {
 		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
 	} else {
-		in.Next, in.Known = capacity.TemplateFootprint(usages, []string{template})
+		in.Next, _, in.Known = a.templateFootprint(vms, template)
 	}
 	in.Reserve, _ = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 

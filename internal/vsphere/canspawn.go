@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
@@ -17,7 +18,7 @@ func isRegisterJob(jobID string) bool { return jobID == "" || jobID == "0" }
 // "register-<model>" for a registration, which has no job.
 func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 	if isRegisterJob(jobID) && model.IsV1() {
-		return workerpool.RegisterPrefix + modelTemplateName(model.ModelV1)
+		return workerpool.RegisterPrefix + modelref.BuiltName(model.ModelV1)
 	}
 	return jobID
 }
@@ -57,7 +58,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refuse("cannot list vms: " + err.Error())
 	}
 	if register {
-		name := strings.ToLower(modelTemplateName(model.ModelV1))
+		name := strings.ToLower(modelref.BuiltName(model.ModelV1))
 		for _, v := range vms {
 			n := strings.ToLower(v.Name)
 			if n == name+"-tmp" || strings.HasPrefix(n, workerpool.RegisterPrefix+name) {

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -165,7 +166,7 @@ func TestCloneVM(t *testing.T) {
 			if tt.cloneErr == nil {
 			}
 			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
-			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)
+			vm, err := f.h.cloneVM(context.Background(), modelref.Template{Name: "debian12"}, "worker-1", annot, nil)
 			used, _ := f.h.ips.Counts(nil)
 			if tt.cloneErr != nil {
 				require.ErrorIs(t, err, tt.cloneErr)

@@ -32,10 +32,6 @@ func (p poolHost) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 	return p.h.NeedRegistration(ctx, m)
 }
 
-func (p poolHost) ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool) {
-	return p.h.findModelTemplate(vms, m)
-}
-
 // BeginAttempt reads h.quar at each call: tests replace the book.
 func (p poolHost) BeginAttempt(key string) (*quarantine.Attempt, string) {
 	a, v := p.h.quar.Begin(key)

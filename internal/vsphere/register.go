@@ -8,6 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
@@ -28,7 +29,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if m == nil {
 		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())
 	}
-	tmpName := modelTemplateName(m) + tmpSuffix
+	tmpName := modelref.BuiltName(m) + tmpSuffix
 	var vm types.ManagedObjectReference
 	var annot inventory.Annotation
 	vmName := tmpName
@@ -79,7 +80,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if annot.WorkerName == "" {
 		annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
+	vm, err = h.cloneVMBoot(ctx, modelref.BaseOf(args.Model), tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
 		return fail("clone base image", err)
@@ -118,7 +119,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		return fail("list vms", err)
 	}
-	name := modelTemplateName(m)
+	name := modelref.BuiltName(m)
 	for _, v := range vms {
 		if v.Name != name {
 			continue

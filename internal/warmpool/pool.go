@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -59,9 +60,6 @@ type Host interface {
 	// NeedRegistration tells whether the V1 model's template must be
 	// (re)built first.
 	NeedRegistration(ctx context.Context, m *sdk.Model) bool
-	// ModelTemplate returns the hatchery's template of a V1 model, with
-	// its record (the model version it was built from).
-	ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool)
 	// BeginAttempt starts a provisioning's attempt in the quarantine book
 	// (key: Key.QuarantineKey); a quarantined template gives a nil attempt
 	// and the sentence that says why.
@@ -74,7 +72,7 @@ type Host interface {
 
 // CloneFunc clones template into a new VM named vmName carrying annot,
 // sized for flavor (nil: the template's hardware).
-type CloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
+type CloneFunc func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)
 
 // Pool is one hatchery's warm pool. The hatchery builds it once in its New
 // and sets every field before the first use; the pool's state beyond
