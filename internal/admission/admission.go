@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -167,7 +168,7 @@ func (a Admission) templateFootprint(vms []inventory.VM, templates ...modelref.T
 // instead, which hands the reservation over so that it is released when no
 // spawn follows.
 func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
-	d, _, err := a.allocate(ctx, model, jobID, requirements)
+	d, _, _, err := a.allocate(ctx, model, jobID, requirements)
 	if err != nil {
 		return false, err
 	}
@@ -175,35 +176,68 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 }
 
 // AllocateResources implements hatchery.ResourceAllocator: the decision of
-// CanAllocateResources, returning the reservation it made (nil when none:
-// unknown flavor), or a *refusal.Refusal naming the missing resource.
+// CanAllocateResources, returning what it decided for the job when it
+// allows it: the footprint it reserved (none for an unknown flavor or
+// footprint) and the flavor it resolved, which the spawn takes from
+// SpawnArguments.Reservation (ResolvedFlavor); or a *refusal.Refusal
+// naming the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
 func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
-	d, r, err := a.allocate(ctx, model, jobID, requirements)
+	d, r, f, err := a.allocate(ctx, model, jobID, requirements)
 	switch {
 	case err != nil:
 		return nil, err
 	case !d.Allowed:
 		return nil, refusalOf(d)
-	case r == nil:
-		return nil, nil
 	}
-	return &heldReservation{l: a.State.ledger, r: r}, nil
+	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err}, nil
 }
 
-// heldReservation is a footprint AllocateResources reserved, as the
-// framework holds it.
+// resolvedFlavor is the flavor allocate resolved for a job (Resolve), and
+// the error resolving it.
+type resolvedFlavor struct {
+	flavor *config.Flavor
+	err    error
+}
+
+// heldReservation is what AllocateResources decided for a job, as the
+// framework holds it and hands it to the spawn
+// (hatchery.SpawnArguments.Reservation): the footprint it reserved (r; nil
+// when it reserved none: an unknown footprint or flavor) and the flavor it
+// resolved, which the spawn builds (ResolvedFlavor).
 type heldReservation struct {
-	l *capacity.Ledger
-	r *capacity.Reservation
+	l         *capacity.Ledger
+	r         *capacity.Reservation
+	flavor    *config.Flavor
+	flavorErr error
 }
 
 // Release implements hatchery.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
-// it does nothing.
-func (r *heldReservation) Release(refusal.Reason) { r.l.GiveBack(r.r) }
+// or when none was reserved, it does nothing.
+func (r *heldReservation) Release(refusal.Reason) {
+	if r.r != nil {
+		r.l.GiveBack(r.r)
+	}
+}
+
+// ResolvedFlavor is the flavor AllocateResources resolved for the job res
+// was returned for, and the error resolving it (an unknown flavor is
+// allowed there so that the spawn reports it); false when res is not one
+// of AllocateResources' (nil: a spawn without admission).
+func ResolvedFlavor(res hatchery.Reservation) (*config.Flavor, error, bool) {
+	h, ok := res.(*heldReservation)
+	if !ok || h == nil {
+		return nil, nil, false
+	}
+	if h.flavor == nil {
+		return nil, h.flavorErr, true
+	}
+	f := *h.flavor
+	return &f, h.flavorErr, true
+}
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the
 // number of reservations not yet released, their vCPUs and their memory
@@ -237,13 +271,18 @@ func refusalOf(d capacity.Decision) *refusal.Refusal {
 // fails with the *UnknownFlavorError, which the framework reports to the
 // job (an error here would only keep the job queued silently).
 // Only an unreadable inventory is an error.
-func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, error) {
+func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, resolvedFlavor, error) {
 	flavor, err := a.Resolve(model, requirements)
+	resolved := resolvedFlavor{flavor: flavor, err: err}
 	if err != nil {
 		d := capacity.Allow(capacity.DetailUnknownFlavor)
-		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, a.Config.DefaultFlavor),
+		asked := ""
+		if u := (*config.UnknownFlavorError)(nil); errors.As(err, &u) {
+			asked = u.Name
+		}
+		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, asked,
 			logkey.Job, jobID, "allowed", true, logkey.Detail, d.Detail, logkey.Err, err)
-		return d, nil, nil
+		return d, nil, resolved, nil
 	}
 	flavorName := ""
 	if flavor != nil {
@@ -260,7 +299,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 		d := capacity.Refuse(capacity.ReasonInventory, capacity.DetailInventoryUnusable)
 		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
 			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
-		return d, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
+		return d, nil, resolved, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
 	usages := a.VMUsages(vms)
 	in := capacity.Input{MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB}
@@ -308,7 +347,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	if r, ok := refusedResource(d); ok {
 		a.Metrics.CapacityRefused(r)
 	}
-	return d, o.Held, nil
+	return d, o.Held, resolved, nil
 }
 
 // refusedResource tells which resource a refusing decision found

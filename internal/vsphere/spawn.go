@@ -58,7 +58,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		return errf("check arguments", errors.New("no worker name"))
 	}
 
-	flavor, err := h.resolveFlavor(args.Model, args.Requirements)
+	flavor, err := h.spawnFlavor(args)
 	if err != nil {
 		return errf("resolve flavor", err)
 	}

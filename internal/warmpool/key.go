@@ -1,8 +1,6 @@
 package warmpool
 
 import (
-	"strings"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -38,7 +36,7 @@ func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
 	if vm.Template || !vm.OwnedBy(hatchery) || !vm.Annotation.Provisioning {
 		return Key{}, false
 	}
-	flavor := strings.ToLower(vm.Annotation.Flavor)
+	flavor := config.FlavorName(vm.Annotation.Flavor) // a record, maybe written by hand
 	switch {
 	case vm.HasPrefix(v2Prefix):
 		return Key{Model: vm.Annotation.VMwareModelPath, Flavor: flavor}, true

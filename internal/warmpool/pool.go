@@ -3,7 +3,6 @@ package warmpool
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
@@ -125,14 +124,6 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 		!p.Life.RefIn(vm.Ref.Value, consumedPhases...)
 }
 
-// FlavorByName returns the configured flavor (names are case-insensitive),
+// FlavorByName returns the configured flavor (config.Config.FlavorNamed),
 // nil when none has that name.
-func (p *Pool) FlavorByName(name string) *config.Flavor {
-	for i := range p.Config.Flavors {
-		if strings.EqualFold(p.Config.Flavors[i].Name, name) {
-			f := p.Config.Flavors[i]
-			return &f
-		}
-	}
-	return nil
-}
+func (p *Pool) FlavorByName(name string) *config.Flavor { return p.Config.FlavorNamed(name) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -153,9 +152,9 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 		var key Key
 		switch {
 		case e.ModelVMWare != "":
-			key = Key{Model: e.ModelVMWare, Flavor: strings.ToLower(e.Flavor)}
+			key = Key{Model: e.ModelVMWare, Flavor: e.Flavor} // normalised (config.Config.Normalize)
 		case e.ModelPath != "":
-			key = Key{V1: true, Model: e.ModelPath, Flavor: strings.ToLower(e.Flavor)}
+			key = Key{V1: true, Model: e.ModelPath, Flavor: e.Flavor}
 		default:
 			p.Log.Warn("provisioning entry skipped", logkey.Detail, fmt.Sprintf("workerProvisioning[%d] names no model", i))
 			continue

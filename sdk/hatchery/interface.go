@@ -96,6 +96,12 @@ type SpawnArguments struct {
 	// Booked is when this hatchery booked (V1) or took (V2) the job; zero
 	// for a registration.
 	Booked time.Time
+	// Reservation is what the hatchery's ResourceAllocator returned for
+	// this job, handed over with the spawn (nil when none: a registration,
+	// a hatchery without ResourceAllocator). It carries the hatchery's own
+	// decision (e.g. the flavor it reserved for) to SpawnWorker, which need
+	// not decide again; SpawnWorker ends it.
+	Reservation Reservation
 }
 
 // ModelPath is a convenience for logs: the model's name or "".

@@ -382,8 +382,9 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), JobID: id, Token: token,
 		}),
-		Queued: job.Queued,
-		Booked: booked,
+		Queued:      job.Queued,
+		Booked:      booked,
+		Reservation: a.res,
 	}
 	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
 	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, name, model.GetName())
@@ -542,8 +543,9 @@ func (f *Framework) processV2(ctx context.Context, id string) outcome {
 		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
 			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
 		}),
-		Queued: rj.Queued,
-		Booked: taken,
+		Queued:      rj.Queued,
+		Booked:      taken,
+		Reservation: a.res,
 	}
 	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
 	f.log.Info("spawning worker", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name)
