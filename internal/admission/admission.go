@@ -177,10 +177,11 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 
 // AllocateResources implements hatchery.ResourceAllocator: the decision of
 // CanAllocateResources, returning what it decided for the job when it
-// allows it: the footprint it reserved (none for an unknown flavor or
-// footprint) and the flavor it resolved, which the spawn takes from
-// SpawnArguments.Reservation (ResolvedFlavor); or a *refusal.Refusal
-// naming the missing resource.
+// allows it: the footprint it reserved (none for an unknown footprint)
+// and the flavor it resolved, which the spawn takes from
+// SpawnArguments.Reservation (ResolvedFlavor); nil for an unknown flavor
+// (nothing reserved: the spawn reports it); or a *refusal.Refusal naming
+// the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
@@ -191,6 +192,10 @@ func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarte
 		return nil, err
 	case !d.Allowed:
 		return nil, refusalOf(d)
+	case f.err != nil:
+		// An unknown flavor reserves nothing and hands nothing over: the
+		// spawn, resolving it, reports the error to the job.
+		return nil, nil
 	}
 	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err}, nil
 }
@@ -205,8 +210,8 @@ type resolvedFlavor struct {
 // heldReservation is what AllocateResources decided for a job, as the
 // framework holds it and hands it to the spawn
 // (hatchery.SpawnArguments.Reservation): the footprint it reserved (r; nil
-// when it reserved none: an unknown footprint or flavor) and the flavor it
-// resolved, which the spawn builds (ResolvedFlavor).
+// when it reserved none: an unknown footprint) and the flavor it resolved,
+// which the spawn builds (ResolvedFlavor).
 type heldReservation struct {
 	l         *capacity.Ledger
 	r         *capacity.Reservation

@@ -48,19 +48,28 @@ func TestSpawnBuildsTheAdmittedFlavor(t *testing.T) {
 	require.ErrorContains(t, err, `resolve flavor: flavor "gone" is not defined`, "without the admission's decision the spawn resolves it")
 }
 
-// TestUnknownFlavorTravelsToTheSpawn: an unknown flavor is allowed by the
-// admission (so that the spawn reports it to the job); the spawn reports
-// the admission's resolution, even when the configuration now defines
-// the name.
-func TestUnknownFlavorTravelsToTheSpawn(t *testing.T) {
+// TestUnknownFlavorReservesNothing: an unknown flavor is allowed by the
+// admission (so that the spawn reports it to the job) without a
+// reservation; the spawn then resolves it, with the same function, and
+// reports it. A flavor-less job with an unknown footprint still hands its
+// resolution (no flavor) over.
+func TestUnknownFlavorReservesNothing(t *testing.T) {
 	t.Parallel()
 	env := newCapEnv(t, config.Config{MaxCPUs: 64, Flavors: capFlavors()})
 	res, err := env.h.AllocateResources(context.Background(), capV2("huge"), "job-1", nil)
 	require.NoError(t, err)
-	require.NotNil(t, res, "allowed, carrying its resolution")
-	env.h.cfg.Flavors = append(env.h.cfg.Flavors, config.Flavor{Name: "huge", CPUs: 1, MemoryMB: 1})
+	require.Nil(t, res)
 	_, err = env.h.spawnFlavor(hatchery.SpawnArguments{Model: capV2("huge"), Reservation: res})
 	var unknown *UnknownFlavorError
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, "huge", unknown.Name)
+
+	res, err = env.h.AllocateResources(context.Background(), capV2(""), "job-2", nil) // no template: unknown footprint
+	require.NoError(t, err)
+	f, ferr, ok := admission.ResolvedFlavor(res)
+	require.True(t, ok, "the decision travels even with nothing reserved")
+	require.NoError(t, ferr)
+	require.Nil(t, f)
+	n, _, _ := env.h.ReservedFootprint()
+	require.Zero(t, n)
 }

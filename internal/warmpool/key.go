@@ -4,6 +4,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -64,14 +65,16 @@ func keyOfPool(p lifecycle.Pool) Key {
 }
 
 // ModelKey is the pool of model's workers, flavor aside: a V1 model's
-// path, else the V2 model's template (spec.image, "" when it names none).
-// A claim looks for a VM of this pool; a spawn's quarantine key is its
-// QuarantineKey.
+// path (the model as the configuration names it), else the V2 model's
+// template (modelref.Of: spec.image, "" when it names none). A claim
+// looks for a VM of this pool; a spawn's quarantine key is its
+// QuarantineKey. The template a pool's VMs are cloned from is
+// modelref's (provisioningTargets), for V1 as for V2.
 func ModelKey(model sdk.WorkerStarterWorkerModel) Key {
 	if model.IsV1() {
 		return Key{V1: true, Model: model.ModelV1.Path()}
 	}
-	return Key{Model: model.GetVSphereImage()}
+	return Key{Model: modelref.Of(model).Name}
 }
 
 // QuarantineKey is the quarantine key of the pool's template, which the

@@ -49,7 +49,9 @@ type Interface interface {
 type ResourceAllocator interface {
 	// AllocateResources is CanAllocateResources returning what it reserved.
 	// A nil error admits the job; the Reservation may be nil when nothing
-	// was reserved. A *refusal.Refusal error (errors.As) says why the job does not
+	// was reserved. The framework hands it to the job's SpawnWorker
+	// (SpawnArguments.Reservation), so it may carry what the hatchery
+	// decided for the job (its flavor). A *refusal.Refusal error (errors.As) says why the job does not
 	// fit now; any other error means the hatchery could not decide. Both
 	// keep the job queued.
 	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (Reservation, error)
