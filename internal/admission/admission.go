@@ -229,19 +229,19 @@ func (r *heldReservation) Release(refusal.Reason) {
 }
 
 // ResolvedFlavor is the flavor AllocateResources resolved for the job res
-// was returned for, and the error resolving it (an unknown flavor is
-// allowed there so that the spawn reports it); false when res is not one
-// of AllocateResources' (nil: a spawn without admission).
-func ResolvedFlavor(res hatchery.Reservation) (*config.Flavor, error, bool) {
+// was returned for (a copy; nil for none), and the error resolving it;
+// ok is false when res is not one of AllocateResources' (nil: a spawn
+// without admission).
+func ResolvedFlavor(res hatchery.Reservation) (f *config.Flavor, ok bool, err error) {
 	h, ok := res.(*heldReservation)
 	if !ok || h == nil {
-		return nil, nil, false
+		return nil, false, nil
 	}
-	if h.flavor == nil {
-		return nil, h.flavorErr, true
+	if h.flavor != nil {
+		c := *h.flavor
+		f = &c
 	}
-	f := *h.flavor
-	return &f, h.flavorErr, true
+	return f, true, h.flavorErr
 }
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the

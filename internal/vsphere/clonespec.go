@@ -18,9 +18,9 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// cloneVM clones template (modelref's rule: docs/design.md#which-template) into a new VM vmName carrying annot (IP
-// allocated and recorded in annot when a range is configured) with the
-// flavor applied, powered on. On failure a half-made VM is marked for
+// cloneVM clones template (modelref's rule, docs/design.md#which-template)
+// into a new VM vmName carrying annot (IP allocated and recorded in annot
+// when a range is configured) with the flavor applied, powered on. On failure a half-made VM is marked for
 // deletion; the IP reservation is released at once when no clone was
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may

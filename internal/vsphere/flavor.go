@@ -24,7 +24,7 @@ func (h *HatcheryVSphere) resolveFlavor(model sdk.WorkerStarterWorkerModel, reqs
 // here only when the spawn comes without one (a registration, a hatchery
 // without the framework's admission).
 func (h *HatcheryVSphere) spawnFlavor(args hatchery.SpawnArguments) (*config.Flavor, error) {
-	if f, err, ok := admission.ResolvedFlavor(args.Reservation); ok {
+	if f, ok, err := admission.ResolvedFlavor(args.Reservation); ok {
 		return f, err
 	}
 	return h.resolveFlavor(args.Model, args.Requirements)

@@ -26,7 +26,7 @@ func TestSpawnBuildsTheAdmittedFlavor(t *testing.T) {
 
 	res, err := env.h.AllocateResources(ctx, capV2(""), "job-1", nil)
 	require.NoError(t, err)
-	f, ferr, ok := admission.ResolvedFlavor(res)
+	f, ok, ferr := admission.ResolvedFlavor(res)
 	require.True(t, ok)
 	require.NoError(t, ferr)
 	require.Equal(t, "medium", f.Name)
@@ -66,7 +66,7 @@ func TestUnknownFlavorReservesNothing(t *testing.T) {
 
 	res, err = env.h.AllocateResources(context.Background(), capV2(""), "job-2", nil) // no template: unknown footprint
 	require.NoError(t, err)
-	f, ferr, ok := admission.ResolvedFlavor(res)
+	f, ok, ferr := admission.ResolvedFlavor(res)
 	require.True(t, ok, "the decision travels even with nothing reserved")
 	require.NoError(t, ferr)
 	require.Nil(t, f)

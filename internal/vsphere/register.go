@@ -67,7 +67,8 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 			return fail("check name", fmt.Errorf("a vm named %q already exists", tmpName))
 		}
 	}
-	image := m.ModelVirtualMachine.Image
+	base := modelref.BaseOf(args.Model) // the model's image
+	image := base.Name
 	annot = inventory.Annotation{
 		HatcheryName:            h.Name(),
 		WorkerName:              args.WorkerName,
@@ -80,7 +81,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if annot.WorkerName == "" {
 		annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVMBoot(ctx, modelref.BaseOf(args.Model), tmpName, &annot, nil, boot)
+	vm, err = h.cloneVMBoot(ctx, base, tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
 		return fail("clone base image", err)
