@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -136,18 +138,23 @@ func CapacityFlavors(flavors []config.Flavor) []capacity.Flavor {
 	return out
 }
 
-// templateCandidates are the names of the template a worker of model is
-// cloned from, best first: V2 the spec's image; V1 the model's own template
-// (named after the model, docs/design.md#v1-models), then the base image it is built from.
-func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
-	var names []string
-	if model.ModelV1 != nil && model.ModelV1.Name != "" {
-		names = append(names, model.ModelV1.Name)
+// templateFootprint is the hardware of the first of templates found in
+// vms with known CPUs and memory, each found by modelref's rule
+// (docs/design.md#which-template); false when none is. names are the
+// templates looked for, for the log.
+func (a Admission) templateFootprint(vms []inventory.VM, templates ...modelref.Template) (fp capacity.Footprint, names []string, ok bool) {
+	var found []inventory.VM
+	for _, t := range templates {
+		if t.Name == "" {
+			continue
+		}
+		names = append(names, t.Name)
+		if v, ok := inventory.FindTemplate(vms, a.Hatchery, t); ok {
+			found = append(found, v)
+		}
 	}
-	if img := model.GetVSphereImage(); img != "" {
-		names = append(names, img)
-	}
-	return names
+	fp, ok = capacity.TemplateFootprint(a.VMUsages(found), names)
+	return fp, names, ok
 }
 
 // CanAllocateResources tells whether the next worker fits now; see
@@ -157,7 +164,7 @@ func templateCandidates(model sdk.WorkerStarterWorkerModel) []string {
 // instead, which hands the reservation over so that it is released when no
 // spawn follows.
 func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error) {
-	d, _, err := a.allocate(ctx, model, jobID, requirements)
+	d, _, _, err := a.allocate(ctx, model, jobID, requirements)
 	if err != nil {
 		return false, err
 	}
@@ -165,35 +172,73 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 }
 
 // AllocateResources implements hatchery.ResourceAllocator: the decision of
-// CanAllocateResources, returning the reservation it made (nil when none:
-// unknown flavor), or a *refusal.Refusal naming the missing resource.
+// CanAllocateResources, returning what it decided for the job when it
+// allows it: the footprint it reserved (none for an unknown footprint)
+// and the flavor it resolved, which the spawn takes from
+// SpawnArguments.Reservation (ResolvedFlavor); nil for an unknown flavor
+// (nothing reserved: the spawn reports it); or a *refusal.Refusal naming
+// the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
 func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
-	d, r, err := a.allocate(ctx, model, jobID, requirements)
+	d, r, f, err := a.allocate(ctx, model, jobID, requirements)
 	switch {
 	case err != nil:
 		return nil, err
 	case !d.Allowed:
 		return nil, refusalOf(d)
-	case r == nil:
+	case f.err != nil:
+		// An unknown flavor reserves nothing and hands nothing over: the
+		// spawn, resolving it, reports the error to the job.
 		return nil, nil
 	}
-	return &heldReservation{l: a.State.ledger, r: r}, nil
+	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err}, nil
 }
 
-// heldReservation is a footprint AllocateResources reserved, as the
-// framework holds it.
+// resolvedFlavor is the flavor allocate resolved for a job (Resolve), and
+// the error resolving it.
+type resolvedFlavor struct {
+	flavor *config.Flavor
+	err    error
+}
+
+// heldReservation is what AllocateResources decided for a job, as the
+// framework holds it and hands it to the spawn
+// (hatchery.SpawnArguments.Reservation): the footprint it reserved (r; nil
+// when it reserved none: an unknown footprint) and the flavor it resolved,
+// which the spawn builds (ResolvedFlavor).
 type heldReservation struct {
-	l *capacity.Ledger
-	r *capacity.Reservation
+	l         *capacity.Ledger
+	r         *capacity.Reservation
+	flavor    *config.Flavor
+	flavorErr error
 }
 
 // Release implements hatchery.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
-// it does nothing.
-func (r *heldReservation) Release(refusal.Reason) { r.l.GiveBack(r.r) }
+// or when none was reserved, it does nothing.
+func (r *heldReservation) Release(refusal.Reason) {
+	if r.r != nil {
+		r.l.GiveBack(r.r)
+	}
+}
+
+// ResolvedFlavor is the flavor AllocateResources resolved for the job res
+// was returned for (a copy; nil for none), and the error resolving it;
+// ok is false when res is not one of AllocateResources' (nil: a spawn
+// without admission).
+func ResolvedFlavor(res hatchery.Reservation) (f *config.Flavor, ok bool, err error) {
+	h, ok := res.(*heldReservation)
+	if !ok || h == nil {
+		return nil, false, nil
+	}
+	if h.flavor != nil {
+		c := *h.flavor
+		f = &c
+	}
+	return f, true, h.flavorErr
+}
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the
 // number of reservations not yet released, their vCPUs and their memory
@@ -227,13 +272,18 @@ func refusalOf(d capacity.Decision) *refusal.Refusal {
 // fails with the *UnknownFlavorError, which the framework reports to the
 // job (an error here would only keep the job queued silently).
 // Only an unreadable inventory is an error.
-func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, error) {
+func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (capacity.Decision, *capacity.Reservation, resolvedFlavor, error) {
 	flavor, err := a.Resolve(model, requirements)
+	resolved := resolvedFlavor{flavor: flavor, err: err}
 	if err != nil {
 		d := capacity.Allow(capacity.DetailUnknownFlavor)
-		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, model.GetFlavor(requirements, a.Config.DefaultFlavor),
+		asked := ""
+		if u := (*config.UnknownFlavorError)(nil); errors.As(err, &u) {
+			asked = u.Name
+		}
+		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, asked,
 			logkey.Job, jobID, "allowed", true, logkey.Detail, d.Detail, logkey.Err, err)
-		return d, nil, nil
+		return d, nil, resolved, nil
 	}
 	flavorName := ""
 	if flavor != nil {
@@ -250,17 +300,19 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 		d := capacity.Refuse(capacity.ReasonInventory, capacity.DetailInventoryUnusable)
 		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
 			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
-		return d, nil, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
+		return d, nil, resolved, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}
 	usages := a.VMUsages(vms)
 	in := capacity.Input{MaxCPUs: int64(a.Config.MaxCPUs), MaxMemoryMB: a.Config.MaxMemoryMB}
 	var footprintErr error
 	if flavor != nil {
 		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
-	} else if fp, ok := capacity.TemplateFootprint(usages, templateCandidates(model)); ok {
+	} else if fp, names, ok := a.templateFootprint(vms, modelref.Of(model), modelref.BaseOf(model)); ok {
+		// The template the worker is cloned from; for a V1 model whose
+		// template is not built yet, the base image it is built from.
 		in.Next, in.Known = fp, true
 	} else {
-		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), templateCandidates(model))
+		footprintErr = fmt.Errorf("no template with hardware found for model %q (looked for %q)", model.GetName(), names)
 	}
 	var smaller *capacity.Flavor
 	in.Reserve, smaller = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
@@ -296,7 +348,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	if !d.Allowed {
 		a.Metrics.Refused(refusal.Reason(d.Reason))
 	}
-	return d, o.Held, nil
+	return d, o.Held, resolved, nil
 }
 
 // logExpired logs the in-flight reservations the ledger dropped for their
@@ -338,7 +390,7 @@ func (a Admission) ReleaseProvisioning(name string) { a.Release(capacity.Provisi
 // The caller ends the reservation: DropProvisioning once the VM is powered
 // off, ReleaseProvisioning on failure (the VM may
 // stay powered on until cleanup destroys it).
-func (a Admission) ReserveProvisioning(ctx context.Context, name, template string, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
+func (a Admission) ReserveProvisioning(ctx context.Context, name string, template modelref.Template, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
 	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 {
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
@@ -355,7 +407,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name, template strin
 	if flavor != nil {
 		in.Next, in.Known = CapacityFlavor(flavor).Footprint(), true
 	} else {
-		in.Next, in.Known = capacity.TemplateFootprint(usages, []string{template})
+		in.Next, _, in.Known = a.templateFootprint(vms, template)
 	}
 	in.Reserve, _ = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 

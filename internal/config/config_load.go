@@ -154,22 +154,13 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	if err != nil {
 		return nil, nil, errors.New(scrubString(err.Error(), envSecrets))
 	}
-	cfg.DefaultFlavor = flavorName(cfg.DefaultFlavor)
-	for i := range cfg.WorkerProvisioning {
-		cfg.WorkerProvisioning[i].Flavor = flavorName(cfg.WorkerProvisioning[i].Flavor)
-	}
+	cfg.Normalize()
 	external.apply(&cfg)
 
 	problems := append(unknownKeys(md, mapForm), caseDuplicates(md)...)
 	problems = append(problems, external.problems...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
-
-// flavorName is a flavor name as the hatchery keeps it, in a flavor's
-// definition and where one is referred to: lower case, without surrounding
-// spaces, the form Validate compares (hasFlavor), so that a reference
-// Validate accepts is found at run time too.
-func flavorName(s string) string { return strings.ToLower(strings.TrimSpace(s)) }
 
 // decodeFlavors fills cfg.Flavors from either form and reports whether the
 // map form was used.
@@ -190,7 +181,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Config) (bool, err
 			return false, flavorDecodeError(err)
 		}
 		for i := range list {
-			list[i].Name = flavorName(list[i].Name)
+			list[i].Name = FlavorName(list[i].Name)
 		}
 		cfg.Flavors = list
 		return false, nil
@@ -213,7 +204,7 @@ func decodeFlavors(md toml.MetaData, raw toml.Primitive, cfg *Config) (bool, err
 		if f.Name != "" && !strings.EqualFold(f.Name, name) {
 			return true, fmt.Errorf("%s%s.name: %q differs from the table name %q (in the [%s%s] form the name is the table's; drop name or make it equal)", prefix, name, f.Name, name, prefix, name)
 		}
-		f.Name = flavorName(name)
+		f.Name = FlavorName(name)
 		cfg.Flavors = append(cfg.Flavors, f)
 		delete(byName, name)
 	}

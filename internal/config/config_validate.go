@@ -285,7 +285,7 @@ func (c *Config) validateFlavors(es *Errors) {
 	seen := map[string]int{}
 	for i, f := range c.Flavors {
 		key := fmt.Sprintf("flavors[%d]", i)
-		name := strings.ToLower(strings.TrimSpace(f.Name))
+		name := FlavorName(f.Name)
 		label := ""
 		if name != "" {
 			label = fmt.Sprintf("flavor %q: ", name)
@@ -325,7 +325,7 @@ func (c *Config) validateFlavors(es *Errors) {
 // hasFlavor reports whether name (case-insensitive) is a defined flavor.
 func (c *Config) hasFlavor(name string) bool {
 	for _, f := range c.Flavors {
-		if strings.EqualFold(strings.TrimSpace(f.Name), strings.TrimSpace(name)) {
+		if FlavorName(f.Name) == FlavorName(name) {
 			return true
 		}
 	}
@@ -353,7 +353,7 @@ func (c *Config) validateProvisioning(es *Errors) {
 		if w.Number < 0 {
 			es.add(key+".number", "%d: must be >= 0 (VMs kept pre-provisioned)", w.Number)
 		}
-		flavor := strings.ToLower(strings.TrimSpace(w.Flavor))
+		flavor := FlavorName(w.Flavor)
 		if flavor != "" && !c.hasFlavor(flavor) {
 			es.add(key+".flavor", "%q is not a defined flavor (defined: %s; empty keeps the VMs neutral)", w.Flavor, c.flavorNames())
 		}

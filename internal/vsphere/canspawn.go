@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
@@ -17,7 +18,7 @@ func isRegisterJob(jobID string) bool { return jobID == "" || jobID == "0" }
 // registration, which has no job.
 func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 	if isRegisterJob(jobID) && model.IsV1() {
-		return workerpool.RegisterPrefix + modelTemplateName(model.ModelV1)
+		return workerpool.RegisterPrefix + modelref.BuiltName(model.ModelV1)
 	}
 	return jobID
 }
@@ -60,7 +61,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return &refusal.Refusal{Reason: refusal.ReasonResources, Detail: "cannot list vms: " + err.Error(), Err: err}
 	}
 	if register {
-		name := strings.ToLower(modelTemplateName(model.ModelV1))
+		name := strings.ToLower(modelref.BuiltName(model.ModelV1))
 		for _, v := range vms {
 			n := strings.ToLower(v.Name)
 			if n == name+"-tmp" || strings.HasPrefix(n, workerpool.RegisterPrefix+name) {

@@ -150,7 +150,9 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 		{name: "v2 template footprint", vms: []inventory.VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}}, model: capV2(""), maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},
 		{name: "v1 model template preferred over base image", vms: []inventory.VM{
 			{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048},
-			{Name: "mymodel", Template: true, NumCPU: 3, MemoryMB: 2048},
+			// The model's template as its registration leaves it: ours,
+			// recorded as a model template (modelref.OfV1).
+			{Name: "mymodel", Template: true, NumCPU: 3, MemoryMB: 2048, Annotation: &inventory.Annotation{HatcheryName: capHatcheryName, Model: true}},
 		}, model: v1, maxCPUs: 5, want: true, wantReason: capacity.DetailFits, wantNext: 3},
 		{name: "v1 base image while the model template is not built", vms: []inventory.VM{{Name: "debian12", Template: true, NumCPU: 6, MemoryMB: 2048}},
 			model: v1, maxCPUs: 5, want: false, wantReason: capacity.DetailCPULimit, wantNext: 6},

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
@@ -59,7 +60,7 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	)
 	annot := inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Flavor: "large"}
 	args := hatchery.SpawnArguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
-	ref, err := e.h.claimOrClone(context.Background(), args, "debian12", &annot, large, nil)
+	ref, err := e.h.claimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, large, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "vm-provision-v2-good", ref.Value)
 	assert.True(t, e.h.life.In("provision-v2-bad", lifecycle.Marked), "the vm that failed its check is marked for deletion")
@@ -79,7 +80,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.pool.Clone = poolClone(func(_ context.Context, _, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = poolClone(func(_ context.Context, _ modelref.Template, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
 		return ref, nil
 	})
 	var written *inventory.Annotation

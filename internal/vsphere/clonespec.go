@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -18,20 +19,21 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// cloneVM clones templateName into a new VM vmName carrying annot (IP
-// allocated and recorded in annot when a range is configured) with the
-// flavor applied, powered on. On failure a half-made VM is marked for
+// cloneVM clones template (modelref's rule, docs/design.md#which-template)
+// into a new VM vmName carrying annot (IP allocated and recorded in annot
+// when a range is configured) with the flavor applied, powered on. On failure a half-made VM is marked for
 // deletion; the IP reservation is released at once when no clone was
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
-	return h.cloneVMBoot(ctx, templateName, vmName, annot, flavor, nil)
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+	return h.cloneVMBoot(ctx, template, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (clonespec.Builder.Spec).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	templateName := tpl.Name
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
@@ -58,9 +60,10 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	leased := ""
 	needIP := h.ips.Enabled() && annot.IPAddress == ""
 	var vms []inventory.VM
-	if _, listing := h.inv.(inventory.Listing); needIP || !listing {
+	if _, listing := h.inv.(inventory.Listing); needIP || !listing || tpl.Built {
 		// A shared snapshot costs no round trip: it also gives the
 		// template's reference (a lookup by name walks the VM folder).
+		// A V1 model's template is only ours (tpl.Built): read to check.
 		var err error
 		if vms, err = h.inv.VMs(ctx); err != nil {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: list vms: %w", vmName, templateName, err)
@@ -106,7 +109,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
-	template, err := h.loadTemplate(ctx, vms, templateName)
+	template, err := h.loadTemplate(ctx, vms, tpl)
 	if err != nil {
 		return fail("load template", spawnfault.MarkTemplate(err), false, false)
 	}
@@ -140,14 +143,19 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, templateName, vmName 
 	return *ref, nil
 }
 
-// loadTemplate returns the template named name: from vms when it is there
-// (no round trip; a template recreated since the snapshot fails the clone
-// with a not-found fault and the job is retried), else looked up by name.
-func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, name string) (clonespec.Template, error) {
-	for _, v := range vms {
-		if v.Name == name && v.Template && v.Ref.Value != "" {
-			return clonespec.Template{Ref: v.Ref, Name: name}, nil
-		}
+// loadTemplate returns template t (modelref.Template.Is): from vms when it
+// is there (no round trip; a template recreated since the snapshot fails
+// the clone with a not-found fault and the job is retried), else looked up
+// by name; a V1 model's template (t.Built) must be in vms.
+func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, t modelref.Template) (clonespec.Template, error) {
+	name := t.Name
+	v, ok := inventory.FindTemplate(vms, h.Name(), t)
+	switch {
+	case ok && v.Ref.Value != "":
+		return clonespec.Template{Ref: v.Ref, Name: name}, nil
+	case !ok && t.Built:
+		// Another hatchery's template of that name is never cloned.
+		return clonespec.Template{}, fmt.Errorf("template %q: not this hatchery's template of the model", name)
 	}
 	ref, err := h.vs.LoadVirtualMachine(ctx, name)
 	if err != nil {

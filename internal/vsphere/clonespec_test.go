@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -167,7 +168,7 @@ func TestCloneVM(t *testing.T) {
 			if tt.cloneErr == nil {
 			}
 			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}
-			vm, err := f.h.cloneVM(context.Background(), "debian12", "worker-1", annot, nil)
+			vm, err := f.h.cloneVM(context.Background(), modelref.Template{Name: "debian12"}, "worker-1", annot, nil)
 			used, _ := f.h.ips.Counts(nil)
 			if tt.cloneErr != nil {
 				require.ErrorIs(t, err, tt.cloneErr)
@@ -218,7 +219,7 @@ func TestCloneCutByTheShutdownIsNoWarning(t *testing.T) {
 			return nil, fmt.Errorf("wait for task task-1: %w", context.Canceled)
 		})
 
-	_, err := f.h.cloneVM(ctx, "debian12", "worker-1", &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}, nil)
+	_, err := f.h.cloneVM(ctx, modelref.Template{Name: "debian12"}, "worker-1", &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}, nil)
 
 	require.ErrorIs(t, err, context.Canceled)
 	assert.True(t, isMarked(f.h, "worker-1"), "half-made vm marked for deletion")

@@ -101,8 +101,8 @@ func TestSmallestSmallerFlavor(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f, err := lookupFlavor(tc.flavors, tc.of)
-			require.NoError(t, err)
+			f := (&config.Config{Flavors: tc.flavors}).FlavorNamed(tc.of)
+			require.NotNil(t, f)
 			// The reserve the capacity decisions keep, with the
 			// configuration's flavors as admission hands them over.
 			got, ok := capacity.SmallestSmaller(admission.CapacityFlavors(tc.flavors), *admission.CapacityFlavor(f))

@@ -87,11 +87,15 @@ type Options struct {
 	Ready <-chan struct{}
 }
 
-// New builds the hatchery from a validated configuration.
+// New builds the hatchery from a validated configuration, whose flavor
+// names it normalises in place (config.Config.Normalize) when they are not
+// yet.
 func New(o Options) (*HatcheryVSphere, error) {
 	if o.Config == nil || o.Client == nil {
 		return nil, errors.New("new vsphere hatchery: config and client are required")
 	}
+	// The flavor names are compared as config.FlavorName leaves them.
+	o.Config.Normalize()
 	h := &HatcheryVSphere{
 		cfg:     o.Config,
 		vs:      o.Client,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -37,10 +38,6 @@ func (p poolHost) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 	return p.h.NeedRegistration(ctx, m)
 }
 
-func (p poolHost) ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool) {
-	return p.h.findModelTemplate(vms, m)
-}
-
 // BeginAttempt reads h.quar at each call: tests replace the book.
 func (p poolHost) BeginAttempt(key string) (*quarantine.Attempt, string) {
 	a, v := p.h.quar.Begin(key)
@@ -57,9 +54,9 @@ func (p poolHost) EndAttempt(ctx context.Context, a *quarantine.Attempt, log *sl
 // poolClone is the hatchery's clone as the warm pool takes it
 // (warmpool.CloneFunc): the new VM's reference in the project's
 // vocabulary, the error's fault classified (vcenter.Classify).
-func poolClone(clone func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)) warmpool.CloneFunc {
-	return func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error) {
-		ref, err := clone(ctx, templateName, vmName, annot, flavor)
+func poolClone(clone func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)) warmpool.CloneFunc {
+	return func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error) {
+		ref, err := clone(ctx, template, vmName, annot, flavor)
 		return vcenter.RefOf(ref), vcenter.Classify(err)
 	}
 }

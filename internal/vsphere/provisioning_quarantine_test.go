@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -39,7 +40,8 @@ func TestProvisioningQuarantine(t *testing.T) {
 
 	fixed, taken := false, false
 	clones := map[string]int{}
-	e.h.pool.Clone = poolClone(func(_ context.Context, template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = poolClone(func(_ context.Context, tpl modelref.Template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+		template := tpl.Name
 		clones[template]++
 		if taken {
 			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
@@ -55,7 +57,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	provision := func(template string) {
 		n++
 		name := fmt.Sprintf("provision-v2-%s-%d", template, n)
-		e.h.pool.ProvisionOne(context.Background(), warmpool.Task{Key: warmpool.Key{Model: template}, Template: template, Name: name})
+		e.h.pool.ProvisionOne(context.Background(), warmpool.Task{Key: warmpool.Key{Model: template}, Template: modelref.Template{Name: template}, Name: name})
 	}
 	ctx := context.Background()
 

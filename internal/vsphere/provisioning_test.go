@@ -16,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -45,11 +46,11 @@ type cloneRecorder struct {
 	hook  func()
 }
 
-func (r *cloneRecorder) clone(_ context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
+func (r *cloneRecorder) clone(_ context.Context, template modelref.Template, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
 	if r.hook != nil {
 		r.hook()
 	}
-	c := cloneCall{template: tpl, name: name, annot: *a}
+	c := cloneCall{template: template.Name, name: name, annot: *a}
 	if f != nil {
 		c.flavor = f.Name
 	}

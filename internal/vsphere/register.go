@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -30,7 +31,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if m == nil {
 		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())
 	}
-	tmpName := modelTemplateName(m) + tmpSuffix
+	tmpName := modelref.BuiltName(m) + tmpSuffix
 	var vm types.ManagedObjectReference
 	var annot inventory.Annotation
 	vmName := tmpName
@@ -68,7 +69,8 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 			return fail("check name", fmt.Errorf("a vm named %q already exists", tmpName))
 		}
 	}
-	image := m.ModelVirtualMachine.Image
+	base := modelref.BaseOf(args.Model) // the model's image
+	image := base.Name
 	annot = inventory.Annotation{
 		HatcheryName:            h.Name(),
 		WorkerName:              args.WorkerName,
@@ -81,7 +83,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if annot.WorkerName == "" {
 		annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVMBoot(ctx, image, tmpName, &annot, nil, boot)
+	vm, err = h.cloneVMBoot(ctx, base, tmpName, &annot, nil, boot)
 	if err != nil {
 		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
 		return fail("clone base image", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, err))
@@ -120,7 +122,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.Spawn
 	if err != nil {
 		return fail("list vms", err)
 	}
-	name := modelTemplateName(m)
+	name := modelref.BuiltName(m)
 	for _, v := range vms {
 		if v.Name != name {
 			continue

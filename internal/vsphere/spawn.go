@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -59,7 +60,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		return errf("check arguments", errors.New("no worker name"))
 	}
 
-	flavor, err := h.resolveFlavor(args.Model, args.Requirements)
+	flavor, err := h.spawnFlavor(args)
 	if err != nil {
 		return errf("resolve flavor", metrics.MarkSpawnFailure(metrics.SpawnFailureFlavor, err))
 	}
@@ -76,7 +77,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 	if err != nil {
 		return errf("list vms", err)
 	}
-	templateName, err := h.spawnTemplate(vms, args.Model)
+	template, err := h.spawnTemplate(vms, args.Model)
 	if err != nil {
 		return errf("resolve template", err)
 	}
@@ -97,10 +98,10 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnAr
 		annot.WorkerModelPath = args.Model.GetName()
 		annot.WorkerModelLastModified = modelLastModified(args.Model.ModelV1)
 	} else {
-		annot.VMwareModelPath = templateName
+		annot.VMwareModelPath = template.Name
 	}
 
-	vm, err := h.claimOrClone(ctx, args, templateName, &annot, flavor, boot)
+	vm, err := h.claimOrClone(ctx, args, template, &annot, flavor, boot)
 	if errors.Is(err, ippool.ErrNoIPAvailable) {
 		// CanSpawn saw a free address; a concurrent spawn, a pool refill
 		// or the other instance's lock took it since. A capacity state,
@@ -153,30 +154,27 @@ func guestFailure(step string) metrics.SpawnFailureReason {
 	return metrics.SpawnFailureGuestNotReady
 }
 
-// spawnTemplate names the template a worker of model is cloned from: the
-// V2 spec.image, which must exist as a template; for V1 this hatchery's
+// spawnTemplate returns the template a worker of model is cloned from
+// (modelref.Of, docs/design.md#which-template) once vms show it: the V2
+// spec.image, which must exist as a template; for V1 this hatchery's
 // template of the model, built by registration.
-func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStarterWorkerModel) (string, error) {
-	if model.IsV1() {
-		t, ok := h.findModelTemplate(vms, model.ModelV1)
-		if !ok {
-			return "", fmt.Errorf("no template %q of model %q: the model is not registered", modelTemplateName(model.ModelV1), model.GetName())
-		}
-		return t.Name, nil
+func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStarterWorkerModel) (modelref.Template, error) {
+	want := modelref.Of(model)
+	if _, ok := inventory.FindTemplate(vms, h.Name(), want); ok {
+		return want, nil
 	}
-	image := model.GetVSphereImage()
-	if image == "" {
-		return "", fmt.Errorf("model %q has no spec.image", model.GetName())
+	switch {
+	case want.Built:
+		return modelref.Template{}, fmt.Errorf("no template %q of model %q: the model is not registered", want.Name, model.GetName())
+	case want.Name == "":
+		return modelref.Template{}, fmt.Errorf("model %q has no spec.image", model.GetName())
 	}
 	for _, v := range vms {
-		if v.Name == image {
-			if !v.Template {
-				return "", fmt.Errorf("image %q of model %q is a vm, not a template", image, model.GetName())
-			}
-			return image, nil
+		if v.Name == want.Name {
+			return modelref.Template{}, fmt.Errorf("image %q of model %q is a vm, not a template", want.Name, model.GetName())
 		}
 	}
-	return "", fmt.Errorf("template %q of model %q not found", image, model.GetName())
+	return modelref.Template{}, fmt.Errorf("template %q of model %q not found", want.Name, model.GetName())
 }
 
 // claimOrClone returns the worker's VM, powered on and carrying annot: a
@@ -184,7 +182,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStar
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, templateName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	for attempt := 0; ; attempt++ {
 		// A hot VM whose check fails is discarded: the next candidate
 		// (or a fresh clone) serves the job.
@@ -225,7 +223,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 		return vcenter.MORef(vm), nil
 	}
 	annot.IPAddress, annot.Created = "", h.now().UTC()
-	return h.cloneVMBoot(ctx, templateName, annot.WorkerName, annot, flavor, boot)
+	return h.cloneVMBoot(ctx, template, annot.WorkerName, annot, flavor, boot)
 }
 
 // startWorker waits for the VM to be ready, launches the worker and records

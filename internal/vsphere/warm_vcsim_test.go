@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -263,7 +264,7 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	runCtx, crash := context.WithCancel(env.Context())
 	clones := 0
 	h1.WarmWrapClone(func(next vsphere.WarmCloneFunc) vsphere.WarmCloneFunc {
-		return func(ctx context.Context, tpl, name string, a *inventory.Annotation, f *config.Flavor) (vctypes.Ref, error) {
+		return func(ctx context.Context, tpl modelref.Template, name string, a *inventory.Annotation, f *config.Flavor) (vctypes.Ref, error) {
 			vm, err := next(ctx, tpl, name, a, f)
 			clones++
 			if clones == 2 {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -65,27 +66,18 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 	return append(out, recent...), nil
 }
 
-// modelTemplateName is the name of the template this hatchery builds for a
-// V1 model (docs/design.md#v1-models): the model's name.
-func modelTemplateName(m *sdk.Model) string { return m.Name }
-
 // modelLastModified is the model's user last modification as the unix
 // seconds string kept in the template's annotation.
 func modelLastModified(m *sdk.Model) string {
 	return strconv.FormatInt(m.UserLastModified.Unix(), 10)
 }
 
-// findModelTemplate returns our template of a V1 model: a template named
-// after the model whose annotation is ours with Model set. Templates of
-// other hatcheries or without annotation are never returned.
+// findModelTemplate returns our template of a V1 model
+// (modelref.OfV1): a template named after the model whose annotation is
+// ours with Model set. Templates of other hatcheries or without annotation
+// are never returned.
 func (h *HatcheryVSphere) findModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool) {
-	name := modelTemplateName(m)
-	for _, v := range vms {
-		if v.Template && v.Name == name && v.OwnedBy(h.Name()) && v.Annotation.Model {
-			return v, true
-		}
-	}
-	return inventory.VM{}, false
+	return inventory.FindTemplate(vms, h.Name(), modelref.OfV1(m))
 }
 
 // NeedRegistration tells whether a V1 model's template must be (re)built

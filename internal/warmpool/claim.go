@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sort"
-	"strings"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
@@ -82,7 +81,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 	}
 	wantFlavor := ""
 	if flavor != nil {
-		wantFlavor = strings.ToLower(flavor.Name)
+		wantFlavor = flavor.Name // normalised (config.Config.Normalize)
 	}
 
 	vms, err := p.Inventory.VMs(ctx)
@@ -179,7 +178,7 @@ func claimReason(v inventory.VM, wantFlavor string) string {
 	switch {
 	case v.Annotation.IdleState != "":
 		return "exact flavor, " + v.Annotation.IdleState
-	case strings.EqualFold(v.Annotation.Flavor, wantFlavor):
+	case config.FlavorName(v.Annotation.Flavor) == wantFlavor:
 		return "exact flavor"
 	}
 	return "neutral vm, resized on claim"

@@ -64,11 +64,6 @@ func (h fakeHost) NeedRegistration(context.Context, *sdk.Model) bool {
 	return false
 }
 
-func (h fakeHost) ModelTemplate([]inventory.VM, *sdk.Model) (inventory.VM, bool) {
-	h.t.Error("unexpected ModelTemplate")
-	return inventory.VM{}, false
-}
-
 func (h fakeHost) BeginAttempt(string) (*quarantine.Attempt, string) {
 	h.t.Error("unexpected BeginAttempt")
 	return nil, "unexpected"

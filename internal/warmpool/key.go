@@ -1,11 +1,10 @@
 package warmpool
 
 import (
-	"strings"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -38,7 +37,7 @@ func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
 	if vm.Template || !vm.OwnedBy(hatchery) || !vm.Annotation.Provisioning {
 		return Key{}, false
 	}
-	flavor := strings.ToLower(vm.Annotation.Flavor)
+	flavor := config.FlavorName(vm.Annotation.Flavor) // a record, maybe written by hand
 	switch {
 	case vm.HasPrefix(v2Prefix):
 		return Key{Model: vm.Annotation.VMwareModelPath, Flavor: flavor}, true
@@ -66,14 +65,16 @@ func keyOfPool(p lifecycle.Pool) Key {
 }
 
 // ModelKey is the pool of model's workers, flavor aside: a V1 model's
-// path, else the V2 model's template (spec.image, "" when it names none).
-// A claim looks for a VM of this pool; a spawn's quarantine key is its
-// QuarantineKey.
+// path (the model as the configuration names it), else the V2 model's
+// template (modelref.Of: spec.image, "" when it names none). A claim
+// looks for a VM of this pool; a spawn's quarantine key is its
+// QuarantineKey. The template a pool's VMs are cloned from is
+// modelref's (provisioningTargets), for V1 as for V2.
 func ModelKey(model sdk.WorkerStarterWorkerModel) Key {
 	if model.IsV1() {
 		return Key{V1: true, Model: model.ModelV1.Path()}
 	}
-	return Key{Model: model.GetVSphereImage()}
+	return Key{Model: modelref.Of(model).Name}
 }
 
 // QuarantineKey is the quarantine key of the pool's template, which the

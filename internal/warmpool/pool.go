@@ -3,7 +3,6 @@ package warmpool
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
@@ -12,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -58,9 +58,6 @@ type Host interface {
 	// NeedRegistration tells whether the V1 model's template must be
 	// (re)built first.
 	NeedRegistration(ctx context.Context, m *sdk.Model) bool
-	// ModelTemplate returns the hatchery's template of a V1 model, with
-	// its record (the model version it was built from).
-	ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool)
 	// BeginAttempt starts a provisioning's attempt in the quarantine book
 	// (key: Key.QuarantineKey); a quarantined template gives a nil attempt
 	// and the sentence that says why.
@@ -75,7 +72,7 @@ type Host interface {
 // sized for flavor (nil: the template's hardware). Its errors carry their
 // fault kind (vcenter.Classify): a name taken is
 // vctypes.FaultDuplicateName.
-type CloneFunc func(ctx context.Context, templateName, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error)
+type CloneFunc func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error)
 
 // Pool is one hatchery's warm pool. The hatchery builds it once in its New
 // and sets every field before the first use; the pool's state beyond
@@ -125,14 +122,6 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 		p.Life.InVM(lifeVM(vm), lifecycle.Claimable()...)
 }
 
-// FlavorByName returns the configured flavor (names are case-insensitive),
+// FlavorByName returns the configured flavor (config.Config.FlavorNamed),
 // nil when none has that name.
-func (p *Pool) FlavorByName(name string) *config.Flavor {
-	for i := range p.Config.Flavors {
-		if strings.EqualFold(p.Config.Flavors[i].Name, name) {
-			f := p.Config.Flavors[i]
-			return &f
-		}
-	}
-	return nil
-}
+func (p *Pool) FlavorByName(name string) *config.Flavor { return p.Config.FlavorNamed(name) }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -12,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -29,8 +29,8 @@ type Task struct {
 	Key Key
 	// Name is the pool slot cloned into (Key.SlotName).
 	Name string
-	// Template is the template cloned.
-	Template string
+	// Template is the template cloned (modelref's rule).
+	Template modelref.Template
 	// Flavor is the flavor the VM is pre-sized for (nil: neutral).
 	Flavor *config.Flavor
 	// LastModified is the V1 model's last modification (Unix seconds).
@@ -151,9 +151,9 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 		var key Key
 		switch {
 		case e.ModelVMWare != "":
-			key = Key{Model: e.ModelVMWare, Flavor: strings.ToLower(e.Flavor)}
+			key = Key{Model: e.ModelVMWare, Flavor: e.Flavor} // normalised (config.Config.Normalize)
 		case e.ModelPath != "":
-			key = Key{V1: true, Model: e.ModelPath, Flavor: strings.ToLower(e.Flavor)}
+			key = Key{V1: true, Model: e.ModelPath, Flavor: e.Flavor}
 		default:
 			p.Log.Warn("provisioning entry skipped", logkey.Detail, fmt.Sprintf("workerProvisioning[%d] names no model", i))
 			continue
@@ -173,11 +173,13 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 			task.Flavor = f
 		}
 		if !key.V1 {
-			if !poolHasTemplate(vms, key.Model) {
+			// The template is the rule's (modelref), as for a spawn.
+			tpl := modelref.OfEntry("", e.ModelVMWare)
+			if _, ok := inventory.FindTemplate(vms, p.Hatchery, tpl); !ok {
 				p.Log.Warn("provisioning entry skipped", logkey.Model, key.Model, logkey.Detail, "no template with that name")
 				continue
 			}
-			task.Template = key.Model
+			task.Template = tpl
 			targets = append(targets, poolTarget{task: task, number: e.Number})
 			continue
 		}
@@ -198,12 +200,13 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 			p.Log.Info("provisioning entry skipped", logkey.Model, key.Model, logkey.Detail, "model needs registration")
 			continue
 		}
-		tpl, ok := p.Host.ModelTemplate(vms, &m)
+		want := modelref.OfV1(&m)
+		tpl, ok := inventory.FindTemplate(vms, p.Hatchery, want)
 		if !ok {
 			p.Log.Info("provisioning entry skipped", logkey.Model, key.Model, logkey.Detail, "no model template built yet")
 			continue
 		}
-		task.Template = tpl.Name
+		task.Template = want
 		// The version the template was built from, as its record keeps
 		// it: NeedRegistration just found it equal to the model's.
 		task.LastModified = tpl.Annotation.WorkerModelLastModified
@@ -225,15 +228,6 @@ func (p *Pool) enabledModels(ctx context.Context) ([]sdk.Model, bool) {
 		return nil, false
 	}
 	return ms, true
-}
-
-func poolHasTemplate(vms []inventory.VM, name string) bool {
-	for _, v := range vms {
-		if v.Template && v.Name == name {
-			return true
-		}
-	}
-	return false
 }
 
 // Counts counts, per pool, the provisioned VMs of this hatchery that
@@ -373,13 +367,13 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		// instance's locks): a capacity state, as for a job refused for
 		// lack of an address, not a fault. Nothing was cloned; the next
 		// pass tries again.
-		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonIP, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
+		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonIP, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
 		failed = err // says nothing of the template: neither counts nor lifts
 		return
 	}
 	if err != nil {
 		failed = err // the hatchery's clone marks the template's own faults
-		failedLine(logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template, err))
+		failedLine(logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
 		mark()
 		p.Inventory.Invalidate()
 		return

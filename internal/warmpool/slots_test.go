@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -14,11 +15,11 @@ var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9-]+-[0-9a-f]{6
 // TestRoundRobinTasks interleaves the queues.
 func TestRoundRobinTasks(t *testing.T) {
 	t.Parallel()
-	a, b, c := Task{Template: "a"}, Task{Template: "b"}, Task{Template: "c"}
+	a, b, c := Task{Template: modelref.Template{Name: "a"}}, Task{Template: modelref.Template{Name: "b"}}, Task{Template: modelref.Template{Name: "c"}}
 	got := roundRobinTasks([][]Task{{a, a, a}, {b}, {c, c}})
 	var s string
 	for _, x := range got {
-		s += x.Template
+		s += x.Template.Name
 	}
 	assert.Equal(t, "abcaca", s)
 }

@@ -51,7 +51,9 @@ type Interface interface {
 type ResourceAllocator interface {
 	// AllocateResources is CanAllocateResources returning what it reserved.
 	// A nil error admits the job; the Reservation may be nil when nothing
-	// was reserved. A *refusal.Refusal error (errors.As) says why the job does not
+	// was reserved. The framework hands it to the job's SpawnWorker
+	// (SpawnArguments.Reservation), so it may carry what the hatchery
+	// decided for the job (its flavor). A *refusal.Refusal error (errors.As) says why the job does not
 	// fit now; any other error means the hatchery could not decide. Both
 	// keep the job queued.
 	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (Reservation, error)
@@ -98,6 +100,12 @@ type SpawnArguments struct {
 	// Booked is when this hatchery booked (V1) or took (V2) the job; zero
 	// for a registration.
 	Booked time.Time
+	// Reservation is what the hatchery's ResourceAllocator returned for
+	// this job, handed over with the spawn (nil when none: a registration,
+	// a hatchery without ResourceAllocator). It carries the hatchery's own
+	// decision (e.g. the flavor it reserved for) to SpawnWorker, which need
+	// not decide again; SpawnWorker ends it.
+	Reservation Reservation
 }
 
 // ModelPath is a convenience for logs: the model's name or "".

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
@@ -297,97 +296,101 @@ func (f *Framework) workerToken(name string, model sdk.WorkerStarterWorkerModel,
 	return SignWorkerJWT(f.key, newWorkerJWTClaims(f.cfg.Name, f.now(), w))
 }
 
-// processV1 handles one V1 job: filters, model, admission, booking, spawn,
-// spawn infos, release and the attempt cap.
+// processV1 handles one V1 job (processJob).
 func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
-	id := c.v1ID
-	jobKey := strconv.FormatInt(id, 10)
-	key := c.key()
-	job := c.v1
-	if job == nil {
-		j, err := f.client.QueueJobInfo(ctx, id)
-		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrForbidden) && !errors.Is(err, cdsclient.ErrNotFound) {
-				f.log.Warn("get job info failed", logkey.Job, jobKey, logkey.Err, err)
-			}
-			return outcomeNone
+	return f.processJob(ctx, f.v1Job(c))
+}
+
+// processV2 handles one V2 run job (processJob).
+func (f *Framework) processV2(ctx context.Context, id string) outcome {
+	return f.processJob(ctx, f.v2Job(id))
+}
+
+// processJob handles one job, V1 or V2 (queuedJob holds what differs):
+// the attempt cap, the job's read and filters, its model, the admission,
+// the booking, the spawn, the job's infos, and the release or the
+// failure of the job when the spawn fails.
+func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
+	key, id := j.key, j.id
+	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
+	if j.giveUp == nil {
+		if n := j.count(); maxAttempts > 0 && n >= maxAttempts {
+			return f.skip(key, id, "", refusal.Refuse(refusal.ReasonAttempts, "gave up after %d attempts", n))
 		}
-		job = j
 	}
-	if job.Status != "" && job.Status != statusJobWaiting {
-		f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Detail, "status "+job.Status)
+	if !j.read(ctx) {
 		return outcomeNone
 	}
-	if job.BookedBy.Name != "" && job.BookedBy.Name != f.cfg.Name {
-		return f.skip(key, jobKey, "", refusal.Refuse(refusal.ReasonBooked, "by %s", job.BookedBy.Name))
+	if j.status != "" && j.status != statusJobWaiting {
+		f.log.Debug("job skipped", logkey.Job, id, logkey.Detail, "status "+j.status)
+		return outcomeNone
 	}
-	reqs := job.Job.Action.Requirements
-	if ok, detail := f.regionOK(reqs); !ok {
-		return f.skip(key, jobKey, "", refusal.Refuse(refusal.ReasonRegion, "%s", detail))
+	if j.holder != "" && j.holder != f.cfg.Name {
+		return f.skip(key, id, j.holderModel, refusal.Refuse(refusal.ReasonBooked, j.holderDetail, j.holder))
 	}
-	model, detail := f.resolveModelV1(ctx, job)
+	if j.checkRegion {
+		if ok, detail := f.regionOK(j.reqs); !ok {
+			return f.skip(key, id, "", refusal.Refuse(refusal.ReasonRegion, "%s", detail))
+		}
+	}
+	model, detail := j.model(ctx)
 	if detail != "" {
-		return f.skip(key, jobKey, reqs.First(sdk.ModelRequirement), refusal.Refuse(refusal.ReasonModel, "%s", detail))
+		return f.skip(key, id, j.modelHint, refusal.Refuse(refusal.ReasonModel, "%s", detail))
 	}
 	name := WorkerName("", model.GetName())
-	a, refused := f.admit(ctx, jobKey, model, reqs, name)
+	a, refused := f.admit(ctx, id, model, j.reqs, name)
 	if a == nil {
-		return f.skip(key, jobKey, model.GetName(), refused)
+		return f.skip(key, id, model.GetName(), refused)
 	}
 	s := a.slot
 	defer a.release(refusal.ReasonAbandoned) // safety net: every path below ends a first
 
-	if _, err := f.client.QueueJobBook(ctx, id); err != nil {
-		switch {
-		case ctx.Err() != nil:
+	if err := j.book(ctx); err != nil {
+		if ctx.Err() != nil {
 			a.release(refusal.ReasonShutdown)
 			return outcomeNone
-		case errors.Is(err, cdsclient.ErrAlreadyBooked):
-			a.release(refusal.ReasonBooked)
-			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "booked by another hatchery")
-			f.jobSkipped(refusal.ReasonBooked)
-			return outcomeSkipped
-		case errors.Is(err, cdsclient.ErrNotFound):
-			a.release(refusal.ReasonJobGone)
-			f.log.Debug("job skipped", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonJobGone, logkey.Detail, "job left the queue")
-			f.jobSkipped(refusal.ReasonJobGone)
+		}
+		if reason, why, lost := j.lost(err); lost {
+			a.release(reason)
+			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, reason, logkey.Detail, why)
+			f.jobSkipped(reason)
 			return outcomeSkipped
 		}
 		a.release(refusal.ReasonBookFailed)
-		return f.skip(key, jobKey, model.GetName(), &refusal.Refusal{Reason: refusal.ReasonBookFailed, Detail: err.Error(), Err: err})
+		return f.skip(key, id, model.GetName(), &refusal.Refusal{Reason: refusal.ReasonBookFailed, Detail: j.bookDetail + err.Error(), Err: err})
 	}
 	f.skips.Forget(key)
 	booked := f.now()
-	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
-	if n := f.attempts.count(id); maxAttempts > 0 && n >= maxAttempts {
-		// Every earlier attempt spawned a worker or failed to, and the job
-		// is still waiting: no worker took it. Give up on it.
-		a.release(refusal.ReasonAttempts)
-		f.failV1Job(ctx, id, model, n, fmt.Sprintf("no worker took the job after %d spawn attempts", n))
-		return outcomeFailed
+	if j.giveUp != nil {
+		if n := j.count(); maxAttempts > 0 && n >= maxAttempts {
+			a.release(refusal.ReasonAttempts)
+			j.giveUp(ctx, model, n)
+			return outcomeFailed
+		}
 	}
-	n := f.attempts.add(id, booked)
-	token, err := f.workerToken(name, model, id, "", false)
+	n := j.add(booked)
+	token, err := f.workerToken(name, model, j.jobID, j.runJobID, false)
 	if err != nil {
 		a.release(refusal.ReasonWorkerToken)
-		f.afterV1Failure(ctx, id, model, name, booked, n, err)
+		j.failed(ctx, model, name, booked, n, err)
 		return outcomeFailed
 	}
 	args := SpawnArguments{
 		WorkerName:   name,
 		Model:        model,
-		JobID:        jobKey,
-		Requirements: reqs,
+		JobID:        id,
+		Requirements: j.reqs,
 		HatcheryName: f.cfg.Name,
 		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
-			Name: name, Model: model.GetName(), JobID: id, Token: token,
+			Name: name, Model: model.GetName(), JobID: j.jobID, RunJobID: j.runJobID, Token: token,
 		}),
-		Queued: job.Queued,
-		Booked: booked,
+		Queued:      j.queued,
+		Booked:      booked,
+		Reservation: a.res,
 	}
-	ev := SpawnEvent{Model: model.GetName(), JobID: jobKey}
-	f.sendSpawnInfo(ctx, id, msgSpawnInfoHatcheryStarts, f.cfg.Name, name, model.GetName())
-	f.log.Info("spawning worker", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "attempt", n)
+	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: j.v2}
+	j.starting(ctx, name, model)
+	f.log.Info("spawning worker", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, "attempt", n)
 	f.obs.SpawnStarted(ev)
 	a.handOff()
 	err = f.h.SpawnWorker(ctx, args)
@@ -397,15 +400,18 @@ func (f *Framework) processV1(ctx context.Context, c candidate) outcome {
 		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
 		if uncountedSpawnError(err) {
-			n = f.attempts.undo(id)
+			n = j.undo()
 		}
-		f.afterV1Failure(ctx, id, model, name, booked, n, err)
+		j.failed(ctx, model, name, booked, n, err)
 		return outcomeFailed
 	}
 	s.Spawned()
 	f.obs.SpawnSucceeded(ev, d)
 	f.spawned.add(key, name, booked)
-	f.log.Info("worker spawned", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
+	f.log.Info("worker spawned", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
+	if j.started != nil {
+		j.started(ctx, name, d)
+	}
 	return outcomeStarted
 }
 
@@ -453,121 +459,6 @@ func (f *Framework) sendSpawnInfo(ctx context.Context, id int64, msgID string, a
 	if err := f.client.QueueJobSendSpawnInfo(ctx, id, []sdk.SpawnInfo{info}); err != nil && ctx.Err() == nil {
 		f.log.Warn("send spawn info failed", logkey.Job, strconv.FormatInt(id, 10), logkey.Err, err)
 	}
-}
-
-// processV2 handles one V2 run job: the attempt cap, info, model,
-// admission, take, spawn, job infos and release on failure.
-func (f *Framework) processV2(ctx context.Context, id string) outcome {
-	// The V2 queue routes take the region the V2 sign-in answered.
-	region := f.client.V2Region()
-	key := candidate{v2ID: id}.key()
-	maxAttempts := f.cfg.Provision.MaxAttemptsNumberBeforeFailure
-	if n := f.attemptsV2.count(id); maxAttempts > 0 && n >= maxAttempts {
-		// V2 has no fail route: the job stays in the queue for other
-		// hatcheries; this one stops taking it until its count is
-		// forgotten (out of the queue for attemptsRetention).
-		return f.skip(key, id, "", refusal.Refuse(refusal.ReasonAttempts, "gave up after %d attempts", n))
-	}
-	info, err := f.client.V2QueueJobInfo(ctx, region, id)
-	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, cdsclient.ErrNotFound) {
-			f.log.Warn("get v2 job info failed", logkey.Job, id, logkey.Err, err)
-		}
-		return outcomeNone
-	}
-	rj := info.RunJob
-	if rj.Status != "" && rj.Status != statusJobWaiting {
-		f.log.Debug("job skipped", logkey.Job, id, logkey.Detail, "status "+rj.Status)
-		return outcomeNone
-	}
-	if rj.HatcheryName != "" && rj.HatcheryName != f.cfg.Name {
-		return f.skip(key, id, info.Model.Name, refusal.Refuse(refusal.ReasonBooked, "taken by %s", rj.HatcheryName))
-	}
-	model, detail := f.starterModelV2(info.Model, rj.Job.RunsOn)
-	if detail != "" {
-		return f.skip(key, id, info.Model.Name, refusal.Refuse(refusal.ReasonModel, "%s", detail))
-	}
-	name := WorkerName("", model.GetName())
-	a, refused := f.admit(ctx, id, model, nil, name)
-	if a == nil {
-		return f.skip(key, id, model.GetName(), refused)
-	}
-	s := a.slot
-	defer a.release(refusal.ReasonAbandoned) // safety net: every path below ends a first
-
-	if err := f.client.V2QueueJobTake(ctx, region, id); err != nil {
-		switch {
-		case ctx.Err() != nil:
-			a.release(refusal.ReasonShutdown)
-			return outcomeNone
-		case errors.Is(err, cdsclient.ErrAlreadyBooked), errors.Is(err, cdsclient.ErrNotFound):
-			// The V2 API answers 404 for a job another hatchery took.
-			a.release(refusal.ReasonBooked)
-			f.log.Debug("job skipped", logkey.Job, id, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonBooked, logkey.Detail, "taken by another hatchery")
-			f.jobSkipped(refusal.ReasonBooked)
-			return outcomeSkipped
-		}
-		a.release(refusal.ReasonBookFailed)
-		return f.skip(key, id, model.GetName(), &refusal.Refusal{Reason: refusal.ReasonBookFailed, Detail: "take: " + err.Error(), Err: err})
-	}
-	f.skips.Forget(key)
-	taken := f.now()
-	n := f.attemptsV2.add(id, taken)
-	ev := SpawnEvent{Model: model.GetName(), JobID: id, V2: true}
-	fail := func(spawnErr error) {
-		dctx, cancel := f.detached(ctx)
-		defer cancel()
-		msg := fmt.Sprintf("hatchery %s could not start worker %s: %v", f.cfg.Name, name, spawnErr)
-		if maxAttempts > 0 && n >= maxAttempts && !uncountedSpawnError(spawnErr) {
-			f.log.Warn("spawn failed, releasing job and giving up on it", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n)
-			msg = fmt.Sprintf("hatchery %s gives up after %d attempts to start a worker, last error: %v", f.cfg.Name, n, spawnErr)
-		} else {
-			f.warnSpawnFailure(ctx, "spawn failed, releasing job", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, logkey.Err, spawnErr, "attempts", n, "attempt_counted", !uncountedSpawnError(spawnErr))
-		}
-		f.sendV2Info(dctx, region, id, sdk.JobRunInfoLevelError, msg)
-		if err := f.releaseRetried(ctx, id, func(rctx context.Context) error { return f.client.V2QueueJobRelease(rctx, region, id) }); err != nil {
-			f.log.Warn("release v2 job failed", logkey.Job, id, logkey.Err, err)
-		}
-	}
-	token, err := f.workerToken(name, model, 0, id, false)
-	if err != nil {
-		a.release(refusal.ReasonWorkerToken)
-		fail(err)
-		return outcomeFailed
-	}
-	args := SpawnArguments{
-		WorkerName:   name,
-		Model:        model,
-		JobID:        id,
-		HatcheryName: f.cfg.Name,
-		WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{
-			Name: name, Model: model.GetName(), RunJobID: id, Token: token,
-		}),
-		Queued: rj.Queued,
-		Booked: taken,
-	}
-	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s starts worker %s with model %s", f.cfg.Name, name, model.GetName()))
-	f.log.Info("spawning worker", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name)
-	f.obs.SpawnStarted(ev)
-	a.handOff()
-	err = f.h.SpawnWorker(ctx, args)
-	d := f.now().Sub(taken)
-	if err != nil {
-		s.Release()
-		ev.Err = err
-		f.obs.SpawnFailed(ev, d)
-		if uncountedSpawnError(err) {
-			n = f.attemptsV2.undo(id)
-		}
-		fail(err)
-		return outcomeFailed
-	}
-	s.Spawned()
-	f.obs.SpawnSucceeded(ev, d)
-	f.spawned.add(key, name, taken)
-	f.log.Info("worker spawned", logkey.Job, id, logkey.Model, model.GetName(), logkey.VM, name, "duration", d)
-	f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelInfo, fmt.Sprintf("hatchery %s started worker %s in %s", f.cfg.Name, name, d.Round(time.Second)))
-	return outcomeStarted
 }
 
 // sendV2Info posts one V2 job run info; failures are logged only.

@@ -1,0 +1,50 @@
+package modelref
+
+import (
+	"testing"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/stretchr/testify/require"
+)
+
+// TestOfEntryAgreesWithOf: a warm-pool entry naming a model resolves the
+// template a job of that model resolves; it fails if OfEntry kept its own
+// rule (the path itself, the base image).
+func TestOfEntryAgreesWithOf(t *testing.T) {
+	t.Parallel()
+	m := sdk.Model{Name: "mymodel", Group: &sdk.Group{Name: "shared.infra"}, ModelVirtualMachine: sdk.ModelVirtualMachine{Image: "debian12"}}
+	v1 := sdk.WorkerStarterWorkerModel{ModelV1: &m}
+	require.Equal(t, Template{Name: "mymodel", Built: true}, Of(v1))
+	require.Equal(t, Of(v1), OfEntry(m.Path(), ""))
+	require.Equal(t, Of(v1), OfV1(&m))
+	require.Equal(t, Template{Name: "debian12"}, BaseOf(v1))
+
+	v2 := sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "x"}, VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "ubuntu"}}
+	require.Equal(t, Template{Name: "ubuntu"}, Of(v2))
+	require.Equal(t, Of(v2), OfEntry("", "ubuntu"))
+	require.Zero(t, BaseOf(v2))
+	require.Zero(t, OfEntry("", ""))
+}
+
+// TestTemplateIs: a V1 model's template is only this hatchery's recorded
+// model template; a V2 template is any template of its name; a VM is
+// never a template.
+func TestTemplateIs(t *testing.T) {
+	t.Parallel()
+	built, v2 := Template{Name: "m", Built: true}, Template{Name: "m"}
+	cases := []struct {
+		c             Candidate
+		isBuilt, isV2 bool
+	}{
+		{Candidate{Name: "m", IsTemplate: true, Ours: true, ModelTemplate: true}, true, true},
+		{Candidate{Name: "m", IsTemplate: true, Ours: false, ModelTemplate: true}, false, true},
+		{Candidate{Name: "m", IsTemplate: true, Ours: true}, false, true},
+		{Candidate{Name: "m", Ours: true, ModelTemplate: true}, false, false},
+		{Candidate{Name: "other", IsTemplate: true, Ours: true, ModelTemplate: true}, false, false},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.isBuilt, built.Is(tc.c), "%+v", tc.c)
+		require.Equal(t, tc.isV2, v2.Is(tc.c), "%+v", tc.c)
+	}
+	require.False(t, Template{}.Is(Candidate{IsTemplate: true}), "a model naming no template has none")
+}
