@@ -2,36 +2,30 @@ package vsphere
 
 import (
 	"context"
-	"log/slog"
 
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
+// The custody's and the warm pool's port is the clone-spec builder's
+// adapter of vcenter.Port.
+var (
+	_ custody.Port  = clonespec.VMPort{}
+	_ warmpool.Port = clonespec.VMPort{}
+)
+
 // poolHost is the hatchery as the warm pool sees it (warmpool.Host): the
-// steps the hatchery owns for every VM, pool or not.
+// registration of V1 models, the hatchery's alone. The pool's writes on
+// its VMs go through the custody both hold (internal/custody).
 type poolHost struct{ h *HatcheryVSphere }
-
-func (p poolHost) MarkToDelete(name string) bool { return p.h.markToDelete(name) }
-
-func (p poolHost) DeleteServer(ctx context.Context, vm inventory.VM) error {
-	return p.h.deleteServer(ctx, vm)
-}
-
-func (p poolHost) WriteAnnotation(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
-	return p.h.writeAnnotation(ctx, vcenter.MORef(vm), annot)
-}
-
-func (p poolHost) ScrubUserdata(ctx context.Context, vm vctypes.Ref, name, why string) {
-	p.h.scrubUserdata(ctx, vcenter.MORef(vm), name, why)
-}
 
 func (p poolHost) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 	return p.h.NeedRegistration(ctx, m)
@@ -39,19 +33,6 @@ func (p poolHost) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 
 func (p poolHost) ModelTemplate(vms []inventory.VM, m *sdk.Model) (inventory.VM, bool) {
 	return p.h.findModelTemplate(vms, m)
-}
-
-// BeginAttempt reads h.quar at each call: tests replace the book.
-func (p poolHost) BeginAttempt(key string) (*quarantine.Attempt, string) {
-	a, v := p.h.quar.Begin(key)
-	if a == nil {
-		return nil, refuseQuarantined(v).Detail
-	}
-	return a, ""
-}
-
-func (p poolHost) EndAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) {
-	_, _ = p.h.endAttempt(ctx, a, log, lifted, err)
 }
 
 // poolClone is the hatchery's clone as the warm pool takes it
@@ -62,4 +43,27 @@ func poolClone(clone func(ctx context.Context, templateName, vmName string, anno
 		ref, err := clone(ctx, templateName, vmName, annot, flavor)
 		return vcenter.RefOf(ref), vcenter.Classify(err)
 	}
+}
+
+// markToDelete marks the VM named name for deletion
+// (custody.Custody.MarkToDelete); it reports whether the mark is new.
+func (h *HatcheryVSphere) markToDelete(name string) bool { return h.custody.MarkToDelete(name) }
+
+// deleteServer powers off and destroys one VM of ours, refusing any other
+// (custody.Custody.Delete, docs/design.md#ownership).
+func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) error {
+	return h.custody.Delete(ctx, vm)
+}
+
+// writeAnnotation writes annot (Notes and mirror) on vm, a VM of ours
+// (custody.Custody.WriteRecord).
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error {
+	return h.custody.WriteRecord(ctx, vcenter.RefOf(vm), annot)
+}
+
+// scrubUserdata removes the userdata (and the worker token in it) from vm,
+// a VM of ours named name (custody.Custody.ScrubUserdata); why says what
+// triggered it, for the log.
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string) {
+	h.custody.ScrubUserdata(ctx, vcenter.RefOf(vm), name, why)
 }
