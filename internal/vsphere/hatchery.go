@@ -1,7 +1,10 @@
 // Package vsphere is the vSphere hatchery: it decides which CDS jobs it can
 // serve, clones or claims worker VMs, launches the worker through guest
 // operations, keeps a warm pool, cleans up, checks capacity and flavors and
-// exports metrics. It reaches vCenter only through vcenter.Port.
+// exports metrics. It reaches vCenter only through vcenter.Port. The
+// writes on its VMs that the warm pool shares (deletion marks, deletions,
+// records, userdata scrubs, the quarantine's attempts) are
+// internal/custody's, which it builds and hands to the pool.
 package vsphere
 
 import (
