@@ -50,9 +50,10 @@ func (e *PrepError) Error() string { return e.Step + ": " + e.Err.Error() }
 // Unwrap returns the cause.
 func (e *PrepError) Unwrap() error { return e.Err }
 
-// VMPort adapts a vcenter.Port to the warm pool's port (warmpool.Port),
-// in the project's vocabulary: power, readiness waits and reconfigures
-// of one VM by its vctypes.Ref. Every error is classified
+// VMPort adapts a vcenter.Port to the warm pool's port (warmpool.Port)
+// and to the custody's (custody.Port), in the project's vocabulary: power,
+// destroy, readiness waits and reconfigures (a Change, an ownership
+// record, the userdata scrub) of one VM by its vctypes.Ref. Every error is classified
 // (vcenter.Classify): the pool tells faults apart by their kind.
 type VMPort struct {
 	// Port reaches vCenter.
@@ -74,6 +75,25 @@ func (v VMPort) ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) erro
 // SuspendVirtualMachine suspends a powered-on vm.
 func (v VMPort) SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
 	return vcenter.Classify(v.Port.SuspendVirtualMachine(ctx, vcenter.MORef(vm)))
+}
+
+// DestroyVirtualMachine destroys vm, powered off (already gone is success).
+func (v VMPort) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(v.Port.DestroyVirtualMachine(ctx, vcenter.MORef(vm)))
+}
+
+// WriteRecord writes annot, vm's ownership record, in its Notes and their
+// ExtraConfig mirror (inventory.Annotation.ApplyTo), in one reconfigure.
+func (v VMPort) WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
+	var spec types.VirtualMachineConfigSpec
+	annot.ApplyTo(&spec)
+	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), spec))
+}
+
+// ScrubUserdata removes the cloud-init userdata from vm's guestinfo
+// (cloudinit.ScrubSpec), in one reconfigure.
+func (v VMPort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), cloudinit.ScrubSpec()))
 }
 
 // WaitForGuestOperationsReady blocks until the guest of vm runs programs

@@ -24,12 +24,14 @@ import (
 const module = "github.com/cds-contrib/hatchery-vsphere"
 
 // DecisionPackages are the packages that decide (docs/architecture.md,
-// "The vCenter port"): they speak the project's vCenter vocabulary
-// (internal/vctypes) and import no govmomi package, nor internal/vcenter,
-// whose port is govmomi's.
+// "The vCenter port"), and internal/custody, which makes the writes the
+// hatchery and the warm pool share: they speak the project's vCenter
+// vocabulary (internal/vctypes) and import no govmomi package, nor
+// internal/vcenter, whose port is govmomi's.
 var DecisionPackages = []string{
 	"internal/admission", "internal/capacity", "internal/warmpool", "internal/quarantine",
 	"internal/lifecycle", "internal/ippool", "internal/spawnfault", "internal/guest",
+	"internal/custody",
 }
 
 // imports returns the imports of the non-test Go files of the package in

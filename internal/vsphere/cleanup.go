@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
@@ -135,12 +136,12 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		log.Info("awol cleanup deletes vm")
 		switch err := h.deleteServer(ctx, vm); {
-		case errors.Is(err, errDeleteInProgress):
+		case errors.Is(err, custody.ErrDeleteInProgress):
 			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
 			h.warnUnlessShuttingDown(ctx, "vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		default:
-			h.userdata.remove(vm.Name)
+			h.custody.ForgetUserdata(vm.Name)
 			if v.release {
 				h.releaseReclaimedJob(ctx, vm, v.reason)
 			}

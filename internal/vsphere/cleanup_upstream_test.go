@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 )
@@ -260,8 +261,8 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	vms := []inventory.VM{warmVM("w-reg", wStarted(time.Minute)), warmVM("w-boot", wStarted(time.Minute))}
 	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-reg"}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
-	e.h.userdata.add("w-reg", warmRef("w-reg"))
-	e.h.userdata.add("w-boot", warmRef("w-boot"))
+	e.h.custody.TrackUserdata("w-reg", vcenter.RefOf(warmRef("w-reg")))
+	e.h.custody.TrackUserdata("w-boot", vcenter.RefOf(warmRef("w-boot")))
 	var got types.VirtualMachineConfigSpec
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("w-reg"), gomock.Any()).DoAndReturn(
 		func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
@@ -279,7 +280,7 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	require.Contains(t, keys, cloudinit.GuestinfoUserdataEncoding)
 	assert.Empty(t, keys[cloudinit.GuestinfoUserdata])
 	assert.Empty(t, keys[cloudinit.GuestinfoUserdataEncoding])
-	pending := e.h.userdata.snapshot()
+	pending := e.h.custody.Userdata()
 	assert.NotContains(t, pending, "w-reg")
 	assert.Contains(t, pending, "w-boot")
 }

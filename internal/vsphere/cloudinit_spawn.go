@@ -3,11 +3,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"sync"
-	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
@@ -17,45 +16,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/vim25/types"
 )
-
-// scrubTimeout bounds the reconfigure removing a worker's userdata: one
-// short extraConfig edit, detached from a possibly cancelled spawn so that
-// the token is removed even during shutdown.
-const scrubTimeout = time.Minute
-
-// userdataVMs are the VMs of this run whose guestinfo still holds a
-// worker token, by VM name: removed once the API lists the worker
-// (scrubRegistered) or the VM is gone. A restart forgets them: their
-// tokens stay until the VMs are destroyed (docs/cloud-init.md).
-type userdataVMs struct {
-	mu  sync.Mutex
-	vms map[string]types.ManagedObjectReference
-}
-
-func (u *userdataVMs) add(name string, ref types.ManagedObjectReference) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.vms == nil {
-		u.vms = map[string]types.ManagedObjectReference{}
-	}
-	u.vms[name] = ref
-}
-
-func (u *userdataVMs) remove(name string) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	delete(u.vms, name)
-}
-
-func (u *userdataVMs) snapshot() map[string]types.ManagedObjectReference {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	out := make(map[string]types.ManagedObjectReference, len(u.vms))
-	for k, v := range u.vms {
-		out[k] = v
-	}
-	return out
-}
 
 // bootstrapAccess resolves how a worker of model starts: through
 // cloud-init (cloudInit true; no guest account, only the entry's
@@ -88,7 +48,7 @@ func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *
 // records the start in the annotation. No guest operation is made. The
 // VM's userdata is removed once the API lists the worker.
 func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool) error {
-	h.userdata.add(name, vm.Reference())
+	h.custody.TrackUserdata(name, vcenter.RefOf(vm))
 	ip := annot.IPAddress
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
@@ -111,27 +71,13 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 	return nil
 }
 
-// scrubUserdata removes the userdata (and the worker token in it) from a
-// VM of ours; why says what triggered it, for the log. A failure is logged:
-// the VM keeps the token until it is destroyed.
-func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string) {
-	defer h.userdata.remove(name)
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), scrubTimeout)
-	defer cancel()
-	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, cloudinit.ScrubSpec()); err != nil {
-		h.log.Warn("remove worker userdata failed", logkey.VM, name, logkey.Detail, why, logkey.Err, err)
-		return
-	}
-	h.log.Info("worker userdata removed", logkey.VM, name, logkey.Detail, why)
-}
-
 // scrubRegistered removes the userdata of the VMs whose worker the API
 // lists: it registered, the token was used. The awol cleanup forgets the
 // VMs it destroys.
 func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorkers) {
-	for name, ref := range h.userdata.snapshot() {
+	for name, ref := range h.custody.Userdata() {
 		if workers.known[name] {
-			h.scrubUserdata(ctx, ref, name, "worker registered")
+			h.custody.ScrubUserdata(ctx, ref, name, "worker registered")
 		}
 	}
 }
@@ -139,8 +85,8 @@ func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorker
 // clearGuestinfo removes all the cloud-init guestinfo (metadata and
 // userdata) from a VM about to become a template, bounded like a scrub.
 func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm types.ManagedObjectReference, name string) error {
-	defer h.userdata.remove(name)
-	sctx, cancel := context.WithTimeout(ctx, scrubTimeout)
+	defer h.custody.ForgetUserdata(name)
+	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
 	spec := cloudinit.ScrubSpec()
 	spec.ExtraConfig = append(spec.ExtraConfig,

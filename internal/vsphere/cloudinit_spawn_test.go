@@ -87,7 +87,7 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotNil(t, a.WorkerStarted)
 	assert.NotContains(t, written.Annotation, "jwt-token")
-	assert.Contains(t, f.h.userdata.snapshot(), args.WorkerName, "token to remove once registered")
+	assert.Contains(t, f.h.custody.Userdata(), args.WorkerName, "token to remove once registered")
 }
 
 // TestSpawnCloudInitFailureRemovesUserdata: when the guest never reports
@@ -119,7 +119,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdataEncoding])
 	assert.True(t, isMarked(f.h, args.WorkerName))
-	assert.Empty(t, f.h.userdata.snapshot())
+	assert.Empty(t, f.h.custody.Userdata())
 }
 
 // TestPrepareClaimedVMCloudInitPowerOnFails: a claimed VM whose power on
@@ -203,5 +203,5 @@ func TestSpawnCloudInitHeldVMHasNoUserdata(t *testing.T) {
 		}
 	}
 	assert.False(t, isMarked(f.h, args.WorkerName))
-	assert.Empty(t, f.h.userdata.snapshot())
+	assert.Empty(t, f.h.custody.Userdata())
 }

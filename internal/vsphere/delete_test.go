@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -107,7 +108,7 @@ func TestDeleteServerInProgress(t *testing.T) {
 	go func() { done <- e.h.deleteServer(context.Background(), vm) }()
 	<-inDestroy
 	err := e.h.deleteServer(context.Background(), vm)
-	require.ErrorIs(t, err, errDeleteInProgress)
+	require.ErrorIs(t, err, custody.ErrDeleteInProgress)
 	close(finish)
 	require.NoError(t, <-done)
 }
@@ -184,7 +185,7 @@ func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
 			putPhase(e.h, vm.Name, p)
 			err := e.h.deleteServer(context.Background(), vm)
 			require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
-			assert.NotErrorIs(t, err, errDeleteInProgress)
+			assert.NotErrorIs(t, err, custody.ErrDeleteInProgress)
 			assert.Equal(t, p, e.h.life.Phase(vm.Name))
 		})
 	}

@@ -1,7 +1,10 @@
 // Package vsphere is the vSphere hatchery: it decides which CDS jobs it can
 // serve, clones or claims worker VMs, launches the worker through guest
 // operations, keeps a warm pool, cleans up, checks capacity and flavors and
-// exports metrics. It reaches vCenter only through vcenter.Port.
+// exports metrics. It reaches vCenter only through vcenter.Port. The
+// writes on its VMs that the warm pool shares (deletion marks, deletions,
+// records, userdata scrubs, the quarantine's attempts) are
+// internal/custody's, which it builds and hands to the pool.
 package vsphere
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -51,8 +55,7 @@ type HatcheryVSphere struct {
 	// Local bookkeeping (docs/design.md#annotation): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
 	// annotations after a restart.
-	life     *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
-	userdata userdataVMs      // cloud-init VMs whose guestinfo holds a worker token
+	life *lifecycle.Table // each VM this run works on: its phase (docs/lifecycle.md)
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
@@ -62,10 +65,11 @@ type HatcheryVSphere struct {
 	capacity *admission.State   // in-flight footprints (internal/admission)
 	pool     *warmpool.Pool     // warm pool (internal/warmpool)
 	clones   *clonespec.Builder // clone specs and template devices (internal/clonespec)
-	quar     *quarantine.Book   // broken templates (quarantine.go)
-	// quarGauge serialises reading the quarantined count and recording
-	// it, so that the gauge never ends on an older count.
-	quarGauge sync.Mutex
+	// custody makes the writes on this hatchery's VMs (deletion marks,
+	// deletions, records, userdata scrubs) and keeps the quarantine book
+	// and the cloud-init VMs holding a token (internal/custody); the warm
+	// pool holds the same one.
+	custody *custody.Custody
 }
 
 // Options are what New needs. Inventory defaults to an inventory.Listing
@@ -132,12 +136,18 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.ips = ips
 	h.capacity = admission.NewState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
+	vms := clonespec.VMPort{Port: o.Client, Builder: h.clones}
+	h.custody = &custody.Custody{
+		Hatchery: h.Name(), Port: vms, Inventory: h.inv, Life: h.life, IPs: ips,
+		Quarantine: quarantine.New(quarantinePolicy(o.Config), h.now), Metrics: h.metrics, Log: h.log,
+		ReportRegistration: h.reportRegistrationFailure,
+	}
 	h.pool = &warmpool.Pool{
-		Hatchery: h.Name(), Config: o.Config, Port: clonespec.VMPort{Port: o.Client, Builder: h.clones},
-		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM), Host: poolHost{h},
+		Hatchery: h.Name(), Config: o.Config, Port: vms,
+		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
+		Custody: h.custody, Host: poolHost{h},
 		Log: h.log, Now: func() time.Time { return h.now() },
 	}
-	h.quar = quarantine.New(quarantinePolicy(o.Config), h.now)
 	return h, nil
 }
 

@@ -36,7 +36,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	var mu sync.Mutex
 	now := warmNow
 	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
-	e.h.quar = quarantine.New(quarantinePolicy(cfg), clock)
+	e.h.custody.Quarantine = quarantine.New(quarantinePolicy(cfg), clock)
 
 	fixed, taken := false, false
 	clones := map[string]int{}
@@ -71,7 +71,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	assert.Equal(t, 1, clones["good"], "another template's pool is not slowed")
 	assert.Nil(t, e.h.GateSpawn(ctx, v2Model("good"), "43"))
 
-	q := e.h.quar.Quarantined()
+	q := e.h.custody.Quarantine.Quarantined()
 	require.Len(t, q, 1)
 	mu.Lock()
 	now = q[0].Until // the back-off is over
@@ -79,7 +79,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	taken = true // the probe's slot was filled by another instance
 	provision("broken")
 	assert.Equal(t, 3, clones["broken"], "after the back-off one provisioning probes the template")
-	assert.Len(t, e.h.quar.Quarantined(), 1, "a slot taken by another instance says nothing of the template: no lift")
+	assert.Len(t, e.h.custody.Quarantine.Quarantined(), 1, "a slot taken by another instance says nothing of the template: no lift")
 
 	taken, fixed = false, true
 	provision("broken")

@@ -3,10 +3,10 @@ package vsphere
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -20,7 +20,8 @@ import (
 // Quarantine of broken templates (docs/design.md#quarantine): the spawn
 // path asks quarantineBegin before it clones and quarantineEnd when it
 // returns; GateSpawn refuses a quarantined template's jobs before they are
-// booked.
+// booked. The book and the accounting of an attempt are the custody's
+// (internal/custody), shared with the warm pool's provisionings.
 
 // quarantineKey names what a worker of model is made from: the V2 model's
 // template (spec.image), or the V1 model (its path), whose template this
@@ -28,17 +29,6 @@ import (
 // and provisionings share one record (warmpool.Key.QuarantineKey).
 func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
 	return warmpool.ModelKey(model).QuarantineKey()
-}
-
-// refuseQuarantined is the refusal of a job whose template is quarantined.
-func refuseQuarantined(v quarantine.Verdict) *refusal.Refusal {
-	e := v.Entry
-	if e.State == quarantine.Probing {
-		return refusal.Refuse(refusal.ReasonQuarantined, "%s quarantined after %d consecutive failures (last: %s), a probe spawn is in flight",
-			e.Key, e.Failures, e.Reason)
-	}
-	return refusal.Refuse(refusal.ReasonQuarantined, "%s quarantined until %s after %d consecutive failures (last: %s)",
-		e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures, e.Reason)
 }
 
 // GateSpawn implements hatchery.SpawnGate: a job whose template (or V1
@@ -49,8 +39,8 @@ func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWo
 	if isRegisterJob(jobID) {
 		return nil // a registration rebuilds the V1 template: never refused
 	}
-	if v := h.quar.Check(quarantineKey(model)); !v.Allowed {
-		return refuseQuarantined(v)
+	if v := h.custody.Quarantine.Check(quarantineKey(model)); !v.Allowed {
+		return custody.Refusal(v)
 	}
 	return nil
 }
@@ -60,9 +50,9 @@ func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWo
 // template refuses the spawn (the error wraps a *refusal.Refusal: the
 // framework releases the job without counting an attempt).
 func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quarantine.Attempt, error) {
-	a, v := h.quar.Begin(quarantineKey(args.Model))
+	a, v := h.custody.Quarantine.Begin(quarantineKey(args.Model))
 	if a == nil {
-		r := refuseQuarantined(v)
+		r := custody.Refusal(v)
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, r.Reason, logkey.Detail, r.Detail)
 		return nil, fmt.Errorf("spawn worker %q for job %q: %w", args.WorkerName, args.JobID, r)
 	}
@@ -80,7 +70,7 @@ func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quaran
 // job's spawn info names the quarantine).
 func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attempt, args hatchery.SpawnArguments, err error) error {
 	log := h.log.With(logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
-	cause, detail := h.endAttempt(ctx, a, log, "spawned a worker", err)
+	cause, detail := h.custody.EndAttempt(ctx, a, log, "spawned a worker", vcenter.Classify(err))
 	if detail != "" {
 		err = fmt.Errorf("%w; %s", err, detail)
 	}
@@ -90,43 +80,11 @@ func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attem
 	return err
 }
 
-// endAttempt records the outcome of a spawn or of a warm-pool provisioning
-// (err nil: success) on its quarantine attempt, and logs with log a change
-// of the template's state (lifted says what lifted it). It returns the
-// failure's cause and, when the failure quarantined the template, the
-// sentence that says so.
-func (h *HatcheryVSphere) endAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error) (spawnfault.Cause, string) {
-	cause := spawnfault.Classify(ctx, vcenter.Classify(err))
-	reason := ""
-	if err != nil {
-		reason = err.Error()
-	}
-	tr, e := a.End(err == nil, cause.Quarantine(), reason)
-	switch tr {
-	case quarantine.Entered, quarantine.Renewed:
-		h.recordQuarantined()
-		detail := fmt.Sprintf("%s quarantined until %s after %d consecutive failures", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures)
-		log.Warn("template quarantined", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, detail, logkey.Err, err)
-		return cause, detail
-	case quarantine.Lifted:
-		h.recordQuarantined()
-		log.Info("template quarantine lifted", logkey.Detail, e.Key+" "+lifted)
-	}
-	return cause, ""
-}
-
-// recordQuarantined sets the quarantined_templates gauge to the count now.
-func (h *HatcheryVSphere) recordQuarantined() {
-	h.quarGauge.Lock()
-	defer h.quarGauge.Unlock()
-	h.metrics.QuarantinedTemplates(len(h.quar.Quarantined()))
-}
-
 // quarantineStatusLines are the /mon/status lines of the quarantined
 // templates: one in alert each, saying why and until when.
 func (h *HatcheryVSphere) quarantineStatusLines() []sdk.MonitoringStatusLine {
 	var lines []sdk.MonitoringStatusLine
-	for _, e := range h.quar.Quarantined() {
+	for _, e := range h.custody.Quarantine.Quarantined() {
 		v := fmt.Sprintf("%s quarantined until %s after %d consecutive failures: %s", e.Key, e.Until.UTC().Format(time.RFC3339), e.Failures, e.Reason)
 		if e.State == quarantine.Probing {
 			v = fmt.Sprintf("%s quarantined, probe spawn in flight, after %d consecutive failures: %s", e.Key, e.Failures, e.Reason)

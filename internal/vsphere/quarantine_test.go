@@ -28,7 +28,7 @@ func TestQuarantinedTemplateRefusedWithoutVCenter(t *testing.T) {
 		Cmd:         "./worker",
 	}
 	for i := 0; i < config.DefaultQuarantineThreshold; i++ {
-		a, _ := f.h.quar.Begin(quarantineKey(model))
+		a, _ := f.h.custody.Quarantine.Begin(quarantineKey(model))
 		a.End(false, quarantine.CauseTemplate, "guest never ready")
 	}
 	ctx := context.Background()

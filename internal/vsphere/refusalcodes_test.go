@@ -103,7 +103,7 @@ func TestHatcheryRefusalCodesAreProduced(t *testing.T) {
 		Cmd:         "./worker",
 	}
 	for range config.DefaultQuarantineThreshold {
-		a, _ := f.h.quar.Begin(quarantineKey(model))
+		a, _ := f.h.custody.Quarantine.Begin(quarantineKey(model))
 		a.End(false, quarantine.CauseTemplate, "guest never ready")
 	}
 	add("GateSpawn", asErr(f.h.GateSpawn(ctx, model, "job-1")))

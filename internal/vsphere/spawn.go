@@ -250,18 +250,6 @@ func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjec
 	return nil
 }
 
-// writeAnnotation writes annot (Notes and mirror) on a VM of ours.
-func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error {
-	var spec types.VirtualMachineConfigSpec
-	annot.ApplyTo(&spec)
-	err := h.vs.ReconfigureVirtualMachine(ctx, vm, spec)
-	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
-	if err != nil {
-		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
-	}
-	return nil
-}
-
 // abandonVM is the failure path for a VM this spawn created or claimed:
 // power off (on a context detached from a cancelled spawn, bounded), mark
 // for deletion, release the IP reservation made for it under name (the

@@ -231,7 +231,7 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 		err = fmt.Errorf("prepare claimed vm %q as %q: %s: %w", vm.Name, newName, step, err)
 		log.Warn("claimed vm failed, marked for deletion", logkey.Err, err)
 		if userdataWritten {
-			p.Host.ScrubUserdata(ctx, obj, current, "claimed vm failed")
+			p.Custody.ScrubUserdata(ctx, obj, current, "claimed vm failed")
 		}
 		p.abandonClaim(ctx, log, obj, current, newName, renameUnknown)
 		return vctypes.Ref{}, err
@@ -287,7 +287,7 @@ func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm vctypes.Re
 	} else {
 		// Renamed, or the reconfigure's outcome is unknown: the entry
 		// (one per reference) answers to both names, marked.
-		p.Host.MarkToDelete(current)
+		p.Custody.MarkToDelete(current)
 	}
 	p.Inventory.Invalidate()
 }

@@ -89,7 +89,7 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 			t.Parallel()
 			e := newPoolEnv(t, tc.vms, true)
 			putPhase(e.p.Life, "provision-v2-pending", lifecycle.Provisioning)
-			e.p.Host.MarkToDelete("provision-v2-deleted")
+			e.p.Custody.MarkToDelete("provision-v2-deleted")
 			putPhase(e.p.Life, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
 				got, err := e.p.Claim(context.Background(), v2Model("debian12"), tc.flavor, true)

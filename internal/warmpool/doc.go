@@ -19,10 +19,12 @@
 //
 // It does not own the VMs' phases (internal/lifecycle, shared with the
 // hatchery's other loops, docs/lifecycle.md), the capacity decision of a
-// provisioning (internal/admission), the clone itself, the deletion of a
-// VM, the quarantine's records, or the registration of V1 models: the
-// hatchery (internal/vsphere) does those and hands them to the pool as its
-// Host. It reaches vCenter through its Port, in the project's vocabulary
+// provisioning (internal/admission), the writes on its VMs that every VM
+// of the hatchery shares — deletion marks, deletions, ownership records,
+// userdata scrubs, the quarantine's attempts — (internal/custody, which it
+// holds as Pool.Custody, the hatchery's own), the clone itself (the
+// hatchery's, Pool.Clone), or the registration of V1 models (the
+// hatchery's, Pool.Host). It reaches vCenter through its Port, in the project's vocabulary
 // (internal/vctypes: a VM is a vctypes.Ref, a reconfigure a
 // clonespec.Change, a fault a vctypes.FaultKind), which clonespec.VMPort
 // implements on top of vcenter.Port; it imports no govmomi package and

@@ -11,12 +11,13 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -33,44 +34,17 @@ const testHatchery = "hatch-a"
 
 var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeHost marks for deletion in the table as the hatchery does; any other
-// call fails the test (the claim makes none).
+// fakeHost is the hatchery's registration of V1 models; any call fails
+// the test (the claim makes none). The writes on the pool's VMs go
+// through a real custody.Custody on the same strict port: the pool needs
+// no hatchery for them.
 type fakeHost struct {
-	t    *testing.T
-	life *lifecycle.Table
-}
-
-func (h fakeHost) MarkToDelete(name string) bool {
-	_, err := h.life.MoveFrom(name, lifecycle.Markable(), lifecycle.Marked)
-	return err == nil
-}
-
-func (h fakeHost) DeleteServer(context.Context, inventory.VM) error {
-	h.t.Error("unexpected DeleteServer")
-	return nil
-}
-
-func (h fakeHost) WriteAnnotation(context.Context, vctypes.Ref, *inventory.Annotation) error {
-	h.t.Error("unexpected WriteAnnotation")
-	return nil
-}
-
-func (h fakeHost) ScrubUserdata(context.Context, vctypes.Ref, string, string) {
-	h.t.Error("unexpected ScrubUserdata")
+	t *testing.T
 }
 
 func (h fakeHost) NeedRegistration(context.Context, *sdk.Model) bool {
 	h.t.Error("unexpected NeedRegistration")
 	return false
-}
-
-func (h fakeHost) BeginAttempt(string) (*quarantine.Attempt, string) {
-	h.t.Error("unexpected BeginAttempt")
-	return nil, "unexpected"
-}
-
-func (h fakeHost) EndAttempt(context.Context, *quarantine.Attempt, *slog.Logger, string, error) {
-	h.t.Error("unexpected EndAttempt")
 }
 
 // poolEnv is a Pool and what it was built on.
@@ -95,13 +69,20 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	}
 	life := lifecycle.New(func() time.Time { return testNow })
 	now := func() time.Time { return testNow }
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ips, err := ippool.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cust := &custody.Custody{Hatchery: testHatchery, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life, IPs: ips,
+		Quarantine: quarantine.New(quarantine.Policy{Threshold: 3, BackoffBase: time.Minute, BackoffMax: time.Hour}, now), Log: log}
 	p := &Pool{
-		Hatchery: testHatchery, Config: cfg, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life,
+		Hatchery: testHatchery, Config: cfg, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life, Custody: cust,
 		Admission: func() admission.Admission {
 			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vcenter.PortsOf(vs), Now: now}
 		},
-		Host: fakeHost{t: t, life: life},
-		Log:  slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Host: fakeHost{t: t},
+		Log:  log,
 		Now:  now,
 	}
 	t.Cleanup(func() {

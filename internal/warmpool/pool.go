@@ -8,11 +8,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -41,31 +41,14 @@ type Port interface {
 	WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error)
 }
 
-// Host is what the pool asks of the hatchery it fills: the steps the
-// hatchery owns for every VM, pool or not (ownership checks, deletion
-// marks, the registration of V1 models, the quarantine's logs and gauge).
+// Host is what the pool asks of the hatchery it fills: the registration
+// of V1 models, which is the hatchery's alone. The writes on the pool's
+// VMs (deletion marks, deletions, records, userdata scrubs, the
+// quarantine's attempts) are the Custody's, which the pool holds itself.
 type Host interface {
-	// MarkToDelete records that the VM named name must be destroyed by
-	// the cleanup; it reports whether the mark is new.
-	MarkToDelete(name string) bool
-	// DeleteServer powers off and destroys a VM of the hatchery's.
-	DeleteServer(ctx context.Context, vm inventory.VM) error
-	// WriteAnnotation writes annot on a VM of the hatchery's.
-	WriteAnnotation(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error
-	// ScrubUserdata removes the cloud-init userdata (and the worker token
-	// in it) from the VM; why says what triggered it, for the log.
-	ScrubUserdata(ctx context.Context, vm vctypes.Ref, name, why string)
 	// NeedRegistration tells whether the V1 model's template must be
 	// (re)built first.
 	NeedRegistration(ctx context.Context, m *sdk.Model) bool
-	// BeginAttempt starts a provisioning's attempt in the quarantine book
-	// (key: Key.QuarantineKey); a quarantined template gives a nil attempt
-	// and the sentence that says why.
-	BeginAttempt(key string) (*quarantine.Attempt, string)
-	// EndAttempt records a provisioning's outcome (err nil: success) on
-	// its quarantine attempt and logs a change of the template's state
-	// with log; lifted says what lifted it.
-	EndAttempt(ctx context.Context, a *quarantine.Attempt, log *slog.Logger, lifted string, err error)
 }
 
 // CloneFunc clones template into a new VM named vmName carrying annot,
@@ -98,7 +81,11 @@ type Pool struct {
 	Admission func() admission.Admission
 	// Clone clones a pool VM (the hatchery's clone; tests replace it).
 	Clone CloneFunc
-	// Host does what the hatchery owns.
+	// Custody makes the writes on the pool's VMs (deletion marks,
+	// deletions, records, userdata scrubs) and counts the quarantine's
+	// attempts; the hatchery holds the same one.
+	Custody *custody.Custody
+	// Host does what the hatchery owns: the V1 models' registration.
 	Host Host
 	// Log receives one line per decision.
 	Log *slog.Logger

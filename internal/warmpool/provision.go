@@ -308,9 +308,9 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	// A quarantined template fills no pool either; a provisioning is a
 	// spawn for the quarantine book (its failures count, its success
 	// lifts), so a warm pool cannot keep cloning a broken template.
-	attempt, refused := p.Host.BeginAttempt(t.Key.QuarantineKey())
+	attempt, _, refused := p.Custody.BeginAttempt(t.Key.QuarantineKey())
 	if attempt == nil {
-		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonQuarantined, logkey.Detail, refused)
+		log.Info("provisioning deferred to the next pass", logkey.Reason, refused.Reason, logkey.Detail, refused.Detail)
 		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}
@@ -324,12 +324,12 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		}
 		log.Warn("provisioning failed", args...)
 	}
-	defer func() { p.Host.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
+	defer func() { _, _ = p.Custody.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (mark), Gone otherwise.
 	settled := false
 	mark := func() {
-		settled = p.Host.MarkToDelete(name)
+		settled = p.Custody.MarkToDelete(name)
 	}
 	defer func() {
 		if !settled {
@@ -443,7 +443,7 @@ func (p *Pool) readyHot(ctx context.Context, vm vctypes.Ref, name string, annot 
 	}
 	annot.IPAddress = ip
 	annot.IdleState = idleState
-	if err := p.Host.WriteAnnotation(ctx, vm, annot); err != nil {
+	if err := p.Custody.WriteRecord(ctx, vm, annot); err != nil {
 		return fmt.Errorf("record idle state %q: %w", idleState, err)
 	}
 	if idleState != config.IdleStateSuspended {

@@ -48,7 +48,7 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 			excess--
 			p.Log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor,
 				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
-			if err := p.Host.DeleteServer(ctx, v); err != nil {
+			if err := p.Custody.Delete(ctx, v); err != nil {
 				p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
 			}
 		}

@@ -1,0 +1,183 @@
+// Package custody owns the writes the hatchery makes on its own VMs, the
+// same for a worker's VM (internal/vsphere's spawn path and cleanup) and a
+// warm-pool VM (internal/warmpool): the deletion mark (MarkToDelete), the
+// deletion itself with its ownership checks (Delete), the write of a VM's
+// ownership record (WriteRecord), the removal of a worker token from a
+// cloud-init VM's guestinfo and the list of VMs still holding one
+// (ScrubUserdata, TrackUserdata), and the quarantine's accounting of a
+// spawn or provisioning attempt on a template (BeginAttempt, EndAttempt:
+// the book, the log lines of a state change, the quarantined_templates
+// gauge).
+//
+// It does not decide when to do these: the spawn path, the cleanup loops
+// and the warm pool do, and both the hatchery and the pool hold the one
+// Custody the hatchery builds in its New. The VM's phases are the
+// lifecycle table's (internal/lifecycle); this package only moves them.
+// It reaches vCenter through its Port, in the project's vocabulary
+// (internal/vctypes), which clonespec.VMPort implements on top of
+// vcenter.Port; it imports no govmomi package and never imports
+// internal/vsphere or internal/warmpool.
+package custody
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
+)
+
+// Port is what the custody does to a VM in vCenter, in the project's
+// vocabulary: every error carries its fault kind (vctypes.KindOf).
+// clonespec.VMPort implements it on top of vcenter.Port.
+type Port interface {
+	// ShutdownVirtualMachine powers vm off; already off is success.
+	ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error
+	// DestroyVirtualMachine destroys vm; already gone is success.
+	DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error
+	// WriteRecord writes annot, the VM's ownership record, in its Notes
+	// and their ExtraConfig mirror, in one reconfigure.
+	WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error
+	// ScrubUserdata removes the cloud-init userdata from vm's guestinfo
+	// in one reconfigure.
+	ScrubUserdata(ctx context.Context, vm vctypes.Ref) error
+}
+
+// ErrDeleteInProgress means another loop is deleting the same VM now.
+var ErrDeleteInProgress = errors.New("deletion already in progress")
+
+// ScrubTimeout bounds the reconfigure removing a worker's userdata: one
+// short extraConfig edit, detached from a possibly cancelled spawn so
+// that the token is removed even during shutdown.
+const ScrubTimeout = time.Minute
+
+// Custody is one hatchery's writes on its VMs. The hatchery builds one in
+// its New and sets every exported field before the first use; the warm
+// pool holds the same pointer. It must not be copied.
+type Custody struct {
+	// Hatchery is the hatchery's name: a VM is in its custody when its
+	// record names it (inventory.VM.OwnedBy).
+	Hatchery string
+	// Port reaches the VMs in vCenter.
+	Port Port
+	// Inventory lists the VMs; the custody invalidates it after its writes.
+	Inventory inventory.Inventory
+	// Life is the hatchery's lifecycle table.
+	Life *lifecycle.Table
+	// IPs holds the static IP reservations; a destroyed VM's is released.
+	IPs *ippool.Pool
+	// Quarantine is the book of broken templates (docs/design.md#quarantine).
+	Quarantine *quarantine.Book
+	// Metrics records the quarantined_templates gauge; nil: not recorded.
+	Metrics *metrics.Metrics
+	// Log receives one line per write and per quarantine change.
+	Log *slog.Logger
+	// ReportRegistration, when set, is called by Delete before it powers
+	// off a registration VM (register- prefix or RegisterOnly record):
+	// the hatchery reports a V1 registration that did not succeed.
+	ReportRegistration func(ctx context.Context, vm inventory.VM)
+
+	userdata userdataVMs
+	// gauge serialises reading the quarantined count and recording it,
+	// so that the gauge never ends on an older count.
+	gauge sync.Mutex
+}
+
+// MarkToDelete records that the VM named name (ours) must be destroyed:
+// the next cleanup pass powers it off and destroys it, retrying until it
+// is gone (docs/lifecycle.md). It reports whether the mark is new: a VM
+// already marked or being deleted stays as it is.
+func (c *Custody) MarkToDelete(name string) bool {
+	_, err := c.Life.MoveFrom(name, lifecycle.Markable(), lifecycle.Marked)
+	return err == nil
+}
+
+// Delete powers off and destroys one VM of ours (docs/design.md#ownership).
+// It refuses a VM that does not carry this hatchery's ownership record and
+// any template but this hatchery's own model template, before any vCenter
+// call. For a registration VM it calls ReportRegistration first. The VM
+// stays marked for deletion until the destroy succeeds, so a failure is
+// retried by the next cleanup pass; ErrDeleteInProgress (wrapped) when
+// another loop is deleting it now.
+func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
+	if !vm.OwnedBy(c.Hatchery) {
+		c.Log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "not owned by this hatchery")
+		return fmt.Errorf("delete vm %q: not owned by hatchery %q", vm.Name, c.Hatchery)
+	}
+	if vm.Template && !vm.Annotation.Model {
+		c.Log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
+		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, c.Hatchery)
+	}
+	obj := vm.ObjectRef()
+	switch prev, err := c.Life.MoveFrom(vm.Name, lifecycle.Deletable(), lifecycle.Deleting, lifecycle.WithRef(obj.Value)); {
+	case prev == lifecycle.Deleting:
+		return fmt.Errorf("delete vm %q: %w", vm.Name, ErrDeleteInProgress)
+	case err != nil:
+		return fmt.Errorf("delete vm %q: %w", vm.Name, err)
+	}
+	destroyed := false
+	defer func() {
+		if !destroyed {
+			// Still marked: a failure is retried by the next cleanup pass.
+			c.Life.Must(vm.Name, lifecycle.Deleting, lifecycle.Marked, lifecycle.WithRef(obj.Value))
+		}
+	}()
+
+	if c.ReportRegistration != nil && (vm.HasPrefix(workerpool.RegisterPrefix) || vm.Annotation.RegisterOnly) {
+		c.ReportRegistration(ctx, vm)
+	}
+
+	defer c.Inventory.Invalidate() // even a failed task may have changed the VM
+	if vm.Power() != vctypes.PoweredOff {
+		// A VM gone already (not found: the other instance of this
+		// hatchery destroyed it first) is not an error: the destroy below
+		// answers it as done.
+		if err := c.Port.ShutdownVirtualMachine(ctx, obj); err != nil && vctypes.KindOf(err) != vctypes.FaultNotFound {
+			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, err)
+		}
+	}
+	err := c.Port.DestroyVirtualMachine(ctx, obj)
+	if err != nil && vctypes.KindOf(err) == vctypes.FaultInvalidPowerState {
+		// The listing was older than the VM's power state: power off, retry once.
+		if serr := c.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
+			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, serr)
+		}
+		err = c.Port.DestroyVirtualMachine(ctx, obj)
+	}
+	if err != nil {
+		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
+	}
+	destroyed = true
+	// A snapshot taken before may still show it: never offered again
+	// until a listing no longer shows it.
+	c.Life.Must(vm.Name, lifecycle.Deleting, lifecycle.Destroyed, lifecycle.WithRef(obj.Value))
+	if ip := vm.Annotation.IPAddress; ip != "" {
+		// The address is free again: drop the reservation its clone made
+		// (if still its own), which would otherwise hold it until
+		// ippool.ReservationTTL.
+		c.IPs.Release(ip, vm.Name)
+	}
+	return nil
+}
+
+// WriteRecord writes annot (Notes and mirror) on vm, a VM of ours that
+// the caller holds (cloned, claimed or being registered by this process),
+// and invalidates the inventory's view of it.
+func (c *Custody) WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
+	err := c.Port.WriteRecord(ctx, vm, annot)
+	c.Inventory.Invalidate(vm)
+	if err != nil {
+		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)
+	}
+	return nil
+}

@@ -1,0 +1,382 @@
+package custody_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+)
+
+// The custody's tests drive it through a fake of its port that records
+// every call, without vCenter, the hatchery or the warm pool.
+
+const hatch = "hatch-a"
+
+var now0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// fakePort records the calls made to it ("verb vm-id") and answers each
+// verb with the next error queued for it (nil when none is left).
+type fakePort struct {
+	mu      sync.Mutex
+	calls   []string
+	errs    map[string][]error
+	records []*inventory.Annotation
+	ctxErr  []error // ctx.Err() of each ScrubUserdata call
+}
+
+func (f *fakePort) call(verb string, vm vctypes.Ref) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, verb+" "+vm.Value)
+	if q := f.errs[verb]; len(q) > 0 {
+		f.errs[verb] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+func (f *fakePort) fail(verb string, errs ...error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.errs == nil {
+		f.errs = map[string][]error{}
+	}
+	f.errs[verb] = append(f.errs[verb], errs...)
+}
+
+func (f *fakePort) ShutdownVirtualMachine(_ context.Context, vm vctypes.Ref) error {
+	return f.call("shutdown", vm)
+}
+
+func (f *fakePort) DestroyVirtualMachine(_ context.Context, vm vctypes.Ref) error {
+	return f.call("destroy", vm)
+}
+
+func (f *fakePort) WriteRecord(_ context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
+	f.mu.Lock()
+	f.records = append(f.records, annot)
+	f.mu.Unlock()
+	return f.call("record", vm)
+}
+
+func (f *fakePort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
+	f.mu.Lock()
+	f.ctxErr = append(f.ctxErr, ctx.Err())
+	f.mu.Unlock()
+	return f.call("scrub", vm)
+}
+
+func (f *fakePort) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+// env is a Custody on a fake port, a fixed inventory, a lifecycle table
+// and an IP pool of 10.0.0.1-10.0.0.2; logs collects its log lines.
+type env struct {
+	c    *custody.Custody
+	port *fakePort
+	inv  *inventorytest.Fixed
+	life *lifecycle.Table
+	ips  *ippool.Pool
+	logs *bytes.Buffer
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	clock := func() time.Time { return now0 }
+	ips, err := ippool.New(&config.Config{IPRange: "10.0.0.1/30"})
+	require.NoError(t, err)
+	e := &env{port: &fakePort{}, inv: inventorytest.New(), life: lifecycle.New(clock), ips: ips, logs: &bytes.Buffer{}}
+	e.c = &custody.Custody{
+		Hatchery: hatch, Port: e.port, Inventory: e.inv, Life: e.life, IPs: ips,
+		Quarantine: quarantine.New(quarantine.Policy{Threshold: 2, BackoffBase: time.Minute, BackoffMax: time.Hour}, clock),
+		Log:        slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, nil)),
+	}
+	return e
+}
+
+// syncWriter serialises writes to w.
+type syncWriter struct {
+	mu sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+// ours is a powered-on worker VM of hatch (reference vm-<name>) holding ip.
+func ours(name, ip string) inventory.VM {
+	v := inventory.VM{Name: name, Annotation: &inventory.Annotation{HatcheryName: hatch, WorkerName: name, IPAddress: ip}}
+	v.Ref.Type, v.Ref.Value = "VirtualMachine", "vm-"+name
+	v.PowerState = "poweredOn"
+	return v
+}
+
+func phaseOf(t *testing.T, life *lifecycle.Table, name string) lifecycle.Phase {
+	t.Helper()
+	e, ok := life.Get(name)
+	if !ok {
+		return lifecycle.Gone
+	}
+	return e.Phase
+}
+
+// TestMarkToDelete: the first mark of a name is new, the second is not,
+// and a VM being deleted stays in that phase. It fails if the mark did not
+// go through the lifecycle table's Markable group (a second mark new, or
+// a Deleting VM moved back to Marked).
+func TestMarkToDelete(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	assert.True(t, e.c.MarkToDelete("w-1"), "a new mark")
+	assert.Equal(t, lifecycle.Marked, phaseOf(t, e.life, "w-1"))
+	assert.False(t, e.c.MarkToDelete("w-1"), "marked already")
+
+	_, err := e.life.MoveFrom("w-2", lifecycle.Deletable(), lifecycle.Deleting)
+	require.NoError(t, err)
+	assert.False(t, e.c.MarkToDelete("w-2"), "being deleted")
+	assert.Equal(t, lifecycle.Deleting, phaseOf(t, e.life, "w-2"))
+	assert.Empty(t, e.port.Calls(), "a mark makes no vCenter call")
+}
+
+// TestDeleteRefusesWhatIsNotOurs: a VM without this hatchery's record and
+// a template that is not our model template are refused before any
+// vCenter call and before any phase moves. It fails if an ownership check
+// were loosened (a call recorded, or no error).
+func TestDeleteRefusesWhatIsNotOurs(t *testing.T) {
+	t.Parallel()
+	foreign := ours("w-foreign", "")
+	foreign.Annotation.HatcheryName = "hatch-b"
+	bare := ours("w-bare", "")
+	bare.Annotation = nil
+	tpl := ours("tpl", "")
+	tpl.Template = true
+	for _, vm := range []inventory.VM{foreign, bare, tpl} {
+		t.Run(vm.Name, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t)
+			e.c.ReportRegistration = func(context.Context, inventory.VM) { t.Error("registration reported for a refused vm") }
+			e.c.MarkToDelete(vm.Name)
+			err := e.c.Delete(context.Background(), vm)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), fmt.Sprintf("delete vm %q", vm.Name))
+			assert.Empty(t, e.port.Calls())
+			assert.Equal(t, lifecycle.Marked, phaseOf(t, e.life, vm.Name), "the phase does not move")
+			assert.Contains(t, e.logs.String(), "refusing to delete vm")
+		})
+	}
+}
+
+// TestDeleteDestroysOurs: a powered-on VM of ours is powered off, then
+// destroyed; it ends Destroyed in the table, its address reservation is
+// released and the inventory invalidated. Our model template may go too.
+func TestDeleteDestroysOurs(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	l, err := e.ips.Reserve(context.Background(), nil, "w-1")
+	require.NoError(t, err)
+	vm := ours("w-1", l.IP)
+	e.c.MarkToDelete("w-1")
+	require.NoError(t, e.c.Delete(context.Background(), vm))
+	assert.Equal(t, []string{"shutdown vm-w-1", "destroy vm-w-1"}, e.port.Calls())
+	assert.Equal(t, lifecycle.Destroyed, phaseOf(t, e.life, "w-1"))
+	assert.Empty(t, e.ips.Reserved(), "the address is free again")
+	assert.Positive(t, e.inv.Invalidations())
+
+	model := ours("tpl-model", "")
+	model.Template, model.Annotation.Model = true, true
+	model.PowerState = "poweredOff"
+	require.NoError(t, e.c.Delete(context.Background(), model))
+	assert.Equal(t, "destroy vm-tpl-model", e.port.Calls()[2], "a powered-off vm is destroyed without a power off")
+}
+
+// TestDeleteFaults: a power off answered "not found" (the other instance
+// destroyed it) is not an error; a destroy refused for the power state
+// powers off and destroys again; any other failure leaves the VM marked.
+func TestDeleteFaults(t *testing.T) {
+	t.Parallel()
+	notFound := &vctypes.Fault{Kind: vctypes.FaultNotFound, Err: errors.New("gone")}
+	badPower := &vctypes.Fault{Kind: vctypes.FaultInvalidPowerState, Err: errors.New("powered on")}
+	boom := errors.New("boom")
+
+	e := newEnv(t)
+	e.port.fail("shutdown", notFound)
+	require.NoError(t, e.c.Delete(context.Background(), ours("w-gone", "")))
+	assert.Equal(t, []string{"shutdown vm-w-gone", "destroy vm-w-gone"}, e.port.Calls())
+
+	e = newEnv(t)
+	vm := ours("w-late", "")
+	vm.PowerState = "poweredOff"
+	e.port.fail("destroy", badPower)
+	require.NoError(t, e.c.Delete(context.Background(), vm))
+	assert.Equal(t, []string{"destroy vm-w-late", "shutdown vm-w-late", "destroy vm-w-late"}, e.port.Calls())
+
+	e = newEnv(t)
+	e.port.fail("destroy", boom)
+	err := e.c.Delete(context.Background(), ours("w-fail", ""))
+	require.ErrorIs(t, err, boom)
+	assert.Contains(t, err.Error(), `delete vm "w-fail": destroy`)
+	assert.Equal(t, lifecycle.Marked, phaseOf(t, e.life, "w-fail"), "retried by the next cleanup pass")
+}
+
+// TestDeleteInProgress: a VM another loop is deleting is not touched.
+func TestDeleteInProgress(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.life.MoveFrom("w-1", lifecycle.Deletable(), lifecycle.Deleting)
+	require.NoError(t, err)
+	err = e.c.Delete(context.Background(), ours("w-1", ""))
+	require.ErrorIs(t, err, custody.ErrDeleteInProgress)
+	assert.Empty(t, e.port.Calls())
+	assert.Equal(t, lifecycle.Deleting, phaseOf(t, e.life, "w-1"))
+}
+
+// TestDeleteReportsRegistration: a registration VM (register- prefix or a
+// RegisterOnly record) is reported before its power off; a worker is not.
+func TestDeleteReportsRegistration(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	var reported []string
+	e.c.ReportRegistration = func(_ context.Context, vm inventory.VM) {
+		reported = append(reported, fmt.Sprintf("%s after %d calls", vm.Name, len(e.port.Calls())))
+	}
+	only := ours("w-only", "")
+	only.Annotation.RegisterOnly = true
+	for _, vm := range []inventory.VM{ours("register-m1", ""), only, ours("w-1", "")} {
+		require.NoError(t, e.c.Delete(context.Background(), vm))
+	}
+	assert.Equal(t, []string{"register-m1 after 0 calls", "w-only after 2 calls"}, reported)
+}
+
+// TestWriteRecord: the record goes to the VM's reference, the inventory
+// is invalidated even when the write fails, and a failure names the
+// worker and wraps the cause.
+func TestWriteRecord(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	annot := &inventory.Annotation{HatcheryName: hatch, WorkerName: "w-1"}
+	ref := vctypes.Ref{Type: "VirtualMachine", Value: "vm-w-1"}
+	require.NoError(t, e.c.WriteRecord(context.Background(), ref, annot))
+	assert.Equal(t, []string{"record vm-w-1"}, e.port.Calls())
+	assert.Same(t, annot, e.port.records[0])
+	assert.Equal(t, int64(1), e.inv.Invalidations())
+
+	boom := errors.New("boom")
+	e.port.fail("record", boom)
+	err := e.c.WriteRecord(context.Background(), ref, annot)
+	require.ErrorIs(t, err, boom)
+	assert.Equal(t, `write annotation of vm "w-1": boom`, err.Error())
+	assert.Equal(t, int64(2), e.inv.Invalidations())
+}
+
+// TestScrubUserdata: a tracked VM is scrubbed on a context that survives
+// the caller's cancellation and is no longer tracked, whether the scrub
+// worked or not; each outcome has its log line.
+func TestScrubUserdata(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	a := vctypes.Ref{Type: "VirtualMachine", Value: "vm-a"}
+	b := vctypes.Ref{Type: "VirtualMachine", Value: "vm-b"}
+	e.c.TrackUserdata("a", a)
+	e.c.TrackUserdata("b", b)
+	assert.Equal(t, map[string]vctypes.Ref{"a": a, "b": b}, e.c.Userdata())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	e.c.ScrubUserdata(ctx, a, "a", "spawn failed")
+	assert.Equal(t, []error{nil}, e.port.ctxErr, "detached from the cancelled spawn")
+	assert.Contains(t, e.logs.String(), `msg="worker userdata removed" vm=a detail="spawn failed"`)
+
+	e.port.fail("scrub", errors.New("boom"))
+	e.c.ScrubUserdata(context.Background(), b, "b", "worker registered")
+	assert.Contains(t, e.logs.String(), `level=WARN msg="remove worker userdata failed" vm=b detail="worker registered" err=boom`)
+	assert.Equal(t, []string{"scrub vm-a", "scrub vm-b"}, e.port.Calls())
+	assert.Empty(t, e.c.Userdata(), "a failed scrub is not retried: the vm keeps its token until destroyed")
+
+	e.c.TrackUserdata("c", a)
+	e.c.ForgetUserdata("c")
+	assert.Empty(t, e.c.Userdata())
+}
+
+// TestAttempts: two template failures quarantine the key (WARN line, the
+// sentence returned), a third attempt is refused with the quarantined
+// code, and after the back-off a successful probe lifts it (INFO line
+// naming what lifted it). A failure that is not the template's counts for
+// nothing. It fails if the accounting were split from the book (a
+// refusal without the code, or no line).
+func TestAttempts(t *testing.T) {
+	t.Parallel()
+	clock := now0
+	var mu sync.Mutex
+	e := newEnv(t)
+	e.c.Quarantine = quarantine.New(quarantine.Policy{Threshold: 2, BackoffBase: time.Minute, BackoffMax: time.Hour}, func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return clock
+	})
+	ctx := context.Background()
+	log := e.c.Log.With("vm", "w")
+	tplErr := spawnfault.MarkTemplate(errors.New("guest never ready"))
+
+	a, _, r := e.c.BeginAttempt("debian12")
+	require.NotNil(t, a)
+	require.Nil(t, r)
+	_, detail := e.c.EndAttempt(ctx, a, log, "spawned", errors.New("not the template"))
+	assert.Empty(t, detail)
+
+	for i := 0; i < 2; i++ {
+		a, _, r = e.c.BeginAttempt("debian12")
+		require.NotNil(t, a, "attempt %d", i)
+		cause, d := e.c.EndAttempt(ctx, a, log, "spawned", tplErr)
+		assert.Equal(t, spawnfault.Template, cause)
+		detail = d
+	}
+	assert.Equal(t, "debian12 quarantined until 2026-03-01T12:01:00Z after 2 consecutive failures", detail)
+	assert.Contains(t, e.logs.String(), `level=WARN msg="template quarantined" vm=w reason=quarantined`)
+
+	a, _, r = e.c.BeginAttempt("debian12")
+	assert.Nil(t, a)
+	require.NotNil(t, r)
+	assert.Equal(t, refusal.ReasonQuarantined, r.Reason)
+	assert.True(t, strings.HasPrefix(r.Detail, "debian12 quarantined until 2026-03-01T12:01:00Z after 2 consecutive failures (last: guest never ready)"), r.Detail)
+
+	mu.Lock()
+	clock = clock.Add(2 * time.Minute)
+	mu.Unlock()
+	a, v, r := e.c.BeginAttempt("debian12")
+	require.NotNil(t, a)
+	require.Nil(t, r)
+	assert.True(t, a.Probe())
+	assert.Equal(t, "debian12", v.Entry.Key)
+	_, _, r2 := e.c.BeginAttempt("debian12")
+	require.NotNil(t, r2, "one probe at a time")
+	assert.Contains(t, r2.Detail, "a probe spawn is in flight")
+	_, detail = e.c.EndAttempt(ctx, a, log, "provisioned a pool vm", nil)
+	assert.Empty(t, detail)
+	assert.Contains(t, e.logs.String(), `level=INFO msg="template quarantine lifted" vm=w detail="debian12 provisioned a pool vm"`)
+	assert.Empty(t, e.c.Quarantine.Quarantined())
+}

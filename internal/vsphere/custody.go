@@ -1,0 +1,47 @@
+package vsphere
+
+import (
+	"context"
+
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
+)
+
+// The hatchery's writes on its VMs are internal/custody's, shared with the
+// warm pool; the methods below are the hatchery's calls of it with the
+// govmomi references the spawn path holds.
+
+// The custody's and the warm pool's port is the clone-spec builder's
+// adapter of vcenter.Port.
+var (
+	_ custody.Port  = clonespec.VMPort{}
+	_ warmpool.Port = clonespec.VMPort{}
+)
+
+// markToDelete marks the VM named name for deletion
+// (custody.Custody.MarkToDelete); it reports whether the mark is new.
+func (h *HatcheryVSphere) markToDelete(name string) bool { return h.custody.MarkToDelete(name) }
+
+// deleteServer powers off and destroys one VM of ours, refusing any other
+// (custody.Custody.Delete, docs/design.md#ownership).
+func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) error {
+	return h.custody.Delete(ctx, vm)
+}
+
+// writeAnnotation writes annot (Notes and mirror) on vm, a VM of ours
+// (custody.Custody.WriteRecord).
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error {
+	return h.custody.WriteRecord(ctx, vcenter.RefOf(vm), annot)
+}
+
+// scrubUserdata removes the userdata (and the worker token in it) from vm,
+// a VM of ours named name (custody.Custody.ScrubUserdata); why says what
+// triggered it, for the log.
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string) {
+	h.custody.ScrubUserdata(ctx, vcenter.RefOf(vm), name, why)
+}
