@@ -15,9 +15,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // HeadroomUnlimited is the headroom of a flavor nothing limits: no static
@@ -175,13 +175,13 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 // CanAllocateResources, returning what it decided for the job when it
 // allows it: the footprint it reserved (none for an unknown footprint)
 // and the flavor it resolved, which the spawn takes from
-// SpawnArguments.Reservation (ResolvedFlavor); nil for an unknown flavor
+// spawn.Arguments.Reservation (ResolvedFlavor); nil for an unknown flavor
 // (nothing reserved: the spawn reports it); or a *refusal.Refusal naming
 // the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
 // releases it on every other path (docs/flavors-and-capacity.md,
 // "Reservation lifecycle").
-func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (hatchery.Reservation, error) {
+func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (spawn.Reservation, error) {
 	d, r, f, err := a.allocate(ctx, model, jobID, requirements)
 	switch {
 	case err != nil:
@@ -205,7 +205,7 @@ type resolvedFlavor struct {
 
 // heldReservation is what AllocateResources decided for a job, as the
 // framework holds it and hands it to the spawn
-// (hatchery.SpawnArguments.Reservation): the footprint it reserved (r; nil
+// (spawn.Arguments.Reservation): the footprint it reserved (r; nil
 // when it reserved none: an unknown footprint) and the flavor it resolved,
 // which the spawn builds (ResolvedFlavor).
 type heldReservation struct {
@@ -215,7 +215,7 @@ type heldReservation struct {
 	flavorErr error
 }
 
-// Release implements hatchery.Reservation: the footprint is forgotten at
+// Release implements spawn.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
 // or when none was reserved, it does nothing.
 func (r *heldReservation) Release(refusal.Reason) {
@@ -228,7 +228,7 @@ func (r *heldReservation) Release(refusal.Reason) {
 // was returned for (a copy; nil for none), and the error resolving it;
 // ok is false when res is not one of AllocateResources' (nil: a spawn
 // without admission).
-func ResolvedFlavor(res hatchery.Reservation) (f *config.Flavor, ok bool, err error) {
+func ResolvedFlavor(res spawn.Reservation) (f *config.Flavor, ok bool, err error) {
 	h, ok := res.(*heldReservation)
 	if !ok || h == nil {
 		return nil, false, nil

@@ -55,7 +55,7 @@ type Config struct {
 	DefaultWorkerModelsV2 []DefaultWorkerModelsV2 `mapstructure:"defaultWorkerModelsV2" toml:"defaultWorkerModelsV2" json:"defaultWorkerModelsV2"`
 
 	// Guest commands of V2 models (config_v2commands.go): Go templates
-	// rendered with hatchery.ModelTemplateData; a guestCredentials/models
+	// rendered with spawn.ModelTemplateData; a guestCredentials/models
 	// entry of a V2 template may set its own.
 	V2PreCmd  string `mapstructure:"v2PreCmd" toml:"v2PreCmd" json:"v2PreCmd"`
 	V2Cmd     string `mapstructure:"v2Cmd" toml:"v2Cmd" json:"v2Cmd"`

@@ -5,6 +5,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // hasV2Commands tells whether an entry sets its own V2 commands.
@@ -24,13 +25,13 @@ func (c *Config) V2CommandsOf(model sdk.WorkerStarterWorkerModel) hatchery.V2Com
 }
 
 // validateCommands checks the commands the hatchery renders as templates
-// (hatchery.CheckModelCommand): v2PreCmd, v2Cmd, v2PostCmd, and each
+// (spawn.CheckModelCommand): v2PreCmd, v2Cmd, v2PostCmd, and each
 // entry's preStartScript and V2 commands. v2Cmd starts the worker: it may
 // not be empty, nor may an entry's own. An entry's V2 commands need a V2
 // template (modelVMWare).
 func (c *Config) validateCommands(es *Errors) {
 	check := func(key, src string) {
-		if err := hatchery.CheckModelCommand(src); err != nil {
+		if err := spawn.CheckModelCommand(src); err != nil {
 			es.add(key, "does not render as a model command template (docs/configuration.md, \"Model command templates\"): %v", err)
 		}
 	}

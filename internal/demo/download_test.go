@@ -7,6 +7,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -18,11 +19,11 @@ import (
 func TestFetchWorker(t *testing.T) {
 	t.Parallel()
 	sim := cdssim.Start(t, cdssim.Options{})
-	data := hatchery.NewModelTemplateData(hatchery.WorkerConfig{APIEndpoint: sim.URL()},
+	data := spawn.NewModelTemplateData(spawn.WorkerConfig{APIEndpoint: sim.URL()},
 		sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{OSArch: "linux/amd64"}}, 60)
-	v2, err := hatchery.RenderModelCommand(hatchery.DefaultV2PreCmd, data)
+	v2, err := spawn.RenderModelCommand(hatchery.DefaultV2PreCmd, data)
 	require.NoError(t, err)
-	v1, err := hatchery.RenderModelCommand(v1ModelCmd, data)
+	v1, err := spawn.RenderModelCommand(v1ModelCmd, data)
 	require.NoError(t, err)
 
 	urls, err := fetchWorker(context.Background(), v2)

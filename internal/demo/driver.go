@@ -21,8 +21,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // jobSpec is one kind of job the feeder cycles through.
@@ -185,21 +185,21 @@ func follow[T any](ctx context.Context, wait func(context.Context, int) ([]T, er
 }
 
 // workerConfig decodes CDS_CONFIG from a launch.
-func workerConfig(c vcsimtest.GuestCall) (hatchery.WorkerConfig, bool) {
+func workerConfig(c vcsimtest.GuestCall) (spawn.WorkerConfig, bool) {
 	for _, e := range c.EnvVariables {
 		if enc, ok := strings.CutPrefix(e, "CDS_CONFIG="); ok {
-			wc, err := hatchery.DecodeWorkerConfig(enc)
+			wc, err := spawn.DecodeWorkerConfig(enc)
 			return wc, err == nil
 		}
 	}
-	return hatchery.WorkerConfig{}, false
+	return spawn.WorkerConfig{}, false
 }
 
 // runWorker is one worker's life: launched (VM, flavor, hardware, IP),
 // signed in with the token its hatchery gave it and its job taken (over the
 // simulator's HTTP API, as the real worker does), finished after
 // WorkerRunTime, VM powered off.
-func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc hatchery.WorkerConfig) {
+func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc spawn.WorkerConfig) {
 	jobID := wc.RunJobID
 	if wc.BookedJobID != 0 {
 		jobID = strconv.FormatInt(wc.BookedJobID, 10)

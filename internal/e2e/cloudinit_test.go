@@ -13,7 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // TestDemoCloudInitModel: the demo's cloud-init job runs beside the
@@ -72,7 +72,7 @@ func TestDemoCloudInitModel(t *testing.T) {
 		}
 		require.NotNil(t, boot, "the VM of job %d booted from its userdata", j.Seq)
 		assert.Empty(t, boot.Err)
-		wc, err := hatchery.DecodeWorkerConfig(boot.CDSConfig)
+		wc, err := spawn.DecodeWorkerConfig(boot.CDSConfig)
 		require.NoError(t, err)
 		assert.Equal(t, j.JobID, wc.RunJobID, "the userdata carries the job's worker config")
 		assert.Equal(t, j.IP, boot.IP, "the worker saw the address cloud-init configured")

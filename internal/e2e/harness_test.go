@@ -25,6 +25,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // rig is the demo's simulators with a daemon that a test can stop and
@@ -230,7 +231,7 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 	}()
 }
 
-func (r *rig) runWorker(ctx context.Context, vm, job string, wc hatchery.WorkerConfig, runTime time.Duration) {
+func (r *rig) runWorker(ctx context.Context, vm, job string, wc spawn.WorkerConfig, runTime time.Duration) {
 	api := r.sims.API
 	w, err := cdssim.StartWorker(ctx, api.URL(), cdssim.WorkerJob{
 		Token: wc.APIToken, V1JobID: wc.BookedJobID, RunJobID: wc.RunJobID, Region: api.Region(), LogAddr: wc.GelfServiceAddr,
@@ -269,10 +270,10 @@ func (r *rig) vmRef(name string) (types.ManagedObjectReference, bool) {
 
 // launchJob is the job of a launch and the worker configuration it got,
 // from its CDS_CONFIG.
-func launchJob(c vcsimtest.GuestCall) (string, hatchery.WorkerConfig, bool) {
+func launchJob(c vcsimtest.GuestCall) (string, spawn.WorkerConfig, bool) {
 	for _, e := range c.EnvVariables {
 		if enc, ok := strings.CutPrefix(e, "CDS_CONFIG="); ok {
-			wc, err := hatchery.DecodeWorkerConfig(enc)
+			wc, err := spawn.DecodeWorkerConfig(enc)
 			if err != nil {
 				return "", wc, false
 			}
@@ -282,7 +283,7 @@ func launchJob(c vcsimtest.GuestCall) (string, hatchery.WorkerConfig, bool) {
 			return wc.RunJobID, wc, wc.RunJobID != ""
 		}
 	}
-	return "", hatchery.WorkerConfig{}, false
+	return "", spawn.WorkerConfig{}, false
 }
 
 // ourVMs splits the hatchery's VMs in the simulator (templates aside):

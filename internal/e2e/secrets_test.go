@@ -22,7 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // TestSecretsNeverLeakInAFaultRun runs the demo path with vCenter faults
@@ -146,7 +146,7 @@ func TestSecretsNeverLeakInAFaultRun(t *testing.T) {
 			if !ok {
 				continue
 			}
-			wc, derr := hatchery.DecodeWorkerConfig(enc)
+			wc, derr := spawn.DecodeWorkerConfig(enc)
 			require.NoError(t, derr)
 			require.NotEmpty(t, wc.APIToken, "worker config of %s carries its JWT", c.VM)
 			jwts = append(jwts, wc.APIToken)

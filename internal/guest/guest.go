@@ -10,8 +10,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Timeouts bounds each readiness stage of a new worker VM
@@ -184,13 +184,13 @@ func (s Starter) WaitEnv(ctx context.Context, vm vctypes.Ref, ga Access) error {
 // Script builds the script the guest runs (docs/architecture.md): the
 // preStartScript of the guest credentials entry, then PreCmd, Cmd (with
 // " register" for a registration) and PostCmd, rendered as one Go template
-// with hatchery.ModelTemplateData (the names CDS's own hatcheries give
+// with spawn.ModelTemplateData (the names CDS's own hatcheries give
 // models, {{.API}} and the others, and the worker config's;
 // docs/configuration.md, "Model command templates"). workerTTL gives
 // {{.TTL}}. A command that does not render is an error wrapping a
-// *hatchery.ModelCommandError. The result may hold the worker token: never
+// *spawn.ModelCommandError. The result may hold the worker token: never
 // log it.
-func Script(args hatchery.SpawnArguments, preStart string, workerTTL time.Duration) (string, error) {
+func Script(args spawn.Arguments, preStart string, workerTTL time.Duration) (string, error) {
 	m := args.Model
 	cmd := m.GetCmd()
 	if args.RegisterOnly {
@@ -202,8 +202,8 @@ func Script(args hatchery.SpawnArguments, preStart string, workerTTL time.Durati
 			parts = append(parts, p)
 		}
 	}
-	data := hatchery.NewModelTemplateData(args.WorkerConfig, m, int(workerTTL/time.Minute))
-	s, err := hatchery.RenderModelCommand(strings.Join(parts, "\n"), data)
+	data := spawn.NewModelTemplateData(args.WorkerConfig, m, int(workerTTL/time.Minute))
+	s, err := spawn.RenderModelCommand(strings.Join(parts, "\n"), data)
 	if err != nil {
 		return "", fmt.Errorf("worker script of model %q: %w", m.GetName(), err)
 	}
@@ -212,7 +212,7 @@ func Script(args hatchery.SpawnArguments, preStart string, workerTTL time.Durati
 
 // Launch starts the worker script in the guest: /bin/echo with
 // arguments "-n ;<script>" and CDS_CONFIG in its environment.
-func (s Starter) Launch(ctx context.Context, vm vctypes.Ref, ga Access, script string, cfg hatchery.WorkerConfig) error {
+func (s Starter) Launch(ctx context.Context, vm vctypes.Ref, ga Access, script string, cfg spawn.WorkerConfig) error {
 	spec := vctypes.GuestProgram{
 		Path: LaunchProgram,
 		Args: "-n ;" + script,

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -17,8 +17,8 @@ import (
 const scriptToken = "jwt-secret-token-0123456789"
 
 // scriptWorkerConfig is a V1 job's worker config with every field set.
-func scriptWorkerConfig() hatchery.WorkerConfig {
-	return hatchery.WorkerConfig{
+func scriptWorkerConfig() spawn.WorkerConfig {
+	return spawn.WorkerConfig{
 		Name:                "worker-42",
 		Basedir:             "/var/lib/cds",
 		HatcheryName:        "hv",
@@ -30,15 +30,15 @@ func scriptWorkerConfig() hatchery.WorkerConfig {
 		BookedJobID:         42,
 		Region:              "eu",
 		InjectEnvVars:       map[string]string{"HTTP_PROXY": "http://proxy:3128"},
-		Log:                 hatchery.WorkerLogConfig{GraylogHost: "graylog.example", GraylogPort: "12202", GraylogExtraKey: "site"},
+		Log:                 spawn.WorkerLogConfig{GraylogHost: "graylog.example", GraylogPort: "12202", GraylogExtraKey: "site"},
 	}
 }
 
 // v1Args are the arguments of a V1 job's spawn whose model runs cmd.
-func v1Args(pre, cmd, post string) hatchery.SpawnArguments {
+func v1Args(pre, cmd, post string) spawn.Arguments {
 	m := &sdk.Model{Name: "debian12", Type: sdk.VSphere, Group: &sdk.Group{Name: "shared.infra"},
 		ModelVirtualMachine: sdk.ModelVirtualMachine{Image: "debian12", PreCmd: pre, Cmd: cmd, PostCmd: post}}
-	return hatchery.SpawnArguments{WorkerName: "worker-42", JobID: "42", Model: sdk.WorkerStarterWorkerModel{ModelV1: m}, WorkerConfig: scriptWorkerConfig()}
+	return spawn.Arguments{WorkerName: "worker-42", JobID: "42", Model: sdk.WorkerStarterWorkerModel{ModelV1: m}, WorkerConfig: scriptWorkerConfig()}
 }
 
 // The API's own default V1 command and the API's vSphere model pattern
@@ -126,7 +126,7 @@ func TestScriptConfigIsTheLaunchedConfig(t *testing.T) {
 	require.NoError(t, err)
 	enc, ok := strings.CutPrefix(got, "worker --config=")
 	require.True(t, ok, got)
-	cfg, err := hatchery.DecodeWorkerConfig(enc)
+	cfg, err := spawn.DecodeWorkerConfig(enc)
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, cfg)
 }
@@ -137,7 +137,7 @@ func TestScriptV2Model(t *testing.T) {
 	t.Parallel()
 	wc := scriptWorkerConfig()
 	wc.BookedJobID, wc.RunJobID = 0, "6b7f1f4e-0000-4000-8000-000000000001"
-	args := hatchery.SpawnArguments{WorkerName: "worker-42", WorkerConfig: wc, Model: sdk.WorkerStarterWorkerModel{
+	args := spawn.Arguments{WorkerName: "worker-42", WorkerConfig: wc, Model: sdk.WorkerStarterWorkerModel{
 		ModelV2: &sdk.V2WorkerModel{Name: "debian12", OSArch: "linux/arm64"},
 		Cmd:     "{{.API}}/download/worker/{{.OSArch}} {{.WorkflowJobID}} {{.RunJobID}}",
 	}}
@@ -160,8 +160,8 @@ func TestScriptUnknownFieldIsAModelCommandError(t *testing.T) {
 			t.Parallel()
 			_, err := Script(v1Args("echo {{.Token}}", tt.cmd, ""), tt.pre, time.Hour)
 			require.Error(t, err)
-			var mce *hatchery.ModelCommandError
-			assert.True(t, errors.As(err, &mce), "a *hatchery.ModelCommandError: %v", err)
+			var mce *spawn.ModelCommandError
+			assert.True(t, errors.As(err, &mce), "a *spawn.ModelCommandError: %v", err)
 			assert.Contains(t, err.Error(), `worker script of model "shared.infra/debian12": model commands do not render: `)
 			assert.Contains(t, err.Error(), tt.want)
 			assert.NotContains(t, err.Error(), scriptToken)
@@ -172,7 +172,7 @@ func TestScriptUnknownFieldIsAModelCommandError(t *testing.T) {
 // The template data never prints its secrets.
 func TestModelTemplateDataHidesSecrets(t *testing.T) {
 	t.Parallel()
-	d := hatchery.NewModelTemplateData(scriptWorkerConfig(), sdk.WorkerStarterWorkerModel{}, 1)
+	d := spawn.NewModelTemplateData(scriptWorkerConfig(), sdk.WorkerStarterWorkerModel{}, 1)
 	for _, s := range []string{d.String(), strings.ReplaceAll(sprintAll(d), "\n", " ")} {
 		assert.NotContains(t, s, scriptToken)
 		assert.NotContains(t, s, d.Config)
@@ -180,7 +180,7 @@ func TestModelTemplateDataHidesSecrets(t *testing.T) {
 }
 
 // sprintAll is d as fmt's verbs and a slog text line show it.
-func sprintAll(d hatchery.ModelTemplateData) string {
+func sprintAll(d spawn.ModelTemplateData) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v %+v %s ", d, &d, d)
 	slog.New(slog.NewTextHandler(&b, nil)).Info("data", "d", d)

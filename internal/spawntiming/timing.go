@@ -11,8 +11,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Stage names one timed stage of a spawn: the stage tag of
@@ -200,14 +200,14 @@ type Reporter struct {
 	// Now is the time of the spawn info.
 	Now func() time.Time
 	// OnTimed, when set (benchmarks), receives every timing reported.
-	OnTimed func(hatchery.SpawnArguments, Timing)
+	OnTimed func(spawn.Arguments, Timing)
 }
 
 // Report is the end of a successful spawn: the stage and job start
 // histograms, one log line with every stage, and, when the start was
 // slower than SlowStartThreshold, a spawn info on the job saying where the
 // time went.
-func (r Reporter) Report(ctx context.Context, args hatchery.SpawnArguments, c *Clock) {
+func (r Reporter) Report(ctx context.Context, args spawn.Arguments, c *Clock) {
 	t := c.Timing(args.Queued, args.Booked)
 	model := args.Model.GetName()
 	r.Metrics.SpawnTimed(model, t.MetricStages(), t.JobStart)
@@ -259,7 +259,7 @@ func SlowStartSpawnInfo(at time.Time, worker, slow string) sdk.SpawnInfo {
 }
 
 // logSlowStart logs the outcome of posting a slow-start spawn info.
-func (r Reporter) logSlowStart(args hatchery.SpawnArguments, err error) {
+func (r Reporter) logSlowStart(args spawn.Arguments, err error) {
 	if err != nil {
 		r.Log.Warn("send slow start info failed", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 		return

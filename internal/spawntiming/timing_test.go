@@ -18,7 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // The slow-start notice of a V1 job is a spawn info whose id and
@@ -48,7 +48,7 @@ func TestSlowV1StartRendersOnTheAPI(t *testing.T) {
 	tctx := spawntiming.WithClock(ctx, clk)
 	at = at.Add(90 * time.Second)
 	spawntiming.Mark(tctx, spawntiming.StageClone)
-	args := hatchery.SpawnArguments{
+	args := spawn.Arguments{
 		WorkerName: "debian12-w1", JobID: strconv.FormatInt(id, 10), Queued: queued, Booked: booked,
 		Model: sdk.WorkerStarterWorkerModel{ModelV1: &sdk.Model{Name: "debian12", Group: &sdk.Group{Name: "shared.infra"}, Type: sdk.VSphere}},
 	}

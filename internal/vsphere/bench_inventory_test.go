@@ -26,7 +26,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // The inventory benchmarks: what the hatchery costs vCenter in each inventory
@@ -260,8 +260,8 @@ func spawnJob(ctx context.Context, h *vsphere.HatcheryVSphere, jobID, worker str
 	if err != nil || !ok {
 		return start, fmt.Errorf("job %s: cannot allocate: %v", jobID, err)
 	}
-	wc := hatchery.WorkerConfig{Name: worker, HatcheryName: benchHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: jobID, Model: "bench"}
-	return start, h.SpawnWorker(ctx, hatchery.SpawnArguments{
+	wc := spawn.WorkerConfig{Name: worker, HatcheryName: benchHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: jobID, Model: "bench"}
+	return start, h.SpawnWorker(ctx, spawn.Arguments{
 		WorkerName: worker, JobID: jobID, HatcheryName: benchHatchery, WorkerConfig: wc, Model: model,
 	})
 }

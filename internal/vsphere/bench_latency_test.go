@@ -21,7 +21,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // latencyScenario is one burst of jobs against one pool strategy and clone
@@ -130,7 +130,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 
 	var mu sync.Mutex
 	var timings []spawntiming.Timing
-	h.BenchOnSpawnTimed(func(_ hatchery.SpawnArguments, t spawntiming.Timing) {
+	h.BenchOnSpawnTimed(func(_ spawn.Arguments, t spawntiming.Timing) {
 		mu.Lock()
 		defer mu.Unlock()
 		timings = append(timings, t)

@@ -11,7 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,7 +59,7 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 			}),
 	)
 	annot := inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Flavor: "large"}
-	args := hatchery.SpawnArguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
+	args := spawn.Arguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
 	ref, err := e.h.claimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, large, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "vm-provision-v2-good", ref.Value)

@@ -12,8 +12,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -34,7 +34,7 @@ func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerS
 
 // cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
 // guest-operations one.
-func cloudInitBootOf(cloudInit bool, script string, cfg hatchery.WorkerConfig) *cloudinit.Boot {
+func cloudInitBootOf(cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
 	if !cloudInit {
 		return nil
 	}

@@ -15,11 +15,11 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // spCloudInitArgs is spV2Args on a model without any guest account.
-func spCloudInitArgs() hatchery.SpawnArguments {
+func spCloudInitArgs() spawn.Arguments {
 	args := spV2Args()
 	args.Model.VSphereSpec = sdk.V2WorkerModelVSphereSpec{Image: "debian12"}
 	return args
@@ -27,7 +27,7 @@ func spCloudInitArgs() hatchery.SpawnArguments {
 
 // newCloudInitFixture is a hatchery whose models boot through cloud-init,
 // with a static IP range and the template debian12, and a spawn on it.
-func newCloudInitFixture(t *testing.T) (*spFixture, hatchery.SpawnArguments) {
+func newCloudInitFixture(t *testing.T) (*spFixture, spawn.Arguments) {
 	t.Helper()
 	cfg := spIPConfig()
 	cfg.DefaultBootstrap = config.BootstrapCloudInit

@@ -18,7 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // ciAPI is a CDS API whose V2 worker list the test sets (registration).
@@ -64,9 +64,9 @@ func ciConfig(env *vcsimtest.Env) *config.Config {
 	return cfg
 }
 
-func ciArgs(worker, job string) hatchery.SpawnArguments {
-	wc := hatchery.WorkerConfig{Name: worker, HatcheryName: "hatch-ci", APIEndpoint: "http://api", APIToken: ciWorkerToken, RunJobID: job, Model: "m"}
-	return hatchery.SpawnArguments{
+func ciArgs(worker, job string) spawn.Arguments {
+	wc := spawn.WorkerConfig{Name: worker, HatcheryName: "hatch-ci", APIEndpoint: "http://api", APIToken: ciWorkerToken, RunJobID: job, Model: "m"}
+	return spawn.Arguments{
 		WorkerName: worker, JobID: job, HatcheryName: "hatch-ci", WorkerConfig: wc,
 		Model: sdk.WorkerStarterWorkerModel{
 			// No username/password in the model either.
@@ -128,7 +128,7 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	cfgFile, ok := files[cloudinit.ConfigPath]
 	require.True(t, ok, "userdata writes the worker config")
 	assert.Equal(t, "0600", cfgFile.Permissions)
-	got, err := hatchery.DecodeWorkerConfig(cfgFile.Content)
+	got, err := spawn.DecodeWorkerConfig(cfgFile.Content)
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got, "the worker config, token included, as CDS_CONFIG carries it")
 	script, ok := files[cloudinit.ScriptPath]
@@ -244,8 +244,8 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 		UserLastModified:    time.Unix(1700000000, 0),
 		ModelVirtualMachine: sdk.ModelVirtualMachine{Image: vcsimtest.DefaultTemplate, Cmd: "./worker", PostCmd: "sudo shutdown -h now"},
 	}
-	regCfg := hatchery.WorkerConfig{Name: "register-ci-model-1", HatcheryName: "hatch-ci-v1", APIEndpoint: "http://api", APIToken: ciWorkerToken, Model: model.Path()}
-	args := hatchery.SpawnArguments{WorkerName: "register-ci-model-1", HatcheryName: "hatch-ci-v1", Model: sdk.WorkerStarterWorkerModel{ModelV1: model}, RegisterOnly: true, WorkerConfig: regCfg}
+	regCfg := spawn.WorkerConfig{Name: "register-ci-model-1", HatcheryName: "hatch-ci-v1", APIEndpoint: "http://api", APIToken: ciWorkerToken, Model: model.Path()}
+	args := spawn.Arguments{WorkerName: "register-ci-model-1", HatcheryName: "hatch-ci-v1", Model: sdk.WorkerStarterWorkerModel{ModelV1: model}, RegisterOnly: true, WorkerConfig: regCfg}
 	done := make(chan error, 1)
 	go func() { done <- h.SpawnWorker(ctx, args) }()
 

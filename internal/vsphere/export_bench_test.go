@@ -6,7 +6,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Hooks for the external benchmarks and the simulator tests run in both
@@ -31,6 +31,6 @@ const WatchResyncInterval = inventory.WatchResyncInterval
 
 // BenchOnSpawnTimed makes the hatchery hand every successful spawn's
 // timing to fn; call it before the first spawn.
-func (h *HatcheryVSphere) BenchOnSpawnTimed(fn func(hatchery.SpawnArguments, spawntiming.Timing)) {
+func (h *HatcheryVSphere) BenchOnSpawnTimed(fn func(spawn.Arguments, spawntiming.Timing)) {
 	h.onTimed = fn
 }

@@ -33,7 +33,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // The fault tests inject vCenter faults with the simulator's own
@@ -334,9 +334,9 @@ func ftModel() sdk.WorkerStarterWorkerModel {
 }
 
 // ftArgs are the spawn arguments of worker name for job; flavor "" asks none.
-func ftArgs(name, job, flavor string) hatchery.SpawnArguments {
-	wc := hatchery.WorkerConfig{Name: name, HatcheryName: ftHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
-	args := hatchery.SpawnArguments{WorkerName: name, JobID: job, HatcheryName: ftHatchery, WorkerConfig: wc, Model: ftModel()}
+func ftArgs(name, job, flavor string) spawn.Arguments {
+	wc := spawn.WorkerConfig{Name: name, HatcheryName: ftHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
+	args := spawn.Arguments{WorkerName: name, JobID: job, HatcheryName: ftHatchery, WorkerConfig: wc, Model: ftModel()}
 	if flavor != "" {
 		args.Requirements = []sdk.Requirement{{Type: sdk.FlavorRequirement, Value: flavor}}
 	}

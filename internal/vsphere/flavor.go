@@ -4,7 +4,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // UnknownFlavorError is returned when a job or model asks for a flavor the
@@ -23,7 +23,7 @@ func (h *HatcheryVSphere) resolveFlavor(model sdk.WorkerStarterWorkerModel, reqs
 // admission resolved and reserved for the job (args.Reservation), resolved
 // here only when the spawn comes without one (a registration, a hatchery
 // without the framework's admission).
-func (h *HatcheryVSphere) spawnFlavor(args hatchery.SpawnArguments) (*config.Flavor, error) {
+func (h *HatcheryVSphere) spawnFlavor(args spawn.Arguments) (*config.Flavor, error) {
 	if f, ok, err := admission.ResolvedFlavor(args.Reservation); ok {
 		return f, err
 	}

@@ -7,13 +7,13 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/stretchr/testify/require"
 )
 
 // TestSpawnBuildsTheAdmittedFlavor: a job's flavor is resolved once, by
 // the admission, and the spawn builds the flavor the admission reserved
-// (SpawnArguments.Reservation). The configuration changes between the two
+// (spawn.Arguments.Reservation). The configuration changes between the two
 // so that a second resolution answers otherwise (an unknown flavor): the
 // spawn with the admission's reservation gets past its flavor, the same
 // spawn without it fails there. It fails if SpawnWorker resolved the
@@ -34,7 +34,7 @@ func TestSpawnBuildsTheAdmittedFlavor(t *testing.T) {
 	require.EqualValues(t, 4, cpus, "the medium footprint is reserved")
 
 	env.h.cfg.DefaultFlavor = "gone" // a second resolution: unknown flavor
-	args := hatchery.SpawnArguments{WorkerName: "w-1", JobID: "job-1", Model: capV2(""), Reservation: res}
+	args := spawn.Arguments{WorkerName: "w-1", JobID: "job-1", Model: capV2(""), Reservation: res}
 	got, err := env.h.spawnFlavor(args)
 	require.NoError(t, err)
 	require.Equal(t, "medium", got.Name)
@@ -59,7 +59,7 @@ func TestUnknownFlavorReservesNothing(t *testing.T) {
 	res, err := env.h.AllocateResources(context.Background(), capV2("huge"), "job-1", nil)
 	require.NoError(t, err)
 	require.Nil(t, res)
-	_, err = env.h.spawnFlavor(hatchery.SpawnArguments{Model: capV2("huge"), Reservation: res})
+	_, err = env.h.spawnFlavor(spawn.Arguments{Model: capV2("huge"), Reservation: res})
 	var unknown *UnknownFlavorError
 	require.ErrorAs(t, err, &unknown)
 	require.Equal(t, "huge", unknown.Name)

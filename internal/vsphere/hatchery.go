@@ -29,8 +29,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
@@ -59,7 +59,7 @@ type HatcheryVSphere struct {
 
 	// onTimed, when set (benchmarks), receives every successful spawn's
 	// timing. Set before the first spawn, never changed afterwards.
-	onTimed func(hatchery.SpawnArguments, spawntiming.Timing)
+	onTimed func(spawn.Arguments, spawntiming.Timing)
 
 	ips      *ippool.Pool       // static IPs (internal/ippool)
 	capacity *admission.State   // in-flight footprints (internal/admission)

@@ -22,7 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // viClone is one CloneVirtualMachine call seen by viRecordingClient.
@@ -143,20 +143,20 @@ func viLaunch(t *testing.T, env *vcsimtest.Env, vm string) vcsimtest.GuestCall {
 }
 
 // viDecodeConfig decodes the CDS_CONFIG of a launch.
-func viDecodeConfig(t *testing.T, c vcsimtest.GuestCall) hatchery.WorkerConfig {
+func viDecodeConfig(t *testing.T, c vcsimtest.GuestCall) spawn.WorkerConfig {
 	t.Helper()
 	require.Len(t, c.EnvVariables, 1)
 	enc, ok := strings.CutPrefix(c.EnvVariables[0], "CDS_CONFIG=")
 	require.True(t, ok, "CDS_CONFIG in the environment: %v", c.EnvVariables)
-	wc, err := hatchery.DecodeWorkerConfig(enc)
+	wc, err := spawn.DecodeWorkerConfig(enc)
 	require.NoError(t, err)
 	return wc
 }
 
 // viV2Args is a V2 job's spawn arguments on the default template.
-func viV2Args(hatch, worker, job, flavor string) hatchery.SpawnArguments {
-	wc := hatchery.WorkerConfig{Name: worker, HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "vi-model"}
-	return hatchery.SpawnArguments{
+func viV2Args(hatch, worker, job, flavor string) spawn.Arguments {
+	wc := spawn.WorkerConfig{Name: worker, HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "vi-model"}
+	return spawn.Arguments{
 		WorkerName: worker, JobID: job, HatcheryName: hatch, WorkerConfig: wc,
 		Model: sdk.WorkerStarterWorkerModel{
 			ModelV2:     &sdk.V2WorkerModel{Name: "vi-model", Type: sdk.VSphere},

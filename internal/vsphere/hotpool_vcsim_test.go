@@ -15,7 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // The simulator suspends and resumes VMs (SuspendVM, PowerOnVM from
@@ -39,9 +39,9 @@ func hotVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vs
 
 // hotSpawnArgs is a spawn of a debian12 worker named name (the default
 // flavor of hotVcsimConfig applies).
-func hotSpawnArgs(name, job string) hatchery.SpawnArguments {
-	wc := hatchery.WorkerConfig{Name: name, HatcheryName: warmVcsimHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
-	return hatchery.SpawnArguments{
+func hotSpawnArgs(name, job string) spawn.Arguments {
+	wc := spawn.WorkerConfig{Name: name, HatcheryName: warmVcsimHatchery, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
+	return spawn.Arguments{
 		WorkerName: name, JobID: job, HatcheryName: warmVcsimHatchery, WorkerConfig: wc,
 		Model: sdk.WorkerStarterWorkerModel{
 			ModelV2:     &sdk.V2WorkerModel{Name: "m", Type: sdk.VSphere},

@@ -12,7 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // TestVcsimConcurrentSpawnsGetDistinctIPs: spawns deciding at once pick
@@ -42,8 +42,8 @@ func TestVcsimConcurrentSpawnsGetDistinctIPs(t *testing.T) {
 		for i := range n {
 			names[i] = fmt.Sprintf("worker-ip-%d-%d", wave, i)
 			job := fmt.Sprintf("run-ip-%d-%d", wave, i)
-			wc := hatchery.WorkerConfig{Name: names[i], HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
-			args := hatchery.SpawnArguments{
+			wc := spawn.WorkerConfig{Name: names[i], HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", RunJobID: job, Model: "m"}
+			args := spawn.Arguments{
 				WorkerName: names[i], JobID: job, HatcheryName: hatch, WorkerConfig: wc,
 				Model: sdk.WorkerStarterWorkerModel{
 					ModelV2:     &sdk.V2WorkerModel{Name: "m", Type: sdk.VSphere},

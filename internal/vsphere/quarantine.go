@@ -15,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Quarantine of broken templates (docs/design.md#quarantine): the spawn
@@ -49,7 +50,7 @@ func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWo
 // the returned attempt must be ended by quarantineEnd. A quarantined
 // template refuses the spawn (the error wraps a *refusal.Refusal: the
 // framework releases the job without counting an attempt).
-func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quarantine.Attempt, error) {
+func (h *HatcheryVSphere) quarantineBegin(args spawn.Arguments) (*quarantine.Attempt, error) {
 	a, v := h.custody.Quarantine.Begin(quarantineKey(args.Model))
 	if a == nil {
 		r := custody.Refusal(v)
@@ -68,7 +69,7 @@ func (h *HatcheryVSphere) quarantineBegin(args hatchery.SpawnArguments) (*quaran
 // returns: a vCenter fault wrapped in a *hatchery.BackendError (no job is
 // failed for it), a failure that quarantined the template saying so (the
 // job's spawn info names the quarantine).
-func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attempt, args hatchery.SpawnArguments, err error) error {
+func (h *HatcheryVSphere) quarantineEnd(ctx context.Context, a *quarantine.Attempt, args spawn.Arguments, err error) error {
 	log := h.log.With(logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName())
 	cause, detail := h.custody.EndAttempt(ctx, a, log, "spawned a worker", vcenter.Classify(err))
 	if detail != "" {

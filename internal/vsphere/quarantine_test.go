@@ -10,8 +10,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // TestQuarantinedTemplateRefusedWithoutVCenter: once a template is
@@ -37,7 +37,7 @@ func TestQuarantinedTemplateRefusedWithoutVCenter(t *testing.T) {
 		assert.Equal(t, refusal.ReasonQuarantined, r.Reason)
 		assert.Contains(t, r.Detail, "template broken quarantined until 2025-03-01T12:02:00Z after 3 consecutive failures")
 	}
-	err := f.h.SpawnWorker(ctx, hatchery.SpawnArguments{WorkerName: "w-1", JobID: "job-1", Model: model})
+	err := f.h.SpawnWorker(ctx, spawn.Arguments{WorkerName: "w-1", JobID: "job-1", Model: model})
 	var ref *refusal.Refusal
 	if assert.True(t, errors.As(err, &ref), "a refusal: %v", err) {
 		assert.Equal(t, refusal.ReasonQuarantined, ref.Reason)

@@ -11,8 +11,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -26,7 +26,7 @@ const tmpSuffix = "-tmp"
 // name, record Model=true and the model's last modification, and mark it
 // as a template. A failure is reported to the API as the model's spawn
 // error and the tmp VM is powered off and marked for deletion.
-func (h *HatcheryVSphere) registerModel(ctx context.Context, args hatchery.SpawnArguments) error {
+func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Arguments) error {
 	m := args.Model.ModelV1
 	if m == nil {
 		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())

@@ -8,20 +8,20 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-func spRegisterArgs() hatchery.SpawnArguments {
-	return hatchery.SpawnArguments{
+func spRegisterArgs() spawn.Arguments {
+	return spawn.Arguments{
 		WorkerName:   "register-mymodel-1",
 		Model:        spV1Model(),
 		RegisterOnly: true,
 		HatcheryName: spHatchery,
-		WorkerConfig: hatchery.WorkerConfig{Name: "register-mymodel-1", HatcheryName: spHatchery, APIToken: "jwt-token", Model: "shared.infra/mymodel"},
+		WorkerConfig: spawn.WorkerConfig{Name: "register-mymodel-1", HatcheryName: spHatchery, APIToken: "jwt-token", Model: "shared.infra/mymodel"},
 	}
 }
 
@@ -208,7 +208,7 @@ func TestRegisterModelCommandThatDoesNotRender(t *testing.T) {
 	err := f.h.SpawnWorker(context.Background(), args) // no clone expected: the mock fails on one
 
 	require.Error(t, err)
-	var mce *hatchery.ModelCommandError
+	var mce *spawn.ModelCommandError
 	assert.True(t, errors.As(err, &mce), "%v", err)
 	assert.Contains(t, err.Error(), `register model "shared.infra/mymodel" in vm "mymodel-tmp": build register script: worker script of model "shared.infra/mymodel": model commands do not render: `)
 	assert.Contains(t, err.Error(), "can't evaluate field Hatchery")

@@ -14,7 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // viWaitLaunch blocks until the fake guest recorded a successful /bin/echo
@@ -73,8 +73,8 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 
 	// Registration. Nothing shuts the simulated guest down after PostCmd:
 	// the test powers the tmp VM off once the register script was launched.
-	regCfg := hatchery.WorkerConfig{Name: "register-vi-model-1", HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", Model: model.Path()}
-	regArgs := hatchery.SpawnArguments{WorkerName: "register-vi-model-1", HatcheryName: hatch, Model: starter, RegisterOnly: true, WorkerConfig: regCfg}
+	regCfg := spawn.WorkerConfig{Name: "register-vi-model-1", HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", Model: model.Path()}
+	regArgs := spawn.Arguments{WorkerName: "register-vi-model-1", HatcheryName: hatch, Model: starter, RegisterOnly: true, WorkerConfig: regCfg}
 	done := make(chan error, 1)
 	go func() { done <- h.SpawnWorker(ctx, regArgs) }()
 	launch := viWaitLaunch(t, ctx, env, "vi-model-tmp")
@@ -113,8 +113,8 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	assert.False(t, h.NeedRegistration(ctx, model), "registered template is current")
 
 	// A V1 job on the registered model.
-	wc := hatchery.WorkerConfig{Name: "vi-worker-v1", HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", BookedJobID: 42, Model: model.Path()}
-	args := hatchery.SpawnArguments{WorkerName: "vi-worker-v1", JobID: "42", HatcheryName: hatch, Model: starter, WorkerConfig: wc}
+	wc := spawn.WorkerConfig{Name: "vi-worker-v1", HatcheryName: hatch, APIEndpoint: "http://api", APIToken: "jwt", BookedJobID: 42, Model: model.Path()}
+	args := spawn.Arguments{WorkerName: "vi-worker-v1", JobID: "42", HatcheryName: hatch, Model: starter, WorkerConfig: wc}
 	require.NoError(t, h.SpawnWorker(ctx, args))
 
 	rec := client.clone(t, "vi-worker-v1")

@@ -10,12 +10,12 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // resAllocate asks AllocateResources for one job of flavor.
-func resAllocate(t *testing.T, env *capEnv, flavor, job string) (hatchery.Reservation, error) {
+func resAllocate(t *testing.T, env *capEnv, flavor, job string) (spawn.Reservation, error) {
 	t.Helper()
 	return env.h.AllocateResources(context.Background(), capV2(flavor), job, nil)
 }

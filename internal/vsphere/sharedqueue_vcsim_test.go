@@ -26,6 +26,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // sqJob is what the test knows of one job's race between the hatcheries:
@@ -88,7 +89,7 @@ type sqHatchery struct {
 
 var _ hatchery.ResourceAllocator = (*sqHatchery)(nil)
 
-func (h *sqHatchery) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (hatchery.Reservation, error) {
+func (h *sqHatchery) AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (spawn.Reservation, error) {
 	name := h.Name()
 	// Jobs are queued one at a time: a decision must find nothing reserved.
 	if n, cpus, mem := h.ReservedFootprint(); n != 0 {
@@ -122,7 +123,7 @@ func (h *sqHatchery) AllocateResources(ctx context.Context, model sdk.WorkerStar
 	return &sqReservation{Reservation: res, done: func() { j.fire("released", j.released) }}, err
 }
 
-func (h *sqHatchery) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) error {
+func (h *sqHatchery) SpawnWorker(ctx context.Context, args spawn.Arguments) error {
 	j := h.race.job(args.JobID)
 	j.fire("spawning", j.spawning)
 	defer j.fire("spawned", j.spawned)
@@ -131,7 +132,7 @@ func (h *sqHatchery) SpawnWorker(ctx context.Context, args hatchery.SpawnArgumen
 
 // sqReservation signals the release of a reservation once it is done.
 type sqReservation struct {
-	hatchery.Reservation
+	spawn.Reservation
 	done func()
 }
 

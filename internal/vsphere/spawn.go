@@ -19,9 +19,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -32,7 +32,7 @@ import (
 // builds the V1 model's template instead. On any failure after a VM exists
 // the VM is powered off and marked for deletion and its IP released; the
 // error names the VM, the job and the step.
-func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args hatchery.SpawnArguments) (err error) {
+func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments) (err error) {
 	key := pendingKey(args.JobID, args.Model)
 	if !h.life.BeginSpawn(key) {
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Detail, "job already being spawned")
@@ -182,7 +182,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStar
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnArguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	for attempt := 0; ; attempt++ {
 		// A hot VM whose check fails is discarded: the next candidate
 		// (or a fresh clone) serves the job.
@@ -228,7 +228,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args hatchery.SpawnA
 
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg hatchery.WorkerConfig) error {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
 	if _, err := h.guest().WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
 		return err
 	}

@@ -17,8 +17,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,8 +44,8 @@ func (c *spCDS) WorkerModelSpawnError(_ context.Context, group, name string, for
 const spSecret = "s3cr3t-guest-password"
 
 // spV2Args is a V2 spawn of job "run-1" on template debian12.
-func spV2Args() hatchery.SpawnArguments {
-	return hatchery.SpawnArguments{
+func spV2Args() spawn.Arguments {
+	return spawn.Arguments{
 		WorkerName: "worker-v2-1",
 		JobID:      "run-1",
 		Model: sdk.WorkerStarterWorkerModel{
@@ -56,7 +56,7 @@ func spV2Args() hatchery.SpawnArguments {
 			PostCmd:     "sudo shutdown -h now",
 		},
 		HatcheryName: spHatchery,
-		WorkerConfig: hatchery.WorkerConfig{Name: "worker-v2-1", Basedir: "/var/lib/cds", HatcheryName: spHatchery, APIEndpoint: "http://api", APIToken: "jwt-token", RunJobID: "run-1", Model: "my-model"},
+		WorkerConfig: spawn.WorkerConfig{Name: "worker-v2-1", Basedir: "/var/lib/cds", HatcheryName: spHatchery, APIEndpoint: "http://api", APIToken: "jwt-token", RunJobID: "run-1", Model: "my-model"},
 	}
 }
 
@@ -125,7 +125,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	require.Len(t, launched.EnvVariables, 1)
 	env, ok := strings.CutPrefix(launched.EnvVariables[0], "CDS_CONFIG=")
 	require.True(t, ok)
-	got, err := hatchery.DecodeWorkerConfig(env)
+	got, err := spawn.DecodeWorkerConfig(env)
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got)
 
@@ -148,7 +148,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 	loginFault := soap.WrapVimFault(&types.InvalidGuestLogin{})
 	tests := []struct {
 		name     string
-		args     func(*hatchery.SpawnArguments)
+		args     func(*spawn.Arguments)
 		setup    func(f *spFixture, vm types.ManagedObjectReference)
 		cloneErr error
 		noVM     bool // the failure happens before any vCenter write
@@ -230,27 +230,27 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:     "no guest credentials",
 			reason:   metrics.SpawnFailureOther,
-			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Username, a.Model.VSphereSpec.Password = "", "" },
+			args:     func(a *spawn.Arguments) { a.Model.VSphereSpec.Username, a.Model.VSphereSpec.Password = "", "" },
 			noVM:     true,
 			wantStep: "resolve guest credentials",
 		},
 		{
 			name:     "image is not a template",
 			reason:   metrics.SpawnFailureOther,
-			args:     func(a *hatchery.SpawnArguments) { a.Model.VSphereSpec.Image = "ubuntu24" },
+			args:     func(a *spawn.Arguments) { a.Model.VSphereSpec.Image = "ubuntu24" },
 			noVM:     true,
 			wantStep: `resolve template: template "ubuntu24" of model "my-model" not found`,
 		},
 		{
 			name:     "bad script template",
 			reason:   metrics.SpawnFailureOther,
-			args:     func(a *hatchery.SpawnArguments) { a.Model.Cmd = "./worker {{.Nope}}" },
+			args:     func(a *spawn.Arguments) { a.Model.Cmd = "./worker {{.Nope}}" },
 			noVM:     true,
 			wantStep: "build worker script",
 		},
 		{
 			name:     "unknown flavor",
-			args:     func(a *hatchery.SpawnArguments) { a.Model.JobFlavor = "huge" },
+			args:     func(a *spawn.Arguments) { a.Model.JobFlavor = "huge" },
 			noVM:     true,
 			wantStep: `resolve flavor: flavor "huge" is not defined`,
 			reason:   metrics.SpawnFailureFlavor,
@@ -368,7 +368,7 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	f.inv.Set([]inventory.VM{
 		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1700000000"}},
 	}...)
-	args := hatchery.SpawnArguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: hatchery.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
+	args := spawn.Arguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: spawn.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
 	vm := f.expectClone("mymodel", "worker-v1-1", nil)
 	var written types.VirtualMachineConfigSpec
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)

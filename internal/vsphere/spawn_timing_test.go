@@ -14,7 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -52,7 +52,7 @@ func (c *tmCDS) V2QueueJobSendInfo(_ context.Context, region, id string, info sd
 // expectTimedSpawn sets the calls of a guest-operations spawn by clone in
 // which each vCenter step advances the clock: clone 50 s, guest operations
 // and IP 20 s, env 5 s, launch 1 s.
-func (f *spFixture) expectTimedSpawn(args hatchery.SpawnArguments) {
+func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
@@ -99,7 +99,7 @@ func histogram(fams map[string]*dto.MetricFamily, name string, want labels) *dto
 // newTimedFixture is a spawn fixture with slowStartThreshold (seconds), a
 // recording CDS client, the template debian12 and V2 arguments queued 30 s
 // before they are booked, now.
-func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, hatchery.SpawnArguments) {
+func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, spawn.Arguments) {
 	t.Helper()
 	cfg := spConfig()
 	cfg.SlowStartThreshold = threshold

@@ -8,7 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -23,8 +23,8 @@ func TestVcsimSpawnWorkerV2(t *testing.T) {
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, Inventory: inv})
 	require.NoError(t, err)
 
-	wc := hatchery.WorkerConfig{Name: "worker-vcsim-1", HatcheryName: "hatch-vcsim", APIEndpoint: "http://api", APIToken: "jwt", RunJobID: "run-9", Model: "m"}
-	args := hatchery.SpawnArguments{
+	wc := spawn.WorkerConfig{Name: "worker-vcsim-1", HatcheryName: "hatch-vcsim", APIEndpoint: "http://api", APIToken: "jwt", RunJobID: "run-9", Model: "m"}
+	args := spawn.Arguments{
 		WorkerName: "worker-vcsim-1", JobID: "run-9", HatcheryName: "hatch-vcsim", WorkerConfig: wc,
 		Model: sdk.WorkerStarterWorkerModel{
 			ModelV2:     &sdk.V2WorkerModel{Name: "m", Type: sdk.VSphere},
@@ -56,7 +56,7 @@ func TestVcsimSpawnWorkerV2(t *testing.T) {
 	require.Len(t, launch.EnvVariables, 1)
 	enc, ok := strings.CutPrefix(launch.EnvVariables[0], "CDS_CONFIG=")
 	require.True(t, ok)
-	got, err := hatchery.DecodeWorkerConfig(enc)
+	got, err := spawn.DecodeWorkerConfig(enc)
 	require.NoError(t, err)
 	assert.Equal(t, wc, got)
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // A job whose worker never takes it comes back to the queue after every
@@ -251,7 +252,7 @@ func TestRegistrationOfCommandsThatDoNotRenderReportedOnce(t *testing.T) {
 	hs.c.models = []sdk.Model{m}
 	hs.h.needReg["shared.infra/debian12"] = true
 	hs.h.spawnErr = fmt.Errorf("register model: build register script: %w",
-		&ModelCommandError{Err: errors.New(`template: commands:1:7: executing "commands" at <.Hatchery>: can't evaluate field Hatchery`)})
+		&spawn.ModelCommandError{Err: errors.New(`template: commands:1:7: executing "commands" at <.Hatchery>: can't evaluate field Hatchery`)})
 	hs.run()
 
 	require.Eventually(t, func() bool {

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // resolveCDN gives workers the CDN's HTTP URL and TCP log address: each
@@ -61,7 +62,7 @@ func TestResolveCDN(t *testing.T) {
 
 			assert.Equal(t, tc.want, hs.f.workerCDN())
 			hs.c.snapshot(func(c *fakeClient) { assert.Equal(t, tc.asked, c.cdnCalls, "api asked") })
-			wc := buildWorkerConfig(cfg, hs.f.workerCDN(), WorkerLogConfig{}, workerConfigInput{Name: "w"})
+			wc := buildWorkerConfig(cfg, hs.f.workerCDN(), spawn.WorkerLogConfig{}, workerConfigInput{Name: "w"})
 			assert.Equal(t, tc.want.TCP, wc.GelfServiceAddr)
 			assert.Equal(t, tc.want.TCPWithTLS, wc.GelfServiceAddrEnableTLS)
 

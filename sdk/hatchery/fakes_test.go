@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -399,11 +400,11 @@ func (c *fakeClient) V2WorkerModelGet(ctx context.Context, projectKey, vcs, repo
 // live workers (started + spawning).
 type fakeHatchery struct {
 	mu          sync.Mutex
-	started     map[string]SpawnArguments
+	started     map[string]spawn.Arguments
 	inFlight    int
 	maxInFlight int
 	maxLive     int
-	spawns      []SpawnArguments
+	spawns      []spawn.Arguments
 	perJob      map[string]int
 	needReg     map[string]bool
 
@@ -411,8 +412,8 @@ type fakeHatchery struct {
 	spawnDelay time.Duration
 	// block makes SpawnWorker wait for ctx to end.
 	block bool
-	// spawned receives every SpawnArguments given to SpawnWorker.
-	spawned chan SpawnArguments
+	// spawned receives every spawn.Arguments given to SpawnWorker.
+	spawned chan spawn.Arguments
 	status  []sdk.MonitoringStatusLine
 	// cannotSpawn is what CanSpawn answers (nil: can spawn).
 	cannotSpawn *refusal.Refusal
@@ -424,10 +425,10 @@ var _ InterfaceWithModels = (*fakeHatchery)(nil)
 
 func newFakeHatchery() *fakeHatchery {
 	return &fakeHatchery{
-		started: map[string]SpawnArguments{},
+		started: map[string]spawn.Arguments{},
 		perJob:  map[string]int{},
 		needReg: map[string]bool{},
-		spawned: make(chan SpawnArguments, 1000),
+		spawned: make(chan spawn.Arguments, 1000),
 	}
 }
 
@@ -449,7 +450,7 @@ func (h *fakeHatchery) NeedRegistration(ctx context.Context, m *sdk.Model) bool 
 	return h.needReg[m.Path()]
 }
 
-func (h *fakeHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) error {
+func (h *fakeHatchery) SpawnWorker(ctx context.Context, args spawn.Arguments) error {
 	h.mu.Lock()
 	h.inFlight++
 	h.maxInFlight = max(h.maxInFlight, h.inFlight)

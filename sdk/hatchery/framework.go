@@ -19,6 +19,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
@@ -119,7 +120,7 @@ const DefaultV2PreCmd = `cd "${HOME:-/tmp}" && ` +
 // DefaultV2Commands download the worker (DefaultV2PreCmd), run it, then
 // power the VM off, as CDS's own hatcheries do for vsphere V2 models.
 func DefaultV2Commands() V2Commands {
-	return V2Commands{PreCmd: DefaultV2PreCmd, Cmd: WorkerBinary, PostCmd: "sudo shutdown -h now"}
+	return V2Commands{PreCmd: DefaultV2PreCmd, Cmd: spawn.WorkerBinary, PostCmd: "sudo shutdown -h now"}
 }
 
 // InterfaceWithDefaultModelV2 is a hatchery that can run V1 jobs without a
@@ -159,7 +160,7 @@ type Options struct {
 	// decoded); nil gives DefaultV2Commands to every model.
 	V2Commands func(model sdk.WorkerStarterWorkerModel) V2Commands
 	// WorkerLog is copied into every WorkerConfig.
-	WorkerLog WorkerLogConfig
+	WorkerLog spawn.WorkerLogConfig
 	// DisableMonServer keeps Run from serving /mon (the caller may mount
 	// Handler itself).
 	DisableMonServer bool
@@ -183,7 +184,7 @@ type Framework struct {
 	obs      Observer
 	iv       Intervals
 	v2cmd    func(model sdk.WorkerStarterWorkerModel) V2Commands
-	workerLg WorkerLogConfig
+	workerLg spawn.WorkerLogConfig
 	monOff   bool
 	// v2PollOff: no V2 queue poll loop, events only.
 	v2PollOff bool

@@ -8,10 +8,10 @@ package hatchery
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Interface is what a hatchery implements for the framework.
@@ -32,7 +32,7 @@ type Interface interface {
 	CanAllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (bool, error)
 	// SpawnWorker starts one worker. It blocks until the worker process is
 	// launched in the guest or the spawn failed (and was cleaned up).
-	SpawnWorker(ctx context.Context, args SpawnArguments) error
+	SpawnWorker(ctx context.Context, args spawn.Arguments) error
 	// WorkersStarted returns the names of the workers this hatchery has
 	// started and not yet destroyed (pre-provisioned idle VMs excluded).
 	WorkersStarted(ctx context.Context) ([]string, error)
@@ -52,19 +52,11 @@ type ResourceAllocator interface {
 	// AllocateResources is CanAllocateResources returning what it reserved.
 	// A nil error admits the job; the Reservation may be nil when nothing
 	// was reserved. The framework hands it to the job's SpawnWorker
-	// (SpawnArguments.Reservation), so it may carry what the hatchery
+	// (spawn.Arguments.Reservation), so it may carry what the hatchery
 	// decided for the job (its flavor). A *refusal.Refusal error (errors.As) says why the job does not
 	// fit now; any other error means the hatchery could not decide. Both
 	// keep the job queued.
-	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (Reservation, error)
-}
-
-// Reservation is what a ResourceAllocator reserved for one job.
-type Reservation interface {
-	// Release gives the reservation back at once, for why (a refusal code:
-	// booked, shutdown...). The job will not be spawned for under it. It
-	// must not block, and calls after the first do nothing.
-	Release(why refusal.Reason)
+	AllocateResources(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) (spawn.Reservation, error)
 }
 
 // InterfaceWithModels is a hatchery that serves worker models V1 and may
@@ -74,42 +66,6 @@ type InterfaceWithModels interface {
 	// NeedRegistration tells whether a V1 model's template must be (re)built.
 	NeedRegistration(ctx context.Context, model *sdk.Model) bool
 }
-
-// SpawnArguments is everything SpawnWorker needs for one worker.
-type SpawnArguments struct {
-	// WorkerName is the unique name of the worker (and of its VM).
-	WorkerName string
-	// Model is the resolved worker model.
-	Model sdk.WorkerStarterWorkerModel
-	// JobID is the V1 job id (decimal) or the V2 run job id; "" for a
-	// registration.
-	JobID string
-	// Requirements are the job's requirements (V1; V2 flavor is in Model).
-	Requirements []sdk.Requirement
-	// RegisterOnly is true when the worker only registers a V1 model.
-	RegisterOnly bool
-	// HatcheryName is the name of the hatchery spawning.
-	HatcheryName string
-	// WorkerConfig is the worker configuration, token included, that the
-	// hatchery passes to the worker (CDS_CONFIG). It holds a secret: never log it.
-	WorkerConfig WorkerConfig
-	// Queued is when CDS queued the job, as the queue reports it; zero
-	// when unknown (a registration). A hatchery measures the job's start
-	// latency (queued to worker launched) from it.
-	Queued time.Time
-	// Booked is when this hatchery booked (V1) or took (V2) the job; zero
-	// for a registration.
-	Booked time.Time
-	// Reservation is what the hatchery's ResourceAllocator returned for
-	// this job, handed over with the spawn (nil when none: a registration,
-	// a hatchery without ResourceAllocator). It carries the hatchery's own
-	// decision (e.g. the flavor it reserved for) to SpawnWorker, which need
-	// not decide again; SpawnWorker ends it.
-	Reservation Reservation
-}
-
-// ModelPath is a convenience for logs: the model's name or "".
-func (a SpawnArguments) ModelPath() string { return a.Model.GetName() }
 
 // ErrNotReady is wrapped by the error a Hatchery method returns while its
 // backend has not been reached for the first time yet (a daemon starting

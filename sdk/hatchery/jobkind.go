@@ -20,7 +20,7 @@ import (
 type queuedJob struct {
 	// key is the candidate's key ("v1:ID", "v2:ID").
 	key string
-	// id is the job's id as the logs, the admission and SpawnArguments
+	// id is the job's id as the logs, the admission and spawn.Arguments
 	// name it (V1 decimal, V2 run job id).
 	id string
 	// v2 is true for a V2 run job.

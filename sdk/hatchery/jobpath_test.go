@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // TestV1AndV2JobsTakeOnePath: a V1 job and a V2 run job go through the
@@ -52,7 +54,7 @@ func TestV1AndV2JobsTakeOnePath(t *testing.T) {
 				}
 				require.Equal(t, want, got)
 				res := r.ah.only(t)
-				var spawns []SpawnArguments
+				var spawns []spawn.Arguments
 				r.ah.get(func(h *fakeHatchery) { spawns = append(spawns, h.spawns...) })
 				require.Len(t, spawns, 1)
 				args := spawns[0]

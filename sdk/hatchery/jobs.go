@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
@@ -219,7 +220,7 @@ func (f *Framework) starterModelV2(m sdk.V2WorkerModel, runsOn sdk.V2JobRunsOn) 
 type admitted struct {
 	f       *Framework
 	slot    *workerpool.Slot
-	res     Reservation
+	res     spawn.Reservation
 	job     string
 	model   string
 	resDone bool // res released or handed to SpawnWorker
@@ -375,7 +376,7 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 		j.failed(ctx, model, name, booked, n, err)
 		return outcomeFailed
 	}
-	args := SpawnArguments{
+	args := spawn.Arguments{
 		WorkerName:   name,
 		Model:        model,
 		JobID:        id,

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
@@ -103,7 +104,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			f.log.Error("registration skipped", logkey.Model, path, logkey.Err, err)
 			continue
 		}
-		args := SpawnArguments{
+		args := spawn.Arguments{
 			WorkerName:   name,
 			Model:        model,
 			RegisterOnly: true,
@@ -126,7 +127,7 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 // register spawns one registration worker and reports a failure on the
 // model, once per attempt: the hatchery itself does not report it. It
 // ends the slot's reservation when SpawnWorker returns.
-func (f *Framework) register(ctx context.Context, group string, args SpawnArguments, s *workerpool.Slot) {
+func (f *Framework) register(ctx context.Context, group string, args spawn.Arguments, s *workerpool.Slot) {
 	path := args.Model.GetName()
 	ev := SpawnEvent{Model: path, RegisterOnly: true}
 	start := f.now()
@@ -149,7 +150,7 @@ func (f *Framework) register(ctx context.Context, group string, args SpawnArgume
 	if rerr := f.client.WorkerModelSpawnError(dctx, group, args.Model.ModelV1.Name, sdk.SpawnErrorForm{Error: err.Error()}); rerr != nil {
 		f.log.Warn("report model spawn error failed", logkey.Model, path, logkey.Err, rerr)
 	}
-	var mce *ModelCommandError
+	var mce *spawn.ModelCommandError
 	if errors.As(err, &mce) {
 		f.refused.add(path, args.Model.ModelV1.UserLastModified)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // allocHatchery is the fake hatchery with a reserving admission: every
@@ -52,7 +53,7 @@ func (r *fakeReservation) releases() []refusal.Reason {
 	return append([]refusal.Reason(nil), r.whys...)
 }
 
-func (h *allocHatchery) AllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (Reservation, error) {
+func (h *allocHatchery) AllocateResources(ctx context.Context, m sdk.WorkerStarterWorkerModel, jobID string, reqs []sdk.Requirement) (spawn.Reservation, error) {
 	h.mu.Lock()
 	hook, refuse := h.onAlloc, h.refuse
 	h.mu.Unlock()
@@ -70,7 +71,7 @@ func (h *allocHatchery) AllocateResources(ctx context.Context, m sdk.WorkerStart
 	return r, nil
 }
 
-func (h *allocHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) error {
+func (h *allocHatchery) SpawnWorker(ctx context.Context, args spawn.Arguments) error {
 	h.mu.Lock()
 	r := h.byJob[args.JobID]
 	h.mu.Unlock()

@@ -27,6 +27,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // simWait bounds every wait on cross-process state in these tests.
@@ -47,16 +48,16 @@ type simHatchery struct {
 	beforeTake func(jobID string)
 
 	mu          sync.Mutex
-	vms         map[string]SpawnArguments // started workers by name
-	workers     map[string]*cdssim.Worker // signed-in workers by name
-	workerErrs  []error                   // worker sign-ins or takes refused
+	vms         map[string]spawn.Arguments // started workers by name
+	workers     map[string]*cdssim.Worker  // signed-in workers by name
+	workerErrs  []error                    // worker sign-ins or takes refused
 	inFlight    int
 	maxInFlight int
 	maxLive     int
-	spawns      []SpawnArguments
+	spawns      []spawn.Arguments
 	perJob      map[string]int
 	canSpawn    map[string]int
-	spawned     chan SpawnArguments
+	spawned     chan spawn.Arguments
 }
 
 var _ Interface = (*simHatchery)(nil)
@@ -64,11 +65,11 @@ var _ Interface = (*simHatchery)(nil)
 func newSimHatchery(sim *cdssim.Server) *simHatchery {
 	return &simHatchery{
 		sim:      sim,
-		vms:      map[string]SpawnArguments{},
+		vms:      map[string]spawn.Arguments{},
 		workers:  map[string]*cdssim.Worker{},
 		perJob:   map[string]int{},
 		canSpawn: map[string]int{},
-		spawned:  make(chan SpawnArguments, 1000),
+		spawned:  make(chan spawn.Arguments, 1000),
 	}
 }
 
@@ -90,7 +91,7 @@ func (h *simHatchery) CanAllocateResources(ctx context.Context, m sdk.WorkerStar
 	return true, nil
 }
 
-func (h *simHatchery) SpawnWorker(ctx context.Context, args SpawnArguments) error {
+func (h *simHatchery) SpawnWorker(ctx context.Context, args spawn.Arguments) error {
 	h.mu.Lock()
 	h.inFlight++
 	h.maxInFlight = max(h.maxInFlight, h.inFlight)
@@ -171,7 +172,7 @@ func (h *simHatchery) finishAll() int {
 
 // cdsConfigKey reads one key of the worker's configuration as the worker
 // does: from the JSON of its CDS_CONFIG.
-func cdsConfigKey(wc WorkerConfig, key string) string {
+func cdsConfigKey(wc spawn.WorkerConfig, key string) string {
 	b, err := base64.StdEncoding.DecodeString(wc.EncodeBase64())
 	if err != nil {
 		return ""
@@ -312,14 +313,14 @@ func (r *simRig) run() (stop func() error) {
 }
 
 // waitSpawn waits for the next spawn (bounded).
-func (r *simRig) waitSpawn() SpawnArguments {
+func (r *simRig) waitSpawn() spawn.Arguments {
 	r.t.Helper()
 	select {
 	case a := <-r.h.spawned:
 		return a
 	case <-time.After(simWait):
 		r.t.Fatalf("no spawn within %s", simWait)
-		return SpawnArguments{}
+		return spawn.Arguments{}
 	}
 }
 

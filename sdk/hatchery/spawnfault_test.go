@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // errVCenterDown stands for a hatchery's spawn failing because its
@@ -106,14 +107,14 @@ func TestBackendFaultNeverGivesUpV2Job(t *testing.T) {
 
 // nextSpawn returns the next SpawnWorker call, failing the test when none
 // comes within waitFor (a job failed or never admitted is not spawned for).
-func nextSpawn(t *testing.T, hs *harness, i int) SpawnArguments {
+func nextSpawn(t *testing.T, hs *harness, i int) spawn.Arguments {
 	t.Helper()
 	select {
 	case a := <-hs.h.spawned:
 		return a
 	case <-time.After(waitFor):
 		t.Fatalf("spawn %d never came", i)
-		return SpawnArguments{}
+		return spawn.Arguments{}
 	}
 }
 

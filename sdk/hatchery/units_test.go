@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
 
@@ -80,7 +81,7 @@ func TestWorkerConfigRoundTripsThroughCDSConfig(t *testing.T) {
 	cfg.API.HTTP.Insecure = true
 	cfg.Provision.WorkerBasedir = "/var/lib/cds"
 	cfg.Provision.InjectEnvVars = []string{"HTTP_PROXY=http://proxy:3128", "EMPTY=", "bad"}
-	wc := buildWorkerConfig(cfg, workerCDN{HTTP: "http://cdn.test", TCP: "cdn.test:8090", TCPWithTLS: true}, WorkerLogConfig{Level: "info"}, workerConfigInput{
+	wc := buildWorkerConfig(cfg, workerCDN{HTTP: "http://cdn.test", TCP: "cdn.test:8090", TCPWithTLS: true}, spawn.WorkerLogConfig{Level: "info"}, workerConfigInput{
 		Name: "debian12-abc", Model: "shared.infra/debian12", JobID: 42, Token: "jwt",
 	})
 	assert.Equal(t, "http://api.test", wc.APIEndpoint)
@@ -95,12 +96,12 @@ func TestWorkerConfigRoundTripsThroughCDSConfig(t *testing.T) {
 	assert.Contains(t, string(raw), `"gelf_service_addr":"cdn.test:8090"`)
 	assert.Contains(t, string(raw), `"gelf_service_addr_enable_tls":true`)
 
-	back, err := DecodeWorkerConfig(wc.EncodeBase64())
+	back, err := spawn.DecodeWorkerConfig(wc.EncodeBase64())
 	require.NoError(t, err)
 	assert.Equal(t, wc, back)
 
 	cfg.Provision.WorkerAPIHTTP = HTTPClientConfig{URL: "https://api.internal"}
-	wc2 := buildWorkerConfig(cfg, workerCDN{}, WorkerLogConfig{}, workerConfigInput{Name: "n", RunJobID: "run-1"})
+	wc2 := buildWorkerConfig(cfg, workerCDN{}, spawn.WorkerLogConfig{}, workerConfigInput{Name: "n", RunJobID: "run-1"})
 	assert.Equal(t, "https://api.internal", wc2.APIEndpoint)
 	assert.False(t, wc2.APIEndpointInsecure)
 	raw, err = base64.StdEncoding.DecodeString(wc2.EncodeBase64())

@@ -2,6 +2,8 @@ package hatchery
 
 import (
 	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // workerConfigInput is what varies per worker in its configuration.
@@ -26,12 +28,12 @@ type workerCDN struct {
 // API endpoint from provision.workerApiHttp (else api.http), CDN endpoint
 // and log address as resolved at start, env vars from
 // provision.injectEnvVars.
-func buildWorkerConfig(cfg CommonConfiguration, cdn workerCDN, logCfg WorkerLogConfig, in workerConfigInput) WorkerConfig {
+func buildWorkerConfig(cfg CommonConfiguration, cdn workerCDN, logCfg spawn.WorkerLogConfig, in workerConfigInput) spawn.WorkerConfig {
 	api := cfg.API.HTTP
 	if cfg.Provision.WorkerAPIHTTP.URL != "" {
 		api = cfg.Provision.WorkerAPIHTTP
 	}
-	wc := WorkerConfig{
+	wc := spawn.WorkerConfig{
 		Name:                     in.Name,
 		Basedir:                  cfg.Provision.WorkerBasedir,
 		HatcheryName:             cfg.Name,

@@ -1,4 +1,4 @@
-package hatchery
+package spawn
 
 import (
 	"encoding/base64"
