@@ -42,8 +42,9 @@ const (
 	DefaultTemplate = "debian12"
 )
 
-// newServerMu serialises simulator creation across Envs (see Start). It is
-// the package's only shared state and guards the simulator's, not ours.
+// newServerMu serialises simulator creation across Envs (see Start) and
+// ServeVPX. It is the package's only shared state and guards the
+// simulator's, not ours.
 var newServerMu sync.Mutex
 
 // Default credentials. DefaultPassword has characters that break a URL

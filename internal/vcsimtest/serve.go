@@ -32,12 +32,19 @@ func ServeVPX(t testing.TB, addr, user, password string) (stop func()) {
 	t.Helper()
 	m := simulator.VPX()
 	m.Machine = 0
+	// Created under newServerMu as an Env's simulator (env.go): vcsim
+	// v0.56.0's Create writes package state (the evaluation license's
+	// properties, the default options) that another model being created
+	// at once reads; the race detector saw it between this and an Env.
+	newServerMu.Lock()
 	if err := m.Create(); err != nil {
+		newServerMu.Unlock()
 		t.Fatalf("vcenter simulator: %v", err)
 	}
 	m.Service.TLS = new(tls.Config)
 	m.Service.Listen = &url.URL{Host: addr, User: url.UserPassword(user, password)}
 	s := m.Service.NewServer()
+	newServerMu.Unlock()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
