@@ -106,3 +106,27 @@ func TestLearnTheReference(t *testing.T) {
 	assert.Equal(t, Running, tb.PhaseOf(VM{Ref: "vm-3", Name: "renamed-by-someone"}))
 	assert.Equal(t, Gone, tb.PhaseOf(VM{Ref: "vm-4", Name: "w"}), "another VM bearing the name")
 }
+
+// TestSlotNameOfAClaimedVMIsFreeForTheRefill: once a claimed pool VM
+// moved under its worker name, its slot's name is free for the refill: a
+// move naming no reference by that name starts a new entry (a provisioning)
+// and leaves the claimed VM's entry as it was, still found by its
+// reference and its worker name. Before, the move found the worker's entry
+// by the name it bore and was refused (it is running), so a pool whose VM
+// was claimed was never refilled while the worker lived.
+func TestSlotNameOfAClaimedVMIsFreeForTheRefill(t *testing.T) {
+	now := time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC)
+	tb := New(func() time.Time { return now })
+	require.NoError(t, tb.Move("provision-a", Gone, Provisioning))
+	require.NoError(t, tb.Move("provision-a", Provisioning, Idle, WithRef("vm-7")))
+	_, err := tb.MoveFrom("provision-a", Claimable(), Claimed, WithRef("vm-7"))
+	require.NoError(t, err)
+	require.NoError(t, tb.Move("worker-1", Claimed, Preparing, WithRef("vm-7")))
+	require.NoError(t, tb.Move("worker-1", Preparing, Running))
+
+	require.NoError(t, tb.Move("provision-a", Gone, Provisioning), "the refill takes the slot's name")
+	assert.Equal(t, Provisioning, tb.Phase("provision-a"))
+	assert.Equal(t, Running, tb.Phase("worker-1"))
+	assert.Equal(t, Running, tb.PhaseOf(VM{Ref: "vm-7", Name: "provision-a"}), "the claimed VM is still found by its reference")
+	assert.Equal(t, map[Phase]int{Running: 1, Provisioning: 1}, tb.Counts())
+}

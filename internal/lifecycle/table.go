@@ -226,10 +226,13 @@ func (t *Table) find(vm VM) *Entry {
 }
 
 // findMove is find for a move: a move naming no reference never finds a
-// Destroyed entry that holds one (that VM is gone; the name is free).
+// Destroyed entry that holds one (that VM is gone; the name is free), nor
+// an entry by a name it bore before its last rename (a claimed pool VM's
+// slot name: the VM has another name now, and the slot's name is free for
+// the refill's new VM, whose move takes it).
 func (t *Table) findMove(ref, name string) *Entry {
 	e := t.find(VM{Ref: ref, Name: name})
-	if e != nil && ref == "" && e.Ref != "" && e.Phase == Destroyed {
+	if e != nil && ref == "" && e.Ref != "" && (e.Phase == Destroyed || e.Name != name) {
 		return nil
 	}
 	return e

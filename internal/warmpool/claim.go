@@ -286,8 +286,11 @@ func (p *Pool) abandonClaim(ctx context.Context, log *slog.Logger, vm vctypes.Re
 		p.Life.Must(current, lifecycle.Preparing, lifecycle.Marked, lifecycle.WithRef(vm.Value), lifecycle.Forget(newName))
 	} else {
 		// Renamed, or the reconfigure's outcome is unknown: the entry
-		// (one per reference) answers to both names, marked.
-		p.Custody.MarkToDelete(current)
+		// (one per reference, moved under the worker name when the
+		// preparation began) answers to both names, marked. It is named
+		// by its current name: a move by a name it bore before finds no
+		// entry (that name is free for a new VM).
+		p.Custody.MarkToDelete(newName)
 	}
 	p.Inventory.Invalidate()
 }

@@ -100,8 +100,12 @@ func (p *Pool) freeSlots(k Key, number, n int, vms []inventory.VM) []string {
 				p.dropSlotEntry(e, lifecycle.Marked)
 			}
 		}
-		if p.Life.Phase(name) != lifecycle.Gone {
-			continue // being provisioned, claimed, marked or deleted here
+		if e, ok := p.Life.Get(name); ok && (e.Name == name || !listedRefs[e.Ref]) {
+			// Being provisioned, claimed, marked or deleted here. An
+			// entry found by a name it bore before (a claimed VM's slot
+			// name) whose VM vms list under its new name leaves the slot
+			// free: the refill's move takes the name.
+			continue
 		}
 		out = append(out, name)
 	}
