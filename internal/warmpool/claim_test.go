@@ -322,3 +322,30 @@ func TestClaimOrderHot(t *testing.T) {
 		})
 	}
 }
+
+// TestClaimedEntryOutlivesItsClaimRecord: the claim's compare-and-swap
+// takes the pool flag off the VM's record in vCenter before the spawn
+// prepares the VM. A claim by another spawn in between whose inventory
+// already shows that record (a listing inventory reads vCenter afresh)
+// keeps the first claim's entry: the preparation moves that entry on
+// (claimed -> preparing) and would fail were it dropped ("it is gone").
+func TestClaimedEntryOutlivesItsClaimRecord(t *testing.T) {
+	t.Parallel()
+	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	e := newPoolEnv(t, []inventory.VM{idle}, true)
+	ctx := context.Background()
+
+	got, err := e.p.Claim(ctx, v2Model("debian12"), nil, true)
+	require.NoError(t, err)
+	require.NotNil(t, got)
+
+	claimed := idle
+	rec := *idle.Annotation
+	rec.Provisioning = false // what claimInVCenter wrote
+	claimed.Annotation = &rec
+	e.inv.Set(claimed)
+	again, err := e.p.Claim(ctx, v2Model("debian12"), nil, true)
+	require.NoError(t, err)
+	require.Nil(t, again)
+	assert.True(t, e.p.Life.RefIn(idle.Ref.Value, lifecycle.Claimed), "the first claim's entry is kept for its preparation")
+}

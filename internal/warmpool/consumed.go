@@ -7,20 +7,23 @@ import (
 )
 
 // forgetConsumed ends the Claimed entries (docs/lifecycle.md) of VMs the
-// inventory no longer shows as provisioned: renamed, re-annotated as a
-// worker, or gone. Until then a stale snapshot's "provision-… powered off"
-// entry for a claimed VM is never offered to another claim or to the
-// surplus removal. The entries are an accelerator over the annotation: a
-// restart loses them, and the fresh inventory of a restart is not stale.
+// inventory shows consumed: renamed (a worker now) or gone. Until then a
+// stale snapshot's "provision-… powered off" entry for a claimed VM is
+// never offered to another claim or to the surplus removal. A VM listed
+// under the name it was claimed by keeps its entry, whatever its record
+// says: the claim's own compare-and-swap (claimInVCenter) takes the pool
+// flag off that record before the spawn prepares the VM, and the
+// preparation moves this very entry on (claimed -> preparing); dropping it
+// there would fail the spawn (TestClaimedEntryOutlivesItsClaimRecord). The
+// entries are an accelerator over the annotation: a restart loses them,
+// and the fresh inventory of a restart is not stale.
 func (p *Pool) forgetConsumed(vms []inventory.VM) {
-	stillProvisioned := map[string]bool{}
+	listedAs := map[string]string{}
 	for _, v := range vms {
-		if _, ok := keyOf(p.Hatchery, v); ok {
-			stillProvisioned[v.ObjectRef().Value] = true
-		}
+		listedAs[v.ObjectRef().Value] = v.Name
 	}
 	for _, e := range p.Life.List(lifecycle.Claimed) {
-		if !stillProvisioned[e.Ref] {
+		if name, ok := listedAs[e.Ref]; !ok || name != e.Name {
 			p.dropClaim(e.Name, e.Ref)
 		}
 	}
