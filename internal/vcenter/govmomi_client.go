@@ -223,7 +223,7 @@ func New(cfg Config) *Client {
 		stats:        newSOAPStats(),
 		PollInterval: cfg.PollInterval,
 		taskScale:    cfg.TaskTimeoutScale,
-		placement:    newPlacementCache(),
+		placement:    newPlacementCache(log),
 		names:        map[types.ManagedObjectReference]string{},
 	}
 	if cfg.MaxConcurrentTasks > 0 {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -12,7 +15,9 @@ import (
 )
 
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
-// inventory path or name) else the datacenter's VM folder.
+// inventory path or name) else the datacenter's VM folder. A folder that
+// does not exist, or several, is a *PlacementError listing the candidates,
+// cached with a back-off (placementCache).
 func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
@@ -25,9 +30,9 @@ func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, 
 			}
 			return folders.VmFolder, nil
 		}
-		f, err := c.find().Folder(ctx, c.cfg.Folder)
+		f, err := c.findNames().Folder(ctx, c.cfg.Folder)
 		if err != nil {
-			return nil, fmt.Errorf("find folder %q (folderString): %w", c.cfg.Folder, ambiguity(err, "folderString"))
+			return nil, c.unresolved(ctx, err, "folder", "folderString", c.cfg.Folder, c.folderPaths)
 		}
 		return f, nil
 	})
@@ -39,22 +44,24 @@ func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, 
 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name) else the datacenter's
-// default pool. Several candidates are an error naming the setting.
+// default pool. None or several candidates are a *PlacementError naming
+// the setting and the candidates (ErrAmbiguous when several), cached
+// with a back-off (placementCache).
 func (c *Client) LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	p, err := cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
 		if c.cfg.ResourcePool == "" {
-			p, err := c.find().DefaultResourcePool(ctx)
+			p, err := c.findNames().DefaultResourcePool(ctx)
 			if err != nil {
-				return nil, fmt.Errorf("find default resource pool of datacenter %q: %w", c.dc.Name(), ambiguity(err, "resourcePoolString"))
+				return nil, c.unresolved(ctx, err, "resource pool", "resourcePoolString", "", c.poolPaths)
 			}
 			return p, nil
 		}
-		p, err := c.find().ResourcePool(ctx, c.cfg.ResourcePool)
+		p, err := c.findNames().ResourcePool(ctx, c.cfg.ResourcePool)
 		if err != nil {
-			return nil, fmt.Errorf("find resource pool %q (resourcePoolString): %w", c.cfg.ResourcePool, ambiguity(err, "resourcePoolString"))
+			return nil, c.unresolved(ctx, err, "resource pool", "resourcePoolString", c.cfg.ResourcePool, c.poolPaths)
 		}
 		return p, nil
 	})
@@ -67,37 +74,36 @@ func (c *Client) LoadResourcePool(ctx context.Context) (types.ManagedObjectRefer
 // loadNetwork finds a network by name or path; "" is the default network.
 func (c *Client) loadNetwork(ctx context.Context, name string) (object.NetworkReference, error) {
 	return cachedLookup(ctx, c.placement, "network", name, func() (object.NetworkReference, error) {
+		var n object.NetworkReference
+		var err error
 		if name == "" {
-			n, err := c.find().DefaultNetwork(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("find default network of datacenter %q: %w", c.dc.Name(), ambiguity(err, "networkString"))
-			}
-			return n, nil
+			n, err = c.findNames().DefaultNetwork(ctx)
+		} else {
+			n, err = c.findNames().Network(ctx, name)
 		}
-		n, err := c.find().Network(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("find network %q: %w", name, ambiguity(err, "networkString"))
+			return nil, c.unresolved(ctx, err, "network", "networkString", name, c.networkPaths)
 		}
 		return n, nil
 	})
 }
 
-// LoadDatastore finds a datastore by name or path; "" is the default datastore.
+// LoadDatastore finds a datastore by name or path; "" is the default
+// datastore. None or several are a *PlacementError (see LoadResourcePool).
 func (c *Client) LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
 	d, err := cachedLookup(ctx, c.placement, "datastore", name, func() (*object.Datastore, error) {
+		var d *object.Datastore
+		var err error
 		if name == "" {
-			d, err := c.find().DefaultDatastore(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("find default datastore of datacenter %q: %w", c.dc.Name(), ambiguity(err, "datastoreString"))
-			}
-			return d, nil
+			d, err = c.findNames().DefaultDatastore(ctx)
+		} else {
+			d, err = c.findNames().Datastore(ctx, name)
 		}
-		d, err := c.find().Datastore(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("find datastore %q: %w", name, ambiguity(err, "datastoreString"))
+			return nil, c.unresolved(ctx, err, "datastore", "datastoreString", name, c.datastorePaths)
 		}
 		return d, nil
 	})
@@ -152,16 +158,131 @@ func (c *Client) ResourcePoolRuntime(ctx context.Context, pool types.ManagedObje
 }
 
 // ErrAmbiguous marks a placement setting that resolves to several objects
-// (or none was set and the datacenter has several).
+// (or none was set and the datacenter has several); the *PlacementError
+// saying so wraps it.
 var ErrAmbiguous = errors.New("ambiguous vsphere placement")
 
-// ambiguity adds a hint naming setting when err says several objects match.
-func ambiguity(err error, setting string) error {
+// unresolved turns a finder's answer that no object, or several, match
+// value into a *PlacementError of setting, listing the candidates: the
+// matches when several matched, else what paths lists (the objects of that
+// kind), each bounded by maxCandidates. Other errors (transport, context)
+// are returned as they are. The listing is one more walk of the
+// inventory's names; the error it builds is cached with a back-off.
+func (c *Client) unresolved(ctx context.Context, err error, what, setting, value string, paths func(ctx context.Context, pattern string) ([]string, error)) error {
 	var dm find.DefaultMultipleFoundError
 	var dmp *find.DefaultMultipleFoundError
 	var mf *find.MultipleFoundError
-	if errors.As(err, &dm) || errors.As(err, &dmp) || errors.As(err, &mf) {
-		return fmt.Errorf("%w: %w; set %s to one inventory path", ErrAmbiguous, err, setting)
+	var nf *find.NotFoundError
+	var dnf *find.DefaultNotFoundError
+	pe := &PlacementError{What: what, Setting: setting, Value: value, Err: err}
+	var listed []string
+	var lerr error
+	switch {
+	case errors.As(err, &dm) || errors.As(err, &dmp) || errors.As(err, &mf):
+		pe.Ambiguous = true
+		pe.Err = fmt.Errorf("%w: %w", ErrAmbiguous, err)
+		listed, lerr = paths(ctx, value)
+	case errors.As(err, &nf) || errors.As(err, &dnf):
+		listed, lerr = paths(ctx, "")
+	default:
+		return err
 	}
-	return err
+	if lerr != nil {
+		c.log.Debug("list candidates of a placement setting", "setting", setting, logkey.Err, lerr)
+	}
+	sort.Strings(listed)
+	pe.Candidates, pe.More = bounded(listed)
+	return pe
+}
+
+// findNames returns a finder scoped to the datacenter that reads only what
+// a lookup needs of each object it walks (its name, and the links it
+// follows), not whole objects: govmomi's finder built with all = true
+// read every property of each host and cluster it passed (~840 KB per
+// lookup of the default pool at 1,000 VMs).
+func (c *Client) findNames() *find.Finder {
+	f := find.NewFinder(c.vim, false)
+	if c.dc != nil {
+		f.SetDatacenter(c.dc)
+	}
+	return f
+}
+
+// poolPaths lists the inventory paths of the resource pools pattern
+// matches, or ("") the root pools of the datacenter's hosts and clusters
+// and their children.
+func (c *Client) poolPaths(ctx context.Context, pattern string) ([]string, error) {
+	patterns := []string{pattern}
+	if pattern == "" {
+		patterns = []string{"*/Resources", "*/Resources/*"}
+	}
+	var out []string
+	var errs []error
+	for _, p := range patterns {
+		ps, err := c.findNames().ResourcePoolList(ctx, p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, rp := range ps {
+			out = append(out, rp.InventoryPath)
+		}
+	}
+	if len(out) > 0 {
+		return out, nil
+	}
+	return nil, errors.Join(errs...)
+}
+
+// folderPaths lists the folders pattern matches, or ("") the folders of
+// the datacenter's VM folder.
+func (c *Client) folderPaths(ctx context.Context, pattern string) ([]string, error) {
+	if pattern == "" {
+		folders, err := c.dc.Folders(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+		}
+		pattern = folders.VmFolder.InventoryPath + "/*"
+	}
+	fs, err := c.findNames().FolderList(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, f.InventoryPath)
+	}
+	return out, nil
+}
+
+// datastorePaths lists the datastores pattern matches ("": all).
+func (c *Client) datastorePaths(ctx context.Context, pattern string) ([]string, error) {
+	if pattern == "" {
+		pattern = "*"
+	}
+	ds, err := c.findNames().DatastoreList(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, d.InventoryPath)
+	}
+	return out, nil
+}
+
+// networkPaths lists the networks pattern matches ("": all).
+func (c *Client) networkPaths(ctx context.Context, pattern string) ([]string, error) {
+	if pattern == "" {
+		pattern = "*"
+	}
+	ns, err := c.findNames().NetworkList(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, n.GetInventoryPath())
+	}
+	return out, nil
 }

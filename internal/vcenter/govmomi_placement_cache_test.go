@@ -16,7 +16,7 @@ import (
 // not cached yet resolves it once; the others wait for that resolution.
 func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 	t.Parallel()
-	p := newPlacementCache()
+	p := newPlacementCache(nil)
 	release := make(chan struct{})
 	var calls atomic.Int32
 	resolve := func() (string, error) {
@@ -55,7 +55,7 @@ func TestCachedLookupCoalescesConcurrentMisses(t *testing.T) {
 // waiter resolves on its own; errors are not cached.
 func TestCachedLookupLeaderFailure(t *testing.T) {
 	t.Parallel()
-	p := newPlacementCache()
+	p := newPlacementCache(nil)
 	wait, done := p.inflight.Lead(placementKey{"pool", "p"})
 	require.Nil(t, wait)
 	res := make(chan error, 1)

@@ -156,6 +156,9 @@ type Env struct {
 	fastMu sync.Mutex
 	fastN  int
 
+	hostReads  hostReads  // Env.HostReads
+	privileges privileges // Env.DenyPrivileges
+
 	closeMu   sync.Mutex
 	closers   []func() // clients built by TryClient, closed by Close
 	closeOnce sync.Once
@@ -264,7 +267,8 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
-	hooks := []methodHook{(&changeVersions{}).handle}
+	e.privileges.denied = map[string]bool{}
+	hooks := []methodHook{e.hostReads.handle, e.privileges.handle, (&changeVersions{}).handle}
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)

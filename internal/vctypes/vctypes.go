@@ -171,3 +171,10 @@ var ErrWatchLost = errors.New("vm change watch lost")
 // ErrPoweredOff is returned by a suspend of a powered-off VM: only a
 // running VM can be suspended.
 var ErrPoweredOff = errors.New("vm is powered off")
+
+// ErrPlacementUnresolved is wrapped by the error of a placement lookup
+// (resource pool, folder, datastore, network) that vCenter answered with no
+// such object, or with several: a topology problem of the configuration,
+// which the vCenter client caches with a back-off, logs once and shows on
+// /mon/status. Its callers need not log it again above DEBUG.
+var ErrPlacementUnresolved = errors.New("vcenter placement unresolved")
