@@ -17,6 +17,10 @@ type poolHealth struct {
 	down  bool
 	since time.Time
 	err   string
+	// unresolved: the outage is a topology problem
+	// (vctypes.ErrPlacementUnresolved), whose start and end the vCenter
+	// client logs.
+	unresolved bool
 }
 
 // readPool reads the resource pool runtime through the Port (the
@@ -95,21 +99,28 @@ func (a Admission) notePoolHealth(err error) {
 	s := a.State
 	now := a.Now()
 	s.mu.Lock()
-	wasDown, since := s.poolHealth.down, s.poolHealth.since
+	wasDown, since, wasUnresolved := s.poolHealth.down, s.poolHealth.since, s.poolHealth.unresolved
 	if err != nil {
 		if !wasDown {
 			s.poolHealth = poolHealth{down: true, since: now}
 		}
 		s.poolHealth.err = err.Error()
+		s.poolHealth.unresolved = errors.Is(err, vctypes.ErrPlacementUnresolved)
 	} else {
 		s.poolHealth = poolHealth{}
 	}
 	s.mu.Unlock()
 	switch {
+	case err != nil && !wasDown && errors.Is(err, vctypes.ErrPlacementUnresolved):
+		// A topology problem: the vCenter client logged it once as an
+		// ERROR and /mon/status shows it.
+		a.Log.Debug("resource pool unresolved: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil && !wasDown:
 		a.Log.Warn("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil:
 		a.Log.Debug("resource pool still unreadable", logkey.Err, err, "since", since)
+	case wasDown && wasUnresolved:
+		a.Log.Debug("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	case wasDown:
 		a.Log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	}

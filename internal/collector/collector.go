@@ -81,7 +81,14 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	}
 	if rpErr != nil {
 		failed = append(failed, metrics.SourceResourcePool)
-		c.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
+		if errors.Is(rpErr, vctypes.ErrPlacementUnresolved) {
+			// A topology problem (no such pool, or several): the vCenter
+			// client logged it once as an ERROR and /mon/status shows it;
+			// a WARN every pass would only repeat it.
+			c.log.Debug("metrics: resource pool unresolved, resource pool gauges skipped", logkey.Err, rpErr)
+		} else {
+			c.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
+		}
 	}
 	var headroom map[string]int
 	if m.Headroom != nil {

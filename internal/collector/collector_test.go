@@ -1,11 +1,21 @@
 package collector
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -54,4 +64,42 @@ func TestProvisionedCountByState(t *testing.T) {
 	}
 	got := summarizeVMs(testHatchery, vms).gauges().ProvisionedVMs
 	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)
+}
+
+// poolPort answers every resource pool lookup with err.
+type poolPort struct{ err error }
+
+func (p poolPort) LoadResourcePool(context.Context) (vctypes.Ref, error) { return vctypes.Ref{}, p.err }
+
+func (p poolPort) ResourcePoolRuntime(context.Context, vctypes.Ref) (*vctypes.PoolRuntime, error) {
+	return nil, errors.New("not reached")
+}
+
+// TestUnresolvedPoolIsNoWarning: a pool the vCenter client cannot resolve
+// (vctypes.ErrPlacementUnresolved: it logged it once as an ERROR, and
+// /mon/status shows it) is counted as a failed source at every pass but
+// logged at DEBUG, not as a WARN every 30 s; any other pool error is still
+// a WARN. It fails if the collector warned on the topology problem.
+func TestUnresolvedPoolIsNoWarning(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		err  error
+		warn bool
+	}{
+		{fmt.Errorf("find default resource pool: %w", vctypes.ErrPlacementUnresolved), false},
+		{errors.New("connection reset"), true},
+	} {
+		var logs bytes.Buffer
+		m, err := metrics.New("h")
+		require.NoError(t, err)
+		c := New(Options{Hatchery: "h", Config: &config.Config{}, Inventory: inventorytest.New(), Port: poolPort{tc.err},
+			PoolRuntime: func() *vctypes.PoolRuntime { return nil },
+			Log:         slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+		for range 3 {
+			c.Collect(context.Background(), m)
+		}
+		m.Close()
+		assert.Equal(t, tc.warn, strings.Contains(logs.String(), "level=WARN"), "%v:\n%s", tc.err, logs.String())
+		assert.Contains(t, logs.String(), "resource pool")
+	}
 }
