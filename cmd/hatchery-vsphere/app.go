@@ -46,7 +46,10 @@ commands:
                               (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo)
   config new                  print the reference configuration (every key, default, meaning;
                               optional features as "#key = …" examples to enable)
-  config check --config FILE  load and validate FILE; list every problem
+  config check --config FILE [--online]
+                              load and validate FILE; list every problem; with --online also
+                              connect to vCenter and resolve the datacenter, resource pool,
+                              folder, datastore, network and templates, and check privileges
   version                     print version and commit
 
 secrets may come from the environment: CDS_HATCHERY_VSPHERE_PASSWORD,
@@ -74,7 +77,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 	case "demo":
 		return a.cmdDemo(ctx, args[1:])
 	case "config":
-		return a.cmdConfig(args[1:])
+		return a.cmdConfig(ctx, args[1:])
 	case "version":
 		return a.cmdVersion(args[1:])
 	case "help", "-h", "-help", "--help":

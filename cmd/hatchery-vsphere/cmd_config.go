@@ -1,18 +1,24 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
-// cmdConfig is `config new` and `config check --config FILE`.
-func (a *app) cmdConfig(args []string) int {
+// cmdConfig is `config new` and `config check --config FILE [--online]`.
+func (a *app) cmdConfig(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new | config check --config FILE\n")
+		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new | config check --config FILE [--online]\n")
 		return exitUsage
 	}
 	switch args[0] {
@@ -29,6 +35,7 @@ func (a *app) cmdConfig(args []string) int {
 	case "check":
 		fs := a.flagSet("config check")
 		path := fs.String("config", "", "configuration file to check (required)")
+		online := fs.Bool("online", false, "also connect to vCenter and check the topology: datacenter, resource pool, folder, datastore, network, templates, privileges")
 		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
 			return exitUsage
 		}
@@ -41,6 +48,11 @@ func (a *app) cmdConfig(args []string) int {
 			printConfigError(a.stderr, *path, err)
 			return exitFail
 		}
+		if *online {
+			if code := a.checkOnline(ctx, *path, cfg); code != exitOK {
+				return code
+			}
+		}
 		fmt.Fprintln(a.stdout, "configuration OK")
 		for _, n := range cfg.BootstrapNotes() {
 			fmt.Fprintln(a.stdout, "  "+n)
@@ -50,6 +62,74 @@ func (a *app) cmdConfig(args []string) int {
 		fmt.Fprintf(a.stderr, "config: unknown subcommand %q (want new or check)\n", args[0])
 		return exitUsage
 	}
+}
+
+// onlineCheckTimeout bounds `config check --online` as a whole: a
+// connection and a few lookups, each request bounded by the client's own
+// request timeout (15 s); two minutes is far past a healthy vCenter and
+// still ends a check against one that hangs.
+const onlineCheckTimeout = 2 * time.Minute
+
+// logoutTimeout bounds the check's logout: one request.
+const logoutTimeout = 5 * time.Second
+
+// checkOnline connects to vCenter with cfg and checks its topology
+// (vsphere.CheckTopology): every problem on its own line with its key,
+// the notes on what vCenter could not say, and exitFail on a problem or
+// when vCenter cannot be asked. Its messages never hold a secret (the
+// vcenter package's errors never do).
+func (a *app) checkOnline(ctx context.Context, path string, cfg *config.Config) int {
+	ctx, cancel := context.WithTimeout(ctx, onlineCheckTimeout)
+	defer cancel()
+	vcCfg := vsphere.VCenterConfig(cfg)
+	// The problems are printed below; the client's own log lines would
+	// repeat them.
+	vcCfg.Logger = slog.New(slog.DiscardHandler)
+	vc, err := vcenter.Dial(ctx, vcCfg)
+	if err != nil {
+		var dnf *vcenter.DatacenterNotFoundError
+		if errors.As(err, &dnf) {
+			printConfigError(a.stderr, path, config.Errors{{Key: config.KeyPrefix + ".datacenterString", Problem: err.Error()}})
+			return exitFail
+		}
+		fmt.Fprintf(a.stderr, "%s: online check: %v\n", path, err)
+		return exitFail
+	}
+	defer func() {
+		lctx, lcancel := context.WithTimeout(context.WithoutCancel(ctx), logoutTimeout)
+		defer lcancel()
+		vc.Close(lctx)
+	}()
+	problems, rep, err := vsphere.CheckTopology(ctx, vc, cfg)
+	for _, n := range rep.Notes {
+		fmt.Fprintln(a.stderr, "note: "+n)
+	}
+	if err != nil {
+		fmt.Fprintf(a.stderr, "%s: online check: %v\n", path, err)
+		return exitFail
+	}
+	if len(problems) > 0 {
+		printConfigError(a.stderr, path, problems)
+		return exitFail
+	}
+	fmt.Fprintf(a.stdout, "vcenter topology OK: %s\n", resolvedSummary(rep))
+	return exitOK
+}
+
+// resolvedSummary is one line naming what the check resolved.
+func resolvedSummary(rep vcenter.TopologyReport) string {
+	var parts []string
+	for _, k := range []string{"resourcePoolString", "folderString", "datastoreString", "networkString"} {
+		if p, ok := rep.Resolved[k]; ok {
+			parts = append(parts, k+" "+p)
+		}
+	}
+	templates := len(rep.Resolved) - len(parts)
+	parts = append(parts, fmt.Sprintf("%d template key(s)", templates))
+	if len(rep.Notes) == 0 {
+		parts = append(parts, "privileges granted")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // maxPrintedProblems bounds the problems printed: a corrupted or wrong file

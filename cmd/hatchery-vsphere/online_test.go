@@ -1,0 +1,114 @@
+package main
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+)
+
+// onlineConfig is the `config new` file pointed at the simulator vc, with
+// the placement keys set (pool "" leaves the datacenter's default) and
+// extra appended (TOML tables).
+func onlineConfig(t *testing.T, vc *vcsimtest.Env, pool, extra string) string {
+	t.Helper()
+	doc := runCmd(t, nil, nil, "config", "new").stdout
+	for old, repl := range map[string]string{
+		`endpoint = "vcenter.example.com"`:    `endpoint = "` + vc.Endpoint + `"`,
+		`user = "cds-hatchery@vsphere.local"`: `user = "` + vc.User + `"`,
+		`caFile = ""`:                         `caFile = "` + vc.CAFile + `"`,
+		`datacenterString = "datacenter1"`:    `datacenterString = "` + vc.Datacenter + `"`,
+		`resourcePoolString = ""`:             `resourcePoolString = "` + pool + `"`,
+		`datastoreString = ""`:                `datastoreString = "` + vc.Datastore + `"`,
+		`networkString = ""`:                  `networkString = "` + vc.Network + `"`,
+		`folderString = ""`:                   `folderString = "` + vc.Folder + `"`,
+	} {
+		require.Contains(t, doc, old)
+		doc = strings.Replace(doc, old, repl, 1)
+	}
+	return writeFile(t, doc+"\n"+extra)
+}
+
+// TestConfigCheckOnline: `config check --online` connects to vCenter and
+// reports each topology problem with its key and what exists, exiting
+// non-zero; offline `config check` of the same file still says
+// "configuration OK" (it never connects). Without the online check, the
+// ambiguous default pool of a datacenter holding a cluster and a standalone
+// host (the simulator's VPX model) went unseen until the daemon ran.
+func TestConfigCheckOnline(t *testing.T) {
+	t.Parallel()
+	vc := vcsimtest.Start(t, vcsimtest.Options{Password: plantedPassword})
+	env := secretsEnv()
+
+	t.Run("ambiguous default pool", func(t *testing.T) {
+		path := onlineConfig(t, vc, "", "")
+		r := runCmd(t, env, nil, "config", "check", "--config", path)
+		require.Equal(t, exitOK, r.code, "offline check stays offline: %s", r.stderr)
+		assert.Contains(t, r.stdout, "configuration OK")
+
+		r = runCmd(t, env, nil, "config", "check", "--config", path, "--online")
+		t.Logf("config check --online:\n%s", r.stderr)
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, "hatchery.vsphere.resourcePoolString: ")
+		assert.Contains(t, r.stderr, "set resourcePoolString to one of: ")
+		assert.Contains(t, r.stderr, "/DC0/host/DC0_C0/Resources")
+		assert.Contains(t, r.stderr, "/DC0/host/DC0_H0/Resources")
+		assert.NotContains(t, r.stdout, "configuration OK")
+		assert.NotContains(t, r.stdout+r.stderr, plantedPassword)
+	})
+
+	t.Run("missing template and datastore privilege", func(t *testing.T) {
+		vc := vcsimtest.Start(t, vcsimtest.Options{Password: plantedPassword})
+		vc.DenyPrivileges("Datastore.AllocateSpace")
+		path := onlineConfig(t, vc, vc.ResourcePool, `
+[[hatchery.vsphere.guestCredentials]]
+  modelVMWare = "`+vcsimtest.DefaultTemplate+`"
+  username = "root"
+[[hatchery.vsphere.guestCredentials]]
+  modelVMWare = "ubuntu24"
+  username = "root"
+`)
+		r := runCmd(t, env, nil, "config", "check", "--config", path, "--online")
+		t.Logf("config check --online:\n%s", r.stderr)
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.guestCredentials[1].modelVMWare: no template "ubuntu24" in datacenter "DC0"; templates: `+vcsimtest.DefaultTemplate)
+		assert.NotContains(t, r.stderr, "guestCredentials[0]")
+		assert.Contains(t, r.stderr, "hatchery.vsphere.datastoreString: user \""+vc.User+"\" lacks the privileges Datastore.AllocateSpace on /DC0/datastore/"+vcsimtest.DatastoreName)
+		assert.NotContains(t, r.stderr, "resourcePoolString")
+		assert.NotContains(t, r.stdout+r.stderr, plantedPassword)
+	})
+
+	t.Run("ok", func(t *testing.T) {
+		path := onlineConfig(t, vc, vc.ResourcePool, `
+[[hatchery.vsphere.guestCredentials]]
+  modelVMWare = "`+vcsimtest.DefaultTemplate+`"
+  username = "root"
+`)
+		r := runCmd(t, env, nil, "config", "check", "--config", path, "--online")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "vcenter topology OK: resourcePoolString "+vc.ResourcePool+", folderString "+vc.Folder)
+		assert.Contains(t, r.stdout, "1 template key(s), privileges granted")
+		assert.Contains(t, r.stdout, "configuration OK")
+	})
+
+	t.Run("missing datacenter", func(t *testing.T) {
+		path := onlineConfig(t, vc, vc.ResourcePool, "")
+		doc := strings.Replace(readFile(t, path), `datacenterString = "DC0"`, `datacenterString = "DC9"`, 1)
+		r := runCmd(t, env, nil, "config", "check", "--config", writeFile(t, doc), "--online")
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.datacenterString: find datacenter "DC9"`)
+		assert.Contains(t, r.stderr, "datacenters: DC0")
+	})
+}
+
+// readFile returns the content of path.
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return string(b)
+}

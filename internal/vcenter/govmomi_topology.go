@@ -1,0 +1,311 @@
+package vcenter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// TopologyRequest is what CheckTopology resolves besides the client's own
+// placement settings (Config.ResourcePool and Config.Folder, the
+// datacenter being resolved at connection), and which privileges it
+// checks.
+type TopologyRequest struct {
+	// Datastore and Network are datastoreString and networkString ("":
+	// the datacenter's default one).
+	Datastore, Network string
+	// Templates are the templates the configuration names, each with the
+	// key naming it (one name may come with several keys).
+	Templates []ConfiguredTemplate
+	// StaticIPs: the hatchery takes its addresses through lock folders
+	// (Folder.Create and Folder.Delete on the folder).
+	StaticIPs bool
+	// BuildsTemplates: V1 models are registered, which marks a clone as a
+	// template (VirtualMachine.Provisioning.MarkAsTemplate on the folder).
+	BuildsTemplates bool
+	// GrowsDisks: a flavor grows the template's disk
+	// (VirtualMachine.Config.DiskExtend on the folder).
+	GrowsDisks bool
+}
+
+// ConfiguredTemplate is a template name and the configuration key that
+// names it ("guestCredentials[0].modelVMWare").
+type ConfiguredTemplate struct {
+	Key, Name string
+}
+
+// TopologyProblem is one thing of the configuration that vCenter does not
+// have, or does not let this user do: the key to change (a placement
+// setting, "resourcePoolString", or a ConfiguredTemplate's key) and what is
+// wrong, with what exists when that helps. Placement is true for the
+// placement settings, whose lookup failures the client caches and logs
+// itself (PlacementProblems).
+type TopologyProblem struct {
+	Key       string
+	Problem   string
+	Placement bool
+}
+
+// TopologyReport is CheckTopology's answer: the problems, the objects
+// resolved (inventory paths by setting or key) and notes on what could not
+// be checked (e.g. privileges, when vCenter does not answer that).
+type TopologyReport struct {
+	Problems []TopologyProblem
+	Resolved map[string]string
+	Notes    []string
+}
+
+// The privileges the hatchery uses, by object (the vSphere privilege
+// identifiers). Each is what one of its operations needs: a clone
+// (VirtualMachine.Inventory.CreateFromExisting in the folder,
+// Resource.AssignVMToPool, Datastore.AllocateSpace, Network.Assign,
+// VirtualMachine.Provisioning.DeployTemplate and Customize on the
+// template), then on its VMs power, reconfigure (name, annotation and its
+// ExtraConfig mirror, CPU, memory, devices), guest operations and destroy.
+var (
+	folderPrivileges = []string{
+		"System.Read",
+		"VirtualMachine.Inventory.CreateFromExisting",
+		"VirtualMachine.Inventory.Delete",
+		"VirtualMachine.Interact.PowerOn",
+		"VirtualMachine.Interact.PowerOff",
+		"VirtualMachine.Interact.Suspend",
+		"VirtualMachine.Config.Rename",
+		"VirtualMachine.Config.Annotation",
+		"VirtualMachine.Config.AdvancedConfig",
+		"VirtualMachine.Config.CPUCount",
+		"VirtualMachine.Config.Memory",
+		"VirtualMachine.Config.EditDevice",
+		"VirtualMachine.GuestOperations.Execute",
+	}
+	poolPrivileges      = []string{"Resource.AssignVMToPool"}
+	datastorePrivileges = []string{"Datastore.AllocateSpace"}
+	networkPrivileges   = []string{"Network.Assign"}
+	templatePrivileges  = []string{"VirtualMachine.Provisioning.DeployTemplate", "VirtualMachine.Provisioning.Customize"}
+)
+
+// maxTemplatesListed bounds the template names a missing template's
+// problem lists.
+const maxTemplatesListed = maxCandidates
+
+// CheckTopology resolves, for an operator before the first job, what the
+// hatchery will use: the resource pool, the folder, the datastore and the
+// network (through the cached lookups: a failure is cached, logged once
+// and shown by PlacementProblems as at run time), every template req names
+// (one read of the names of the datacenter's VMs), and checks the
+// privileges the hatchery needs on them (HasPrivilegeOnEntities for this
+// session; a vCenter that does not answer it is a note, not a problem).
+// Its error is a failure to ask (not connected, transport, ctx), not a
+// problem of the configuration. Every request is bounded by the client's
+// request timeout.
+func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (TopologyReport, error) {
+	if err := c.notConnected(); err != nil {
+		return TopologyReport{}, err
+	}
+	rep := TopologyReport{Resolved: map[string]string{}}
+	type entity struct {
+		key   string
+		what  string
+		ref   types.ManagedObjectReference
+		privs []string
+	}
+	var entities []entity
+	placement := func(setting string, ref types.ManagedObjectReference, err error, privs []string) error {
+		if err != nil {
+			if pe := placementErrorOf(err); pe != nil {
+				rep.Problems = append(rep.Problems, TopologyProblem{Key: setting, Problem: err.Error(), Placement: true})
+				return nil
+			}
+			return fmt.Errorf("check %s: %w", setting, err)
+		}
+		rep.Resolved[setting] = c.pathOf(ctx, ref)
+		entities = append(entities, entity{key: setting, what: rep.Resolved[setting], ref: ref, privs: privs})
+		return nil
+	}
+	pool, err := c.LoadResourcePool(ctx)
+	if err := placement("resourcePoolString", pool, err, poolPrivileges); err != nil {
+		return rep, err
+	}
+	folder, err := c.LoadFolder(ctx)
+	fprivs := append([]string(nil), folderPrivileges...)
+	if req.StaticIPs {
+		fprivs = append(fprivs, "Folder.Create", "Folder.Delete")
+	}
+	if req.BuildsTemplates {
+		fprivs = append(fprivs, "VirtualMachine.Provisioning.MarkAsTemplate")
+	}
+	if req.GrowsDisks {
+		fprivs = append(fprivs, "VirtualMachine.Config.DiskExtend")
+	}
+	if err := placement("folderString", folder, err, fprivs); err != nil {
+		return rep, err
+	}
+	ds, err := c.LoadDatastore(ctx, req.Datastore)
+	if err := placement("datastoreString", ds, err, datastorePrivileges); err != nil {
+		return rep, err
+	}
+	var netRef types.ManagedObjectReference
+	n, err := c.loadNetwork(ctx, req.Network)
+	if err == nil {
+		netRef = n.Reference()
+	}
+	if err := placement("networkString", netRef, err, networkPrivileges); err != nil {
+		return rep, err
+	}
+
+	if len(req.Templates) > 0 {
+		found, problems, err := c.checkTemplates(ctx, req.Templates)
+		if err != nil {
+			return rep, err
+		}
+		rep.Problems = append(rep.Problems, problems...)
+		for _, t := range req.Templates {
+			if ref, ok := found[t.Name]; ok {
+				rep.Resolved[t.Key] = t.Name
+				entities = append(entities, entity{key: t.Key, what: "template " + t.Name, ref: ref, privs: templatePrivileges})
+			}
+		}
+	}
+
+	if len(entities) == 0 {
+		return rep, nil
+	}
+	refs := make([]types.ManagedObjectReference, 0, len(entities))
+	seen := map[string]bool{}
+	var privs []string
+	for _, e := range entities {
+		refs = append(refs, e.ref)
+		for _, p := range e.privs {
+			if !seen[p] {
+				seen[p] = true
+				privs = append(privs, p)
+			}
+		}
+	}
+	granted, err := c.privileges(ctx, refs, privs)
+	if err != nil {
+		if ctx.Err() != nil {
+			return rep, fmt.Errorf("check privileges: %w", err)
+		}
+		rep.Notes = append(rep.Notes, fmt.Sprintf("privileges not checked: %v", err))
+		return rep, nil
+	}
+	for _, e := range entities {
+		var missing []string
+		for _, p := range e.privs {
+			if !granted[e.ref][p] {
+				missing = append(missing, p)
+			}
+		}
+		if len(missing) > 0 {
+			rep.Problems = append(rep.Problems, TopologyProblem{Key: e.key,
+				Problem: fmt.Sprintf("user %q lacks the privileges %s on %s", c.cfg.User, strings.Join(missing, ", "), e.what)})
+		}
+	}
+	return rep, nil
+}
+
+// pathOf is ref's inventory path, its id when that cannot be read (it
+// only names the object in a report).
+func (c *Client) pathOf(ctx context.Context, ref types.ManagedObjectReference) string {
+	e, err := c.findNames().Element(ctx, ref)
+	if err != nil || e == nil {
+		return ref.Value
+	}
+	return e.Path
+}
+
+// checkTemplates reads the names and template flags of the datacenter's
+// VMs (one container view) and returns the templates found, by name, and a
+// problem per key whose template is missing or is a VM.
+func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) (map[string]types.ManagedObjectReference, []TopologyProblem, error) {
+	folders, err := c.dc.Folders(ctx)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+	}
+	v, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, nil, fmt.Errorf("create vm view for the template check: %w", err)
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var vms []mo.VirtualMachine
+	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "config.template"}, &vms); err != nil {
+		return nil, nil, fmt.Errorf("list vm names for the template check: %w", err)
+	}
+	templates := map[string]types.ManagedObjectReference{}
+	plainVMs := map[string]bool{}
+	for _, vm := range vms {
+		if vm.Config != nil && vm.Config.Template {
+			templates[vm.Name] = vm.Self
+		} else {
+			plainVMs[vm.Name] = true
+		}
+	}
+	names := make([]string, 0, len(templates))
+	for n := range templates {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	listed, more := names, 0
+	if len(listed) > maxTemplatesListed {
+		listed, more = listed[:maxTemplatesListed], len(listed)-maxTemplatesListed
+	}
+	existing := "none"
+	if len(listed) > 0 {
+		existing = strings.Join(listed, ", ")
+		if more > 0 {
+			existing += fmt.Sprintf(" (and %d more)", more)
+		}
+	}
+	var problems []TopologyProblem
+	for _, t := range want {
+		if _, ok := templates[t.Name]; ok {
+			continue
+		}
+		if plainVMs[t.Name] {
+			problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("%q is a VM of datacenter %q, not a template: mark it as a template", t.Name, c.dc.Name())})
+			continue
+		}
+		problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("no template %q in datacenter %q; templates: %s", t.Name, c.dc.Name(), existing)})
+	}
+	return templates, problems, nil
+}
+
+// privileges asks vCenter which of privs this session holds on each of
+// refs (AuthorizationManager.HasPrivilegeOnEntities, one request).
+func (c *Client) privileges(ctx context.Context, refs []types.ManagedObjectReference, privs []string) (map[types.ManagedObjectReference]map[string]bool, error) {
+	if c.vim.ServiceContent.AuthorizationManager == nil {
+		return nil, errors.New("vcenter has no authorization manager")
+	}
+	us, err := c.sm.UserSession(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read session: %w", err)
+	}
+	if us == nil {
+		return nil, errors.New("read session: not logged in")
+	}
+	// The session's own privileges: govmomi's object.AuthorizationManager
+	// wraps only the per-user call, so the method is called directly.
+	res, err := methods.HasPrivilegeOnEntities(ctx, c.vim, &types.HasPrivilegeOnEntities{
+		This: *c.vim.ServiceContent.AuthorizationManager, Entity: refs, SessionId: us.Key, PrivId: privs,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("has privilege on entities: %w", err)
+	}
+	out := map[types.ManagedObjectReference]map[string]bool{}
+	for _, ep := range res.Returnval {
+		m := map[string]bool{}
+		for _, a := range ep.PrivAvailability {
+			m[a.PrivId] = a.IsGranted
+		}
+		out[ep.Entity] = m
+	}
+	return out, nil
+}
