@@ -172,7 +172,12 @@ func Run(ctx context.Context, o Options) error {
 	if shared != nil {
 		synced = shared.Synced()
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: synced})
+	// And once the topology was checked (topology.run): its problems are
+	// logged and on /mon/status before the first job.
+	topo := &topology{vc: vc, cfg: cfg, log: log}
+	checked := make(chan struct{})
+	ready := make(chan struct{})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: ready})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}
@@ -189,7 +194,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	hostname, _ := os.Hostname()
-	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
+	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, topo: topo, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
 
 	// Three stages, stopped in this order at shutdown: the framework (it
 	// stops taking jobs and releases those it holds, still able to reach
@@ -241,17 +246,29 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
-	// The hatchery's loops start once vCenter answers (synced, above).
+	// The hatchery's loops start once vCenter answers and the topology
+	// was checked (ready, above).
 	afterConnect := func(fn func(context.Context)) func(context.Context) {
 		return func(ctx context.Context) {
 			select {
-			case <-synced:
+			case <-ready:
 				fn(ctx)
 			case <-ctx.Done():
 			}
 		}
 	}
 	goLoop(&baseWG, baseCtx, vc.Run)
+	goLoop(&baseWG, baseCtx, func(ctx context.Context) { topo.run(ctx, checked) })
+	goLoop(&baseWG, baseCtx, func(ctx context.Context) {
+		for _, c := range []<-chan struct{}{synced, checked} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		close(ready)
+	})
 	if shared != nil {
 		// Not gated: its first (failing) attempt is what lets a first read
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.

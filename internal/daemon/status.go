@@ -12,13 +12,14 @@ import (
 )
 
 // statusSource renders the daemon's own /mon/status lines (the framework's
-// ExtraStatus): the vCenter connection and, in shared inventory mode, the
-// inventory's freshness.
+// ExtraStatus): the vCenter connection, the configured topology on it
+// (topology.line) and, in shared inventory mode, the inventory's freshness.
 type statusSource struct {
 	service  string
 	hostname string
 	vc       *vcenter.Client
 	inv      *inventory.Shared // nil in listing mode
+	topo     *topology         // the "vCenter topology" line
 	interval time.Duration     // inventory refresh interval
 	now      func() time.Time
 }
@@ -26,6 +27,9 @@ type statusSource struct {
 // lines implements hatchery.Options.ExtraStatus.
 func (s *statusSource) lines(context.Context) []sdk.MonitoringStatusLine {
 	out := []sdk.MonitoringStatusLine{vcenterLine(s.vc.Status())}
+	if s.topo != nil {
+		out = append(out, s.topo.line())
+	}
 	if s.inv != nil {
 		out = append(out, inventoryLine(s.inv.Stats(), s.interval, s.now()))
 	}
