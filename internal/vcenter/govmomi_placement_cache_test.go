@@ -1,8 +1,11 @@
 package vcenter
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -76,4 +79,55 @@ func TestCachedLookupLeaderFailure(t *testing.T) {
 	cancel()
 	_, err := cachedLookup(ctx, p, "pool", "q", func() (string, error) { return "never", nil })
 	require.ErrorIs(t, err, context.Canceled, "a waiter gives up with its context")
+}
+
+// TestCachedLookupFailureBackoffAndRecovery: a lookup failing with a
+// *PlacementError is answered from the cache until its retry (the
+// resolution is not called), the retries back off, a transport error is
+// never cached, and the first success ends the failure with one INFO line
+// and empties problems. Without the cache of failures resolve ran at every
+// call.
+func TestCachedLookupFailureBackoffAndRecovery(t *testing.T) {
+	t.Parallel()
+	var logs bytes.Buffer
+	p := newPlacementCache(slog.New(slog.NewTextHandler(&logs, nil)))
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	p.now = func() time.Time { return now }
+	var calls int
+	var answer error = &PlacementError{What: "resource pool", Setting: "resourcePoolString", Ambiguous: true, Err: ErrAmbiguous}
+	resolve := func() (string, error) {
+		calls++
+		if answer != nil {
+			return "", answer
+		}
+		return "pool-1", nil
+	}
+	lookup := func() error {
+		_, err := cachedLookup(context.Background(), p, "pool", "", resolve)
+		return err
+	}
+	require.ErrorIs(t, lookup(), ErrPlacementUnresolved)
+	require.ErrorIs(t, lookup(), ErrAmbiguous)
+	assert.Equal(t, 1, calls, "answered from the cache")
+	require.Len(t, p.problems(), 1)
+
+	now = now.Add(placementRetryMin)
+	require.Error(t, lookup())
+	assert.Equal(t, 2, calls, "retried after the back-off")
+	now = now.Add(placementRetryMin)
+	require.Error(t, lookup())
+	assert.Equal(t, 2, calls, "the back-off doubled")
+	now = now.Add(placementRetryMin)
+
+	answer = errors.New("connection reset")
+	require.Error(t, lookup())
+	require.Error(t, lookup())
+	assert.Equal(t, 4, calls, "a transport error is not cached")
+
+	answer = nil
+	_, err := cachedLookup(context.Background(), p, "pool", "", resolve)
+	require.NoError(t, err)
+	assert.Empty(t, p.problems())
+	assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), `level=INFO msg="vcenter placement resolved" setting=resourcePoolString`), logs.String())
 }
