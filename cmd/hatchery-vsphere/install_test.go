@@ -233,6 +233,10 @@ func TestInstallGuideStartsTheDaemon(t *testing.T) {
 				`caFile = ""`:                         `caFile = "` + vc.CAFile + `"`,
 				`datacenterString = "datacenter1"`:    `datacenterString = "` + vc.Datacenter + `"`,
 				`resourcePoolString = ""`:             `resourcePoolString = "` + vc.ResourcePool + `"`,
+				// The simulator's datacenter has several networks: the
+				// default one is ambiguous, which the daemon's topology
+				// check reports on /mon/status (503).
+				`networkString = ""`:                  `networkString = "` + vc.Network + `"`,
 				`folderString = ""`:                   `folderString = "` + vc.Folder + `"`,
 				`url = "https://cds-api.example.com"`: `url = "` + api.URL() + `"`,
 				"port = 8086":                         "port = 0",
