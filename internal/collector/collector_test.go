@@ -56,10 +56,10 @@ func TestProvisionedCountByState(t *testing.T) {
 			HatcheryName: testHatchery, WorkerName: name, Provisioning: true, VMwareModelPath: "debian12", Flavor: flavor, IdleState: idle}}
 	}
 	vms := []inventory.VM{
-		pool("provision-v2-off", "", "", types.VirtualMachinePowerStatePoweredOff),
-		pool("provision-v2-susp-1", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
-		pool("provision-v2-susp-2", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
-		pool("provision-v2-run", "large", config.IdleStatePoweredOn, types.VirtualMachinePowerStatePoweredOn),
+		pool("warmpool-v2-off", "", "", types.VirtualMachinePowerStatePoweredOff),
+		pool("warmpool-v2-susp-1", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
+		pool("warmpool-v2-susp-2", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
+		pool("warmpool-v2-run", "large", config.IdleStatePoweredOn, types.VirtualMachinePowerStatePoweredOn),
 		{Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1"}},
 	}
 	got := summarizeVMs(testHatchery, vms).gauges().ProvisionedVMs

@@ -61,6 +61,11 @@ type Config struct {
 	V2Cmd     string `mapstructure:"v2Cmd" toml:"v2Cmd" json:"v2Cmd"`
 	V2PostCmd string `mapstructure:"v2PostCmd" toml:"v2PostCmd" json:"v2PostCmd"`
 
+	// V2TemplateNames are the templates a V2 model's spec.image may name
+	// (config_v2templates.go): path.Match patterns matched against the
+	// template's name; empty allows any template, as before the key.
+	V2TemplateNames []string `mapstructure:"v2TemplateNames" toml:"v2TemplateNames" json:"v2TemplateNames"`
+
 	// Resource-based capacity (docs/design.md#capacity-degradation); 0 = no static limit.
 	MaxCPUs     int   `mapstructure:"maxCpus" toml:"maxCpus" json:"maxCpus"`
 	MaxMemoryMB int64 `mapstructure:"maxMemoryMB" toml:"maxMemoryMB" json:"maxMemoryMB"`

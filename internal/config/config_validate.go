@@ -33,6 +33,7 @@ func (c *Config) Validate() error {
 	c.validateCredentials(&es)
 	c.validateBootstrap(&es)
 	c.validateCommands(&es)
+	c.validateV2Templates(&es)
 	c.validateLatency(&es)
 	c.validateQuarantine(&es)
 	c.validateDebugHold(&es)

@@ -23,10 +23,15 @@ const maxAnnotationBytes = 64 << 10
 // in-memory caches are accelerators rebuilt from it after a restart. It
 // never holds a secret.
 type Annotation struct {
-	HatcheryName            string    `json:"hatchery_name"`
-	WorkerName              string    `json:"worker_name"`
-	RegisterOnly            bool      `json:"register_only"`
-	Provisioning            bool      `json:"provisioning"`
+	HatcheryName string `json:"hatchery_name"`
+	WorkerName   string `json:"worker_name"`
+	RegisterOnly bool   `json:"register_only"`
+	// Provisioning flags a VM of the warm pool, idle or being made. It is
+	// written under the key warm_pool: the key provisioning, which
+	// earlier versions wrote and ParseAnnotation still reads, is the one
+	// the upstream CDS vSphere hatchery claims VMs by
+	// (docs/coexistence.md).
+	Provisioning            bool      `json:"warm_pool"`
 	WorkerModelPath         string    `json:"worker_model_path"`
 	VMwareModelPath         string    `json:"vmware_model_path"`
 	WorkerModelLastModified string    `json:"worker_model_last_modified"`
@@ -87,13 +92,19 @@ func ParseAnnotation(s string) (*Annotation, error) {
 	if s[0] != '{' {
 		return nil, ErrNoAnnotation
 	}
-	var a Annotation
-	if err := json.Unmarshal([]byte(s), &a); err != nil {
+	var r struct {
+		Annotation
+		// LegacyProvisioning is Provisioning as earlier versions wrote it.
+		LegacyProvisioning bool `json:"provisioning"`
+	}
+	if err := json.Unmarshal([]byte(s), &r); err != nil {
 		return nil, fmt.Errorf("parse annotation: %w", err)
 	}
+	a := r.Annotation
 	if a.HatcheryName == "" {
 		return nil, errors.New("parse annotation: no hatchery name")
 	}
+	a.Provisioning = a.Provisioning || r.LegacyProvisioning
 	return &a, nil
 }
 

@@ -280,10 +280,10 @@ func TestRenameReconfigureAndMarkAsTemplate(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.Client
-	vm := cloneWorker(t, ctx, env, "provision-v2-abc", "")
+	vm := cloneWorker(t, ctx, env, "warmpool-v2-abc", "")
 
 	require.NoError(t, c.RenameVirtualMachine(ctx, vm, "worker-7"))
-	_, ok := env.Inspect("provision-v2-abc")
+	_, ok := env.Inspect("warmpool-v2-abc")
 	assert.False(t, ok)
 	loaded, err := c.LoadVirtualMachine(ctx, "worker-7")
 	require.NoError(t, err)

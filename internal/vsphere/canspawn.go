@@ -26,7 +26,8 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 // CanSpawn tells whether the hatchery can serve the job
 // (docs/design.md#canspawn): nil when it can, else the refusal and its code
 // (docs/flavors-and-capacity.md). A vsphere model with a command
-// (refusal.ReasonModel), no service, memory or hostname requirement, flavor
+// (refusal.ReasonModel), for a V2 model a template v2TemplateNames allows
+// (refusal.ReasonTemplate), no service, memory or hostname requirement, flavor
 // being served (refusal.ReasonRequirement), a registration only for a V1
 // model (refusal.ReasonModel) not already being registered
 // (refusal.ReasonRegistering), no spawn of the job in flight
@@ -39,6 +40,11 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) *refusal.Refusal {
 	if model.GetType() != sdk.VSphere {
 		return refusal.Refuse(refusal.ReasonModel, "model type %s is not vsphere", model.GetType())
+	}
+	if !model.IsV1() {
+		if t := modelref.Of(model).Name; !h.cfg.V2TemplateAllowed(t) {
+			return refusal.Refuse(refusal.ReasonTemplate, "template %q is not among the templates V2 models may name here (v2TemplateNames: %s)", t, h.cfg.V2TemplatePatterns())
+		}
 	}
 	for _, r := range requirements {
 		switch r.Type {

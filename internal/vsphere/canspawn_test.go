@@ -102,7 +102,7 @@ func TestWorkersStarted(t *testing.T) {
 	f.inv.Set([]inventory.VM{
 		{Name: "worker-1", Annotation: ours},
 		{Name: "worker-off", Annotation: ours, PowerState: types.VirtualMachinePowerStatePoweredOff},
-		{Name: "provision-v2-abc", Annotation: ours},
+		{Name: "warmpool-v2-abc", Annotation: ours},
 		{Name: "mymodel-tmp", Annotation: &inventory.Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}},
 		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true}},
 		{Name: "foreign", Annotation: &inventory.Annotation{HatcheryName: "other"}},

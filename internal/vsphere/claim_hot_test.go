@@ -34,21 +34,21 @@ func wIdle(state string) vmOpt {
 func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	FaultsShortenReadiness(t, 200*time.Millisecond)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	bad := warmProvVM("provision-v2-bad", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(2*time.Hour),
+	bad := warmProvVM("warmpool-v2-bad", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(2*time.Hour),
 		wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.5" }))
-	good := warmProvVM("provision-v2-good", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour),
+	good := warmProvVM("warmpool-v2-good", "debian12", "large", wIdle(config.IdleStateSuspended), wCreated(time.Hour),
 		wAnnot(func(a *inventory.Annotation) { a.IPAddress = "10.0.0.6" }))
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{bad, good}, nil)
 
 	var written inventory.Annotation
 	gomock.InOrder(
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-bad")).Return(nil),
-		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("provision-v2-bad")).Return(context.DeadlineExceeded),
-		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-bad")).Return(nil),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good")).Return(nil),
-		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("provision-v2-good")).Return(nil),
-		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), warmRefIs("provision-v2-good"), "10.0.0.6").Return("10.0.0.6", nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-good"), gomock.Any()).
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-bad")).Return(nil),
+		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("warmpool-v2-bad")).Return(context.DeadlineExceeded),
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-bad")).Return(nil),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-good")).Return(nil),
+		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("warmpool-v2-good")).Return(nil),
+		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), warmRefIs("warmpool-v2-good"), "10.0.0.6").Return("10.0.0.6", nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-good"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
 				assert.Equal(t, "worker-1", spec.Name, "renamed by the reconfigure that writes the record")
 				assert.Zero(t, spec.NumCPUs, "a hot vm is never resized")
@@ -62,8 +62,8 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	args := spawn.Arguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
 	ref, err := e.h.claimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, large, nil)
 	require.NoError(t, err)
-	assert.Equal(t, "vm-provision-v2-good", ref.Value)
-	assert.True(t, e.h.life.In("provision-v2-bad", lifecycle.Marked), "the vm that failed its check is marked for deletion")
+	assert.Equal(t, "vm-warmpool-v2-good", ref.Value)
+	assert.True(t, e.h.life.In("warmpool-v2-bad", lifecycle.Marked), "the vm that failed its check is marked for deletion")
 	assert.True(t, e.h.life.In("worker-1", lifecycle.Preparing))
 	assert.Equal(t, "10.0.0.6", written.IPAddress)
 	assert.Empty(t, written.IdleState, "a worker's record is no pool record")
@@ -109,9 +109,9 @@ func TestProvisionHotSuspended(t *testing.T) {
 func TestAwolHotPoolVMs(t *testing.T) {
 	t.Parallel()
 	e := newWarmEnv(t, warmConfig(), nil, nil)
-	healthy := warmProvVM("provision-v2-ok", "debian12", "large", wIdle(config.IdleStateSuspended))
-	running := warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn))
-	broken := warmProvVM("provision-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended }))
+	healthy := warmProvVM("warmpool-v2-ok", "debian12", "large", wIdle(config.IdleStateSuspended))
+	running := warmProvVM("warmpool-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn))
+	broken := warmProvVM("warmpool-v2-broken", "debian12", "large", wAnnot(func(a *inventory.Annotation) { a.IdleState = config.IdleStateSuspended }))
 	for _, v := range []inventory.VM{healthy, running} {
 		assert.False(t, e.h.awolVerdict(context.Background(), v, apiWorkers{}).del, v.Name)
 	}
@@ -127,9 +127,9 @@ func TestCapacityCountsHotIdleVMs(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), nil, nil)
 	sized := func(v *inventory.VM) { v.NumCPU, v.MemoryMB = 4, 8192 }
 	vms := []inventory.VM{
-		warmProvVM("provision-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), sized),
-		warmProvVM("provision-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
-		warmProvVM("provision-v2-off", "debian12", "large", sized),
+		warmProvVM("warmpool-v2-run", "debian12", "large", wIdle(config.IdleStatePoweredOn), sized),
+		warmProvVM("warmpool-v2-susp", "debian12", "large", wIdle(config.IdleStateSuspended), sized),
+		warmProvVM("warmpool-v2-off", "debian12", "large", sized),
 	}
 	u := capacity.Count(e.h.admission().VMUsages(vms))
 	assert.Equal(t, int64(4), u.CPUs)

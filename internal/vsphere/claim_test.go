@@ -30,7 +30,7 @@ func v1Model(group, name string) sdk.WorkerStarterWorkerModel {
 func idleDebianPool(n int) []inventory.VM {
 	var vms []inventory.VM
 	for i := range n {
-		vms = append(vms, warmProvVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", ""))
+		vms = append(vms, warmProvVM(fmt.Sprintf("warmpool-v2-%02d", i), "debian12", ""))
 	}
 	return vms
 }

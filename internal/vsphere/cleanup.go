@@ -177,7 +177,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return awolKeep("spawn of its job in flight")
 	}
 
-	if vm.HasPrefix(warmpool.Prefix) && a.Provisioning {
+	if warmpool.HasPoolName(vm) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
 		// left half-made by a crash (never in its idle state long after
 		// creation) and a hot pool VM that is not in the state its record

@@ -71,7 +71,7 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name:     "api error: nothing else is decided",
-			vms:      []inventory.VM{warmVM("w-old", wCreated(time.Hour)), warmVM("w-done", wOff, wStarted(time.Hour)), provOn("provision-v2-half", wCreated(time.Hour))},
+			vms:      []inventory.VM{warmVM("w-old", wCreated(time.Hour)), warmVM("w-done", wOff, wStarted(time.Hour)), provOn("warmpool-v2-half", wCreated(time.Hour))},
 			apiErr:   errors.New("api down"),
 			toDelete: nil,
 		},
@@ -82,26 +82,26 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name: "provisioned idle vm is left to the provisioning loop",
-			vms:  []inventory.VM{warmProvVM("provision-v2-idle", "debian12", "", wCreated(24*time.Hour))},
+			vms:  []inventory.VM{warmProvVM("warmpool-v2-idle", "debian12", "", wCreated(24*time.Hour))},
 		},
 		{
 			name:    "provisioned vm being provisioned is kept",
-			vms:     []inventory.VM{provOn("provision-v2-busy", wCreated(time.Hour))},
-			pending: []string{"provision-v2-busy"},
+			vms:     []inventory.VM{provOn("warmpool-v2-busy", wCreated(time.Hour))},
+			pending: []string{"warmpool-v2-busy"},
 		},
 		{
 			name:      "half-provisioned vm left by a crash is deleted",
-			vms:       []inventory.VM{provOn("provision-v2-half", wCreated(regTTL+time.Minute))},
-			destroyed: []string{"provision-v2-half"},
+			vms:       []inventory.VM{provOn("warmpool-v2-half", wCreated(regTTL+time.Minute))},
+			destroyed: []string{"warmpool-v2-half"},
 		},
 		{
 			name: "provisioned vm powered on within the bound is kept",
-			vms:  []inventory.VM{provOn("provision-v2-young", wCreated(regTTL-time.Minute))},
+			vms:  []inventory.VM{provOn("warmpool-v2-young", wCreated(regTTL-time.Minute))},
 		},
 		{
 			name:  "provisioned vm being claimed is kept",
-			vms:   []inventory.VM{provOn("provision-v2-claimed", wCreated(time.Hour))},
-			using: []string{"provision-v2-claimed"},
+			vms:   []inventory.VM{provOn("warmpool-v2-claimed", wCreated(time.Hour))},
+			using: []string{"warmpool-v2-claimed"},
 		},
 		{
 			name: "model vm is kept",
@@ -200,8 +200,8 @@ func TestKillAwolServers(t *testing.T) {
 		},
 		{
 			name: "provisioned idle (powered off) vm is left to the pool even if the api lists its name",
-			vms:  []inventory.VM{warmProvVM("provision-v2-listed", "debian12", "", wCreated(time.Hour))},
-			v2:   []sdk.V2Worker{{Name: "provision-v2-listed", Status: sdk.StatusDisabled}},
+			vms:  []inventory.VM{warmProvVM("warmpool-v2-listed", "debian12", "", wCreated(time.Hour))},
+			v2:   []sdk.V2Worker{{Name: "warmpool-v2-listed", Status: sdk.StatusDisabled}},
 		},
 		{
 			name:      "powered-off pool vm claimed under its worker name, before its power-on: kept",
@@ -304,12 +304,12 @@ func TestKillAwolServers(t *testing.T) {
 				warmVM("w-keep", wCreated(time.Minute)),
 				warmVM("w-stuck", wCreated(time.Hour)),
 				warmVM("w-done", wOff, wStarted(time.Hour)),
-				warmProvVM("provision-v2-idle", "debian12", ""),
-				provOn("provision-v2-half", wCreated(time.Hour)),
+				warmProvVM("warmpool-v2-idle", "debian12", ""),
+				provOn("warmpool-v2-half", wCreated(time.Hour)),
 				warmVM("w-api", wStarted(time.Hour)),
 			},
 			v1:        []sdk.Worker{{Name: "w-api"}},
-			destroyed: []string{"provision-v2-half", "w-done", "w-stuck"},
+			destroyed: []string{"warmpool-v2-half", "w-done", "w-stuck"},
 		},
 	}
 	for _, tc := range cases {
@@ -463,18 +463,18 @@ func TestKillDisabledWorkersAPIError(t *testing.T) {
 // provisioned VMs of ours — and only those.
 func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
 	t.Parallel()
-	other := warmProvVM("provision-v2-b", "debian12", "")
+	other := warmProvVM("warmpool-v2-b", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
 	vms := []inventory.VM{
-		warmProvVM("provision-v2-idle", "debian12", ""),
-		warmProvVM("provision-v2-idle-large", "ubuntu", "large"),
-		warmProvVM("provision-v2-booting", "debian12", "", wOn),
-		warmProvVM("provision-v2-claimed", "debian12", ""),
+		warmProvVM("warmpool-v2-idle", "debian12", ""),
+		warmProvVM("warmpool-v2-idle-large", "ubuntu", "large"),
+		warmProvVM("warmpool-v2-booting", "debian12", "", wOn),
+		warmProvVM("warmpool-v2-claimed", "debian12", ""),
 		other,
 	}
 	e := newWarmEnv(t, warmConfig(), vms, &warmCDS{})
-	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
-	putPhase(e.h, "provision-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-claimed"))
+	putPhase(e.h, "warmpool-v2-booting", lifecycle.Provisioning)
+	putPhase(e.h, "warmpool-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-claimed"))
 	e.expectDelete(vms[0])
 	e.expectDelete(vms[1])
 

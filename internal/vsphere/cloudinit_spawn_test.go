@@ -127,22 +127,22 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 // before it is powered off and marked for deletion.
 func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	t.Parallel()
-	vm := warmProvVM("provision-v2-c", "debian12", "")
+	vm := warmProvVM("warmpool-v2-c", "debian12", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	var written, scrub types.VirtualMachineConfigSpec
 	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
 			}),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(errors.New("host busy")),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c"), gomock.Any()).
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c")).Return(errors.New("host busy")),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				scrub = s
 				return nil
 			}),
-		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("provision-v2-c")).Return(nil),
+		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c")).Return(nil),
 	)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "Q0RTX0NPTkZJRw=="}
 	putPhase(e.h, vm.Name, lifecycle.Claimed, lifecycle.WithRef(vm.Ref.Value)) // as the claim did

@@ -195,7 +195,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	require.Empty(t, env.CloudInit.Boots(), "the pool VM was provisioned without userdata")
 	var pool []inventory.VM
 	for _, v := range warmVcsimVMs(t, env) {
-		if v.HasPrefix("provision-v2-") {
+		if v.HasPrefix("warmpool-v2-") {
 			pool = append(pool, v)
 		}
 	}

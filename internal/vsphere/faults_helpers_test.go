@@ -149,10 +149,10 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	// and provisioned VM, and an unannotated VM named like our workers
 	// holding the first address of our range.
 	other := inventory.Annotation{HatcheryName: ftOther, WorkerName: "foreign-worker", JobID: "x", Created: time.Now().Add(-time.Hour)}
-	otherProv := inventory.Annotation{HatcheryName: ftOther, WorkerName: "provision-v2-foreign", Provisioning: true, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().Add(-time.Hour)}
+	otherProv := inventory.Annotation{HatcheryName: ftOther, WorkerName: "warmpool-v2-foreign", Provisioning: true, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().Add(-time.Hour)}
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "foreign-worker", Annotation: other.Marshal(), PoweredOn: true, NumCPU: 1, MemoryMB: 1024},
-		{Name: "provision-v2-foreign", Annotation: otherProv.Marshal(), NumCPU: 2, MemoryMB: 4096},
+		{Name: "warmpool-v2-foreign", Annotation: otherProv.Marshal(), NumCPU: 2, MemoryMB: 4096},
 		{Name: "worker-ft-lookalike", PoweredOn: true, NumCPU: 1, MemoryMB: 1024, IP: ftForeignIP},
 	})
 	// A roomy resource pool: capacity is not what these tests exercise
@@ -409,7 +409,7 @@ func (r *ftRig) ftCheckInvariants(allowed ...string) {
 		}
 		a := v.Annot
 		running := v.PowerState == types.VirtualMachinePowerStatePoweredOn && a.WorkerStarted != nil && !a.Provisioning
-		idle := v.PowerState == types.VirtualMachinePowerStatePoweredOff && a.Provisioning && strings.HasPrefix(v.Name, "provision-")
+		idle := v.PowerState == types.VirtualMachinePowerStatePoweredOff && a.Provisioning && strings.HasPrefix(v.Name, "warmpool-")
 		assert.True(t, running || idle, "leaked vm %s: %s, annotation %+v", v.Name, v.PowerState, *a)
 	}
 

@@ -49,7 +49,7 @@ func fixtureVMs() []inventory.VM {
 			Annotation: ours(inventory.Annotation{VMwareModelPath: "debian12", IPAddress: "192.168.0.10"})},
 		{Name: "worker-2", NumCPU: 4, MemoryMB: 8192, PowerState: poweredOn(),
 			Annotation: ours(inventory.Annotation{WorkerModelPath: "shared.infra/ubuntu"}), IPAddresses: []string{"192.168.0.11", "172.17.0.1"}},
-		{Name: "provision-v2-abc", NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff(),
+		{Name: "warmpool-v2-abc", NumCPU: 2, MemoryMB: 2048, PowerState: poweredOff(),
 			Annotation: ours(inventory.Annotation{VMwareModelPath: "debian12", Provisioning: true, IPAddress: "192.168.0.12"})},
 		{Name: "shared.infra-ubuntu", Template: true, NumCPU: 1, MemoryMB: 1024, PowerState: poweredOff(),
 			Annotation: ours(inventory.Annotation{WorkerModelPath: "shared.infra/ubuntu", Model: true})},
@@ -146,8 +146,8 @@ func TestMetricsScrapeMatchesFixture(t *testing.T) {
 		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "worker-1", "worker_model", "debian12"), 4096},
 		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "worker-2", "worker_model", "shared.infra/ubuntu"), 4},
 		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "worker-2", "worker_model", "shared.infra/ubuntu"), 8192},
-		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "provision-v2-abc", "worker_model", "debian12"), 2},
-		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "provision-v2-abc", "worker_model", "debian12"), 2048},
+		{"cds_hatchery_vsphere_worker_vcpus", svc(testHatchery, "worker_name", "warmpool-v2-abc", "worker_model", "debian12"), 2},
+		{"cds_hatchery_vsphere_worker_memory_mb", svc(testHatchery, "worker_name", "warmpool-v2-abc", "worker_model", "debian12"), 2048},
 		// Ours, powered on: worker-1 + worker-2.
 		{"cds_hatchery_vsphere_allocated_vcpus", svc(testHatchery), 6},
 		{"cds_hatchery_vsphere_allocated_memory_mb", svc(testHatchery), 12288},
@@ -477,7 +477,7 @@ func TestMetricsInstancesDoNotInterfere(t *testing.T) {
 		vmCount, starts float64
 		workers         []string
 	}{
-		{"hatch-a", 3, 1, []string{"provision-v2-abc", "worker-1", "worker-2"}},
+		{"hatch-a", 3, 1, []string{"warmpool-v2-abc", "worker-1", "worker-2"}},
 		{"hatch-b", 1, 1, []string{"other-worker"}},
 		{"hatch-a", 1, 1, []string{"worker-1"}},
 	}

@@ -32,7 +32,7 @@ func TestVcsimMetricsScrapeMatchesSimulator(t *testing.T) {
 	env.AddVMs([]vcsimtest.ForeignVM{
 		{Name: "worker-a", Annotation: ours("worker-a", false, "10.10.0.10"), PoweredOn: true, NumCPU: 2, MemoryMB: 4096},
 		{Name: "worker-b", Annotation: ours("worker-b", false, "10.10.0.11"), PoweredOn: true, NumCPU: 4, MemoryMB: 8192},
-		{Name: "provision-v2-idle", Annotation: ours("provision-v2-idle", true, "10.10.0.13"), NumCPU: 2, MemoryMB: 4096},
+		{Name: "warmpool-v2-idle", Annotation: ours("warmpool-v2-idle", true, "10.10.0.13"), NumCPU: 2, MemoryMB: 4096},
 		{Name: "w-other", Annotation: other, PoweredOn: true, NumCPU: 8, MemoryMB: 16384},
 	})
 	env.AddForeignVMs("foreign-", 5) // 1 vCPU / 1024 MB each, powered on

@@ -56,7 +56,7 @@ func TestProvisioningQuarantine(t *testing.T) {
 	n := 0
 	provision := func(template string) {
 		n++
-		name := fmt.Sprintf("provision-v2-%s-%d", template, n)
+		name := fmt.Sprintf("warmpool-v2-%s-%d", template, n)
 		e.h.pool.ProvisionOne(context.Background(), warmpool.Task{Key: warmpool.Key{Model: template}, Template: modelref.Template{Name: template}, Name: name})
 	}
 	ctx := context.Background()

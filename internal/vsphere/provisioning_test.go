@@ -117,7 +117,7 @@ func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 }
 
 // provisionNameRE is a pool slot name (warmpool.Key.SlotName).
-var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
+var provisionNameRE = regexp.MustCompile(`^warmpool-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
 
 // TestProvisioningFillsPools: deficits per (model, flavor), V2 pools then V1,
 // round-robin; each VM annotated, cloned, waited for and powered off.
@@ -131,7 +131,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 		{ModelPath: "grp/m1", Number: 1},
 	}
 	modTime := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	other := warmProvVM("provision-v2-other", "debian12", "")
+	other := warmProvVM("warmpool-v2-other", "debian12", "")
 	other.Annotation.HatcheryName = "hatch-b"
 	vms := []inventory.VM{
 		warmTpl("debian12"), warmTpl("ubuntu"),
@@ -140,23 +140,23 @@ func TestProvisioningFillsPools(t *testing.T) {
 			a.WorkerModelPath = "grp/m1"
 			a.WorkerModelLastModified = fmt.Sprint(modTime.Unix()) // up to date: no registration needed
 		})),
-		warmProvVM("provision-v2-have", "debian12", ""),       // counts for debian12
-		warmProvVM("provision-v2-claimed", "debian12", ""),    // leaving the pool
-		warmProvVM("provision-v2-large", "debian12", "large"), // another pool
+		warmProvVM("warmpool-v2-have", "debian12", ""),       // counts for debian12
+		warmProvVM("warmpool-v2-claimed", "debian12", ""),    // leaving the pool
+		warmProvVM("warmpool-v2-large", "debian12", "large"), // another pool
 		other, // not ours
-		warmProvVM("provision-v2-tobedeleted", "debian12", ""),     // leaving the pool
-		warmProvVM("provision-v2-booting", "ubuntu", "large", wOn), // being provisioned
+		warmProvVM("warmpool-v2-tobedeleted", "debian12", ""),     // leaving the pool
+		warmProvVM("warmpool-v2-booting", "ubuntu", "large", wOn), // being provisioned
 	}
 	cds := &warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, UserLastModified: modTime}}}
 	e := newWarmEnv(t, cfg, vms, cds)
-	putPhase(e.h, "provision-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-claimed"))
-	e.h.markToDelete("provision-v2-tobedeleted")
-	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning)
-	putPhase(e.h, "provision-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "ubuntu", Flavor: "large"}.Pool()))
+	putPhase(e.h, "warmpool-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-claimed"))
+	e.h.markToDelete("warmpool-v2-tobedeleted")
+	putPhase(e.h, "warmpool-v2-booting", lifecycle.Provisioning)
+	putPhase(e.h, "warmpool-v2-booting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "ubuntu", Flavor: "large"}.Pool()))
 	rec := &cloneRecorder{}
 	e.h.pool.Clone = poolClone(rec.clone)
-	// provision-v2-large is surplus (no pool for it) and idle: removed.
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-large")).Return(nil)
+	// warmpool-v2-large is surplus (no pool for it) and idle: removed.
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-large")).Return(nil)
 	ip, off := expectProvisionSteps(e, 4)
 
 	e.h.pool.Provision(context.Background())
@@ -171,7 +171,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 		assert.Equal(t, warmNow, c.annot.Created)
 		switch c.template {
 		case "debian12":
-			assert.Contains(t, c.name, "provision-v2-")
+			assert.Contains(t, c.name, "warmpool-v2-")
 			assert.Equal(t, "debian12", c.annot.VMwareModelPath)
 			assert.Empty(t, c.annot.Flavor)
 			assert.Empty(t, c.flavor)
@@ -180,7 +180,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 			assert.Equal(t, "large", c.annot.Flavor)
 			assert.Equal(t, "large", c.flavor)
 		case "m1":
-			assert.Contains(t, c.name, "provision-v1-")
+			assert.Contains(t, c.name, "warmpool-v1-")
 			assert.Equal(t, "grp/m1", c.annot.WorkerModelPath)
 			assert.Equal(t, fmt.Sprint(modTime.Unix()), c.annot.WorkerModelLastModified)
 		}
@@ -188,7 +188,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 	assert.Equal(t, []string{"debian12", "ubuntu", "debian12", "m1"}, templates)
 	assert.Equal(t, rec.names(), ip.sorted())
 	assert.Equal(t, rec.names(), off.sorted())
-	assert.Equal(t, []string{"provision-v2-booting"}, namesIn(e.h, lifecycle.Provisioning), "only the pass's own names are released")
+	assert.Equal(t, []string{"warmpool-v2-booting"}, namesIn(e.h, lifecycle.Provisioning), "only the pass's own names are released")
 }
 
 // TestProvisioningBoundedAndJoined: at most workerProvisioningPoolSize
@@ -301,7 +301,7 @@ func TestProvisioningSkips(t *testing.T) {
 		{"unknown flavor", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []inventory.VM{warmTpl("debian12")}, nil},
 		{"no model", []config.WorkerProvisioning{{Number: 1}}, []inventory.VM{warmTpl("debian12")}, nil},
 		{"pool full", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}},
-			[]inventory.VM{warmTpl("debian12"), warmProvVM("provision-v2-a", "debian12", "")}, nil},
+			[]inventory.VM{warmTpl("debian12"), warmProvVM("warmpool-v2-a", "debian12", "")}, nil},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -342,30 +342,30 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 		{ModelVMWare: "debian12", Number: 2},
 		{ModelVMWare: "ubuntu", Number: 1},
 	}
-	other := warmProvVM("provision-v2-other", "debian12", "", wCreated(48*time.Hour))
+	other := warmProvVM("warmpool-v2-other", "debian12", "", wCreated(48*time.Hour))
 	other.Annotation.HatcheryName = "hatch-b"
 	vms := []inventory.VM{
 		warmTpl("debian12"), warmTpl("ubuntu"), warmTpl("centos"),
-		warmProvVM("provision-v2-d1", "debian12", "", wCreated(4*time.Hour)),
-		warmProvVM("provision-v2-d2", "debian12", "", wCreated(3*time.Hour)),
-		warmProvVM("provision-v2-d3", "debian12", "", wCreated(2*time.Hour)),
-		warmProvVM("provision-v2-d4", "debian12", "", wCreated(1*time.Hour)),
-		warmProvVM("provision-v2-dclaimed", "debian12", "", wCreated(5*time.Hour)),
-		warmProvVM("provision-v2-dbooting", "debian12", "", wOn, wCreated(6*time.Hour)),
-		warmProvVM("provision-v2-dlarge", "debian12", "large"), // flavor no longer configured
-		warmProvVM("provision-v2-u1", "ubuntu", ""),
-		warmProvVM("provision-v2-c1", "centos", ""), // entry removed
-		warmProvVM("provision-v2-c2", "centos", "", wOn),
+		warmProvVM("warmpool-v2-d1", "debian12", "", wCreated(4*time.Hour)),
+		warmProvVM("warmpool-v2-d2", "debian12", "", wCreated(3*time.Hour)),
+		warmProvVM("warmpool-v2-d3", "debian12", "", wCreated(2*time.Hour)),
+		warmProvVM("warmpool-v2-d4", "debian12", "", wCreated(1*time.Hour)),
+		warmProvVM("warmpool-v2-dclaimed", "debian12", "", wCreated(5*time.Hour)),
+		warmProvVM("warmpool-v2-dbooting", "debian12", "", wOn, wCreated(6*time.Hour)),
+		warmProvVM("warmpool-v2-dlarge", "debian12", "large"), // flavor no longer configured
+		warmProvVM("warmpool-v2-u1", "ubuntu", ""),
+		warmProvVM("warmpool-v2-c1", "centos", ""), // entry removed
+		warmProvVM("warmpool-v2-c2", "centos", "", wOn),
 		other,
 	}
 	e := newWarmEnv(t, cfg, vms, &warmCDS{})
-	putPhase(e.h, "provision-v2-dclaimed", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-dclaimed"))
-	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning)
-	putPhase(e.h, "provision-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "debian12"}.Pool()))
+	putPhase(e.h, "warmpool-v2-dclaimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-dclaimed"))
+	putPhase(e.h, "warmpool-v2-dbooting", lifecycle.Provisioning)
+	putPhase(e.h, "warmpool-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "debian12"}.Pool()))
 	rec := &cloneRecorder{}
 	e.h.pool.Clone = poolClone(rec.clone)
 	// debian12: d1..d4 + dbooting = 5 in the pool, 2 configured: the 3 oldest idle go.
-	for _, n := range []string{"provision-v2-d1", "provision-v2-d2", "provision-v2-d3", "provision-v2-dlarge", "provision-v2-c1"} {
+	for _, n := range []string{"warmpool-v2-d1", "warmpool-v2-d2", "warmpool-v2-d3", "warmpool-v2-dlarge", "warmpool-v2-c1"} {
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(n)).Return(nil)
 	}
 
@@ -373,7 +373,7 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 
 	assert.Empty(t, rec.calls, "no pool is short")
 	assert.Zero(t, len(markedNames(e.h)))
-	assert.Equal(t, []string{"provision-v2-dclaimed"}, namesIn(e.h, lifecycle.Claimed), "the claim is untouched, surplus locks released")
+	assert.Equal(t, []string{"warmpool-v2-dclaimed"}, namesIn(e.h, lifecycle.Claimed), "the claim is untouched, surplus locks released")
 }
 
 // TestProvisioningSurplusDeletionFailureRetried: a surplus VM whose destroy
@@ -381,14 +381,14 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
-	vm := warmProvVM("provision-v2-d1", "debian12", "")
+	vm := warmProvVM("warmpool-v2-d1", "debian12", "")
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), vm}, &warmCDS{})
 	gomock.InOrder(
-		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(errors.New("busy")),
-		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("provision-v2-d1")).Return(nil),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-d1")).Return(errors.New("busy")),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-d1")).Return(nil),
 	)
 	e.h.pool.Provision(context.Background())
-	require.True(t, isMarked(e.h, "provision-v2-d1"))
+	require.True(t, isMarked(e.h, "warmpool-v2-d1"))
 	assert.Zero(t, len(namesIn(e.h, lifecycle.Claimed)))
 
 	// Marked: neither claimed nor counted meanwhile.
@@ -397,7 +397,7 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	assert.Nil(t, got)
 
 	e.h.killAwolServers(context.Background())
-	assert.False(t, isMarked(e.h, "provision-v2-d1"))
+	assert.False(t, isMarked(e.h, "warmpool-v2-d1"))
 }
 
 // TestProvisioningClonesMissingSlots: a pool of 3 whose slot 1 exists is

@@ -55,6 +55,7 @@ func TestHatcheryRefusalCodesAreProduced(t *testing.T) {
 		listErr error
 	}{
 		{name: "model type", model: sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "d", Type: sdk.Docker}, Cmd: "x"}, jobID: "1"},
+		{name: "template", model: v2, jobID: "1", cfg: func(c *config.Config) { c.V2TemplateNames = []string{"ci-*"} }},
 		{name: "requirement", model: v2, jobID: "1", reqs: []sdk.Requirement{{Name: "pg", Type: sdk.ServiceRequirement, Value: "pg"}}},
 		{name: "registering", model: spV1Model(), jobID: "0", vms: []inventory.VM{{Name: "mymodel-tmp"}}},
 		{name: "spawning", model: v2, jobID: "run-1", pending: "run-1"},

@@ -88,7 +88,7 @@ func warmVcsimVMs(t *testing.T, env *vcsimtest.Env) []inventory.VM {
 func warmPool(vms []inventory.VM, model string) []inventory.VM {
 	var out []inventory.VM
 	for _, v := range vms {
-		if v.OwnedBy(warmVcsimHatchery) && v.Annotation.Provisioning && v.HasPrefix("provision-v2-") && v.Annotation.VMwareModelPath == model {
+		if v.OwnedBy(warmVcsimHatchery) && v.Annotation.Provisioning && v.HasPrefix("warmpool-v2-") && v.Annotation.VMwareModelPath == model {
 			out = append(out, v)
 		}
 	}
@@ -206,10 +206,10 @@ func TestVcsimClaimNeutralResized(t *testing.T) {
 // provisioned VM and unannotated VMs stay.
 func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 	env := warmVcsimEnv(t)
-	other := inventory.Annotation{HatcheryName: "hatch-other", WorkerName: "provision-v2-other", Provisioning: true, VMwareModelPath: "debian12", Created: time.Now().Add(-time.Hour)}
+	other := inventory.Annotation{HatcheryName: "hatch-other", WorkerName: "warmpool-v2-other", Provisioning: true, VMwareModelPath: "debian12", Created: time.Now().Add(-time.Hour)}
 	env.AddVMs([]vcsimtest.ForeignVM{
-		{Name: "provision-v2-other", Annotation: other.Marshal(), NumCPU: 2, MemoryMB: 4096},
-		{Name: "provision-v2-bare", NumCPU: 2, MemoryMB: 4096},
+		{Name: "warmpool-v2-other", Annotation: other.Marshal(), NumCPU: 2, MemoryMB: 4096},
+		{Name: "warmpool-v2-bare", NumCPU: 2, MemoryMB: 4096},
 	})
 	cfg := warmVcsimConfig(env,
 		config.WorkerProvisioning{ModelVMWare: "debian12", Number: 4},
@@ -246,8 +246,8 @@ func TestVcsimLowerNumberRemovesOnlyIdleSurplus(t *testing.T) {
 	assert.Equal(t, ubuntu, warmNames(warmPool(vms, "ubuntu")))
 	names := warmNames(vms)
 	assert.Contains(t, names, claimed.Name, "the claimed vm is never removed as surplus")
-	assert.Contains(t, names, "provision-v2-other")
-	assert.Contains(t, names, "provision-v2-bare")
+	assert.Contains(t, names, "warmpool-v2-other")
+	assert.Contains(t, names, "warmpool-v2-bare")
 }
 
 // TestVcsimCrashBetweenCloneAndShutdownNoLeak: the hatchery stops between
@@ -305,6 +305,6 @@ func TestVcsimCrashBetweenCloneAndShutdownNoLeak(t *testing.T) {
 	assert.Len(t, warmPool(warmVcsimVMs(t, env), "debian12"), 2)
 	for _, v := range warmPool(warmVcsimVMs(t, env), "debian12") {
 		assert.False(t, v.PoweredOn(), v.Name)
-		assert.True(t, strings.HasPrefix(v.Name, "provision-v2-"))
+		assert.True(t, strings.HasPrefix(v.Name, "warmpool-v2-"))
 	}
 }

@@ -53,22 +53,22 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 	t.Parallel()
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	small := &config.Flavor{Name: "small", CPUs: 1, MemoryMB: 1024}
-	foreign := poolVM("provision-v2-foreign", "debian12", "large", time.Minute)
+	foreign := poolVM("warmpool-v2-foreign", "debian12", "large", time.Minute)
 	foreign.Annotation.HatcheryName = "hatch-b"
 	notIdle := []inventory.VM{
-		poolVM("provision-v2-on", "debian12", "large", time.Minute, poweredOn),
-		poolVM("provision-v2-pending", "debian12", "large", time.Minute),
-		poolVM("provision-v2-deleted", "debian12", "large", time.Minute),
-		poolVM("provision-v2-used", "debian12", "large", time.Minute),
+		poolVM("warmpool-v2-on", "debian12", "large", time.Minute, poweredOn),
+		poolVM("warmpool-v2-pending", "debian12", "large", time.Minute),
+		poolVM("warmpool-v2-deleted", "debian12", "large", time.Minute),
+		poolVM("warmpool-v2-used", "debian12", "large", time.Minute),
 		foreign,
-		poolVM("provision-v2-tpl", "debian12", "large", time.Minute, template),
-		poolVM("provision-v2-other-model", "ubuntu", "large", time.Minute),
-		poolVM("w-renamed", "debian12", "large", time.Minute), // no provision- prefix: not in the pool
+		poolVM("warmpool-v2-tpl", "debian12", "large", time.Minute, template),
+		poolVM("warmpool-v2-other-model", "ubuntu", "large", time.Minute),
+		poolVM("w-renamed", "debian12", "large", time.Minute), // no warmpool- prefix: not in the pool
 	}
-	exactOld := poolVM("provision-v2-large-old", "debian12", "LARGE", 2*time.Hour)
-	exactNew := poolVM("provision-v2-large-new", "debian12", "large", time.Hour)
-	neutral := poolVM("provision-v2-neutral", "debian12", "", time.Minute)
-	otherFlavor := poolVM("provision-v2-small", "debian12", "small", time.Minute)
+	exactOld := poolVM("warmpool-v2-large-old", "debian12", "LARGE", 2*time.Hour)
+	exactNew := poolVM("warmpool-v2-large-new", "debian12", "large", time.Hour)
+	neutral := poolVM("warmpool-v2-neutral", "debian12", "", time.Minute)
+	otherFlavor := poolVM("warmpool-v2-small", "debian12", "small", time.Minute)
 
 	cases := []struct {
 		name   string
@@ -77,20 +77,20 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 		want   []string // successive claims, "" = none
 	}{
 		{"exact then neutral then none", append([]inventory.VM{neutral, exactNew, otherFlavor, exactOld}, notIdle...), large,
-			[]string{"provision-v2-large-old", "provision-v2-large-new", "provision-v2-neutral", ""}},
-		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"provision-v2-neutral", ""}},
+			[]string{"warmpool-v2-large-old", "warmpool-v2-large-new", "warmpool-v2-neutral", ""}},
+		{"neutral when no exact", []inventory.VM{otherFlavor, neutral}, large, []string{"warmpool-v2-neutral", ""}},
 		{"never another flavor", []inventory.VM{otherFlavor, exactOld}, &config.Flavor{Name: "medium"}, []string{""}},
-		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"provision-v2-neutral", ""}},
-		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"provision-v2-small", "provision-v2-neutral", ""}},
+		{"no flavor takes only neutral", []inventory.VM{exactOld, otherFlavor, neutral}, nil, []string{"warmpool-v2-neutral", ""}},
+		{"small flavor exact", []inventory.VM{neutral, otherFlavor}, small, []string{"warmpool-v2-small", "warmpool-v2-neutral", ""}},
 		{"nothing for the model", notIdle, large, []string{""}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newPoolEnv(t, tc.vms, true)
-			putPhase(e.p.Life, "provision-v2-pending", lifecycle.Provisioning)
-			e.p.Custody.MarkToDelete("provision-v2-deleted")
-			putPhase(e.p.Life, "provision-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-provision-v2-used")) // a claim records the reference
+			putPhase(e.p.Life, "warmpool-v2-pending", lifecycle.Provisioning)
+			e.p.Custody.MarkToDelete("warmpool-v2-deleted")
+			putPhase(e.p.Life, "warmpool-v2-used", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-used")) // a claim records the reference
 			for _, want := range tc.want {
 				got, err := e.p.Claim(context.Background(), v2Model("debian12"), tc.flavor, true)
 				require.NoError(t, err)
@@ -109,13 +109,13 @@ func TestClaimProvisionedVMOrder(t *testing.T) {
 // TestClaimProvisionedVMV1 matches V1 pools on the model path.
 func TestClaimProvisionedVMV1(t *testing.T) {
 	t.Parallel()
-	v1vm := poolVM("provision-v1-abc", "", "", time.Minute, func(v *inventory.VM) { v.Annotation.WorkerModelPath = "grp/m1" })
-	v2vm := poolVM("provision-v2-abc", "m1", "", time.Minute)
+	v1vm := poolVM("warmpool-v1-abc", "", "", time.Minute, func(v *inventory.VM) { v.Annotation.WorkerModelPath = "grp/m1" })
+	v2vm := poolVM("warmpool-v2-abc", "m1", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{v2vm, v1vm}, true)
 	got, err := e.p.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	assert.Equal(t, "provision-v1-abc", got.Name)
+	assert.Equal(t, "warmpool-v1-abc", got.Name)
 	got, err = e.p.Claim(context.Background(), v1Model("grp", "m1"), nil, true)
 	require.NoError(t, err)
 	assert.Nil(t, got)
@@ -138,7 +138,7 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 	const pool, claimers = 5, 16
 	var vms []inventory.VM
 	for i := range pool {
-		vms = append(vms, poolVM(fmt.Sprintf("provision-v2-%02d", i), "debian12", "", time.Minute))
+		vms = append(vms, poolVM(fmt.Sprintf("warmpool-v2-%02d", i), "debian12", "", time.Minute))
 	}
 	e := newPoolEnv(t, vms, true)
 
@@ -177,7 +177,7 @@ func TestClaimProvisionedVMConcurrent(t *testing.T) {
 // nor removed as surplus, until the inventory shows what it became.
 func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	t.Parallel()
-	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	idle := poolVM("warmpool-v2-a", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{idle}, true)
 	ctx := context.Background()
 
@@ -196,12 +196,12 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	// and a new provisioned VM with a new reference is claimable.
 	worker := inventory.VM{Ref: idle.Ref, Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1", Created: testNow.Add(-time.Minute)}}
-	fresh := poolVM("provision-v2-b", "debian12", "", time.Minute)
+	fresh := poolVM("warmpool-v2-b", "debian12", "", time.Minute)
 	e.inv.Set(worker, fresh)
 	next, err := e.p.Claim(ctx, v2Model("debian12"), nil, true)
 	require.NoError(t, err)
 	require.NotNil(t, next)
-	require.Equal(t, "provision-v2-b", next.Name)
+	require.Equal(t, "warmpool-v2-b", next.Name)
 	require.False(t, e.p.Life.RefIn(idle.Ref.Value, lifecycle.Claimed), "the mark of a VM shown as a worker is forgotten")
 	require.Equal(t, types.VirtualMachinePowerStatePoweredOff, next.PowerState)
 }
@@ -220,21 +220,21 @@ func concurrentAccessFault(name string) error {
 // to the winner (no rename, no power-on, not claimable again here).
 func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 	t.Parallel()
-	first := poolVM("provision-v2-first", "debian12", "", 2*time.Hour)
-	second := poolVM("provision-v2-second", "debian12", "", time.Hour)
+	first := poolVM("warmpool-v2-first", "debian12", "", 2*time.Hour)
+	second := poolVM("warmpool-v2-second", "debian12", "", time.Hour)
 	e := newPoolEnv(t, []inventory.VM{second, first}, false)
 	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-first"), casAt("cv-provision-v2-first")).
-			Return(concurrentAccessFault("provision-v2-first")),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-second"), casAt("cv-provision-v2-second")).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-first"), casAt("cv-warmpool-v2-first")).
+			Return(concurrentAccessFault("warmpool-v2-first")),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-second"), casAt("cv-warmpool-v2-second")).
 			Return(nil),
 	)
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	assert.Equal(t, "provision-v2-second", got.Name)
-	assert.True(t, e.p.Life.In("provision-v2-second", lifecycle.Claimed))
-	assert.False(t, e.p.Life.In("provision-v2-first", lifecycle.Claimed), "the lost vm is not ours")
+	assert.Equal(t, "warmpool-v2-second", got.Name)
+	assert.True(t, e.p.Life.In("warmpool-v2-second", lifecycle.Claimed))
+	assert.False(t, e.p.Life.In("warmpool-v2-first", lifecycle.Claimed), "the lost vm is not ours")
 }
 
 // TestClaimVMGoneMovesOnToNextVM: the oldest idle VM was destroyed since
@@ -243,24 +243,24 @@ func TestClaimLostCASMovesOnToNextVM(t *testing.T) {
 // compare-and-swap. The claim takes the next VM and is not an error.
 func TestClaimVMGoneMovesOnToNextVM(t *testing.T) {
 	t.Parallel()
-	first := poolVM("provision-v2-first", "debian12", "", 2*time.Hour)
-	second := poolVM("provision-v2-second", "debian12", "", time.Hour)
+	first := poolVM("warmpool-v2-first", "debian12", "", 2*time.Hour)
+	second := poolVM("warmpool-v2-second", "debian12", "", time.Hour)
 	e := newPoolEnv(t, []inventory.VM{second, first}, false)
-	gone := fmt.Errorf("reconfigure %q: %w", "provision-v2-first", soap.WrapSoapFault(&soap.Fault{
+	gone := fmt.Errorf("reconfigure %q: %w", "warmpool-v2-first", soap.WrapSoapFault(&soap.Fault{
 		String: "managed object not found", Detail: struct {
 			Fault types.AnyType `xml:",any,typeattr"`
 		}{Fault: &types.ManagedObjectNotFound{Obj: first.Ref}}}))
 	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-first"), casAt("cv-provision-v2-first")).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-first"), casAt("cv-warmpool-v2-first")).
 			Return(gone),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-second"), casAt("cv-provision-v2-second")).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-second"), casAt("cv-warmpool-v2-second")).
 			Return(nil),
 	)
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	assert.Equal(t, "provision-v2-second", got.Name)
-	assert.False(t, e.p.Life.In("provision-v2-first", lifecycle.Claimed), "the gone vm is not ours")
+	assert.Equal(t, "warmpool-v2-second", got.Name)
+	assert.False(t, e.p.Life.In("warmpool-v2-first", lifecycle.Claimed), "the gone vm is not ours")
 }
 
 // TestClaimCASOtherFaultIsAnError: a reconfigure failing for another
@@ -268,16 +268,16 @@ func TestClaimVMGoneMovesOnToNextVM(t *testing.T) {
 // instead) and frees the VM for a later claim.
 func TestClaimCASOtherFaultIsAnError(t *testing.T) {
 	t.Parallel()
-	vm := poolVM("provision-v2-only", "debian12", "", time.Minute)
+	vm := poolVM("warmpool-v2-only", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{vm}, false)
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-only"), casAt("cv-provision-v2-only")).
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-only"), casAt("cv-warmpool-v2-only")).
 		Return(errors.New("connection reset"))
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.Error(t, err)
 	assert.Nil(t, got)
 	assert.NotErrorIs(t, err, errClaimLost)
-	assert.Contains(t, err.Error(), `"provision-v2-only"`)
-	assert.False(t, e.p.Life.In("provision-v2-only", lifecycle.Claimed))
+	assert.Contains(t, err.Error(), `"warmpool-v2-only"`)
+	assert.False(t, e.p.Life.In("warmpool-v2-only", lifecycle.Claimed))
 }
 
 // TestClaimOrderHot: exact flavor hot (suspended or running, oldest first)
@@ -288,22 +288,22 @@ func TestClaimOrderHot(t *testing.T) {
 	t.Parallel()
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	vms := []inventory.VM{
-		poolVM("provision-v2-neutral", "debian12", "", 4*time.Hour),
-		poolVM("provision-v2-off", "debian12", "large", 3*time.Hour),
-		poolVM("provision-v2-susp", "debian12", "large", time.Hour, idleIn(config.IdleStateSuspended)),
-		poolVM("provision-v2-run", "debian12", "large", 2*time.Hour, idleIn(config.IdleStatePoweredOn)),
+		poolVM("warmpool-v2-neutral", "debian12", "", 4*time.Hour),
+		poolVM("warmpool-v2-off", "debian12", "large", 3*time.Hour),
+		poolVM("warmpool-v2-susp", "debian12", "large", time.Hour, idleIn(config.IdleStateSuspended)),
+		poolVM("warmpool-v2-run", "debian12", "large", 2*time.Hour, idleIn(config.IdleStatePoweredOn)),
 		// Recorded suspended, found powered off: broken, not idle.
-		poolVM("provision-v2-broken", "debian12", "large", time.Minute, func(v *inventory.VM) { v.Annotation.IdleState = config.IdleStateSuspended }),
-		poolVM("provision-v2-small-hot", "debian12", "small", time.Minute, idleIn(config.IdleStateSuspended)),
-		poolVM("provision-v2-neutral-hot", "debian12", "", time.Minute, idleIn(config.IdleStateSuspended)),
+		poolVM("warmpool-v2-broken", "debian12", "large", time.Minute, func(v *inventory.VM) { v.Annotation.IdleState = config.IdleStateSuspended }),
+		poolVM("warmpool-v2-small-hot", "debian12", "small", time.Minute, idleIn(config.IdleStateSuspended)),
+		poolVM("warmpool-v2-neutral-hot", "debian12", "", time.Minute, idleIn(config.IdleStateSuspended)),
 	}
 	cases := []struct {
 		name  string
 		hotOK bool
 		want  []string
 	}{
-		{"hot first", true, []string{"provision-v2-run", "provision-v2-susp", "provision-v2-off", "provision-v2-neutral", ""}},
-		{"no hot for cloud-init", false, []string{"provision-v2-off", "provision-v2-neutral", ""}},
+		{"hot first", true, []string{"warmpool-v2-run", "warmpool-v2-susp", "warmpool-v2-off", "warmpool-v2-neutral", ""}},
+		{"no hot for cloud-init", false, []string{"warmpool-v2-off", "warmpool-v2-neutral", ""}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,7 +331,7 @@ func TestClaimOrderHot(t *testing.T) {
 // (claimed -> preparing) and would fail were it dropped ("it is gone").
 func TestClaimedEntryOutlivesItsClaimRecord(t *testing.T) {
 	t.Parallel()
-	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	idle := poolVM("warmpool-v2-a", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{idle}, true)
 	ctx := context.Background()
 

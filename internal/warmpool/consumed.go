@@ -8,7 +8,7 @@ import (
 
 // forgetConsumed ends the Claimed entries (docs/lifecycle.md) of VMs the
 // inventory shows consumed: renamed (a worker now) or gone. Until then a
-// stale snapshot's "provision-… powered off" entry for a claimed VM is
+// stale snapshot's "warmpool-… powered off" entry for a claimed VM is
 // never offered to another claim or to the surplus removal. A VM listed
 // under the name it was claimed by keeps its entry, whatever its record
 // says: the claim's own compare-and-swap (claimInVCenter) takes the pool

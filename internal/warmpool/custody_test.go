@@ -29,17 +29,17 @@ import (
 // strict mock fails on any other call).
 func TestSurplusDeletedThroughCustody(t *testing.T) {
 	t.Parallel()
-	old := poolVM("provision-v2-old", "debian12", "small", 2*time.Hour)
-	young := poolVM("provision-v2-young", "debian12", "small", time.Hour)
+	old := poolVM("warmpool-v2-old", "debian12", "small", 2*time.Hour)
+	young := poolVM("warmpool-v2-young", "debian12", "small", time.Hour)
 	e := newPoolEnv(t, []inventory.VM{old, young}, false)
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("provision-v2-old")).Return(nil)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("warmpool-v2-old")).Return(nil)
 	k := Key{Model: "debian12", Flavor: "small"}
 	e.p.RemoveSurplus(context.Background(), []inventory.VM{old, young}, map[Key]int{k: 2}, map[Key]int{k: 1})
 
-	d, ok := e.p.Life.Get("provision-v2-old")
+	d, ok := e.p.Life.Get("warmpool-v2-old")
 	require.True(t, ok)
 	assert.Equal(t, lifecycle.Destroyed, d.Phase)
-	_, ok = e.p.Life.Get("provision-v2-young")
+	_, ok = e.p.Life.Get("warmpool-v2-young")
 	assert.False(t, ok, "the younger vm stays idle, untracked")
 	assert.Positive(t, e.inv.Invalidations())
 }
@@ -58,7 +58,7 @@ func TestProvisioningAccountsAttemptsInCustody(t *testing.T) {
 	}
 	k := Key{Model: "debian12"}
 	for i := 1; i <= 3; i++ {
-		name := fmt.Sprintf("provision-v2-debian12-%d", i)
+		name := fmt.Sprintf("warmpool-v2-debian12-%d", i)
 		e.p.ProvisionOne(context.Background(), Task{Key: k, Name: name, Template: modelref.OfEntry("", "debian12")})
 		d, ok := e.p.Life.Get(name)
 		require.True(t, ok, name)
@@ -68,8 +68,8 @@ func TestProvisioningAccountsAttemptsInCustody(t *testing.T) {
 	require.Len(t, q, 1)
 	assert.Equal(t, k.QuarantineKey(), q[0].Key)
 
-	e.p.ProvisionOne(context.Background(), Task{Key: k, Name: "provision-v2-debian12-4", Template: modelref.OfEntry("", "debian12")})
+	e.p.ProvisionOne(context.Background(), Task{Key: k, Name: "warmpool-v2-debian12-4", Template: modelref.OfEntry("", "debian12")})
 	assert.Equal(t, 3, clones, "a quarantined template is not cloned")
-	_, ok := e.p.Life.Get("provision-v2-debian12-4")
+	_, ok := e.p.Life.Get("warmpool-v2-debian12-4")
 	assert.False(t, ok, "a deferred provisioning leaves no entry")
 }

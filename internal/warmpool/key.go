@@ -9,15 +9,45 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
-// Name prefixes of the pool's VMs.
+// Name prefixes of the pool's VMs. They are not the upstream CDS vSphere
+// hatchery's: it takes any powered-off VM whose name starts with
+// "provision-v2" and whose record is flagged for its template as a VM of
+// its own pool, whatever hatchery the record names
+// (docs/coexistence.md).
 const (
 	// v1Prefix starts the name of a pool VM of a V1 model.
-	v1Prefix = "provision-v1-"
+	v1Prefix = "warmpool-v1-"
 	// v2Prefix starts the name of a pool VM of a V2 model (a template).
-	v2Prefix = "provision-v2-"
+	v2Prefix = "warmpool-v2-"
 	// Prefix starts the name of every pool VM.
-	Prefix = "provision-"
+	Prefix = "warmpool-"
 )
+
+// Name prefixes of the pool VMs of earlier versions of this hatchery,
+// which upstream hatcheries claim. Such a VM, with this hatchery's
+// record, is still a VM of its pool: claimed like any other while it
+// waits, never counted toward its pool's number, and removed when idle
+// (RemoveSurplus) so that its slot is refilled under the new prefix.
+const (
+	legacyV1Prefix = "provision-v1-"
+	legacyV2Prefix = "provision-v2-"
+	// LegacyPrefix starts the name of every pool VM of an earlier
+	// version.
+	LegacyPrefix = "provision-"
+)
+
+// HasPoolName tells whether vm bears the name of a pool VM, of this
+// version (Prefix) or of an earlier one (LegacyPrefix). Whether it is a
+// pool VM of this hatchery is its record's to say (its owner and pool
+// flag).
+func HasPoolName(vm inventory.VM) bool {
+	return vm.HasPrefix(Prefix) || vm.HasPrefix(LegacyPrefix)
+}
+
+// legacy tells whether vm bears the pool name of an earlier version.
+func legacy(vm inventory.VM) bool {
+	return vm.HasPrefix(legacyV1Prefix) || vm.HasPrefix(legacyV2Prefix)
+}
 
 // Key identifies one warm pool: V1 or V2, the model (V2 template name or
 // V1 model path) and the flavor name the VMs are pre-sized for ("" =
@@ -32,16 +62,17 @@ type Key struct {
 }
 
 // keyOf returns the pool a provisioned VM belongs to, false when the VM is
-// not a provisioned VM of hatchery.
+// not a provisioned VM of hatchery (its record names hatchery and flags it
+// as a pool VM, under a pool name of this version or an earlier one).
 func keyOf(hatchery string, vm inventory.VM) (Key, bool) {
 	if vm.Template || !vm.OwnedBy(hatchery) || !vm.Annotation.Provisioning {
 		return Key{}, false
 	}
 	flavor := config.FlavorName(vm.Annotation.Flavor) // a record, maybe written by hand
 	switch {
-	case vm.HasPrefix(v2Prefix):
+	case vm.HasPrefix(v2Prefix), vm.HasPrefix(legacyV2Prefix):
 		return Key{Model: vm.Annotation.VMwareModelPath, Flavor: flavor}, true
-	case vm.HasPrefix(v1Prefix):
+	case vm.HasPrefix(v1Prefix), vm.HasPrefix(legacyV1Prefix):
 		return Key{V1: true, Model: vm.Annotation.WorkerModelPath, Flavor: flavor}, true
 	}
 	return Key{}, false

@@ -35,7 +35,7 @@ func isMarked(p *Pool, name string) bool { return p.Life.In(name, lifecycle.Mark
 // while powered off (no rename task), then powered on.
 func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
-	vm := poolVM("provision-v2-n", "debian12", "", time.Minute, func(v *inventory.VM) { v.Annotation.IPAddress = "10.0.0.7" })
+	vm := poolVM("warmpool-v2-n", "debian12", "", time.Minute, func(v *inventory.VM) { v.Annotation.IPAddress = "10.0.0.7" })
 	e := newPoolEnv(t, []inventory.VM{vm}, true)
 	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
 	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
@@ -49,13 +49,13 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 
 	var gotSpec types.VirtualMachineConfigSpec
 	gomock.InOrder(
-		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), refIs("provision-v2-n")).Return(devices, nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-n"), gomock.Any()).
+		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), refIs("warmpool-v2-n")).Return(devices, nil),
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-n"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				gotSpec = s
 				return nil
 			}),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-n")).Return(nil),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-n")).Return(nil),
 	)
 
 	claimInTable(e, vm)
@@ -81,10 +81,10 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 // no device load, the reconfigure carries the annotation only.
 func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	t.Parallel()
-	vm := poolVM("provision-v2-l", "debian12", "large", time.Minute)
+	vm := poolVM("warmpool-v2-l", "debian12", "large", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{vm}, true)
 	gomock.InOrder(
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-l"), gomock.Any()).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-l"), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				assert.Equal(t, "worker-2", s.Name)
 				assert.Zero(t, s.NumCPUs)
@@ -92,7 +92,7 @@ func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 				assert.Empty(t, s.DeviceChange)
 				return nil
 			}),
-		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-l")).Return(nil),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-l")).Return(nil),
 	)
 	claimInTable(e, vm)
 	_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-2", Created: testNow}, &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}, nil)
@@ -116,11 +116,11 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 	}{
 		{"rename and reconfigure refused", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
-				Return(fmt.Errorf("reconfigure %q: %w", "provision-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
-		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", nil, &types.InvalidState{}},
+				Return(fmt.Errorf("reconfigure %q: %w", "warmpool-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
+		}, `rename "warmpool-v2-x" to "worker-3" and reconfigure`, "warmpool-v2-x", nil, &types.InvalidState{}},
 		{"rename and reconfigure unknown", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
-		}, `rename "provision-v2-x" to "worker-3" and reconfigure`, "provision-v2-x", []string{"worker-3"}, boom},
+		}, `rename "warmpool-v2-x" to "worker-3" and reconfigure`, "warmpool-v2-x", []string{"worker-3"}, boom},
 		{"power on", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
 			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
@@ -129,10 +129,10 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			vm := poolVM("provision-v2-x", "debian12", "", time.Minute)
+			vm := poolVM("warmpool-v2-x", "debian12", "", time.Minute)
 			e := newPoolEnv(t, []inventory.VM{vm}, true)
 			tc.setup(e)
-			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("provision-v2-x")).Return(nil)
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).Return(nil)
 			claimInTable(e, vm)
 			_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, nil)
 			require.Error(t, err)
@@ -165,19 +165,19 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 // the cleanup destroys it.
 func TestPrepareClaimedVMCanceledStillPoweredOff(t *testing.T) {
 	t.Parallel()
-	vm := poolVM("provision-v2-x", "debian12", "", time.Minute)
+	vm := poolVM("warmpool-v2-x", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{vm}, true)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-x"), gomock.Any()).Return(nil)
-	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-x")).
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-x"), gomock.Any()).Return(nil)
+	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
 			cancel()
 			return context.Canceled
 		})
 	var offErr error
 	var offDeadline bool
-	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("provision-v2-x")).
+	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).
 		DoAndReturn(func(ctx context.Context, _ types.ManagedObjectReference) error {
 			_, offDeadline = ctx.Deadline()
 			offErr = ctx.Err()
@@ -195,10 +195,10 @@ func TestPrepareClaimedVMCanceledStillPoweredOff(t *testing.T) {
 // is not ours (the strict mock fails on any).
 func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 	t.Parallel()
-	other := poolVM("provision-v2-b", "debian12", "", time.Minute)
+	other := poolVM("warmpool-v2-b", "debian12", "", time.Minute)
 	other.Annotation.HatcheryName = "hatch-b"
-	bare := inventory.VM{Ref: refOf("provision-v2-bare"), Name: "provision-v2-bare"}
-	tpl := poolVM("provision-v2-tpl", "debian12", "", time.Minute, template)
+	bare := inventory.VM{Ref: refOf("warmpool-v2-bare"), Name: "warmpool-v2-bare"}
+	tpl := poolVM("warmpool-v2-tpl", "debian12", "", time.Minute, template)
 	e := newPoolEnv(t, []inventory.VM{other, bare, tpl}, true)
 	for _, vm := range []inventory.VM{other, bare, tpl} {
 		_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
@@ -214,7 +214,7 @@ func TestPrepareClaimedVMRefusesForeign(t *testing.T) {
 // idle again (not left claimed, out of its pool, for good).
 func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 	t.Parallel()
-	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	idle := poolVM("warmpool-v2-a", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{idle}, true) // no vCenter call expected but the compare-and-swap
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, true)
 	require.NoError(t, err)
@@ -236,13 +236,13 @@ func TestPrepareClaimedVMWorkerNameTaken(t *testing.T) {
 // claimed twice.
 func TestPreparedVMKeepsItsPhaseUnderItsPoolName(t *testing.T) {
 	t.Parallel()
-	idle := poolVM("provision-v2-a", "debian12", "", time.Minute)
+	idle := poolVM("warmpool-v2-a", "debian12", "", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{idle}, true) // the claim's compare-and-swap
 	got, err := e.p.Claim(context.Background(), v2Model("debian12"), nil, false)
 	require.NoError(t, err)
 	require.NotNil(t, got)
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("provision-v2-a"), gomock.Any()).Return(nil) // rename and record
-	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("provision-v2-a")).Return(nil)
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-a"), gomock.Any()).Return(nil) // rename and record
+	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-a")).Return(nil)
 	_, err = e.p.PrepareClaimed(context.Background(), got, inventory.Annotation{WorkerName: "worker-1", JobID: "42"}, nil, nil)
 	require.NoError(t, err)
 

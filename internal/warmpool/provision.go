@@ -232,7 +232,9 @@ func (p *Pool) enabledModels(ctx context.Context) ([]sdk.Model, bool) {
 
 // Counts counts, per pool, the provisioned VMs of this hatchery that
 // stay in the pool: in vCenter (idle, or left half-made and waiting for
-// cleanup) or being provisioned now. VMs being claimed, already claimed
+// cleanup) or being provisioned now. A pool VM of an earlier version
+// (LegacyPrefix) is leaving: RemoveSurplus removes it and its slot is
+// refilled under this version's name. VMs being claimed, already claimed
 // (a stale snapshot may still show them here) or marked for deletion are
 // leaving the pool and are not counted.
 func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
@@ -240,7 +242,7 @@ func (p *Pool) Counts(vms []inventory.VM) map[Key]int {
 	counts := map[Key]int{}
 	for _, v := range vms {
 		k, ok := keyOf(p.Hatchery, v)
-		if !ok || p.Life.InVM(lifeVM(v), append(lifecycle.LeavingPool(), lifecycle.Consumed()...)...) || seen[v.Name] {
+		if !ok || legacy(v) || p.Life.InVM(lifeVM(v), append(lifecycle.LeavingPool(), lifecycle.Consumed()...)...) || seen[v.Name] {
 			continue
 		}
 		seen[v.Name] = true

@@ -25,7 +25,7 @@ const maxSlotStemLen = maxVMNameLen - len(v2Prefix) - 1 - slotHashLen - 1 - 5
 const slotHashLen = 6
 
 // slotPrefix is the name of the pool's slots without the slot number:
-// provision-v2-<model>[-<flavor>]-<hash>- (V1: provision-v1-), lower-case
+// warmpool-v2-<model>[-<flavor>]-<hash>- (V1: warmpool-v1-), lower-case
 // and DNS-safe (docs/high-availability.md#pool-slots).
 func (k Key) slotPrefix() string {
 	stem := sanitizeSlotPart(k.Model)

@@ -10,7 +10,7 @@ import (
 )
 
 // provisionNameRE is a pool slot name (Key.SlotName).
-var provisionNameRE = regexp.MustCompile(`^provision-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
+var provisionNameRE = regexp.MustCompile(`^warmpool-v[12]-[a-z0-9-]+-[0-9a-f]{6}-[0-9]+$`)
 
 // TestRoundRobinTasks interleaves the queues.
 func TestRoundRobinTasks(t *testing.T) {
@@ -51,6 +51,6 @@ func TestPoolSlotNames(t *testing.T) {
 			seen[n] = true
 		}
 	}
-	assert.True(t, strings.HasPrefix(deb.SlotName(2), "provision-v2-debian12-"), deb.SlotName(2))
+	assert.True(t, strings.HasPrefix(deb.SlotName(2), "warmpool-v2-debian12-"), deb.SlotName(2))
 	assert.True(t, strings.HasSuffix(deb.SlotName(2), "-2"), deb.SlotName(2))
 }

@@ -12,16 +12,32 @@ import (
 
 // RemoveSurplus destroys idle provisioned VMs of pools holding more than
 // their configured number (the number went down, the entry or its flavor
-// changed, or it was removed). Only idle VMs go: a VM being provisioned or
-// claimed is never touched, so a pool may stay above its number until
-// those end. A failed deletion stays marked and is retried by cleanup.
+// changed, or it was removed), and every idle pool VM of an earlier
+// version (LegacyPrefix: its name and record are claimable by an upstream
+// hatchery on the same vCenter; Counts does not count it, so its pool is
+// refilled under this version's names). Only idle VMs go: a VM being
+// provisioned or claimed is never touched, so a pool may stay above its
+// number until those end. A failed deletion stays marked and is retried
+// by cleanup.
 func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[Key]int) {
 	idle := map[Key][]inventory.VM{}
+	var old []inventory.VM
 	for _, v := range vms {
 		if p.IdleProvisioned(v) {
+			if legacy(v) {
+				old = append(old, v)
+				continue
+			}
 			k, _ := keyOf(p.Hatchery, v)
 			idle[k] = append(idle[k], v)
 		}
+	}
+	sortOldestFirst(old)
+	for _, v := range old {
+		if ctx.Err() != nil {
+			return
+		}
+		p.remove(ctx, v, "deleting provisioned vm of an earlier version", "its name and record are those an upstream cds hatchery claims; its pool is refilled under "+Prefix+" names")
 	}
 	keys := make([]Key, 0, len(idle))
 	for k := range idle {
@@ -40,19 +56,26 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 			if excess == 0 || ctx.Err() != nil {
 				break
 			}
-			// Marking it, in one step with the check that it is still
-			// idle, keeps a concurrent spawn off this VM.
-			if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(v.ObjectRef().Value)); err != nil {
-				continue
-			}
-			excess--
-			p.Log.Info("deleting surplus provisioned vm", logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor,
-				logkey.Detail, fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k]))
-			if err := p.Custody.Delete(ctx, v); err != nil {
-				p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
+			if p.remove(ctx, v, "deleting surplus provisioned vm", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k])) {
+				excess--
 			}
 		}
 	}
+}
+
+// remove marks the idle pool VM v for deletion, in one step with the
+// check that it is still idle (which keeps a concurrent spawn off it), and
+// deletes it, logging msg with detail; false when it was no longer idle.
+func (p *Pool) remove(ctx context.Context, v inventory.VM, msg, detail string) bool {
+	if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(v.ObjectRef().Value)); err != nil {
+		return false
+	}
+	k, _ := keyOf(p.Hatchery, v)
+	p.Log.Info(msg, logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor, logkey.Detail, detail)
+	if err := p.Custody.Delete(ctx, v); err != nil {
+		p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
+	}
+	return true
 }
 
 // warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended:

@@ -74,6 +74,10 @@ type queuedJob struct {
 	// failed reports a failed spawn (attempt n, booked at booked), then
 	// releases the job or, past the cap, gives up on it.
 	failed func(ctx context.Context, model sdk.WorkerStarterWorkerModel, name string, booked time.Time, n int, spawnErr error)
+	// refused tells the job's users why the admission refused it (a
+	// refusal whose code TellsJob); nil when the job has no free-text
+	// info (V1: its spawn infos are the API's fixed messages).
+	refused func(ctx context.Context, r *refusal.Refusal)
 }
 
 // v1Job describes the V1 job of candidate c (its id, and the job when the
@@ -174,6 +178,9 @@ func (f *Framework) v2Job(id string) *queuedJob {
 	}
 	j.failed = func(ctx context.Context, model sdk.WorkerStarterWorkerModel, name string, _ time.Time, n int, spawnErr error) {
 		f.afterV2Failure(ctx, region, id, model, name, n, spawnErr)
+	}
+	j.refused = func(ctx context.Context, r *refusal.Refusal) {
+		f.sendV2Info(ctx, region, id, sdk.JobRunInfoLevelWarning, fmt.Sprintf("hatchery %s does not start workers for this job: %s", f.cfg.Name, r.Detail))
 	}
 	return j
 }

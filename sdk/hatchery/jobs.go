@@ -134,6 +134,10 @@ func (f *Framework) skip(key, job, model string, r *refusal.Refusal) outcome {
 	return outcomeSkipped
 }
 
+// toldPrefix marks, in the skips' record of a job, a refusal already told
+// to the job (queuedJob.refused), apart from its log line's record.
+const toldPrefix = "told: "
+
 // regionOK applies provision.region and ignoreJobWithNoRegion to a V1 job;
 // when false, the string says why (a region refusal's detail).
 func (f *Framework) regionOK(reqs sdk.RequirementList) (bool, string) {
@@ -341,6 +345,9 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 	name := WorkerName("", model.GetName())
 	a, refused := f.admit(ctx, id, model, j.reqs, name)
 	if a == nil {
+		if refused.Reason.TellsJob() && j.refused != nil && f.skips.First(key, toldPrefix+refused.Error()) {
+			j.refused(ctx, refused)
+		}
 		return f.skip(key, id, model.GetName(), refused)
 	}
 	s := a.slot

@@ -43,6 +43,10 @@ const (
 	// ReasonModel: the job's model is unknown, disabled, of another type,
 	// has no command, needs registration, or cannot be registered (V2).
 	ReasonModel Reason = "model"
+	// ReasonTemplate: the job's V2 model names a template its users may
+	// not name on this hatchery (v2TemplateNames); the job is told why
+	// (TellsJob).
+	ReasonTemplate Reason = "template"
 	// ReasonRequirement: the job has a requirement the hatchery does not
 	// serve (service, memory or hostname).
 	ReasonRequirement Reason = "requirement"
@@ -82,7 +86,7 @@ const (
 var Reasons = []Reason{
 	ReasonCapacityCPU, ReasonCapacityMemory, ReasonCapacity, ReasonIP,
 	ReasonMaxWorkers, ReasonMaxProvisioning, ReasonMaxRegistering, ReasonPoolUnknown,
-	ReasonResources, ReasonRegion, ReasonModel, ReasonRequirement,
+	ReasonResources, ReasonRegion, ReasonModel, ReasonTemplate, ReasonRequirement,
 	ReasonSpawning, ReasonServed, ReasonRegistering, ReasonQuarantined,
 	ReasonBooked, ReasonJobGone, ReasonBookFailed, ReasonAttempts,
 	ReasonWorkerToken, ReasonShutdown, ReasonAbandoned,
@@ -96,7 +100,7 @@ var Reasons = []Reason{
 // half to the decisions producing it.
 var HatcheryReasons = []Reason{
 	ReasonCapacityCPU, ReasonCapacityMemory, ReasonIP, ReasonResources,
-	ReasonModel, ReasonRequirement, ReasonSpawning, ReasonServed,
+	ReasonModel, ReasonTemplate, ReasonRequirement, ReasonSpawning, ReasonServed,
 	ReasonRegistering, ReasonQuarantined,
 }
 
@@ -112,6 +116,11 @@ func (r Reason) Waits() bool {
 	}
 	return false
 }
+
+// TellsJob tells whether a refusal for r is told to the job's users (a
+// V2 job's infos, once per job): a refusal they can only lift by changing
+// their model, which nothing else would show them while the job waits.
+func (r Reason) TellsJob() bool { return r == ReasonTemplate }
 
 // Refusal is a decision not to spawn for a job: its code and a detail for
 // humans. A hatchery's AllocateResources returns one (errors.As) to say
