@@ -54,7 +54,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
 		var err error
-		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
+		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, h.bootWait(annot))
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
 		}

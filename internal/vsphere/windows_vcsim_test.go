@@ -1,0 +1,142 @@
+package vsphere_test
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
+)
+
+// Secrets of the Windows tests: none may reach a command line, a log, the
+// annotation or the clone specification.
+const (
+	winTemplate      = "win2022"
+	winGuestUser     = "cds"
+	winGuestPassword = "win-guest-pw-secret"
+	winWorkerToken   = "win-worker-jwt-secret"
+)
+
+// winEnv is a simulator with the Linux default template and a Windows one
+// (guest id windows2019srv_64Guest: vcsim reports the windowsGuest
+// family, and FakeGuest plays a Windows guest in its clones).
+func winEnv(t *testing.T) *vcsimtest.Env {
+	t.Helper()
+	env := vcsimtest.Start(t, vcsimtest.Options{
+		Templates:     []vcsimtest.Template{{Name: vcsimtest.DefaultTemplate}, {Name: winTemplate, GuestID: vcsimtest.WindowsGuestID}},
+		GuestUser:     winGuestUser,
+		GuestPassword: winGuestPassword,
+	})
+	return env
+}
+
+// winConfig is a hatchery with a static IP plan whose model win2022 is
+// Windows (os = "windows"), its guest account in the entry.
+func winConfig(env *vcsimtest.Env, bootstrap string) *config.Config {
+	cfg := env.Config()
+	cfg.CommonConfiguration.Name = "hatch-win"
+	cfg.IPRange, cfg.Gateway, cfg.SubnetMask, cfg.DNS = "192.168.99.10/24", "192.168.99.1", "255.255.255.0", "192.168.99.2"
+	cfg.WorkerRegistrationTTL = 10
+	cfg.WorkerTTL = 120
+	cfg.GuestCredentials = []config.GuestCredential{{
+		ModelVMWare: winTemplate, Username: winGuestUser, Password: winGuestPassword,
+		OS: config.OSWindows, Bootstrap: bootstrap, PreStartScript: "Write-Output prestart",
+	}}
+	return cfg
+}
+
+// winArgs is a V2 job on the Windows model with the commands the
+// framework gives it (config.Config.V2CommandsOf: the Windows defaults).
+func winArgs(cfg *config.Config, worker, job string) spawn.Arguments {
+	wc := spawn.WorkerConfig{Name: worker, HatcheryName: "hatch-win", APIEndpoint: "http://api.example:8081", APIToken: winWorkerToken, RunJobID: job, Model: "win"}
+	m := sdk.WorkerStarterWorkerModel{
+		ModelV2:     &sdk.V2WorkerModel{Name: "win", Type: sdk.VSphere, OSArch: "windows/amd64"},
+		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: winTemplate},
+	}
+	cmds := cfg.V2CommandsOf(m)
+	m.PreCmd, m.Cmd, m.PostCmd = cmds.PreCmd, cmds.Cmd, cmds.PostCmd
+	return spawn.Arguments{WorkerName: worker, JobID: job, HatcheryName: "hatch-win", WorkerConfig: wc, Model: m}
+}
+
+// TestVcsimWindowsGuestOps: a Windows model's worker is probed and launched with PowerShell — checked by the fake guest playing
+// a Windows guest — with the worker config and the script in the
+// program's environment only: the script downloads windows/amd64 as
+// worker.exe, runs it, and powers the VM off at the end. No secret is on
+// a command line, in a log or in the annotation.
+func TestVcsimWindowsGuestOps(t *testing.T) {
+	t.Parallel()
+	env := winEnv(t)
+	cfg := winConfig(env, "")
+	client := &viRecordingClient{Port: env.Client}
+	var logs testutil.SyncBuffer
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+
+	args := winArgs(cfg, "worker-win-1", "run-win-1")
+	require.NoError(t, h.SpawnWorker(env.Context(), args))
+
+	st := env.MustInspect("worker-win-1")
+	assert.Equal(t, "192.168.99.10", st.IPAddress, "the simulator applied the customization")
+
+	// The guest: a Windows guest accepted the probe and the launch.
+	calls := env.Guest.CallsFor("worker-win-1")
+	require.NotEmpty(t, calls)
+	for _, c := range calls {
+		assert.True(t, c.Windows, "the fake played a Windows guest")
+		assert.Nil(t, c.Fault, "a Windows guest refused %s %s", c.ProgramPath, c.Arguments)
+		assert.True(t, strings.HasSuffix(strings.ToLower(c.ProgramPath), `\powershell.exe`), c.ProgramPath)
+		line := c.ProgramPath + " " + c.Arguments
+		for _, secret := range []string{winWorkerToken, winGuestPassword, args.WorkerConfig.EncodeBase64(), "worker.exe", "prestart"} {
+			assert.NotContains(t, line, secret, "command line")
+		}
+	}
+	launches := env.Guest.WindowsLaunches()
+	require.Len(t, launches, 1)
+	l := launches[0]
+	assert.Equal(t, "worker-win-1", l.VM)
+	assert.Equal(t, args.WorkerConfig, l.Config, "the worker config, token included, in CDS_CONFIG")
+	assert.Contains(t, l.Script, "Write-Output prestart\n", "the entry's preStartScript")
+	assert.Contains(t, l.Script, `"http://api.example:8081/download/worker/windows/amd64" -OutFile .\worker.exe`)
+	assert.Contains(t, l.Script, `& .\worker.exe`)
+	assert.Contains(t, l.Script, "} finally {\n  Stop-Computer -Force\n}")
+	assert.NotContains(t, l.Script, winWorkerToken, "the token is in CDS_CONFIG only")
+
+	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
+	require.NoError(t, err)
+	assert.NotNil(t, a.WorkerStarted)
+	for _, secret := range []string{winWorkerToken, winGuestPassword, args.WorkerConfig.EncodeBase64()} {
+		assert.NotContains(t, logs.String(), secret, "logs")
+		assert.NotContains(t, st.Annotation, secret)
+		for k, v := range st.ExtraConfig {
+			assert.NotContains(t, v, secret, "extraConfig %s", k)
+		}
+	}
+}
+
+// TestVcsimLinuxModelBesideWindows: on the same hatchery, a Linux model
+// keeps the Linux launch; its guest is no Windows one.
+func TestVcsimLinuxModelBesideWindows(t *testing.T) {
+	t.Parallel()
+	env := winEnv(t)
+	cfg := winConfig(env, "")
+	client := &viRecordingClient{Port: env.Client}
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv})
+	require.NoError(t, err)
+	args := viV2Args("hatch-win", "worker-lin-1", "run-lin-1", "")
+	args.Model.VSphereSpec.Username, args.Model.VSphereSpec.Password = winGuestUser, winGuestPassword
+	require.NoError(t, h.SpawnWorker(env.Context(), args))
+	c := viLaunch(t, env, "worker-lin-1")
+	assert.False(t, c.Windows)
+	assert.Empty(t, env.Guest.WindowsLaunches())
+}
