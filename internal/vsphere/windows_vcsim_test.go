@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -67,7 +68,9 @@ func winArgs(cfg *config.Config, worker, job string) spawn.Arguments {
 	return spawn.Arguments{WorkerName: worker, JobID: job, HatcheryName: "hatch-win", WorkerConfig: wc, Model: m}
 }
 
-// TestVcsimWindowsGuestOps: a Windows model's worker is probed and launched with PowerShell — checked by the fake guest playing
+// TestVcsimWindowsGuestOps: a Windows model's worker is cloned with a
+// sysprep customization (computer name = the VM's name, the static IP),
+// probed and launched with PowerShell — checked by the fake guest playing
 // a Windows guest — with the worker config and the script in the
 // program's environment only: the script downloads windows/amd64 as
 // worker.exe, runs it, and powers the VM off at the end. No secret is on
@@ -85,6 +88,21 @@ func TestVcsimWindowsGuestOps(t *testing.T) {
 	args := winArgs(cfg, "worker-win-1", "run-win-1")
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
+	// The clone: sysprep with the name and the static IP.
+	spec := client.clone(t, "worker-win-1").Spec
+	require.NotNil(t, spec.Customization)
+	sp, ok := spec.Customization.Identity.(*types.CustomizationSysprep)
+	require.True(t, ok, "a Windows clone is customized by sysprep, not %T", spec.Customization.Identity)
+	name, ok := sp.UserData.ComputerName.(*types.CustomizationFixedName)
+	require.True(t, ok)
+	assert.Equal(t, "worker-win-1", name.Name, "computer name = the job's VM name")
+	assert.Empty(t, sp.UserData.ProductId, "no product key")
+	assert.Nil(t, sp.GuiUnattended.Password, "no password in the specification")
+	require.NotEmpty(t, spec.Customization.NicSettingMap)
+	fixed, ok := spec.Customization.NicSettingMap[0].Adapter.Ip.(*types.CustomizationFixedIp)
+	require.True(t, ok, "the static address, as the Linux path gives it")
+	assert.Equal(t, "192.168.99.10", fixed.IpAddress)
+	assert.Equal(t, []string{"192.168.99.1"}, spec.Customization.NicSettingMap[0].Adapter.Gateway)
 	st := env.MustInspect("worker-win-1")
 	assert.Equal(t, "192.168.99.10", st.IPAddress, "the simulator applied the customization")
 
@@ -124,7 +142,7 @@ func TestVcsimWindowsGuestOps(t *testing.T) {
 }
 
 // TestVcsimLinuxModelBesideWindows: on the same hatchery, a Linux model
-// keeps the Linux launch; its guest is no Windows one.
+// keeps the Linux customization and launch; its guest is no Windows one.
 func TestVcsimLinuxModelBesideWindows(t *testing.T) {
 	t.Parallel()
 	env := winEnv(t)
@@ -136,6 +154,9 @@ func TestVcsimLinuxModelBesideWindows(t *testing.T) {
 	args := viV2Args("hatch-win", "worker-lin-1", "run-lin-1", "")
 	args.Model.VSphereSpec.Username, args.Model.VSphereSpec.Password = winGuestUser, winGuestPassword
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
+	spec := client.clone(t, "worker-lin-1").Spec
+	_, ok := spec.Customization.Identity.(*types.CustomizationLinuxPrep)
+	assert.True(t, ok, "a Linux model keeps Linux prep")
 	c := viLaunch(t, env, "worker-lin-1")
 	assert.False(t, c.Windows)
 	assert.Empty(t, env.Guest.WindowsLaunches())
