@@ -33,10 +33,14 @@ func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerS
 }
 
 // cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
-// guest-operations one.
-func cloudInitBootOf(cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
+// guest-operations one; for a Windows model cloudbase-init's, its script
+// wrapped as a guest-operations launch wraps it (guest.WindowsScript).
+func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
 	if !cloudInit {
 		return nil
+	}
+	if h.cfg.IsWindows(model) {
+		return &cloudinit.Boot{Script: guest.WindowsScript(script), CDSConfig: cfg.EncodeBase64(), Windows: true}
 	}
 	return &cloudinit.Boot{Script: script, CDSConfig: cfg.EncodeBase64()}
 }

@@ -72,7 +72,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 	if err != nil {
 		return errf("build worker script", err)
 	}
-	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
+	boot := h.cloudInitBootOf(args.Model, cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return errf("list vms", err)

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -160,4 +161,82 @@ func TestVcsimLinuxModelBesideWindows(t *testing.T) {
 	c := viLaunch(t, env, "worker-lin-1")
 	assert.False(t, c.Windows)
 	assert.Empty(t, env.Guest.WindowsLaunches())
+}
+
+// TestVcsimWindowsCloudbaseInit: a Windows model set to the guestinfo
+// bootstrap is cloned without customization and boots through
+// cloudbase-init (FakeCloudInit plays it for the Windows guest family):
+// the guestinfo keys, decoded, carry metadata with the instance id and
+// the computer name and no network, and a #ps1_sysnative userdata that
+// sets the static address, puts CDS_CONFIG in its environment and runs
+// the worker script (download of windows/amd64, worker.exe, power-off).
+// No guest operation is made; the token is only inside the base64
+// CDS_CONFIG of the userdata, as for a Linux cloud-init worker, and the
+// userdata is removed once the worker registered.
+func TestVcsimWindowsCloudbaseInit(t *testing.T) {
+	t.Parallel()
+	env := winEnv(t)
+	cfg := winConfig(env, config.BootstrapCloudInit)
+	client := &viRecordingClient{Port: env.Client}
+	api := &ciAPI{}
+	var logs testutil.SyncBuffer
+	inv := env.Inventory(cfg)
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, CDS: api, Inventory: inv, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	require.NoError(t, err)
+
+	args := winArgs(cfg, "worker-wci-1", "run-wci-1")
+	require.NoError(t, h.SpawnWorker(env.Context(), args))
+
+	assert.Nil(t, client.clone(t, "worker-wci-1").Spec.Customization, "cloudbase-init names the guest: no sysprep")
+	st := env.MustInspect("worker-wci-1")
+	assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, st.ExtraConfig[cloudinit.GuestinfoMetadataEncoding])
+	assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, st.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])
+	mdRaw, err := cloudinit.DecodeGuestinfo(st.ExtraConfig[cloudinit.GuestinfoMetadata], st.ExtraConfig[cloudinit.GuestinfoMetadataEncoding])
+	require.NoError(t, err)
+	md, err := cloudinit.ParseMetadata(mdRaw)
+	require.NoError(t, err)
+	assert.Equal(t, "worker-wci-1", md.LocalHostname, "the computer name")
+	assert.True(t, strings.HasPrefix(md.InstanceID, "worker-wci-1-"), md.InstanceID)
+	assert.Nil(t, md.Network, "cloudbase-init's network metadata is not used")
+
+	udRaw, err := cloudinit.DecodeGuestinfo(st.ExtraConfig[cloudinit.GuestinfoUserdata], st.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])
+	require.NoError(t, err)
+	ud := string(udRaw)
+	assert.True(t, strings.HasPrefix(ud, "#ps1_sysnative\n"), "a PowerShell userdata: %.40q", ud)
+	assert.Contains(t, ud, "New-NetIPAddress -InterfaceIndex $nic.ifIndex -IPAddress '192.168.99.10' -PrefixLength 24 -DefaultGateway '192.168.99.1'")
+	assert.Contains(t, ud, "-ServerAddresses @('192.168.99.2')")
+	assert.Contains(t, ud, "$env:CDS_CONFIG = '"+args.WorkerConfig.EncodeBase64()+"'\n", "the config in the script's environment")
+	assert.Contains(t, ud, "Write-Output prestart\n")
+	assert.Contains(t, ud, `"http://api.example:8081/download/worker/windows/amd64" -OutFile .\worker.exe`)
+	assert.Contains(t, ud, `& .\worker.exe`)
+	assert.True(t, strings.HasSuffix(ud, "} finally {\n  Stop-Computer -Force\n}\n"), "the VM is powered off when the worker ends")
+	assert.Less(t, strings.Index(ud, "New-NetIPAddress"), strings.Index(ud, "/download/worker/"), "the address before the download")
+
+	// No secret outside the base64 CDS_CONFIG of the userdata.
+	for k, v := range st.ExtraConfig {
+		for _, secret := range []string{winGuestPassword, env.Password, winWorkerToken, args.WorkerConfig.EncodeBase64()} {
+			assert.NotContains(t, v, secret, "extraConfig %s", k)
+		}
+	}
+	for _, secret := range []string{winGuestPassword, env.Password, winWorkerToken} {
+		assert.NotContains(t, string(mdRaw), secret)
+		assert.NotContains(t, ud, secret, "the token is only inside the base64 CDS_CONFIG")
+		assert.NotContains(t, st.Annotation, secret)
+		assert.NotContains(t, logs.String(), secret, "logs")
+	}
+	assert.NotContains(t, logs.String(), args.WorkerConfig.EncodeBase64())
+
+	// The guest booted through cloudbase-init, took the address the script
+	// sets; no guest operation.
+	boots := env.CloudInit.Boots()
+	require.Len(t, boots, 1)
+	assert.True(t, boots[0].Windows)
+	assert.Empty(t, boots[0].Err)
+	assert.Equal(t, "192.168.99.10", boots[0].IP)
+	assert.Equal(t, args.WorkerConfig.EncodeBase64(), boots[0].CDSConfig)
+	assert.Empty(t, env.Guest.CallsFor("worker-wci-1"), "no guest operation")
+
+	api.register("worker-wci-1")
+	h.WarmKillAwolServersPass(env.Context())
+	assert.Empty(t, env.MustInspect("worker-wci-1").ExtraConfig[cloudinit.GuestinfoUserdata], "token removed once the worker registered")
 }
