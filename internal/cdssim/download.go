@@ -33,7 +33,8 @@ func downloadArchName(a string) string {
 
 // download answers GET /download/{name}/{os}/{arch} as the real API does,
 // without authentication: the worker for linux/amd64 (WorkerBinary, as
-// application/octet-stream), 400 "wrong request" for a binary, OS or
+// application/octet-stream; windows/amd64 too with Options.WindowsWorker),
+// 400 "wrong request" for a binary, OS or
 // architecture the API does not know, and 500 for a known one it does not
 // hold (the real API, holding only linux/amd64 here and unable to fetch
 // the others, answers so).
@@ -49,7 +50,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		ae = newErr(400, errIDWrongRequest, "wrong request", "invalid given OS: \""+goos+"\"")
 	case !slices.Contains(downloadArch, arch):
 		ae = newErr(400, errIDWrongRequest, "wrong request", "invalid given ARCH: \""+r.PathValue("arch")+"\"")
-	case name != "worker" || goos != "linux" || arch != "amd64":
+	case name != "worker" || arch != "amd64" || (goos != "linux" && !(goos == "windows" && s.opts.WindowsWorker)):
 		ae = newErr(500, errIDInternal, "internal server error", "")
 	}
 	if ae != nil {
@@ -58,7 +59,7 @@ func (s *Server) download(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", `attachment;filename="cds-worker-linux-amd64"`)
+	w.Header().Set("Content-Disposition", `attachment;filename="cds-worker-`+goos+`-amd64"`)
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(WorkerBinary)
 	s.record(r, http.StatusOK)

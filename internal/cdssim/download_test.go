@@ -59,3 +59,22 @@ func TestDownloadWorker(t *testing.T) {
 		})
 	}
 }
+
+// TestDownloadWindowsWorker: windows/amd64 answers the stand-in only for
+// a simulator holding the Windows build (Options.WindowsWorker).
+func TestDownloadWindowsWorker(t *testing.T) {
+	t.Parallel()
+	for _, held := range []bool{false, true} {
+		sim := cdssim.Start(t, cdssim.Options{WindowsWorker: held})
+		resp, err := http.Get(sim.URL() + "/download/worker/windows/amd64")
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if held {
+			assert.Equal(t, 200, resp.StatusCode)
+			assert.Equal(t, `attachment;filename="cds-worker-windows-amd64"`, resp.Header.Get("Content-Disposition"))
+		} else {
+			assert.Equal(t, 500, resp.StatusCode)
+		}
+	}
+}

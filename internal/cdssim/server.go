@@ -94,6 +94,11 @@ type Options struct {
 	// NoCDN makes /config/cdn and /v2/config/cdn answer 404 id 38, as the
 	// API without a CDN service.
 	NoCDN bool
+	// WindowsWorker makes GET /download/worker/windows/amd64 answer the
+	// worker stand-in too, as an API holding the Windows worker build
+	// does (the demo's Windows model downloads it); without it that
+	// download answers 500, as the API holding only linux/amd64 does.
+	WindowsWorker bool
 	// APIURL is the api_url announced at sign-in (the server's URL when empty).
 	APIURL string
 	// SessionTTL is the exp of session JWTs (1h when 0); an expired session

@@ -11,7 +11,8 @@ import (
 // CloudInitOptions returns the guestinfo entries that boot the VM named
 // name through cloud-init (docs/cloud-init.md): a new instance id, the
 // hostname derived from name, ip's network settings (ip "": DHCP) and
-// boot's userdata. A clone gets them in its clone specification (Spec), a
+// boot's userdata (a Windows boot: cloudbase-init's, the computer name
+// WindowsComputerName). A clone gets them in its clone specification (Spec), a
 // claimed warm VM in its reconfiguration.
 func (b *Builder) CloudInitOptions(name, ip string, boot cloudinit.Boot) ([]types.BaseOptionValue, error) {
 	var lease *ippool.Lease
@@ -22,7 +23,11 @@ func (b *Builder) CloudInitOptions(name, ip string, boot cloudinit.Boot) ([]type
 		}
 		lease = &l
 	}
-	return cloudinit.Options(b.instanceID(name), SanitizeHostname(name), cloudInitAddress(lease), boot)
+	hostname := SanitizeHostname(name)
+	if boot.Windows {
+		hostname = WindowsComputerName(name) // cloudbase-init's local-hostname
+	}
+	return cloudinit.Options(b.instanceID(name), hostname, cloudInitAddress(lease), boot)
 }
 
 // cloudInitAddress is lease as cloud-init's network config takes it; nil

@@ -87,7 +87,9 @@ func (b *Builder) Forget(template types.ManagedObjectReference) {
 // docs/flavors-and-capacity.md): the template's first NIC moved to the
 // configured network, placement in the configured pool and datastore as a
 // linked clone when the template allows it, Linux customization (hostname,
-// fixed IP or DHCP), the annotation and its mirror, the flavor's
+// fixed IP or DHCP; for a Windows model's VM, config.Config.OSOfRecord,
+// sysprep with the computer name and the same network settings,
+// sysprep.go), the annotation and its mirror, the flavor's
 // CPU/RAM/disk, tools after power on, powered on. With a non-nil boot the
 // clone has no guest customization: its guestinfo carries the cloud-init
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
@@ -185,6 +187,11 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 		Config:   config,
 		PowerOn:  true,
 		Template: false,
+	}
+	if b.isWindows(annot) {
+		// Windows: sysprep (computer name, the same network settings).
+		spec.Customization.Identity = sysprepIdentity(WindowsComputerName(annot.WorkerName))
+		spec.Customization.Options = windowsOptions()
 	}
 	if boot != nil {
 		opts, err := b.CloudInitOptions(annot.WorkerName, annot.IPAddress, *boot)

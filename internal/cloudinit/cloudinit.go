@@ -103,6 +103,10 @@ type Boot struct {
 	// CDSConfig is the worker config as CDS_CONFIG carries it (base64),
 	// worker token included.
 	CDSConfig string
+	// Windows makes the documents cloudbase-init's (cloudbaseinit.go):
+	// a PowerShell userdata, metadata without network. Script is then
+	// already wrapped for Windows by the caller.
+	Windows bool
 }
 
 // Address is a static IP with its network settings, as the hatchery's IP
@@ -174,17 +178,27 @@ func UserdataDocument(b Boot) ([]byte, error) {
 
 // Options are the guestinfo options (extraConfig) of a worker's VM:
 // metadata (instance id, hostname, network of addr) and userdata,
-// gzip+base64.
+// gzip+base64; for a Windows boot (b.Windows) cloudbase-init's: metadata
+// without network, a PowerShell userdata setting addr itself.
 func Options(instanceID, hostname string, addr *Address, b Boot) ([]types.BaseOptionValue, error) {
-	nw, err := NetworkConfig(addr)
-	if err != nil {
-		return nil, err
+	var nw *Network
+	var err error
+	if !b.Windows {
+		// cloudbase-init: the userdata sets the address (cloudbaseinit.go).
+		if nw, err = NetworkConfig(addr); err != nil {
+			return nil, err
+		}
 	}
 	md, err := json.Marshal(Metadata{InstanceID: instanceID, LocalHostname: hostname, Network: nw})
 	if err != nil {
 		return nil, fmt.Errorf("encode cloud-init metadata of %q: %w", hostname, err)
 	}
-	ud, err := UserdataDocument(b)
+	var ud []byte
+	if b.Windows {
+		ud, err = WindowsUserdataDocument(b, addr)
+	} else {
+		ud, err = UserdataDocument(b)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cloud-init userdata of %q: %w", hostname, err)
 	}

@@ -122,6 +122,13 @@ type Config struct {
 	KeepFailedWorkers int `mapstructure:"keepFailedWorkers" toml:"keepFailedWorkers" json:"keepFailedWorkers"`
 	// KeepFailedWorkersFor is in seconds: how long a VM stays held.
 	KeepFailedWorkersFor int `mapstructure:"keepFailedWorkersFor" toml:"keepFailedWorkersFor" json:"keepFailedWorkersFor"`
+
+	// Readiness bounds of Windows guests (config_guestos.go,
+	// docs/windows.md), in seconds: guest operations ready, the IP, the
+	// first program started.
+	WindowsGuestOpsTimeout int `mapstructure:"windowsGuestOpsTimeout" toml:"windowsGuestOpsTimeout" json:"windowsGuestOpsTimeout"`
+	WindowsIPTimeout       int `mapstructure:"windowsIPTimeout" toml:"windowsIPTimeout" json:"windowsIPTimeout"`
+	WindowsEnvTimeout      int `mapstructure:"windowsEnvTimeout" toml:"windowsEnvTimeout" json:"windowsEnvTimeout"`
 }
 
 // Network is one static IP range with its own gateway, mask and DNS.
@@ -190,6 +197,10 @@ type GuestCredential struct {
 	V2PreCmd  string `mapstructure:"v2PreCmd" toml:"v2PreCmd" json:"v2PreCmd"`
 	V2Cmd     string `mapstructure:"v2Cmd" toml:"v2Cmd" json:"v2Cmd"`
 	V2PostCmd string `mapstructure:"v2PostCmd" toml:"v2PostCmd" json:"v2PostCmd"`
+	// OS is the guest OS of the model's template: "linux" (or empty) or
+	// "windows" (docs/windows.md): it chooses the customization, the
+	// launch and the guestinfo bootstrap's documents.
+	OS string `mapstructure:"os" toml:"os" json:"os"`
 }
 
 // DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (docs/configuration.md).

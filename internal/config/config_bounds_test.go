@@ -77,6 +77,9 @@ func setDurationKey(t *testing.T, c *Config, key string, v int) {
 		"keepFailedWorkersFor":                            &c.KeepFailedWorkersFor,
 		"commonConfiguration.api.requestTimeout":          &c.CommonConfiguration.API.RequestTimeout,
 		"commonConfiguration.provision.registerFrequency": &c.CommonConfiguration.Provision.RegisterFrequency,
+		"windowsGuestOpsTimeout":                          &c.WindowsGuestOpsTimeout,
+		"windowsIPTimeout":                                &c.WindowsIPTimeout,
+		"windowsEnvTimeout":                               &c.WindowsEnvTimeout,
 	}[key]
 	require.NotNil(t, p, "duration key %s has no setter in the test", key)
 	*p = v

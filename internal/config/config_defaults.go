@@ -80,5 +80,8 @@ func Default() Config {
 		QuarantineBackoffMax:        DefaultQuarantineBackoffMax,
 		KeepFailedWorkers:           DefaultKeepFailedWorkers,
 		KeepFailedWorkersFor:        DefaultKeepFailedWorkersFor,
+		WindowsGuestOpsTimeout:      DefaultWindowsGuestOpsTimeout,
+		WindowsIPTimeout:            DefaultWindowsIPTimeout,
+		WindowsEnvTimeout:           DefaultWindowsEnvTimeout,
 	}
 }

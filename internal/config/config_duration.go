@@ -45,6 +45,9 @@ var durationKeys = []durationKey{
 	{"quarantineBackoffMax", time.Second, "seconds", DefaultQuarantineBackoffMax, MaxQuarantineBackoff, func(c *Config) int { return c.QuarantineBackoffMax }},
 	{"keepFailedWorkersFor", time.Second, "seconds", DefaultKeepFailedWorkersFor, MaxKeepFailedWorkersFor, func(c *Config) int { return c.KeepFailedWorkersFor }},
 	{"commonConfiguration.provision.registerFrequency", time.Second, "seconds", DefaultRegisterFrequency, MaxRegisterFrequency, func(c *Config) int { return c.CommonConfiguration.Provision.RegisterFrequency }},
+	{"windowsGuestOpsTimeout", time.Second, "seconds", DefaultWindowsGuestOpsTimeout, MaxWindowsReadinessTimeout, func(c *Config) int { return c.WindowsGuestOpsTimeout }},
+	{"windowsIPTimeout", time.Second, "seconds", DefaultWindowsIPTimeout, MaxWindowsReadinessTimeout, func(c *Config) int { return c.WindowsIPTimeout }},
+	{"windowsEnvTimeout", time.Second, "seconds", DefaultWindowsEnvTimeout, MaxWindowsReadinessTimeout, func(c *Config) int { return c.WindowsEnvTimeout }},
 }
 
 // boundedDuration converts n units to a duration without overflow: a value

@@ -16,10 +16,15 @@ func (g GuestCredential) hasV2Commands() bool {
 // V2CommandsOf is the guest commands of a V2 model's workers
 // (docs/configuration.md, "V2 commands"): those of its guestCredentials
 // (or models) entry when the entry sets any, as a whole; else v2PreCmd,
-// v2Cmd and v2PostCmd. It is the framework's hatchery.Options.V2Commands.
+// v2Cmd and v2PostCmd, or for a Windows model (os = "windows")
+// WindowsV2Commands. It is the framework's hatchery.Options.V2Commands.
 func (c *Config) V2CommandsOf(model sdk.WorkerStarterWorkerModel) hatchery.V2Commands {
 	if e := c.ModelEntry(model); e != nil && e.hasV2Commands() {
 		return hatchery.V2Commands{PreCmd: e.V2PreCmd, Cmd: e.V2Cmd, PostCmd: e.V2PostCmd}
+	}
+	if c.IsWindows(model) {
+		// The hatchery-wide defaults are Linux shell (config_guestos.go).
+		return WindowsV2Commands()
 	}
 	return hatchery.V2Commands{PreCmd: c.V2PreCmd, Cmd: c.V2Cmd, PostCmd: c.V2PostCmd}
 }

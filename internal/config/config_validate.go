@@ -37,6 +37,7 @@ func (c *Config) Validate() error {
 	c.validateLatency(&es)
 	c.validateQuarantine(&es)
 	c.validateDebugHold(&es)
+	c.validateWindows(&es)
 	if !slices.Contains(InventoryModes, c.InventoryMode) {
 		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}

@@ -86,6 +86,11 @@ var configTemplate = template.Must(template.New("hatchery.toml").Parse(`
   [[hatchery.vsphere.guestCredentials]]
     modelVMWare = "{{.CloudTemplate}}"
     bootstrap = "cloud-init"
+  [[hatchery.vsphere.guestCredentials]]
+    modelVMWare = "{{.WindowsTemplate}}"
+    username = "{{.GuestUser}}"
+    password = "{{.GuestPassword}}"
+    os = "windows"
 `))
 
 // configData fills configTemplate.
@@ -94,6 +99,9 @@ type configData struct {
 	Datacenter, Datastore, Network, ResourcePool, Folder string
 	CardName, Name, API, Proxy, Region, CloudTemplate    string
 	MonPort                                              int
+	// The Windows model's template and the guest account the simulator's
+	// fake guest accepts (vcsimtest's defaults, test values).
+	WindowsTemplate, GuestUser, GuestPassword string
 }
 
 // freePort is a loopback TCP port nothing listens on.
@@ -137,6 +145,7 @@ func writeConfig(dir string, env *vcsimtest.Env, p *peer, monPort int, proxy str
 		ResourcePool: env.ResourcePool, Folder: env.Folder, CardName: vcsimtest.CardName,
 		Name: p.cfg.HatcheryName, API: p.cfg.APIURL, Proxy: proxy, Region: p.cfg.Region,
 		CloudTemplate: cloudTemplate, MonPort: monPort,
+		WindowsTemplate: windowsTemplate, GuestUser: vcsimtest.DefaultGuestUser, GuestPassword: vcsimtest.DefaultGuestPassword,
 	})
 	if err != nil {
 		return "", err

@@ -23,12 +23,14 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
-// Templates of the simulated vCenter: the V1 and V2 models' image, and a
-// cloud-init one. Neither holds a worker binary: every guest launch runs in
-// a new, empty directory.
+// Templates of the simulated vCenter: the V1 and V2 models' image, a
+// cloud-init one and a Windows one (a Windows guest id: the fake guest
+// plays a Windows guest in its clones). None holds a worker binary: every
+// guest launch runs in a new, empty directory.
 const (
-	linuxTemplate = "debian12"
-	cloudTemplate = "debian12-cloud"
+	linuxTemplate   = "debian12"
+	cloudTemplate   = "debian12-cloud"
+	windowsTemplate = "win2022"
 )
 
 // suite is what every scenario shares: one real CDS, one simulated
@@ -215,7 +217,7 @@ func runIn(m *testing.M, peerDir, work string) int {
 	}
 	defer runnerLog.Close()
 	env, err := vcsimtest.New(vcsimtest.Options{
-		Templates: []vcsimtest.Template{{Name: linuxTemplate}, {Name: cloudTemplate}},
+		Templates: []vcsimtest.Template{{Name: linuxTemplate}, {Name: cloudTemplate}, {Name: windowsTemplate, GuestID: vcsimtest.WindowsGuestID}},
 		Runner: &vcsimtest.GuestRunnerOptions{Root: guests, Log: &syncWriter{w: runnerLog},
 			Env: []string{"PATH=" + os.Getenv("PATH"), "LANG=C.UTF-8"}},
 	})

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
 // The scenarios run in this order (go test runs a file's tests in the
@@ -421,6 +423,83 @@ func TestCloudInitModelJobSuccess(t *testing.T) {
 	}
 	if n := len(s.env.CloudInit.Boots()); n != before+1 {
 		t.Errorf("cloud-init boots: %d new, want 1", n-before)
+	}
+	s.v2Logs(t, j, "hello from v2")
+	s.noLeak(t)
+}
+
+// TestWindowsModelJobLaunchScriptAndConfig: a V2 job on the Windows model
+// (os = "windows"), booked against the real API. A Windows guest cannot
+// run here, and the peer's worker is a Linux binary: the suite checks what
+// the (simulated) Windows guest was given — a PowerShell launch its fake
+// accepted (constant command line, nothing secret on it), whose script
+// downloads the worker for windows/amd64 from the API the worker reaches
+// and powers the VM off at the end, and whose CDS_CONFIG is the job's
+// worker config — then runs the real Linux worker with that very
+// CDS_CONFIG in place of worker.exe: the job must end Success with its log
+// in CDN, which proves the config a Windows guest gets is one the real API
+// accepts. The VM is powered off when that worker ends, as the script's
+// Stop-Computer would.
+func TestWindowsModelJobLaunchScriptAndConfig(t *testing.T) {
+	scenario(t, "a job on a Windows model: the PowerShell launch and its config checked, the config run by the real (Linux) worker, Success, logs in CDN")
+	s.running(t)
+	j, err := s.peer.injectV2(context.Background(), "wf-v2-windows", windowsTemplate, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var launch vcsimtest.WindowsLaunch
+	waitFor(t, 3*time.Minute, "the Windows guest's worker launch", func() (bool, string) {
+		for _, l := range s.env.Guest.WindowsLaunches() {
+			if l.Config.RunJobID == j.RunJobID {
+				launch = l
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d Windows launches", len(s.env.Guest.WindowsLaunches()))
+	})
+	api := strings.TrimRight(s.peer.cfg.APIURL, "/")
+	if launch.Config.APIEndpoint != s.peer.cfg.APIURL {
+		t.Errorf("worker config API %q, want the workers' %q", launch.Config.APIEndpoint, s.peer.cfg.APIURL)
+	}
+	if launch.Config.APIToken == "" || launch.Config.GelfServiceAddr == "" {
+		t.Errorf("worker config lacks its token or its CDN log address")
+	}
+	for _, want := range []string{`"` + api + `/download/worker/windows/amd64" -OutFile .\worker.exe`, `& .\worker.exe`, "} finally {\n  Stop-Computer -Force\n}"} {
+		if !strings.Contains(launch.Script, want) {
+			t.Errorf("launch script lacks %q:\n%s", want, launch.Script)
+		}
+	}
+	if strings.Contains(launch.Script, launch.Config.APIToken) {
+		t.Errorf("the launch script holds the worker token (it belongs in CDS_CONFIG only)")
+	}
+	for _, c := range s.env.Guest.CallsFor(launch.VM) {
+		if !c.Windows || c.Fault != nil {
+			t.Errorf("guest call %s %s: windows %v, fault %v", c.ProgramPath, c.Arguments, c.Windows, c.Fault)
+		}
+		if strings.Contains(c.ProgramPath+" "+c.Arguments, launch.Config.APIToken) {
+			t.Errorf("the worker token is on a command line")
+		}
+	}
+	// What the real API answers for the Windows worker (the peer holds the
+	// linux/amd64 build only): logged, not required.
+	if resp, err := http.Get(api + "/download/worker/windows/amd64"); err == nil {
+		resp.Body.Close()
+		t.Logf("the API answers %d for the windows/amd64 worker", resp.StatusCode)
+	}
+
+	// The Linux worker stands in for worker.exe, with the Windows launch's
+	// config; the runner powers the VM off when it ends.
+	st, ok := s.env.Inspect(launch.VM)
+	if !ok {
+		t.Fatalf("vm %q of the launch is gone", launch.VM)
+	}
+	script := `curl -fsSL --retry 10 --retry-max-time 120 -o ./worker "` + api + `/download/worker/linux/amd64" && chmod +x ./worker && ./worker`
+	if err := s.env.Runner.RunInGuest(st.Ref, launch.VM, script, []string{"CDS_CONFIG=" + launch.Config.EncodeBase64()}); err != nil {
+		t.Fatal(err)
+	}
+	if st := s.v2Final(t, j, 3*time.Minute); st != "Success" {
+		infos, _ := s.peer.v2Infos(context.Background(), j)
+		t.Fatalf("job ended %s; infos %q", st, infos)
 	}
 	s.v2Logs(t, j, "hello from v2")
 	s.noLeak(t)

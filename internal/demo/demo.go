@@ -3,8 +3,8 @@
 // template debian12 and a resource pool of finite capacity), an in-process
 // CDS API simulator, and the real daemon (internal/daemon) configured from
 // configs/demo.toml. It feeds jobs (V2 jobs of flavors small, medium and
-// large, one of them on the cloud-init model debian12-cloud, and V1 jobs on
-// a V1 model), plays the part of each worker (it
+// large, one of them on the cloud-init model debian12-cloud and one on the
+// Windows model win2022, and V1 jobs on a V1 model), plays the part of each worker (it
 // registers with the API, runs a moment, finishes and powers its VM off, as
 // the worker's `shutdown -h now` would) and prints the life of every job, up
 // to its VM being destroyed by the hatchery's cleanup.
@@ -57,6 +57,10 @@ const (
 	imageTemplate = "debian12"
 	// cloudInitTemplate is the cloud-init model's template (demo.toml).
 	cloudInitTemplate = "debian12-cloud"
+	// windowsTemplate is the Windows model's template (demo.toml, os =
+	// "windows"): a Windows guest id, so that the simulator's fake guest
+	// plays a Windows guest (internal/vcsimtest, guestwin.go).
+	windowsTemplate = "win2022"
 	// v1ModelName is the V1 model; its template (named after it) is
 	// created at start as if the model had been registered before.
 	v1ModelName  = "debian12-v1"
@@ -370,6 +374,7 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 		Templates: []vcsimtest.Template{
 			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: cloudInitTemplate, CPUs: 2, MemoryMB: 4096},
+			{Name: windowsTemplate, CPUs: 2, MemoryMB: 4096, GuestID: vcsimtest.WindowsGuestID},
 			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
 		},
 		ReadyDelay:  300 * time.Millisecond,
@@ -385,7 +390,8 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
 	})
 
-	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim")}
+	// The API holds the Windows worker build: the Windows model downloads it.
+	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim"), WindowsWorker: true}
 	for _, f := range o.API {
 		f(&ao)
 	}

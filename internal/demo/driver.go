@@ -18,6 +18,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -31,14 +32,16 @@ type jobSpec struct {
 	flavor string
 	// cloudInit: a V2 job on the cloud-init model (debian12-cloud).
 	cloudInit bool
+	// windows: a V2 job on the Windows model (win2022).
+	windows bool
 }
 
-// jobMix is the feeder's cycle: every V2 flavor, one V2 job on the
-// cloud-init model, and V1 jobs (small through a flavor requirement, and
-// the default flavor).
+// jobMix is the feeder's cycle: every V2 flavor (large on the Windows
+// model), one V2 job on the cloud-init model, and V1 jobs (small through a
+// flavor requirement, and the default flavor).
 var jobMix = []jobSpec{
 	{flavor: "small"}, {flavor: "medium"}, {v1: true, flavor: "small"},
-	{flavor: "large"}, {v1: true, flavor: ""}, {flavor: "medium", cloudInit: true},
+	{flavor: "large", windows: true}, {v1: true, flavor: ""}, {flavor: "medium", cloudInit: true},
 }
 
 // jobLife is what the demo saw of one job.
@@ -106,7 +109,7 @@ func (d *driver) feed(ctx context.Context) {
 
 func (d *driver) addJob(n int, s jobSpec) {
 	name, cpus, mem := d.flavorSize(s.flavor)
-	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
+	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Windows: s.windows, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
 	if s.v1 {
 		reqs := sdk.RequirementList{{Type: sdk.ModelRequirement, Value: v1ModelGroup + "/" + v1ModelName}}
 		if s.flavor != "" {
@@ -115,13 +118,17 @@ func (d *driver) addJob(n int, s jobSpec) {
 		r.JobID = strconv.FormatInt(d.api.AddJobV1(cdssim.JobV1{Requirements: reqs, JobName: fmt.Sprintf("build-%d", n+1)}), 10)
 	} else {
 		model := sdk.V2WorkerModelVSphereSpec{Image: imageTemplate, Username: guestUser, Password: guestPassword}
-		if s.cloudInit {
+		modelName, osarch := v2ModelName, "linux/amd64"
+		switch {
+		case s.cloudInit:
 			model = sdk.V2WorkerModelVSphereSpec{Image: cloudInitTemplate} // no guest account at all
+		case s.windows:
+			model.Image, modelName, osarch = windowsTemplate, windowsTemplate, "windows/amd64"
 		}
 		spec, _ := json.Marshal(model)
 		r.JobID = d.api.AddJobV2(cdssim.JobV2{
-			Model:   sdk.V2WorkerModel{Name: v2ModelName, OSArch: "linux/amd64", Type: sdk.VSphere, Spec: spec},
-			RunsOn:  sdk.V2JobRunsOn{Model: v2ModelName, Flavor: s.flavor},
+			Model:   sdk.V2WorkerModel{Name: modelName, OSArch: osarch, Type: sdk.VSphere, Spec: spec},
+			RunsOn:  sdk.V2JobRunsOn{Model: modelName, Flavor: s.flavor},
 			JobName: fmt.Sprintf("build-%d", n+1),
 		})
 	}
@@ -134,10 +141,23 @@ func (d *driver) addJob(n int, s jobSpec) {
 }
 
 // workers plays the worker of every launch the fake guest records: the VM
-// name is the worker name, CDS_CONFIG says which job it runs.
+// name is the worker name, CDS_CONFIG says which job it runs. A Windows
+// guest's launch is PowerShell, its script in its environment (the fake
+// guest checked it): the script is what the worker's download is read
+// from.
 func (d *driver) workers(ctx context.Context) {
 	follow(ctx, d.env.Guest.WaitForCalls, func(ctx context.Context, c vcsimtest.GuestCall) {
-		if c.Fault != nil || c.ProgramPath != "/bin/echo" {
+		if c.Fault != nil {
+			return
+		}
+		switch {
+		case c.Windows:
+			script, ok := windowsScript(c)
+			if !ok {
+				return // the readiness probe
+			}
+			c.Arguments = script
+		case c.ProgramPath != "/bin/echo":
 			return
 		}
 		if wc, ok := workerConfig(c); ok {
@@ -182,6 +202,18 @@ func follow[T any](ctx context.Context, wait func(context.Context, int) ([]T, er
 		}
 		seen = len(items)
 	}
+}
+
+// windowsScript decodes the script of a Windows launch; false for a call
+// that carries none (the readiness probe).
+func windowsScript(c vcsimtest.GuestCall) (string, bool) {
+	for _, e := range c.EnvVariables {
+		if enc, ok := strings.CutPrefix(e, guest.ScriptEnv+"="); ok {
+			s, err := guest.DecodeScript(enc)
+			return s, err == nil
+		}
+	}
+	return "", false
 }
 
 // workerConfig decodes CDS_CONFIG from a launch.
@@ -270,7 +302,11 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc spawn.
 	d.mu.Lock()
 	j.Finished = time.Now()
 	d.mu.Unlock()
-	d.out.job(j, "job finished (Success), worker ran `shutdown -h now`: VM powered off")
+	if j.Windows {
+		d.out.job(j, "job finished (Success), worker's script ran `Stop-Computer -Force`: VM powered off")
+	} else {
+		d.out.job(j, "job finished (Success), worker ran `shutdown -h now`: VM powered off")
+	}
 	d.signal()
 }
 
@@ -374,6 +410,9 @@ func (j *jobLife) kind() string {
 	if j.CloudInit {
 		return "v2 cloud-init, flavor " + j.Flavor
 	}
+	if j.Windows {
+		return "v2 windows, flavor " + j.Flavor
+	}
 	return "v2, flavor " + j.Flavor
 }
 
@@ -388,6 +427,9 @@ type JobReport struct {
 	// CloudInit marks a V2 job on the cloud-init model: its worker boots
 	// from the VM's guestinfo userdata, no guest operation.
 	CloudInit bool
+	// Windows marks a V2 job on the Windows model: its worker is launched
+	// with PowerShell in a (simulated) Windows guest.
+	Windows bool
 	// Flavor is the flavor the job resolves to; WantCPUs and WantMemoryMB
 	// its size.
 	Flavor       string

@@ -54,6 +54,11 @@ func TestDemoCloudInitModel(t *testing.T) {
 			if c.VM == j.VM && c.ProgramPath == "/bin/echo" && c.Fault == nil {
 				launched = true
 			}
+			// The Windows job's launch: PowerShell, checked by the fake
+			// Windows guest (TestDemoWindowsModel).
+			if j.Windows && c.VM == j.VM && c.Windows && c.Fault == nil && len(c.EnvVariables) > 0 {
+				launched = true
+			}
 		}
 		if !j.CloudInit {
 			guestOps++

@@ -125,6 +125,27 @@ type Starter struct {
 	Port Port
 	// Log receives one line per readiness stage reached.
 	Log *slog.Logger
+	// Windows makes the probe and the launch PowerShell's (windows.go).
+	Windows bool
+	// Timeouts replaces Readiness when set (a Windows guest's bounds,
+	// windowsGuestOpsTimeout and the others).
+	Timeouts *Timeouts
+}
+
+// timeouts are the bounds in use: Timeouts, else Readiness.
+func (s Starter) timeouts() Timeouts {
+	if s.Timeouts != nil {
+		return *s.Timeouts
+	}
+	return Readiness
+}
+
+// probe is the program WaitEnv starts.
+func (s Starter) probe() vctypes.GuestProgram {
+	if s.Windows {
+		return vctypes.GuestProgram{Path: PowerShellProgram, Args: PowerShellProbeArgs}
+	}
+	return vctypes.GuestProgram{Path: EnvProgram}
 }
 
 // isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin (its
@@ -136,13 +157,14 @@ func isGuestLoginFault(err error) bool { return errors.Is(err, vctypes.FaultInva
 // running in the guest) and returns the guest's IP. Each stage has its own
 // deadline under ctx.
 func (s Starter) WaitReady(ctx context.Context, vm vctypes.Ref, name, expectedIP string, ga Access) (string, error) {
-	gctx, cancel := context.WithTimeout(ctx, Readiness.GuestOps)
+	to := s.timeouts()
+	gctx, cancel := context.WithTimeout(ctx, to.GuestOps)
 	err := s.Port.WaitForGuestOperationsReady(gctx, vm)
 	cancel()
 	if err != nil {
 		return "", StepErr("wait for guest operations ready", err)
 	}
-	ip, err := WaitIP(ctx, s.Port, vm, expectedIP, Readiness.IP)
+	ip, err := WaitIP(ctx, s.Port, vm, expectedIP, to.IP)
 	if err != nil {
 		return "", StepErr("wait for ip", err)
 	}
@@ -154,15 +176,17 @@ func (s Starter) WaitReady(ctx context.Context, vm vctypes.Ref, name, expectedIP
 	return ip, nil
 }
 
-// WaitEnv runs `env` in the guest until it starts, retried on a ticker
-// for at most Readiness.Env. A refused login fails at once.
+// WaitEnv runs `env` in the guest (PowerShell in a Windows one) until it
+// starts, retried on a ticker for at most the Env bound. A refused login
+// fails at once.
 func (s Starter) WaitEnv(ctx context.Context, vm vctypes.Ref, ga Access) error {
-	ctx, cancel := context.WithTimeout(ctx, Readiness.Env)
+	to := s.timeouts()
+	ctx, cancel := context.WithTimeout(ctx, to.Env)
 	defer cancel()
-	t := time.NewTicker(Readiness.EnvRetry)
+	t := time.NewTicker(to.EnvRetry)
 	defer t.Stop()
 	for {
-		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, vctypes.GuestProgram{Path: EnvProgram})
+		_, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, s.probe())
 		if err == nil {
 			return nil
 		}
@@ -211,12 +235,22 @@ func Script(args spawn.Arguments, preStart string, workerTTL time.Duration) (str
 }
 
 // Launch starts the worker script in the guest: /bin/echo with
-// arguments "-n ;<script>" and CDS_CONFIG in its environment.
+// arguments "-n ;<script>" and CDS_CONFIG in its environment; in a
+// Windows guest PowerShell with the constant PowerShellLaunchArgs, the
+// script (wrapped by WindowsScript) and CDS_CONFIG both in its
+// environment, nothing of the worker on its command line.
 func (s Starter) Launch(ctx context.Context, vm vctypes.Ref, ga Access, script string, cfg spawn.WorkerConfig) error {
 	spec := vctypes.GuestProgram{
 		Path: LaunchProgram,
 		Args: "-n ;" + script,
 		Env:  []string{cdsConfigEnv + "=" + cfg.EncodeBase64()},
+	}
+	if s.Windows {
+		spec = vctypes.GuestProgram{
+			Path: PowerShellProgram,
+			Args: PowerShellLaunchArgs,
+			Env:  []string{cdsConfigEnv + "=" + cfg.EncodeBase64(), ScriptEnv + "=" + EncodeScript(WindowsScript(script))},
+		}
 	}
 	if _, err := s.Port.StartProgramInGuest(ctx, vm, ga.Auth, spec); err != nil {
 		if isGuestLoginFault(err) {

@@ -29,6 +29,9 @@ type CloudInitBoot struct {
 	Metadata, Userdata []byte
 	// Err says why the boot could not use the guestinfo ("" when it could).
 	Err string
+	// Windows tells that the VM's guest family is Windows's: the boot
+	// was played as cloudbase-init's (cloudbaseinit.go).
+	Windows bool
 }
 
 // FakeCloudInit plays cloud-init's VMware datasource, which the simulator
@@ -71,7 +74,7 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 	if opts[cloudinit.GuestinfoMetadata] == "" {
 		return // no cloud-init datasource: nothing to play
 	}
-	b := CloudInitBoot{VM: vm.Name}
+	b := CloudInitBoot{VM: vm.Name, Windows: vm.Guest != nil && vm.Guest.GuestFamily == WindowsGuestFamily}
 	ip, fresh := f.play(&b, opts)
 	if ip != "" {
 		if vm.Guest == nil {
@@ -91,7 +94,7 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 		return
 	}
 	f.boots.add(b)
-	if b.Err == "" {
+	if b.Err == "" && !b.Windows { // the runner plays Linux guests only
 		f.runnerBoot(ctx, vm, b.Userdata)
 	}
 }
@@ -118,6 +121,9 @@ func (f *FakeCloudInit) play(b *CloudInitBoot, opts map[string]string) (string, 
 	ip := f.ips[b.VM]
 	if fresh || ip == "" {
 		ip = staticAddress(meta)
+		if b.Windows {
+			ip = cloudbaseInitAddress(opts)
+		}
 		if ip == "" {
 			f.nextDHCP++
 			ip = fmt.Sprintf("10.254.%d.%d", f.nextDHCP/250, f.nextDHCP%250+2)
@@ -140,6 +146,14 @@ func (f *FakeCloudInit) play(b *CloudInitBoot, opts map[string]string) (string, 
 		return ip, true
 	}
 	b.Userdata = ud
+	if b.Windows {
+		cfg, err := playCloudbaseInit(ud)
+		if err != nil {
+			b.Err = err.Error()
+		}
+		b.CDSConfig = cfg
+		return ip, true
+	}
 	cc, err := cloudinit.ParseCloudConfig(ud)
 	if err != nil {
 		b.Err = err.Error()

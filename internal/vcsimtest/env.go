@@ -67,6 +67,9 @@ type Template struct {
 	MemoryMB int32 // 0 means 4096
 	// Annotation is written in the template's Notes field ("" for none).
 	Annotation string
+	// GuestID is the template's guest id ("" means debian12_64Guest;
+	// WindowsGuestID makes a Windows template, guestwin.go).
+	GuestID string
 }
 
 // Options shape an Env. The zero value is a useful default.
@@ -537,9 +540,13 @@ func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 			ch.GetVirtualDeviceConfigSpec().FileOperation = types.VirtualDeviceConfigSpecFileOperationCreate
 		}
 	}
+	guestID := tpl.GuestID
+	if guestID == "" {
+		guestID = "debian12_64Guest"
+	}
 	spec := types.VirtualMachineConfigSpec{
 		Name:         tpl.Name,
-		GuestId:      "debian12_64Guest",
+		GuestId:      guestID,
 		NumCPUs:      tpl.CPUs,
 		MemoryMB:     int64(tpl.MemoryMB),
 		Annotation:   tpl.Annotation,

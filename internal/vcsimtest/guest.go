@@ -26,13 +26,19 @@ type GuestCall struct {
 	Pid int64
 	// Fault is the fault returned (nil on success).
 	Fault types.BaseMethodFault
+	// Windows tells that the VM's guest family is Windows's: the call
+	// was checked as a Windows guest does (checkWindows, guestwin.go).
+	Windows bool
 }
 
 // FakeGuest replaces the simulator's guest process manager, whose
 // StartProgramInGuest needs Docker. Like a real guest it refuses
 // a VM that is not powered on (InvalidPowerState), whose tools are not
 // ready (GuestOperationsUnavailable), or wrong credentials
-// (InvalidGuestLogin). It records every call. Safe for concurrent use.
+// (InvalidGuestLogin). A VM whose guest family is Windows's plays a
+// Windows guest (guestwin.go): PowerShell only, a launch's config and
+// script in its environment, none on its command line. It records every
+// call. Safe for concurrent use.
 type FakeGuest struct {
 	*simulator.GuestProcessManager
 
@@ -43,6 +49,9 @@ type FakeGuest struct {
 	nextPid  int64
 	failures []types.BaseMethodFault
 	runner   *GuestRunner // Options.Runner; nil: nothing runs
+
+	// winLaunches are the worker launches Windows guests accepted.
+	winLaunches record[WindowsLaunch]
 }
 
 func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
@@ -121,6 +130,7 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 			call.VM = vm.Name
 			state = vm.Runtime.PowerState
 			ready = vm.Guest != nil && vm.Guest.GuestOperationsReady != nil && *vm.Guest.GuestOperationsReady
+			call.Windows = vm.Guest != nil && vm.Guest.GuestFamily == WindowsGuestFamily
 		})
 		switch {
 		case state != types.VirtualMachinePowerStatePoweredOn:
@@ -137,6 +147,11 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 	if fault == nil && len(f.failures) > 0 {
 		fault, f.failures = f.failures[0], f.failures[1:]
 	}
+	var winLaunch *WindowsLaunch
+	if fault == nil && call.Windows {
+		spec, _ := req.Spec.(*types.GuestProgramSpec)
+		winLaunch, fault = checkWindows(call.VM, spec)
+	}
 	if fault == nil {
 		f.nextPid++
 		call.Pid = f.nextPid
@@ -144,8 +159,12 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 	call.Fault = fault
 	f.mu.Unlock()
 	f.calls.add(call)
+	if winLaunch != nil {
+		f.winLaunches.add(*winLaunch)
+	}
 
-	if fault == nil {
+	// The runner plays Linux guests only: this machine runs no PowerShell.
+	if fault == nil && !call.Windows {
 		if spec, ok := req.Spec.(*types.GuestProgramSpec); ok {
 			if err := f.runnerLaunch(req.Vm, call.VM, spec); err != nil {
 				fault = &types.SystemError{Reason: err.Error()}

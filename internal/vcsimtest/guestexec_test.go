@@ -92,3 +92,22 @@ func TestGuestRunnerPowerOffKillsTheGuest(t *testing.T) {
 	assert.True(t, runs[0].Killed, "run: %+v", runs[0])
 	assert.Empty(t, env.Runner.Running())
 }
+
+// TestGuestRunnerRunInGuest: a script handed to the runner directly (for a
+// guest it does not play) runs with the environment given, in a directory
+// of its own, and powers the VM off when it ends.
+func TestGuestRunnerRunInGuest(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	env, vm := runnerVM(ctx, t)
+
+	require.NoError(t, env.Runner.RunInGuest(vm, "runner-vm", `echo "cfg=$CDS_CONFIG" > out.txt`, []string{"CDS_CONFIG=d2lu"}))
+	runs, err := env.Runner.WaitForRuns(ctx, 1)
+	require.NoError(t, err)
+	require.NoError(t, runs[0].Err)
+	out, err := os.ReadFile(filepath.Join(runs[0].Dir, "out.txt"))
+	require.NoError(t, err)
+	assert.Equal(t, "cfg=d2lu\n", string(out))
+	assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, env.MustInspect("runner-vm").PowerState)
+}

@@ -33,10 +33,14 @@ func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerS
 }
 
 // cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
-// guest-operations one.
-func cloudInitBootOf(cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
+// guest-operations one; for a Windows model cloudbase-init's, its script
+// wrapped as a guest-operations launch wraps it (guest.WindowsScript).
+func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
 	if !cloudInit {
 		return nil
+	}
+	if h.cfg.IsWindows(model) {
+		return &cloudinit.Boot{Script: guest.WindowsScript(script), CDSConfig: cfg.EncodeBase64(), Windows: true}
 	}
 	return &cloudinit.Boot{Script: script, CDSConfig: cfg.EncodeBase64()}
 }
@@ -54,7 +58,7 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
 		var err error
-		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, guest.Readiness.GuestOps+guest.Readiness.IP)
+		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, h.bootWait(annot))
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
 		}

@@ -59,7 +59,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 	if err != nil {
 		return fail("build register script", err)
 	}
-	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
+	boot := h.cloudInitBootOf(args.Model, cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return fail("list vms", err)

@@ -72,7 +72,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 	if err != nil {
 		return errf("build worker script", err)
 	}
-	boot := cloudInitBootOf(cloudInit, script, args.WorkerConfig)
+	boot := h.cloudInitBootOf(args.Model, cloudInit, script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return errf("list vms", err)
@@ -229,11 +229,11 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 // startWorker waits for the VM to be ready, launches the worker and records
 // its start time in the annotation.
 func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
-	if _, err := h.guest().WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
+	if _, err := h.guestOf(annot).WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := h.guest().Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
+	if err := h.guestOf(annot).Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
 		return guest.StepErr(stepLaunch, err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)

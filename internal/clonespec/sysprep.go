@@ -1,0 +1,71 @@
+package clonespec
+
+import (
+	"fmt"
+	"hash/fnv"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// maxComputerNameLen is the NetBIOS limit of a Windows computer name.
+const maxComputerNameLen = 15
+
+// WindowsComputerName is the computer name of a Windows worker named
+// name (docs/windows.md): its hostname (SanitizeHostname) when it fits
+// Windows's 15 characters, else its first 10 characters, a dash and 4 hex
+// digits of a hash of the whole name, so that two long names sharing a
+// prefix do not give one computer name.
+func WindowsComputerName(name string) string {
+	h := SanitizeHostname(name)
+	if len(h) <= maxComputerNameLen {
+		return h
+	}
+	sum := fnv.New32a()
+	_, _ = sum.Write([]byte(name)) // a hash.Hash never fails
+	prefix := h[:maxComputerNameLen-5]
+	for len(prefix) > 0 && prefix[len(prefix)-1] == '-' {
+		prefix = prefix[:len(prefix)-1]
+	}
+	return fmt.Sprintf("%s-%04x", prefix, sum.Sum32()&0xffff)
+}
+
+// isWindows tells whether the VM recorded by annot is a Windows model's
+// (config.Config.OSOfRecord): its clone is customized by sysprep.
+func (b *Builder) isWindows(annot *inventory.Annotation) bool {
+	return b.cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
+}
+
+// sysprepIdentity is the Windows customization of a worker: the computer
+// name, a workgroup, a new SID. It sets no product key (the template's
+// licence stays) and no password: the Administrator account is left as
+// sysprep leaves it, the hatchery signs in with the model's guest account
+// (docs/windows.md), so the clone specification holds no secret.
+func sysprepIdentity(computerName string) *types.CustomizationSysprep {
+	return &types.CustomizationSysprep{
+		GuiUnattended: types.CustomizationGuiUnattended{
+			// 85: (GMT) Greenwich Mean Time, the Windows time zone index
+			// vSphere documents for CustomizationGuiUnattended.TimeZone.
+			TimeZone:       85,
+			AutoLogon:      false,
+			AutoLogonCount: 1,
+		},
+		UserData: types.CustomizationUserData{
+			FullName:     "CDS worker",
+			OrgName:      "CDS",
+			ComputerName: &types.CustomizationFixedName{Name: computerName},
+		},
+		Identification: types.CustomizationIdentification{JoinWorkgroup: "WORKGROUP"},
+	}
+}
+
+// windowsOptions are sysprep's options: a new SID, the guest rebooted
+// into its new identity, no account deleted.
+func windowsOptions() *types.CustomizationWinOptions {
+	return &types.CustomizationWinOptions{
+		ChangeSID:      true,
+		DeleteAccounts: false,
+		Reboot:         types.CustomizationSysprepRebootOptionReboot,
+	}
+}
