@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -36,7 +37,13 @@ func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference
 		}
 		return []types.ManagedObjectReference{folders.VmFolder.Reference()}, []string{folders.VmFolder.InventoryPath}, nil
 	}
-	own, err := c.LoadFolder(ctx)
+	var own types.ManagedObjectReference
+	var err error
+	if strings.HasPrefix(c.cfg.Folder, "/") {
+		own, err = c.folderByPath(ctx, c.cfg.Folder, "folderString")
+	} else {
+		own, err = c.LoadFolder(ctx) // a name: the finder's search
+	}
 	if err != nil {
 		return nil, nil, err
 	}
@@ -47,16 +54,34 @@ func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference
 	refs := []types.ManagedObjectReference{own}
 	names := []string{ownName}
 	for i, path := range c.cfg.TemplateFolders {
-		f, err := c.find().Folder(ctx, path)
+		f, err := c.folderByPath(ctx, path, fmt.Sprintf("templateFolders[%d]", i))
 		if err != nil {
-			return nil, nil, fmt.Errorf("find folder %q (templateFolders[%d]): %w", path, i, ambiguity(err, fmt.Sprintf("templateFolders[%d]", i)))
+			return nil, nil, err
 		}
-		if !slices.Contains(refs, f.Reference()) {
-			refs = append(refs, f.Reference())
+		if !slices.Contains(refs, f) {
+			refs = append(refs, f)
 			names = append(names, path)
 		}
 	}
 	return refs, names, nil
+}
+
+// folderByPath resolves the absolute inventory path of a folder with one
+// SearchIndex.FindByInventoryPath, which returns a reference only. The
+// finder would read every sibling folder on the way as a whole object
+// (childEntity included: a reference per VM of each other team's
+// folder). setting names the configuration key in errors.
+func (c *Client) folderByPath(ctx context.Context, path, setting string) (types.ManagedObjectReference, error) {
+	ref, err := object.NewSearchIndex(c.vim).FindByInventoryPath(ctx, strings.TrimPrefix(path, "/"))
+	switch {
+	case err != nil:
+		return types.ManagedObjectReference{}, fmt.Errorf("find folder %q (%s): %w", path, setting, err)
+	case ref == nil:
+		return types.ManagedObjectReference{}, fmt.Errorf("find folder %q (%s): no such inventory path", path, setting)
+	case ref.Reference().Type != "Folder":
+		return types.ManagedObjectReference{}, fmt.Errorf("find folder %q (%s): it is a %s, not a folder", path, setting, ref.Reference().Type)
+	}
+	return ref.Reference(), nil
 }
 
 // newScopeViews creates one ContainerView of VMs per scope folder
