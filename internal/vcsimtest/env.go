@@ -69,6 +69,10 @@ type Template struct {
 	MemoryMB int32 // 0 means 4096
 	// Annotation is written in the template's Notes field ("" for none).
 	Annotation string
+	// Folder is where the template is created, an inventory path below the
+	// VM folder (created when missing); "" is Options.TemplateFolder, else
+	// the VM folder.
+	Folder string
 }
 
 // Options shape an Env. The zero value is a useful default.
@@ -573,7 +577,7 @@ func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 		return err
 	}
 	finder.SetDatacenter(dc)
-	folder, err := e.ensureFolder(ctx, cmp.Or(e.TemplateFolder, FolderPath))
+	folder, err := e.ensureFolder(ctx, cmp.Or(tpl.Folder, e.TemplateFolder, FolderPath))
 	if err != nil {
 		return err
 	}
