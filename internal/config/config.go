@@ -26,6 +26,12 @@ type Config struct {
 	ResourcePoolString string `mapstructure:"resourcePoolString" toml:"resourcePoolString" json:"resourcePoolString"`
 	FolderString       string `mapstructure:"folderString" toml:"folderString" json:"folderString"`
 	CardName           string `mapstructure:"cardName" toml:"cardName" json:"cardName"`
+	// TemplateFolders are the VM folders (inventory paths) where templates
+	// are looked for. Set, the hatchery sees only these folders and its
+	// own (folderString), subtrees included: the inventory's scope
+	// (config_scope.go, docs/inventory-watch.md). Empty: the datacenter's
+	// whole VM folder, as before the key existed.
+	TemplateFolders []string `mapstructure:"templateFolders" toml:"templateFolders" json:"templateFolders"`
 
 	// Static IPs: iprange/gateway/dns/subnetMask (one range set), or several
 	// [[networks]] each with its own gateway and mask.

@@ -24,6 +24,7 @@ func (c *Config) Validate() error {
 	var es Errors
 	c.validateCommon(&es)
 	c.validateVCenter(&es)
+	c.validateTemplateFolders(&es)
 	c.validateNumbers(&es)
 	if c.validateNetwork(&es) {
 		c.validateIPPlan(&es)

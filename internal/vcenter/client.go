@@ -33,7 +33,8 @@ type Port interface {
 // VMs are the operations on one VM or template, named by reference.
 type VMs interface {
 	// LoadVirtualMachine finds a VM or template by name (or inventory
-	// path) in the datacenter and returns its reference.
+	// path) in the datacenter, or only in the scope when templateFolders
+	// is set, and returns its reference.
 	LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error)
 	// LoadVirtualMachineDevices returns the VM's device list.
 	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
@@ -98,16 +99,18 @@ type Placement interface {
 	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
 }
 
-// InventorySource reads the datacenter's VMs: the full listing, and the
-// incremental inventory (inventoryMode = "watch", docs/inventory-watch.md).
+// InventorySource reads the VMs of the inventory's scope: the datacenter's
+// VM folder, or, with templateFolders, the hatchery's folder and the
+// template folders (docs/inventory-watch.md, "Scope"): the full listing,
+// and the incremental inventory (inventoryMode = "watch").
 type InventorySource interface {
-	// ListVirtualMachines returns every VM and template of the datacenter
+	// ListVirtualMachines returns every VM and template of the scope
 	// with only the leaf properties in VMProperties set.
 	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
 	// ProbeInventory reads, in one round trip, the references of every VM
-	// and template of the datacenter (the `view` of the VM folder's
-	// container view) and, when pool is not nil, the pool's runtime (nil
-	// when pool is nil).
+	// and template of the scope (the `view` of its folders' container
+	// views) and, when pool is not nil, the pool's runtime (nil when pool
+	// is nil).
 	ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error)
 	// RetrieveVirtualMachines reads VMProperties of the given VMs by
 	// reference, no listing; VMs that no longer exist are left out.

@@ -8,7 +8,9 @@
 // and connects in the background (New, Run, Ready), keeps its one session
 // alive and logs in again at the transport level, bounds every request and
 // task, counts SOAP requests and bytes, notes whether vCenter answers
-// (Status), and runs the VM change watch; and the placement cache.
+// (Status), and runs the VM change watch; the inventory's scope (the
+// folders its listing, probe and template lookup read: govmomi_scope.go);
+// and the placement cache.
 //
 // It does not own: the configuration file (the caller maps it to Config),
 // the VM ownership record, the inventory built from its listings, or any

@@ -94,6 +94,10 @@ type Config struct {
 	// Folder is folderString: inventory path or name; "" is the
 	// datacenter's VM folder.
 	Folder string
+	// TemplateFolders is templateFolders: inventory paths of VM folders.
+	// Set, the inventory's scope is Folder and these folders (subtrees
+	// included) instead of the datacenter's VM folder (govmomi_scope.go).
+	TemplateFolders []string
 
 	// RequestTimeout bounds each SOAP request; 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration
@@ -174,7 +178,7 @@ type Client struct {
 	taskScale float64
 
 	vmsMu   sync.Mutex
-	vmsView *vmView // reused ContainerView over the VM folder
+	vmsView *vmView // reused ContainerViews over the inventory's scope
 
 	// names are the VMs' names as last seen, by reference: errors and
 	// logs name a VM without a round trip (vmName).
@@ -450,8 +454,10 @@ func (c *Client) Close(ctx context.Context) {
 		c.vmsView = nil
 		c.vmsMu.Unlock()
 		if v != nil {
-			if err := v.view.Destroy(ctx); err != nil {
-				c.log.Debug("destroy vm container view", logkey.Err, err)
+			for _, cv := range v.views {
+				if err := cv.Destroy(ctx); err != nil {
+					c.log.Debug("destroy vm container view", logkey.Err, err)
+				}
 			}
 		}
 		(&conn{vim: c.vim, sm: c.sm, ka: c.ka, rl: c.rl}).close(ctx, c.log)

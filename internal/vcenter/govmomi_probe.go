@@ -17,10 +17,12 @@ import (
 // well inside the request timeout; more VMs take more requests.
 const retrieveMaxRefs = 1000
 
-// ProbeInventory reads, in one RetrievePropertiesEx, the `view` of the VM
-// folder's container view (every VM and template) and, when pool is not
-// nil, the pool's runtime. Neither object spec has a SelectSet. A view
-// lost with its session is made again once, as ListVirtualMachines does.
+// ProbeInventory reads, in one RetrievePropertiesEx, the `view` of each
+// container view of the inventory's scope (every VM and template of the
+// datacenter's VM folder, or of the hatchery's folder and templateFolders:
+// govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
+// object spec has a SelectSet. Views lost with their session are made
+// again once, as ListVirtualMachines does.
 func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, nil, err
@@ -47,10 +49,15 @@ func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectRe
 }
 
 func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
-	viewRef := v.view.Reference()
-	spec := types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{Obj: viewRef}},
-		PropSet:   []types.PropertySpec{{Type: viewRef.Type, PathSet: []string{"view"}}},
+	var spec types.PropertyFilterSpec
+	isView := make(map[types.ManagedObjectReference]bool, len(v.views))
+	for _, cv := range v.views {
+		ref := cv.Reference()
+		isView[ref] = true
+		spec.ObjectSet = append(spec.ObjectSet, types.ObjectSpec{Obj: ref})
+	}
+	if len(v.views) > 0 {
+		spec.PropSet = []types.PropertySpec{{Type: v.views[0].Reference().Type, PathSet: []string{"view"}}}
 	}
 	var poolRef types.ManagedObjectReference
 	if pool != nil {
@@ -65,29 +72,31 @@ func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObject
 	var (
 		refs     []types.ManagedObjectReference
 		rt       *types.ResourcePoolRuntimeInfo
-		sawView  bool
+		views    int
 		poolMiss error
 	)
+	seen := map[types.ManagedObjectReference]bool{}
 	for _, oc := range res.Returnval {
-		switch oc.Obj {
-		case viewRef:
+		switch {
+		case isView[oc.Obj]:
 			if len(oc.MissingSet) > 0 {
-				return nil, nil, fmt.Errorf("read view of container view %s: %w", viewRef.Value, missingFault(oc.MissingSet[0]))
+				return nil, nil, fmt.Errorf("read view of container view %s: %w", oc.Obj.Value, missingFault(oc.MissingSet[0]))
 			}
-			sawView = true
+			views++
 			for _, p := range oc.PropSet {
 				if p.Name != "view" {
 					continue
 				}
 				if a, ok := p.Val.(types.ArrayOfManagedObjectReference); ok {
 					for _, ref := range a.ManagedObjectReference {
-						if ref.Type == "VirtualMachine" {
+						if ref.Type == "VirtualMachine" && !seen[ref] {
+							seen[ref] = true
 							refs = append(refs, ref)
 						}
 					}
 				}
 			}
-		case poolRef:
+		case pool != nil && oc.Obj == poolRef:
 			if len(oc.MissingSet) > 0 {
 				poolMiss = missingFault(oc.MissingSet[0])
 			}
@@ -98,8 +107,8 @@ func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObject
 			}
 		}
 	}
-	if !sawView {
-		return nil, nil, fmt.Errorf("container view %s: no view returned", viewRef.Value)
+	if views != len(v.views) {
+		return nil, nil, fmt.Errorf("container views of the inventory: %d of %d returned their view", views, len(v.views))
 	}
 	if pool != nil && rt == nil {
 		if poolMiss == nil {

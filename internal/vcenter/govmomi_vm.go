@@ -11,17 +11,20 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// vmView is the reused ContainerView over the datacenter's VM folder,
-// valid for the session generation it was created in (views are
-// session-scoped: a re-login loses them).
+// vmView is the reused set of ContainerViews over the inventory's scope
+// (govmomi_scope.go: the datacenter's VM folder, or the hatchery's folder
+// and templateFolders), valid for the session generation it was created in
+// (views are session-scoped: a re-login loses them).
 type vmView struct {
-	view *view.ContainerView
-	gen  int64
+	views []*view.ContainerView
+	gen   int64
 }
 
-// ListVirtualMachines lists every VM and template of the datacenter through
-// one reused ContainerView, retrieving only VMProperties. Cost: one
-// RetrieveProperties per call (plus a CreateContainerView after a login).
+// ListVirtualMachines lists every VM and template of the inventory's scope
+// (the datacenter's VM folder unless templateFolders is set) through the
+// reused ContainerViews, retrieving only VMProperties. Cost: one
+// RetrieveProperties per call (plus a CreateContainerView per scope folder
+// after a login).
 func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
@@ -31,8 +34,7 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, 
 		if err != nil {
 			return nil, err
 		}
-		var vms []mo.VirtualMachine
-		err = v.view.Retrieve(ctx, []string{"VirtualMachine"}, VMProperties, &vms)
+		vms, err := c.retrieveScope(ctx, v, VMProperties)
 		if err == nil {
 			c.learnNames(vms)
 			return vms, nil
@@ -46,7 +48,7 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, 
 	}
 }
 
-// vmContainerView returns the current view, creating one when none exists
+// vmContainerView returns the current views, creating them when none exist
 // for this session. The mutex is never held across a round trip.
 func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
 	gen := c.rl.generation()
@@ -56,22 +58,18 @@ func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
 	if v != nil && v.gen == gen {
 		return v, nil
 	}
-	folders, err := c.dc.Folders(ctx)
+	views, err := c.newScopeViews(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read folders of datacenter %q: %w", c.dc.Name(), err)
+		return nil, err
 	}
-	cv, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
-	if err != nil {
-		return nil, fmt.Errorf("create container view over %q: %w", folders.VmFolder.InventoryPath, err)
-	}
-	nv := &vmView{view: cv, gen: gen}
+	nv := &vmView{views: views, gen: gen}
 	c.vmsMu.Lock()
 	if cur := c.vmsView; cur != nil && cur.gen == gen {
 		c.vmsMu.Unlock()
-		// Lost a race with another caller: use its view, which other
+		// Lost a race with another caller: use its views, which other
 		// callers may be reading through, and destroy ours, which nobody
 		// else has seen.
-		_ = cv.Destroy(ctx) //nolint:errcheck // best effort: the view dies with the session anyway
+		destroyViews(ctx, views)
 		return cur, nil
 	}
 	c.vmsView = nv
@@ -89,10 +87,18 @@ func (c *Client) dropView(v *vmView) {
 }
 
 // LoadVirtualMachine finds a VM or template by name (or inventory path) in
-// the datacenter.
+// the datacenter; a scoped client (templateFolders) only in its folder and
+// templateFolders (findInScope; ErrOutOfScope when it is not there).
 func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
+	}
+	if c.Scoped() {
+		ref, err := c.findInScope(ctx, name)
+		if err != nil {
+			return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
+		}
+		return ref, nil
 	}
 	vm, err := c.find().VirtualMachine(ctx, name)
 	if err != nil {

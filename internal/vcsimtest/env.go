@@ -10,12 +10,14 @@
 package vcsimtest
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -70,6 +72,10 @@ type Template struct {
 	// GuestID is the template's guest id ("" means debian12_64Guest;
 	// WindowsGuestID makes a Windows template, guestwin.go).
 	GuestID string
+	// Folder is where the template is created, an inventory path below the
+	// VM folder (created when missing); "" is Options.TemplateFolder, else
+	// the VM folder.
+	Folder string
 }
 
 // Options shape an Env. The zero value is a useful default.
@@ -103,6 +109,21 @@ type Options struct {
 	// ForeignVMs adds that many powered-on VMs the hatchery does not own
 	// (fast fixtures, see AddForeignVMs).
 	ForeignVMs int
+	// ForeignFolders, when set, are the folders (inventory paths below
+	// the VM folder, created at Start) ForeignVMs are spread over, one
+	// after the other, as other teams' folders of a shared vCenter; empty:
+	// the datacenter's VM folder.
+	ForeignFolders []string
+	// Folder is the hatchery's folder (folderString), an inventory path
+	// below the VM folder created at Start; "" is FolderPath, the VM
+	// folder itself.
+	Folder string
+	// TemplateFolder is where the templates are created, an inventory path
+	// below the VM folder created at Start; set, ClientConfig and Config
+	// set it as the one templateFolders entry (the inventory's scope is then
+	// Folder and TemplateFolder). "": templates in the VM folder, no
+	// templateFolders.
+	TemplateFolder string
 	// Logger is given to Env.Client (nil: discard).
 	Logger *slog.Logger
 	// SerialTasks runs the simulator's clone, destroy, reconfigure and
@@ -133,8 +154,11 @@ type Env struct {
 	User, Password string
 	// CAFile is a PEM file holding the server's certificate.
 	CAFile string
-	// Names of the inventory (see the constants).
+	// Names of the inventory (see the constants; Folder is
+	// Options.Folder when set).
 	Datacenter, ResourcePool, Datastore, Network, Folder string
+	// TemplateFolder is Options.TemplateFolder ("" when unset).
+	TemplateFolder string
 	// Templates are the names of the templates created.
 	Templates []string
 	// Admin is a plain govmomi client (insecure TLS) for fixtures and
@@ -253,11 +277,13 @@ func New(o Options) (*Env, error) {
 		ResourcePool: ResourcePoolPath,
 		Datastore:    DatastoreName,
 		Network:      NetworkName,
-		Folder:       FolderPath,
+		Folder:       cmp.Or(o.Folder, FolderPath),
 		t:            panicReporter{},
 		ctx:          ctx,
 		cancel:       cancel,
 		opts:         o,
+
+		TemplateFolder: o.TemplateFolder,
 	}
 	ep := *s.URL
 	ep.User = nil
@@ -299,6 +325,14 @@ func New(o Options) (*Env, error) {
 	if e.Runner != nil {
 		e.Runner.client = admin.Client
 	}
+	for _, f := range append([]string{e.Folder, e.TemplateFolder}, o.ForeignFolders...) {
+		if f == "" {
+			continue
+		}
+		if _, err := e.ensureFolder(ctx, f); err != nil {
+			return fail(fmt.Errorf("folder %q: %w", f, err))
+		}
+	}
 	if err := e.createLockFolder(ctx); err != nil {
 		return fail(fmt.Errorf("lock folder: %w", err))
 	}
@@ -308,8 +342,18 @@ func New(o Options) (*Env, error) {
 			return fail(err)
 		}
 	}
-	if o.ForeignVMs > 0 {
+	if o.ForeignVMs > 0 && len(o.ForeignFolders) == 0 {
 		e.AddForeignVMs("foreign-", o.ForeignVMs)
+	}
+	for i, f := range o.ForeignFolders {
+		// An even share to each folder, the remainder to the first ones.
+		n := o.ForeignVMs / len(o.ForeignFolders)
+		if i < o.ForeignVMs%len(o.ForeignFolders) {
+			n++
+		}
+		if n > 0 {
+			e.AddForeignVMsIn(f, "foreign-", n)
+		}
 	}
 	if e.Client, err = e.TryClient(nil); err != nil {
 		return fail(fmt.Errorf("vsphere client: %w", err))
@@ -363,6 +407,8 @@ func (e *Env) ClientConfig() vcenter.Config {
 		ResourcePool: e.ResourcePool,
 		Folder:       e.Folder,
 		PollInterval: TestPollInterval,
+		// The scope of Options.TemplateFolder (nil when unset).
+		TemplateFolders: e.templateFolders(),
 		// The simulator answers in milliseconds, but a -race run on a busy
 		// 2-core machine can starve it for seconds: a test fails on what
 		// it asserts, not on the production 15 s request bound.
@@ -422,7 +468,53 @@ func (e *Env) Config() *config.Config {
 		ResourcePoolString: e.ResourcePool,
 		FolderString:       e.Folder,
 		CardName:           CardName,
+		TemplateFolders:    e.templateFolders(),
 	}
+}
+
+// templateFolders is the templateFolders setting of Options.TemplateFolder:
+// nil when unset.
+func (e *Env) templateFolders() []string {
+	if e.TemplateFolder == "" {
+		return nil
+	}
+	return []string{e.TemplateFolder}
+}
+
+// ensureFolder returns the folder at path (an inventory path below the
+// datacenter's VM folder), creating it and any missing parent.
+func (e *Env) ensureFolder(ctx context.Context, path string) (*object.Folder, error) {
+	finder := newFinder(e.Admin.Client)
+	dc, err := finder.Datacenter(ctx, e.Datacenter)
+	if err != nil {
+		return nil, err
+	}
+	finder.SetDatacenter(dc)
+	folders, err := dc.Folders(ctx)
+	if err != nil {
+		return nil, err
+	}
+	root := folders.VmFolder.InventoryPath
+	if path != root && !strings.HasPrefix(path, root+"/") {
+		return nil, fmt.Errorf("%q is not below the VM folder %q", path, root)
+	}
+	cur := folders.VmFolder
+	at := root
+	for _, seg := range strings.Split(strings.TrimPrefix(path[len(root):], "/"), "/") {
+		if seg == "" {
+			continue
+		}
+		at += "/" + seg
+		f, err := finder.Folder(ctx, at)
+		if err != nil {
+			if f, err = cur.CreateFolder(ctx, seg); err != nil {
+				return nil, err
+			}
+			f.InventoryPath = at
+		}
+		cur = f
+	}
+	return cur, nil
 }
 
 // Context ends at Close (for an Env from Start, when the test ends).
@@ -492,7 +584,7 @@ func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 		return err
 	}
 	finder.SetDatacenter(dc)
-	folders, err := dc.Folders(ctx)
+	folder, err := e.ensureFolder(ctx, cmp.Or(tpl.Folder, e.TemplateFolder, FolderPath))
 	if err != nil {
 		return err
 	}
@@ -553,7 +645,7 @@ func (e *Env) createTemplate(ctx context.Context, tpl Template) error {
 		Files:        &types.VirtualMachineFileInfo{VmPathName: "[" + e.Datastore + "]"},
 		DeviceChange: changes,
 	}
-	task, err := folders.VmFolder.CreateVM(ctx, spec, pool, nil)
+	task, err := folder.CreateVM(ctx, spec, pool, nil)
 	if err != nil {
 		return err
 	}

@@ -172,6 +172,15 @@ type ForeignVM struct {
 // (benchmarks, inventory tests); they are not in their pool's or host's VM
 // list and have no files, so do not power, clone or destroy them.
 func (e *Env) AddForeignVMs(prefix string, n int) []types.ManagedObjectReference {
+	e.t.Helper()
+	return e.AddForeignVMsIn("", prefix, n)
+}
+
+// AddForeignVMsIn is AddForeignVMs in the folder at path (an inventory
+// path below the VM folder, created when missing; "" is the VM folder),
+// as other teams' VMs in their own folders of a shared vCenter.
+func (e *Env) AddForeignVMsIn(path, prefix string, n int) []types.ManagedObjectReference {
+	e.t.Helper()
 	e.fastMu.Lock()
 	start := e.fastN
 	e.fastN += n
@@ -191,12 +200,20 @@ func (e *Env) AddForeignVMs(prefix string, n int) []types.ManagedObjectReference
 			IP:        netip.AddrFrom4(ip).String(),
 		}
 	}
-	return e.AddVMs(vms)
+	return e.AddVMsIn(path, vms)
 }
 
 // AddVMs registers VMs directly in the simulator's registry (see
-// AddForeignVMs for the speed and the limits).
+// AddForeignVMs for the speed and the limits), in the datacenter's VM
+// folder.
 func (e *Env) AddVMs(vms []ForeignVM) []types.ManagedObjectReference {
+	e.t.Helper()
+	return e.AddVMsIn("", vms)
+}
+
+// AddVMsIn is AddVMs in the folder at path (an inventory path below the
+// VM folder, created when missing); "" is the VM folder.
+func (e *Env) AddVMsIn(path string, vms []ForeignVM) []types.ManagedObjectReference {
 	e.t.Helper()
 	m := e.Model.Map()
 	sctx := e.SimContext()
@@ -204,7 +221,15 @@ func (e *Env) AddVMs(vms []ForeignVM) []types.ManagedObjectReference {
 	if !ok {
 		e.t.Fatalf("simulator has no datacenter")
 	}
-	folder := m.Get(dc.VmFolder).(*simulator.Folder)
+	folderRef := dc.VmFolder
+	if path != "" {
+		f, err := e.ensureFolder(e.ctx, path)
+		if err != nil {
+			e.t.Fatalf("folder %q: %v", path, err)
+		}
+		folderRef = f.Reference()
+	}
+	folder := m.Get(folderRef).(*simulator.Folder)
 	pool := e.resourcePool()
 	cl := m.Any("ClusterComputeResource").(*simulator.ClusterComputeResource)
 	var host *types.ManagedObjectReference

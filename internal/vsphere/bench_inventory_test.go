@@ -205,8 +205,9 @@ func BenchmarkInventoryModes(b *testing.B) {
 		}
 	}
 	benchResultsMu.Lock()
-	defer benchResultsMu.Unlock()
 	printBenchTable(os.Stdout, benchResults)
+	benchResultsMu.Unlock()
+	benchIdleWatchSteady(b)
 }
 
 // benchModes are the modes measured: the whole-object baseline (whole objects

@@ -17,6 +17,7 @@ func VCenterConfig(c *config.Config) vcenter.Config {
 		Datacenter:         c.DatacenterString,
 		ResourcePool:       c.ResourcePoolString,
 		Folder:             c.FolderString,
+		TemplateFolders:    c.TemplateFolders,
 		MaxConcurrentTasks: c.MaxConcurrentTasks,
 	}
 }
