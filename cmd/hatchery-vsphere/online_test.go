@@ -95,6 +95,39 @@ func TestConfigCheckOnline(t *testing.T) {
 		assert.Contains(t, r.stdout, "configuration OK")
 	})
 
+	// With templateFolders, templates are looked for only in the scope: a
+	// template of the datacenter outside it is reported missing (the
+	// daemon would not find it either), and an entry naming no folder is a
+	// problem under its own key. Without the scope-aware check the first
+	// case said OK (the template exists in the datacenter).
+	t.Run("templateFolders scope", func(t *testing.T) {
+		vc := vcsimtest.Start(t, vcsimtest.Options{Password: plantedPassword, Folder: "/DC0/vm/cds"})
+		model := `
+[[hatchery.vsphere.guestCredentials]]
+  modelVMWare = "` + vcsimtest.DefaultTemplate + `"
+  username = "root"
+`
+		path := onlineConfig(t, vc, vc.ResourcePool, model)
+		doc := strings.Replace(readFile(t, path), `#templateFolders = ["/datacenter1/vm/templates"]`, `templateFolders = ["/DC0/vm/cds"]`, 1)
+		r := runCmd(t, env, nil, "config", "check", "--config", writeFile(t, doc), "--online")
+		t.Logf("config check --online:\n%s", r.stderr)
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.guestCredentials[0].modelVMWare: no template "`+vcsimtest.DefaultTemplate+`" in the hatchery's folder (folderString) or templateFolders; templates: none`)
+
+		doc = strings.Replace(readFile(t, path), `#templateFolders = ["/datacenter1/vm/templates"]`, `templateFolders = ["/DC0/vm", "/DC0/vm/nowhere"]`, 1)
+		r = runCmd(t, env, nil, "config", "check", "--config", writeFile(t, doc), "--online")
+		t.Logf("config check --online:\n%s", r.stderr)
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.templateFolders[1]: no folder "/DC0/vm/nowhere" in the inventory`)
+		assert.NotContains(t, r.stderr, "templateFolders[0]")
+		assert.NotContains(t, r.stdout+r.stderr, plantedPassword)
+
+		doc = strings.Replace(readFile(t, path), `#templateFolders = ["/datacenter1/vm/templates"]`, `templateFolders = ["/DC0/vm"]`, 1)
+		r = runCmd(t, env, nil, "config", "check", "--config", writeFile(t, doc), "--online")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "configuration OK")
+	})
+
 	t.Run("missing datacenter", func(t *testing.T) {
 		path := onlineConfig(t, vc, vc.ResourcePool, "")
 		doc := strings.Replace(readFile(t, path), `datacenterString = "DC0"`, `datacenterString = "DC9"`, 1)

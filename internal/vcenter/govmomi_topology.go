@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -99,7 +100,8 @@ const maxTemplatesListed = maxCandidates
 // hatchery will use: the resource pool, the folder, the datastore and the
 // network (through the cached lookups: a failure is cached, logged once
 // and shown by PlacementProblems as at run time), every template req names
-// (one read of the names of the datacenter's VMs), and checks the
+// (one read of the names where templates are looked for: the datacenter's
+// VMs, or the scope and each templateFolders entry when set), and checks the
 // privileges the hatchery needs on them (HasPrivilegeOnEntities for this
 // session; a vCenter that does not answer it is a note, not a problem).
 // Its error is a failure to ask (not connected, transport, ctx), not a
@@ -160,6 +162,21 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 		return rep, err
 	}
 
+	if c.Scoped() {
+		problems, resolved, err := c.checkTemplateFolders(ctx)
+		if err != nil {
+			return rep, err
+		}
+		rep.Problems = append(rep.Problems, problems...)
+		for k, v := range resolved {
+			rep.Resolved[k] = v
+		}
+		if len(problems) > 0 {
+			// The scope cannot be read: the template check would only
+			// repeat the folder's problem.
+			req.Templates = nil
+		}
+	}
 	if len(req.Templates) > 0 {
 		found, problems, err := c.checkTemplates(ctx, req.Templates)
 		if err != nil {
@@ -222,22 +239,19 @@ func (c *Client) pathOf(ctx context.Context, ref types.ManagedObjectReference) s
 	return e.Path
 }
 
-// checkTemplates reads the names and template flags of the datacenter's
-// VMs (one container view) and returns the templates found, by name, and a
-// problem per key whose template is missing or is a VM.
+// checkTemplates reads the names and template flags of the VMs where the
+// hatchery looks for templates (the datacenter's VM folder, or the
+// inventory's scope when templateFolders is set: one read) and returns the
+// templates found, by name, and a problem per key whose template is
+// missing or is a VM.
 func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) (map[string]types.ManagedObjectReference, []TopologyProblem, error) {
-	folders, err := c.dc.Folders(ctx)
+	vms, err := c.templateCandidates(ctx)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+		return nil, nil, err
 	}
-	v, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
-	if err != nil {
-		return nil, nil, fmt.Errorf("create vm view for the template check: %w", err)
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-	var vms []mo.VirtualMachine
-	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, []string{"name", "config.template"}, &vms); err != nil {
-		return nil, nil, fmt.Errorf("list vm names for the template check: %w", err)
+	where := fmt.Sprintf("datacenter %q", c.dc.Name())
+	if c.Scoped() {
+		where = "the hatchery's folder (folderString) or templateFolders"
 	}
 	templates := map[string]types.ManagedObjectReference{}
 	plainVMs := map[string]bool{}
@@ -270,12 +284,67 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 			continue
 		}
 		if plainVMs[t.Name] {
-			problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("%q is a VM of datacenter %q, not a template: mark it as a template", t.Name, c.dc.Name())})
+			problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("%q is a VM of %s, not a template: mark it as a template", t.Name, where)})
 			continue
 		}
-		problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("no template %q in datacenter %q; templates: %s", t.Name, c.dc.Name(), existing)})
+		problems = append(problems, TopologyProblem{Key: t.Key, Problem: fmt.Sprintf("no template %q in %s; templates: %s", t.Name, where, existing)})
 	}
 	return templates, problems, nil
+}
+
+// templateCandidates lists the name and template flag of every VM where
+// templates are looked for: the scope's views when the client is scoped
+// (the reused views of the inventory), else a view over the datacenter's
+// VM folder made for this one read.
+func (c *Client) templateCandidates(ctx context.Context) ([]mo.VirtualMachine, error) {
+	props := []string{"name", "config.template"}
+	if c.Scoped() {
+		v, err := c.vmContainerView(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the scope for the template check: %w", err)
+		}
+		vms, err := c.retrieveScope(ctx, v, props)
+		if err != nil {
+			return nil, fmt.Errorf("list vm names of the scope for the template check: %w", err)
+		}
+		return vms, nil
+	}
+	folders, err := c.dc.Folders(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+	}
+	v, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
+	if err != nil {
+		return nil, fmt.Errorf("create vm view for the template check: %w", err)
+	}
+	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
+	var vms []mo.VirtualMachine
+	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, props, &vms); err != nil {
+		return nil, fmt.Errorf("list vm names for the template check: %w", err)
+	}
+	return vms, nil
+}
+
+// checkTemplateFolders resolves each templateFolders entry: a path that
+// is no folder is a problem under its key; a failure to ask is the error.
+func (c *Client) checkTemplateFolders(ctx context.Context) ([]TopologyProblem, map[string]string, error) {
+	var problems []TopologyProblem
+	resolved := map[string]string{}
+	for i, path := range c.cfg.TemplateFolders {
+		key := fmt.Sprintf("templateFolders[%d]", i)
+		ref, err := object.NewSearchIndex(c.vim).FindByInventoryPath(ctx, strings.TrimPrefix(path, "/"))
+		switch {
+		case err != nil:
+			return problems, resolved, fmt.Errorf("find folder %q (%s): %w", path, key, err)
+		case ref == nil:
+			problems = append(problems, TopologyProblem{Key: key, Problem: fmt.Sprintf("no folder %q in the inventory", path)})
+		case ref.Reference().Type != "Folder":
+			problems = append(problems, TopologyProblem{Key: key, Problem: fmt.Sprintf("%q is a %s, not a folder", path, ref.Reference().Type)})
+		default:
+			resolved[key] = path
+		}
+	}
+	return problems, resolved, nil
 }
 
 // privileges asks vCenter which of privs this session holds on each of
