@@ -33,10 +33,11 @@ func TestAmbiguousDefaultPoolAtStart(t *testing.T) {
 	api, err := cdssim.New(cdssim.Options{HatcheryName: "hatchery-daemon-test"})
 	require.NoError(t, err)
 	t.Cleanup(api.Close)
-	// The demo configuration's templates, so that the pool is the only
-	// problem.
+	// The demo configuration's templates (its Windows model's too), so
+	// that the pool is the only problem.
 	vc := vcsimtest.Start(t, vcsimtest.Options{User: vcUser, Password: vcPassword,
-		Templates: []vcsimtest.Template{{Name: "debian12"}, {Name: "debian12-cloud"}}})
+		Templates: []vcsimtest.Template{{Name: "debian12"}, {Name: "debian12-cloud"},
+			{Name: "win2022", GuestID: vcsimtest.WindowsGuestID}}})
 	cfg := testConfig(t, vc.Endpoint, api)
 	cfg.ResourcePoolString = ""
 	ctx, cancel := context.WithCancel(context.Background())
