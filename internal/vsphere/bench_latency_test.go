@@ -155,7 +155,7 @@ func printSpawnPaths(w io.Writer, results []latencyResult) {
 	}
 }
 
-func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
+func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	b.Helper()
 	cloneOp := vcsimtest.OpFullClone
 	if sc.linked {
