@@ -78,6 +78,15 @@ const (
 	// sooner, one after the other, would never notify anything.
 	waitRestartMin = 40 * time.Millisecond
 
+	// waitIdleKeep is how long the collector is kept once no wait is
+	// open: waits a moment apart (one spawn's task, then its guest) reuse
+	// it; past that it is destroyed, and made again by the next wait (two
+	// requests). A collector kept idle costs vCenter nothing, but govmomi's
+	// simulator v0.56.0 queues every change of its inventory for each
+	// collector that ever polled, and the first poll after a long idle
+	// time would work through all of them.
+	waitIdleKeep = 5 * time.Second
+
 	// waitRebuildMin and waitRebuildMax bound the back-off between two
 	// failed attempts to create the wait collector (vCenter refusing it):
 	// meanwhile every wait polls.
@@ -315,10 +324,21 @@ func (h *waitHub) run(ctx context.Context) {
 			h.log.Info("vcenter wait collector lost with its session: waits poll until it is rebuilt")
 		}
 		if !wanted {
+			var idle <-chan time.Time
+			if pc.Value != "" {
+				idle = time.After(waitIdleKeep)
+			}
 			select {
 			case <-ctx.Done():
 				return
 			case <-h.kick:
+			case <-idle:
+				// No poll is in flight: destroy it now.
+				h.destroyCollector(ctx, pc, gen)
+				pc = types.ManagedObjectReference{}
+				h.mu.Lock()
+				h.live = false
+				h.mu.Unlock()
 			}
 			continue
 		}
