@@ -78,15 +78,6 @@ const (
 	// sooner, one after the other, would never notify anything.
 	waitRestartMin = 40 * time.Millisecond
 
-	// waitIdleKeep is how long the collector is kept once no wait is
-	// open: waits a moment apart (one spawn's task, then its guest) reuse
-	// it; past that it is destroyed, and made again by the next wait (two
-	// requests). A collector kept idle costs vCenter nothing, but govmomi's
-	// simulator v0.56.0 queues every change of its inventory for each
-	// collector that ever polled, and the first poll after a long idle
-	// time would work through all of them.
-	waitIdleKeep = 5 * time.Second
-
 	// waitRebuildMin and waitRebuildMax bound the back-off between two
 	// failed attempts to create the wait collector (vCenter refusing it):
 	// meanwhile every wait polls.
@@ -118,7 +109,11 @@ type waitHub struct {
 	objs    map[types.ManagedObjectReference]*waitObj
 	started bool
 	closing bool
-	stop    context.CancelFunc // cancels the loop's context (last resort at close)
+	// loopIdle: the loop waits for work with no filter and no poll in
+	// flight; progress is closed (and replaced) at each turn of the loop.
+	loopIdle bool
+	progress chan struct{}
+	stop     context.CancelFunc // cancels the loop's context (last resort at close)
 	// live: the collector of the current session answers; a filter
 	// made on it notifies.
 	live bool
@@ -148,12 +143,30 @@ type waitSub struct {
 
 func newWaitHub(c *Client) *waitHub {
 	return &waitHub{
-		c:    c,
-		log:  c.log,
-		kick: make(chan struct{}, 1),
-		done: make(chan struct{}),
-		objs: map[types.ManagedObjectReference]*waitObj{},
+		c:        c,
+		log:      c.log,
+		kick:     make(chan struct{}, 1),
+		done:     make(chan struct{}),
+		objs:     map[types.ManagedObjectReference]*waitObj{},
+		progress: make(chan struct{}),
 	}
+}
+
+// broadcastLocked wakes whoever waits for the loop's next turn. The caller
+// holds h.mu.
+func (h *waitHub) broadcastLocked() {
+	close(h.progress)
+	h.progress = make(chan struct{})
+}
+
+// anySubsLocked tells whether some wait is open. The caller holds h.mu.
+func (h *waitHub) anySubsLocked() bool {
+	for _, o := range h.objs {
+		if len(o.subs) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // subscribe registers a wait on obj, starts the loop at the first wait and
@@ -187,8 +200,11 @@ func (h *waitHub) subscribe(ctx context.Context, obj types.ManagedObjectReferenc
 
 // unsubscribe ends a wait. Its object's filter, when no other wait needs
 // it, is destroyed at the loop's next turn (a notification, a new wait or
-// the long poll's end); when no wait is left at all the loop is woken now,
-// so that an idle session keeps no filter and sends no request.
+// the long poll's end). When no wait is left at all, the loop is woken
+// now and the last wait returns only once the loop is idle (its poll
+// ended, the filters destroyed; bounded by waitControlTimeout): an idle
+// session keeps no filter and no request runs after the waits that caused
+// it returned, which keeps a caller's request accounting its own.
 func (h *waitHub) unsubscribe(s *waitSub) {
 	if s == nil {
 		return
@@ -197,16 +213,27 @@ func (h *waitHub) unsubscribe(s *waitSub) {
 	if o := h.objs[s.obj]; o != nil {
 		delete(o.subs, s)
 	}
-	idle := true
-	for _, o := range h.objs {
-		if len(o.subs) > 0 {
-			idle = false
-			break
-		}
-	}
+	idle := !h.anySubsLocked()
 	h.mu.Unlock()
-	if idle {
-		h.poke()
+	if !idle {
+		return
+	}
+	h.poke()
+	deadline := time.NewTimer(waitControlTimeout)
+	defer deadline.Stop()
+	for {
+		h.mu.Lock()
+		settled := h.loopIdle || h.closing || h.anySubsLocked()
+		ch := h.progress
+		h.mu.Unlock()
+		if settled {
+			return
+		}
+		select {
+		case <-ch:
+		case <-deadline.C:
+			return
+		}
 	}
 }
 
@@ -311,6 +338,7 @@ func (h *waitHub) run(ctx context.Context) {
 		h.mu.Lock()
 		closing := h.closing
 		wanted := h.wantedLocked()
+		h.broadcastLocked()
 		h.mu.Unlock()
 		if closing {
 			h.destroyCollector(ctx, pc, gen)
@@ -324,22 +352,20 @@ func (h *waitHub) run(ctx context.Context) {
 			h.log.Info("vcenter wait collector lost with its session: waits poll until it is rebuilt")
 		}
 		if !wanted {
-			var idle <-chan time.Time
-			if pc.Value != "" {
-				idle = time.After(waitIdleKeep)
-			}
+			// Idle: no filter, no poll in flight. The collector is kept
+			// for the next wait (an idle one costs vCenter nothing).
+			h.mu.Lock()
+			h.loopIdle = true
+			h.broadcastLocked()
+			h.mu.Unlock()
 			select {
 			case <-ctx.Done():
 				return
 			case <-h.kick:
-			case <-idle:
-				// No poll is in flight: destroy it now.
-				h.destroyCollector(ctx, pc, gen)
-				pc = types.ManagedObjectReference{}
-				h.mu.Lock()
-				h.live = false
-				h.mu.Unlock()
 			}
+			h.mu.Lock()
+			h.loopIdle = false
+			h.mu.Unlock()
 			continue
 		}
 		if pc.Value == "" {
@@ -468,7 +494,11 @@ func (h *waitHub) longPoll(ctx context.Context, pc types.ManagedObjectReference,
 			return a.res, a.err
 		case <-kick:
 			kick = nil
-			if young := waitRestartMin - time.Since(started); young > 0 {
+			h.mu.Lock()
+			last := !h.anySubsLocked()
+			h.mu.Unlock()
+			// The last wait ended: its caller waits for the teardown.
+			if young := waitRestartMin - time.Since(started); young > 0 && !last {
 				arm(young) // cancelled when old enough
 				continue
 			}

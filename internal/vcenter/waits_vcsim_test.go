@@ -71,8 +71,7 @@ func TestWaitsShareOneCollector(t *testing.T) {
 	assert.GreaterOrEqual(t, created, int64(n), "a filter per waited-on VM")
 	counts := c.WaitCollector()
 	assert.Equal(t, 1, counts.Collectors)
-	require.Eventually(t, func() bool { return c.WaitCollector().Filters == 0 }, 10*time.Second, 10*time.Millisecond,
-		"the filters go with their waits: %+v", c.WaitCollector())
+	assert.Equal(t, 0, counts.Filters, "the filters go with their waits: %+v", counts)
 	t.Logf("%d waits in %s: %v", 3*n, took, requestsOf(vcenter.SOAPStats(diffStats(after, before))))
 }
 
@@ -97,6 +96,7 @@ func TestWaitEndsWithContextAndDropsItsFilter(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	require.NoError(t, c.StartVirtualMachine(ctx, vm))
 
+	before := c.WaitCollector()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vm) }()
@@ -109,10 +109,11 @@ func TestWaitEndsWithContextAndDropsItsFilter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait did not end with its context")
 	}
-	require.Eventually(t, func() bool {
-		n := c.WaitCollector()
-		return n.Filters == 0 && n.Objects == 0 && n.FiltersDestroyed == 1
-	}, 10*time.Second, 5*time.Millisecond, "the filter is destroyed: %+v", c.WaitCollector())
+	// The last wait returns once its filter is destroyed.
+	n := c.WaitCollector()
+	assert.Equal(t, 0, n.Filters, "%+v", n)
+	assert.Equal(t, 0, n.Objects, "%+v", n)
+	assert.Equal(t, before.FiltersDestroyed+1, n.FiltersDestroyed, "%+v", n)
 }
 
 // TestWaitSurvivesSessionLoss: the session ends while a wait is open; the
