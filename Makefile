@@ -32,10 +32,11 @@ lint:
 ## bench: vCenter cost of the whole-object baseline (test-only), listing, shared and watch inventory modes on vcsim (1,000 and 5,000 VMs; docs/inventory-watch.md), ~7 min
 bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
+	$(GO) test -run '^$$' -bench BenchmarkSpawnPaths -benchtime 1x -timeout 10m ./internal/vsphere/
 
-## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode, on vcsim taught the latency model (docs/architecture.md), ~1 min
+## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode, then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
 bench-latency:
-	$(GO) test -run '^$$' -bench BenchmarkJobStartLatency -benchtime 1x -timeout 10m ./internal/vsphere/
+	$(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
 
 ## conformance: the real daemon against a real CDS API, CDN and worker ($$CDS_REAL, else ../shared/cds-real), one line per scenario (docs/conformance.md), ~5 min
 conformance:

@@ -8,9 +8,11 @@
 // and connects in the background (New, Run, Ready), keeps its one session
 // alive and logs in again at the transport level, bounds every request and
 // task, counts SOAP requests and bytes, notes whether vCenter answers
-// (Status), and runs the VM change watch; the inventory's scope (the
-// folders its listing, probe and template lookup read: govmomi_scope.go);
-// and the placement cache.
+// (Status), runs the VM change watch and the wait collector (task, power
+// and guest waits woken by change notifications on one property collector
+// per session: govmomi_waits.go); the inventory's scope (the folders its
+// listing, probe and template lookup read: govmomi_scope.go); and the
+// placement cache.
 //
 // It does not own: the configuration file (the caller maps it to Config),
 // the VM ownership record, the inventory built from its listings, or any

@@ -26,8 +26,9 @@ import (
 // that a hung vCenter can never block a hatchery loop forever.
 const (
 	// DefaultRequestTimeout bounds every SOAP request to 15 s
-	// (docs/design.md#timeouts). Task completion is waited
-	// for by polling, so no single request needs longer.
+	// (docs/design.md#timeouts). Waits long-poll for at most
+	// waitLongPollMax (and half this bound), so no single request needs
+	// longer.
 	DefaultRequestTimeout = 15 * time.Second
 
 	// cloneTaskTimeout bounds a clone task: a full clone copies the
@@ -48,14 +49,18 @@ const (
 	// destroyTaskTimeout bounds destroy: it deletes the VM's files.
 	destroyTaskTimeout = 5 * time.Minute
 
-	// DefaultPollInterval is how often waits re-read a property. One second
-	// keeps a readiness wait's load at one small request per second per VM.
+	// DefaultPollInterval is how often a wait re-reads its object while
+	// the wait collector gives it no notification (its filter being made,
+	// the collector lost; govmomi_waits.go); with notifications it
+	// re-reads every waitFallbackFactor intervals. One second keeps a
+	// polling wait's load at one small request per second per object.
 	DefaultPollInterval = time.Second
 	// DefaultKeepAliveInterval is the idle time between session keep-alive
 	// requests; vCenter expires idle sessions after ~30 minutes.
 	DefaultKeepAliveInterval = 5 * time.Minute
 
-	// taskPollMin is the first delay when polling a task; it doubles up to
+	// taskPollMin is the first delay when a task is polled (before its
+	// filter is made, or without the wait collector); it doubles up to
 	// the poll interval, so quick tasks finish quickly and long ones cost
 	// one request per interval.
 	taskPollMin = 25 * time.Millisecond
@@ -185,6 +190,10 @@ type Client struct {
 	namesMu sync.Mutex
 	names   map[types.ManagedObjectReference]string
 
+	// waits is the wait collector: task, power and guest waits learn of
+	// changes from it (govmomi_waits.go).
+	waits *waitHub
+
 	watchMu sync.Mutex
 	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
 	retired []retiredWatch // abandoned watch collectors not destroyed yet
@@ -233,6 +242,7 @@ func New(cfg Config) *Client {
 	if cfg.MaxConcurrentTasks > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
 	}
+	c.waits = newWaitHub(c)
 	return c
 }
 
@@ -435,8 +445,9 @@ func (c *Client) Relogins() int64 {
 	return c.rl.relogins.Load()
 }
 
-// Close destroys the VM change watch's collector and the container view
-// (best effort), stops the keep-alive and logs out; it is bounded by ctx
+// Close stops the wait collector's goroutine (cancelling its long poll)
+// and destroys that collector, the VM change watch's collector and the
+// container view (best effort), stops the keep-alive and logs out; it is bounded by ctx
 // and by the request timeout. Calls after the first do nothing; Port calls
 // after it fail with ErrNotConnected. Call it after every user stopped.
 func (c *Client) Close(ctx context.Context) {
@@ -448,6 +459,7 @@ func (c *Client) Close(ctx context.Context) {
 		if !up {
 			return
 		}
+		c.waits.close(ctx)
 		c.closeWatch(ctx)
 		c.vmsMu.Lock()
 		v := c.vmsView

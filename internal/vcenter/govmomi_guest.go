@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"sort"
-	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/event"
@@ -18,25 +17,40 @@ import (
 // 1000 per entity, and without MaxCount it returns only the last 10.
 const maxEvents = 1000
 
-// pollVM reads props of vm every PollInterval (first read at once) until
-// done says so, or ctx ends. One small RetrieveProperties per tick: no
-// property collector or filter is created.
-func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, what string, props []string, done func(*mo.VirtualMachine) bool) error {
-	ticker := time.NewTicker(c.PollInterval)
-	defer ticker.Stop()
-	for {
+// pollVM waits until done says so of props of vm, or ctx ends: it reads
+// them at once, then again when the wait collector (govmomi_waits.go)
+// notifies a change of vm that worth accepts (nil: any change), at least
+// every waitFallbackFactor × PollInterval, and every PollInterval while vm
+// has no live filter. Each read is one small RetrieveProperties.
+func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, what string, props []string, worth func(map[string]any) bool, done func(*mo.VirtualMachine) bool) error {
+	read := func(ctx context.Context) (bool, error) {
 		var o mo.VirtualMachine
 		if err := c.pc.RetrieveOne(ctx, vm, props, &o); err != nil {
-			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), err)
+			return false, fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), err)
 		}
-		if done(&o) {
-			return nil
+		return done(&o), nil
+	}
+	err := c.awaitObject(ctx, vm, false, c.PollInterval, read, worth)
+	if err != nil && ctx.Err() != nil && err == ctx.Err() {
+		return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), err)
+	}
+	return err
+}
+
+// notifiedAs returns a worth function for pollVM: a notification is worth
+// a read when prop's reported value, as text, is want ("" : any value but
+// the empty one).
+func notifiedAs(prop, want string) func(map[string]any) bool {
+	return func(vals map[string]any) bool {
+		v, ok := vals[prop]
+		if !ok || v == nil {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wait for %s of %q: %w", what, c.vmName(vm), ctx.Err())
-		case <-ticker.C:
+		s := fmt.Sprint(v)
+		if want == "" {
+			return s != ""
 		}
+		return s == want
 	}
 }
 
@@ -45,7 +59,7 @@ func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm types.Man
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, func(o *mo.VirtualMachine) bool {
+	return c.pollVM(ctx, vm, "power off", []string{"runtime.powerState"}, notifiedAs("runtime.powerState", string(types.VirtualMachinePowerStatePoweredOff)), func(o *mo.VirtualMachine) bool {
 		return o.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOff
 	})
 }
@@ -56,7 +70,7 @@ func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm types.Manag
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, func(o *mo.VirtualMachine) bool {
+	return c.pollVM(ctx, vm, "guest operations", []string{"guest.guestOperationsReady"}, notifiedAs("guest.guestOperationsReady", "true"), func(o *mo.VirtualMachine) bool {
 		return o.Guest != nil && o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
 	})
 }
@@ -70,7 +84,9 @@ func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedOb
 		return "", err
 	}
 	var found string
-	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, func(o *mo.VirtualMachine) bool {
+	// guest.net is a list, not watched (scalars only): a change of
+	// guest.ipAddress wakes the read, the fallback catches the rest.
+	err := c.pollVM(ctx, vm, "ip address", []string{"guest.ipAddress", "guest.net"}, notifiedAs("guest.ipAddress", ""), func(o *mo.VirtualMachine) bool {
 		found = pickIP(o.Guest, expectedIP)
 		return found != ""
 	})

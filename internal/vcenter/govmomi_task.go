@@ -12,9 +12,9 @@ import (
 )
 
 // runTask starts a task with start, under a task slot (MaxConcurrentTasks)
-// and a deadline of timeout, and waits for its result by polling
-// info.state through the shared property collector (no collector is
-// created per task, and no request outlives the request timeout).
+// and a deadline of timeout, and waits for its result (waitTask): no
+// collector is created per task, and no request outlives the request
+// timeout.
 func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(timeout))
 	defer cancel()
@@ -30,34 +30,50 @@ func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(
 	return c.waitTask(ctx, t.Reference())
 }
 
-// waitTask polls a task until it succeeds or fails, or ctx ends. The delay
-// starts at taskPollMin and doubles up to PollInterval.
+// waitTask waits until a task succeeds or fails, or ctx ends. It learns
+// of the task's info.state from the wait collector (govmomi_waits.go) and
+// reads the task's info when its filter is made and when the state says
+// it ended; until its filter is made (or without the collector) it polls,
+// from taskPollMin doubling to PollInterval. A failed task's error is
+// task.Error carrying its fault.
 func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
-	delay := taskPollMin
-	timer := time.NewTimer(0)
-	defer timer.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("wait for task %s: %w", ref.Value, ctx.Err())
-		case <-timer.C:
-		}
+	var (
+		result types.AnyType
+		terr   error
+	)
+	read := func(ctx context.Context) (bool, error) {
 		var t mo.Task
 		if err := c.pc.RetrieveOne(ctx, ref, []string{"info"}, &t); err != nil {
-			return nil, fmt.Errorf("read task %s: %w", ref.Value, err)
+			return false, fmt.Errorf("read task %s: %w", ref.Value, err)
 		}
 		switch t.Info.State {
 		case types.TaskInfoStateSuccess:
-			return t.Info.Result, nil
+			result = t.Info.Result
+			return true, nil
 		case types.TaskInfoStateError:
 			if t.Info.Error == nil {
-				return nil, fmt.Errorf("task %s failed without a fault", ref.Value)
+				terr = fmt.Errorf("task %s failed without a fault", ref.Value)
+			} else {
+				terr = task.Error{LocalizedMethodFault: t.Info.Error, Description: t.Info.Description}
 			}
-			return nil, task.Error{LocalizedMethodFault: t.Info.Error, Description: t.Info.Description}
+			return true, nil
 		}
-		timer.Reset(delay)
-		if delay *= 2; delay > c.PollInterval {
-			delay = c.PollInterval
-		}
+		return false, nil
 	}
+	ended := func(vals map[string]any) bool {
+		switch fmt.Sprint(vals["info.state"]) {
+		case string(types.TaskInfoStateSuccess), string(types.TaskInfoStateError):
+			return true
+		}
+		return false
+	}
+	// A task just started has rarely ended: the first read waits for the
+	// filter (or the first poll).
+	if err := c.awaitObject(ctx, ref, true, taskPollMin, read, ended); err != nil {
+		if ctx.Err() != nil && err == ctx.Err() {
+			return nil, fmt.Errorf("wait for task %s: %w", ref.Value, err)
+		}
+		return nil, err
+	}
+	return result, terr
 }

@@ -37,6 +37,9 @@ type latencyScenario struct {
 	linked bool
 	jobs   int
 	tasks  int // maxConcurrentTasks
+	// pollInterval is the client's wait poll interval (0: the
+	// simulator's, vcsimtest.TestPollInterval, the real 1 s scaled).
+	pollInterval time.Duration
 }
 
 // latencyResult is what one scenario measured, per job.
@@ -46,6 +49,9 @@ type latencyResult struct {
 	overhead []time.Duration
 	// stageOverhead is measured minus modelled, per stage, per job.
 	stageOverhead map[spawntiming.Stage][]time.Duration
+	// requests are the hatchery client's SOAP requests by method during
+	// the burst (the inventory reads through a client of its own).
+	requests vcenter.SOAPStats
 }
 
 // BenchmarkJobStartLatency (make bench-latency) spawns bursts of jobs
@@ -82,7 +88,74 @@ func BenchmarkJobStartLatency(b *testing.B) {
 	}
 }
 
-func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
+// BenchmarkSpawnPaths (make bench-latency, make bench) runs each spawn
+// path — fresh clone, powered-off claim, hot claim — with one job alone
+// on vcsim taught the latency model, once with the simulator's scaled
+// wait settings and once with the daemon's production ones, and prints
+// per path the time spent waiting beyond the modelled operations and the
+// hatchery client's SOAP requests by method.
+func BenchmarkSpawnPaths(b *testing.B) {
+	for i := 0; i < b.N; i++ {
+		paths := runSpawnPaths(b)
+		if i == b.N-1 {
+			printSpawnPaths(os.Stdout, paths)
+		}
+	}
+}
+
+// spawnPaths are the three ways a job gets its VM, one job each, alone:
+// what one spawn costs in requests and in waiting beyond the modelled
+// operations, with nothing else competing.
+var spawnPaths = []latencyScenario{
+	{name: "fresh clone", pool: "none", linked: true, jobs: 1, tasks: 8},
+	{name: "powered-off claim", pool: "powered-off", linked: true, jobs: 1, tasks: 8},
+	{name: "hot claim (suspended)", pool: "suspended", linked: true, jobs: 1, tasks: 8},
+}
+
+// runSpawnPaths runs each spawn path with the simulator's scaled wait
+// settings and with the daemon's production ones (vcenter.DefaultPollInterval).
+func runSpawnPaths(b *testing.B) []latencyResult {
+	var out []latencyResult
+	for _, poll := range []time.Duration{vcsimtest.TestPollInterval, vcenter.DefaultPollInterval} {
+		for _, sc := range spawnPaths {
+			sc.pollInterval = poll
+			out = append(out, runLatencyScenario(b, sc))
+		}
+	}
+	return out
+}
+
+// printSpawnPaths writes one line per spawn path and wait setting: the
+// time spent beyond the modelled operations (in total and per stage) and
+// the hatchery client's SOAP requests by method.
+func printSpawnPaths(w io.Writer, results []latencyResult) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "spawn paths, one job alone: waiting beyond the modelled operations (s) and SOAP requests by method:")
+	for _, r := range results {
+		var parts []string
+		for _, s := range spawntiming.Stages {
+			if s == spawntiming.StageQueueToBook {
+				continue
+			}
+			if d, ok := r.stageOverhead[s]; ok && len(d) > 0 {
+				parts = append(parts, fmt.Sprintf("%s=%s", s, sec(d[0])))
+			}
+		}
+		methods := make([]string, 0, len(r.requests))
+		for m := range r.requests {
+			methods = append(methods, m)
+		}
+		sort.Strings(methods)
+		var reqs []string
+		for _, m := range methods {
+			reqs = append(reqs, fmt.Sprintf("%s=%d", m, r.requests[m].Requests))
+		}
+		fmt.Fprintf(w, "  %-22s poll %-6s beyond %s s (%s)\n    requests %d: %s\n", r.scenario.name, r.scenario.pollInterval,
+			sec(pct(r.overhead, 0.5)), strings.Join(parts, " "), r.requests.Total().Requests, strings.Join(reqs, " "))
+	}
+}
+
+func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	b.Helper()
 	cloneOp := vcsimtest.OpFullClone
 	if sc.linked {
@@ -99,7 +172,12 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 		require.NoError(b, err)
 		require.NoError(b, task.Wait(ctx))
 	}
-	client := env.NewClient(func(c *vcenter.Config) { c.MaxConcurrentTasks = sc.tasks })
+	client := env.NewClient(func(c *vcenter.Config) {
+		c.MaxConcurrentTasks = sc.tasks
+		if sc.pollInterval > 0 {
+			c.PollInterval = sc.pollInterval
+		}
+	})
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = "hatch-bench-latency"
 	cfg.MaxConcurrentTasks = sc.tasks
@@ -136,6 +214,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 		timings = append(timings, t)
 	})
 
+	before := client.Stats()
 	queued := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, sc.jobs)
@@ -153,6 +232,7 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 		require.NoError(b, err)
 	}
 	require.Len(b, timings, sc.jobs)
+	requests := statsDelta(client.Stats(), before)
 	// Stop this scenario's simulator, inventory and clients now, not at
 	// the end of the benchmark: left running, the simulator keeps
 	// computing the change-watch updates of the burst (its property
@@ -160,7 +240,22 @@ func runLatencyScenario(b *testing.B, sc latencyScenario) latencyResult {
 	// while the next scenarios are measured, and their "overhead" grew
 	// with every scenario before them.
 	env.Close()
-	return latencyOf(sc, cloneOp, timings)
+	r := latencyOf(sc, cloneOp, timings)
+	r.requests = requests
+	return r
+}
+
+// statsDelta returns after - before, per method, without the methods that
+// made no request meanwhile.
+func statsDelta(after, before vcenter.SOAPStats) vcenter.SOAPStats {
+	d := vcenter.SOAPStats{}
+	for m, a := range after {
+		p := before[m]
+		if n := a.Requests - p.Requests; n > 0 {
+			d[m] = vcenter.SOAPMethodStats{Requests: n, RequestBytes: a.RequestBytes - p.RequestBytes, ResponseBytes: a.ResponseBytes - p.ResponseBytes}
+		}
+	}
+	return d
 }
 
 // modelledStage is the modelled duration of a stage of a spawn from pool

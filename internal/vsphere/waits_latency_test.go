@@ -1,0 +1,48 @@
+//go:build !race
+
+// A timing test: built without the race detector, which slows the
+// simulator's every request several times over (the latency model's
+// budget is 0.1 s); .ci/test runs it in its no-race step.
+
+package vsphere_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+)
+
+// TestLatencySuspendedClaimWaitsOnNotifications: in the latency model
+// (vcsimtest.ApplyTaskDelays, LatencyOptions), with the daemon's
+// production wait settings (vcenter.DefaultPollInterval, not the
+// simulator's scaled poll), a claim from a suspended pool spends under
+// 0.1 s beyond the modelled power-on and resume in its power-on and IP
+// stages: its task and guest waits end on the wait collector's
+// notifications. With the waits polling (before internal/vcenter's wait
+// collector) the power-on stage alone took a whole poll interval beyond
+// the model (about 1 s). Not parallel: the latency model's task delays
+// are process-wide.
+func TestLatencySuspendedClaimWaitsOnNotifications(t *testing.T) {
+	if testing.Short() {
+		t.Skip("latency model: several seconds")
+	}
+	const jobs = 3
+	r := runLatencyScenario(t, latencyScenario{name: "suspended claim, production waits", pool: "suspended", linked: true,
+		jobs: jobs, tasks: 8, pollInterval: vcenter.DefaultPollInterval})
+	beyond := make([]time.Duration, jobs)
+	for _, s := range []spawntiming.Stage{spawntiming.StagePowerOn, spawntiming.StageIP} {
+		for i, d := range r.stageOverhead[s] {
+			beyond[i] += d
+		}
+	}
+	// The median job: one job's scheduling hiccup on a loaded 2-core
+	// machine (-race) is not the waits' doing; a poll would add about
+	// 1 s to every job.
+	median := pct(beyond, 0.5)
+	t.Logf("power_on + ip beyond the model, per job: %v (median %v)", beyond, median)
+	assert.Less(t, median, 100*time.Millisecond, "a suspended-pool claim waits on notifications, not on polls")
+}
