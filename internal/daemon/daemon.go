@@ -19,6 +19,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -68,6 +69,13 @@ type Options struct {
 	// OnReady, when set, is called once the /mon server listens and every
 	// loop is started.
 	OnReady func(Running)
+	// LoadConfig, when set, loads and validates the configuration file
+	// again for a reload (docs/reload.md); nil: a reload fails, changing
+	// nothing.
+	LoadConfig func() (*config.Config, error)
+	// Reload, when set, delivers the signals (SIGHUP) that each reload the
+	// configuration (Running.Reload).
+	Reload <-chan os.Signal
 }
 
 // Running describes a running daemon, for OnReady.
@@ -80,6 +88,8 @@ type Running struct {
 	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
 	VCenter *vcenter.Client
+	// Reload reloads the configuration (ReloadFunc), as a SIGHUP does.
+	Reload ReloadFunc
 }
 
 // Run runs the hatchery until ctx ends (nil is returned then) or the
@@ -217,7 +227,8 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:     mt.Handler(),
 		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
 		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
-		V2Commands:  cfg.V2CommandsOf,
+		// The running configuration's, which a reload may replace.
+		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
 	})
@@ -274,11 +285,15 @@ func Run(ctx context.Context, o Options) error {
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
+	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log}
+	if o.Reload != nil {
+		goLoop(&fwWG, fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, rl.reload) })
+	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
 	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc, Reload: rl.reload})
 	}
 
 	var runErr error

@@ -337,6 +337,12 @@ func (f *Framework) workerCDN() workerCDN {
 // MonReady is closed once Run's /mon server listens (never when disabled).
 func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
 
+// SetMaxWorker makes n the framework's maxWorker (a reload of
+// commonConfiguration.provision.maxWorker): the next admission decides
+// with it (workerpool.Pool.SetMaxWorker), and the Workers status line
+// shows it. Safe to call while Run runs, before or after it.
+func (f *Framework) SetMaxWorker(n int) { f.pool.SetMaxWorker(n) }
+
 // MonAddr is the address the /mon server listens on ("" before MonReady).
 func (f *Framework) MonAddr() string {
 	s, _ := f.monAddr.Load().(string)
