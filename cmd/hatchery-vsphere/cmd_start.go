@@ -11,17 +11,25 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/sdnotify"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // runStart is the hook `start` calls with a loaded, validated configuration:
 // the daemon, until ctx is cancelled (SIGTERM/SIGINT); each SIGHUP
 // (`systemctl reload`) reloads the configuration (daemon.Options.Reload).
+// Started by systemd with Type=notify, it tells systemd its state and
+// feeds the watchdog ($NOTIFY_SOCKET, $WATCHDOG_USEC; docs/install.md).
 var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error)) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version, LoadConfig: reload, Reload: hup})
+	wd, err := sdnotify.WatchdogInterval(os.LookupEnv, os.Getpid())
+	if err != nil {
+		logger.Error("systemd watchdog not fed", logkey.Err, err)
+	}
+	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version, LoadConfig: reload, Reload: hup,
+		Notify: sdnotify.FromEnv(os.LookupEnv), WatchdogInterval: wd})
 }
 
 // cmdStart is `start --config FILE [--log-level LEVEL]`: load and validate,

@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/sdnotify"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -76,6 +77,17 @@ type Options struct {
 	// Reload, when set, delivers the signals (SIGHUP) that each reload the
 	// configuration (Running.Reload).
 	Reload <-chan os.Signal
+	// Notify, when set, receives the systemd notifications (READY=1,
+	// STATUS=, RELOADING=1, STOPPING=1, WATCHDOG=1; systemd.go).
+	Notify *sdnotify.Notifier
+	// WatchdogInterval is systemd's watchdog period ($WATCHDOG_USEC): the
+	// watchdog is fed every half of it while the loops move (systemd.go);
+	// 0: no watchdog.
+	WatchdogInterval time.Duration
+	// WatchdogLimit, when set, is how long any checked loop may stay still
+	// (tests); 0: each loop's default (DefaultWatchdogSpawnLimit,
+	// DefaultWatchdogLoopSlack).
+	WatchdogLimit time.Duration
 }
 
 // Running describes a running daemon, for OnReady.
@@ -203,6 +215,9 @@ func Run(ctx context.Context, o Options) error {
 		return health(vc.Up(), st, time.Now())
 	}
 
+	sd := &notifier{n: o.Notify, log: log}
+	sd.send(sdnotify.Status("starting: connecting to vCenter and the CDS API"))
+
 	hostname, _ := os.Hostname()
 	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, topo: topo, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
 
@@ -285,9 +300,25 @@ func Run(ctx context.Context, o Options) error {
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
-	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log}
+	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd}
 	if o.Reload != nil {
 		goLoop(&fwWG, fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, rl.reload) })
+	}
+	// READY=1 once signed in to the CDS API and the first inventory is
+	// read (and the topology checked: ready).
+	goLoop(&baseWG, baseCtx, func(ctx context.Context) {
+		for _, c := range []<-chan struct{}{fw.SignedIn(), ready} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		sd.up("running", false)
+	})
+	if o.WatchdogInterval > 0 && o.Notify != nil {
+		wd := &watchdog{loops: liveLoops(o, cfg, fw, h, shared), log: log, notify: sd}
+		goLoop(&baseWG, baseCtx, func(ctx context.Context) { wd.run(ctx, o.WatchdogInterval, time.Now) })
 	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
@@ -308,6 +339,7 @@ func Run(ctx context.Context, o Options) error {
 		log.Error("hatchery framework stopped: shutting down", logkey.Err, runErr)
 	}
 	log.Info("hatchery stopping", "hatchery", name)
+	sd.send(sdnotify.Stopping, sdnotify.Status("stopping"))
 
 	deadline := time.NewTimer(o.ShutdownTimeout)
 	defer deadline.Stop()

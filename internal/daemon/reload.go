@@ -35,6 +35,8 @@ type reloader struct {
 	h    *vsphere.HatcheryVSphere
 	fw   *hatchery.Framework
 	log  *slog.Logger
+	// notify tells systemd of the reload (RELOADING=1, then READY=1).
+	notify *notifier
 }
 
 // reload is the ReloadFunc (ReloadFunc's doc).
@@ -44,6 +46,21 @@ func (r *reloader) reload(ctx context.Context) (string, error) {
 	if err := ctx.Err(); err != nil {
 		return "", fmt.Errorf("reload configuration: %w", err)
 	}
+	r.notify.reloading()
+	summary, err := r.apply()
+	state := "running; last reload: " + summary
+	if err != nil {
+		state = "running; last reload failed, configuration kept"
+		if errors.Is(err, ErrReloadRefused) {
+			state = "running; last reload " + summary + ", configuration kept"
+		}
+	}
+	r.notify.up(state, true)
+	return summary, err
+}
+
+// apply is one reload, the caller holding r.mu.
+func (r *reloader) apply() (string, error) {
 	if r.load == nil {
 		err := errors.New("reload configuration: the daemon was started without a configuration file to read again")
 		r.log.Error("configuration reload failed, running configuration kept", logkey.Err, err)

@@ -73,6 +73,10 @@ type HatcheryVSphere struct {
 	// and the cloud-init VMs holding a token (internal/custody); the warm
 	// pool holds the same one.
 	custody *custody.Custody
+
+	// loopMoved maps a loop's name (Run) to when it started or last ended
+	// a pass, in Unix nanoseconds (*atomic.Int64): LoopProgress.
+	loopMoved sync.Map
 }
 
 // Options are what New needs. Inventory defaults to an inventory.Listing
@@ -189,10 +193,16 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 		if every <= 0 {
 			return
 		}
+		moved := &atomic.Int64{}
+		moved.Store(h.now().UnixNano())
+		h.loopMoved.Store(name, moved)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runEvery(ctx, h.log, name, every, fn)
+			runEvery(ctx, h.log, name, every, func(ctx context.Context) {
+				fn(ctx)
+				moved.Store(h.now().UnixNano())
+			})
 		}()
 	}
 	// Started even without pools: a reload may add some (Reconfigure).
@@ -204,6 +214,16 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 	loop("kill-awol-servers", h.conf().KillAwolServersIntervalDuration(), h.killAwolServers)
 	loop("kill-disabled-workers", h.conf().KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
 	wg.Wait()
+}
+
+// LoopProgress tells when the loop named name (Run: "provisioning",
+// "kill-awol-servers", "kill-disabled-workers") started or last ended a
+// pass, for a watchdog; zero when it has not started.
+func (h *HatcheryVSphere) LoopProgress(name string) time.Time {
+	if v, ok := h.loopMoved.Load(name); ok {
+		return time.Unix(0, v.(*atomic.Int64).Load())
+	}
+	return time.Time{}
 }
 
 // runEvery runs fn at once, then every interval, until ctx ends. A run
