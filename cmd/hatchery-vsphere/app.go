@@ -12,8 +12,10 @@ import (
 )
 
 // StartFunc runs the hatchery until ctx is cancelled (SIGTERM/SIGINT). cfg
-// is loaded and validated; logger writes to stderr.
-type StartFunc func(ctx context.Context, cfg *config.Config, logger *slog.Logger) error
+// is loaded and validated; logger writes to stderr; reload loads and
+// validates the same file again, as `config check` does (a reload:
+// SIGHUP, docs/reload.md).
+type StartFunc func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error)) error
 
 // DemoFunc runs the in-process demo until ctx is cancelled (or, with
 // flags.Once, until its jobs are done); stdout is where it prints the

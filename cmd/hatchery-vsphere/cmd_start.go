@@ -5,16 +5,31 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/sdnotify"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // runStart is the hook `start` calls with a loaded, validated configuration:
-// the daemon, until ctx is cancelled (SIGTERM/SIGINT).
-var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger) error {
-	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version})
+// the daemon, until ctx is cancelled (SIGTERM/SIGINT); each SIGHUP
+// (`systemctl reload`) reloads the configuration (daemon.Options.Reload).
+// Started by systemd with Type=notify, it tells systemd its state and
+// feeds the watchdog ($NOTIFY_SOCKET, $WATCHDOG_USEC; docs/install.md).
+var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error)) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	wd, err := sdnotify.WatchdogInterval(os.LookupEnv, os.Getpid())
+	if err != nil {
+		logger.Error("systemd watchdog not fed", logkey.Err, err)
+	}
+	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version, LoadConfig: reload, Reload: hup,
+		Notify: sdnotify.FromEnv(os.LookupEnv), WatchdogInterval: wd})
 }
 
 // cmdStart is `start --config FILE [--log-level LEVEL]`: load and validate,
@@ -47,7 +62,8 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 	logger := a.logger(lvl)
 	logger.Info("configuration loaded", "config", *path, "hatchery", cfg.CommonConfiguration.Name, "endpoint", cfg.Endpoint, "version", version)
 	logger.Debug("configuration", "config", cfg.Redacted())
-	if err := a.start(ctx, cfg, logger); err != nil && !errors.Is(err, context.Canceled) {
+	reload := func() (*config.Config, error) { return config.LoadAndValidate(*path, a.loadOptions()) }
+	if err := a.start(ctx, cfg, logger, reload); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error("hatchery stopped", logkey.Err, err)
 		return exitFail
 	}

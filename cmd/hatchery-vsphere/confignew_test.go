@@ -21,7 +21,10 @@ func TestConfigNewStartsWithDefaults(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 
 	var cfg *config.Config
-	a := &app{start: func(_ context.Context, c *config.Config, _ *slog.Logger) error { cfg = c; return nil }}
+	a := &app{start: func(_ context.Context, c *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
+		cfg = c
+		return nil
+	}}
 	r = runCmd(t, secretsEnv(), a, "start", "--config", path)
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.NotNil(t, cfg)

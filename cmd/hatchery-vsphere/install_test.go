@@ -121,7 +121,7 @@ func runUnitCommand(t *testing.T, line string, under func(string) string, env ma
 		args[i] = under(args[i])
 	}
 	var got *config.Config
-	a := &app{start: func(_ context.Context, cfg *config.Config, _ *slog.Logger) error {
+	a := &app{start: func(_ context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
 		got = cfg
 		return nil
 	}}
@@ -308,5 +308,23 @@ func TestInstallGuideStartsTheDaemon(t *testing.T) {
 				assert.NotContains(t, stdout.String()+stderr.String(), s)
 			}
 		})
+	}
+}
+
+// TestUnitNotifyReloadWatchdog: the shipped unit lets the hatchery tell
+// systemd its state (Type=notify, its main process only), reloads with
+// SIGHUP, has a watchdog and no start timeout (READY waits for vCenter and
+// the API); without these systemd would neither wait for READY, reload in
+// place, nor restart a stuck hatchery.
+func TestUnitNotifyReloadWatchdog(t *testing.T) {
+	t.Parallel()
+	unit, err := os.ReadFile(unitPath)
+	require.NoError(t, err)
+	lines := map[string]bool{}
+	for _, l := range strings.Split(string(unit), "\n") {
+		lines[strings.TrimSpace(l)] = true
+	}
+	for _, want := range []string{"Type=notify", "NotifyAccess=main", "ExecReload=/bin/kill -HUP $MAINPID", "WatchdogSec=60s", "TimeoutStartSec=infinity", "Restart=on-failure"} {
+		assert.True(t, lines[want], "unit line %q", want)
 	}
 }

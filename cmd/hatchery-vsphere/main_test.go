@@ -51,7 +51,7 @@ func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result 
 		a = &app{}
 	}
 	if a.start == nil {
-		a.start = func(context.Context, *config.Config, *slog.Logger) error {
+		a.start = func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error)) error {
 			t.Error("start hook called")
 			return nil
 		}
@@ -213,7 +213,7 @@ func TestStartCallsHookWithValidatedConfig(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, string(config.ReferenceConfig()))
 	var got *config.Config
-	a := &app{start: func(ctx context.Context, cfg *config.Config, _ *slog.Logger) error {
+	a := &app{start: func(ctx context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
 		require.NotNil(t, ctx)
 		got = cfg
 		return context.Canceled // a signal-stopped run is a clean exit
@@ -236,7 +236,9 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 
 func TestStartHookError(t *testing.T) {
 	t.Parallel()
-	a := &app{start: func(context.Context, *config.Config, *slog.Logger) error { return io.ErrUnexpectedEOF }}
+	a := &app{start: func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error)) error {
+		return io.ErrUnexpectedEOF
+	}}
 	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(config.ReferenceConfig())))
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, "hatchery stopped")
@@ -263,4 +265,35 @@ func TestDemoFlags(t *testing.T) {
 		assert.Equal(t, exitUsage, r.code, n)
 		assert.Contains(t, r.stderr, "demo: --instances "+n+": 1 or 2 instances are supported", n)
 	}
+}
+
+// TestStartReloadReadsTheFileAgain: the reload `start` hands the daemon
+// (SIGHUP) reads the same file again, with the checks of `config check`
+// and the secrets of the same environment: an edit is seen, a broken file
+// is an error naming its problem. Without it the daemon could not reload.
+func TestStartReloadReadsTheFileAgain(t *testing.T) {
+	t.Parallel()
+	doc := string(config.ReferenceConfig())
+	path := writeFile(t, doc)
+	var reload func() (*config.Config, error)
+	a := &app{start: func(_ context.Context, _ *config.Config, _ *slog.Logger, rl func() (*config.Config, error)) error {
+		reload = rl
+		return nil
+	}}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", path)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.NotNil(t, reload)
+
+	edited := strings.Replace(doc, "#maxCpus = 64", "maxCpus = 48", 1)
+	require.True(t, edited != doc, "the reference configuration holds the example #maxCpus = 64")
+	require.NoError(t, os.WriteFile(path, []byte(edited), 0o600))
+	cfg, err := reload()
+	require.NoError(t, err)
+	assert.Equal(t, 48, cfg.MaxCPUs)
+	assert.Equal(t, plantedPassword, cfg.Password, "env secrets again")
+
+	require.NoError(t, os.WriteFile(path, []byte("[hatchery.vsphere]\n"), 0o600))
+	_, err = reload()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "hatchery.vsphere.endpoint: required")
 }

@@ -37,6 +37,9 @@ type Options struct {
 	Port Port
 	// Config gives the network, datastore and linkedCloneSnapshot.
 	Config *config.Config
+	// Live, when set, returns the running configuration (a reload
+	// replaces it: the models' os is read from it). Nil: Config.
+	Live func() *config.Config
 	// IPs gives the network settings of a worker's static IP.
 	IPs *ippool.Pool
 	// Now is the clock of the template cache and of instance ids.
@@ -48,6 +51,7 @@ type Options struct {
 type Builder struct {
 	port    Port
 	cfg     *config.Config
+	live    func() *config.Config
 	ips     *ippool.Pool
 	now     func() time.Time
 	devices *templateDevices
@@ -64,7 +68,7 @@ func New(o Options) *Builder {
 	if now == nil {
 		now = time.Now
 	}
-	return &Builder{port: o.Port, cfg: o.Config, ips: o.IPs, now: now,
+	return &Builder{port: o.Port, cfg: o.Config, live: o.Live, ips: o.IPs, now: now,
 		devices: newTemplateDevices(now), modeLogged: map[string]bool{}}
 }
 

@@ -34,7 +34,11 @@ func WindowsComputerName(name string) string {
 // isWindows tells whether the VM recorded by annot is a Windows model's
 // (config.Config.OSOfRecord): its clone is customized by sysprep.
 func (b *Builder) isWindows(annot *inventory.Annotation) bool {
-	return b.cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
+	cfg := b.cfg
+	if b.live != nil {
+		cfg = b.live()
+	}
+	return cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
 }
 
 // sysprepIdentity is the Windows customization of a worker: the computer

@@ -28,6 +28,9 @@ type Options struct {
 	Hatchery string
 	// Config gives the IP ranges and the warm pool's target.
 	Config *config.Config
+	// Live, when set, returns the running configuration (a reload
+	// replaces it); a pass reads it once. Nil: Config.
+	Live func() *config.Config
 	// Inventory gives the VMs of a pass.
 	Inventory inventory.Inventory
 	// Port reads the resource pool when the inventory has no recent
@@ -45,6 +48,7 @@ type Options struct {
 type Collector struct {
 	name        string
 	cfg         *config.Config
+	live        func() *config.Config
 	inv         inventory.Inventory
 	port        Port
 	poolRuntime func() *vctypes.PoolRuntime
@@ -54,7 +58,7 @@ type Collector struct {
 
 // New returns a Collector.
 func New(o Options) *Collector {
-	return &Collector{name: o.Hatchery, cfg: o.Config, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, log: o.Log}
+	return &Collector{name: o.Hatchery, cfg: o.Config, live: o.Live, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, log: o.Log}
 }
 
 // Collect is one collection pass: it reads one inventory snapshot,
@@ -103,7 +107,11 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	if m.SOAP != nil {
 		soap = m.SOAP()
 	}
-	ipRange, hasIPRange, ipErr := configuredIPs(c.cfg)
+	cfg := c.cfg
+	if c.live != nil {
+		cfg = c.live() // one snapshot for the pass
+	}
+	ipRange, hasIPRange, ipErr := configuredIPs(cfg)
 	if ipErr != nil {
 		failed = append(failed, metrics.SourceIPRange)
 		c.log.Warn("metrics: parse ip ranges", logkey.Err, ipErr)
@@ -114,7 +122,7 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 
 	// Then rebuild the gauges in one step that a scrape cannot split.
 	pass := metrics.Pass{
-		WarmPoolTarget: warmPoolTarget(c.cfg),
+		WarmPoolTarget: warmPoolTarget(cfg),
 		Headroom:       headroom,
 		SOAP:           soap,
 		Failed:         failed,

@@ -17,8 +17,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/sdnotify"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -68,6 +70,24 @@ type Options struct {
 	// OnReady, when set, is called once the /mon server listens and every
 	// loop is started.
 	OnReady func(Running)
+	// LoadConfig, when set, loads and validates the configuration file
+	// again for a reload (docs/reload.md); nil: a reload fails, changing
+	// nothing.
+	LoadConfig func() (*config.Config, error)
+	// Reload, when set, delivers the signals (SIGHUP) that each reload the
+	// configuration (Running.Reload).
+	Reload <-chan os.Signal
+	// Notify, when set, receives the systemd notifications (READY=1,
+	// STATUS=, RELOADING=1, STOPPING=1, WATCHDOG=1; systemd.go).
+	Notify *sdnotify.Notifier
+	// WatchdogInterval is systemd's watchdog period ($WATCHDOG_USEC): the
+	// watchdog is fed every half of it while the loops move (systemd.go);
+	// 0: no watchdog.
+	WatchdogInterval time.Duration
+	// WatchdogLimit, when set, is how long any checked loop may stay still
+	// (tests); 0: each loop's default (DefaultWatchdogSpawnLimit,
+	// DefaultWatchdogLoopSlack).
+	WatchdogLimit time.Duration
 }
 
 // Running describes a running daemon, for OnReady.
@@ -80,6 +100,8 @@ type Running struct {
 	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
 	VCenter *vcenter.Client
+	// Reload reloads the configuration (ReloadFunc), as a SIGHUP does.
+	Reload ReloadFunc
 }
 
 // Run runs the hatchery until ctx ends (nil is returned then) or the
@@ -193,6 +215,9 @@ func Run(ctx context.Context, o Options) error {
 		return health(vc.Up(), st, time.Now())
 	}
 
+	sd := &notifier{n: o.Notify, log: log}
+	sd.send(sdnotify.Status("starting: connecting to vCenter and the CDS API"))
+
 	hostname, _ := os.Hostname()
 	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, topo: topo, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
 
@@ -217,7 +242,8 @@ func Run(ctx context.Context, o Options) error {
 		Metrics:     mt.Handler(),
 		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
 		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
-		V2Commands:  cfg.V2CommandsOf,
+		// The running configuration's, which a reload may replace.
+		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
 	})
@@ -274,11 +300,31 @@ func Run(ctx context.Context, o Options) error {
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
+	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd}
+	if o.Reload != nil {
+		goLoop(&fwWG, fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, rl.reload) })
+	}
+	// READY=1 once signed in to the CDS API and the first inventory is
+	// read (and the topology checked: ready).
+	goLoop(&baseWG, baseCtx, func(ctx context.Context) {
+		for _, c := range []<-chan struct{}{fw.SignedIn(), ready} {
+			select {
+			case <-c:
+			case <-ctx.Done():
+				return
+			}
+		}
+		sd.up("running", false)
+	})
+	if o.WatchdogInterval > 0 && o.Notify != nil {
+		wd := &watchdog{loops: liveLoops(o, cfg, fw, h, shared), log: log, notify: sd}
+		goLoop(&baseWG, baseCtx, func(ctx context.Context) { wd.run(ctx, o.WatchdogInterval, time.Now) })
+	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
 	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc, Reload: rl.reload})
 	}
 
 	var runErr error
@@ -293,6 +339,7 @@ func Run(ctx context.Context, o Options) error {
 		log.Error("hatchery framework stopped: shutting down", logkey.Err, runErr)
 	}
 	log.Info("hatchery stopping", "hatchery", name)
+	sd.send(sdnotify.Stopping, sdnotify.Status("stopping"))
 
 	deadline := time.NewTimer(o.ShutdownTimeout)
 	defer deadline.Stop()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +40,12 @@ type rig struct {
 	// requestTimeout, when set, bounds each vCenter request of the
 	// daemons the rig starts instead of the production bound (15 s).
 	requestTimeout time.Duration
+	// loadConfig, when set, is the daemons' reload of their configuration
+	// (daemon.Options.LoadConfig).
+	loadConfig func() (*config.Config, error)
+	// reloadSignals, when set, are the daemons' reload signals
+	// (daemon.Options.Reload).
+	reloadSignals <-chan os.Signal
 
 	mu       sync.Mutex
 	launches map[string][]string // job id -> worker VMs launched for it
@@ -113,6 +120,7 @@ func (r *rig) startWith(cfg *config.Config, log *slog.Logger, obs hatchery.Obser
 			cc.RequestTimeout = rt
 		}
 	}
+	o.LoadConfig, o.Reload = r.loadConfig, r.reloadSignals
 	o.OnReady = func(run daemon.Running) { ready <- run }
 	go func() { dr.done <- daemon.Run(ctx, o) }()
 	select {

@@ -59,6 +59,7 @@ type Shared struct {
 	vms         []VM
 	idx         *Index    // index of vms, built once per refresh
 	lastOK      time.Time // time of the last successful refresh
+	lastDone    time.Time // time the last refresh attempt ended, successful or not
 	lastErr     error     // error of the last refresh, nil when it succeeded
 	generation  uint64    // successful refreshes so far
 	refreshes   uint64    // refresh attempts so far
@@ -156,6 +157,7 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 	s.mu.Lock()
 	s.refreshes++
 	s.running = time.Time{}
+	s.lastDone = s.now()
 	switch {
 	case errors.Is(err, context.Canceled):
 		// Cut by the end of Run (the daemon stopping): no fault, and no
@@ -306,7 +308,10 @@ type Stats struct {
 	Refreshes  uint64
 	Generation uint64
 	LastOK     time.Time
-	LastErr    error
+	// LastRefresh is when the last refresh attempt ended, successful or
+	// not (the refresh loop is alive); zero before the first.
+	LastRefresh time.Time
+	LastErr     error
 	// Stale is what readers get instead of the snapshot now (the
 	// staleness rule), nil when they get it.
 	Stale error
@@ -316,7 +321,7 @@ type Stats struct {
 func (s *Shared) Stats() Stats {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st := Stats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastErr: s.lastErr}
+	st := Stats{VMs: len(s.vms), Refreshes: s.refreshes, Generation: s.generation, LastOK: s.lastOK, LastRefresh: s.lastDone, LastErr: s.lastErr}
 	if !s.lastOK.IsZero() {
 		st.Stale = s.staleLocked(s.now())
 	}

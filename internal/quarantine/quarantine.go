@@ -139,7 +139,23 @@ func New(p Policy, now func() time.Time) *Book {
 }
 
 // Policy returns the policy the Book applies.
-func (b *Book) Policy() Policy { return b.p }
+func (b *Book) Policy() Policy {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.p
+}
+
+// SetPolicy makes p the policy (a reload): the failures already counted
+// stay; the next failure is judged against p's threshold, and the next
+// back-off period is p's. A quarantine already running keeps its end.
+func (b *Book) SetPolicy(p Policy) {
+	if p.Threshold < 1 {
+		p.Threshold = 1
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.p = p
+}
 
 // verdict decides for e at now; the caller holds b.mu.
 func (b *Book) verdict(e *Entry, now time.Time) Verdict {

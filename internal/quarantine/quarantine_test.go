@@ -223,3 +223,26 @@ func HourBound(p quarantine.Policy, d time.Duration) int {
 		n++
 	}
 }
+
+// TestBookSetPolicy: a policy set while failures are counted (a reload)
+// judges the next failure: with the threshold lowered from 3 to 2, the
+// second failure quarantines the key, for the new policy's back-off.
+// Without SetPolicy the second failure would leave it healthy.
+func TestBookSetPolicy(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(1000, 0)}
+	b := quarantine.New(testPolicy, c.now)
+	fail := func() quarantine.Transition {
+		a, v := b.Begin("t")
+		require.True(t, v.Allowed)
+		tr, _ := a.End(false, quarantine.CauseTemplate, "guest never ready")
+		return tr
+	}
+	assert.Equal(t, quarantine.Unchanged, fail())
+	b.SetPolicy(quarantine.Policy{Threshold: 2, BackoffBase: 200 * ms, BackoffMax: 400 * ms})
+	assert.Equal(t, 2, b.Policy().Threshold)
+	assert.Equal(t, quarantine.Entered, fail())
+	v := b.Check("t")
+	assert.False(t, v.Allowed)
+	assert.Equal(t, c.now().Add(200*ms), v.Entry.Until, "the new policy's back-off")
+}

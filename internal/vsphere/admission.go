@@ -21,9 +21,10 @@ type CapacityUsage = admission.Usage
 // admission decides with the hatchery's capacity state, configuration,
 // inventory, logger and metrics as they are now (internal/admission).
 func (h *HatcheryVSphere) admission() admission.Admission {
+	cfg := h.conf() // one snapshot for the decision: its limits and its flavors
 	return admission.Admission{
-		State: h.capacity, Hatchery: h.Name(), Config: h.cfg, Inventory: h.inv, Port: vcenter.PortsOf(h.vs),
-		Resolve: h.resolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
+		State: h.capacity, Hatchery: h.Name(), Config: cfg, Inventory: h.inv, Port: vcenter.PortsOf(h.vs),
+		Resolve: cfg.ResolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
 	}
 }
 

@@ -42,8 +42,8 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refusal.Refuse(refusal.ReasonModel, "model type %s is not vsphere", model.GetType())
 	}
 	if !model.IsV1() {
-		if t := modelref.Of(model).Name; !h.cfg.V2TemplateAllowed(t) {
-			return refusal.Refuse(refusal.ReasonTemplate, "template %q is not among the templates V2 models may name here (v2TemplateNames: %s)", t, h.cfg.V2TemplatePatterns())
+		if t, cfg := modelref.Of(model).Name, h.conf(); !cfg.V2TemplateAllowed(t) {
+			return refusal.Refuse(refusal.ReasonTemplate, "template %q is not among the templates V2 models may name here (v2TemplateNames: %s)", t, cfg.V2TemplatePatterns())
 		}
 	}
 	for _, r := range requirements {

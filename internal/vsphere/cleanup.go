@@ -64,7 +64,7 @@ const defaultRegistrationTTL = 10 * time.Minute
 // registrationTTL is workerRegistrationTTL, or the default documented in
 // docs/configuration.md when unset.
 func (h *HatcheryVSphere) registrationTTL() time.Duration {
-	if d := h.cfg.WorkerRegistrationTTLDuration(); d > 0 {
+	if d := h.conf().WorkerRegistrationTTLDuration(); d > 0 {
 		return d
 	}
 	return defaultRegistrationTTL
@@ -97,7 +97,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
 		return
 	}
-	if len(h.cfg.WorkerProvisioning) == 0 {
+	if len(h.conf().WorkerProvisioning) == 0 {
 		// The provisioning loop does not run without entries: the pools
 		// of removed entries are emptied here.
 		h.pool.RemoveSurplus(ctx, vms, h.pool.Counts(vms), nil)
@@ -241,12 +241,12 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		// over, whatever the API's list still says of its worker.
 		return awolRemove("worker finished: powered off, its worker still listed by the api")
 	case known:
-		if age > h.cfg.WorkerTTLDuration() {
+		if age > h.conf().WorkerTTLDuration() {
 			return awolRemove(fmt.Sprintf("worker ttl expired, started %s ago", age.Round(time.Second)))
 		}
 		return awolKeep("worker known to the api, within ttl")
 	case poweredOff && !a.RegisterOnly:
-		if grace := h.cfg.FinishedWorkerGracePeriodDuration(); age < grace {
+		if grace := h.conf().FinishedWorkerGracePeriodDuration(); age < grace {
 			return awolKeep(fmt.Sprintf("worker finished, kept for finishedWorkerGracePeriod (%s) after its start %s ago", grace, age.Round(time.Second)))
 		}
 		return awolRemove("worker finished: unknown to the api and powered off")
@@ -284,7 +284,7 @@ func (h *HatcheryVSphere) reclaimUnlessJobRan(ctx context.Context, vm inventory.
 	defer cancel()
 	j, err := h.readJob(rctx, a.JobID)
 	age := h.now().Sub(since)
-	ttl := h.cfg.WorkerTTLDuration()
+	ttl := h.conf().WorkerTTLDuration()
 	if err != nil {
 		if age > ttl {
 			return awolRemove(fmt.Sprintf("%s; job unreadable %s after, past the worker ttl: %v", reason, age.Round(time.Second), err))

@@ -30,7 +30,8 @@ func TestLoadAPIWorkersWithOneSession(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := &HatcheryVSphere{cfg: warmConfig(), cds: tc.cds}
+			h := &HatcheryVSphere{cds: tc.cds}
+			h.cfg.Store(warmConfig())
 			w, err := h.loadAPIWorkers(context.Background())
 			if tc.wantErr {
 				require.Error(t, err)

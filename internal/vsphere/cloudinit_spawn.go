@@ -22,11 +22,12 @@ import (
 // preStartScript), else through guest operations with the model's guest
 // credentials (guestCredentials).
 func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guest.Access, cloudInit bool, err error) {
-	if h.cfg.BootstrapOf(model) != config.BootstrapCloudInit {
+	cfg := h.conf()
+	if cfg.BootstrapOf(model) != config.BootstrapCloudInit {
 		ga, err = h.guestCredentials(ctx, model)
 		return ga, false, err
 	}
-	if e := h.cfg.ModelEntry(model); e != nil {
+	if e := cfg.ModelEntry(model); e != nil {
 		ga.PreStartScript = e.PreStartScript
 	}
 	return ga, true, nil
@@ -39,7 +40,7 @@ func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cl
 	if !cloudInit {
 		return nil
 	}
-	if h.cfg.IsWindows(model) {
+	if h.conf().IsWindows(model) {
 		return &cloudinit.Boot{Script: guest.WindowsScript(script), CDSConfig: cfg.EncodeBase64(), Windows: true}
 	}
 	return &cloudinit.Boot{Script: script, CDSConfig: cfg.EncodeBase64()}

@@ -170,7 +170,7 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 func TestSpawnCloudInitHeldVMHasNoUserdata(t *testing.T) {
 	t.Parallel()
 	f, args := newCloudInitFixture(t)
-	f.h.cfg.KeepFailedWorkers, f.h.cfg.KeepFailedWorkersFor = 1, 600
+	f.h.conf().KeepFailedWorkers, f.h.conf().KeepFailedWorkersFor = 1, 600
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
 	var scrub, hold types.VirtualMachineConfigSpec

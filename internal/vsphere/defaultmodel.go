@@ -11,7 +11,7 @@ import (
 // otherwise the first defaultWorkerModelsV2 entry whose binaries hold one of
 // the job's binary requirements; "" when none matches or none is configured.
 func (h *HatcheryVSphere) GetDefaultModelV2Name(requirements []sdk.Requirement) string {
-	models := h.cfg.DefaultWorkerModelsV2
+	models := h.conf().DefaultWorkerModelsV2
 	if len(models) == 0 {
 		return ""
 	}

@@ -16,7 +16,7 @@ type UnknownFlavorError = config.UnknownFlavorError
 // The admission resolves it with this function; the spawn takes the
 // admission's result (spawnFlavor).
 func (h *HatcheryVSphere) resolveFlavor(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error) {
-	return h.cfg.ResolveFlavor(model, reqs)
+	return h.conf().ResolveFlavor(model, reqs)
 }
 
 // spawnFlavor is the flavor the spawn of args builds: the one the

@@ -33,7 +33,7 @@ func TestSpawnBuildsTheAdmittedFlavor(t *testing.T) {
 	_, cpus, _ := env.h.ReservedFootprint()
 	require.EqualValues(t, 4, cpus, "the medium footprint is reserved")
 
-	env.h.cfg.DefaultFlavor = "gone" // a second resolution: unknown flavor
+	env.h.conf().DefaultFlavor = "gone" // a second resolution: unknown flavor
 	args := spawn.Arguments{WorkerName: "w-1", JobID: "job-1", Model: capV2(""), Reservation: res}
 	got, err := env.h.spawnFlavor(args)
 	require.NoError(t, err)

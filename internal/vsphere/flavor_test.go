@@ -56,7 +56,8 @@ func TestResolveFlavor(t *testing.T) {
 			if tc.flavors != nil {
 				flavors = tc.flavors
 			}
-			h := &HatcheryVSphere{cfg: &config.Config{Flavors: flavors, DefaultFlavor: tc.defaultFlavor}}
+			h := &HatcheryVSphere{}
+			h.cfg.Store(&config.Config{Flavors: flavors, DefaultFlavor: tc.defaultFlavor})
 			got, err := h.resolveFlavor(tc.model, tc.reqs)
 			if tc.wantErr != "" {
 				require.EqualError(t, err, tc.wantErr)

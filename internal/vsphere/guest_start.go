@@ -32,14 +32,14 @@ func (h *HatcheryVSphere) guestOf(annot *inventory.Annotation) guest.Starter {
 // isWindowsRecord tells whether the VM recorded by annot runs a Windows
 // model.
 func (h *HatcheryVSphere) isWindowsRecord(annot *inventory.Annotation) bool {
-	return annot != nil && h.cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
+	return annot != nil && h.conf().OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
 }
 
 // windowsTimeouts are guest.Readiness with the Windows readiness keys'
 // bounds (windowsGuestOpsTimeout, windowsIPTimeout, windowsEnvTimeout).
 func (h *HatcheryVSphere) windowsTimeouts() guest.Timeouts {
 	to := guest.Readiness
-	w := h.cfg.WindowsReadinessTimeouts()
+	w := h.conf().WindowsReadinessTimeouts()
 	to.GuestOps, to.IP, to.Env = w.GuestOps, w.IP, w.Env
 	return to
 }
@@ -49,7 +49,7 @@ func (h *HatcheryVSphere) windowsTimeouts() guest.Timeouts {
 // ones for a Windows model's VM.
 func (h *HatcheryVSphere) bootWait(annot *inventory.Annotation) time.Duration {
 	if h.isWindowsRecord(annot) {
-		w := h.cfg.WindowsReadinessTimeouts()
+		w := h.conf().WindowsReadinessTimeouts()
 		return w.GuestOps + w.IP
 	}
 	return guest.Readiness.GuestOps + guest.Readiness.IP
@@ -58,5 +58,5 @@ func (h *HatcheryVSphere) bootWait(annot *inventory.Annotation) time.Duration {
 // guestCredentials resolves the guest account of a model from the
 // configuration, else from the model and its secrets (guest.Credentials).
 func (h *HatcheryVSphere) guestCredentials(ctx context.Context, model sdk.WorkerStarterWorkerModel) (guest.Access, error) {
-	return guest.Credentials(ctx, h.cfg, h.cds, model)
+	return guest.Credentials(ctx, h.conf(), h.cds, model)
 }

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
@@ -36,7 +37,9 @@ import (
 // HatcheryVSphere is the vSphere hatchery. Create it with New; it is safe
 // for concurrent use by the framework's spawners and its own loops.
 type HatcheryVSphere struct {
-	cfg   *config.Config
+	// cfg is the running configuration, an immutable snapshot replaced as
+	// a whole by Reconfigure; each decision reads it once (conf).
+	cfg   atomic.Pointer[config.Config]
 	ready <-chan struct{}
 	vs    vcenter.Port
 	cds   cdsclient.Interface
@@ -70,6 +73,10 @@ type HatcheryVSphere struct {
 	// and the cloud-init VMs holding a token (internal/custody); the warm
 	// pool holds the same one.
 	custody *custody.Custody
+
+	// loopMoved maps a loop's name (Run) to when it started or last ended
+	// a pass, in Unix nanoseconds (*atomic.Int64): LoopProgress.
+	loopMoved sync.Map
 }
 
 // Options are what New needs. Inventory defaults to an inventory.Listing
@@ -101,7 +108,6 @@ func New(o Options) (*HatcheryVSphere, error) {
 	// The flavor names are compared as config.FlavorName leaves them.
 	o.Config.Normalize()
 	h := &HatcheryVSphere{
-		cfg:     o.Config,
 		vs:      o.Client,
 		cds:     o.CDS,
 		inv:     o.Inventory,
@@ -110,6 +116,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		metrics: o.Metrics,
 		ready:   o.Ready,
 	}
+	h.cfg.Store(o.Config)
 	if h.inv == nil {
 		h.inv = inventory.Listing{Client: o.Client}
 	}
@@ -120,7 +127,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		h.now = time.Now
 	}
 	h.started = h.now()
-	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Inventory: h.inv,
+	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Live: h.conf, Inventory: h.inv,
 		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() }, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
@@ -135,7 +142,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()
-	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, IPs: ips, Now: func() time.Time { return h.now() }})
+	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, Live: h.conf, IPs: ips, Now: func() time.Time { return h.now() }})
 	vms := clonespec.VMPort{Port: o.Client, Builder: h.clones}
 	h.custody = &custody.Custody{
 		Hatchery: h.Name(), Port: vms, Inventory: h.inv, Life: h.life, IPs: ips,
@@ -143,7 +150,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		ReportRegistration: h.reportRegistrationFailure,
 	}
 	h.pool = &warmpool.Pool{
-		Hatchery: h.Name(), Config: o.Config, Port: vms,
+		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: vms,
 		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
 		Custody: h.custody, Host: poolHost{h},
 		Log: h.log, Now: func() time.Time { return h.now() },
@@ -152,13 +159,31 @@ func New(o Options) (*HatcheryVSphere, error) {
 }
 
 // Name is the hatchery's name, written in every VM it owns.
-func (h *HatcheryVSphere) Name() string { return h.cfg.CommonConfiguration.Name }
+func (h *HatcheryVSphere) Name() string { return h.conf().CommonConfiguration.Name }
 
 // ModelType is "vsphere".
 func (h *HatcheryVSphere) ModelType() string { return "vsphere" }
 
-// Config returns the hatchery's configuration (read-only by convention).
-func (h *HatcheryVSphere) Config() *config.Config { return h.cfg }
+// Config returns the hatchery's running configuration (read-only by
+// convention): the snapshot of the last Reconfigure, else the one New was
+// given. A caller deciding something reads it once and decides from that
+// snapshot.
+func (h *HatcheryVSphere) Config() *config.Config { return h.cfg.Load() }
+
+// conf is Config: the snapshot a decision reads.
+func (h *HatcheryVSphere) conf() *config.Config { return h.cfg.Load() }
+
+// Reconfigure makes cfg, a validated configuration that differs from the
+// running one only in keys config.LiveKey accepts (internal/daemon's
+// reload checks it), the running configuration: it normalises cfg's
+// flavor names, sets the quarantine's policy and swaps the snapshot. A
+// spawn in flight keeps the values it already read; the decisions that
+// start after it read cfg. cfg must not be modified afterwards.
+func (h *HatcheryVSphere) Reconfigure(cfg *config.Config) {
+	cfg.Normalize()
+	h.custody.Quarantine.SetPolicy(quarantinePolicy(cfg))
+	h.cfg.Store(cfg)
+}
 
 // Run starts the hatchery's own loops (provisioning, awol cleanup, disabled
 // workers cleanup) and blocks until ctx ends and all of them have returned.
@@ -168,18 +193,37 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 		if every <= 0 {
 			return
 		}
+		moved := &atomic.Int64{}
+		moved.Store(h.now().UnixNano())
+		h.loopMoved.Store(name, moved)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			runEvery(ctx, h.log, name, every, fn)
+			runEvery(ctx, h.log, name, every, func(ctx context.Context) {
+				fn(ctx)
+				moved.Store(h.now().UnixNano())
+			})
 		}()
 	}
-	if len(h.cfg.WorkerProvisioning) > 0 {
-		loop("provisioning", h.cfg.WorkerProvisioningIntervalDuration(), h.pool.Provision)
-	}
-	loop("kill-awol-servers", h.cfg.KillAwolServersIntervalDuration(), h.killAwolServers)
-	loop("kill-disabled-workers", h.cfg.KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
+	// Started even without pools: a reload may add some (Reconfigure).
+	loop("provisioning", h.conf().WorkerProvisioningIntervalDuration(), func(ctx context.Context) {
+		if len(h.conf().WorkerProvisioning) > 0 {
+			h.pool.Provision(ctx)
+		}
+	})
+	loop("kill-awol-servers", h.conf().KillAwolServersIntervalDuration(), h.killAwolServers)
+	loop("kill-disabled-workers", h.conf().KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
 	wg.Wait()
+}
+
+// LoopProgress tells when the loop named name (Run: "provisioning",
+// "kill-awol-servers", "kill-disabled-workers") started or last ended a
+// pass, for a watchdog; zero when it has not started.
+func (h *HatcheryVSphere) LoopProgress(name string) time.Time {
+	if v, ok := h.loopMoved.Load(name); ok {
+		return time.Unix(0, v.(*atomic.Int64).Load())
+	}
+	return time.Time{}
 }
 
 // runEvery runs fn at once, then every interval, until ctx ends. A run

@@ -29,10 +29,11 @@ type heldVM struct {
 // abandons the VM as usual. annot must be this hatchery's record of the
 // VM (the spawn wrote it); reason is the failed step, never an error text.
 func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, reason string) bool {
-	if h.cfg.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
+	cfg := h.conf()
+	if cfg.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
 		return false
 	}
-	until := h.now().UTC().Add(h.cfg.KeepFailedWorkersForDuration())
+	until := h.now().UTC().Add(cfg.KeepFailedWorkersForDuration())
 	held := *annot
 	held.HeldUntil, held.HeldReason = &until, reason
 	// The write runs on a context detached from a cancelled spawn, bounded
@@ -71,7 +72,7 @@ func (h *HatcheryVSphere) evictHolds(ctx context.Context, keep string) {
 		return
 	}
 	held := h.heldVMs(vms)
-	for len(held) > h.cfg.KeepFailedWorkers {
+	for keepN := h.conf().KeepFailedWorkers; len(held) > keepN; {
 		i := 0
 		if held[0].name == keep && len(held) > 1 {
 			i = 1
@@ -146,7 +147,7 @@ const heldListTimeout = 10 * time.Second
 // by an earlier configuration still expire through the cleanup); else it
 // reads the inventory (the last snapshot when it is shared or watched).
 func (h *HatcheryVSphere) HeldWorkers(ctx context.Context) []hatchery.HeldWorker {
-	if h.cfg.KeepFailedWorkers <= 0 && len(h.life.List(lifecycle.Held)) == 0 {
+	if h.conf().KeepFailedWorkers <= 0 && len(h.life.List(lifecycle.Held)) == 0 {
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, heldListTimeout)

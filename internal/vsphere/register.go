@@ -36,7 +36,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 	var annot inventory.Annotation
 	vmName := tmpName
 	leasedIP := ""
-	cloudInit := h.cfg.BootstrapOf(args.Model) == config.BootstrapCloudInit
+	cloudInit := h.conf().BootstrapOf(args.Model) == config.BootstrapCloudInit
 	fail := func(step string, err error) error {
 		h.log.Warn("model registration failed", logkey.VM, vmName, logkey.Model, m.Path(), logkey.Detail, step)
 		if vm.Value != "" {
@@ -55,7 +55,7 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 	if err != nil {
 		return fail("resolve guest credentials", err)
 	}
-	script, err := guest.Script(args, ga.PreStartScript, h.cfg.WorkerTTLDuration())
+	script, err := guest.Script(args, ga.PreStartScript, h.conf().WorkerTTLDuration())
 	if err != nil {
 		return fail("build register script", err)
 	}

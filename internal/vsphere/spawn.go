@@ -68,7 +68,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
-	script, err := guest.Script(args, ga.PreStartScript, h.cfg.WorkerTTLDuration())
+	script, err := guest.Script(args, ga.PreStartScript, h.conf().WorkerTTLDuration())
 	if err != nil {
 		return errf("build worker script", err)
 	}

@@ -10,7 +10,7 @@ func (h *HatcheryVSphere) timingReporter() spawntiming.Reporter {
 		Metrics:            h.metrics,
 		Log:                h.log,
 		CDS:                h.cds,
-		SlowStartThreshold: h.cfg.SlowStartThresholdDuration(),
+		SlowStartThreshold: h.conf().SlowStartThresholdDuration(),
 		Now:                h.now,
 		OnTimed:            h.onTimed,
 	}

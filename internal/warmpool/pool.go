@@ -66,6 +66,10 @@ type Pool struct {
 	// Config gives the pools (workerProvisioning), the flavors and the
 	// provisioning concurrency.
 	Config *config.Config
+	// Live, when set, returns the running configuration (a reload
+	// replaces it: internal/vsphere's Reconfigure); each decision reads it
+	// once (conf). Nil: Config.
+	Live func() *config.Config
 	// Port reaches the pool's VMs in vCenter.
 	Port Port
 	// Inventory lists the VMs; the pool invalidates it after its writes.
@@ -111,4 +115,13 @@ func (p *Pool) IdleProvisioned(vm inventory.VM) bool {
 
 // FlavorByName returns the configured flavor (config.Config.FlavorNamed),
 // nil when none has that name.
-func (p *Pool) FlavorByName(name string) *config.Flavor { return p.Config.FlavorNamed(name) }
+func (p *Pool) FlavorByName(name string) *config.Flavor { return p.conf().FlavorNamed(name) }
+
+// conf is the configuration a decision reads: Live's snapshot, else
+// Config.
+func (p *Pool) conf() *config.Config {
+	if p.Live != nil {
+		return p.Live()
+	}
+	return p.Config
+}

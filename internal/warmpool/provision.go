@@ -114,7 +114,7 @@ func roundRobinTasks(queues [][]Task) []Task {
 // runProvisionTasks runs the tasks, at most workerProvisioningPoolSize at
 // once, stops starting new ones when ctx ends and joins them all.
 func (p *Pool) runProvisionTasks(ctx context.Context, queue []Task) {
-	size := p.Config.WorkerProvisioningPoolSize
+	size := p.conf().WorkerProvisioningPoolSize
 	if size <= 0 {
 		size = 1
 	}
@@ -147,7 +147,8 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 	var v1Models []sdk.Model
 	v1Loaded, v1OK := false, false
 
-	for i, e := range p.Config.WorkerProvisioning {
+	cfg := p.conf() // one snapshot for the pass's targets
+	for i, e := range cfg.WorkerProvisioning {
 		var key Key
 		switch {
 		case e.ModelVMWare != "":
@@ -165,7 +166,7 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 
 		task := Task{Key: key, IdleState: e.State()}
 		if key.Flavor != "" {
-			f := p.FlavorByName(key.Flavor)
+			f := cfg.FlavorNamed(key.Flavor)
 			if f == nil {
 				p.Log.Warn("provisioning entry skipped", logkey.Model, key.Model, logkey.Flavor, key.Flavor, logkey.Detail, "unknown flavor")
 				continue

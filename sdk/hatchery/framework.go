@@ -210,6 +210,9 @@ type Framework struct {
 	// spawns joins the registration goroutines started by the register loop.
 	spawns sync.WaitGroup
 
+	// progress of the job loops, for a watchdog (progress.go).
+	progress loopProgress
+
 	pool     *workerpool.Pool
 	attempts attemptCounter[int64]
 	// attemptsV2 counts spawn attempts per V2 run job; past
@@ -260,6 +263,7 @@ func New(o Options) (*Framework, error) {
 		key:       key,
 		inflight:  map[string]struct{}{},
 		monReady:  make(chan struct{}),
+		progress:  newLoopProgress(),
 		pollV1Now: make(chan struct{}, 1),
 		pollV2Now: make(chan struct{}, 1),
 		poolNow:   make(chan struct{}, 1),
@@ -336,6 +340,12 @@ func (f *Framework) workerCDN() workerCDN {
 
 // MonReady is closed once Run's /mon server listens (never when disabled).
 func (f *Framework) MonReady() <-chan struct{} { return f.monReady }
+
+// SetMaxWorker makes n the framework's maxWorker (a reload of
+// commonConfiguration.provision.maxWorker): the next admission decides
+// with it (workerpool.Pool.SetMaxWorker), and the Workers status line
+// shows it. Safe to call while Run runs, before or after it.
+func (f *Framework) SetMaxWorker(n int) { f.pool.SetMaxWorker(n) }
 
 // MonAddr is the address the /mon server listens on ("" before MonReady).
 func (f *Framework) MonAddr() string {
@@ -491,6 +501,7 @@ func (f *Framework) Run(ctx context.Context) error {
 	}
 
 	if f.signInLoop(ctx) {
+		f.progress.signIn()
 		f.resolveCDN(ctx)
 		// The first snapshot before the first poll, so queued jobs are not
 		// refused for an unknown pool; on failure the loop retries.
@@ -507,6 +518,7 @@ func (f *Framework) Run(ctx context.Context) error {
 			n = 1
 		}
 		f.candidates = make(chan candidate, n)
+		f.progress.starters.Store(int32(n))
 		for range n {
 			start(f.starter)
 		}

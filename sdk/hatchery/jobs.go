@@ -104,6 +104,7 @@ func (f *Framework) starter(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case c := <-f.candidates:
+			f.progress.take(f.now())
 			var o outcome
 			if c.v2ID != "" {
 				o = f.processV2(ctx, c.v2ID)
@@ -111,6 +112,7 @@ func (f *Framework) starter(ctx context.Context) {
 				o = f.processV1(ctx, c)
 			}
 			f.done(c.key())
+			f.progress.end(f.now())
 			c.batch.record(o)
 		}
 	}

@@ -117,7 +117,7 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 
 // pollV1Loop polls the V1 queue every Intervals.QueuePolling.
 func (f *Framework) pollV1Loop(ctx context.Context) {
-	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, func(ctx context.Context) {
+	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, f.pollPass(func(ctx context.Context) {
 		// Jobs being processed when the listing starts may be booked by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()
@@ -156,13 +156,13 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 				batch.record(outcomeBusy)
 			}
 		}
-	})
+	}))
 }
 
 // pollV2Loop polls the V2 queue of the region the V2 sign-in answered every
 // Intervals.QueuePolling.
 func (f *Framework) pollV2Loop(ctx context.Context) {
-	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, func(ctx context.Context) {
+	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, f.pollPass(func(ctx context.Context) {
 		// Jobs being processed when the listing starts may be taken by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()
@@ -197,7 +197,7 @@ func (f *Framework) pollV2Loop(ctx context.Context) {
 				batch.record(outcomeBusy)
 			}
 		}
-	})
+	}))
 }
 
 // eventsV1Loop follows the V1 websocket, reconnecting with back-off; after

@@ -169,10 +169,11 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	lines = append(lines, f.cdnStatusLine(line))
 	pool := f.Pool()
 	ws := sdk.MonitoringStatusOK
-	if mw := f.cfg.Provision.MaxWorker; mw > 0 && len(pool) >= mw {
+	mw := f.pool.Limits().MaxWorker // a reload may change it (SetMaxWorker)
+	if mw > 0 && len(pool) >= mw {
 		ws = sdk.MonitoringStatusWarn
 	}
-	lines = append(lines, line("Workers", ws, WorkersStatusValue(len(pool), f.cfg.Provision.MaxWorker)))
+	lines = append(lines, line("Workers", ws, WorkersStatusValue(len(pool), mw)))
 	lines = append(lines, line("Spawns in flight", sdk.MonitoringStatusOK,
 		fmt.Sprintf("%d/%d", f.pool.SpawnsInFlight(), f.cfg.Provision.MaxConcurrentProvisioning)))
 	// Refusals are normal operation (capacity, other hatcheries' jobs):

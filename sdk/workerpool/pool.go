@@ -473,6 +473,22 @@ func (s *Slot) end(ok bool) {
 	})
 }
 
+// Limits returns the limits the pool holds its workers to now.
+func (p *Pool) Limits() Limits {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cfg.Limits
+}
+
+// SetMaxWorker makes n the cap on the workers in the pool (a reload); 0
+// is unlimited. The next Reserve decides with it; slots already taken
+// stay.
+func (p *Pool) SetMaxWorker(n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cfg.Limits.MaxWorker = n
+}
+
 // decideLocked is the count check on the current pool: nil when one more
 // worker (a registration when register) fits, else why not. The caller
 // holds p.mu.
