@@ -412,6 +412,9 @@ type fakeHatchery struct {
 	spawnDelay time.Duration
 	// block makes SpawnWorker wait for ctx to end.
 	block bool
+	// gate, when set, makes SpawnWorker wait until it is closed (or ctx
+	// ends).
+	gate chan struct{}
 	// spawned receives every spawn.Arguments given to SpawnWorker.
 	spawned chan spawn.Arguments
 	status  []sdk.MonitoringStatusLine
@@ -469,6 +472,12 @@ func (h *fakeHatchery) SpawnWorker(ctx context.Context, args spawn.Arguments) er
 	if h.block {
 		<-ctx.Done()
 		err = ctx.Err()
+	} else if h.gate != nil {
+		select {
+		case <-h.gate:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
 	} else if h.spawnDelay > 0 {
 		// Simulates the clone's duration, not a synchronisation.
 		t := time.NewTimer(h.spawnDelay)
