@@ -76,6 +76,8 @@ type Running struct {
 	MonAddr string
 	// Hatchery is the vSphere hatchery.
 	Hatchery *vsphere.HatcheryVSphere
+	// Framework is the hatchery framework (its Drain, its status).
+	Framework *hatchery.Framework
 	// Inventory is the shared VM inventory; nil in listing mode.
 	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
@@ -200,7 +202,9 @@ func Run(ctx context.Context, o Options) error {
 	// stops taking jobs and releases those it holds, still able to reach
 	// vCenter), then the hatchery's own loops (provisioning, cleanup,
 	// metrics), then what they all read (inventory, vCenter dialer).
-	fwCtx, fwCancel := context.WithCancel(ctx)
+	// The framework's context outlives ctx: a stop drains it first
+	// (drainAtStop), its spawns in flight running to their end.
+	fwCtx, fwCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer fwCancel()
 	loopsCtx, loopsCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer loopsCancel()
@@ -215,7 +219,7 @@ func Run(ctx context.Context, o Options) error {
 		Version:     o.Version,
 		ExtraStatus: st.lines,
 		Metrics:     mt.Handler(),
-		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
+		Observer:    metricsObserver{m: mt, ctx: fwCtx, next: o.Observer},
 		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
 		V2Commands:  cfg.V2CommandsOf,
 
@@ -278,15 +282,18 @@ func Run(ctx context.Context, o Options) error {
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
 	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc})
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Framework: fw, Inventory: shared, VCenter: vc})
 	}
 
 	var runErr error
 	fwReturned := false
 	select {
 	case <-ctx.Done():
-	case runErr = <-fwErr: // the framework stopped on its own (heartbeats)
+		runErr, fwReturned = drainAtStop(fw, cfg.DrainTimeoutDuration(), fwErr, log)
+	case runErr = <-fwErr:
 		fwReturned = true
+	}
+	if fwReturned { // the framework stopped on its own (heartbeats)
 		if runErr == nil {
 			runErr = errors.New("hatchery framework stopped")
 		}
