@@ -41,10 +41,10 @@ func serve(t *testing.T, o Options) (string, *testutil.SyncBuffer) {
 
 func commands(lifted *[]string) map[string]Command {
 	return map[string]Command{
-		"status": {Run: func(context.Context, []string) (Result, error) {
+		"status": {Run: func(context.Context, Peer, []string) (Result, error) {
 			return Result{Text: "all good\n", Data: map[string]int{"workers": 3}}, nil
 		}},
-		"lift": {Action: true, Run: func(_ context.Context, args []string) (Result, error) {
+		"lift": {Action: true, Run: func(_ context.Context, _ Peer, args []string) (Result, error) {
 			if len(args) != 1 {
 				return Result{}, errors.New("usage: lift TEMPLATE")
 			}

@@ -25,6 +25,9 @@ type Peer struct {
 	PID int `json:"pid"`
 }
 
+// String names the peer in log lines: "ctl uid N".
+func (p Peer) String() string { return fmt.Sprintf("ctl uid %d", p.UID) }
+
 // Result is what a command answers: its human text and its facts (any
 // value encoding to JSON; nil: none).
 type Result struct {
@@ -38,9 +41,10 @@ type Command struct {
 	// with the peer's uid, whatever its outcome (a read is logged at
 	// DEBUG).
 	Action bool
-	// Run answers the command with its arguments; an error is the
-	// client's (bad arguments, nothing to act on) or the daemon's.
-	Run func(ctx context.Context, args []string) (Result, error)
+	// Run answers the command with its arguments, for peer (who asked,
+	// for the command's own log lines); an error is the client's (bad
+	// arguments, nothing to act on) or the daemon's.
+	Run func(ctx context.Context, peer Peer, args []string) (Result, error)
 }
 
 // Options configure a Server. Commands is required.
@@ -131,6 +135,9 @@ func removeStale(path string) error {
 	return nil
 }
 
+// Close closes a socket that Serve will not run: its file is removed.
+func (s *Server) Close() { s.ln.Close() }
+
 // Path is the socket's path.
 func (s *Server) Path() string { return s.path }
 
@@ -200,7 +207,7 @@ func (s *Server) run(ctx context.Context, peer Peer, req Request) Response {
 	if !ok {
 		return Response{Error: fmt.Sprintf("unknown command %q (commands: %s)", req.Command, strings.Join(s.names(), ", "))}
 	}
-	res, err := cmd.Run(ctx, req.Args)
+	res, err := cmd.Run(ctx, peer, req.Args)
 	lvl := slog.LevelDebug
 	if cmd.Action {
 		lvl = slog.LevelInfo

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ctl"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -68,6 +69,9 @@ type Options struct {
 	// OnReady, when set, is called once the /mon server listens and every
 	// loop is started.
 	OnReady func(Running)
+	// CtlSocket, when set, is the ctl socket's path instead of the
+	// configuration's (ctlSocket, else $RUNTIME_DIRECTORY's ctl.sock).
+	CtlSocket string
 }
 
 // Running describes a running daemon, for OnReady.
@@ -82,6 +86,8 @@ type Running struct {
 	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
 	VCenter *vcenter.Client
+	// CtlSocket is the path of the ctl socket ("" when there is none).
+	CtlSocket string
 }
 
 // Run runs the hatchery until ctx ends (nil is returned then) or the
@@ -229,6 +235,26 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
+	// The ctl socket (docs/operations.md#ctl), before anything starts: a
+	// path it cannot take stops the start.
+	var ctlSrv *ctl.Server
+	ctlPath := o.CtlSocket
+	if ctlPath == "" {
+		ctlPath = cfg.CtlSocketPath(os.LookupEnv)
+	}
+	if ctlPath != "" {
+		reload := ReloadFunc(reloadUnavailable) // the daemon's reload (SIGHUP) when it has one
+		ctlSrv, err = ctl.Listen(ctlPath, ctl.Options{
+			Commands: ctlCommands(&ctlTarget{cfg: cfg, fw: fw, h: h, reload: reload, now: time.Now}),
+			Logger:   log,
+		})
+		if err != nil {
+			return fmt.Errorf("run daemon: %w", err)
+		}
+	} else {
+		log.Info("no ctl socket: set ctlSocket, or run under systemd with RuntimeDirectory=")
+	}
+
 	var fwWG, loopsWG, baseWG sync.WaitGroup
 	goLoop := func(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context)) {
 		wg.Add(1)
@@ -247,6 +273,9 @@ func Run(ctx context.Context, o Options) error {
 	case <-fw.MonReady():
 	case err := <-fwErr: // the /mon listener failed: nothing else started
 		fwWG.Wait()
+		if ctlSrv != nil {
+			ctlSrv.Close()
+		}
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
@@ -273,6 +302,10 @@ func Run(ctx context.Context, o Options) error {
 		}
 		close(ready)
 	})
+	if ctlSrv != nil {
+		// Stopped last: it answers during the drain and the shutdown.
+		goLoop(&baseWG, baseCtx, ctlSrv.Serve)
+	}
 	if shared != nil {
 		// Not gated: its first (failing) attempt is what lets a first read
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
@@ -280,9 +313,9 @@ func Run(ctx context.Context, o Options) error {
 	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
-	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
+	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "ctl", ctlPath, "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Framework: fw, Inventory: shared, VCenter: vc})
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Framework: fw, Inventory: shared, VCenter: vc, CtlSocket: ctlPath})
 	}
 
 	var runErr error
