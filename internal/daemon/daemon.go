@@ -35,8 +35,8 @@ const (
 	DefaultDialBackoffMax = 30 * time.Second
 	// DefaultShutdownTimeout bounds the whole shutdown after ctx ended: the
 	// framework (which releases booked jobs), the hatchery's loops, the
-	// inventory and metrics loops and the vCenter logout. systemd's default
-	// stop timeout is 90 s; 30 s leaves room.
+	// inventory and metrics loops and the vCenter logout. It comes after
+	// the drain (drainTimeout); the unit's TimeoutStopSec covers both.
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
