@@ -8,12 +8,20 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
+// drainer is what a stop drains: the framework (hatchery.Framework).
+type drainer interface {
+	Drain(who string) <-chan struct{}
+	InFlight() int
+}
+
+var _ drainer = (*hatchery.Framework)(nil)
+
 // drainAtStop is the drain of a stop (SIGTERM, docs/operations.md#drain):
 // the framework takes no new job and Run waits, at most bound, for the
 // spawns in flight to end before the staged shutdown. It returns the
 // framework's own error when the framework stopped meanwhile (returned is
 // then true). A bound of 0 drains nothing.
-func drainAtStop(fw *hatchery.Framework, bound time.Duration, fwErr <-chan error, log *slog.Logger) (err error, returned bool) {
+func drainAtStop(fw drainer, bound time.Duration, fwErr <-chan error, log *slog.Logger) (err error, returned bool) {
 	if bound <= 0 {
 		return nil, false
 	}
