@@ -179,7 +179,7 @@ func dash(s string) string {
 // quarantine is `quarantine lift TEMPLATE`.
 func (t *ctlTarget) quarantine(_ context.Context, peer ctl.Peer, args []string) (ctl.Result, error) {
 	if len(args) != 2 || args[0] != "lift" {
-		return ctl.Result{}, errors.New("usage: quarantine lift TEMPLATE (a template, or a V1 model path, as the status names it)")
+		return ctl.Result{}, errors.New("usage: quarantine lift TEMPLATE (a template, a V1 model path, or the key the status names: \"template debian12\")")
 	}
 	if err := t.h.LiftQuarantine(args[1], peer.String()); err != nil {
 		return ctl.Result{}, err

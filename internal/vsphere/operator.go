@@ -80,16 +80,22 @@ func recordPhase(pool, held, started, register bool) string {
 
 // LiftQuarantine ends the quarantine of a template (a V2 model's
 // spec.image) or V1 model path at once: its jobs are served again without
-// waiting for a probe. It logs the lift, with who asked, and updates the
-// quarantined_templates gauge; an error names a key not quarantined.
-func (h *HatcheryVSphere) LiftQuarantine(key, who string) error {
-	e, ok := h.custody.Quarantine.Lift(key)
-	if !ok {
-		return fmt.Errorf("lift quarantine of %q: not quarantined", key)
+// waiting for a probe. name is the template or model path, or the key as
+// the status writes it ("template debian12", "model group/name":
+// warmpool.Key.QuarantineKey). It logs the lift, with who asked, and
+// updates the quarantined_templates gauge; an error names a template not
+// quarantined.
+func (h *HatcheryVSphere) LiftQuarantine(name, who string) error {
+	for _, key := range []string{name, "template " + name, "model " + name} {
+		e, ok := h.custody.Quarantine.Lift(key)
+		if !ok {
+			continue
+		}
+		h.log.Info("template quarantine lifted", logkey.Detail, e.Key+" lifted by "+who, "failures", e.Failures)
+		h.metrics.QuarantinedTemplates(len(h.custody.Quarantine.Quarantined()))
+		return nil
 	}
-	h.log.Info("template quarantine lifted", logkey.Detail, key+" lifted by "+who, "failures", e.Failures)
-	h.metrics.QuarantinedTemplates(len(h.custody.Quarantine.Quarantined()))
-	return nil
+	return fmt.Errorf("lift quarantine of %q: not quarantined", name)
 }
 
 // ReleaseHold ends the debug hold of a VM (docs/design.md#debug-hold): it
