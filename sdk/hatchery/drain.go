@@ -17,12 +17,14 @@ import (
 // (cleanup, warm pool) go on. drained is closed, and one line logged, once
 // nothing is in hand any more.
 type drainState struct {
-	on      atomic.Bool
-	once    sync.Once // the start of the drain: its time and log line
-	since   time.Time // set once, under once, before on is read true by Drain's callers
-	drained chan struct{}
-	closeMu sync.Once // closes drained
-	at      atomic.Pointer[time.Time]
+	on    atomic.Bool
+	once  sync.Once // the start of the drain: its time and log line
+	since time.Time // set under once before on is stored: read only after on is seen true
+	// drained is closed, under closeOnce, when a drain is on and nothing is
+	// in flight; at is when.
+	drained   chan struct{}
+	closeOnce sync.Once
+	at        atomic.Pointer[time.Time]
 }
 
 // Drain stops this hatchery from taking new jobs and returns a channel
@@ -67,7 +69,7 @@ func (f *Framework) checkDrained() {
 	if !empty {
 		return
 	}
-	f.drain.closeMu.Do(func() {
+	f.drain.closeOnce.Do(func() {
 		now := f.now()
 		f.drain.at.Store(&now)
 		close(f.drain.drained)
