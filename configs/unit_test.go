@@ -3,8 +3,10 @@ package configs
 import (
 	"bufio"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,8 +136,22 @@ func TestSystemdUnitHardening(t *testing.T) {
 	if sig, ok := u.last(svc, "KillSignal"); ok {
 		assert.Equal(t, "SIGTERM", sig)
 	}
-	if ts, ok := u.last(svc, "TimeoutStopSec"); ok {
-		assert.Contains(t, []string{"60s", "60", "1min", "90s", "90", "infinity"}, ts, "TimeoutStopSec leaves room for the 30 s shutdown bound")
+	// The stop drains first (drainTimeout, 120 s by default:
+	// internal/config.DefaultDrainTimeout), then shuts down within 30 s.
+	if ts, ok := u.last(svc, "TimeoutStopSec"); ok && ts != "infinity" {
+		d, err := time.ParseDuration(ts)
+		if err != nil { // a bare number is seconds
+			var n int
+			n, err = strconv.Atoi(ts)
+			d = time.Duration(n) * time.Second
+		}
+		require.NoError(t, err, "TimeoutStopSec=%s", ts)
+		assert.GreaterOrEqual(t, d, (120+30)*time.Second, "TimeoutStopSec leaves room for the default drain (120 s) and the 30 s shutdown bound")
+	}
+	// The ctl socket's directory: the service's own, closed to others.
+	assert.Equal(t, []string{"hatchery-vsphere"}, u[svc]["RuntimeDirectory"])
+	if m, ok := u.last(svc, "RuntimeDirectoryMode"); ok {
+		assert.Equal(t, "0700", m)
 	}
 	assert.Equal(t, []string{"multi-user.target"}, u["Install"]["WantedBy"])
 }

@@ -52,6 +52,10 @@ commands:
                               load and validate FILE; list every problem; with --online also
                               connect to vCenter and resolve the datacenter, resource pool,
                               folder, datastore, network and templates, and check privileges
+  ctl [--socket PATH] [--json] COMMAND
+                              talk to the running daemon over its unix socket: status, vms,
+                              quarantine lift TEMPLATE, hold release VM, drain, reload
+                              (docs/operations.md#ctl)
   version                     print version and commit
 
 secrets may come from the environment: CDS_HATCHERY_VSPHERE_PASSWORD,
@@ -80,6 +84,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdDemo(ctx, args[1:])
 	case "config":
 		return a.cmdConfig(ctx, args[1:])
+	case "ctl":
+		return a.cmdCtl(ctx, args[1:])
 	case "version":
 		return a.cmdVersion(args[1:])
 	case "help", "-h", "-help", "--help":

@@ -135,6 +135,14 @@ type Config struct {
 	WindowsGuestOpsTimeout int `mapstructure:"windowsGuestOpsTimeout" toml:"windowsGuestOpsTimeout" json:"windowsGuestOpsTimeout"`
 	WindowsIPTimeout       int `mapstructure:"windowsIPTimeout" toml:"windowsIPTimeout" json:"windowsIPTimeout"`
 	WindowsEnvTimeout      int `mapstructure:"windowsEnvTimeout" toml:"windowsEnvTimeout" json:"windowsEnvTimeout"`
+
+	// Operations (config_operations.go, docs/operations.md).
+	// DrainTimeout is in seconds: how long a stop (SIGTERM) drains, waiting
+	// for the spawns in flight, before the shutdown; 0: no drain.
+	DrainTimeout int `mapstructure:"drainTimeout" toml:"drainTimeout" json:"drainTimeout"`
+	// CtlSocket is the unix socket `hatchery-vsphere ctl` talks to; empty:
+	// ctl.sock in $RUNTIME_DIRECTORY, none without it.
+	CtlSocket string `mapstructure:"ctlSocket" toml:"ctlSocket" json:"ctlSocket"`
 }
 
 // Network is one static IP range with its own gateway, mask and DNS.

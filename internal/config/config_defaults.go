@@ -83,5 +83,6 @@ func Default() Config {
 		WindowsGuestOpsTimeout:      DefaultWindowsGuestOpsTimeout,
 		WindowsIPTimeout:            DefaultWindowsIPTimeout,
 		WindowsEnvTimeout:           DefaultWindowsEnvTimeout,
+		DrainTimeout:                DefaultDrainTimeout,
 	}
 }

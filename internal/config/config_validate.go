@@ -39,6 +39,7 @@ func (c *Config) Validate() error {
 	c.validateQuarantine(&es)
 	c.validateDebugHold(&es)
 	c.validateWindows(&es)
+	c.validateOperations(&es)
 	if !slices.Contains(InventoryModes, c.InventoryMode) {
 		es.add("inventoryMode", "%q is not an inventory mode (allowed: %q, %q, %q)", c.InventoryMode, InventoryWatch, InventoryShared, InventoryListing)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ctl"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/sdnotify"
@@ -36,8 +37,8 @@ const (
 	DefaultDialBackoffMax = 30 * time.Second
 	// DefaultShutdownTimeout bounds the whole shutdown after ctx ended: the
 	// framework (which releases booked jobs), the hatchery's loops, the
-	// inventory and metrics loops and the vCenter logout. systemd's default
-	// stop timeout is 90 s; 30 s leaves room.
+	// inventory and metrics loops and the vCenter logout. It comes after
+	// the drain (drainTimeout); the unit's TimeoutStopSec covers both.
 	DefaultShutdownTimeout = 30 * time.Second
 )
 
@@ -88,6 +89,9 @@ type Options struct {
 	// (tests); 0: each loop's default (DefaultWatchdogSpawnLimit,
 	// DefaultWatchdogLoopSlack).
 	WatchdogLimit time.Duration
+	// CtlSocket, when set, is the ctl socket's path instead of the
+	// configuration's (ctlSocket, else $RUNTIME_DIRECTORY's ctl.sock).
+	CtlSocket string
 }
 
 // Running describes a running daemon, for OnReady.
@@ -96,12 +100,16 @@ type Running struct {
 	MonAddr string
 	// Hatchery is the vSphere hatchery.
 	Hatchery *vsphere.HatcheryVSphere
+	// Framework is the hatchery framework (its Drain, its status).
+	Framework *hatchery.Framework
 	// Inventory is the shared VM inventory; nil in listing mode.
 	Inventory *inventory.Shared
 	// VCenter is the vCenter client (connected in the background).
 	VCenter *vcenter.Client
 	// Reload reloads the configuration (ReloadFunc), as a SIGHUP does.
 	Reload ReloadFunc
+	// CtlSocket is the path of the ctl socket ("" when there is none).
+	CtlSocket string
 }
 
 // Run runs the hatchery until ctx ends (nil is returned then) or the
@@ -225,7 +233,9 @@ func Run(ctx context.Context, o Options) error {
 	// stops taking jobs and releases those it holds, still able to reach
 	// vCenter), then the hatchery's own loops (provisioning, cleanup,
 	// metrics), then what they all read (inventory, vCenter dialer).
-	fwCtx, fwCancel := context.WithCancel(ctx)
+	// The framework's context outlives ctx: a stop drains it first
+	// (drainAtStop), its spawns in flight running to their end.
+	fwCtx, fwCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer fwCancel()
 	loopsCtx, loopsCancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer loopsCancel()
@@ -240,7 +250,7 @@ func Run(ctx context.Context, o Options) error {
 		Version:     o.Version,
 		ExtraStatus: st.lines,
 		Metrics:     mt.Handler(),
-		Observer:    metricsObserver{m: mt, ctx: ctx, next: o.Observer},
+		Observer:    metricsObserver{m: mt, ctx: fwCtx, next: o.Observer},
 		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
 		// The running configuration's, which a reload may replace.
 		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
@@ -249,6 +259,28 @@ func Run(ctx context.Context, o Options) error {
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
+	}
+
+	// The reload (SIGHUP, `ctl reload`; docs/reload.md).
+	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd}
+
+	// The ctl socket (docs/operations.md#ctl), before anything starts: a
+	// path it cannot take stops the start.
+	var ctlSrv *ctl.Server
+	ctlPath := o.CtlSocket
+	if ctlPath == "" {
+		ctlPath = cfg.CtlSocketPath(os.LookupEnv)
+	}
+	if ctlPath != "" {
+		ctlSrv, err = ctl.Listen(ctlPath, ctl.Options{
+			Commands: ctlCommands(&ctlTarget{cfg: h.Config, fw: fw, h: h, reload: rl.reload, now: time.Now}),
+			Logger:   log,
+		})
+		if err != nil {
+			return fmt.Errorf("run daemon: %w", err)
+		}
+	} else {
+		log.Info("no ctl socket: set ctlSocket, or run under systemd with RuntimeDirectory=")
 	}
 
 	var fwWG, loopsWG, baseWG sync.WaitGroup
@@ -269,6 +301,9 @@ func Run(ctx context.Context, o Options) error {
 	case <-fw.MonReady():
 	case err := <-fwErr: // the /mon listener failed: nothing else started
 		fwWG.Wait()
+		if ctlSrv != nil {
+			ctlSrv.Close()
+		}
 		return fmt.Errorf("run daemon: %w", err)
 	}
 
@@ -295,12 +330,15 @@ func Run(ctx context.Context, o Options) error {
 		}
 		close(ready)
 	})
+	if ctlSrv != nil {
+		// Stopped last: it answers during the drain and the shutdown.
+		goLoop(&baseWG, baseCtx, ctlSrv.Serve)
+	}
 	if shared != nil {
 		// Not gated: its first (failing) attempt is what lets a first read
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
 		goLoop(&baseWG, baseCtx, shared.Run)
 	}
-	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd}
 	if o.Reload != nil {
 		goLoop(&fwWG, fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, rl.reload) })
 	}
@@ -322,17 +360,20 @@ func Run(ctx context.Context, o Options) error {
 	}
 	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
 	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
-	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "version", o.Version, "inventory", cfg.InventoryMode)
+	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "ctl", ctlPath, "version", o.Version, "inventory", cfg.InventoryMode)
 	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Inventory: shared, VCenter: vc, Reload: rl.reload})
+		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Framework: fw, Inventory: shared, VCenter: vc, Reload: rl.reload, CtlSocket: ctlPath})
 	}
 
 	var runErr error
 	fwReturned := false
 	select {
 	case <-ctx.Done():
-	case runErr = <-fwErr: // the framework stopped on its own (heartbeats)
+		runErr, fwReturned = drainAtStop(fw, cfg.DrainTimeoutDuration(), fwErr, log)
+	case runErr = <-fwErr:
 		fwReturned = true
+	}
+	if fwReturned { // the framework stopped on its own (heartbeats)
 		if runErr == nil {
 			runErr = errors.New("hatchery framework stopped")
 		}

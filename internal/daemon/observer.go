@@ -13,7 +13,7 @@ import (
 // spawn metrics, and forwards them to next (nil: nobody).
 type metricsObserver struct {
 	m    *metrics.Metrics
-	ctx  context.Context // the daemon's: once it ended, a failure is a cancellation
+	ctx  context.Context // the framework's: once it ended, a failure is a cancellation
 	next hatchery.Observer
 }
 

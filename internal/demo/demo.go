@@ -18,6 +18,8 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,6 +124,9 @@ type Info struct {
 	API *cdssim.Server
 	// Config is the hatchery's configuration.
 	Config *config.Config
+	// CtlSockets are the ctl sockets of every instance, in order
+	// (`hatchery-vsphere ctl --socket PATH status`).
+	CtlSockets []string
 }
 
 // Run runs the demo until ctx ends (nil) or, with Once, until Jobs jobs are
@@ -188,6 +193,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	ready := make(chan started, o.Instances)
 	daemonErr := make(chan error, o.Instances)
+	// Each instance's ctl socket, in a directory of the demo's own,
+	// removed when it ends (after the daemons: deferred first).
+	ctlDir, err := os.MkdirTemp("", "hatchery-vsphere-demo-")
+	if err != nil {
+		return nil, fmt.Errorf("demo: ctl socket directory: %w", err)
+	}
+	defer os.RemoveAll(ctlDir)
+	ctls := make([]string, o.Instances)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -198,6 +211,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		do := DaemonOptions(instanceConfig(cfg, i), dlog)
 		do.OnReady = func(r daemon.Running) { ready <- started{i, r} }
+		ctls[i] = filepath.Join(ctlDir, "ctl.sock")
+		if o.Instances > 1 {
+			ctls[i] = filepath.Join(ctlDir, fmt.Sprintf("ctl-%d.sock", i+1))
+		}
+		do.CtlSocket = ctls[i]
 		wg.Add(1)
 		go func() { // joined by the deferred wg.Wait; stopped by runCtx
 			defer wg.Done()
@@ -219,8 +237,8 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return nil, nil
 		}
 	}
-	out.banner(mons, env, o)
-	info := Info{MonURL: mons[0], MonURLs: mons, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg}
+	out.banner(mons, ctls, env, o)
+	info := Info{MonURL: mons[0], MonURLs: mons, SDKURL: env.Endpoint, User: env.User, Password: env.Password, Env: env, API: api, Config: cfg, CtlSockets: ctls}
 	if o.OnReady != nil {
 		o.OnReady(info)
 	}

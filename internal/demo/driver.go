@@ -566,7 +566,7 @@ func (p *printer) job(j *jobLife, format string, args ...any) {
 }
 
 // banner prints where everything is.
-func (p *printer) banner(mons []string, env *vcsimtest.Env, o Options) {
+func (p *printer) banner(mons, ctls []string, env *vcsimtest.Env, o Options) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	mon := mons[0]
@@ -580,11 +580,18 @@ func (p *printer) banner(mons []string, env *vcsimtest.Env, o Options) {
   user / password        %[3]s / %[4]s   (the simulator's own throwaway credentials)
   inspect with govc:     GOVC_URL=%[2]s GOVC_USERNAME='%[3]s' GOVC_PASSWORD='%[4]s' GOVC_INSECURE=1 govc ls /DC0/vm
 
-`, mon, env.Endpoint, env.User, env.Password)
+  ctl socket    %[5]s
+  operate it:   go run ./cmd/hatchery-vsphere ctl --socket %[5]s status   (vms, drain, ...)
+
+`, mon, env.Endpoint, env.User, env.Password, ctls[0])
 	if len(mons) > 1 {
 		fmt.Fprintf(p.w, "%d instances of one hatchery name (logs: instance=1..%[1]d); /mon of each:", len(mons))
 		for i, m := range mons {
 			fmt.Fprintf(p.w, " %d=%s", i+1, m)
+		}
+		fmt.Fprint(p.w, "; ctl socket of each:")
+		for i, c := range ctls {
+			fmt.Fprintf(p.w, " %d=%s", i+1, c)
 		}
 		fmt.Fprint(p.w, "\n\n")
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -47,10 +48,12 @@ type rig struct {
 	// (daemon.Options.Reload).
 	reloadSignals <-chan os.Signal
 
-	mu       sync.Mutex
-	launches map[string][]string // job id -> worker VMs launched for it
-	byVM     map[string]int      // VM -> successful launches in it
-	jobs     []rigJob
+	mu         sync.Mutex
+	launches   map[string][]string // job id -> worker VMs launched for it
+	byVM       map[string]int      // VM -> successful launches in it
+	jobs       []rigJob
+	queuedAt   map[string]time.Time // job id -> when addJobs queued it
+	launchedAt map[string]time.Time // job id -> its first worker's launch, as the player saw it
 }
 
 // rigJob is one job the rig queued.
@@ -74,7 +77,8 @@ func newRigWith(t *testing.T, o demo.SimsOptions) *rig {
 	sims, err := demo.StartSims("", log, o)
 	require.NoError(t, err)
 	t.Cleanup(sims.Close)
-	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{}}
+	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{},
+		queuedAt: map[string]time.Time{}, launchedAt: map[string]time.Time{}}
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("logs (last 200 kB):\n%s", tail(logs.String(), 200<<10))
@@ -177,6 +181,7 @@ func (r *rig) addJobs(n int) {
 		}
 		r.mu.Lock()
 		r.jobs = append(r.jobs, j)
+		r.queuedAt[j.ID] = time.Now()
 		r.mu.Unlock()
 	}
 }
@@ -226,6 +231,9 @@ func (r *rig) playWorkers(ctx context.Context, runTime time.Duration) {
 				}
 				r.mu.Lock()
 				r.launches[job] = append(r.launches[job], c.VM)
+				if _, ok := r.launchedAt[job]; !ok {
+					r.launchedAt[job] = time.Now()
+				}
 				r.byVM[c.VM]++
 				r.mu.Unlock()
 				wg.Add(1)
@@ -377,6 +385,7 @@ type spawnCounter struct {
 	failed             int
 	threshold, minOK   int
 	reached            chan struct{}
+	cut                int // failed spawns whose error is a cancellation: cut by a stop
 }
 
 func newSpawnCounter(threshold, minOK int) *spawnCounter {
@@ -417,7 +426,18 @@ func (c *spawnCounter) SpawnFailed(ev hatchery.SpawnEvent, _ time.Duration) {
 	}
 	c.mu.Lock()
 	c.failed++
+	if errors.Is(ev.Err, context.Canceled) {
+		c.cut++
+	}
 	c.mu.Unlock()
+}
+
+// cutSpawns is the number of failed spawns cut by a stop (their error a
+// cancellation).
+func (c *spawnCounter) cutSpawns() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cut
 }
 
 func (c *spawnCounter) counts() (started, succeeded, failed int) {

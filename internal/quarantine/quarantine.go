@@ -275,3 +275,19 @@ func (b *Book) Quarantined() []Entry {
 	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
+
+// Lift ends key's quarantine at once (an operator fixed the template:
+// `ctl quarantine lift`): the key is healthy again, its failure count
+// cleared. A probe in flight ends on the healthy key (a failure counts
+// from one again). It returns the entry lifted, and false when key was not
+// quarantined.
+func (b *Book) Lift(key string) (Entry, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.m[key]
+	if e == nil || e.State == Healthy {
+		return Entry{}, false
+	}
+	delete(b.m, key)
+	return *e, true
+}

@@ -246,3 +246,33 @@ func TestBookSetPolicy(t *testing.T) {
 	assert.False(t, v.Allowed)
 	assert.Equal(t, c.now().Add(200*ms), v.Entry.Until, "the new policy's back-off")
 }
+
+// TestBookLift: a lift makes a quarantined key usable at once, counts its
+// failures from zero again, and says false for a key not quarantined.
+func TestBookLift(t *testing.T) {
+	t.Parallel()
+	c := &clock{t: time.Unix(0, 0)}
+	b := quarantine.New(testPolicy, c.now)
+	_, ok := b.Lift("t")
+	assert.False(t, ok, "nothing to lift")
+	for range testPolicy.Threshold {
+		a, _ := b.Begin("t")
+		require.NotNil(t, a)
+		a.End(false, quarantine.CauseTemplate, "guest never ready")
+	}
+	require.False(t, b.Check("t").Allowed, "quarantined")
+	e, ok := b.Lift("t")
+	require.True(t, ok)
+	assert.Equal(t, "t", e.Key)
+	assert.Equal(t, testPolicy.Threshold, e.Failures)
+	v := b.Check("t")
+	assert.True(t, v.Allowed)
+	assert.False(t, v.Probe, "a plain spawn, not a probe")
+	assert.Empty(t, b.Quarantined())
+	a, _ := b.Begin("t")
+	tr, after := a.End(false, quarantine.CauseTemplate, "again")
+	assert.Equal(t, quarantine.Unchanged, tr)
+	assert.Equal(t, 1, after.Failures, "failures count from zero after a lift")
+	_, ok = b.Lift("t")
+	assert.False(t, ok, "a key with failures below the threshold is not quarantined")
+}

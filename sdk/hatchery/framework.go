@@ -230,6 +230,8 @@ type Framework struct {
 	// registration: not registered again until modified.
 	refused refusedModels
 	st      state
+	// drain is the drain's state (drain.go).
+	drain drainState
 
 	monReady chan struct{}
 	monAddr  atomic.Value // string
@@ -303,6 +305,7 @@ func New(o Options) (*Framework, error) {
 		Now:          f.now,
 		UnknownGrace: f.iv.UnknownWorkerGrace,
 	})
+	f.drain.drained = make(chan struct{})
 	f.attempts.init()
 	f.attemptsV2.init()
 	f.spawned.init()

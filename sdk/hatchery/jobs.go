@@ -52,12 +52,12 @@ func (c candidate) key() string {
 }
 
 // enqueue hands a job to the starters unless it is already queued or being
-// processed. It blocks while every starter is busy; false when the job was
-// not queued.
+// processed, or a drain is on. It blocks while every starter is busy;
+// false when the job was not queued.
 func (f *Framework) enqueue(ctx context.Context, c candidate) bool {
 	k := c.key()
 	f.inflightMu.Lock()
-	if _, ok := f.inflight[k]; ok {
+	if _, ok := f.inflight[k]; ok || f.drain.on.Load() {
 		f.inflightMu.Unlock()
 		return false
 	}
@@ -94,6 +94,7 @@ func (f *Framework) done(k string) {
 	f.inflightMu.Lock()
 	delete(f.inflight, k)
 	f.inflightMu.Unlock()
+	f.checkDrained()
 }
 
 // starter processes candidates one at a time until ctx ends. Run starts
@@ -106,9 +107,14 @@ func (f *Framework) starter(ctx context.Context) {
 		case c := <-f.candidates:
 			f.progress.take(f.now())
 			var o outcome
-			if c.v2ID != "" {
+			switch {
+			case f.drain.on.Load():
+				// Queued before the drain: left in the queue for another
+				// instance, untouched.
+				o = outcomeNone
+			case c.v2ID != "":
 				o = f.processV2(ctx, c.v2ID)
-			} else {
+			default:
 				o = f.processV1(ctx, c)
 			}
 			f.done(c.key())
@@ -355,6 +361,12 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 	s := a.slot
 	defer a.release(refusal.ReasonAbandoned) // safety net: every path below ends a first
 
+	if f.drain.on.Load() {
+		// A drain started while the job was admitted: it is not booked,
+		// and stays in the queue for another instance.
+		a.release(refusal.ReasonShutdown)
+		return outcomeNone
+	}
 	if err := j.book(ctx); err != nil {
 		if ctx.Err() != nil {
 			a.release(refusal.ReasonShutdown)

@@ -118,6 +118,9 @@ func (f *Framework) heartbeatLoop(ctx context.Context) error {
 // pollV1Loop polls the V1 queue every Intervals.QueuePolling.
 func (f *Framework) pollV1Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV1Now, f.pollPass(func(ctx context.Context) {
+		if f.drain.on.Load() {
+			return // draining: no job is taken (drain.go)
+		}
 		// Jobs being processed when the listing starts may be booked by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()
@@ -163,6 +166,9 @@ func (f *Framework) pollV1Loop(ctx context.Context) {
 // Intervals.QueuePolling.
 func (f *Framework) pollV2Loop(ctx context.Context) {
 	runLoop(ctx, f.iv.QueuePolling, f.pollV2Now, f.pollPass(func(ctx context.Context) {
+		if f.drain.on.Load() {
+			return // draining: no job is taken (drain.go)
+		}
 		// Jobs being processed when the listing starts may be taken by
 		// us and so left out of it: their attempt counts stay.
 		before := f.inflightKeys()

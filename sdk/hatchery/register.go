@@ -29,6 +29,9 @@ func (f *Framework) registerLoop(ctx context.Context) {
 // needs registration, within maxConcurrentRegistering. Spawns run in
 // goroutines joined by Run.
 func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
+	if f.drain.on.Load() {
+		return // draining: no registration starts (drain.go)
+	}
 	models, err := f.modelsV1(ctx, true)
 	if err != nil {
 		if ctx.Err() == nil {
@@ -112,6 +115,11 @@ func (f *Framework) registerPass(ctx context.Context, hm InterfaceWithModels) {
 			WorkerConfig: buildWorkerConfig(f.cfg, f.workerCDN(), f.workerLg, workerConfigInput{Name: name, Model: path, Token: token}),
 		}
 		f.inflightMu.Lock()
+		if f.drain.on.Load() { // a drain started during the pass
+			f.inflightMu.Unlock()
+			s.Release()
+			return
+		}
 		f.inflight[key] = struct{}{}
 		f.inflightMu.Unlock()
 		f.spawns.Add(1)

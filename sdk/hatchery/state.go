@@ -179,6 +179,9 @@ func (f *Framework) statusLines(ctx context.Context) []sdk.MonitoringStatusLine 
 	// Refusals are normal operation (capacity, other hatcheries' jobs):
 	// the line says why jobs wait or are passed over, never alerts.
 	lines = append(lines, line("Job refusals", sdk.MonitoringStatusOK, f.refusals.value()))
+	if l, ok := f.drainStatusLine(line); ok {
+		lines = append(lines, l)
+	}
 	lines = append(lines, f.h.Status(ctx)...)
 	if f.extra != nil {
 		lines = append(lines, f.extra(ctx)...)
