@@ -14,8 +14,9 @@ import (
 // StartFunc runs the hatchery until ctx is cancelled (SIGTERM/SIGINT). cfg
 // is loaded and validated; logger writes to stderr; reload loads and
 // validates the same file again, as `config check` does (a reload:
-// SIGHUP, docs/reload.md).
-type StartFunc func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error)) error
+// SIGHUP, docs/reload.md); setLogLevel sets logger's level from a
+// configuration's logLevel ("" is the --log-level flag's), for a reload.
+type StartFunc func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error), setLogLevel func(string)) error
 
 // DemoFunc runs the in-process demo until ctx is cancelled (or, with
 // flags.Once, until its jobs are done); stdout is where it prints the
@@ -98,7 +99,7 @@ func (a *app) run(ctx context.Context, args []string) int {
 }
 
 // logger is the process logger: text lines on stderr.
-func (a *app) logger(level slog.Level) *slog.Logger {
+func (a *app) logger(level slog.Leveler) *slog.Logger {
 	return slog.New(slog.NewTextHandler(a.stderr, &slog.HandlerOptions{Level: level}))
 }
 

@@ -20,7 +20,7 @@ import (
 // (`systemctl reload`) reloads the configuration (daemon.Options.Reload).
 // Started by systemd with Type=notify, it tells systemd its state and
 // feeds the watchdog ($NOTIFY_SOCKET, $WATCHDOG_USEC; docs/install.md).
-var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error)) error {
+var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *slog.Logger, reload func() (*config.Config, error), setLogLevel func(string)) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -28,7 +28,7 @@ var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *s
 	if err != nil {
 		logger.Error("systemd watchdog not fed", logkey.Err, err)
 	}
-	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version, LoadConfig: reload, Reload: hup,
+	return daemon.Run(ctx, daemon.Options{Config: cfg, Logger: logger, Version: version, LoadConfig: reload, Reload: hup, SetLogLevel: setLogLevel,
 		Notify: sdnotify.FromEnv(os.LookupEnv), WatchdogInterval: wd})
 }
 
@@ -59,11 +59,22 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 		// SIGTERM/SIGINT arrived while the file was read: stop, start nothing.
 		return exitOK
 	}
-	logger := a.logger(lvl)
+	// The level: the configuration's logLevel when set, else the flag's;
+	// a reload sets it again (setLogLevel).
+	levelVar := new(slog.LevelVar)
+	setLogLevel := func(s string) {
+		if l, err := config.ParseLogLevel(s); err == nil {
+			levelVar.Set(l)
+			return
+		}
+		levelVar.Set(lvl) // "" (validated before): the flag's
+	}
+	setLogLevel(cfg.LogLevel)
+	logger := a.logger(levelVar)
 	logger.Info("configuration loaded", "config", *path, "hatchery", cfg.CommonConfiguration.Name, "endpoint", cfg.Endpoint, "version", version)
 	logger.Debug("configuration", "config", cfg.Redacted())
 	reload := func() (*config.Config, error) { return config.LoadAndValidate(*path, a.loadOptions()) }
-	if err := a.start(ctx, cfg, logger, reload); err != nil && !errors.Is(err, context.Canceled) {
+	if err := a.start(ctx, cfg, logger, reload, setLogLevel); err != nil && !errors.Is(err, context.Canceled) {
 		logger.Error("hatchery stopped", logkey.Err, err)
 		return exitFail
 	}

@@ -21,7 +21,7 @@ func TestConfigNewStartsWithDefaults(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 
 	var cfg *config.Config
-	a := &app{start: func(_ context.Context, c *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
+	a := &app{start: func(_ context.Context, c *config.Config, _ *slog.Logger, _ func() (*config.Config, error), _ func(string)) error {
 		cfg = c
 		return nil
 	}}

@@ -135,7 +135,7 @@ func TestStartStopsWhenSignalledWhileLoading(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	a := &app{start: func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error)) error {
+	a := &app{start: func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error), func(string)) error {
 		t.Error("start hook called after the signal")
 		return nil
 	}}

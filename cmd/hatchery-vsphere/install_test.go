@@ -121,7 +121,7 @@ func runUnitCommand(t *testing.T, line string, under func(string) string, env ma
 		args[i] = under(args[i])
 	}
 	var got *config.Config
-	a := &app{start: func(_ context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
+	a := &app{start: func(_ context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error), _ func(string)) error {
 		got = cfg
 		return nil
 	}}

@@ -51,7 +51,7 @@ func runCmd(t *testing.T, env map[string]string, a *app, args ...string) result 
 		a = &app{}
 	}
 	if a.start == nil {
-		a.start = func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error)) error {
+		a.start = func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error), func(string)) error {
 			t.Error("start hook called")
 			return nil
 		}
@@ -213,7 +213,7 @@ func TestStartCallsHookWithValidatedConfig(t *testing.T) {
 	t.Parallel()
 	path := writeFile(t, string(config.ReferenceConfig()))
 	var got *config.Config
-	a := &app{start: func(ctx context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error)) error {
+	a := &app{start: func(ctx context.Context, cfg *config.Config, _ *slog.Logger, _ func() (*config.Config, error), _ func(string)) error {
 		require.NotNil(t, ctx)
 		got = cfg
 		return context.Canceled // a signal-stopped run is a clean exit
@@ -236,7 +236,7 @@ func TestStartRefusesInvalidConfig(t *testing.T) {
 
 func TestStartHookError(t *testing.T) {
 	t.Parallel()
-	a := &app{start: func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error)) error {
+	a := &app{start: func(context.Context, *config.Config, *slog.Logger, func() (*config.Config, error), func(string)) error {
 		return io.ErrUnexpectedEOF
 	}}
 	r := runCmd(t, secretsEnv(), a, "start", "--config", writeFile(t, string(config.ReferenceConfig())))
@@ -267,6 +267,32 @@ func TestDemoFlags(t *testing.T) {
 	}
 }
 
+// TestStartLogLevelFollowsTheConfiguration: logLevel set in the file wins
+// over --log-level, and the setLogLevel start hands the daemon (a reload)
+// changes the running logger's level: "" goes back to the flag's. Without
+// it the level was the flag's for the life of the process.
+func TestStartLogLevelFollowsTheConfiguration(t *testing.T) {
+	t.Parallel()
+	doc := strings.Replace(string(config.ReferenceConfig()), `logLevel = ""`, `logLevel = "warn"`, 1)
+	require.Contains(t, doc, `logLevel = "warn"`)
+	path := writeFile(t, doc)
+	a := &app{start: func(_ context.Context, _ *config.Config, log *slog.Logger, _ func() (*config.Config, error), set func(string)) error {
+		log.Info("info-at-warn")
+		set("debug")
+		log.Debug("debug-after-reload")
+		set("")
+		log.Debug("debug-at-the-flags-info")
+		log.Info("info-at-the-flags-info")
+		return nil
+	}}
+	r := runCmd(t, secretsEnv(), a, "start", "--config", path, "--log-level", "info")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.NotContains(t, r.stderr, "info-at-warn")
+	assert.Contains(t, r.stderr, "debug-after-reload")
+	assert.NotContains(t, r.stderr, "debug-at-the-flags-info")
+	assert.Contains(t, r.stderr, "info-at-the-flags-info")
+}
+
 // TestStartReloadReadsTheFileAgain: the reload `start` hands the daemon
 // (SIGHUP) reads the same file again, with the checks of `config check`
 // and the secrets of the same environment: an edit is seen, a broken file
@@ -276,7 +302,7 @@ func TestStartReloadReadsTheFileAgain(t *testing.T) {
 	doc := string(config.ReferenceConfig())
 	path := writeFile(t, doc)
 	var reload func() (*config.Config, error)
-	a := &app{start: func(_ context.Context, _ *config.Config, _ *slog.Logger, rl func() (*config.Config, error)) error {
+	a := &app{start: func(_ context.Context, _ *config.Config, _ *slog.Logger, rl func() (*config.Config, error), _ func(string)) error {
 		reload = rl
 		return nil
 	}}

@@ -143,6 +143,10 @@ type Config struct {
 	// CtlSocket is the unix socket `hatchery-vsphere ctl` talks to; empty:
 	// ctl.sock in $RUNTIME_DIRECTORY, none without it.
 	CtlSocket string `mapstructure:"ctlSocket" toml:"ctlSocket" json:"ctlSocket"`
+	// LogLevel is the daemon's log level (debug, info, warn, error); empty:
+	// the --log-level flag's. Set, it wins over the flag, and a reload
+	// applies it (config_operations.go).
+	LogLevel string `mapstructure:"logLevel" toml:"logLevel" json:"logLevel"`
 }
 
 // Network is one static IP range with its own gateway, mask and DNS.

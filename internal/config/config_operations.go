@@ -1,6 +1,8 @@
 package config
 
 import (
+	"fmt"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"time"
@@ -59,4 +61,23 @@ func (c *Config) validateOperations(es *Errors) {
 	if p := strings.TrimSpace(c.CtlSocket); p != "" && !filepath.IsAbs(p) {
 		es.add("ctlSocket", "%q: must be an absolute path (a unix socket; empty: ctl.sock in $RUNTIME_DIRECTORY)", p)
 	}
+	if c.LogLevel != "" {
+		if _, err := ParseLogLevel(c.LogLevel); err != nil {
+			es.add("logLevel", "%q: want debug, info, warn or error (empty: the --log-level flag's)", c.LogLevel)
+		}
+	}
+}
+
+// ParseLogLevel reads a log level as logLevel and --log-level name it:
+// debug, info, warn or error, in any case.
+func ParseLogLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	switch strings.ToLower(strings.TrimSpace(s)) {
+	case "debug", "info", "warn", "error":
+		if err := l.UnmarshalText([]byte(strings.ToUpper(strings.TrimSpace(s)))); err != nil {
+			return 0, fmt.Errorf("log level %q: %w", s, err)
+		}
+		return l, nil
+	}
+	return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
 }

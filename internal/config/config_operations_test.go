@@ -1,6 +1,7 @@
 package config
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -40,6 +41,27 @@ func TestOperationsKeys(t *testing.T) {
 	require.NoError(t, c.Validate())
 	c.CtlSocket = "relative/ctl.sock"
 	assert.ErrorContains(t, c.Validate(), "hatchery.vsphere.ctlSocket")
+	c.CtlSocket = ""
+}
+
+// TestLogLevelKey: logLevel takes debug, info, warn or error (any case) or
+// nothing; anything else is refused naming the key; it is a key a reload
+// applies.
+func TestLogLevelKey(t *testing.T) {
+	t.Parallel()
+	c := validConfig()
+	for _, ok := range []string{"", "debug", "INFO", "warn", "error"} {
+		c.LogLevel = ok
+		assert.NoError(t, c.Validate(), ok)
+	}
+	for _, bad := range []string{"verbose", "warning", "debug+1"} {
+		c.LogLevel = bad
+		assert.ErrorContains(t, c.Validate(), `hatchery.vsphere.logLevel: "`+bad+`": want debug, info, warn or error`)
+	}
+	l, err := ParseLogLevel("Warn")
+	require.NoError(t, err)
+	assert.Equal(t, slog.LevelWarn, l)
+	assert.True(t, LiveKey(KeyPrefix+".logLevel"))
 }
 
 // TestUnitTimeoutStopCoversDrain: the shipped unit's TimeoutStopSec leaves

@@ -34,6 +34,7 @@ var liveKeys = []string{
 	"defaultWorkerModelsV2",
 	"defaultBootstrap",
 	"v2TemplateNames",
+	"logLevel",
 	"v2PreCmd",
 	"v2Cmd",
 	"v2PostCmd",

@@ -44,8 +44,11 @@ func TestCtlSocketOfTheDaemon(t *testing.T) {
 	o.LoadConfig = func() (*config.Config, error) {
 		next := *cfg
 		next.CommonConfiguration.Provision.MaxWorker = cfg.CommonConfiguration.Provision.MaxWorker + 3
+		next.LogLevel = "debug"
 		return &next, nil
 	}
+	levels := make(chan string, 1)
+	o.SetLogLevel = func(l string) { levels <- l }
 	ready := make(chan daemon.Running, 1)
 	o.OnReady = func(r daemon.Running) { ready <- r }
 	ctx, cancel := context.WithCancel(context.Background())
@@ -74,6 +77,13 @@ func TestCtlSocketOfTheDaemon(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, resp.OK, resp.Error)
 	assert.Contains(t, resp.Text, "maxWorker")
+	assert.Contains(t, resp.Text, "logLevel")
+	select {
+	case l := <-levels:
+		assert.Equal(t, "debug", l, "the reloaded logLevel is applied")
+	default:
+		t.Error("the reload did not set the log level")
+	}
 	assert.Equal(t, cfg.CommonConfiguration.Provision.MaxWorker+3, running.Hatchery.Config().CommonConfiguration.Provision.MaxWorker)
 
 	cancel()

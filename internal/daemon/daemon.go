@@ -75,6 +75,9 @@ type Options struct {
 	// again for a reload (docs/reload.md); nil: a reload fails, changing
 	// nothing.
 	LoadConfig func() (*config.Config, error)
+	// SetLogLevel, when set, is called with an applied reload's logLevel
+	// ("": the level the daemon was started with).
+	SetLogLevel func(logLevel string)
 	// Reload, when set, delivers the signals (SIGHUP) that each reload the
 	// configuration (Running.Reload).
 	Reload <-chan os.Signal
@@ -262,7 +265,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	// The reload (SIGHUP, `ctl reload`; docs/reload.md).
-	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd}
+	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd, setLogLevel: o.SetLogLevel}
 
 	// The ctl socket (docs/operations.md#ctl), before anything starts: a
 	// path it cannot take stops the start.

@@ -37,6 +37,9 @@ type reloader struct {
 	log  *slog.Logger
 	// notify tells systemd of the reload (RELOADING=1, then READY=1).
 	notify *notifier
+	// setLogLevel applies an applied configuration's logLevel (nil: the
+	// level never changes).
+	setLogLevel func(string)
 }
 
 // reload is the ReloadFunc (ReloadFunc's doc).
@@ -91,6 +94,9 @@ func (r *reloader) apply() (string, error) {
 	}
 	r.h.Reconfigure(next)
 	r.fw.SetMaxWorker(next.CommonConfiguration.Provision.MaxWorker)
+	if r.setLogLevel != nil {
+		r.setLogLevel(next.LogLevel)
+	}
 	r.log.Info("configuration reloaded", "changed", changed)
 	return "changed: " + strings.Join(changed, ", "), nil
 }
