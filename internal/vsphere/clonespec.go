@@ -22,7 +22,7 @@ import (
 // cloneVM clones template (modelref's rule, docs/design.md#which-template)
 // into a new VM vmName carrying annot (IP allocated and recorded in annot
 // when a range is configured) with the flavor applied, powered on. On failure a half-made VM is marked for
-// deletion; the IP reservation is released at once when no clone was
+// deletion (a warm-pool slot's by its provisioning, which owns its entry); the IP reservation is released at once when no clone was
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
@@ -80,8 +80,8 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 		h.log.Info("ip reserved", logkey.VM, vmName, logkey.IP, lease.IP)
 	}
 	// fail cleans up after a failed step. created: a VM of that name may
-	// exist (it is marked for deletion); unknown: vCenter may still create
-	// it, so its IP stays reserved.
+	// exist (marked for deletion when the entry is the clone's own);
+	// unknown: vCenter may still create it, so its IP stays reserved.
 	fail := func(step string, err error, created, unknown bool) (types.ManagedObjectReference, error) {
 		switch {
 		case leased != "" && unknown:
@@ -90,8 +90,12 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 			h.ips.Release(leased, vmName)
 			annot.IPAddress = ""
 		}
-		if created {
-			// Cloning (or Provisioning) leaves for Marked.
+		if created && cloning {
+			// The clone's own entry leaves Cloning for Marked. An entry
+			// it did not record is the loop's that did: a warm-pool
+			// slot's provisioning marks its VM itself (leaving
+			// Provisioning once, on every path); marked here first, the
+			// provisioning's own mark found it marked already.
 			marked = h.markToDelete(vmName)
 		}
 		switch {

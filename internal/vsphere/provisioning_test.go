@@ -567,6 +567,50 @@ func TestProvisioningCutByTheShutdownIsNoWarning(t *testing.T) {
 	assert.Contains(t, logs.String(), "provisioning cut by the shutdown")
 }
 
+// TestProvisioningCloneFailureLeavesProvisioningOnce: a warm-pool clone
+// that fails, or that the shutdown cuts, through the hatchery's own clone
+// (cloneVM, not a recorder): the slot's entry leaves Provisioning once, for
+// Marked, by its provisioning. The clone marked it first (its entry or
+// not), so the provisioning's mark found it marked already, took it for
+// not settled and its last move (Provisioning -> Gone) was refused: a
+// lifecycle bug, the ERROR TestRollingUpgradeWithDrain saw at a stop.
+func TestProvisioningCloneFailureLeavesProvisioningOnce(t *testing.T) {
+	t.Parallel()
+	key := warmpool.Key{Model: "debian12"}
+	slot := key.SlotName(0)
+	for _, cut := range []bool{false, true} {
+		name := "failed"
+		if cut {
+			name = "cut by the shutdown"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			f := newSpFixture(t, spConfig())
+			f.inv.Add(inventory.VM{Name: "debian12", Template: true})
+			tmpl := spRef("VirtualMachine", "vm-debian12")
+			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
+			f.expectCloneSpecCalls(tmpl, 1)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), slot, gomock.Any()).
+				DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+					if cut {
+						cancel() // SIGTERM while the clone task runs
+						return nil, fmt.Errorf("wait for task: %w", context.Canceled)
+					}
+					return nil, errors.New("boom")
+				})
+
+			f.h.pool.ProvisionOne(ctx, warmpool.Task{Key: key, Name: slot, Template: modelref.OfEntry("", "debian12")})
+
+			assert.Empty(t, f.h.life.Bugs(), "every certain move of the provisioning accepted")
+			assert.Equal(t, []string{slot}, markedNames(f.h), "the slot's half-made vm marked")
+			assert.Empty(t, namesIn(f.h, lifecycle.Provisioning, lifecycle.Cloning))
+		})
+	}
+}
+
 // TestProvisioningRespectsStaticLimits: a provisioned VM is powered on until
 // it has its IP, so provisioning reserves its footprint against maxCpus like
 // a spawn: with 2 of 6 vCPUs used by a worker and 2-vCPU templates, two
