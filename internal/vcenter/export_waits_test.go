@@ -1,5 +1,13 @@
 package vcenter
 
+import (
+	"context"
+	"time"
+
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
 // Hooks for the external (vcsim) wait collector tests, compiled into tests
 // only.
 
@@ -23,6 +31,11 @@ func (c *Client) WaitCollector() WaitCollectorCounts {
 		}
 	}
 	return n
+}
+
+// RunTask exports runTask.
+func (c *Client) RunTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
+	return c.runTask(ctx, timeout, start)
 }
 
 // WaitFallbackFactor exports waitFallbackFactor.

@@ -11,10 +11,22 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
+// taskOutcomeGrace bounds how long a task whose caller gave up (its
+// context ended: the shutdown, a deadline) is still waited for: vCenter
+// runs a started task to its end whatever the client does, and a clone
+// that ends unseen leaves a VM nobody cleans up before its registration
+// TTL. A few seconds cover the simulator's and most of vCenter's
+// remaining clone time, well inside the daemon's 30 s shutdown bound.
+const taskOutcomeGrace = 5 * time.Second
+
 // runTask starts a task with start, under a task slot (MaxConcurrentTasks)
 // and a deadline of timeout, and waits for its result (waitTask): no
 // collector is created per task, and no request outlives the request
-// timeout.
+// timeout. When ctx ends while the started task runs, its outcome is still
+// waited for, at most taskOutcomeGrace: a task that then succeeds returns
+// its result (a clone's VM, which the caller's next step, cut by the same
+// ctx, cleans up as any VM of a failed spawn), one that fails returns its
+// fault; an outcome still unknown returns ctx's error.
 func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(timeout))
 	defer cancel()
@@ -27,7 +39,16 @@ func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(
 	if err != nil {
 		return nil, err
 	}
-	return c.waitTask(ctx, t.Reference())
+	res, err := c.waitTask(ctx, t.Reference())
+	if err == nil || ctx.Err() == nil {
+		return res, err
+	}
+	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), c.scaled(taskOutcomeGrace))
+	defer ocancel()
+	if ores, oerr := c.waitTask(octx, t.Reference()); octx.Err() == nil {
+		return ores, oerr
+	}
+	return nil, err
 }
 
 // waitTask waits until a task succeeds or fails, or ctx ends. It learns

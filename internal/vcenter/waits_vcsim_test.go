@@ -178,3 +178,52 @@ func TestTaskWaitFailsWithItsFault(t *testing.T) {
 	assert.ErrorAs(t, err, &terr)
 	assert.Less(t, time.Since(start), slowPolls/3, "no poll waited out")
 }
+
+// TestCutTaskOutcomeIsLearnt: a task whose caller's context ends while it
+// runs (the shutdown cutting a clone) still ends on vCenter; runTask waits
+// for its outcome (taskOutcomeGrace) and hands back the clone's VM, so the
+// caller cleans it up. Before, the cut wait returned the context's error
+// and the VM vCenter made was left powered on, with no worker, until its
+// registration TTL (TestRestartDuringSpawnBurst's job waited behind it).
+func TestCutTaskOutcomeIsLearnt(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	tpl := object.NewVirtualMachine(env.Admin.Client, mustTemplate(t, ctx, c))
+	folder, err := c.LoadFolder(ctx)
+	require.NoError(t, err)
+	pool, err := c.LoadResourcePool(ctx)
+	require.NoError(t, err)
+	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
+	cut, cancel := context.WithCancel(ctx)
+	res, err := c.RunTask(cut, time.Minute, func(ctx context.Context) (*object.Task, error) {
+		task, err := tpl.Clone(ctx, object.NewFolder(env.Admin.Client, folder), "cut-clone", spec)
+		cancel() // the caller gives up once the task runs
+		return task, err
+	})
+	require.NoError(t, err, "the task ended within the grace: its outcome, not the cut")
+	ref, ok := res.(types.ManagedObjectReference)
+	require.True(t, ok, "a clone's result is the new VM: %#v", res)
+	got, err := c.LoadVirtualMachine(ctx, "cut-clone")
+	require.NoError(t, err)
+	assert.Equal(t, ref, got)
+
+	// A task that fails after the cut returns its own fault.
+	cut, cancel = context.WithCancel(ctx)
+	_, err = c.RunTask(cut, time.Minute, func(ctx context.Context) (*object.Task, error) {
+		task, err := tpl.Clone(ctx, object.NewFolder(env.Admin.Client, folder), "cut-clone", spec)
+		cancel()
+		return task, err
+	})
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
+}
+
+// mustTemplate is the default template's reference.
+func mustTemplate(t *testing.T, ctx context.Context, c *vcenter.Client) types.ManagedObjectReference {
+	t.Helper()
+	ref, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	return ref
+}
