@@ -59,6 +59,11 @@ var configTemplate = template.Must(template.New("hatchery.toml").Parse(`
   inventoryRefreshInterval = 2
   quarantineThreshold = 10
   defaultFlavor = "small"
+  # No drain at stop: the suite's stops test what a stop does to spawns in
+  # flight without one (cut, their jobs released, TestSIGTERMWithJobsBooked);
+  # the drain itself is tested on the CDS simulator (internal/e2e,
+  # TestRollingUpgradeWithDrain), it adds no exchange with the API.
+  drainTimeout = 0
   [hatchery.vsphere.commonConfiguration]
     name = "{{.Name}}"
     [hatchery.vsphere.commonConfiguration.http]
