@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
@@ -41,7 +42,12 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		_, err := demo.Run(ctx, demo.Options{Stdout: &stdout, Logger: logger, OnReady: func(i demo.Info) { ready <- i }})
+		// One vCenter task at a time (maxConcurrentTasks = 1): two
+		// concurrent clones race inside the pinned simulator (createVM
+		// against the other clone's name lookup), and this test runs the
+		// demo under the race detector.
+		_, err := demo.Run(ctx, demo.Options{Stdout: &stdout, Logger: logger, Tune: func(c *config.Config) { c.MaxConcurrentTasks = 1 },
+			OnReady: func(i demo.Info) { ready <- i }})
 		done <- err
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
