@@ -67,6 +67,21 @@ func (mr *MockPortMockRecorder) CreateLock(arg0, arg1 interface{}) *gomock.Call 
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CreateLock", reflect.TypeOf((*MockPort)(nil).CreateLock), arg0, arg1)
 }
 
+// DatastoreSpace mocks base method.
+func (m *MockPort) DatastoreSpace(arg0 context.Context, arg1 types.ManagedObjectReference) (*types.DatastoreSummary, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DatastoreSpace", arg0, arg1)
+	ret0, _ := ret[0].(*types.DatastoreSummary)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// DatastoreSpace indicates an expected call of DatastoreSpace.
+func (mr *MockPortMockRecorder) DatastoreSpace(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DatastoreSpace", reflect.TypeOf((*MockPort)(nil).DatastoreSpace), arg0, arg1)
+}
+
 // DeleteLock mocks base method.
 func (m *MockPort) DeleteLock(arg0 context.Context, arg1 types.ManagedObjectReference) error {
 	m.ctrl.T.Helper()
@@ -93,6 +108,36 @@ func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 types.Manage
 func (mr *MockPortMockRecorder) DestroyVirtualMachine(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DestroyVirtualMachine", reflect.TypeOf((*MockPort)(nil).DestroyVirtualMachine), arg0, arg1)
+}
+
+// FolderAt mocks base method.
+func (m *MockPort) FolderAt(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "FolderAt", arg0, arg1)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// FolderAt indicates an expected call of FolderAt.
+func (mr *MockPortMockRecorder) FolderAt(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "FolderAt", reflect.TypeOf((*MockPort)(nil).FolderAt), arg0, arg1)
+}
+
+// InstantCloneVirtualMachine mocks base method.
+func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "InstantCloneVirtualMachine", arg0, arg1, arg2)
+	ret0, _ := ret[0].(*types.ManagedObjectReference)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// InstantCloneVirtualMachine indicates an expected call of InstantCloneVirtualMachine.
+func (mr *MockPortMockRecorder) InstantCloneVirtualMachine(arg0, arg1, arg2 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "InstantCloneVirtualMachine", reflect.TypeOf((*MockPort)(nil).InstantCloneVirtualMachine), arg0, arg1, arg2)
 }
 
 // ListLocks mocks base method.
@@ -305,6 +350,21 @@ func (m *MockPort) ResetVirtualMachineWatch(arg0 context.Context) error {
 func (mr *MockPortMockRecorder) ResetVirtualMachineWatch(arg0 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResetVirtualMachineWatch", reflect.TypeOf((*MockPort)(nil).ResetVirtualMachineWatch), arg0)
+}
+
+// ResourcePoolAt mocks base method.
+func (m *MockPort) ResourcePoolAt(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ResourcePoolAt", arg0, arg1)
+	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ResourcePoolAt indicates an expected call of ResourcePoolAt.
+func (mr *MockPortMockRecorder) ResourcePoolAt(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ResourcePoolAt", reflect.TypeOf((*MockPort)(nil).ResourcePoolAt), arg0, arg1)
 }
 
 // ResourcePoolRuntime mocks base method.

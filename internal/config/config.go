@@ -32,6 +32,13 @@ type Config struct {
 	// (config_scope.go, docs/inventory-watch.md). Empty: the datacenter's
 	// whole VM folder, as before the key existed.
 	TemplateFolders []string `mapstructure:"templateFolders" toml:"templateFolders" json:"templateFolders"`
+	// Placements are where clones may go, each chosen by headroom
+	// (config_placements.go, docs/configuration.md "Placements"); empty:
+	// the keys above are one placement (EffectivePlacements).
+	Placements []Placement `mapstructure:"placements" toml:"placements" json:"placements"`
+	// DatastoreFloorGB is the free space, in GB, below which a datastore
+	// takes no clone (0: no floor); a placement may set its own.
+	DatastoreFloorGB int64 `mapstructure:"datastoreFloorGB" toml:"datastoreFloorGB" json:"datastoreFloorGB"`
 
 	// Static IPs: iprange/gateway/dns/subnetMask (one range set), or several
 	// [[networks]] each with its own gateway and mask.
@@ -219,6 +226,10 @@ type GuestCredential struct {
 	// "windows" (docs/windows.md): it chooses the customization, the
 	// launch and the guestinfo bootstrap's documents.
 	OS string `mapstructure:"os" toml:"os" json:"os"`
+	// CloneMode is how the model's workers are cloned: "" or "linked"
+	// (a linked clone, full without a snapshot) or "instant" (an instant
+	// clone of a running parent, docs/instant-clones.md).
+	CloneMode string `mapstructure:"cloneMode" toml:"cloneMode" json:"cloneMode"`
 }
 
 // DefaultWorkerModelsV2 maps V1 jobs to a V2 model by binary requirement (docs/configuration.md).

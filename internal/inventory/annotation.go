@@ -55,6 +55,17 @@ type Annotation struct {
 	// HeldReason is the step of the spawn that failed, for the operator
 	// (never an error text that could carry a secret).
 	HeldReason string `json:"held_reason,omitempty"`
+	// Placement is the [[placements]] entry the VM was cloned into
+	// (config.DefaultPlacementName without entries; empty for records of
+	// earlier versions, which count in the default placement).
+	Placement string `json:"placement,omitempty"`
+	// InstantParent flags a running parent VM that the workers of
+	// instant-clone models are forked from (docs/instant-clones.md); it
+	// never serves a job itself.
+	InstantParent bool `json:"instant_parent,omitempty"`
+	// ParentTemplate is the template an instant parent was built from
+	// (with its change version, so that a changed template replaces it).
+	ParentTemplate string `json:"parent_template,omitempty"`
 }
 
 // ModelName is the model a log line names for the VM: its V2 template

@@ -73,6 +73,11 @@ type VMs interface {
 	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
 	// StartProgramInGuest runs a program in the guest with auth and returns its pid.
 	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+	// InstantCloneVirtualMachine forks a new VM from the running parent
+	// (InstantClone_Task, vSphere 6.7 and later): the child is created
+	// powered on in spec's location with spec's ExtraConfig, named
+	// spec.Name; it waits for the task and returns the child's reference.
+	InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error)
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error)
@@ -93,6 +98,16 @@ type Placement interface {
 	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
 	// LoadDatastore finds a datastore by name ("" = the default datastore).
 	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	// FolderAt returns the VM folder at path (an inventory path or name;
+	// "" is LoadFolder's): a placement's folder.
+	FolderAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+	// ResourcePoolAt returns the resource pool at path, a pool's or a
+	// cluster's path (a cluster stands for its root pool); "" is
+	// LoadResourcePool's: a placement's pool.
+	ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+	// DatastoreSpace reads a datastore's name, free space, capacity and
+	// accessibility (summary) in one request.
+	DatastoreSpace(ctx context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error)
 	// SetupEthernetCard sets card's backing to the network named
 	// networkName ("" = the default network), built as a card of type
 	// ethernetCardName.

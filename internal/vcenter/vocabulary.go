@@ -88,6 +88,25 @@ func FaultKindOf(err error) vctypes.FaultKind {
 		return vctypes.FaultInvalidGuestLogin
 	case fault.Is(err, &types.ConcurrentAccess{}):
 		return vctypes.FaultConcurrentAccess
+	case fault.Is(err, &types.NoDiskSpace{}):
+		return vctypes.FaultNoDiskSpace
+	}
+	// Faults that point at where the VM was to go (vctypes.PointsAtPlacement):
+	// an inaccessible or not mounted datastore (InvalidDatastore and its
+	// kinds), a host that does not answer (HostCommunication: not
+	// connected, not reachable) or is in a state that takes no VM
+	// (InvalidHostState: maintenance, disconnected).
+	var ids types.BaseInvalidDatastore
+	if _, ok := fault.As(err, &ids); ok {
+		return vctypes.FaultDatastoreUnavailable
+	}
+	var hc types.BaseHostCommunication
+	if _, ok := fault.As(err, &hc); ok {
+		return vctypes.FaultHostUnavailable
+	}
+	var ihs types.BaseInvalidHostState
+	if _, ok := fault.As(err, &ihs); ok {
+		return vctypes.FaultHostUnavailable
 	}
 	if _, ok := fault.As(err, &ir); ok {
 		return vctypes.FaultInsufficientResources

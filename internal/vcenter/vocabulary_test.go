@@ -43,6 +43,12 @@ func TestFaultKindOf(t *testing.T) {
 		{&types.InsufficientMemoryResourcesFault{}, vctypes.FaultInsufficientResources},
 		{&types.InsufficientResourcesFault{}, vctypes.FaultInsufficientResources},
 		{&types.ConcurrentAccess{}, vctypes.FaultConcurrentAccess},
+		{&types.NoDiskSpace{Datastore: "ds1"}, vctypes.FaultNoDiskSpace},
+		{&types.InaccessibleDatastore{}, vctypes.FaultDatastoreUnavailable},
+		{&types.DatastoreNotWritableOnHost{}, vctypes.FaultDatastoreUnavailable},
+		{&types.HostNotConnected{}, vctypes.FaultHostUnavailable},
+		{&types.HostNotReachable{}, vctypes.FaultHostUnavailable},
+		{&types.InvalidHostState{}, vctypes.FaultHostUnavailable},
 		{&types.FileNotFound{}, vctypes.FaultOther},
 	}
 	seen := map[vctypes.FaultKind]bool{}

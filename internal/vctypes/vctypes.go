@@ -95,6 +95,16 @@ const (
 	// FaultConcurrentAccess: the object changed since it was read (a
 	// reconfigure's changeVersion no longer current).
 	FaultConcurrentAccess
+	// FaultNoDiskSpace: the target datastore has no room for the VM's
+	// files (NoDiskSpace, OutOfDiskSpace…). It points at the placement.
+	FaultNoDiskSpace
+	// FaultDatastoreUnavailable: the target datastore is inaccessible or
+	// not mounted where the VM would run. It points at the placement.
+	FaultDatastoreUnavailable
+	// FaultHostUnavailable: no host of the placement can take the VM
+	// (disconnected, in maintenance, not responding). It points at the
+	// placement.
+	FaultHostUnavailable
 )
 
 var faultNames = map[FaultKind]string{
@@ -108,12 +118,38 @@ var faultNames = map[FaultKind]string{
 	FaultInvalidGuestLogin:     "invalid guest login",
 	FaultInsufficientResources: "insufficient resources",
 	FaultConcurrentAccess:      "concurrent access",
+	FaultNoDiskSpace:           "no disk space",
+	FaultDatastoreUnavailable:  "datastore unavailable",
+	FaultHostUnavailable:       "host unavailable",
 }
 
 // FaultKinds are every kind but NoFault.
 var FaultKinds = []FaultKind{
 	FaultOther, FaultNotAuthenticated, FaultSystemError, FaultNotFound, FaultInvalidPowerState,
 	FaultDuplicateName, FaultInvalidGuestLogin, FaultInsufficientResources, FaultConcurrentAccess,
+	FaultNoDiskSpace, FaultDatastoreUnavailable, FaultHostUnavailable,
+}
+
+// PointsAtPlacement tells whether err is a fault of where the VM was to
+// go rather than of what it was cloned from: the placement backs off
+// (internal/placement) and the template's quarantine does not count it.
+func PointsAtPlacement(err error) bool {
+	switch KindOf(err) {
+	case FaultNoDiskSpace, FaultDatastoreUnavailable, FaultHostUnavailable:
+		return true
+	}
+	return false
+}
+
+// DatastoreSpace is what the hatchery reads of a datastore to place a
+// clone: its name, its free space and capacity in bytes, and whether it is
+// accessible.
+type DatastoreSpace struct {
+	Ref           Ref
+	Name          string
+	FreeBytes     int64
+	CapacityBytes int64
+	Accessible    bool
 }
 
 // Error names the kind: a FaultKind is a target for errors.Is

@@ -24,6 +24,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -73,6 +74,9 @@ type HatcheryVSphere struct {
 	// and the cloud-init VMs holding a token (internal/custody); the warm
 	// pool holds the same one.
 	custody *custody.Custody
+	// placements chooses each clone's placement and keeps their states
+	// (internal/placement); Placements hands it to the operators' side.
+	placements placement.Set
 
 	// loopMoved maps a loop's name (Run) to when it started or last ended
 	// a pass, in Unix nanoseconds (*atomic.Int64): LoopProgress.
