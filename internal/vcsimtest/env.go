@@ -132,10 +132,10 @@ type Options struct {
 	// Logger is given to Env.Client (nil: discard).
 	Logger *slog.Logger
 	// SerialTasks runs the simulator's clone, destroy, reconfigure,
-	// rename and instant clone tasks one at a time, each from its call to the end of its
-	// task: a workaround for races inside govmomi v0.56.0's simulator
-	// between two such tasks, for tests with several hatcheries under the
-	// race detector (serialtasks.go says which races). vCenter runs these
+	// rename and instant clone tasks one at a time, each from its call to
+	// the end of its task: a workaround for races inside govmomi
+	// v0.56.0's simulator between two such tasks, for tests with several
+	// hatcheries under the race detector (serialtasks.go says which races). vCenter runs these
 	// tasks concurrently: with the latency model's task delays
 	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
 	SerialTasks bool
