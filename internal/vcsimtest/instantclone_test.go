@@ -293,3 +293,42 @@ func TestInstantCloneEditsOnlyNetworkCards(t *testing.T) {
 	require.NoError(t, property.DefaultCollector(env.Admin.Client).RetrieveOne(ctx, ref, []string{"network"}, &mc))
 	assert.Equal(t, []types.ManagedObjectReference{net.Reference()}, mc.Network, "the edited backing")
 }
+
+// TestInstantCloneLatencyModel: with the latency model (ApplyTaskDelays,
+// LatencyOptions) an instant clone's task takes the fork's figure
+// (OpInstantCloneTask, a fraction of a linked clone's) and its child is
+// ready the re-identification's figure later (OpInstantReidentify): the
+// two add up to OpInstantClone. Bounds allow four standard deviations of
+// the model's jitter below the figures.
+//
+// Not parallel: the task delays are process-wide (ApplyTaskDelays), and
+// the package's parallel tests run only after this one.
+func TestInstantCloneLatencyModel(t *testing.T) {
+	task, ready := vcsimtest.Modelled(vcsimtest.OpInstantCloneTask), vcsimtest.Modelled(vcsimtest.OpInstantReidentify)
+	require.Equal(t, vcsimtest.Modelled(vcsimtest.OpInstantClone), task+ready, "the total is the fork and the re-identification")
+	require.Less(t, task, vcsimtest.Modelled(vcsimtest.OpLinkedClone))
+	low := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 - 4*vcsimtest.LatencyJitter)) }
+
+	restore := vcsimtest.ApplyTaskDelays(vcsimtest.OpLinkedClone)
+	defer restore()
+	env := vcsimtest.Start(t, vcsimtest.LatencyOptions(vcsimtest.Options{}))
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fx := startParent(ctx, t, env, "parent", "10.0.0.10", true)
+
+	start := time.Now()
+	it, err := fx.parent.InstantClone(ctx, types.VirtualMachineInstantCloneSpec{Name: "child", Config: guestinfo(t, "child", "10.0.0.11")})
+	require.NoError(t, err)
+	info, err := it.WaitForResult(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, info.StartTime)
+	require.NotNil(t, info.CompleteTime)
+	assert.GreaterOrEqual(t, info.CompleteTime.Sub(*info.StartTime), low(task), "the fork's task delay")
+	assert.Equal(t, "InstantClone", info.Name)
+	_, err = env.CloudInit.WaitForBoots(ctx, 2)
+	require.NoError(t, err)
+	total := time.Since(start)
+	assert.GreaterOrEqual(t, total, low(task)+low(ready), "ready after the fork and the re-identification")
+	t.Logf("instant clone task %s (model %s), child ready %s after the call (model %s)",
+		info.CompleteTime.Sub(*info.StartTime).Round(time.Millisecond), task, total.Round(time.Millisecond), task+ready)
+}
