@@ -307,7 +307,9 @@ func TestInstantCloneLatencyModel(t *testing.T) {
 	task, ready := vcsimtest.Modelled(vcsimtest.OpInstantCloneTask), vcsimtest.Modelled(vcsimtest.OpInstantReidentify)
 	require.Equal(t, vcsimtest.Modelled(vcsimtest.OpInstantClone), task+ready, "the total is the fork and the re-identification")
 	require.Less(t, task, vcsimtest.Modelled(vcsimtest.OpLinkedClone))
-	low := func(d time.Duration) time.Duration { return time.Duration(float64(d) * (1 - 4*vcsimtest.LatencyJitter)) }
+	low := func(d time.Duration) time.Duration {
+		return time.Duration(float64(d) * (1 - 4*vcsimtest.LatencyJitter))
+	}
 
 	restore := vcsimtest.ApplyTaskDelays(vcsimtest.OpLinkedClone)
 	defer restore()
