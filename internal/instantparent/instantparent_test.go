@@ -24,8 +24,8 @@ func instantConfig() *config.Config {
 	return &c
 }
 
-func findAll(t modelref.Template) (string, bool) {
-	return TemplateVersion(t.Name, "vm-"+t.Name, "v1"), true
+func findAll(t modelref.Template) (string, string, bool) {
+	return "vm-" + t.Name, "v1", true
 }
 
 // TestWants: one parent per instant model's template and placement, at
@@ -46,7 +46,8 @@ func TestWants(t *testing.T) {
 	}
 	assert.Equal(t, []string{"debian12/default", "debian12/default/large", "v1model/default"}, keys)
 	assert.True(t, w[2].Template.Built, "a V1 model's parent clones this hatchery's template of it")
-	assert.Equal(t, TemplateVersion("debian12", "vm-debian12", "v1"), w[0].Version)
+	assert.Equal(t, TemplateVersion("debian12", "debian12", "vm-debian12", "v1"), w[0].Version)
+	assert.Equal(t, Key{Template: "debian12", Placement: "default"}, KeyOf(w[0].Version, "", ""), "the record gives the key back")
 
 	c.Placements = []config.Placement{{Name: "a", TemplateCopies: []config.TemplateCopy{{Template: "debian12", Copy: "debian12-a"}}}, {Name: "b"}}
 	c.Models = nil
@@ -54,10 +55,11 @@ func TestWants(t *testing.T) {
 	require.Len(t, w, 2)
 	assert.Equal(t, Key{Template: "debian12", Placement: "a"}, w[0].Key)
 	assert.Equal(t, "debian12-a", w[0].Template.Name, "placement a clones its copy")
+	assert.Equal(t, "debian12", KeyTemplateOf(w[0].Version), "the record names the model's template")
 	assert.Equal(t, "a", w[0].Placement.Name)
 	assert.Equal(t, "debian12", w[1].Template.Name)
 
-	none := func(modelref.Template) (string, bool) { return "", false }
+	none := func(modelref.Template) (string, string, bool) { return "", "", false }
 	w = Wants(c, none, nil)
 	assert.Empty(t, w[0].Version, "a template not found has no version: nothing is built from it")
 }
@@ -68,8 +70,8 @@ func TestDecide(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	k := Key{Template: "debian12", Placement: "default"}
 	kl := Key{Template: "debian12", Placement: "default", Flavor: "large"}
-	v1 := TemplateVersion("debian12", "vm-1", "a")
-	v2 := TemplateVersion("debian12", "vm-1", "b")
+	v1 := TemplateVersion("debian12", "debian12", "vm-1", "a")
+	v2 := TemplateVersion("debian12", "debian12", "vm-1", "b")
 	want := []Want{{Key: k, Version: v1}, {Key: kl, Version: v1}}
 	up := func(name string, key Key, version string, age time.Duration) Parent {
 		return Parent{Name: name, Key: key, Version: version, Created: now.Add(-age), Power: vctypes.PoweredOn, GuestUp: true}

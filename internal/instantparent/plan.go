@@ -27,6 +27,9 @@ type Parent struct {
 	GuestUp bool
 	// IP is its recorded address, "" for DHCP.
 	IP string
+	// CPUs and MemoryMB are its size: a child has its parent's.
+	CPUs     int64
+	MemoryMB int64
 }
 
 // Failure is why a parent can serve no child, "" when it can.

@@ -45,16 +45,38 @@ type Want struct {
 }
 
 // TemplateVersion is the identity a parent's record keeps of its template
-// (inventory.Annotation.ParentTemplate): the template's name, its managed
-// object id and its config.changeVersion. A template recreated or
+// (inventory.Annotation.ParentTemplate): the model's template (the key's),
+// then the template cloned (the model's or a placement's copy of it), its
+// managed object id and its config.changeVersion:
+// "<key template>=<cloned>@<ref>#<changeVersion>". A template recreated or
 // reconfigured has another one, and its parent is replaced.
-func TemplateVersion(name, ref, changeVersion string) string {
-	return name + "@" + ref + "#" + changeVersion
+func TemplateVersion(keyTemplate, cloned, ref, changeVersion string) string {
+	return keyTemplate + "=" + cloned + "@" + ref + "#" + changeVersion
 }
 
-// Lookup finds a template in the inventory: its TemplateVersion, false
-// when it is not there.
-type Lookup func(t modelref.Template) (version string, ok bool)
+// KeyTemplateOf is the key's template a parent's record names
+// (TemplateVersion), "" when the record names none.
+func KeyTemplateOf(version string) string {
+	k, _, ok := strings.Cut(version, "=")
+	if !ok {
+		return ""
+	}
+	return k
+}
+
+// KeyOf is the key of a parent from its record: the template of its
+// parent_template, its placement (DefaultPlacementName for a record
+// without one) and its flavor.
+func KeyOf(parentTemplate, placement, flavor string) Key {
+	if placement == "" {
+		placement = config.DefaultPlacementName
+	}
+	return Key{Template: KeyTemplateOf(parentTemplate), Placement: placement, Flavor: flavor}
+}
+
+// Lookup finds a template in the inventory: its reference and its
+// config.changeVersion, false when it is not there.
+type Lookup func(t modelref.Template) (ref, changeVersion string, ok bool)
 
 // Wants returns the parents cfg asks for, sorted by key: for every model
 // entry whose cloneMode is instant (config.Config.InstantEntries) and
@@ -75,7 +97,10 @@ func Wants(cfg *config.Config, find Lookup, demand []Key) []Want {
 		for _, p := range cfg.EffectivePlacements() {
 			src := tpl
 			src.Name = p.CopyOf(tpl.Name)
-			version, _ := find(src)
+			version := ""
+			if ref, cv, ok := find(src); ok {
+				version = TemplateVersion(tpl.Name, src.Name, ref, cv)
+			}
 			flavors := []string{""}
 			for _, d := range demand {
 				if d.Template == tpl.Name && d.Placement == p.Name && d.Flavor != "" {
