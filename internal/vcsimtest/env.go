@@ -101,6 +101,11 @@ type Options struct {
 	// power on that resumes a suspended VM (0: ready when the task
 	// completes). LatencyOptions sets the model's resume figure.
 	ResumeDelay time.Duration
+	// InstantReadyDelay delays tools-running / guestOperationsReady, and
+	// the address the guestinfo gives, after an instant clone forked a
+	// child (the guest's re-identification, instantclone.go; 0: when the
+	// task completes). LatencyOptions sets the model's figure.
+	InstantReadyDelay time.Duration
 	// ClonePowerOnUnlocked makes a clone that powers its VM on do so
 	// without holding the source template's lock, as vCenter does (see
 	// clonePowerOn in clonepoweron.go); LatencyOptions sets it. Not with
@@ -126,11 +131,11 @@ type Options struct {
 	TemplateFolder string
 	// Logger is given to Env.Client (nil: discard).
 	Logger *slog.Logger
-	// SerialTasks runs the simulator's clone, destroy, reconfigure and
-	// rename tasks one at a time, each from its call to the end of its
-	// task: a workaround for races inside govmomi v0.56.0's simulator
-	// between two such tasks, for tests with several hatcheries under the
-	// race detector (serialtasks.go says which races). vCenter runs these
+	// SerialTasks runs the simulator's clone, destroy, reconfigure,
+	// rename and instant clone tasks one at a time, each from its call to
+	// the end of its task: a workaround for races inside govmomi
+	// v0.56.0's simulator between two such tasks, for tests with several
+	// hatcheries under the race detector (serialtasks.go says which races). vCenter runs these
 	// tasks concurrently: with the latency model's task delays
 	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
 	SerialTasks bool
@@ -305,6 +310,7 @@ func New(o Options) (*Env, error) {
 	if o.ClonePowerOnUnlocked {
 		hooks = append(hooks, (&clonePowerOn{env: e}).handle)
 	}
+	hooks = append(hooks, (&instantClone{env: e}).handle)
 	installHooks(m, hooks...)
 	e.CloudInit = newFakeCloudInit()
 	if o.Runner != nil {
@@ -316,6 +322,7 @@ func New(o Options) (*Env, error) {
 	e.ready = installReadiness(e, o.ReadyDelay)
 	e.ready.jitter = o.ReadyJitter
 	e.ready.resumeDelay = o.ResumeDelay
+	e.ready.instantDelay = o.InstantReadyDelay
 
 	admin, err := govmomi.NewClient(ctx, s.URL, true)
 	if err != nil {

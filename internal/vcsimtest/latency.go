@@ -37,21 +37,36 @@ type Latency struct {
 
 // Operations of the model.
 const (
-	OpFullClone    = "full clone"
-	OpLinkedClone  = "linked clone"
+	OpFullClone   = "full clone"
+	OpLinkedClone = "linked clone"
+	// OpInstantClone is an instant clone to a ready worker: the fork
+	// (OpInstantCloneTask) then the guest's re-identification
+	// (OpInstantReidentify); their sum.
 	OpInstantClone = "instant clone"
-	OpGuestReady   = "power on -> guest ready"
-	OpResume       = "resume"
-	OpPowerOn      = "power on (task)"
-	OpReconfigure  = "reconfigure"
-	OpRename       = "rename"
+	// OpInstantCloneTask is InstantClone_Task: the fork of a running
+	// parent, no disk copy, no boot (the published figure is 1-2 s).
+	OpInstantCloneTask = "instant clone (task)"
+	// OpInstantReidentify is the child's guest taking its own identity
+	// (hostname, network, worker config) from its guestinfo after the
+	// fork, until guest operations are ready.
+	OpInstantReidentify = "instant clone -> guest ready"
+	OpGuestReady        = "power on -> guest ready"
+	OpResume            = "resume"
+	OpPowerOn           = "power on (task)"
+	OpReconfigure       = "reconfigure"
+	OpRename            = "rename"
 )
 
 // Latencies is the model's table.
 var Latencies = []Latency{
 	{Op: OpFullClone, Real: 88 * time.Second, Task: "CloneVm"},
 	{Op: OpLinkedClone, Real: 52 * time.Second, Task: "CloneVm"},
-	{Op: OpInstantClone, Real: 21 * time.Second}, // not used by the hatchery yet
+	// An instant clone is ready in 21 s (the fork's task, then the
+	// child's re-identification) where a linked clone takes 52 s of task
+	// and 30 s of boot; the total is not played itself, its two parts are.
+	{Op: OpInstantClone, Real: 21 * time.Second},
+	{Op: OpInstantCloneTask, Real: 2 * time.Second, Task: "InstantClone"},
+	{Op: OpInstantReidentify, Real: 19 * time.Second}, // Options.InstantReadyDelay
 	{Op: OpGuestReady, Real: 30 * time.Second},
 	{Op: OpResume, Real: 3 * time.Second}, // power on of a suspended VM -> guest ready (Options.ResumeDelay)
 	{Op: OpPowerOn, Real: 2 * time.Second, Task: "PowerOn"},
@@ -75,8 +90,9 @@ var taskDelayMu sync.Mutex
 
 // ApplyTaskDelays sets the simulator's task delays (process-wide:
 // simulator.TaskDelay) to the model, with cloneOp (OpFullClone or
-// OpLinkedClone) as the clone task's duration, and returns the function
-// restoring the previous delays. The simulator does not tell a linked
+// OpLinkedClone) as the clone task's duration, the instant clone's task
+// (InstantClone, instantclone.go) as OpInstantCloneTask, and returns the
+// function restoring the previous delays. The simulator does not tell a linked
 // clone from a full one (it ignores the disk move type): the caller picks
 // the figure of the clone mode its hatchery uses. Tasks run concurrently
 // (no lock hand-off), as on vCenter. Never use it in parallel tests.
@@ -99,14 +115,15 @@ func ApplyTaskDelays(cloneOp string) (restore func()) {
 
 // LatencyOptions returns Options with the guest readiness of the model:
 // guest operations ready OpGuestReady after each power-on (OpResume after
-// one that resumes a suspended VM), with jitter, and the clones of one
-// template powering their VMs on concurrently, as on vCenter
-// (Options.ClonePowerOnUnlocked).
+// one that resumes a suspended VM, OpInstantReidentify after an instant
+// clone's fork), with jitter, and the clones of one template powering
+// their VMs on concurrently, as on vCenter (Options.ClonePowerOnUnlocked).
 func LatencyOptions(o Options) Options {
 	o.ClonePowerOnUnlocked = true
 	o.ReadyDelay = Modelled(OpGuestReady)
 	o.ReadyJitter = LatencyJitter
 	o.ResumeDelay = Modelled(OpResume)
+	o.InstantReadyDelay = Modelled(OpInstantReidentify)
 	return o
 }
 

@@ -28,6 +28,14 @@ import (
 // its address. The handler plays that: after a resume the guest is ready
 // after resumeDelay, cloud-init is not run again, and guest.net is left
 // as it was. FailResume makes a VM's next resume leave the guest dead.
+//
+// Instant clone (instantclone.go): the child of an instant clone is
+// created running, a fork of its parent's memory. Its guest does not boot:
+// it re-identifies (new hostname, network, worker config, read from the
+// child's own guestinfo), after which VMware Tools answer for the child.
+// The handler plays that as a boot whose delay is instantDelay
+// (Options.InstantReadyDelay) and whose cloud-init reads the child's
+// ExtraConfig: the child never reports its parent's address.
 type readiness struct {
 	self  types.ManagedObjectReference
 	env   *Env
@@ -36,6 +44,8 @@ type readiness struct {
 	jitter float64
 	// resumeDelay is Options.ResumeDelay.
 	resumeDelay time.Duration
+	// instantDelay is Options.InstantReadyDelay.
+	instantDelay time.Duration
 
 	mu sync.Mutex
 	// suspended holds the VMs suspended now.
@@ -46,6 +56,9 @@ type readiness struct {
 	// readiness applies only to the power-on that started it, not to a
 	// later one of a VM powered off and on again meanwhile.
 	powerChanges map[types.ManagedObjectReference]uint64
+	// instant holds the children of instant clones not yet running: their
+	// first power state change is the fork's (markInstant).
+	instant map[types.ManagedObjectReference]bool
 
 	// neverMu guards never: templates (or V1 model paths) whose VMs'
 	// guests never become ready (SetGuestNeverReady).
@@ -85,6 +98,25 @@ func (r *readiness) resumed(vm *simulator.VirtualMachine, state types.VirtualMac
 		delete(r.suspended, ref)
 		return false, false
 	}
+}
+
+// markInstant records that ref is the child of an instant clone about to
+// be set running: its guest re-identifies after instantDelay instead of
+// booting.
+func (r *readiness) markInstant(ref types.ManagedObjectReference) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.instant[ref] = true
+}
+
+// forked tells whether this power state change of ref is an instant
+// clone's fork (and forgets it: a later power-on is a boot).
+func (r *readiness) forked(ref types.ManagedObjectReference) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := r.instant[ref]
+	delete(r.instant, ref)
+	return f
 }
 
 // powerChange returns how many power state changes of ref resumed has
@@ -146,6 +178,7 @@ func installReadiness(e *Env, delay time.Duration) *readiness {
 		suspended:    map[types.ManagedObjectReference]bool{},
 		failResume:   map[string]bool{},
 		powerChanges: map[types.ManagedObjectReference]uint64{},
+		instant:      map[types.ManagedObjectReference]bool{},
 	}
 	e.Model.Map().AddHandler(r)
 	return r
@@ -188,6 +221,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		return
 	}
 	resume, failResume := r.resumed(vm, state)
+	fork := r.forked(vm.Reference())
 	if state != types.VirtualMachinePowerStatePoweredOn {
 		r.env.runnerVMStopped(vm.Reference()) // a power-off ends the guest's processes
 	}
@@ -196,8 +230,11 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		return
 	}
 	delay := r.delay
-	if resume {
+	switch {
+	case resume:
 		delay = r.resumeDelay
+	case fork:
+		delay = r.instantDelay
 	}
 	if delay <= 0 {
 		ctx.WithLock(vm, func() {

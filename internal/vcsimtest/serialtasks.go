@@ -11,7 +11,7 @@ import (
 
 // taskGate runs the simulator's virtual machine tasks that change its
 // folders and its datastore one at a time (Options.SerialTasks): clone,
-// destroy, reconfigure and rename.
+// destroy, reconfigure, rename and the instant clone (instantclone.go).
 //
 // This is a workaround for races inside govmomi v0.56.0's simulator, not
 // a vCenter behaviour (vCenter runs these tasks concurrently). With two
@@ -72,6 +72,8 @@ var gatedTasks = map[string]string{
 	"Destroy_Task":    "VirtualMachine.destroy",
 	"ReconfigVM_Task": "VirtualMachine.reconfigVm",
 	"Rename_Task":     "VirtualMachine.rename",
+	// instantclone.go: it creates a VM in a folder as a clone does.
+	"InstantClone_Task": "VirtualMachine.instantClone",
 }
 
 // newTaskGate makes a gate and registers it with the model's registry.
