@@ -128,7 +128,13 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 		h.warnUnlessShuttingDown(ctx, "instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step)
 		return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
 	}
-	spec, err := h.instantCloneSpec(name, annot, boot)
+	// Unset, vCenter puts the child in the datacenter's root VM folder,
+	// outside the inventory the hatchery lists (docs/instant-clones.md).
+	folder, err := h.vs.LoadFolder(ctx)
+	if err != nil {
+		return fail("load folder", err, false)
+	}
+	spec, err := h.instantCloneSpec(name, folder, annot, boot)
 	if err != nil {
 		return fail("prepare instant clone spec", err, false)
 	}
@@ -151,7 +157,7 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 // hatchery's folder (the parent's pool and datastore: the child stays
 // near its parent), and its ExtraConfig: the record's mirror and the
 // cloud-init guestinfo keys internal/cloudinit builds for a clone.
-func (h *HatcheryVSphere) instantCloneSpec(name string, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
+func (h *HatcheryVSphere) instantCloneSpec(name string, folder types.ManagedObjectReference, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
 	opts, err := h.clones.CloudInitOptions(name, annot.IPAddress, *boot)
 	if err != nil {
 		return types.VirtualMachineInstantCloneSpec{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
@@ -159,8 +165,9 @@ func (h *HatcheryVSphere) instantCloneSpec(name string, annot *inventory.Annotat
 	var cs types.VirtualMachineConfigSpec
 	annot.ApplyTo(&cs)
 	return types.VirtualMachineInstantCloneSpec{
-		Name:   name,
-		Config: append(cs.ExtraConfig, opts...),
+		Name:     name,
+		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Config:   append(cs.ExtraConfig, opts...),
 	}, nil
 }
 

@@ -82,6 +82,7 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	args := spCloudInitArgs()
 	child := spNewRef
 	var spec types.VirtualMachineInstantCloneSpec
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = s
@@ -94,6 +95,8 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	assert.Equal(t, args.WorkerName, spec.Name)
+	require.NotNil(t, spec.Location.Folder)
+	assert.Equal(t, spFolderRef, *spec.Location.Folder, "the hatchery's folder, not the datacenter's root")
 	rec, md, ud := childIdentity(t, spec)
 	assert.Equal(t, args.WorkerName, rec.WorkerName)
 	assert.Equal(t, args.JobID, rec.JobID)
@@ -141,6 +144,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	f := newInstantFixture(t, true)
 	args := spCloudInitArgs()
 	fault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidPowerState{}, LocalizedMessage: "powered off"}}
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(nil, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
