@@ -185,6 +185,17 @@ func TestStateQuarantineAndReady(t *testing.T) {
 	assert.Equal(t, map[Key]bool{k: true}, s.Building())
 	s.EndBuild(k, now, "")
 	assert.Empty(t, s.Building())
+
+	// A parent built but not yet shown by a lagging inventory is not
+	// built again; shown (or too old), the key is free.
+	s.Built(k, "p3", now)
+	s.Seen(nil, now.Add(time.Minute))
+	assert.True(t, s.Building()[k])
+	s.Seen([]Parent{{Name: "p3", Key: k}}, now.Add(time.Minute))
+	assert.Empty(t, s.Building())
+	s.Built(k, "p4", now)
+	s.Seen(nil, now.Add(PendingTTL+time.Second))
+	assert.Empty(t, s.Building())
 }
 
 // TestStateDemand: a flavored key asked for stays wanted DemandTTL.

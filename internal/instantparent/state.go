@@ -28,9 +28,21 @@ type State struct {
 	ready    map[Key]Parent
 	failed   map[string]string
 	building map[Key]bool
+	pending  map[Key]pending
 	quar     map[Key]quarantine
 	demand   map[Key]time.Time
 }
+
+// pending is a parent this run built that the inventory did not show yet.
+type pending struct {
+	name string
+	at   time.Time
+}
+
+// PendingTTL bounds how long a parent built by this run counts as built
+// while the inventory does not show it (a lagging snapshot): past it, the
+// key is built again.
+const PendingTTL = 5 * time.Minute
 
 type quarantine struct {
 	failures int
@@ -41,7 +53,7 @@ type quarantine struct {
 // NewState returns an empty State.
 func NewState() *State {
 	return &State{ready: map[Key]Parent{}, failed: map[string]string{}, building: map[Key]bool{},
-		quar: map[Key]quarantine{}, demand: map[Key]time.Time{}}
+		pending: map[Key]pending{}, quar: map[Key]quarantine{}, demand: map[Key]time.Time{}}
 }
 
 // Ready returns the parent children of k may be forked from now: ready
@@ -97,15 +109,43 @@ func (s *State) Failed() map[string]string {
 	return out
 }
 
-// Building returns the keys being built (a copy).
+// Building returns the keys being built, and those whose parent this run
+// built and the inventory does not show yet (a copy): none is built again.
 func (s *State) Building() map[Key]bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make(map[Key]bool, len(s.building))
+	out := make(map[Key]bool, len(s.building)+len(s.pending))
 	for k := range s.building {
 		out[k] = true
 	}
+	for k := range s.pending {
+		out[k] = true
+	}
 	return out
+}
+
+// Built records that the parent name of k was built: k counts as being
+// built until the inventory shows it (Seen) or PendingTTL passes.
+func (s *State) Built(k Key, name string, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pending[k] = pending{name: name, at: now}
+}
+
+// Seen drops the built parents that have shows, and those built more than
+// PendingTTL ago.
+func (s *State) Seen(have []Parent, now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	shown := map[string]bool{}
+	for _, p := range have {
+		shown[p.Name] = true
+	}
+	for k, p := range s.pending {
+		if shown[p.name] || now.Sub(p.at) > PendingTTL {
+			delete(s.pending, k)
+		}
+	}
 }
 
 // BeginBuild records that k's parent is being built; false when it is

@@ -54,6 +54,7 @@ func (h *HatcheryVSphere) tendInstantParents(ctx context.Context) {
 	}
 	now := h.now()
 	have, byName := h.parentsOf(vms)
+	h.parents.Seen(have, now)
 	find := func(t modelref.Template) (string, string, bool) {
 		v, ok := inventory.FindTemplate(vms, h.Name(), t)
 		return v.Ref.Value, v.ChangeVersion, ok
@@ -214,6 +215,7 @@ func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w
 		return
 	}
 	h.inv.Invalidate()
+	h.parents.Built(w.Key, name, h.now())
 	h.log.Info("instant parent built", logkey.VM, name, "parent_key", w.Key.String(), logkey.IP, annot.IPAddress)
 }
 

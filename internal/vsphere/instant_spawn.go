@@ -125,7 +125,12 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 		if unknown && cloning {
 			marked = h.markToDelete(name)
 		}
-		h.warnUnlessShuttingDown(ctx, "instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step)
+		if !unknown && instantFaultOfParent(err) {
+			// The spawn falls back: its line says why.
+			h.log.Debug("instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step, logkey.Err, err)
+		} else {
+			h.warnUnlessShuttingDown(ctx, "instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step)
+		}
 		return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
 	}
 	// Unset, vCenter puts the child in the datacenter's root VM folder,
