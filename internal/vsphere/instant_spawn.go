@@ -33,6 +33,9 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
 	}
 	key, parent, ok := h.instantParentFor(template, annot.Placement, flavor)
+	// A flavor's parent stays wanted while its jobs come, served or not
+	// (instantparent.DemandTTL after the last one).
+	h.parents.Want(key, h.now())
 	fallback := func(why string) (types.ManagedObjectReference, error) {
 		h.log.Info("instant clone not possible, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(),
 			logkey.Flavor, annot.Flavor, "parent_key", key.String(), logkey.Reason, why)
@@ -43,7 +46,6 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 		// Validate refuses it; a configuration reloaded mid-spawn could.
 		return fallback("the model does not start through cloud-init's guestinfo")
 	case !ok:
-		h.parents.Want(key, h.now())
 		return fallback(h.parents.Why(key, h.now()))
 	}
 	vm, err := h.instantClone(ctx, parent, annot, boot)

@@ -290,3 +290,32 @@ func TestInstantParentCleanupVerdict(t *testing.T) {
 	require.NoError(t, err)
 	assert.NotContains(t, names, parent.Name, "a parent is not counted against maxWorker")
 }
+
+// TestInstantSpawnFlavorAsksForItsParent: a job whose flavor is not the
+// parent's size is a fresh clone, and its flavor's parent becomes wanted
+// (the next pass builds it), and stays wanted while such jobs come.
+func TestInstantSpawnFlavorAsksForItsParent(t *testing.T) {
+	t.Parallel()
+	f := newInstantFixture(t, true)
+	large := config.Flavor{Name: "large", CPUs: 8, MemoryMB: 16384}
+	cfg := *f.h.conf()
+	cfg.Flavors = []config.Flavor{large}
+	f.h.Reconfigure(&cfg)
+	args := spCloudInitArgs()
+	annot := inventory.Annotation{HatcheryName: spHatchery, WorkerName: args.WorkerName, JobID: args.JobID, Flavor: "large"}
+	f.expectCloneSpecCalls(spRef("VirtualMachine", "vm-debian12"), 1)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	ref := spNewRef
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spRef("VirtualMachine", "vm-debian12"), gomock.Any(), args.WorkerName, gomock.Any()).Return(&ref, nil)
+	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "x"}
+	_, err := f.h.instantOrClaimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, &large, boot)
+	require.NoError(t, err)
+	kl := instantparent.Key{Template: "debian12", Placement: config.DefaultPlacementName, Flavor: "large"}
+	assert.Equal(t, []instantparent.Key{kl}, f.h.parents.Demand(f.clock.Now()))
+	find := func(modelref.Template) (string, string, bool) { return "vm-debian12", "cv1", true }
+	var keys []instantparent.Key
+	for _, w := range instantparent.Wants(f.h.conf(), find, f.h.parents.Demand(f.clock.Now())) {
+		keys = append(keys, w.Key)
+	}
+	assert.Contains(t, keys, kl, "the next pass builds the flavor's parent")
+}
