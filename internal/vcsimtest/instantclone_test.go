@@ -334,3 +334,41 @@ func TestInstantCloneLatencyModel(t *testing.T) {
 	t.Logf("instant clone task %s (model %s), child ready %s after the call (model %s)",
 		info.CompleteTime.Sub(*info.StartTime).Round(time.Millisecond), task, total.Round(time.Millisecond), task+ready)
 }
+
+// TestInstantCloneCopiesTheParentsConfiguration: the child is a copy of
+// the running parent's configuration, as on vCenter: its Notes and its
+// ExtraConfig are the parent's, with the spec's option values on top (a
+// key set again takes the spec's value, an empty value removes the key).
+func TestInstantCloneCopiesTheParentsConfiguration(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	fx := startParent(ctx, t, env, "parent", "10.0.0.10", true)
+	task, err := fx.parent.Reconfigure(ctx, types.VirtualMachineConfigSpec{
+		Annotation: "parent notes",
+		ExtraConfig: []types.BaseOptionValue{
+			&types.OptionValue{Key: "hatchery.kept", Value: "parent"},
+			&types.OptionValue{Key: "hatchery.replaced", Value: "parent"},
+			&types.OptionValue{Key: "hatchery.removed", Value: "parent"},
+		},
+	})
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+
+	_, err = instantClone(ctx, fx.parent, types.VirtualMachineInstantCloneSpec{Name: "child", Config: []types.BaseOptionValue{
+		&types.OptionValue{Key: "hatchery.replaced", Value: "child"},
+		&types.OptionValue{Key: "hatchery.removed", Value: ""},
+		&types.OptionValue{Key: "hatchery.added", Value: "child"},
+	}})
+	require.NoError(t, err)
+	child, parent := env.MustInspect("child"), env.MustInspect("parent")
+	assert.Equal(t, "parent notes", child.Annotation)
+	assert.Equal(t, "parent", child.ExtraConfig["hatchery.kept"])
+	assert.Equal(t, "child", child.ExtraConfig["hatchery.replaced"])
+	assert.NotContains(t, child.ExtraConfig, "hatchery.removed")
+	assert.Equal(t, "child", child.ExtraConfig["hatchery.added"])
+	assert.Equal(t, "parent", parent.ExtraConfig["hatchery.replaced"], "the parent keeps its own")
+	assert.Equal(t, "parent", parent.ExtraConfig["hatchery.removed"])
+	assert.NotContains(t, parent.ExtraConfig, "hatchery.added")
+}
