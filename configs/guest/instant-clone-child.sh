@@ -4,8 +4,9 @@
 # "instant", run by instant-clone-child.service from boot.
 #
 # An instant clone does not boot: it continues from its parent's memory, this
-# service included. On the parent the hatchery blanks the cloud-init guestinfo
-# keys, so the service waits. On a child the hatchery wrote the child's own
+# service included. The parent boots through cloud-init (which applies its
+# instance: this service only notes it), then the hatchery blanks its
+# cloud-init guestinfo keys, so the service waits. On a child the hatchery wrote the child's own
 # keys (the ones internal/cloudinit builds for a cloud-init clone):
 #   guestinfo.metadata (+ .encoding)  instance-id, local-hostname, network (v2)
 #   guestinfo.userdata (+ .encoding)  #cloud-config: write_files (the worker
@@ -161,6 +162,14 @@ check() {
 	id=$(printf '%s' "$md" | python3 -c 'import json, sys; print(json.load(sys.stdin).get("instance-id", ""))')
 	[ -n "$id" ] || return 0
 	if [ "$id" = "$(cat "$APPLIED" 2>/dev/null || true)" ]; then
+		return 0
+	fi
+	if [ "$id" = "$(cat "$ROOT/var/lib/cloud/data/instance-id" 2>/dev/null || true)" ]; then
+		# A VM that booted (the parent): cloud-init applied this
+		# instance itself. A child never boots: cloud-init's instance is
+		# still its parent's.
+		mkdir -p "$STATE_DIR"
+		printf '%s\n' "$id" >"$APPLIED"
 		return 0
 	fi
 	apply "$md" "$id"

@@ -96,8 +96,8 @@ func (g *childGuest) read(path string) string {
 // fake vmware-rpctool), sets the child's hostname and static address
 // (dropping the parent's), writes the worker config (0600) and start
 // script, runs the runcmd that starts the worker, and records the
-// instance; run again it does nothing; on a parent (no keys) it does
-// nothing; a new child's keys are applied anew, a new DHCP lease when
+// instance; run again it does nothing; on a parent (no keys, or the
+// instance cloud-init applied at its boot) it does nothing; a new child's keys are applied anew, a new DHCP lease when
 // it has no address.
 func TestInstantCloneChildScript(t *testing.T) {
 	t.Parallel()
@@ -105,6 +105,17 @@ func TestInstantCloneChildScript(t *testing.T) {
 
 	g.run()
 	assert.Empty(t, g.read(g.calls), "a parent's blank guestinfo: nothing applied")
+
+	// The parent's boot: cloud-init applied its instance; the script
+	// only notes it.
+	popts, err := cloudinit.Options("parent-1-xyz", "parent-1", nil, cloudinit.Boot{Script: "true"})
+	require.NoError(t, err)
+	g.setGuestinfo(cloudinit.Guestinfo(popts))
+	require.NoError(t, os.MkdirAll(filepath.Join(g.root, "var", "lib", "cloud", "data"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(g.root, "var", "lib", "cloud", "data", "instance-id"), []byte("parent-1-xyz\n"), 0o644))
+	g.run()
+	assert.Empty(t, g.read(g.calls), "a booted parent's instance is cloud-init's")
+	assert.Equal(t, "parent-1-xyz\n", g.read(filepath.Join(g.root, "var", "lib", "cds-hatchery", "instant-instance-id")))
 
 	addr := &cloudinit.Address{IP: "10.0.0.11", Gateway: "10.0.0.1", SubnetMask: "255.255.255.0", DNS: []string{"10.0.0.2"}}
 	boot := cloudinit.Boot{Script: "./worker --name=worker-ic-1", CDSConfig: "Y29uZmlnLXdpdGgtdG9rZW4="}

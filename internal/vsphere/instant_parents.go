@@ -34,6 +34,10 @@ const parentGuestGrace = 10 * time.Minute
 // specification wrote in the mirror (docs/instant-clones.md).
 const parentNotes = "cds hatchery instant-clone parent: its record is in ExtraConfig " + inventory.AnnotationMirrorKey
 
+// parentScript is a parent's cloud-init worker script: none runs in a
+// parent.
+const parentScript = "# instant-clone parent: no worker (docs/instant-clones.md)"
+
 // tendInstantParents is one pass of the instant-parents loop
 // (docs/instant-clones.md): it reads the inventory, decides with
 // internal/instantparent which parents to keep, build and destroy,
@@ -166,7 +170,8 @@ func (h *HatcheryVSphere) destroyParent(ctx context.Context, vm inventory.VM, re
 // maxWorker), cloned from its template, powered on, with its record
 // (instant_parent, parent_template, placement, flavor), its guest up,
 // then blanked (blankParent). A refused reservation waits for the next
-// pass; a failed build quarantines the key.
+// pass; a failed build quarantines the key. The parent boots through
+// cloud-init's guestinfo (hostname, address), as the model's workers do.
 func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w instantparent.Want) {
 	if !h.parents.BeginBuild(w.Key) {
 		return
@@ -196,7 +201,10 @@ func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w
 		Placement: w.Key.Placement, InstantParent: true, ParentTemplate: w.Version,
 	}
 	h.log.Info("instant parent building", logkey.VM, name, "parent_key", w.Key.String(), logkey.Model, w.Model, "template", w.Template.Name)
-	ref, err := h.cloneVM(ctx, w.Template, name, &annot, flavor)
+	// Booted as the model's workers are, through cloud-init's guestinfo
+	// (a customization would race cloud-init in such a template), with
+	// no worker: its keys are blanked once it is up.
+	ref, err := h.cloneVMBoot(ctx, w.Template, name, &annot, flavor, &cloudinit.Boot{Script: parentScript})
 	if err != nil {
 		failure = "build failed: clone"
 		return // cloneVM marked a half-made VM and logged why

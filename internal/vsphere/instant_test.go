@@ -226,6 +226,8 @@ func TestInstantParentWaitsForCapacity(t *testing.T) {
 	assert.Equal(t, instantparent.TemplateVersion("debian12", "debian12", "vm-debian12", "cv1"), rec.ParentTemplate)
 	assert.Equal(t, config.DefaultPlacementName, rec.Placement)
 	assert.True(t, spec.PowerOn)
+	assert.Nil(t, spec.Customization, "booted through cloud-init, as the model's workers")
+	assert.Contains(t, optionValues(spec.Config.ExtraConfig), cloudinit.GuestinfoMetadata)
 	assert.Equal(t, parentNotes, blank.Annotation)
 	_, err = inventory.ParseAnnotation(blank.Annotation)
 	assert.ErrorIs(t, err, inventory.ErrNoAnnotation, "a child inheriting the Notes finds no record there")
