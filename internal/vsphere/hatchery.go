@@ -84,6 +84,9 @@ type HatcheryVSphere struct {
 	// blanked, by name.
 	parents        *instantparent.State
 	parentsBlanked sync.Map
+	// parentsWaiting holds the parent keys waiting for capacity (logged
+	// once when the wait starts).
+	parentsWaiting sync.Map
 
 	// loopMoved maps a loop's name (Run) to when it started or last ended
 	// a pass, in Unix nanoseconds (*atomic.Int64): LoopProgress.

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"log/slog"
 	"fmt"
 	"strconv"
 	"time"
@@ -192,9 +193,15 @@ func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w
 		return
 	}
 	if !d.Allowed {
-		h.log.Info("instant parent waits for capacity", logkey.VM, name, "parent_key", w.Key.String(), logkey.Reason, d.Reason, logkey.Detail, d.Detail)
+		// Said once when the wait starts, then at debug level each pass.
+		level := slog.LevelDebug
+		if _, waited := h.parentsWaiting.LoadOrStore(w.Key, true); !waited {
+			level = slog.LevelInfo
+		}
+		h.log.Log(ctx, level, "instant parent waits for capacity", "parent_key", w.Key.String(), logkey.Reason, d.Reason, logkey.Detail, d.Detail)
 		return
 	}
+	h.parentsWaiting.Delete(w.Key)
 	defer adm.ReleaseProvisioning(name)
 	annot := inventory.Annotation{
 		HatcheryName: h.Name(), WorkerName: name, Created: h.now().UTC(), Flavor: w.Key.Flavor,
