@@ -2,8 +2,8 @@ package vsphere
 
 import (
 	"context"
-	"log/slog"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
