@@ -34,7 +34,7 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
 	$(GO) test -run '^$$' -bench BenchmarkSpawnPaths -benchtime 1x -timeout 10m ./internal/vsphere/
 
-## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode, then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
+## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode (instant clones included), then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
 bench-latency:
 	$(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
 

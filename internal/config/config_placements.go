@@ -1,5 +1,13 @@
 package config
 
+import (
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+)
+
 // Placement is one [[placements]] entry (docs/configuration.md,
 // "Placements"): where a clone may go (a resource pool or a cluster, one
 // or more datastores, a folder, a network), its own limits and its
@@ -122,3 +130,52 @@ const (
 	// (docs/instant-clones.md).
 	CloneModeInstant = "instant"
 )
+
+// CloneModes lists the allowed cloneMode values.
+var CloneModes = []string{CloneModeDefault, CloneModeLinked, CloneModeInstant}
+
+// IsInstant tells whether the entry's workers are instant clones.
+func (g GuestCredential) IsInstant() bool {
+	return strings.TrimSpace(g.CloneMode) == CloneModeInstant
+}
+
+// InstantEntries yields the entries (guestCredentials then models, the
+// order Validate reads them) whose cloneMode is instant, with their key
+// path: the models an instant parent is kept for (internal/instantparent).
+func (c *Config) InstantEntries() iter.Seq2[string, GuestCredential] {
+	return func(yield func(string, GuestCredential) bool) {
+		for key, g := range c.credentialEntries() {
+			if g.IsInstant() && !yield(key, g) {
+				return
+			}
+		}
+	}
+}
+
+// CloneModeOf is the clone mode of model: its entry's, else the default.
+func (c *Config) CloneModeOf(model sdk.WorkerStarterWorkerModel) string {
+	if e := c.ModelEntry(model); e != nil {
+		return strings.TrimSpace(e.CloneMode)
+	}
+	return CloneModeDefault
+}
+
+// validateCloneMode checks each entry's cloneMode: a known value, and
+// instant only for a Linux model started through cloud-init's guestinfo.
+// An instant clone never boots: a guest-operations model's and a Windows
+// model's identity (hostname, address) comes from a customization applied
+// at boot, which the child never goes through (docs/instant-clones.md).
+func (c *Config) validateCloneMode(es *Errors) {
+	for key, g := range c.credentialEntries() {
+		m := strings.TrimSpace(g.CloneMode)
+		switch {
+		case !slices.Contains(CloneModes, m):
+			es.add(key+".cloneMode", "%q is not a clone mode (allowed: %q, %q, or empty for linked)", m, CloneModeLinked, CloneModeInstant)
+		case m != CloneModeInstant:
+		case entryOS(g) == OSWindows:
+			es.add(key+".cloneMode", "instant is refused for a windows model: its identity comes from sysprep at boot, and an instant clone never boots (use linked)")
+		case c.entryBootstrap(g) != BootstrapCloudInit:
+			es.add(key+".cloneMode", "instant needs bootstrap %q: a %q model's identity comes from a customization at boot, and an instant clone never boots; the child reads its identity from guestinfo (docs/instant-clones.md)", BootstrapCloudInit, c.entryBootstrap(g))
+		}
+	}
+}

@@ -33,6 +33,7 @@ func (c *Config) Validate() error {
 	c.validateProvisioning(&es)
 	c.validateCredentials(&es)
 	c.validateBootstrap(&es)
+	c.validateCloneMode(&es)
 	c.validateCommands(&es)
 	c.validateV2Templates(&es)
 	c.validateLatency(&es)

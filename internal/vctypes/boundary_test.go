@@ -31,7 +31,7 @@ const module = "github.com/cds-contrib/hatchery-vsphere"
 var DecisionPackages = []string{
 	"internal/admission", "internal/capacity", "internal/warmpool", "internal/quarantine",
 	"internal/lifecycle", "internal/ippool", "internal/spawnfault", "internal/guest",
-	"internal/custody",
+	"internal/custody", "internal/instantparent",
 }
 
 // imports returns the imports of the non-test Go files of the package in

@@ -65,7 +65,9 @@ type latencyResult struct {
 // start includes waiting for a task slot as an ideal scheduler would
 // (floor(i / maxConcurrentTasks) modelled clones), so what remains is the
 // hatchery's own time. The last line compares the suspended pool's p50
-// with the fresh linked clone's (the faster fresh start).
+// with the fresh linked clone's (the faster fresh start); then the instant
+// clone's p50 over the fresh linked clone's (bursts of 8) and the instant
+// rows' overhead p95.
 func BenchmarkJobStartLatency(b *testing.B) {
 	scenarios := []latencyScenario{
 		{name: "no pool, full clone", pool: "none", jobs: 8, tasks: 8},
@@ -75,6 +77,8 @@ func BenchmarkJobStartLatency(b *testing.B) {
 		{name: "suspended pool", pool: "suspended", linked: true, jobs: 8, tasks: 8},
 		{name: "powered-on pool", pool: "powered-on", linked: true, jobs: 8, tasks: 8},
 		{name: "burst 50, no pool, linked clone", pool: "none", linked: true, jobs: 50, tasks: 8},
+		{name: "instant clone", pool: "instant", linked: true, jobs: 8, tasks: 8},
+		{name: "burst 50, instant clone", pool: "instant", linked: true, jobs: 50, tasks: 8},
 	}
 	out := io.Writer(os.Stdout)
 	for i := 0; i < b.N; i++ {
@@ -196,12 +200,30 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 		cfg.Flavors = []config.Flavor{{Name: flavor, CPUs: 2, MemoryMB: 2048}}
 		cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: sc.jobs, Flavor: flavor, IdleState: state}}
 	}
+	if sc.pool == "instant" {
+		// The model forks its workers from a running parent
+		// (docs/instant-clones.md): cloud-init's guestinfo, Linux.
+		cfg.GuestCredentials = []config.GuestCredential{{ModelVMWare: vcsimtest.DefaultTemplate, Bootstrap: config.BootstrapCloudInit, CloneMode: config.CloneModeInstant}}
+	}
 	cfg.WorkerProvisioningPoolSize = max(sc.jobs, 1)
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv,
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	require.NoError(b, err)
-	if sc.pool != "none" {
+	switch sc.pool {
+	case "none":
+	case "instant":
+		// The parent is built before the burst, as the instant-parents
+		// loop keeps it running all day.
+		for i := 0; ; i++ {
+			require.Less(b, i, 3, "no instant parent ready")
+			env.WaitInventory(inv)
+			h.InstantParentsPass(ctx)
+			if _, ok := h.InstantReadyParent(vcsimtest.DefaultTemplate); ok {
+				break
+			}
+		}
+	default:
 		h.WarmProvisioningPass(ctx)
 		env.WaitInventory(inv)
 	}
@@ -264,6 +286,18 @@ func statsDelta(after, before vcenter.SOAPStats) vcenter.SOAPStats {
 // answers after the resume of a suspended VM, at once when it runs), and
 // its guest is ready by the IP stage.
 func modelledStage(s spawntiming.Stage, pool, cloneOp string) time.Duration {
+	if pool == "instant" {
+		// The fork's task, then the child's re-identification from its
+		// guestinfo until it reports its address; no power-on, no launch
+		// (cloud-init's guestinfo starts the worker).
+		switch s {
+		case spawntiming.StageClone:
+			return vcsimtest.Modelled(vcsimtest.OpInstantCloneTask)
+		case spawntiming.StageIP:
+			return vcsimtest.Modelled(vcsimtest.OpInstantReidentify)
+		}
+		return 0
+	}
 	hot := pool == "suspended" || pool == "powered-on"
 	switch {
 	case hot && s == spawntiming.StagePowerOn && pool == "suspended":
@@ -346,12 +380,16 @@ func printLatency(w io.Writer, results []latencyResult) {
 	vcsimtest.PrintLatencyModel(w)
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "%-34s %5s %5s | %8s %8s %8s | %12s %12s\n", "scenario (times in s, modelled)", "jobs", "tasks", "p50", "p95", "max", "overhead p50", "overhead p95")
-	var burst, hot, fresh time.Duration
+	var burst, hot, fresh, instant, instantOver8, instantOver50 time.Duration
 	for _, r := range results {
 		fmt.Fprintf(w, "%-34s %5d %5d | %8s %8s %8s | %12s %12s\n", r.scenario.name, r.scenario.jobs, r.scenario.tasks,
 			sec(pct(r.jobStart, 0.5)), sec(pct(r.jobStart, 0.95)), sec(pct(r.jobStart, 1)),
 			sec(pct(r.overhead, 0.5)), sec(pct(r.overhead, 0.95)))
 		switch {
+		case r.scenario.pool == "instant" && r.scenario.jobs == 50:
+			instantOver50 = pct(r.overhead, 0.95)
+		case r.scenario.pool == "instant":
+			instant, instantOver8 = pct(r.jobStart, 0.5), pct(r.overhead, 0.95)
 		case r.scenario.jobs == 50:
 			burst = pct(r.overhead, 0.95)
 		case r.scenario.pool == "suspended":
@@ -379,4 +417,10 @@ func printLatency(w io.Writer, results []latencyResult) {
 		ratio = hot.Seconds() / fresh.Seconds()
 	}
 	fmt.Fprintf(w, "hot/fresh p50 ratio: %.3f; overhead p95: %s s\n", ratio, sec(burst))
+	iratio := 0.0
+	if fresh > 0 {
+		iratio = instant.Seconds() / fresh.Seconds()
+	}
+	fmt.Fprintf(w, "instant/linked p50 ratio: %.3f\n", iratio)
+	fmt.Fprintf(w, "instant overhead p95: burst 8 %s s, burst 50 %s s\n", sec(instantOver8), sec(instantOver50))
 }

@@ -177,6 +177,11 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return awolKeep("spawn of its job in flight")
 	}
 
+	if a.InstantParent {
+		// Never an orphan worker: the instant-parents loop's, kept while
+		// a model uses it (instant_parents.go).
+		return h.parentVerdict(vm)
+	}
 	if warmpool.HasPoolName(vm) && a.Provisioning {
 		// Provisioned VMs belong to the provisioning loop, except one
 		// left half-made by a crash (never in its idle state long after

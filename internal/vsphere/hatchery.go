@@ -20,6 +20,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/collector"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
+	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -77,6 +78,15 @@ type HatcheryVSphere struct {
 	// placements chooses each clone's placement and keeps their states
 	// (internal/placement); Placements hands it to the operators' side.
 	placements placement.Set
+	// parents are the instant-clone parents' state between passes of the
+	// instant-parents loop (internal/instantparent, instant_parents.go);
+	// parentsBlanked the parents whose Notes and guestinfo this run
+	// blanked, by name.
+	parents        *instantparent.State
+	parentsBlanked sync.Map
+	// parentsWaiting holds the parent keys waiting for capacity (logged
+	// once when the wait starts).
+	parentsWaiting sync.Map
 
 	// loopMoved maps a loop's name (Run) to when it started or last ended
 	// a pass, in Unix nanoseconds (*atomic.Int64): LoopProgress.
@@ -146,6 +156,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()
+	h.parents = instantparent.NewState()
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, Live: h.conf, IPs: ips, Now: func() time.Time { return h.now() }})
 	vms := clonespec.VMPort{Port: o.Client, Builder: h.clones}
 	h.custody = &custody.Custody{
@@ -217,11 +228,14 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 	})
 	loop("kill-awol-servers", h.conf().KillAwolServersIntervalDuration(), h.killAwolServers)
 	loop("kill-disabled-workers", h.conf().KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
+	// Started even without instant models: a reload may add some, and
+	// the parents of a model no longer instant are destroyed.
+	loop("instant-parents", instantParentsInterval, h.tendInstantParents)
 	wg.Wait()
 }
 
 // LoopProgress tells when the loop named name (Run: "provisioning",
-// "kill-awol-servers", "kill-disabled-workers") started or last ended a
+// "kill-awol-servers", "kill-disabled-workers", "instant-parents") started or last ended a
 // pass, for a watchdog; zero when it has not started.
 func (h *HatcheryVSphere) LoopProgress(name string) time.Time {
 	if v, ok := h.loopMoved.Load(name); ok {

@@ -101,7 +101,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		annot.VMwareModelPath = template.Name
 	}
 
-	vm, err := h.claimOrClone(ctx, args, template, &annot, flavor, boot)
+	vm, err := h.instantOrClaimOrClone(ctx, args, template, &annot, flavor, boot)
 	if errors.Is(err, ippool.ErrNoIPAvailable) {
 		// CanSpawn saw a free address; a concurrent spawn, a pool refill
 		// or the other instance's lock took it since. A capacity state,

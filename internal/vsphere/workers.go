@@ -32,7 +32,8 @@ func (h *HatcheryVSphere) notReady() error {
 
 // WorkersStarted returns the names of our VMs that are workers
 // (docs/design.md#workers-started): non-template VMs carrying this hatchery's ownership record, except
-// the idle pre-provisioned ones (warmpool-*, and provision-* of earlier versions). VMs of other hatcheries and
+// the idle pre-provisioned ones (warmpool-*, and provision-* of earlier versions) and the
+// instant-clone parents (docs/instant-clones.md: they count in capacity, not against maxWorker). VMs of other hatcheries and
 // unannotated VMs never count against maxWorker.
 func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) {
 	if err := h.notReady(); err != nil {
@@ -46,7 +47,7 @@ func (h *HatcheryVSphere) WorkersStarted(ctx context.Context) ([]string, error) 
 	shown := make(map[string]bool, len(vms))
 	for _, v := range vms {
 		shown[v.Name] = true
-		if v.Template || !v.OwnedBy(h.Name()) || warmpool.HasPoolName(v) {
+		if v.Template || !v.OwnedBy(h.Name()) || warmpool.HasPoolName(v) || v.Annotation.InstantParent {
 			continue
 		}
 		name := v.Name

@@ -1,0 +1,185 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// instantOrClaimOrClone returns the worker's VM, powered on and carrying
+// annot: for a model whose cloneMode is instant, an instant clone of its
+// ready parent (docs/instant-clones.md); when there is none, or the fork
+// fails with a vCenter fault (no child was made), claimOrClone's, after
+// one line saying which and why. A fork whose outcome is unknown fails
+// the spawn: a child of that name may exist, which a clone of the same
+// name must not meet.
+func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	cfg := h.conf()
+	if cfg.CloneModeOf(args.Model) != config.CloneModeInstant {
+		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
+	}
+	key, parent, ok := h.instantParentFor(template, annot.Placement, flavor)
+	// A flavor's parent stays wanted while its jobs come, served or not
+	// (instantparent.DemandTTL after the last one).
+	h.parents.Want(key, h.now())
+	fallback := func(why string) (types.ManagedObjectReference, error) {
+		h.log.Info("instant clone not possible, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(),
+			logkey.Flavor, annot.Flavor, "parent_key", key.String(), logkey.Reason, why)
+		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
+	}
+	switch {
+	case boot == nil:
+		// Validate refuses it; a configuration reloaded mid-spawn could.
+		return fallback("the model does not start through cloud-init's guestinfo")
+	case !ok:
+		return fallback(h.parents.Why(key, h.now()))
+	}
+	vm, err := h.instantClone(ctx, parent, annot, boot)
+	if err == nil {
+		return vm, nil
+	}
+	if !instantFaultOfParent(err) || ctx.Err() != nil {
+		return types.ManagedObjectReference{}, err
+	}
+	kind := vcenter.FaultKindOf(err).Error()
+	h.parents.MarkFailed(parent.Name, "fork failed: "+kind)
+	return fallback("fork from parent " + parent.Name + " failed: " + kind)
+}
+
+// instantParentFor is the ready parent a worker of template with flavor
+// is forked from in placement (DefaultPlacementName when empty): the
+// parent of the template's size when the flavor is that size (or none),
+// else the flavor's own parent. ok is false when that parent is not ready;
+// key names it either way.
+func (h *HatcheryVSphere) instantParentFor(template modelref.Template, placementName string, flavor *config.Flavor) (instantparent.Key, instantparent.Parent, bool) {
+	if placementName == "" {
+		placementName = config.DefaultPlacementName
+	}
+	key := instantparent.Key{Template: template.Name, Placement: placementName}
+	p, ok := h.parents.Ready(key)
+	if flavor == nil || (ok && p.CPUs == int64(flavor.CPUs) && p.MemoryMB == flavor.MemoryMB) {
+		return key, p, ok
+	}
+	key.Flavor = flavor.Name
+	p, ok = h.parents.Ready(key)
+	return key, p, ok
+}
+
+// instantClone forks the child named annot.WorkerName from parent: its
+// own identity in its guestinfo (the cloud-init metadata and userdata of
+// boot: hostname, the static address reserved for it or DHCP, the worker
+// config and token) and its own record in the ExtraConfig mirror (the
+// parent's Notes carry no record: instant_parents.go), powered on as
+// vCenter makes it. The child's guest applies its identity
+// (configs/guest/instant-clone-child.sh); the userdata is scrubbed once
+// the worker registers, as for a cloud-init clone. On failure the address
+// is released unless the outcome is unknown, and a child that may exist
+// is marked for deletion.
+func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent.Parent, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	name := annot.WorkerName
+	cloning := true
+	if _, err := h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone, lifecycle.Destroyed}, lifecycle.Cloning); err != nil {
+		cloning = false
+		h.log.Debug("instant clone not recorded in the lifecycle table", logkey.VM, name, logkey.Err, err)
+	}
+	marked := false
+	defer func() {
+		if cloning && !marked {
+			h.life.Must(name, lifecycle.Cloning, lifecycle.Gone)
+		}
+	}()
+	annot.Created = h.now().UTC()
+	leased := ""
+	if h.ips.Enabled() && annot.IPAddress == "" {
+		vms, err := h.inv.VMs(ctx)
+		if err != nil {
+			return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: list vms: %w", name, parent.Name, err)
+		}
+		lease, err := h.ips.Reserve(ctx, h.indexOf(vms).Used, name)
+		if err != nil {
+			return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: reserve ip: %w", name, parent.Name, err)
+		}
+		leased, annot.IPAddress = lease.IP, lease.IP
+		h.log.Info("ip reserved", logkey.VM, name, logkey.IP, lease.IP)
+	}
+	fail := func(step string, err error, unknown bool) (types.ManagedObjectReference, error) {
+		switch {
+		case leased != "" && unknown:
+			h.log.Info("ip kept reserved", logkey.VM, name, logkey.IP, leased, logkey.Detail, "instant clone outcome unknown: "+step)
+		case leased != "":
+			h.ips.Release(leased, name)
+			annot.IPAddress = ""
+		}
+		if unknown && cloning {
+			marked = h.markToDelete(name)
+		}
+		if !unknown && instantFaultOfParent(err) {
+			// The spawn falls back: its line says why.
+			h.log.Debug("instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step, logkey.Err, err)
+		} else {
+			h.warnUnlessShuttingDown(ctx, "instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step)
+		}
+		return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
+	}
+	// Unset, vCenter puts the child in the datacenter's root VM folder,
+	// outside the inventory the hatchery lists (docs/instant-clones.md).
+	folder, err := h.vs.LoadFolder(ctx)
+	if err != nil {
+		return fail("load folder", err, false)
+	}
+	spec, err := h.instantCloneSpec(name, folder, annot, boot)
+	if err != nil {
+		return fail("prepare instant clone spec", err, false)
+	}
+	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
+	ref, err := h.vs.InstantCloneVirtualMachine(ctx, vcenter.MORef(parent.Ref), spec)
+	err = vcenter.Classify(err)
+	h.inv.Invalidate()
+	switch {
+	case err != nil:
+		return fail("instant clone", err, !spawnfault.IsVCenterFault(err))
+	case ref == nil:
+		return fail("instant clone", errors.New("no reference returned"), true)
+	}
+	spawntiming.Mark(ctx, spawntiming.StageClone)
+	h.log.Info("vm forked from its instant parent", logkey.VM, name, "parent", parent.Name, logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
+	return *ref, nil
+}
+
+// instantCloneSpec is the child's specification: its name, the
+// hatchery's folder (the parent's pool and datastore: the child stays
+// near its parent), and its ExtraConfig: the record's mirror and the
+// cloud-init guestinfo keys internal/cloudinit builds for a clone.
+func (h *HatcheryVSphere) instantCloneSpec(name string, folder types.ManagedObjectReference, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
+	opts, err := h.clones.CloudInitOptions(name, annot.IPAddress, *boot)
+	if err != nil {
+		return types.VirtualMachineInstantCloneSpec{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
+	}
+	var cs types.VirtualMachineConfigSpec
+	annot.ApplyTo(&cs)
+	return types.VirtualMachineInstantCloneSpec{
+		Name:     name,
+		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Config:   append(cs.ExtraConfig, opts...),
+	}, nil
+}
+
+// instantFaultOfParent tells whether a fork's fault is the parent's
+// (a spawn then marks it failed): any vCenter fault but a name taken.
+func instantFaultOfParent(err error) bool {
+	return spawnfault.IsVCenterFault(err) && vcenter.FaultKindOf(err) != vctypes.FaultDuplicateName
+}
