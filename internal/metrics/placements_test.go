@@ -27,8 +27,12 @@ func TestCollectRecordsPlacements(t *testing.T) {
 			Datastores: []Datastore{{Name: "ds-b1", CapacityBytes: 200 << 30}}},
 	}}))
 	fams := scrape(t, m)
-	a := func(kv ...string) labels { return svc(testHatchery, append([]string{"placement", "cluster-a"}, kv...)...) }
-	b := func(kv ...string) labels { return svc(testHatchery, append([]string{"placement", "cluster-b"}, kv...)...) }
+	a := func(kv ...string) labels {
+		return svc(testHatchery, append([]string{"placement", "cluster-a"}, kv...)...)
+	}
+	b := func(kv ...string) labels {
+		return svc(testHatchery, append([]string{"placement", "cluster-b"}, kv...)...)
+	}
 	for name, want := range map[string]float64{
 		"cds_hatchery_vsphere_placement_vm_count":           3,
 		"cds_hatchery_vsphere_placement_vcpus":              6,
