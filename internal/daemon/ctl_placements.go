@@ -124,7 +124,11 @@ func (t *ctlTarget) placementList() ctl.Result {
 		}
 		for _, d := range p.Datastores {
 			if !d.Accessible {
-				fmt.Fprintf(&b, "  %s %s: inaccessible\n", p.Name, d.Name)
+				what := "inaccessible"
+				if d.CapacityBytes == 0 {
+					what = "not read"
+				}
+				fmt.Fprintf(&b, "  %s %s: %s\n", p.Name, d.Name, what)
 				continue
 			}
 			below := ""

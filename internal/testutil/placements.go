@@ -46,40 +46,36 @@ func (p *Placements) Statuses() []placement.Status {
 // Cordon implements placement.Set: the placement is cordoned, its reason
 // "cordoned by BY".
 func (p *Placements) Cordon(name, by string) error {
-	return p.change(name, by, func(s *placement.Status) error {
+	return p.change(name, by, func(s *placement.Status) {
 		s.State, s.Reason = placement.StateCordoned, "cordoned by "+by
-		return nil
 	})
 }
 
-// Uncordon implements placement.Set: a cordoned placement is active again;
-// one that is not cordoned is an error.
+// Uncordon implements placement.Set: a cordoned placement is active
+// again; any other is left as it is (idempotent, as internal/placement's
+// Book).
 func (p *Placements) Uncordon(name, by string) error {
-	return p.change(name, by, func(s *placement.Status) error {
-		if s.State != placement.StateCordoned {
-			return fmt.Errorf("uncordon placement %q: not cordoned (%s)", name, s.State)
+	return p.change(name, by, func(s *placement.Status) {
+		if s.State == placement.StateCordoned {
+			s.State, s.Reason = placement.StateActive, ""
 		}
-		s.State, s.Reason = placement.StateActive, ""
-		return nil
 	})
 }
 
-// By returns the callers of the cordons and uncordons that succeeded.
+// By returns the callers of the cordons and uncordons of known placements.
 func (p *Placements) By() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.by...)
 }
 
-func (p *Placements) change(name, by string, f func(*placement.Status) error) error {
+func (p *Placements) change(name, by string, f func(*placement.Status)) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	var names []string
 	for i := range p.sts {
 		if p.sts[i].Name == name {
-			if err := f(&p.sts[i]); err != nil {
-				return err
-			}
+			f(&p.sts[i])
 			p.by = append(p.by, by)
 			return nil
 		}

@@ -82,7 +82,10 @@ func headroomText(cpus, memoryMB int64) string {
 // datastoreText is one datastore: "120/500 GB free (floor 50 GB)", and
 // why it takes no clone when it does not.
 func datastoreText(d placement.DatastoreStatus) string {
-	if !d.Accessible {
+	switch {
+	case !d.Accessible && d.CapacityBytes == 0:
+		return "not read" // the decision could not read it
+	case !d.Accessible:
 		return "inaccessible"
 	}
 	t := fmt.Sprintf("%d/%d GB free (floor %d GB)", d.FreeBytes>>30, d.CapacityBytes>>30, d.FloorBytes>>30)
