@@ -43,7 +43,7 @@ func placementStatusLine(s placement.Status) sdk.MonitoringStatusLine {
 	if s.Reason != "" {
 		fmt.Fprintf(&b, ": %s", s.Reason)
 	}
-	fmt.Fprintf(&b, "; %d VMs (%d vCPUs, %d MB), headroom %s, %d clones in flight, %d clones %d failed",
+	fmt.Fprintf(&b, "; %d VMs (%d vCPUs, %d MB), headroom %s, clones: %d in flight, %d sent, %d failed",
 		s.VMs, s.CPUs, s.MemoryMB, headroomText(s.HeadroomCPUs, s.HeadroomMemoryMB), s.TasksInFlight, s.Clones, s.CloneFailures)
 	short := false
 	for i, d := range s.Datastores {
@@ -66,8 +66,8 @@ func placementStatusLine(s placement.Status) sdk.MonitoringStatusLine {
 	return l
 }
 
-// headroomText is a placement's headroom: "8 vCPUs, 16384 MB", a figure
-// nothing limits said as such.
+// headroomText is a placement's headroom: "8 vCPUs and 16384 MB", a
+// figure nothing limits said as such.
 func headroomText(cpus, memoryMB int64) string {
 	c, m := "no vCPU limit", "no memory limit"
 	if cpus != placement.Unknown {
@@ -76,7 +76,7 @@ func headroomText(cpus, memoryMB int64) string {
 	if memoryMB != placement.Unknown {
 		m = fmt.Sprintf("%d MB", memoryMB)
 	}
-	return c + " " + m
+	return c + " and " + m
 }
 
 // datastoreText is one datastore: "120/500 GB free (floor 50 GB)", and
