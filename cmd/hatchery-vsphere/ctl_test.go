@@ -132,11 +132,11 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	// The demo runs on its embedded configuration: there is no file
 	// to read again, and the reload says so, changing nothing.
 	assert.Contains(t, r.stderr, "the daemon was started without a configuration file to read again")
-	// The demo's placements: listed (none while the hatchery has no
-	// placement set); a placement it does not have is refused.
+	// The demo's placements: listed (none without [[placements]]); a
+	// placement it does not have is refused.
 	r = ctl("placement", "list")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Regexp(t, `^(no placement\n|NAME\s+STATE\s)`, r.stdout)
+	assert.Regexp(t, `^(no \[\[placements\]\]: |NAME\s+STATE\s)`, r.stdout)
 	r = ctl("placement", "list", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var places []struct{ Name, State string }

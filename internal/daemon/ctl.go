@@ -23,7 +23,9 @@ type ctlTarget struct {
 	h      *vsphere.HatcheryVSphere
 	reload ReloadFunc
 	now    func() time.Time
-	// placements returns the hatchery's placement set (nil until built).
+	// placements returns the hatchery's placement set as operators see
+	// it (vsphere.HatcheryVSphere.ShownPlacements: nil without
+	// [[placements]]).
 	placements func() placement.Set
 }
 

@@ -85,7 +85,8 @@ func (t *ctlTarget) placementCmd(_ context.Context, peer ctl.Peer, args []string
 	return ctl.Result{}, errors.New(placementUsage)
 }
 
-// placementSet is the hatchery's placement set; nil until it is built.
+// placementSet is the hatchery's placement set; nil without
+// [[placements]] (or until it is built).
 func (t *ctlTarget) placementSet() placement.Set {
 	if t.placements == nil {
 		return nil
@@ -103,7 +104,7 @@ func (t *ctlTarget) placementList() ctl.Result {
 	}
 	var b strings.Builder
 	if len(data) == 0 {
-		b.WriteString("no placement\n")
+		b.WriteString("no [[placements]]: every clone goes to the top-level resource pool and datastore\n")
 		return ctl.Result{Text: b.String(), Data: data}
 	}
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
@@ -159,7 +160,7 @@ func headroomOf(p placementData) string {
 func (t *ctlTarget) placementChange(name string, peer ctl.Peer, verb string) (ctl.Result, error) {
 	set := t.placementSet()
 	if set == nil {
-		return ctl.Result{}, fmt.Errorf("%s placement %q: the hatchery has no placement set yet", verb, name)
+		return ctl.Result{}, fmt.Errorf("%s placement %q: the configuration has no [[placements]]", verb, name)
 	}
 	change, text := set.Cordon, "placement %s cordoned: no new clone goes there; its VMs run on and its idle warm-pool VMs are still claimed\n"
 	if verb == "uncordon" {

@@ -44,8 +44,8 @@ func serveCtl(t *testing.T, target *ctlTarget) (string, *testutil.SyncBuffer) {
 // clones, datastores); cordon and uncordon change the set for the caller
 // ("ctl uid N") and answer the placement as it is then, each logged once
 // at INFO with the caller's uid while a list is logged at DEBUG; an unknown
-// placement or a wrong command line is refused; without a set (the
-// hatchery has not built it) list shows none and cordon is refused.
+// placement or a wrong command line is refused; without a set (no
+// [[placements]]) list shows none and cordon is refused.
 //
 // Not parallel: a parallel test of this package waiting for the serial
 // ones would count as a goroutine left behind by TestStartWithUnreachableVCenter.
@@ -120,11 +120,11 @@ func TestCtlPlacements(t *testing.T) {
 		r, err := ctl.Do(ctx, sock, ctl.Request{Command: "placement", Args: []string{"list"}})
 		require.NoError(t, err)
 		require.True(t, r.OK, r.Error)
-		assert.Equal(t, "no placement\n", r.Text)
+		assert.Equal(t, "no [[placements]]: every clone goes to the top-level resource pool and datastore\n", r.Text)
 		assert.JSONEq(t, "[]", string(r.Data))
 		r, err = ctl.Do(ctx, sock, ctl.Request{Command: "placement", Args: []string{"cordon", "cluster-a"}})
 		require.NoError(t, err)
 		assert.False(t, r.OK)
-		assert.Equal(t, `cordon placement "cluster-a": the hatchery has no placement set yet`, r.Error)
+		assert.Equal(t, `cordon placement "cluster-a": the configuration has no [[placements]]`, r.Error)
 	}
 }

@@ -52,6 +52,7 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	}
 	// Two placements: one with its headroom known, one backing off
 	// with an inaccessible datastore.
+	withPlacements(e.h, "cluster-a", "cluster-b")
 	e.h.placements = testutil.NewPlacements(
 		placement.Status{Name: "cluster-a", State: placement.StateActive, VMs: 2, CPUs: 6, MemoryMB: 12288,
 			HeadroomCPUs: 26, HeadroomMemoryMB: 50000, TasksInFlight: 1, Clones: 4, CloneFailures: 1,

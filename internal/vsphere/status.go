@@ -33,7 +33,7 @@ func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine
 // otherStatusLines are the quarantine's lines, the placements' (from the
 // placement set's memory), then the address locks'.
 func (h *HatcheryVSphere) otherStatusLines() []sdk.MonitoringStatusLine {
-	lines := append(h.quarantineStatusLines(), placementStatusLines(h.Placements())...)
+	lines := append(h.quarantineStatusLines(), placementStatusLines(h.ShownPlacements())...)
 	if h.ips.Enabled() {
 		// From memory, as of the last lock call and cleanup pass
 		// (docs/high-availability.md#static-ips).

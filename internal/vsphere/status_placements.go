@@ -9,6 +9,20 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
+// ShownPlacements is the placement set operators see and act on
+// (/mon/status, the metrics, ctl placement): the hatchery's (Placements),
+// but nil while it has none and without [[placements]] entries. Without
+// entries the top-level keys are the one placement "default", which no
+// decision reads or steers (its figures are never read, its clones not
+// counted, a cordon would change nothing: docs/operations.md#placements):
+// its zeros would mislead.
+func (h *HatcheryVSphere) ShownPlacements() placement.Set {
+	if len(h.conf().Placements) == 0 {
+		return nil
+	}
+	return h.Placements()
+}
+
 // placementStatusLines are the /mon/status lines of the placements: one
 // per placement ("placement/NAME"), in configuration order, with its state
 // and why, what this hatchery runs there, its headroom, its clones and its

@@ -69,9 +69,21 @@ func TestPlacementStatusLines(t *testing.T) {
 	}
 }
 
-// TestStatusShowsPlacements: the hatchery's status has one line per
-// placement of its set, in the set's order, after the capacity lines; a
-// hatchery whose set is not built (nil) shows none and does not fail.
+// withPlacements stores h's configuration again with [[placements]]
+// entries of these names.
+func withPlacements(h *HatcheryVSphere, names ...string) {
+	cfg := *h.conf()
+	cfg.Placements = nil
+	for _, n := range names {
+		cfg.Placements = append(cfg.Placements, config.Placement{Name: n})
+	}
+	h.cfg.Store(&cfg)
+}
+
+// TestStatusShowsPlacements: with [[placements]] the hatchery's status has
+// one line per placement of its set, in the set's order, after the
+// capacity lines; without entries (the one default placement, which no
+// decision reads or steers) or without a set, none, and no failure.
 func TestStatusShowsPlacements(t *testing.T) {
 	t.Parallel()
 	env := newCapEnv(t, config.Config{MaxCPUs: 16, MaxMemoryMB: 32768, Flavors: capFlavors()})
@@ -85,13 +97,14 @@ func TestStatusShowsPlacements(t *testing.T) {
 		}
 		return out
 	}
-	require.Nil(t, env.h.Placements())
-	assert.Empty(t, placementLines())
-
 	set := testutil.NewPlacements(
 		placement.Status{Name: "cluster-b", State: placement.StateBackingOff, Reason: "no disk space"},
 		placement.Status{Name: "cluster-a", State: placement.StateActive})
 	env.h.placements = set
+	assert.Nil(t, env.h.ShownPlacements(), "without [[placements]]")
+	assert.Empty(t, placementLines(), "without [[placements]]")
+
+	withPlacements(env.h, "cluster-b", "cluster-a")
 	lines := placementLines()
 	require.Len(t, lines, 2)
 	assert.Equal(t, "placement/cluster-b", lines[0].Component)
@@ -103,4 +116,7 @@ func TestStatusShowsPlacements(t *testing.T) {
 	lines = placementLines()
 	assert.Equal(t, sdk.MonitoringStatusWarn, lines[1].Status)
 	assert.True(t, strings.HasPrefix(lines[1].Value, "cordoned: cordoned by ctl uid 0;"), lines[1].Value)
+
+	env.h.placements = nil
+	assert.Empty(t, placementLines(), "without a set")
 }
