@@ -20,6 +20,9 @@ commands (docs/operations.md#ctl):
   hold release VM             end a VM's debug hold: the cleanup deletes it
   drain                       take no new job; spawns in flight finish (stop the service next)
   reload                      re-read the configuration, as systemctl reload does
+  placement list              the placements: state, VMs, headroom, clones, datastores
+  placement cordon NAME       send no new clone to the placement (its VMs run on)
+  placement uncordon NAME     put a cordoned placement back in service
 
 --socket defaults to ` + config.DefaultCtlSocket + `; the socket answers the
 service's user and root only (sudo -u hatchery-vsphere hatchery-vsphere ctl status).

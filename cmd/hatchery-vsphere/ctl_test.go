@@ -27,7 +27,8 @@ var ctlSocketLine = regexp.MustCompile(`(?m)^  ctl socket +(\S+)$`)
 // runs, every ctl command over the socket path the demo printed, through
 // the command line: status, vms (human and --json), quarantine lift and
 // hold release of what is neither quarantined nor held, reload (refused: the
-// demo has no configuration file to read again), drain, then status again showing the drain.
+// demo has no configuration file to read again), placement list and the
+// cordon of a placement it does not have, drain, then status again showing the drain.
 // Every action is logged once with the caller's uid; the socket is 0600.
 // Without the demo's socket or the daemon's ctl server, the first ctl
 // call fails to connect.
@@ -131,9 +132,25 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	// The demo runs on its embedded configuration: there is no file
 	// to read again, and the reload says so, changing nothing.
 	assert.Contains(t, r.stderr, "the daemon was started without a configuration file to read again")
+	// The demo's placements: listed (none without [[placements]]); a
+	// placement it does not have is refused.
+	r = ctl("placement", "list")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `^(no \[\[placements\]\]: |NAME\s+STATE\s)`, r.stdout)
+	r = ctl("placement", "list", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	var places []struct{ Name, State string }
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &places), r.stdout)
+	for _, p := range places {
+		assert.Equal(t, "active", p.State, p.Name)
+	}
 	r = ctl("placement", "cordon", "x")
 	assert.Equal(t, exitFail, r.code)
-	assert.Contains(t, r.stderr, `unknown command "placement"`)
+	assert.Contains(t, r.stderr, "ctl placement: ")
+	assert.Contains(t, r.stderr, `"x"`)
+	r = ctl("placement", "cordon")
+	assert.Equal(t, exitFail, r.code)
+	assert.Contains(t, r.stderr, "usage: placement list | placement cordon NAME | placement uncordon NAME")
 
 	r = ctl("drain")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -152,6 +169,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(l, `msg="drain started: no new job is taken, spawns in flight finish" by="ctl uid `+uid+`"`), l)
 	assert.Equal(t, 1, strings.Count(l, `msg="ctl command refused" command="quarantine lift debian12" peer_uid=`+uid), l)
 	assert.Equal(t, 1, strings.Count(l, `msg="ctl command refused" command=reload peer_uid=`+uid), l)
+	assert.Equal(t, 1, strings.Count(l, `msg="ctl command refused" command="placement cordon x" peer_uid=`+uid), l)
 	assert.NotContains(t, l, "level=WARN")
 
 	cancel()
@@ -160,12 +178,16 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "the socket is gone with the demo")
 }
 
-// TestCtlCommandLine: usage without a command, and a socket nobody serves.
+// TestCtlCommandLine: usage without a command (listing the placement
+// commands), and a socket nobody serves.
 func TestCtlCommandLine(t *testing.T) {
 	t.Parallel()
 	r := runCmd(t, nil, nil, "ctl")
 	assert.Equal(t, exitUsage, r.code)
 	assert.Contains(t, r.stderr, "usage: hatchery-vsphere ctl")
+	for _, c := range []string{"placement list ", "placement cordon NAME ", "placement uncordon NAME "} {
+		assert.Contains(t, r.stderr, "\n  "+c, "the usage lists %s", c)
+	}
 	r = runCmd(t, nil, nil, "ctl", "--socket", t.TempDir()+"/none.sock", "status")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, "connect to ctl socket")

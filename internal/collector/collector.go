@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -39,6 +40,10 @@ type Options struct {
 	// PoolRuntime returns a recent resource pool runtime the inventory
 	// read, nil when it has none (the Collector then reads it itself).
 	PoolRuntime func() *vctypes.PoolRuntime
+	// Placements, when set, returns the hatchery's placement set, read
+	// each pass (from memory: it reaches no vCenter); nil, or a nil set:
+	// no placement gauges.
+	Placements func() placement.Set
 	// Log receives the sources that could not be read.
 	Log *slog.Logger
 }
@@ -52,18 +57,20 @@ type Collector struct {
 	inv         inventory.Inventory
 	port        Port
 	poolRuntime func() *vctypes.PoolRuntime
+	placements  func() placement.Set
 	log         *slog.Logger
 	pool        metricsPool
 }
 
 // New returns a Collector.
 func New(o Options) *Collector {
-	return &Collector{name: o.Hatchery, cfg: o.Config, live: o.Live, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, log: o.Log}
+	return &Collector{name: o.Hatchery, cfg: o.Config, live: o.Live, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, placements: o.Placements, log: o.Log}
 }
 
 // Collect is one collection pass: it reads one inventory snapshot,
 // the resource pool runtime (the inventory's reading when it has a recent
-// one, else a live read), the flavor headroom and the SOAP counters,
+// one, else a live read), the flavor headroom, the SOAP counters and the
+// placements' statuses,
 // then rebuilds every gauge of m from them (metrics.Metrics.Collect). A
 // source that cannot be read is logged as a warning and counted in
 // collection_errors; its gauges are absent until a later pass reads it, and
@@ -111,6 +118,10 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	if c.live != nil {
 		cfg = c.live() // one snapshot for the pass
 	}
+	var places []metrics.Placement
+	if c.placements != nil {
+		places = placementGauges(c.placements())
+	}
 	ipRange, hasIPRange, ipErr := configuredIPs(cfg)
 	if ipErr != nil {
 		failed = append(failed, metrics.SourceIPRange)
@@ -126,6 +137,10 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 		Headroom:       headroom,
 		SOAP:           soap,
 		Failed:         failed,
+		Placements:     places,
+	}
+	if places != nil {
+		pass.PlacementStates = placementStates()
 	}
 	if invErr == nil {
 		pass.Inventory = summarizeVMs(c.name, vms).gauges()

@@ -13,6 +13,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -101,5 +103,60 @@ func TestUnresolvedPoolIsNoWarning(t *testing.T) {
 		m.Close()
 		assert.Equal(t, tc.warn, strings.Contains(logs.String(), "level=WARN"), "%v:\n%s", tc.err, logs.String())
 		assert.Contains(t, logs.String(), "resource pool")
+	}
+}
+
+// TestCollectReadsPlacements: a pass reads the placement set it is given
+// (the statuses in metric terms, every state listed); without a set, or
+// with the hatchery's set still nil, no placement gauge and no failure.
+func TestCollectReadsPlacements(t *testing.T) {
+	t.Parallel()
+	set := testutil.NewPlacements(placement.Status{Name: "cluster-a", State: placement.StateProbing, VMs: 2, CPUs: 4, MemoryMB: 8192,
+		HeadroomCPUs: placement.Unknown, HeadroomMemoryMB: 1024, Clones: 3, CloneFailures: 2,
+		Datastores: []placement.DatastoreStatus{{Name: "ds-a1", FreeBytes: 10, CapacityBytes: 100, FloorBytes: 5, Accessible: true}}})
+	for _, tc := range []struct {
+		name string
+		set  func() placement.Set
+		want bool
+	}{
+		{"a set", func() placement.Set { return set }, true},
+		{"the hatchery's set not built yet", func() placement.Set { return nil }, false},
+		{"no set", nil, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			m, err := metrics.New("h")
+			require.NoError(t, err)
+			t.Cleanup(m.Close)
+			var logs bytes.Buffer
+			c := New(Options{Hatchery: "h", Config: &config.Config{}, Inventory: inventorytest.New(), Port: poolPort{nil},
+				PoolRuntime: func() *vctypes.PoolRuntime { return &vctypes.PoolRuntime{} }, Placements: tc.set,
+				Log: slog.New(slog.NewTextHandler(&logs, nil))})
+			c.Collect(context.Background(), m)
+			fams := testutil.Scrape(t, m.Handler())
+			assert.NotContains(t, logs.String(), "level=WARN")
+			if !tc.want {
+				assert.NotContains(t, fams, "cds_hatchery_vsphere_placement_state")
+				return
+			}
+			a := func(kv ...string) testutil.Labels {
+				return testutil.ServiceLabels("h", append([]string{"placement", "cluster-a"}, kv...)...)
+			}
+			for _, st := range placement.States {
+				v, ok := testutil.Series(fams, "cds_hatchery_vsphere_placement_state", a("state", string(st)))
+				assert.True(t, ok, st)
+				assert.Equal(t, map[placement.State]float64{placement.StateProbing: 1}[st], v, st)
+			}
+			v, _ := testutil.Series(fams, "cds_hatchery_vsphere_placement_vcpus", a())
+			assert.Equal(t, 4.0, v)
+			v, _ = testutil.Series(fams, "cds_hatchery_vsphere_placement_clone_failures", a())
+			assert.Equal(t, 2.0, v)
+			_, ok := testutil.Series(fams, "cds_hatchery_vsphere_placement_headroom_vcpus", a())
+			assert.False(t, ok, "placement.Unknown headroom is not exported")
+			v, _ = testutil.Series(fams, "cds_hatchery_vsphere_placement_headroom_memory_mb", a())
+			assert.Equal(t, 1024.0, v)
+			v, _ = testutil.Series(fams, "cds_hatchery_vsphere_datastore_floor_bytes", a("datastore", "ds-a1"))
+			assert.Equal(t, 5.0, v)
+		})
 	}
 }

@@ -51,6 +51,11 @@ func commands(lifted *[]string) map[string]Command {
 			*lifted = append(*lifted, args[0])
 			return Result{Text: "lifted " + args[0]}, nil
 		}},
+		// An action whose "list" is a read.
+		"pool": {Action: true, Reads: func(args []string) bool { return len(args) == 1 && args[0] == "list" },
+			Run: func(_ context.Context, _ Peer, args []string) (Result, error) {
+				return Result{Text: strings.Join(args, " ") + " done\n"}, nil
+			}},
 	}
 }
 
@@ -92,7 +97,16 @@ func TestServerAnswersOverTheSocket(t *testing.T) {
 	r, err = Do(ctx, path, Request{Command: "nope"})
 	require.NoError(t, err)
 	assert.False(t, r.OK)
-	assert.Contains(t, r.Error, `unknown command "nope" (commands: lift, status)`)
+	assert.Contains(t, r.Error, `unknown command "nope" (commands: lift, pool, status)`)
+
+	// An action's read is logged at DEBUG, its action at INFO.
+	for _, args := range [][]string{{"list"}, {"cordon", "a"}} {
+		r, err = Do(ctx, path, Request{Command: "pool", Args: args})
+		require.NoError(t, err)
+		require.True(t, r.OK, r.Error)
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), `level=DEBUG msg="ctl command" command="pool list" peer_uid=`+itoa(uid)), logs.String())
+	assert.Equal(t, 1, strings.Count(logs.String(), `level=INFO msg="ctl command" command="pool cordon a" peer_uid=`+itoa(uid)), logs.String())
 	assert.NotContains(t, logs.String(), "level=WARN")
 }
 

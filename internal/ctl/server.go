@@ -41,6 +41,10 @@ type Command struct {
 	// with the peer's uid, whatever its outcome (a read is logged at
 	// DEBUG).
 	Action bool
+	// Reads, when set on an Action command, tells which arguments make a
+	// read rather than an action ("placement list" of "placement"): logged
+	// at DEBUG like a read.
+	Reads func(args []string) bool
 	// Run answers the command with its arguments, for peer (who asked,
 	// for the command's own log lines); an error is the client's (bad
 	// arguments, nothing to act on) or the daemon's.
@@ -209,7 +213,7 @@ func (s *Server) run(ctx context.Context, peer Peer, req Request) Response {
 	}
 	res, err := cmd.Run(ctx, peer, req.Args)
 	lvl := slog.LevelDebug
-	if cmd.Action {
+	if cmd.Action && (cmd.Reads == nil || !cmd.Reads(req.Args)) {
 		lvl = slog.LevelInfo
 	}
 	args := []any{"command", strings.TrimSpace(req.Command + " " + strings.Join(req.Args, " ")), "peer_uid", peer.UID, "peer_pid", peer.PID}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ctl"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -22,11 +23,14 @@ type ctlTarget struct {
 	h      *vsphere.HatcheryVSphere
 	reload ReloadFunc
 	now    func() time.Time
+	// placements returns the hatchery's placement set as operators see
+	// it (vsphere.HatcheryVSphere.ShownPlacements: nil without
+	// [[placements]]).
+	placements func() placement.Set
 }
 
 // ctlCommands are the commands of `hatchery-vsphere ctl`
-// (docs/operations.md#ctl). Placements (`placement cordon|uncordon`) do not
-// exist yet.
+// (docs/operations.md#ctl).
 func ctlCommands(t *ctlTarget) map[string]ctl.Command {
 	return map[string]ctl.Command{
 		"status":     {Run: t.status},
@@ -35,6 +39,7 @@ func ctlCommands(t *ctlTarget) map[string]ctl.Command {
 		"hold":       {Action: true, Run: t.hold},
 		"drain":      {Action: true, Run: t.drain},
 		"reload":     {Action: true, Run: t.reloadCmd},
+		"placement":  {Action: true, Reads: placementReads, Run: t.placementCmd},
 	}
 }
 

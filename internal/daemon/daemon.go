@@ -276,7 +276,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if ctlPath != "" {
 		ctlSrv, err = ctl.Listen(ctlPath, ctl.Options{
-			Commands: ctlCommands(&ctlTarget{cfg: h.Config, fw: fw, h: h, reload: rl.reload, now: time.Now}),
+			Commands: ctlCommands(&ctlTarget{cfg: h.Config, fw: fw, h: h, reload: rl.reload, now: time.Now, placements: h.ShownPlacements}),
 			Logger:   log,
 		})
 		if err != nil {

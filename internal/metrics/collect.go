@@ -47,6 +47,12 @@ type Pass struct {
 	// Failed are the sources that could not be read: each adds 1 to
 	// collection_errors.
 	Failed []Source
+	// Placements are the hatchery's placements, in configuration order;
+	// nil: none known (the placement gauges are absent).
+	Placements []Placement
+	// PlacementStates are every state a placement can be in: each
+	// placement has one placement_state series per state.
+	PlacementStates []string
 }
 
 // Worker is one per-worker series of worker_vcpus and worker_memory_mb.
@@ -141,6 +147,7 @@ func (m *Metrics) Collect(p Pass) error {
 			rec(mut, mSOAPBytes.M(d.Bytes))
 		}
 	}
+	m.recordPlacements(p.PlacementStates, p.Placements, rec)
 	for _, src := range p.Failed {
 		rec([]tag.Mutator{tag.Upsert(keySource, string(src))}, mCollectionErrors.M(1))
 	}

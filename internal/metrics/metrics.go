@@ -75,6 +75,9 @@ type Metrics struct {
 	// stateMu guards the collector's memory between passes.
 	stateMu  sync.Mutex
 	soapPrev map[string]SOAPCount
+	// clonesPrev are the clone totals of each placement at the previous
+	// pass (placementDeltas).
+	clonesPrev map[string]PlacementClones
 
 	// seenMu guards models: the worker models whose spawn counters were
 	// set to 0 for every label value (zeroModel).
@@ -135,6 +138,8 @@ var (
 	keyResource    = tag.MustNewKey("resource")
 	keyStage       = tag.MustNewKey("stage")
 	keyState       = tag.MustNewKey("state")
+	keyPlacement   = tag.MustNewKey("placement")
+	keyDatastore   = tag.MustNewKey("datastore")
 )
 
 // Measures. OpenCensus keeps measures in a process-wide registry by name;
@@ -188,6 +193,20 @@ var (
 	mQuarantined         = stats.Int64(metricPrefix+"quarantined_templates", "Templates (or V1 models) quarantined after consecutive spawn failures, probing included", "1")
 	mHeldVMs             = stats.Int64(metricPrefix+"held_vm_count", "VMs of failed spawns held powered on for inspection (keepFailedWorkers)", "1")
 	mInventoryAge        = stats.Float64(metricPrefix+"inventory_age_seconds", "Time since the shared VM inventory last refreshed successfully, in seconds", stats.UnitSeconds)
+
+	mPlacementVMCount          = stats.Int64(metricPrefix+"placement_vm_count", "VMs of this hatchery in the placement", "1")
+	mPlacementVCPUs            = stats.Int64(metricPrefix+"placement_vcpus", "vCPUs this hatchery's VMs use in the placement", "1")
+	mPlacementMemoryMB         = stats.Int64(metricPrefix+"placement_memory_mb", "Memory this hatchery's VMs use in the placement, in MB", "MBy")
+	mPlacementHeadroomVCPUs    = stats.Int64(metricPrefix+"placement_headroom_vcpus", "vCPUs a clone may still take in the placement (absent when nothing limits it)", "1")
+	mPlacementHeadroomMemoryMB = stats.Int64(metricPrefix+"placement_headroom_memory_mb", "Memory a clone may still take in the placement, in MB (absent when nothing limits it)", "MBy")
+	mPlacementTasksInFlight    = stats.Int64(metricPrefix+"placement_tasks_in_flight", "Clones in flight to the placement", "1")
+	mPlacementState            = stats.Int64(metricPrefix+"placement_state", "1 for the placement's current state, 0 for the others", "1")
+	mPlacementClones           = stats.Int64(metricPrefix+"placement_clones", "Clones sent to the placement", "1")
+	mPlacementCloneFailures    = stats.Int64(metricPrefix+"placement_clone_failures", "Clones to the placement that failed", "1")
+	mDatastoreFreeBytes        = stats.Int64(metricPrefix+"datastore_free_bytes", "Free space of a datastore of a placement, in bytes", stats.UnitBytes)
+	mDatastoreCapacityBytes    = stats.Int64(metricPrefix+"datastore_capacity_bytes", "Capacity of a datastore of a placement, in bytes", stats.UnitBytes)
+	mDatastoreFloorBytes       = stats.Int64(metricPrefix+"datastore_floor_bytes", "Free space below which a datastore of a placement takes no clone, in bytes", stats.UnitBytes)
+	mDatastoreAccessible       = stats.Int64(metricPrefix+"datastore_accessible", "1 when a datastore of a placement is accessible, else 0", "1")
 )
 
 // spawnDurationBuckets are the spawn_duration_seconds bucket bounds: a
@@ -284,6 +303,19 @@ var viewDefs = []viewDef{
 	{mInventoryAge, lastValue, nil, false},
 	{mQuarantined, lastValue, nil, false},
 	{mHeldVMs, lastValue, nil, false},
+	{mPlacementVMCount, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementVCPUs, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementMemoryMB, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementHeadroomVCPUs, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementHeadroomMemoryMB, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementTasksInFlight, lastValue, []tag.Key{keyPlacement}, true},
+	{mPlacementState, lastValue, []tag.Key{keyPlacement, keyState}, true},
+	{mPlacementClones, sum, []tag.Key{keyPlacement}, false},
+	{mPlacementCloneFailures, sum, []tag.Key{keyPlacement}, false},
+	{mDatastoreFreeBytes, lastValue, []tag.Key{keyPlacement, keyDatastore}, true},
+	{mDatastoreCapacityBytes, lastValue, []tag.Key{keyPlacement, keyDatastore}, true},
+	{mDatastoreFloorBytes, lastValue, []tag.Key{keyPlacement, keyDatastore}, true},
+	{mDatastoreAccessible, lastValue, []tag.Key{keyPlacement, keyDatastore}, true},
 }
 
 // producersMu serialises scrapes across every Metrics of the process. The
@@ -311,9 +343,10 @@ func New(serviceName string) (*Metrics, error) {
 			tag.Upsert(keyServiceName, tagValue(serviceName)),
 			tag.Upsert(keyServiceType, ServiceType),
 		},
-		meter:    meter,
-		soapPrev: map[string]SOAPCount{},
-		models:   map[string]bool{},
+		meter:      meter,
+		soapPrev:   map[string]SOAPCount{},
+		clonesPrev: map[string]PlacementClones{},
+		models:     map[string]bool{},
 	}
 	all := make([]*view.View, 0, len(viewDefs))
 	for _, d := range viewDefs {

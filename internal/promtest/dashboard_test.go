@@ -77,5 +77,5 @@ func TestDashboardImportable(t *testing.T) {
 		}
 		assert.Contains(t, string(doc), "*"+p.Title+"*", "panel %q is not described in docs/metrics.md", p.Title)
 	}
-	assert.Equal(t, []string{"Health", "Jobs and spawns", "Per-stage latency", "Capacity and headroom by flavor", "vCenter cost", "Warm pool", "IPs"}, rows)
+	assert.Equal(t, []string{"Health", "Jobs and spawns", "Per-stage latency", "Capacity and headroom by flavor", "vCenter cost", "Warm pool", "IPs", "Placements"}, rows)
 }

@@ -142,7 +142,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Live: h.conf, Inventory: h.inv,
-		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() }, Log: h.log})
+		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() },
+		Placements: h.ShownPlacements, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
 	ips, err := ippool.New(o.Config)

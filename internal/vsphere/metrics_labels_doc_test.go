@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 )
 
@@ -122,6 +123,7 @@ func TestMetricsDocLabelValues(t *testing.T) {
 		{"capacity_refusals", "resource", docOneOf(t, doc, "resource", "capacity_refusals"), strs(metrics.CapacityResources)},
 		{"collection_errors", "source", docRowIs(t, doc, "source", "cds_hatchery_vsphere_collection_errors"), strs(metrics.Sources)},
 		{"provisioned_vm_count", "state", docRowIs(t, doc, "state", "cds_hatchery_vsphere_provisioned_vm_count"), metrics.ProvisionedStates},
+		{"placement_state", "state", docRowIs(t, doc, "state", "cds_hatchery_vsphere_placement_state"), strs(placement.States)},
 		{"spawn_stage_seconds", "stage", docStageTable(t, doc), strs(spawntiming.Stages)},
 	}
 	documented := map[string]map[string][]string{} // metric -> label -> values

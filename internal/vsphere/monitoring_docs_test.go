@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -48,6 +50,16 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	e.m.Health = func() metrics.Health {
 		return metrics.Health{VCenterUp: true, Inventory: true, InventoryAge: 5 * time.Second}
 	}
+	// Two placements: one with its headroom known, one backing off
+	// with an inaccessible datastore.
+	withPlacements(e.h, "cluster-a", "cluster-b")
+	e.h.placements = testutil.NewPlacements(
+		placement.Status{Name: "cluster-a", State: placement.StateActive, VMs: 2, CPUs: 6, MemoryMB: 12288,
+			HeadroomCPUs: 26, HeadroomMemoryMB: 50000, TasksInFlight: 1, Clones: 4, CloneFailures: 1,
+			Datastores: []placement.DatastoreStatus{{Name: "ds-a1", FreeBytes: 300 << 30, CapacityBytes: 500 << 30, FloorBytes: 50 << 30, Accessible: true}}},
+		placement.Status{Name: "cluster-b", State: placement.StateBackingOff, Reason: "datastore unavailable",
+			HeadroomCPUs: placement.Unknown, HeadroomMemoryMB: placement.Unknown,
+			Datastores: []placement.DatastoreStatus{{Name: "ds-b1", CapacityBytes: 200 << 30, FloorBytes: 20 << 30}}})
 	e.h.collectMetrics(context.Background(), e.m)
 	mu.Lock()
 	headroomErr = nil

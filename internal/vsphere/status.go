@@ -12,7 +12,7 @@ import (
 // RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
 // pool's readability (WARN when unreadable) and the spawns in flight; then
 // one line in alert per quarantined template, saying why and until when;
-// with static IPs, the address locks held and known taken by another.
+// one line per placement (placementStatusLines); with static IPs, the address locks held and known taken by another.
 // The framework adds the workers N/maxWorker line itself.
 //
 // It reaches no vCenter: heartbeats and /mon/status must answer while
@@ -30,9 +30,10 @@ func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine
 	return append(capacityStatusLines(u), h.otherStatusLines()...)
 }
 
-// otherStatusLines are the quarantine's lines, then the address locks'.
+// otherStatusLines are the quarantine's lines, the placements' (from the
+// placement set's memory), then the address locks'.
 func (h *HatcheryVSphere) otherStatusLines() []sdk.MonitoringStatusLine {
-	lines := h.quarantineStatusLines()
+	lines := append(h.quarantineStatusLines(), placementStatusLines(h.ShownPlacements())...)
 	if h.ips.Enabled() {
 		// From memory, as of the last lock call and cleanup pass
 		// (docs/high-availability.md#static-ips).
