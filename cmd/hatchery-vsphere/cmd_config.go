@@ -35,7 +35,7 @@ func (a *app) cmdConfig(ctx context.Context, args []string) int {
 	case "check":
 		fs := a.flagSet("config check")
 		path := fs.String("config", "", "configuration file to check (required)")
-		online := fs.Bool("online", false, "also connect to vCenter and check the topology: datacenter, resource pool, folder, datastore, network, templates, privileges")
+		online := fs.Bool("online", false, "also connect to vCenter and check the topology: datacenter, resource pool, folder, datastore, network, placements, templates, privileges")
 		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
 			return exitUsage
 		}
@@ -124,7 +124,18 @@ func resolvedSummary(rep vcenter.TopologyReport) string {
 			parts = append(parts, k+" "+p)
 		}
 	}
-	templates := len(rep.Resolved) - len(parts)
+	templates, placements := 0, 0
+	for k := range rep.Resolved {
+		switch {
+		case strings.HasSuffix(k, ".modelVMWare"):
+			templates++
+		case strings.HasPrefix(k, "placements[") && strings.HasSuffix(k, ".resourcePool"):
+			placements++
+		}
+	}
+	if placements > 0 {
+		parts = append(parts, fmt.Sprintf("%d placement(s)", placements))
+	}
 	parts = append(parts, fmt.Sprintf("%d template key(s)", templates))
 	if len(rep.Notes) == 0 {
 		parts = append(parts, "privileges granted")

@@ -128,6 +128,60 @@ func TestConfigCheckOnline(t *testing.T) {
 		assert.Contains(t, r.stdout, "configuration OK")
 	})
 
+	// [[placements]]: each entry's pool or cluster, datastores, folder and
+	// network is checked under its own key, and a datastore no host of the
+	// entry's cluster mounts is a problem under its datastores[j] key
+	// (vCenter would refuse every clone there). The top-level pool is not
+	// checked when entries are set (the clones go to theirs): its
+	// ambiguous default is no problem then.
+	t.Run("placements", func(t *testing.T) {
+		vc := vcsimtest.Start(t, vcsimtest.Options{Password: plantedPassword, Placements: true})
+		path := onlineConfig(t, vc, "", `
+[[hatchery.vsphere.placements]]
+  name = "a"
+  resourcePool = "`+vc.ClusterPath(vcsimtest.ClusterA)+`"
+  datastores = ["`+vcsimtest.DatastoreA+`", "`+vcsimtest.DatastoreB+`"]
+  folder = "/DC0/vm/nowhere"
+[[hatchery.vsphere.placements]]
+  name = "b"
+  resourcePool = "Resources"
+  datastores = ["LocalDS_9"]
+  network = "no-such-network"
+`)
+		r := runCmd(t, env, nil, "config", "check", "--config", path, "--online")
+		t.Logf("config check --online:\n%s", r.stderr)
+		require.Equal(t, exitFail, r.code, r.stdout)
+		assert.Contains(t, r.stderr, "hatchery.vsphere.placements[0].datastores[1]: datastore /DC0/datastore/"+vcsimtest.DatastoreB+" is mounted on no host of /DC0/host/"+vcsimtest.ClusterA+" (placements[0].resourcePool)")
+		assert.NotContains(t, r.stderr, "placements[0].datastores[0]")
+		assert.NotContains(t, r.stderr, "placements[0].resourcePool:")
+		assert.Contains(t, r.stderr, `hatchery.vsphere.placements[0].folder: find folder "/DC0/vm/nowhere" (placements[0].folder)`)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.placements[1].resourcePool: find resource pool "Resources" (placements[1].resourcePool)`)
+		assert.Contains(t, r.stderr, "set placements[1].resourcePool to one of: ")
+		assert.Contains(t, r.stderr, `hatchery.vsphere.placements[1].datastores[0]: find datastore "LocalDS_9" (placements[1].datastores[0])`)
+		assert.Contains(t, r.stderr, `hatchery.vsphere.placements[1].network: find network "no-such-network" (placements[1].network)`)
+		assert.NotContains(t, r.stderr, "hatchery.vsphere.resourcePoolString", "the top-level pool is not used with entries")
+		assert.NotContains(t, r.stdout+r.stderr, plantedPassword)
+
+		path = onlineConfig(t, vc, "", `
+[[hatchery.vsphere.guestCredentials]]
+  modelVMWare = "`+vcsimtest.DefaultTemplate+`"
+  username = "root"
+[[hatchery.vsphere.placements]]
+  name = "a"
+  resourcePool = "`+vc.ClusterPath(vcsimtest.ClusterA)+`"
+  datastores = ["`+vcsimtest.DatastoreA+`", "`+vcsimtest.DatastoreName+`"]
+[[hatchery.vsphere.placements]]
+  name = "b"
+  resourcePool = "`+vc.ClusterPoolPath(vcsimtest.ClusterB)+`"
+  datastores = ["`+vcsimtest.DatastoreB+`"]
+  folder = "`+vc.Folder+`"
+`)
+		r = runCmd(t, env, nil, "config", "check", "--config", path, "--online")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		assert.Contains(t, r.stdout, "2 placement(s), 1 template key(s), privileges granted")
+		assert.Contains(t, r.stdout, "configuration OK")
+	})
+
 	t.Run("missing datacenter", func(t *testing.T) {
 		path := onlineConfig(t, vc, vc.ResourcePool, "")
 		doc := strings.Replace(readFile(t, path), `datacenterString = "DC0"`, `datacenterString = "DC9"`, 1)

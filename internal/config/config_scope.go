@@ -5,9 +5,10 @@ import (
 	"strings"
 )
 
-// Scoped tells whether the inventory is limited to the hatchery's folder
-// and templateFolders; false (templateFolders unset) is the datacenter's
-// whole VM folder.
+// Scoped tells whether the inventory is limited to the hatchery's folder,
+// the [[placements]] entries' folders (their clones live there) and
+// templateFolders; false (templateFolders unset) is the datacenter's whole
+// VM folder.
 func (c *Config) Scoped() bool { return len(c.TemplateFolders) > 0 }
 
 // validateTemplateFolders checks templateFolders: each entry an absolute

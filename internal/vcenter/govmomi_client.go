@@ -103,6 +103,12 @@ type Config struct {
 	// Set, the inventory's scope is Folder and these folders (subtrees
 	// included) instead of the datacenter's VM folder (govmomi_scope.go).
 	TemplateFolders []string
+	// Placements are the [[placements]] entries' own keys, by index (nil
+	// without entries): the lookups of their values report problems
+	// under the entry's key path (PlacementKeys), CheckTopology checks
+	// each, and their folders are in the inventory's scope
+	// (govmomi_scope.go).
+	Placements []PlacementKeys
 
 	// RequestTimeout bounds each SOAP request; 0 means DefaultRequestTimeout.
 	RequestTimeout time.Duration

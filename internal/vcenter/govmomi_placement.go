@@ -17,58 +17,18 @@ import (
 // LoadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder. A folder that
 // does not exist, or several, is a *PlacementError listing the candidates,
-// cached with a back-off (placementCache).
+// cached with a back-off (placementCache). It is FolderAt("").
 func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, error) {
-	if err := c.notConnected(); err != nil {
-		return types.ManagedObjectReference{}, err
-	}
-	f, err := cachedLookup(ctx, c.placement, "folder", c.cfg.Folder, func() (*object.Folder, error) {
-		if c.cfg.Folder == "" {
-			folders, err := c.dc.Folders(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
-			}
-			return folders.VmFolder, nil
-		}
-		f, err := c.findNames().Folder(ctx, c.cfg.Folder)
-		if err != nil {
-			return nil, c.unresolved(ctx, err, "folder", "folderString", c.cfg.Folder, c.folderPaths)
-		}
-		return f, nil
-	})
-	if err != nil {
-		return types.ManagedObjectReference{}, err
-	}
-	return f.Reference(), nil
+	return c.FolderAt(ctx, "")
 }
 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name) else the datacenter's
 // default pool. None or several candidates are a *PlacementError naming
 // the setting and the candidates (ErrAmbiguous when several), cached
-// with a back-off (placementCache).
+// with a back-off (placementCache). It is ResourcePoolAt("").
 func (c *Client) LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error) {
-	if err := c.notConnected(); err != nil {
-		return types.ManagedObjectReference{}, err
-	}
-	p, err := cachedLookup(ctx, c.placement, "pool", c.cfg.ResourcePool, func() (*object.ResourcePool, error) {
-		if c.cfg.ResourcePool == "" {
-			p, err := c.findNames().DefaultResourcePool(ctx)
-			if err != nil {
-				return nil, c.unresolved(ctx, err, "resource pool", "resourcePoolString", "", c.poolPaths)
-			}
-			return p, nil
-		}
-		p, err := c.findNames().ResourcePool(ctx, c.cfg.ResourcePool)
-		if err != nil {
-			return nil, c.unresolved(ctx, err, "resource pool", "resourcePoolString", c.cfg.ResourcePool, c.poolPaths)
-		}
-		return p, nil
-	})
-	if err != nil {
-		return types.ManagedObjectReference{}, err
-	}
-	return p.Reference(), nil
+	return c.ResourcePoolAt(ctx, "")
 }
 
 // loadNetwork finds a network by name or path; "" is the default network.
@@ -82,7 +42,7 @@ func (c *Client) loadNetwork(ctx context.Context, name string) (object.NetworkRe
 			n, err = c.findNames().Network(ctx, name)
 		}
 		if err != nil {
-			return nil, c.unresolved(ctx, err, "network", "networkString", name, c.networkPaths)
+			return nil, c.unresolved(ctx, err, "network", c.placementSetting("network", name), name, c.networkPaths)
 		}
 		return n, nil
 	})
@@ -103,7 +63,7 @@ func (c *Client) LoadDatastore(ctx context.Context, name string) (types.ManagedO
 			d, err = c.findNames().Datastore(ctx, name)
 		}
 		if err != nil {
-			return nil, c.unresolved(ctx, err, "datastore", "datastoreString", name, c.datastorePaths)
+			return nil, c.unresolved(ctx, err, "datastore", c.placementSetting("datastore", name), name, c.datastorePaths)
 		}
 		return d, nil
 	})

@@ -60,6 +60,7 @@ type placementEntry struct {
 // *PlacementError, until retry.
 type placementFailure struct {
 	err          error
+	setting      string // the *PlacementError's key
 	since, retry time.Time
 	backoff      time.Duration
 }
@@ -96,7 +97,7 @@ func (p *placementCache) put(kind, name string, obj any) {
 	p.entries[k] = placementEntry{obj: obj, expires: now.Add(placementCacheTTL)}
 	if f, ok := p.failures[k]; ok {
 		delete(p.failures, k)
-		p.log.Info("vcenter placement resolved", "setting", settingOf(kind), "name", name, "unresolved_for", now.Sub(f.since).Round(time.Second).String())
+		p.log.Info("vcenter placement resolved", "setting", f.setting, "name", name, "unresolved_for", now.Sub(f.since).Round(time.Second).String())
 	}
 }
 
@@ -120,7 +121,7 @@ func (p *placementCache) fail(kind, name string, err error) {
 		f.backoff = min(2*f.backoff, placementRetryMax)
 		p.log.Debug("vcenter placement still unresolved", "setting", pe.Setting, logkey.Err, err, "retry_in", f.backoff.String())
 	}
-	f.err, f.retry = err, now.Add(f.backoff)
+	f.err, f.setting, f.retry = err, pe.Setting, now.Add(f.backoff)
 }
 
 // problems lists the failing keys, by setting then name.
@@ -128,14 +129,15 @@ func (p *placementCache) problems() []PlacementProblem {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]PlacementProblem, 0, len(p.failures))
-	for k, f := range p.failures {
-		out = append(out, PlacementProblem{Setting: settingOf(k.kind), Err: f.err, Since: f.since, Retry: f.retry})
+	for _, f := range p.failures {
+		out = append(out, PlacementProblem{Setting: f.setting, Err: f.err, Since: f.since, Retry: f.retry})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Err.Error() < out[j].Err.Error() })
 	return out
 }
 
-// settingOf is the configuration key of a lookup kind.
+// settingOf is the top-level configuration key of a lookup kind
+// (Client.placementSetting names a [[placements]] entry's).
 func settingOf(kind string) string {
 	switch kind {
 	case "folder":

@@ -17,8 +17,9 @@ import (
 // whose VMs the inventory lists and probes, and where LoadVirtualMachine
 // looks for a template. Unscoped (Config.TemplateFolders empty), it is the
 // datacenter's VM folder: every VM, as before templateFolders existed.
-// Scoped, it is the folder new VMs go to (LoadFolder) and each template
-// folder, subtrees included: VMs elsewhere (other teams' folders on a
+// Scoped, it is the folder new VMs go to (LoadFolder), each [[placements]]
+// entry's own folder (Config.Placements) and each template folder,
+// subtrees included: VMs elsewhere (other teams' folders on a
 // shared vCenter) are never listed, probed, read nor watched, so the
 // inventory's idle cost follows the hatchery's VMs, not the datacenter's.
 
@@ -27,7 +28,7 @@ import (
 func (c *Client) Scoped() bool { return len(c.cfg.TemplateFolders) > 0 }
 
 // scopeRoots resolves the scope's folders, without duplicates (a template
-// folder that is the hatchery's own folder counts once). A folder nested
+// or placement folder that is the hatchery's own folder counts once). A folder nested
 // in another is kept: its VMs come twice and callers drop the duplicates.
 func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference, []string, error) {
 	if !c.Scoped() {
@@ -53,6 +54,25 @@ func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference
 	}
 	refs := []types.ManagedObjectReference{own}
 	names := []string{ownName}
+	// The [[placements]] entries' own folders: their clones live there.
+	for i, p := range c.cfg.Placements {
+		if p.Folder == "" {
+			continue
+		}
+		var f types.ManagedObjectReference
+		if strings.HasPrefix(p.Folder, "/") {
+			f, err = c.folderByPath(ctx, p.Folder, fmt.Sprintf("placements[%d].folder", i))
+		} else {
+			f, err = c.FolderAt(ctx, p.Folder) // a name: the finder's search
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		if !slices.Contains(refs, f) {
+			refs = append(refs, f)
+			names = append(names, p.Folder)
+		}
+	}
 	for i, path := range c.cfg.TemplateFolders {
 		f, err := c.folderByPath(ctx, path, fmt.Sprintf("templateFolders[%d]", i))
 		if err != nil {

@@ -15,9 +15,9 @@ import (
 )
 
 // TopologyRequest is what CheckTopology resolves besides the client's own
-// placement settings (Config.ResourcePool and Config.Folder, the
-// datacenter being resolved at connection), and which privileges it
-// checks.
+// placement settings (Config.ResourcePool, Config.Folder and the
+// [[placements]] entries of Config.Placements, the datacenter being
+// resolved at connection), and which privileges it checks.
 type TopologyRequest struct {
 	// Datastore and Network are datastoreString and networkString ("":
 	// the datacenter's default one).
@@ -99,7 +99,11 @@ const maxTemplatesListed = maxCandidates
 // CheckTopology resolves, for an operator before the first job, what the
 // hatchery will use: the resource pool, the folder, the datastore and the
 // network (through the cached lookups: a failure is cached, logged once
-// and shown by PlacementProblems as at run time), every template req names
+// and shown by PlacementProblems as at run time); each [[placements]]
+// entry's pool or cluster, datastores, folder and network, each problem
+// under its key (placements[i].datastores[j]), and that each of its
+// datastores is mounted on a host of its pool's cluster (checkMounted;
+// the top-level datastore on the top-level pool's too); every template req names
 // (one read of the names where templates are looked for: the datacenter's
 // VMs, or the scope and each templateFolders entry when set), and checks the
 // privileges the hatchery needs on them (HasPrivilegeOnEntities for this
@@ -131,9 +135,16 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 		entities = append(entities, entity{key: setting, what: rep.Resolved[setting], ref: ref, privs: privs})
 		return nil
 	}
-	pool, err := c.LoadResourcePool(ctx)
-	if err := placement("resourcePoolString", pool, err, poolPrivileges); err != nil {
-		return rep, err
+	// With [[placements]] the clones go to the entries' pools and
+	// datastores: the top-level ones are checked only when set.
+	entries := len(c.cfg.Placements) > 0
+	var pool, ds types.ManagedObjectReference
+	var err error
+	if !entries || c.cfg.ResourcePool != "" {
+		pool, err = c.LoadResourcePool(ctx)
+		if err := placement("resourcePoolString", pool, err, poolPrivileges); err != nil {
+			return rep, err
+		}
 	}
 	folder, err := c.LoadFolder(ctx)
 	fprivs := append([]string(nil), folderPrivileges...)
@@ -149,9 +160,11 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 	if err := placement("folderString", folder, err, fprivs); err != nil {
 		return rep, err
 	}
-	ds, err := c.LoadDatastore(ctx, req.Datastore)
-	if err := placement("datastoreString", ds, err, datastorePrivileges); err != nil {
-		return rep, err
+	if !entries || req.Datastore != "" {
+		ds, err = c.LoadDatastore(ctx, req.Datastore)
+		if err := placement("datastoreString", ds, err, datastorePrivileges); err != nil {
+			return rep, err
+		}
 	}
 	var netRef types.ManagedObjectReference
 	n, err := c.loadNetwork(ctx, req.Network)
@@ -160,6 +173,51 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 	}
 	if err := placement("networkString", netRef, err, networkPrivileges); err != nil {
 		return rep, err
+	}
+	if !entries && pool.Value != "" && ds.Value != "" {
+		// The one placement of the top-level keys.
+		if err := c.checkMounted(ctx, &rep, "resourcePoolString", pool, []mountCheck{{key: "datastoreString", ref: ds}}); err != nil {
+			return rep, err
+		}
+	}
+	for i, p := range c.cfg.Placements {
+		key := fmt.Sprintf("placements[%d]", i)
+		pool, perr := c.ResourcePoolAt(ctx, p.ResourcePool)
+		if err := placement(key+".resourcePool", pool, perr, poolPrivileges); err != nil {
+			return rep, err
+		}
+		var dss []mountCheck
+		for j, name := range p.Datastores {
+			dkey := fmt.Sprintf("%s.datastores[%d]", key, j)
+			d, err := c.LoadDatastore(ctx, name)
+			if err := placement(dkey, d, err, datastorePrivileges); err != nil {
+				return rep, err
+			}
+			if err == nil {
+				dss = append(dss, mountCheck{key: dkey, ref: d})
+			}
+		}
+		if p.Folder != "" {
+			f, err := c.FolderAt(ctx, p.Folder)
+			if err := placement(key+".folder", f, err, fprivs); err != nil {
+				return rep, err
+			}
+		}
+		if p.Network != "" {
+			var ref types.ManagedObjectReference
+			n, err := c.loadNetwork(ctx, p.Network)
+			if err == nil {
+				ref = n.Reference()
+			}
+			if err := placement(key+".network", ref, err, networkPrivileges); err != nil {
+				return rep, err
+			}
+		}
+		if perr == nil && len(dss) > 0 {
+			if err := c.checkMounted(ctx, &rep, key+".resourcePool", pool, dss); err != nil {
+				return rep, err
+			}
+		}
 	}
 
 	if c.Scoped() {
@@ -227,6 +285,52 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 		}
 	}
 	return rep, nil
+}
+
+// mountCheck is a resolved datastore and the key that names it.
+type mountCheck struct {
+	key string
+	ref types.ManagedObjectReference
+}
+
+// checkMounted adds to rep a problem under each datastore's key that no
+// host of pool's compute resource (its cluster, or its standalone host)
+// mounts: vCenter would refuse every clone of that placement to it
+// (DatastoreNotWritableOnHost). It reads the pool's owner, the owner's
+// hosts and each datastore's host mounts, one request each; a failure to
+// read is the error.
+func (c *Client) checkMounted(ctx context.Context, rep *TopologyReport, poolKey string, pool types.ManagedObjectReference, dss []mountCheck) error {
+	var rp mo.ResourcePool
+	if err := c.pc.RetrieveOne(ctx, pool, []string{"owner"}, &rp); err != nil {
+		return fmt.Errorf("check %s: read owner of resource pool %q: %w", poolKey, pool.Value, err)
+	}
+	var cr mo.ComputeResource
+	if err := c.pc.RetrieveOne(ctx, rp.Owner, []string{"host"}, &cr); err != nil {
+		return fmt.Errorf("check %s: read hosts of %q: %w", poolKey, rp.Owner.Value, err)
+	}
+	hosts := map[types.ManagedObjectReference]bool{}
+	for _, h := range cr.Host {
+		hosts[h] = true
+	}
+	for _, d := range dss {
+		var m mo.Datastore
+		if err := c.pc.RetrieveOne(ctx, d.ref, []string{"host"}, &m); err != nil {
+			return fmt.Errorf("check %s: read hosts of datastore %q: %w", d.key, d.ref.Value, err)
+		}
+		mounted := false
+		for _, h := range m.Host {
+			if hosts[h.Key] && (h.MountInfo.Mounted == nil || *h.MountInfo.Mounted) {
+				mounted = true
+				break
+			}
+		}
+		if !mounted {
+			rep.Problems = append(rep.Problems, TopologyProblem{Key: d.key, Problem: fmt.Sprintf(
+				"datastore %s is mounted on no host of %s (%s): clones there would fail; choose a datastore its hosts mount",
+				c.pathOf(ctx, d.ref), c.pathOf(ctx, rp.Owner), poolKey)})
+		}
+	}
+	return nil
 }
 
 // pathOf is ref's inventory path, its id when that cannot be read (it

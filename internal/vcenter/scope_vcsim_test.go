@@ -41,3 +41,44 @@ func TestScopeFolderProblemsNameTheirKey(t *testing.T) {
 	_, err = notFolder.ListVirtualMachines(ctx)
 	assert.ErrorContains(t, err, "(templateFolders[0]): it is a VirtualMachine, not a folder")
 }
+
+// TestScopeHoldsPlacementFolders: scoped (templateFolders set), the
+// inventory reads each [[placements]] entry's folder too, by path or by
+// name, so that the VMs cloned into it are listed and probed; a client
+// without the entry does not see them (what the inventory missed before
+// placement folders were in the scope); a placement folder that does not
+// exist fails the listing naming its key.
+func TestScopeHoldsPlacementFolders(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{Folder: "/DC0/vm/cds", TemplateFolder: "/DC0/vm/cds/templates"})
+	ctx := env.Context()
+	in := env.AddForeignVMsIn("/DC0/vm/place-b", "placed-", 3)
+	env.AddForeignVMsIn("/DC0/vm/other-team", "other-", 2)
+
+	without := env.NewClient(nil)
+	vms, err := without.ListVirtualMachines(ctx)
+	require.NoError(t, err)
+	require.Len(t, vms, 1, "only the template: the placement's folder is not in this client's scope")
+
+	for _, folder := range []string{"/DC0/vm/place-b", "place-b"} {
+		c := env.NewClient(func(cfg *vcenter.Config) {
+			cfg.Placements = []vcenter.PlacementKeys{{}, {Folder: folder}, {Folder: env.Folder}}
+		})
+		vms, err := c.ListVirtualMachines(ctx)
+		require.NoError(t, err, folder)
+		var names []string
+		for _, vm := range vms {
+			names = append(names, vm.Name)
+		}
+		assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "placed-00000", "placed-00001", "placed-00002"}, names, folder)
+		refs, _, err := c.ProbeInventory(ctx, nil)
+		require.NoError(t, err, folder)
+		assert.Len(t, refs, 1+len(in), folder)
+	}
+
+	missing := env.NewClient(func(cfg *vcenter.Config) {
+		cfg.Placements = []vcenter.PlacementKeys{{Folder: "/DC0/vm/place-b"}, {Folder: "/DC0/vm/nowhere"}}
+	})
+	_, err = missing.ListVirtualMachines(ctx)
+	assert.ErrorContains(t, err, `find folder "/DC0/vm/nowhere" (placements[1].folder): no such inventory path`)
+}

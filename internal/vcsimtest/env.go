@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -134,6 +135,12 @@ type Options struct {
 	// tasks concurrently: with the latency model's task delays
 	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
 	SerialTasks bool
+	// Placements adds two clusters of two hosts each (ClusterA,
+	// ClusterB) and two datastores each mounted on one cluster's hosts
+	// (DatastoreA, DatastoreB; DatastoreName is mounted on every host),
+	// for tests of several placements (placements.go). The templates stay
+	// where they are (the DC0_C0 cluster, DatastoreName).
+	Placements bool
 	// Runner, when set, runs what the hatchery launches in a guest as
 	// processes on this machine and powers the VM off when they end
 	// (GuestRunner, guestexec.go): for tests against a real CDS worker.
@@ -183,8 +190,10 @@ type Env struct {
 	fastMu sync.Mutex
 	fastN  int
 
-	hostReads  hostReads  // Env.HostReads
-	privileges privileges // Env.DenyPrivileges
+	hostReads  hostReads      // Env.HostReads
+	privileges privileges     // Env.DenyPrivileges
+	placements *placementHook // Env.FillDatastore, Env.FailClonesInto
+	tempDirs   []string       // datastores of Options.Placements, removed at Close
 
 	closeMu   sync.Mutex
 	closers   []func() // clients built by TryClient, closed by Close
@@ -297,7 +306,10 @@ func New(o Options) (*Env, error) {
 		return fail(err)
 	}
 	e.privileges.denied = map[string]bool{}
-	hooks := []methodHook{e.hostReads.handle, e.privileges.handle, (&changeVersions{}).handle}
+	e.placements = newPlacementHook()
+	// The placement hook comes before those that answer a clone
+	// themselves (placementHook says why).
+	hooks := []methodHook{e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)
@@ -324,6 +336,11 @@ func New(o Options) (*Env, error) {
 	e.Admin = admin
 	if e.Runner != nil {
 		e.Runner.client = admin.Client
+	}
+	if o.Placements {
+		if err := e.buildPlacements(ctx); err != nil {
+			return fail(fmt.Errorf("placements: %w", err))
+		}
 	}
 	for _, f := range append([]string{e.Folder, e.TemplateFolder}, o.ForeignFolders...) {
 		if f == "" {
@@ -385,6 +402,9 @@ func (e *Env) Close() {
 		}
 		e.Server.Close()
 		e.Model.Remove()
+		for _, d := range e.tempDirs {
+			_ = os.RemoveAll(d)
+		}
 	})
 }
 

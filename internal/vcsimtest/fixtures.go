@@ -110,16 +110,26 @@ func snapshot(vm *simulator.VirtualMachine) VMState {
 }
 
 // resourcePool returns the simulator object of ResourcePoolPath (the
-// cluster's root pool).
+// root pool of the model's cluster DC0_C0, not of Options.Placements'
+// clusters).
 func (e *Env) resourcePool() *simulator.ResourcePool {
 	e.t.Helper()
 	m := e.Model.Map()
-	cl, ok := m.Any("ClusterComputeResource").(*simulator.ClusterComputeResource)
-	if !ok || cl.ResourcePool == nil {
+	var cl *simulator.ClusterComputeResource
+	for _, o := range m.All("ClusterComputeResource") {
+		if c, ok := o.(*simulator.ClusterComputeResource); ok && c.Name == defaultClusterName {
+			cl = c
+		}
+	}
+	if cl == nil || cl.ResourcePool == nil {
 		e.t.Fatalf("simulator has no cluster resource pool")
+		return nil
 	}
 	return m.Get(*cl.ResourcePool).(*simulator.ResourcePool)
 }
+
+// defaultClusterName is the cluster of ResourcePoolPath.
+const defaultClusterName = "DC0_C0"
 
 // ResourcePoolRef is the reference of ResourcePoolPath.
 func (e *Env) ResourcePoolRef() types.ManagedObjectReference { return e.resourcePool().Self }

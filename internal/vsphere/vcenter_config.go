@@ -18,6 +18,31 @@ func VCenterConfig(c *config.Config) vcenter.Config {
 		ResourcePool:       c.ResourcePoolString,
 		Folder:             c.FolderString,
 		TemplateFolders:    c.TemplateFolders,
+		Placements:         placementKeys(c),
 		MaxConcurrentTasks: c.MaxConcurrentTasks,
 	}
+}
+
+// placementKeys are the keys each [[placements]] entry sets itself, by
+// index (nil without entries: the top-level keys are the one placement).
+// A folder or network the entry inherits from folderString or
+// networkString (EffectivePlacements) is left empty, so that a problem
+// of it is reported under the top-level key the operator wrote.
+func placementKeys(c *config.Config) []vcenter.PlacementKeys {
+	if len(c.Placements) == 0 {
+		return nil
+	}
+	eff := c.EffectivePlacements()
+	out := make([]vcenter.PlacementKeys, len(eff))
+	for i, p := range eff {
+		k := vcenter.PlacementKeys{ResourcePool: p.ResourcePool, Datastores: p.Datastores}
+		if c.Placements[i].Folder != "" {
+			k.Folder = p.Folder
+		}
+		if c.Placements[i].Network != "" {
+			k.Network = p.Network
+		}
+		out[i] = k
+	}
+	return out
 }
