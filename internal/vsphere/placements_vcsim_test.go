@@ -220,3 +220,57 @@ func TestVcsimPlacements(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), `msg="placement back in service"`))
 	assert.Equal(t, uint64(1), h.Placements().Statuses()[1].CloneFailures)
 }
+
+// plPool returns the idle warm-pool VMs of hatch by their records'
+// placement.
+func plPool(t *testing.T, env *vcsimtest.Env, hatch string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	for _, v := range warmVcsimVMs(t, env) {
+		if v.OwnedBy(hatch) && v.Annotation.Provisioning {
+			out[v.Annotation.Placement]++
+		}
+	}
+	return out
+}
+
+// TestVcsimCordonedPlacementPoolDrains: a cordoned placement's idle
+// warm-pool VMs are still claimed as jobs come (its pool drains), while
+// the refills go to the other placement.
+func TestVcsimCordonedPlacementPoolDrains(t *testing.T) {
+	env := plEnv(t)
+	ctx := env.Context()
+	const hatch = "hatch-pl-drain"
+	cfg := plConfig(env, hatch, nil)
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 2}}
+	cfg.WorkerProvisioningPoolSize = 2
+	h := plHatchery(t, env, cfg, nil, &testutil.SyncBuffer{})
+
+	// The pool is filled in a (b cordoned meanwhile).
+	require.NoError(t, h.Placements().Cordon("b", "uid 1000"))
+	h.WarmProvisioningPass(ctx)
+	require.Equal(t, map[string]int{"a": 2}, plPool(t, env, hatch))
+
+	// a is cordoned: no refill goes there, jobs claim its idle VMs.
+	require.NoError(t, h.Placements().Uncordon("b", "uid 1000"))
+	require.NoError(t, h.Placements().Cordon("a", "uid 1000"))
+	for i := range 2 {
+		env.WaitInventory(h.InventoryOf())
+		job := fmt.Sprintf("drain-%d", i)
+		_, err := plSpawn(ctx, t, h, hatch, job)
+		require.NoError(t, err, job)
+		rec, cluster := plRecorded(t, env, job)
+		assert.Equal(t, "a", rec, "%s: a claimed vm of a keeps its placement", job)
+		assert.Equal(t, vcsimtest.ClusterA, cluster)
+		h.WarmProvisioningPass(ctx)
+	}
+	env.WaitInventory(h.InventoryOf())
+	assert.Equal(t, map[string]int{"b": 2}, plPool(t, env, hatch), "a's pool drained, refilled in b")
+	for _, v := range warmVcsimVMs(t, env) {
+		if v.OwnedBy(hatch) && v.Annotation.Provisioning {
+			on, ok := env.PlacedOn(v.Name)
+			require.True(t, ok)
+			assert.Equal(t, vcsimtest.ClusterB, on.Cluster, v.Name)
+		}
+	}
+}
