@@ -234,7 +234,7 @@ type heldReservation struct {
 // or when none was reserved, it does nothing.
 func (r *heldReservation) Release(refusal.Reason) {
 	if r.r != nil && r.l.GiveBack(r.r) && r.book != nil && r.r.Placement != "" {
-		r.book.Ended(r.r.Placement)
+		r.book.Ended(r.r.Placement, r.r.Key)
 	}
 }
 
@@ -336,7 +336,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	var place capacity.Place
 	var choice placement.Choice
 	if a.placed() {
-		place = a.placeFunc(footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+		place = a.placeFunc(jobID, footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
 	}
 
 	// Then decide, place and reserve atomically.
@@ -440,7 +440,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name string, templat
 	var place capacity.Place
 	var choice placement.Choice
 	if a.placed() {
-		place = a.placeFunc(footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+		place = a.placeFunc(capacity.ProvisionKey(name), footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
 	}
 	o := l.DecidePlaced(gen, a.Now(), grace, capacity.Count(usages), in,
 		capacity.Reservation{Key: capacity.ProvisionKey(name), Model: model, Flavor: flavorKey}, place)

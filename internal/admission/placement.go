@@ -120,12 +120,13 @@ func (a Admission) readFigures(ctx context.Context, p config.Placement) figuresR
 	return r
 }
 
-// placeFunc is the ledger's Place for one clone of footprint fp: it adds
+// placeFunc is the ledger's Place for the clone of key (its
+// reservation's) of footprint fp: it adds
 // the clones in flight to each placement's figures, chooses
 // (placement.Choose with the Book's eligibility), records the figures for
 // the status and the probe, and refuses with ReasonPlacement when nothing
 // fits. choice receives the decision for the log line.
-func (a Admission) placeFunc(fp placement.Footprint, base []placement.Figures, choice *placement.Choice) capacity.Place {
+func (a Admission) placeFunc(key string, fp placement.Footprint, base []placement.Figures, choice *placement.Choice) capacity.Place {
 	book := a.State.Book
 	return func(res []capacity.Placed) (string, string, capacity.Decision) {
 		figs := make([]placement.Figures, len(base))
@@ -154,7 +155,7 @@ func (a Admission) placeFunc(fp placement.Footprint, base []placement.Figures, c
 		if !choice.OK {
 			return "", "", capacity.Refuse(capacity.ReasonPlacement, "no placement fits: "+choice.Reason())
 		}
-		book.Take(choice.Placement)
+		book.Take(choice.Placement, key)
 		return choice.Placement, choice.Datastore, capacity.Decision{}
 	}
 }

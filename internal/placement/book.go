@@ -50,8 +50,10 @@ type entry struct {
 	until      time.Time
 	delay      time.Duration
 	fault      string
-	// probeSince is when the probe clone was sent (zero: none in flight).
+	// probeSince is when the probe clone was sent (zero: none in flight),
+	// probeKey the key of its reservation (a job, a warm-pool slot).
 	probeSince time.Time
+	probeKey   string
 
 	clones, failures uint64
 	figures          Figures
@@ -180,24 +182,30 @@ func (b *Book) eligibleLocked(e *entry, now time.Time) (bool, string) {
 	return true, ""
 }
 
-// Take records that a decision sent a clone to the placement: after its
-// back-off that clone is the probe, and no other is sent until it ends
-// (Succeeded, Failed) or ProbeTimeout passes. It tells whether the clone
+// Take records that a decision sent the clone of key (its reservation's:
+// a job, a warm-pool slot) to the placement: after its back-off that clone
+// is the probe, and no other is sent until it ends (Succeeded, Failed,
+// Ended with its key) or ProbeTimeout passes. It tells whether the clone
 // is a probe.
-func (b *Book) Take(name string) bool {
+func (b *Book) Take(name, key string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[name]
 	if !ok || !e.backingOff {
 		return false
 	}
-	e.probeSince = b.now()
+	e.probeSince, e.probeKey = b.now(), key
 	return true
 }
 
-// Succeeded records a clone that succeeded in the placement: a probe's
-// success ends the back-off (one INFO line).
-func (b *Book) Succeeded(name string) {
+// isProbeLocked tells whether key's clone is e's probe in flight.
+func (e *entry) isProbeLocked(key string) bool {
+	return !e.probeSince.IsZero() && e.probeKey == key
+}
+
+// Succeeded records that key's clone succeeded in the placement: the
+// probe's success ends the back-off (one INFO line).
+func (b *Book) Succeeded(name, key string) {
 	b.mu.Lock()
 	e, ok := b.entries[name]
 	if !ok {
@@ -205,11 +213,11 @@ func (b *Book) Succeeded(name string) {
 		return
 	}
 	e.clones++
-	ended := e.backingOff && !e.probeSince.IsZero()
+	ended := e.backingOff && e.isProbeLocked(key)
 	var lasted time.Duration
 	if ended {
 		lasted = b.now().Sub(e.until.Add(-e.delay))
-		e.backingOff, e.probeSince, e.delay, e.fault = false, time.Time{}, 0, ""
+		e.backingOff, e.probeSince, e.probeKey, e.delay, e.fault = false, time.Time{}, "", 0, ""
 	}
 	b.mu.Unlock()
 	if ended {
@@ -217,13 +225,13 @@ func (b *Book) Succeeded(name string) {
 	}
 }
 
-// Failed records a clone that failed in the placement with err and tells
+// Failed records that key's clone failed in the placement with err and tells
 // whether err points at the placement (vctypes.PointsAtPlacement): then,
 // when the back-off is enabled, an active placement backs off for
 // BackoffFirst (one ERROR line) and a failed probe doubles its back-off
 // (BackoffMax at most). A fault that points elsewhere (the template, the
 // guest) changes no state.
-func (b *Book) Failed(name string, err error) bool {
+func (b *Book) Failed(name, key string, err error) bool {
 	points := vctypes.PointsAtPlacement(err)
 	b.mu.Lock()
 	e, ok := b.entries[name]
@@ -242,15 +250,16 @@ func (b *Book) Failed(name string, err error) bool {
 	switch {
 	case !e.backingOff:
 		e.backingOff, e.delay, started = true, BackoffFirst, true
-	case !e.probeSince.IsZero():
+	case e.isProbeLocked(key):
 		e.delay = min(2*e.delay, BackoffMax)
 		probeFailed = true
 	default:
-		// A clone sent before the back-off began: the back-off stands.
+		// A clone sent before the back-off began, or beside the probe:
+		// the back-off stands.
 		b.mu.Unlock()
 		return true
 	}
-	e.until, e.fault, e.probeSince = now.Add(e.delay), kind, time.Time{}
+	e.until, e.fault, e.probeSince, e.probeKey = now.Add(e.delay), kind, time.Time{}, ""
 	until, delay := e.until, e.delay
 	b.mu.Unlock()
 	switch {
@@ -264,14 +273,15 @@ func (b *Book) Failed(name string, err error) bool {
 	return true
 }
 
-// Ended records a clone sent to the placement that ended without an
-// outcome about it (the spawn stopped before cloning, the decision's
-// reservation was given back): a probe lets the next one go.
-func (b *Book) Ended(name string) {
+// Ended records that key's clone, sent to the placement, ended without an
+// outcome about it (the spawn stopped before cloning, claimed a warm-pool
+// VM instead, or the decision's reservation was given back): when it was
+// the probe, the next one may go.
+func (b *Book) Ended(name, key string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if e, ok := b.entries[name]; ok {
-		e.probeSince = time.Time{}
+	if e, ok := b.entries[name]; ok && e.isProbeLocked(key) {
+		e.probeSince, e.probeKey = time.Time{}, ""
 	}
 }
 

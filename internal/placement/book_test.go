@@ -78,16 +78,16 @@ func TestBookBackoff(t *testing.T) {
 	b, c, buf := newBook(t, true)
 
 	// A fault of the template does not point at the placement.
-	assert.False(t, b.Failed("a", &vctypes.Fault{Kind: vctypes.FaultNotFound, Err: errors.New("no template")}))
+	assert.False(t, b.Failed("a", "job-1", &vctypes.Fault{Kind: vctypes.FaultNotFound, Err: errors.New("no template")}))
 	assert.Equal(t, StateActive, b.State("a"))
 
-	assert.True(t, b.Failed("a", hostDown()))
+	assert.True(t, b.Failed("a", "job-1", hostDown()))
 	assert.Equal(t, StateBackingOff, b.State("a"))
 	ok, why := b.Eligible("a")
 	assert.False(t, ok)
 	assert.Contains(t, why, "backing off until")
 	// A clone sent earlier failing too changes nothing, logs nothing more.
-	assert.True(t, b.Failed("a", hostDown()))
+	assert.True(t, b.Failed("a", "job-1", hostDown()))
 	assert.Equal(t, 1, strings.Count(buf.String(), "level=ERROR"))
 	st := b.Statuses()[0]
 	assert.Equal(t, StateBackingOff, st.State)
@@ -99,46 +99,51 @@ func TestBookBackoff(t *testing.T) {
 	assert.Equal(t, StateProbing, b.State("a"))
 	ok, _ = b.Eligible("a")
 	require.True(t, ok)
-	assert.True(t, b.Take("a"))
+	assert.True(t, b.Take("a", "job-1"))
 	ok, why = b.Eligible("a")
 	assert.False(t, ok, "one probe at a time")
 	assert.Equal(t, "probe clone in flight", why)
 
 	// The probe fails: twice as long.
-	assert.True(t, b.Failed("a", hostDown()))
+	assert.True(t, b.Failed("a", "job-1", hostDown()))
 	assert.Equal(t, StateBackingOff, b.State("a"))
 	assert.Equal(t, c.now().Add(2*BackoffFirst), b.Statuses()[0].Until)
 	for i := 0; i < 6; i++ {
 		c.add(BackoffMax)
-		b.Take("a")
-		b.Failed("a", hostDown())
+		b.Take("a", "job-1")
+		b.Failed("a", "job-1", hostDown())
 	}
 	assert.Equal(t, c.now().Add(BackoffMax), b.Statuses()[0].Until, "at most BackoffMax")
 
 	// The next probe succeeds: active again, one INFO line.
 	c.add(BackoffMax)
-	require.True(t, b.Take("a"))
-	b.Succeeded("a")
+	require.True(t, b.Take("a", "job-1"))
+	b.Succeeded("a", "job-1")
 	assert.Equal(t, StateActive, b.State("a"))
 	assert.Equal(t, 1, strings.Count(buf.String(), "placement back in service"))
 	assert.Equal(t, 1, strings.Count(buf.String(), "level=ERROR"), buf.String())
 	assert.Equal(t, uint64(1), b.Statuses()[0].Clones)
 
 	// The next back-off starts from BackoffFirst again.
-	b.Failed("a", hostDown())
+	b.Failed("a", "job-1", hostDown())
 	assert.Equal(t, c.now().Add(BackoffFirst), b.Statuses()[0].Until)
 }
 
 func TestBookProbeWithoutOutcome(t *testing.T) {
 	t.Parallel()
 	b, c, _ := newBook(t, true)
-	b.Failed("a", hostDown())
+	b.Failed("a", "job-1", hostDown())
 	c.add(BackoffFirst)
-	b.Take("a")
-	b.Ended("a")
+	b.Take("a", "job-1")
+	b.Ended("a", "job-2")
 	ok, _ := b.Eligible("a")
+	assert.False(t, ok, "another clone's end is not the probe's")
+	b.Failed("a", "job-0", hostDown())
+	assert.Equal(t, StateProbing, b.State("a"), "a clone sent before the back-off failing is not the probe: no new back-off")
+	b.Ended("a", "job-1")
+	ok, _ = b.Eligible("a")
 	assert.True(t, ok, "a probe that ended without an outcome lets the next go")
-	b.Take("a")
+	b.Take("a", "job-1")
 	c.add(ProbeTimeout)
 	ok, _ = b.Eligible("a")
 	assert.True(t, ok, "a probe never heard of lets the next go after ProbeTimeout")
@@ -147,7 +152,7 @@ func TestBookProbeWithoutOutcome(t *testing.T) {
 func TestBookWithoutBackoff(t *testing.T) {
 	t.Parallel()
 	b, _, buf := newBook(t, false)
-	assert.True(t, b.Failed("a", hostDown()), "still says the fault points at the placement")
+	assert.True(t, b.Failed("a", "job-1", hostDown()), "still says the fault points at the placement")
 	assert.Equal(t, StateActive, b.State("a"))
 	assert.NotContains(t, buf.String(), "backing off")
 }

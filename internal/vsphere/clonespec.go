@@ -104,7 +104,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 		}
 		if w != nil && step != "clone" {
 			// No clone reached the placement: a probe lets the next go.
-			h.capacity.Book.Ended(w.placement.Name)
+			h.capacity.Book.Ended(w.placement.Name, w.key)
 		}
 		if created && cloning {
 			// The clone's own entry leaves Cloning for Marked. An entry

@@ -38,6 +38,9 @@ func newPlacementBook(cfg *config.Config, log *slog.Logger, now func() time.Time
 type where struct {
 	placement config.Placement
 	datastore string
+	// key is the reservation's key (a job, a warm-pool slot); "" when
+	// the clone has none.
+	key string
 }
 
 // whereOf returns where the clone carrying annot goes: the placement and
@@ -62,7 +65,7 @@ func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
 	}
 	for _, p := range ps {
 		if ok && p.Name == name {
-			return &where{placement: p, datastore: ds}
+			return &where{placement: p, datastore: ds, key: key}
 		}
 	}
 	for _, p := range ps {
@@ -109,12 +112,22 @@ func (h *HatcheryVSphere) placementOutcome(w *where, vmName string, err error) b
 	}
 	book := h.capacity.Book
 	if err == nil {
-		book.Succeeded(w.placement.Name)
+		book.Succeeded(w.placement.Name, w.key)
 		return false
 	}
-	points := book.Failed(w.placement.Name, err)
+	points := book.Failed(w.placement.Name, w.key, err)
 	if points {
 		h.log.Info("clone failed in its placement", logkey.VM, vmName, logkey.Placement, w.placement.Name, logkey.Err, err)
 	}
 	return points
+}
+
+// placementUnused tells the Book that the clone the admission sent to a
+// placement for annot will not be made (a warm-pool VM was claimed
+// instead, or the spawn stopped before its clone): a probe lets the next
+// one go.
+func (h *HatcheryVSphere) placementUnused(annot *inventory.Annotation) {
+	if w := h.whereOf(annot); w != nil && w.key != "" {
+		h.capacity.Book.Ended(w.placement.Name, w.key)
+	}
 }

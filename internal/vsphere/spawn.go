@@ -202,6 +202,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		annot.Created = claimed.Annotation.Created
 		// A claimed VM stays where it was cloned, whatever placement the
 		// admission chose (a cordoned placement's pool drains so).
+		h.placementUnused(annot)
 		annot.Placement = claimed.Annotation.Placement
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm vctypes.Ref
