@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
@@ -33,9 +35,9 @@ const plFloorGB = 1
 // shows a pool's unreserved memory and CPU, which vcsim keeps at a
 // static 1 GB (less than one worker), so the tests set it as a real
 // cluster with room would show it.
-func plEnv(t *testing.T) *vcsimtest.Env {
+func plEnv(t *testing.T, templates ...vcsimtest.Template) *vcsimtest.Env {
 	t.Helper()
-	env := vcsimtest.Start(t, vcsimtest.Options{Placements: true})
+	env := vcsimtest.Start(t, vcsimtest.Options{Placements: true, Templates: templates})
 	sctx := env.SimContext()
 	for _, o := range env.Model.Map().All("ResourcePool") {
 		pool, ok := o.(*simulator.ResourcePool)
@@ -78,11 +80,17 @@ func (c *plClock) now() time.Time       { return time.Now().Add(time.Duration(c.
 func (c *plClock) jump(d time.Duration) { c.offset.Add(int64(d)) }
 func plHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config, clock *plClock, logs *testutil.SyncBuffer) *vsphere.HatcheryVSphere {
 	t.Helper()
+	return plHatcheryOver(t, env, env.Client, cfg, clock, logs)
+}
+
+// plHatcheryOver is plHatchery over client.
+func plHatcheryOver(t *testing.T, env *vcsimtest.Env, client vcenter.Port, cfg *config.Config, clock *plClock, logs *testutil.SyncBuffer) *vsphere.HatcheryVSphere {
+	t.Helper()
 	now := time.Now
 	if clock != nil {
 		now = clock.now
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, Inventory: env.Inventory(cfg), CDS: warmVcsimAPI{},
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: env.InventoryOver(cfg, client), CDS: warmVcsimAPI{},
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: now})
 	require.NoError(t, err)
 	return h
@@ -273,4 +281,78 @@ func TestVcsimCordonedPlacementPoolDrains(t *testing.T) {
 			assert.Equal(t, vcsimtest.ClusterB, on.Cluster, v.Name)
 		}
 	}
+}
+
+// plSnapshot takes a snapshot of the template named name: its linked
+// clones' base.
+func plSnapshot(ctx context.Context, t *testing.T, env *vcsimtest.Env, name string) {
+	t.Helper()
+	tpl := env.MustInspect(name)
+	task, err := object.NewVirtualMachine(env.Admin.Client, tpl.Ref).CreateSnapshot(ctx, "base", "linked clone base", false, false)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+}
+
+// TestVcsimPlacementLinkedFullAndCopy: a linked clone needs its
+// template's disks on the target datastore. In a placement on the
+// template's datastore (LocalDS_0) the clone is linked; in one on
+// LocalDS_2, which does not hold them, it is full, said once per template
+// and placement; a placement naming a copy of the template
+// (templateCopies) clones the copy. The specs are read as sent: vcsim
+// ignores the disk move type (clonemode_vcsim_test.go).
+func TestVcsimPlacementLinkedFullAndCopy(t *testing.T) {
+	const copyName = "debian12-on-b"
+	env := plEnv(t, vcsimtest.Template{Name: vcsimtest.DefaultTemplate}, vcsimtest.Template{Name: copyName})
+	ctx := env.Context()
+	plSnapshot(ctx, t, env, vcsimtest.DefaultTemplate)
+	plSnapshot(ctx, t, env, copyName)
+	const hatch = "hatch-pl-linked"
+	cfg := plConfig(env, hatch, func(a, b *config.Placement) { a.Datastores = []string{vcsimtest.DatastoreName} })
+	c := cfg.Placements[1]
+	c.Name = "c"
+	c.TemplateCopies = []config.TemplateCopy{{Template: vcsimtest.DefaultTemplate, Copy: copyName}}
+	cfg.Placements = append(cfg.Placements, c)
+	client := &viRecordingClient{Port: env.NewClient(nil)}
+	logs := &testutil.SyncBuffer{}
+	h := plHatcheryOver(t, env, client, cfg, nil, logs)
+	only := func(name string) {
+		t.Helper()
+		for _, p := range []string{"a", "b", "c"} {
+			if p == name {
+				require.NoError(t, h.Placements().Uncordon(p, "test"))
+			} else {
+				require.NoError(t, h.Placements().Cordon(p, "test"))
+			}
+		}
+	}
+	linked := string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
+	full := string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking)
+
+	only("a")
+	_, err := plSpawn(ctx, t, h, hatch, "linked-a")
+	require.NoError(t, err)
+	rec := client.clone(t, "w-linked-a")
+	assert.Equal(t, linked, rec.Spec.Location.DiskMoveType, "the template's disks are on LocalDS_0")
+	assert.NotNil(t, rec.Spec.Snapshot)
+	assert.Equal(t, env.MustInspect(vcsimtest.DefaultTemplate).Ref, rec.Source)
+
+	only("b")
+	for _, job := range []string{"full-b1", "full-b2"} {
+		_, err = plSpawn(ctx, t, h, hatch, job)
+		require.NoError(t, err)
+		rec = client.clone(t, "w-"+job)
+		assert.Equal(t, full, rec.Spec.Location.DiskMoveType, "%s: LocalDS_2 does not hold the template's disks", job)
+		assert.Nil(t, rec.Spec.Snapshot)
+		require.NotNil(t, rec.Spec.Location.Datastore)
+	}
+	assert.Equal(t, 1, strings.Count(logs.String(), `placement=b mode=full`), "said once per template and placement:\n%s", logs.String())
+
+	only("c")
+	_, err = plSpawn(ctx, t, h, hatch, "copy-c")
+	require.NoError(t, err)
+	rec = client.clone(t, "w-copy-c")
+	assert.Equal(t, env.MustInspect(copyName).Ref, rec.Source, "c clones the copy it names")
+	on, ok := env.PlacedOn("w-copy-c")
+	require.True(t, ok)
+	assert.Equal(t, vcsimtest.ClusterB, on.Cluster)
 }
