@@ -129,9 +129,13 @@ func TestPlacementLookupsAt(t *testing.T) {
 		assert.Positive(t, s.Capacity)
 		assert.True(t, s.Accessible)
 		env.FillDatastore(vcsimtest.DatastoreA, 1<<30)
+		before := c.Stats()
 		s, err = c.DatastoreSpace(ctx, ds)
 		require.NoError(t, err)
 		assert.Equal(t, int64(1<<30), s.FreeSpace, "not cached")
+		reads := c.Stats().Sub(before)
+		t.Logf("DatastoreSpace: %d request(s), %d bytes received", reads.Total().Requests, reads.Total().ResponseBytes)
+		assert.Equal(t, int64(1), reads.Total().Requests, "one request: %v", reads)
 
 		_, err = c.DatastoreSpace(ctx, types.ManagedObjectReference{Type: "Datastore", Value: "datastore-404"})
 		assert.Error(t, err)

@@ -139,7 +139,8 @@ type Options struct {
 	// ClusterB) and two datastores each mounted on one cluster's hosts
 	// (DatastoreA, DatastoreB; DatastoreName is mounted on every host),
 	// for tests of several placements (placements.go). The templates stay
-	// where they are (the DC0_C0 cluster, DatastoreName).
+	// where they are (the DC0_C0 cluster, DatastoreName). It adds ~0.17 s
+	// to the Env's start (0.35 s -> 0.53 s).
 	Placements bool
 	// Runner, when set, runs what the hatchery launches in a guest as
 	// processes on this machine and powers the VM off when they end

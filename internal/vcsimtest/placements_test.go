@@ -168,9 +168,8 @@ func TestPlacementsFilledDatastore(t *testing.T) {
 
 	env.FillDatastore(vcsimtest.DatastoreA, 1<<30)
 	space, err := env.Client.DatastoreSpace(ctx, f.datastore(ctx, t, vcsimtest.DatastoreA))
-	if err == nil { // the adapter reads it once DatastoreSpace is built
-		assert.Equal(t, int64(1<<30), space.FreeSpace)
-	}
+	require.NoError(t, err)
+	assert.Equal(t, int64(1<<30), space.FreeSpace, "the hatchery's client reads the filled figure")
 	ds := object.NewDatastore(env.Admin.Client, f.datastore(ctx, t, vcsimtest.DatastoreA))
 	var m mo.Datastore
 	require.NoError(t, ds.Properties(ctx, ds.Reference(), []string{"summary"}, &m))
