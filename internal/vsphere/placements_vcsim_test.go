@@ -176,7 +176,11 @@ func TestVcsimPlacements(t *testing.T) {
 	const h3 = "hatch-pl-cordon"
 	clock := &plClock{}
 	logs := &testutil.SyncBuffer{}
-	h = plHatchery(t, env, plConfig(env, h3, nil), clock, logs)
+	cfg3 := plConfig(env, h3, nil)
+	// One failure counted against the template would quarantine it and
+	// refuse the jobs that follow: a fault of the placement must not count.
+	cfg3.QuarantineThreshold = 1
+	h = plHatchery(t, env, cfg3, clock, logs)
 	require.NoError(t, h.Placements().Cordon("a", "uid 1000"))
 	for i := range 3 {
 		job := fmt.Sprintf("cordon-%d", i)
@@ -215,6 +219,7 @@ func TestVcsimPlacements(t *testing.T) {
 	t.Logf("while b backed off: %d jobs started in a in %s (%s per job)", during, took, took/during)
 	assert.Equal(t, placement.StateBackingOff, h.Placements().Statuses()[1].State)
 	assert.Equal(t, 1, strings.Count(logs.String(), `level=ERROR msg="placement backing off"`))
+	assert.NotContains(t, logs.String(), "template quarantined", "the placement's fault is not the template's")
 
 	// Healed, and the back-off over: the next job to b is the probe; it
 	// succeeds and b is active again.
