@@ -125,3 +125,44 @@ func TestWithoutPlacementsNoPlacementIsChosen(t *testing.T) {
 	assert.Equal(t, config.DefaultPlacementName, st[0].Name)
 	assert.NotContains(t, env.logs.records(t, "capacity decision")[0], "placement")
 }
+
+// TestPlacementLimitAcrossInstances: two instances of one hatchery
+// deciding at the same moment exceed a placement's own maxVMs by at most
+// one clone per other instance (each sees its own clones in flight, not
+// the other's), never more; once both VMs are listed, with their records'
+// placement, neither admits another there (docs/placements.md, "Two
+// instances").
+func TestPlacementLimitAcrossInstances(t *testing.T) {
+	t.Parallel()
+	cfg := func() config.Config {
+		return config.Config{Flavors: capFlavors(), Placements: []config.Placement{{Name: "a", MaxVMs: 1}}}
+	}
+	one, two := newPlacementEnv(t, cfg(), nil), newPlacementEnv(t, cfg(), nil)
+	ctx := context.Background()
+	admitted := func(env *capEnv, job string) bool {
+		_, err := env.h.AllocateResources(ctx, capV2("small"), job, nil)
+		var r *refusal.Refusal
+		if errors.As(err, &r) {
+			assert.Equal(t, refusal.ReasonPlacement, r.Reason)
+			return false
+		}
+		require.NoError(t, err)
+		return true
+	}
+	assert.True(t, admitted(one, "job-1"))
+	assert.True(t, admitted(two, "job-2"), "the other instance's clone in flight is invisible: one over")
+	assert.False(t, admitted(one, "job-3"), "its own clone in flight is counted")
+	assert.False(t, admitted(two, "job-4"), "its own clone in flight is counted")
+
+	// Both VMs listed, the spawns ended.
+	vm1, vm2 := capVM("w-1", "job-1", 2, 4096), capVM("w-2", "job-2", 2, 4096)
+	vm1.Annotation.Placement, vm2.Annotation.Placement = "a", "a"
+	for _, env := range []*capEnv{one, two} {
+		env.inv.Set(vm1, vm2)
+	}
+	one.h.releaseCapacity("job-1")
+	two.h.releaseCapacity("job-2")
+	assert.False(t, admitted(one, "job-5"))
+	assert.False(t, admitted(two, "job-6"))
+	assert.Equal(t, 2, one.h.Placements().Statuses()[0].VMs)
+}
