@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
@@ -165,4 +166,41 @@ func TestPlacementLimitAcrossInstances(t *testing.T) {
 	assert.False(t, admitted(one, "job-5"))
 	assert.False(t, admitted(two, "job-6"))
 	assert.Equal(t, 2, one.h.Placements().Statuses()[0].VMs)
+}
+
+// TestPlacementFiguresReadOncePerTTL: a placement's pool and datastores
+// are read once, then stand for admission.FiguresTTL across decisions
+// (every queued job is a decision at every poll), and are read again
+// after it.
+func TestPlacementFiguresReadOncePerTTL(t *testing.T) {
+	t.Parallel()
+	env := newCapEnv(t, config.Config{Flavors: capFlavors(), Placements: []config.Placement{
+		{Name: "a", ResourcePool: "/dc/host/a", Datastores: []string{"ds1"}},
+		{Name: "b", ResourcePool: "/dc/host/b", Datastores: []string{"ds2"}},
+	}})
+	var pools, spaces atomic.Int32
+	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
+	env.mock.EXPECT().ResourcePoolAt(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, string) (types.ManagedObjectReference, error) {
+		pools.Add(1)
+		return poolObj, nil
+	}).AnyTimes()
+	env.mock.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, name string) (types.ManagedObjectReference, error) {
+		return types.ManagedObjectReference{Type: "Datastore", Value: name}, nil
+	}).AnyTimes()
+	env.mock.EXPECT().DatastoreSpace(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error) {
+		spaces.Add(1)
+		return &types.DatastoreSummary{Name: ds.Value, FreeSpace: 100 << 30, Capacity: 1000 << 30, Accessible: true}, nil
+	}).AnyTimes()
+	ctx := context.Background()
+	for i := range 10 {
+		_, err := env.h.AllocateResources(ctx, capV2("small"), fmt.Sprintf("job-%d", i), nil)
+		require.NoError(t, err)
+	}
+	assert.EqualValues(t, 2, pools.Load(), "one pool read per placement for ten decisions")
+	assert.EqualValues(t, 2, spaces.Load(), "one space read per datastore")
+	env.clock.Advance(admission.FiguresTTL)
+	_, err := env.h.AllocateResources(ctx, capV2("small"), "job-later", nil)
+	require.NoError(t, err)
+	assert.EqualValues(t, 4, pools.Load(), "read again after FiguresTTL")
+	assert.EqualValues(t, 4, spaces.Load())
 }
