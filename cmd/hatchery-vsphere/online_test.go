@@ -136,6 +136,11 @@ func TestConfigCheckOnline(t *testing.T) {
 	// ambiguous default is no problem then.
 	t.Run("placements", func(t *testing.T) {
 		vc := vcsimtest.Start(t, vcsimtest.Options{Password: plantedPassword, Placements: true})
+		// With [[placements]] the top-level datastoreString must be empty
+		// (config.Config.Validate): each entry names its own datastores.
+		noTopDatastore := func(path string) string {
+			return writeFile(t, strings.Replace(readFile(t, path), `datastoreString = "`+vc.Datastore+`"`, `datastoreString = ""`, 1))
+		}
 		path := onlineConfig(t, vc, "", `
 [[hatchery.vsphere.placements]]
   name = "a"
@@ -148,6 +153,7 @@ func TestConfigCheckOnline(t *testing.T) {
   datastores = ["LocalDS_9"]
   network = "no-such-network"
 `)
+		path = noTopDatastore(path)
 		r := runCmd(t, env, nil, "config", "check", "--config", path, "--online")
 		t.Logf("config check --online:\n%s", r.stderr)
 		require.Equal(t, exitFail, r.code, r.stdout)
@@ -176,6 +182,7 @@ func TestConfigCheckOnline(t *testing.T) {
   datastores = ["`+vcsimtest.DatastoreB+`"]
   folder = "`+vc.Folder+`"
 `)
+		path = noTopDatastore(path)
 		r = runCmd(t, env, nil, "config", "check", "--config", path, "--online")
 		require.Equal(t, exitOK, r.code, r.stderr)
 		assert.Contains(t, r.stdout, "2 placement(s), 1 template key(s), privileges granted")

@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -43,6 +44,9 @@ type Admission struct {
 	Inventory inventory.Inventory
 	// Port reads the resource pool.
 	Port Port
+	// Places reads the placements' pools and datastores (with
+	// [[placements]] only; nil: no placement decision).
+	Places PlacementPort
 	// Resolve returns the flavor a worker of model gets (nil: the
 	// template's hardware), an error for an unknown flavor.
 	Resolve func(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error)
@@ -64,6 +68,13 @@ type State struct {
 	pool       *vctypes.Ref // looked up once, dropped when a read fails
 	poolHealth poolHealth
 	lastPool   capacity.Pool // the last read, for status lines (no round trip)
+	// figures are the placements' pool and datastore readings, by
+	// placement name (FiguresTTL).
+	figures map[string]figuresRead
+
+	// Book keeps the placements' states (internal/placement); the
+	// hatchery sets it before any decision. Nil: no placement decision.
+	Book *placement.Book
 }
 
 // NewState returns an empty State.
@@ -193,7 +204,7 @@ func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarte
 		// spawn, resolving it, reports the error to the job.
 		return nil, nil
 	}
-	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err}, nil
+	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err, book: a.State.Book}, nil
 }
 
 // resolvedFlavor is the flavor allocate resolved for a job (Resolve), and
@@ -213,14 +224,17 @@ type heldReservation struct {
 	r         *capacity.Reservation
 	flavor    *config.Flavor
 	flavorErr error
+	// book is told when a reservation with a placement is given back
+	// unused (a probe that will not be sent).
+	book *placement.Book
 }
 
 // Release implements spawn.Reservation: the footprint is forgotten at
 // once (no spawn used it). Once SpawnWorker released it, or it expired,
 // or when none was reserved, it does nothing.
 func (r *heldReservation) Release(refusal.Reason) {
-	if r.r != nil {
-		r.l.GiveBack(r.r)
+	if r.r != nil && r.l.GiveBack(r.r) && r.book != nil && r.r.Placement != "" {
+		r.book.Ended(r.r.Placement, r.r.Key)
 	}
 }
 
@@ -318,9 +332,16 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	in.Reserve, smaller = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 	in.Pool = a.readPool(ctx)
 
-	// Then decide and reserve atomically.
-	o := l.Decide(gen, a.Now(), grace, capacity.Count(usages), in,
-		capacity.Reservation{Key: jobID, Model: model.GetName(), Flavor: flavorName})
+	// The placements' figures, read (FiguresTTL) without the lock.
+	var place capacity.Place
+	var choice placement.Choice
+	if a.placed() {
+		place = a.placeFunc(jobID, footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+	}
+
+	// Then decide, place and reserve atomically.
+	o := l.DecidePlaced(gen, a.Now(), grace, capacity.Count(usages), in,
+		capacity.Reservation{Key: jobID, Model: model.GetName(), Flavor: flavorName}, place)
 	a.logExpired(o.Expired)
 	in, d := o.Input, o.Decision
 	attrs := []any{
@@ -343,6 +364,9 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	}
 	if footprintErr != nil {
 		attrs = append(attrs, "footprint_err", footprintErr.Error())
+	}
+	if place != nil && choice.NotTaken != nil {
+		attrs = append(attrs, placementAttrs(choice)...)
 	}
 	a.Log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
 	if !d.Allowed {
@@ -391,7 +415,7 @@ func (a Admission) ReleaseProvisioning(name string) { a.Release(capacity.Provisi
 // off, ReleaseProvisioning on failure (the VM may
 // stay powered on until cleanup destroys it).
 func (a Admission) ReserveProvisioning(ctx context.Context, name string, template modelref.Template, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
-	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 {
+	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 && !a.placed() {
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
 	l := a.State.ledger
@@ -411,15 +435,26 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name string, templat
 	}
 	in.Reserve, _ = capacity.StarvationReserve(CapacityFlavors(a.Config.Flavors), CapacityFlavor(flavor), a.Config.CountSmallerFlavorToKeep)
 
-	o := l.Decide(gen, a.Now(), grace, capacity.Count(usages), in,
-		capacity.Reservation{Key: capacity.ProvisionKey(name), Model: model, Flavor: flavorKey})
+	// A refill goes to a placement as a clone for a job does: never a
+	// cordoned or backing-off one (placement.Book.Eligible).
+	var place capacity.Place
+	var choice placement.Choice
+	if a.placed() {
+		place = a.placeFunc(capacity.ProvisionKey(name), footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+	}
+	o := l.DecidePlaced(gen, a.Now(), grace, capacity.Count(usages), in,
+		capacity.Reservation{Key: capacity.ProvisionKey(name), Model: model, Flavor: flavorKey}, place)
 	a.logExpired(o.Expired)
 	in, d := o.Input, o.Decision
-	a.Log.Debug("provisioning capacity decision", logkey.VM, name, logkey.Model, model, logkey.Flavor, flavorKey,
+	attrs := []any{logkey.VM, name, logkey.Model, model, logkey.Flavor, flavorKey,
 		"allowed", d.Allowed, logkey.Reason, d.Reason, logkey.Detail, d.Detail, "known_footprint", in.Known,
 		"used_cpus", in.Used.CPUs, "next_cpus", in.Next.CPUs, "reserve_cpus", in.Reserve.CPUs, "max_cpus", in.MaxCPUs,
 		"used_memory_mb", in.Used.MemoryMB, "next_memory_mb", in.Next.MemoryMB, "reserve_memory_mb", in.Reserve.MemoryMB, "max_memory_mb", in.MaxMemoryMB,
-		"inflight", o.Counted)
+		"inflight", o.Counted}
+	if place != nil && choice.NotTaken != nil {
+		attrs = append(attrs, placementAttrs(choice)...)
+	}
+	a.Log.Debug("provisioning capacity decision", attrs...)
 	return d, nil
 }
 

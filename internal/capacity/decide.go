@@ -18,10 +18,14 @@ const (
 	// ReasonInventory: no decision could be taken (the inventory could
 	// not be read).
 	ReasonInventory Reason = Reason(refusal.ReasonResources)
+	// ReasonPlacement: the hatchery has room but none of its placements
+	// can take the clone (each full, cordoned or backing off;
+	// internal/placement).
+	ReasonPlacement Reason = Reason(refusal.ReasonPlacement)
 )
 
 // Reasons is the fixed set of refusal codes, in documentation order.
-func Reasons() []Reason { return []Reason{ReasonCPU, ReasonMemory, ReasonInventory} }
+func Reasons() []Reason { return []Reason{ReasonCPU, ReasonMemory, ReasonInventory, ReasonPlacement} }
 
 // Code is the framework's refusal code of r.
 func (r Reason) Code() refusal.Reason { return refusal.Reason(r) }

@@ -72,6 +72,7 @@ func TestReasonsAreFrameworkCodes(t *testing.T) {
 	t.Parallel()
 	framework := map[refusal.Reason]bool{
 		refusal.ReasonCapacityCPU: true, refusal.ReasonCapacityMemory: true, refusal.ReasonResources: true,
+		refusal.ReasonPlacement: true,
 	}
 	seen := map[refusal.Reason]bool{}
 	for _, r := range Reasons() {

@@ -22,6 +22,10 @@ type Reservation struct {
 	Flavor    string
 	Footprint Footprint
 	Created   time.Time
+	// Placement and Datastore are where the decision sent the clone
+	// (internal/placement; empty without [[placements]]).
+	Placement string
+	Datastore string
 	// released is 0 while the spawn is in flight, else the generation of
 	// its release; releasedAt is when. seen is the generation at which a
 	// decision's snapshot first showed the key's VM powered on (0 never).
@@ -195,6 +199,31 @@ type Outcome struct {
 // with a known footprint, reserves in.Next under r.Key (r's Model and
 // Flavor are for logs).
 func (l *Ledger) Decide(g Generation, now time.Time, grace time.Duration, usage Usage, in Input, r Reservation) Outcome {
+	return l.DecidePlaced(g, now, grace, usage, in, r, nil)
+}
+
+// Placed is one reservation as a placement decision counts it: where it
+// went, its footprint, whether the decision counts it in flight (its VM
+// not shown by the snapshot) and whether its spawn is still running.
+type Placed struct {
+	Placement string
+	Footprint Footprint
+	Counted   bool
+	Held      bool
+}
+
+// Place chooses, under the ledger's lock, where an allowed clone goes,
+// given the reservations there are (so that two concurrent decisions
+// each count the other's): the placement and datastore, or a refusal
+// (Reason set).
+type Place func(res []Placed) (placement, datastore string, refused Decision)
+
+// DecidePlaced is Decide whose allowing decision also chooses the clone's
+// placement with place (nil: none), under the same lock: the reservation
+// carries it, and a placement's refusal is the decision's. With a
+// placement chosen, a reservation is made even for an unknown footprint
+// (zero), so that its placement counts the clone in flight.
+func (l *Ledger) DecidePlaced(g Generation, now time.Time, grace time.Duration, usage Usage, in Input, r Reservation, place Place) Outcome {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var o Outcome
@@ -203,11 +232,50 @@ func (l *Ledger) Decide(g Generation, now time.Time, grace time.Duration, usage 
 	in.Used = usage.Footprint.Add(inflight)
 	in.InFlight = inflight
 	o.Input, o.Decision, o.Counted = in, Decide(in), n
-	if o.Decision.Allowed && in.Known {
-		r.Footprint, r.Created = in.Next, now
+	if o.Decision.Allowed && place != nil {
+		pl, ds, refused := place(l.placedLocked(uint64(g), now, grace, r.Key, usage.Keys))
+		if refused.Reason != "" {
+			o.Decision = refused
+			return o
+		}
+		r.Placement, r.Datastore = pl, ds
+	}
+	if o.Decision.Allowed && (in.Known || r.Placement != "") {
+		if in.Known {
+			r.Footprint = in.Next
+		}
+		r.Created = now
 		o.Held = l.reserveLocked(r)
 	}
 	return o
+}
+
+// placedLocked lists the reservations with a placement as a decision
+// begun at g counts them (inFlightLocked's rule), key's own excluded.
+func (l *Ledger) placedLocked(g uint64, now time.Time, grace time.Duration, key string, visible map[string]bool) []Placed {
+	var out []Placed
+	for _, r := range l.res {
+		if r.Placement == "" || (r.released == 0 && key != "" && r.Key == key) {
+			continue
+		}
+		counted := !(r.Key != "" && visible[r.Key]) &&
+			!(r.released != 0 && r.released <= g && !now.Before(r.releasedAt.Add(grace)))
+		out = append(out, Placed{Placement: r.Placement, Footprint: r.Footprint, Counted: counted, Held: r.released == 0})
+	}
+	return out
+}
+
+// PlacementOf returns the placement and datastore of key's in-flight
+// reservation; false when it has none with a placement.
+func (l *Ledger) PlacementOf(key string) (placement, datastore string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range l.res {
+		if r.released == 0 && r.Key == key && r.Placement != "" {
+			return r.Placement, r.Datastore, true
+		}
+	}
+	return "", "", false
 }
 
 // View is a report's reading of the ledger against one snapshot.

@@ -83,6 +83,9 @@ type cloneDecision struct {
 	// FlavorFallback: the template has a snapshot but the flavor grows the
 	// disk, so this clone is full.
 	FlavorFallback bool
+	// Placement is set when the placement's datastore made the clone full
+	// (the line is said once per template and placement).
+	Placement string
 }
 
 // decideCloneMode picks the clone mode of a clone of a template whose
@@ -142,6 +145,10 @@ func (b *Builder) logCloneMode(log *slog.Logger, template Template, annot *inven
 		return
 	}
 	if !b.firstModeLog(template.Ref.Value + "/" + d.Mode + "/" + d.Reason) {
+		return
+	}
+	if d.Placement != "" {
+		log.Info("clone mode", logkey.Model, tname, logkey.Placement, d.Placement, "mode", d.Mode, logkey.Detail, d.Reason)
 		return
 	}
 	if d.Mode == ModeLinked {

@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -29,6 +30,24 @@ type Port interface {
 	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
 	// LoadDatastore returns the datastore named name.
 	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	// ResourcePoolAt returns the resource pool at path (a placement's).
+	ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+}
+
+// Location is where a clone goes when the configuration has
+// [[placements]] (internal/placement): its placement's name, resource pool
+// path, datastore and network. Without it a clone goes where the
+// top-level keys say.
+type Location struct {
+	// Placement names the placement (logs, the clone-mode line's key).
+	Placement string
+	// ResourcePool is the pool's or cluster's path ("" : the configured
+	// pool).
+	ResourcePool string
+	// Datastore is the datastore's name ("" : datastoreString).
+	Datastore string
+	// Network is the network of the first NIC.
+	Network string
 }
 
 // Options are what New needs. Now defaults to time.Now.
@@ -99,6 +118,14 @@ func (b *Builder) Forget(template types.ManagedObjectReference) {
 // metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
 // The clone mode is logged on log.
 func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
+	return b.SpecAt(ctx, log, template, annot, flavor, boot, nil)
+}
+
+// SpecAt is Spec for a clone sent to at (nil: the top-level keys, as
+// Spec): its pool, datastore and network. A linked clone needs its
+// template's disks on the target datastore: when at's datastore holds
+// none of them, the clone is full (said once per template and placement).
+func (b *Builder) SpecAt(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location) (*types.VirtualMachineCloneSpec, error) {
 	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -116,16 +143,25 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 	if !ok {
 		return nil, fmt.Errorf("template %q: first network card is not an ethernet card", tname)
 	}
-	if err := b.port.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), b.cfg.CardName, b.cfg.NetworkString); err != nil {
-		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, b.cfg.NetworkString, err)
+	network, poolPath, dsName := b.cfg.NetworkString, b.cfg.ResourcePoolString, b.cfg.DatastoreString
+	if at != nil {
+		network, poolPath, dsName = at.Network, at.ResourcePool, at.Datastore
 	}
-	pool, err := b.port.LoadResourcePool(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("load resource pool %q: %w", b.cfg.ResourcePoolString, err)
+	if err := b.port.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), b.cfg.CardName, network); err != nil {
+		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, network, err)
 	}
-	ds, err := b.port.LoadDatastore(ctx, b.cfg.DatastoreString)
+	var pool types.ManagedObjectReference
+	if at != nil && poolPath != "" {
+		pool, err = b.port.ResourcePoolAt(ctx, poolPath)
+	} else {
+		pool, err = b.port.LoadResourcePool(ctx)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("load datastore %q: %w", b.cfg.DatastoreString, err)
+		return nil, fmt.Errorf("load resource pool %q: %w", poolPath, err)
+	}
+	ds, err := b.port.LoadDatastore(ctx, dsName)
+	if err != nil {
+		return nil, fmt.Errorf("load datastore %q: %w", dsName, err)
 	}
 
 	// One adapter mapping per NIC of the template (vSphere refuses a
@@ -168,6 +204,10 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 	}
 
 	mode := decideCloneMode(tinfo, flavor, b.cfg.LinkedCloneSnapshot)
+	if at != nil && mode.Mode == ModeLinked && !disksOn(tinfo.Devices, ds.Reference()) {
+		mode = cloneDecision{Mode: ModeFull, Placement: at.Placement,
+			Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(at.Placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
+	}
 	b.logCloneMode(log, template, annot, flavor, mode)
 	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
 	if mode.Mode == ModeLinked {
@@ -245,4 +285,24 @@ func FlavorName(f *config.Flavor) string {
 		return ""
 	}
 	return f.Name
+}
+
+// disksOn tells whether every disk of devices is backed on datastore ds
+// (a template without disks: true). A backing that names no datastore is
+// taken as on it.
+func disksOn(devices object.VirtualDeviceList, ds types.ManagedObjectReference) bool {
+	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
+		disk, ok := d.(*types.VirtualDisk)
+		if !ok {
+			continue
+		}
+		fb, ok := disk.Backing.(types.BaseVirtualDeviceFileBackingInfo)
+		if !ok {
+			continue
+		}
+		if ref := fb.GetVirtualDeviceFileBackingInfo().Datastore; ref != nil && ref.Value != ds.Value {
+			return false
+		}
+	}
+	return true
 }

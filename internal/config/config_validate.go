@@ -25,6 +25,7 @@ func (c *Config) Validate() error {
 	c.validateCommon(&es)
 	c.validateVCenter(&es)
 	c.validateTemplateFolders(&es)
+	c.validatePlacements(&es)
 	c.validateNumbers(&es)
 	if c.validateNetwork(&es) {
 		c.validateIPPlan(&es)

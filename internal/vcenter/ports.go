@@ -2,6 +2,7 @@ package vcenter
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -76,4 +77,37 @@ func (p Ports) LoadResourcePool(ctx context.Context) (vctypes.Ref, error) {
 func (p Ports) ResourcePoolRuntime(ctx context.Context, pool vctypes.Ref) (*vctypes.PoolRuntime, error) {
 	rt, err := p.Port.ResourcePoolRuntime(ctx, MORef(pool))
 	return PoolRuntimeOf(rt), Classify(err)
+}
+
+// PoolRuntimeAt reads the runtime of the resource pool at path (a pool's
+// or a cluster's path; "" the configured pool): a placement's pool
+// (admission.PlacementPort).
+func (p Ports) PoolRuntimeAt(ctx context.Context, path string) (*vctypes.PoolRuntime, error) {
+	pool, err := p.Port.ResourcePoolAt(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("resource pool %q: %w", path, Classify(err))
+	}
+	rt, err := p.Port.ResourcePoolRuntime(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("resource pool %q runtime: %w", path, Classify(err))
+	}
+	return PoolRuntimeOf(rt), nil
+}
+
+// DatastoreSpaceOf reads the space of the datastore named name
+// (admission.PlacementPort).
+func (p Ports) DatastoreSpaceOf(ctx context.Context, name string) (*vctypes.DatastoreSpace, error) {
+	ds, err := p.Port.LoadDatastore(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("datastore %q: %w", name, Classify(err))
+	}
+	sum, err := p.Port.DatastoreSpace(ctx, ds)
+	if err != nil {
+		return nil, fmt.Errorf("datastore %q space: %w", name, Classify(err))
+	}
+	if sum == nil {
+		return nil, fmt.Errorf("datastore %q space: empty summary", name)
+	}
+	return &vctypes.DatastoreSpace{Ref: RefOf(ds), Name: sum.Name, FreeBytes: sum.FreeSpace,
+		CapacityBytes: sum.Capacity, Accessible: sum.Accessible}, nil
 }

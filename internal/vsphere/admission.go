@@ -22,10 +22,14 @@ type CapacityUsage = admission.Usage
 // inventory, logger and metrics as they are now (internal/admission).
 func (h *HatcheryVSphere) admission() admission.Admission {
 	cfg := h.conf() // one snapshot for the decision: its limits and its flavors
-	return admission.Admission{
+	a := admission.Admission{
 		State: h.capacity, Hatchery: h.Name(), Config: cfg, Inventory: h.inv, Port: vcenter.PortsOf(h.vs),
 		Resolve: cfg.ResolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
 	}
+	if len(cfg.Placements) > 0 {
+		a.Places = vcenter.PortsOf(h.vs)
+	}
+	return a
 }
 
 // CanAllocateResources tells whether the next worker fits now, and

@@ -37,6 +37,18 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
+	// With [[placements]], where its admission sent it (placements.go):
+	// the record names the placement, and a copy of the template the
+	// placement names (templateCopies) is cloned instead, found as a
+	// template is.
+	w := h.whereOf(annot)
+	if w != nil {
+		annot.Placement = w.placement.Name
+		if c := w.placement.CopyOf(tpl.Name); c != tpl.Name && !tpl.Built {
+			tpl = modelref.Template{Name: c}
+			templateName = c
+		}
+	}
 	// Cleanup leaves a name being cloned alone: the VM may not be in the
 	// inventory yet. A warm-pool VM is already Provisioning: it stays so
 	// (its provisioning moves it on). A name destroyed earlier (a V1
@@ -90,6 +102,10 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 			h.ips.Release(leased, vmName)
 			annot.IPAddress = ""
 		}
+		if w != nil && step != "clone" {
+			// No clone reached the placement: a probe lets the next go.
+			h.capacity.Book.Ended(w.placement.Name, w.key)
+		}
 		if created && cloning {
 			// The clone's own entry leaves Cloning for Marked. An entry
 			// it did not record is the loop's that did: a warm-pool
@@ -117,12 +133,12 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 	if err != nil {
 		return fail("load template", spawnfault.MarkTemplate(err), false, false)
 	}
-	spec, err := h.clones.Spec(ctx, h.log, template, annot, flavor, boot)
+	spec, err := h.clones.SpecAt(ctx, h.log, template, annot, flavor, boot, w.location())
 	if err != nil {
 		h.clones.Forget(template.Ref)
 		return fail("prepare clone spec", err, false, false)
 	}
-	folder, err := h.vs.LoadFolder(ctx)
+	folder, err := h.folderOf(ctx, w)
 	if err != nil {
 		return fail("load folder", err, false, false)
 	}
@@ -133,11 +149,19 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 	if err != nil {
 		// The template may have changed under its cached device list.
 		h.clones.Forget(template.Ref)
+		// A fault that points at the placement (a host or datastore
+		// down, no space) backs it off and is not the template's: the
+		// quarantine does not count it.
+		marked := spawnfault.MarkTemplate(err)
+		if h.placementOutcome(w, vmName, err) {
+			marked = err
+		}
 		// A failed clone task may leave a half-made VM behind (it carries
 		// our annotation): the cleanup destroys it. A name already taken
 		// is someone else's VM: never marked.
-		return fail("clone", spawnfault.MarkTemplate(err), vctypes.KindOf(err) != vctypes.FaultDuplicateName, !spawnfault.IsVCenterFault(err))
+		return fail("clone", marked, vctypes.KindOf(err) != vctypes.FaultDuplicateName, !spawnfault.IsVCenterFault(err))
 	}
+	h.placementOutcome(w, vmName, nil)
 	if ref == nil {
 		// vCenter reported success: the VM probably exists with its IP.
 		return fail("clone", errors.New("no reference returned"), true, true)

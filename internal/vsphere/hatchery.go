@@ -158,6 +158,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.ips = ips
 	h.capacity = admission.NewState()
 	h.parents = instantparent.NewState()
+	h.capacity.Book = newPlacementBook(o.Config, h.log, func() time.Time { return h.now() })
+	h.placements = h.capacity.Book
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, Live: h.conf, IPs: ips, Now: func() time.Time { return h.now() }})
 	vms := clonespec.VMPort{Port: o.Client, Builder: h.clones}
 	h.custody = &custody.Custody{

@@ -1,8 +1,133 @@
 package vsphere
 
-import "github.com/cds-contrib/hatchery-vsphere/internal/placement"
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/vim25/types"
+)
 
 // Placements is the hatchery's placement set: what /mon/status, the
 // metrics and ctl read and change of the placements (internal/placement).
 // nil until the hatchery builds it.
 func (h *HatcheryVSphere) Placements() placement.Set { return h.placements }
+
+// newPlacementBook builds the placements' Book from cfg: one entry per
+// placement (config.Config.EffectivePlacements), the back-off on only
+// with [[placements]] (docs/placements.md: with the default placement
+// alone there is nowhere else to go, and the hatchery behaves as before).
+// Placements are not live keys (config.LiveKey): the Book lives as long
+// as the process.
+func newPlacementBook(cfg *config.Config, log *slog.Logger, now func() time.Time) *placement.Book {
+	var names []string
+	for _, p := range cfg.EffectivePlacements() {
+		names = append(names, p.Name)
+	}
+	return placement.NewBook(placement.BookOptions{Names: names, Backoff: len(cfg.Placements) > 0, Log: log, Now: now})
+}
+
+// where is where one clone goes with [[placements]]: its placement's
+// configuration and the datastore the decision chose.
+type where struct {
+	placement config.Placement
+	datastore string
+	// key is the reservation's key (a job, a warm-pool slot); "" when
+	// the clone has none.
+	key string
+}
+
+// whereOf returns where the clone carrying annot goes: the placement and
+// datastore its admission chose (the in-flight reservation of its job,
+// or of its warm-pool slot); nil without [[placements]], where the
+// top-level keys apply as before. A clone without a reservation (a V1
+// model's registration, a spawn without admission) goes to the first
+// placement that is not cordoned, its first datastore.
+func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
+	cfg := h.conf()
+	if len(cfg.Placements) == 0 {
+		return nil
+	}
+	key := annot.JobID
+	if annot.Provisioning {
+		key = capacity.ProvisionKey(annot.WorkerName)
+	}
+	ps := cfg.EffectivePlacements()
+	name, ds, ok := "", "", false
+	if key != "" {
+		name, ds, ok = h.capacity.Ledger().PlacementOf(key)
+	}
+	for _, p := range ps {
+		if ok && p.Name == name {
+			return &where{placement: p, datastore: ds, key: key}
+		}
+	}
+	for _, p := range ps {
+		if h.capacity.Book.Cordoned(p.Name) {
+			continue
+		}
+		w := &where{placement: p}
+		if len(p.Datastores) > 0 {
+			w.datastore = p.Datastores[0]
+		}
+		return w
+	}
+	w := &where{placement: ps[0]}
+	if len(ps[0].Datastores) > 0 {
+		w.datastore = ps[0].Datastores[0]
+	}
+	return w
+}
+
+// location is w as the clone specification takes it.
+func (w *where) location() *clonespec.Location {
+	if w == nil {
+		return nil
+	}
+	return &clonespec.Location{Placement: w.placement.Name, ResourcePool: w.placement.ResourcePool,
+		Datastore: w.datastore, Network: w.placement.Network}
+}
+
+// folderOf returns the VM folder a clone sent to w goes to: the
+// placement's folder, else the configured one.
+func (h *HatcheryVSphere) folderOf(ctx context.Context, w *where) (types.ManagedObjectReference, error) {
+	if w == nil || w.placement.Folder == "" || w.placement.Folder == h.conf().FolderString {
+		return h.vs.LoadFolder(ctx)
+	}
+	return h.vs.FolderAt(ctx, w.placement.Folder)
+}
+
+// placementOutcome tells the Book how a clone sent to w ended and
+// whether err points at the placement (then the placement backs off and
+// the template's quarantine does not count it).
+func (h *HatcheryVSphere) placementOutcome(w *where, vmName string, err error) bool {
+	if w == nil {
+		return false
+	}
+	book := h.capacity.Book
+	if err == nil {
+		book.Succeeded(w.placement.Name, w.key)
+		return false
+	}
+	points := book.Failed(w.placement.Name, w.key, err)
+	if points {
+		h.log.Info("clone failed in its placement", logkey.VM, vmName, logkey.Placement, w.placement.Name, logkey.Err, err)
+	}
+	return points
+}
+
+// placementUnused tells the Book that the clone the admission sent to a
+// placement for annot will not be made (a warm-pool VM was claimed
+// instead, or the spawn stopped before its clone): a probe lets the next
+// one go.
+func (h *HatcheryVSphere) placementUnused(annot *inventory.Annotation) {
+	if w := h.whereOf(annot); w != nil && w.key != "" {
+		h.capacity.Book.Ended(w.placement.Name, w.key)
+	}
+}

@@ -7,7 +7,9 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
+	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -95,6 +97,16 @@ func TestHatcheryRefusalCodesAreProduced(t *testing.T) {
 		assert.Nil(t, res)
 		add("AllocateResources "+c.name, err)
 	}
+
+	// AllocateResources: room, but no placement can take the clone.
+	env := newCapEnv(t, config.Config{Flavors: capFlavors(), Placements: []config.Placement{{Name: "a", MaxVMs: 1}}})
+	env.mock.EXPECT().ResourcePoolAt(gomock.Any(), gomock.Any()).Return(types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}, nil).AnyTimes()
+	used := capVM("w-a", "other-job", 2, 4096)
+	used.Annotation.Placement = "a"
+	env.inv.Set(used)
+	res, err := env.h.AllocateResources(ctx, capV2("small"), "job-placement", nil)
+	assert.Nil(t, res)
+	add("AllocateResources placement", err)
 
 	// GateSpawn: a quarantined template.
 	f := newSpFixture(t, spConfig())

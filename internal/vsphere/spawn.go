@@ -200,6 +200,10 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
+		// A claimed VM stays where it was cloned, whatever placement the
+		// admission chose (a cordoned placement's pool drains so).
+		h.placementUnused(annot)
+		annot.Placement = claimed.Annotation.Placement
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm vctypes.Ref
 		if claimed.Annotation.IdleState != "" {
@@ -222,7 +226,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		}
 		return vcenter.MORef(vm), nil
 	}
-	annot.IPAddress, annot.Created = "", h.now().UTC()
+	annot.IPAddress, annot.Created, annot.Placement = "", h.now().UTC(), ""
 	return h.cloneVMBoot(ctx, template, annot.WorkerName, annot, flavor, boot)
 }
 

@@ -13,6 +13,7 @@
 //   - Model: the worker model (its name or path).
 //   - Flavor: the flavor name.
 //   - IP: an IP address of a worker VM.
+//   - Placement: the name of a placement ([[placements]]).
 package logkey
 
 // The log keys (see the package comment for their meaning).
@@ -33,4 +34,6 @@ const (
 	Flavor = "flavor"
 	// IP carries a worker VM's IP address.
 	IP = "ip"
+	// Placement carries a placement's name.
+	Placement = "placement"
 )

@@ -19,7 +19,7 @@ import (
 var vocabulary = map[string]string{
 	"err": "Err", "error": "Err", "reason": "Reason", "detail": "Detail",
 	"vm": "VM", "worker": "VM", "job": "Job", "model": "Model",
-	"flavor": "Flavor", "ip": "IP",
+	"flavor": "Flavor", "ip": "IP", "placement": "Placement",
 }
 
 // firstKey returns the index of the first key argument of a logger method,

@@ -38,6 +38,10 @@ const (
 	// ReasonResources: the hatchery could not decide whether it can serve
 	// the job or whether the worker fits (its inventory is unreadable).
 	ReasonResources Reason = "resources"
+	// ReasonPlacement: the hatchery has room but none of its placements
+	// ([[placements]]) can take the clone: each is full (its own limits,
+	// its pool, its datastores at their floor), cordoned or backing off.
+	ReasonPlacement Reason = "placement"
 	// ReasonRegion: the job's region is not this hatchery's.
 	ReasonRegion Reason = "region"
 	// ReasonModel: the job's model is unknown, disabled, of another type,
@@ -86,7 +90,7 @@ const (
 var Reasons = []Reason{
 	ReasonCapacityCPU, ReasonCapacityMemory, ReasonCapacity, ReasonIP,
 	ReasonMaxWorkers, ReasonMaxProvisioning, ReasonMaxRegistering, ReasonPoolUnknown,
-	ReasonResources, ReasonRegion, ReasonModel, ReasonTemplate, ReasonRequirement,
+	ReasonResources, ReasonPlacement, ReasonRegion, ReasonModel, ReasonTemplate, ReasonRequirement,
 	ReasonSpawning, ReasonServed, ReasonRegistering, ReasonQuarantined,
 	ReasonBooked, ReasonJobGone, ReasonBookFailed, ReasonAttempts,
 	ReasonWorkerToken, ReasonShutdown, ReasonAbandoned,
@@ -99,7 +103,7 @@ var Reasons = []Reason{
 // sdk/workerpool), which may give model and resources too. Tests tie each
 // half to the decisions producing it.
 var HatcheryReasons = []Reason{
-	ReasonCapacityCPU, ReasonCapacityMemory, ReasonIP, ReasonResources,
+	ReasonCapacityCPU, ReasonCapacityMemory, ReasonIP, ReasonResources, ReasonPlacement,
 	ReasonModel, ReasonTemplate, ReasonRequirement, ReasonSpawning, ReasonServed,
 	ReasonRegistering, ReasonQuarantined,
 }
@@ -111,7 +115,7 @@ func (r Reason) Waits() bool {
 	switch r {
 	case ReasonCapacityCPU, ReasonCapacityMemory, ReasonCapacity, ReasonIP,
 		ReasonMaxWorkers, ReasonMaxProvisioning, ReasonMaxRegistering,
-		ReasonPoolUnknown, ReasonResources:
+		ReasonPoolUnknown, ReasonResources, ReasonPlacement:
 		return true
 	}
 	return false
