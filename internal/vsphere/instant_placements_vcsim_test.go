@@ -2,6 +2,7 @@ package vsphere_test
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -27,10 +29,11 @@ func ipConfig(env *vcsimtest.Env) *config.Config {
 }
 
 // ipStart is a hatchery over an icClient whose forks' parents are
-// recorded (child name → parent reference), after instant-parents passes
-// until both placements have their ready parent (at most 3: build, then
-// seen ready); it returns the parents by placement.
-func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vsphere.HatcheryVSphere, *icClient, map[string]types.ManagedObjectReference, map[string]string) {
+// recorded (child name → parent reference), after before (when set) and
+// instant-parents passes until both placements have their ready parent
+// (at most 3: build, then seen ready); it returns the parents by
+// placement.
+func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, logs *testutil.SyncBuffer, before func(*vsphere.HatcheryVSphere, *icClient)) (*vsphere.HatcheryVSphere, *icClient, map[string]types.ManagedObjectReference, map[string]string) {
 	t.Helper()
 	c := &icClient{Port: env.Client}
 	var mu sync.Mutex
@@ -41,8 +44,12 @@ func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vsphere.Hat
 		parentOf[forks[n-1]] = parent
 		mu.Unlock()
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: c, CDS: &ciAPI{}, Inventory: env.InventoryOver(cfg, c)})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: c, CDS: &ciAPI{}, Inventory: env.InventoryOver(cfg, c),
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
+	if before != nil {
+		before(h, c)
+	}
 	parents := map[string]string{}
 	for i := 0; i < 3 && len(parents) < 2; i++ {
 		env.WaitInventory(h.InventoryOf())
@@ -61,8 +68,9 @@ func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vsphere.Hat
 // two clusters. One parent is built per placement, in its placement's
 // cluster, its record naming it; a job is forked from the parent of the
 // placement its admission chose (the child on that cluster, its record
-// naming that placement) and nothing else is cloned from the template. A
-// cordoned placement keeps its parent (no job goes there, none is built).
+// naming that placement) and nothing else is cloned from the template. No
+// parent is built in a cordoned placement; one already there is kept (no
+// job goes there meanwhile).
 // After a restart the new process adopts exactly one parent per
 // placement, builds none, and once the children end nothing of ours is
 // left but the two parents.
@@ -71,7 +79,21 @@ func TestVcsimInstantPlacements(t *testing.T) {
 	env := plEnv(t)
 	ctx := env.Context()
 	cfg := ipConfig(env)
-	h, c, parentOf, parents := ipStart(t, env, cfg)
+	logs := &testutil.SyncBuffer{}
+	// b cordoned at first: a pass builds a's parent only; uncordoned,
+	// the next builds b's.
+	h, c, parentOf, parents := ipStart(t, env, cfg, logs, func(h *vsphere.HatcheryVSphere, c *icClient) {
+		require.NoError(t, h.Placements().Cordon("b", "uid 1000"))
+		env.WaitInventory(h.InventoryOf())
+		h.InstantParentsPass(ctx)
+		_, clones := c.counts()
+		require.Len(t, clones, 1, "one parent built")
+		on, ok := env.PlacedOn(clones[0])
+		require.True(t, ok)
+		assert.Equal(t, vcsimtest.ClusterA, on.Cluster, "no parent is built in a cordoned placement")
+		assert.Contains(t, logs.String(), `msg="instant parent waits for its placement" parent_key=debian12/b placement=b reason="cordoned by uid 1000"`)
+		require.NoError(t, h.Placements().Uncordon("b", "uid 1000"))
+	})
 	for p, name := range parents {
 		on, ok := env.PlacedOn(name)
 		require.True(t, ok)
@@ -144,8 +166,10 @@ func TestVcsimInstantPlacements(t *testing.T) {
 	assert.ElementsMatch(t, []string{parents["a"], parents["b"]}, owned)
 	assert.ElementsMatch(t, workers, others)
 
+	assert.NotContains(t, logs.String(), "level=WARN", "a healthy run logs no WARN")
+
 	// Restart: a new process, same configuration and vCenter.
-	h2, c2, _, adopted := ipStart(t, env, ipConfig(env))
+	h2, c2, _, adopted := ipStart(t, env, ipConfig(env), &testutil.SyncBuffer{}, nil)
 	assert.Equal(t, parents, adopted, "each placement's parent is adopted, not rebuilt")
 	_, clones = c2.counts()
 	assert.Empty(t, clones, "nothing was built")
