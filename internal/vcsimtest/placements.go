@@ -60,6 +60,13 @@ func (e *Env) PlacementConfigs() []config.Placement {
 // cluster of PlacementHosts hosts, each host mounting DatastoreName and
 // the cluster's own datastore (a directory of its own, removed at Close).
 func (e *Env) buildPlacements(ctx context.Context) error {
+	// vcsim v0.56.0 licenses each new host and cluster with its
+	// package-level EvalLicense, which every model's creation rewrites:
+	// adding them while another Env starts races (seen under -race in
+	// TestPlacementsFailingCluster), so they are added under the lock the
+	// Envs' creation holds.
+	newServerMu.Lock()
+	defer newServerMu.Unlock()
 	c := e.Admin.Client
 	finder := newFinder(c)
 	dc, err := finder.Datacenter(ctx, e.Datacenter)
