@@ -336,7 +336,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	var place capacity.Place
 	var choice placement.Choice
 	if a.placed() {
-		place = a.placeFunc(jobID, footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+		place = a.placeFunc(jobID, "", footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
 	}
 
 	// Then decide, place and reserve atomically.
@@ -415,6 +415,17 @@ func (a Admission) ReleaseProvisioning(name string) { a.Release(capacity.Provisi
 // off, ReleaseProvisioning on failure (the VM may
 // stay powered on until cleanup destroys it).
 func (a Admission) ReserveProvisioning(ctx context.Context, name string, template modelref.Template, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
+	return a.ReserveProvisioningAt(ctx, name, "", template, flavor, model, flavorKey)
+}
+
+// ReserveProvisioningAt is ReserveProvisioning for a VM that must run in
+// the placement named placementName (an instant parent,
+// docs/instant-clones.md): with [[placements]] the reservation is placed
+// there or refused (ReasonPlacement) when that placement is cordoned,
+// backing off or full; "" lets the decision choose, as
+// ReserveProvisioning does. Without [[placements]] placementName is not
+// read.
+func (a Admission) ReserveProvisioningAt(ctx context.Context, name, placementName string, template modelref.Template, flavor *config.Flavor, model, flavorKey string) (capacity.Decision, error) {
 	if a.Config.MaxCPUs <= 0 && a.Config.MaxMemoryMB <= 0 && !a.placed() {
 		return capacity.Allow(capacity.DetailNoStaticLimit), nil
 	}
@@ -440,7 +451,7 @@ func (a Admission) ReserveProvisioning(ctx context.Context, name string, templat
 	var place capacity.Place
 	var choice placement.Choice
 	if a.placed() {
-		place = a.placeFunc(capacity.ProvisionKey(name), footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
+		place = a.placeFunc(capacity.ProvisionKey(name), placementName, footprintOf(in, flavor), a.placementFigures(ctx, vms), &choice)
 	}
 	o := l.DecidePlaced(gen, a.Now(), grace, capacity.Count(usages), in,
 		capacity.Reservation{Key: capacity.ProvisionKey(name), Model: model, Flavor: flavorKey}, place)

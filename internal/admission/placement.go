@@ -48,9 +48,9 @@ func (a Admission) placed() bool {
 
 // placementFigures returns each placement's figures read from vCenter
 // (FiguresTTL) and counted from the snapshot vms: this hatchery's VMs
-// there by their records' placement (an empty one counts in
-// config.DefaultPlacementName), their vCPUs and memory when powered on.
-// The clones in flight are added under the ledger's lock (withInFlight).
+// there by their records' placement (config.PlacementNameOf: an empty one
+// counts in config.DefaultPlacementName; an instant parent counts as any
+// VM), their vCPUs and memory when powered on. The clones in flight are added under the ledger's lock (withInFlight).
 func (a Admission) placementFigures(ctx context.Context, vms []inventory.VM) []placement.Figures {
 	ps := a.Config.EffectivePlacements()
 	figs := make([]placement.Figures, len(ps))
@@ -68,11 +68,7 @@ func (a Admission) placementFigures(ctx context.Context, vms []inventory.VM) []p
 		if v.Template || !v.OwnedBy(a.Hatchery) || v.Annotation == nil {
 			continue
 		}
-		name := v.Annotation.Placement
-		if name == "" {
-			name = config.DefaultPlacementName
-		}
-		i, ok := index[name]
+		i, ok := index[config.PlacementNameOf(v.Annotation.Placement)]
 		if !ok {
 			continue
 		}
@@ -126,8 +122,20 @@ func (a Admission) readFigures(ctx context.Context, p config.Placement) figuresR
 // (placement.Choose with the Book's eligibility), records the figures for
 // the status and the probe, and refuses with ReasonPlacement when nothing
 // fits. choice receives the decision for the log line.
-func (a Admission) placeFunc(key string, fp placement.Footprint, base []placement.Figures, choice *placement.Choice) capacity.Place {
+//
+// only, when set, is the one placement the clone may go to (an instant
+// parent's, docs/instant-clones.md): the others are not taken.
+func (a Admission) placeFunc(key, only string, fp placement.Footprint, base []placement.Figures, choice *placement.Choice) capacity.Place {
 	book := a.State.Book
+	eligible := book.Eligible
+	if only != "" {
+		eligible = func(name string) (bool, string) {
+			if name != only {
+				return false, "not the placement of " + key
+			}
+			return book.Eligible(name)
+		}
+	}
 	return func(res []capacity.Placed) (string, string, capacity.Decision) {
 		figs := make([]placement.Figures, len(base))
 		copy(figs, base)
@@ -151,7 +159,7 @@ func (a Admission) placeFunc(key string, fp placement.Footprint, base []placemen
 			}
 		}
 		book.Observe(figs)
-		*choice = placement.Choose(fp, figs, book.Eligible)
+		*choice = placement.Choose(fp, figs, eligible)
 		if !choice.OK {
 			return "", "", capacity.Refuse(capacity.ReasonPlacement, "no placement fits: "+choice.Reason())
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement/placementtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
@@ -111,7 +112,7 @@ func TestUnresolvedPoolIsNoWarning(t *testing.T) {
 // with the hatchery's set still nil, no placement gauge and no failure.
 func TestCollectReadsPlacements(t *testing.T) {
 	t.Parallel()
-	set := testutil.NewPlacements(placement.Status{Name: "cluster-a", State: placement.StateProbing, VMs: 2, CPUs: 4, MemoryMB: 8192,
+	set := placementtest.NewPlacements(placement.Status{Name: "cluster-a", State: placement.StateProbing, VMs: 2, CPUs: 4, MemoryMB: 8192,
 		HeadroomCPUs: placement.Unknown, HeadroomMemoryMB: 1024, Clones: 3, CloneFailures: 2,
 		Datastores: []placement.DatastoreStatus{{Name: "ds-a1", FreeBytes: 10, CapacityBytes: 100, FloorBytes: 5, Accessible: true}}})
 	for _, tc := range []struct {

@@ -61,6 +61,18 @@ type TemplateCopy struct {
 // keys make when [[placements]] is not set.
 const DefaultPlacementName = "default"
 
+// PlacementNameOf is the placement a VM's record names, as placements are
+// counted and instant parents keyed (docs/placements.md): the record's
+// placement, DefaultPlacementName when it names none (a worker cloned
+// without [[placements]], a record of an earlier version). The one rule
+// that makes an empty placement and DefaultPlacementName the same.
+func PlacementNameOf(recorded string) string {
+	if recorded == "" {
+		return DefaultPlacementName
+	}
+	return recorded
+}
+
 // EffectivePlacements returns the placements clones go to: the
 // [[placements]] entries, their empty folder, network and floor taken from
 // the top-level keys; without entries, one placement named

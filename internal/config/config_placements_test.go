@@ -112,3 +112,19 @@ func TestPlacementsAreNotLive(t *testing.T) {
 	assert.Contains(t, ChangedKeys(&old, &n), KeyPrefix+".placements")
 	assert.False(t, LiveKey(KeyPrefix+".placements"))
 }
+
+// TestPlacementNameOf: a record naming no placement (a worker cloned
+// without [[placements]]) and a record naming the default placement (an
+// instant parent's key) are in the same placement; any other name is
+// kept.
+func TestPlacementNameOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"":                   DefaultPlacementName,
+		DefaultPlacementName: DefaultPlacementName,
+		"a":                  "a",
+	} {
+		if got := PlacementNameOf(in); got != want {
+			t.Errorf("PlacementNameOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

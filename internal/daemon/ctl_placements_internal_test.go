@@ -17,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/ctl"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement/placementtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 )
 
@@ -51,7 +52,7 @@ func serveCtl(t *testing.T, target *ctlTarget) (string, *testutil.SyncBuffer) {
 // ones would count as a goroutine left behind by TestStartWithUnreachableVCenter.
 func TestCtlPlacements(t *testing.T) {
 	until := time.Date(2026, 11, 28, 8, 0, 0, 0, time.UTC)
-	set := testutil.NewPlacements(
+	set := placementtest.NewPlacements(
 		placement.Status{Name: "cluster-a", State: placement.StateActive, VMs: 3, CPUs: 6, MemoryMB: 12288,
 			HeadroomCPUs: 10, HeadroomMemoryMB: 20480, TasksInFlight: 1, Clones: 5, CloneFailures: 1,
 			Datastores: []placement.DatastoreStatus{{Name: "ds-a1", FreeBytes: 120 << 30, CapacityBytes: 500 << 30, FloorBytes: 50 << 30, Accessible: true}}},

@@ -65,13 +65,10 @@ func KeyTemplateOf(version string) string {
 }
 
 // KeyOf is the key of a parent from its record: the template of its
-// parent_template, its placement (DefaultPlacementName for a record
-// without one) and its flavor.
+// parent_template, its placement (config.PlacementNameOf: DefaultPlacementName
+// for a record without one) and its flavor.
 func KeyOf(parentTemplate, placement, flavor string) Key {
-	if placement == "" {
-		placement = config.DefaultPlacementName
-	}
-	return Key{Template: KeyTemplateOf(parentTemplate), Placement: placement, Flavor: flavor}
+	return Key{Template: KeyTemplateOf(parentTemplate), Placement: config.PlacementNameOf(placement), Flavor: flavor}
 }
 
 // Lookup finds a template in the inventory: its reference and its

@@ -109,26 +109,15 @@ func (b *Book) unknownLocked(name string) error {
 
 // Cordon implements Set: no new clone goes to the placement (its idle
 // warm-pool VMs are still claimed) until Uncordon.
-func (b *Book) Cordon(name, by string) error {
-	b.mu.Lock()
-	e, ok := b.entries[name]
-	if !ok {
-		err := b.unknownLocked(name)
-		b.mu.Unlock()
-		return err
-	}
-	was := e.cordoned
-	e.cordoned, e.cordonedBy = true, by
-	b.mu.Unlock()
-	if !was {
-		b.log.Info("placement cordoned", logkey.Placement, name, "by", by)
-	}
-	return nil
-}
+func (b *Book) Cordon(name, by string) error { return b.setCordon(name, by, true) }
 
 // Uncordon implements Set: the placement takes clones again (unless it
 // is backing off).
-func (b *Book) Uncordon(name, by string) error {
+func (b *Book) Uncordon(name, by string) error { return b.setCordon(name, by, false) }
+
+// setCordon cordons (on) or uncordons the placement named, logging one
+// line when its state changes.
+func (b *Book) setCordon(name, by string, on bool) error {
 	b.mu.Lock()
 	e, ok := b.entries[name]
 	if !ok {
@@ -136,12 +125,20 @@ func (b *Book) Uncordon(name, by string) error {
 		b.mu.Unlock()
 		return err
 	}
-	was := e.cordoned
-	e.cordoned, e.cordonedBy = false, ""
-	b.mu.Unlock()
-	if was {
-		b.log.Info("placement uncordoned", logkey.Placement, name, "by", by)
+	changed := e.cordoned != on
+	e.cordoned, e.cordonedBy = on, ""
+	if on {
+		e.cordonedBy = by
 	}
+	b.mu.Unlock()
+	if !changed {
+		return nil
+	}
+	msg := "placement uncordoned"
+	if on {
+		msg = "placement cordoned"
+	}
+	b.log.Info(msg, logkey.Placement, name, "by", by)
 	return nil
 }
 

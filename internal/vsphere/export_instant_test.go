@@ -19,3 +19,10 @@ func (h *HatcheryVSphere) InstantReadyParent(template string) (string, bool) {
 	p, ok := h.parents.Ready(instantparent.Key{Template: template, Placement: config.DefaultPlacementName})
 	return p.Name, ok
 }
+
+// InstantReadyParentAt is InstantReadyParent in the placement named
+// placementName.
+func (h *HatcheryVSphere) InstantReadyParentAt(template, placementName string) (string, bool) {
+	p, ok := h.parents.Ready(instantparent.Key{Template: template, Placement: placementName})
+	return p.Name, ok
+}

@@ -165,13 +165,17 @@ func (h *HatcheryVSphere) destroyParent(ctx context.Context, vm inventory.VM, re
 	h.parentsBlanked.Delete(vm.Name)
 }
 
-// buildParent builds w's parent: its footprint reserved against maxCpus
-// and maxMemoryMB (admission.Admission.ReserveProvisioning: a parent
-// counts in capacity as any powered-on VM of ours, never against
-// maxWorker), cloned from its template, powered on, with its record
+// buildParent builds w's parent in its key's placement: its footprint
+// reserved against maxCpus and maxMemoryMB and, with [[placements]], in
+// that placement (admission.Admission.ReserveProvisioningAt: a parent
+// counts in capacity and in its placement's figures as any powered-on VM
+// of ours, never against maxWorker), cloned from its template into that
+// placement's pool, datastore, folder and network (cloneVMBoot, whereOf),
+// powered on, with its record
 // (instant_parent, parent_template, placement, flavor), its guest up,
-// then blanked (blankParent). A refused reservation waits for the next
-// pass; a failed build quarantines the key. The parent boots through
+// then blanked (blankParent). A placement cordoned or backing off, or a
+// refused reservation, waits for the next pass; a failed build
+// quarantines the key. The parent boots through
 // cloud-init's guestinfo (hostname, address), as the model's workers do.
 func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w instantparent.Want) {
 	if !h.parents.BeginBuild(w.Key) {
@@ -185,20 +189,33 @@ func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w
 			return // removed by a reload since Wants read it
 		}
 	}
+	// Said once when a wait starts, then at debug level each pass.
+	wait := func(msg string, attrs ...any) {
+		level := slog.LevelDebug
+		if _, waited := h.parentsWaiting.LoadOrStore(w.Key, true); !waited {
+			level = slog.LevelInfo
+		}
+		h.log.Log(ctx, level, msg, append([]any{"parent_key", w.Key.String(), logkey.Placement, w.Key.Placement}, attrs...)...)
+	}
+	if len(cfg.Placements) > 0 {
+		// A cordoned or backing-off placement gets no new parent
+		// (docs/instant-clones.md#placements); one there is kept.
+		if ok, why := h.capacity.Book.Eligible(w.Key.Placement); !ok {
+			wait("instant parent waits for its placement", logkey.Reason, why)
+			return
+		}
+	}
 	name := instantparent.Name(h.Name(), w.Key, strconv.FormatInt(h.now().UnixNano(), 36))
 	adm := h.admission()
-	d, err := adm.ReserveProvisioning(ctx, name, w.Template, flavor, w.Model, w.Key.Flavor)
+	// The footprint is reserved in the parent's own placement, which the
+	// clone goes to (whereOf): a parent elsewhere would be another key's.
+	d, err := adm.ReserveProvisioningAt(ctx, name, w.Key.Placement, w.Template, flavor, w.Model, w.Key.Flavor)
 	if err != nil {
 		h.warnUnlessShuttingDown(ctx, "instant parent not built: capacity unknown", logkey.VM, name, "parent_key", w.Key.String(), logkey.Err, err)
 		return
 	}
 	if !d.Allowed {
-		// Said once when the wait starts, then at debug level each pass.
-		level := slog.LevelDebug
-		if _, waited := h.parentsWaiting.LoadOrStore(w.Key, true); !waited {
-			level = slog.LevelInfo
-		}
-		h.log.Log(ctx, level, "instant parent waits for capacity", "parent_key", w.Key.String(), logkey.Reason, d.Reason, logkey.Detail, d.Detail)
+		wait("instant parent waits for capacity", logkey.Reason, d.Reason, logkey.Detail, d.Detail)
 		return
 	}
 	h.parentsWaiting.Delete(w.Key)

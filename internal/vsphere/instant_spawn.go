@@ -32,7 +32,11 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 	if cfg.CloneModeOf(args.Model) != config.CloneModeInstant {
 		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
 	}
-	key, parent, ok := h.instantParentFor(template, annot.Placement, flavor)
+	// The placement the admission chose for the job (the default one
+	// without [[placements]]): its parent serves the job, else the
+	// fallback clone goes there too (cloneVMBoot, whereOf).
+	placementName, w := h.clonePlacement(annot)
+	key, parent, ok := h.instantParentFor(template, placementName, flavor)
 	// A flavor's parent stays wanted while its jobs come, served or not
 	// (instantparent.DemandTTL after the last one).
 	h.parents.Want(key, h.now())
@@ -48,11 +52,13 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 	case !ok:
 		return fallback(h.parents.Why(key, h.now()))
 	}
-	vm, err := h.instantClone(ctx, parent, annot, boot)
+	vm, err := h.instantClone(ctx, parent, w, annot, boot)
 	if err == nil {
+		h.placementOutcome(w, annot.WorkerName, nil)
 		return vm, nil
 	}
 	if !instantFaultOfParent(err) || ctx.Err() != nil {
+		h.placementUnused(annot)
 		return types.ManagedObjectReference{}, err
 	}
 	kind := vcenter.FaultKindOf(err).Error()
@@ -61,15 +67,12 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 }
 
 // instantParentFor is the ready parent a worker of template with flavor
-// is forked from in placement (DefaultPlacementName when empty): the
+// is forked from in placement (config.PlacementNameOf): the
 // parent of the template's size when the flavor is that size (or none),
 // else the flavor's own parent. ok is false when that parent is not ready;
 // key names it either way.
 func (h *HatcheryVSphere) instantParentFor(template modelref.Template, placementName string, flavor *config.Flavor) (instantparent.Key, instantparent.Parent, bool) {
-	if placementName == "" {
-		placementName = config.DefaultPlacementName
-	}
-	key := instantparent.Key{Template: template.Name, Placement: placementName}
+	key := instantparent.Key{Template: template.Name, Placement: config.PlacementNameOf(placementName)}
 	p, ok := h.parents.Ready(key)
 	if flavor == nil || (ok && p.CPUs == int64(flavor.CPUs) && p.MemoryMB == flavor.MemoryMB) {
 		return key, p, ok
@@ -88,8 +91,10 @@ func (h *HatcheryVSphere) instantParentFor(template modelref.Template, placement
 // (configs/guest/instant-clone-child.sh); the userdata is scrubbed once
 // the worker registers, as for a cloud-init clone. On failure the address
 // is released unless the outcome is unknown, and a child that may exist
-// is marked for deletion.
-func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent.Parent, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+// is marked for deletion. w is the job's placement (nil without
+// [[placements]]): the parent's, whose folder the child goes to and which
+// its record names.
+func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent.Parent, w *where, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
 	name := annot.WorkerName
 	cloning := true
 	if _, err := h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone, lifecycle.Destroyed}, lifecycle.Cloning); err != nil {
@@ -103,6 +108,9 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 		}
 	}()
 	annot.Created = h.now().UTC()
+	if w != nil {
+		annot.Placement = w.placement.Name
+	}
 	leased := ""
 	if h.ips.Enabled() && annot.IPAddress == "" {
 		vms, err := h.inv.VMs(ctx)
@@ -136,8 +144,9 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 		return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
 	}
 	// Unset, vCenter puts the child in the datacenter's root VM folder,
-	// outside the inventory the hatchery lists (docs/instant-clones.md).
-	folder, err := h.vs.LoadFolder(ctx)
+	// outside the inventory the hatchery lists (docs/instant-clones.md):
+	// the placement's folder, else the configured one.
+	folder, err := h.folderOf(ctx, w)
 	if err != nil {
 		return fail("load folder", err, false)
 	}
@@ -160,9 +169,10 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 	return *ref, nil
 }
 
-// instantCloneSpec is the child's specification: its name, the
-// hatchery's folder (the parent's pool and datastore: the child stays
-// near its parent), and its ExtraConfig: the record's mirror and the
+// instantCloneSpec is the child's specification: its name, its folder
+// (its placement's, else the hatchery's; the parent's pool and datastore,
+// which are its placement's: the child stays on its parent's host), and
+// its ExtraConfig: the record's mirror and the
 // cloud-init guestinfo keys internal/cloudinit builds for a clone.
 func (h *HatcheryVSphere) instantCloneSpec(name string, folder types.ManagedObjectReference, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
 	opts, err := h.clones.CloudInitOptions(name, annot.IPAddress, *boot)

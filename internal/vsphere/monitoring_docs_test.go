@@ -13,8 +13,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement/placementtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
@@ -53,7 +53,7 @@ func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	// Two placements: one with its headroom known, one backing off
 	// with an inaccessible datastore.
 	withPlacements(e.h, "cluster-a", "cluster-b")
-	e.h.placements = testutil.NewPlacements(
+	e.h.placements = placementtest.NewPlacements(
 		placement.Status{Name: "cluster-a", State: placement.StateActive, VMs: 2, CPUs: 6, MemoryMB: 12288,
 			HeadroomCPUs: 26, HeadroomMemoryMB: 50000, TasksInFlight: 1, Clones: 4, CloneFailures: 1,
 			Datastores: []placement.DatastoreStatus{{Name: "ds-a1", FreeBytes: 300 << 30, CapacityBytes: 500 << 30, FloorBytes: 50 << 30, Accessible: true}}},

@@ -45,17 +45,20 @@ type where struct {
 
 // whereOf returns where the clone carrying annot goes: the placement and
 // datastore its admission chose (the in-flight reservation of its job,
-// or of its warm-pool slot); nil without [[placements]], where the
-// top-level keys apply as before. A clone without a reservation (a V1
-// model's registration, a spawn without admission) goes to the first
-// placement that is not cordoned, its first datastore.
+// or of its warm-pool slot or instant parent); nil without [[placements]],
+// where the top-level keys apply as before. An instant parent always goes
+// to the placement its record names (its key's, docs/instant-clones.md),
+// on the datastore its reservation chose there, else that placement's
+// first. A clone without a reservation (a V1 model's registration, a
+// spawn without admission) goes to the first placement that is not
+// cordoned, its first datastore.
 func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
 	cfg := h.conf()
 	if len(cfg.Placements) == 0 {
 		return nil
 	}
 	key := annot.JobID
-	if annot.Provisioning {
+	if annot.Provisioning || annot.InstantParent {
 		key = capacity.ProvisionKey(annot.WorkerName)
 	}
 	ps := cfg.EffectivePlacements()
@@ -63,8 +66,17 @@ func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
 	if key != "" {
 		name, ds, ok = h.capacity.Ledger().PlacementOf(key)
 	}
+	if annot.InstantParent {
+		if name != annot.Placement {
+			ok, ds = true, ""
+		}
+		name = annot.Placement
+	}
 	for _, p := range ps {
 		if ok && p.Name == name {
+			if ds == "" && len(p.Datastores) > 0 {
+				ds = p.Datastores[0]
+			}
 			return &where{placement: p, datastore: ds, key: key}
 		}
 	}
@@ -120,6 +132,19 @@ func (h *HatcheryVSphere) placementOutcome(w *where, vmName string, err error) b
 		h.log.Info("clone failed in its placement", logkey.VM, vmName, logkey.Placement, w.placement.Name, logkey.Err, err)
 	}
 	return points
+}
+
+// clonePlacement is the placement a clone carrying annot goes to, named
+// as instant parents' keys and the placements' figures name it
+// (config.PlacementNameOf): where its admission sent it with
+// [[placements]] (whereOf), the record's placement without (empty for a
+// worker: config.DefaultPlacementName), so that a configuration without
+// [[placements]] finds its parents in the default placement as before.
+func (h *HatcheryVSphere) clonePlacement(annot *inventory.Annotation) (string, *where) {
+	if w := h.whereOf(annot); w != nil {
+		return w.placement.Name, w
+	}
+	return config.PlacementNameOf(annot.Placement), nil
 }
 
 // placementUnused tells the Book that the clone the admission sent to a

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
@@ -203,4 +204,44 @@ func TestPlacementFiguresReadOncePerTTL(t *testing.T) {
 	require.NoError(t, err)
 	assert.EqualValues(t, 4, pools.Load(), "read again after FiguresTTL")
 	assert.EqualValues(t, 4, spaces.Load())
+}
+
+// TestReserveProvisioningAtPinsPlacement: an instant parent's reservation
+// (ReserveProvisioningAt) is placed in its own placement even where
+// another has more headroom, and refused with the placement code while
+// that placement is cordoned (no parent built there); without a pinned
+// placement the decision chooses by headroom.
+func TestReserveProvisioningAtPinsPlacement(t *testing.T) {
+	t.Parallel()
+	cfg := config.Config{Flavors: capFlavors(), DatastoreFloorGB: 50, Placements: []config.Placement{
+		{Name: "a", Datastores: []string{"ds1"}},
+		{Name: "b", Datastores: []string{"ds2"}},
+	}}
+	env := newPlacementEnv(t, cfg, map[string]int64{"ds1": 900, "ds2": 100})
+	ctx := context.Background()
+	adm := env.h.admission()
+	small := env.h.conf().FlavorNamed("small")
+	require.NotNil(t, small)
+
+	d, err := adm.ReserveProvisioningAt(ctx, "parent-b", "b", modelref.Template{Name: "tpl"}, small, "m", "")
+	require.NoError(t, err)
+	require.True(t, d.Allowed, "%+v", d)
+	name, ds, ok := adm.ProvisionPlacement("parent-b")
+	require.True(t, ok)
+	assert.Equal(t, "b", name, "pinned to its placement, not a's larger headroom")
+	assert.Equal(t, "ds2", ds)
+
+	d, err = adm.ReserveProvisioningAt(ctx, "refill", "", modelref.Template{Name: "tpl"}, small, "m", "")
+	require.NoError(t, err)
+	require.True(t, d.Allowed)
+	name, _, _ = adm.ProvisionPlacement("refill")
+	assert.Equal(t, "a", name, "unpinned: the most headroom")
+
+	require.NoError(t, env.h.Placements().Cordon("b", "uid 1000"))
+	d, err = adm.ReserveProvisioningAt(ctx, "parent-b2", "b", modelref.Template{Name: "tpl"}, small, "m", "")
+	require.NoError(t, err)
+	assert.False(t, d.Allowed)
+	assert.Equal(t, string(refusal.ReasonPlacement), string(d.Reason))
+	_, _, ok = adm.ProvisionPlacement("parent-b2")
+	assert.False(t, ok, "a refusal reserves nothing")
 }

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/placement/placementtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -97,7 +97,7 @@ func TestStatusShowsPlacements(t *testing.T) {
 		}
 		return out
 	}
-	set := testutil.NewPlacements(
+	set := placementtest.NewPlacements(
 		placement.Status{Name: "cluster-b", State: placement.StateBackingOff, Reason: "no disk space"},
 		placement.Status{Name: "cluster-a", State: placement.StateActive})
 	env.h.placements = set

@@ -1,4 +1,8 @@
-package testutil
+// Package placementtest holds a fake placement.Set for the tests of what
+// operators see of the placements. It lives beside internal/placement, not
+// in internal/testutil: the sdk tests import testutil, and placement
+// imports internal/config, which imports the sdk (an import cycle).
+package placementtest
 
 import (
 	"fmt"
