@@ -27,8 +27,9 @@ var ctlSocketLine = regexp.MustCompile(`(?m)^  ctl socket +(\S+)$`)
 // runs, every ctl command over the socket path the demo printed, through
 // the command line: status, vms (human and --json), quarantine lift and
 // hold release of what is neither quarantined nor held, reload (refused: the
-// demo has no configuration file to read again), placement list and the
-// cordon of a placement it does not have, drain, then status again showing the drain.
+// demo has no configuration file to read again), placement list (the
+// demo's two placements), cordon and uncordon of one, the cordon of a
+// placement it does not have, drain, then status again showing the drain.
 // Every action is logged once with the caller's uid; the socket is 0600.
 // Without the demo's socket or the daemon's ctl server, the first ctl
 // call fails to connect.
@@ -132,18 +133,30 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	// The demo runs on its embedded configuration: there is no file
 	// to read again, and the reload says so, changing nothing.
 	assert.Contains(t, r.stderr, "the daemon was started without a configuration file to read again")
-	// The demo's placements: listed (none without [[placements]]); a
-	// placement it does not have is refused.
+	// The demo's two placements (demo.toml): listed, active; one is
+	// cordoned and uncordoned; a placement it does not have is refused.
 	r = ctl("placement", "list")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Regexp(t, `^(no \[\[placements\]\]: |NAME\s+STATE\s)`, r.stdout)
-	r = ctl("placement", "list", "--json")
-	require.Equal(t, exitOK, r.code, r.stderr)
-	var places []struct{ Name, State string }
-	require.NoError(t, json.Unmarshal([]byte(r.stdout), &places), r.stdout)
-	for _, p := range places {
-		assert.Equal(t, "active", p.State, p.Name)
+	assert.Regexp(t, `^NAME\s+STATE\s`, r.stdout)
+	placeStates := func() map[string]string {
+		t.Helper()
+		r := ctl("placement", "list", "--json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		var places []struct{ Name, State string }
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &places), r.stdout)
+		out := map[string]string{}
+		for _, p := range places {
+			out[p.Name] = p.State
+		}
+		return out
 	}
+	assert.Equal(t, map[string]string{"cluster-a": "active", "cluster-b": "active"}, placeStates())
+	r = ctl("placement", "cordon", "cluster-b")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, map[string]string{"cluster-a": "active", "cluster-b": "cordoned"}, placeStates())
+	r = ctl("placement", "uncordon", "cluster-b")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, map[string]string{"cluster-a": "active", "cluster-b": "active"}, placeStates())
 	r = ctl("placement", "cordon", "x")
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, "ctl placement: ")

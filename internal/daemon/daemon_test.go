@@ -75,6 +75,9 @@ func testConfig(t *testing.T, vcAddr string, api *cdssim.Server) *config.Config 
 	cfg.User, cfg.Password, cfg.Insecure = vcUser, vcPassword, true
 	cfg.DatacenterString = "DC0"
 	cfg.ResourcePoolString = "/DC0/host/DC0_C0/Resources"
+	// The default VPX model has none of the demo's placement clusters
+	// (demo.toml's [[placements]]): one pool, the top-level one.
+	cfg.Placements = nil
 	cfg.FolderString = "/DC0/vm"
 	cfg.WorkerProvisioning = nil // the simulator here has no template
 	cfg.InventoryRefreshInterval = 1

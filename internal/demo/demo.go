@@ -398,15 +398,22 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 		ReadyDelay:  300 * time.Millisecond,
 		Logger:      log.With("component", "vcsim"),
 		SerialTasks: o.SerialTasks,
+		// cluster-a and cluster-b, the demo's two placements (demo.toml).
+		Placements: true,
 	})
 	if err != nil {
 		return nil, err
 	}
-	// A resource pool of finite capacity: 64 GB and 64 GHz unreserved.
-	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+	// Resource pools of finite capacity: 64 GB and 64 GHz unreserved, the
+	// templates' cluster's and each placement cluster's root pool.
+	finite := func(rt *types.ResourcePoolRuntimeInfo) {
 		rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 64<<30, 64<<30, 64<<30
 		rt.Cpu.MaxUsage, rt.Cpu.UnreservedForVm, rt.Cpu.UnreservedForPool = 64000, 64000, 64000
-	})
+	}
+	env.SetResourcePoolRuntime(finite)
+	for _, cluster := range []string{vcsimtest.ClusterA, vcsimtest.ClusterB} {
+		env.SetClusterPoolRuntime(cluster, finite)
+	}
 
 	// The API holds the Windows worker build: the Windows model downloads it.
 	ao := cdssim.Options{HatcheryName: hatcheryName, Logger: log.With("component", "cdssim"), WindowsWorker: true}
@@ -423,7 +430,10 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 
 	cfg.Endpoint, cfg.User, cfg.Password = env.Endpoint, env.User, env.Password
 	cfg.CAFile, cfg.Insecure = env.CAFile, false
-	cfg.ResourcePoolString, cfg.FolderString = env.ResourcePool, env.Folder
+	// The clones go to the placements (demo.toml: cluster-a, cluster-b),
+	// which name their pools and datastores; resourcePoolString stays
+	// unset beside them.
+	cfg.FolderString = env.Folder
 	cfg.CardName = vcsimtest.CardName
 	cc := &cfg.CommonConfiguration
 	cc.API.HTTP.URL = api.URL()

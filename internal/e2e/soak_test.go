@@ -20,6 +20,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/demo"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -97,9 +98,14 @@ func TestSoakWithFaults(t *testing.T) {
 		got = info
 		samples = append(samples, sampleMem("start"))
 		mu.Unlock()
-		info.Env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
+		roomy := func(rt *types.ResourcePoolRuntimeInfo) {
 			rt.Memory.MaxUsage, rt.Memory.UnreservedForVm, rt.Memory.UnreservedForPool = 256<<30, 256<<30, 256<<30
-		})
+		}
+		info.Env.SetResourcePoolRuntime(roomy)
+		// The demo's clones go to its placements' clusters (demo.toml).
+		for _, cluster := range []string{vcsimtest.ClusterA, vcsimtest.ClusterB} {
+			info.Env.SetClusterPoolRuntime(cluster, roomy)
+		}
 		injectVCenterFaults(info.Env, 0.05)
 		bursts = apiBursts(info.API, 4*time.Second, 300*time.Millisecond, stop, &wg)
 		wg.Add(1)

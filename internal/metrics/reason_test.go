@@ -59,6 +59,7 @@ func TestCapacityResourceOf(t *testing.T) {
 	assert.Equal(t, map[CapacityResource]refusal.Reason{
 		CapacityCPU: refusal.ReasonCapacityCPU, CapacityMemory: refusal.ReasonCapacityMemory,
 		CapacityIP: refusal.ReasonIP, CapacityCount: refusal.ReasonMaxWorkers,
+		CapacityPlacement: refusal.ReasonPlacement,
 	}, got)
 	for _, res := range CapacityResources {
 		_, ok := got[res]

@@ -126,10 +126,14 @@ const (
 	CapacityIP CapacityResource = "ip"
 	// CapacityCount: provision.maxWorker workers already run or start.
 	CapacityCount CapacityResource = "count"
+	// CapacityPlacement: the hatchery has room but none of its placements
+	// ([[placements]]) can take the clone (each full, cordoned or backing
+	// off; docs/placements.md).
+	CapacityPlacement CapacityResource = "placement"
 )
 
 // CapacityResources lists every resource, in documentation order.
-var CapacityResources = []CapacityResource{CapacityCPU, CapacityMemory, CapacityIP, CapacityCount}
+var CapacityResources = []CapacityResource{CapacityCPU, CapacityMemory, CapacityIP, CapacityCount, CapacityPlacement}
 
 // CapacityResourceOf tells which resource a refusal code says is
 // exhausted: the one mapping from the refusal codes (sdk/refusal) to the
@@ -144,6 +148,8 @@ func CapacityResourceOf(r refusal.Reason) (CapacityResource, bool) {
 		return CapacityIP, true
 	case refusal.ReasonMaxWorkers:
 		return CapacityCount, true
+	case refusal.ReasonPlacement:
+		return CapacityPlacement, true
 	}
 	return "", false
 }

@@ -23,7 +23,8 @@ func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, 
 }
 
 // LoadResourcePool returns the pool new VMs go to: ResourcePool
-// (resourcePoolString, an inventory path or name) else the datacenter's
+// (resourcePoolString, an inventory path or name), else the first
+// [[placements]] entry's pool (defaultPoolPath), else the datacenter's
 // default pool. None or several candidates are a *PlacementError naming
 // the setting and the candidates (ErrAmbiguous when several), cached
 // with a back-off (placementCache). It is ResourcePoolAt("").

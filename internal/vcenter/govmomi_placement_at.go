@@ -59,7 +59,8 @@ func (c *Client) FolderAt(ctx context.Context, path string) (types.ManagedObject
 // pool's inventory path or name, or a cluster's (or standalone host's)
 // path or name, which stands for its root pool
 // (ComputeResource.resourcePool); "" is LoadResourcePool's pool
-// (ResourcePool, else the datacenter's default pool). None or several are
+// (defaultPoolPath: ResourcePool, else the first [[placements]] entry's
+// pool, else the datacenter's default pool). None or several are
 // a *PlacementError naming the key that holds path (placementSetting) and
 // the candidates (ErrAmbiguous when several), cached with a back-off.
 func (c *Client) ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error) {
@@ -67,7 +68,7 @@ func (c *Client) ResourcePoolAt(ctx context.Context, path string) (types.Managed
 		return types.ManagedObjectReference{}, err
 	}
 	if path == "" {
-		path = c.cfg.ResourcePool
+		path = c.defaultPoolPath()
 	}
 	p, err := cachedLookup(ctx, c.placement, "pool", path, func() (*object.ResourcePool, error) {
 		setting := c.placementSetting("pool", path)
@@ -99,6 +100,21 @@ func (c *Client) ResourcePoolAt(ctx context.Context, path string) (types.Managed
 		return types.ManagedObjectReference{}, err
 	}
 	return p.Reference(), nil
+}
+
+// defaultPoolPath is the pool "" stands for: ResourcePool
+// (resourcePoolString) when set; else, with [[placements]] entries (which
+// leave resourcePoolString unset), the first entry's pool, so that the
+// readers of "the hatchery's pool" (the inventory's probe, the resource
+// pool gauges) read a pool the hatchery clones to rather than the
+// datacenter's default pool, which is ambiguous on most datacenters and
+// would be logged as a topology problem nothing configured; else "" (the
+// datacenter's default pool).
+func (c *Client) defaultPoolPath() string {
+	if c.cfg.ResourcePool != "" || len(c.cfg.Placements) == 0 {
+		return c.cfg.ResourcePool
+	}
+	return c.cfg.Placements[0].ResourcePool
 }
 
 // computeResourcePool returns the root resource pool of the compute
