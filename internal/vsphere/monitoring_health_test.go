@@ -62,7 +62,10 @@ func TestCapacityRefusalsByResource(t *testing.T) {
 			ok, err := env.h.CanAllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
 			require.NoError(t, err)
 			require.Equal(t, tc.want == "", ok)
-			want := map[metrics.CapacityResource]float64{metrics.CapacityCPU: 0, metrics.CapacityMemory: 0, metrics.CapacityIP: 0, metrics.CapacityCount: 0}
+			want := map[metrics.CapacityResource]float64{}
+			for _, r := range metrics.CapacityResources {
+				want[r] = 0
+			}
 			if tc.want != "" {
 				want[tc.want] = 1
 			}
