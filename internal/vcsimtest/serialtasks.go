@@ -11,7 +11,8 @@ import (
 
 // taskGate runs the simulator's virtual machine tasks that change its
 // folders and its datastore one at a time (Options.SerialTasks): clone,
-// destroy, reconfigure, rename and the instant clone (instantclone.go).
+// destroy, reconfigure, rename and the instant clone (instantclone.go),
+// and the destroy of an empty folder (a lock, handleFolder).
 //
 // This is a workaround for races inside govmomi v0.56.0's simulator, not
 // a vCenter behaviour (vCenter runs these tasks concurrently). With two
@@ -99,7 +100,7 @@ func (g *taskGate) handle(ctx *simulator.Context, method *simulator.Method) (mo.
 	}
 	vm, ok := ctx.Map.Get(method.This).(*simulator.VirtualMachine)
 	if !ok {
-		return nil, nil
+		return g.handleFolder(ctx, method)
 	}
 	if req, ok := method.Body.(*types.CloneVM_Task); ok {
 		if _, ok := ctx.Map.Get(req.Folder).(*simulator.Folder); !ok {
@@ -118,6 +119,33 @@ func (g *taskGate) handle(ctx *simulator.Context, method *simulator.Method) (mo.
 	g.sem <- struct{}{}
 	g.mu.Lock()
 	g.pending = &gatedCall{vm: method.This, task: descr, files: method.Name == "Destroy_Task", running: map[types.ManagedObjectReference]bool{}}
+	g.mu.Unlock()
+	return nil, nil
+}
+
+// folderDestroyTask is the DescriptionId of a folder's destroy task.
+const folderDestroyTask = "Folder.destroy"
+
+// handleFolder gates a folder's destroy (a lock folder's deletion,
+// Client.DeleteLock): it removes the folder from its parent's children
+// while a clone's creation walks the container views over those children
+// without the parent's lock (a race the detector reported with no frame of
+// this repository, in TestTwoInstancesOneStoppedHard). Only empty folders
+// are gated: a folder holding VMs would start their destroys, which wait
+// for the gate this call holds.
+func (g *taskGate) handleFolder(ctx *simulator.Context, method *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	f, ok := ctx.Map.Get(method.This).(*simulator.Folder)
+	if !ok || method.Name != "Destroy_Task" || f.Parent == nil {
+		return nil, nil
+	}
+	empty := false
+	ctx.WithLock(f, func() { empty = len(f.ChildEntity) == 0 })
+	if !empty {
+		return nil, nil
+	}
+	g.sem <- struct{}{}
+	g.mu.Lock()
+	g.pending = &gatedCall{vm: method.This, task: folderDestroyTask, running: map[types.ManagedObjectReference]bool{}}
 	g.mu.Unlock()
 	return nil, nil
 }

@@ -83,4 +83,22 @@ func TestVcsimSerialTasks(t *testing.T) {
 	_, err = clone(folder, "serial-c")
 	require.NoError(t, err, "the queue was given back after both faults")
 	env.MustInspect("serial-c")
+
+	// An empty folder's destroy (a lock's deletion) called while a clone
+	// runs is queued once the clone has ended, and gives the queue back.
+	lock, err := folder.CreateFolder(ctx, "serial-lock")
+	require.NoError(t, err)
+	cloning, err := tpl.Clone(ctx, folder, "serial-d", spec)
+	require.NoError(t, err)
+	destroying, err := lock.Destroy(ctx)
+	require.NoError(t, err)
+	destroyed, err := destroying.WaitForResult(ctx)
+	require.NoError(t, err)
+	cloned, err := cloning.WaitForResult(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, cloned.CompleteTime)
+	assert.False(t, destroyed.QueueTime.Before(*cloned.CompleteTime),
+		"the folder's destroy was queued at %s, before the clone ended at %s", destroyed.QueueTime, *cloned.CompleteTime)
+	_, err = clone(folder, "serial-e")
+	require.NoError(t, err, "the queue was given back after the folder's destroy")
 }
