@@ -47,9 +47,10 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 		// One vCenter task at a time (maxConcurrentTasks = 1): two
 		// concurrent clones race inside the pinned simulator (createVM
 		// against the other clone's name lookup), and this test runs the
-		// demo under the race detector.
+		// demo under the race detector. SerialTasks also queues the file
+		// removals a destroy starts (see TestDemoServesBothPlacements).
 		_, err := demo.Run(ctx, demo.Options{Stdout: &stdout, Logger: logger, Tune: func(c *config.Config) { c.MaxConcurrentTasks = 1 },
-			OnReady: func(i demo.Info) { ready <- i }})
+			SerialTasks: true, OnReady: func(i demo.Info) { ready <- i }})
 		done <- err
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })

@@ -108,6 +108,11 @@ type Options struct {
 	// attribute instance=N when there are more than one; the first serves
 	// /mon on Listen, the others on a free port of 127.0.0.1.
 	Instances int
+	// SerialTasks runs the vCenter simulator's clone, destroy, reconfigure
+	// and rename tasks, and the file removals a destroy starts, one at a
+	// time (SimsOptions.SerialTasks): for tests running the demo under the
+	// race detector.
+	SerialTasks bool
 }
 
 // Info describes a running demo.
@@ -162,7 +167,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	start := time.Now()
 	out := &printer{w: o.Stdout, start: start}
 
-	sims, err := StartSims(o.Listen, log, SimsOptions{})
+	sims, err := StartSims(o.Listen, log, SimsOptions{SerialTasks: o.SerialTasks})
 	if err != nil {
 		return nil, err
 	}

@@ -35,9 +35,13 @@ func TestDemoServesBothPlacements(t *testing.T) {
 		defer wg.Done()
 		// One vCenter task at a time: two concurrent clones race inside
 		// the pinned simulator, and this test runs under the race
-		// detector (as TestCtlAgainstTheDemo).
+		// detector (as TestCtlAgainstTheDemo). The simulator's own queue
+		// (SerialTasks) also waits for the file removals a destroy starts
+		// and does not wait for: one of them, under a warm-pool slot's
+		// directory a new clone of the slot was filling, panicked the
+		// simulator (RefreshStorageInfo) in a CI run.
 		_, err := demo.Run(ctx, demo.Options{Tune: func(c *config.Config) { c.MaxConcurrentTasks = 1 },
-			OnReady: func(i demo.Info) { ready <- i }})
+			SerialTasks: true, OnReady: func(i demo.Info) { ready <- i }})
 		done <- err
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
