@@ -102,14 +102,44 @@ func (c *Custody) MarkToDelete(name string) bool {
 	return err == nil
 }
 
-// Delete powers off and destroys one VM of ours (docs/design.md#ownership).
-// It refuses a VM that does not carry this hatchery's ownership record and
-// any template but this hatchery's own model template, before any vCenter
-// call. For a registration VM it calls ReportRegistration first. The VM
-// stays marked for deletion until the destroy succeeds, so a failure is
-// retried by the next cleanup pass; ErrDeleteInProgress (wrapped) when
-// another loop is deleting it now.
-func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
+// Power is what a deletion may do to a VM it finds running: the condition
+// its decision rests on. Every caller of Delete says which
+// (docs/high-availability.md, "Deletions decided on a listing").
+type Power int
+
+const (
+	// StopRunning: the decision holds whatever the VM's power state: the
+	// VM was marked for deletion by the loop that owns it, its worker is
+	// past its TTL or never registered, or this process took it (a
+	// surplus pool VM taken with a compare-and-swap). A running VM is
+	// powered off, then destroyed.
+	StopRunning Power = iota
+	// OnlyPoweredOff: the decision rests on the VM being powered off (its
+	// worker finished and its script powered it off): the VM is never
+	// powered off. vCenter's destroy refuses a running VM, and that
+	// refusal is the check: a VM started since the listing the decision
+	// read (a spawn's power-on the listing had not shown yet) is left
+	// alone and the deletion withdrawn (ErrWithdrawn).
+	OnlyPoweredOff
+)
+
+// ErrWithdrawn means a deletion that rested on the VM being powered off
+// found it running: the listing it was decided on was older than the VM's
+// power-on. Nothing was done to the VM.
+var ErrWithdrawn = errors.New("deletion withdrawn: the vm runs, the listing it was decided on showed it powered off")
+
+// Delete destroys one VM of ours (docs/design.md#ownership), powering it
+// off first when p is StopRunning. It refuses a VM that does not carry
+// this hatchery's ownership record and any template but this hatchery's
+// own model template, before any vCenter call. With OnlyPoweredOff it
+// never powers the VM off: a VM the listing did not show powered off, or
+// that vCenter refuses to destroy for its power state, is left alone
+// (ErrWithdrawn, wrapped) and its entry goes back to where it was. For a
+// registration VM it calls ReportRegistration first. The VM stays marked
+// for deletion until the destroy succeeds, so a failure is retried by the
+// next cleanup pass; ErrDeleteInProgress (wrapped) when another loop is
+// deleting it now.
+func (c *Custody) Delete(ctx context.Context, vm inventory.VM, p Power) error {
 	if !vm.OwnedBy(c.Hatchery) {
 		c.Log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "not owned by this hatchery")
 		return fmt.Errorf("delete vm %q: not owned by hatchery %q", vm.Name, c.Hatchery)
@@ -118,20 +148,19 @@ func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
 		c.Log.Error("refusing to delete vm", logkey.VM, vm.Name, logkey.Detail, "template that is not our model template")
 		return fmt.Errorf("delete vm %q: a template that is not a model template of hatchery %q", vm.Name, c.Hatchery)
 	}
+	if p == OnlyPoweredOff && vm.Power() != vctypes.PoweredOff {
+		return fmt.Errorf("delete vm %q: listed %s: %w", vm.Name, vm.Power(), ErrWithdrawn)
+	}
 	obj := vm.ObjectRef()
-	switch prev, err := c.Life.MoveFrom(vm.Name, lifecycle.Deletable(), lifecycle.Deleting, lifecycle.WithRef(obj.Value)); {
+	prev, err := c.Life.MoveFrom(vm.Name, lifecycle.Deletable(), lifecycle.Deleting, lifecycle.WithRef(obj.Value))
+	switch {
 	case prev == lifecycle.Deleting:
 		return fmt.Errorf("delete vm %q: %w", vm.Name, ErrDeleteInProgress)
 	case err != nil:
 		return fmt.Errorf("delete vm %q: %w", vm.Name, err)
 	}
-	destroyed := false
-	defer func() {
-		if !destroyed {
-			// Still marked: a failure is retried by the next cleanup pass.
-			c.Life.Must(vm.Name, lifecycle.Deleting, lifecycle.Marked, lifecycle.WithRef(obj.Value))
-		}
-	}()
+	outcome := lifecycle.Marked // a failure is retried by the next cleanup pass
+	defer func() { c.Life.Must(vm.Name, lifecycle.Deleting, outcome, lifecycle.WithRef(obj.Value)) }()
 
 	if c.ReportRegistration != nil && (vm.HasPrefix(workerpool.RegisterPrefix) || vm.Annotation.RegisterOnly) {
 		c.ReportRegistration(ctx, vm)
@@ -146,9 +175,18 @@ func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, err)
 		}
 	}
-	err := c.Port.DestroyVirtualMachine(ctx, obj)
+	err = c.Port.DestroyVirtualMachine(ctx, obj)
 	if err != nil && vctypes.KindOf(err) == vctypes.FaultInvalidPowerState {
-		// The listing was older than the VM's power state: power off, retry once.
+		// The listing was older than the VM's power state: the VM runs.
+		if p == OnlyPoweredOff {
+			// The decision rested on the VM being off: it is void. The
+			// VM goes back to where it was, unmarked; the next pass
+			// decides again on a fresher listing.
+			outcome = withdrawnPhase(prev)
+			return fmt.Errorf("delete vm %q: %w", vm.Name, ErrWithdrawn)
+		}
+		// The decision holds whatever the power state: power off,
+		// retry once.
 		if serr := c.Port.ShutdownVirtualMachine(ctx, obj); serr != nil {
 			return fmt.Errorf("delete vm %q: power off: %w", vm.Name, serr)
 		}
@@ -157,10 +195,9 @@ func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
 	if err != nil {
 		return fmt.Errorf("delete vm %q: destroy: %w", vm.Name, err)
 	}
-	destroyed = true
 	// A snapshot taken before may still show it: never offered again
 	// until a listing no longer shows it.
-	c.Life.Must(vm.Name, lifecycle.Deleting, lifecycle.Destroyed, lifecycle.WithRef(obj.Value))
+	outcome = lifecycle.Destroyed
 	if ip := vm.Annotation.IPAddress; ip != "" {
 		// The address is free again: drop the reservation its clone made
 		// (if still its own), which would otherwise hold it until
@@ -168,6 +205,18 @@ func (c *Custody) Delete(ctx context.Context, vm inventory.VM) error {
 		c.IPs.Release(ip, vm.Name)
 	}
 	return nil
+}
+
+// withdrawnPhase is where a VM whose deletion was withdrawn goes back to,
+// from the phase it was in before: Started keeps its launch time (the
+// cleanup reads it in place of the missing record); anything else has no
+// entry any more (a Marked VM is not marked again: a mark that rested on
+// the same stale listing would power the running VM off next pass).
+func withdrawnPhase(prev lifecycle.Phase) lifecycle.Phase {
+	if prev == lifecycle.Started {
+		return lifecycle.Started
+	}
+	return lifecycle.Gone
 }
 
 // WriteRecord writes annot (Notes and mirror) on vm, a VM of ours that

@@ -181,7 +181,7 @@ func TestDeleteRefusesWhatIsNotOurs(t *testing.T) {
 			e := newEnv(t)
 			e.c.ReportRegistration = func(context.Context, inventory.VM) { t.Error("registration reported for a refused vm") }
 			e.c.MarkToDelete(vm.Name)
-			err := e.c.Delete(context.Background(), vm)
+			err := e.c.Delete(context.Background(), vm, custody.StopRunning)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), fmt.Sprintf("delete vm %q", vm.Name))
 			assert.Empty(t, e.port.Calls())
@@ -201,7 +201,7 @@ func TestDeleteDestroysOurs(t *testing.T) {
 	require.NoError(t, err)
 	vm := ours("w-1", l.IP)
 	e.c.MarkToDelete("w-1")
-	require.NoError(t, e.c.Delete(context.Background(), vm))
+	require.NoError(t, e.c.Delete(context.Background(), vm, custody.StopRunning))
 	assert.Equal(t, []string{"shutdown vm-w-1", "destroy vm-w-1"}, e.port.Calls())
 	assert.Equal(t, lifecycle.Destroyed, phaseOf(t, e.life, "w-1"))
 	assert.Empty(t, e.ips.Reserved(), "the address is free again")
@@ -210,7 +210,7 @@ func TestDeleteDestroysOurs(t *testing.T) {
 	model := ours("tpl-model", "")
 	model.Template, model.Annotation.Model = true, true
 	model.PowerState = "poweredOff"
-	require.NoError(t, e.c.Delete(context.Background(), model))
+	require.NoError(t, e.c.Delete(context.Background(), model, custody.StopRunning))
 	assert.Equal(t, "destroy vm-tpl-model", e.port.Calls()[2], "a powered-off vm is destroyed without a power off")
 }
 
@@ -225,19 +225,19 @@ func TestDeleteFaults(t *testing.T) {
 
 	e := newEnv(t)
 	e.port.fail("shutdown", notFound)
-	require.NoError(t, e.c.Delete(context.Background(), ours("w-gone", "")))
+	require.NoError(t, e.c.Delete(context.Background(), ours("w-gone", ""), custody.StopRunning))
 	assert.Equal(t, []string{"shutdown vm-w-gone", "destroy vm-w-gone"}, e.port.Calls())
 
 	e = newEnv(t)
 	vm := ours("w-late", "")
 	vm.PowerState = "poweredOff"
 	e.port.fail("destroy", badPower)
-	require.NoError(t, e.c.Delete(context.Background(), vm))
+	require.NoError(t, e.c.Delete(context.Background(), vm, custody.StopRunning))
 	assert.Equal(t, []string{"destroy vm-w-late", "shutdown vm-w-late", "destroy vm-w-late"}, e.port.Calls())
 
 	e = newEnv(t)
 	e.port.fail("destroy", boom)
-	err := e.c.Delete(context.Background(), ours("w-fail", ""))
+	err := e.c.Delete(context.Background(), ours("w-fail", ""), custody.StopRunning)
 	require.ErrorIs(t, err, boom)
 	assert.Contains(t, err.Error(), `delete vm "w-fail": destroy`)
 	assert.Equal(t, lifecycle.Marked, phaseOf(t, e.life, "w-fail"), "retried by the next cleanup pass")
@@ -249,7 +249,7 @@ func TestDeleteInProgress(t *testing.T) {
 	e := newEnv(t)
 	_, err := e.life.MoveFrom("w-1", lifecycle.Deletable(), lifecycle.Deleting)
 	require.NoError(t, err)
-	err = e.c.Delete(context.Background(), ours("w-1", ""))
+	err = e.c.Delete(context.Background(), ours("w-1", ""), custody.StopRunning)
 	require.ErrorIs(t, err, custody.ErrDeleteInProgress)
 	assert.Empty(t, e.port.Calls())
 	assert.Equal(t, lifecycle.Deleting, phaseOf(t, e.life, "w-1"))
@@ -267,7 +267,7 @@ func TestDeleteReportsRegistration(t *testing.T) {
 	only := ours("w-only", "")
 	only.Annotation.RegisterOnly = true
 	for _, vm := range []inventory.VM{ours("register-m1", ""), only, ours("w-1", "")} {
-		require.NoError(t, e.c.Delete(context.Background(), vm))
+		require.NoError(t, e.c.Delete(context.Background(), vm, custody.StopRunning))
 	}
 	assert.Equal(t, []string{"register-m1 after 0 calls", "w-only after 2 calls"}, reported)
 }
@@ -379,4 +379,58 @@ func TestAttempts(t *testing.T) {
 	assert.Empty(t, detail)
 	assert.Contains(t, e.logs.String(), `level=INFO msg="template quarantine lifted" vm=w detail="debian12 provisioned a pool vm"`)
 	assert.Empty(t, e.c.Quarantine.Quarantined())
+}
+
+// TestDeleteOnlyPoweredOffNeverStopsAWorker: a deletion decided on a VM the
+// listing showed powered off never powers it off. vCenter refusing the
+// destroy for the VM's power state (it was started since the listing: a
+// spawn's power-on the listing had not shown) withdraws the deletion: no
+// power off, no second destroy, the IP kept, the VM back to no entry (or
+// to Started with its launch time), ErrWithdrawn. A VM listed running is
+// refused before any call. Before OnlyPoweredOff, every deletion answered
+// that refusal with a power off and a second destroy: a running worker's
+// VM vanished mid-job (issue: demo --instances 2).
+func TestDeleteOnlyPoweredOffNeverStopsAWorker(t *testing.T) {
+	t.Parallel()
+	badPower := &vctypes.Fault{Kind: vctypes.FaultInvalidPowerState, Err: errors.New("powered on")}
+
+	e := newEnv(t)
+	l, err := e.ips.Reserve(context.Background(), nil, "w-late")
+	require.NoError(t, err)
+	vm := ours("w-late", l.IP)
+	vm.PowerState = "poweredOff" // as the lagging listing showed it
+	e.port.fail("destroy", badPower)
+	err = e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff)
+	require.ErrorIs(t, err, custody.ErrWithdrawn)
+	assert.Contains(t, err.Error(), `delete vm "w-late"`)
+	assert.Equal(t, []string{"destroy vm-w-late"}, e.port.Calls(), "no power off, no second destroy")
+	assert.Equal(t, lifecycle.Gone, phaseOf(t, e.life, "w-late"), "not marked: the next pass decides again")
+	assert.NotEmpty(t, e.ips.Reserved(), "the running VM keeps its address")
+
+	// A worker whose start could not be recorded keeps its launch time.
+	e = newEnv(t)
+	launched := now0.Add(-time.Minute)
+	require.NoError(t, e.life.Move("w-started", lifecycle.Gone, lifecycle.Started, lifecycle.WithLaunched(launched)))
+	vm = ours("w-started", "")
+	vm.PowerState = "poweredOff"
+	e.port.fail("destroy", badPower)
+	require.ErrorIs(t, e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff), custody.ErrWithdrawn)
+	got, ok := e.life.Get("w-started")
+	require.True(t, ok)
+	assert.Equal(t, lifecycle.Started, got.Phase)
+	assert.Equal(t, launched, got.Launched)
+
+	// Listed running: refused before any call, nothing moves.
+	e = newEnv(t)
+	require.ErrorIs(t, e.c.Delete(context.Background(), ours("w-on", ""), custody.OnlyPoweredOff), custody.ErrWithdrawn)
+	assert.Empty(t, e.port.Calls())
+	assert.Equal(t, lifecycle.Gone, phaseOf(t, e.life, "w-on"))
+
+	// Still powered off: destroyed as usual, without a power off.
+	e = newEnv(t)
+	vm = ours("w-off", "")
+	vm.PowerState = "poweredOff"
+	require.NoError(t, e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff))
+	assert.Equal(t, []string{"destroy vm-w-off"}, e.port.Calls())
+	assert.Equal(t, lifecycle.Destroyed, phaseOf(t, e.life, "w-off"))
 }

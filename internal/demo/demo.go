@@ -276,10 +276,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return d.report(), fmt.Errorf("demo: daemon stopped: %w", err)
 		case <-timeout:
 			rep := d.report()
+			if o.Checks {
+				// A run that fails still says what held.
+				smp.sample()
+				rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
+			}
 			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
 		case <-d.changed:
 			rep := d.report()
 			if lost := rep.Lost(); o.Once && len(lost) > 0 {
+				if o.Checks {
+					smp.sample()
+					rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
+				}
 				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
 			}
 			if o.Once && rep.Done()+rep.Failed() == o.Jobs {
@@ -331,14 +340,11 @@ wait:
 	}
 	smp.sample() // the last state too
 	rep = d.report()
-	rep.Checks = d.checkRun(rep, smp, quiet, d.ourVMs)
+	rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
 	var failed []string
 	for _, c := range rep.Checks {
 		if c.Failed != "" {
-			d.out.printf("check %-32s FAILED: %s", c.Name+":", c.Failed)
 			failed = append(failed, c.Name)
-		} else {
-			d.out.printf("check %-32s ok (%s)", c.Name+":", c.Detail)
 		}
 	}
 	if len(failed) > 0 {
@@ -348,6 +354,18 @@ wait:
 		d.o.OnDone(info, rep)
 	}
 	return rep, nil
+}
+
+// printChecks prints one line per check, ok or FAILED, and returns them.
+func (d *driver) printChecks(checks []Check) []Check {
+	for _, c := range checks {
+		if c.Failed != "" {
+			d.out.printf("check %-32s FAILED: %s", c.Name+":", c.Failed)
+		} else {
+			d.out.printf("check %-32s ok (%s)", c.Name+":", c.Detail)
+		}
+	}
+	return checks
 }
 
 // Sims are the demo's two simulators and the hatchery configuration that

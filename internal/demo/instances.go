@@ -235,6 +235,13 @@ func (d *driver) checkRun(rep *Report, smp *sampler, quiet *warnCounter, poolLef
 	addr = append(addr, rep.IPMismatches...)
 	checks = append(checks, Check{Name: "no address given twice", Failed: firstOf(addr), Detail: fmt.Sprintf("%d samples", samples)})
 
+	// No worker's VM vanished while its worker ran (destroyed under it).
+	var lost []string
+	for _, j := range rep.Lost() {
+		lost = append(lost, fmt.Sprintf("job %d: %s", j.Seq, j.VM))
+	}
+	checks = append(checks, Check{Name: "no VM vanished under its worker", Failed: firstOf(lost), Detail: fmt.Sprintf("%d jobs", len(rep.Jobs))})
+
 	// No VM of ours left but the warm pool.
 	workers, pool := poolLeft()
 	left := ""

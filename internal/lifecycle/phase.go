@@ -46,7 +46,9 @@ const (
 	// inventory, if it is.
 	Marked
 	// Deleting: a deletion (power off, destroy) is at work on the VM. A
-	// failure moves it back to Marked, a success to Destroyed.
+	// failure moves it back to Marked, a success to Destroyed; a deletion
+	// withdrawn (decided on a VM seen powered off, found running:
+	// custody.OnlyPoweredOff) puts it back where it was (Gone or Started).
 	Deleting
 	// Destroyed: this process destroyed the VM; an inventory snapshot
 	// taken before may still show it. It is never claimed, counted in a
@@ -130,8 +132,11 @@ var transitions = map[Phase][]Phase{
 	// The cleanup destroys it, or the mark is dropped after its VM was
 	// missing from the inventory long enough.
 	Marked: {Deleting, Gone},
-	// Destroyed, or failed and retried by the next pass.
-	Deleting: {Destroyed, Marked},
+	// Destroyed, or failed and retried by the next pass, or withdrawn:
+	// a deletion that rested on the VM being powered off found it running
+	// (the listing it was decided on was older than the VM's power-on);
+	// the VM goes back to no entry, or to Started with its launch time.
+	Deleting: {Destroyed, Marked, Gone, Started},
 	// A listing no longer shows its reference; or it is deleted again (a
 	// snapshot older than the destroy: vCenter answers "gone", a
 	// success). A new VM under its name is another entry (another

@@ -24,7 +24,7 @@ var want = map[Phase][]Phase{
 	Running:      {Started, Gone, Marked, Deleting, Held},
 	Started:      {Marked, Deleting},
 	Marked:       {Deleting, Gone},
-	Deleting:     {Destroyed, Marked},
+	Deleting:     {Destroyed, Marked, Gone, Started},
 	Destroyed:    {Gone, Deleting},
 	Held:         {Marked, Deleting, Gone},
 }

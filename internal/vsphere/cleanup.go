@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -77,6 +78,9 @@ type awolVerdict struct {
 	// release: the VM is reclaimed before its worker registered, its job
 	// goes back to the queue at once (releaseReclaimedJob).
 	release bool
+	// marked: the VM was marked for deletion by the loop that owned it;
+	// its deletion holds whatever its power state (deletionPower).
+	marked bool
 }
 
 func awolKeep(reason string) awolVerdict   { return awolVerdict{reason: reason} }
@@ -124,6 +128,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		switch {
 		case h.life.InVM(lifeVM(vm), lifecycle.ToDelete()...):
 			v = awolRemove("marked for deletion")
+			v.marked = true
 		case apiErr != nil:
 			continue
 		default:
@@ -134,8 +139,13 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			log.Debug("awol cleanup keeps vm")
 			continue
 		}
+		power := deletionPower(vm, v)
 		log.Info("awol cleanup deletes vm")
-		switch err := h.deleteServer(ctx, vm); {
+		switch err := h.deleteServer(ctx, vm, power); {
+		case errors.Is(err, custody.ErrWithdrawn):
+			// The listing showed the VM powered off; vCenter found it
+			// running (a spawn powered it on since): the verdict is void.
+			log.Info("awol cleanup withdrew its deletion: the vm runs", logkey.Err, err)
 		case errors.Is(err, custody.ErrDeleteInProgress):
 			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
@@ -147,6 +157,22 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			}
 		}
 	}
+}
+
+// deletionPower is what the deletion of vm, decided by v on the listing
+// that showed vm, may do to it if it runs. A VM marked for deletion (by the
+// loop that owned it: a failed spawn, a disabled worker) goes whatever its
+// power state. Any other verdict on a VM the listing showed powered off
+// rests on that power state, and the listing may be older than a spawn's
+// power-on (another instance's, or this one's before its snapshot caught
+// up): such a deletion never powers the VM off (custody.OnlyPoweredOff),
+// and a VM found running is judged again on the next listing
+// (docs/high-availability.md, "Deletions decided on a listing").
+func deletionPower(vm inventory.VM, v awolVerdict) custody.Power {
+	if v.marked || vm.Power() != vctypes.PoweredOff {
+		return custody.StopRunning
+	}
+	return custody.OnlyPoweredOff
 }
 
 // awolVerdict decides the fate of one VM of ours that is not marked for
@@ -229,7 +255,18 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 			// in memory only. No spawn of this run owns it (nothing in
 			// flight above), no worker will ever start in it, and it holds
 			// its job ("already serves the job") and its IP until deleted.
-			return h.reclaimUnlessJobRan(ctx, vm, "left by an earlier run: powered off, its worker never started", created)
+			// Or another instance of this hatchery's spawn between its
+			// clone and its power-on: the two look the same. Only the job
+			// tells them apart: one that ran or ended proves the VM is
+			// done with; one still waiting for a worker of ours does not,
+			// and that VM is reclaimed after the registration TTL like
+			// any worker that never started (docs/high-availability.md,
+			// "Deletions decided on a listing").
+			v := h.reclaimUnlessJobRan(ctx, vm, "left by an earlier run: powered off, its worker never started", created)
+			if v.release && now.Sub(created) <= regTTL {
+				return awolKeep("powered off, its worker never started, its job still waiting: kept within the registration ttl (another instance's spawn between its clone and its power-on looks the same)")
+			}
+			return v
 		}
 		if now.Sub(created) > regTTL {
 			return h.reclaimUnlessJobRan(ctx, vm, fmt.Sprintf("worker never started, created %s ago", now.Sub(created).Round(time.Second)), created)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmware/govmomi/task"
 	"log/slog"
 	"strings"
 	"testing"
@@ -121,9 +122,17 @@ func TestKillAwolServers(t *testing.T) {
 			vms:  []inventory.VM{warmVM("w-young", wCreated(regTTL-time.Second))},
 		},
 		{
-			name:      "powered off, worker never started, created by an earlier run (spawn cut by a restart): deleted",
-			vms:       []inventory.VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *inventory.Annotation) { a.JobID = "77" }))},
-			destroyed: []string{"w-orphan"},
+			// A spawn cut by a restart, or another instance's spawn between
+			// its clone and its power-on: its job still waits, nothing
+			// tells the two apart. Deleting it would destroy the other
+			// instance's VM under its spawn and release its job.
+			name: "powered off, worker never started, created before this run, its job waiting: kept within the registration ttl",
+			vms:  []inventory.VM{warmVM("w-orphan", wOff, wCreated(time.Minute), wAnnot(func(a *inventory.Annotation) { a.JobID = "77" }))},
+		},
+		{
+			name:      "powered off, worker never started, created before this run, past the registration ttl: deleted",
+			vms:       []inventory.VM{warmVM("w-orphan-old", wOff, wCreated(regTTL+time.Minute), wAnnot(func(a *inventory.Annotation) { a.JobID = "77" }))},
+			destroyed: []string{"w-orphan-old"},
 		},
 		{
 			name: "powered off, worker never started, created by this run: kept within the registration ttl",
@@ -584,6 +593,61 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 			require.NotEmpty(t, line, "the failed deletion is logged:\n%s", logs.String())
 			assert.Contains(t, line, tc.want)
 			assert.True(t, isMarked(e.h, "w-1"), "the VM stays marked for the next pass")
+		})
+	}
+}
+
+// TestKillAwolServersNeverStopsAWorkerOnAStaleListing is the worker VM that
+// vanished mid-job in `demo --instances 2` on a loaded machine. The
+// cleanup's listing still showed a worker's VM powered off, as it was
+// between its clone and its power-on (a snapshot older than the power-on:
+// the other instance's spawn, or this one's before its watch caught up),
+// while the API's worker list, read after, already listed its worker: the
+// verdict "worker finished: powered off, its worker still listed by the
+// api". vCenter refuses to destroy the running VM; the deletion used to
+// answer that with a power off and a second destroy, killing the worker
+// 0.3 s after it signed in. Now the deletion is withdrawn: no power off,
+// the VM not marked, and the next pass, on a listing that shows it
+// running, keeps it. The same holds for the other verdicts that rest on
+// the VM being powered off ("unknown to the api and powered off", a job
+// Building while the VM is listed off).
+func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
+	t.Parallel()
+	invalidPower := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+		Fault: &types.InvalidPowerState{ExistingState: types.VirtualMachinePowerStatePoweredOn},
+	}}
+	cases := []struct {
+		name string
+		vm   inventory.VM
+		cds  *warmCDS
+	}{
+		{"its worker listed by the api", warmVM("w-1", wOff, wCreated(5*time.Second)),
+			&warmCDS{v2: []sdk.V2Worker{{Name: "w-1"}}}},
+		{"its worker unknown to the api, start recorded", warmVM("w-1", wOff, wCreated(2*time.Minute), wStarted(time.Minute)),
+			&warmCDS{}},
+		{"its job building on it, start not recorded", warmVM("w-1", wOff, wCreated(time.Hour), wAnnot(func(a *inventory.Annotation) { a.JobID = "42" })),
+			&warmCDS{jobStatus: map[string]string{"42": sdk.StatusBuilding}, jobWorker: map[string]string{"42": "w-1"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{tc.vm}, tc.cds)
+			var logs bytes.Buffer
+			e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
+			// Only the destroy: no ShutdownVirtualMachine is expected, and
+			// the mock fails the test on one.
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(invalidPower)
+			e.h.killAwolServers(context.Background())
+			assert.False(t, isMarked(e.h, "w-1"), "a withdrawn deletion leaves no mark: it would power the vm off next pass")
+			assert.Contains(t, logs.String(), "awol cleanup withdrew its deletion")
+			assert.NotContains(t, logs.String(), "level=WARN")
+			assert.Empty(t, tc.cds.releasedJobs(), "nothing released: the worker runs")
+
+			// The next listing shows it running: kept, no vCenter call.
+			on := tc.vm
+			on.PowerState = types.VirtualMachinePowerStatePoweredOn
+			e.inv.Set(on)
+			e.h.killAwolServers(context.Background())
 		})
 	}
 }

@@ -27,10 +27,11 @@ var (
 // (custody.Custody.MarkToDelete); it reports whether the mark is new.
 func (h *HatcheryVSphere) markToDelete(name string) bool { return h.custody.MarkToDelete(name) }
 
-// deleteServer powers off and destroys one VM of ours, refusing any other
-// (custody.Custody.Delete, docs/design.md#ownership).
-func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM) error {
-	return h.custody.Delete(ctx, vm)
+// deleteServer destroys one VM of ours, refusing any other; p says whether
+// a running VM is powered off first (custody.Custody.Delete,
+// docs/design.md#ownership).
+func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM, p custody.Power) error {
+	return h.custody.Delete(ctx, vm, p)
 }
 
 // writeAnnotation writes annot (Notes and mirror) on vm, a VM of ours

@@ -79,7 +79,7 @@ func TestDeleteServer(t *testing.T) {
 			t.Parallel()
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{tc.vm}, nil)
 			tc.setup(e)
-			err := e.h.deleteServer(context.Background(), tc.vm)
+			err := e.h.deleteServer(context.Background(), tc.vm, custody.StopRunning)
 			if tc.wantErr != "" {
 				require.EqualError(t, err, tc.wantErr)
 			} else {
@@ -105,9 +105,9 @@ func TestDeleteServerInProgress(t *testing.T) {
 		return nil
 	})
 	done := make(chan error)
-	go func() { done <- e.h.deleteServer(context.Background(), vm) }()
+	go func() { done <- e.h.deleteServer(context.Background(), vm, custody.StopRunning) }()
 	<-inDestroy
-	err := e.h.deleteServer(context.Background(), vm)
+	err := e.h.deleteServer(context.Background(), vm, custody.StopRunning)
 	require.ErrorIs(t, err, custody.ErrDeleteInProgress)
 	close(finish)
 	require.NoError(t, <-done)
@@ -140,7 +140,7 @@ func TestDeleteServerRegistrationReport(t *testing.T) {
 			cds := &warmCDS{models: []sdk.Model{tc.model}}
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("register-m1-x")).Return(nil)
-			require.NoError(t, e.h.deleteServer(context.Background(), vm))
+			require.NoError(t, e.h.deleteServer(context.Background(), vm, custody.StopRunning))
 			assert.Equal(t, tc.want, cds.spawnErrors)
 		})
 	}
@@ -161,12 +161,12 @@ func TestDeleteServerStaleSecondDeletionKeepsANewReservation(t *testing.T) {
 
 	_, err := e.h.ips.Reserve(context.Background(), inventory.UsedBy([]inventory.VM{old}), "w-old")
 	require.ErrorIs(t, err, ippool.ErrNoIPAvailable, "the old vm holds the only address")
-	require.NoError(t, e.h.deleteServer(context.Background(), old))
+	require.NoError(t, e.h.deleteServer(context.Background(), old, custody.StopRunning))
 	lease, err := e.h.ips.Reserve(context.Background(), nil, "w-new")
 	require.NoError(t, err, "the address is free once the vm is destroyed")
 	require.Equal(t, "10.0.0.15", lease.IP)
 
-	require.NoError(t, e.h.deleteServer(context.Background(), old), "deleting a vm already gone succeeds")
+	require.NoError(t, e.h.deleteServer(context.Background(), old, custody.StopRunning), "deleting a vm already gone succeeds")
 	_, err = e.h.ips.Reserve(context.Background(), nil, "w-third")
 	require.ErrorIs(t, err, ippool.ErrNoIPAvailable, "w-new keeps its reservation")
 }
@@ -183,7 +183,7 @@ func TestDeleteServerLeavesAVMAnotherLoopIsWorkingOn(t *testing.T) {
 			vm := warmVM("w-1", wOff)
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil) // no vCenter call expected
 			putPhase(e.h, vm.Name, p)
-			err := e.h.deleteServer(context.Background(), vm)
+			err := e.h.deleteServer(context.Background(), vm, custody.StopRunning)
 			require.ErrorIs(t, err, lifecycle.ErrWrongPhase)
 			assert.NotErrorIs(t, err, custody.ErrDeleteInProgress)
 			assert.Equal(t, p, e.h.life.Phase(vm.Name))
@@ -200,7 +200,7 @@ func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
 	vm := warmVM("mymodel", wOff)
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("mymodel")).Return(nil)
-	require.NoError(t, e.h.deleteServer(context.Background(), vm))
+	require.NoError(t, e.h.deleteServer(context.Background(), vm, custody.StopRunning))
 	require.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
 	assert.Equal(t, awolKeep("destroyed, the inventory lags"), e.h.awolVerdict(context.Background(), vm, apiWorkers{}))
 

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"testing"
 	"time"
 
@@ -95,7 +96,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 		assert.Nil(t, got)
 	}
 	for _, v := range vms {
-		require.Error(t, e.h.deleteServer(ctx, v), v.Name)
+		require.Error(t, e.h.deleteServer(ctx, v, custody.StopRunning), v.Name)
 		_, err := e.h.pool.PrepareClaimed(ctx, &v, inventory.Annotation{WorkerName: "worker-x"}, nil, nil)
 		require.Error(t, err, v.Name)
 	}
@@ -111,6 +112,6 @@ func TestOwnTemplatesNeverDestroyed(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{tpl}, &warmCDS{})
 	e.h.markToDelete("our-tpl")
 	e.h.killAwolServers(context.Background())
-	require.Error(t, e.h.deleteServer(context.Background(), tpl))
+	require.Error(t, e.h.deleteServer(context.Background(), tpl, custody.StopRunning))
 	assert.True(t, isMarked(e.h, "our-tpl"))
 }

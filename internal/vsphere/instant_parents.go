@@ -158,7 +158,7 @@ func (h *HatcheryVSphere) blankParent(ctx context.Context, ref vctypes.Ref, name
 func (h *HatcheryVSphere) destroyParent(ctx context.Context, vm inventory.VM, reason string) {
 	h.log.Info("instant parent destroyed", logkey.VM, vm.Name, logkey.Reason, reason)
 	h.markToDelete(vm.Name)
-	if err := h.deleteServer(ctx, vm); err != nil {
+	if err := h.deleteServer(ctx, vm, custody.StopRunning); err != nil {
 		h.warnUnlessShuttingDown(ctx, "instant parent not destroyed, the cleanup retries", logkey.VM, vm.Name, logkey.Err, err)
 		return
 	}

@@ -31,15 +31,17 @@ var errClaimLost = errors.New("claim lost: vm changed since it was listed")
 // instances, not a failure.
 var errClaimGone = errors.New("claim lost: vm destroyed since it was listed")
 
-// claimInVCenter is the claim's first write to the VM, a compare-and-swap:
-// a reconfigure carrying the config.changeVersion read with the listing,
-// that rewrites the annotation as no longer a pool VM (provisioning false,
-// created now). vCenter refuses it with a ConcurrentAccess fault when the
-// VM changed since (another instance's claim, a surplus removal's
-// reconfigure): errClaimLost. Once it succeeds, no other instance lists
-// the VM as idle. A VM whose claimant stops before renaming it is a worker
-// that never started: cleanup reclaims it after workerRegistrationTTL.
-func (p *Pool) claimInVCenter(ctx context.Context, v inventory.VM) error {
+// takeInVCenter is the first write to an idle pool VM of a claim or a
+// surplus removal, a compare-and-swap: a reconfigure carrying the
+// config.changeVersion read with the listing, that rewrites the
+// annotation as no longer a pool VM (provisioning false, created now).
+// vCenter refuses it with a ConcurrentAccess fault when the VM changed
+// since (another instance's claim or surplus removal): errClaimLost. Once
+// it succeeds, no other instance lists the VM as idle, and no other
+// instance's claim or removal started from an older listing can succeed.
+// A VM whose taker stops before renaming or deleting it is a worker that
+// never started: cleanup reclaims it after workerRegistrationTTL.
+func (p *Pool) takeInVCenter(ctx context.Context, v inventory.VM) error {
 	if v.Annotation == nil {
 		return fmt.Errorf("claim %q: no annotation", v.Name)
 	}
@@ -103,7 +105,7 @@ func (p *Pool) Claim(ctx context.Context, model sdk.WorkerStarterWorkerModel, fl
 		// The claim in memory settles this process's own spawns; the
 		// compare-and-swap below settles it against the other instances
 		// of this hatchery (docs/high-availability.md).
-		err := p.claimInVCenter(ctx, v)
+		err := p.takeInVCenter(ctx, v)
 		if err != nil {
 			p.dropClaim(v.Name, v.ObjectRef().Value)
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/types"
 	"testing"
 	"time"
 
@@ -23,16 +25,20 @@ import (
 // (internal/custody), built here without any hatchery: fakeHost fails the
 // test on any call, and the strict port accepts only the expected ones.
 
-// TestSurplusDeletedThroughCustody: a pool above its number destroys its
-// oldest idle VM through the custody (a powered-off VM: one destroy), which
-// leaves it Destroyed in the table; the younger one is not touched (the
-// strict mock fails on any other call).
+// TestSurplusDeletedThroughCustody: a pool above its number takes its
+// oldest idle VM with the claim's compare-and-swap (at the changeVersion
+// listed), then destroys it through the custody (a powered-off VM: one
+// destroy), which leaves it Destroyed in the table; the younger one is not
+// touched (the strict mock fails on any other call).
 func TestSurplusDeletedThroughCustody(t *testing.T) {
 	t.Parallel()
 	old := poolVM("warmpool-v2-old", "debian12", "small", 2*time.Hour)
 	young := poolVM("warmpool-v2-young", "debian12", "small", time.Hour)
 	e := newPoolEnv(t, []inventory.VM{old, young}, false)
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("warmpool-v2-old")).Return(nil)
+	gomock.InOrder(
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-old"), casAt("cv-warmpool-v2-old")).Return(nil),
+		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("warmpool-v2-old")).Return(nil),
+	)
 	k := Key{Model: "debian12", Flavor: "small"}
 	e.p.RemoveSurplus(context.Background(), []inventory.VM{old, young}, map[Key]int{k: 2}, map[Key]int{k: 1})
 
@@ -72,4 +78,42 @@ func TestProvisioningAccountsAttemptsInCustody(t *testing.T) {
 	assert.Equal(t, 3, clones, "a quarantined template is not cloned")
 	_, ok := e.p.Life.Get("warmpool-v2-debian12-4")
 	assert.False(t, ok, "a deferred provisioning leaves no entry")
+}
+
+// TestSurplusLeavesAVMAnotherInstanceClaimed: the listing the surplus was
+// counted on still shows a VM idle that another instance of this hatchery
+// has claimed since (renamed, powered on, its worker started). The
+// removal's compare-and-swap at the listed changeVersion is refused with
+// ConcurrentAccess: nothing else is done to the VM (no power off, no
+// destroy: the strict mock fails on one), the mark is dropped (a mark would
+// have the next cleanup pass power the worker off), and the removal is
+// not counted: the listing is stale, so the younger VM is not taken in its
+// place this pass (the strict mock fails on its compare-and-swap). A VM
+// gone since the listing is left the same way. Without
+// the compare-and-swap, the removal powered off and destroyed the other
+// instance's running worker.
+func TestSurplusLeavesAVMAnotherInstanceClaimed(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"claimed by another instance", concurrentAccessFault("warmpool-v2-old")},
+		{"gone since the listing", fmt.Errorf("reconfigure %q: %w", "warmpool-v2-old", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+			Fault: &types.ManagedObjectNotFound{}, LocalizedMessage: "The object has already been deleted."}})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			old := poolVM("warmpool-v2-old", "debian12", "small", 2*time.Hour)
+			young := poolVM("warmpool-v2-young", "debian12", "small", time.Hour)
+			e := newPoolEnv(t, []inventory.VM{old, young}, false)
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-old"), casAt("cv-warmpool-v2-old")).Return(tc.err)
+			k := Key{Model: "debian12", Flavor: "small"}
+			e.p.RemoveSurplus(context.Background(), []inventory.VM{old, young}, map[Key]int{k: 2}, map[Key]int{k: 1})
+
+			_, ok := e.p.Life.Get("warmpool-v2-old")
+			assert.False(t, ok, "no mark left on the other instance's vm")
+			assert.Positive(t, e.inv.Invalidations(), "the listing is known stale")
+		})
+	}
 }

@@ -70,8 +70,12 @@ func TestLegacyPoolVMsLeaveThePool(t *testing.T) {
 	assert.Equal(t, map[Key]int{k: 1}, counts, "only the vm under the new name counts")
 	assert.Equal(t, []inventory.VM{oldV2, fresh}, e.p.claimCandidates(vms, k, "", false), "an old idle vm may still be claimed, the oldest first")
 
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("provision-v2-8k2m4x")).Return(nil)
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs("provision-v1-debian12-abc123-0")).Return(nil)
+	for _, n := range []string{"provision-v2-8k2m4x", "provision-v1-debian12-abc123-0"} {
+		gomock.InOrder(
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs(n), casAt("cv-"+n)).Return(nil),
+			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), refIs(n)).Return(nil),
+		)
+	}
 	e.p.RemoveSurplus(context.Background(), vms, counts, map[Key]int{k: 1, {V1: true, Model: "shared.infra/debian12"}: 1})
 	for _, n := range []string{"provision-v2-8k2m4x", "provision-v1-debian12-abc123-0"} {
 		d, ok := e.p.Life.Get(n)

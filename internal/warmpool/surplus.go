@@ -2,9 +2,11 @@ package warmpool
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -37,7 +39,9 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 		if ctx.Err() != nil {
 			return
 		}
-		p.remove(ctx, v, "deleting provisioned vm of an earlier version", "its name and record are those an upstream cds hatchery claims; its pool is refilled under "+Prefix+" names")
+		if p.remove(ctx, v, "deleting provisioned vm of an earlier version", "its name and record are those an upstream cds hatchery claims; its pool is refilled under "+Prefix+" names") == removalStale {
+			return
+		}
 	}
 	keys := make([]Key, 0, len(idle))
 	for k := range idle {
@@ -56,26 +60,70 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 			if excess == 0 || ctx.Err() != nil {
 				break
 			}
-			if p.remove(ctx, v, "deleting surplus provisioned vm", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k])) {
+			switch p.remove(ctx, v, "deleting surplus provisioned vm", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k])) {
+			case removalDone:
 				excess--
+			case removalStale:
+				// The listing the counts come from is older than another
+				// instance's claim: the next pass counts again.
+				return
 			}
 		}
 	}
 }
 
+// removal is the outcome of one surplus removal.
+type removal int
+
+const (
+	// removalSkipped: the VM was no longer idle here; nothing was done.
+	removalSkipped removal = iota
+	// removalDone: the VM was taken and its deletion started (a failed
+	// deletion stays marked and is retried by cleanup).
+	removalDone
+	// removalStale: another instance took the VM since the listing (or it
+	// is gone): the listing, and the counts made from it, are stale.
+	removalStale
+)
+
 // remove marks the idle pool VM v for deletion, in one step with the
-// check that it is still idle (which keeps a concurrent spawn off it), and
-// deletes it, logging msg with detail; false when it was no longer idle.
-func (p *Pool) remove(ctx context.Context, v inventory.VM, msg, detail string) bool {
-	if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(v.ObjectRef().Value)); err != nil {
-		return false
+// check that it is still idle (which keeps a concurrent spawn of this
+// process off it), takes it in vCenter with the claim's compare-and-swap
+// (takeInVCenter: which keeps the other instances' claims off it) and
+// deletes it, logging msg with detail.
+//
+// Without the compare-and-swap, a listing older than another instance's
+// claim still shows the VM idle: the removal would power off and destroy
+// a VM that instance had claimed, renamed and started its worker in
+// (docs/high-availability.md, "Deletions decided on a listing").
+func (p *Pool) remove(ctx context.Context, v inventory.VM, msg, detail string) removal {
+	ref := v.ObjectRef().Value
+	if _, err := p.Life.MoveFrom(v.Name, lifecycle.Claimable(), lifecycle.Marked, lifecycle.WithRef(ref)); err != nil {
+		return removalSkipped
 	}
 	k, _ := keyOf(p.Hatchery, v)
+	if err := p.takeInVCenter(ctx, v); err != nil {
+		// Not ours to delete: the mark goes, the VM is another
+		// instance's worker now (or gone, or unreachable: the next pass
+		// decides again).
+		if derr := p.Life.Drop(v.Name, lifecycle.Marked, lifecycle.WithRef(ref)); derr != nil {
+			p.Log.Debug("surplus mark kept", logkey.VM, v.Name, logkey.Err, derr)
+		}
+		p.Inventory.Invalidate()
+		if errors.Is(err, errClaimLost) || errors.Is(err, errClaimGone) {
+			p.Log.Info("surplus provisioned vm taken by another instance, left alone", logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor, logkey.Err, err)
+			return removalStale
+		}
+		p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not taken, retried next pass", logkey.VM, v.Name, logkey.Err, err)
+		return removalSkipped
+	}
 	p.Log.Info(msg, logkey.VM, v.Name, logkey.Model, k.Model, logkey.Flavor, k.Flavor, logkey.Detail, detail)
-	if err := p.Custody.Delete(ctx, v); err != nil {
+	// Taken: no other instance claims it any more, whatever its power
+	// state (a hot pool VM runs or is suspended).
+	if err := p.Custody.Delete(ctx, v, custody.StopRunning); err != nil {
 		p.warnUnlessShuttingDown(ctx, "surplus provisioned vm not deleted, retried by cleanup", logkey.VM, v.Name, logkey.Err, err)
 	}
-	return true
+	return removalDone
 }
 
 // warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended:
