@@ -85,10 +85,7 @@ func (r *rig) assertBurstServed() {
 //     back, at INFO or above, whatever the number of calls, waits and
 //     collectors the restart cut (a WARN, then an INFO).
 func TestVCenterRestartMidBurst(t *testing.T) {
-	const (
-		jobs   = 20
-		outage = 5 * time.Second
-	)
+	const jobs = 20
 	r := newRig(t)
 	cfg := r.sims.Config
 	cfg.CommonConfiguration.Provision.MaxWorker = 12
@@ -116,11 +113,12 @@ func TestVCenterRestartMidBurst(t *testing.T) {
 	// Down until the daemon saw it: a call of it found no vCenter.
 	require.Eventually(t, func() bool { return strings.Contains(r.logs.String()[from:], "vcenter unreachable") },
 		time.Minute, 20*time.Millisecond, "the daemon never noticed vCenter down")
-	// The outage's length (not a synchronisation): several refreshes,
-	// cleanup passes and attempts to make the wait collector meet no
-	// vCenter, so that a line per attempt would show.
-	down := time.NewTimer(outage)
-	<-down.C
+	// Down until the daemon's inventory is stale (four refresh intervals
+	// with no answer): by then its refreshes, cleanup and metrics passes
+	// and spawns have met no vCenter several times each, so that a line
+	// per pass or attempt would show.
+	require.Eventually(t, func() bool { return strings.Contains(r.logs.String()[from:], "vm inventory is stale") },
+		2*time.Minute, 20*time.Millisecond, "the daemon's inventory never went stale")
 	proxy.Resume() // vCenter back, with none of the sessions it had
 
 	r.assertBurstServed()

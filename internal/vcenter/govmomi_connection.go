@@ -124,9 +124,10 @@ type reachabilityRoundTripper struct {
 
 // RoundTrip implements soap.RoundTripper.
 func (r *reachabilityRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	sent := time.Now()
 	err := r.next.RoundTrip(ctx, req, res)
 	if ctx.Err() == nil {
-		r.c.note(err)
+		r.c.note(err, sent)
 	}
 	return err
 }
@@ -145,12 +146,21 @@ func isTransport(err error) bool {
 // (docs/operations.md#when-vcenter-restarts): `vcenter unreachable`
 // (WARN) once when it starts, `vcenter reachable again` (INFO) once when
 // it ends, with session=renewed when the client had to log in again
-// meanwhile (vCenter restarted: every session ended).
-func (c *Client) note(err error) {
+// meanwhile (vCenter restarted: every session ended). sent is when the
+// call was sent: only a call sent after the outage began ends it, and
+// only one sent after vCenter last answered again starts another: calls
+// in flight at either moment end in any order (an answer read just before
+// the connections broke, noted after a failure), which would otherwise
+// log a flap of both lines.
+func (c *Client) note(err error, sent time.Time) {
 	transport := isTransport(err)
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	switch {
+	case transport && c.unreachable == nil && sent.Before(c.backAt):
+		// Sent before vCenter answered again: old news.
+	case !transport && c.unreachable != nil && sent.Before(c.since):
+		// Sent before the outage began: says nothing of vCenter now.
 	case transport && c.unreachable == nil:
 		c.unreachable, c.since = err, time.Now()
 		c.log.Warn("vcenter unreachable", "endpoint", c.host, logkey.Err, err)

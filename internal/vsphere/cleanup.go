@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -94,7 +95,13 @@ func awolReclaim(reason string) awolVerdict {
 func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		if vctypes.Unanswered(err) {
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		} else {
+			h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		}
 		return
 	}
 	if len(h.conf().WorkerProvisioning) == 0 {
@@ -105,7 +112,13 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	h.dropAbsentDeleteMarks(vms)
 	h.tendHolds(vms)
 	if err := h.ips.Reconcile(ctx, h.indexOf(vms).Used); err != nil {
-		h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
+		if vctypes.Unanswered(err) && ctx.Err() == nil {
+			// vCenter down: the vCenter client logged the outage once,
+			// not a line per pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("ip locks not reconciled, retried next pass", logkey.Err, err)
+		} else {
+			h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
+		}
 	}
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {

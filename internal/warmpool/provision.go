@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,7 +54,13 @@ type poolTarget struct {
 func (p *Pool) Provision(ctx context.Context) {
 	vms, err := p.Inventory.VMs(ctx)
 	if err != nil {
-		p.Log.Warn("provisioning skipped: cannot list vms", logkey.Err, err)
+		level := slog.LevelWarn
+		if vctypes.Unanswered(err) {
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per pass (docs/operations.md#when-vcenter-restarts).
+			level = slog.LevelDebug
+		}
+		p.Log.Log(ctx, level, "provisioning skipped: cannot list vms", logkey.Err, err)
 		return
 	}
 	// A claimed VM's slot name is free again once the inventory shows the
