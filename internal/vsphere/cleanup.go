@@ -151,6 +151,10 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		switch err := h.deleteServer(ctx, vm); {
 		case errors.Is(err, custody.ErrDeleteInProgress):
 			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
+		case err != nil && vctypes.Unanswered(err) && ctx.Err() == nil:
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per VM and pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
 			h.warnUnlessShuttingDown(ctx, "vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		default:
