@@ -21,6 +21,9 @@ type poolHealth struct {
 	// (vctypes.ErrPlacementUnresolved), whose start and end the vCenter
 	// client logs.
 	unresolved bool
+	// unanswered: the outage began with vCenter not answering
+	// (vctypes.Unanswered), whose start and end the vCenter client logs.
+	unanswered bool
 }
 
 // readPool reads the resource pool runtime through the Port (the
@@ -99,10 +102,10 @@ func (a Admission) notePoolHealth(err error) {
 	s := a.State
 	now := a.Now()
 	s.mu.Lock()
-	wasDown, since, wasUnresolved := s.poolHealth.down, s.poolHealth.since, s.poolHealth.unresolved
+	wasDown, since, wasUnresolved, wasUnanswered := s.poolHealth.down, s.poolHealth.since, s.poolHealth.unresolved, s.poolHealth.unanswered
 	if err != nil {
 		if !wasDown {
-			s.poolHealth = poolHealth{down: true, since: now}
+			s.poolHealth = poolHealth{down: true, since: now, unanswered: vctypes.Unanswered(err)}
 		}
 		s.poolHealth.err = err.Error()
 		s.poolHealth.unresolved = errors.Is(err, vctypes.ErrPlacementUnresolved)
@@ -115,11 +118,15 @@ func (a Admission) notePoolHealth(err error) {
 		// A topology problem: the vCenter client logged it once as an
 		// ERROR and /mon/status shows it.
 		a.Log.Debug("resource pool unresolved: capacity checks continue with static limits only", logkey.Err, err)
+	case err != nil && !wasDown && vctypes.Unanswered(err):
+		// vCenter down: the vCenter client logs the outage's start and
+		// end (docs/operations.md#when-vcenter-restarts).
+		a.Log.Debug("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil && !wasDown:
 		a.Log.Warn("resource pool unreadable: capacity checks continue with static limits only", logkey.Err, err)
 	case err != nil:
 		a.Log.Debug("resource pool still unreadable", logkey.Err, err, "since", since)
-	case wasDown && wasUnresolved:
+	case wasDown && (wasUnresolved || wasUnanswered):
 		a.Log.Debug("resource pool readable again", "unreadable_for", now.Sub(since).String())
 	case wasDown:
 		a.Log.Info("resource pool readable again", "unreadable_for", now.Sub(since).String())

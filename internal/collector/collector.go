@@ -84,7 +84,7 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 	vms, invErr := c.inv.VMs(ctx)
 	if invErr != nil {
 		failed = append(failed, metrics.SourceInventory)
-		c.log.Warn("metrics: read inventory", logkey.Err, invErr)
+		c.log.Log(ctx, quietIfUnanswered(invErr), "metrics: read inventory", logkey.Err, invErr)
 	}
 	rt, rpErr := c.poolRuntime(), error(nil)
 	if rt == nil {
@@ -97,6 +97,9 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 			// client logged it once as an ERROR and /mon/status shows it;
 			// a WARN every pass would only repeat it.
 			c.log.Debug("metrics: resource pool unresolved, resource pool gauges skipped", logkey.Err, rpErr)
+		} else if vctypes.Unanswered(rpErr) {
+			// vCenter down: the vCenter client logged the outage once.
+			c.log.Debug("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
 		} else {
 			c.log.Warn("metrics: resource pool unreadable, resource pool gauges skipped", logkey.Err, rpErr)
 		}
@@ -106,7 +109,7 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 		var err error
 		if headroom, err = m.Headroom(ctx); err != nil {
 			failed = append(failed, metrics.SourceHeadroom)
-			c.log.Warn("metrics: flavor headroom", logkey.Err, err)
+			c.log.Log(ctx, quietIfUnanswered(err), "metrics: flavor headroom", logkey.Err, err)
 			headroom = nil
 		}
 	}
@@ -339,4 +342,14 @@ func warmPoolTarget(cfg *config.Config) int64 {
 		n += int64(w.Number)
 	}
 	return n
+}
+
+// quietIfUnanswered is the level of a pass's failure: DEBUG when vCenter
+// did not answer (vctypes.Unanswered: the vCenter client logs the outage's
+// start and end, docs/operations.md#when-vcenter-restarts), else WARN.
+func quietIfUnanswered(err error) slog.Level {
+	if vctypes.Unanswered(err) {
+		return slog.LevelDebug
+	}
+	return slog.LevelWarn
 }

@@ -55,14 +55,17 @@ type Shared struct {
 	ready   chan struct{} // closed after the first refresh attempt
 	firstOK chan struct{} // closed after the first successful refresh
 
-	mu          sync.RWMutex
-	vms         []VM
-	idx         *Index    // index of vms, built once per refresh
-	lastOK      time.Time // time of the last successful refresh
-	lastDone    time.Time // time the last refresh attempt ended, successful or not
-	lastErr     error     // error of the last refresh, nil when it succeeded
-	generation  uint64    // successful refreshes so far
-	refreshes   uint64    // refresh attempts so far
+	mu       sync.RWMutex
+	vms      []VM
+	idx      *Index    // index of vms, built once per refresh
+	lastOK   time.Time // time of the last successful refresh
+	lastDone time.Time // time the last refresh attempt ended, successful or not
+	lastErr  error     // error of the last refresh, nil when it succeeded
+	// unanswered: the current streak of failed refreshes began with
+	// vCenter not answering (vctypes.Unanswered): its end is DEBUG too.
+	unanswered  bool
+	generation  uint64 // successful refreshes so far
+	refreshes   uint64 // refresh attempts so far
 	readyClosed bool
 	changed     chan struct{} // closed and replaced after every refresh attempt
 	running     time.Time     // start of the refresh in flight; zero when none
@@ -174,14 +177,26 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 			}
 		case s.lastErr != nil && !quiet:
 			// Already reported in this streak of failures.
+		case vctypes.Unanswered(err):
+			// vCenter down: the vCenter client logs the outage's start
+			// and end (docs/operations.md#when-vcenter-restarts); a
+			// snapshot that grows stale meanwhile is refused with its
+			// own error and shown on /mon/status.
+			s.unanswered = true
+			s.log.Debug("vm inventory refresh failed; keeping the last snapshot", logkey.Err, err)
 		default:
 			s.log.Warn("vm inventory refresh failed; keeping the last snapshot", logkey.Err, err)
 		}
 		s.lastErr = err
 	default:
 		if s.lastErr != nil {
-			s.log.Info("vm inventory refresh recovered", "vms", len(vms))
+			level := slog.LevelInfo
+			if s.unanswered {
+				level = slog.LevelDebug
+			}
+			s.log.Log(context.Background(), level, "vm inventory refresh recovered", "vms", len(vms))
 		}
+		s.unanswered = false
 		s.vms, s.idx, s.lastErr, s.lastOK = vms, idx, nil, s.now()
 		s.generation++
 		if s.generation == 1 {
@@ -227,11 +242,13 @@ func (s *Shared) staleLocked(now time.Time) error {
 		limit += refreshGrace
 	}
 	if age := now.Sub(s.lastOK); age > limit {
+		if s.lastErr != nil {
+			// The refresh's error is wrapped: a reader tells vCenter not
+			// answering (vctypes.Unanswered) from another failure.
+			return fmt.Errorf("%w: last successful refresh %s ago (limit %s): last refresh failed: %w", ErrStale, age.Round(time.Second), limit, s.lastErr)
+		}
 		why := "no refresh running"
-		switch {
-		case s.lastErr != nil:
-			why = "last refresh failed: " + s.lastErr.Error()
-		case !s.running.IsZero():
+		if !s.running.IsZero() {
 			why = fmt.Sprintf("refresh running for %s", now.Sub(s.running).Round(time.Second))
 		}
 		return fmt.Errorf("%w: last successful refresh %s ago (limit %s): %s", ErrStale, age.Round(time.Second), limit, why)

@@ -148,7 +148,10 @@ func (s *Shared) watchRefresh(ctx context.Context) {
 	}
 	err := s.watchStep(ctx)
 	if errors.Is(err, vcenter.ErrWatchLost) {
-		s.log.Info("vm change watch lost: resyncing", logkey.Err, err)
+		// A consequence of a session vCenter ended or of its restart,
+		// which the client logs (docs/operations.md#when-vcenter-restarts):
+		// DEBUG here.
+		s.log.Debug("vm change watch lost: resyncing", logkey.Err, err)
 		err = s.watchResync(ctx)
 	} else if err != nil {
 		w.synced = false // the next refresh starts again from a listing

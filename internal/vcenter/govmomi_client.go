@@ -74,6 +74,14 @@ const (
 	// polls of the VMs booting); an idle connection still closes after
 	// the transport's idle timeout (90 s).
 	maxIdleConnsPerHost = 64
+
+	// reloginOutageWindow is how long after vCenter answered again a
+	// re-login is taken as part of that outage (a restarted vCenter
+	// knows no session) and logged at DEBUG only: the outage's two lines
+	// told the operator already. A minute covers the calls of a burst
+	// that were waiting for vCenter; a session that expires later is
+	// logged as such.
+	reloginOutageWindow = time.Minute
 )
 
 // Config is what Dial needs to reach vCenter.
@@ -169,6 +177,8 @@ type Client struct {
 	attempts    int       // connection attempts so far
 	unreachable error     // the last transport error, nil after an answer
 	since       time.Time // when unreachable started
+	backAt      time.Time // when vCenter last answered again after an outage
+	renewed     bool      // the client logged in again during the current outage
 
 	vim   *vim25.Client
 	sm    *session.Manager
@@ -358,6 +368,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		user:     cfg.User,
 		password: cfg.Password,
 		log:      c.log,
+		quiet:    c.reloginQuiet,
 	}
 	// Outermost: every answer or transport failure of a call is noted
 	// for Status (the keep-alive's own requests are not calls).

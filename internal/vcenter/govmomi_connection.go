@@ -124,22 +124,43 @@ type reachabilityRoundTripper struct {
 
 // RoundTrip implements soap.RoundTripper.
 func (r *reachabilityRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFault) error {
+	sent := time.Now()
 	err := r.next.RoundTrip(ctx, req, res)
 	if ctx.Err() == nil {
-		r.c.note(err)
+		r.c.note(err, sent)
 	}
 	return err
 }
 
-// note records the outcome of a call: a transport error starts (or
-// continues) the unreachable state, anything else ends it.
-func (c *Client) note(err error) {
+// isTransport tells whether err is a transport failure: vCenter did not
+// answer (a fault is an answer).
+func isTransport(err error) bool {
 	var ue *url.Error
 	var ne net.Error
-	transport := err != nil && (errors.As(err, &ue) || errors.As(err, &ne))
+	return err != nil && (errors.As(err, &ue) || errors.As(err, &ne))
+}
+
+// note records the outcome of a call: a transport error starts (or
+// continues) the unreachable state, anything else ends it. These are the
+// two lines of an outage, a vCenter restart included
+// (docs/operations.md#when-vcenter-restarts): `vcenter unreachable`
+// (WARN) once when it starts, `vcenter reachable again` (INFO) once when
+// it ends, with session=renewed when the client had to log in again
+// meanwhile (vCenter restarted: every session ended). sent is when the
+// call was sent: only a call sent after the outage began ends it, and
+// only one sent after vCenter last answered again starts another: calls
+// in flight at either moment end in any order (an answer read just before
+// the connections broke, noted after a failure), which would otherwise
+// log a flap of both lines.
+func (c *Client) note(err error, sent time.Time) {
+	transport := isTransport(err)
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	switch {
+	case transport && c.unreachable == nil && sent.Before(c.backAt):
+		// Sent before vCenter answered again: old news.
+	case !transport && c.unreachable != nil && sent.Before(c.since):
+		// Sent before the outage began: says nothing of vCenter now.
 	case transport && c.unreachable == nil:
 		c.unreachable, c.since = err, time.Now()
 		c.log.Warn("vcenter unreachable", "endpoint", c.host, logkey.Err, err)
@@ -147,8 +168,30 @@ func (c *Client) note(err error) {
 		c.unreachable = err
 	case c.unreachable != nil:
 		c.unreachable = nil
-		c.log.Info("vcenter reachable again", "endpoint", c.host)
+		c.backAt = time.Now()
+		attrs := []any{"endpoint", c.host, "down_for", c.backAt.Sub(c.since).Round(time.Millisecond).String()}
+		if c.renewed {
+			attrs = append(attrs, "session", "renewed")
+		}
+		c.renewed = false
+		c.log.Info("vcenter reachable again", attrs...)
 	}
+}
+
+// reloginQuiet is the re-login's hook (reloginRoundTripper.quiet): it
+// tells whether the re-login is part of an outage the two lines of note
+// tell already, so that the re-login logs at DEBUG: vCenter is unreachable
+// now (the re-login is the first call to get through: vCenter restarted;
+// the `reachable again` line then says session=renewed), or it came back
+// less than reloginOutageWindow ago.
+func (c *Client) reloginQuiet() bool {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	if c.unreachable != nil {
+		c.renewed = true
+		return true
+	}
+	return !c.backAt.IsZero() && time.Since(c.backAt) < reloginOutageWindow
 }
 
 // endpointHost is the endpoint's host[:port], never its user information.

@@ -65,6 +65,9 @@ type reloginRoundTripper struct {
 	user     string
 	password string // secret: never logged
 	log      *slog.Logger
+	// quiet, when set, tells whether a re-login is part of an outage
+	// already logged (Client.reloginQuiet): it is then logged at DEBUG.
+	quiet func() bool
 
 	mu       sync.Mutex
 	gen      atomic.Int64 // session generation, bumped by each re-login
@@ -140,7 +143,14 @@ func (r *reloginRoundTripper) relogin(ctx context.Context, gen int64) error {
 	}
 	r.gen.Add(1)
 	r.relogins.Add(1)
-	r.log.Warn("vcenter session was not authenticated: logged in again", "user", r.user)
+	// One line for the session vCenter ended (expired, terminated):
+	// INFO, the client recovered by itself. After a restart the outage's
+	// lines tell it (Client.note): DEBUG here.
+	level := slog.LevelInfo
+	if r.quiet != nil && r.quiet() {
+		level = slog.LevelDebug
+	}
+	r.log.Log(ctx, level, "vcenter session ended by vcenter: logged in again", "user", r.user)
 	return nil
 }
 

@@ -349,7 +349,7 @@ func (h *waitHub) run(ctx context.Context) {
 			pc = types.ManagedObjectReference{}
 			h.setLive(false)
 			lost = true
-			h.log.Info("vcenter wait collector lost with its session: waits poll until it is rebuilt")
+			h.log.Debug("vcenter wait collector lost with its session: waits poll until it is rebuilt")
 		}
 		if !wanted {
 			// Idle: no filter, no poll in flight. The collector is kept
@@ -372,7 +372,13 @@ func (h *waitHub) run(ctx context.Context) {
 			ref, err := h.createCollector(ctx)
 			if err != nil {
 				h.setLive(false)
-				h.log.Warn("create vcenter wait collector: waits poll meanwhile", "retry_in", backoff, logkey.Err, err)
+				// vCenter not answering is the outage's line
+				// (Client.note), not one per attempt here.
+				level := slog.LevelWarn
+				if isTransport(err) {
+					level = slog.LevelDebug
+				}
+				h.log.Log(ctx, level, "create vcenter wait collector: waits poll meanwhile", "retry_in", backoff, logkey.Err, err)
 				select {
 				case <-ctx.Done():
 					return
@@ -385,7 +391,7 @@ func (h *waitHub) run(ctx context.Context) {
 			h.setLive(true)
 			if lost {
 				lost = false
-				h.log.Info("vcenter wait collector rebuilt", "collector", pc.Value)
+				h.log.Debug("vcenter wait collector rebuilt", "collector", pc.Value)
 			}
 		}
 		if err := h.syncFilters(ctx, pc); err != nil {
@@ -395,7 +401,7 @@ func (h *waitHub) run(ctx context.Context) {
 			pc = types.ManagedObjectReference{}
 			h.setLive(false)
 			lost = true
-			h.log.Info("vcenter wait collector lost: waits poll until it is rebuilt", logkey.Err, err)
+			h.log.Debug("vcenter wait collector lost: waits poll until it is rebuilt", logkey.Err, err)
 			continue
 		}
 
@@ -427,7 +433,7 @@ func (h *waitHub) run(ctx context.Context) {
 				return
 			}
 			h.dropCollector(ctx, pc, gen, err)
-			h.log.Info("vcenter wait collector lost: waits poll until it is rebuilt", "collector", pc.Value, logkey.Err, err)
+			h.log.Debug("vcenter wait collector lost: waits poll until it is rebuilt", "collector", pc.Value, logkey.Err, err)
 			pc = types.ManagedObjectReference{}
 			h.setLive(false)
 			lost = true

@@ -416,7 +416,7 @@ func (c *Client) dropWatchCollector(ctx context.Context, w *vmWatch) {
 		c.destroyWatchCollector(ctx, w.pc.Reference())
 		return
 	}
-	c.log.Info("vm change watch collector retired: a poll of it got no answer", "collector", w.pc.Reference().Value, "destroyed_after", watchRetireDelay)
+	c.log.Debug("vm change watch collector retired: a poll of it got no answer", "collector", w.pc.Reference().Value, "destroyed_after", watchRetireDelay)
 }
 
 // destroyRetiredWatches destroys the retired collectors of the current

@@ -3,6 +3,8 @@ package vctypes
 import (
 	"context"
 	"errors"
+	"net"
+	"net/url"
 )
 
 // Ref names one vCenter object: its managed object type
@@ -214,3 +216,20 @@ var ErrPoweredOff = errors.New("vm is powered off")
 // which the vCenter client caches with a back-off, logs once and shows on
 // /mon/status. Its callers need not log it again above DEBUG.
 var ErrPlacementUnresolved = errors.New("vcenter placement unresolved")
+
+// Unanswered tells whether err is vCenter not answering: a transport
+// failure (a connection refused, closed or reset, a request's own timeout)
+// rather than an answer of vCenter's; a call cancelled by its caller (a
+// shutdown) is not one. The vCenter client logs such an outage twice, when
+// it starts and when it ends (`vcenter unreachable`, `vcenter reachable
+// again`); the loops that meet it at every pass log it at DEBUG, so that
+// an outage, a vCenter restart included, is not a line per pass
+// (docs/operations.md#when-vcenter-restarts).
+func Unanswered(err error) bool {
+	if err == nil || errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ue *url.Error
+	var ne net.Error
+	return errors.As(err, &ue) || errors.As(err, &ne)
+}

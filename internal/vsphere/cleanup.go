@@ -98,7 +98,13 @@ func awolReclaim(reason string) awolVerdict {
 func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		if vctypes.Unanswered(err) {
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		} else {
+			h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
+		}
 		return
 	}
 	if len(h.conf().WorkerProvisioning) == 0 {
@@ -109,7 +115,13 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	h.dropAbsentDeleteMarks(vms)
 	h.tendHolds(vms)
 	if err := h.ips.Reconcile(ctx, h.indexOf(vms).Used); err != nil {
-		h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
+		if vctypes.Unanswered(err) && ctx.Err() == nil {
+			// vCenter down: the vCenter client logged the outage once,
+			// not a line per pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("ip locks not reconciled, retried next pass", logkey.Err, err)
+		} else {
+			h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
+		}
 	}
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
@@ -148,6 +160,10 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			log.Info("awol cleanup withdrew its deletion: the vm runs", logkey.Err, err)
 		case errors.Is(err, custody.ErrDeleteInProgress):
 			h.log.Debug("vm already being deleted", logkey.VM, vm.Name, logkey.Err, err)
+		case err != nil && vctypes.Unanswered(err) && ctx.Err() == nil:
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per VM and pass (docs/operations.md#when-vcenter-restarts).
+			h.log.Debug("vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		case err != nil:
 			h.warnUnlessShuttingDown(ctx, "vm not deleted, retried next pass", logkey.VM, vm.Name, logkey.Err, err)
 		default:

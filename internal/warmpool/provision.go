@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -53,7 +54,13 @@ type poolTarget struct {
 func (p *Pool) Provision(ctx context.Context) {
 	vms, err := p.Inventory.VMs(ctx)
 	if err != nil {
-		p.Log.Warn("provisioning skipped: cannot list vms", logkey.Err, err)
+		level := slog.LevelWarn
+		if vctypes.Unanswered(err) {
+			// vCenter down: the vCenter client logs the outage's start
+			// and end, not a line per pass (docs/operations.md#when-vcenter-restarts).
+			level = slog.LevelDebug
+		}
+		p.Log.Log(ctx, level, "provisioning skipped: cannot list vms", logkey.Err, err)
 		return
 	}
 	// A claimed VM's slot name is free again once the inventory shows the
@@ -319,13 +326,18 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	}
 	var failed error // the failure, marked (spawnfault.MarkTemplate) when the template is to blame
 	// failedLine says why the provisioning failed: WARN, or INFO when the
-	// shutdown cut it (a healthy stop logs no WARN).
-	failedLine := func(args ...any) {
-		if ctx.Err() != nil {
+	// shutdown cut it (a healthy stop logs no WARN), or DEBUG when vCenter
+	// did not answer (the vCenter client logs the outage's start and end,
+	// not a line per slot and pass: docs/operations.md#when-vcenter-restarts).
+	failedLine := func(err error, args ...any) {
+		switch {
+		case ctx.Err() != nil:
 			log.Info("provisioning cut by the shutdown", args...)
-			return
+		case vctypes.Unanswered(err):
+			log.Debug("provisioning failed", args...)
+		default:
+			log.Warn("provisioning failed", args...)
 		}
-		log.Warn("provisioning failed", args...)
 	}
 	defer func() { _, _ = p.Custody.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
@@ -376,7 +388,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	}
 	if err != nil {
 		failed = err // the hatchery's clone marks the template's own faults
-		failedLine(logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
+		failedLine(err, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
 		mark()
 		p.Inventory.Invalidate()
 		return
@@ -388,14 +400,14 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	cancel()
 	if err != nil {
 		failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
-		failedLine(logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
+		failedLine(err, logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
 		mark()
 		return
 	}
 	if t.IdleState == config.IdleStateSuspended || t.IdleState == config.IdleStatePoweredOn {
 		if err := p.readyHot(ctx, vm, name, &annot, t.IdleState); err != nil {
 			failed = spawnfault.MarkTemplate(err)
-			failedLine(logkey.Err, err)
+			failedLine(err, logkey.Err, err)
 			mark()
 			p.Inventory.Invalidate()
 			return
@@ -407,7 +419,7 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	} else {
 		if err := p.Port.ShutdownVirtualMachine(ctx, vm); err != nil {
 			failed = err
-			failedLine(logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
+			failedLine(err, logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
 			mark()
 			p.Inventory.Invalidate()
 			return

@@ -270,7 +270,11 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 // Intervals.WorkerPool, and when asked through poolNow (a spawn ended), at
 // most once per Intervals.WorkerPoolMin. A failed refresh is retried with
 // back-off (BackoffMin to BackoffMax) instead of waiting a whole period.
-// Run took the first snapshot; firstErr is its outcome.
+// A streak of failures logs one WARN, at its first failure; the retries and
+// the recovery are DEBUG: a vCenter or CDS API outage is told by the lines
+// of its client, not by a line per retry (docs/operations.md#when-vcenter-restarts).
+// Run took the first snapshot (and logged its failure); firstErr is its
+// outcome.
 func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
 	t := time.NewTicker(f.iv.WorkerPool)
 	defer t.Stop()
@@ -279,6 +283,7 @@ func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
 	if firstErr != nil {
 		retry = time.After(b.next())
 	}
+	failing := firstErr != nil && !errors.Is(firstErr, ErrNotReady)
 	last := time.Now()
 	for {
 		select {
@@ -297,13 +302,22 @@ func (f *Framework) workerPoolLoop(ctx context.Context, firstErr error) {
 		switch {
 		case err == nil:
 			b.reset()
+			if failing {
+				f.log.Debug("worker pool refreshed again")
+			}
+			failing = false
 		case ctx.Err() != nil:
 			return
 		case errors.Is(err, ErrNotReady):
 			d := b.next()
 			f.log.Info("worker pool waits for the hatchery to be ready", logkey.Err, err, "retry_in", d)
 			retry = time.After(d)
+		case failing:
+			d := b.next()
+			f.log.Debug("refresh worker pool failed again", logkey.Err, err, "retry_in", d)
+			retry = time.After(d)
 		default:
+			failing = true
 			d := b.next()
 			f.log.Warn("refresh worker pool failed", logkey.Err, err, "retry_in", d)
 			retry = time.After(d)
