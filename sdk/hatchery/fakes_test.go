@@ -88,7 +88,9 @@ type fakeClient struct {
 	models      []sdk.Model
 
 	books, releases int
-	failReasons     map[int64]string
+	// failReasons holds the reason of each job failed (present, maybe
+	// empty, once the job is failed).
+	failReasons map[int64]string
 	disabled        []string
 	modelBooks      []string
 	modelErrors     []string // "group/name: error" per spawn error report
