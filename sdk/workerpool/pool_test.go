@@ -3,8 +3,8 @@ package workerpool
 import (
 	"context"
 	"errors"
-	"strings"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
