@@ -107,6 +107,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	if err := h.ips.Reconcile(ctx, h.indexOf(vms).Used); err != nil {
 		h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
 	}
+	h.forgetOthersFinished(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.warnUnlessShuttingDown(ctx, "awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
@@ -132,6 +133,10 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		log := h.log.With(logkey.VM, vm.Name, logkey.Model, vm.Annotation.ModelName(), logkey.Detail, v.reason)
 		if !v.del {
 			log.Debug("awol cleanup keeps vm")
+			continue
+		}
+		if wait, ok := h.leaveToSpawner(vm); ok {
+			log.Debug("awol cleanup leaves vm to the instance that spawned it", "spawned_by", vm.Annotation.SpawnedBy, "for", wait.Round(time.Second))
 			continue
 		}
 		log.Info("awol cleanup deletes vm")
