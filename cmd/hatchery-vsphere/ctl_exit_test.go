@@ -72,3 +72,15 @@ func TestHelpListsEveryCtlCommand(t *testing.T) {
 		assert.Contains(t, r.stdout, c)
 	}
 }
+
+// TestConfigHelp: `config --help` (and help, -h) prints the config
+// usage on stdout and exits 0; it was refused as an unknown subcommand.
+func TestConfigHelp(t *testing.T) {
+	t.Parallel()
+	for _, h := range []string{"--help", "-h", "help"} {
+		r := runCmd(t, nil, nil, "config", h)
+		assert.Equal(t, exitOK, r.code, "%s: %s", h, r.stderr)
+		assert.Contains(t, r.stdout, "config check --config FILE", h)
+		assert.NotContains(t, r.stderr, "unknown subcommand", h)
+	}
+}
