@@ -132,6 +132,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		log := h.log.With(logkey.VM, vm.Name, logkey.Model, vm.Annotation.ModelName(), logkey.Detail, v.reason)
 		if !v.del {
+			h.keepOthers(vm) // a grace counts passes that found it ready in a row
 			log.Debug("awol cleanup keeps vm")
 			continue
 		}

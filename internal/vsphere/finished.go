@@ -32,7 +32,8 @@ func (h *HatcheryVSphere) othersGrace() time.Duration {
 // vm, leaves it for now to the process that spawned its worker (ok), and
 // for how much longer. Only a worker VM whose record names another process
 // is left (docs/high-availability.md, "Finished VMs"); the grace starts at
-// the first pass that found it ready to delete.
+// the first pass that found it ready to delete, and again after a pass
+// that kept it (keepOthers).
 func (h *HatcheryVSphere) leaveToSpawner(vm inventory.VM) (time.Duration, bool) {
 	by := vm.Annotation.SpawnedBy
 	if by == "" || by == h.instance {
@@ -50,6 +51,17 @@ func (h *HatcheryVSphere) leaveToSpawner(vm inventory.VM) (time.Duration, bool) 
 		return left, true
 	}
 	return 0, false
+}
+
+// keepOthers forgets the grace of vm, which the awol cleanup keeps this
+// pass: a VM found ready to delete, then not (a stale listing showed it
+// powered off before its power-on, say), starts its grace again when it
+// is found ready next, so that the grace always covers two passes in a
+// row that found it ready.
+func (h *HatcheryVSphere) keepOthers(vm inventory.VM) {
+	h.othersMu.Lock()
+	defer h.othersMu.Unlock()
+	delete(h.othersFinished, vm.Ref.Value)
 }
 
 // forgetOthersFinished drops the grace of the VMs a listing no longer

@@ -8,7 +8,9 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -60,4 +62,34 @@ func TestInstanceIDsDiffer(t *testing.T) {
 	a, b := newInstanceID(), newInstanceID()
 	assert.Len(t, a, 12)
 	assert.NotEqual(t, a, b)
+}
+
+// TestOthersGraceStartsAgainAfterAKeep: a VM of another process found
+// ready to delete, then kept by a pass (its listing shows it running
+// again), then ready again, gets a whole grace from the second finding:
+// the grace covers passes in a row that found it ready.
+func TestOthersGraceStartsAgainAfterAKeep(t *testing.T) {
+	t.Parallel()
+	finished := warmVM("w-other", wOff, wStarted(time.Hour))
+	finished.Annotation.SpawnedBy = "an-other-process"
+	running := finished
+	running.PowerState = types.VirtualMachinePowerStatePoweredOn
+	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-other"}}}
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{finished}, cds)
+	clock := testutil.NewClock(warmNow)
+	e.h.now = clock.Now
+	grace := e.h.othersGrace()
+
+	e.h.killAwolServers(context.Background()) // ready: the grace starts
+	clock.Advance(grace / 2)
+	e.inv.Set(running)
+	e.h.killAwolServers(context.Background()) // kept: the grace is forgotten
+	clock.Advance(grace / 2)
+	e.inv.Set(finished)
+	e.h.killAwolServers(context.Background()) // ready again: a new grace
+	e.ctrl.Finish()                           // no destroy so far
+
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-other")).Return(nil)
+	clock.Advance(grace)
+	e.h.killAwolServers(context.Background())
 }
