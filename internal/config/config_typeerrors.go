@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"regexp"
 	"sort"
@@ -35,6 +36,10 @@ func decodeTypeErrors(data []byte, err error, secrets []string) error {
 	var lines []int // es[i]'s line: the decoder's order is not the file's
 	seen := map[int]bool{}
 	for err != nil && len(es) < maxTypeErrors {
+		var pe toml.ParseError
+		if errors.As(err, &pe) {
+			break // a syntax error: its Error() reads like a type error's
+		}
 		m := typeErrorLocRE.FindStringSubmatch(err.Error())
 		if m == nil {
 			break // not a type error (or no line): nothing more to blank

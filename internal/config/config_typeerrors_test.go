@@ -56,3 +56,14 @@ func TestBlankLineKeepsLineNumbers(t *testing.T) {
 	assert.Equal(t, "a\n", string(blankLine([]byte("a\nb"), 2)))
 	assert.Equal(t, "a\n", string(blankLine([]byte("a\n"), 5)))
 }
+
+// TestSyntaxErrorIsNotATypeError: a syntax error, whose text reads like a
+// type error's, is reported as before ("line N: key: problem"), alone.
+func TestSyntaxErrorIsNotATypeError(t *testing.T) {
+	t.Parallel()
+	_, err := loadString(t, "[Unit]\nDescription = not toml\n", noEnv())
+	require.Error(t, err)
+	var es Errors
+	assert.False(t, errors.As(err, &es), "%v", err)
+	assert.Contains(t, err.Error(), "line 2: Unit.Description: expected value")
+}

@@ -56,6 +56,7 @@ func TestTopologyTemplateProblemLoggedOnceUntilResolved(t *testing.T) {
 func TestTopologyNotCheckedWhileVCenterDownIsNotOK(t *testing.T) {
 	t.Parallel()
 	c := vcenter.New(vcenter.Config{Endpoint: vcsimtest.FreeAddr(t), User: "u", Password: "p", Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
 	cfg := config.Default()
 	topo := &topology{vc: c, cfg: &cfg, log: slog.New(slog.DiscardHandler)}
 	l := topo.line()
@@ -71,6 +72,7 @@ func TestVCenterLineNamesRefusedCredentials(t *testing.T) {
 	addr := vcsimtest.FreeAddr(t)
 	vcsimtest.ServeVPX(t, addr, "svc@vsphere.local", "right-secret")
 	c := vcenter.New(vcenter.Config{Endpoint: addr, User: "svc@vsphere.local", Password: "wrong-secret", Insecure: true, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
 	require.Error(t, c.Connect(context.Background()))
 	l := vcenterLine(c.Status())
 	assert.Equal(t, sdk.MonitoringStatusAlert, l.Status)

@@ -224,6 +224,7 @@ func TestLoginRefusedIsClassifiedByFault(t *testing.T) {
 	assert.False(t, vcenter.IsLoginRefused(errors.New("Login failure")), "never by the text")
 	addr := vcsimtest.FreeAddr(t)
 	c := vcenter.New(vcenter.Config{Endpoint: addr, User: connUser, Password: connPassword, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
 	err := c.Connect(testCtx(t))
 	require.Error(t, err)
 	assert.False(t, vcenter.IsLoginRefused(err), "no answer is not a refusal")
