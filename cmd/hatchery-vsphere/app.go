@@ -55,7 +55,8 @@ commands:
                               folder, datastore, network and templates, and check privileges
   ctl [--socket PATH] [--json] COMMAND
                               talk to the running daemon over its unix socket: status, vms,
-                              quarantine lift TEMPLATE, hold release VM, drain, reload
+                              quarantine lift TEMPLATE, hold release VM, drain, reload,
+                              placement list | cordon NAME | uncordon NAME
                               (docs/operations.md#ctl)
   version                     print version and commit
 

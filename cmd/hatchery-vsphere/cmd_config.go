@@ -15,13 +15,25 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
+// configUsage is printed by `config --help` and on a wrong `config`
+// command line.
+const configUsage = `usage: hatchery-vsphere config new | config check --config FILE [--online]
+
+  config new                  print the reference configuration
+  config check --config FILE  load and validate FILE; list every problem
+      --online                also connect to vCenter and check the topology
+`
+
 // cmdConfig is `config new` and `config check --config FILE [--online]`.
 func (a *app) cmdConfig(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new | config check --config FILE [--online]\n")
+		fmt.Fprint(a.stderr, configUsage)
 		return exitUsage
 	}
 	switch args[0] {
+	case "help", "-h", "-help", "--help":
+		fmt.Fprint(a.stdout, configUsage)
+		return exitOK
 	case "new":
 		fs := a.flagSet("config new")
 		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {

@@ -30,7 +30,8 @@ service's user and root only (sudo -u hatchery-vsphere hatchery-vsphere ctl stat
 
 // cmdCtl is `ctl [--socket PATH] [--json] COMMAND [ARGS] [--json]`: one
 // request to the daemon's ctl socket; its answer on stdout (human text, or
-// the JSON facts with --json), a refusal on stderr with exit code 1.
+// the JSON facts with --json), a refusal on stderr with exit code 1, a
+// wrong request (unknown command, wrong arguments) with exit code 2.
 func (a *app) cmdCtl(ctx context.Context, args []string) int {
 	fs := a.flagSet("ctl")
 	fs.Usage = func() { fmt.Fprint(a.stderr, ctlUsage) }
@@ -58,6 +59,11 @@ func (a *app) cmdCtl(ctx context.Context, args []string) int {
 	}
 	if !resp.OK {
 		fmt.Fprintf(a.stderr, "ctl %s: %s\n", rest[0], resp.Error)
+		if resp.Usage {
+			// An unknown command or arguments it does not take: a wrong
+			// command line (docs/operations.md).
+			return exitUsage
+		}
 		return exitFail
 	}
 	if *asJSON {

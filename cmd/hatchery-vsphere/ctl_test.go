@@ -124,7 +124,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	assert.Equal(t, exitFail, r.code)
 	assert.Contains(t, r.stderr, `lift quarantine of "debian12": not quarantined`)
 	r = ctl("quarantine", "debian12")
-	assert.Equal(t, exitFail, r.code)
+	assert.Equal(t, exitUsage, r.code, "a wrong command line")
 	assert.Contains(t, r.stderr, "usage: quarantine lift TEMPLATE")
 	r = ctl("hold", "release", "nope-vm")
 	assert.Equal(t, exitFail, r.code)
@@ -163,7 +163,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	assert.Contains(t, r.stderr, "ctl placement: ")
 	assert.Contains(t, r.stderr, `"x"`)
 	r = ctl("placement", "cordon")
-	assert.Equal(t, exitFail, r.code)
+	assert.Equal(t, exitUsage, r.code, "a wrong command line")
 	assert.Contains(t, r.stderr, "usage: placement list | placement cordon NAME | placement uncordon NAME")
 
 	r = ctl("drain")

@@ -188,6 +188,7 @@ func TestConfigCheckUsage(t *testing.T) {
 		{"missing file", []string{"config", "check", "--config", "/nonexistent/h.toml"}, exitFail, "open config"},
 		{"no subcommand", []string{"config"}, exitUsage, "usage"},
 		{"bad subcommand", []string{"config", "old"}, exitUsage, "unknown subcommand"},
+		{"bad subcommand is not help", []string{"config", "--helpme"}, exitUsage, "unknown subcommand"},
 		{"no command", nil, exitUsage, "usage"},
 		{"bad command", []string{"stop"}, exitUsage, `unknown command "stop"`},
 		{"bad flag", []string{"version", "--x"}, exitUsage, "flag provided but not defined"},

@@ -143,7 +143,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	root.Hatchery.VSphere.Config = Default()
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&root)
 	if err != nil {
-		return nil, nil, decodeError(err, envSecrets)
+		return nil, nil, decodeTypeErrors(data, err, envSecrets)
 	}
 	if !md.IsDefined("hatchery", "vsphere") {
 		return nil, nil, errors.New("no [hatchery.vsphere] table: the configuration must be under [hatchery.vsphere] (print a reference with `hatchery-vsphere config new`)")

@@ -204,7 +204,7 @@ func TestLoadConfigFatalErrors(t *testing.T) {
 	}{
 		{"no vsphere table", "[hatchery.openstack]\nuser = \"u\"\n", "no [hatchery.vsphere] table"},
 		{"empty file", "", "no [hatchery.vsphere] table"},
-		{"wrong type names the key", "[hatchery.vsphere]\nmaxCpus = \"12\"\n", "hatchery.vsphere.maxCpus: incompatible types"},
+		{"wrong type names the key", "[hatchery.vsphere]\nmaxCpus = \"12\"\n", "hatchery.vsphere.maxCpus: line 2: incompatible types"},
 		{"wrong nested type", "[hatchery.vsphere.commonConfiguration.http]\nport = \"x\"\n", "hatchery.vsphere.commonConfiguration.http.port"},
 		{"not TOML", "[hatchery.vsphere\n", "line 2: expected '.' or ']'"},
 		{"array of flavors of wrong shape", "[hatchery.vsphere]\nflavors = 3\n", "hatchery.vsphere.flavors"},

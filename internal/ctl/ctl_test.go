@@ -3,7 +3,7 @@ package ctl
 import (
 	"context"
 	"encoding/json"
-	"errors"
+	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -46,7 +46,7 @@ func commands(lifted *[]string) map[string]Command {
 		}},
 		"lift": {Action: true, Run: func(_ context.Context, _ Peer, args []string) (Result, error) {
 			if len(args) != 1 {
-				return Result{}, errors.New("usage: lift TEMPLATE")
+				return Result{}, fmt.Errorf("%w: lift TEMPLATE", ErrUsage)
 			}
 			*lifted = append(*lifted, args[0])
 			return Result{Text: "lifted " + args[0]}, nil
@@ -92,12 +92,14 @@ func TestServerAnswersOverTheSocket(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, r.OK)
 	assert.Equal(t, "usage: lift TEMPLATE", r.Error)
+	assert.True(t, r.Usage, "a command's ErrUsage is a wrong request")
 	assert.Contains(t, logs.String(), `level=INFO msg="ctl command refused" command=lift peer_uid=`)
 
 	r, err = Do(ctx, path, Request{Command: "nope"})
 	require.NoError(t, err)
 	assert.False(t, r.OK)
 	assert.Contains(t, r.Error, `unknown command "nope" (commands: lift, pool, status)`)
+	assert.True(t, r.Usage, "an unknown command is a wrong request")
 
 	// An action's read is logged at DEBUG, its action at INFO.
 	for _, args := range [][]string{{"list"}, {"cordon", "a"}} {

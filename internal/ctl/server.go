@@ -209,7 +209,7 @@ func (s *Server) serveConn(ctx context.Context, c *net.UnixConn) {
 func (s *Server) run(ctx context.Context, peer Peer, req Request) Response {
 	cmd, ok := s.o.Commands[req.Command]
 	if !ok {
-		return Response{Error: fmt.Sprintf("unknown command %q (commands: %s)", req.Command, strings.Join(s.names(), ", "))}
+		return Response{Error: fmt.Sprintf("unknown command %q (commands: %s)", req.Command, strings.Join(s.names(), ", ")), Usage: true}
 	}
 	res, err := cmd.Run(ctx, peer, req.Args)
 	lvl := slog.LevelDebug
@@ -219,7 +219,7 @@ func (s *Server) run(ctx context.Context, peer Peer, req Request) Response {
 	args := []any{"command", strings.TrimSpace(req.Command + " " + strings.Join(req.Args, " ")), "peer_uid", peer.UID, "peer_pid", peer.PID}
 	if err != nil {
 		s.log.Log(ctx, lvl, "ctl command refused", append(args, logkey.Err, err)...)
-		return Response{Error: err.Error()}
+		return Response{Error: err.Error(), Usage: errors.Is(err, ErrUsage)}
 	}
 	s.log.Log(ctx, lvl, "ctl command", append(args, logkey.Detail, firstLine(res.Text))...)
 	r := Response{OK: true, Text: res.Text}

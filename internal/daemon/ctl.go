@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -173,7 +172,7 @@ func dash(s string) string {
 // quarantine is `quarantine lift TEMPLATE`.
 func (t *ctlTarget) quarantine(_ context.Context, peer ctl.Peer, args []string) (ctl.Result, error) {
 	if len(args) != 2 || args[0] != "lift" {
-		return ctl.Result{}, errors.New("usage: quarantine lift TEMPLATE (a template, a V1 model path, or the key the status names: \"template debian12\")")
+		return ctl.Result{}, fmt.Errorf("%w: quarantine lift TEMPLATE (a template, a V1 model path, or the key the status names: \"template debian12\")", ctl.ErrUsage)
 	}
 	if err := t.h.LiftQuarantine(args[1], peer.String()); err != nil {
 		return ctl.Result{}, err
@@ -184,7 +183,7 @@ func (t *ctlTarget) quarantine(_ context.Context, peer ctl.Peer, args []string) 
 // hold is `hold release VM`.
 func (t *ctlTarget) hold(ctx context.Context, peer ctl.Peer, args []string) (ctl.Result, error) {
 	if len(args) != 2 || args[0] != "release" {
-		return ctl.Result{}, errors.New("usage: hold release VM")
+		return ctl.Result{}, fmt.Errorf("%w: hold release VM", ctl.ErrUsage)
 	}
 	if err := t.h.ReleaseHold(ctx, args[1], peer.String()); err != nil {
 		return ctl.Result{}, err

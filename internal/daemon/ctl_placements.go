@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -13,7 +12,7 @@ import (
 )
 
 // placementUsage is the answer to a wrong `placement` command.
-const placementUsage = "usage: placement list | placement cordon NAME | placement uncordon NAME"
+const placementUsage = "placement list | placement cordon NAME | placement uncordon NAME"
 
 // placementData is one placement of `ctl placement list --json` (and the
 // placement a cordon or uncordon answers).
@@ -82,7 +81,7 @@ func (t *ctlTarget) placementCmd(_ context.Context, peer ctl.Peer, args []string
 	case len(args) == 2 && args[0] == "uncordon":
 		return t.placementChange(args[1], peer, "uncordon")
 	}
-	return ctl.Result{}, errors.New(placementUsage)
+	return ctl.Result{}, fmt.Errorf("%w: %s", ctl.ErrUsage, placementUsage)
 }
 
 // placementSet is the hatchery's placement set; nil without

@@ -105,7 +105,8 @@ func TestCtlPlacements(t *testing.T) {
 	for _, args := range [][]string{nil, {"cordon"}, {"drain", "cluster-a"}, {"list", "x"}} {
 		r = do(args...)
 		assert.False(t, r.OK, args)
-		assert.Equal(t, placementUsage, r.Error, args)
+		assert.Equal(t, "usage: "+placementUsage, r.Error, args)
+		assert.True(t, r.Usage, "a wrong request, not a refusal: %v", args)
 	}
 
 	l := logs.String()

@@ -139,7 +139,8 @@ func (t *topology) check(ctx context.Context) bool {
 
 // line is the /mon/status line: AL while a placement setting does not
 // resolve (no clone can be placed), WARN for a template or privilege
-// problem or a check that could not ask, OK otherwise.
+// problem, a check that could not ask, or no check yet while vCenter is
+// not connected or not answering, OK otherwise.
 func (t *topology) line() sdk.MonitoringStatusLine {
 	l := sdk.MonitoringStatusLine{Component: topologyComponent, Status: sdk.MonitoringStatusOK}
 	var parts []string
@@ -162,6 +163,10 @@ func (t *topology) line() sdk.MonitoringStatusLine {
 		l.Value = strings.Join(parts, "; ")
 	case t.err != nil:
 		l.Status, l.Value = sdk.MonitoringStatusWarn, fmt.Sprintf("not checked: %v", t.err)
+	case !t.checked && !t.vc.Up():
+		// Nothing was checked and nothing can be: not OK (the vCenter
+		// line says why).
+		l.Status, l.Value = sdk.MonitoringStatusWarn, "not checked yet: vCenter not connected or not answering"
 	case !t.checked:
 		l.Value = "not checked yet"
 	default:

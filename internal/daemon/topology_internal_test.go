@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -47,4 +48,34 @@ func TestTopologyTemplateProblemLoggedOnceUntilResolved(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(logs.String(), `level=INFO msg="vcenter topology problem resolved" setting=hatchery.vsphere.guestCredentials[1].modelVMWare`), logs.String())
 	assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"))
 	assert.NotContains(t, logs.String(), "level=WARN")
+}
+
+// TestTopologyNotCheckedWhileVCenterDownIsNotOK: before its first check,
+// with vCenter not connected (nothing answers at its address), the
+// topology line is not OK: nothing was checked and nothing can be.
+func TestTopologyNotCheckedWhileVCenterDownIsNotOK(t *testing.T) {
+	t.Parallel()
+	c := vcenter.New(vcenter.Config{Endpoint: vcsimtest.FreeAddr(t), User: "u", Password: "p", Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
+	cfg := config.Default()
+	topo := &topology{vc: c, cfg: &cfg, log: slog.New(slog.DiscardHandler)}
+	l := topo.line()
+	assert.Equal(t, sdk.MonitoringStatusWarn, l.Status, l.Value)
+	assert.Equal(t, "not checked yet: vCenter not connected or not answering", l.Value)
+}
+
+// TestVCenterLineNamesRefusedCredentials: a login vCenter refused for its
+// credentials is an alert naming the user and the keys to fix, never the
+// password, and not "not connected" as an outage reads.
+func TestVCenterLineNamesRefusedCredentials(t *testing.T) {
+	t.Parallel()
+	addr := vcsimtest.FreeAddr(t)
+	vcsimtest.ServeVPX(t, addr, "svc@vsphere.local", "right-secret")
+	c := vcenter.New(vcenter.Config{Endpoint: addr, User: "svc@vsphere.local", Password: "wrong-secret", Insecure: true, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
+	require.Error(t, c.Connect(context.Background()))
+	l := vcenterLine(c.Status())
+	assert.Equal(t, sdk.MonitoringStatusAlert, l.Status)
+	assert.Equal(t, addr+` refused the credentials of user "svc@vsphere.local" (hatchery.vsphere.user, hatchery.vsphere.password; 1 attempts, retried every 15m0s so as not to lock the account): fix them and restart`, l.Value)
+	assert.NotContains(t, l.Value, "secret")
 }

@@ -10,12 +10,17 @@ import (
 )
 
 // vcenterLine is the "vCenter" line of /mon/status: AL while not connected
-// or while the last request failed in transport, OK otherwise.
+// (naming the credentials when vCenter refused them) or while the last
+// request failed in transport, OK otherwise.
 func vcenterLine(st vcenter.Status) sdk.MonitoringStatusLine {
 	l := sdk.MonitoringStatusLine{Component: "vCenter", Status: sdk.MonitoringStatusAlert}
 	switch {
 	case !st.Connected && st.DialErr == nil:
 		l.Value = "connecting to " + st.Host
+	case !st.Connected && st.LoginRefused:
+		// Not an outage: the credentials (never the secret) are named,
+		// and what to do (docs/troubleshooting.md).
+		l.Value = fmt.Sprintf("%s refused the credentials of user %q (hatchery.vsphere.user, hatchery.vsphere.password; %d attempts, retried every %s so as not to lock the account): fix them and restart", st.Host, st.User, st.Attempts, st.LoginRetry)
 	case !st.Connected:
 		l.Value = fmt.Sprintf("not connected to %s (%d attempts): %v", st.Host, st.Attempts, st.DialErr)
 	case st.Unreachable != nil:

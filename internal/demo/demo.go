@@ -237,6 +237,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case s := <-ready:
 			mons[s.i] = "http://" + s.run.MonAddr
 		case err := <-daemonErr:
+			if stopped(ctx, err) {
+				return nil, nil
+			}
 			return nil, fmt.Errorf("demo: daemon stopped at start: %w", err)
 		case <-ctx.Done():
 			return nil, nil
@@ -270,11 +273,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		case <-ctx.Done():
 			return d.report(), nil
 		case err := <-daemonErr:
+			if stopped(ctx, err) {
+				return d.report(), nil
+			}
 			if err == nil {
 				err = errors.New("stopped before the demo ended")
 			}
 			return d.report(), fmt.Errorf("demo: daemon stopped: %w", err)
 		case <-timeout:
+			if ctx.Err() != nil {
+				return d.report(), nil
+			}
 			rep := d.report()
 			if o.Checks {
 				// A run that fails still says what held.
@@ -283,6 +292,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
 		case <-d.changed:
+			if ctx.Err() != nil {
+				return d.report(), nil // stopped: what happens meanwhile is the stop's
+			}
 			rep := d.report()
 			if lost := rep.Lost(); o.Once && len(lost) > 0 {
 				if o.Checks {
@@ -307,6 +319,16 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
+}
+
+// stopped tells whether a daemon that ended with err (nil or not) ended
+// because the demo was asked to stop (ctx ended: SIGINT, SIGTERM): a clean
+// stop, the demo returns no error, unless the daemon failed otherwise.
+// Without it a daemon returning as asked, when its answer won the race
+// with ctx.Done, ended the demo with "daemon stopped: stopped before the
+// demo ended" (exit 1 after Ctrl-C).
+func stopped(ctx context.Context, err error) bool {
+	return ctx.Err() != nil && (err == nil || errors.Is(err, context.Canceled))
 }
 
 // settleFor bounds the wait of a --once run for the warm pool to refill
@@ -337,6 +359,12 @@ wait:
 			break wait
 		case <-tick.C:
 		}
+	}
+	if ctx.Err() != nil {
+		// Stopped (SIGINT) before the checks: they would judge a state the
+		// stop cut short. A clean stop, not a failure.
+		d.out.printf("stopped before the checks: %d of %d jobs done", rep.Done(), d.o.Jobs)
+		return rep, nil
 	}
 	smp.sample() // the last state too
 	rep = d.report()

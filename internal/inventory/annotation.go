@@ -66,6 +66,13 @@ type Annotation struct {
 	// ParentTemplate is the template an instant parent was built from
 	// (with its change version, so that a changed template replaces it).
 	ParentTemplate string `json:"parent_template,omitempty"`
+	// SpawnedBy is the process (one run of one instance of the hatchery)
+	// that spawned the worker in the VM: that process destroys the VM
+	// once its worker finished, another instance of the hatchery only
+	// after a grace (docs/high-availability.md, "Finished VMs"). Empty
+	// for pool VMs, parents, registrations and records of earlier
+	// versions.
+	SpawnedBy string `json:"spawned_by,omitempty"`
 }
 
 // ModelName is the model a log line names for the VM: its V2 template

@@ -139,6 +139,10 @@ type Config struct {
 	// connection attempts: from the first, doubling, up to the second
 	// (0: DefaultDialBackoffMin, DefaultDialBackoffMax).
 	DialBackoffMin, DialBackoffMax time.Duration
+	// LoginRefusedRetry is Run's wait after vCenter refused the
+	// credentials (IsLoginRefused) instead of the dial back-off
+	// (0: DefaultLoginRefusedRetry).
+	LoginRefusedRetry time.Duration
 	// OnConnect, when set, is called once the client first connected.
 	OnConnect func()
 }
@@ -150,6 +154,17 @@ const (
 	DefaultDialBackoffMin = time.Second
 	DefaultDialBackoffMax = 30 * time.Second
 )
+
+// DefaultLoginRefusedRetry is Run's wait after vCenter refused the
+// credentials: a wrong password is not an outage and does not mend by
+// itself, and every refused login counts towards the account's lockout
+// under a lockout policy (vCenter's own locks an account after a few
+// failures within minutes; a directory's may lock it until an
+// administrator unlocks it). Retried every 30 s, the service account was
+// locked within minutes; at one attempt per 15 minutes no usual policy's
+// threshold is reached, and an account unlocked or a password reset on
+// the vCenter side is still picked up (docs/troubleshooting.md).
+const DefaultLoginRefusedRetry = 15 * time.Minute
 
 // Client implements Port with govmomi. It is safe for concurrent use. It
 // exists before vCenter answers (New): until it first connected (Connect,
@@ -239,6 +254,9 @@ func New(cfg Config) *Client {
 	}
 	if cfg.DialBackoffMax < cfg.DialBackoffMin {
 		cfg.DialBackoffMax = max(DefaultDialBackoffMax, cfg.DialBackoffMin)
+	}
+	if cfg.LoginRefusedRetry <= 0 {
+		cfg.LoginRefusedRetry = DefaultLoginRefusedRetry
 	}
 	log := cfg.Logger
 	if log == nil {

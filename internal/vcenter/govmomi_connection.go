@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Ready is closed once the client first connected.
@@ -43,6 +45,11 @@ type Status struct {
 	Attempts int
 	// DialErr is the last connection error while not connected.
 	DialErr error
+	// LoginRefused tells that DialErr is vCenter refusing the credentials
+	// (IsLoginRefused): not an outage; Run retries only every
+	// LoginRetry.
+	LoginRefused bool
+	LoginRetry   time.Duration
 	// Unreachable is the last transport error of a call (vCenter did not
 	// answer), nil once vCenter answered again; Since is when it started.
 	Unreachable error
@@ -54,7 +61,18 @@ func (c *Client) Status() Status {
 	connected := c.Connected()
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
-	return Status{Host: c.host, User: c.cfg.User, Connected: connected, Attempts: c.attempts, DialErr: c.dialErr, Unreachable: c.unreachable, Since: c.since}
+	return Status{
+		Host: c.host, User: c.cfg.User, Connected: connected, Attempts: c.attempts, DialErr: c.dialErr,
+		LoginRefused: !connected && IsLoginRefused(c.dialErr), LoginRetry: c.cfg.LoginRefusedRetry,
+		Unreachable: c.unreachable, Since: c.since,
+	}
+}
+
+// IsLoginRefused tells whether err is vCenter refusing the login for its
+// credentials (the InvalidLogin fault: a wrong user or password, or an
+// account locked or disabled), by the fault, never by its text.
+func IsLoginRefused(err error) bool {
+	return err != nil && fault.Is(err, &types.InvalidLogin{})
 }
 
 // notConnected is nil once the client connected, else ErrNotConnected
@@ -78,11 +96,15 @@ func (c *Client) notConnected() error {
 
 // Run connects the client: it tries until it succeeds or ctx ends, waiting
 // between attempts from DialBackoffMin doubling to DialBackoffMax, then
-// calls OnConnect and returns. Once connected the client never needs
+// calls OnConnect and returns. A login vCenter refused for its
+// credentials is not an outage: it is logged at ERROR once (then at Info
+// at each later refusal) and retried only every LoginRefusedRetry, so that
+// a wrong password does not lock the account (DefaultLoginRefusedRetry). Once connected the client never needs
 // another connection: it keeps its session alive and logs in again itself
 // (reloginRoundTripper).
 func (c *Client) Run(ctx context.Context) {
 	delay := c.cfg.DialBackoffMin
+	refused := false // a refusal of the credentials was logged at ERROR
 	for {
 		err := c.Connect(ctx)
 		if err == nil {
@@ -97,20 +119,32 @@ func (c *Client) Run(ctx context.Context) {
 		}
 		n := c.Status().Attempts
 		var dnf *DatacenterNotFoundError
-		if errors.As(err, &dnf) {
+		wait := delay
+		if IsLoginRefused(err) {
+			wait = c.cfg.LoginRefusedRetry
+			args := []any{"endpoint", c.host, "user", c.cfg.User, "attempt", n, "retry_in", wait, logkey.Err, err}
+			if !refused {
+				c.log.Error("vcenter refused the credentials, retrying rarely: a wrong password retried often locks the account", args...)
+			} else {
+				c.log.Info("vcenter still refuses the credentials", args...)
+			}
+			refused = true
+		} else if errors.As(err, &dnf) {
 			// vCenter answered and the login worked: a configuration mistake.
 			c.log.Error("vcenter datacenter not found, retrying", "endpoint", c.host, "datacenter", dnf.Name, "existing", strings.Join(dnf.Existing, ", "), "attempt", n, "retry_in", delay)
 		} else {
 			c.log.Warn("vcenter not reachable, retrying", "endpoint", c.host, "attempt", n, "retry_in", delay, logkey.Err, err)
 		}
-		t := time.NewTimer(delay)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return
 		case <-t.C:
 		}
-		delay = min(delay*2, c.cfg.DialBackoffMax)
+		if wait == delay {
+			delay = min(delay*2, c.cfg.DialBackoffMax)
+		}
 	}
 }
 

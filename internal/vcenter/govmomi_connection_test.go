@@ -166,3 +166,67 @@ func TestStatusNotesUnreachableVCenter(t *testing.T) {
 func vmRef(id string) types.ManagedObjectReference {
 	return types.ManagedObjectReference{Type: "VirtualMachine", Value: id}
 }
+
+// TestLoginRefusedIsNotAnOutage: against vcsim with a wrong password, Run
+// tells the refusal of the credentials from an outage by its fault
+// (InvalidLogin): one ERROR naming the user, never the password, a wait
+// of LoginRefusedRetry instead of the dial back-off, Info at the later
+// refusals, and Status says LoginRefused. The dial back-off here is 1 ms:
+// with the old rule each refusal was retried at once as "vcenter not
+// reachable". The retry is 50 ms so that the test sees the second
+// refusal; its log line carries the wait decided.
+func TestLoginRefusedIsNotAnOutage(t *testing.T) {
+	t.Parallel()
+	addr := vcsimtest.FreeAddr(t)
+	vcsimtest.ServeVPX(t, addr, connUser, connPassword)
+	const wrong = "wr0ng:pass@word"
+	var logs testutil.SyncBuffer
+	c := vcenter.New(vcenter.Config{
+		Endpoint: addr, User: connUser, Password: wrong, Insecure: true,
+		DialBackoffMin: time.Millisecond, DialBackoffMax: time.Millisecond,
+		LoginRefusedRetry: 50 * time.Millisecond,
+		Logger:            slog.New(slog.NewTextHandler(&logs, nil)),
+	})
+	t.Cleanup(func() { c.Close(context.Background()) })
+	ctx, cancel := context.WithCancel(testCtx(t))
+	ran := make(chan struct{})
+	go func() {
+		defer close(ran)
+		c.Run(ctx)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `msg="vcenter still refuses the credentials"`) }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	<-ran
+
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, "level=ERROR"), out)
+	assert.Contains(t, out, `level=ERROR msg="vcenter refused the credentials, retrying rarely: a wrong password retried often locks the account" endpoint=`+addr+` user=`+connUser+` attempt=1 retry_in=50ms`)
+	assert.Contains(t, out, `level=INFO msg="vcenter still refuses the credentials"`)
+	assert.NotContains(t, out, "vcenter not reachable", "a refusal is not an outage")
+	assert.NotContains(t, out, wrong)
+	assert.NotContains(t, out, "level=WARN")
+
+	st := c.Status()
+	assert.False(t, st.Connected)
+	assert.True(t, st.LoginRefused)
+	assert.Equal(t, 50*time.Millisecond, st.LoginRetry)
+	assert.True(t, vcenter.IsLoginRefused(st.DialErr))
+	assert.NotContains(t, st.DialErr.Error(), wrong)
+	// Attempts: one per LoginRefusedRetry, not one per millisecond.
+	assert.Less(t, st.Attempts, 10)
+}
+
+// TestLoginRefusedIsClassifiedByFault: IsLoginRefused is the InvalidLogin
+// fault, however wrapped; an unreachable vCenter or another fault is not.
+func TestLoginRefusedIsClassifiedByFault(t *testing.T) {
+	t.Parallel()
+	assert.False(t, vcenter.IsLoginRefused(nil))
+	assert.False(t, vcenter.IsLoginRefused(errors.New("Login failure")), "never by the text")
+	addr := vcsimtest.FreeAddr(t)
+	c := vcenter.New(vcenter.Config{Endpoint: addr, User: connUser, Password: connPassword, Logger: slog.New(slog.DiscardHandler)})
+	t.Cleanup(func() { c.Close(context.Background()) })
+	err := c.Connect(testCtx(t))
+	require.Error(t, err)
+	assert.False(t, vcenter.IsLoginRefused(err), "no answer is not a refusal")
+	assert.False(t, c.Status().LoginRefused)
+}

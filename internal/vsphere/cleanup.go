@@ -123,6 +123,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 			h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
 		}
 	}
+	h.forgetOthersFinished(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
 	if apiErr != nil {
 		h.warnUnlessShuttingDown(ctx, "awol cleanup limited to vms marked for deletion", logkey.Err, apiErr)
@@ -148,7 +149,12 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 		}
 		log := h.log.With(logkey.VM, vm.Name, logkey.Model, vm.Annotation.ModelName(), logkey.Detail, v.reason)
 		if !v.del {
+			h.keepOthers(vm) // a grace counts passes that found it ready in a row
 			log.Debug("awol cleanup keeps vm")
+			continue
+		}
+		if wait, ok := h.leaveToSpawner(vm); ok {
+			log.Debug("awol cleanup leaves vm to the instance that spawned it", "spawned_by", vm.Annotation.SpawnedBy, "for", wait.Round(time.Second))
 			continue
 		}
 		power := deletionPower(vm, v)

@@ -56,6 +56,14 @@ type HatcheryVSphere struct {
 	// earlier was created by an earlier run, whose in-memory bookkeeping
 	// (spawns in flight, deletion marks) is gone.
 	started time.Time
+	// instance names this process in the records of the workers it
+	// spawns (inventory.Annotation.SpawnedBy): random, drawn in New.
+	instance string
+	// othersFinished holds, by VM reference, when the awol cleanup first
+	// found a VM another process spawned ready to delete (finished.go),
+	// under othersMu.
+	othersMu       sync.Mutex
+	othersFinished map[string]time.Time
 
 	// Local bookkeeping (docs/design.md#annotation): accelerators covering the window before
 	// the inventory sees the hatchery's own writes; rebuilt from
@@ -129,6 +137,9 @@ func New(o Options) (*HatcheryVSphere, error) {
 		now:     o.Now,
 		metrics: o.Metrics,
 		ready:   o.Ready,
+
+		instance:       newInstanceID(),
+		othersFinished: map[string]time.Time{},
 	}
 	h.cfg.Store(o.Config)
 	if h.inv == nil {

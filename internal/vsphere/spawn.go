@@ -93,6 +93,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		JobID:        args.JobID,
 		Created:      h.now().UTC(),
 		Flavor:       clonespec.FlavorName(flavor),
+		SpawnedBy:    h.instance,
 	}
 	if args.Model.IsV1() {
 		annot.WorkerModelPath = args.Model.GetName()

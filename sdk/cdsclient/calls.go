@@ -125,7 +125,8 @@ func (c *Client) QueueJobSendSpawnInfo(ctx context.Context, id int64, infos []sd
 // QueueJobFail sends a failed result for a V1 job the hatchery gives up on:
 // POST /queue/workflows/{id}/result with sdk.Result{id, buildID, status:
 // "Fail", reason, remoteTime} (the shape of CDS's sdk.Result; the API locks
-// the job by buildID and answers 409 without it).
+// the job by buildID and answers 409 without it). The API posts a
+// non-empty reason to the job as an info of its own.
 func (c *Client) QueueJobFail(ctx context.Context, id int64, reason string) error {
 	res := sdk.Result{ID: id, BuildID: id, Status: sdk.StatusFail, Reason: reason, RemoteTime: time.Now(), Duration: "0s"}
 	if err := c.call(ctx, v1, http.MethodPost, jobPath(id, "/result"), nil, res, nil); err != nil {

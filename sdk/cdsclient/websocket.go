@@ -119,9 +119,7 @@ func (c *Client) websocket(ctx context.Context, v apiVersion, path string, hello
 			return fmt.Errorf("websocket %s: subscribe: %w", path, err)
 		}
 	}
-	if fn, ok := ctx.Value(connectedKey{}).(func()); ok && fn != nil {
-		fn()
-	}
+	Connected(ctx)
 	for {
 		_, msg, err := conn.ReadMessage()
 		if err != nil {
@@ -195,4 +193,13 @@ type connectedKey struct{}
 // disconnected.
 func WithConnected(ctx context.Context, fn func()) context.Context {
 	return context.WithValue(ctx, connectedKey{}, fn)
+}
+
+// Connected calls the function WithConnected put in ctx, if any: what
+// QueueEvents and V2QueueEvents do once their websocket is established,
+// and what a fake of them in a test does to say the same.
+func Connected(ctx context.Context) {
+	if fn, ok := ctx.Value(connectedKey{}).(func()); ok && fn != nil {
+		fn()
+	}
 }

@@ -88,13 +88,15 @@ type fakeClient struct {
 	models      []sdk.Model
 
 	books, releases int
-	failReasons     map[int64]string
-	disabled        []string
-	modelBooks      []string
-	modelErrors     []string // "group/name: error" per spawn error report
-	v2infos         map[string][]sdk.V2SendJobRunInfo
-	v2releases      int
-	spawnInfos      map[int64][]sdk.SpawnInfo
+	// failReasons holds the reason of each job failed (present, maybe
+	// empty, once the job is failed).
+	failReasons map[int64]string
+	disabled    []string
+	modelBooks  []string
+	modelErrors []string // "group/name: error" per spawn error report
+	v2infos     map[string][]sdk.V2SendJobRunInfo
+	v2releases  int
+	spawnInfos  map[int64][]sdk.SpawnInfo
 }
 
 var _ cdsclient.Interface = (*fakeClient)(nil)

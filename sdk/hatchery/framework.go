@@ -172,11 +172,14 @@ type Options struct {
 // polling and events, capacity checks, spawns, model registration and the
 // /mon server. Create it with New and call Run once.
 type Framework struct {
-	cfg      CommonConfiguration
-	h        Interface
-	client   cdsclient.Interface
-	log      *slog.Logger
-	now      func() time.Time
+	cfg    CommonConfiguration
+	h      Interface
+	client cdsclient.Interface
+	log    *slog.Logger
+	now    func() time.Time
+	// sleep waits between websocket connections (sleepCtx; a test's
+	// clock in tests).
+	sleep    func(ctx context.Context, d time.Duration) bool
 	version  string
 	extra    func(ctx context.Context) []sdk.MonitoringStatusLine
 	metrics  http.Handler
@@ -278,6 +281,7 @@ func New(o Options) (*Framework, error) {
 	if f.now == nil {
 		f.now = time.Now
 	}
+	f.sleep = sleepCtx
 	if f.obs == nil {
 		f.obs = NopObserver{}
 	}

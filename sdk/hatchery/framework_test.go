@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/workerpool"
 )
@@ -178,8 +179,13 @@ func TestAttemptCapFailsJob(t *testing.T) {
 		return ok
 	}, waitFor, tick)
 	hs.c.snapshot(func(c *fakeClient) {
-		assert.Contains(t, c.failReasons[5], "3 attempts")
-		assert.Contains(t, c.failReasons[5], "clone failed")
+		infos := c.spawnInfos[5]
+		require.NotEmpty(t, infos)
+		last := infos[len(infos)-1]
+		assert.Equal(t, msgSpawnErrorHatcheryRetryAttempt, last.Message.ID)
+		require.Len(t, last.Message.Args, 2)
+		assert.Contains(t, last.Message.Args[1], "3 attempts")
+		assert.Contains(t, last.Message.Args[1], "clone failed")
 		assert.Equal(t, 2, c.releases, "released after the first two failures, failed after the third")
 		var ids []string
 		for _, si := range c.spawnInfos[5] {
@@ -544,4 +550,41 @@ func lineByComponent(st sdk.MonitoringStatus, c string) sdk.MonitoringStatusLine
 		}
 	}
 	return sdk.MonitoringStatusLine{}
+}
+
+// TestGiveUpReasonPostedOnce: the words saying why a V1 job is failed
+// after maxAttemptsNumberBeforeFailure reach the job once. The CDS API
+// posts a failed result's reason to the job as an info of its own, so the
+// spawn info and the result's reason together must hold them once (they
+// were in both, the reason prefixed "hatchery NAME: ").
+func TestGiveUpReasonPostedOnce(t *testing.T) {
+	t.Parallel()
+	cfg := testConfig(t)
+	cfg.Provision.MaxAttemptsNumberBeforeFailure = 2
+	hs := newHarness(t, cfg, nil)
+	hs.c.models = []sdk.Model{testModel("shared.infra", "debian12")}
+	hs.h.spawnErr = errors.New("clone failed")
+	hs.c.addJob(6, modelReq("shared.infra/debian12"))
+	hs.run()
+
+	require.Eventually(t, func() bool {
+		var ok bool
+		hs.c.snapshot(func(c *fakeClient) { _, ok = c.failReasons[6] })
+		return ok
+	}, waitFor, tick)
+	const why = "could not start a worker after 2 attempts"
+	hs.c.snapshot(func(c *fakeClient) {
+		var shown []string // what the job shows: its spawn infos, then the result's reason
+		for _, si := range c.spawnInfos[6] {
+			msg, ok := cdssim.RenderSpawnInfo(si.Message)
+			require.True(t, ok, si.Message.ID)
+			shown = append(shown, msg)
+		}
+		if r := c.failReasons[6]; r != "" {
+			shown = append(shown, r)
+		}
+		all := strings.Join(shown, "\n")
+		assert.Equal(t, 1, strings.Count(all, why), "posted once:\n%s", all)
+		assert.Contains(t, all, "Job execution failed by hatchery "+testHatchery+". Reason: "+why+": fake spawn ")
+	})
 }

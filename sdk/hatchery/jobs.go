@@ -458,16 +458,18 @@ func (f *Framework) afterV1Failure(ctx context.Context, id int64, model sdk.Work
 }
 
 // failV1Job gives up on a booked V1 job after n attempts: a spawn info
-// saying why, then a failed result. It uses a context that survives
-// shutdown.
+// saying why, then a failed result without a reason. The CDS API posts a
+// failed result's reason to the job as one more info, so a reason
+// repeating the spawn info showed the same words twice on the job (the
+// second time as "hatchery NAME: why"); the spawn info alone names the
+// hatchery and the reason. It uses a context that survives shutdown.
 func (f *Framework) failV1Job(ctx context.Context, id int64, model sdk.WorkerStarterWorkerModel, n int, why string) {
 	jobKey := strconv.FormatInt(id, 10)
 	dctx, cancel := f.detached(ctx)
 	defer cancel()
 	f.log.Warn("giving up on job, failing it", logkey.Job, jobKey, logkey.Model, model.GetName(), logkey.Reason, refusal.ReasonAttempts, logkey.Detail, why, "attempts", n)
 	f.sendSpawnInfo(dctx, id, msgSpawnErrorHatcheryRetryAttempt, f.cfg.Name, why)
-	reason := fmt.Sprintf("hatchery %s: %s", f.cfg.Name, why)
-	if err := f.client.QueueJobFail(dctx, id, reason); err != nil {
+	if err := f.client.QueueJobFail(dctx, id, ""); err != nil {
 		f.log.Warn("fail job failed", logkey.Job, jobKey, logkey.Err, err)
 		return
 	}

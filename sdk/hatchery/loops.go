@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -221,16 +222,36 @@ func (f *Framework) eventsV2Loop(ctx context.Context) {
 	})
 }
 
+// eventsLoop follows one queue's websocket until ctx ends. Its back-off
+// restarts from BackoffMin after a connection the API accepted (the
+// websocket established) that stayed up for BackoffMin at least; it keeps
+// doubling, to BackoffMax, across dials that fail and across connections
+// dropped within BackoffMin of being accepted. An accepted connection
+// proves the API up again, so the next drop is a new outage and is retried
+// at once like the first; an API that accepts and drops at once (a proxy
+// or a failing API behind its load balancer) is still retried less and
+// less often. The rule it replaced, a reset only after a connection that
+// outlived BackoffMax, started a second outage 25 s after the first at a
+// 16 s retry: jobs queued meanwhile waited for the poll.
+// (docs/architecture.md, the goroutine table's "queue events V1").
 func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow chan struct{}, subscribe func(context.Context, chan<- T) error, toCandidate func(T) candidate) {
 	b := newBackoff(f.iv.BackoffMin, f.iv.BackoffMax)
 	for reconnect := false; ctx.Err() == nil; reconnect = true {
 		cctx, cancel := context.WithCancel(ctx)
-		if reconnect {
-			// Events queued while disconnected were missed: poll once the
-			// new connection is up (not before: a job queued between that
-			// poll and the connection would wait for the next period).
-			cctx = cdsclient.WithConnected(cctx, func() { wake(pollNow) })
-		}
+		// connectedAt is written by subscribe's goroutine before its first
+		// read and read here after subscribe returned.
+		var connectedAt atomic.Pointer[time.Time]
+		cctx = cdsclient.WithConnected(cctx, func() {
+			now := f.now()
+			connectedAt.Store(&now)
+			if reconnect {
+				// Events queued while disconnected were missed: poll once
+				// the new connection is up (not before: a job queued
+				// between that poll and the connection would wait for the
+				// next period).
+				wake(pollNow)
+			}
+		})
 		ch := make(chan T)
 		done := make(chan struct{})
 		go func() { // joined below before the next connection
@@ -244,14 +265,13 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 				}
 			}
 		}()
-		started := time.Now()
 		err := subscribe(cctx, ch)
 		cancel()
 		<-done
 		if ctx.Err() != nil {
 			return
 		}
-		if time.Since(started) > f.iv.BackoffMax {
+		if at := connectedAt.Load(); at != nil && f.now().Sub(*at) >= f.iv.BackoffMin {
 			b.reset()
 		}
 		d := b.next()
@@ -260,7 +280,7 @@ func eventsLoop[T any](ctx context.Context, f *Framework, name string, pollNow c
 			reason = err.Error()
 		}
 		f.log.Warn("queue events disconnected, reconnecting", "queue", name, logkey.Detail, reason, "retry_in", d)
-		if !sleepCtx(ctx, d) {
+		if !f.sleep(ctx, d) {
 			return
 		}
 	}

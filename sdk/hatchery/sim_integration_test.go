@@ -706,8 +706,18 @@ func TestSimAttemptCapFailsV1Job(t *testing.T) {
 	require.Len(t, st.Results, 1)
 	assert.Equal(t, sdk.StatusFail, st.Results[0].Status)
 	assert.Equal(t, sdk.StatusFail, st.Status)
-	assert.Contains(t, st.Results[0].Reason, "after 3 attempts")
-	assert.Contains(t, st.Results[0].Reason, "no datastore space")
+	// The why is in the last spawn info, not repeated in the result's
+	// reason (the API posts a reason to the job as an info of its own).
+	assert.Empty(t, st.Results[0].Reason)
+	var gaveUp []string
+	for _, i := range st.SpawnInfos {
+		if i.Message.ID == msgSpawnErrorHatcheryRetryAttempt {
+			gaveUp = append(gaveUp, i.UserMessage)
+		}
+	}
+	require.Len(t, gaveUp, 1)
+	assert.Contains(t, gaveUp[0], "after 3 attempts")
+	assert.Contains(t, gaveUp[0], "no datastore space")
 	errInfos := 0
 	for _, i := range st.SpawnInfos {
 		if i.Message.ID == msgSpawnInfoHatcheryErrorSpawn {

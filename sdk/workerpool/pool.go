@@ -151,6 +151,17 @@ type Pool struct {
 	// hatchery's name, unknown to the hatchery, was first seen so
 	// (guarded by disabledMu).
 	unknownSince map[string]time.Time
+	// v2Reported holds the V2 workers already reported inconsistent:
+	// V2 has no disable route, so the report is the one act, made once
+	// per worker like a V1 worker's disable (guarded by disabledMu).
+	v2Reported map[string]bool
+	// lastStarted is the hatchery's started list of the last refresh and
+	// gone the names it held that a later one no longer held (their VMs
+	// destroyed): a worker the API still lists under such a name is this
+	// hatchery's own worker that died without signing off, not a worker
+	// someone else started under its name (guarded by disabledMu).
+	lastStarted map[string]bool
+	gone        map[string]bool
 }
 
 // endedSpawn is a spawn that returned; it counts in the pool until a
@@ -171,6 +182,9 @@ func New(cfg Config) *Pool {
 		disabled: map[string]bool{},
 
 		unknownSince: map[string]time.Time{},
+		v2Reported:   map[string]bool{},
+		lastStarted:  map[string]bool{},
+		gone:         map[string]bool{},
 	}
 	if p.log == nil {
 		p.log = slog.Default()
@@ -297,6 +311,7 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 	for _, n := range startedList {
 		started[n] = true
 	}
+	p.noteStarted(started)
 	pool := make([]Worker, 0, len(startedList))
 	inPool := map[string]bool{}
 	var seenIDs []string
@@ -330,10 +345,11 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 				continue
 			}
 			if w.HatcheryName == p.cfg.HatcheryName && !started[w.Name] && !hasKey(local, w.Name) {
-				// V2 has no disable route: leave it out of the pool.
+				// V2 has no disable route: leave it out of the pool,
+				// and say so once.
 				unknown[w.Name] = true
 				if p.unknownLong(w.Name, now) {
-					p.log.Warn("v2 worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+					p.reportV2Inconsistent(w.Name)
 				}
 				continue
 			}
@@ -357,6 +373,16 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 	for n := range p.unknownSince {
 		if !unknown[n] {
 			delete(p.unknownSince, n) // known now, or gone from the API
+		}
+	}
+	for n := range p.v2Reported {
+		if !unknown[n] {
+			delete(p.v2Reported, n)
+		}
+	}
+	for n := range p.gone {
+		if !unknown[n] {
+			delete(p.gone, n) // the API forgot it, or its name is listed again
 		}
 	}
 	if p.cfg.V1 {
@@ -416,8 +442,57 @@ func (p *Pool) unknownLong(name string, now time.Time) bool {
 	return now.Sub(since) >= p.cfg.UnknownGrace
 }
 
+// noteStarted records the hatchery's started list of this refresh: the
+// names the last one held and this one does not are gone (their VMs were
+// destroyed; see inconsistentLevel).
+func (p *Pool) noteStarted(started map[string]bool) {
+	p.disabledMu.Lock()
+	defer p.disabledMu.Unlock()
+	for n := range p.lastStarted {
+		if !started[n] {
+			p.gone[n] = true
+		}
+	}
+	for n := range started {
+		delete(p.gone, n)
+	}
+	p.lastStarted = started
+}
+
+// inconsistentLevel is the level an inconsistent worker is reported at,
+// once: Info for a worker whose VM this hatchery listed before (its own,
+// or another instance's of the same name, destroyed after its job while
+// the worker did not sign off: the API lists it until its heartbeat
+// lapses, an everyday event), Warn for a worker whose VM it never listed
+// (someone else registers workers under this hatchery's name).
+func (p *Pool) inconsistentLevel(name string) slog.Level {
+	p.disabledMu.Lock()
+	defer p.disabledMu.Unlock()
+	if p.gone[name] {
+		return slog.LevelInfo
+	}
+	return slog.LevelWarn
+}
+
+// reportV2Inconsistent reports a V2 worker the API says is this
+// hatchery's but the hatchery does not know: once at inconsistentLevel
+// while the API lists it, at Debug at the refreshes after (the V1 path
+// disables such a worker once; V2 has no disable route, so the report is
+// all there is to do).
+func (p *Pool) reportV2Inconsistent(name string) {
+	p.disabledMu.Lock()
+	done := p.v2Reported[name]
+	p.v2Reported[name] = true
+	p.disabledMu.Unlock()
+	if done {
+		p.log.Debug("v2 worker registered but not started by this hatchery, still listed", logkey.VM, name, logkey.Detail, "inconsistent")
+		return
+	}
+	p.log.Log(context.Background(), p.inconsistentLevel(name), "v2 worker registered but not started by this hatchery", logkey.VM, name, logkey.Detail, "inconsistent")
+}
+
 // disableInconsistent disables a V1 worker the API says is this hatchery's
-// but the hatchery does not know, once.
+// but the hatchery does not know, once (at inconsistentLevel).
 func (p *Pool) disableInconsistent(ctx context.Context, w sdk.Worker) {
 	p.disabledMu.Lock()
 	done := p.disabled[w.ID]
@@ -426,7 +501,7 @@ func (p *Pool) disableInconsistent(ctx context.Context, w sdk.Worker) {
 	if done {
 		return
 	}
-	p.log.Warn("disabling worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
+	p.log.Log(ctx, p.inconsistentLevel(w.Name), "disabling worker registered but not started by this hatchery", logkey.VM, w.Name, logkey.Detail, "inconsistent")
 	if err := p.cfg.API.WorkerDisable(ctx, w.ID); err != nil {
 		p.disabledMu.Lock()
 		delete(p.disabled, w.ID)

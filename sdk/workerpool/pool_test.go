@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -289,4 +290,93 @@ func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
 	require.Len(t, pool, 1)
 	assert.Equal(t, "other-instances", pool[0].Name)
 	assert.Equal(t, sdk.StatusBuilding, pool[0].Status)
+}
+
+// TestV2InconsistentWorkerReportedOnce: a V2 worker the API keeps listing
+// under this hatchery's name after its VM was destroyed (it died without
+// signing off) is reported once, at Info (no WARN in a healthy run), and
+// at Debug at the refreshes after, as the V1 path disables such a worker
+// once; a V2 worker whose VM this hatchery never listed is reported once
+// at Warn. A worker the API forgets and lists again is reported again.
+func TestV2InconsistentWorkerReportedOnce(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{v2: []sdk.V2Worker{
+		{ID: "a", Name: "ours-died", Status: sdk.StatusBuilding, HatcheryName: testHatchery},
+		{ID: "b", Name: "never-ours", Status: sdk.StatusWaiting, HatcheryName: testHatchery},
+	}}
+	logs := &testutil.SyncBuffer{}
+	var mu sync.Mutex
+	started := []string{"ours-died"}
+	p := New(Config{
+		HatcheryName: testHatchery,
+		V2:           true,
+		Limits:       Limits{MaxWorker: 10, MaxConcurrentProvisioning: 10},
+		API:          api,
+		Started: func(context.Context) ([]string, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return append([]string(nil), started...), nil
+		},
+		Logger: slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+	})
+	_, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	mu.Lock()
+	started = nil // its VM destroyed, the worker still listed
+	mu.Unlock()
+	for i := 0; i < 5; i++ {
+		_, err = p.Refresh(context.Background())
+		require.NoError(t, err)
+	}
+	const msg = `"msg":"v2 worker registered but not started by this hatchery"`
+	out := logs.String()
+	assert.Equal(t, 1, strings.Count(out, `"level":"INFO",`+msg+`,"vm":"ours-died"`), out)
+	assert.Equal(t, 1, strings.Count(out, `"level":"WARN",`+msg+`,"vm":"never-ours"`), out)
+	assert.Equal(t, 2, strings.Count(out, msg), "one report per worker, not one per refresh:\n%s", out)
+	assert.Equal(t, 1, strings.Count(out, `"level":"WARN"`), out)
+	assert.Contains(t, out, `"level":"DEBUG","msg":"v2 worker registered but not started by this hatchery, still listed","vm":"ours-died"`)
+	assert.Empty(t, p.Workers(), "neither counts in the pool")
+
+	// The API forgets never-ours, then lists it again: reported again.
+	api.mu.Lock()
+	saved := api.v2
+	api.v2 = saved[:1]
+	api.mu.Unlock()
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	api.mu.Lock()
+	api.v2 = saved
+	api.mu.Unlock()
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 2, strings.Count(logs.String(), `"level":"WARN",`+msg+`,"vm":"never-ours"`))
+}
+
+// TestV1WorkerOfDestroyedVMDisabledAtInfo: a V1 worker whose VM this
+// hatchery listed before and destroyed, still listed by the API, is
+// disabled once with an Info line, not a WARN: it is this hatchery's own
+// worker that did not sign off.
+func TestV1WorkerOfDestroyedVMDisabledAtInfo(t *testing.T) {
+	t.Parallel()
+	api := &fakeAPI{v1: []sdk.Worker{{ID: "9", Name: "ours-died", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
+	logs := &testutil.SyncBuffer{}
+	var mu sync.Mutex
+	started := []string{"ours-died"}
+	p := newTestPool(api, Limits{MaxWorker: 10, MaxConcurrentProvisioning: 10}, func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]string(nil), started...)
+	}, logs)
+	_, err := p.Refresh(context.Background())
+	require.NoError(t, err)
+	mu.Lock()
+	started = nil
+	mu.Unlock()
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	_, err = p.Refresh(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"9"}, api.disabledIDs())
+	assert.Contains(t, logs.String(), `"level":"INFO","msg":"disabling worker registered but not started by this hatchery","vm":"ours-died"`)
+	assert.NotContains(t, logs.String(), `"level":"WARN"`)
 }

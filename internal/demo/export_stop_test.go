@@ -1,0 +1,4 @@
+package demo
+
+// Stopped exposes stopped to the external tests.
+var Stopped = stopped
