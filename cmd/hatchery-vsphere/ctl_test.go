@@ -50,7 +50,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 		// demo under the race detector. SerialTasks also queues the file
 		// removals a destroy starts (see TestDemoServesBothPlacements).
 		_, err := demo.Run(ctx, demo.Options{Stdout: &stdout, Logger: logger, Tune: func(c *config.Config) { c.MaxConcurrentTasks = 1 },
-			SerialTasks: true, OnReady: func(i demo.Info) { ready <- i }})
+			SerialTasks: true, RequestTimeout: testutil.Patience(t), OnReady: func(i demo.Info) { ready <- i }})
 		done <- err
 	}()
 	t.Cleanup(func() { cancel(); wg.Wait() })
@@ -59,8 +59,8 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	case info = <-ready:
 	case err := <-done:
 		t.Fatalf("demo stopped at start: %v", err)
-	case <-time.After(60 * time.Second):
-		t.Fatal("demo not ready within 60s")
+	case <-time.After(testutil.Patience(t)):
+		t.Fatal("demo not ready before the test's deadline")
 	}
 	m := ctlSocketLine.FindStringSubmatch(stdout.String())
 	require.NotNil(t, m, "the demo prints its ctl socket:\n%s", stdout.String())
@@ -80,7 +80,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	require.Eventually(t, func() bool {
 		r = ctl("status")
 		return r.code == exitOK && regexp.MustCompile(`(?m)^OK\s+vCenter inventory\s`).MatchString(r.stdout)
-	}, 60*time.Second, 200*time.Millisecond, "vCenter connected in ctl status")
+	}, testutil.Patience(t), 200*time.Millisecond, "vCenter connected in ctl status")
 	for _, want := range []string{"hatchery hatchery-vsphere-demo", "API", "Queue V2", "vCenter", "Workers", "vsphere/capacity/vcpus", "warm pools:", "debug holds:\n  none"} {
 		assert.Contains(t, r.stdout, want)
 	}
@@ -105,7 +105,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	require.Eventually(t, func() bool {
 		r = ctl("vms")
 		return r.code == exitOK && regexp.MustCompile(`(?m)^warmpool-\S+\s+idle\s`).MatchString(r.stdout)
-	}, 60*time.Second, 200*time.Millisecond, "an idle pool VM in ctl vms")
+	}, testutil.Patience(t), 200*time.Millisecond, "an idle pool VM in ctl vms")
 	assert.Regexp(t, `(?m)^NAME\s+PHASE\s+JOB\s+MODEL\s+FLAVOR\s+POWER\s+IP\s+AGE$`, r.stdout)
 	r = ctl("--json", "vms")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -172,7 +172,7 @@ func TestCtlAgainstTheDemo(t *testing.T) {
 	require.Eventually(t, func() bool {
 		r = ctl("status", "--json")
 		return r.code == exitOK && json.Unmarshal([]byte(r.stdout), &sd) == nil && sd.Drained
-	}, 60*time.Second, 200*time.Millisecond, "drained")
+	}, testutil.Patience(t), 200*time.Millisecond, "drained")
 	assert.True(t, sd.Draining)
 	r = ctl("status")
 	assert.Regexp(t, `(?m)^WARN\s+Drain\s+drained at `, r.stdout)

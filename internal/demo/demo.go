@@ -113,6 +113,13 @@ type Options struct {
 	// time (SimsOptions.SerialTasks): for tests running the demo under the
 	// race detector.
 	SerialTasks bool
+	// RequestTimeout, when set, bounds each request of the daemons to
+	// vCenter and to the CDS API in place of the configuration's bounds
+	// (production's, sized for a real vCenter and API: 15 s and 10 s).
+	// Tests running the demo on a loaded machine set a liveness bound:
+	// the simulators share the machine with the daemon and answer late,
+	// which a healthy run must not log as a WARN.
+	RequestTimeout time.Duration
 }
 
 // Info describes a running demo.
@@ -215,6 +222,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			dlog = dlog.With("instance", i+1)
 		}
 		do := DaemonOptions(instanceConfig(cfg, i), dlog)
+		if rt := o.RequestTimeout; rt > 0 {
+			tuned := do.VCenterConfig
+			do.VCenterConfig = func(cc *vcenter.Config) {
+				tuned(cc)
+				cc.RequestTimeout = rt
+			}
+			do.Config.CommonConfiguration.API.RequestTimeout = int(min(rt, config.MaxAPIRequestTimeout*time.Second) / time.Second)
+		}
 		do.OnReady = func(r daemon.Running) { ready <- started{i, r} }
 		ctls[i] = filepath.Join(ctlDir, "ctl.sock")
 		if o.Instances > 1 {

@@ -315,7 +315,9 @@ func New(o Options) (*Env, error) {
 	e.placements = newPlacementHook()
 	// The placement hook comes before those that answer a clone
 	// themselves (placementHook says why).
-	hooks := []methodHook{e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
+	// The collector guard first: it only swaps the session's collector
+	// for one that destroys as vCenter does (collectors.go).
+	hooks := []methodHook{(&collectorGuard{}).handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
@@ -106,7 +107,9 @@ func (e *Env) WaitInventory(inv inventory.Inventory) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(e.ctx, 30*time.Second)
+	// A liveness bound (testutil.PatienceDeadline), not a fixed 30 s: a
+	// refresh on a loaded machine comes late, it does come.
+	ctx, cancel := context.WithDeadline(e.ctx, testutil.PatienceDeadline(e.t))
 	defer cancel()
 	if err := s.WaitRefresh(ctx); err != nil {
 		e.t.Fatalf("wait for inventory refresh: %v", err)

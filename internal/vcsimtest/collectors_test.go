@@ -1,0 +1,97 @@
+package vcsimtest_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+)
+
+// TestVcsimCollectorDestroyedUnderItsWait: a property collector destroyed
+// while its WaitForUpdatesEx runs and its VM keeps changing ends that wait
+// as vCenter does: an answer (the updates, or nothing) or RequestCanceled,
+// never a broken connection. The pinned simulator alone panics there in
+// WaitForUpdatesEx ("mo.Reference is nil, not *simulator.PropertyFilter")
+// when the destroy lands while the wait ranges over the filters it
+// removes; the collector guard of vcsimtest (collectors.go) lets the wait
+// return first. Twenty filters on the VM make each range long, so most
+// rounds land a destroy inside one: without the guard the test fails in
+// its first rounds.
+func TestVcsimCollectorDestroyedUnderItsWait(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	vmRef := env.MustInspect(vcsimtest.DefaultTemplate).Ref
+
+	// The VM changes every 2 ms until the test ends.
+	changing, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sctx := env.SimContext()
+		vm := env.Model.Map().Get(vmRef).(*simulator.VirtualMachine)
+		tk := time.NewTicker(2 * time.Millisecond)
+		defer tk.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-changing.Done():
+				return
+			case <-tk.C:
+			}
+			sctx.WithLock(vm, func() {
+				sctx.Update(vm, []types.PropertyChange{{Name: "config.annotation", Val: fmt.Sprintf("change %d", i)}})
+			})
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+
+	maxWait := int32(5)
+	for round := range 25 {
+		res, err := methods.CreatePropertyCollector(ctx, c, &types.CreatePropertyCollector{This: c.ServiceContent.PropertyCollector})
+		require.NoError(t, err)
+		pc := res.Returnval
+		for range 20 {
+			_, err := methods.CreateFilter(ctx, c, &types.CreateFilter{This: pc, Spec: types.PropertyFilterSpec{
+				ObjectSet: []types.ObjectSpec{{Obj: vmRef}},
+				PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"config.annotation"}}},
+			}})
+			require.NoError(t, err)
+		}
+		base, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc})
+		require.NoError(t, err)
+		version := base.Returnval.Version
+		// Each round polls, lets the wait see a few changes (it returns at
+		// the first, then polls again), and destroys the collector under
+		// whichever poll runs then.
+		polled := make(chan error, 1)
+		go func() {
+			for {
+				r, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc, Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &maxWait}})
+				if err != nil || r.Returnval == nil {
+					polled <- err
+					return
+				}
+				version = r.Returnval.Version
+			}
+		}()
+		time.Sleep(time.Duration(5+round%7) * time.Millisecond) // where in its poll the destroy lands: varied, not a synchronisation
+		_, err = methods.DestroyPropertyCollector(ctx, c, &types.DestroyPropertyCollector{This: pc})
+		require.NoError(t, err, "round %d: destroy", round)
+		err = <-polled
+		if err != nil && !fault.Is(err, &types.RequestCanceled{}) && !fault.Is(err, &types.ManagedObjectNotFound{}) {
+			t.Fatalf("round %d: the wait under the destroy ended with %v: the simulator broke the connection", round, err)
+		}
+	}
+}
