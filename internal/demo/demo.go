@@ -3,8 +3,9 @@
 // template debian12 and a resource pool of finite capacity), an in-process
 // CDS API simulator, and the real daemon (internal/daemon) configured from
 // configs/demo.toml. It feeds jobs (V2 jobs of flavors small, medium and
-// large, one of them on the cloud-init model debian12-cloud and one on the
-// Windows model win2022, and V1 jobs on a V1 model), plays the part of each worker (it
+// large, one of them on the cloud-init model debian12-cloud, one on the
+// Windows model win2022 and one on the instant-clone model
+// debian12-instant, and V1 jobs on a V1 model), plays the part of each worker (it
 // registers with the API, runs a moment, finishes and powers its VM off, as
 // the worker's `shutdown -h now` would) and prints the life of every job, up
 // to its VM being destroyed by the hatchery's cleanup.
@@ -317,7 +318,9 @@ func (d *driver) finish(ctx context.Context, rep *Report, info Info, smp *sample
 wait:
 	for {
 		if workers, pool := d.ourVMs(); len(workers) == 0 && len(pool) == poolSize(d.cfg) {
-			break
+			if bad, _ := parentsLeft(d.cfg, d.ourParents(), d.instantFlavors()); bad == "" {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -398,6 +401,7 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: cloudInitTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: windowsTemplate, CPUs: 2, MemoryMB: 4096, GuestID: vcsimtest.WindowsGuestID},
+			{Name: instantTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
 		},
 		ReadyDelay:  300 * time.Millisecond,
@@ -473,6 +477,10 @@ func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 		Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
 		MetricsInterval: 2 * time.Second,
 		ShutdownTimeout: 20 * time.Second,
+		// The instant parents are tended as often as the demo's other
+		// loops run (demo.toml, demoConfig): a parent built at start
+		// serves the first instant job.
+		InstantParentsInterval: 2 * time.Second,
 		VCenterConfig: func(cc *vcenter.Config) {
 			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
 		},
