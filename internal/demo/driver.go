@@ -355,6 +355,11 @@ func (d *driver) watchCleanup(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// A VM created after the listing starts is not in it: only a job
+		// launched before then can be found lost (a fork is launched
+		// within milliseconds of its creation, while a listing waits for
+		// the folder locks of the clones in flight).
+		listed := time.Now()
 		live := map[string]bool{}
 		for _, v := range listVMs(d.env) {
 			live[v.Name] = true
@@ -366,7 +371,7 @@ func (d *driver) watchCleanup(ctx context.Context) {
 				j.Failed = time.Now() // the hatchery gave up and failed it
 				failed = append(failed, j)
 			}
-			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && !live[j.VM] {
+			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && j.Launched.Before(listed) && !live[j.VM] {
 				j.Lost = time.Now() // destroyed while its worker ran
 				lost = append(lost, j)
 			}
