@@ -302,12 +302,12 @@ func launchJob(c vcsimtest.GuestCall) (string, spawn.WorkerConfig, bool) {
 	return "", spawn.WorkerConfig{}, false
 }
 
-// ourVMs splits the hatchery's VMs in the simulator (templates aside):
-// provisioned (warm pool) and workers.
+// ourVMs splits the hatchery's VMs in the simulator (templates and the
+// demo's instant parents aside): provisioned (warm pool) and workers.
 func (r *rig) ourVMs() (pool, workers []demo.SimVM) {
 	name := r.sims.Config.CommonConfiguration.Name
 	for _, v := range demo.ListVMs(r.sims.Env) {
-		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name {
+		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name || v.InstantParent {
 			continue
 		}
 		if v.Annotation.Provisioning {
