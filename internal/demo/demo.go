@@ -114,6 +114,12 @@ type Options struct {
 	// time (SimsOptions.SerialTasks): for tests running the demo under the
 	// race detector.
 	SerialTasks bool
+	// Soak, when set, feeds a job every JobEvery for that long (Jobs is
+	// not used), then ends as a Once run with Checks, plus the soak's
+	// growth check and summary line (soak.go); the job lines are not
+	// printed, a progress line per sample is. Timeout counts from the
+	// start (0: Soak plus DefaultOnceTimeout).
+	Soak time.Duration
 }
 
 // Info describes a running demo.
@@ -140,7 +146,13 @@ type Info struct {
 // Checks, a Once run ends with its checks (Report.Checks, one line each on
 // Stdout) and fails naming the checks that did not pass.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if o.Once && o.Jobs <= 0 {
+	if o.Soak > 0 {
+		o.Once, o.Checks, o.Jobs = true, true, 0
+		if o.Timeout <= 0 {
+			o.Timeout = o.Soak + DefaultOnceTimeout
+		}
+	}
+	if o.Once && o.Jobs <= 0 && o.Soak <= 0 {
 		return nil, errors.New("demo: --once needs --jobs N")
 	}
 	if o.Instances == 0 {
@@ -166,7 +178,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	out := &printer{w: o.Stdout, start: start}
+	out := &printer{w: o.Stdout, start: start, quietJobs: o.Soak > 0}
 
 	sims, err := StartSims(o.Listen, log, SimsOptions{SerialTasks: o.SerialTasks})
 	if err != nil {
@@ -250,6 +262,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	smp := newSampler(env, cfg.CommonConfiguration.Name)
+	if o.Soak > 0 {
+		d.soak = newSoakRun(o.Soak, func() int { return d.report().Done() })
+		wg.Add(1)
+		go func() { defer wg.Done(); d.runSoakMeter(runCtx) }()
+	}
 	wg.Add(4)
 	go func() { defer wg.Done(); d.feed(runCtx) }()
 	go func() { defer wg.Done(); d.workers(runCtx) }()
@@ -277,17 +294,17 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			return d.report(), fmt.Errorf("demo: daemon stopped: %w", err)
 		case <-timeout:
 			rep := d.report()
-			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
+			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), d.jobsWanted(), o.Timeout)
 		case <-d.changed:
 			rep := d.report()
 			if lost := rep.Lost(); o.Once && len(lost) > 0 {
 				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
 			}
-			if o.Once && rep.Done()+rep.Failed() == o.Jobs {
+			if want := d.jobsWanted(); o.Once && want >= 0 && rep.Done()+rep.Failed() == want {
 				if n := rep.Failed(); n > 0 {
-					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", o.Jobs, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
+					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", want, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
 				} else {
-					out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+					out.printf("all %d jobs done, every worker VM destroyed, in %s", want, time.Since(start).Round(100*time.Millisecond))
 				}
 				if !o.Checks {
 					if o.OnDone != nil {
@@ -335,6 +352,12 @@ wait:
 	smp.sample() // the last state too
 	rep = d.report()
 	rep.Checks = d.checkRun(rep, smp, quiet, d.ourVMs)
+	soakLine := ""
+	if d.soak != nil {
+		var c Check
+		c, soakLine = d.soakChecks(quiet)
+		rep.Checks = append(rep.Checks, c)
+	}
 	var failed []string
 	for _, c := range rep.Checks {
 		if c.Failed != "" {
@@ -343,6 +366,9 @@ wait:
 		} else {
 			d.out.printf("check %-32s ok (%s)", c.Name+":", c.Detail)
 		}
+	}
+	if soakLine != "" {
+		d.out.printf("%s", soakLine)
 	}
 	if len(failed) > 0 {
 		return rep, fmt.Errorf("demo: check failed: %s", strings.Join(failed, "; "))

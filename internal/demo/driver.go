@@ -75,6 +75,7 @@ type driver struct {
 	launchesByVM map[string]int
 
 	changed chan struct{} // coalescing: a job made progress
+	soak    *soakRun      // nil outside a soak (soak.go)
 }
 
 func (d *driver) signal() {
@@ -102,6 +103,9 @@ func (d *driver) feed(ctx context.Context) {
 	t := time.NewTicker(d.o.JobEvery)
 	defer t.Stop()
 	for i := 0; d.o.Jobs <= 0 || i < d.o.Jobs; i++ {
+		if d.soakOver(i) {
+			return
+		}
 		d.addJob(i, jobMix[i%len(jobMix)])
 		select {
 		case <-ctx.Done():
@@ -573,6 +577,8 @@ type printer struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
+	// quietJobs prints only a job's ERROR lines (a soak).
+	quietJobs bool
 }
 
 func (p *printer) printf(format string, args ...any) {
@@ -582,6 +588,9 @@ func (p *printer) printf(format string, args ...any) {
 }
 
 func (p *printer) job(j *jobLife, format string, args ...any) {
+	if p.quietJobs && !strings.HasPrefix(format, "ERROR") {
+		return
+	}
 	id := j.JobID
 	if len(id) > 8 {
 		id = id[:8]
@@ -619,9 +628,12 @@ func (p *printer) banner(mons, ctls []string, env *vcsimtest.Env, o Options) {
 		}
 		fmt.Fprint(p.w, "\n\n")
 	}
-	if o.Jobs > 0 {
+	switch {
+	case o.Soak > 0:
+		fmt.Fprintf(p.w, "soak: feeding a job every %s for %s (every kind of model), then waiting for them to end; one line per sample, no job lines\n\n", o.JobEvery, o.Soak)
+	case o.Jobs > 0:
 		fmt.Fprintf(p.w, "feeding %d jobs (V2 flavors small/medium/large, cloud-init, Windows and instant-clone models, V1 jobs), one every %s\n\n", o.Jobs, o.JobEvery)
-	} else {
+	default:
 		fmt.Fprintf(p.w, "feeding a job every %s until interrupted (Ctrl-C)\n\n", o.JobEvery)
 	}
 }
