@@ -118,7 +118,7 @@ func TestDecide(t *testing.T) {
 		// failure of the key (no quarantine, no WARN: the demo's
 		// --instances 2 logged 'instant parent quarantined').
 		{name: "two parents, the younger powered off: a second parent, no failure", in: Input{Wants: []Want{{Key: k, Version: v1}},
-			Have: []Parent{{Name: "p2", Key: k, Version: v1, Created: now.Add(-time.Minute), Power: vctypes.PoweredOff}, up("p1", k, v1, time.Hour)},
+			Have:   []Parent{{Name: "p2", Key: k, Version: v1, Created: now.Add(-time.Minute), Power: vctypes.PoweredOff}, up("p1", k, v1, time.Hour)},
 			Failed: map[string]string{"p2": "fork failed"}},
 			ready: []string{"p1"}, remove: map[string]string{"p2": "a second parent of debian12/default"}},
 		{name: "being built: not built twice", in: Input{Wants: want, Building: map[Key]bool{k: true}}, build: []Key{kl}},
