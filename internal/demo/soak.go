@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -181,8 +182,8 @@ func soakLine(samples []soakSample, jobs int, d time.Duration, warns int64) stri
 	if first.files >= 0 {
 		files = fmt.Sprintf("open files %d→%d", first.files, last.files)
 	}
-	return fmt.Sprintf("soak: %d jobs in %.0f min; heap %.1f→%.1f MB; goroutines %d→%d; %s; WARN %d",
-		jobs, d.Minutes(), first.heapMB, last.heapMB, first.goroutines, last.goroutines, files, warns)
+	return fmt.Sprintf("soak: %d jobs in %s min; heap %.1f→%.1f MB; goroutines %d→%d; %s; WARN %d",
+		jobs, strconv.FormatFloat(d.Minutes(), 'f', -1, 64), first.heapMB, last.heapMB, first.goroutines, last.goroutines, files, warns)
 }
 
 // soakRun is a soak's state in the driver (nil outside a soak).
