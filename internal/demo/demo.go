@@ -491,6 +491,15 @@ func (s *Sims) Close() {
 	s.closeSim()
 }
 
+// demoRequestTimeout bounds each of the demo daemon's vCenter requests.
+// The simulator answers from this very process, on a machine that may be
+// busy (two cores shared with builds and tests): at a load average of 20
+// a soak saw a WaitForUpdatesEx of no wait answered after more than
+// vcenter.DefaultRequestTimeout (15 s, sized for a real vCenter's answer
+// times) in two demo processes at the same second, logged as WARN
+// 'vcenter unreachable'. A starved process is not an unreachable vCenter.
+const demoRequestTimeout = 60 * time.Second
+
 // DaemonOptions are the options the demo runs the daemon with: fast loops
 // and back-offs, short readiness polls, log to log.
 func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
@@ -509,6 +518,7 @@ func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 		InstantParentsInterval: 2 * time.Second,
 		VCenterConfig: func(cc *vcenter.Config) {
 			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
+			cc.RequestTimeout = demoRequestTimeout
 		},
 	}
 }
