@@ -103,7 +103,7 @@ func (d *driver) feed(ctx context.Context) {
 	t := time.NewTicker(d.o.JobEvery)
 	defer t.Stop()
 	for i := 0; d.o.Jobs <= 0 || i < d.o.Jobs; i++ {
-		if d.soakOver(i) {
+		if !d.soakWait(ctx, d.o.JobEvery) || d.soakOver(i) {
 			return
 		}
 		d.addJob(i, jobMix[i%len(jobMix)])

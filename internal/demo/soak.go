@@ -193,12 +193,43 @@ type soakRun struct {
 	meter *soakMeter
 	// fed is the number of jobs fed once the feeding stopped, -1 before.
 	fed atomic.Int64
+	// held counts the feeder's periods spent waiting (soakWait).
+	held atomic.Int64
 }
 
 func newSoakRun(d time.Duration, done func() int) *soakRun {
 	s := &soakRun{d: d, start: time.Now(), meter: newSoakMeter(d, done)}
 	s.fed.Store(-1)
 	return s
+}
+
+// soakBacklog is the most jobs a soak keeps fed but not ended: the
+// trickle waits while that many are in hand, so that a machine slower
+// than the trickle (a busy one) holds a steady load instead of a queue
+// that grows with the run, which would grow the heap with it.
+const soakBacklog = 12
+
+// soakWait holds the feeder of a soak while soakBacklog jobs are fed but
+// not ended, polling every period (the jobs' ends have no signal of
+// their own for the feeder); false when ctx ended.
+func (d *driver) soakWait(ctx context.Context, period time.Duration) bool {
+	if d.soak == nil {
+		return true
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		rep := d.report()
+		if len(rep.Jobs)-rep.Done()-rep.Failed() < soakBacklog || time.Since(d.soak.start) >= d.soak.d {
+			return true
+		}
+		d.soak.held.Add(1)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
 }
 
 // soakOver tells the feeder, about to feed job i (0-based), that the soak's
@@ -230,7 +261,7 @@ func (d *driver) runSoakMeter(ctx context.Context) {
 		if s.files >= 0 {
 			files = fmt.Sprintf("; open files %d", s.files)
 		}
-		d.out.printf("soak %s: %d jobs done; heap %.1f MB; goroutines %d%s", s.at.Round(time.Second), s.done, s.heapMB, s.goroutines, files)
+		d.out.printf("soak %s: %d jobs done; heap %.1f MB; goroutines %d%s; feeder held %d times (%d jobs in hand)", s.at.Round(time.Second), s.done, s.heapMB, s.goroutines, files, d.soak.held.Load(), d.inHand())
 	})
 }
 
@@ -241,4 +272,10 @@ func (d *driver) soakChecks(quiet *warnCounter) (Check, string) {
 	samples := d.soak.meter.all()
 	n, _ := quiet.count()
 	return soakLevels(samples, d.soak.d), soakLine(samples, d.jobsWanted(), d.soak.d, n)
+}
+
+// inHand counts the jobs fed and not ended.
+func (d *driver) inHand() int {
+	rep := d.report()
+	return len(rep.Jobs) - rep.Done() - rep.Failed()
 }
