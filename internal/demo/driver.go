@@ -76,6 +76,9 @@ type driver struct {
 
 	changed chan struct{} // coalescing: a job made progress
 	soak    *soakRun      // nil outside a soak (soak.go)
+	// forkedVMs are the VMs whose guest the simulator played as an
+	// instant clone's child (instant.go).
+	forkedVMs map[string]bool
 }
 
 func (d *driver) signal() {
@@ -184,6 +187,7 @@ func (d *driver) cloudInitWorkers(ctx context.Context) {
 		if d.parentBoot(b) {
 			return // an instant parent's boot runs no worker (instant.go)
 		}
+		d.noteFork(b)
 		if b.Err != "" || b.CDSConfig == "" {
 			d.log.Warn("demo: cloud-init boot without a worker config", logkey.VM, b.VM, logkey.Err, b.Err)
 			return
@@ -273,7 +277,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc spawn.
 	if st.NumCPU != j.WantCPUs || int64(st.MemoryMB) != j.WantMemoryMB {
 		mark = fmt.Sprintf("MISMATCH, want %d vCPU / %d MB", j.WantCPUs, j.WantMemoryMB)
 	}
-	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched%s", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress, d.forkNote(j, st))
+	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched%s", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress, d.forkNote(j, c.VM))
 
 	// The script downloads the worker first (the models' commands do):
 	// without it a real guest has no worker to start.

@@ -43,14 +43,6 @@ func isParentRecord(a *inventory.Annotation, name, vm string) bool {
 	return a != nil && a.HatcheryName == name && a.InstantParent && a.WorkerName == vm
 }
 
-// forked tells whether the worker VM st was forked from an instant parent
-// rather than cloned: its Notes are its parent's (no record: a fork's
-// specification has no annotation field), its record is in the mirror.
-func forked(st vcsimtest.VMState) bool {
-	_, err := inventory.ParseAnnotation(st.Annotation)
-	return err != nil && recordOf(st) != nil
-}
-
 // parentsLeft checks the instant parents left at the end of a --once run
 // against what the configuration declares (instantparent.Wants): every
 // parent left has a wanted key — an instant model's template, a placement
@@ -121,15 +113,30 @@ func (d *driver) parentBoot(b vcsimtest.CloudInitBoot) bool {
 	return true
 }
 
+// noteFork remembers that the simulator played b as an instant clone's
+// child (vcsimtest.CloudInitBoot.Forked): a fork, not a clone.
+func (d *driver) noteFork(b vcsimtest.CloudInitBoot) {
+	if !b.Forked {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.forkedVMs == nil {
+		d.forkedVMs = map[string]bool{}
+	}
+	d.forkedVMs[b.VM] = true
+}
+
 // forkNote is what a worker's launch line says of an instant job's VM:
-// forked from a parent, or cloned (no parent ready yet). It records which
-// in the job's report.
-func (d *driver) forkNote(j *jobLife, st vcsimtest.VMState) string {
+// forked from a parent, or cloned (no parent ready yet: the hatchery falls
+// back to a clone). It records which in the job's report.
+func (d *driver) forkNote(j *jobLife, vm string) string {
 	if !j.Instant {
 		return ""
 	}
-	f := forked(st)
 	d.mu.Lock()
+	f := d.forkedVMs[vm]
+	delete(d.forkedVMs, vm)
 	j.Forked = f
 	d.mu.Unlock()
 	if f {
