@@ -77,6 +77,14 @@ func newRigWith(t *testing.T, o demo.SimsOptions) *rig {
 	sims, err := demo.StartSims("", log, o)
 	require.NoError(t, err)
 	t.Cleanup(sims.Close)
+	// The rig's jobs are debian12 and V1 jobs: the demo's instant-clone
+	// model (debian12-instant) is made a linked one, so that no instant
+	// parent runs beside them (the demo's own runs show the parents).
+	for i := range sims.Config.GuestCredentials {
+		if sims.Config.GuestCredentials[i].CloneMode == config.CloneModeInstant {
+			sims.Config.GuestCredentials[i].CloneMode = config.CloneModeDefault
+		}
+	}
 	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{},
 		queuedAt: map[string]time.Time{}, launchedAt: map[string]time.Time{}}
 	t.Cleanup(func() {
