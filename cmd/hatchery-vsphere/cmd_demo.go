@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
+
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
@@ -19,6 +21,9 @@ type DemoFlags struct {
 	// Instances is --instances: how many daemons of the one hatchery name
 	// run against the simulators (1 or 2).
 	Instances int
+	// Soak is --soak: feed jobs for that long, then end as --once does,
+	// with the soak's figures and growth check (`make soak`).
+	Soak time.Duration
 }
 
 // maxDemoInstances is the most instances --instances accepts (the demo's
@@ -32,7 +37,7 @@ const maxDemoInstances = 2
 const demoBuildHint = "demo: this binary was built without the demo (it links no simulator); run it with:\n" +
 	"  go run -tags demo ./cmd/hatchery-vsphere demo\n"
 
-// cmdDemo is `demo [--jobs N] [--once] [--instances N] [--listen ADDR:PORT] [--log-level LEVEL]`.
+// cmdDemo is `demo [--jobs N] [--once] [--soak D] [--instances N] [--listen ADDR:PORT] [--log-level LEVEL]`.
 // The hatchery's own logs go to stderr at --log-level (warn by default, so
 // that the job lines on stdout stay readable).
 func (a *app) cmdDemo(ctx context.Context, args []string) int {
@@ -42,12 +47,17 @@ func (a *app) cmdDemo(ctx context.Context, args []string) int {
 	fs.BoolVar(&f.Once, "once", false, "exit 0 when the jobs are done and their VMs destroyed (needs --jobs), non-zero on timeout")
 	fs.StringVar(&f.Listen, "listen", "", "address of /mon (default 127.0.0.1 on a free port; with --instances 2, the first instance's)")
 	fs.IntVar(&f.Instances, "instances", 1, "daemons of one hatchery name against the same simulators: 1 or 2")
+	fs.DurationVar(&f.Soak, "soak", 0, "soak: feed jobs for this long (e.g. 20m), then end as --once does; prints the heap, goroutines and open files, fails on growth that does not level off or on a WARN")
 	level := fs.String("log-level", "warn", "hatchery logs on stderr: debug, info, warn or error")
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return exitUsage
 	}
 	if f.Jobs < 0 || (f.Once && f.Jobs == 0) {
 		fmt.Fprint(a.stderr, "demo: --once needs --jobs N with N > 0\n")
+		return exitUsage
+	}
+	if f.Soak < 0 || (f.Soak > 0 && (f.Jobs > 0 || f.Once)) {
+		fmt.Fprint(a.stderr, "demo: --soak D takes a positive duration and neither --jobs nor --once (it ends on its own)\n")
 		return exitUsage
 	}
 	if f.Instances < 1 || f.Instances > maxDemoInstances {

@@ -95,6 +95,9 @@ type Options struct {
 	// CtlSocket, when set, is the ctl socket's path instead of the
 	// configuration's (ctlSocket, else $RUNTIME_DIRECTORY's ctl.sock).
 	CtlSocket string
+	// InstantParentsInterval is the period of the instant-parents loop
+	// (vsphere.Options.InstantParentsInterval; 0: its default, 10 s).
+	InstantParentsInterval time.Duration
 }
 
 // Running describes a running daemon, for OnReady.
@@ -210,7 +213,7 @@ func Run(ctx context.Context, o Options) error {
 	topo := &topology{vc: vc, cfg: cfg, log: log}
 	checked := make(chan struct{})
 	ready := make(chan struct{})
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: ready})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: ready, InstantParentsInterval: o.InstantParentsInterval})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
 	}

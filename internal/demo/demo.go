@@ -3,8 +3,9 @@
 // template debian12 and a resource pool of finite capacity), an in-process
 // CDS API simulator, and the real daemon (internal/daemon) configured from
 // configs/demo.toml. It feeds jobs (V2 jobs of flavors small, medium and
-// large, one of them on the cloud-init model debian12-cloud and one on the
-// Windows model win2022, and V1 jobs on a V1 model), plays the part of each worker (it
+// large, one of them on the cloud-init model debian12-cloud, one on the
+// Windows model win2022 and one on the instant-clone model
+// debian12-instant, and V1 jobs on a V1 model), plays the part of each worker (it
 // registers with the API, runs a moment, finishes and powers its VM off, as
 // the worker's `shutdown -h now` would) and prints the life of every job, up
 // to its VM being destroyed by the hatchery's cleanup.
@@ -120,6 +121,12 @@ type Options struct {
 	// the simulators share the machine with the daemon and answer late,
 	// which a healthy run must not log as a WARN.
 	RequestTimeout time.Duration
+	// Soak, when set, feeds a job every JobEvery for that long (Jobs is
+	// not used), then ends as a Once run with Checks, plus the soak's
+	// growth check and summary line (soak.go); the job lines are not
+	// printed, a progress line per sample is. Timeout counts from the
+	// start (0: Soak plus DefaultOnceTimeout).
+	Soak time.Duration
 }
 
 // Info describes a running demo.
@@ -146,7 +153,13 @@ type Info struct {
 // Checks, a Once run ends with its checks (Report.Checks, one line each on
 // Stdout) and fails naming the checks that did not pass.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if o.Once && o.Jobs <= 0 {
+	if o.Soak > 0 {
+		o.Once, o.Checks, o.Jobs = true, true, 0
+		if o.Timeout <= 0 {
+			o.Timeout = o.Soak + DefaultOnceTimeout
+		}
+	}
+	if o.Once && o.Jobs <= 0 && o.Soak <= 0 {
 		return nil, errors.New("demo: --once needs --jobs N")
 	}
 	if o.Instances == 0 {
@@ -172,7 +185,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	start := time.Now()
-	out := &printer{w: o.Stdout, start: start}
+	out := &printer{w: o.Stdout, start: start, quietJobs: o.Soak > 0}
 
 	sims, err := StartSims(o.Listen, log, SimsOptions{SerialTasks: o.SerialTasks})
 	if err != nil {
@@ -267,6 +280,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 
 	smp := newSampler(env, cfg.CommonConfiguration.Name)
+	if o.Soak > 0 {
+		d.soak = newSoakRun(o.Soak, func() int { return d.report().Done() })
+		wg.Add(1)
+		go func() { defer wg.Done(); d.runSoakMeter(runCtx) }()
+	}
 	wg.Add(4)
 	go func() { defer wg.Done(); d.feed(runCtx) }()
 	go func() { defer wg.Done(); d.workers(runCtx) }()
@@ -305,7 +323,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				smp.sample()
 				rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
 			}
-			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), o.Jobs, o.Timeout)
+			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), d.jobsWanted(), o.Timeout)
 		case <-d.changed:
 			if ctx.Err() != nil {
 				return d.report(), nil // stopped: what happens meanwhile is the stop's
@@ -318,11 +336,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				}
 				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
 			}
-			if o.Once && rep.Done()+rep.Failed() == o.Jobs {
+			if want := d.jobsWanted(); o.Once && want >= 0 && rep.Done()+rep.Failed() == want {
 				if n := rep.Failed(); n > 0 {
-					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", o.Jobs, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
+					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", want, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
 				} else {
-					out.printf("all %d jobs done, every worker VM destroyed, in %s", o.Jobs, time.Since(start).Round(100*time.Millisecond))
+					out.printf("all %d jobs done, every worker VM destroyed, in %s", want, time.Since(start).Round(100*time.Millisecond))
 				}
 				if !o.Checks {
 					if o.OnDone != nil {
@@ -363,7 +381,9 @@ func (d *driver) finish(ctx context.Context, rep *Report, info Info, smp *sample
 wait:
 	for {
 		if workers, pool := d.ourVMs(); len(workers) == 0 && len(pool) == poolSize(d.cfg) {
-			break
+			if bad, _ := parentsLeft(d.cfg, d.ourParents(), d.instantFlavors()); bad == "" {
+				break
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -383,12 +403,22 @@ wait:
 	}
 	smp.sample() // the last state too
 	rep = d.report()
-	rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
+	rep.Checks = d.checkRun(rep, smp, quiet, d.ourVMs)
+	soakLine := ""
+	if d.soak != nil {
+		var c Check
+		c, soakLine = d.soakChecks(quiet)
+		rep.Checks = append(rep.Checks, c)
+	}
+	d.printChecks(rep.Checks)
 	var failed []string
 	for _, c := range rep.Checks {
 		if c.Failed != "" {
 			failed = append(failed, c.Name)
 		}
+	}
+	if soakLine != "" {
+		d.out.printf("%s", soakLine)
 	}
 	if len(failed) > 0 {
 		return rep, fmt.Errorf("demo: check failed: %s", strings.Join(failed, "; "))
@@ -459,6 +489,7 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 			{Name: imageTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: cloudInitTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: windowsTemplate, CPUs: 2, MemoryMB: 4096, GuestID: vcsimtest.WindowsGuestID},
+			{Name: instantTemplate, CPUs: 2, MemoryMB: 4096},
 			{Name: v1ModelName, CPUs: 2, MemoryMB: 4096, Annotation: v1TemplateAnnotation(cfg)},
 		},
 		ReadyDelay:  300 * time.Millisecond,
@@ -522,6 +553,18 @@ func (s *Sims) Close() {
 	s.closeSim()
 }
 
+// demoRequestTimeout bounds each of the demo daemon's vCenter requests:
+// the test clients' bound (vcsimtest.TestRequestTimeout, 60 s) rather than
+// vcenter.DefaultRequestTimeout (15 s, sized for a real vCenter). The
+// simulator answers from this very process, on a machine that may be busy
+// (two cores shared with builds and tests): at a load average of 20, two
+// soaks saw a watch's read of the VM changes (which vcsim answers by
+// collecting every filter again) answered after more than 15 s at the
+// same second, logged as WARN 'vcenter unreachable'
+// (docs/high-availability.md says the same of the two-instance test). A
+// starved process is not an unreachable vCenter.
+const demoRequestTimeout = vcsimtest.TestRequestTimeout
+
 // DaemonOptions are the options the demo runs the daemon with: fast loops
 // and back-offs, short readiness polls, log to log.
 func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
@@ -534,8 +577,13 @@ func DaemonOptions(cfg *config.Config, log *slog.Logger) daemon.Options {
 		Intervals:       hatchery.Intervals{Heartbeat: 5 * time.Second, QueuePolling: 2 * time.Second, WorkerPool: time.Second, BackoffMin: 100 * time.Millisecond, BackoffMax: time.Second, Shutdown: 10 * time.Second},
 		MetricsInterval: 2 * time.Second,
 		ShutdownTimeout: 20 * time.Second,
+		// The instant parents are tended as often as the demo's other
+		// loops run (demo.toml, demoConfig): a parent built at start
+		// serves the first instant job.
+		InstantParentsInterval: 2 * time.Second,
 		VCenterConfig: func(cc *vcenter.Config) {
 			cc.PollInterval = 100 * time.Millisecond // waits for readiness and IPs end fast
+			cc.RequestTimeout = demoRequestTimeout
 		},
 	}
 }

@@ -34,14 +34,18 @@ type jobSpec struct {
 	cloudInit bool
 	// windows: a V2 job on the Windows model (win2022).
 	windows bool
+	// instant: a V2 job on the instant-clone model (debian12-instant,
+	// instant.go).
+	instant bool
 }
 
 // jobMix is the feeder's cycle: every V2 flavor (large on the Windows
-// model), one V2 job on the cloud-init model, and V1 jobs (small through a
-// flavor requirement, and the default flavor).
+// model), one V2 job on the cloud-init model, V1 jobs (small through a
+// flavor requirement, and the default flavor), and last (its parents are
+// up by then) one on the instant-clone model, of the template's size.
 var jobMix = []jobSpec{
-	{flavor: "small"}, {flavor: "medium"}, {v1: true, flavor: "small"},
-	{flavor: "large", windows: true}, {v1: true, flavor: ""}, {flavor: "medium", cloudInit: true},
+	{flavor: "medium"}, {v1: true, flavor: "small"}, {flavor: "large", windows: true},
+	{v1: true, flavor: ""}, {flavor: "medium", cloudInit: true}, {flavor: "small", instant: true},
 }
 
 // jobLife is what the demo saw of one job.
@@ -71,6 +75,10 @@ type driver struct {
 	launchesByVM map[string]int
 
 	changed chan struct{} // coalescing: a job made progress
+	soak    *soakRun      // nil outside a soak (soak.go)
+	// forkedVMs are the VMs whose guest the simulator played as an
+	// instant clone's child (instant.go).
+	forkedVMs map[string]bool
 }
 
 func (d *driver) signal() {
@@ -98,6 +106,9 @@ func (d *driver) feed(ctx context.Context) {
 	t := time.NewTicker(d.o.JobEvery)
 	defer t.Stop()
 	for i := 0; d.o.Jobs <= 0 || i < d.o.Jobs; i++ {
+		if !d.soakWait(ctx, d.o.JobEvery) || d.soakOver(i) {
+			return
+		}
 		d.addJob(i, jobMix[i%len(jobMix)])
 		select {
 		case <-ctx.Done():
@@ -109,7 +120,7 @@ func (d *driver) feed(ctx context.Context) {
 
 func (d *driver) addJob(n int, s jobSpec) {
 	name, cpus, mem := d.flavorSize(s.flavor)
-	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Windows: s.windows, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
+	r := JobReport{Seq: n + 1, V1: s.v1, CloudInit: s.cloudInit, Windows: s.windows, Instant: s.instant, Flavor: name, WantCPUs: cpus, WantMemoryMB: mem, Queued: time.Now()}
 	if s.v1 {
 		reqs := sdk.RequirementList{{Type: sdk.ModelRequirement, Value: v1ModelGroup + "/" + v1ModelName}}
 		if s.flavor != "" {
@@ -122,6 +133,8 @@ func (d *driver) addJob(n int, s jobSpec) {
 		switch {
 		case s.cloudInit:
 			model = sdk.V2WorkerModelVSphereSpec{Image: cloudInitTemplate} // no guest account at all
+		case s.instant:
+			model, modelName = sdk.V2WorkerModelVSphereSpec{Image: instantTemplate}, instantTemplate
 		case s.windows:
 			model.Image, modelName, osarch = windowsTemplate, windowsTemplate, "windows/amd64"
 		}
@@ -171,6 +184,10 @@ func (d *driver) workers(ctx context.Context) {
 // userdata wrote goes to the same worker life as a guest-operations launch.
 func (d *driver) cloudInitWorkers(ctx context.Context) {
 	follow(ctx, d.env.CloudInit.WaitForBoots, func(ctx context.Context, b vcsimtest.CloudInitBoot) {
+		if d.parentBoot(b) {
+			return // an instant parent's boot runs no worker (instant.go)
+		}
+		d.noteFork(b)
 		if b.Err != "" || b.CDSConfig == "" {
 			d.log.Warn("demo: cloud-init boot without a worker config", logkey.VM, b.VM, logkey.Err, b.Err)
 			return
@@ -247,7 +264,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc spawn.
 		if clash := d.ipClashLocked(c.VM, st.IPAddress); clash != "" {
 			d.ipClash = append(d.ipClash, clash)
 		}
-		if a, err := inventory.ParseAnnotation(st.Annotation); err == nil && a.IPAddress != "" && a.IPAddress != st.IPAddress {
+		if a := recordOf(st); a != nil && a.IPAddress != "" && a.IPAddress != st.IPAddress {
 			d.ipMismatch = append(d.ipMismatch, fmt.Sprintf("%s: guest reports %q, annotation records %q", c.VM, st.IPAddress, a.IPAddress))
 		}
 	}
@@ -260,7 +277,7 @@ func (d *driver) runWorker(ctx context.Context, c vcsimtest.GuestCall, wc spawn.
 	if st.NumCPU != j.WantCPUs || int64(st.MemoryMB) != j.WantMemoryMB {
 		mark = fmt.Sprintf("MISMATCH, want %d vCPU / %d MB", j.WantCPUs, j.WantMemoryMB)
 	}
-	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress)
+	d.out.job(j, "VM %s, flavor %s: %d vCPU / %d MB (%s), ip %s, worker launched%s", c.VM, j.Flavor, st.NumCPU, st.MemoryMB, mark, st.IPAddress, d.forkNote(j, c.VM))
 
 	// The script downloads the worker first (the models' commands do):
 	// without it a real guest has no worker to start.
@@ -346,6 +363,11 @@ func (d *driver) watchCleanup(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		// A VM created after the listing starts is not in it: only a job
+		// launched before then can be found lost (a fork is launched
+		// within milliseconds of its creation, while a listing waits for
+		// the folder locks of the clones in flight).
+		listed := time.Now()
 		live := map[string]bool{}
 		for _, v := range listVMs(d.env) {
 			live[v.Name] = true
@@ -357,7 +379,7 @@ func (d *driver) watchCleanup(ctx context.Context) {
 				j.Failed = time.Now() // the hatchery gave up and failed it
 				failed = append(failed, j)
 			}
-			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && !live[j.VM] {
+			if j.VM != "" && j.Finished.IsZero() && j.Lost.IsZero() && j.Launched.Before(listed) && !live[j.VM] {
 				j.Lost = time.Now() // destroyed while its worker ran
 				lost = append(lost, j)
 			}
@@ -410,6 +432,9 @@ func (j *jobLife) kind() string {
 	if j.CloudInit {
 		return "v2 cloud-init, flavor " + j.Flavor
 	}
+	if j.Instant {
+		return "v2 instant clone, flavor " + j.Flavor
+	}
 	if j.Windows {
 		return "v2 windows, flavor " + j.Flavor
 	}
@@ -430,6 +455,9 @@ type JobReport struct {
 	// Windows marks a V2 job on the Windows model: its worker is launched
 	// with PowerShell in a (simulated) Windows guest.
 	Windows bool
+	// Instant marks a V2 job on the instant-clone model; Forked, that its
+	// worker's VM was forked from an instant parent (not a fallback clone).
+	Instant, Forked bool
 	// Flavor is the flavor the job resolves to; WantCPUs and WantMemoryMB
 	// its size.
 	Flavor       string
@@ -506,6 +534,9 @@ type SimVM struct {
 	IP         string
 	CPUs       int32                 // config.hardware.numCPU
 	Annotation *inventory.Annotation // nil when not one of ours (annotation, else mirror)
+	// InstantParent: the record marks the VM as an instant parent (its
+	// instant_parent flag, naming the VM itself; instant.go).
+	InstantParent bool
 }
 
 // ListVMs lists the simulator's VMs and templates from its registry.
@@ -535,6 +566,7 @@ func listVMs(env *vcsimtest.Env) []SimVM {
 				}
 				if err == nil {
 					v.Annotation = a
+					v.InstantParent = isParentRecord(a, a.HatcheryName, vm.Name)
 				}
 			}
 		})
@@ -549,6 +581,8 @@ type printer struct {
 	mu    sync.Mutex
 	w     io.Writer
 	start time.Time
+	// quietJobs prints only a job's ERROR lines (a soak).
+	quietJobs bool
 }
 
 func (p *printer) printf(format string, args ...any) {
@@ -558,6 +592,9 @@ func (p *printer) printf(format string, args ...any) {
 }
 
 func (p *printer) job(j *jobLife, format string, args ...any) {
+	if p.quietJobs && !strings.HasPrefix(format, "ERROR") {
+		return
+	}
 	id := j.JobID
 	if len(id) > 8 {
 		id = id[:8]
@@ -595,9 +632,12 @@ func (p *printer) banner(mons, ctls []string, env *vcsimtest.Env, o Options) {
 		}
 		fmt.Fprint(p.w, "\n\n")
 	}
-	if o.Jobs > 0 {
-		fmt.Fprintf(p.w, "feeding %d jobs (V2 flavors small/medium/large and V1 jobs), one every %s\n\n", o.Jobs, o.JobEvery)
-	} else {
+	switch {
+	case o.Soak > 0:
+		fmt.Fprintf(p.w, "soak: feeding a job every %s for %s (every kind of model), then waiting for them to end; one line per sample, no job lines\n\n", o.JobEvery, o.Soak)
+	case o.Jobs > 0:
+		fmt.Fprintf(p.w, "feeding %d jobs (V2 flavors small/medium/large, cloud-init, Windows and instant-clone models, V1 jobs), one every %s\n\n", o.Jobs, o.JobEvery)
+	default:
 		fmt.Fprintf(p.w, "feeding a job every %s until interrupted (Ctrl-C)\n\n", o.JobEvery)
 	}
 }

@@ -242,15 +242,23 @@ func (d *driver) checkRun(rep *Report, smp *sampler, quiet *warnCounter, poolLef
 	}
 	checks = append(checks, Check{Name: "no VM vanished under its worker", Failed: firstOf(lost), Detail: fmt.Sprintf("%d jobs", len(rep.Jobs))})
 
-	// No VM of ours left but the warm pool.
+	// No VM of ours left but the warm pool and the instant parents the
+	// configuration declares (instant.go: parentsLeft).
 	workers, pool := poolLeft()
+	parentsBad, parentKeys := parentsLeft(d.cfg, d.ourParents(), d.instantFlavors())
 	left := ""
 	if len(workers) > 0 {
 		left = fmt.Sprintf("%d worker VMs left: %s", len(workers), strings.Join(workers, ", "))
 	} else if want := poolSize(d.cfg); len(pool) != want {
 		left = fmt.Sprintf("warm pool of %d VMs, want %d", len(pool), want)
+	} else {
+		left = parentsBad
 	}
-	checks = append(checks, Check{Name: "no VM left but the warm pool", Failed: left, Detail: fmt.Sprintf("%d pool VMs", len(pool))})
+	detail := fmt.Sprintf("%d pool VMs", len(pool))
+	if len(parentKeys) > 0 {
+		detail += fmt.Sprintf(", %d instant parents: %s", len(parentKeys), strings.Join(parentKeys, " "))
+	}
+	checks = append(checks, Check{Name: "no VM left but pool and parents", Failed: left, Detail: detail})
 
 	// A healthy run logs no WARN.
 	n, first := quiet.count()
@@ -301,12 +309,12 @@ func (d *driver) jobStatus(j JobReport) string {
 	return st.Status
 }
 
-// ourVMs splits the hatchery's VMs (templates aside) into workers and
-// warm-pool VMs, by name.
+// ourVMs splits the hatchery's VMs (templates and instant parents aside:
+// ourParents) into workers and warm-pool VMs, by name.
 func (d *driver) ourVMs() (workers, pool []string) {
 	name := d.cfg.CommonConfiguration.Name
 	for _, v := range listVMs(d.env) {
-		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name {
+		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name || v.InstantParent {
 			continue
 		}
 		if v.Annotation.Provisioning {
@@ -316,4 +324,31 @@ func (d *driver) ourVMs() (workers, pool []string) {
 		}
 	}
 	return workers, pool
+}
+
+// ourParents lists the hatchery's instant parents, by their records.
+func (d *driver) ourParents() []SimVM {
+	name := d.cfg.CommonConfiguration.Name
+	var out []SimVM
+	for _, v := range listVMs(d.env) {
+		if !v.Template && v.InstantParent && v.Annotation.HatcheryName == name {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// instantFlavors lists the flavors the run's instant jobs asked for.
+func (d *driver) instantFlavors() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	seen := map[string]bool{}
+	var out []string
+	for _, j := range d.order {
+		if j.Instant && !seen[j.Flavor] {
+			seen[j.Flavor] = true
+			out = append(out, j.Flavor)
+		}
+	}
+	return out
 }

@@ -140,7 +140,7 @@ func TestDemoOnce(t *testing.T) {
 		// The warm pool refills after claims: wait for it to settle at its size.
 		ours := func() (workers []string, pool int) {
 			for _, v := range demo.ListVMs(info.Env) {
-				if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != info.Config.CommonConfiguration.Name {
+				if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != info.Config.CommonConfiguration.Name || v.InstantParent {
 					continue
 				}
 				if v.Annotation.Provisioning {

@@ -114,11 +114,11 @@ func (c *lineCounter) waitCount(ctx context.Context, n int) bool {
 	}
 }
 
-// ourLeft lists the VMs of ours other than the warm pool (templates aside)
-// and the warm pool's size.
+// ourLeft lists the VMs of ours other than the warm pool (templates and
+// the demo's instant parents aside) and the warm pool's size.
 func ourLeft(info demo.Info) (workers []demo.SimVM, pool int) {
 	for _, v := range demo.ListVMs(info.Env) {
-		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != info.Config.CommonConfiguration.Name {
+		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != info.Config.CommonConfiguration.Name || v.InstantParent {
 			continue
 		}
 		if v.Annotation.Provisioning && !v.PoweredOn {

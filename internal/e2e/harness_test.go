@@ -77,6 +77,14 @@ func newRigWith(t *testing.T, o demo.SimsOptions) *rig {
 	sims, err := demo.StartSims("", log, o)
 	require.NoError(t, err)
 	t.Cleanup(sims.Close)
+	// The rig's jobs are debian12 and V1 jobs: the demo's instant-clone
+	// model (debian12-instant) is made a linked one, so that no instant
+	// parent runs beside them (the demo's own runs show the parents).
+	for i := range sims.Config.GuestCredentials {
+		if sims.Config.GuestCredentials[i].CloneMode == config.CloneModeInstant {
+			sims.Config.GuestCredentials[i].CloneMode = config.CloneModeDefault
+		}
+	}
 	r := &rig{t: t, sims: sims, logs: logs, log: log, launches: map[string][]string{}, byVM: map[string]int{},
 		queuedAt: map[string]time.Time{}, launchedAt: map[string]time.Time{}}
 	t.Cleanup(func() {
@@ -302,12 +310,12 @@ func launchJob(c vcsimtest.GuestCall) (string, spawn.WorkerConfig, bool) {
 	return "", spawn.WorkerConfig{}, false
 }
 
-// ourVMs splits the hatchery's VMs in the simulator (templates aside):
-// provisioned (warm pool) and workers.
+// ourVMs splits the hatchery's VMs in the simulator (templates and the
+// demo's instant parents aside): provisioned (warm pool) and workers.
 func (r *rig) ourVMs() (pool, workers []demo.SimVM) {
 	name := r.sims.Config.CommonConfiguration.Name
 	for _, v := range demo.ListVMs(r.sims.Env) {
-		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name {
+		if v.Template || v.Annotation == nil || v.Annotation.HatcheryName != name || v.InstantParent {
 			continue
 		}
 		if v.Annotation.Provisioning {

@@ -112,6 +112,15 @@ func TestDecide(t *testing.T) {
 			build: []Key{k}, remove: map[string]string{"p1": "failed: fork failed"}, failedAny: true},
 		{name: "two parents: the older kept", in: Input{Wants: []Want{{Key: k, Version: v1}}, Have: []Parent{up("p2", k, v1, time.Minute), up("p1", k, v1, time.Hour)}},
 			ready: []string{"p1"}, remove: map[string]string{"p2": "a second parent of debian12/default"}},
+		// Two instances of one hatchery name both build a parent at start;
+		// each destroys the younger, powering it off first: the other's
+		// next pass may see it powered off. It is a second parent, not a
+		// failure of the key (no quarantine, no WARN: the demo's
+		// --instances 2 logged 'instant parent quarantined').
+		{name: "two parents, the younger powered off: a second parent, no failure", in: Input{Wants: []Want{{Key: k, Version: v1}},
+			Have:   []Parent{{Name: "p2", Key: k, Version: v1, Created: now.Add(-time.Minute), Power: vctypes.PoweredOff}, up("p1", k, v1, time.Hour)},
+			Failed: map[string]string{"p2": "fork failed"}},
+			ready: []string{"p1"}, remove: map[string]string{"p2": "a second parent of debian12/default"}},
 		{name: "being built: not built twice", in: Input{Wants: want, Building: map[Key]bool{k: true}}, build: []Key{kl}},
 		{name: "quarantined: not built", in: Input{Wants: want, Quarantined: func(x Key) bool { return x == kl }}, build: []Key{k}},
 	}

@@ -88,10 +88,11 @@ type Input struct {
 // Decide is one pass's decision (docs/instant-clones.md): every parent
 // the configuration no longer asks for is destroyed (no instant model
 // uses it); a parent of a template that changed is destroyed (replaced);
-// a failed parent (powered off, suspended, guest gone, or found failed by
-// a spawn) is destroyed and its key quarantined; of two parents of one
-// key the older is kept; every wanted key without a parent, whose
-// template is found, that is not being built nor in quarantine, is built.
+// of two parents of one key the older is kept, the younger destroyed
+// whatever its state; a failed parent (powered off, suspended, guest
+// gone, or found failed by a spawn) is destroyed and its key quarantined;
+// every wanted key without a parent, whose template is found, that is not
+// being built nor in quarantine, is built.
 // A parent whose guest is still coming up is kept but not ready.
 func Decide(in Input) Plan {
 	plan := Plan{Ready: map[Key]Parent{}}
@@ -116,12 +117,16 @@ func Decide(in Input) Plan {
 			reason = "no instant model uses it"
 		case w.Version != "" && p.Version != w.Version:
 			reason = "its template changed: replaced"
+		case served[p.Key]:
+			// Before the failures: a second parent is destroyed whatever
+			// its state, and its state is no failure of the key (another
+			// instance of this hatchery destroying its own duplicate
+			// powers it off first).
+			reason = "a second parent of " + p.Key.String()
 		case in.Failed[p.Name] != "":
 			reason, failed = "failed: "+in.Failed[p.Name], true
 		case p.Failure(in.Now, in.GuestGrace) != "":
 			reason, failed = "failed: "+p.Failure(in.Now, in.GuestGrace), true
-		case served[p.Key]:
-			reason = "a second parent of " + p.Key.String()
 		}
 		if reason != "" {
 			plan.Remove = append(plan.Remove, Removal{Parent: p, Reason: reason, Failed: failed})

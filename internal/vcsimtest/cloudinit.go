@@ -32,6 +32,10 @@ type CloudInitBoot struct {
 	// Windows tells that the VM's guest family is Windows's: the boot
 	// was played as cloudbase-init's (cloudbaseinit.go).
 	Windows bool
+	// Forked tells that the VM is the child of an instant clone
+	// (instantclone.go): its guest took its identity from its own
+	// guestinfo after the fork instead of booting.
+	Forked bool
 }
 
 // FakeCloudInit plays cloud-init's VMware datasource, which the simulator
@@ -65,8 +69,9 @@ func (f *FakeCloudInit) WaitForBoots(ctx context.Context, n int) ([]CloudInitBoo
 	return f.boots.wait(ctx, n)
 }
 
-// powerOn plays the boot of vm; the caller holds vm's lock.
-func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMachine) {
+// powerOn plays the boot of vm (an instant clone's re-identification when
+// forked); the caller holds vm's lock.
+func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMachine, forked bool) {
 	if vm.Config == nil {
 		return
 	}
@@ -74,7 +79,7 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 	if opts[cloudinit.GuestinfoMetadata] == "" {
 		return // no cloud-init datasource: nothing to play
 	}
-	b := CloudInitBoot{VM: vm.Name, Windows: vm.Guest != nil && vm.Guest.GuestFamily == WindowsGuestFamily}
+	b := CloudInitBoot{VM: vm.Name, Windows: vm.Guest != nil && vm.Guest.GuestFamily == WindowsGuestFamily, Forked: forked}
 	ip, fresh := f.play(&b, opts)
 	if ip != "" {
 		if vm.Guest == nil {

@@ -243,7 +243,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 			}
 			setGuest(ctx, vm, true)
 			if !resume {
-				r.env.CloudInit.powerOn(ctx, vm)
+				r.env.CloudInit.powerOn(ctx, vm, fork)
 			}
 		})
 		return
@@ -272,7 +272,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && !r.neverReady(vm) {
 				setGuest(sctx, vm, true)
 				if !resume {
-					r.env.CloudInit.powerOn(sctx, vm)
+					r.env.CloudInit.powerOn(sctx, vm, fork)
 				}
 			}
 		})

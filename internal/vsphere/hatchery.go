@@ -48,6 +48,9 @@ type HatcheryVSphere struct {
 	inv   inventory.Inventory
 	log   *slog.Logger
 	now   func() time.Time
+	// parentsEvery is the instant-parents loop's period
+	// (Options.InstantParentsInterval).
+	parentsEvery time.Duration
 	// metrics counts capacity refusals; nil: not counted.
 	metrics *metrics.Metrics
 	// collector computes the gauges (internal/collector).
@@ -118,6 +121,11 @@ type Options struct {
 	// methods the framework calls answer "not ready" instead of failing on
 	// vCenter (see notReady). Nil: ready at once.
 	Ready <-chan struct{}
+	// InstantParentsInterval is the period of the instant-parents loop
+	// (0: instantParentsInterval, 10 s). The demo shortens it as it
+	// shortens its other loops: a parent built in a pass serves children
+	// from the next pass on.
+	InstantParentsInterval time.Duration
 }
 
 // New builds the hatchery from a validated configuration, whose flavor
@@ -140,6 +148,10 @@ func New(o Options) (*HatcheryVSphere, error) {
 
 		instance:       newInstanceID(),
 		othersFinished: map[string]time.Time{},
+	}
+	h.parentsEvery = o.InstantParentsInterval
+	if h.parentsEvery <= 0 {
+		h.parentsEvery = instantParentsInterval
 	}
 	h.cfg.Store(o.Config)
 	if h.inv == nil {
@@ -244,7 +256,7 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 	loop("kill-disabled-workers", h.conf().KillDisabledWorkersIntervalDuration(), h.killDisabledWorkers)
 	// Started even without instant models: a reload may add some, and
 	// the parents of a model no longer instant are destroyed.
-	loop("instant-parents", instantParentsInterval, h.tendInstantParents)
+	loop("instant-parents", h.parentsEvery, h.tendInstantParents)
 	wg.Wait()
 }
 

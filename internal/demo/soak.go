@@ -1,0 +1,281 @@
+package demo
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/metrics"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The soak (`demo --soak D`, `make soak`, docs/operations.md#soak): the
+// demo's steady trickle of jobs — every kind of model, the warm pool, both
+// placements, the instant model's parents — for D, then the end of a
+// --once run (the jobs fed finish, the checks), with the process's figures
+// sampled all along: live heap, goroutines, open files. It fails when a
+// figure keeps growing (soakLevels) or anything is logged at WARN.
+//
+// The figures are the demo process's: the daemon, and beside it the two
+// simulators and the simulated workers. Whatever of theirs grows counts
+// against the daemon: a false alarm is possible, a hidden leak of the
+// daemon's is not.
+
+// Soak's figures and their tolerances.
+const (
+	// soakSampleEvery is the period of the soak's samples (shorter for a
+	// soak under 15 minutes: a thirtieth of it, at least a second).
+	soakSampleEvery = 30 * time.Second
+	// soakHeapTolerance and soakHeapSlackMB: the late window's largest
+	// live heap may exceed the middle window's by 10 % plus 2 MB.
+	soakHeapTolerance = 0.10
+	soakHeapSlackMB   = 2.0
+	// soakGoroutineTolerance and soakGoroutineSlack: 10 % plus 10
+	// goroutines (the jobs in flight at a sample vary: each is a spawn, a
+	// simulated worker and its requests).
+	soakGoroutineTolerance = 0.10
+	soakGoroutineSlack     = 10
+	// soakFileSlack: 10 open files more (connections of the jobs in
+	// flight, both simulators' listeners).
+	soakFileSlack = 10
+)
+
+// soakSample is the process's figures at one moment.
+type soakSample struct {
+	at         time.Duration // since the soak started
+	heapMB     float64       // live heap after a collection
+	goroutines int
+	files      int // entries of /proc/self/fd (-1: not readable)
+	done       int // jobs done (worker ran, VM destroyed) by then
+}
+
+// soakMeter samples the process all along a soak.
+type soakMeter struct {
+	start time.Time
+	every time.Duration
+	done  func() int
+
+	mu      sync.Mutex
+	samples []soakSample
+}
+
+func newSoakMeter(d time.Duration, done func() int) *soakMeter {
+	every := soakSampleEvery
+	if d < 15*time.Minute {
+		every = max(d/30, time.Second)
+	}
+	return &soakMeter{start: time.Now(), every: every, done: done}
+}
+
+// run samples every m.every until ctx ends, and calls progress after each
+// sample.
+func (m *soakMeter) run(ctx context.Context, progress func(soakSample)) {
+	t := time.NewTicker(m.every)
+	defer t.Stop()
+	progress(m.sample())
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			progress(m.sample())
+		}
+	}
+}
+
+// readFigures reads the live heap (runtime/metrics' /gc/heap/live:bytes
+// after a forced collection: the heap marked live, not the garbage not yet
+// collected), the goroutines and the open files.
+func readFigures() (heapMB float64, goroutines, files int) {
+	runtime.GC()
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}}
+	metrics.Read(s)
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		heapMB = float64(s[0].Value.Uint64()) / (1 << 20)
+	}
+	if s[1].Value.Kind() == metrics.KindUint64 {
+		goroutines = int(s[1].Value.Uint64())
+	}
+	files = -1
+	if fds, err := os.ReadDir("/proc/self/fd"); err == nil {
+		files = len(fds)
+	}
+	return heapMB, goroutines, files
+}
+
+// sample takes one sample and keeps it.
+func (m *soakMeter) sample() soakSample {
+	heap, g, f := readFigures()
+	s := soakSample{at: time.Since(m.start), heapMB: heap, goroutines: g, files: f, done: m.done()}
+	m.mu.Lock()
+	m.samples = append(m.samples, s)
+	m.mu.Unlock()
+	return s
+}
+
+// all returns the samples taken.
+func (m *soakMeter) all() []soakSample {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return append([]soakSample(nil), m.samples...)
+}
+
+// soakLevels is the soak's growth check over samples of a soak that fed
+// jobs for d. A figure levels off when its largest value in the late
+// window (the last third of d, and the samples after it: the drain) is at
+// most its largest value in the middle window (the second third) plus the
+// figure's tolerance; the first third is the warm-up (the warm pool, the
+// instant parents, the connections and caches fill) and is not compared.
+// A leak that grows with the jobs keeps growing from the middle window to
+// the late one; a figure that found its level does not.
+func soakLevels(samples []soakSample, d time.Duration) Check {
+	c := Check{Name: "figures level off"}
+	var mid, late []soakSample
+	for _, s := range samples {
+		switch {
+		case s.at > 2*d/3:
+			late = append(late, s)
+		case s.at > d/3:
+			mid = append(mid, s)
+		}
+	}
+	if len(mid) == 0 || len(late) == 0 {
+		c.Failed = fmt.Sprintf("too few samples: %d in the middle third, %d in the late one", len(mid), len(late))
+		return c
+	}
+	maxOf := func(ss []soakSample, f func(soakSample) float64) float64 {
+		m := f(ss[0])
+		for _, s := range ss[1:] {
+			m = max(m, f(s))
+		}
+		return m
+	}
+	var bad, detail []string
+	figure := func(name, unit string, f func(soakSample) float64, tol, slack float64) {
+		m, l := maxOf(mid, f), maxOf(late, f)
+		limit := m*(1+tol) + slack
+		detail = append(detail, fmt.Sprintf("%s %.4g→%.4g%s", name, m, l, unit))
+		if l > limit {
+			bad = append(bad, fmt.Sprintf("%s: late max %.4g%s above the middle max %.4g%s + %.0f %% + %.4g", name, l, unit, m, unit, tol*100, slack))
+		}
+	}
+	figure("heap", " MB", func(s soakSample) float64 { return s.heapMB }, soakHeapTolerance, soakHeapSlackMB)
+	figure("goroutines", "", func(s soakSample) float64 { return float64(s.goroutines) }, soakGoroutineTolerance, soakGoroutineSlack)
+	if samples[0].files >= 0 {
+		figure("open files", "", func(s soakSample) float64 { return float64(s.files) }, 0, soakFileSlack)
+	}
+	c.Failed = firstOf(bad)
+	c.Detail = "max middle→late third: " + strings.Join(detail, ", ")
+	return c
+}
+
+// soakLine is the soak's summary: jobs done, minutes fed, and each figure
+// from the first sample (the daemon just ready) to the last (every job
+// ended), with the records logged at WARN.
+func soakLine(samples []soakSample, jobs int, d time.Duration, warns int64) string {
+	first, last := samples[0], samples[len(samples)-1]
+	files := "open files n/a"
+	if first.files >= 0 {
+		files = fmt.Sprintf("open files %d→%d", first.files, last.files)
+	}
+	return fmt.Sprintf("soak: %d jobs in %s min; heap %.1f→%.1f MB; goroutines %d→%d; %s; WARN %d",
+		jobs, strconv.FormatFloat(d.Minutes(), 'f', -1, 64), first.heapMB, last.heapMB, first.goroutines, last.goroutines, files, warns)
+}
+
+// soakRun is a soak's state in the driver (nil outside a soak).
+type soakRun struct {
+	d     time.Duration
+	start time.Time
+	meter *soakMeter
+	// fed is the number of jobs fed once the feeding stopped, -1 before.
+	fed atomic.Int64
+	// held counts the feeder's periods spent waiting (soakWait).
+	held atomic.Int64
+}
+
+func newSoakRun(d time.Duration, done func() int) *soakRun {
+	s := &soakRun{d: d, start: time.Now(), meter: newSoakMeter(d, done)}
+	s.fed.Store(-1)
+	return s
+}
+
+// soakBacklog is the most jobs a soak keeps fed but not ended: the
+// trickle waits while that many are in hand, so that a machine slower
+// than the trickle (a busy one) holds a steady load instead of a queue
+// that grows with the run, which would grow the heap with it.
+const soakBacklog = 12
+
+// soakWait holds the feeder of a soak while soakBacklog jobs are fed but
+// not ended, polling every period (the jobs' ends have no signal of
+// their own for the feeder); false when ctx ended.
+func (d *driver) soakWait(ctx context.Context, period time.Duration) bool {
+	if d.soak == nil {
+		return true
+	}
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		rep := d.report()
+		if len(rep.Jobs)-rep.Done()-rep.Failed() < soakBacklog || time.Since(d.soak.start) >= d.soak.d {
+			return true
+		}
+		d.soak.held.Add(1)
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// soakOver tells the feeder, about to feed job i (0-based), that the soak's
+// time is over: the jobs fed are i, and the run now ends as a --once run.
+func (d *driver) soakOver(i int) bool {
+	if d.soak == nil || time.Since(d.soak.start) < d.soak.d {
+		return false
+	}
+	d.soak.fed.Store(int64(i))
+	d.out.printf("soak: %s over, %d jobs fed; waiting for them to end", d.soak.d, i)
+	d.signal()
+	return true
+}
+
+// jobsWanted is how many jobs a --once run waits for: Options.Jobs, or for
+// a soak the jobs fed once the feeding stopped (-1 before: not yet).
+func (d *driver) jobsWanted() int {
+	if d.soak == nil {
+		return d.o.Jobs
+	}
+	return int(d.soak.fed.Load())
+}
+
+// runSoakMeter samples the process until ctx ends, with a progress line
+// per sample (the soak prints no job lines).
+func (d *driver) runSoakMeter(ctx context.Context) {
+	d.soak.meter.run(ctx, func(s soakSample) {
+		files := ""
+		if s.files >= 0 {
+			files = fmt.Sprintf("; open files %d", s.files)
+		}
+		d.out.printf("soak %s: %d jobs done; heap %.1f MB; goroutines %d%s; feeder held %d times (%d jobs in hand)", s.at.Round(time.Second), s.done, s.heapMB, s.goroutines, files, d.soak.held.Load(), d.inHand())
+	})
+}
+
+// soakChecks ends a soak: a last sample (every job ended), the growth
+// check, and the soak's summary line for after the checks.
+func (d *driver) soakChecks(quiet *warnCounter) (Check, string) {
+	d.soak.meter.sample()
+	samples := d.soak.meter.all()
+	n, _ := quiet.count()
+	return soakLevels(samples, d.soak.d), soakLine(samples, d.jobsWanted(), d.soak.d, n)
+}
+
+// inHand counts the jobs fed and not ended.
+func (d *driver) inHand() int {
+	rep := d.report()
+	return len(rep.Jobs) - rep.Done() - rep.Failed()
+}
