@@ -259,6 +259,8 @@ func Run(ctx context.Context, o Options) error {
 		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
+		// upstream's workerLogsOptions (config_upstream.go), read at start.
+		WorkerLog: cfg.WorkerLog(),
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
