@@ -267,6 +267,7 @@ func decodeError(err error, secrets []string) error {
 // once (a misspelt table is reported, not every key inside it).
 func unknownKeys(md toml.MetaData, undecoded []toml.Key, flavorsMapForm bool) Errors {
 	tree := configKeys()
+	tree.addUpstream()
 	var out Errors
 	reported := map[string]bool{}
 	for _, k := range undecoded {

@@ -480,3 +480,18 @@ func portString(p int) string {
 	}
 	return strconv.Itoa(p)
 }
+
+// addUpstream adds upstream's keys to the tree, so that a typo of a key
+// only upstream has gets its "did you mean".
+func (tree configKeyTree) addUpstream() {
+	for _, u := range upstreamKeys {
+		parent := KeyPrefix
+		for _, seg := range strings.Split(u.Path, ".") {
+			name := strings.TrimSuffix(seg, "[]")
+			if !slices.Contains(tree[parent], name) {
+				tree[parent] = append(tree[parent], name)
+			}
+			parent += "." + seg
+		}
+	}
+}
