@@ -385,10 +385,14 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 		{"finishedWorkerGracePeriod", &cfg.FinishedWorkerGracePeriod, def.FinishedWorkerGracePeriod},
 		{"workerProvisioningPoolSize", &cfg.WorkerProvisioningPoolSize, def.WorkerProvisioningPoolSize},
 	}
+	defaulted := map[string]string{}
 	for _, z := range zeros {
-		if defined(z.key) && *z.v == 0 && z.def != 0 {
+		if defined(z.key) && *z.v == 0 {
 			*z.v = z.def
-			note(z.key, "0 is upstream's \"the default\": this hatchery's default, %d%s", z.def, zeroWhy(z.key))
+			defaulted[z.key] = fmt.Sprintf("0 is upstream's \"the default\": this hatchery's default, %d%s", z.def, zeroWhy(z.key))
+			if z.def != 0 {
+				note(z.key, "%s", defaulted[z.key])
+			}
 		}
 	}
 
@@ -417,27 +421,53 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 		}
 		seen[rel] = true
 		what := string(u.Action)
+		set := !p.valueAt(u.Path).IsZero()
 		switch u.Action {
 		case UpstreamMapped:
 			what += " to " + KeyPrefix + "." + u.Target
 		case UpstreamZeroDefault:
-			what = "kept (0: this hatchery's default)"
+			what = string(UpstreamKept)
+			if d, ok := defaulted[rel]; ok {
+				what = d
+			}
 		}
-		if u.Why != "" {
+		if u.Why != "" && u.Action != UpstreamZeroDefault {
 			what += ": " + u.Why
 		}
-		p.rep.Keys = append(p.rep.Keys, UpstreamNote{Key: KeyPrefix + "." + rel, What: what})
-		if u.Action == UpstreamUnused || u.Action == UpstreamMapped {
-			p.rep.Notes = append(p.rep.Notes, UpstreamNote{Key: KeyPrefix + "." + rel, What: what})
+		if (u.Action == UpstreamMapped || u.Action == UpstreamWorkerLog) && !set {
+			what += " (not set: nothing to map)"
 		}
-		if u.Action == UpstreamWorkerLog && !seen["workerLogsOptions"] {
-			seen["workerLogsOptions"] = true
-			note("commonConfiguration.provision.workerLogsOptions", "passed to the workers in their configuration (log level, graylog, syslog)")
+		p.rep.Keys = append(p.rep.Keys, UpstreamNote{Key: KeyPrefix + "." + u.Path, What: what})
+		if u.Action == UpstreamUnused || (u.Action == UpstreamMapped && set) {
+			p.rep.Notes = append(p.rep.Notes, UpstreamNote{Key: KeyPrefix + "." + u.Path, What: what})
 		}
+	}
+	if cfg.workerLog != (spawn.WorkerLogConfig{}) {
+		note("commonConfiguration.provision.workerLogsOptions", "passed to the workers in their configuration (log level, graylog, syslog)")
 	}
 	if p.rep.Engine || len(p.rep.Notes) > 0 {
 		cfg.upstream = p.rep
 	}
+}
+
+// valueAt is the value of an upstream-only key (its path relative to
+// KeyPrefix) as the upstream pass decoded it; the zero Value's IsZero
+// cannot be called, so a key of the native decoding gives a zero int.
+func (p *upstreamPass) valueAt(path string) reflect.Value {
+	v := reflect.ValueOf(p.up.Hatchery.VSphere)
+	for _, seg := range strings.Split(path, ".") {
+		found := false
+		for i := 0; v.Kind() == reflect.Struct && i < v.NumField(); i++ {
+			if n, _, _ := strings.Cut(v.Type().Field(i).Tag.Get("toml"), ","); n == seg {
+				v, found = v.Field(i), true
+				break
+			}
+		}
+		if !found {
+			return reflect.ValueOf(0)
+		}
+	}
+	return v
 }
 
 // zeroWhy is the reason shown with a 0 given its default meaning.
