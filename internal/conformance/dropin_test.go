@@ -103,7 +103,9 @@ func (s *suite) upstreamFile(t *testing.T, env *vcsimtest.Env) string {
 // without resourcePoolString) is ambiguous.
 func (s *suite) dropInEnv(t *testing.T) *vcsimtest.Env {
 	t.Helper()
-	guests := filepath.Join(s.dir, "guests-dropin")
+	// Short: the worker's plugins listen on unix sockets under the
+	// launch's directory, whose path may not exceed 108 bytes.
+	guests := filepath.Join(s.dir, "gd")
 	if err := os.MkdirAll(guests, 0o755); err != nil {
 		t.Fatal(err)
 	}
