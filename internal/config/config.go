@@ -9,11 +9,13 @@ import (
 // key). Defaults live in Default, checks in Validate; fields
 // in seconds or minutes are read through the Duration accessors.
 type Config struct {
-	// upstream is what the loader did with the file's upstream forms and
-	// workerLog the workers' log configuration read from them
-	// (config_upstream.go); unexported: no key of their own.
+	// upstream is what the loader did with the file's upstream forms,
+	// workerLog the workers' log configuration and osArch the V2 queue's
+	// os/arch read from them (config_upstream.go); unexported: no key of
+	// their own.
 	upstream  *UpstreamReport
 	workerLog spawn.WorkerLogConfig
+	osArch    []string
 
 	CommonConfiguration hatchery.CommonConfiguration `mapstructure:"commonConfiguration" toml:"commonConfiguration" json:"commonConfiguration"`
 

@@ -37,6 +37,9 @@ const (
 	UpstreamMapped UpstreamAction = "mapped"
 	// UpstreamWorkerLog: handed to the workers in their configuration.
 	UpstreamWorkerLog UpstreamAction = "passed to the workers"
+	// UpstreamHonoured: no key of this hatchery, but used with upstream's
+	// meaning (Config.OSArch).
+	UpstreamHonoured UpstreamAction = "honoured"
 	// UpstreamUnused: accepted, no effect here.
 	UpstreamUnused UpstreamAction = "accepted, unused"
 )
@@ -57,7 +60,7 @@ type UpstreamKey struct {
 // (internal/config/testdata/upstream-engine-vsphere.toml).
 var upstreamKeys = []UpstreamKey{
 	{Path: "commonConfiguration.name", Action: UpstreamKept},
-	{Path: "commonConfiguration.osArch", Action: UpstreamUnused, Why: "this hatchery does not filter the V2 queue by os/arch: it takes a V2 job whose spec.image names a template it may clone (v2TemplateNames), whatever the model's os/arch; empty, upstream's default, filters nothing either"},
+	{Path: "commonConfiguration.osArch", Action: UpstreamHonoured, Why: "the os/arch of the V2 jobs the queue listing asks the API for; empty asks for none, and the API lists linux/amd64 jobs"},
 	{Path: "commonConfiguration.rsaPrivateKey", Action: UpstreamKept},
 	{Path: "commonConfiguration.url", Action: UpstreamKept},
 	{Path: "commonConfiguration.http.addr", Action: UpstreamKept},
@@ -181,6 +184,11 @@ func (c *Config) Upstream() *UpstreamReport {
 // (upstream's commonConfiguration.provision.workerLogsOptions). It holds
 // graylog's extraValue, which may be a token: never log it.
 func (c *Config) WorkerLog() spawn.WorkerLogConfig { return c.workerLog }
+
+// OSArch are the os/arch of the V2 jobs the queue listing asks for
+// (upstream's commonConfiguration.osArch); empty: the API's default,
+// linux/amd64.
+func (c *Config) OSArch() []string { return slices.Clone(c.osArch) }
 
 // upstreamRoot is the second decoding of the document: the keys only
 // upstream has.
@@ -371,6 +379,7 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 	if defined("commonConfiguration.osArch") || defined("commonConfiguration.http.headerXForwardedFor") {
 		p.rep.Engine = true
 	}
+	cfg.osArch = slices.Clone(up.OSArch)
 
 	// 0, upstream's "the default".
 	zeros := []struct {
@@ -421,7 +430,8 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 		}
 		seen[rel] = true
 		what := string(u.Action)
-		set := !p.valueAt(u.Path).IsZero()
+		v := p.valueAt(u.Path)
+		set := !v.IsZero() && (v.Kind() != reflect.Slice || v.Len() > 0)
 		switch u.Action {
 		case UpstreamMapped:
 			what += " to " + KeyPrefix + "." + u.Target
@@ -438,7 +448,7 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 			what += " (not set: nothing to map)"
 		}
 		p.rep.Keys = append(p.rep.Keys, UpstreamNote{Key: KeyPrefix + "." + u.Path, What: what})
-		if u.Action == UpstreamUnused || (u.Action == UpstreamMapped && set) {
+		if u.Action == UpstreamUnused || ((u.Action == UpstreamMapped || u.Action == UpstreamHonoured) && set) {
 			p.rep.Notes = append(p.rep.Notes, UpstreamNote{Key: KeyPrefix + "." + u.Path, What: what})
 		}
 	}

@@ -262,6 +262,9 @@ func TestUpstreamKeyTable(t *testing.T) {
 				b, err := json.Marshal(cfg.WorkerLog())
 				require.NoError(t, err)
 				assert.Contains(t, string(b), strings.Trim(fmt.Sprint(want), "\""), "in the workers' log configuration")
+			case UpstreamHonoured:
+				require.Equal(t, "commonConfiguration.osArch", u.Path, "the one honoured key")
+				assert.Equal(t, want, cfg.OSArch(), "the V2 queue's os/arch")
 			case UpstreamUnused:
 				assert.Contains(t, notesText(cfg.Upstream()), KeyPrefix+"."+u.Path+": accepted, unused: ", "named with why")
 			default:

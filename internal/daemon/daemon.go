@@ -162,8 +162,10 @@ func Run(ctx context.Context, o Options) error {
 		PublicKey:             pub,
 		Region:                cc.Provision.Region,
 		IgnoreJobWithNoRegion: cc.Provision.IgnoreJobWithNoRegion,
-		Version:               o.Version,
-		Logger:                log,
+		// upstream's commonConfiguration.osArch (config_upstream.go).
+		OSArch:  cfg.OSArch(),
+		Version: o.Version,
+		Logger:  log,
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
