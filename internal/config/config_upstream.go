@@ -45,9 +45,10 @@ const (
 )
 
 // UpstreamKey is one key of upstream's [hatchery.vsphere] at the CDS
-// commit the conformance peer is built from (/work/shared/cds-real
-// VERSION): its path relative to KeyPrefix (array elements "[]"), what
-// this hatchery does with it, the key it maps to, and why.
+// commit the conformance suite's peer is built from (the one named in the
+// header of testdata/upstream-engine-vsphere.toml): its path relative to
+// KeyPrefix (array elements "[]"), what this hatchery does with it, the
+// key it maps to, and why.
 type UpstreamKey struct {
 	Path   string
 	Action UpstreamAction
