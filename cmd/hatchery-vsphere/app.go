@@ -43,7 +43,9 @@ func newApp() *app {
 const usage = `usage: hatchery-vsphere <command> [flags]
 
 commands:
-  start --config FILE         run the hatchery (SIGTERM/SIGINT stop it)
+  start [hatchery:vsphere] --config FILE
+                              run the hatchery (SIGTERM/SIGINT stop it); FILE may be a CDS
+                              engine file as upstream's hatchery reads it (docs/coexistence.md)
   demo [--jobs N] [--once] [--listen ADDR:PORT]
                               run the hatchery against in-process vCenter and CDS simulators
                               (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo)

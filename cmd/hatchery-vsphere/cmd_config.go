@@ -69,6 +69,7 @@ func (a *app) cmdConfig(ctx context.Context, args []string) int {
 		for _, n := range cfg.BootstrapNotes() {
 			fmt.Fprintln(a.stdout, "  "+n)
 		}
+		printUpstream(a.stdout, cfg.Upstream())
 		return exitOK
 	default:
 		fmt.Fprintf(a.stderr, "config: unknown subcommand %q (want new or check)\n", args[0])
@@ -183,4 +184,25 @@ func (a *app) flagSet(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(a.stderr)
 	return fs
+}
+
+// printUpstream writes, for a CDS engine file, what this hatchery does with
+// it: the ignored sections, the placeholders and zeros, then every upstream
+// key the file sets (docs/coexistence.md).
+func printUpstream(w io.Writer, rep *config.UpstreamReport) {
+	if !rep.Engine && len(rep.Notes) == 0 {
+		return
+	}
+	if len(rep.Notes) > 0 {
+		fmt.Fprintln(w, "upstream CDS engine file: what differs")
+		for _, n := range rep.Notes {
+			fmt.Fprintln(w, "  "+n.String())
+		}
+	}
+	if rep.Engine {
+		fmt.Fprintln(w, "upstream keys of [hatchery.vsphere]: what this hatchery does with each")
+		for _, n := range rep.Keys {
+			fmt.Fprintln(w, "  "+n.String())
+		}
+	}
 }

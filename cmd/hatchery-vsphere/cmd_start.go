@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -32,13 +34,44 @@ var runStart StartFunc = func(ctx context.Context, cfg *config.Config, logger *s
 		Notify: sdnotify.FromEnv(os.LookupEnv), WatchdogInterval: wd})
 }
 
-// cmdStart is `start --config FILE [--log-level LEVEL]`: load and validate,
+// upstreamService is the argument operators' units give upstream's engine
+// (`engine start hatchery:vsphere --config FILE`): accepted before or
+// after the flags, so that only the binary changes.
+const upstreamService = "hatchery:vsphere"
+
+// serviceArg drops upstream's service argument from the head of args;
+// another service name is refused (false) with a line saying why.
+func (a *app) serviceArg(args []string) ([]string, bool) {
+	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
+		return args, true
+	}
+	if args[0] == upstreamService {
+		return args[1:], true
+	}
+	if strings.Contains(args[0], ":") || slices.Contains([]string{"api", "cdn", "ui", "hooks", "repositories", "elasticsearch", "migrate", "vcs"}, args[0]) {
+		fmt.Fprintf(a.stderr, "start: this binary runs only %s (upstream's service name), not %q\n", upstreamService, args[0])
+		return nil, false
+	}
+	return args, true
+}
+
+// cmdStart is `start [hatchery:vsphere] --config FILE [--log-level LEVEL]`: load and validate,
 // log the redacted configuration at debug level, then run the start hook.
 func (a *app) cmdStart(ctx context.Context, args []string) int {
 	fs := a.flagSet("start")
 	path := fs.String("config", "", "configuration file (required)")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
-	if fs.Parse(args) != nil || fs.NArg() > 0 {
+	args, ok := a.serviceArg(args)
+	if !ok {
+		return exitUsage
+	}
+	if fs.Parse(args) != nil {
+		return exitUsage
+	}
+	if rest, ok := a.serviceArg(fs.Args()); !ok || len(rest) > 0 {
+		if ok {
+			fmt.Fprintf(a.stderr, "start: unexpected argument %q\n", rest[0])
+		}
 		return exitUsage
 	}
 	if *path == "" {
@@ -72,6 +105,11 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 	setLogLevel(cfg.LogLevel)
 	logger := a.logger(levelVar)
 	logger.Info("configuration loaded", "config", *path, "hatchery", cfg.CommonConfiguration.Name, "endpoint", cfg.Endpoint, "version", version)
+	// A CDS engine file: what is done with upstream's forms, one line each
+	// (docs/coexistence.md).
+	for _, n := range cfg.Upstream().Notes {
+		logger.Info("upstream configuration", "key", n.Key, "reason", n.What)
+	}
 	logger.Debug("configuration", "config", cfg.Redacted())
 	reload := func() (*config.Config, error) { return config.LoadAndValidate(*path, a.loadOptions()) }
 	if err := a.start(ctx, cfg, logger, reload, setLogLevel); err != nil && !errors.Is(err, context.Canceled) {

@@ -2,12 +2,21 @@ package config
 
 import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // Config is [hatchery.vsphere] (docs/configuration.md lists every
 // key). Defaults live in Default, checks in Validate; fields
 // in seconds or minutes are read through the Duration accessors.
 type Config struct {
+	// upstream is what the loader did with the file's upstream forms,
+	// workerLog the workers' log configuration and osArch the V2 queue's
+	// os/arch read from them (config_upstream.go); unexported: no key of
+	// their own.
+	upstream  *UpstreamReport
+	workerLog spawn.WorkerLogConfig
+	osArch    []string
+
 	CommonConfiguration hatchery.CommonConfiguration `mapstructure:"commonConfiguration" toml:"commonConfiguration" json:"commonConfiguration"`
 
 	// vCenter connection. Password is a secret: never logged or shown.

@@ -149,15 +149,23 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 		return nil, nil, errors.New("no [hatchery.vsphere] table: the configuration must be under [hatchery.vsphere] (print a reference with `hatchery-vsphere config new`)")
 	}
 	cfg := root.Hatchery.VSphere.Config
+	// A CDS engine file: the keys only upstream has, its other sections
+	// and placeholders (config_upstream.go).
+	up, err := decodeUpstream(data, envSecrets)
+	if err != nil {
+		return nil, nil, err
+	}
 
 	mapForm, err := decodeFlavors(md, root.Hatchery.VSphere.RawFlavors, &cfg)
 	if err != nil {
 		return nil, nil, errors.New(scrubString(err.Error(), envSecrets))
 	}
+	undecoded := up.filterUnknown(md)
+	up.apply(md, &cfg)
 	cfg.Normalize()
 	external.apply(&cfg)
 
-	problems := append(unknownKeys(md, mapForm), caseDuplicates(md)...)
+	problems := append(unknownKeys(md, undecoded, mapForm), caseDuplicates(md)...)
 	problems = append(problems, external.problems...)
 	return &cfg, problems.scrub(append(envSecrets, cfg.secrets()...)), nil
 }
@@ -254,13 +262,15 @@ func decodeError(err error, secrets []string) error {
 	return errors.New(b.String())
 }
 
-// unknownKeys reports the keys of the file nothing decoded, each once (a
-// misspelt table is reported, not every key inside it).
-func unknownKeys(md toml.MetaData, flavorsMapForm bool) Errors {
+// unknownKeys reports the keys of the file nothing decoded (undecoded: the
+// metadata's, less upstream's keys and other services' sections), each
+// once (a misspelt table is reported, not every key inside it).
+func unknownKeys(md toml.MetaData, undecoded []toml.Key, flavorsMapForm bool) Errors {
 	tree := configKeys()
+	tree.addUpstream()
 	var out Errors
 	reported := map[string]bool{}
-	for _, k := range md.Undecoded() {
+	for _, k := range undecoded {
 		path := k.String()
 		skip := false
 		for i := 1; i < len(k) && !skip; i++ {

@@ -175,8 +175,11 @@ func TestLoadConfigUnknownKeys(t *testing.T) {
 			[]string{"hatchery.vsphere.flavors.memory: unknown key (did you mean memoryMB?)"}},
 		{"unknown table reported once", "[hatchery.vsphere]\n[hatchery.vsphere.extra]\na = 1\nb = 2\n",
 			[]string{"hatchery.vsphere.extra: unknown key"}},
-		{"key outside the table", "[hatchery.vsphere]\n[hatchery.openstack]\nx = 1\n",
-			[]string{"hatchery.openstack: unknown key (this file holds only [hatchery.vsphere])"}},
+		// A table of another CDS service ([hatchery.openstack], [api]) is
+		// ignored (config_upstream_test.go); a plain key outside any table
+		// is no service's.
+		{"key outside the table", "x = 1\n[hatchery.vsphere]\n",
+			[]string{"x: unknown key (this file holds only [hatchery.vsphere])"}},
 		{"every unknown key at once", "[hatchery.vsphere]\nusr = \"a\"\nendpont = \"b\"\n",
 			[]string{"hatchery.vsphere.usr: unknown key (did you mean user?)", "hatchery.vsphere.endpont: unknown key (did you mean endpoint?)"}},
 	}

@@ -162,12 +162,17 @@ func writeConfig(dir string, env *vcsimtest.Env, p *peer, monPort int, proxy str
 // startDaemon starts bin with the configuration and the secrets, and
 // waits for /mon/status to answer.
 func startDaemon(ctx context.Context, bin, cfgPath, logPath string, env []string, monPort int) (*daemon, error) {
+	return startDaemonArgs(ctx, bin, []string{"start", "--config", cfgPath}, logPath, env, monPort)
+}
+
+// startDaemonArgs is startDaemon with the command line's arguments.
+func startDaemonArgs(ctx context.Context, bin string, args []string, logPath string, env []string, monPort int) (*daemon, error) {
 	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return nil, err
 	}
 	fmt.Fprintf(logf, "==== start %s\n", time.Now().Format(time.RFC3339Nano))
-	cmd := exec.Command(bin, "start", "--config", cfgPath)
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	if err := cmd.Start(); err != nil {

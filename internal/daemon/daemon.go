@@ -165,8 +165,10 @@ func Run(ctx context.Context, o Options) error {
 		PublicKey:             pub,
 		Region:                cc.Provision.Region,
 		IgnoreJobWithNoRegion: cc.Provision.IgnoreJobWithNoRegion,
-		Version:               o.Version,
-		Logger:                log,
+		// upstream's commonConfiguration.osArch (config_upstream.go).
+		OSArch:  cfg.OSArch(),
+		Version: o.Version,
+		Logger:  log,
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)
@@ -262,6 +264,8 @@ func Run(ctx context.Context, o Options) error {
 		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
 
 		DisableV2QueuePolling: cfg.DisableV2QueuePolling,
+		// upstream's workerLogsOptions (config_upstream.go), read at start.
+		WorkerLog: cfg.WorkerLog(),
 	})
 	if err != nil {
 		return fmt.Errorf("run daemon: %w", err)

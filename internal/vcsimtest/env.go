@@ -147,6 +147,12 @@ type Options struct {
 	// where they are (the DC0_C0 cluster, DatastoreName). It adds ~0.17 s
 	// to the Env's start (0.35 s -> 0.53 s).
 	Placements bool
+	// NoStandaloneHost leaves out the simulator's standalone host (DC0_H0)
+	// and its resource pool: the datacenter's one resource pool is then
+	// the cluster's, and a finder's default resource pool resolves (for a
+	// configuration without resourcePoolString, as upstream CDS
+	// hatchery files are: internal/conformance/dropin_test.go).
+	NoStandaloneHost bool
 	// Runner, when set, runs what the hatchery launches in a guest as
 	// processes on this machine and powers the VM off when they end
 	// (GuestRunner, guestexec.go): for tests against a real CDS worker.
@@ -262,6 +268,9 @@ func New(o Options) (*Env, error) {
 
 	m := simulator.VPX()
 	m.Machine = 0 // no stock VMs: the datacenter holds what the test puts there
+	if o.NoStandaloneHost {
+		m.Host = 0
+	}
 	// vcsim v0.56.0 models share their default OptionManager settings, and
 	// NewServer rewrites the "*.uri" ones: two Envs starting at once race.
 	newServerMu.Lock()

@@ -139,11 +139,15 @@ func v2JobPath(region, id, suffix string) string {
 	return "/v2/queue/" + seg(region) + "/job/" + seg(id) + suffix
 }
 
-// V2QueueJobs lists the waiting V2 jobs of the region: GET /v2/queue/{region}.
-// An unknown region answers 404.
+// V2QueueJobs lists the waiting V2 jobs of the region: GET /v2/queue/{region},
+// with an osarch parameter per Config.OSArch. An unknown region answers 404.
 func (c *Client) V2QueueJobs(ctx context.Context, region string) ([]sdk.V2WorkflowRunJob, error) {
 	var jobs []sdk.V2WorkflowRunJob
-	if err := c.call(ctx, v2, http.MethodGet, "/v2/queue/"+seg(region), nil, nil, &jobs); err != nil {
+	var query url.Values
+	if len(c.cfg.OSArch) > 0 {
+		query = url.Values{"osarch": c.cfg.OSArch}
+	}
+	if err := c.call(ctx, v2, http.MethodGet, "/v2/queue/"+seg(region), query, nil, &jobs); err != nil {
 		return nil, fmt.Errorf("v2 queue %s: %w", region, err)
 	}
 	return jobs, nil

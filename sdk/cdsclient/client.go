@@ -70,6 +70,11 @@ type Config struct {
 	Version string
 	// ModelType is the V2 hatchery type ("vsphere" when empty).
 	ModelType string
+	// OSArch are the os/arch ("linux/amd64") of the V2 jobs the queue
+	// listing asks for (one osarch parameter each, as upstream's
+	// commonConfiguration.osArch); empty sends none and the API lists its
+	// default, linux/amd64.
+	OSArch []string
 	// Logger receives debug and warning lines; slog.Default when nil.
 	Logger *slog.Logger
 	// HTTPClient replaces the HTTP client (tests); its Timeout is left alone.

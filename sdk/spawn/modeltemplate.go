@@ -67,8 +67,8 @@ type ModelTemplateData struct {
 	GraylogHost     string
 	GraylogPort     int
 	GraylogExtraKey string
-	// GraylogExtraValue is kept for models that use it: this hatchery has
-	// no such setting, it is always empty.
+	// GraylogExtraValue is graylog's extraValue (upstream's
+	// workerLogsOptions.graylog.extraValue); it may be a token.
 	GraylogExtraValue string
 	// WorkerBinary is where the default V2 commands put the worker
 	// (the constant WorkerBinary).
@@ -110,10 +110,12 @@ func NewModelTemplateData(wc WorkerConfig, model sdk.WorkerStarterWorkerModel, t
 		GraylogHost:     wc.Log.GraylogHost,
 		GraylogPort:     port,
 		GraylogExtraKey: wc.Log.GraylogExtraKey,
-		WorkerBinary:    WorkerBinary,
-		InjectEnvVars:   wc.InjectEnvVars,
-		Config:          wc.EncodeBase64(),
-		OSArch:          osarch,
+		// A token, maybe: only rendered into the model's commands, as upstream does.
+		GraylogExtraValue: wc.Log.GraylogExtraValue,
+		WorkerBinary:      WorkerBinary,
+		InjectEnvVars:     wc.InjectEnvVars,
+		Config:            wc.EncodeBase64(),
+		OSArch:            osarch,
 	}
 }
 

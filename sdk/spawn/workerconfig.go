@@ -5,13 +5,21 @@ import (
 	"encoding/json"
 )
 
-// WorkerLogConfig tells the worker where to send its logs.
+// WorkerLogConfig tells the worker where to send its logs. The CDS
+// worker reads this object with Go's default field names (its log
+// configuration has no JSON tags), so the JSON names are the Go names.
+// GraylogExtraValue may be a token: never log it.
 type WorkerLogConfig struct {
-	GraylogProtocol string `json:"graylog_protocol,omitempty"`
-	GraylogHost     string `json:"graylog_host,omitempty"`
-	GraylogPort     string `json:"graylog_port,omitempty"`
-	GraylogExtraKey string `json:"graylog_extra_key,omitempty"`
-	Level           string `json:"level,omitempty"`
+	Level             string `json:"Level,omitempty"`
+	GraylogProtocol   string `json:"GraylogProtocol,omitempty"`
+	GraylogHost       string `json:"GraylogHost,omitempty"`
+	GraylogPort       string `json:"GraylogPort,omitempty"`
+	GraylogExtraKey   string `json:"GraylogExtraKey,omitempty"`
+	GraylogExtraValue string `json:"GraylogExtraValue,omitempty"`
+	SyslogHost        string `json:"SyslogHost,omitempty"`
+	SyslogPort        string `json:"SyslogPort,omitempty"`
+	SyslogProtocol    string `json:"SyslogProtocol,omitempty"`
+	SyslogExtraTag    string `json:"SyslogExtraTag,omitempty"`
 }
 
 // WorkerConfig is the configuration given to a worker through the
