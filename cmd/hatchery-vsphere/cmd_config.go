@@ -15,23 +15,15 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
-// cmdConfig is `config new` and `config check --config FILE [--online]`.
+// cmdConfig is `config new [--rsa-key FILE] [--rsa-key-inline]` and `config check --config FILE [--online]`.
 func (a *app) cmdConfig(ctx context.Context, args []string) int {
 	if len(args) == 0 {
-		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new | config check --config FILE [--online]\n")
+		fmt.Fprint(a.stderr, "usage: hatchery-vsphere config new [--rsa-key FILE] [--rsa-key-inline] | config check --config FILE [--online]\n")
 		return exitUsage
 	}
 	switch args[0] {
 	case "new":
-		fs := a.flagSet("config new")
-		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
-			return exitUsage
-		}
-		if _, err := a.stdout.Write(config.ReferenceConfig()); err != nil {
-			fmt.Fprintf(a.stderr, "config new: %v\n", err)
-			return exitFail
-		}
-		return exitOK
+		return a.cmdConfigNew(args[1:])
 	case "check":
 		fs := a.flagSet("config check")
 		path := fs.String("config", "", "configuration file to check (required)")
