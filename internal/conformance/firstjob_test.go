@@ -203,7 +203,7 @@ func TestFirstJobGuide(t *testing.T) {
 		t.Fatal(err)
 	}
 	fmt.Fprintf(&cfg, "  [[hatchery.vsphere.guestCredentials]]\n    modelPath = %q\n    username = %q\n    password = %q\n",
-		vars["GROUP"]+"/debian12", vcsimtest.DefaultGuestUser, vcsimtest.DefaultGuestPassword)
+		vars["GROUP"]+"/vsphere-debian12", vcsimtest.DefaultGuestUser, vcsimtest.DefaultGuestPassword)
 	cfgPath := filepath.Join(work, "hatchery.toml")
 	if err := os.WriteFile(cfgPath, cfg.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
