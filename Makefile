@@ -5,7 +5,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MOCKGEN ?= $(shell $(GO) env GOPATH)/bin/mockgen
 
-.PHONY: build test test-under-load generate lint bench bench-latency demo check-generate conformance soak
+.PHONY: build test test-under-load generate lint bench bench-latency demo check-generate conformance soak package
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
@@ -55,3 +55,8 @@ demo:
 SOAK ?= 20m
 soak:
 	$(GO) run -tags demo -ldflags "$(LDFLAGS)" ./cmd/hatchery-vsphere demo --soak $(SOAK)
+
+## package: the Debian package (nfpm v2.45.2) and the tarball into dist/, with dist/SHA256SUMS, version from git describe (docs/install.md); PACKAGE_ARCHS="amd64 arm64" builds both
+PACKAGE_ARCHS ?= amd64
+package:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) GO=$(GO) bash packaging/build $(PACKAGE_ARCHS)

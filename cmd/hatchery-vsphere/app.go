@@ -49,8 +49,12 @@ commands:
   demo [--jobs N] [--once] [--listen ADDR:PORT]
                               run the hatchery against in-process vCenter and CDS simulators
                               (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo)
-  config new                  print the reference configuration (every key, default, meaning;
-                              optional features as "#key = …" examples to enable)
+  config new [--rsa-key FILE] [--rsa-key-inline]
+                              print the reference configuration (every key, default, meaning;
+                              optional features as "#key = …" examples to enable); --rsa-key
+                              FILE: the RSA key signing worker tokens, generated (mode 0600)
+                              when FILE does not exist, checked when it does; --rsa-key-inline:
+                              that key (or a new one) written into the printed file
   config check --config FILE [--online]
                               load and validate FILE; list every problem; with --online also
                               connect to vCenter and resolve the datacenter, resource pool,
@@ -60,7 +64,7 @@ commands:
                               quarantine lift TEMPLATE, hold release VM, drain, reload,
                               placement list | cordon NAME | uncordon NAME
                               (docs/operations.md#ctl)
-  version                     print version and commit
+  version                     print the version, commit, Go and govmomi versions
 
 secrets may come from the environment: CDS_HATCHERY_VSPHERE_PASSWORD,
 CDS_HATCHERY_VSPHERE_API_TOKEN, CDS_HATCHERY_VSPHERE_API_TOKENV2,

@@ -17,14 +17,16 @@ import (
 
 // configUsage is printed by `config --help` and on a wrong `config`
 // command line.
-const configUsage = `usage: hatchery-vsphere config new | config check --config FILE [--online]
+const configUsage = `usage: hatchery-vsphere config new [--rsa-key FILE] [--rsa-key-inline] | config check --config FILE [--online]
 
   config new                  print the reference configuration
+      --rsa-key FILE          also generate the worker-token RSA key into FILE (mode 0600; an existing file is checked)
+      --rsa-key-inline        write a generated RSA key into the printed configuration
   config check --config FILE  load and validate FILE; list every problem
       --online                also connect to vCenter and check the topology
 `
 
-// cmdConfig is `config new` and `config check --config FILE [--online]`.
+// cmdConfig is `config new [--rsa-key FILE] [--rsa-key-inline]` and `config check --config FILE [--online]`.
 func (a *app) cmdConfig(ctx context.Context, args []string) int {
 	if len(args) == 0 {
 		fmt.Fprint(a.stderr, configUsage)
@@ -35,15 +37,7 @@ func (a *app) cmdConfig(ctx context.Context, args []string) int {
 		fmt.Fprint(a.stdout, configUsage)
 		return exitOK
 	case "new":
-		fs := a.flagSet("config new")
-		if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
-			return exitUsage
-		}
-		if _, err := a.stdout.Write(config.ReferenceConfig()); err != nil {
-			fmt.Fprintf(a.stderr, "config new: %v\n", err)
-			return exitFail
-		}
-		return exitOK
+		return a.cmdConfigNew(args[1:])
 	case "check":
 		fs := a.flagSet("config check")
 		path := fs.String("config", "", "configuration file to check (required)")

@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"testing"
@@ -208,6 +210,30 @@ func TestVersion(t *testing.T) {
 	r := runCmd(t, nil, nil, "version")
 	require.Equal(t, exitOK, r.code)
 	assert.True(t, strings.HasPrefix(r.stdout, "hatchery-vsphere dev (commit "), r.stdout)
+	// The govmomi the binary links is the one go.mod requires.
+	gomod, err := os.ReadFile("../../go.mod")
+	require.NoError(t, err)
+	want := ""
+	for _, l := range strings.Split(string(gomod), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == govmomiModule {
+			want = f[1]
+		}
+	}
+	require.NotEmpty(t, want, "go.mod requires no govmomi")
+	assert.True(t, strings.HasSuffix(r.stdout, ", "+runtime.Version()+", govmomi "+want+")\n"), r.stdout)
+}
+
+func TestModuleVersion(t *testing.T) {
+	t.Parallel()
+	bi := &debug.BuildInfo{Deps: []*debug.Module{
+		{Path: "github.com/other/mod", Version: "v1.0.0"},
+		{Path: govmomiModule, Version: "v0.56.0"},
+	}}
+	assert.Equal(t, "v0.56.0", moduleVersion(bi, govmomiModule))
+	bi.Deps[1].Replace = &debug.Module{Path: "../govmomi-fork", Version: "v0.56.1-fork"}
+	assert.Equal(t, "v0.56.1-fork", moduleVersion(bi, govmomiModule), "a replacement's version is what is linked")
+	assert.Equal(t, "unknown", moduleVersion(bi, "github.com/absent/mod"))
+	assert.Equal(t, "unknown", moduleVersion(nil, govmomiModule))
 }
 
 func TestStartCallsHookWithValidatedConfig(t *testing.T) {
