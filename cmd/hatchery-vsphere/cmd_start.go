@@ -108,7 +108,7 @@ func (a *app) cmdStart(ctx context.Context, args []string) int {
 	// A CDS engine file: what is done with upstream's forms, one line each
 	// (docs/coexistence.md).
 	for _, n := range cfg.Upstream().Notes {
-		logger.Info("upstream configuration", "key", n.Key, "reason", n.What)
+		logger.Info("upstream configuration", "key", n.Key, logkey.Detail, n.What)
 	}
 	logger.Debug("configuration", "config", cfg.Redacted())
 	reload := func() (*config.Config, error) { return config.LoadAndValidate(*path, a.loadOptions()) }
