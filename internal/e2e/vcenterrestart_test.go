@@ -22,7 +22,7 @@ import (
 // session at INFO or above, after the first `from` bytes of the logs.
 func (r *rig) vcenterLines(from int) []string {
 	var out []string
-	re := regexp.MustCompile(`level=(INFO|WARN|ERROR) msg="?(vcenter|vm change watch|inventory)`)
+	re := regexp.MustCompile(`level=(INFO|WARN|ERROR) msg="?(vcenter|vm change watch|vm inventory|inventory)`)
 	for _, l := range strings.Split(r.logs.String()[from:], "\n") {
 		if re.MatchString(l) {
 			out = append(out, l)
@@ -76,14 +76,18 @@ func (r *rig) assertBurstServed() {
 // closes every connection and refuses new ones (vCenter down), every
 // session is ended with its property collectors and filters
 // (vcsimtest.Env.RestartSessions), the VMs stay; the proxy lets
-// connections through again (vCenter back). Then:
+// connections through again (vCenter back) once the daemon's inventory
+// went stale (its passes met no vCenter several times). Then:
 //
 //   - every job is Success, with one worker launched for it (none lost,
 //     none run twice), no VM launched twice, no job failed;
 //   - once the cleanup passed only the warm pool is left (nothing leaked);
-//   - the daemon logs one line when vCenter is lost and one when it is
-//     back, at INFO or above, whatever the number of calls, waits and
-//     collectors the restart cut (a WARN, then an INFO).
+//   - the daemon logs one line about vCenter when it is lost and one when
+//     it is back, at INFO or above, whatever the number of calls, waits,
+//     collectors and passes the restart cut (a WARN, then an INFO saying
+//     session=renewed: it logged in again);
+//   - above INFO, besides that WARN, only the decisions about the spawns
+//     the restart cut and at most one failed worker pool refresh.
 func TestVCenterRestartMidBurst(t *testing.T) {
 	const jobs = 20
 	r := newRig(t)
@@ -148,6 +152,7 @@ func TestVCenterRestartMidBurst(t *testing.T) {
 	if len(lines) == 2 {
 		assert.Contains(t, lines[0], "level=WARN")
 		assert.Contains(t, lines[1], "level=INFO")
+		assert.Contains(t, lines[1], "session=renewed", "the daemon logged in again")
 	}
 }
 
