@@ -31,12 +31,15 @@ func (h *HatcheryVSphere) othersGrace() time.Duration {
 // leaveToSpawner tells whether the awol cleanup, having decided to delete
 // vm, leaves it for now to the process that spawned its worker (ok), and
 // for how much longer. Only a worker VM whose record names another process
-// is left (docs/high-availability.md, "Finished VMs"); the grace starts at
+// and that was created while this process runs is left (docs/high-availability.md, "Finished VMs"); the grace starts at
 // the first pass that found it ready to delete, and again after a pass
 // that kept it (keepOthers).
 func (h *HatcheryVSphere) leaveToSpawner(vm inventory.VM) (time.Duration, bool) {
 	by := vm.Annotation.SpawnedBy
-	if by == "" || by == h.instance {
+	if by == "" || by == h.instance || vm.Annotation.Created.Before(h.started) {
+		// A VM created before this process started may be its
+		// predecessor's (a restart draws a new name): no live spawner is
+		// known, it is deleted at once, as a restart found it.
 		return 0, false
 	}
 	now := h.now()

@@ -19,23 +19,32 @@ import (
 // one whose record names it as the spawner destroys a finished worker's VM
 // at its first pass; the other leaves it for two of its passes
 // (othersGrace) from the first pass that found it finished, then destroys
-// it itself: a VM whose spawner is gone does not leak. The mock is strict:
-// a destroy before the grace fails the test.
+// it itself: a VM whose spawner is gone does not leak. A VM created
+// before this process started (its predecessor's, after a restart) is
+// destroyed at once. The mock is strict: a destroy before the grace fails
+// the test.
 func TestFinishedVMLeftToItsSpawner(t *testing.T) {
 	t.Parallel()
-	mine := warmVM("w-mine", wOff, wStarted(time.Hour))
-	other := warmVM("w-other", wOff, wStarted(time.Hour))
+	// Created since this process started (warmNow): the other process
+	// was running alongside it.
+	mine := warmVM("w-mine", wOff, wCreated(-time.Second), wStarted(-2*time.Second))
+	other := warmVM("w-other", wOff, wCreated(-time.Second), wStarted(-2*time.Second))
 	other.Annotation.SpawnedBy = "an-other-process"
-	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-mine"}, {Name: "w-other"}}}
+	// Created before this process started: maybe its predecessor's (a
+	// restart), deleted at once as before.
+	older := warmVM("w-older", wOff, wStarted(time.Hour))
+	older.Annotation.SpawnedBy = "a-predecessor"
+	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-mine"}, {Name: "w-other"}, {Name: "w-older"}}}
 	e := newWarmEnv(t, warmConfig(), nil, cds)
 	mine.Annotation.SpawnedBy = e.h.instance
-	e.inv.Set(mine, other)
+	e.inv.Set(mine, other, older)
 	clock := testutil.NewClock(warmNow)
 	e.h.now = clock.Now
 	grace := e.h.othersGrace()
 	require.Equal(t, 4*time.Minute, grace, "two passes of the default killAwolServersInterval")
 
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-mine")).Return(nil)
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-older")).Return(nil)
 	e.h.killAwolServers(context.Background())
 	e.ctrl.Finish() // w-other untouched so far
 
@@ -70,7 +79,7 @@ func TestInstanceIDsDiffer(t *testing.T) {
 // the grace covers passes in a row that found it ready.
 func TestOthersGraceStartsAgainAfterAKeep(t *testing.T) {
 	t.Parallel()
-	finished := warmVM("w-other", wOff, wStarted(time.Hour))
+	finished := warmVM("w-other", wOff, wCreated(-time.Second), wStarted(-2*time.Second))
 	finished.Annotation.SpawnedBy = "an-other-process"
 	running := finished
 	running.PowerState = types.VirtualMachinePowerStatePoweredOn
