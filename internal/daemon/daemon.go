@@ -428,12 +428,18 @@ func Run(ctx context.Context, o Options) error {
 
 // unknownWorkerGrace sets, when iv leaves it 0, how long a worker the API
 // lists under the hatchery's name may stay unknown before it is called
-// inconsistent: two inventory refresh intervals, the time within which
-// the inventory lists a VM another instance of the hatchery started
-// (docs/high-availability.md).
+// inconsistent (a V1 one is then disabled on the API, and its VM, if any,
+// deleted as a disabled worker's): longer than the oldest data the
+// inventory may answer with (inventory.MaxSnapshotAge), plus one interval.
+// A worker registers from a VM that exists, so once the grace has run, any
+// listing the inventory gives was read after that VM existed: a VM it does
+// not show is not there. A grace of two intervals, as before, let an
+// instance whose inventory lagged (a loaded vCenter) disable the other
+// instance's running worker (docs/high-availability.md).
 func unknownWorkerGrace(iv hatchery.Intervals, cfg *config.Config) hatchery.Intervals {
 	if iv.UnknownWorkerGrace <= 0 {
-		iv.UnknownWorkerGrace = 2 * cfg.InventoryRefreshIntervalDuration()
+		interval := cfg.InventoryRefreshIntervalDuration()
+		iv.UnknownWorkerGrace = inventory.MaxSnapshotAge(interval) + interval
 	}
 	return iv
 }

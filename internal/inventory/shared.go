@@ -34,6 +34,18 @@ const (
 	refreshGrace = 30 * time.Second
 )
 
+// MaxSnapshotAge is the oldest vCenter data a successful VMs call of a
+// shared or watch inventory refreshed every interval may return: the
+// staleness rule's limit (staleFactor intervals, plus refreshGrace while
+// a refresh runs), plus the duration of the refresh that read it (at most
+// refreshGrace). A VM that existed for longer than this before a VMs call
+// that succeeded is in its answer (when in scope): what the worker pool's
+// grace for a worker whose VM is not listed must exceed
+// (docs/high-availability.md, "Deletions decided on a listing").
+func MaxSnapshotAge(interval time.Duration) time.Duration {
+	return staleFactor*interval + 2*refreshGrace
+}
+
 // ErrStale is returned when no refresh succeeded recently enough.
 var ErrStale = errors.New("vm inventory is stale")
 
