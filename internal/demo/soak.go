@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -191,10 +193,48 @@ type soakRun struct {
 	d     time.Duration
 	start time.Time
 	meter *soakMeter
+	// profMu guards dir and profiles: the meter writes the middle
+	// profile, the end of the run the last one.
+	profMu sync.Mutex
+	// dir holds the heap profiles (soakProfile).
+	dir string
 	// fed is the number of jobs fed once the feeding stopped, -1 before.
 	fed atomic.Int64
 	// held counts the feeder's periods spent waiting (soakWait).
 	held atomic.Int64
+	// profiles are the heap profiles written (soakProfile): the one at
+	// the start of the middle third, then the end's.
+	profiles []string
+}
+
+// soakProfile writes a heap profile of the process named name in the
+// directory of the soak's profiles (made at the first), and remembers
+// it; a failure is said on the demo's output, the soak goes on. Two
+// profiles, `go tool pprof -base MIDDLE END`, show what grew between them.
+func (d *driver) soakProfile(name string) {
+	d.soak.profMu.Lock()
+	defer d.soak.profMu.Unlock()
+	if d.soak.dir == "" {
+		dir, err := os.MkdirTemp("", "hatchery-vsphere-soak-")
+		if err != nil {
+			d.out.printf("soak: no heap profile: %v", err)
+			return
+		}
+		d.soak.dir = dir
+	}
+	path := filepath.Join(d.soak.dir, name+".pprof")
+	f, err := os.Create(path)
+	if err != nil {
+		d.out.printf("soak: no heap profile: %v", err)
+		return
+	}
+	defer f.Close()
+	runtime.GC()
+	if err := pprof.WriteHeapProfile(f); err != nil {
+		d.out.printf("soak: no heap profile: %v", err)
+		return
+	}
+	d.soak.profiles = append(d.soak.profiles, path)
 }
 
 func newSoakRun(d time.Duration, done func() int) *soakRun {
@@ -256,7 +296,12 @@ func (d *driver) jobsWanted() int {
 // runSoakMeter samples the process until ctx ends, with a progress line
 // per sample (the soak prints no job lines).
 func (d *driver) runSoakMeter(ctx context.Context) {
+	middle := false
 	d.soak.meter.run(ctx, func(s soakSample) {
+		if !middle && s.at > d.soak.d/3 {
+			middle = true
+			d.soakProfile("heap-middle")
+		}
 		files := ""
 		if s.files >= 0 {
 			files = fmt.Sprintf("; open files %d", s.files)
@@ -271,7 +316,14 @@ func (d *driver) soakChecks(quiet *warnCounter) (Check, string) {
 	d.soak.meter.sample()
 	samples := d.soak.meter.all()
 	n, _ := quiet.count()
-	return soakLevels(samples, d.soak.d), soakLine(samples, d.jobsWanted(), d.soak.d, n)
+	d.soakProfile("heap-end")
+	line := soakLine(samples, d.jobsWanted(), d.soak.d, n)
+	d.soak.profMu.Lock()
+	if len(d.soak.profiles) == 2 {
+		line += fmt.Sprintf("\nheap profiles (what grew: go tool pprof -base %s %s)", d.soak.profiles[0], d.soak.profiles[1])
+	}
+	d.soak.profMu.Unlock()
+	return soakLevels(samples, d.soak.d), line
 }
 
 // inHand counts the jobs fed and not ended.
