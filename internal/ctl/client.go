@@ -33,9 +33,10 @@ func Do(ctx context.Context, path string, req Request) (Response, error) {
 	if err != nil {
 		return Response{}, fmt.Errorf("ctl request %q: %w", req.Command, err)
 	}
-	if _, err := c.Write(append(b, '\n')); err != nil {
-		return Response{}, fmt.Errorf("ctl request %q to %s: %w", req.Command, path, err)
-	}
+	// A server that refuses the peer answers before it reads the request
+	// and closes: the write may then fail (broken pipe) with the refusal
+	// waiting to be read, which is the answer the operator needs.
+	_, werr := c.Write(append(b, '\n'))
 	r := bufio.NewReaderSize(c, 64<<10)
 	var line []byte
 	for {
@@ -48,6 +49,9 @@ func Do(ctx context.Context, path string, req Request) (Response, error) {
 			continue
 		}
 		if err != nil && len(line) == 0 {
+			if werr != nil {
+				return Response{}, fmt.Errorf("ctl request %q to %s: %w", req.Command, path, werr)
+			}
 			return Response{}, fmt.Errorf("ctl answer to %q from %s: %w", req.Command, path, err)
 		}
 		break
