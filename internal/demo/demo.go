@@ -495,6 +495,10 @@ func StartSims(listen string, log *slog.Logger, o SimsOptions) (*Sims, error) {
 		ReadyDelay:  300 * time.Millisecond,
 		Logger:      log.With("component", "vcsim"),
 		SerialTasks: o.SerialTasks,
+		// vCenter forgets a task some minutes after it ended; the
+		// simulator would keep every one, which a soak of hours reads
+		// as growth of the process (docs/operations.md#soak).
+		TaskRetention: vcsimtest.DefaultTaskRetention,
 		// cluster-a and cluster-b, the demo's two placements (demo.toml).
 		Placements: true,
 	})

@@ -1,8 +1,10 @@
 package demo
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -48,8 +50,11 @@ const (
 
 // soakSample is the process's figures at one moment.
 type soakSample struct {
-	at         time.Duration // since the soak started
-	heapMB     float64       // live heap after a collection
+	at time.Duration // since the soak started
+	// heapMB is the live heap the daemon's code holds (daemonHeapMB);
+	// processMB the whole process's, the simulators' records included.
+	heapMB     float64
+	processMB  float64
 	goroutines int
 	files      int // entries of /proc/self/fd (-1: not readable)
 	done       int // jobs done (worker ran, VM destroyed) by then
@@ -94,6 +99,7 @@ func (m *soakMeter) run(ctx context.Context, progress func(soakSample)) {
 // collected), the goroutines and the open files.
 func readFigures() (heapMB float64, goroutines, files int) {
 	runtime.GC()
+	runtime.GC() // the heap profile daemonHeapMB reads is a cycle behind
 	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/sched/goroutines:goroutines"}}
 	metrics.Read(s)
 	if s[0].Value.Kind() == metrics.KindUint64 {
@@ -111,8 +117,8 @@ func readFigures() (heapMB float64, goroutines, files int) {
 
 // sample takes one sample and keeps it.
 func (m *soakMeter) sample() soakSample {
-	heap, g, f := readFigures()
-	s := soakSample{at: time.Since(m.start), heapMB: heap, goroutines: g, files: f, done: m.done()}
+	process, g, f := readFigures()
+	s := soakSample{at: time.Since(m.start), heapMB: daemonHeapMB(), processMB: process, goroutines: g, files: f, done: m.done()}
 	m.mu.Lock()
 	m.samples = append(m.samples, s)
 	m.mu.Unlock()
@@ -124,6 +130,85 @@ func (m *soakMeter) all() []soakSample {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return append([]soakSample(nil), m.samples...)
+}
+
+// module is the import path prefix of this repository's packages.
+const module = "github.com/cds-contrib/hatchery-vsphere/"
+
+// simulated are the packages of the process that are not the daemon: the
+// two simulators and the demo's driver (its simulated workers), and
+// govmomi's simulator.
+var simulated = []string{module + "internal/vcsimtest", module + "internal/cdssim", module + "internal/demo", "github.com/vmware/govmomi/simulator"}
+
+// daemonHeapMB is the live heap the daemon's code holds, in MB: the
+// in-use bytes of the heap profile's records whose innermost frame of
+// this repository or of govmomi's simulator is the daemon's (not one of
+// simulated), scaled as pprof scales the sampled profile. The demo runs
+// the daemon beside both simulators in one process; their records of
+// every task and job grow with the run (vCenter and the CDS API forget
+// or store them elsewhere), and would read as the daemon's growth. An
+// allocation of the libraries the daemon calls (govmomi's client, the
+// HTTP client) counts as the daemon's; one under no frame of ours (an
+// HTTP server's goroutine of a simulator) does not. The profile is read
+// in its text form, whose stacks are whole (runtime.MemProfile cuts them
+// at 32 frames, fewer than an XML decoding takes); it is the heap as of
+// the last completed collection (readFigures forces two).
+func daemonHeapMB() float64 {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 1); err != nil {
+		return 0
+	}
+	rate := float64(runtime.MemProfileRate)
+	total := 0.0
+	for _, line := range strings.Split(buf.String(), "\n") {
+		// "inuse objects: inuse bytes [alloc objects: alloc bytes] @ pc pc…"
+		head, pcs, ok := strings.Cut(line, " @ ")
+		if !ok || strings.HasPrefix(line, "heap profile:") {
+			continue
+		}
+		var inObj, inBytes, allocObj, allocBytes int64
+		if _, err := fmt.Sscanf(head, "%d: %d [%d: %d]", &inObj, &inBytes, &allocObj, &allocBytes); err != nil || inBytes <= 0 {
+			continue
+		}
+		var stk []uintptr
+		for _, f := range strings.Fields(pcs) {
+			if pc, err := strconv.ParseUint(f, 0, 64); err == nil {
+				stk = append(stk, uintptr(pc))
+			}
+		}
+		if daemonStack(stk) <= 0 {
+			continue
+		}
+		scale := 1.0
+		if rate > 1 && allocObj > 0 {
+			avg := float64(allocBytes) / float64(allocObj)
+			scale = 1 / (1 - math.Exp(-avg/rate))
+		}
+		total += float64(inBytes) * scale
+	}
+	return total / (1 << 20)
+}
+
+// daemonStack classifies an allocation's stack by its innermost frame of
+// this repository or of govmomi's simulator: 1 the daemon's, -1 the
+// simulators' or the demo driver's, 0 none (the runtime, a server's
+// goroutine).
+func daemonStack(stk []uintptr) int8 {
+	frames := runtime.CallersFrames(stk)
+	for {
+		f, more := frames.Next()
+		for _, p := range simulated {
+			if strings.HasPrefix(f.Function, p) {
+				return -1
+			}
+		}
+		if strings.HasPrefix(f.Function, module) {
+			return 1
+		}
+		if !more {
+			return 0
+		}
+	}
 }
 
 // soakLevels is the soak's growth check over samples of a soak that fed
@@ -306,7 +391,7 @@ func (d *driver) runSoakMeter(ctx context.Context) {
 		if s.files >= 0 {
 			files = fmt.Sprintf("; open files %d", s.files)
 		}
-		d.out.printf("soak %s: %d jobs done; heap %.1f MB; goroutines %d%s; feeder held %d times (%d jobs in hand)", s.at.Round(time.Second), s.done, s.heapMB, s.goroutines, files, d.soak.held.Load(), d.inHand())
+		d.out.printf("soak %s: %d jobs done; heap %.1f MB (process %.1f MB); goroutines %d%s; feeder held %d times (%d jobs in hand)", s.at.Round(time.Second), s.done, s.heapMB, s.processMB, s.goroutines, files, d.soak.held.Load(), d.inHand())
 	})
 }
 
@@ -318,6 +403,8 @@ func (d *driver) soakChecks(quiet *warnCounter) (Check, string) {
 	n, _ := quiet.count()
 	d.soakProfile("heap-end")
 	line := soakLine(samples, d.jobsWanted(), d.soak.d, n)
+	first, last := samples[0], samples[len(samples)-1]
+	line += fmt.Sprintf("\nsoak: heap is the daemon's (daemonHeapMB); the whole process's, both simulators' records of every job included: %.1f→%.1f MB", first.processMB, last.processMB)
 	d.soak.profMu.Lock()
 	if len(d.soak.profiles) == 2 {
 		line += fmt.Sprintf("\nheap profiles (what grew: go tool pprof -base %s %s)", d.soak.profiles[0], d.soak.profiles[1])

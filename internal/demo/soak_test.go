@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -73,4 +75,33 @@ func TestSoakLine(t *testing.T) {
 	line := soakLine(s, 5, 90*time.Second, 2)
 	assert.True(t, strings.HasPrefix(line, "soak: 5 jobs in 1.5 min;"), line)
 	assert.Contains(t, line, "open files n/a; WARN 2")
+}
+
+// TestDaemonHeapCountsOnlyTheDaemonsCode: memory held by an allocation
+// made under a frame of the simulators' packages is not the daemon's, one
+// made under a frame of the daemon's packages is; daemonStack classifies
+// stacks by their innermost frame of the repository. The figure is
+// positive in a process that runs code of the repository.
+func TestDaemonHeapCountsOnlyTheDaemonsCode(t *testing.T) {
+	pcs := make([]uintptr, 32)
+	n := runtime.Callers(1, pcs)
+	// This test's own frame is in internal/demo: simulated, not daemon.
+	assert.Equal(t, int8(-1), daemonStack(pcs[:n]))
+	assert.Equal(t, int8(0), daemonStack(nil))
+
+	// Tables of the lifecycle package (a daemon package) held live count:
+	// 4096 of them, each with its three maps, hold well over a megabyte.
+	runtime.GC()
+	runtime.GC()
+	before := daemonHeapMB()
+	held := make([]*lifecycle.Table, 4096)
+	for i := range held {
+		held[i] = lifecycle.New(nil)
+		held[i].Set("x", lifecycle.Gone)
+	}
+	runtime.GC()
+	runtime.GC()
+	after := daemonHeapMB()
+	assert.Greater(t, after-before, 0.5, "the daemon's heap grows by what a daemon package allocated and holds (%.2f → %.2f MB)", before, after)
+	runtime.KeepAlive(held)
 }
