@@ -156,9 +156,9 @@ func TestDropInUpstreamEngineFile(t *testing.T) {
 	}()
 	started := strings.Join(logLines(s.logPath)[from:], "\n")
 	for _, want := range []string{
-		`msg="upstream configuration" key="[log], [telemetry]" reason="ignored: sections of other CDS services`,
-		`key=hatchery.vsphere.guestCredentials[0] reason="ignored: upstream's placeholder entry`,
-		`key=hatchery.vsphere.workerProvisioning[0] reason="ignored: upstream's placeholder entry`,
+		`msg="upstream configuration" key="[log], [telemetry]" detail="ignored: sections of other CDS services`,
+		`key=hatchery.vsphere.guestCredentials[0] detail="ignored: upstream's placeholder entry`,
+		`key=hatchery.vsphere.workerProvisioning[0] detail="ignored: upstream's placeholder entry`,
 	} {
 		if !strings.Contains(started, want) {
 			t.Errorf("the start does not say %s", want)
