@@ -140,10 +140,7 @@ type Options struct {
 	// tasks concurrently: with the latency model's task delays
 	// (ApplyTaskDelays), these tasks' delays add up instead of overlapping.
 	SerialTasks bool
-	// TaskRetention, when set, removes each task object that long after
-	// it ended, as vCenter does (DefaultTaskRetention is vCenter's); the
-	// simulator otherwise keeps every task it ran (tasks.go). For runs of
-	// hours, such as the demo's soak.
+	// TaskRetention, when set, drops a task that long after it ended (tasks.go).
 	TaskRetention time.Duration
 	// Placements adds two clusters of two hosts each (ClusterA,
 	// ClusterB) and two datastores each mounted on one cluster's hosts
@@ -399,9 +396,7 @@ func New(o Options) (*Env, error) {
 	if e.Client, err = e.TryClient(nil); err != nil {
 		return fail(fmt.Errorf("vsphere client: %w", err))
 	}
-	if o.TaskRetention > 0 {
-		e.run(func(ctx context.Context) { e.reapTasks(ctx, o.TaskRetention) })
-	}
+	e.startReaper(o.TaskRetention)
 	return e, nil
 }
 

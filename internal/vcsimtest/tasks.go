@@ -15,6 +15,13 @@ import (
 // task history, which the hatchery does not read).
 const DefaultTaskRetention = 10 * time.Minute
 
+// startReaper runs reapTasks until Close when retention is set.
+func (e *Env) startReaper(retention time.Duration) {
+	if retention > 0 {
+		e.run(func(ctx context.Context) { e.reapTasks(ctx, retention) })
+	}
+}
+
 // reapTasks removes, every tenth of retention, the task objects that ended
 // more than retention ago, until ctx ends. It extends govmomi's simulator,
 // which keeps every task it ever ran: a process that runs the simulator
