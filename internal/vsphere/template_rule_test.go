@@ -92,7 +92,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 
 			// The spawn: the template it resolves, then the reference its
 			// clone reads (cloneVMBoot's loadTemplate).
-			tpl, err := e.h.spawnTemplate(vms, tc.model)
+			tpl, err := e.h.spawnTemplate(vms, modelref.Of(tc.model), tc.model)
 			require.NoError(t, err)
 			require.Equal(t, modelref.Of(tc.model), tpl)
 			got, err := e.h.loadTemplate(ctx, vms, tpl)
