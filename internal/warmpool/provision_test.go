@@ -393,8 +393,8 @@ func TestProvisionOneDeferred(t *testing.T) {
 	}
 }
 
-// TestProvisionOneFailureMarked: a VM that fails once cloned (its IP, its
-// power-off, a hot pool's guest, record or suspend) is marked for
+// TestProvisionOneFailureMarked: a VM that fails to clone or once cloned
+// (its IP, its power-off, a hot pool's guest, record or suspend) is marked for
 // deletion, logged once as a WARN (INFO when the shutdown cut it), and its
 // reservation is released, not dropped: it may still run until the
 // cleanup destroys it, so it counts for the release grace.
@@ -408,6 +408,7 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 		calls []string // verbs called, in order
 		level string
 	}{
+		{"clone", "", nil, nil, "WARN"},
 		{"ip", "", func(p *vmPort) { p.fail("wait-ip", boom) }, []string{"wait-ip"}, "WARN"},
 		{"power off", "", func(p *vmPort) { p.fail("shutdown", boom) }, []string{"wait-ip", "shutdown"}, "WARN"},
 		{"guest", config.IdleStateSuspended, func(p *vmPort) { p.fail("wait-guest", boom) }, []string{"wait-ip", "wait-guest"}, "WARN"},
@@ -424,7 +425,11 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 			cfg.MaxCPUs = 100
 			cfg.InventoryMode, cfg.InventoryRefreshInterval = config.InventoryShared, 30
 			e := newProvEnv(t, cfg, tplVM("debian12", 2))
-			tc.fail(e.port)
+			if tc.fail != nil {
+				tc.fail(e.port)
+			} else {
+				e.cloneErr = func(string) error { return boom }
+			}
 			task := v2Task(e, "large")
 			task.IdleState = tc.idle
 			ctx, cancel := context.WithCancel(context.Background())
