@@ -74,6 +74,7 @@ type Fake struct {
 	jobInfoRuns []string
 	jobReads    map[string]int
 	secretReads int
+	disabled    []string
 }
 
 var _ cdsclient.Interface = (*Fake)(nil)
@@ -123,6 +124,22 @@ func (f *Fake) RemoveV2Worker(name string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.V2Workers = slices.DeleteFunc(f.V2Workers, func(o sdk.V2Worker) bool { return o.Name == name })
+}
+
+// WorkerDisable records the V1 worker id disabled (Disabled).
+func (f *Fake) WorkerDisable(_ context.Context, id string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.call("WorkerDisable")
+	f.disabled = append(f.disabled, id)
+	return nil
+}
+
+// Disabled are the V1 workers disabled, by id, in call order.
+func (f *Fake) Disabled() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.disabled)
 }
 
 // WorkerModelsEnabled answers Models.

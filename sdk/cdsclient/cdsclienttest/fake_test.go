@@ -73,6 +73,8 @@ func TestFakeWorkersModelsAndRecords(t *testing.T) {
 	require.NoError(t, f.QueueJobSendSpawnInfo(ctx, 42, []sdk.SpawnInfo{{}}))
 	assert.Len(t, f.SpawnInfos(), 1)
 	require.NoError(t, f.V2QueueJobSendInfo(ctx, "eu", "run-1", sdk.V2SendJobRunInfo{Message: "slow"}))
+	require.NoError(t, f.WorkerDisable(ctx, "7"))
+	assert.Equal(t, []string{"7"}, f.Disabled())
 	infos, runs := f.JobInfos()
 	assert.Equal(t, []string{"eu/run-1"}, runs)
 	assert.Equal(t, "slow", infos[0].Message)
