@@ -57,6 +57,8 @@ type queuedJob struct {
 	book       func(ctx context.Context) error
 	lost       func(err error) (refusal.Reason, string, bool)
 	bookDetail string
+	// unbook releases a booking (V1) or take (V2) made by book.
+	unbook func(ctx context.Context) error
 
 	// attempts counts the job's spawn attempts.
 	count func() int
@@ -107,6 +109,7 @@ func (f *Framework) v1Job(c candidate) *queuedJob {
 		_, err := f.client.QueueJobBook(ctx, id)
 		return err
 	}
+	j.unbook = func(ctx context.Context) error { return f.client.QueueJobRelease(ctx, id) }
 	j.lost = func(err error) (refusal.Reason, string, bool) {
 		switch {
 		case errors.Is(err, cdsclient.ErrAlreadyBooked):
@@ -157,6 +160,7 @@ func (f *Framework) v2Job(id string) *queuedJob {
 		return f.starterModelV2(info.Model, info.RunJob.Job.RunsOn)
 	}
 	j.book = func(ctx context.Context) error { return f.client.V2QueueJobTake(ctx, region, id) }
+	j.unbook = func(ctx context.Context) error { return f.client.V2QueueJobRelease(ctx, region, id) }
 	j.lost = func(err error) (refusal.Reason, string, bool) {
 		// The V2 API answers 404 for a job another hatchery took.
 		if errors.Is(err, cdsclient.ErrAlreadyBooked) || errors.Is(err, cdsclient.ErrNotFound) {
