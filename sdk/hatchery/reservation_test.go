@@ -115,6 +115,17 @@ func (c *hookClient) answered(ctx context.Context, err error) error {
 	return err
 }
 
+// QueueJobInfo names the hatchery holding the job's booking, as the real
+// API does (the plain fake leaves it empty).
+func (c *hookClient) QueueJobInfo(ctx context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
+	j, err := c.fakeClient.QueueJobInfo(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.snapshot(func(c *fakeClient) { j.BookedBy.Name = c.jobs[id].bookedBy })
+	return j, nil
+}
+
 // WorkerModelsEnabled answers a cancelled context's error, as the real
 // client does.
 func (c *hookClient) WorkerModelsEnabled(ctx context.Context) ([]sdk.Model, error) {
@@ -276,6 +287,25 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[6].bookedBy, "the booking the API made is released") })
 		assert.Contains(t, r.logs.String(), `"msg":"job released: the shutdown cut its booking's answer","job":"6"`)
 		r.ah.get(func(h *fakeHatchery) { assert.Empty(t, h.spawns) })
+	})
+	t.Run("v1 shutdown cuts the booking, another hatchery books", func(t *testing.T) {
+		t.Parallel()
+		r := newResRig(t, nil)
+		r.c.addJob(7, resReqs()...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The request never reached the API; another hatchery booked
+		// the job: its booking is not released (the V1 API would
+		// release it, whoever made it).
+		r.hc.beforeBook = func() {
+			cancel()
+			r.c.snapshot(func(c *fakeClient) { c.jobs[7].bookedBy = "other-hatchery" })
+		}
+		assert.Equal(t, outcomeNone, r.f.processV1(ctx, r.v1(7)))
+		r.c.snapshot(func(c *fakeClient) {
+			assert.Equal(t, "other-hatchery", c.jobs[7].bookedBy)
+			assert.Zero(t, c.releases, "no release asked")
+		})
 	})
 	t.Run("v1 attempts exhausted", func(t *testing.T) {
 		t.Parallel()
