@@ -57,6 +57,9 @@ type queuedJob struct {
 	book       func(ctx context.Context) error
 	lost       func(err error) (refusal.Reason, string, bool)
 	bookDetail string
+	// unbook releases a booking (V1) or take (V2) made by book, and no
+	// other hatchery's (errNotBookedHere).
+	unbook func(ctx context.Context) error
 
 	// attempts counts the job's spawn attempts.
 	count func() int
@@ -106,6 +109,18 @@ func (f *Framework) v1Job(c candidate) *queuedJob {
 	j.book = func(ctx context.Context) error {
 		_, err := f.client.QueueJobBook(ctx, id)
 		return err
+	}
+	j.unbook = func(ctx context.Context) error {
+		// The V1 API releases a booking whoever made it: only a job
+		// this hatchery holds is released.
+		got, err := f.client.QueueJobInfo(ctx, id)
+		if err != nil {
+			return err
+		}
+		if got.BookedBy.Name != f.cfg.Name {
+			return fmt.Errorf("job %d: %w (booked by %q)", id, errNotBookedHere, got.BookedBy.Name)
+		}
+		return f.client.QueueJobRelease(ctx, id)
 	}
 	j.lost = func(err error) (refusal.Reason, string, bool) {
 		switch {
@@ -157,6 +172,8 @@ func (f *Framework) v2Job(id string) *queuedJob {
 		return f.starterModelV2(info.Model, info.RunJob.Job.RunsOn)
 	}
 	j.book = func(ctx context.Context) error { return f.client.V2QueueJobTake(ctx, region, id) }
+	// The V2 API releases only a job this hatchery took.
+	j.unbook = func(ctx context.Context) error { return f.client.V2QueueJobRelease(ctx, region, id) }
 	j.lost = func(err error) (refusal.Reason, string, bool) {
 		// The V2 API answers 404 for a job another hatchery took.
 		if errors.Is(err, cdsclient.ErrAlreadyBooked) || errors.Is(err, cdsclient.ErrNotFound) {

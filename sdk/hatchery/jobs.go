@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -370,6 +371,7 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 	if err := j.book(ctx); err != nil {
 		if ctx.Err() != nil {
 			a.release(refusal.ReasonShutdown)
+			f.releaseCutBooking(ctx, j)
 			return outcomeNone
 		}
 		if reason, why, lost := j.lost(err); lost {
@@ -435,6 +437,29 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 		j.started(ctx, name, d)
 	}
 	return outcomeStarted
+}
+
+// errNotBookedHere: the job is not booked by this hatchery.
+var errNotBookedHere = errors.New("not booked by this hatchery")
+
+// releaseCutBooking releases job j after the shutdown cut its booking's
+// request: the API may have booked the job before the cancel reached it,
+// and would keep it booked by this hatchery after its exit (a V1 booking
+// lasts two minutes). One release, bounded by the detached context, of a
+// job this hatchery holds only (V1: read first; V2: the API checks): a
+// job the API did not book for it is a debug line; any other failure is
+// logged at INFO (the process is stopping, and a booking expires).
+func (f *Framework) releaseCutBooking(ctx context.Context, j *queuedJob) {
+	rctx, cancel := f.detached(ctx)
+	defer cancel()
+	switch err := j.unbook(rctx); {
+	case err == nil:
+		f.log.Info("job released: the shutdown cut its booking's answer", logkey.Job, j.id)
+	case errors.Is(err, cdsclient.ErrAlreadyReleased), errors.Is(err, errNotBookedHere):
+		f.log.Debug("job not booked here: the shutdown cut its booking before the api booked it", logkey.Job, j.id, logkey.Err, err)
+	default:
+		f.log.Info("release after a booking cut by the shutdown failed", logkey.Job, j.id, logkey.Err, err)
+	}
 }
 
 // afterV1Failure reports a failed spawn (attempt n), then releases the job

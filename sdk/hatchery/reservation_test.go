@@ -96,8 +96,43 @@ func (h *allocHatchery) only(t *testing.T) *fakeReservation {
 type hookClient struct {
 	*fakeClient
 	beforeBook func()
+	// afterBook runs once the fake has booked (or taken) the job, before
+	// the answer: a context it cancels loses the answer, as a request the
+	// API served is cut by a shutdown.
+	afterBook func()
 	// bookErr, when set, is the V1 booking's answer.
 	bookErr error
+}
+
+// answered is err, or the context's error when afterBook cancelled it.
+func (c *hookClient) answered(ctx context.Context, err error) error {
+	if c.afterBook != nil {
+		c.afterBook()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+// QueueJobInfo names the hatchery holding the job's booking, as the real
+// API does (the plain fake leaves it empty).
+func (c *hookClient) QueueJobInfo(ctx context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
+	j, err := c.fakeClient.QueueJobInfo(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	c.snapshot(func(c *fakeClient) { j.BookedBy.Name = c.jobs[id].bookedBy })
+	return j, nil
+}
+
+// WorkerModelsEnabled answers a cancelled context's error, as the real
+// client does.
+func (c *hookClient) WorkerModelsEnabled(ctx context.Context) ([]sdk.Model, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return c.fakeClient.WorkerModelsEnabled(ctx)
 }
 
 func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob, error) {
@@ -110,7 +145,8 @@ func (c *hookClient) QueueJobBook(ctx context.Context, id int64) (sdk.BookedJob,
 	if c.bookErr != nil {
 		return sdk.BookedJob{}, c.bookErr
 	}
-	return c.fakeClient.QueueJobBook(ctx, id)
+	b, err := c.fakeClient.QueueJobBook(ctx, id)
+	return b, c.answered(ctx, err)
 }
 
 func (c *hookClient) V2QueueJobTake(ctx context.Context, region, id string) error {
@@ -120,7 +156,7 @@ func (c *hookClient) V2QueueJobTake(ctx context.Context, region, id string) erro
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return c.fakeClient.V2QueueJobTake(ctx, region, id)
+	return c.answered(ctx, c.fakeClient.V2QueueJobTake(ctx, region, id))
 }
 
 // skipObserver records JobSkipped codes.
@@ -237,6 +273,40 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		r.assertFreed(t)
 		r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[3].bookedBy) })
 	})
+	t.Run("v1 shutdown cuts the booking's answer", func(t *testing.T) {
+		t.Parallel()
+		r := newResRig(t, nil)
+		r.c.addJob(6, resReqs()...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The API booked the job; the shutdown cut its answer.
+		r.hc.afterBook = cancel
+		assert.Equal(t, outcomeNone, r.f.processV1(ctx, r.v1(6)))
+		assert.Equal(t, []refusal.Reason{refusal.ReasonShutdown}, r.ah.only(t).releases())
+		r.assertFreed(t)
+		r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.jobs[6].bookedBy, "the booking the API made is released") })
+		assert.Contains(t, r.logs.String(), `"msg":"job released: the shutdown cut its booking's answer","job":"6"`)
+		r.ah.get(func(h *fakeHatchery) { assert.Empty(t, h.spawns) })
+	})
+	t.Run("v1 shutdown cuts the booking, another hatchery books", func(t *testing.T) {
+		t.Parallel()
+		r := newResRig(t, nil)
+		r.c.addJob(7, resReqs()...)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		// The request never reached the API; another hatchery booked
+		// the job: its booking is not released (the V1 API would
+		// release it, whoever made it).
+		r.hc.beforeBook = func() {
+			cancel()
+			r.c.snapshot(func(c *fakeClient) { c.jobs[7].bookedBy = "other-hatchery" })
+		}
+		assert.Equal(t, outcomeNone, r.f.processV1(ctx, r.v1(7)))
+		r.c.snapshot(func(c *fakeClient) {
+			assert.Equal(t, "other-hatchery", c.jobs[7].bookedBy)
+			assert.Zero(t, c.releases, "no release asked")
+		})
+	})
 	t.Run("v1 attempts exhausted", func(t *testing.T) {
 		t.Parallel()
 		r := newResRig(t, func(cfg *CommonConfiguration) { cfg.Provision.MaxAttemptsNumberBeforeFailure = 1 })
@@ -285,6 +355,41 @@ func TestReservationReleasedWhenNotSpawned(t *testing.T) {
 		assert.Equal(t, []refusal.Reason{refusal.ReasonShutdown}, r.ah.only(t).releases())
 		r.assertFreed(t)
 	})
+	t.Run("v2 shutdown cuts the take's answer", func(t *testing.T) {
+		t.Parallel()
+		r := newResRig(t, nil)
+		r.addV2("run-4")
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		r.hc.afterBook = cancel
+		assert.Equal(t, outcomeNone, r.f.processV2(ctx, "run-4"))
+		assert.Equal(t, []refusal.Reason{refusal.ReasonShutdown}, r.ah.only(t).releases())
+		r.assertFreed(t)
+		r.c.snapshot(func(c *fakeClient) { assert.Empty(t, c.v2jobs["run-4"].takenBy, "the take the API made is released") })
+	})
+}
+
+// TestModelsListCutByShutdownWarnsNot: a models fetch cut by the shutdown
+// (its context cancelled) returns the cached list without a WARN; a fetch
+// the API fails still warns.
+func TestModelsListCutByShutdownWarnsNot(t *testing.T) {
+	t.Parallel()
+	r := newResRig(t, nil)
+	ms, err := r.f.modelsV1(context.Background(), true)
+	require.NoError(t, err)
+	require.Len(t, ms, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ms, err = r.f.modelsV1(ctx, true)
+	require.NoError(t, err)
+	assert.Len(t, ms, 1, "the cached list")
+	assert.NotContains(t, r.logs.String(), `"level":"WARN"`)
+	assert.Contains(t, r.logs.String(), `"msg":"list worker models cut (shutting down), using cached list"`)
+	r.c.setOutage(true)
+	ms, err = r.f.modelsV1(context.Background(), true)
+	require.NoError(t, err)
+	assert.Len(t, ms, 1, "the cached list")
+	assert.Contains(t, r.logs.String(), `"level":"WARN","msg":"list worker models failed, using cached list"`)
 }
 
 // TestReservationHandedToSpawn: once SpawnWorker is called the spawn owns

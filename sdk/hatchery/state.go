@@ -129,7 +129,13 @@ func (f *Framework) modelsV1(ctx context.Context, force bool) ([]sdk.Model, erro
 	ms, err := f.client.WorkerModelsEnabled(ctx)
 	if err != nil {
 		if c.models != nil {
-			f.log.Warn("list worker models failed, using cached list", logkey.Err, err)
+			if ctx.Err() != nil {
+				// The request was cut by the shutdown, not refused by
+				// the API: nothing to warn about.
+				f.log.Info("list worker models cut (shutting down), using cached list", logkey.Err, err)
+			} else {
+				f.log.Warn("list worker models failed, using cached list", logkey.Err, err)
+			}
 			return c.models, nil
 		}
 		return nil, fmt.Errorf("list worker models: %w", err)
