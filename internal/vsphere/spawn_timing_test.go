@@ -8,18 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
-	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 // tmCDS is a fake CDS client recording the infos posted on jobs; every
@@ -56,9 +59,9 @@ func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
+	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (vctypes.Ref, error) {
 		f.clock.Advance(300 * time.Millisecond) // the hatchery's own work before the clone
-		return spFolderRef, nil
+		return vcenter.RefOf(spFolderRef), nil
 	})
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).

@@ -7,13 +7,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
 // ruleV1Model is a V1 model whose template (named after the model), path
@@ -82,7 +84,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 			ctx := context.Background()
 			newEnv := func(cfg *config.Config) *warmEnv {
 				e := newWarmEnv(t, cfg, ruleVMs(m), &warmCDS{models: []sdk.Model{m}})
-				e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool in this test")).AnyTimes()
+				e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, errors.New("no pool in this test")).AnyTimes()
 				return e
 			}
 			cfg := warmConfig()
