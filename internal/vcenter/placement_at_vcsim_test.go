@@ -52,11 +52,11 @@ func TestPlacementLookupsAt(t *testing.T) {
 		} {
 			got, err := c.ResourcePoolAt(ctx, path)
 			require.NoError(t, err, path)
-			assert.Equal(t, want, got, path)
+			assert.Equal(t, vcenter.RefOf(want), got, path)
 		}
 		def, err := c.ResourcePoolAt(ctx, "")
 		require.NoError(t, err)
-		assert.Equal(t, env.ResourcePoolRef(), def, `"" is resourcePoolString's pool`)
+		assert.Equal(t, vcenter.RefOf(env.ResourcePoolRef()), def, `"" is resourcePoolString's pool`)
 		load, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, def, load)
