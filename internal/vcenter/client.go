@@ -11,12 +11,14 @@ import (
 )
 
 // Port is the hatchery's port to vCenter: the four interfaces below, by
-// use. Every method takes and returns references
-// (types.ManagedObjectReference) and plain data (vim25/types, vim25/mo,
-// object.VirtualDeviceList), never a govmomi object handle: a handle
+// use. Locks and Placement speak the project's vocabulary
+// (internal/vctypes; their errors classified); VMs and InventorySource
+// still take and return references (types.ManagedObjectReference) and
+// plain data (vim25/types, vim25/mo, object.VirtualDeviceList). No method
+// takes or returns a govmomi object handle: a handle
 // carries the connection it was made with, a reference does not, so a VM
 // read before a re-login is still valid after it (docs/architecture.md,
-// "The vCenter port"). The signatures use govmomi and standard library
+// "The vCenter port"). The signatures use govmomi, vctypes and standard library
 // types only, so that mock_vsphere is generated without importing this
 // package. Every method is bounded: each SOAP request by the client's
 // request timeout (15 s), each task by a named task timeout, each wait by
