@@ -3,20 +3,18 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // capUsedVMs returns n powered-on owned VMs of cpus/memMB each.

@@ -5,22 +5,20 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/vmware/govmomi/task"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/task"
-
-	"github.com/golang/mock/gomock"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestKillAwolServers covers every branch of the awol cleanup: each case

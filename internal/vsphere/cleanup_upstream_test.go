@@ -9,12 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"

@@ -7,18 +7,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
-	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
-	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
 // TestDeleteServer covers the power-off, destroy and mark bookkeeping.

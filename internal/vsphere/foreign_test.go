@@ -2,19 +2,17 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"testing"
 	"time"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
-
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // foreignObject is a listed VM as vCenter returns it, with raw Notes and

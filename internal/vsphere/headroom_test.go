@@ -5,11 +5,10 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/stretchr/testify/require"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/stretchr/testify/require"
 )
 
 // TestFlavorHeadroomMatchesCanAllocateResources: the headroom of a flavor

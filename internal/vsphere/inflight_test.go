@@ -6,13 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // TestSpawnInFlightReadersAgree: "a spawn is in flight for job J" has one

@@ -6,14 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
 func spRegisterArgs() spawn.Arguments {

@@ -3,10 +3,9 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"testing"
 	"time"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 
 	"github.com/stretchr/testify/require"
 

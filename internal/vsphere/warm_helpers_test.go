@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/mock/gomock"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
@@ -19,6 +16,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
+	"github.com/golang/mock/gomock"
+	"github.com/vmware/govmomi/vim25/types"
 )
 
 // warmHatcheryName is the hatchery under test in the warm-pool tests.

@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
