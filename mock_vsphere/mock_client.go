@@ -8,6 +8,7 @@ import (
 	context "context"
 	reflect "reflect"
 
+	vctypes "github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	gomock "github.com/golang/mock/gomock"
 	object "github.com/vmware/govmomi/object"
 	mo "github.com/vmware/govmomi/vim25/mo"
@@ -53,10 +54,10 @@ func (mr *MockPortMockRecorder) CloneVirtualMachine(arg0, arg1, arg2, arg3, arg4
 }
 
 // CreateLock mocks base method.
-func (m *MockPort) CreateLock(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+func (m *MockPort) CreateLock(arg0 context.Context, arg1 string) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "CreateLock", arg0, arg1)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -68,10 +69,10 @@ func (mr *MockPortMockRecorder) CreateLock(arg0, arg1 interface{}) *gomock.Call 
 }
 
 // DatastoreSpace mocks base method.
-func (m *MockPort) DatastoreSpace(arg0 context.Context, arg1 types.ManagedObjectReference) (*types.DatastoreSummary, error) {
+func (m *MockPort) DatastoreSpace(arg0 context.Context, arg1 vctypes.Ref) (*vctypes.DatastoreSpace, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "DatastoreSpace", arg0, arg1)
-	ret0, _ := ret[0].(*types.DatastoreSummary)
+	ret0, _ := ret[0].(*vctypes.DatastoreSpace)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -82,8 +83,23 @@ func (mr *MockPortMockRecorder) DatastoreSpace(arg0, arg1 interface{}) *gomock.C
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DatastoreSpace", reflect.TypeOf((*MockPort)(nil).DatastoreSpace), arg0, arg1)
 }
 
+// DatastoreSpaceOf mocks base method.
+func (m *MockPort) DatastoreSpaceOf(arg0 context.Context, arg1 string) (*vctypes.DatastoreSpace, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DatastoreSpaceOf", arg0, arg1)
+	ret0, _ := ret[0].(*vctypes.DatastoreSpace)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// DatastoreSpaceOf indicates an expected call of DatastoreSpaceOf.
+func (mr *MockPortMockRecorder) DatastoreSpaceOf(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DatastoreSpaceOf", reflect.TypeOf((*MockPort)(nil).DatastoreSpaceOf), arg0, arg1)
+}
+
 // DeleteLock mocks base method.
-func (m *MockPort) DeleteLock(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) DeleteLock(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "DeleteLock", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -111,10 +127,10 @@ func (mr *MockPortMockRecorder) DestroyVirtualMachine(arg0, arg1 interface{}) *g
 }
 
 // FolderAt mocks base method.
-func (m *MockPort) FolderAt(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+func (m *MockPort) FolderAt(arg0 context.Context, arg1 string) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "FolderAt", arg0, arg1)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -141,10 +157,10 @@ func (mr *MockPortMockRecorder) InstantCloneVirtualMachine(arg0, arg1, arg2 inte
 }
 
 // ListLocks mocks base method.
-func (m *MockPort) ListLocks(arg0 context.Context, arg1 string) (map[string]types.ManagedObjectReference, error) {
+func (m *MockPort) ListLocks(arg0 context.Context, arg1 string) (map[string]vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ListLocks", arg0, arg1)
-	ret0, _ := ret[0].(map[string]types.ManagedObjectReference)
+	ret0, _ := ret[0].(map[string]vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -171,10 +187,10 @@ func (mr *MockPortMockRecorder) ListVirtualMachines(arg0 interface{}) *gomock.Ca
 }
 
 // LoadDatastore mocks base method.
-func (m *MockPort) LoadDatastore(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+func (m *MockPort) LoadDatastore(arg0 context.Context, arg1 string) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadDatastore", arg0, arg1)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -186,10 +202,10 @@ func (mr *MockPortMockRecorder) LoadDatastore(arg0, arg1 interface{}) *gomock.Ca
 }
 
 // LoadFolder mocks base method.
-func (m *MockPort) LoadFolder(arg0 context.Context) (types.ManagedObjectReference, error) {
+func (m *MockPort) LoadFolder(arg0 context.Context) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadFolder", arg0)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -201,10 +217,10 @@ func (mr *MockPortMockRecorder) LoadFolder(arg0 interface{}) *gomock.Call {
 }
 
 // LoadResourcePool mocks base method.
-func (m *MockPort) LoadResourcePool(arg0 context.Context) (types.ManagedObjectReference, error) {
+func (m *MockPort) LoadResourcePool(arg0 context.Context) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadResourcePool", arg0)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -294,6 +310,21 @@ func (mr *MockPortMockRecorder) MarkVirtualMachineAsTemplate(arg0, arg1 interfac
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "MarkVirtualMachineAsTemplate", reflect.TypeOf((*MockPort)(nil).MarkVirtualMachineAsTemplate), arg0, arg1)
 }
 
+// PoolRuntimeAt mocks base method.
+func (m *MockPort) PoolRuntimeAt(arg0 context.Context, arg1 string) (*vctypes.PoolRuntime, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "PoolRuntimeAt", arg0, arg1)
+	ret0, _ := ret[0].(*vctypes.PoolRuntime)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// PoolRuntimeAt indicates an expected call of PoolRuntimeAt.
+func (mr *MockPortMockRecorder) PoolRuntimeAt(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "PoolRuntimeAt", reflect.TypeOf((*MockPort)(nil).PoolRuntimeAt), arg0, arg1)
+}
+
 // ProbeInventory mocks base method.
 func (m *MockPort) ProbeInventory(arg0 context.Context, arg1 *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	m.ctrl.T.Helper()
@@ -353,10 +384,10 @@ func (mr *MockPortMockRecorder) ResetVirtualMachineWatch(arg0 interface{}) *gomo
 }
 
 // ResourcePoolAt mocks base method.
-func (m *MockPort) ResourcePoolAt(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+func (m *MockPort) ResourcePoolAt(arg0 context.Context, arg1 string) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ResourcePoolAt", arg0, arg1)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -368,10 +399,10 @@ func (mr *MockPortMockRecorder) ResourcePoolAt(arg0, arg1 interface{}) *gomock.C
 }
 
 // ResourcePoolRuntime mocks base method.
-func (m *MockPort) ResourcePoolRuntime(arg0 context.Context, arg1 types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
+func (m *MockPort) ResourcePoolRuntime(arg0 context.Context, arg1 vctypes.Ref) (*vctypes.PoolRuntime, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ResourcePoolRuntime", arg0, arg1)
-	ret0, _ := ret[0].(*types.ResourcePoolRuntimeInfo)
+	ret0, _ := ret[0].(*vctypes.PoolRuntime)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }

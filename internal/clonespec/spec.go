@@ -13,6 +13,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -27,11 +29,11 @@ type Port interface {
 	// SetupEthernetCard points card at the configured network.
 	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
 	// LoadResourcePool returns the configured resource pool.
-	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	LoadResourcePool(ctx context.Context) (vctypes.Ref, error)
 	// LoadDatastore returns the datastore named name.
-	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	LoadDatastore(ctx context.Context, name string) (vctypes.Ref, error)
 	// ResourcePoolAt returns the resource pool at path (a placement's).
-	ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+	ResourcePoolAt(ctx context.Context, path string) (vctypes.Ref, error)
 }
 
 // Location is where a clone goes when the configuration has
@@ -160,7 +162,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 	if err := b.port.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), b.cfg.CardName, network); err != nil {
 		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, network, err)
 	}
-	var pool types.ManagedObjectReference
+	var pool vctypes.Ref
 	if at != nil && poolPath != "" {
 		pool, err = b.port.ResourcePoolAt(ctx, poolPath)
 	} else {
@@ -214,7 +216,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 	}
 
 	mode := decideCloneMode(tinfo, flavor, b.cfg.LinkedCloneSnapshot)
-	if at != nil && mode.Mode == ModeLinked && !disksOn(tinfo.Devices, ds.Reference()) {
+	if at != nil && mode.Mode == ModeLinked && !disksOn(tinfo.Devices, vcenter.MORef(ds)) {
 		mode = cloneDecision{Mode: ModeFull, Placement: at.Placement,
 			Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(at.Placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
 	}
@@ -223,7 +225,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 	if mode.Mode == ModeLinked {
 		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
 	}
-	poolRef, dsRef := pool.Reference(), ds.Reference()
+	poolRef, dsRef := vcenter.MORef(pool), vcenter.MORef(ds)
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			Pool:         &poolRef,

@@ -5,9 +5,12 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-
-	"github.com/vmware/govmomi/vim25"
 )
+
+// SDKPath is the path of vCenter's SOAP endpoint (govmomi's vim25.Path,
+// which TestSDKPathIsGovmomis checks it equals): an endpoint without a
+// path gets it. The configuration imports no govmomi package.
+const SDKPath = "/sdk"
 
 // The endpoint rules (docs/configuration.md, "endpoint"): a host name or
 // address, optionally with a port, optionally written as an https URL whose
@@ -62,11 +65,11 @@ func parseEndpoint(v string) (*url.URL, string) {
 	}
 	switch u.Path {
 	case "", "/":
-		u.Path = vim25.Path
-	case vim25.Path, vim25.Path + "/":
-		u.Path = vim25.Path
+		u.Path = SDKPath
+	case SDKPath, SDKPath + "/":
+		u.Path = SDKPath
 	default:
-		return nil, fmt.Sprintf("path %q is not the SDK path (allowed: none, \"/\" or %q)", u.EscapedPath(), vim25.Path)
+		return nil, fmt.Sprintf("path %q is not the SDK path (allowed: none, \"/\" or %q)", u.EscapedPath(), SDKPath)
 	}
 	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 		return nil, "has a query or fragment (want https://host[:port][/sdk])"

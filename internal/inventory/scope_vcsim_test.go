@@ -37,8 +37,9 @@ func scopeClone(t *testing.T, ctx context.Context, env *vcsimtest.Env, ops *vcen
 	finder.SetDatacenter(dc)
 	folder, err := finder.Folder(ctx, path)
 	require.NoError(t, err)
-	pool, err := ops.LoadResourcePool(ctx)
+	poolRef, err := ops.LoadResourcePool(ctx)
 	require.NoError(t, err)
+	pool := vcenter.MORef(poolRef)
 	cfg := &types.VirtualMachineConfigSpec{}
 	inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.ApplyTo(cfg)
 	ref, err := ops.CloneVirtualMachine(ctx, tpl, folder.Reference(), name, &types.VirtualMachineCloneSpec{

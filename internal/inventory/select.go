@@ -7,7 +7,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Source is what the inventory reads of vCenter: the listing, probe, read
@@ -17,7 +17,7 @@ import (
 type Source interface {
 	vcenter.InventorySource
 	// LoadResourcePool returns the pool new VMs go to (vcenter.Placement).
-	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
+	LoadResourcePool(ctx context.Context) (vctypes.Ref, error)
 }
 
 // New builds the VM inventory that cfg.InventoryMode names

@@ -359,7 +359,8 @@ func (s *Shared) watchPool(ctx context.Context) *types.ManagedObjectReference {
 		s.log.Debug("inventory: resource pool not probed", logkey.Err, err)
 		return nil
 	}
-	w.pool = &p
+	ref := vcenter.MORef(p)
+	w.pool = &ref
 	return w.pool
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
 
@@ -53,9 +54,9 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 	}
 	f.pool.Memory.UnreservedForVm = 1 << 30
 	vs := mock_vsphere.NewMockPort(gomock.NewController(t))
-	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
+	vs.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (vctypes.Ref, error) {
 		f.call("LoadResourcePool")
-		return types.ManagedObjectReference{Type: "ResourcePool", Value: "pool"}, nil
+		return vctypes.Ref{Type: "ResourcePool", Value: "pool"}, nil
 	}).AnyTimes()
 	vs.EXPECT().ResetVirtualMachineWatch(gomock.Any()).DoAndReturn(func(context.Context) error {
 		f.call("Reset")

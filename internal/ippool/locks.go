@@ -14,8 +14,8 @@ import (
 )
 
 // Locker is where the address locks live: lock objects whose names the
-// store keeps unique (vcenter.Locks: empty folders in vCenter, adapted by
-// vcenter.Ports). CreateLock answers an error wrapping vctypes.ErrLockTaken
+// store keeps unique (vcenter.Locks: empty folders in vCenter, in the
+// project's terms). CreateLock answers an error wrapping vctypes.ErrLockTaken
 // when the name exists.
 type Locker interface {
 	// CreateLock creates the lock name; vctypes.ErrLockTaken (wrapped)

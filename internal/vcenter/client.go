@@ -11,12 +11,14 @@ import (
 )
 
 // Port is the hatchery's port to vCenter: the four interfaces below, by
-// use. Every method takes and returns references
-// (types.ManagedObjectReference) and plain data (vim25/types, vim25/mo,
-// object.VirtualDeviceList), never a govmomi object handle: a handle
+// use. Locks and Placement speak the project's vocabulary
+// (internal/vctypes; their errors classified); VMs and InventorySource
+// still take and return references (types.ManagedObjectReference) and
+// plain data (vim25/types, vim25/mo, object.VirtualDeviceList). No method
+// takes or returns a govmomi object handle: a handle
 // carries the connection it was made with, a reference does not, so a VM
 // read before a re-login is still valid after it (docs/architecture.md,
-// "The vCenter port"). The signatures use govmomi and standard library
+// "The vCenter port"). The signatures use govmomi, vctypes and standard library
 // types only, so that mock_vsphere is generated without importing this
 // package. Every method is bounded: each SOAP request by the client's
 // request timeout (15 s), each task by a named task timeout, each wait by
@@ -89,25 +91,32 @@ type VMs interface {
 type Placement interface {
 	// LoadFolder returns the folder new VMs go to (folderString, else the
 	// datacenter's VM folder).
-	LoadFolder(ctx context.Context) (types.ManagedObjectReference, error)
+	LoadFolder(ctx context.Context) (vctypes.Ref, error)
 	// LoadResourcePool returns the pool new VMs go to (resourcePoolString,
 	// else the datacenter's default pool; ambiguous is an error).
-	LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error)
-	// ResourcePoolRuntime reads the pool's runtime (CPU/memory usage,
-	// reservations, unreserved for VMs).
-	ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error)
+	LoadResourcePool(ctx context.Context) (vctypes.Ref, error)
+	// ResourcePoolRuntime reads the figures of the pool's runtime (CPU and
+	// memory maximum, usage, unreserved for VMs).
+	ResourcePoolRuntime(ctx context.Context, pool vctypes.Ref) (*vctypes.PoolRuntime, error)
 	// LoadDatastore finds a datastore by name ("" = the default datastore).
-	LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	LoadDatastore(ctx context.Context, name string) (vctypes.Ref, error)
 	// FolderAt returns the VM folder at path (an inventory path or name;
 	// "" is LoadFolder's): a placement's folder.
-	FolderAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+	FolderAt(ctx context.Context, path string) (vctypes.Ref, error)
 	// ResourcePoolAt returns the resource pool at path, a pool's or a
 	// cluster's path (a cluster stands for its root pool); "" is
 	// LoadResourcePool's: a placement's pool.
-	ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error)
+	ResourcePoolAt(ctx context.Context, path string) (vctypes.Ref, error)
 	// DatastoreSpace reads a datastore's name, free space, capacity and
 	// accessibility (summary) in one request.
-	DatastoreSpace(ctx context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error)
+	DatastoreSpace(ctx context.Context, ds vctypes.Ref) (*vctypes.DatastoreSpace, error)
+	// PoolRuntimeAt reads the runtime of the resource pool at path
+	// (ResourcePoolAt, then ResourcePoolRuntime): a placement's pool
+	// (admission.PlacementPort).
+	PoolRuntimeAt(ctx context.Context, path string) (*vctypes.PoolRuntime, error)
+	// DatastoreSpaceOf reads the space of the datastore named name
+	// (LoadDatastore, then DatastoreSpace; admission.PlacementPort).
+	DatastoreSpaceOf(ctx context.Context, name string) (*vctypes.DatastoreSpace, error)
 	// SetupEthernetCard sets card's backing to the network named
 	// networkName ("" = the default network), built as a card of type
 	// ethernetCardName.
@@ -159,14 +168,14 @@ type InventorySource interface {
 type Locks interface {
 	// CreateLock creates the lock object name and returns its reference;
 	// ErrLockTaken (wrapped) when an object of that name exists there.
-	CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	CreateLock(ctx context.Context, name string) (vctypes.Ref, error)
 	// ListLocks returns the lock objects (folders) whose name starts with
 	// prefix, by name.
-	ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error)
+	ListLocks(ctx context.Context, prefix string) (map[string]vctypes.Ref, error)
 	// DeleteLock deletes the lock object lock; already gone is success.
 	// A folder that is not empty is not deleted (an error): destroying
 	// a folder destroys what it holds.
-	DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error
+	DeleteLock(ctx context.Context, lock vctypes.Ref) error
 }
 
 // ErrLockTaken is wrapped by CreateLock's error when a lock object of that

@@ -3,8 +3,9 @@
 //
 // It owns: the port (Port, split by use into VMs, Placement,
 // InventorySource and Locks), which names VMs, folders, pools and datastores by
-// types.ManagedObjectReference and passes plain data, never a govmomi
-// object handle; the adapter Client, which exists before vCenter answers
+// reference (vctypes.Ref for locks and placement, types.ManagedObjectReference
+// for the rest) and passes plain data, never a govmomi object handle; the
+// adapter Client, which exists before vCenter answers
 // and connects in the background (New, Run, Ready), keeps its one session
 // alive and logs in again at the transport level, bounds every request and
 // task, counts SOAP requests and bytes, notes whether vCenter answers
@@ -17,7 +18,8 @@
 // It does not own: the configuration file (the caller maps it to Config),
 // the VM ownership record, the inventory built from its listings, or any
 // decision about what to clone, claim or destroy: those belong to
-// internal/vsphere. It imports no other internal package.
+// internal/vsphere. It imports no other internal package but the
+// vocabulary (internal/vctypes).
 //
 // docs/architecture.md ("The vCenter port", "The one vCenter client")
 // describes it.

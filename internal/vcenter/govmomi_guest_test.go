@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -115,7 +116,7 @@ func TestResourcePoolRuntime(t *testing.T) {
 	c := env.Client
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, env.ResourcePoolRef(), pool.Reference())
+	assert.Equal(t, env.ResourcePoolRef(), vcenter.MORef(pool))
 
 	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
 		rt.Memory.UnreservedForVm = 8 << 30
@@ -124,9 +125,9 @@ func TestResourcePoolRuntime(t *testing.T) {
 	})
 	rt, err := c.ResourcePoolRuntime(ctx, pool)
 	require.NoError(t, err)
-	assert.Equal(t, int64(8<<30), rt.Memory.UnreservedForVm)
-	assert.Equal(t, int64(12000), rt.Cpu.UnreservedForVm)
-	assert.Equal(t, int64(1<<30), rt.Memory.OverallUsage)
+	assert.Equal(t, int64(8<<30), rt.MemoryUnreservedBytes)
+	assert.Equal(t, int64(12000), rt.CPUUnreservedMHz)
+	assert.Equal(t, int64(1<<30), rt.MemoryUsageBytes)
 }
 
 func TestLoadVirtualMachineEvents(t *testing.T) {

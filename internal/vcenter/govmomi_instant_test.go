@@ -23,9 +23,9 @@ func instantSpec(t *testing.T, ctx context.Context, c *vcenter.Client, name, ip 
 	t.Helper()
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
+	folderRef, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	poolRef := pool.Reference()
+	poolRef, folder := vcenter.MORef(pool), vcenter.MORef(folderRef)
 	opts, err := cloudinit.Options(name+"-instance", name, &cloudinit.Address{IP: ip, SubnetMask: "255.255.255.0"}, cloudinit.Boot{Script: "true", CDSConfig: name})
 	require.NoError(t, err)
 	return types.VirtualMachineInstantCloneSpec{

@@ -27,12 +27,12 @@ const lockTimeout = 30 * time.Second
 // go to (docs/high-availability.md, "Static IPs").
 const LockFolderName = "hatchery-vsphere-locks"
 
-// CreateLock creates an empty folder named name in the lock folder
+// createLock creates an empty folder named name in the lock folder
 // (LockFolderName). vCenter keeps the names of a folder's children
 // unique: a second create of one name is refused with DuplicateName,
 // classified here as ErrLockTaken. It is one CreateFolder request (after
 // the lock folder's lookup, cached), not a task: it takes no task slot.
-func (c *Client) CreateLock(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+func (c *Client) createLock(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -52,10 +52,10 @@ func (c *Client) CreateLock(ctx context.Context, name string) (types.ManagedObje
 	return f.Reference(), nil
 }
 
-// ListLocks returns the folders directly in the lock folder whose name
+// listLocks returns the folders directly in the lock folder whose name
 // starts with prefix. One RetrieveProperties (after the lock folder's
 // lookup, cached).
-func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error) {
+func (c *Client) listLocks(ctx context.Context, prefix string) (map[string]types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}
@@ -83,7 +83,7 @@ func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]types
 // creating it at the same moment is not an error (its folder is used).
 // The reference is cached with the placement lookups.
 func (c *Client) lockFolder(ctx context.Context) (types.ManagedObjectReference, error) {
-	parent, err := c.LoadFolder(ctx)
+	parent, err := c.loadFolder(ctx)
 	if err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -153,12 +153,12 @@ func (c *Client) childFolders(ctx context.Context, parent types.ManagedObjectRef
 	return folders, nil
 }
 
-// DeleteLock destroys the lock folder lock (a task, bounded by
+// deleteLock destroys the lock folder lock (a task, bounded by
 // lockTimeout and taking a task slot). It first reads the folder's
 // children and refuses to destroy a folder that holds anything: a
 // folder's destroy destroys its contents, and a lock holds nothing. A
 // folder already gone is success.
-func (c *Client) DeleteLock(ctx context.Context, lock types.ManagedObjectReference) error {
+func (c *Client) deleteLock(ctx context.Context, lock types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}

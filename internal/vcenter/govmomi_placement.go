@@ -14,22 +14,22 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// LoadFolder returns the folder new VMs go to: Folder (folderString, an
+// loadFolder returns the folder new VMs go to: Folder (folderString, an
 // inventory path or name) else the datacenter's VM folder. A folder that
 // does not exist, or several, is a *PlacementError listing the candidates,
 // cached with a back-off (placementCache). It is FolderAt("").
-func (c *Client) LoadFolder(ctx context.Context) (types.ManagedObjectReference, error) {
-	return c.FolderAt(ctx, "")
+func (c *Client) loadFolder(ctx context.Context) (types.ManagedObjectReference, error) {
+	return c.folderAt(ctx, "")
 }
 
-// LoadResourcePool returns the pool new VMs go to: ResourcePool
+// loadResourcePool returns the pool new VMs go to: ResourcePool
 // (resourcePoolString, an inventory path or name), else the first
 // [[placements]] entry's pool (defaultPoolPath), else the datacenter's
 // default pool. None or several candidates are a *PlacementError naming
 // the setting and the candidates (ErrAmbiguous when several), cached
 // with a back-off (placementCache). It is ResourcePoolAt("").
-func (c *Client) LoadResourcePool(ctx context.Context) (types.ManagedObjectReference, error) {
-	return c.ResourcePoolAt(ctx, "")
+func (c *Client) loadResourcePool(ctx context.Context) (types.ManagedObjectReference, error) {
+	return c.resourcePoolAt(ctx, "")
 }
 
 // loadNetwork finds a network by name or path; "" is the default network.
@@ -49,9 +49,9 @@ func (c *Client) loadNetwork(ctx context.Context, name string) (object.NetworkRe
 	})
 }
 
-// LoadDatastore finds a datastore by name or path; "" is the default
+// loadDatastore finds a datastore by name or path; "" is the default
 // datastore. None or several are a *PlacementError (see LoadResourcePool).
-func (c *Client) LoadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+func (c *Client) loadDatastore(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -106,8 +106,8 @@ func (c *Client) SetupEthernetCard(ctx context.Context, card *types.VirtualEther
 	return nil
 }
 
-// ResourcePoolRuntime reads the pool's runtime.
-func (c *Client) ResourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
+// resourcePoolRuntime reads the pool's runtime.
+func (c *Client) resourcePoolRuntime(ctx context.Context, pool types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

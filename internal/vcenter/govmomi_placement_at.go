@@ -24,11 +24,11 @@ type PlacementKeys struct {
 	Network      string
 }
 
-// FolderAt implements Placement: the VM folder at path (an inventory path
+// folderAt the VM folder at path (an inventory path
 // or name); "" is LoadFolder's folder (Folder, else the datacenter's VM
 // folder). None or several are a *PlacementError naming the key that
 // holds path (placementSetting), cached with a back-off as LoadFolder's.
-func (c *Client) FolderAt(ctx context.Context, path string) (types.ManagedObjectReference, error) {
+func (c *Client) folderAt(ctx context.Context, path string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -55,7 +55,7 @@ func (c *Client) FolderAt(ctx context.Context, path string) (types.ManagedObject
 	return f.Reference(), nil
 }
 
-// ResourcePoolAt implements Placement: the resource pool at path, a
+// resourcePoolAt the resource pool at path, a
 // pool's inventory path or name, or a cluster's (or standalone host's)
 // path or name, which stands for its root pool
 // (ComputeResource.resourcePool); "" is LoadResourcePool's pool
@@ -63,7 +63,7 @@ func (c *Client) FolderAt(ctx context.Context, path string) (types.ManagedObject
 // pool, else the datacenter's default pool). None or several are
 // a *PlacementError naming the key that holds path (placementSetting) and
 // the candidates (ErrAmbiguous when several), cached with a back-off.
-func (c *Client) ResourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error) {
+func (c *Client) resourcePoolAt(ctx context.Context, path string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -137,11 +137,11 @@ func (c *Client) computeResourcePool(ctx context.Context, path string) (*object.
 	return rp, nil
 }
 
-// DatastoreSpace implements Placement: the datastore's summary (name,
+// datastoreSpace reads the datastore's summary (name,
 // free space, capacity, accessibility) in one RetrieveProperties, read
 // fresh at each call (never cached: it moves with every clone), bounded
 // by the request timeout.
-func (c *Client) DatastoreSpace(ctx context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error) {
+func (c *Client) datastoreSpace(ctx context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

@@ -43,7 +43,7 @@ func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference
 	if strings.HasPrefix(c.cfg.Folder, "/") {
 		own, err = c.folderByPath(ctx, c.cfg.Folder, "folderString")
 	} else {
-		own, err = c.LoadFolder(ctx) // a name: the finder's search
+		own, err = c.loadFolder(ctx) // a name: the finder's search
 	}
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +63,7 @@ func (c *Client) scopeRoots(ctx context.Context) ([]types.ManagedObjectReference
 		if strings.HasPrefix(p.Folder, "/") {
 			f, err = c.folderByPath(ctx, p.Folder, fmt.Sprintf("placements[%d].folder", i))
 		} else {
-			f, err = c.FolderAt(ctx, p.Folder) // a name: the finder's search
+			f, err = c.folderAt(ctx, p.Folder) // a name: the finder's search
 		}
 		if err != nil {
 			return nil, nil, err

@@ -141,12 +141,12 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 	var pool, ds types.ManagedObjectReference
 	var err error
 	if !entries || c.cfg.ResourcePool != "" {
-		pool, err = c.LoadResourcePool(ctx)
+		pool, err = c.loadResourcePool(ctx)
 		if err := placement("resourcePoolString", pool, err, poolPrivileges); err != nil {
 			return rep, err
 		}
 	}
-	folder, err := c.LoadFolder(ctx)
+	folder, err := c.loadFolder(ctx)
 	fprivs := append([]string(nil), folderPrivileges...)
 	if req.StaticIPs {
 		fprivs = append(fprivs, "Folder.Create", "Folder.Delete")
@@ -161,7 +161,7 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 		return rep, err
 	}
 	if !entries || req.Datastore != "" {
-		ds, err = c.LoadDatastore(ctx, req.Datastore)
+		ds, err = c.loadDatastore(ctx, req.Datastore)
 		if err := placement("datastoreString", ds, err, datastorePrivileges); err != nil {
 			return rep, err
 		}
@@ -182,14 +182,14 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 	}
 	for i, p := range c.cfg.Placements {
 		key := fmt.Sprintf("placements[%d]", i)
-		pool, perr := c.ResourcePoolAt(ctx, p.ResourcePool)
+		pool, perr := c.resourcePoolAt(ctx, p.ResourcePool)
 		if err := placement(key+".resourcePool", pool, perr, poolPrivileges); err != nil {
 			return rep, err
 		}
 		var dss []mountCheck
 		for j, name := range p.Datastores {
 			dkey := fmt.Sprintf("%s.datastores[%d]", key, j)
-			d, err := c.LoadDatastore(ctx, name)
+			d, err := c.loadDatastore(ctx, name)
 			if err := placement(dkey, d, err, datastorePrivileges); err != nil {
 				return rep, err
 			}
@@ -198,7 +198,7 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 			}
 		}
 		if p.Folder != "" {
-			f, err := c.FolderAt(ctx, p.Folder)
+			f, err := c.folderAt(ctx, p.Folder)
 			if err := placement(key+".folder", f, err, fprivs); err != nil {
 				return rep, err
 			}

@@ -35,7 +35,7 @@ func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory
 	require.NoError(t, err)
 	ds, err := c.LoadDatastore(ctx, vcsimtest.DatastoreName)
 	require.NoError(t, err)
-	poolRef, dsRef := pool.Reference(), ds.Reference()
+	poolRef, dsRef := vcenter.MORef(pool), vcenter.MORef(ds)
 	cfg := &types.VirtualMachineConfigSpec{NumCPUs: cpus, MemoryMB: memMB}
 	a.ApplyTo(cfg)
 	spec := &types.VirtualMachineCloneSpec{
@@ -70,7 +70,7 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
-	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, name, cloneSpec(t, ctx, c, a, 0, 0, ip))
+	ref, err := c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), name, cloneSpec(t, ctx, c, a, 0, 0, ip))
 	require.NoError(t, err)
 	return *ref
 }
@@ -158,7 +158,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
 
-	ref, err := c.CloneVirtualMachine(ctx, tpl, folder, "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
+	ref, err := c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
 	require.NoError(t, err)
 	st := env.MustInspect("big-1")
 	assert.Equal(t, *ref, st.Ref)
@@ -188,7 +188,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	}
 
 	// Cloning to an existing name fails and names both VMs.
-	_, err = c.CloneVirtualMachine(ctx, tpl, folder, "big-1", nil)
+	_, err = c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), "big-1", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `clone "big-1" from template "debian12"`)
 }

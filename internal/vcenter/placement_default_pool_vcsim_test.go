@@ -36,7 +36,7 @@ func TestDefaultPoolWithPlacements(t *testing.T) {
 	})
 	got, err := placed.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, rootB.Reference(), got, "the first entry's pool")
+	assert.Equal(t, vcenter.RefOf(rootB.Reference()), got, "the first entry's pool")
 	assert.Empty(t, placed.PlacementProblems(), "no topology problem")
 
 	bare := env.NewClient(func(c *vcenter.Config) { c.ResourcePool = "" })

@@ -167,8 +167,9 @@ func TestTaskWaitFailsWithItsFault(t *testing.T) {
 	cloneWorker(t, ctx, env, "worker-1", "")
 	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
+	folderRef, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
+	folder := vcenter.MORef(folderRef)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "worker-1", VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	start := time.Now()
 	_, err = c.CloneVirtualMachine(ctx, tpl, folder, "worker-1", cloneSpec(t, ctx, c, a, 0, 0, ""))
@@ -191,10 +192,11 @@ func TestCutTaskOutcomeIsLearnt(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	tpl := object.NewVirtualMachine(env.Admin.Client, mustTemplate(t, ctx, c))
-	folder, err := c.LoadFolder(ctx)
+	folderRef, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	pool, err := c.LoadResourcePool(ctx)
+	poolRef, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
+	folder, pool := vcenter.MORef(folderRef), vcenter.MORef(poolRef)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
 	cut, cancel := context.WithCancel(ctx)
 	res, err := c.RunTask(cut, time.Minute, func(ctx context.Context) (*object.Task, error) {

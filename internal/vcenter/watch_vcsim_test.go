@@ -115,8 +115,9 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 	ctx := watchCtx(t)
 	c := env.Client
 	cloneWorker(t, ctx, env, "worker-1", "")
-	pool, err := c.LoadResourcePool(ctx)
+	poolRef, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
+	pool := vcenter.MORef(poolRef)
 
 	var want types.ResourcePoolRuntimeInfo
 	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
@@ -656,8 +657,9 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 	tpl, err := ops.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	folder, err := ops.LoadFolder(ctx)
+	folderRef, err := ops.LoadFolder(ctx)
 	require.NoError(t, err)
+	folder := vcenter.MORef(folderRef)
 	specs := make([]*types.VirtualMachineCloneSpec, stepped+burst+1)
 	for i := range specs {
 		a := inventory.Annotation{HatcheryName: "hatch", WorkerName: fmt.Sprintf("w-%d", i), Created: time.Now().UTC().Truncate(time.Second)}

@@ -169,9 +169,9 @@ func TestPlacementsFilledDatastore(t *testing.T) {
 	f := newPlacementFixture(ctx, t, env)
 
 	env.FillDatastore(vcsimtest.DatastoreA, 1<<30)
-	space, err := env.Client.DatastoreSpace(ctx, f.datastore(ctx, t, vcsimtest.DatastoreA))
+	space, err := env.Client.DatastoreSpace(ctx, vcenter.RefOf(f.datastore(ctx, t, vcsimtest.DatastoreA)))
 	require.NoError(t, err)
-	assert.Equal(t, int64(1<<30), space.FreeSpace, "the hatchery's client reads the filled figure")
+	assert.Equal(t, int64(1<<30), space.FreeBytes, "the hatchery's client reads the filled figure")
 	ds := object.NewDatastore(env.Admin.Client, f.datastore(ctx, t, vcsimtest.DatastoreA))
 	var m mo.Datastore
 	require.NoError(t, ds.Properties(ctx, ds.Reference(), []string{"summary"}, &m))

@@ -11,7 +11,8 @@
 //
 // It imports only the standard library. Conversions to and from govmomi,
 // and the classification of govmomi's faults into a FaultKind, live in
-// internal/vcenter (vocabulary.go), which also adapts its Port to the
-// decision packages' ports in these terms (ports.go); see
+// internal/vcenter (vocabulary.go), whose Port speaks these terms for
+// locks and placement (adapter_port.go) and is adapted to guest.Port
+// (ports.go); see
 // docs/architecture.md, "The vCenter port".
 package vctypes

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
@@ -23,11 +22,11 @@ type CapacityUsage = admission.Usage
 func (h *HatcheryVSphere) admission() admission.Admission {
 	cfg := h.conf() // one snapshot for the decision: its limits and its flavors
 	a := admission.Admission{
-		State: h.capacity, Hatchery: h.Name(), Config: cfg, Inventory: h.inv, Port: vcenter.PortsOf(h.vs),
+		State: h.capacity, Hatchery: h.Name(), Config: cfg, Inventory: h.inv, Port: h.vs,
 		Resolve: cfg.ResolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
 	}
 	if len(cfg.Placements) > 0 {
-		a.Places = vcenter.PortsOf(h.vs)
+		a.Places = h.vs
 	}
 	return a
 }

@@ -172,10 +172,11 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 		c.PollInterval = vcenter.DefaultPollInterval
 		c.TemplateFolders = cfg.TemplateFolders
 	})
-	pool, err := rc.LoadResourcePool(ctx)
+	poolRef, err := rc.LoadResourcePool(ctx)
 	if err != nil {
 		b.Fatal(err)
 	}
+	pool := vcenter.MORef(poolRef)
 	if err := rc.ResetVirtualMachineWatch(ctx); err != nil {
 		b.Fatal(err)
 	}

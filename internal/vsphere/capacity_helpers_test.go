@@ -6,22 +6,25 @@ package vsphere
 import (
 	"context"
 	"encoding/json"
-	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/golang/mock/gomock"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 const capHatcheryName = "hatch-1"
@@ -93,6 +96,16 @@ type capEnv struct {
 // and a captured JSON logger. cfg is completed with the hatchery name and,
 // when unset, the listing inventory mode: the fake inventory is always
 // fresh, as the listing inventory is.
+// poolRuntime is env.pool's runtime as the port reads it, or its error.
+func (env *capEnv) poolRuntime() (*vctypes.PoolRuntime, error) {
+	env.pool.mu.Lock()
+	defer env.pool.mu.Unlock()
+	if env.pool.err != nil {
+		return nil, env.pool.err
+	}
+	return &vctypes.PoolRuntime{MemoryUnreservedBytes: env.pool.memoryBytes, CPUUnreservedMHz: env.pool.cpuMHz}, nil
+}
+
 func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
@@ -105,26 +118,18 @@ func newCapEnv(t *testing.T, cfg config.Config) *capEnv {
 		clock: testutil.NewClock(time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)),
 		mock:  m,
 	}
-	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
-	m.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
+	poolObj := vctypes.Ref{Type: "ResourcePool", Value: "resgroup-1"}
+	m.EXPECT().LoadResourcePool(gomock.Any()).DoAndReturn(func(context.Context) (vctypes.Ref, error) {
 		env.pool.mu.Lock()
 		defer env.pool.mu.Unlock()
 		if env.pool.loadFailures > 0 {
 			env.pool.loadFailures--
-			return types.ManagedObjectReference{}, errCapPoolLoad
+			return vctypes.Ref{}, errCapPoolLoad
 		}
 		return poolObj, nil
 	}).AnyTimes()
-	m.EXPECT().ResourcePoolRuntime(gomock.Any(), poolObj).DoAndReturn(func(context.Context, types.ManagedObjectReference) (*types.ResourcePoolRuntimeInfo, error) {
-		env.pool.mu.Lock()
-		defer env.pool.mu.Unlock()
-		if env.pool.err != nil {
-			return nil, env.pool.err
-		}
-		rt := &types.ResourcePoolRuntimeInfo{}
-		rt.Memory.UnreservedForVm = env.pool.memoryBytes
-		rt.Cpu.UnreservedForVm = env.pool.cpuMHz
-		return rt, nil
+	m.EXPECT().ResourcePoolRuntime(gomock.Any(), poolObj).DoAndReturn(func(context.Context, vctypes.Ref) (*vctypes.PoolRuntime, error) {
+		return env.poolRuntime()
 	}).AnyTimes()
 	cfg.CommonConfiguration.Name = capHatcheryName
 	if cfg.InventoryMode == "" {

@@ -6,14 +6,16 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // TestPrepareCloneSpecCloneModes: through the mock client, a template with
@@ -33,8 +35,8 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), linked).Return(spTemplateMO(spDevices(1), &snap), nil)
 	f.vs.EXPECT().LoadTemplate(gomock.Any(), plain).Return(spTemplateMO(spDevices(1), nil), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil).AnyTimes()
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vcenter.RefOf(spDSRef), nil).AnyTimes()
 	ctx := context.Background()
 	annot := func(n string) *inventory.Annotation {
 		return &inventory.Annotation{HatcheryName: spHatchery, WorkerName: n}

@@ -8,6 +8,13 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -15,12 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/golang/mock/gomock"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/task"
-	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 func TestPrepareCloneSpec(t *testing.T) {
@@ -155,7 +157,7 @@ func TestCloneVM(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 			newRef := spRef("VirtualMachine", "vm-new")
 			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
 				DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
@@ -210,7 +212,7 @@ func TestCloneCutByTheShutdownIsNoWarning(t *testing.T) {
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).

@@ -165,7 +165,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	}
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Live: h.conf, Inventory: h.inv,
-		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() },
+		Port: o.Client, PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() },
 		Placements: h.ShownPlacements, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
@@ -176,7 +176,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	if ips.Enabled() {
 		// Two instances of one hatchery take each address through a lock
 		// vCenter keeps unique (docs/high-availability.md, "Static IPs").
-		ips.UseLocks(vcenter.PortsOf(o.Client), o.Config.CommonConfiguration.Name, h.log)
+		ips.UseLocks(o.Client, o.Config.CommonConfiguration.Name, h.log)
 	}
 	h.ips = ips
 	h.capacity = admission.NewState()

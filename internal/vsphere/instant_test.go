@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 var (
@@ -83,7 +84,7 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	args := spCloudInitArgs()
 	child := spNewRef
 	var spec types.VirtualMachineInstantCloneSpec
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = s
@@ -145,7 +146,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	f := newInstantFixture(t, true)
 	args := spCloudInitArgs()
 	fault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidPowerState{}, LocalizedMessage: "powered off"}}
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(nil, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
@@ -161,7 +162,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 func instExpectClone(f *spFixture, name string) types.ManagedObjectReference {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(&ref, nil)
 	return spNewRef
@@ -186,7 +187,7 @@ func expectParentBuild(f *spFixture, ref types.ManagedObjectReference) (*types.V
 	var blank types.VirtualMachineConfigSpec
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, spFolderRef, gomock.Any(), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = *s
@@ -307,7 +308,7 @@ func TestInstantSpawnFlavorAsksForItsParent(t *testing.T) {
 	args := spCloudInitArgs()
 	annot := inventory.Annotation{HatcheryName: spHatchery, WorkerName: args.WorkerName, JobID: args.JobID, Flavor: "large"}
 	f.expectCloneSpecCalls(spRef("VirtualMachine", "vm-debian12"), 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spRef("VirtualMachine", "vm-debian12"), gomock.Any(), args.WorkerName, gomock.Any()).Return(&ref, nil)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "x"}

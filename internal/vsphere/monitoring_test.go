@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
@@ -61,10 +62,10 @@ func fixtureVMs() []inventory.VM {
 	}
 }
 
-func fixtureRuntime() *types.ResourcePoolRuntimeInfo {
-	return &types.ResourcePoolRuntimeInfo{
-		Cpu:    types.ResourcePoolResourceUsage{MaxUsage: 10000, OverallUsage: 2500, UnreservedForVm: 7000},
-		Memory: types.ResourcePoolResourceUsage{MaxUsage: 64 << 30, OverallUsage: 16 << 30, UnreservedForVm: 40 << 30},
+func fixtureRuntime() *vctypes.PoolRuntime {
+	return &vctypes.PoolRuntime{
+		CPUMaxMHz: 10000, CPUUsageMHz: 2500, CPUUnreservedMHz: 7000,
+		MemoryMaxBytes: 64 << 30, MemoryUsageBytes: 16 << 30, MemoryUnreservedBytes: 40 << 30,
 	}
 }
 
@@ -83,7 +84,7 @@ type testEnv struct {
 	vs   *mock_vsphere.MockPort
 	inv  *inventorytest.Fixed
 	logs *syncBuffer
-	pool types.ManagedObjectReference
+	pool vctypes.Ref
 }
 
 func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
@@ -93,7 +94,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 		vs:   mock_vsphere.NewMockPort(ctrl),
 		inv:  inventorytest.New(),
 		logs: &syncBuffer{},
-		pool: types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-8"},
+		pool: vctypes.Ref{Type: "ResourcePool", Value: "resgroup-8"},
 	}
 	expectIPLocks(e.vs, cfg)
 	h, err := New(Options{Config: cfg, Client: e.vs, Inventory: e.inv,
@@ -109,7 +110,7 @@ func newTestEnv(t *testing.T, cfg *config.Config) *testEnv {
 }
 
 // expectPool makes the resource pool readable (loaded once, read every pass).
-func (e *testEnv) expectPool(rt *types.ResourcePoolRuntimeInfo) {
+func (e *testEnv) expectPool(rt *vctypes.PoolRuntime) {
 	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil).MaxTimes(1)
 	e.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), e.pool).Return(rt, nil).AnyTimes()
 }
@@ -245,7 +246,7 @@ func TestMetricsResourcePoolUnreadable(t *testing.T) {
 		expect func(e *testEnv)
 	}{
 		{"load fails", func(e *testEnv) {
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, denied)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, denied)
 		}},
 		{"runtime fails", func(e *testEnv) {
 			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(e.pool, nil)

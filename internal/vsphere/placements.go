@@ -5,14 +5,16 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Placements is the hatchery's placement set: what /mon/status, the
@@ -132,9 +134,11 @@ func (w *where) location() *clonespec.Location {
 // placement's folder, else the configured one.
 func (h *HatcheryVSphere) folderOf(ctx context.Context, w *where) (types.ManagedObjectReference, error) {
 	if w == nil || !w.ownFolder {
-		return h.vs.LoadFolder(ctx)
+		ref, err := h.vs.LoadFolder(ctx)
+		return vcenter.MORef(ref), err
 	}
-	return h.vs.FolderAt(ctx, w.placement.Folder)
+	ref, err := h.vs.FolderAt(ctx, w.placement.Folder)
+	return vcenter.MORef(ref), err
 }
 
 // placementOutcome tells the Book how a clone sent to w ended and

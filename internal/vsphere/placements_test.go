@@ -7,30 +7,29 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
-	"github.com/golang/mock/gomock"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // newPlacementEnv is newCapEnv with placements: each placement's pool
-// (ResourcePoolAt) is the mock's one pool, and each datastore's space is
+// (PoolRuntimeAt) is the mock's one pool, and each datastore's space is
 // freeGB[name] GB free of 1000.
 func newPlacementEnv(t *testing.T, cfg config.Config, freeGB map[string]int64) *capEnv {
 	t.Helper()
 	env := newCapEnv(t, cfg)
-	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
-	env.mock.EXPECT().ResourcePoolAt(gomock.Any(), gomock.Any()).Return(poolObj, nil).AnyTimes()
-	env.mock.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, name string) (types.ManagedObjectReference, error) {
-		return types.ManagedObjectReference{Type: "Datastore", Value: name}, nil
+	env.mock.EXPECT().PoolRuntimeAt(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, string) (*vctypes.PoolRuntime, error) {
+		return env.poolRuntime()
 	}).AnyTimes()
-	env.mock.EXPECT().DatastoreSpace(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error) {
-		return &types.DatastoreSummary{Name: ds.Value, FreeSpace: freeGB[ds.Value] << 30, Capacity: 1000 << 30, Accessible: true}, nil
+	env.mock.EXPECT().DatastoreSpaceOf(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, name string) (*vctypes.DatastoreSpace, error) {
+		return &vctypes.DatastoreSpace{Ref: vctypes.Ref{Type: "Datastore", Value: name}, Name: name, FreeBytes: freeGB[name] << 30, CapacityBytes: 1000 << 30, Accessible: true}, nil
 	}).AnyTimes()
 	return env
 }
@@ -180,17 +179,13 @@ func TestPlacementFiguresReadOncePerTTL(t *testing.T) {
 		{Name: "b", ResourcePool: "/dc/host/b", Datastores: []string{"ds2"}},
 	}})
 	var pools, spaces atomic.Int32
-	poolObj := types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
-	env.mock.EXPECT().ResourcePoolAt(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, string) (types.ManagedObjectReference, error) {
+	env.mock.EXPECT().PoolRuntimeAt(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, string) (*vctypes.PoolRuntime, error) {
 		pools.Add(1)
-		return poolObj, nil
+		return env.poolRuntime()
 	}).AnyTimes()
-	env.mock.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, name string) (types.ManagedObjectReference, error) {
-		return types.ManagedObjectReference{Type: "Datastore", Value: name}, nil
-	}).AnyTimes()
-	env.mock.EXPECT().DatastoreSpace(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ds types.ManagedObjectReference) (*types.DatastoreSummary, error) {
+	env.mock.EXPECT().DatastoreSpaceOf(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, name string) (*vctypes.DatastoreSpace, error) {
 		spaces.Add(1)
-		return &types.DatastoreSummary{Name: ds.Value, FreeSpace: 100 << 30, Capacity: 1000 << 30, Accessible: true}, nil
+		return &vctypes.DatastoreSpace{Ref: vctypes.Ref{Type: "Datastore", Value: name}, Name: name, FreeBytes: 100 << 30, CapacityBytes: 1000 << 30, Accessible: true}, nil
 	}).AnyTimes()
 	ctx := context.Background()
 	for i := range 10 {

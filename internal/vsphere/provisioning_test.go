@@ -12,18 +12,21 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang/mock/gomock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
-	"github.com/golang/mock/gomock"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/vmware/govmomi/task"
@@ -591,7 +594,7 @@ func TestProvisioningCloneFailureLeavesProvisioningOnce(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-debian12")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), slot, gomock.Any()).
@@ -713,7 +716,7 @@ func TestProvisioningReservationCountsForSpawns(t *testing.T) {
 	tpl := warmTpl("debian12")
 	tpl.NumCPU, tpl.MemoryMB = 2, 2048
 	e := newWarmEnv(t, cfg, []inventory.VM{tpl}, nil)
-	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool")).AnyTimes()
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, errors.New("no pool")).AnyTimes()
 	model := sdk.WorkerStarterWorkerModel{
 		ModelV2:     &sdk.V2WorkerModel{Name: "debian", Type: sdk.VSphere},
 		VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "debian12"},

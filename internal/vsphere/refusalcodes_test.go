@@ -9,11 +9,11 @@ import (
 
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
@@ -100,7 +100,9 @@ func TestHatcheryRefusalCodesAreProduced(t *testing.T) {
 
 	// AllocateResources: room, but no placement can take the clone.
 	env := newCapEnv(t, config.Config{Flavors: capFlavors(), Placements: []config.Placement{{Name: "a", MaxVMs: 1}}})
-	env.mock.EXPECT().ResourcePoolAt(gomock.Any(), gomock.Any()).Return(types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}, nil).AnyTimes()
+	env.mock.EXPECT().PoolRuntimeAt(gomock.Any(), gomock.Any()).DoAndReturn(func(context.Context, string) (*vctypes.PoolRuntime, error) {
+		return env.poolRuntime()
+	}).AnyTimes()
 	used := capVM("w-a", "other-job", 2, 4096)
 	used.Annotation.Placement = "a"
 	env.inv.Set(used)

@@ -5,14 +5,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
 
 const spHatchery = "hatch-test"
@@ -66,7 +69,7 @@ func expectIPLocks(vs *mock_vsphere.MockPort, cfg *config.Config) {
 	if cfg.IPRange == "" && len(cfg.Networks) == 0 {
 		return
 	}
-	vs.EXPECT().CreateLock(gomock.Any(), gomock.Any()).Return(types.ManagedObjectReference{Type: "Folder", Value: "group-lock"}, nil).AnyTimes()
+	vs.EXPECT().CreateLock(gomock.Any(), gomock.Any()).Return(vctypes.Ref{Type: "Folder", Value: "group-lock"}, nil).AnyTimes()
 	vs.EXPECT().ListLocks(gomock.Any(), gomock.Any()).Return(nil, nil).AnyTimes()
 	vs.EXPECT().DeleteLock(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
 }
@@ -93,8 +96,8 @@ func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics
 			card.Backing = spWorkerBack
 			return nil
 		})
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil)
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil)
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vcenter.RefOf(spDSRef), nil)
 }
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,

@@ -20,6 +20,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // tmAPI is the CDS client of the timing tests: it records the infos
@@ -36,9 +39,9 @@ func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (types.ManagedObjectReference, error) {
+	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (vctypes.Ref, error) {
 		f.clock.Advance(300 * time.Millisecond) // the hatchery's own work before the clone
-		return spFolderRef, nil
+		return vcenter.RefOf(spFolderRef), nil
 	})
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).

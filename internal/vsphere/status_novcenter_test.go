@@ -6,9 +6,10 @@ import (
 
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -35,10 +36,9 @@ func TestStatusReachesNoVCenter(t *testing.T) {
 
 	// A capacity read takes a reading (once); Status shows it without
 	// another round trip.
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
-	f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(&types.ResourcePoolRuntimeInfo{
-		Memory: types.ResourcePoolResourceUsage{UnreservedForVm: 2048 << 20},
-		Cpu:    types.ResourcePoolResourceUsage{UnreservedForVm: 1000},
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil)
+	f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), vcenter.RefOf(spPoolRef)).Return(&vctypes.PoolRuntime{
+		MemoryUnreservedBytes: 2048 << 20, CPUUnreservedMHz: 1000,
 	}, nil)
 	_, err := f.h.CapacityUsage(context.Background())
 	require.NoError(t, err)

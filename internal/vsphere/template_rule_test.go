@@ -15,6 +15,8 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // ruleV1Model is a V1 model whose template (named after the model), path
@@ -83,7 +85,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 			ctx := context.Background()
 			newEnv := func(cfg *config.Config) *warmEnv {
 				e := newWarmEnv(t, cfg, ruleVMs(m), &cdsclienttest.Fake{Models: []sdk.Model{m}})
-				e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool in this test")).AnyTimes()
+				e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, errors.New("no pool in this test")).AnyTimes()
 				return e
 			}
 			cfg := warmConfig()

@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/golang/mock/gomock"
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -16,12 +19,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
-	"github.com/golang/mock/gomock"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // The pool's own tests: a Pool on a strict gomock port, a fixed inventory
@@ -78,7 +78,7 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	p := &Pool{
 		Hatchery: testHatchery, Config: cfg, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life, Custody: cust,
 		Admission: func() admission.Admission {
-			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vcenter.PortsOf(vs), Now: now}
+			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vs, Now: now}
 		},
 		Host: fakeHost{t: t},
 		Log:  log,

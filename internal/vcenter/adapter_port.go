@@ -1,0 +1,115 @@
+package vcenter
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+)
+
+// This file is the adapter's face: the Port's methods in the project's
+// terms (internal/vctypes). Each converts its arguments (vocabulary.go),
+// calls the govmomi-typed implementation beside it (govmomi_*.go) and
+// returns its error classified (Classify), so that a caller tests a fault
+// with errors.Is(err, vctypes.FaultX) and never imports govmomi.
+
+// LoadFolder returns the folder new VMs go to (folderString, else the
+// datacenter's VM folder).
+func (c *Client) LoadFolder(ctx context.Context) (vctypes.Ref, error) {
+	ref, err := c.loadFolder(ctx)
+	return RefOf(ref), Classify(err)
+}
+
+// LoadResourcePool returns the pool new VMs go to.
+func (c *Client) LoadResourcePool(ctx context.Context) (vctypes.Ref, error) {
+	ref, err := c.loadResourcePool(ctx)
+	return RefOf(ref), Classify(err)
+}
+
+// ResourcePoolRuntime reads the figures of pool's runtime.
+func (c *Client) ResourcePoolRuntime(ctx context.Context, pool vctypes.Ref) (*vctypes.PoolRuntime, error) {
+	rt, err := c.resourcePoolRuntime(ctx, MORef(pool))
+	return PoolRuntimeOf(rt), Classify(err)
+}
+
+// LoadDatastore finds a datastore by name ("" = the default datastore).
+func (c *Client) LoadDatastore(ctx context.Context, name string) (vctypes.Ref, error) {
+	ref, err := c.loadDatastore(ctx, name)
+	return RefOf(ref), Classify(err)
+}
+
+// FolderAt returns the VM folder at path ("" is LoadFolder's).
+func (c *Client) FolderAt(ctx context.Context, path string) (vctypes.Ref, error) {
+	ref, err := c.folderAt(ctx, path)
+	return RefOf(ref), Classify(err)
+}
+
+// ResourcePoolAt returns the resource pool at path, a pool's or a
+// cluster's ("" is LoadResourcePool's).
+func (c *Client) ResourcePoolAt(ctx context.Context, path string) (vctypes.Ref, error) {
+	ref, err := c.resourcePoolAt(ctx, path)
+	return RefOf(ref), Classify(err)
+}
+
+// DatastoreSpace reads a datastore's name, free space, capacity and
+// accessibility in one request.
+func (c *Client) DatastoreSpace(ctx context.Context, ds vctypes.Ref) (*vctypes.DatastoreSpace, error) {
+	sum, err := c.datastoreSpace(ctx, MORef(ds))
+	if err != nil {
+		return nil, Classify(err)
+	}
+	return &vctypes.DatastoreSpace{Ref: ds, Name: sum.Name, FreeBytes: sum.FreeSpace,
+		CapacityBytes: sum.Capacity, Accessible: sum.Accessible}, nil
+}
+
+// PoolRuntimeAt reads the runtime of the resource pool at path (a pool's
+// or a cluster's path; "" the configured pool): a placement's pool.
+func (c *Client) PoolRuntimeAt(ctx context.Context, path string) (*vctypes.PoolRuntime, error) {
+	pool, err := c.ResourcePoolAt(ctx, path)
+	if err != nil {
+		return nil, fmt.Errorf("resource pool %q: %w", path, err)
+	}
+	rt, err := c.ResourcePoolRuntime(ctx, pool)
+	if err != nil {
+		return nil, fmt.Errorf("resource pool %q runtime: %w", path, err)
+	}
+	return rt, nil
+}
+
+// DatastoreSpaceOf reads the space of the datastore named name.
+func (c *Client) DatastoreSpaceOf(ctx context.Context, name string) (*vctypes.DatastoreSpace, error) {
+	ds, err := c.LoadDatastore(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("datastore %q: %w", name, err)
+	}
+	sp, err := c.DatastoreSpace(ctx, ds)
+	if err != nil {
+		return nil, fmt.Errorf("datastore %q space: %w", name, err)
+	}
+	return sp, nil
+}
+
+// CreateLock creates the lock object name; vctypes.ErrLockTaken (wrapped)
+// when it exists.
+func (c *Client) CreateLock(ctx context.Context, name string) (vctypes.Ref, error) {
+	ref, err := c.createLock(ctx, name)
+	return RefOf(ref), Classify(err)
+}
+
+// ListLocks returns the lock objects whose name starts with prefix, by name.
+func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]vctypes.Ref, error) {
+	locks, err := c.listLocks(ctx, prefix)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	out := make(map[string]vctypes.Ref, len(locks))
+	for name, ref := range locks {
+		out[name] = RefOf(ref)
+	}
+	return out, nil
+}
+
+// DeleteLock deletes the lock object lock; already gone is success.
+func (c *Client) DeleteLock(ctx context.Context, lock vctypes.Ref) error {
+	return Classify(c.deleteLock(ctx, MORef(lock)))
+}
