@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -52,8 +51,6 @@ type Admission struct {
 	Resolve func(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error)
 	// Log receives one line per decision.
 	Log *slog.Logger
-	// Metrics counts the refusals for lack of room; nil: not counted.
-	Metrics *metrics.Metrics
 	// Now is the hatchery's clock.
 	Now func() time.Time
 }
