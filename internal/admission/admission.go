@@ -182,8 +182,9 @@ func (a Admission) CanAllocateResources(ctx context.Context, model sdk.WorkerSta
 // AllocateResources implements hatchery.ResourceAllocator: the decision of
 // CanAllocateResources, returning what it decided for the job when it
 // allows it: the footprint it reserved (none for an unknown footprint)
-// and the flavor it resolved, which the spawn takes from
-// spawn.Arguments.Reservation (ResolvedFlavor); nil for an unknown flavor
+// and the job's plan, resolved from the configuration the decision read
+// (Plan: its flavor, template, model entry, placement...), which the spawn
+// takes from spawn.Arguments.Reservation (PlanOf); nil for an unknown flavor
 // (nothing reserved: the spawn reports it); or a *refusal.Refusal naming
 // the missing resource.
 // SpawnWorker for jobID ends a reservation handed to it; the framework
@@ -201,7 +202,13 @@ func (a Admission) AllocateResources(ctx context.Context, model sdk.WorkerStarte
 		// spawn, resolving it, reports the error to the job.
 		return nil, nil
 	}
-	return &heldReservation{l: a.State.ledger, r: r, flavor: f.flavor, flavorErr: f.err, book: a.State.Book}, nil
+	// The job's plan, from the snapshot the decision read (a.Config, whose
+	// ResolveFlavor a.Resolve is), with the placement it chose.
+	plan := newPlan(a.Config, model, f.flavor, f.err)
+	if r != nil {
+		plan.Placement, plan.Datastore = r.Placement, r.Datastore
+	}
+	return &heldReservation{l: a.State.ledger, r: r, plan: plan, book: a.State.Book}, nil
 }
 
 // resolvedFlavor is the flavor allocate resolved for a job (Resolve), and
@@ -214,13 +221,12 @@ type resolvedFlavor struct {
 // heldReservation is what AllocateResources decided for a job, as the
 // framework holds it and hands it to the spawn
 // (spawn.Arguments.Reservation): the footprint it reserved (r; nil
-// when it reserved none: an unknown footprint) and the flavor it resolved,
-// which the spawn builds (ResolvedFlavor).
+// when it reserved none: an unknown footprint) and the job's plan, which
+// the spawn builds (PlanOf; its flavor: ResolvedFlavor).
 type heldReservation struct {
-	l         *capacity.Ledger
-	r         *capacity.Reservation
-	flavor    *config.Flavor
-	flavorErr error
+	l    *capacity.Ledger
+	r    *capacity.Reservation
+	plan Plan
 	// book is told when a reservation with a placement is given back
 	// unused (a probe that will not be sent).
 	book *placement.Book
@@ -240,15 +246,11 @@ func (r *heldReservation) Release(refusal.Reason) {
 // ok is false when res is not one of AllocateResources' (nil: a spawn
 // without admission).
 func ResolvedFlavor(res spawn.Reservation) (f *config.Flavor, ok bool, err error) {
-	h, ok := res.(*heldReservation)
-	if !ok || h == nil {
+	p, ok := PlanOf(res)
+	if !ok {
 		return nil, false, nil
 	}
-	if h.flavor != nil {
-		c := *h.flavor
-		f = &c
-	}
-	return f, true, h.flavorErr
+	return p.Flavor, true, p.FlavorErr
 }
 
 // ReservedFootprint is what the spawns in flight hold reserved now: the

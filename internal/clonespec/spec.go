@@ -126,6 +126,16 @@ func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template,
 // template's disks on the target datastore: when at's datastore holds
 // none of them, the clone is full (said once per template and placement).
 func (b *Builder) SpecAt(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location) (*types.VirtualMachineCloneSpec, error) {
+	if annot == nil {
+		return nil, fmt.Errorf("clone spec from template %q: no annotation", template.Name)
+	}
+	return b.SpecFor(ctx, log, template, annot, flavor, boot, at, b.isWindows(annot))
+}
+
+// SpecFor is SpecAt for a VM whose guest OS the caller knows: windows
+// true customizes it with sysprep. A job's spawn takes it from its plan
+// (internal/admission.Plan), not from the running configuration.
+func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location, windows bool) (*types.VirtualMachineCloneSpec, error) {
 	tname := template.Name
 	if annot == nil {
 		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
@@ -232,7 +242,7 @@ func (b *Builder) SpecAt(ctx context.Context, log *slog.Logger, template Templat
 		PowerOn:  true,
 		Template: false,
 	}
-	if b.isWindows(annot) {
+	if windows {
 		// Windows: sysprep (computer name, the same network settings).
 		spec.Customization.Identity = sysprepIdentity(WindowsComputerName(annot.WorkerName))
 		spec.Customization.Options = windowsOptions()

@@ -22,7 +22,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-const testHatchery = "hatch-a"
+const testHatchery = testutil.Hatchery
 
 func TestSummarizeVMsEdgeCases(t *testing.T) {
 	t.Parallel()

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -52,22 +53,20 @@ func (c *Config) defaultBootstrap() string {
 	return BootstrapGuestOps
 }
 
-// Matches reports whether entry c is the one of model: a
-// guestCredentials/models entry is matched on the template name for a V2
-// model (ModelVMWare), on the model path for V1 (ModelPath).
+// Matches reports whether entry c is the one of model: the entry names
+// the model's key (modelref.KeyOf: the model path for V1, ModelPath; the
+// template for V2, ModelVMWare).
 func (c GuestCredential) Matches(model sdk.WorkerStarterWorkerModel) bool {
-	if model.IsV1() {
-		return c.ModelPath != "" && c.ModelPath == model.GetName()
-	}
-	return c.ModelVMWare != "" && c.ModelVMWare == model.GetVSphereImage()
+	return modelref.KeyOf(model).NamedBy(c.ModelPath, c.ModelVMWare)
 }
 
 // ModelEntry is the guestCredentials entry of model, else its models
-// (alias) entry, else nil.
+// (alias) entry, else nil: the first naming the model's key (Matches).
 func (c *Config) ModelEntry(model sdk.WorkerStarterWorkerModel) *GuestCredential {
+	key := modelref.KeyOf(model)
 	for _, list := range [][]GuestCredential{c.GuestCredentials, c.Models} {
 		for i := range list {
-			if list[i].Matches(model) {
+			if key.NamedBy(list[i].ModelPath, list[i].ModelVMWare) {
 				return &list[i]
 			}
 		}

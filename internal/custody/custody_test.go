@@ -22,6 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
@@ -29,9 +30,9 @@ import (
 // The custody's tests drive it through a fake of its port that records
 // every call, without vCenter, the hatchery or the warm pool.
 
-const hatch = "hatch-a"
+const hatch = testutil.Hatchery
 
-var now0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+var now0 = testutil.Epoch
 
 // fakePort records the calls made to it ("verb vm-id") and answers each
 // verb with the next error queued for it (nil when none is left).

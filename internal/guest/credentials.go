@@ -45,19 +45,13 @@ type Secrets interface {
 // is kept even when the account comes from the model. No account is an
 // error that names the model, never the secret.
 func Credentials(ctx context.Context, cfg *config.Config, secrets Secrets, model sdk.WorkerStarterWorkerModel) (Access, error) {
+	return CredentialsOf(ctx, cfg.ModelEntry(model), secrets, model)
+}
+
+// CredentialsOf is Credentials with the model's entry looked up already
+// (config.Config.ModelEntry; nil: none): a spawn takes it from its plan.
+func CredentialsOf(ctx context.Context, matched *config.GuestCredential, secrets Secrets, model sdk.WorkerStarterWorkerModel) (Access, error) {
 	var ga Access
-	var matched *config.GuestCredential
-	for _, list := range [][]config.GuestCredential{cfg.GuestCredentials, cfg.Models} {
-		for i := range list {
-			if list[i].Matches(model) {
-				matched = &list[i]
-				break
-			}
-		}
-		if matched != nil {
-			break
-		}
-	}
 	if matched != nil {
 		ga.PreStartScript = matched.PreStartScript
 		if matched.Username != "" {

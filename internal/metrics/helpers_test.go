@@ -9,7 +9,7 @@ import (
 )
 
 // testHatchery is the service_name of the Metrics under test.
-const testHatchery = "hatch-a"
+const testHatchery = testutil.Hatchery
 
 // scrape fetches the Handler over HTTP and parses the Prometheus text.
 func scrape(t *testing.T, m *Metrics) map[string]*dto.MetricFamily {

@@ -89,3 +89,48 @@ func (t Template) Is(c Candidate) bool {
 	}
 	return !t.Built || (c.Ours && c.ModelTemplate)
 }
+
+// Key is the one name a worker model goes by in this hatchery: in the
+// configuration's entries (guestCredentials, models, workerProvisioning),
+// the warm pools and the quarantine book. A V1 model is keyed by its path
+// ("group/name"), which the configuration names it by; a V2 model by its
+// template (Of: spec.image), which its entries name.
+type Key struct {
+	// V1 is true for a V1 model.
+	V1 bool
+	// Model is the V1 model's path or the V2 model's template; "" when a
+	// V2 model names no template.
+	Model string
+}
+
+// KeyOf is model's key.
+func KeyOf(model sdk.WorkerStarterWorkerModel) Key {
+	if model.IsV1() {
+		return Key{V1: true, Model: model.ModelV1.Path()}
+	}
+	return Key{Model: Of(model).Name}
+}
+
+// NamedBy tells whether a configuration entry naming modelPath (a V1
+// model) and modelVMWare (a V2 model's template) names the model of k.
+// A key with no model is named by no entry.
+func (k Key) NamedBy(modelPath, modelVMWare string) bool {
+	switch {
+	case k.Model == "":
+		return false
+	case k.V1:
+		return modelPath == k.Model
+	}
+	return modelVMWare == k.Model
+}
+
+// QuarantineKey is the quarantine book's key of what the model's VMs are
+// made from: its template for a V2 model, the model for a V1 model, whose
+// template this hatchery builds. The spawns and the warm pool's
+// provisionings of one model share it.
+func (k Key) QuarantineKey() string {
+	if k.V1 {
+		return "model " + k.Model
+	}
+	return "template " + k.Model
+}

@@ -48,3 +48,27 @@ func TestTemplateIs(t *testing.T) {
 	}
 	require.False(t, Template{}.Is(Candidate{IsTemplate: true}), "a model naming no template has none")
 }
+
+// TestKeyNamesOneModel: a model's key is its path for V1 and its template
+// for V2, and an entry names it by that only: a V2 entry naming a V1
+// model's image, or a V1 entry naming another group's model of the same
+// name, does not.
+func TestKeyNamesOneModel(t *testing.T) {
+	t.Parallel()
+	m := sdk.Model{Name: "mymodel", Group: &sdk.Group{Name: "shared.infra"}, ModelVirtualMachine: sdk.ModelVirtualMachine{Image: "debian12"}}
+	v1 := KeyOf(sdk.WorkerStarterWorkerModel{ModelV1: &m})
+	require.Equal(t, Key{V1: true, Model: "shared.infra/mymodel"}, v1)
+	require.True(t, v1.NamedBy("shared.infra/mymodel", ""))
+	require.False(t, v1.NamedBy("other/mymodel", ""))
+	require.False(t, v1.NamedBy("", "debian12"), "a V1 model is not named by its base image")
+	require.Equal(t, "model shared.infra/mymodel", v1.QuarantineKey())
+
+	v2 := KeyOf(sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "x"}, VSphereSpec: sdk.V2WorkerModelVSphereSpec{Image: "ubuntu"}})
+	require.Equal(t, Key{Model: "ubuntu"}, v2)
+	require.True(t, v2.NamedBy("", "ubuntu"))
+	require.False(t, v2.NamedBy("ubuntu", ""))
+	require.Equal(t, "template ubuntu", v2.QuarantineKey())
+
+	none := KeyOf(sdk.WorkerStarterWorkerModel{ModelV2: &sdk.V2WorkerModel{Name: "x"}})
+	require.False(t, none.NamedBy("", ""), "a model naming no template is named by no entry")
+}

@@ -26,7 +26,7 @@ const MaxFuncLines = 120
 var longFuncsAllowed = map[string]bool{
 	"internal/vcenter/govmomi_topology.go Client.CheckTopology": true,
 	"internal/vcenter/govmomi_waits.go waitHub.run":             true,
-	"internal/clonespec/spec.go Builder.SpecAt":                 true,
+	"internal/clonespec/spec.go Builder.SpecFor":                true,
 	"internal/vcsimtest/env.go New":                             true,
 }
 

@@ -341,7 +341,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	go func() { defer wg.Done(); run(runCtx) }()
 	b.Cleanup(func() { stop(); wg.Wait() })
 
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: hc, CDS: warmVcsimAPI{}, Inventory: inv, Logger: log})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: hc, CDS: warmVcsimAPI(), Inventory: inv, Logger: log})
 	if err != nil {
 		b.Fatal(err)
 	}

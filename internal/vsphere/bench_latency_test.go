@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"slices"
 	"sort"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -208,7 +208,7 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	cfg.WorkerProvisioningPoolSize = max(sc.jobs, 1)
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: inv,
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+		Logger: testutil.DiscardLogger()})
 	require.NoError(b, err)
 	switch sc.pool {
 	case "none":

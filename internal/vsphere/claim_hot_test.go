@@ -60,7 +60,7 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 	)
 	annot := inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Flavor: "large"}
 	args := spawn.Arguments{WorkerName: "worker-1", JobID: "42", Model: v2Model("debian12")}
-	ref, err := e.h.claimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, large, nil)
+	ref, err := e.h.claimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, large, nil, cloneTo{})
 	require.NoError(t, err)
 	assert.Equal(t, "vm-warmpool-v2-good", ref.Value)
 	assert.True(t, e.h.life.In("warmpool-v2-bad", lifecycle.Marked), "the vm that failed its check is marked for deletion")

@@ -15,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -324,9 +325,9 @@ func TestKillAwolServers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			var cds *warmCDS
+			var cds *cdsclienttest.Fake
 			if !tc.noAPI {
-				cds = &warmCDS{v1: tc.v1, v2: tc.v2, v1Err: tc.apiErr}
+				cds = &cdsclienttest.Fake{V1Workers: tc.v1, V2Workers: tc.v2, V1WorkersErr: tc.apiErr}
 			}
 			cfg := warmConfig()
 			// A pool configured large enough: no provisioned VM is surplus here.
@@ -375,7 +376,7 @@ func TestKillAwolServers(t *testing.T) {
 func TestKillAwolServersRetriesFailedDeletion(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-1", wOff)
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, &warmCDS{})
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, &cdsclienttest.Fake{})
 	e.h.markToDelete("w-1")
 	gomock.InOrder(
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).Return(errors.New("task failed")),
@@ -394,7 +395,7 @@ func TestKillAwolServersRetriesFailedDeletion(t *testing.T) {
 func TestKillAwolServersFailedDeletionOfExpiredVMIsRetried(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-stuck", wCreated(time.Hour))
-	cds := &warmCDS{}
+	cds := &cdsclienttest.Fake{}
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 	gomock.InOrder(
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs("w-stuck")).Return(errors.New("host unreachable")),
@@ -404,9 +405,7 @@ func TestKillAwolServersFailedDeletionOfExpiredVMIsRetried(t *testing.T) {
 	e.h.killAwolServers(context.Background())
 	require.True(t, isMarked(e.h, "w-stuck"))
 
-	cds.mu.Lock()
-	cds.v1Err = errors.New("api down")
-	cds.mu.Unlock()
+	cds.Update(func(f *cdsclienttest.Fake) { f.V1WorkersErr = errors.New("api down") })
 	e.h.killAwolServers(context.Background())
 	assert.False(t, isMarked(e.h, "w-stuck"))
 }
@@ -424,9 +423,9 @@ func TestKillDisabledWorkers(t *testing.T) {
 		warmVM("w-tpl", wTemplate),
 		{Ref: warmRef("w-bare"), Name: "w-bare"},
 	}
-	cds := &warmCDS{
-		v1: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
-		v2: []sdk.V2Worker{{Name: "w-dis-v2", Status: sdk.StatusDisabled}, {Name: "w-tpl", Status: sdk.StatusDisabled}, {Name: "w-bare", Status: sdk.StatusDisabled}},
+	cds := &cdsclienttest.Fake{
+		V1Workers: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
+		V2Workers: []sdk.V2Worker{{Name: "w-dis-v2", Status: sdk.StatusDisabled}, {Name: "w-tpl", Status: sdk.StatusDisabled}, {Name: "w-bare", Status: sdk.StatusDisabled}},
 	}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
 
@@ -442,7 +441,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 func TestKillDisabledWorkersSkipsDestroyedVMs(t *testing.T) {
 	t.Parallel()
 	vms := []inventory.VM{warmVM("w-destroyed", wOff), warmVM("w-deleting", wOff), warmVM("w-dis")}
-	cds := &warmCDS{v1: []sdk.Worker{
+	cds := &cdsclienttest.Fake{V1Workers: []sdk.Worker{
 		{Name: "w-destroyed", Status: sdk.StatusDisabled},
 		{Name: "w-deleting", Status: sdk.StatusDisabled},
 		{Name: "w-dis", Status: sdk.StatusDisabled},
@@ -461,7 +460,7 @@ func TestKillDisabledWorkersSkipsDestroyedVMs(t *testing.T) {
 // TestKillDisabledWorkersAPIError: nothing is marked when the API fails.
 func TestKillDisabledWorkersAPIError(t *testing.T) {
 	t.Parallel()
-	cds := &warmCDS{v2Err: errors.New("api down"), v1: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
+	cds := &cdsclienttest.Fake{V2WorkersErr: errors.New("api down"), V1Workers: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
 	assert.Zero(t, len(markedNames(e.h)))
@@ -481,7 +480,7 @@ func TestKillAwolServersEmptiesUnconfiguredPools(t *testing.T) {
 		warmProvVM("warmpool-v2-claimed", "debian12", ""),
 		other,
 	}
-	e := newWarmEnv(t, warmConfig(), vms, &warmCDS{})
+	e := newWarmEnv(t, warmConfig(), vms, &cdsclienttest.Fake{})
 	putPhase(e.h, "warmpool-v2-booting", lifecycle.Provisioning)
 	putPhase(e.h, "warmpool-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-claimed"))
 	e.expectDelete(vms[0])
@@ -518,7 +517,7 @@ func TestKillAwolServersDropsAbsentDeleteMarks(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), nil, &warmCDS{})
+			e := newWarmEnv(t, warmConfig(), nil, &cdsclienttest.Fake{})
 			now := warmNow
 			e.h.now = func() time.Time { return now }
 			// kept: still marked, or still in its busy phase.
@@ -567,7 +566,7 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1", wOff)}, &warmCDS{})
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1", wOff)}, &cdsclienttest.Fake{})
 			var logs bytes.Buffer
 			e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
 			e.h.pool.Log = e.h.log
@@ -619,14 +618,14 @@ func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
 	cases := []struct {
 		name string
 		vm   inventory.VM
-		cds  *warmCDS
+		cds  *cdsclienttest.Fake
 	}{
 		{"its worker listed by the api", warmVM("w-1", wOff, wCreated(5*time.Second)),
-			&warmCDS{v2: []sdk.V2Worker{{Name: "w-1"}}}},
+			&cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-1"}}}},
 		{"its worker unknown to the api, start recorded", warmVM("w-1", wOff, wCreated(2*time.Minute), wStarted(time.Minute)),
-			&warmCDS{}},
+			&cdsclienttest.Fake{}},
 		{"its job building on it, start not recorded", warmVM("w-1", wOff, wCreated(time.Hour), wAnnot(func(a *inventory.Annotation) { a.JobID = "42" })),
-			&warmCDS{jobStatus: map[string]string{"42": sdk.StatusBuilding}, jobWorker: map[string]string{"42": "w-1"}}},
+			&cdsclienttest.Fake{JobStatus: map[string]string{"42": sdk.StatusBuilding}, JobWorker: map[string]string{"42": "w-1"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -641,7 +640,7 @@ func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
 			assert.False(t, isMarked(e.h, "w-1"), "a withdrawn deletion leaves no mark: it would power the vm off next pass")
 			assert.Contains(t, logs.String(), "awol cleanup withdrew its deletion")
 			assert.NotContains(t, logs.String(), "level=WARN")
-			assert.Empty(t, tc.cds.releasedJobs(), "nothing released: the worker runs")
+			assert.Empty(t, tc.cds.Released(), "nothing released: the worker runs")
 
 			// The next listing shows it running: kept, no vCenter call.
 			on := tc.vm

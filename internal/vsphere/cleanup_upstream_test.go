@@ -19,6 +19,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 )
 
 // TestKillAwolServersFinishedWorkerGracePeriod: a finished worker's VM
@@ -43,7 +44,7 @@ func TestKillAwolServersFinishedWorkerGracePeriod(t *testing.T) {
 				warmVM("w-recent", wOff, wStarted(2*time.Minute)),
 				warmVM("w-old", wOff, wStarted(10*time.Minute)),
 			}
-			e := newWarmEnv(t, cfg, vms, &warmCDS{})
+			e := newWarmEnv(t, cfg, vms, &cdsclienttest.Fake{})
 			for _, v := range vms {
 				if slices.Contains(tc.destroyed, v.Name) {
 					e.expectDelete(v)
@@ -71,13 +72,13 @@ func TestKillAwolServersReleasesReclaimedJob(t *testing.T) {
 		warmVM("w-finished", wOff, wStarted(time.Hour), job("43")),
 		warmVM("w-running", wStarted(time.Minute), job("44")),
 	}
-	cds := &warmCDS{v1: []sdk.Worker{{Name: "w-running"}}, v2Region: "eu-west"}
+	cds := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{Name: "w-running"}}, Region: "eu-west"}
 	e := newWarmEnv(t, cfg, vms, cds)
 	for _, v := range vms[:3] {
 		e.expectDelete(v)
 	}
 	e.h.killAwolServers(context.Background())
-	assert.ElementsMatch(t, []string{"v1:42", "v2:eu-west:run-7f3a"}, cds.releasedJobs())
+	assert.ElementsMatch(t, []string{"v1:42", "v2:eu-west:run-7f3a"}, cds.Released())
 }
 
 // TestKillAwolServersFollowsTheJob: a VM about to be judged "worker never
@@ -93,7 +94,7 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 	cases := []struct {
 		name      string
 		vm        inventory.VM
-		cds       *warmCDS
+		cds       *cdsclienttest.Fake
 		destroyed bool
 		released  []string
 		// logged must appear in the cleanup's log line about the VM,
@@ -103,7 +104,7 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 		{
 			name:      "v2 worker signed in, ran and signed out between two list reads: finished, not 'never registered'",
 			vm:        warmVM("w-v2-quick", wStarted(regTTL+time.Minute), job("run-quick")),
-			cds:       &warmCDS{jobStatus: map[string]string{"run-quick": sdk.StatusSuccess}, jobWorker: map[string]string{"run-quick": "w-v2-quick"}},
+			cds:       &cdsclienttest.Fake{JobStatus: map[string]string{"run-quick": sdk.StatusSuccess}, JobWorker: map[string]string{"run-quick": "w-v2-quick"}},
 			destroyed: true,
 			logged:    "worker finished: job Success, worker w-v2-quick",
 			notLogged: "never registered",
@@ -111,7 +112,7 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 		{
 			name:      "v1 worker ran, vm powered off, start never recorded (earlier run): finished",
 			vm:        warmVM("w-v1-ran", wOff, wCreated(time.Minute), job("42")),
-			cds:       &warmCDS{jobStatus: map[string]string{"42": sdk.StatusSuccess}, jobWorker: map[string]string{"42": "w-v1-ran"}},
+			cds:       &cdsclienttest.Fake{JobStatus: map[string]string{"42": sdk.StatusSuccess}, JobWorker: map[string]string{"42": "w-v1-ran"}},
 			destroyed: true,
 			logged:    "worker finished: job Success",
 			notLogged: "never started",
@@ -119,27 +120,27 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 		{
 			name:   "its worker runs the job (building), the list read before it registered: kept",
 			vm:     warmVM("w-v1-building", wCreated(time.Hour), job("43")),
-			cds:    &warmCDS{jobStatus: map[string]string{"43": sdk.StatusBuilding}, jobWorker: map[string]string{"43": "w-v1-building"}},
+			cds:    &cdsclienttest.Fake{JobStatus: map[string]string{"43": sdk.StatusBuilding}, JobWorker: map[string]string{"43": "w-v1-building"}},
 			logged: "its worker runs its job",
 		},
 		{
 			name:      "its worker took the job and the vm is powered off: finished",
 			vm:        warmVM("w-v1-off", wOff, wCreated(time.Hour), wStarted(regTTL+time.Minute), job("44")),
-			cds:       &warmCDS{jobStatus: map[string]string{"44": sdk.StatusBuilding}, jobWorker: map[string]string{"44": "w-v1-off"}},
+			cds:       &cdsclienttest.Fake{JobStatus: map[string]string{"44": sdk.StatusBuilding}, JobWorker: map[string]string{"44": "w-v1-off"}},
 			destroyed: true,
 			logged:    "worker finished",
 		},
 		{
 			name:      "job taken by another worker: deleted, not released",
 			vm:        warmVM("w-v2-other", wStarted(regTTL+time.Minute), job("run-other")),
-			cds:       &warmCDS{jobStatus: map[string]string{"run-other": sdk.StatusBuilding}, jobWorker: map[string]string{"run-other": "w-elsewhere"}},
+			cds:       &cdsclienttest.Fake{JobStatus: map[string]string{"run-other": sdk.StatusBuilding}, JobWorker: map[string]string{"run-other": "w-elsewhere"}},
 			destroyed: true,
 			logged:    "not ours to release",
 		},
 		{
 			name:      "v1 booking dropped by the api (job waiting, booked by no one): deleted, not released",
 			vm:        warmVM("w-v1-lapsed", wCreated(time.Hour), job("45")),
-			cds:       &warmCDS{jobHolder: map[string]string{"45": ""}},
+			cds:       &cdsclienttest.Fake{JobHolder: map[string]string{"45": ""}},
 			destroyed: true,
 			logged:    "no longer held by this hatchery",
 		},
@@ -160,20 +161,20 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 		{
 			name:      "job gone from the api: deleted, not released",
 			vm:        warmVM("w-v2-gone", wStarted(regTTL+time.Minute), job("run-gone")),
-			cds:       &warmCDS{jobGone: map[string]bool{"run-gone": true}},
+			cds:       &cdsclienttest.Fake{JobGone: map[string]bool{"run-gone": true}},
 			destroyed: true,
 			logged:    "job gone from the api",
 		},
 		{
 			name:   "job unreadable: kept within the worker ttl",
 			vm:     warmVM("w-v1-unread", wCreated(time.Hour), job("47")),
-			cds:    &warmCDS{jobErr: &cdsclient.APIError{Status: 503}},
+			cds:    &cdsclienttest.Fake{JobErr: &cdsclient.APIError{Status: 503}},
 			logged: "its job is unreadable",
 		},
 		{
 			name:      "job unreadable past the worker ttl: deleted, not released",
 			vm:        warmVM("w-v1-unread-old", wCreated(121*time.Minute), job("48")),
-			cds:       &warmCDS{jobErr: &cdsclient.APIError{Status: 503}},
+			cds:       &cdsclienttest.Fake{JobErr: &cdsclient.APIError{Status: 503}},
 			destroyed: true,
 			logged:    "past the worker ttl",
 		},
@@ -183,9 +184,9 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 			t.Parallel()
 			cds := tc.cds
 			if cds == nil {
-				cds = &warmCDS{}
+				cds = &cdsclienttest.Fake{}
 			}
-			cds.v2Region = "default"
+			cds.Region = "default"
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{tc.vm}, cds)
 			var logs bytes.Buffer
 			e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -193,7 +194,7 @@ func TestKillAwolServersFollowsTheJob(t *testing.T) {
 				e.expectDelete(tc.vm)
 			}
 			e.h.killAwolServers(context.Background())
-			assert.Equal(t, tc.released, cds.releasedJobs())
+			assert.Equal(t, tc.released, cds.Released())
 			var line string
 			for _, l := range strings.Split(logs.String(), "\n") {
 				if strings.Contains(l, "awol cleanup") && strings.Contains(l, "vm="+tc.vm.Name) {
@@ -221,17 +222,17 @@ func TestKillAwolServersReadsJobsOnlyOfVMsAboutToBeReclaimed(t *testing.T) {
 		warmVM("w-done", wOff, wStarted(time.Hour), job("3")),
 		warmVM("w-stuck", wCreated(time.Hour), job("4")),
 	}
-	cds := &warmCDS{v1: []sdk.Worker{{Name: "w-running", Status: sdk.StatusBuilding}}}
+	cds := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{Name: "w-running", Status: sdk.StatusBuilding}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
 	e.expectDelete(vms[2])
 	e.expectDelete(vms[3])
 	e.h.killAwolServers(context.Background())
 	for _, id := range []string{"1", "2", "3"} {
-		assert.Zero(t, cds.reads(id), "job %s read", id)
+		assert.Zero(t, cds.Reads(id), "job %s read", id)
 	}
 	// Read by the verdict, then again right before its release.
-	assert.Equal(t, 2, cds.reads("4"))
-	assert.Equal(t, []string{"v1:4"}, cds.releasedJobs())
+	assert.Equal(t, 2, cds.Reads("4"))
+	assert.Equal(t, []string{"v1:4"}, cds.Released())
 }
 
 // TestReleaseReclaimedJobAlreadyReleased: a release answered "already
@@ -240,7 +241,7 @@ func TestKillAwolServersReadsJobsOnlyOfVMsAboutToBeReclaimed(t *testing.T) {
 func TestReleaseReclaimedJobAlreadyReleased(t *testing.T) {
 	t.Parallel()
 	vm := warmVM("w-stuck", wCreated(time.Hour), wAnnot(func(a *inventory.Annotation) { a.JobID = "42" }))
-	cds := &warmCDS{releaseErr: &cdsclient.APIError{Status: 400, ID: 135, Message: "Job already released"}}
+	cds := &cdsclienttest.Fake{ReleaseErr: &cdsclient.APIError{Status: 400, ID: 135, Message: "Job already released"}}
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 	var logs bytes.Buffer
 	e.h.log = slog.New(slog.NewTextHandler(&logs, nil))
@@ -248,7 +249,7 @@ func TestReleaseReclaimedJobAlreadyReleased(t *testing.T) {
 	e.h.killAwolServers(context.Background())
 	e.inv.Set() // the VM is gone
 	e.h.killAwolServers(context.Background())
-	assert.Equal(t, []string{"v1:42"}, cds.releasedJobs())
+	assert.Equal(t, []string{"v1:42"}, cds.Released())
 	assert.Contains(t, logs.String(), "job of reclaimed vm already released by the api")
 	assert.NotContains(t, logs.String(), "level=WARN")
 }
@@ -259,7 +260,7 @@ func TestReleaseReclaimedJobAlreadyReleased(t *testing.T) {
 func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	t.Parallel()
 	vms := []inventory.VM{warmVM("w-reg", wStarted(time.Minute)), warmVM("w-boot", wStarted(time.Minute))}
-	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-reg"}}}
+	cds := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-reg"}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
 	e.h.custody.TrackUserdata("w-reg", vcenter.RefOf(warmRef("w-reg")))
 	e.h.custody.TrackUserdata("w-boot", vcenter.RefOf(warmRef("w-boot")))

@@ -33,6 +33,24 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, template modelref.Templat
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (clonespec.Builder.Spec).
 func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	if annot == nil {
+		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, tpl.Name)
+	}
+	cfg := h.conf() // one snapshot: where it goes, its guest OS
+	to := cloneTo{w: h.whereIn(cfg, annot), windows: cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows}
+	return h.cloneVMTo(ctx, tpl, vmName, annot, flavor, boot, to)
+}
+
+// cloneTo is what a clone takes of a plan (a job's: admission.Plan) or
+// of the configuration (cloneVMBoot): where it goes (nil without
+// [[placements]]) and whether its guest runs Windows (sysprep).
+type cloneTo struct {
+	w       *where
+	windows bool
+}
+
+// cloneVMTo is cloneVMBoot sent where to says.
+func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (types.ManagedObjectReference, error) {
 	templateName := tpl.Name
 	if annot == nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
@@ -41,7 +59,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 	// the record names the placement, and a copy of the template the
 	// placement names (templateCopies) is cloned instead, found as a
 	// template is.
-	w := h.whereOf(annot)
+	w := to.w
 	if w != nil {
 		annot.Placement = w.placement.Name
 		if c := w.placement.CopyOf(tpl.Name); c != tpl.Name && !tpl.Built {
@@ -104,7 +122,7 @@ func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template
 	if err != nil {
 		return fail("load template", spawnfault.MarkTemplate(err), false, false)
 	}
-	spec, err := h.clones.SpecAt(ctx, h.log, template, annot, flavor, boot, w.location())
+	spec, err := h.clones.SpecFor(ctx, h.log, template, annot, flavor, boot, w.location(), to.windows)
 	if err != nil {
 		h.clones.Forget(template.Ref)
 		return fail("prepare clone spec", err, false, false)

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -17,30 +18,43 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// bootstrapAccess resolves how a worker of model starts: through
-// cloud-init (cloudInit true; no guest account, only the entry's
-// preStartScript), else through guest operations with the model's guest
-// credentials (guestCredentials).
+// bootstrapAccess resolves how a worker of model starts (accessOf) from
+// the running configuration: a registration's; a job's spawn reads its
+// plan.
 func (h *HatcheryVSphere) bootstrapAccess(ctx context.Context, model sdk.WorkerStarterWorkerModel) (ga guest.Access, cloudInit bool, err error) {
-	cfg := h.conf()
-	if cfg.BootstrapOf(model) != config.BootstrapCloudInit {
-		ga, err = h.guestCredentials(ctx, model)
+	return h.accessOf(ctx, model, h.conf().SettingsOf(model))
+}
+
+// accessOf resolves how a worker of model whose settings are s starts:
+// through cloud-init (cloudInit true; no guest account, only the entry's
+// preStartScript), else through guest operations with the model's guest
+// credentials (guest.CredentialsOf: the entry's account, else the
+// model's).
+func (h *HatcheryVSphere) accessOf(ctx context.Context, model sdk.WorkerStarterWorkerModel, s config.ModelSettings) (ga guest.Access, cloudInit bool, err error) {
+	if s.Bootstrap != config.BootstrapCloudInit {
+		ga, err = guest.CredentialsOf(ctx, s.Entry, h.cds, model)
 		return ga, false, err
 	}
-	if e := cfg.ModelEntry(model); e != nil {
-		ga.PreStartScript = e.PreStartScript
+	if s.Entry != nil {
+		ga.PreStartScript = s.Entry.PreStartScript
 	}
 	return ga, true, nil
 }
 
-// cloudInitBootOf is the boot payload of a cloud-init worker, nil for a
+// cloudInitBootOf is cloudInitBoot with model's OS read in the running
+// configuration: a registration's; a job's spawn reads its plan.
+func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
+	return cloudInitBoot(cloudInit, h.conf().IsWindows(model), script, cfg)
+}
+
+// cloudInitBoot is the boot payload of a cloud-init worker, nil for a
 // guest-operations one; for a Windows model cloudbase-init's, its script
 // wrapped as a guest-operations launch wraps it (guest.WindowsScript).
-func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cloudInit bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
+func cloudInitBoot(cloudInit, windows bool, script string, cfg spawn.WorkerConfig) *cloudinit.Boot {
 	if !cloudInit {
 		return nil
 	}
-	if h.conf().IsWindows(model) {
+	if windows {
 		return &cloudinit.Boot{Script: guest.WindowsScript(script), CDSConfig: cfg.EncodeBase64(), Windows: true}
 	}
 	return &cloudinit.Boot{Script: script, CDSConfig: cfg.EncodeBase64()}
@@ -53,13 +67,23 @@ func (h *HatcheryVSphere) cloudInitBootOf(model sdk.WorkerStarterWorkerModel, cl
 // records the start in the annotation. No guest operation is made. The
 // VM's userdata is removed once the API lists the worker.
 func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool) error {
+	var wait time.Duration
+	if waitIP {
+		wait = h.bootWait(annot)
+	}
+	return h.bootCloudInitWorker(ctx, vm, name, annot, waitIP, wait)
+}
+
+// bootCloudInitWorker is startCloudInitWorker with the bound of the wait
+// for the IP given (bootWait; a job's spawn: planBootWait).
+func (h *HatcheryVSphere) bootCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool, wait time.Duration) error {
 	h.custody.TrackUserdata(name, vcenter.RefOf(vm))
 	ip := annot.IPAddress
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
 		var err error
-		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, h.bootWait(annot))
+		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, wait)
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
 		}

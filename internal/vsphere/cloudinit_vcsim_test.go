@@ -3,7 +3,6 @@ package vsphere_test
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,28 +16,20 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
-// ciAPI is a CDS API whose V2 worker list the test sets (registration).
-type ciAPI struct {
-	cdsclient.Interface
-	mu      sync.Mutex
-	workers []sdk.V2Worker
+// ciAPI is a CDS API whose V2 worker list the test sets (ciRegister):
+// any call but the two worker lists panics.
+func ciAPI() *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{Allow: []string{"WorkerList", "V2WorkerList"}}
 }
 
-func (a *ciAPI) WorkerList(context.Context) ([]sdk.Worker, error) { return nil, nil }
-func (a *ciAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]sdk.V2Worker(nil), a.workers...), nil
-}
-
-func (a *ciAPI) register(name string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.workers = append(a.workers, sdk.V2Worker{Name: name, Status: sdk.StatusWaiting})
+// ciRegister makes the API list the V2 worker name, waiting: the worker
+// registered.
+func ciRegister(api *cdsclienttest.Fake, name string) {
+	api.AddV2Worker(sdk.V2Worker{Name: name, Status: sdk.StatusWaiting})
 }
 
 // Secrets of the cloud-init tests: none of them may reach the VM, except
@@ -88,7 +79,7 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	cfg := ciConfig(env)
-	api := &ciAPI{}
+	api := ciAPI()
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: api, Inventory: inv})
 	require.NoError(t, err)
@@ -168,7 +159,7 @@ func TestVcsimCloudInitClone(t *testing.T) {
 	h.WarmKillAwolServersPass(env.Context())
 	assert.NotEmpty(t, env.MustInspect("worker-ci-1").ExtraConfig[cloudinit.GuestinfoUserdata])
 
-	api.register("worker-ci-1")
+	ciRegister(api, "worker-ci-1")
 	h.WarmKillAwolServersPass(env.Context())
 	after := env.MustInspect("worker-ci-1")
 	assert.Empty(t, after.ExtraConfig[cloudinit.GuestinfoUserdata], "token removed once the worker registered")
@@ -188,7 +179,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: vcsimtest.DefaultTemplate, Number: 1}}
 	cfg.WorkerProvisioningPoolSize = 1
 	inv := env.Inventory(cfg)
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: &ciAPI{}, Inventory: inv})
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: env.Client, CDS: ciAPI(), Inventory: inv})
 	require.NoError(t, err)
 	h.WarmProvisioningPass(env.Context())
 	env.WaitInventory(inv)

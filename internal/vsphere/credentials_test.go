@@ -3,31 +3,24 @@ package vsphere
 import (
 	"context"
 	"errors"
-	"sync/atomic"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 )
 
-// secretsCDS answers WorkerModelSecretList for one model.
-type secretsCDS struct {
-	cdsclient.Interface
-	group, name string
-	secrets     []sdk.WorkerModelSecret
-	err         error
-	calls       atomic.Int64
-}
-
-func (c *secretsCDS) WorkerModelSecretList(_ context.Context, group, name string) ([]sdk.WorkerModelSecret, error) {
-	c.calls.Add(1)
-	if group != c.group || name != c.name {
-		return nil, errors.New("404 worker model not found")
+// secretsAPI is a CDS API holding the secrets of the one model
+// shared.infra/mymodel (another model is a 404), answered with err; any
+// call but the secret list panics.
+func secretsAPI(secrets []sdk.WorkerModelSecret, err error) *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{
+		Secrets:    map[string][]sdk.WorkerModelSecret{"shared.infra/mymodel": secrets},
+		SecretsErr: err,
+		Allow:      []string{"WorkerModelSecretList"},
 	}
-	return c.secrets, c.err
 }
 
 // TestGuestCredentialsResolveV1ModelSecrets: /worker/model/enabled shows a
@@ -45,9 +38,9 @@ func TestGuestCredentialsResolveV1ModelSecrets(t *testing.T) {
 	tests := []struct {
 		name      string
 		model     sdk.WorkerStarterWorkerModel
-		cds       *secretsCDS
+		cds       *cdsclienttest.Fake
 		want      string
-		wantCalls int64
+		wantCalls int
 		wantErr   string
 	}{
 		{name: "reference", model: withPassword("{{.secrets.vsphere_password}}"), want: "s3cr3t-value", wantCalls: 1},
@@ -56,7 +49,7 @@ func TestGuestCredentialsResolveV1ModelSecrets(t *testing.T) {
 		{name: "a plain password is not read from the api", model: withPassword("plain"), want: "plain", wantCalls: 0},
 		{name: "unknown secret", model: withPassword("{{.secrets.nope}}"), wantCalls: 1,
 			wantErr: `model "shared.infra/mymodel": its password references ["secrets.nope"], which the API does not have (it has 2 secrets)`},
-		{name: "api error", model: withPassword("{{.secrets.vsphere_password}}"), cds: &secretsCDS{group: "shared.infra", name: "mymodel", err: errors.New("503")}, wantCalls: 1,
+		{name: "api error", model: withPassword("{{.secrets.vsphere_password}}"), cds: secretsAPI(nil, errors.New("503")), wantCalls: 1,
 			wantErr: `model "shared.infra/mymodel": read its secrets: 503`},
 	}
 	for _, tt := range tests {
@@ -65,12 +58,12 @@ func TestGuestCredentialsResolveV1ModelSecrets(t *testing.T) {
 			f := newSpFixture(t, spConfig())
 			cds := tt.cds
 			if cds == nil {
-				cds = &secretsCDS{group: "shared.infra", name: "mymodel", secrets: secrets}
+				cds = secretsAPI(secrets, nil)
 			}
 			f.h.cds = cds
 			f.h.pool.CDS = f.h.cds
 			ga, err := f.h.guestCredentials(context.Background(), tt.model)
-			assert.Equal(t, tt.wantCalls, cds.calls.Load())
+			assert.Equal(t, tt.wantCalls, cds.SecretReads())
 			if tt.wantErr != "" {
 				require.EqualError(t, err, tt.wantErr)
 				assert.NotContains(t, err.Error(), "s3cr3t-value")

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -137,11 +138,11 @@ func TestDeleteServerRegistrationReport(t *testing.T) {
 				a.WorkerModelPath = "grp/m1"
 				a.Created = created
 			}))
-			cds := &warmCDS{models: []sdk.Model{tc.model}}
+			cds := &cdsclienttest.Fake{Models: []sdk.Model{tc.model}}
 			e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, cds)
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("register-m1-x")).Return(nil)
 			require.NoError(t, e.h.deleteServer(context.Background(), vm, custody.StopRunning))
-			assert.Equal(t, tc.want, cds.spawnErrors)
+			assert.Equal(t, tc.want, cds.SpawnErrors())
 		})
 	}
 }

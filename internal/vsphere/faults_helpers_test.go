@@ -10,12 +10,9 @@ package vsphere_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -32,7 +29,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
@@ -65,51 +62,21 @@ const (
 
 var ftModes = []ftMode{ftListing, ftShared, ftWatch}
 
-// ftCDS is a CDS API knowing the workers the test says registered.
-type ftCDS struct {
-	cdsclient.Interface
-
-	mu      sync.Mutex
-	workers map[string]bool
+// ftAPI is a CDS API knowing the workers the test says registered
+// (ftRegister, RemoveV2Worker). The cleanup hands the job of a VM it
+// reclaimed before its worker registered back to the queue: the job still
+// waits for its worker, held by no one, and the API accepts. Any other
+// call panics.
+func ftAPI() *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{Region: "default", Allow: []string{
+		"WorkerList", "V2WorkerList", "WorkerModelsEnabled",
+		"QueueJobInfo", "V2QueueJobInfo", "V2Region", "QueueJobRelease", "V2QueueJobRelease",
+	}}
 }
 
-func (c *ftCDS) WorkerList(context.Context) ([]sdk.Worker, error) { return nil, nil }
-
-func (c *ftCDS) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []sdk.V2Worker
-	for n := range c.workers {
-		out = append(out, sdk.V2Worker{Name: n, HatcheryName: ftHatchery, Status: sdk.StatusBuilding})
-	}
-	return out, nil
-}
-
-func (c *ftCDS) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) { return nil, nil }
-
-// The cleanup hands the job of a VM it reclaimed before its worker
-// registered back to the queue: the job still waits for its worker, and
-// the API accepts.
-func (c *ftCDS) QueueJobInfo(_ context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
-	return &sdk.WorkflowNodeJobRun{ID: id, Status: sdk.StatusWaiting}, nil
-}
-func (c *ftCDS) V2QueueJobInfo(_ context.Context, _, id string) (*sdk.V2QueueJobInfo, error) {
-	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: sdk.V2StatusScheduling}}, nil
-}
-func (c *ftCDS) V2Region() string                                        { return "default" }
-func (c *ftCDS) QueueJobRelease(context.Context, int64) error            { return nil }
-func (c *ftCDS) V2QueueJobRelease(context.Context, string, string) error { return nil }
-
-func (c *ftCDS) register(name string) {
-	c.mu.Lock()
-	c.workers[name] = true
-	c.mu.Unlock()
-}
-
-func (c *ftCDS) forget(name string) {
-	c.mu.Lock()
-	delete(c.workers, name)
-	c.mu.Unlock()
+// ftRegister makes the API list the worker name of the hatchery, building.
+func ftRegister(api *cdsclienttest.Fake, name string) {
+	api.AddV2Worker(sdk.V2Worker{Name: name, HatcheryName: ftHatchery, Status: sdk.StatusBuilding})
 }
 
 // ftOpts shape a rig.
@@ -138,7 +105,7 @@ type ftRig struct {
 	h       *vsphere.HatcheryVSphere
 	shared  *inventory.Shared // nil in listing mode
 	clock   *testutil.Clock
-	cds     *ftCDS
+	cds     *cdsclienttest.Fake
 	foreign []ftVM
 }
 
@@ -181,8 +148,8 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 	cfg.InventoryMode = string(o.mode)
 	cfg.InventoryRefreshInterval = 1 // seconds: the release grace is 4 s of the injected clock
 
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: testutil.NewClock(time.Now()), cds: &ftCDS{workers: map[string]bool{}}}
+	log := testutil.DiscardLogger()
+	r := &ftRig{t: t, env: env, client: client, cfg: cfg, clock: testutil.NewClock(time.Now()), cds: ftAPI()}
 	var inv inventory.Inventory = inventory.Listing{Client: client}
 	if o.mode != ftListing {
 		// 250 ms: stale after 1 s, well past a listing under -race with
@@ -354,7 +321,7 @@ func (r *ftRig) ftSpawn(name, job, flavor string) error {
 	require.True(r.t, ok, "capacity for job %s", job)
 	err = r.h.SpawnWorker(r.env.Context(), args)
 	if err == nil {
-		r.cds.register(name)
+		ftRegister(r.cds, name)
 	}
 	return err
 }

@@ -151,7 +151,7 @@ func TestFaultsRecordStartFails(t *testing.T) {
 			assert.True(t, ok, "a registered worker is kept")
 			r.ftCheckInvariants("worker-rec-1")
 
-			r.cds.forget("worker-rec-1")
+			r.cds.RemoveV2Worker("worker-rec-1")
 			r.clock.Advance(r.cfg.WorkerRegistrationTTLDuration() + time.Second)
 			r.ftCleanup(1)
 			_, ok = ftFind(r.env, "worker-rec-1")
@@ -188,7 +188,7 @@ func TestFaultsDestroyFails(t *testing.T) {
 				assert.True(t, ok, "pass %d: destroy failed, vm still there", pass)
 				assert.True(t, r.h.FaultsMarkedToDelete("worker-del-1"), "pass %d: still marked", pass)
 				r.clock.Advance(time.Hour)
-				r.cds.register("worker-ok") // keep the running worker within its ttl
+				ftRegister(r.cds, "worker-ok") // keep the running worker within its ttl
 				r.clock.Advance(-time.Hour)
 			}
 			assert.EqualValues(t, 2, r.env.InjectedFaults())
@@ -328,7 +328,7 @@ func TestFaultsVCenterOutage(t *testing.T) {
 			require.NoError(t, r.ftSpawn("worker-out-a", "job-a", ""))
 			require.NoError(t, r.ftSpawn("worker-out-b", "job-b", ""))
 			// Worker b ends: it leaves the API and its VM powers off.
-			r.cds.forget("worker-out-b")
+			r.cds.RemoveV2Worker("worker-out-b")
 			b, _ := ftFind(r.env, "worker-out-b")
 			_, err := object.NewVirtualMachine(r.env.Admin.Client, b.Ref).PowerOff(ctx)
 			require.NoError(t, err)

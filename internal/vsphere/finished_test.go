@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 )
 
 // TestFinishedVMLeftToItsSpawner: of two instances of one hatchery, the
@@ -34,7 +35,7 @@ func TestFinishedVMLeftToItsSpawner(t *testing.T) {
 	// restart), deleted at once as before.
 	older := warmVM("w-older", wOff, wStarted(time.Hour))
 	older.Annotation.SpawnedBy = "a-predecessor"
-	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-mine"}, {Name: "w-other"}, {Name: "w-older"}}}
+	cds := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-mine"}, {Name: "w-other"}, {Name: "w-older"}}}
 	e := newWarmEnv(t, warmConfig(), nil, cds)
 	mine.Annotation.SpawnedBy = e.h.instance
 	e.inv.Set(mine, other, older)
@@ -83,7 +84,7 @@ func TestOthersGraceStartsAgainAfterAKeep(t *testing.T) {
 	finished.Annotation.SpawnedBy = "an-other-process"
 	running := finished
 	running.PowerState = types.VirtualMachinePowerStatePoweredOn
-	cds := &warmCDS{v2: []sdk.V2Worker{{Name: "w-other"}}}
+	cds := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-other"}}}
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{finished}, cds)
 	clock := testutil.NewClock(warmNow)
 	e.h.now = clock.Now

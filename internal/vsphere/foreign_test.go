@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -73,7 +74,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 		v1 = append(v1, sdk.Worker{Name: v.Name, Status: sdk.StatusDisabled})
 		v2 = append(v2, sdk.V2Worker{Name: v.Name, Status: sdk.StatusDisabled})
 	}
-	cds := &warmCDS{v1: v1, v2: v2, models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}}}}
+	cds := &cdsclienttest.Fake{V1Workers: v1, V2Workers: v2, Models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}}}}
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 0}, {ModelPath: "grp/m1", Number: 0}}
 	e := newWarmEnv(t, cfg, vms, cds)
@@ -109,7 +110,7 @@ func TestForeignVMsNeverTouched(t *testing.T) {
 func TestOwnTemplatesNeverDestroyed(t *testing.T) {
 	t.Parallel()
 	tpl := warmVM("our-tpl", wOff, wTemplate)
-	e := newWarmEnv(t, warmConfig(), []inventory.VM{tpl}, &warmCDS{})
+	e := newWarmEnv(t, warmConfig(), []inventory.VM{tpl}, &cdsclienttest.Fake{})
 	e.h.markToDelete("our-tpl")
 	e.h.killAwolServers(context.Background())
 	require.Error(t, e.h.deleteServer(context.Background(), tpl, custody.StopRunning))

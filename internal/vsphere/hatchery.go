@@ -218,8 +218,9 @@ func (h *HatcheryVSphere) conf() *config.Config { return h.cfg.Load() }
 // running one only in keys config.LiveKey accepts (internal/daemon's
 // reload checks it), the running configuration: it normalises cfg's
 // flavor names, sets the quarantine's policy and swaps the snapshot. A
-// spawn in flight keeps the values it already read; the decisions that
-// start after it read cfg. cfg must not be modified afterwards.
+// spawn in flight keeps its plan (admission.Plan, resolved from the
+// snapshot its admission read); the decisions and plans that start after
+// it read cfg. cfg must not be modified afterwards.
 func (h *HatcheryVSphere) Reconfigure(cfg *config.Config) {
 	cfg.Normalize()
 	h.custody.Quarantine.SetPolicy(quarantinePolicy(cfg))

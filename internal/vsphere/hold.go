@@ -5,6 +5,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -28,12 +29,12 @@ type heldVM struct {
 // hold is off or the hold cannot be written on the VM: the caller then
 // abandons the VM as usual. annot must be this hatchery's record of the
 // VM (the spawn wrote it); reason is the failed step, never an error text.
-func (h *HatcheryVSphere) holdVM(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, reason string) bool {
-	cfg := h.conf()
-	if cfg.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
+// The hold's keys are the job's plan's (plan).
+func (h *HatcheryVSphere) holdVM(ctx context.Context, plan admission.Plan, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, reason string) bool {
+	if plan.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
 		return false
 	}
-	until := h.now().UTC().Add(cfg.KeepFailedWorkersForDuration())
+	until := h.now().UTC().Add(plan.KeepFailedFor)
 	held := *annot
 	held.HeldUntil, held.HeldReason = &until, reason
 	// The write runs on a context detached from a cancelled spawn, bounded

@@ -1,8 +1,6 @@
 package vsphere_test
 
 import (
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -30,8 +29,8 @@ func hotVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config) (*vs
 	t.Helper()
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{
-		Config: cfg, Client: env.Client, Inventory: inv, CDS: warmVcsimAPI{},
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Now: time.Now,
+		Config: cfg, Client: env.Client, Inventory: inv, CDS: warmVcsimAPI(),
+		Logger: testutil.DiscardLogger(), Now: time.Now,
 	})
 	require.NoError(t, err)
 	return h, inv

@@ -44,7 +44,7 @@ func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, logs *testuti
 		parentOf[forks[n-1]] = parent
 		mu.Unlock()
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: c, CDS: &ciAPI{}, Inventory: env.InventoryOver(cfg, c),
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: c, CDS: ciAPI(), Inventory: env.InventoryOver(cfg, c),
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	require.NoError(t, err)
 	if before != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
@@ -26,16 +27,23 @@ import (
 // fails with a vCenter fault (no child was made), claimOrClone's, after
 // one line saying which and why. A fork whose outcome is unknown fails
 // the spawn: a child of that name may exist, which a clone of the same
-// name must not meet.
-func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
-	cfg := h.conf()
-	if cfg.CloneModeOf(args.Model) != config.CloneModeInstant {
-		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
-	}
-	// The placement the admission chose for the job (the default one
+// name must not meet. The clone mode, the flavor, the placement and the
+// guest OS are the job's plan's.
+func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.Arguments, plan admission.Plan, template modelref.Template, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+	flavor := plan.Flavor
+	// The placement the admission chose for the job (planWhere; nil
 	// without [[placements]]): its parent serves the job, else the
-	// fallback clone goes there too (cloneVMBoot, whereOf).
-	placementName, w := h.clonePlacement(annot)
+	// fallback clone goes there too.
+	to := cloneTo{w: h.planWhere(plan, args.JobID), windows: plan.IsWindows()}
+	if !plan.Instant() {
+		return h.claimOrClone(ctx, args, template, annot, flavor, boot, to)
+	}
+	// Named as instant parents' keys name it (config.PlacementNameOf):
+	// without [[placements]] the default placement, as before.
+	w, placementName := to.w, config.PlacementNameOf(annot.Placement)
+	if w != nil {
+		placementName = w.placement.Name
+	}
 	key, parent, ok := h.instantParentFor(template, placementName, flavor)
 	// A flavor's parent stays wanted while its jobs come, served or not
 	// (instantparent.DemandTTL after the last one).
@@ -43,11 +51,12 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 	fallback := func(why string) (types.ManagedObjectReference, error) {
 		h.log.Info("instant clone not possible, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(),
 			logkey.Flavor, annot.Flavor, "parent_key", key.String(), logkey.Reason, why)
-		return h.claimOrClone(ctx, args, template, annot, flavor, boot)
+		return h.claimOrClone(ctx, args, template, annot, flavor, boot, to)
 	}
 	switch {
 	case boot == nil:
-		// Validate refuses it; a configuration reloaded mid-spawn could.
+		// Validate refuses it (instant needs cloud-init); the plan's
+		// settings come from one snapshot, which was validated.
 		return fallback("the model does not start through cloud-init's guestinfo")
 	case !ok:
 		return fallback(h.parents.Why(key, h.now()))
@@ -58,7 +67,7 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 		return vm, nil
 	}
 	if !instantFaultOfParent(err) || ctx.Err() != nil {
-		h.placementUnused(annot)
+		h.placementUnused(w)
 		return types.ManagedObjectReference{}, err
 	}
 	kind := vcenter.FaultKindOf(err).Error()

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"testing"
 	"time"
 
@@ -310,7 +311,9 @@ func TestInstantSpawnFlavorAsksForItsParent(t *testing.T) {
 	ref := spNewRef
 	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spRef("VirtualMachine", "vm-debian12"), gomock.Any(), args.WorkerName, gomock.Any()).Return(&ref, nil)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "x"}
-	_, err := f.h.instantOrClaimOrClone(context.Background(), args, modelref.Template{Name: "debian12"}, &annot, &large, boot)
+	plan := admission.NewPlan(f.h.conf(), args.Model, nil)
+	plan.Flavor = &large
+	_, err := f.h.instantOrClaimOrClone(context.Background(), args, plan, modelref.Template{Name: "debian12"}, &annot, boot)
 	require.NoError(t, err)
 	kl := instantparent.Key{Template: "debian12", Placement: config.DefaultPlacementName, Flavor: "large"}
 	assert.Equal(t, []instantparent.Key{kl}, f.h.parents.Demand(f.clock.Now()))

@@ -18,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
@@ -73,7 +74,7 @@ func icConfig(env *vcsimtest.Env) *config.Config {
 
 // icStart is a hatchery on env over an icClient, its parent built and
 // ready (two passes: build, then seen ready).
-func icStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, api *ciAPI) (*vsphere.HatcheryVSphere, *icClient, string) {
+func icStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, api *cdsclienttest.Fake) (*vsphere.HatcheryVSphere, *icClient, string) {
 	t.Helper()
 	c := &icClient{Port: env.Client}
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: c, CDS: api, Inventory: env.InventoryOver(cfg, c)})
@@ -154,7 +155,7 @@ func TestVcsimInstantCloneServesJob(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	cfg := icConfig(env)
-	h, c, parentName := icStart(t, env, cfg, &ciAPI{})
+	h, c, parentName := icStart(t, env, cfg, ciAPI())
 	parent := env.MustInspect(parentName)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, parent.PowerState)
 	_, err := inventory.ParseAnnotation(parent.Annotation)
@@ -197,7 +198,7 @@ func TestVcsimInstantParentKilledMidBurst(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{SerialTasks: true})
 	cfg := icConfig(env)
-	h, c, parentName := icStart(t, env, cfg, &ciAPI{})
+	h, c, parentName := icStart(t, env, cfg, ciAPI())
 	var killOnce sync.Once
 	c.mu.Lock()
 	c.afterFork = func(n int, parent types.ManagedObjectReference) {
@@ -253,7 +254,7 @@ func TestVcsimInstantRestartFindsParentsAndChildren(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	cfg := icConfig(env)
-	h1, _, parentName := icStart(t, env, cfg, &ciAPI{})
+	h1, _, parentName := icStart(t, env, cfg, ciAPI())
 	for i := 1; i <= 2; i++ {
 		require.NoError(t, h1.SpawnWorker(env.Context(), ciArgs(fmt.Sprintf("worker-rs-%d", i), fmt.Sprintf("run-rs-%d", i))))
 	}
@@ -262,7 +263,7 @@ func TestVcsimInstantRestartFindsParentsAndChildren(t *testing.T) {
 	require.ElementsMatch(t, []string{"worker-rs-1", "worker-rs-2"}, others)
 
 	// Restart: a new process, same configuration and vCenter.
-	h2, c2, adopted := icStart(t, env, icConfig(env), &ciAPI{})
+	h2, c2, adopted := icStart(t, env, icConfig(env), ciAPI())
 	assert.Equal(t, parentName, adopted, "the parent is adopted, not rebuilt")
 	_, clones := c2.counts()
 	assert.Empty(t, clones, "nothing was built")

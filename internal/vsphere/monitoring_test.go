@@ -34,7 +34,7 @@ func setInv(inv *inventorytest.Fixed, vms []inventory.VM, err error) {
 // syncBuffer is the shared concurrency-safe output sink.
 type syncBuffer = testutil.SyncBuffer
 
-const testHatchery = "hatch-a"
+const testHatchery = testutil.Hatchery
 
 func poweredOn() types.VirtualMachinePowerState  { return types.VirtualMachinePowerStatePoweredOn }
 func poweredOff() types.VirtualMachinePowerState { return types.VirtualMachinePowerStatePoweredOff }

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -41,6 +42,9 @@ type where struct {
 	// key is the reservation's key (a job, a warm-pool slot); "" when
 	// the clone has none.
 	key string
+	// ownFolder is true when the placement names a folder other than
+	// folderString (folderOf).
+	ownFolder bool
 }
 
 // whereOf returns where the clone carrying annot goes: the placement and
@@ -53,7 +57,11 @@ type where struct {
 // spawn without admission) goes to the first placement that is not
 // cordoned, its first datastore.
 func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
-	cfg := h.conf()
+	return h.whereIn(h.conf(), annot)
+}
+
+// whereIn is whereOf with the configuration snapshot cfg.
+func (h *HatcheryVSphere) whereIn(cfg *config.Config, annot *inventory.Annotation) *where {
 	if len(cfg.Placements) == 0 {
 		return nil
 	}
@@ -61,7 +69,6 @@ func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
 	if annot.Provisioning || annot.InstantParent {
 		key = capacity.ProvisionKey(annot.WorkerName)
 	}
-	ps := cfg.EffectivePlacements()
 	name, ds, ok := "", "", false
 	if key != "" {
 		name, ds, ok = h.capacity.Ledger().PlacementOf(key)
@@ -72,29 +79,44 @@ func (h *HatcheryVSphere) whereOf(annot *inventory.Annotation) *where {
 		}
 		name = annot.Placement
 	}
+	return h.whereAmong(cfg.EffectivePlacements(), cfg.FolderString, key, name, ds, ok)
+}
+
+// planWhere is where the clone of the job key whose plan is p goes: the
+// placement and datastore its admission chose, else (no admission) as
+// whereOf; nil without [[placements]]. It reads the plan, not the
+// configuration.
+func (h *HatcheryVSphere) planWhere(p admission.Plan, key string) *where {
+	if len(p.Placements) == 0 {
+		return nil
+	}
+	return h.whereAmong(p.Placements, p.Folder, key, p.Placement, p.Datastore, p.Placement != "")
+}
+
+// whereAmong is where a clone of key goes among the placements ps
+// (folder: folderString): the placement named name on datastore ds when
+// ok (ds "": its first), else the first placement not cordoned, else the
+// first, on its first datastore.
+func (h *HatcheryVSphere) whereAmong(ps []config.Placement, folder, key, name, ds string, ok bool) *where {
+	at := func(p config.Placement, ds string) *where {
+		if ds == "" && len(p.Datastores) > 0 {
+			ds = p.Datastores[0]
+		}
+		return &where{placement: p, datastore: ds, ownFolder: p.Folder != "" && p.Folder != folder}
+	}
 	for _, p := range ps {
 		if ok && p.Name == name {
-			if ds == "" && len(p.Datastores) > 0 {
-				ds = p.Datastores[0]
-			}
-			return &where{placement: p, datastore: ds, key: key}
+			w := at(p, ds)
+			w.key = key
+			return w
 		}
 	}
 	for _, p := range ps {
-		if h.capacity.Book.Cordoned(p.Name) {
-			continue
+		if !h.capacity.Book.Cordoned(p.Name) {
+			return at(p, "")
 		}
-		w := &where{placement: p}
-		if len(p.Datastores) > 0 {
-			w.datastore = p.Datastores[0]
-		}
-		return w
 	}
-	w := &where{placement: ps[0]}
-	if len(ps[0].Datastores) > 0 {
-		w.datastore = ps[0].Datastores[0]
-	}
-	return w
+	return at(ps[0], "")
 }
 
 // location is w as the clone specification takes it.
@@ -109,7 +131,7 @@ func (w *where) location() *clonespec.Location {
 // folderOf returns the VM folder a clone sent to w goes to: the
 // placement's folder, else the configured one.
 func (h *HatcheryVSphere) folderOf(ctx context.Context, w *where) (types.ManagedObjectReference, error) {
-	if w == nil || w.placement.Folder == "" || w.placement.Folder == h.conf().FolderString {
+	if w == nil || !w.ownFolder {
 		return h.vs.LoadFolder(ctx)
 	}
 	return h.vs.FolderAt(ctx, w.placement.Folder)
@@ -134,25 +156,11 @@ func (h *HatcheryVSphere) placementOutcome(w *where, vmName string, err error) b
 	return points
 }
 
-// clonePlacement is the placement a clone carrying annot goes to, named
-// as instant parents' keys and the placements' figures name it
-// (config.PlacementNameOf): where its admission sent it with
-// [[placements]] (whereOf), the record's placement without (empty for a
-// worker: config.DefaultPlacementName), so that a configuration without
-// [[placements]] finds its parents in the default placement as before.
-func (h *HatcheryVSphere) clonePlacement(annot *inventory.Annotation) (string, *where) {
-	if w := h.whereOf(annot); w != nil {
-		return w.placement.Name, w
-	}
-	return config.PlacementNameOf(annot.Placement), nil
-}
-
-// placementUnused tells the Book that the clone the admission sent to a
-// placement for annot will not be made (a warm-pool VM was claimed
-// instead, or the spawn stopped before its clone): a probe lets the next
-// one go.
-func (h *HatcheryVSphere) placementUnused(annot *inventory.Annotation) {
-	if w := h.whereOf(annot); w != nil && w.key != "" {
+// placementUnused tells the Book that the clone the admission sent to w
+// will not be made (a warm-pool VM was claimed instead, or the spawn
+// stopped before its clone): a probe lets the next one go.
+func (h *HatcheryVSphere) placementUnused(w *where) {
+	if w != nil && w.key != "" {
 		h.capacity.Book.Ended(w.placement.Name, w.key)
 	}
 }

@@ -96,7 +96,7 @@ func plHatcheryOver(t *testing.T, env *vcsimtest.Env, client vcenter.Port, cfg *
 	if clock != nil {
 		now = clock.now
 	}
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: env.InventoryOver(cfg, client), CDS: warmVcsimAPI{},
+	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, Inventory: env.InventoryOver(cfg, client), CDS: warmVcsimAPI(),
 		Logger: slog.New(slog.NewTextHandler(logs, nil)), Now: now})
 	require.NoError(t, err)
 	return h

@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -147,7 +148,7 @@ func TestProvisioningFillsPools(t *testing.T) {
 		warmProvVM("warmpool-v2-tobedeleted", "debian12", ""),     // leaving the pool
 		warmProvVM("warmpool-v2-booting", "ubuntu", "large", wOn), // being provisioned
 	}
-	cds := &warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, UserLastModified: modTime}}}
+	cds := &cdsclienttest.Fake{Models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, UserLastModified: modTime}}}
 	e := newWarmEnv(t, cfg, vms, cds)
 	putPhase(e.h, "warmpool-v2-claimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-claimed"))
 	e.h.markToDelete("warmpool-v2-tobedeleted")
@@ -289,14 +290,14 @@ func TestProvisioningSkips(t *testing.T) {
 		name    string
 		entries []config.WorkerProvisioning
 		vms     []inventory.VM
-		cds     *warmCDS
+		cds     *cdsclienttest.Fake
 	}{
 		{"v1 without api client", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, nil},
-		{"v1 api error", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &warmCDS{modelsErr: errors.New("down")}},
-		{"v1 model not enabled", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &warmCDS{}},
+		{"v1 api error", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &cdsclienttest.Fake{ModelsErr: errors.New("down")}},
+		{"v1 model not enabled", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1}, &cdsclienttest.Fake{}},
 		{"v1 model needs registration", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{tplM1},
-			&warmCDS{models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true}}}},
-		{"v1 no template of ours", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{foreignTplM1}, &warmCDS{models: []sdk.Model{m1}}},
+			&cdsclienttest.Fake{Models: []sdk.Model{{Name: "m1", Group: &sdk.Group{Name: "grp"}, NeedRegistration: true}}}},
+		{"v1 no template of ours", []config.WorkerProvisioning{{ModelPath: "grp/m1", Number: 1}}, []inventory.VM{foreignTplM1}, &cdsclienttest.Fake{Models: []sdk.Model{m1}}},
 		{"v2 template missing", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}, nil, nil},
 		{"unknown flavor", []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "huge"}}, []inventory.VM{warmTpl("debian12")}, nil},
 		{"no model", []config.WorkerProvisioning{{Number: 1}}, []inventory.VM{warmTpl("debian12")}, nil},
@@ -358,7 +359,7 @@ func TestProvisioningSurplusRemovesOnlyIdle(t *testing.T) {
 		warmProvVM("warmpool-v2-c2", "centos", "", wOn),
 		other,
 	}
-	e := newWarmEnv(t, cfg, vms, &warmCDS{})
+	e := newWarmEnv(t, cfg, vms, &cdsclienttest.Fake{})
 	putPhase(e.h, "warmpool-v2-dclaimed", lifecycle.Claimed, lifecycle.WithRef("vm-warmpool-v2-dclaimed"))
 	putPhase(e.h, "warmpool-v2-dbooting", lifecycle.Provisioning)
 	putPhase(e.h, "warmpool-v2-dbooting", lifecycle.Provisioning, lifecycle.WithPool(warmpool.Key{Model: "debian12"}.Pool()))
@@ -382,7 +383,7 @@ func TestProvisioningSurplusDeletionFailureRetried(t *testing.T) {
 	t.Parallel()
 	cfg := warmConfig()
 	vm := warmProvVM("warmpool-v2-d1", "debian12", "")
-	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), vm}, &warmCDS{})
+	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), vm}, &cdsclienttest.Fake{})
 	gomock.InOrder(
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-d1")).Return(errors.New("busy")),
 		e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-d1")).Return(nil),

@@ -7,10 +7,10 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
+	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
-	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -26,10 +26,11 @@ import (
 
 // quarantineKey names what a worker of model is made from: the V2 model's
 // template (spec.image), or the V1 model (its path), whose template this
-// hatchery builds. It is the key of the model's warm pool, so that spawns
-// and provisionings share one record (warmpool.Key.QuarantineKey).
+// hatchery builds (modelref.Key.QuarantineKey). It is the key of the
+// model's warm pool too, so that spawns and provisionings share one record
+// (warmpool.Key.QuarantineKey). A job's spawn reads it in its plan.
 func quarantineKey(model sdk.WorkerStarterWorkerModel) string {
-	return warmpool.ModelKey(model).QuarantineKey()
+	return modelref.KeyOf(model).QuarantineKey()
 }
 
 // GateSpawn implements hatchery.SpawnGate: a job whose template (or V1
@@ -46,12 +47,13 @@ func (h *HatcheryVSphere) GateSpawn(_ context.Context, model sdk.WorkerStarterWo
 	return nil
 }
 
-// quarantineBegin starts a spawn of model for job on the quarantine book:
-// the returned attempt must be ended by quarantineEnd. A quarantined
+// quarantineBegin starts a spawn of args for job on the quarantine book
+// under key (its plan's QuarantineKey): the returned attempt must be ended
+// by quarantineEnd. A quarantined
 // template refuses the spawn (the error wraps a *refusal.Refusal: the
 // framework releases the job without counting an attempt).
-func (h *HatcheryVSphere) quarantineBegin(args spawn.Arguments) (*quarantine.Attempt, error) {
-	a, v := h.custody.Quarantine.Begin(quarantineKey(args.Model))
+func (h *HatcheryVSphere) quarantineBegin(args spawn.Arguments, key string) (*quarantine.Attempt, error) {
+	a, v := h.custody.Quarantine.Begin(key)
 	if a == nil {
 		r := custody.Refusal(v)
 		h.log.Info("spawn refused", logkey.VM, args.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, r.Reason, logkey.Detail, r.Detail)

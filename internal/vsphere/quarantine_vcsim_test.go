@@ -59,7 +59,7 @@ func (r *ftRig) qtSpawn(name, job string, model sdk.WorkerStarterWorkerModel) (*
 	require.True(r.t, ok, "capacity for job %s", job)
 	err = r.h.SpawnWorker(ctx, args)
 	if err == nil {
-		r.cds.register(name)
+		ftRegister(r.cds, name)
 	}
 	return nil, err
 }

@@ -41,7 +41,7 @@ func (f *spFixture) expectRegisterWorker(vm types.ManagedObjectReference, launch
 func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	cds := &spCDS{}
+	cds := spAPI()
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
 	oldRef := spRef("VirtualMachine", "vm-old")
@@ -77,7 +77,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
 	assert.Empty(t, a.IPAddress)
 	assert.Nil(t, a.WorkerStarted)
-	assert.Empty(t, cds.errors)
+	assert.Empty(t, cds.SpawnErrors())
 	assert.Zero(t, len(markedNames(f.h)))
 	assert.False(t, f.h.life.SpawnInFlight("register-mymodel"))
 }
@@ -126,7 +126,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			f := newSpFixture(t, spConfig())
-			cds := &spCDS{}
+			cds := spAPI()
 			f.h.cds = cds
 			f.h.pool.CDS = f.h.cds
 			f.inv.Set(append([]inventory.VM{{Name: "debian12-base", Template: true}}, tt.vms...)...)
@@ -144,7 +144,7 @@ func TestRegisterModelFailures(t *testing.T) {
 			assert.False(t, isMarked(f.h, "mymodel"), "the other template is never marked")
 			// The framework reports the returned error on the model, once:
 			// the hatchery does not report it too.
-			assert.Empty(t, cds.errors)
+			assert.Empty(t, cds.SpawnErrors())
 			assert.NotContains(t, err.Error(), spSecret)
 		})
 	}
@@ -153,7 +153,7 @@ func TestRegisterModelFailures(t *testing.T) {
 func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	cds := &spCDS{}
+	cds := spAPI()
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
 	f.inv.Set([]inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}...)
@@ -161,7 +161,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "check name")
 	assert.False(t, isMarked(f.h, "mymodel-tmp"))
-	assert.Empty(t, cds.errors, "the framework reports it, once")
+	assert.Empty(t, cds.SpawnErrors(), "the framework reports it, once")
 }
 
 func TestWorkerScript(t *testing.T) {
@@ -196,7 +196,7 @@ func TestWorkerScript(t *testing.T) {
 func TestRegisterModelCommandThatDoesNotRender(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
-	cds := &spCDS{}
+	cds := spAPI()
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
 	f.inv.Set(inventory.VM{Name: "debian12-base", Template: true})
@@ -212,7 +212,7 @@ func TestRegisterModelCommandThatDoesNotRender(t *testing.T) {
 	assert.True(t, errors.As(err, &mce), "%v", err)
 	assert.Contains(t, err.Error(), `register model "shared.infra/mymodel" in vm "mymodel-tmp": build register script: worker script of model "shared.infra/mymodel": model commands do not render: `)
 	assert.Contains(t, err.Error(), "can't evaluate field Hatchery")
-	assert.Empty(t, cds.errors, "the framework reports it")
+	assert.Empty(t, cds.SpawnErrors(), "the framework reports it")
 
 	m.ModelVirtualMachine.Cmd = "curl {{.API}}/download/worker/linux/$(uname -m) -o worker && chmod +x worker && ./worker"
 	args.WorkerConfig.APIEndpoint = "https://cds.example"

@@ -25,8 +25,10 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// SpawnWorker starts one worker (docs/architecture.md): it resolves the flavor, the
-// guest credentials, the script and the template, claims a pre-provisioned
+// SpawnWorker starts one worker (docs/architecture.md): it takes the job's
+// plan (spawnPlan: the admission's, resolved from one configuration
+// snapshot), resolves from it the guest credentials, the script and the
+// template, claims a pre-provisioned
 // VM or clones a fresh one, waits for it to be ready, launches the worker
 // and records the start in the VM's annotation. A registration (RegisterOnly)
 // builds the V1 model's template instead. On any failure after a VM exists
@@ -44,7 +46,10 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 	if args.RegisterOnly {
 		return h.registerModel(ctx, args)
 	}
-	qa, err := h.quarantineBegin(args)
+	// Every step below reads the plan, never the running configuration:
+	// a reload meanwhile is the next job's.
+	plan := h.spawnPlan(args)
+	qa, err := h.quarantineBegin(args, plan.QuarantineKey)
 	if err != nil {
 		return err
 	}
@@ -60,24 +65,24 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		return errf("check arguments", errors.New("no worker name"))
 	}
 
-	flavor, err := h.spawnFlavor(args)
+	flavor, err := plan.Flavor, plan.FlavorErr
 	if err != nil {
 		return errf("resolve flavor", metrics.MarkSpawnFailure(metrics.SpawnFailureFlavor, err))
 	}
-	ga, cloudInit, err := h.bootstrapAccess(ctx, args.Model)
+	ga, cloudInit, err := h.accessOf(ctx, args.Model, plan.Model)
 	if err != nil {
 		return errf("resolve guest credentials", err)
 	}
-	script, err := guest.Script(args, ga.PreStartScript, h.conf().WorkerTTLDuration())
+	script, err := guest.Script(args, ga.PreStartScript, plan.WorkerTTL)
 	if err != nil {
 		return errf("build worker script", err)
 	}
-	boot := h.cloudInitBootOf(args.Model, cloudInit, script, args.WorkerConfig)
+	boot := cloudInitBoot(cloudInit, plan.IsWindows(), script, args.WorkerConfig)
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
 		return errf("list vms", err)
 	}
-	template, err := h.spawnTemplate(vms, args.Model)
+	template, err := h.spawnTemplate(vms, plan.Template, args.Model)
 	if err != nil {
 		return errf("resolve template", err)
 	}
@@ -102,7 +107,7 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		annot.VMwareModelPath = template.Name
 	}
 
-	vm, err := h.instantOrClaimOrClone(ctx, args, template, &annot, flavor, boot)
+	vm, err := h.instantOrClaimOrClone(ctx, args, plan, template, &annot, boot)
 	if errors.Is(err, ippool.ErrNoIPAvailable) {
 		// CanSpawn saw a free address; a concurrent spawn, a pool refill
 		// or the other instance's lock took it since. A capacity state,
@@ -119,9 +124,9 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 	h.log.Info("vm created", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
 
 	if cloudInit {
-		err = h.startCloudInitWorker(ctx, vm, name, &annot, true)
+		err = h.bootCloudInitWorker(ctx, vm, name, &annot, true, planBootWait(plan))
 	} else {
-		err = h.startWorker(ctx, vm, name, &annot, ga, script, args.WorkerConfig)
+		err = h.launchWorker(ctx, h.guestFor(plan), vm, name, &annot, ga, script, args.WorkerConfig)
 	}
 	if err != nil {
 		if cloudInit {
@@ -132,12 +137,12 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		if errors.As(err, &se) {
 			step, cause = se.Step, metrics.MarkSpawnFailure(guestFailure(se.Step), se.Err)
 		}
-		if !h.holdVM(ctx, vm, name, &annot, step) {
+		if !h.holdVM(ctx, plan, vm, name, &annot, step) {
 			h.abandonVM(ctx, vm, name, annot.IPAddress)
 		}
 		return errf(step, spawnfault.MarkTemplate(cause))
 	}
-	h.timingReporter().Report(ctx, args, clock)
+	h.timingReporterAt(plan.SlowStart).Report(ctx, args, clock)
 	return nil
 }
 
@@ -154,12 +159,11 @@ func guestFailure(step string) metrics.SpawnFailureReason {
 	return metrics.SpawnFailureGuestNotReady
 }
 
-// spawnTemplate returns the template a worker of model is cloned from
-// (modelref.Of, docs/design.md#which-template) once vms show it: the V2
-// spec.image, which must exist as a template; for V1 this hatchery's
-// template of the model, built by registration.
-func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStarterWorkerModel) (modelref.Template, error) {
-	want := modelref.Of(model)
+// spawnTemplate returns want, the template a worker of model is cloned
+// from (its plan's: modelref.Of, docs/design.md#which-template), once vms
+// show it: the V2 spec.image, which must exist as a template; for V1 this
+// hatchery's template of the model, built by registration.
+func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, want modelref.Template, model sdk.WorkerStarterWorkerModel) (modelref.Template, error) {
 	if _, ok := inventory.FindTemplate(vms, h.Name(), want); ok {
 		return want, nil
 	}
@@ -181,8 +185,9 @@ func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, model sdk.WorkerStar
 // claimed pre-provisioned VM when one fits, else a fresh clone. On error
 // the callee has already cleaned up (delete mark, IP released).
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
-// powers on.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+// powers on. to is where a fresh clone goes and its guest OS, from the
+// job's plan.
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (types.ManagedObjectReference, error) {
 	for attempt := 0; ; attempt++ {
 		// A hot VM whose check fails is discarded: the next candidate
 		// (or a fresh clone) serves the job.
@@ -202,7 +207,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		annot.Created = claimed.Annotation.Created
 		// A claimed VM stays where it was cloned, whatever placement the
 		// admission chose (a cordoned placement's pool drains so).
-		h.placementUnused(annot)
+		h.placementUnused(to.w)
 		annot.Placement = claimed.Annotation.Placement
 		h.log.Info("provisioned vm claimed", logkey.VM, claimed.Name, logkey.Job, args.JobID, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 		var vm vctypes.Ref
@@ -227,17 +232,25 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		return vcenter.MORef(vm), nil
 	}
 	annot.IPAddress, annot.Created, annot.Placement = "", h.now().UTC(), ""
-	return h.cloneVMBoot(ctx, template, annot.WorkerName, annot, flavor, boot)
+	return h.cloneVMTo(ctx, template, annot.WorkerName, annot, flavor, boot, to)
 }
 
-// startWorker waits for the VM to be ready, launches the worker and records
-// its start time in the annotation.
+// startWorker is launchWorker through the starter of the VM recorded by
+// annot, its OS read in the running configuration (guestOf): a
+// registration's; a job's spawn reads its plan (guestFor).
 func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
-	if _, err := h.guestOf(annot).WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
+	return h.launchWorker(ctx, h.guestOf(annot), vm, name, annot, ga, script, cfg)
+}
+
+// launchWorker waits for the VM to be ready, launches the worker through
+// starter (guestFor: the plan's OS) and records its start time in the
+// annotation.
+func (h *HatcheryVSphere) launchWorker(ctx context.Context, starter guest.Starter, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
+	if _, err := starter.WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := h.guestOf(annot).Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
+	if err := starter.Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
 		return guest.StepErr(stepLaunch, err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)

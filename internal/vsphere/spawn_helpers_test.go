@@ -2,8 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -49,7 +47,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 		Config:    cfg,
 		Client:    vs,
 		Inventory: inv,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    testutil.DiscardLogger(),
 		Now:       clock.Now,
 	})
 	if err != nil {

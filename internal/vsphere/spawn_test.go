@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
@@ -26,19 +25,10 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// spCDS is a fake CDS client recording model spawn errors; every other
-// method panics (the embedded nil interface): the spawn path must not call them.
-type spCDS struct {
-	cdsclient.Interface
-	mu     sync.Mutex
-	errors []string
-}
-
-func (c *spCDS) WorkerModelSpawnError(_ context.Context, group, name string, form sdk.SpawnErrorForm) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.errors = append(c.errors, group+"/"+name+": "+form.Error)
-	return nil
+// spAPI is the CDS client of the spawn tests: it records the model spawn
+// errors, and any other call panics: the spawn path must not make it.
+func spAPI() *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{Allow: []string{"WorkerModelSpawnError"}}
 }
 
 const spSecret = "s3cr3t-guest-password"

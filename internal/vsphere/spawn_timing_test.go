@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	dto "github.com/prometheus/client_model/go"
@@ -22,31 +22,11 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// tmCDS is a fake CDS client recording the infos posted on jobs; every
-// other method panics (the embedded nil interface).
-type tmCDS struct {
-	spCDS
-	mu    sync.Mutex
-	v1    []sdk.SpawnInfo
-	v2    []sdk.V2SendJobRunInfo
-	v2Job []string
-}
-
-func (c *tmCDS) QueueJobSendSpawnInfo(_ context.Context, id int64, infos []sdk.SpawnInfo) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.v1 = append(c.v1, infos...)
-	return nil
-}
-
-func (c *tmCDS) V2Region() string { return "eu" }
-
-func (c *tmCDS) V2QueueJobSendInfo(_ context.Context, region, id string, info sdk.V2SendJobRunInfo) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.v2 = append(c.v2, info)
-	c.v2Job = append(c.v2Job, region+"/"+id)
-	return nil
+// tmAPI is the CDS client of the timing tests: it records the infos
+// posted on jobs (and the model spawn errors); any other call panics.
+func tmAPI() *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{Region: "eu",
+		Allow: []string{"WorkerModelSpawnError", "QueueJobSendSpawnInfo", "V2Region", "V2QueueJobSendInfo"}}
 }
 
 // expectTimedSpawn sets the calls of a guest-operations spawn by clone in
@@ -99,12 +79,12 @@ func histogram(fams map[string]*dto.MetricFamily, name string, want labels) *dto
 // newTimedFixture is a spawn fixture with slowStartThreshold (seconds), a
 // recording CDS client, the template debian12 and V2 arguments queued 30 s
 // before they are booked, now.
-func newTimedFixture(t *testing.T, threshold int) (*spFixture, *tmCDS, spawn.Arguments) {
+func newTimedFixture(t *testing.T, threshold int) (*spFixture, *cdsclienttest.Fake, spawn.Arguments) {
 	t.Helper()
 	cfg := spConfig()
 	cfg.SlowStartThreshold = threshold
 	f := newSpFixture(t, cfg)
-	cds := &tmCDS{}
+	cds := tmAPI()
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
@@ -155,15 +135,14 @@ func TestSpawnTimingsServedLoggedAndReportedWhenSlow(t *testing.T) {
 	assert.Contains(t, out, "job_start=1m46.3s")
 	assert.NotContains(t, out, "level=WARN")
 
-	cds.mu.Lock()
-	defer cds.mu.Unlock()
-	require.Len(t, cds.v2, 1, "slow start reported on the job")
-	assert.Equal(t, []string{"eu/run-1"}, cds.v2Job)
-	assert.Equal(t, sdk.JobRunInfoLevelWarning, cds.v2[0].Level)
-	assert.Contains(t, cds.v2[0].Message, "worker-v2-1 launched 1m46.3s after the job was queued")
-	assert.Contains(t, cds.v2[0].Message, "clone=50s")
-	assert.NotContains(t, cds.v2[0].Message, spSecret)
-	assert.NotContains(t, cds.v2[0].Message, "jwt-token")
+	infos, runs := cds.JobInfos()
+	require.Len(t, infos, 1, "slow start reported on the job")
+	assert.Equal(t, []string{"eu/run-1"}, runs)
+	assert.Equal(t, sdk.JobRunInfoLevelWarning, infos[0].Level)
+	assert.Contains(t, infos[0].Message, "worker-v2-1 launched 1m46.3s after the job was queued")
+	assert.Contains(t, infos[0].Message, "clone=50s")
+	assert.NotContains(t, infos[0].Message, spSecret)
+	assert.NotContains(t, infos[0].Message, "jwt-token")
 }
 
 func TestSpawnTimingsFastStartNotReported(t *testing.T) {
@@ -172,10 +151,9 @@ func TestSpawnTimingsFastStartNotReported(t *testing.T) {
 	f.expectTimedSpawn(args)
 
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
-	cds.mu.Lock()
-	defer cds.mu.Unlock()
-	assert.Empty(t, cds.v2, "106.3 s is below the 300 s threshold")
-	assert.Empty(t, cds.v1)
+	infos, _ := cds.JobInfos()
+	assert.Empty(t, infos, "106.3 s is below the 300 s threshold")
+	assert.Empty(t, cds.SpawnInfos())
 }
 
 func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
@@ -193,11 +171,10 @@ func TestSpawnTimingsSlowV1StartPostsSpawnInfo(t *testing.T) {
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
 	f.h.timingReporter().Report(ctx, args, c)
 
-	cds.mu.Lock()
-	defer cds.mu.Unlock()
-	require.Len(t, cds.v1, 1)
-	assert.Equal(t, spawntiming.MsgSpawnInfoWorkerForJob, cds.v1[0].Message.ID)
-	require.Len(t, cds.v1[0].Message.Args, 1, "the one argument of the API's message")
-	assert.Contains(t, cds.v1[0].Message.Args[0], args.WorkerName+" (launched 1m21.3s after the job was booked")
-	assert.Contains(t, cds.v1[0].Message.Args[0], "launch=1m21.3s")
+	v1 := cds.SpawnInfos()
+	require.Len(t, v1, 1)
+	assert.Equal(t, spawntiming.MsgSpawnInfoWorkerForJob, v1[0].Message.ID)
+	require.Len(t, v1[0].Message.Args, 1, "the one argument of the API's message")
+	assert.Contains(t, v1[0].Message.Args[0], args.WorkerName+" (launched 1m21.3s after the job was booked")
+	assert.Contains(t, v1[0].Message.Args[0], "launch=1m21.3s")
 }

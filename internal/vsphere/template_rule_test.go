@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
@@ -81,7 +82,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			newEnv := func(cfg *config.Config) *warmEnv {
-				e := newWarmEnv(t, cfg, ruleVMs(m), &warmCDS{models: []sdk.Model{m}})
+				e := newWarmEnv(t, cfg, ruleVMs(m), &cdsclienttest.Fake{Models: []sdk.Model{m}})
 				e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, errors.New("no pool in this test")).AnyTimes()
 				return e
 			}
@@ -92,7 +93,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 
 			// The spawn: the template it resolves, then the reference its
 			// clone reads (cloneVMBoot's loadTemplate).
-			tpl, err := e.h.spawnTemplate(vms, tc.model)
+			tpl, err := e.h.spawnTemplate(vms, modelref.Of(tc.model), tc.model)
 			require.NoError(t, err)
 			require.Equal(t, modelref.Of(tc.model), tpl)
 			got, err := e.h.loadTemplate(ctx, vms, tpl)

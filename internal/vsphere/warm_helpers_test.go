@@ -1,167 +1,41 @@
 package vsphere
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
-	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/golang/mock/gomock"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
 // warmHatcheryName is the hatchery under test in the warm-pool tests.
-const warmHatcheryName = "hatch-a"
+const warmHatcheryName = testutil.Hatchery
 
 // warmNow is the fixed clock of the warm-pool tests.
-var warmNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+var warmNow = testutil.Epoch
 
-// warmCDS is a fake CDS API: only the calls the warm pool and cleanup make
-// are implemented; any other call panics through the nil embedded interface.
-type warmCDS struct {
-	cdsclient.Interface
-
-	mu          sync.Mutex
-	v1          []sdk.Worker
-	v2          []sdk.V2Worker
-	v1Err       error
-	v2Err       error
-	models      []sdk.Model
-	modelsErr   error
-	spawnErrors []string // "group/name: error"
-	released    []string // "v1:ID" or "v2:REGION:ID", in call order
-	v2Region    string   // the region the V2 sign-in answered
-	// jobStatus is the status the API shows of a job, by id (V1 decimal);
-	// a job not in it is still waiting for its worker (V1 Waiting, V2
-	// Scheduling).
-	jobStatus map[string]string
-	// jobWorker is the worker that took a job, by id ("" none).
-	jobWorker map[string]string
-	// jobHolder is who books (V1) or took (V2) a job, by id; a job not in
-	// it is held by this hatchery (warmHatcheryName), "" by no one.
-	jobHolder map[string]string
-	// jobGone are the jobs the API no longer knows (V1 403, V2 404).
-	jobGone map[string]bool
-	// jobErr, when set, answers every job read.
-	jobErr error
-	// releaseErr, when set, answers every release (recorded all the same).
-	releaseErr error
-	// jobReads counts the job reads, by id.
-	jobReads map[string]int
+// warmCalls are the CDS API calls the warm pool and cleanup make: any
+// other panics (warmAPI).
+var warmCalls = []string{
+	"QueueJobInfo", "V2QueueJobInfo", "V2Region", "QueueJobRelease", "V2QueueJobRelease",
+	"WorkerList", "V2WorkerList", "WorkerModelsEnabled", "WorkerModelSpawnError",
 }
 
-func (c *warmCDS) statusOf(id, waiting string) string {
-	if st, ok := c.jobStatus[id]; ok {
-		return st
-	}
-	return waiting
-}
-
-// readJob records a read of job id and answers its holder and worker, or
-// the error the API would give.
-func (c *warmCDS) readJob(id string, gone error) (holder, worker string, err error) {
-	if c.jobReads == nil {
-		c.jobReads = map[string]int{}
-	}
-	c.jobReads[id]++
-	switch {
-	case c.jobErr != nil:
-		return "", "", c.jobErr
-	case c.jobGone[id]:
-		return "", "", gone
-	}
-	holder = warmHatcheryName
-	if h, ok := c.jobHolder[id]; ok {
-		holder = h
-	}
-	return holder, c.jobWorker[id], nil
-}
-
-func (c *warmCDS) QueueJobInfo(_ context.Context, id int64) (*sdk.WorkflowNodeJobRun, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	key := fmt.Sprint(id)
-	holder, worker, err := c.readJob(key, &cdsclient.APIError{Status: 403, ID: 11})
-	if err != nil {
-		return nil, err
-	}
-	j := &sdk.WorkflowNodeJobRun{ID: id, Status: c.statusOf(key, sdk.StatusWaiting), BookedBy: sdk.Service{Name: holder}}
-	j.Job.WorkerName = worker
-	return j, nil
-}
-
-func (c *warmCDS) V2QueueJobInfo(_ context.Context, _, id string) (*sdk.V2QueueJobInfo, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	holder, worker, err := c.readJob(id, &cdsclient.APIError{Status: 404, ID: 38})
-	if err != nil {
-		return nil, err
-	}
-	return &sdk.V2QueueJobInfo{RunJob: sdk.V2WorkflowRunJob{ID: id, Status: c.statusOf(id, sdk.V2StatusScheduling), HatcheryName: holder, WorkerName: worker}}, nil
-}
-
-// reads is how many times job id was read.
-func (c *warmCDS) reads(id string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.jobReads[id]
-}
-
-func (c *warmCDS) V2Region() string { return c.v2Region }
-
-func (c *warmCDS) QueueJobRelease(_ context.Context, id int64) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.released = append(c.released, fmt.Sprintf("v1:%d", id))
-	return c.releaseErr
-}
-
-func (c *warmCDS) V2QueueJobRelease(_ context.Context, region, id string) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.released = append(c.released, "v2:"+region+":"+id)
-	return c.releaseErr
-}
-
-func (c *warmCDS) releasedJobs() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.released...)
-}
-
-func (c *warmCDS) WorkerList(context.Context) ([]sdk.Worker, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v1, c.v1Err
-}
-
-func (c *warmCDS) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.v2, c.v2Err
-}
-
-func (c *warmCDS) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.models, c.modelsErr
-}
-
-func (c *warmCDS) WorkerModelSpawnError(_ context.Context, group, name string, form sdk.SpawnErrorForm) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.spawnErrors = append(c.spawnErrors, group+"/"+name+": "+form.Error)
-	return nil
+// warmAPI makes api the CDS API of the warm-pool and cleanup tests: every
+// job it does not say otherwise of is held by this hatchery
+// (warmHatcheryName), and it answers only warmCalls. It returns api.
+func warmAPI(api *cdsclienttest.Fake) *cdsclienttest.Fake {
+	api.Hatchery = warmHatcheryName
+	api.Allow = warmCalls
+	return api
 }
 
 // warmConfig is a small valid configuration for hatch-a.
@@ -184,13 +58,14 @@ type warmEnv struct {
 	h    *HatcheryVSphere
 	vs   *mock_vsphere.MockPort
 	inv  *inventorytest.Fixed
-	cds  *warmCDS
+	cds  *cdsclienttest.Fake
 	ctrl *gomock.Controller
 }
 
 // newWarmEnv builds the hatchery. Every vCenter call must be expected by
-// the test. cds nil leaves the hatchery without an API client.
-func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
+// the test. cds nil leaves the hatchery without an API client; else it is
+// the hatchery's API (warmAPI).
+func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *cdsclienttest.Fake) *warmEnv {
 	t.Helper()
 	e := newWarmEnvNoCAS(t, cfg, vms, cds)
 	// A claim's first write is its compare-and-swap (warmpool.Pool.Claim): no
@@ -203,7 +78,7 @@ func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmC
 
 // newWarmEnvNoCAS is newWarmEnv without the claims' compare-and-swap
 // expected: the test expects it itself.
-func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *warmCDS) *warmEnv {
+func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *cdsclienttest.Fake) *warmEnv {
 	t.Helper()
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
@@ -213,11 +88,11 @@ func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *
 		Config:    cfg,
 		Client:    vs,
 		Inventory: inv,
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:    testutil.DiscardLogger(),
 		Now:       func() time.Time { return warmNow },
 	}
 	if cds != nil {
-		o.CDS = cds
+		o.CDS = warmAPI(cds)
 	}
 	h, err := New(o)
 	if err != nil {

@@ -2,8 +2,6 @@ package vsphere_test
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"sort"
 	"strings"
 	"testing"
@@ -16,19 +14,19 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 )
 
-// warmVcsimAPI is a CDS API that knows no worker (enough for cleanup).
-type warmVcsimAPI struct{ cdsclient.Interface }
-
-func (warmVcsimAPI) WorkerList(context.Context) ([]sdk.Worker, error)         { return nil, nil }
-func (warmVcsimAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error)     { return nil, nil }
-func (warmVcsimAPI) WorkerModelsEnabled(context.Context) ([]sdk.Model, error) { return nil, nil }
+// warmVcsimAPI is a CDS API that knows no worker (enough for cleanup):
+// any call but the worker and model lists panics.
+func warmVcsimAPI() *cdsclienttest.Fake {
+	return &cdsclienttest.Fake{Allow: []string{"WorkerList", "V2WorkerList", "WorkerModelsEnabled"}}
+}
 
 const warmVcsimHatchery = "hatch-vcsim"
 
@@ -63,8 +61,8 @@ func newWarmVcsimHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config, 
 		Config:    cfg,
 		Client:    env.Client,
 		Inventory: env.Inventory(cfg),
-		CDS:       warmVcsimAPI{},
-		Logger:    slog.New(slog.NewTextHandler(io.Discard, nil)),
+		CDS:       warmVcsimAPI(),
+		Logger:    testutil.DiscardLogger(),
 		Now:       now,
 	})
 	require.NoError(t, err)

@@ -178,7 +178,7 @@ func TestVcsimWindowsCloudbaseInit(t *testing.T) {
 	env := winEnv(t)
 	cfg := winConfig(env, config.BootstrapCloudInit)
 	client := &viRecordingClient{Port: env.Client}
-	api := &ciAPI{}
+	api := ciAPI()
 	var logs testutil.SyncBuffer
 	inv := env.Inventory(cfg)
 	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: client, CDS: api, Inventory: inv, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
@@ -236,7 +236,7 @@ func TestVcsimWindowsCloudbaseInit(t *testing.T) {
 	assert.Equal(t, args.WorkerConfig.EncodeBase64(), boots[0].CDSConfig)
 	assert.Empty(t, env.Guest.CallsFor("worker-wci-1"), "no guest operation")
 
-	api.register("worker-wci-1")
+	ciRegister(api, "worker-wci-1")
 	h.WarmKillAwolServersPass(env.Context())
 	assert.Empty(t, env.MustInspect("worker-wci-1").ExtraConfig[cloudinit.GuestinfoUserdata], "token removed once the worker registered")
 }

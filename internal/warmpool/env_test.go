@@ -3,8 +3,6 @@ package warmpool
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -30,9 +29,9 @@ import (
 // through a hatchery (provisioning, preparation, cleanup) are in
 // internal/vsphere.
 
-const testHatchery = "hatch-a"
+const testHatchery = testutil.Hatchery
 
-var testNow = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+var testNow = testutil.Epoch
 
 // fakeHost is the hatchery's registration of V1 models; any call fails
 // the test (the claim makes none). The writes on the pool's VMs go
@@ -69,7 +68,7 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	}
 	life := lifecycle.New(func() time.Time { return testNow })
 	now := func() time.Time { return testNow }
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	log := testutil.DiscardLogger()
 	ips, err := ippool.New(cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -102,20 +102,15 @@ func keyOfPool(p lifecycle.Pool) Key {
 // QuarantineKey. The template a pool's VMs are cloned from is
 // modelref's (provisioningTargets), for V1 as for V2.
 func ModelKey(model sdk.WorkerStarterWorkerModel) Key {
-	if model.IsV1() {
-		return Key{V1: true, Model: model.ModelV1.Path()}
-	}
-	return Key{Model: modelref.Of(model).Name}
+	k := modelref.KeyOf(model)
+	return Key{V1: k.V1, Model: k.Model}
 }
 
 // QuarantineKey is the quarantine key of the pool's template, which the
 // spawns of the same V2 template or V1 model use too (ModelKey): spawns
 // and provisionings share one record.
 func (k Key) QuarantineKey() string {
-	if k.V1 {
-		return "model " + k.Model
-	}
-	return "template " + k.Model
+	return modelref.Key{V1: k.V1, Model: k.Model}.QuarantineKey()
 }
 
 func keyLess(a, b Key) bool {

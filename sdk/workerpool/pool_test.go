@@ -14,49 +14,13 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 const testHatchery = "hatchery-test"
 
-// fakeAPI is the CDS API's worker lists and the disable route.
-type fakeAPI struct {
-	mu       sync.Mutex
-	v1       []sdk.Worker
-	v2       []sdk.V2Worker
-	disabled []string
-	lists    int
-}
-
-func (a *fakeAPI) WorkerList(context.Context) ([]sdk.Worker, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.lists++
-	return append([]sdk.Worker(nil), a.v1...), nil
-}
-
-func (a *fakeAPI) V2WorkerList(context.Context) ([]sdk.V2Worker, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]sdk.V2Worker(nil), a.v2...), nil
-}
-
-func (a *fakeAPI) WorkerDisable(_ context.Context, id string) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.disabled = append(a.disabled, id)
-	return nil
-}
-
-func (a *fakeAPI) disabledIDs() []string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return append([]string(nil), a.disabled...)
-}
-
-// newTestPool returns a pool over api whose hatchery started the workers
-// of started, logging JSON into logs.
-func newTestPool(api *fakeAPI, limits Limits, started func() []string, logs *testutil.SyncBuffer) *Pool {
+func newTestPool(api *cdsclienttest.Fake, limits Limits, started func() []string, logs *testutil.SyncBuffer) *Pool {
 	return New(Config{
 		HatcheryName: testHatchery,
 		V1:           true,
@@ -69,7 +33,7 @@ func newTestPool(api *fakeAPI, limits Limits, started func() []string, logs *tes
 
 func TestInconsistentWorkersDisabled(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{v1: []sdk.Worker{
+	api := &cdsclienttest.Fake{V1Workers: []sdk.Worker{
 		{ID: "1", Name: "ours-started", Status: sdk.StatusBuilding, HatcheryName: testHatchery},
 		{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery},
 		{ID: "3", Name: "theirs", Status: sdk.StatusBuilding, HatcheryName: "other"},
@@ -84,7 +48,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	_, err := p.Refresh(context.Background())
 	require.NoError(t, err)
 	pool := p.Workers()
-	assert.Equal(t, []string{"2"}, api.disabledIDs())
+	assert.Equal(t, []string{"2"}, api.Disabled())
 	byName := map[string]Worker{}
 	for _, w := range pool {
 		byName[w.Name] = w
@@ -99,7 +63,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 	// Disabled once, not at every pass.
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Len(t, api.disabledIDs(), 1)
+	assert.Len(t, api.Disabled(), 1)
 }
 
 // TestPoolReserveCountsAndEnds: a slot counts from Reserve; a released
@@ -107,7 +71,7 @@ func TestInconsistentWorkersDisabled(t *testing.T) {
 // until a refresh started after it covers it; every end calls SpawnEnded.
 func TestPoolReserveCountsAndEnds(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{}
+	api := &cdsclienttest.Fake{}
 	var mu sync.Mutex
 	var started []string
 	ends := 0
@@ -177,7 +141,7 @@ func TestPoolRegistrationLimits(t *testing.T) {
 		{"one at a time", 1, []bool{true, false}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			p := newTestPool(&fakeAPI{}, Limits{MaxConcurrentProvisioning: 1, MaxConcurrentRegistering: tc.maxReg},
+			p := newTestPool(&cdsclienttest.Fake{}, Limits{MaxConcurrentProvisioning: 1, MaxConcurrentRegistering: tc.maxReg},
 				func() []string { return nil }, &testutil.SyncBuffer{})
 			_, err := p.Refresh(context.Background())
 			require.NoError(t, err)
@@ -201,7 +165,7 @@ func TestPoolRefreshErrorKeepsSnapshot(t *testing.T) {
 	t.Parallel()
 	notReady := errors.New("backend not ready")
 	p := New(Config{
-		HatcheryName: testHatchery, V1: true, API: &fakeAPI{},
+		HatcheryName: testHatchery, V1: true, API: &cdsclienttest.Fake{},
 		Limits:  Limits{MaxConcurrentProvisioning: 1},
 		Started: func(context.Context) ([]string, error) { return nil, notReady },
 		Logger:  slog.New(slog.NewTextHandler(&testutil.SyncBuffer{}, nil)),
@@ -217,7 +181,7 @@ func TestPoolRefreshErrorKeepsSnapshot(t *testing.T) {
 
 // newGracePool is newTestPool with an unknown-worker grace of a minute on
 // clock.
-func newGracePool(api *fakeAPI, started func() []string, logs *testutil.SyncBuffer, clock *testutil.Clock) *Pool {
+func newGracePool(api *cdsclienttest.Fake, started func() []string, logs *testutil.SyncBuffer, clock *testutil.Clock) *Pool {
 	return New(Config{
 		HatcheryName: testHatchery,
 		V1:           true,
@@ -237,14 +201,14 @@ func newGracePool(api *fakeAPI, started func() []string, logs *testutil.SyncBuff
 // inconsistent and disabled, once.
 func TestUnknownWorkerInconsistentAfterGrace(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{v1: []sdk.Worker{{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery}}}
+	api := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{ID: "2", Name: "ours-gone", Status: sdk.StatusWaiting, HatcheryName: testHatchery}}}
 	logs := &testutil.SyncBuffer{}
 	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	p := newGracePool(api, func() []string { return nil }, logs, clock)
 
 	_, err := p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Empty(t, api.disabledIDs(), "disabled within the grace")
+	assert.Empty(t, api.Disabled(), "disabled within the grace")
 	assert.NotContains(t, logs.String(), `"detail":"inconsistent"`)
 	assert.Contains(t, logs.String(), `"level":"DEBUG","msg":"worker registered under this hatchery's name, its VM not listed yet","vm":"ours-gone"`)
 	assert.Empty(t, p.Workers(), "not counted while unknown")
@@ -252,12 +216,12 @@ func TestUnknownWorkerInconsistentAfterGrace(t *testing.T) {
 	clock.Advance(time.Minute)
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"2"}, api.disabledIDs())
+	assert.Equal(t, []string{"2"}, api.Disabled())
 	assert.Contains(t, logs.String(), `"vm":"ours-gone","detail":"inconsistent"`)
 
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Len(t, api.disabledIDs(), 1, "disabled once")
+	assert.Len(t, api.Disabled(), 1, "disabled once")
 }
 
 // TestUnknownWorkerListedWithinGraceIsNotDisabled: a worker the API lists
@@ -266,7 +230,7 @@ func TestUnknownWorkerInconsistentAfterGrace(t *testing.T) {
 // it, however long that took within the grace, and then counts.
 func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{v1: []sdk.Worker{{ID: "7", Name: "other-instances", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
+	api := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{ID: "7", Name: "other-instances", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
 	logs := &testutil.SyncBuffer{}
 	clock := testutil.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	var mu sync.Mutex
@@ -284,7 +248,7 @@ func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
 	clock.Advance(time.Hour)
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Empty(t, api.disabledIDs())
+	assert.Empty(t, api.Disabled())
 	assert.NotContains(t, logs.String(), `"detail":"inconsistent"`)
 	pool := p.Workers()
 	require.Len(t, pool, 1)
@@ -300,7 +264,7 @@ func TestUnknownWorkerListedWithinGraceIsNotDisabled(t *testing.T) {
 // at Warn. A worker the API forgets and lists again is reported again.
 func TestV2InconsistentWorkerReportedOnce(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{v2: []sdk.V2Worker{
+	api := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{
 		{ID: "a", Name: "ours-died", Status: sdk.StatusBuilding, HatcheryName: testHatchery},
 		{ID: "b", Name: "never-ours", Status: sdk.StatusWaiting, HatcheryName: testHatchery},
 	}}
@@ -338,15 +302,11 @@ func TestV2InconsistentWorkerReportedOnce(t *testing.T) {
 	assert.Empty(t, p.Workers(), "neither counts in the pool")
 
 	// The API forgets never-ours, then lists it again: reported again.
-	api.mu.Lock()
-	saved := api.v2
-	api.v2 = saved[:1]
-	api.mu.Unlock()
+	var saved []sdk.V2Worker
+	api.Update(func(f *cdsclienttest.Fake) { saved = f.V2Workers; f.V2Workers = saved[:1] })
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	api.mu.Lock()
-	api.v2 = saved
-	api.mu.Unlock()
+	api.Update(func(f *cdsclienttest.Fake) { f.V2Workers = saved })
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
 	assert.Equal(t, 2, strings.Count(logs.String(), `"level":"WARN",`+msg+`,"vm":"never-ours"`))
@@ -358,7 +318,7 @@ func TestV2InconsistentWorkerReportedOnce(t *testing.T) {
 // worker that did not sign off.
 func TestV1WorkerOfDestroyedVMDisabledAtInfo(t *testing.T) {
 	t.Parallel()
-	api := &fakeAPI{v1: []sdk.Worker{{ID: "9", Name: "ours-died", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
+	api := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{ID: "9", Name: "ours-died", Status: sdk.StatusBuilding, HatcheryName: testHatchery}}}
 	logs := &testutil.SyncBuffer{}
 	var mu sync.Mutex
 	started := []string{"ours-died"}
@@ -376,7 +336,7 @@ func TestV1WorkerOfDestroyedVMDisabledAtInfo(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.Refresh(context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, []string{"9"}, api.disabledIDs())
+	assert.Equal(t, []string{"9"}, api.Disabled())
 	assert.Contains(t, logs.String(), `"level":"INFO","msg":"disabling worker registered but not started by this hatchery","vm":"ours-died"`)
 	assert.NotContains(t, logs.String(), `"level":"WARN"`)
 }
