@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -88,7 +89,7 @@ const logoutTimeout = 5 * time.Second
 func (a *app) checkOnline(ctx context.Context, path string, cfg *config.Config) int {
 	ctx, cancel := context.WithTimeout(ctx, onlineCheckTimeout)
 	defer cancel()
-	vcCfg := vsphere.VCenterConfig(cfg)
+	vcCfg := daemon.VCenterConfig(cfg)
 	// The problems are printed below; the client's own log lines would
 	// repeat them.
 	vcCfg.Logger = slog.New(slog.DiscardHandler)

@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -52,8 +51,6 @@ type Admission struct {
 	Resolve func(model sdk.WorkerStarterWorkerModel, reqs []sdk.Requirement) (*config.Flavor, error)
 	// Log receives one line per decision.
 	Log *slog.Logger
-	// Metrics counts the refusals for lack of room; nil: not counted.
-	Metrics *metrics.Metrics
 	// Now is the hatchery's clock.
 	Now func() time.Time
 }
@@ -270,7 +267,7 @@ func (a Admission) ReservedFootprint() (n int, cpus, memoryMB int64) {
 func refusalOf(d capacity.Decision) *refusal.Refusal {
 	code := refusal.ReasonCapacity
 	if d.Reason != "" {
-		code = d.Reason.Code()
+		code = d.Reason
 	}
 	return &refusal.Refusal{Reason: code, Detail: d.Detail}
 }
@@ -313,7 +310,7 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	// vCenter reads first, without the lock.
 	vms, err := a.Inventory.VMs(ctx)
 	if err != nil {
-		d := capacity.Refuse(capacity.ReasonInventory, capacity.DetailInventoryUnusable)
+		d := capacity.Refuse(refusal.ReasonResources, capacity.DetailInventoryUnusable)
 		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
 			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
 		return d, nil, resolved, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
@@ -371,9 +368,6 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 		attrs = append(attrs, placementAttrs(choice)...)
 	}
 	a.Log.Log(ctx, slog.LevelInfo, "capacity decision", attrs...)
-	if !d.Allowed {
-		a.Metrics.Refused(refusal.Reason(d.Reason))
-	}
 	return d, o.Held, resolved, nil
 }
 

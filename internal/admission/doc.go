@@ -2,7 +2,8 @@
 // and keeps the footprint of the spawns in flight: it reads the inventory
 // and the resource pool (once looked up, its outages logged once), turns
 // them into internal/capacity's inputs, calls it, logs one line per
-// decision and meters the refusals (docs/flavors-and-capacity.md). It also
+// decision and returns the refusal (docs/flavors-and-capacity.md), which
+// the daemon's observer meters once, whoever refused. It also
 // answers the reports built on the same reads: the usage of /mon/status
 // and the per-flavor headroom of the metrics.
 //

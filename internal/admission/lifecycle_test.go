@@ -204,7 +204,7 @@ func TestReserveProvisioning(t *testing.T) {
 		ctx := context.Background()
 		d, err := e.a.ReserveProvisioning(ctx, "warm-big", tpl, &large, "debian12", "large")
 		require.NoError(t, err)
-		assert.Equal(t, capacity.Refuse(capacity.ReasonCPU, capacity.DetailCPULimit), d, "8 vCPUs over maxCpus 5")
+		assert.Equal(t, capacity.Refuse(refusal.ReasonCapacityCPU, capacity.DetailCPULimit), d, "8 vCPUs over maxCpus 5")
 		d, err = e.a.ReserveProvisioning(ctx, "warm-1", tpl, nil, "debian12", "")
 		require.NoError(t, err)
 		assert.True(t, d.Allowed, d.Detail)

@@ -10,6 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // FiguresTTL is how long a placement's pool runtime and datastores'
@@ -129,9 +130,9 @@ func (a Admission) placeFunc(key, only string, fp placement.Footprint, base []pl
 	book := a.State.Book
 	eligible := book.Eligible
 	if only != "" {
-		eligible = func(name string) (bool, string) {
+		eligible = func(name string) (bool, placement.Why) {
 			if name != only {
-				return false, "not the placement of " + key
+				return false, placement.Why{Code: placement.WhyOther, Detail: "not the placement of " + key}
 			}
 			return book.Eligible(name)
 		}
@@ -161,7 +162,7 @@ func (a Admission) placeFunc(key, only string, fp placement.Footprint, base []pl
 		book.Observe(figs)
 		*choice = placement.Choose(fp, figs, eligible)
 		if !choice.OK {
-			return "", "", capacity.Refuse(capacity.ReasonPlacement, "no placement fits: "+choice.Reason())
+			return "", "", capacity.Refuse(refusal.ReasonPlacement, "no placement fits: "+choice.Reason())
 		}
 		book.Take(choice.Placement, key)
 		return choice.Placement, choice.Datastore, capacity.Decision{}

@@ -2,33 +2,21 @@ package capacity
 
 import "github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 
-// Reason is the code of a refusing decision, from a fixed set (Reasons).
-// Each is one of the framework's refusal codes (Code) and is the value of
-// the `reason` log key; which check refused is in the decision's Detail.
-type Reason string
-
-// The refusal codes of capacity decisions (docs/flavors-and-capacity.md).
-const (
-	// ReasonCPU: not enough vCPUs: maxCpus, the resource pool's CPU, or
-	// the reserve kept for smaller flavors.
-	ReasonCPU Reason = Reason(refusal.ReasonCapacityCPU)
-	// ReasonMemory: not enough memory: maxMemoryMB, the resource pool's
-	// memory, or the reserve kept for smaller flavors.
-	ReasonMemory Reason = Reason(refusal.ReasonCapacityMemory)
-	// ReasonInventory: no decision could be taken (the inventory could
-	// not be read).
-	ReasonInventory Reason = Reason(refusal.ReasonResources)
-	// ReasonPlacement: the hatchery has room but none of its placements
-	// can take the clone (each full, cordoned or backing off;
-	// internal/placement).
-	ReasonPlacement Reason = Reason(refusal.ReasonPlacement)
-)
-
-// Reasons is the fixed set of refusal codes, in documentation order.
-func Reasons() []Reason { return []Reason{ReasonCPU, ReasonMemory, ReasonInventory, ReasonPlacement} }
-
-// Code is the framework's refusal code of r.
-func (r Reason) Code() refusal.Reason { return refusal.Reason(r) }
+// Reasons is the fixed set of refusal codes a capacity decision gives,
+// in documentation order: they are the framework's own (sdk/refusal), so a
+// decision's code crosses to the log, the metrics and /mon/status as it is.
+//   - refusal.ReasonCapacityCPU: not enough vCPUs: maxCpus, the resource
+//     pool's CPU, or the reserve kept for smaller flavors;
+//   - refusal.ReasonCapacityMemory: not enough memory: maxMemoryMB, the
+//     resource pool's memory, or the reserve kept for smaller flavors;
+//   - refusal.ReasonResources: no decision could be taken (the inventory
+//     could not be read);
+//   - refusal.ReasonPlacement: the hatchery has room but none of its
+//     placements can take the clone (each full, cordoned or backing off;
+//     internal/placement).
+func Reasons() []refusal.Reason {
+	return []refusal.Reason{refusal.ReasonCapacityCPU, refusal.ReasonCapacityMemory, refusal.ReasonResources, refusal.ReasonPlacement}
+}
 
 // The details of decisions: free text for humans (the `detail` log key and
 // the refusal's Detail), stable for tests. Code never branches on them.
@@ -85,7 +73,7 @@ type Input struct {
 // Allowed), Detail says which check decided.
 type Decision struct {
 	Allowed bool
-	Reason  Reason
+	Reason  refusal.Reason
 	Detail  string
 }
 
@@ -93,7 +81,7 @@ type Decision struct {
 func Allow(detail string) Decision { return Decision{Allowed: true, Detail: detail} }
 
 // Refuse is a refusing decision.
-func Refuse(r Reason, detail string) Decision { return Decision{Reason: r, Detail: detail} }
+func Refuse(r refusal.Reason, detail string) Decision { return Decision{Reason: r, Detail: detail} }
 
 // Decide applies, in order: the resource pool (when readable: unreserved
 // CPU > 0, unreserved memory >= next + in flight), then maxCpus and
@@ -103,21 +91,21 @@ func Refuse(r Reason, detail string) Decision { return Decision{Reason: r, Detai
 func Decide(in Input) Decision {
 	if in.Pool.Readable {
 		if in.Pool.UnreservedCPUMHz <= 0 {
-			return Refuse(ReasonCPU, DetailPoolCPU)
+			return Refuse(refusal.ReasonCapacityCPU, DetailPoolCPU)
 		}
 		need := (in.Next.MemoryMB + in.InFlight.MemoryMB) << 20
 		if in.Pool.UnreservedMemoryBytes < need {
-			return Refuse(ReasonMemory, DetailPoolMemory)
+			return Refuse(refusal.ReasonCapacityMemory, DetailPoolMemory)
 		}
 	}
 	type limit struct {
 		max, used, next, reserve int64
-		reason                   Reason
+		reason                   refusal.Reason
 		detail, starvation       string
 	}
 	for _, l := range []limit{
-		{in.MaxCPUs, in.Used.CPUs, in.Next.CPUs, in.Reserve.CPUs, ReasonCPU, DetailCPULimit, DetailCPUStarvation},
-		{in.MaxMemoryMB, in.Used.MemoryMB, in.Next.MemoryMB, in.Reserve.MemoryMB, ReasonMemory, DetailMemoryLimit, DetailMemoryStarvation},
+		{in.MaxCPUs, in.Used.CPUs, in.Next.CPUs, in.Reserve.CPUs, refusal.ReasonCapacityCPU, DetailCPULimit, DetailCPUStarvation},
+		{in.MaxMemoryMB, in.Used.MemoryMB, in.Next.MemoryMB, in.Reserve.MemoryMB, refusal.ReasonCapacityMemory, DetailMemoryLimit, DetailMemoryStarvation},
 	} {
 		if l.max <= 0 {
 			continue

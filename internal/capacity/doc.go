@@ -8,9 +8,9 @@
 // It reads nothing: no vCenter, no inventory, no configuration file. The
 // hatchery (internal/vsphere) reads the inventory and the resource pool,
 // turns them into this package's inputs, calls it, and logs and meters the
-// outcome. A refusal carries a code from the fixed set of Reason, each the
-// same as one of the framework's refusal codes (sdk/refusal), and a free
-// text Detail saying which check refused.
+// outcome. A refusal carries one of the framework's refusal codes
+// (sdk/refusal; Reasons lists the ones a capacity decision gives), and a
+// free text Detail saying which check refused.
 //
 // Guarantees of the Ledger, for decisions that Begin before they read the
 // inventory and End after they decided:

@@ -5,6 +5,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
 
 // TestDecidePlaced: the placement is chosen under the ledger's lock from
@@ -21,7 +23,7 @@ func TestDecidePlaced(t *testing.T) {
 		return func(res []Placed) (string, string, Decision) {
 			seen = append(seen, res)
 			if pl == "" {
-				return "", "", Refuse(ReasonPlacement, "no placement fits")
+				return "", "", Refuse(refusal.ReasonPlacement, "no placement fits")
 			}
 			return pl, "ds-" + pl, Decision{}
 		}
@@ -48,7 +50,7 @@ func TestDecidePlaced(t *testing.T) {
 
 	o = decide("job-3", known, place(""))
 	assert.False(t, o.Decision.Allowed)
-	assert.Equal(t, ReasonPlacement, o.Decision.Reason)
+	assert.Equal(t, refusal.ReasonPlacement, o.Decision.Reason)
 	assert.Nil(t, o.Held)
 	_, _, ok = l.PlacementOf("job-3")
 	assert.False(t, ok)
@@ -60,7 +62,7 @@ func TestDecidePlaced(t *testing.T) {
 
 	asked := len(seen)
 	o = decide("job-5", Input{MaxCPUs: 1, Next: testSmall, Known: true}, place("a"))
-	assert.Equal(t, ReasonCPU, o.Decision.Reason)
+	assert.Equal(t, refusal.ReasonCapacityCPU, o.Decision.Reason)
 	assert.Len(t, seen, asked, "a capacity refusal does not ask the placement")
 
 	// Released with no decision needing it: forgotten, no longer counted.

@@ -419,6 +419,20 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 	})
 
 	// Per key, what is done with it.
+	p.reportKeys(mdNative, defaulted)
+	if cfg.workerLog != (spawn.WorkerLogConfig{}) {
+		note("commonConfiguration.provision.workerLogsOptions", "passed to the workers in their configuration (log level, graylog, syslog)")
+	}
+	if p.rep.Engine || len(p.rep.Notes) > 0 {
+		cfg.upstream = p.rep
+	}
+}
+
+// reportKeys writes, for each upstream key the native decoding saw
+// (mdNative), what is done with it in the report (its Keys, and its Notes
+// for the keys an operator should read about); defaulted holds the notes
+// of the keys whose 0 took this hatchery's default.
+func (p *upstreamPass) reportKeys(mdNative toml.MetaData, defaulted map[string]string) {
 	seen := map[string]bool{}
 	for _, k := range mdNative.Keys() {
 		if len(k) < 3 || k[0] != "hatchery" || k[1] != "vsphere" {
@@ -452,12 +466,6 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 		if u.Action == UpstreamUnused || ((u.Action == UpstreamMapped || u.Action == UpstreamHonoured) && set) {
 			p.rep.Notes = append(p.rep.Notes, UpstreamNote{Key: KeyPrefix + "." + u.Path, What: what})
 		}
-	}
-	if cfg.workerLog != (spawn.WorkerLogConfig{}) {
-		note("commonConfiguration.provision.workerLogsOptions", "passed to the workers in their configuration (log level, graylog, syslog)")
-	}
-	if p.rep.Engine || len(p.rep.Notes) > 0 {
-		cfg.upstream = p.rep
 	}
 }
 

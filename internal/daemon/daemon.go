@@ -124,15 +124,31 @@ type Running struct {
 // (status 503, "vCenter" line in alert) and connects when vCenter answers.
 // Every goroutine Run starts has returned when Run returns, unless the
 // shutdown exceeded Options.ShutdownTimeout, which is then an error.
+//
+// It runs in four named stages: build (every part wired, nothing
+// started), start (every long-lived goroutine, the /mon server first),
+// serve (until ctx ends or the framework stops) and drain (the drain of a
+// stop, then the shutdown in three stages of its own).
 func Run(ctx context.Context, o Options) error {
 	if o.Config == nil {
 		return errors.New("run daemon: configuration is required")
 	}
-	cfg := o.Config
-	name := cfg.CommonConfiguration.Name
-	log := o.Logger
-	if log == nil {
-		log = slog.Default()
+	d := &daemon{o: withDefaults(o)}
+	defer d.close()
+	if err := d.build(ctx); err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+	if err := d.start(); err != nil {
+		return fmt.Errorf("run daemon: %w", err)
+	}
+	runErr, fwReturned := d.serve(ctx)
+	return d.drain(ctx, runErr, fwReturned)
+}
+
+// withDefaults fills the zero fields of o that have a default.
+func withDefaults(o Options) Options {
+	if o.Logger == nil {
+		o.Logger = slog.Default()
 	}
 	if o.DialBackoffMin <= 0 {
 		o.DialBackoffMin = DefaultDialBackoffMin
@@ -143,23 +159,110 @@ func Run(ctx context.Context, o Options) error {
 	if o.ShutdownTimeout <= 0 {
 		o.ShutdownTimeout = DefaultShutdownTimeout
 	}
+	return o
+}
 
-	key, err := hatchery.ParseRSAPrivateKey(cfg.CommonConfiguration.RSAPrivateKey)
+// daemon is one Run: what build wires, the three shutdown stages'
+// contexts and wait groups, and the framework's outcome.
+type daemon struct {
+	o   Options
+	cfg *config.Config
+	log *slog.Logger
+
+	cds    *cdsclient.Client
+	mt     *metrics.Metrics
+	vc     *vcenter.Client
+	inv    inventory.Inventory
+	shared *inventory.Shared // nil in listing mode
+	topo   *topology
+	// synced: vCenter answers (with an inventory: it holds a first
+	// listing); checked: the topology was checked; ready: both, closed
+	// once, after which the hatchery's loops start.
+	synced          <-chan struct{}
+	checked, ready  chan struct{}
+	h               *vsphere.HatcheryVSphere
+	sd              *notifier
+	fw              *hatchery.Framework
+	rl              *reloader
+	ctlSrv          *ctl.Server
+	ctlPath         string
+	fwErr           chan error
+	fwReturnedAtMon bool
+	fwCtx, loopsCtx context.Context
+	baseCtx         context.Context
+	fwCancel        context.CancelFunc
+	loopsCancel     context.CancelFunc
+	baseCancel      context.CancelFunc
+	fwWG, loopsWG   sync.WaitGroup
+	baseWG          sync.WaitGroup
+}
+
+// close releases what build made and a failed start leaves: the stages'
+// contexts and the metrics. Run defers it.
+func (d *daemon) close() {
+	for _, cancel := range []context.CancelFunc{d.fwCancel, d.loopsCancel, d.baseCancel} {
+		if cancel != nil {
+			cancel()
+		}
+	}
+	if d.mt != nil {
+		d.mt.Close()
+	}
+}
+
+// build is the first stage: the CDS client, the metrics, the vCenter
+// client and the inventory, the hatchery, the framework, the reload and
+// the ctl socket, wired and not started (the ctl socket listens, so that
+// a path it cannot take stops the start).
+func (d *daemon) build(ctx context.Context) error {
+	d.cfg, d.log = d.o.Config, d.o.Logger
+	cds, err := d.buildCDS()
 	if err != nil {
-		return fmt.Errorf("run daemon: commonConfiguration.rsaPrivateKey: %w", err)
+		return err
+	}
+	d.cds = cds
+	if d.mt, err = metrics.New(d.cfg.CommonConfiguration.Name); err != nil {
+		return err
+	}
+	d.buildVCenter()
+	if err := d.buildHatchery(); err != nil {
+		return err
+	}
+	// Three stages, stopped in this order at shutdown: the framework (it
+	// stops taking jobs and releases those it holds, still able to reach
+	// vCenter), then the hatchery's own loops (provisioning, cleanup,
+	// metrics), then what they all read (inventory, vCenter dialer).
+	// The framework's context outlives ctx: a stop drains it first
+	// (drainAtStop), its spawns in flight running to their end.
+	d.fwCtx, d.fwCancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.loopsCtx, d.loopsCancel = context.WithCancel(context.WithoutCancel(ctx))
+	d.baseCtx, d.baseCancel = context.WithCancel(context.WithoutCancel(ctx))
+	if err := d.buildFramework(); err != nil {
+		return err
+	}
+	return d.listenCtl()
+}
+
+// buildCDS builds the CDS API client from the common configuration and
+// the hatchery's RSA key.
+func (d *daemon) buildCDS() (*cdsclient.Client, error) {
+	cfg := d.cfg
+	cc := cfg.CommonConfiguration
+	key, err := hatchery.ParseRSAPrivateKey(cc.RSAPrivateKey)
+	if err != nil {
+		return nil, fmt.Errorf("commonConfiguration.rsaPrivateKey: %w", err)
 	}
 	pub, err := hatchery.PublicKeyPEM(key)
 	if err != nil {
-		return fmt.Errorf("run daemon: public key: %w", err)
+		return nil, fmt.Errorf("public key: %w", err)
 	}
-	cc := cfg.CommonConfiguration
-	cds, err := cdsclient.New(cdsclient.Config{
+	return cdsclient.New(cdsclient.Config{
 		APIURL:                cc.API.HTTP.URL,
 		Insecure:              cc.API.HTTP.Insecure,
 		Token:                 cc.API.Token,
 		TokenV2:               cc.API.TokenV2,
 		RequestTimeout:        cc.RequestTimeoutDuration(),
-		ServiceName:           name,
+		ServiceName:           cc.Name,
 		HTTPURL:               cc.URL,
 		ServiceConfig:         cfg.Redacted(),
 		PublicKey:             pub,
@@ -167,99 +270,94 @@ func Run(ctx context.Context, o Options) error {
 		IgnoreJobWithNoRegion: cc.Provision.IgnoreJobWithNoRegion,
 		// upstream's commonConfiguration.osArch (config_upstream.go).
 		OSArch:  cfg.OSArch(),
-		Version: o.Version,
-		Logger:  log,
+		Version: d.o.Version,
+		Logger:  d.log,
 	})
-	if err != nil {
-		return fmt.Errorf("run daemon: %w", err)
-	}
+}
 
-	mt, err := metrics.New(name)
-	if err != nil {
-		return fmt.Errorf("run daemon: %w", err)
-	}
-	defer mt.Close()
-
-	clientCfg := vsphere.VCenterConfig(cfg)
-	clientCfg.Logger = log
+// buildVCenter builds the vCenter client (VCenterConfig, adjusted by
+// Options.VCenterConfig), the inventory of inventoryMode, and the topology
+// check, and what the hatchery's start waits for.
+func (d *daemon) buildVCenter() {
+	cfg, o := d.cfg, d.o
+	clientCfg := VCenterConfig(cfg)
+	clientCfg.Logger = d.log
 	clientCfg.DialBackoffMin, clientCfg.DialBackoffMax = o.DialBackoffMin, o.DialBackoffMax
-	var shared *inventory.Shared
 	clientCfg.OnConnect = func() {
-		if shared != nil {
-			shared.Invalidate() // list at once rather than at the next tick
+		if d.shared != nil {
+			d.shared.Invalidate() // list at once rather than at the next tick
 		}
 	}
 	if o.VCenterConfig != nil {
 		o.VCenterConfig(&clientCfg)
 	}
-	vc := vcenter.New(clientCfg)
-	var inv inventory.Inventory = inventory.Listing{Client: vc}
+	d.vc = vcenter.New(clientCfg)
+	d.inv = inventory.Listing{Client: d.vc}
 	switch cfg.InventoryMode {
 	case config.InventoryListing:
 	case config.InventoryShared:
-		shared = inventory.NewShared(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
-		inv = shared
+		d.shared = inventory.NewShared(d.vc, cfg.InventoryRefreshIntervalDuration(), 0, d.log)
+		d.inv = d.shared
 	default: // config.InventoryWatch, validated
-		shared = inventory.NewWatch(vc, cfg.InventoryRefreshIntervalDuration(), 0, log)
-		inv = shared
+		d.shared = inventory.NewWatch(d.vc, cfg.InventoryRefreshIntervalDuration(), 0, d.log)
+		d.inv = d.shared
 	}
 	// vCenter work starts once vCenter answers (with an inventory: once it
 	// holds a first listing): before that every pass would only fail and
 	// log it. /mon/status says why meanwhile.
-	synced := vc.Ready()
-	if shared != nil {
-		synced = shared.Synced()
+	d.synced = d.vc.Ready()
+	if d.shared != nil {
+		d.synced = d.shared.Synced()
 	}
 	// And once the topology was checked (topology.run): its problems are
 	// logged and on /mon/status before the first job.
-	topo := &topology{vc: vc, cfg: cfg, log: log}
-	checked := make(chan struct{})
-	ready := make(chan struct{})
-	h, err := vsphere.New(vsphere.Options{Config: cfg, Client: vc, CDS: cds, Inventory: inv, Logger: log, Metrics: mt, Ready: ready, InstantParentsInterval: o.InstantParentsInterval})
+	d.topo = &topology{vc: d.vc, cfg: cfg, log: d.log}
+	d.checked = make(chan struct{})
+	d.ready = make(chan struct{})
+}
+
+// buildHatchery builds the vSphere hatchery and wires the metrics' hooks
+// to it and to the vCenter client.
+func (d *daemon) buildHatchery() error {
+	h, err := vsphere.New(vsphere.Options{Config: d.cfg, Client: d.vc, CDS: d.cds, Inventory: d.inv, Logger: d.log, Metrics: d.mt, Ready: d.ready, InstantParentsInterval: d.o.InstantParentsInterval})
 	if err != nil {
-		return fmt.Errorf("run daemon: %w", err)
+		return err
 	}
+	d.h = h
+	mt := d.mt
 	mt.Headroom = h.FlavorHeadroom
-	mt.SOAP = vsphere.SOAPHook(vc)
-	mt.Logger = log
+	mt.SOAP = SOAPHook(d.vc)
+	mt.Logger = d.log
 	mt.Health = func() metrics.Health {
 		var st *inventory.Stats
-		if shared != nil {
-			s := shared.Stats()
+		if d.shared != nil {
+			s := d.shared.Stats()
 			st = &s
 		}
-		return health(vc.Up(), st, time.Now())
+		return health(d.vc.Up(), st, time.Now())
 	}
+	d.sd = &notifier{n: d.o.Notify, log: d.log}
+	d.sd.send(sdnotify.Status("starting: connecting to vCenter and the CDS API"))
+	return nil
+}
 
-	sd := &notifier{n: o.Notify, log: log}
-	sd.send(sdnotify.Status("starting: connecting to vCenter and the CDS API"))
-
+// buildFramework builds the hatchery framework around the hatchery, its
+// status lines and its observer (the metrics, then Options.Observer), and
+// the reload.
+func (d *daemon) buildFramework() error {
+	cfg, h := d.cfg, d.h
 	hostname, _ := os.Hostname()
-	st := &statusSource{service: name, hostname: hostname, vc: vc, inv: shared, topo: topo, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
-
-	// Three stages, stopped in this order at shutdown: the framework (it
-	// stops taking jobs and releases those it holds, still able to reach
-	// vCenter), then the hatchery's own loops (provisioning, cleanup,
-	// metrics), then what they all read (inventory, vCenter dialer).
-	// The framework's context outlives ctx: a stop drains it first
-	// (drainAtStop), its spawns in flight running to their end.
-	fwCtx, fwCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer fwCancel()
-	loopsCtx, loopsCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer loopsCancel()
-	baseCtx, baseCancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer baseCancel()
-
+	st := &statusSource{service: cfg.CommonConfiguration.Name, hostname: hostname, vc: d.vc, inv: d.shared, topo: d.topo, interval: cfg.InventoryRefreshIntervalDuration(), now: time.Now}
 	fw, err := hatchery.New(hatchery.Options{
-		Config:      cc,
+		Config:      cfg.CommonConfiguration,
 		Hatchery:    h,
-		Client:      cds,
-		Logger:      log,
-		Version:     o.Version,
+		Client:      d.cds,
+		Logger:      d.log,
+		Version:     d.o.Version,
 		ExtraStatus: st.lines,
-		Metrics:     mt.Handler(),
-		Observer:    metricsObserver{m: mt, ctx: fwCtx, next: o.Observer},
-		Intervals:   unknownWorkerGrace(o.Intervals, cfg),
+		Metrics:     d.mt.Handler(),
+		Observer:    metricsObserver{m: d.mt, ctx: d.fwCtx, next: d.o.Observer},
+		Intervals:   unknownWorkerGrace(d.o.Intervals, cfg),
 		// The running configuration's, which a reload may replace.
 		V2Commands: func(m sdk.WorkerStarterWorkerModel) hatchery.V2Commands { return h.Config().V2CommandsOf(m) },
 
@@ -268,121 +366,147 @@ func Run(ctx context.Context, o Options) error {
 		WorkerLog: cfg.WorkerLog(),
 	})
 	if err != nil {
-		return fmt.Errorf("run daemon: %w", err)
+		return err
 	}
-
+	d.fw = fw
 	// The reload (SIGHUP, `ctl reload`; docs/reload.md).
-	rl := &reloader{load: o.LoadConfig, h: h, fw: fw, log: log, notify: sd, setLogLevel: o.SetLogLevel}
+	d.rl = &reloader{load: d.o.LoadConfig, h: h, fw: fw, log: d.log, notify: d.sd, setLogLevel: d.o.SetLogLevel}
+	return nil
+}
 
-	// The ctl socket (docs/operations.md#ctl), before anything starts: a
-	// path it cannot take stops the start.
-	var ctlSrv *ctl.Server
-	ctlPath := o.CtlSocket
-	if ctlPath == "" {
-		ctlPath = cfg.CtlSocketPath(os.LookupEnv)
+// listenCtl opens the ctl socket (docs/operations.md#ctl), before
+// anything starts: a path it cannot take stops the start.
+func (d *daemon) listenCtl() error {
+	d.ctlPath = d.o.CtlSocket
+	if d.ctlPath == "" {
+		d.ctlPath = d.cfg.CtlSocketPath(os.LookupEnv)
 	}
-	if ctlPath != "" {
-		ctlSrv, err = ctl.Listen(ctlPath, ctl.Options{
-			Commands: ctlCommands(&ctlTarget{cfg: h.Config, fw: fw, h: h, reload: rl.reload, now: time.Now, placements: h.ShownPlacements}),
-			Logger:   log,
-		})
-		if err != nil {
-			return fmt.Errorf("run daemon: %w", err)
-		}
-	} else {
-		log.Info("no ctl socket: set ctlSocket, or run under systemd with RuntimeDirectory=")
+	if d.ctlPath == "" {
+		d.log.Info("no ctl socket: set ctlSocket, or run under systemd with RuntimeDirectory=")
+		return nil
 	}
+	h, fw := d.h, d.fw
+	srv, err := ctl.Listen(d.ctlPath, ctl.Options{
+		Commands: ctlCommands(&ctlTarget{cfg: h.Config, fw: fw, h: h, reload: d.rl.reload, now: time.Now, placements: h.ShownPlacements}),
+		Logger:   d.log,
+	})
+	if err != nil {
+		return err
+	}
+	d.ctlSrv = srv
+	return nil
+}
 
-	var fwWG, loopsWG, baseWG sync.WaitGroup
-	goLoop := func(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context)) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(ctx)
-		}()
-	}
+// goLoop runs fn(ctx) in a goroutine wg joins.
+func goLoop(wg *sync.WaitGroup, ctx context.Context, fn func(context.Context)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		fn(ctx)
+	}()
+}
 
-	// The framework first: its /mon server answers before anything else
-	// starts, so that a supervisor sees the status of a daemon still
-	// waiting for vCenter or the CDS API.
-	fwErr := make(chan error, 1)
-	goLoop(&fwWG, fwCtx, func(ctx context.Context) { fwErr <- fw.Run(ctx) })
+// start is the second stage: the framework first (its /mon server answers
+// before anything else starts, so that a supervisor sees the status of a
+// daemon still waiting for vCenter or the CDS API), then the vCenter
+// dialer, the topology check, the inventory, the ctl socket, the reloads,
+// systemd's notifications and watchdog, and the hatchery's loops, which
+// wait for vCenter and the topology check (ready). It returns an error
+// only when the /mon listener failed: nothing else started then.
+func (d *daemon) start() error {
+	o, fw, h := d.o, d.fw, d.h
+	d.fwErr = make(chan error, 1)
+	goLoop(&d.fwWG, d.fwCtx, func(ctx context.Context) { d.fwErr <- fw.Run(ctx) })
 	select {
 	case <-fw.MonReady():
-	case err := <-fwErr: // the /mon listener failed: nothing else started
-		fwWG.Wait()
-		if ctlSrv != nil {
-			ctlSrv.Close()
+	case err := <-d.fwErr: // the /mon listener failed: nothing else started
+		d.fwWG.Wait()
+		if d.ctlSrv != nil {
+			d.ctlSrv.Close()
 		}
-		return fmt.Errorf("run daemon: %w", err)
+		return err
 	}
-
-	// The hatchery's loops start once vCenter answers and the topology
-	// was checked (ready, above).
 	afterConnect := func(fn func(context.Context)) func(context.Context) {
 		return func(ctx context.Context) {
 			select {
-			case <-ready:
+			case <-d.ready:
 				fn(ctx)
 			case <-ctx.Done():
 			}
 		}
 	}
-	goLoop(&baseWG, baseCtx, vc.Run)
-	goLoop(&baseWG, baseCtx, func(ctx context.Context) { topo.run(ctx, checked) })
-	goLoop(&baseWG, baseCtx, func(ctx context.Context) {
-		for _, c := range []<-chan struct{}{synced, checked} {
-			select {
-			case <-c:
-			case <-ctx.Done():
-				return
-			}
+	goLoop(&d.baseWG, d.baseCtx, d.vc.Run)
+	goLoop(&d.baseWG, d.baseCtx, func(ctx context.Context) { d.topo.run(ctx, d.checked) })
+	goLoop(&d.baseWG, d.baseCtx, func(ctx context.Context) {
+		if waitAll(ctx, d.synced, d.checked) {
+			close(d.ready)
 		}
-		close(ready)
 	})
-	if ctlSrv != nil {
+	if d.ctlSrv != nil {
 		// Stopped last: it answers during the drain and the shutdown.
-		goLoop(&baseWG, baseCtx, ctlSrv.Serve)
+		goLoop(&d.baseWG, d.baseCtx, d.ctlSrv.Serve)
 	}
-	if shared != nil {
+	if d.shared != nil {
 		// Not gated: its first (failing) attempt is what lets a first read
 		// answer "stale" at once instead of waiting, e.g. for /mon/status.
-		goLoop(&baseWG, baseCtx, shared.Run)
+		goLoop(&d.baseWG, d.baseCtx, d.shared.Run)
 	}
 	if o.Reload != nil {
-		goLoop(&fwWG, fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, rl.reload) })
+		goLoop(&d.fwWG, d.fwCtx, func(ctx context.Context) { serveReloads(ctx, o.Reload, d.rl.reload) })
 	}
 	// READY=1 once signed in to the CDS API and the first inventory is
 	// read (and the topology checked: ready).
-	goLoop(&baseWG, baseCtx, func(ctx context.Context) {
-		for _, c := range []<-chan struct{}{fw.SignedIn(), ready} {
-			select {
-			case <-c:
-			case <-ctx.Done():
-				return
-			}
+	goLoop(&d.baseWG, d.baseCtx, func(ctx context.Context) {
+		if waitAll(ctx, fw.SignedIn(), d.ready) {
+			d.sd.up("running", false)
 		}
-		sd.up("running", false)
 	})
 	if o.WatchdogInterval > 0 && o.Notify != nil {
-		wd := &watchdog{loops: liveLoops(o, cfg, fw, h, shared), log: log, notify: sd}
-		goLoop(&baseWG, baseCtx, func(ctx context.Context) { wd.run(ctx, o.WatchdogInterval, time.Now) })
+		wd := &watchdog{loops: liveLoops(o, d.cfg, fw, h, d.shared), log: d.log, notify: d.sd}
+		goLoop(&d.baseWG, d.baseCtx, func(ctx context.Context) { wd.run(ctx, o.WatchdogInterval, time.Now) })
 	}
-	goLoop(&loopsWG, loopsCtx, afterConnect(h.Run))
-	goLoop(&loopsWG, loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, mt, o.MetricsInterval) }))
-	log.Info("hatchery running", "hatchery", name, "mon", fw.MonAddr(), "ctl", ctlPath, "version", o.Version, "inventory", cfg.InventoryMode)
-	if o.OnReady != nil {
-		o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: h, Framework: fw, Inventory: shared, VCenter: vc, Reload: rl.reload, CtlSocket: ctlPath})
-	}
+	goLoop(&d.loopsWG, d.loopsCtx, afterConnect(h.Run))
+	goLoop(&d.loopsWG, d.loopsCtx, afterConnect(func(ctx context.Context) { h.RunMetrics(ctx, d.mt, o.MetricsInterval) }))
+	return nil
+}
 
-	var runErr error
-	fwReturned := false
+// waitAll waits for every channel to be closed, in order; false when ctx
+// ended first.
+func waitAll(ctx context.Context, chans ...<-chan struct{}) bool {
+	for _, c := range chans {
+		select {
+		case <-c:
+		case <-ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// serve is the third stage: it tells the daemon is up (the log line,
+// Options.OnReady) and waits until ctx ends, then drains the framework
+// (drainAtStop), or until the framework stops on its own (fwReturned).
+func (d *daemon) serve(ctx context.Context) (runErr error, fwReturned bool) {
+	cfg, fw := d.cfg, d.fw
+	d.log.Info("hatchery running", "hatchery", cfg.CommonConfiguration.Name, "mon", fw.MonAddr(), "ctl", d.ctlPath, "version", d.o.Version, "inventory", cfg.InventoryMode)
+	if d.o.OnReady != nil {
+		d.o.OnReady(Running{MonAddr: fw.MonAddr(), Hatchery: d.h, Framework: fw, Inventory: d.shared, VCenter: d.vc, Reload: d.rl.reload, CtlSocket: d.ctlPath})
+	}
 	select {
 	case <-ctx.Done():
-		runErr, fwReturned = drainAtStop(fw, cfg.DrainTimeoutDuration(), fwErr, log)
-	case runErr = <-fwErr:
-		fwReturned = true
+		return drainAtStop(fw, cfg.DrainTimeoutDuration(), d.fwErr, d.log)
+	case runErr = <-d.fwErr:
+		return runErr, true
 	}
+}
+
+// drain is the last stage, the shutdown: the framework, then the
+// hatchery's loops, then the inventory, the vCenter dialer and the ctl
+// socket, the whole bounded by Options.ShutdownTimeout; then the vCenter
+// logout. It returns the framework's error (runErr; one when it stopped
+// on its own) joined with the shutdown's.
+func (d *daemon) drain(ctx context.Context, runErr error, fwReturned bool) error {
+	name, log := d.cfg.CommonConfiguration.Name, d.log
 	if fwReturned { // the framework stopped on its own (heartbeats)
 		if runErr == nil {
 			runErr = errors.New("hatchery framework stopped")
@@ -390,9 +514,9 @@ func Run(ctx context.Context, o Options) error {
 		log.Error("hatchery framework stopped: shutting down", logkey.Err, runErr)
 	}
 	log.Info("hatchery stopping", "hatchery", name)
-	sd.send(sdnotify.Stopping, sdnotify.Status("stopping"))
+	d.sd.send(sdnotify.Stopping, sdnotify.Status("stopping"))
 
-	deadline := time.NewTimer(o.ShutdownTimeout)
+	deadline := time.NewTimer(d.o.ShutdownTimeout)
 	defer deadline.Stop()
 	var shutErr error
 	stage := func(what string, cancel context.CancelFunc, wg *sync.WaitGroup) {
@@ -408,20 +532,20 @@ func Run(ctx context.Context, o Options) error {
 		select {
 		case <-done:
 		case <-deadline.C:
-			shutErr = fmt.Errorf("run daemon: %s still running %s after shutdown began", what, o.ShutdownTimeout)
+			shutErr = fmt.Errorf("run daemon: %s still running %s after shutdown began", what, d.o.ShutdownTimeout)
 			log.Error("shutdown timed out", logkey.Err, shutErr)
 		}
 	}
-	stage("hatchery framework", fwCancel, &fwWG)
+	stage("hatchery framework", d.fwCancel, &d.fwWG)
 	if !fwReturned && shutErr == nil {
 		// The framework's own error at shutdown: goroutines past its bound.
-		if err := <-fwErr; err != nil {
+		if err := <-d.fwErr; err != nil {
 			shutErr = err
 		}
 	}
-	stage("hatchery loops", loopsCancel, &loopsWG)
-	stage("inventory and vcenter dialer", baseCancel, &baseWG)
-	closeVCenter(ctx, vc)
+	stage("hatchery loops", d.loopsCancel, &d.loopsWG)
+	stage("inventory and vcenter dialer", d.baseCancel, &d.baseWG)
+	closeVCenter(ctx, d.vc)
 	log.Info("hatchery stopped", "hatchery", name)
 	return errors.Join(runErr, shutErr)
 }

@@ -50,7 +50,8 @@ func TestHealthFollowsStatusLines(t *testing.T) {
 
 // TestMetricsObserverHealth: the daemon's observer turns the framework's
 // heartbeats and maxWorker refusals into the hatchery's metrics, and
-// forwards them to the next observer. Not parallel (see TestInventoryLine).
+// forwards them to the next observer; a maxWorker refusal, told both as
+// MaxWorkersReached and as JobSkipped, counts once. Not parallel (see TestInventoryLine).
 func TestMetricsObserverHealth(t *testing.T) {
 	m, err := metrics.New("hatch-obs")
 	require.NoError(t, err)
@@ -62,6 +63,7 @@ func TestMetricsObserverHealth(t *testing.T) {
 	ho.HeartbeatSent(false)
 	ho.HeartbeatSent(false)
 	ho.MaxWorkersReached()
+	obs.JobSkipped(refusal.ReasonMaxWorkers)
 
 	srv := httptest.NewServer(m.Handler())
 	defer srv.Close()

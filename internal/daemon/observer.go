@@ -56,19 +56,22 @@ func (o metricsObserver) HeartbeatSent(ok bool) {
 	}
 }
 
-// MaxWorkersReached implements hatchery.HealthObserver:
-// capacity_refusals{resource="count"}.
+// MaxWorkersReached implements hatchery.HealthObserver; it is forwarded
+// only: the refusal it signals comes through JobSkipped, which counts it.
 func (o metricsObserver) MaxWorkersReached() {
-	o.m.Refused(refusal.ReasonMaxWorkers)
 	if ho, isHO := o.next.(hatchery.HealthObserver); isHO {
 		ho.MaxWorkersReached()
 	}
 }
 
-// JobSkipped implements hatchery.Observer; the metrics count the refusals
-// for lack of room through MaxWorkersReached and the hatchery's own
-// capacity checks instead.
-func (o metricsObserver) JobSkipped(reason string) {
+// JobSkipped implements hatchery.Observer: the one door of
+// capacity_refusals. Every refusal of a job reaches it once, whichever
+// decision refused (the framework's worker counts, the hatchery's
+// admission, a refusal at spawn time), and metrics.Metrics.Refused counts
+// the codes naming an exhausted resource. Nothing else calls Refused (an
+// architecture test in this package checks it).
+func (o metricsObserver) JobSkipped(reason refusal.Reason) {
+	o.m.Refused(reason)
 	if o.next != nil {
 		o.next.JobSkipped(reason)
 	}

@@ -153,32 +153,9 @@ type Info struct {
 // Checks, a Once run ends with its checks (Report.Checks, one line each on
 // Stdout) and fails naming the checks that did not pass.
 func Run(ctx context.Context, o Options) (*Report, error) {
-	if o.Soak > 0 {
-		o.Once, o.Checks, o.Jobs = true, true, 0
-		if o.Timeout <= 0 {
-			o.Timeout = o.Soak + DefaultOnceTimeout
-		}
-	}
-	if o.Once && o.Jobs <= 0 && o.Soak <= 0 {
-		return nil, errors.New("demo: --once needs --jobs N")
-	}
-	if o.Instances == 0 {
-		o.Instances = 1
-	}
-	if o.Instances < 1 || o.Instances > MaxInstances {
-		return nil, fmt.Errorf("demo: --instances %d: 1 to %d instances are supported", o.Instances, MaxInstances)
-	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultOnceTimeout
-	}
-	if o.JobEvery <= 0 {
-		o.JobEvery = DefaultJobEvery
-	}
-	if o.WorkerRunTime <= 0 {
-		o.WorkerRunTime = DefaultWorkerRunTime
-	}
-	if o.Stdout == nil {
-		o.Stdout = io.Discard
+	o, err := withDefaults(o)
+	if err != nil {
+		return nil, err
 	}
 	log := o.Logger
 	if log == nil {
@@ -212,11 +189,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	// logger attribute and /mon listener. Their records at WARN and above
 	// are counted for the quiet check.
 	quiet := newWarnCounter(log.Handler())
-	type started struct {
-		i   int
-		run daemon.Running
-	}
-	ready := make(chan started, o.Instances)
+	ready := make(chan startedDaemon, o.Instances)
 	daemonErr := make(chan error, o.Instances)
 	// Each instance's ctl socket, in a directory of the demo's own,
 	// removed when it ends (after the daemons: deferred first).
@@ -230,25 +203,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	defer wg.Wait()
 	defer cancel()
 	for i := range o.Instances {
-		dlog := slog.New(quiet)
-		if o.Instances > 1 {
-			dlog = dlog.With("instance", i+1)
-		}
-		do := DaemonOptions(instanceConfig(cfg, i), dlog)
-		if rt := o.RequestTimeout; rt > 0 {
-			tuned := do.VCenterConfig
-			do.VCenterConfig = func(cc *vcenter.Config) {
-				tuned(cc)
-				cc.RequestTimeout = rt
-			}
-			do.Config.CommonConfiguration.API.RequestTimeout = int(min(rt, config.MaxAPIRequestTimeout*time.Second) / time.Second)
-		}
-		do.OnReady = func(r daemon.Running) { ready <- started{i, r} }
-		ctls[i] = filepath.Join(ctlDir, "ctl.sock")
-		if o.Instances > 1 {
-			ctls[i] = filepath.Join(ctlDir, fmt.Sprintf("ctl-%d.sock", i+1))
-		}
-		do.CtlSocket = ctls[i]
+		do := instanceOptions(o, cfg, i, slog.New(quiet), ctlDir)
+		do.OnReady = func(r daemon.Running) { ready <- startedDaemon{i, r} }
+		ctls[i] = do.CtlSocket
 		wg.Add(1)
 		go func() { // joined by the deferred wg.Wait; stopped by runCtx
 			defer wg.Done()
@@ -301,6 +258,14 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer t.Stop()
 		timeout = t.C
 	}
+	return d.await(ctx, runCtx, daemonErr, timeout, smp, quiet, info, start)
+}
+
+// await is the end of Run: it waits until ctx ends, a daemon stops, the
+// Once run's timeout passes, or (Once) every job wanted ended, which the
+// driver's changes signal, and returns the report (with Checks: the
+// checks, d.finish).
+func (d *driver) await(ctx, runCtx context.Context, daemonErr <-chan error, timeout <-chan time.Time, smp *sampler, quiet *warnCounter, info Info, start time.Time) (*Report, error) {
 	for {
 		select {
 		case <-ctx.Done():
@@ -318,33 +283,33 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 				return d.report(), nil
 			}
 			rep := d.report()
-			if o.Checks {
+			if d.o.Checks {
 				// A run that fails still says what held.
 				smp.sample()
 				rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
 			}
-			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), d.jobsWanted(), o.Timeout)
+			return rep, fmt.Errorf("demo: %d of %d jobs done and cleaned up after %s", rep.Done(), d.jobsWanted(), d.o.Timeout)
 		case <-d.changed:
 			if ctx.Err() != nil {
 				return d.report(), nil // stopped: what happens meanwhile is the stop's
 			}
 			rep := d.report()
-			if lost := rep.Lost(); o.Once && len(lost) > 0 {
-				if o.Checks {
+			if lost := rep.Lost(); d.o.Once && len(lost) > 0 {
+				if d.o.Checks {
 					smp.sample()
 					rep.Checks = d.printChecks(d.checkRun(rep, smp, quiet, d.ourVMs))
 				}
 				return rep, fmt.Errorf("demo: the VM of job %d (%s) vanished while its worker ran", lost[0].Seq, lost[0].VM)
 			}
-			if want := d.jobsWanted(); o.Once && want >= 0 && rep.Done()+rep.Failed() == want {
+			if want := d.jobsWanted(); d.o.Once && want >= 0 && rep.Done()+rep.Failed() == want {
 				if n := rep.Failed(); n > 0 {
-					out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", want, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
+					d.out.printf("all %d jobs ended: %d done, every worker VM destroyed, %d failed by the hatchery, in %s", want, rep.Done(), n, time.Since(start).Round(100*time.Millisecond))
 				} else {
-					out.printf("all %d jobs done, every worker VM destroyed, in %s", want, time.Since(start).Round(100*time.Millisecond))
+					d.out.printf("all %d jobs done, every worker VM destroyed, in %s", want, time.Since(start).Round(100*time.Millisecond))
 				}
-				if !o.Checks {
-					if o.OnDone != nil {
-						o.OnDone(info, rep)
+				if !d.o.Checks {
+					if d.o.OnDone != nil {
+						d.o.OnDone(info, rep)
 					}
 					return rep, nil
 				}
@@ -352,6 +317,69 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			}
 		}
 	}
+}
+
+// withDefaults checks o and fills its zero fields that have a default
+// (Soak implies Once and Checks, without a job count).
+func withDefaults(o Options) (Options, error) {
+	if o.Soak > 0 {
+		o.Once, o.Checks, o.Jobs = true, true, 0
+		if o.Timeout <= 0 {
+			o.Timeout = o.Soak + DefaultOnceTimeout
+		}
+	}
+	if o.Once && o.Jobs <= 0 && o.Soak <= 0 {
+		return o, errors.New("demo: --once needs --jobs N")
+	}
+	if o.Instances == 0 {
+		o.Instances = 1
+	}
+	if o.Instances < 1 || o.Instances > MaxInstances {
+		return o, fmt.Errorf("demo: --instances %d: 1 to %d instances are supported", o.Instances, MaxInstances)
+	}
+	if o.Timeout <= 0 {
+		o.Timeout = DefaultOnceTimeout
+	}
+	if o.JobEvery <= 0 {
+		o.JobEvery = DefaultJobEvery
+	}
+	if o.WorkerRunTime <= 0 {
+		o.WorkerRunTime = DefaultWorkerRunTime
+	}
+	if o.Stdout == nil {
+		o.Stdout = io.Discard
+	}
+	return o, nil
+}
+
+// startedDaemon is an instance (its index) whose daemon is ready.
+type startedDaemon struct {
+	i   int
+	run daemon.Running
+}
+
+// instanceOptions are the daemon options of instance i (from 0) of the
+// demo's configuration cfg: its logger (dlog, with an "instance"
+// attribute when there are several), the request timeout of
+// Options.RequestTimeout, and its ctl socket in ctlDir.
+func instanceOptions(o Options, cfg *config.Config, i int, dlog *slog.Logger, ctlDir string) daemon.Options {
+	if o.Instances > 1 {
+		dlog = dlog.With("instance", i+1)
+	}
+	do := DaemonOptions(instanceConfig(cfg, i), dlog)
+	if rt := o.RequestTimeout; rt > 0 {
+		tuned := do.VCenterConfig
+		do.VCenterConfig = func(cc *vcenter.Config) {
+			tuned(cc)
+			cc.RequestTimeout = rt
+		}
+		do.Config.CommonConfiguration.API.RequestTimeout = int(min(rt, config.MaxAPIRequestTimeout*time.Second) / time.Second)
+	}
+	do.CtlSocket = filepath.Join(ctlDir, "ctl.sock")
+	if o.Instances > 1 {
+		do.CtlSocket = filepath.Join(ctlDir, fmt.Sprintf("ctl-%d.sock", i+1))
+	}
+	return do
 }
 
 // stopped tells whether a daemon that ended with err (nil or not) ended

@@ -156,20 +156,16 @@ func CapacityResourceOf(r refusal.Reason) (CapacityResource, bool) {
 
 // Refused counts a waiting job refused with code r in capacity_refusals
 // when r names an exhausted resource (CapacityResourceOf); other codes
-// are not counted there. m may be nil (no metrics): nothing is recorded.
+// are not counted there. It is capacity_refusals' only door: the daemon's
+// observer calls it once per refusal of a job (hatchery.Observer's
+// JobSkipped), and nothing else does. m may be nil (no metrics): nothing
+// is recorded.
 func (m *Metrics) Refused(r refusal.Reason) {
-	if res, ok := CapacityResourceOf(r); ok {
-		m.CapacityRefused(res)
-	}
-}
-
-// CapacityRefused counts a waiting job refused because r is exhausted.
-// m may be nil (no metrics): nothing is recorded.
-func (m *Metrics) CapacityRefused(r CapacityResource) {
-	if m == nil {
+	res, ok := CapacityResourceOf(r)
+	if !ok || m == nil {
 		return
 	}
-	if err := m.record([]tag.Mutator{tag.Upsert(keyResource, string(r))}, mCapacityRefusals.M(1)); err != nil {
+	if err := m.record([]tag.Mutator{tag.Upsert(keyResource, string(res))}, mCapacityRefusals.M(1)); err != nil {
 		m.logger().Warn("record capacity metric", "err", err)
 	}
 }

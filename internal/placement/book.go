@@ -154,29 +154,29 @@ func (b *Book) Cordoned(name string) bool {
 // not cordoned, not backing off; once its back-off ended, one probe at a
 // time. It changes nothing: Take records the probe of the placement a
 // decision takes.
-func (b *Book) Eligible(name string) (bool, string) {
+func (b *Book) Eligible(name string) (bool, Why) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[name]
 	if !ok {
-		return false, "unknown placement"
+		return false, Why{WhyUnknown, "unknown placement"}
 	}
 	return b.eligibleLocked(e, b.now())
 }
 
 // eligibleLocked is Eligible's rule.
-func (b *Book) eligibleLocked(e *entry, now time.Time) (bool, string) {
+func (b *Book) eligibleLocked(e *entry, now time.Time) (bool, Why) {
 	switch {
 	case e.cordoned:
-		return false, "cordoned by " + e.cordonedBy
+		return false, Why{WhyCordoned, "cordoned by " + e.cordonedBy}
 	case !e.backingOff:
-		return true, ""
+		return true, Why{}
 	case now.Before(e.until):
-		return false, fmt.Sprintf("backing off until %s after %s", e.until.UTC().Format(time.RFC3339), e.fault)
+		return false, Why{WhyBackingOff, fmt.Sprintf("backing off until %s after %s", e.until.UTC().Format(time.RFC3339), e.fault)}
 	case !e.probeSince.IsZero() && now.Sub(e.probeSince) < ProbeTimeout:
-		return false, "probe clone in flight"
+		return false, Why{WhyProbing, "probe clone in flight"}
 	}
-	return true, ""
+	return true, Why{}
 }
 
 // Take records that a decision sent the clone of key (its reservation's:

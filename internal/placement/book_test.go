@@ -56,7 +56,7 @@ func TestBookCordon(t *testing.T) {
 	require.NoError(t, b.Cordon("a", "uid 1000"))
 	ok, why := b.Eligible("a")
 	assert.False(t, ok)
-	assert.Equal(t, "cordoned by uid 1000", why)
+	assert.Equal(t, Why{WhyCordoned, "cordoned by uid 1000"}, why)
 	assert.Equal(t, StateCordoned, b.State("a"))
 	assert.True(t, b.Cordoned("a"))
 	ok, _ = b.Eligible("b")
@@ -85,7 +85,8 @@ func TestBookBackoff(t *testing.T) {
 	assert.Equal(t, StateBackingOff, b.State("a"))
 	ok, why := b.Eligible("a")
 	assert.False(t, ok)
-	assert.Contains(t, why, "backing off until")
+	assert.Equal(t, WhyBackingOff, why.Code)
+	assert.Contains(t, why.String(), "backing off until")
 	// A clone sent earlier failing too changes nothing, logs nothing more.
 	assert.True(t, b.Failed("a", "job-1", hostDown()))
 	assert.Equal(t, 1, strings.Count(buf.String(), "level=ERROR"))
@@ -102,7 +103,7 @@ func TestBookBackoff(t *testing.T) {
 	assert.True(t, b.Take("a", "job-1"))
 	ok, why = b.Eligible("a")
 	assert.False(t, ok, "one probe at a time")
-	assert.Equal(t, "probe clone in flight", why)
+	assert.Equal(t, Why{WhyProbing, "probe clone in flight"}, why)
 
 	// The probe fails: twice as long.
 	assert.True(t, b.Failed("a", "job-1", hostDown()))

@@ -55,7 +55,7 @@ func (f Figures) FloorBytes() int64 { return f.Placement.DatastoreFloorGB << 30 
 
 // Eligibility tells whether a placement may take a clone now, and why
 // not: a Book's state (cordoned, backing off, probing).
-type Eligibility func(name string) (ok bool, why string)
+type Eligibility func(name string) (ok bool, why Why)
 
 // Choice is a decision: the placement taken and its datastore, or none,
 // with the reason each placement was not taken.
@@ -72,7 +72,7 @@ type Choice struct {
 	// nothing it reads limits it).
 	Headroom int64
 	// NotTaken says, per placement name, why it was not taken.
-	NotTaken map[string]string
+	NotTaken map[string]Why
 }
 
 // Unlimited is the headroom of a placement nothing limits (no own limit,
@@ -90,7 +90,7 @@ func (c Choice) Reason() string {
 	sort.Strings(names)
 	parts := make([]string, len(names))
 	for i, n := range names {
-		parts[i] = n + ": " + c.NotTaken[n]
+		parts[i] = n + ": " + c.NotTaken[n].String()
 	}
 	return strings.Join(parts, "; ")
 }
@@ -104,9 +104,9 @@ func (c Choice) Reason() string {
 // datastores' free space above the floor (the one with the most is
 // taken; with the clone's disk size unknown, a datastore at or below
 // its floor takes none).
-func Headroom(fp Footprint, f Figures) (room int64, datastore, why string) {
+func Headroom(fp Footprint, f Figures) (room int64, datastore string, why Why) {
 	room = Unlimited
-	limit := func(r int64, what string) {
+	limit := func(r int64, what Why) {
 		if r < room {
 			room = r
 			if r <= 0 {
@@ -116,30 +116,30 @@ func Headroom(fp Footprint, f Figures) (room int64, datastore, why string) {
 	}
 	p := f.Placement
 	if p.MaxVMs > 0 {
-		limit(int64(p.MaxVMs-f.VMs), fmt.Sprintf("maxVMs %d reached", p.MaxVMs))
+		limit(int64(p.MaxVMs-f.VMs), Why{WhyMaxVMs, fmt.Sprintf("maxVMs %d reached", p.MaxVMs)})
 	}
 	if p.MaxConcurrentTasks > 0 {
-		limit(int64(p.MaxConcurrentTasks-f.TasksInFlight), fmt.Sprintf("maxConcurrentTasks %d in flight", p.MaxConcurrentTasks))
+		limit(int64(p.MaxConcurrentTasks-f.TasksInFlight), Why{WhyMaxTasks, fmt.Sprintf("maxConcurrentTasks %d in flight", p.MaxConcurrentTasks)})
 	}
 	if p.MaxCPUs > 0 {
-		limit(per(int64(p.MaxCPUs)-f.CPUs, fp.CPUs), fmt.Sprintf("maxCpus %d reached", p.MaxCPUs))
+		limit(per(int64(p.MaxCPUs)-f.CPUs, fp.CPUs), Why{WhyMaxCPUs, fmt.Sprintf("maxCpus %d reached", p.MaxCPUs)})
 	}
 	if p.MaxMemoryMB > 0 {
-		limit(per(p.MaxMemoryMB-f.MemoryMB, fp.MemoryMB), fmt.Sprintf("maxMemoryMB %d reached", p.MaxMemoryMB))
+		limit(per(p.MaxMemoryMB-f.MemoryMB, fp.MemoryMB), Why{WhyMaxMemory, fmt.Sprintf("maxMemoryMB %d reached", p.MaxMemoryMB)})
 	}
 	if f.Pool != nil {
 		if f.Pool.CPUUnreservedMHz <= 0 {
-			limit(0, "resource pool has no unreserved cpu")
+			limit(0, Why{WhyPoolCPU, "resource pool has no unreserved cpu"})
 		}
-		limit(per(f.Pool.MemoryUnreservedBytes>>20-f.InFlightMemoryMB, fp.MemoryMB), "resource pool unreserved memory insufficient")
+		limit(per(f.Pool.MemoryUnreservedBytes>>20-f.InFlightMemoryMB, fp.MemoryMB), Why{WhyPoolMemory, "resource pool unreserved memory insufficient"})
 	}
 	if len(f.Datastores) > 0 && room > 0 {
 		ds, dsRoom, dsWhy := pickDatastore(fp, f)
 		if ds == "" {
-			return 0, "", dsWhy
+			return 0, "", Why{WhyDatastores, dsWhy}
 		}
 		datastore = ds
-		limit(dsRoom, dsWhy)
+		limit(dsRoom, Why{WhyDatastores, dsWhy})
 	}
 	if room < 0 {
 		room = 0
@@ -207,7 +207,7 @@ func pickDatastore(fp Footprint, f Figures) (name string, room int64, why string
 // ties go to the one with fewer VMs, then to the first name. Each
 // placement not taken gets its reason in Choice.NotTaken.
 func Choose(fp Footprint, figs []Figures, eligible Eligibility) Choice {
-	c := Choice{Index: -1, NotTaken: map[string]string{}}
+	c := Choice{Index: -1, NotTaken: map[string]Why{}}
 	rooms := make([]int64, len(figs))
 	dss := make([]string, len(figs))
 	for i, f := range figs {
@@ -236,9 +236,9 @@ func Choose(fp Footprint, figs []Figures, eligible Eligibility) Choice {
 			continue
 		}
 		if rooms[i] == c.Headroom {
-			c.NotTaken[f.Placement.Name] = fmt.Sprintf("same headroom (%s), more vms or a later name", headroomText(rooms[i]))
+			c.NotTaken[f.Placement.Name] = Why{WhySameHeadroom, fmt.Sprintf("same headroom (%s), more vms or a later name", headroomText(rooms[i]))}
 		} else {
-			c.NotTaken[f.Placement.Name] = fmt.Sprintf("less headroom (%s against %s)", headroomText(rooms[i]), headroomText(c.Headroom))
+			c.NotTaken[f.Placement.Name] = Why{WhyLessHeadroom, fmt.Sprintf("less headroom (%s against %s)", headroomText(rooms[i]), headroomText(c.Headroom))}
 		}
 	}
 	return c

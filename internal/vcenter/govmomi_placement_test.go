@@ -10,9 +10,9 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
 func TestPlacement(t *testing.T) {
@@ -77,7 +77,7 @@ func TestPlacement(t *testing.T) {
 	})
 
 	t.Run("config mapping", func(t *testing.T) {
-		cfg := vsphere.VCenterConfig(env.Config())
+		cfg := daemon.VCenterConfig(env.Config())
 		cfg.PollInterval = vcsimtest.TestPollInterval
 		c, err := vcenter.Dial(ctx, cfg)
 		require.NoError(t, err)

@@ -18,12 +18,12 @@ const HeadroomUnlimited = admission.HeadroomUnlimited
 type CapacityUsage = admission.Usage
 
 // admission decides with the hatchery's capacity state, configuration,
-// inventory, logger and metrics as they are now (internal/admission).
+// inventory and logger as they are now (internal/admission).
 func (h *HatcheryVSphere) admission() admission.Admission {
 	cfg := h.conf() // one snapshot for the decision: its limits and its flavors
 	a := admission.Admission{
 		State: h.capacity, Hatchery: h.Name(), Config: cfg, Inventory: h.inv, Port: h.vs,
-		Resolve: cfg.ResolveFlavor, Log: h.log, Metrics: h.metrics, Now: h.now,
+		Resolve: cfg.ResolveFlavor, Log: h.log, Now: h.now,
 	}
 	if len(cfg.Placements) > 0 {
 		a.Places = h.vs

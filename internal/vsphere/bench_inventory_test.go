@@ -20,6 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -309,7 +310,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	// from the configuration (VCenterConfig).
 	gc := env.NewClient(func(c *vcenter.Config) {
 		c.PollInterval = vcenter.DefaultPollInterval
-		c.MaxConcurrentTasks = vsphere.VCenterConfig(cfg).MaxConcurrentTasks
+		c.MaxConcurrentTasks = daemon.VCenterConfig(cfg).MaxConcurrentTasks
 	})
 	hc := newBenchClient(gc) // the hatchery's port: job path and loops
 	ic := newBenchClient(gc) // the inventory owner's port: refreshes
@@ -350,7 +351,7 @@ func runInventoryScenario(b *testing.B, n int, mode string) benchResult {
 	}
 	b.Cleanup(m.Close)
 	m.Logger = log
-	m.SOAP = vsphere.SOAPHook(gc)
+	m.SOAP = daemon.SOAPHook(gc)
 	m.Headroom = h.FlavorHeadroom
 
 	// Warm-up: first snapshot, one pass of every loop.

@@ -33,8 +33,9 @@ func pendingKey(jobID string, model sdk.WorkerStarterWorkerModel) string {
 // (refusal.ReasonRegistering), no spawn of the job in flight
 // (refusal.ReasonSpawning), no VM already serving the job
 // (refusal.ReasonServed), a readable inventory (refusal.ReasonResources)
-// and a free static IP when a range is configured (refusal.ReasonIP,
-// metered as capacity_refusals{resource="ip"}). It reads the inventory once
+// and a free static IP when a range is configured (refusal.ReasonIP; the
+// framework reports every refusal to the daemon's observer, which meters
+// it as capacity_refusals{resource="ip"}). It reads the inventory once
 // and logs nothing: the framework logs the decision, one line with its
 // code.
 func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterWorkerModel, jobID string, requirements []sdk.Requirement) *refusal.Refusal {
@@ -80,9 +81,7 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refusal.Refuse(refusal.ReasonServed, "vm %s already serves the job", name)
 	}
 	if h.ips.Enabled() && !h.ips.Available(idx.Used) {
-		r := refusal.Refuse(refusal.ReasonIP, "no static ip available")
-		h.metrics.Refused(r.Reason)
-		return r
+		return refusal.Refuse(refusal.ReasonIP, "no static ip available")
 	}
 	return nil
 }

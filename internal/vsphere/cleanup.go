@@ -231,20 +231,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return h.parentVerdict(vm)
 	}
 	if warmpool.HasPoolName(vm) && a.Provisioning {
-		// Provisioned VMs belong to the provisioning loop, except one
-		// left half-made by a crash (never in its idle state long after
-		// creation) and a hot pool VM that is not in the state its record
-		// says (suspended or running, found otherwise: broken).
-		if vm.Power() == warmpool.IdlePowerState(a) {
-			return awolKeep("provisioned, idle " + string(vm.PowerState))
-		}
-		if a.IdleState != "" {
-			return awolRemove(fmt.Sprintf("broken hot pool vm: recorded %s, found %s", a.IdleState, vm.PowerState))
-		}
-		if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
-			return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
-		}
-		return awolKeep("provisioned, not yet powered off")
+		return provisionedVerdict(vm, now, regTTL)
 	}
 	if a.Model {
 		return awolKeep("model template")
@@ -320,6 +307,25 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		return awolKeep("registration vm powered off, waiting to become a template")
 	}
 	return awolKeep("worker starting, within registration ttl")
+}
+
+// provisionedVerdict is awolVerdict's for a provisioned (warm-pool) VM.
+// Provisioned VMs belong to the provisioning loop, except one left
+// half-made by a crash (never in its idle state long after creation, more
+// than regTTL) and a hot pool VM that is not in the state its record says
+// (suspended or running, found otherwise: broken).
+func provisionedVerdict(vm inventory.VM, now time.Time, regTTL time.Duration) awolVerdict {
+	a := vm.Annotation
+	if vm.Power() == warmpool.IdlePowerState(a) {
+		return awolKeep("provisioned, idle " + string(vm.PowerState))
+	}
+	if a.IdleState != "" {
+		return awolRemove(fmt.Sprintf("broken hot pool vm: recorded %s, found %s", a.IdleState, vm.PowerState))
+	}
+	if !a.Created.IsZero() && now.Sub(a.Created) > regTTL {
+		return awolRemove(fmt.Sprintf("half-provisioned: still %s %s after creation", vm.PowerState, now.Sub(a.Created).Round(time.Second)))
+	}
+	return awolKeep("provisioned, not yet powered off")
 }
 
 // reclaimUnlessJobRan is the verdict on a VM about to be reclaimed because

@@ -87,27 +87,9 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	if annot.Created.IsZero() {
 		annot.Created = h.now().UTC()
 	}
-	leased := ""
-	needIP := h.ips.Enabled() && annot.IPAddress == ""
-	var vms []inventory.VM
-	if _, listing := h.inv.(inventory.Listing); needIP || !listing || tpl.Built {
-		// A shared snapshot costs no round trip: it also gives the
-		// template's reference (a lookup by name walks the VM folder).
-		// A V1 model's template is only ours (tpl.Built): read to check.
-		var err error
-		if vms, err = h.inv.VMs(ctx); err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: list vms: %w", vmName, templateName, err)
-		}
-	}
-	if needIP {
-		// Read the inventory first, then pick under the pool's lock only.
-		lease, err := h.ips.Reserve(ctx, h.indexOf(vms).Used, vmName)
-		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: reserve ip: %w", vmName, templateName, err)
-		}
-		leased = lease.IP
-		annot.IPAddress = lease.IP
-		h.log.Info("ip reserved", logkey.VM, vmName, logkey.IP, lease.IP)
+	vms, leased, err := h.cloneReads(ctx, tpl, vmName, annot)
+	if err != nil {
+		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %w", vmName, templateName, err)
 	}
 	// fail cleans up after a failed step. created: a VM of that name may
 	// exist (marked for deletion when the entry is the clone's own);
@@ -132,18 +114,7 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 			// provisioning's own mark found it marked already.
 			marked = h.markToDelete(vmName)
 		}
-		switch {
-		case vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName:
-			// The name is taken: for a pool slot, by another instance
-			// of this hatchery (docs/high-availability.md); the caller
-			// decides.
-			h.log.Debug("clone refused: name taken", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
-		case ctx.Err() != nil:
-			// The shutdown cut the step: a healthy stop logs no WARN.
-			h.log.Info("clone cut by the shutdown", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
-		default:
-			h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
-		}
+		h.logCloneFailure(ctx, err, vmName, templateName, step)
 		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
@@ -187,6 +158,51 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
 	return *ref, nil
+}
+
+// logCloneFailure is the one line of a clone of vmName from templateName
+// that failed at step with err.
+func (h *HatcheryVSphere) logCloneFailure(ctx context.Context, err error, vmName, templateName, step string) {
+	switch {
+	case vcenter.FaultKindOf(err) == vctypes.FaultDuplicateName:
+		// The name is taken: for a pool slot, by another instance
+		// of this hatchery (docs/high-availability.md); the caller
+		// decides.
+		h.log.Debug("clone refused: name taken", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+	case ctx.Err() != nil:
+		// The shutdown cut the step: a healthy stop logs no WARN.
+		h.log.Info("clone cut by the shutdown", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+	default:
+		h.log.Warn("clone failed", logkey.VM, vmName, logkey.Model, templateName, logkey.Detail, step)
+	}
+}
+
+// cloneReads reads what the clone of vmName from tpl needs before it
+// starts: the inventory's VMs when it needs them (nil when not: a listing
+// inventory, no address to reserve, not a V1 model's template), and the
+// static IP it reserves, recorded in annot, when a range is configured and
+// annot has none (leased: "" for none).
+func (h *HatcheryVSphere) cloneReads(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation) (vms []inventory.VM, leased string, err error) {
+	needIP := h.ips.Enabled() && annot.IPAddress == ""
+	if _, listing := h.inv.(inventory.Listing); needIP || !listing || tpl.Built {
+		// A shared snapshot costs no round trip: it also gives the
+		// template's reference (a lookup by name walks the VM folder).
+		// A V1 model's template is only ours (tpl.Built): read to check.
+		if vms, err = h.inv.VMs(ctx); err != nil {
+			return nil, "", fmt.Errorf("list vms: %w", err)
+		}
+	}
+	if needIP {
+		// Read the inventory first, then pick under the pool's lock only.
+		lease, err := h.ips.Reserve(ctx, h.indexOf(vms).Used, vmName)
+		if err != nil {
+			return nil, "", fmt.Errorf("reserve ip: %w", err)
+		}
+		leased = lease.IP
+		annot.IPAddress = lease.IP
+		h.log.Info("ip reserved", logkey.VM, vmName, logkey.IP, lease.IP)
+	}
+	return vms, leased, nil
 }
 
 // loadTemplate returns template t (modelref.Template.Is): from vms when it

@@ -26,9 +26,11 @@ func refusals(t *testing.T, m *metrics.Metrics, hatchery string) map[metrics.Cap
 	return out
 }
 
-// TestCapacityRefusalsByResource: each refusal of CanAllocateResources
-// counts once under the resource it found exhausted; an allowed worker
-// counts nothing.
+// TestCapacityRefusalsByResource: each refusal of AllocateResources
+// carries the code of the resource it found exhausted (which the daemon's
+// observer counts, once, under capacity_refusals: metrics.CapacityResourceOf);
+// the hatchery itself counts nothing, the framework's report of the
+// refusal being capacity_refusals' one door (internal/daemon).
 func TestCapacityRefusalsByResource(t *testing.T) {
 	t.Parallel()
 	cases := []struct {
@@ -59,23 +61,29 @@ func TestCapacityRefusalsByResource(t *testing.T) {
 			if tc.pool != nil {
 				tc.pool(env.pool)
 			}
-			ok, err := env.h.CanAllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
-			require.NoError(t, err)
-			require.Equal(t, tc.want == "", ok)
+			res, err := env.h.AllocateResources(context.Background(), capV2(tc.flavor), "job", nil)
+			if tc.want == "" {
+				require.NoError(t, err)
+				res.Release(refusal.ReasonShutdown)
+			} else {
+				var r *refusal.Refusal
+				require.ErrorAs(t, err, &r)
+				got, counted := metrics.CapacityResourceOf(r.Reason)
+				require.True(t, counted, "%q names an exhausted resource", r.Reason)
+				assert.Equal(t, tc.want, got)
+			}
 			want := map[metrics.CapacityResource]float64{}
 			for _, r := range metrics.CapacityResources {
 				want[r] = 0
 			}
-			if tc.want != "" {
-				want[tc.want] = 1
-			}
-			assert.Equal(t, want, refusals(t, m, capHatcheryName))
+			assert.Equal(t, want, refusals(t, m, capHatcheryName), "the hatchery counts no refusal itself")
 		})
 	}
 }
 
 // TestCapacityRefusalsNoFreeIP: CanSpawn refusing for want of a static IP
-// counts resource="ip".
+// gives the code counted as resource="ip", and counts nothing itself (the
+// framework reports the refusal to capacity_refusals' one door).
 func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 	t.Parallel()
 	cfg := spConfig()
@@ -91,9 +99,10 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 	}...)
 	require.Equal(t, refusal.ReasonIP, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil).Reason)
 	require.Equal(t, refusal.ReasonIP, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-2", nil).Reason)
+	res, _ := metrics.CapacityResourceOf(refusal.ReasonIP)
+	assert.Equal(t, metrics.CapacityIP, res)
 	got := refusals(t, m, cfg.CommonConfiguration.Name)
-	assert.Equal(t, 2.0, got[metrics.CapacityIP])
-	assert.Zero(t, got[metrics.CapacityCPU]+got[metrics.CapacityMemory]+got[metrics.CapacityCount])
+	assert.Zero(t, got[metrics.CapacityIP]+got[metrics.CapacityCPU]+got[metrics.CapacityMemory]+got[metrics.CapacityCount])
 }
 
 // TestCapacityRefusedNilMetrics: a hatchery without metrics refuses just
@@ -101,7 +110,7 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 func TestCapacityRefusedNilMetrics(t *testing.T) {
 	t.Parallel()
 	var m *metrics.Metrics
-	m.CapacityRefused(metrics.CapacityCPU) // must not panic
+	m.Refused(refusal.ReasonCapacityCPU) // must not panic
 	env := newCapEnv(t, config.Config{MaxCPUs: 4, Flavors: capFlavors()})
 	env.inv.Set(capUsedVMs(1, 4, 1024)...)
 	ok, err := env.h.CanAllocateResources(context.Background(), capV2("small"), "job", nil)

@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/vmware/govmomi/vim25/types"
@@ -32,46 +34,73 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 		return fmt.Errorf("register model %q: v2 models cannot be registered", args.Model.GetName())
 	}
 	tmpName := modelref.BuiltName(m) + tmpSuffix
-	var vm types.ManagedObjectReference
-	var annot inventory.Annotation
-	vmName := tmpName
-	leasedIP := ""
-	cloudInit := h.conf().BootstrapOf(args.Model) == config.BootstrapCloudInit
-	fail := func(step string, err error) error {
-		h.log.Warn("model registration failed", logkey.VM, vmName, logkey.Model, m.Path(), logkey.Detail, step)
-		if vm.Value != "" {
-			if cloudInit {
-				h.scrubUserdata(ctx, vm, vmName, "registration failed")
-			}
-			h.abandonVM(ctx, vm, vmName, leasedIP)
-			h.ips.Release(leasedIP, tmpName) // reserved under its first name
-		}
-		// The framework reports the returned error on the model (PUT
-		// .../error), once per attempt.
-		return fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), vmName, step, err)
-	}
+	r := &registration{h: h, m: m, tmpName: tmpName, vmName: tmpName,
+		cloudInit: h.conf().BootstrapOf(args.Model) == config.BootstrapCloudInit}
 
 	ga, _, err := h.bootstrapAccess(ctx, args.Model)
 	if err != nil {
-		return fail("resolve guest credentials", err)
+		return r.fail(ctx, "resolve guest credentials", err)
 	}
 	script, err := guest.Script(args, ga.PreStartScript, h.conf().WorkerTTLDuration())
 	if err != nil {
-		return fail("build register script", err)
+		return r.fail(ctx, "build register script", err)
 	}
-	boot := h.cloudInitBootOf(args.Model, cloudInit, script, args.WorkerConfig)
+	if err := r.clone(ctx, args, h.cloudInitBootOf(args.Model, r.cloudInit, script, args.WorkerConfig)); err != nil {
+		return err
+	}
+	if err := r.run(ctx, args, ga, script); err != nil {
+		return err
+	}
+	return r.promote(ctx)
+}
+
+// registration is one registerModel: the model, its tmp VM (vm, its
+// current name vmName, the address leased for it) and the record written
+// on it, which the steps share.
+type registration struct {
+	h         *HatcheryVSphere
+	m         *sdk.Model
+	tmpName   string
+	vm        types.ManagedObjectReference
+	annot     inventory.Annotation
+	vmName    string
+	leasedIP  string
+	cloudInit bool
+}
+
+// fail ends a registration that failed at step: the tmp VM, if any, is
+// scrubbed (cloud-init), powered off and marked for deletion, and its
+// address released. It returns the error the framework reports on the
+// model (PUT .../error), once per attempt.
+func (r *registration) fail(ctx context.Context, step string, err error) error {
+	h, m := r.h, r.m
+	h.log.Warn("model registration failed", logkey.VM, r.vmName, logkey.Model, m.Path(), logkey.Detail, step)
+	if r.vm.Value != "" {
+		if r.cloudInit {
+			h.scrubUserdata(ctx, r.vm, r.vmName, "registration failed")
+		}
+		h.abandonVM(ctx, r.vm, r.vmName, r.leasedIP)
+		h.ips.Release(r.leasedIP, r.tmpName) // reserved under its first name
+	}
+	return fmt.Errorf("register model %q in vm %q: %s: %w", m.Path(), r.vmName, step, err)
+}
+
+// clone checks that no VM bears the tmp name, then clones the model's base
+// image as the tmp VM with its record (a registration's) and boot.
+func (r *registration) clone(ctx context.Context, args spawn.Arguments, boot *cloudinit.Boot) error {
+	h, m, tmpName := r.h, r.m, r.tmpName
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		return fail("list vms", err)
+		return r.fail(ctx, "list vms", err)
 	}
 	for _, v := range vms {
 		if v.Name == tmpName {
-			return fail("check name", fmt.Errorf("a vm named %q already exists", tmpName))
+			return r.fail(ctx, "check name", fmt.Errorf("a vm named %q already exists", tmpName))
 		}
 	}
 	base := modelref.BaseOf(args.Model) // the model's image
 	image := base.Name
-	annot = inventory.Annotation{
+	r.annot = inventory.Annotation{
 		HatcheryName:            h.Name(),
 		WorkerName:              args.WorkerName,
 		RegisterOnly:            true,
@@ -80,47 +109,64 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 		WorkerModelLastModified: modelLastModified(m),
 		Created:                 h.now().UTC(),
 	}
-	if annot.WorkerName == "" {
-		annot.WorkerName = tmpName
+	if r.annot.WorkerName == "" {
+		r.annot.WorkerName = tmpName
 	}
-	vm, err = h.cloneVMBoot(ctx, base, tmpName, &annot, nil, boot)
+	vm, err := h.cloneVMBoot(ctx, base, tmpName, &r.annot, nil, boot)
 	if err != nil {
-		vm = types.ManagedObjectReference{} // cloneVM has cleaned up
-		return fail("clone base image", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, err))
+		// cloneVM has cleaned up: r.vm stays empty.
+		return r.fail(ctx, "clone base image", metrics.MarkSpawnFailure(metrics.SpawnFailureClone, err))
 	}
-	leasedIP = annot.IPAddress
-	h.recordCreated(annot.WorkerName, args.JobID)
-	h.log.Info("model registration started", logkey.VM, tmpName, logkey.Model, m.Path(), logkey.IP, annot.IPAddress)
+	r.vm = vm
+	r.leasedIP = r.annot.IPAddress
+	h.recordCreated(r.annot.WorkerName, args.JobID)
+	h.log.Info("model registration started", logkey.VM, tmpName, logkey.Model, m.Path(), logkey.IP, r.annot.IPAddress)
+	return nil
+}
 
-	if cloudInit {
-		err = h.startCloudInitWorker(ctx, vm, tmpName, &annot, false)
+// run starts the register worker in the tmp VM and waits for the VM to
+// shut down (the model's PostCmd), then, for cloud-init, clears the
+// guestinfo every clone of the template would copy.
+func (r *registration) run(ctx context.Context, args spawn.Arguments, ga guest.Access, script string) error {
+	h, vm, tmpName := r.h, r.vm, r.tmpName
+	var err error
+	if r.cloudInit {
+		err = h.startCloudInitWorker(ctx, vm, tmpName, &r.annot, false)
 	} else {
-		err = h.startWorker(ctx, vm, tmpName, &annot, ga, script, args.WorkerConfig)
+		err = h.startWorker(ctx, vm, tmpName, &r.annot, ga, script, args.WorkerConfig)
 	}
 	if err != nil {
 		var se *guest.StepError
 		if errors.As(err, &se) {
-			return fail(se.Step, metrics.MarkSpawnFailure(guestFailure(se.Step), se.Err))
+			return r.fail(ctx, se.Step, metrics.MarkSpawnFailure(guestFailure(se.Step), se.Err))
 		}
-		return fail("start register worker", err)
+		return r.fail(ctx, "start register worker", err)
 	}
 	sctx, cancel := context.WithTimeout(ctx, guest.Readiness.RegisterShutdown)
 	err = h.vs.WaitForVirtualMachineShutdown(sctx, vm)
 	cancel()
 	if err != nil {
-		return fail("wait for shutdown", err)
+		return r.fail(ctx, "wait for shutdown", err)
 	}
-	if cloudInit {
+	if r.cloudInit {
 		// Every clone would copy the guestinfo of its template: the token
 		// and the tmp VM's identity go before it becomes one.
 		if err := h.clearGuestinfo(ctx, vm, tmpName); err != nil {
-			return fail("clear cloud-init guestinfo", err)
+			return r.fail(ctx, "clear cloud-init guestinfo", err)
 		}
 	}
+	return nil
+}
 
-	vms, err = h.inv.VMs(ctx)
+// promote makes the shut-down tmp VM the model's template: our previous
+// template of the model destroyed (anything else of that name fails the
+// registration), the VM renamed, its record rewritten as a template's,
+// and marked as a template.
+func (r *registration) promote(ctx context.Context) error {
+	h, m, vm, tmpName := r.h, r.m, r.vm, r.tmpName
+	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		return fail("list vms", err)
+		return r.fail(ctx, "list vms", err)
 	}
 	name := modelref.BuiltName(m)
 	for _, v := range vms {
@@ -130,21 +176,22 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 		// Only our own template of this model is replaced; anything else
 		// with that name is left alone and the registration fails.
 		if !v.Template || !v.OwnedBy(h.Name()) || !v.Annotation.Model {
-			return fail("replace template", fmt.Errorf("vm %q exists and is not this hatchery's template of the model", name))
+			return r.fail(ctx, "replace template", fmt.Errorf("vm %q exists and is not this hatchery's template of the model", name))
 		}
 		if err := h.vs.DestroyVirtualMachine(ctx, v.Ref); err != nil {
 			h.inv.Invalidate()
-			return fail("destroy old template", fmt.Errorf("template %q: %w", name, err))
+			return r.fail(ctx, "destroy old template", fmt.Errorf("template %q: %w", name, err))
 		}
 		h.inv.Invalidate()
 		h.log.Info("old model template destroyed", logkey.VM, name, logkey.Model, m.Path(), logkey.Detail, "replaced by a new registration")
 	}
 	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
 		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
-		return fail("rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
+		return r.fail(ctx, "rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
 	}
-	vmName = name
+	r.vmName = name
 	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
+	annot := &r.annot
 	annot.WorkerName = name
 	annot.Model = true
 	annot.RegisterOnly = false
@@ -152,16 +199,16 @@ func (h *HatcheryVSphere) registerModel(ctx context.Context, args spawn.Argument
 	// A template holds no IP and no worker: its clones get their own.
 	annot.IPAddress = ""
 	annot.WorkerStarted = nil
-	if err := h.writeAnnotation(ctx, vm, &annot); err != nil {
-		return fail("write template annotation", err)
+	if err := h.writeAnnotation(ctx, vm, annot); err != nil {
+		return r.fail(ctx, "write template annotation", err)
 	}
 	if err := h.vs.MarkVirtualMachineAsTemplate(ctx, vm); err != nil {
 		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
-		return fail("mark as template", fmt.Errorf("template %q: %w", name, err))
+		return r.fail(ctx, "mark as template", fmt.Errorf("template %q: %w", name, err))
 	}
 	// Named: a watch may not report the template flag (vcsim does not).
 	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
-	h.ips.Release(leasedIP, tmpName)
+	h.ips.Release(r.leasedIP, tmpName)
 	h.log.Info("model registered", logkey.VM, name, logkey.Model, m.Path())
 	return nil
 }

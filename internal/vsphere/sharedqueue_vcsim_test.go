@@ -148,10 +148,10 @@ type sqSkips struct {
 	codes []string
 }
 
-func (o *sqSkips) JobSkipped(reason string) {
+func (o *sqSkips) JobSkipped(reason refusal.Reason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.codes = append(o.codes, reason)
+	o.codes = append(o.codes, string(reason))
 }
 
 func (o *sqSkips) got() []string {

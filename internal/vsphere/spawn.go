@@ -114,7 +114,6 @@ func (h *HatcheryVSphere) SpawnWorker(ctx context.Context, args spawn.Arguments)
 		// not a failure: the job goes back to the queue, its attempt
 		// uncounted, as when the admission refuses it for an address.
 		r := &refusal.Refusal{Reason: refusal.ReasonIP, Detail: "no static ip address left at clone time (taken since the admission)", Err: err}
-		h.metrics.Refused(r.Reason)
 		h.log.Info("spawn refused", logkey.VM, name, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(), logkey.Reason, r.Reason, logkey.Detail, err.Error())
 		return r
 	}

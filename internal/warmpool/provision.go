@@ -303,9 +303,9 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		log.Info("provisioning deferred to the next pass", logkey.Detail, "capacity: "+d.Detail)
 		return
 	}
-	off := false
+	r := &provisionRun{p: p, t: t, log: log}
 	defer func() {
-		if off {
+		if r.off {
 			p.Admission().DropProvisioning(name)
 		} else {
 			p.Admission().ReleaseProvisioning(name)
@@ -324,30 +324,11 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Gone)
 		return
 	}
-	var failed error // the failure, marked (spawnfault.MarkTemplate) when the template is to blame
-	// failedLine says why the provisioning failed: WARN, or INFO when the
-	// shutdown cut it (a healthy stop logs no WARN), or DEBUG when vCenter
-	// did not answer (the vCenter client logs the outage's start and end,
-	// not a line per slot and pass: docs/operations.md#when-vcenter-restarts).
-	failedLine := func(err error, args ...any) {
-		switch {
-		case ctx.Err() != nil:
-			log.Info("provisioning cut by the shutdown", args...)
-		case vctypes.Unanswered(err):
-			log.Debug("provisioning failed", args...)
-		default:
-			log.Warn("provisioning failed", args...)
-		}
-	}
-	defer func() { _, _ = p.Custody.EndAttempt(ctx, attempt, log, "provisioned a pool vm", failed) }()
+	defer func() { _, _ = p.Custody.EndAttempt(ctx, attempt, log, "provisioned a pool vm", r.failed) }()
 	// Leaves Provisioning on every path: Idle or Gone when ready, Marked
 	// when it failed (mark), Gone otherwise.
-	settled := false
-	mark := func() {
-		settled = p.Custody.MarkToDelete(name)
-	}
 	defer func() {
-		if !settled {
+		if !r.settled {
 			p.Life.Must(name, lifecycle.Provisioning, lifecycle.Gone)
 		}
 	}()
@@ -367,14 +348,57 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	} else {
 		annot.VMwareModelPath = t.Key.Model
 	}
+	r.cloneAndReady(ctx, &annot)
+}
 
-	vm, err := p.Clone(ctx, t.Template, name, &annot, t.Flavor)
+// provisionRun is one ProvisionOne past its admission: what its deferred
+// steps read of how it ended.
+type provisionRun struct {
+	p   *Pool
+	t   Task
+	log *slog.Logger
+	// off: the VM waits powered off or suspended, holding no capacity: its
+	// reservation is dropped, not released.
+	off bool
+	// failed is the failure, marked (spawnfault.MarkTemplate) when the
+	// template is to blame; the quarantine's attempt ends with it.
+	failed error
+	// settled: the VM left Provisioning (Idle, or Marked by mark).
+	settled bool
+}
+
+// failedLine says why the provisioning failed: WARN, or INFO when the
+// shutdown cut it (a healthy stop logs no WARN), or DEBUG when vCenter
+// did not answer (the vCenter client logs the outage's start and end,
+// not a line per slot and pass: docs/operations.md#when-vcenter-restarts).
+func (r *provisionRun) failedLine(ctx context.Context, err error, args ...any) {
+	switch {
+	case ctx.Err() != nil:
+		r.log.Info("provisioning cut by the shutdown", args...)
+	case vctypes.Unanswered(err):
+		r.log.Debug("provisioning failed", args...)
+	default:
+		r.log.Warn("provisioning failed", args...)
+	}
+}
+
+// mark marks the failed VM for deletion (Marked).
+func (r *provisionRun) mark() {
+	r.settled = r.p.Custody.MarkToDelete(r.t.Name)
+}
+
+// cloneAndReady clones the VM with its record annot, waits for its IP and
+// powers it off (a hot pool's VM: readyHot); a VM that fails on the way
+// is marked for deletion.
+func (r *provisionRun) cloneAndReady(ctx context.Context, annot *inventory.Annotation) {
+	p, t, log, name := r.p, r.t, r.log, r.t.Name
+	vm, err := p.Clone(ctx, t.Template, name, annot, t.Flavor)
 	if errors.Is(err, vctypes.FaultDuplicateName) {
 		// Another instance of this hatchery filled the slot first
 		// (docs/high-availability.md#pool-slots): the slot is filled, and
 		// the VM is theirs to finish, never marked here.
 		log.Debug("pool slot filled by another instance", logkey.Detail, fmt.Sprintf("clone %q: name taken", name))
-		failed = err // says nothing of the template: neither counts nor lifts
+		r.failed = err // says nothing of the template: neither counts nor lifts
 		return
 	}
 	if errors.Is(err, ippool.ErrNoIPAvailable) {
@@ -383,13 +407,13 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 		// lack of an address, not a fault. Nothing was cloned; the next
 		// pass tries again.
 		log.Info("provisioning deferred to the next pass", logkey.Reason, refusal.ReasonIP, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
-		failed = err // says nothing of the template: neither counts nor lifts
+		r.failed = err // says nothing of the template: neither counts nor lifts
 		return
 	}
 	if err != nil {
-		failed = err // the hatchery's clone marks the template's own faults
-		failedLine(err, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
-		mark()
+		r.failed = err // the hatchery's clone marks the template's own faults
+		r.failedLine(ctx, err, logkey.Detail, fmt.Sprintf("clone %q: %v", t.Template.Name, err))
+		r.mark()
 		p.Inventory.Invalidate()
 		return
 	}
@@ -399,38 +423,38 @@ func (p *Pool) ProvisionOne(ctx context.Context, t Task) {
 	_, err = p.Port.WaitForVirtualMachineIP(ipCtx, vm, annot.IPAddress)
 	cancel()
 	if err != nil {
-		failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
-		failedLine(err, logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
-		mark()
+		r.failed = spawnfault.MarkTemplate(err) // the guest of a VM of this template never came up
+		r.failedLine(ctx, err, logkey.Detail, fmt.Sprintf("wait for ip of %q: %v", name, err))
+		r.mark()
 		return
 	}
 	if t.IdleState == config.IdleStateSuspended || t.IdleState == config.IdleStatePoweredOn {
-		if err := p.readyHot(ctx, vm, name, &annot, t.IdleState); err != nil {
-			failed = spawnfault.MarkTemplate(err)
-			failedLine(err, logkey.Err, err)
-			mark()
+		if err := p.readyHot(ctx, vm, name, annot, t.IdleState); err != nil {
+			r.failed = spawnfault.MarkTemplate(err)
+			r.failedLine(ctx, err, logkey.Err, err)
+			r.mark()
 			p.Inventory.Invalidate()
 			return
 		}
 		// A suspended VM holds no capacity any more; a running one does,
 		// and the inventory counts it once it shows it (the reservation
 		// ends after the release grace).
-		off = t.IdleState == config.IdleStateSuspended
+		r.off = t.IdleState == config.IdleStateSuspended
 	} else {
 		if err := p.Port.ShutdownVirtualMachine(ctx, vm); err != nil {
-			failed = err
-			failedLine(err, logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
-			mark()
+			r.failed = err
+			r.failedLine(ctx, err, logkey.Detail, fmt.Sprintf("power off %q: %v", name, err))
+			r.mark()
 			p.Inventory.Invalidate()
 			return
 		}
-		off = true
+		r.off = true
 	}
 	p.Inventory.Invalidate()
 	if grace := p.releaseGrace(); grace > 0 {
 		// The shared inventory shows the VM after its next refresh.
 		p.Life.Must(name, lifecycle.Provisioning, lifecycle.Idle, lifecycle.WithRef(vm.Value), lifecycle.WithDeadline(p.Now().Add(grace)))
-		settled = true
+		r.settled = true
 	}
 	log.Info("provisioned vm ready", logkey.Detail, provisionedDetail(t.IdleState))
 }

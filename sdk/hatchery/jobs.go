@@ -423,6 +423,11 @@ func (f *Framework) processJob(ctx context.Context, j *queuedJob) outcome {
 		s.Release()
 		ev.Err = err
 		f.obs.SpawnFailed(ev, d)
+		if r := (*refusal.Refusal)(nil); errors.As(err, &r) {
+			// A refusal at spawn time (the hatchery found no room left
+			// since its admission): a refusal of the job like any other.
+			f.jobSkipped(r.Reason)
+		}
 		if uncountedSpawnError(err) {
 			n = j.undo()
 		}

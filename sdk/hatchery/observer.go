@@ -1,6 +1,10 @@
 package hatchery
 
-import "time"
+import (
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
+)
 
 // SpawnEvent describes one spawn for an Observer.
 type SpawnEvent struct {
@@ -30,10 +34,14 @@ type Observer interface {
 	SpawnSucceeded(ev SpawnEvent, d time.Duration)
 	// SpawnFailed is called when SpawnWorker returned an error (ev.Err).
 	SpawnFailed(ev SpawnEvent, d time.Duration)
-	// JobSkipped is called for every job the framework decided not to spawn
-	// for, with its refusal code (a Reason: "region", "capacity-cpu",
-	// "booked", ...).
-	JobSkipped(reason string)
+	// JobSkipped is called once for every refusal of a job, with its code
+	// (refusal.ReasonRegion, refusal.ReasonCapacityCPU,
+	// refusal.ReasonBooked, ...): the framework's own decisions, the
+	// hatchery's admission (GateSpawn, CanSpawn, AllocateResources) and a
+	// SpawnWorker refusing at spawn time (its error a *refusal.Refusal;
+	// SpawnFailed is called for it too). It is the one place a refusal is
+	// reported: an implementation counting refusals counts them here.
+	JobSkipped(reason refusal.Reason)
 }
 
 // NopObserver is an Observer doing nothing; the default.
@@ -49,7 +57,7 @@ func (NopObserver) SpawnSucceeded(SpawnEvent, time.Duration) {}
 func (NopObserver) SpawnFailed(SpawnEvent, time.Duration) {}
 
 // JobSkipped does nothing.
-func (NopObserver) JobSkipped(string) {}
+func (NopObserver) JobSkipped(refusal.Reason) {}
 
 // HealthObserver is an optional extension of Observer: when the Observer
 // also implements it, the framework reports its heartbeats and the jobs it
@@ -59,6 +67,7 @@ type HealthObserver interface {
 	// when the API accepted it.
 	HeartbeatSent(ok bool)
 	// MaxWorkersReached is called when a waiting job is refused because
-	// the worker pool already holds provision.maxWorker workers.
+	// the worker pool already holds provision.maxWorker workers (a health
+	// signal; the refusal itself is reported through JobSkipped).
 	MaxWorkersReached()
 }

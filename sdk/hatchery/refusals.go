@@ -51,10 +51,12 @@ func (c *refusalCounts) value() string {
 	return fmt.Sprintf("%d since start: %s", total, strings.Join(parts, ", "))
 }
 
-// jobSkipped records a job refused with code r: the observer (the skip
-// metrics) and the "Job refusals" status line. Every decision not to
-// spawn for a job goes through it, with the code of its log line.
+// jobSkipped records a job refused with code r: the observer (the
+// refusal metrics) and the "Job refusals" status line. Every refusal of a
+// job goes through it once, with the code of its log line: the
+// framework's decisions, the hatchery's admission, and a refusal at spawn
+// time (processJob).
 func (f *Framework) jobSkipped(r refusal.Reason) {
 	f.refusals.add(r)
-	f.obs.JobSkipped(string(r))
+	f.obs.JobSkipped(r)
 }

@@ -166,10 +166,10 @@ type skipObserver struct {
 	codes []string
 }
 
-func (o *skipObserver) JobSkipped(reason string) {
+func (o *skipObserver) JobSkipped(reason refusal.Reason) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.codes = append(o.codes, reason)
+	o.codes = append(o.codes, string(reason))
 }
 
 func (o *skipObserver) got() []string {

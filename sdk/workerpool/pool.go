@@ -267,6 +267,39 @@ func (p *Pool) own(hatcheryName string) bool {
 	return hatcheryName == "" || hatcheryName == p.cfg.HatcheryName
 }
 
+// forgetKnown ends, after a refresh, what Refresh remembers of the
+// workers it found unknown: those no longer unknown (known now, or gone
+// from the API) are forgotten, and of the V1 workers it disabled only
+// those the API still lists (seenIDs) are remembered.
+func (p *Pool) forgetKnown(unknown map[string]bool, seenIDs []string) {
+	p.disabledMu.Lock()
+	defer p.disabledMu.Unlock()
+	for n := range p.unknownSince {
+		if !unknown[n] {
+			delete(p.unknownSince, n) // known now, or gone from the API
+		}
+	}
+	for n := range p.v2Reported {
+		if !unknown[n] {
+			delete(p.v2Reported, n)
+		}
+	}
+	for n := range p.gone {
+		if !unknown[n] {
+			delete(p.gone, n) // the API forgot it, or its name is listed again
+		}
+	}
+	if p.cfg.V1 {
+		keep := make(map[string]bool, len(seenIDs))
+		for _, id := range seenIDs {
+			if p.disabled[id] {
+				keep[id] = true
+			}
+		}
+		p.disabled = keep
+	}
+}
+
 // Refresh takes a new snapshot of the worker pool and installs it: API
 // workers of this hatchery in an active status, plus started workers not
 // registered yet (Pending, or Registering for RegisterPrefix names). A V1
@@ -369,32 +402,7 @@ func (p *Pool) Refresh(ctx context.Context) (room bool, err error) {
 		inPool[n] = true
 	}
 
-	p.disabledMu.Lock()
-	for n := range p.unknownSince {
-		if !unknown[n] {
-			delete(p.unknownSince, n) // known now, or gone from the API
-		}
-	}
-	for n := range p.v2Reported {
-		if !unknown[n] {
-			delete(p.v2Reported, n)
-		}
-	}
-	for n := range p.gone {
-		if !unknown[n] {
-			delete(p.gone, n) // the API forgot it, or its name is listed again
-		}
-	}
-	if p.cfg.V1 {
-		keep := make(map[string]bool, len(seenIDs))
-		for _, id := range seenIDs {
-			if p.disabled[id] {
-				keep[id] = true
-			}
-		}
-		p.disabled = keep
-	}
-	p.disabledMu.Unlock()
+	p.forgetKnown(unknown, seenIDs)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()

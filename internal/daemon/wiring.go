@@ -1,12 +1,15 @@
-package vsphere
+package daemon
 
 import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
 
 // VCenterConfig maps the hatchery configuration to the vCenter adapter's
-// configuration (internal/vcenter imports no configuration package).
+// configuration (internal/vcenter imports no configuration package). The
+// daemon wires the client with it, and `config check --online` dials with
+// it (cmd/hatchery-vsphere).
 func VCenterConfig(c *config.Config) vcenter.Config {
 	return vcenter.Config{
 		Endpoint:           c.Endpoint,
@@ -45,4 +48,22 @@ func placementKeys(c *config.Config) []vcenter.PlacementKeys {
 		out[i] = k
 	}
 	return out
+}
+
+// SOAPCounts converts the adapter's per-method SOAP counters to what the
+// metrics collector reads (metrics.Metrics.SOAP): requests, and request plus
+// response body bytes.
+func SOAPCounts(s vcenter.SOAPStats) map[string]metrics.SOAPCount {
+	out := make(map[string]metrics.SOAPCount, len(s))
+	for method, m := range s {
+		out[method] = metrics.SOAPCount{Requests: m.Requests, Bytes: m.RequestBytes + m.ResponseBytes}
+	}
+	return out
+}
+
+// SOAPHook returns the metrics.Metrics.SOAP hook of a client: a snapshot of its
+// cumulative SOAP counters by method, for cds/hatchery/vsphere/soap_requests
+// and soap_bytes. Run wires it once, before the metrics loop starts.
+func SOAPHook(c *vcenter.Client) func() map[string]metrics.SOAPCount {
+	return func() map[string]metrics.SOAPCount { return SOAPCounts(c.Stats()) }
 }
