@@ -25,8 +25,8 @@ const (
 	// intervals is refused (an error, not stale data), so that no decision
 	// — above all no deletion — is taken on what vCenter said long ago.
 	staleFactor = 4
-	// refreshGrace: while a refresh is running and has not failed,
-	// the snapshot may be used this much longer than staleFactor
+	// refreshGrace: while a refresh is running and the previous one did
+	// not fail, the snapshot may be used this much longer than staleFactor
 	// intervals, and no longer than this after the refresh started (two
 	// 15 s request bounds). A slow vCenter, or a listing of thousands of
 	// VMs during a burst of clones, is not an outage; a refresh that hangs
@@ -249,7 +249,12 @@ func (s *Shared) VMs(ctx context.Context) ([]VM, error) {
 // the last successful refresh is too old, else nil. s.mu is held.
 func (s *Shared) staleLocked(now time.Time) error {
 	limit := staleFactor * s.interval
-	inFlight := !s.running.IsZero() && now.Sub(s.running) <= refreshGrace
+	// The grace is for a slow refresh after a successful one, not for a
+	// retry after a failure: during an outage each failed refresh is
+	// followed by another (every interval, and at once after each
+	// Invalidate), so a grace counted from the running one's start would
+	// keep serving a snapshot of any age while one is in flight.
+	inFlight := !s.running.IsZero() && now.Sub(s.running) <= refreshGrace && s.lastErr == nil
 	if inFlight {
 		limit += refreshGrace
 	}

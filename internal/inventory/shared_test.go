@@ -177,6 +177,59 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 	close(release)
 }
 
+// TestSharedInventoryRetryAfterAFailureGetsNoGrace: during an outage the
+// failed refreshes follow one another, each kicked by an Invalidate; the
+// one in flight must not extend the staleness limit (a busy machine made
+// a failing refresh slow enough to be in flight at most reads, and the
+// stale snapshot was served to spawns and provisioning).
+func TestSharedInventoryRetryAfterAFailureGetsNoGrace(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockPort(ctrl)
+	var calls atomic.Int64
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var inv *Shared
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]mo.VirtualMachine, error) {
+		switch calls.Add(1) {
+		case 1:
+			return []mo.VirtualMachine{listedVM("a")}, nil
+		case 2: // fails, and the retry is asked for at once
+			inv.Invalidate()
+		case 3: // the retry after the failure hangs until released
+			close(entered)
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		}
+		return nil, errors.New("vcenter down")
+	}).AnyTimes()
+
+	inv = NewShared(vs, time.Minute, time.Millisecond, nil)
+	var now atomic.Int64
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	now.Store(start.UnixNano())
+	inv.now = func() time.Time { return time.Unix(0, now.Load()) }
+	ctx := runInventory(t, inv)
+
+	_, err := inv.VMs(ctx)
+	require.NoError(t, err)
+	now.Store(start.Add(4*time.Minute + 10*time.Second).UnixNano())
+	inv.Invalidate() // refresh 2 fails and asks for refresh 3
+	<-entered        // refresh 3 started after refresh 2 failed, and runs
+	inv.mu.RLock()
+	running, lastErr := inv.running, inv.lastErr
+	inv.mu.RUnlock()
+	require.False(t, running.IsZero(), "a refresh is in flight")
+	require.Error(t, lastErr, "the last refresh failed")
+
+	_, err = inv.VMs(ctx)
+	require.ErrorIs(t, err, ErrStale, "a retry in flight after a failure is no reason to serve an old snapshot")
+	require.Contains(t, err.Error(), "last refresh failed: vcenter down")
+	close(release)
+}
+
 func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)

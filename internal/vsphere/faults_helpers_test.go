@@ -87,8 +87,6 @@ type ftOpts struct {
 	// beforeClient runs on the simulator before the hatchery's client and
 	// inventory exist (nothing of ours calls the simulator yet).
 	beforeClient func(*vcsimtest.Env)
-	// client, when set, builds a dedicated client with this change.
-	client func(*vcenter.Config)
 	// metrics, when set, is the hatchery's Metrics.
 	metrics *metrics.Metrics
 	// wrap, when set, wraps the client the hatchery calls (the inventory
@@ -132,9 +130,6 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 		o.beforeClient(env)
 	}
 	client := env.Client
-	if o.client != nil {
-		client = env.NewClient(o.client)
-	}
 
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = ftHatchery

@@ -22,6 +22,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -227,10 +228,17 @@ func TestFaultsGuestNeverReady(t *testing.T) {
 }
 
 // TestFaultsCloneSlowerThanTaskTimeout: the clone request is slower than
-// the (scaled) clone task timeout. The spawn gives up naming the clone and
-// keeps the IP reserved (the outcome is unknown); vCenter still creates the
-// VM afterwards holding that IP; it carries our annotation and was marked,
-// so the next cleanup pass destroys it and frees the IP.
+// the clone's bound (its task timeout). The spawn gives up naming the
+// clone and keeps the IP reserved (the outcome is unknown); vCenter still
+// creates the VM afterwards holding that IP; it carries our annotation and
+// was marked, so the next cleanup pass destroys it and frees the IP.
+//
+// Only the clone's bound is shortened (slowCloneClient), to 2 s against
+// the simulator's 3 s answer: the answer comes at least 3 s after the
+// request left, after the bound, however slow the machine. Shortening
+// every named timeout instead (TaskTimeoutScale 1/300) cut the address
+// lock's to 100 ms, which a loaded machine exceeded: the spawn then failed
+// reserving its IP, before any clone.
 func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 	t.Parallel()
 	for _, mode := range ftModes {
@@ -242,8 +250,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 					// Set before anything of ours calls the simulator.
 					env.Model.DelayConfig.MethodDelay = map[string]int{"CloneVM_Task": 3000}
 				},
-				// Clone timeout 10 min / 300 = 2 s; power and reconfigure 400 ms.
-				client: func(c *vcenter.Config) { c.TaskTimeoutScale = 1.0 / 300 },
+				wrap: func(c vcenter.Port) vcenter.Port { return slowCloneClient{Port: c, bound: 2 * time.Second} },
 			})
 			r.ftSpawnFails("worker-slow-1", "job-7", "", "create vm", "clone")
 			reserved := r.h.FaultsReservedIPs()
@@ -251,7 +258,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 			assert.True(t, r.h.FaultsMarkedToDelete("worker-slow-1"), "outcome unknown: marked")
 
 			require.Eventually(t, func() bool { _, ok := ftFind(r.env, "worker-slow-1"); return ok },
-				10*time.Second, 20*time.Millisecond, "the slow clone completes on vCenter's side")
+				testutil.Patience(t), 20*time.Millisecond, "the slow clone completes on vCenter's side")
 			late, _ := ftFind(r.env, "worker-slow-1")
 			require.NotNil(t, late.Annot)
 			assert.Equal(t, ftHatchery, late.Annot.HatcheryName)
@@ -263,6 +270,20 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 			r.ftCheckInvariants()
 		})
 	}
+}
+
+// slowCloneClient bounds the clones of the Port it wraps by bound, as
+// the clone task timeout would (the adapter's runTask takes the earlier
+// deadline); every other call keeps its own bound.
+type slowCloneClient struct {
+	vcenter.Port
+	bound time.Duration
+}
+
+func (c slowCloneClient) CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.bound)
+	defer cancel()
+	return c.Port.CloneVirtualMachine(ctx, template, folder, name, spec)
 }
 
 // TestFaultsSessionTerminatedMidSpawn: the hatchery's vCenter session is
