@@ -41,7 +41,10 @@ func benchWeeks() (demand Result, n int, fixed Result) {
 	s := &Sizer{}
 	Learn(s, prev, prevStart, TraceStart)
 	end := TraceStart.Add(7 * 24 * time.Hour)
-	demand = ReplayDemand(week, TraceStart, end, m, benchPolicy(m), s)
+	p := benchPolicy(m)
+	dm := m
+	dm.MinIdle = p.IdleAfter // the daemon's rule for a demand pool's surplus
+	demand = ReplayDemand(week, TraceStart, end, dm, p, s)
 	n, fixed = BestFixed(week, TraceStart, end, m, demand.WarmShare(), 200)
 	return demand, n, fixed
 }

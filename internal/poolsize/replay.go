@@ -16,6 +16,10 @@ type Model struct {
 	// Parallel is how many pool VMs are made at once
 	// (workerProvisioningPoolSize).
 	Parallel int
+	// MinIdle is how long a VM above the target must have waited since
+	// its clone before a pass removes it (a demand pool's idle period:
+	// internal/warmpool; 0: at once, as a fixed pool's).
+	MinIdle time.Duration
 }
 
 // Result is what one replay measured.
@@ -41,14 +45,14 @@ func (r Result) WarmShare() float64 {
 
 // Replay plays arrivals (sorted) in [from, to) against a pool on model m
 // whose target each pass is target(now) (learn, when set, is told every
-// arrival first). A pass every m.Interval removes ready VMs above the
-// target at once and starts clones up to it, at most m.Parallel in
-// flight; a job takes a ready VM when there is one (warm), else it is
-// served by a clone of its own outside the pool (cold). The pool starts
+// arrival first). A pass every m.Interval removes the ready VMs above
+// the target (oldest first, each once it has waited m.MinIdle since its
+// clone) and starts clones up to it, at most m.Parallel in flight; a job takes the oldest ready VM when there is one (warm), else
+// it is served by a clone of its own outside the pool (cold). The pool starts
 // empty at from. Time advances by the second.
 func Replay(arrivals []time.Time, from, to time.Time, m Model, target func(now time.Time) int, learn func(time.Time)) Result {
 	res := Result{Reasons: map[Reason]int{}}
-	ready := 0
+	var ready []time.Time   // clone start of the ready VMs, oldest first
 	var cloning []time.Time // ready-at of the clones in flight
 	next := 0
 	for next < len(arrivals) && arrivals[next].Before(from) {
@@ -61,7 +65,7 @@ func Replay(arrivals []time.Time, from, to time.Time, m Model, target func(now t
 		k := 0
 		for _, at := range cloning {
 			if !at.After(now) {
-				ready++
+				ready = append(ready, at.Add(-m.Ready))
 				continue
 			}
 			cloning[k] = at
@@ -74,8 +78,8 @@ func Replay(arrivals []time.Time, from, to time.Time, m Model, target func(now t
 				learn(arrivals[next])
 			}
 			res.Jobs++
-			if ready > 0 {
-				ready--
+			if len(ready) > 0 {
+				ready = ready[1:] // the claim takes the oldest
 				res.Warm++
 			}
 			next++
@@ -83,14 +87,16 @@ func Replay(arrivals []time.Time, from, to time.Time, m Model, target func(now t
 		if !now.Before(nextPass) {
 			nextPass = nextPass.Add(m.Interval)
 			t := target(now)
-			if ready > t {
-				ready = t
+			// The surplus goes oldest first, each VM once it has waited
+			// MinIdle.
+			for len(ready) > t && now.Sub(ready[0]) >= m.MinIdle {
+				ready = ready[1:]
 			}
-			for ready+len(cloning) < t && len(cloning) < m.Parallel {
+			for len(ready)+len(cloning) < t && len(cloning) < m.Parallel {
 				cloning = append(cloning, now.Add(m.Ready))
 			}
 		}
-		idleSeconds += float64(ready)
+		idleSeconds += float64(len(ready))
 	}
 	res.IdleVMHours = idleSeconds / 3600
 	return res

@@ -63,3 +63,23 @@ func TestReplayCountsWarmStartsAndIdleHours(t *testing.T) {
 	// 30:00, ready from 31:00 to 60:00.
 	assert.InDelta(t, (2*29+2*29)/60.0, r.IdleVMHours, 0.01)
 }
+
+// TestReplayKeepsSurplusForMinIdle: a pool whose target drops to 0 at
+// 10:00 keeps its two VMs (cloned at 0:00, ready at 1:00) until the first
+// pass at which they have waited MinIdle since their clone.
+func TestReplayKeepsSurplusForMinIdle(t *testing.T) {
+	t.Parallel()
+	from := TraceStart
+	target := func(now time.Time) int {
+		if now.Sub(from) < 10*time.Minute {
+			return 2
+		}
+		return 0
+	}
+	m := Model{Ready: time.Minute, Interval: time.Minute, Parallel: 4}
+	r := Replay(nil, from, from.Add(time.Hour), m, target, nil)
+	assert.InDelta(t, 2*9/60.0, r.IdleVMHours, 0.01, "removed by the pass of 10:00")
+	m.MinIdle = 30 * time.Minute
+	r = Replay(nil, from, from.Add(time.Hour), m, target, nil)
+	assert.InDelta(t, 2*29/60.0, r.IdleVMHours, 0.01, "removed by the pass of 30:00")
+}
