@@ -166,7 +166,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Live: h.conf, Inventory: h.inv,
 		Port: vcenter.PortsOf(o.Client), PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() },
-		Placements: h.ShownPlacements, Log: h.log})
+		Placements: h.ShownPlacements, WarmPools: h.warmPoolGauges, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
 	ips, err := ippool.New(o.Config)
@@ -193,7 +193,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.pool = &warmpool.Pool{
 		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: vms,
 		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
-		Custody: h.custody, Host: poolHost{h},
+		Custody: h.custody, Host: poolHost{h}, Demand: warmpool.NewDemand(),
 		Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	return h, nil

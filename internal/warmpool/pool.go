@@ -91,6 +91,9 @@ type Pool struct {
 	Custody *custody.Custody
 	// Host does what the hatchery owns: the V1 models' registration.
 	Host Host
+	// Demand learns the jobs of the pools that follow demand and sizes
+	// them (nil: such a pool keeps its min; NewDemand).
+	Demand *Demand
 	// Log receives one line per decision.
 	Log *slog.Logger
 	// Now is the hatchery's clock.
