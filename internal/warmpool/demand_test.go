@@ -246,3 +246,26 @@ func TestJobPool(t *testing.T) {
 	_, ok = JobPool(cfg, v2Model("ubuntu"), nil)
 	assert.False(t, ok)
 }
+
+// TestDemandEntryLiveOnReload: the pass reads the running configuration:
+// an entry turned from a number into a demand entry (and back) is sized
+// the new way at the next pass, with what the pool learnt kept.
+func TestDemandEntryLiveOnReload(t *testing.T) {
+	t.Parallel()
+	vms := []inventory.VM{debianTemplate()}
+	e, _ := demandEnv(t, vms)
+	base := *e.p.Config
+	running := base
+	running.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Flavor: "small", Number: 2}}
+	e.p.Live = func() *config.Config { return &running }
+
+	queueJobs(e.p, 1, 6)
+	assert.Equal(t, 2, targetOf(t, e.p, vms), "a fixed number")
+	assert.Equal(t, poolsize.ReasonFixed, e.p.PoolStatus()[0].Reason)
+
+	reloaded := base
+	reloaded.WorkerProvisioning = []config.WorkerProvisioning{demandEntry(3)}
+	running = reloaded
+	assert.Equal(t, 3, targetOf(t, e.p, vms), "the queue's 6 jobs, max 3")
+	assert.Equal(t, poolsize.ReasonMax, e.p.PoolStatus()[0].Reason)
+}
