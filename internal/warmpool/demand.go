@@ -20,10 +20,12 @@ import (
 // docs/architecture.md#latency-model), rounded up for a loaded vCenter.
 const refillEstimate = 2 * time.Minute
 
-// queuedFor is how long a job seen in the queue and not started here
-// counts as waiting for its pool (the short-term correction); a job
-// another hatchery took, or that was cancelled, stops counting then.
-const queuedFor = 5 * time.Minute
+// queuedFor is how long after it was last seen in the queue a job not
+// started here counts as waiting for its pool (the short-term
+// correction): the queue is polled every 20 s, so a job still waiting is
+// seen again well within it, and a job another instance or hatchery took,
+// or that was cancelled, stops counting a minute after it left the queue.
+const queuedFor = time.Minute
 
 // seenFor is how long a job's id is remembered, so that the same job
 // seen at every poll of the queue counts as one arrival.
@@ -46,7 +48,7 @@ type Demand struct {
 // seenJob is a job id the hatchery saw in the queue.
 type seenJob struct {
 	key     Key
-	at      time.Time
+	at      time.Time // last seen
 	started bool
 }
 
@@ -88,7 +90,8 @@ func (d *Demand) sizer(k Key) *poolsize.Sizer {
 }
 
 // Arrive counts the job jobID, seen in the queue at now, for the pool k
-// (once per job id: the queue is polled again and again).
+// (once per job id: the queue is polled again and again; a job seen
+// again is still waiting).
 func (d *Demand) Arrive(k Key, jobID string, now time.Time) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -100,7 +103,9 @@ func (d *Demand) Arrive(k Key, jobID string, now time.Time) {
 			}
 		}
 	}
-	if _, dup := d.seen[jobID]; dup {
+	if j, dup := d.seen[jobID]; dup {
+		j.at = now // still waiting
+		d.seen[jobID] = j
 		return
 	}
 	d.seen[jobID] = seenJob{key: k, at: now}
@@ -119,8 +124,8 @@ func (d *Demand) Started(k Key, jobID string, warm bool) {
 	d.sizer(k).Start(warm)
 }
 
-// queued counts the jobs of k seen less than queuedFor ago and not
-// started; mu held.
+// queued counts the jobs of k last seen in the queue less than queuedFor
+// ago and not started; mu held.
 func (d *Demand) queued(k Key, now time.Time) int {
 	n := 0
 	for _, j := range d.seen {

@@ -269,3 +269,20 @@ func TestDemandEntryLiveOnReload(t *testing.T) {
 	assert.Equal(t, 3, targetOf(t, e.p, vms), "the queue's 6 jobs, max 3")
 	assert.Equal(t, poolsize.ReasonMax, e.p.PoolStatus()[0].Reason)
 }
+
+// TestQueuedJobsStopCountingOnceGone: a job seen at every poll keeps
+// counting as waiting; one that left the queue (taken by another
+// instance) stops counting a minute after its last poll.
+func TestQueuedJobsStopCountingOnceGone(t *testing.T) {
+	t.Parallel()
+	d := NewDemand()
+	d.Arrive(smallKey, "stays", testNow)
+	d.Arrive(smallKey, "leaves", testNow)
+	for s := 20; s <= 120; s += 20 {
+		d.Arrive(smallKey, "stays", testNow.Add(time.Duration(s)*time.Second))
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	assert.Equal(t, 1, d.queued(smallKey, testNow.Add(2*time.Minute)))
+	assert.Equal(t, 2, d.queued(smallKey, testNow.Add(50*time.Second)))
+}
