@@ -31,7 +31,9 @@ type Policy struct {
 	// must hold.
 	Refill time.Duration
 	// Ahead is how far ahead the target looks for a rise in demand, so
-	// that the pool is full when it starts (0: Refill).
+	// that the pool is full when it starts: the refill windows starting
+	// up to Ahead from now are read (0: Refill, the least that has a VM
+	// ready when the rise comes).
 	Ahead time.Duration
 	// IdleAfter is how long the target stays above what the demand needs
 	// before it comes down (0: DefaultIdleAfter).
@@ -261,7 +263,7 @@ func (s *Sizer) Decide(p Policy, in Input) Decision {
 	s.Demand.Observe(now)
 	need, lambda := p.need(&s.Demand, now)
 	reason, detail := ReasonDemand, fmt.Sprintf("%.1f jobs expected within %s", lambda, p.Refill)
-	for t := now.Add(aheadStep); !t.After(now.Add(p.ahead())); t = t.Add(aheadStep) {
+	for _, t := range aheadTimes(now, p.ahead()) {
 		if n, l := p.need(&s.Demand, t); n > need {
 			need, reason, detail = n, ReasonAhead, fmt.Sprintf("%.1f jobs expected within %s from %s", l, p.Refill, t.Sub(now))
 		}
@@ -307,6 +309,19 @@ func (s *Sizer) Decide(p Policy, in Input) Decision {
 	d := Decision{Target: target, Reason: reason, Detail: detail, Changed: !s.decided || target != s.target}
 	s.target, s.decided = target, true
 	return d
+}
+
+// aheadTimes are the starts of the refill windows the look-ahead reads:
+// every aheadStep after now, and now+ahead itself.
+func aheadTimes(now time.Time, ahead time.Duration) []time.Time {
+	var out []time.Time
+	for d := aheadStep; d < ahead; d += aheadStep {
+		out = append(out, now.Add(d))
+	}
+	if ahead > 0 {
+		out = append(out, now.Add(ahead))
+	}
+	return out
 }
 
 func orReason(r, def Reason) Reason {

@@ -284,3 +284,20 @@ func TestHitRatio(t *testing.T) {
 	assert.Equal(t, 3, n)
 	assert.InDelta(t, 2.0/3, r, 1e-9)
 }
+
+// TestDefaultLookAheadIsOneRefill: without Ahead, the target rises one
+// refill before the peak: a VM cloned then is ready when it starts.
+func TestDefaultLookAheadIsOneRefill(t *testing.T) {
+	t.Parallel()
+	s := &Sizer{}
+	p := testPolicy()
+	p.Ahead = 0
+	start := learnWeeks(s, monday, 2, dailyPeak)
+	peakNeed := Size(30*float64(p.Refill)/float64(BucketWidth), p.warmShare())
+	early := s.Decide(p, Input{Now: start.Add(10*time.Hour - p.Refill - 2*time.Minute), Limits: NoLimits})
+	assert.Less(t, early.Target, peakNeed, "%s before the peak: %s", p.Refill+2*time.Minute, early.Detail)
+	d := s.Decide(p, Input{Now: start.Add(10*time.Hour - p.Refill), Limits: NoLimits})
+	assert.Equal(t, peakNeed, d.Target, "one refill before the peak: %s", d.Detail)
+	assert.Equal(t, ReasonAhead, d.Reason)
+	assert.Equal(t, []time.Time{monday.Add(5 * time.Minute), monday.Add(10 * time.Minute), monday.Add(12 * time.Minute)}, aheadTimes(monday, 12*time.Minute))
+}
