@@ -136,6 +136,14 @@ func (d *Demand) queued(k Key, now time.Time) int {
 	return n
 }
 
+// Waiting counts the jobs of pool k that wait in the queue at now: seen
+// at a poll less than a minute before, not started here.
+func (d *Demand) Waiting(k Key, now time.Time) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.queued(k, now)
+}
+
 // decide is k's target this pass under policy p and limits.
 func (d *Demand) decide(k Key, p poolsize.Policy, loc *time.Location, limits poolsize.Limits, now time.Time) poolsize.Decision {
 	d.mu.Lock()
