@@ -184,3 +184,15 @@ func (d *Demand) UnmarshalText(text []byte) error {
 	d.cur, d.count, d.recent = 0, 0, nil
 	return nil
 }
+
+// Merge takes, for every bucket d has not learnt yet, what o learnt: a
+// restarted instance that has counted a few quarter hours keeps them and
+// takes the rest of the week from the record (docs/warm-pools.md, "After
+// a restart"). A bucket d learnt is d's, the fresher reading.
+func (d *Demand) Merge(o *Demand) {
+	for i := range d.rate {
+		if !d.learnt[i] && o.learnt[i] {
+			d.rate[i], d.learnt[i] = o.rate[i], true
+		}
+	}
+}

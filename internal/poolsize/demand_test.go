@@ -71,3 +71,24 @@ func TestDemandEncodingRoundTrip(t *testing.T) {
 	assert.Error(t, back.UnmarshalText([]byte("AAAA")))
 	assert.Error(t, back.UnmarshalText([]byte("not base64!")))
 }
+
+// TestDemandMergeKeepsWhatWasLearnt: a merge fills the buckets not learnt
+// yet from the other demand and keeps those learnt, even at 0.
+func TestDemandMergeKeepsWhatWasLearnt(t *testing.T) {
+	t.Parallel()
+	var stored Demand
+	for i := range WeekBuckets {
+		stored.rate[i], stored.learnt[i] = 3, true
+	}
+	var d Demand
+	d.Arrive(monday)
+	d.Arrive(monday.Add(time.Minute))
+	d.Observe(monday.Add(2 * BucketWidth)) // learns 2 then 0
+	d.Merge(&stored)
+	assert.InDelta(t, 2, d.Expected(monday, monday.Add(BucketWidth)), 1e-9, "learnt here: kept")
+	assert.InDelta(t, 0, d.Expected(monday.Add(BucketWidth), monday.Add(2*BucketWidth)), 1e-9, "learnt empty here: kept")
+	assert.InDelta(t, 3, d.Expected(monday.Add(3*BucketWidth), monday.Add(4*BucketWidth)), 1e-9, "not learnt here: the stored")
+	for i := range WeekBuckets {
+		assert.True(t, d.learnt[i], "bucket %d", i)
+	}
+}

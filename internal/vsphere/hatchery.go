@@ -194,7 +194,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: vms,
 		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
 		Custody: h.custody, Host: poolHost{h}, Demand: warmpool.NewDemand(),
-		Log: h.log, Now: func() time.Time { return h.now() },
+		DemandStore: o.Client, Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	return h, nil
 }

@@ -43,6 +43,8 @@ type Demand struct {
 	last   map[Key]PoolStatus
 	seen   map[string]seenJob
 	swept  time.Time // when seen last lost its old ids
+	// records is each pool's record in the Pool's DemandStore.
+	records map[Key]demandRecord
 }
 
 // seenJob is a job id the hatchery saw in the queue.
@@ -76,7 +78,7 @@ type PoolStatus struct {
 
 // NewDemand returns an empty Demand: nothing learnt yet.
 func NewDemand() *Demand {
-	return &Demand{sizers: map[Key]*poolsize.Sizer{}, last: map[Key]PoolStatus{}, seen: map[string]seenJob{}}
+	return &Demand{sizers: map[Key]*poolsize.Sizer{}, last: map[Key]PoolStatus{}, seen: map[string]seenJob{}, records: map[Key]demandRecord{}}
 }
 
 // sizer is k's Sizer, made on first use; mu held.
@@ -319,7 +321,9 @@ func (p *Pool) entryTarget(ctx context.Context, cfg *config.Config, e config.Wor
 		pol.Schedules = append(pol.Schedules, poolsize.Schedule{Days: s.Weekdays(), From: from, To: to, Min: s.Min, Max: s.Max})
 	}
 	limits := room.limits(ctx, p, cfg, e, k)
+	p.loadDemand(ctx, k) // before the first decision: what was learnt before a restart
 	d := p.Demand.decide(k, pol, e.PoolLocation(), limits, p.Now())
+	p.saveDemand(ctx, k)
 	if d.Changed {
 		p.Log.Info("warm pool target changed", logkey.Model, k.Model, logkey.Flavor, k.Flavor, logkey.Reason, string(d.Reason),
 			logkey.Detail, fmt.Sprintf("target %d: %s", d.Target, d.Detail))
