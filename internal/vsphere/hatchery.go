@@ -258,7 +258,20 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 	// the parents of a model no longer instant are destroyed.
 	loop("instant-parents", h.parentsEvery, h.tendInstantParents)
 	wg.Wait()
+	// A clean stop writes what the demand pools learnt since their last
+	// hourly write; vCenter is closed only after Run returned
+	// (internal/daemon).
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demandSaveAtStop)
+	defer cancel()
+	h.pool.SaveDemand(saveCtx)
 }
+
+// demandSaveAtStop bounds the demand pools' write at a clean stop: one
+// small attribute write per demand pool, which a healthy vCenter answers
+// in well under a second; a vCenter that does not answer must not hold
+// the shutdown (internal/daemon's ShutdownTimeout), and the hourly write
+// before it keeps all but the last hour.
+const demandSaveAtStop = 5 * time.Second
 
 // LoopProgress tells when the loop named name (Run: "provisioning",
 // "kill-awol-servers", "kill-disabled-workers", "instant-parents") started or last ended a

@@ -323,7 +323,7 @@ func (p *Pool) entryTarget(ctx context.Context, cfg *config.Config, e config.Wor
 	limits := room.limits(ctx, p, cfg, e, k)
 	p.loadDemand(ctx, k) // before the first decision: what was learnt before a restart
 	d := p.Demand.decide(k, pol, e.PoolLocation(), limits, p.Now())
-	p.saveDemand(ctx, k)
+	p.saveDemand(ctx, k, false)
 	if d.Changed {
 		p.Log.Info("warm pool target changed", logkey.Model, k.Model, logkey.Flavor, k.Flavor, logkey.Reason, string(d.Reason),
 			logkey.Detail, fmt.Sprintf("target %d: %s", d.Target, d.Detail))

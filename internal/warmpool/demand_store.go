@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sort"
 	"strings"
 	"time"
 
@@ -92,16 +93,38 @@ func (p *Pool) loadDemand(ctx context.Context, k Key) {
 	d.records[k] = demandRecord{loaded: true, next: now.Add(demandSaveEvery)}
 }
 
-// saveDemand writes pool k's learnt demand when its hour is due (after
-// its record was read). A failed write is retried demandRetry later.
-func (p *Pool) saveDemand(ctx context.Context, k Key) {
+// SaveDemand writes, now, the learnt demand of every pool whose record
+// was read: the hatchery's clean shutdown, after its loops stopped, so
+// that a restart loses nothing of the last hour. ctx bounds it.
+func (p *Pool) SaveDemand(ctx context.Context) {
+	if p.Demand == nil || p.DemandStore == nil {
+		return
+	}
+	p.Demand.mu.Lock()
+	var keys []Key
+	for k, rec := range p.Demand.records {
+		if rec.loaded {
+			keys = append(keys, k)
+		}
+	}
+	p.Demand.mu.Unlock()
+	sort.Slice(keys, func(i, j int) bool { return keyLess(keys[i], keys[j]) })
+	for _, k := range keys {
+		p.saveDemand(ctx, k, true)
+	}
+}
+
+// saveDemand writes pool k's learnt demand when its hour is due, or now
+// when force (after its record was read, in both cases). A failed write
+// is retried demandRetry later.
+func (p *Pool) saveDemand(ctx context.Context, k Key, force bool) {
 	d, now := p.Demand, p.Now()
 	if p.DemandStore == nil {
 		return
 	}
 	d.mu.Lock()
 	rec := d.records[k]
-	if !rec.loaded || now.Before(rec.next) {
+	if !rec.loaded || (!force && now.Before(rec.next)) {
 		d.mu.Unlock()
 		return
 	}

@@ -136,3 +136,34 @@ func TestDemandAttributeNames(t *testing.T) {
 	assert.NotEqual(t, a, DemandAttribute("hatch", Key{Model: "debian12"}))
 	assert.NotEqual(t, a, DemandAttribute("hatch", Key{V1: true, Model: "debian12", Flavor: "small"}))
 }
+
+// TestSaveDemandAtStopWritesReadPoolsNow: a clean stop writes at once the
+// record of every pool whose record was read, not waiting for its hour;
+// a pool whose read failed is not written (it would replace the record
+// with less).
+func TestSaveDemandAtStopWritesReadPoolsNow(t *testing.T) {
+	t.Parallel()
+	now := testNow
+	e, _ := storedEnv(t, &now)
+	vms := []inventory.VM{debianTemplate()}
+	e.vs.EXPECT().FolderAttribute(gomock.Any(), smallAttr).Return("", false, nil)
+	targetOf(t, e.p, vms)
+	queueJobs(e.p, 1, 3)
+	now = now.Add(20 * time.Minute)
+	targetOf(t, e.p, vms) // within the hour: no write
+	var written string
+	e.vs.EXPECT().SetFolderAttribute(gomock.Any(), smallAttr, gomock.Any()).DoAndReturn(func(_ context.Context, _, v string) error {
+		written = v
+		return nil
+	}).Times(1)
+	e.p.SaveDemand(context.Background())
+	var back poolsize.Demand
+	require.NoError(t, back.UnmarshalText([]byte(written)))
+	assert.InDelta(t, 3, back.Expected(testNow.Truncate(poolsize.BucketWidth), testNow.Truncate(poolsize.BucketWidth).Add(poolsize.BucketWidth)), 0.01,
+		"the quarter hour learnt since the start is in the record")
+
+	unread, _ := storedEnv(t, &now)
+	unread.vs.EXPECT().FolderAttribute(gomock.Any(), smallAttr).Return("", false, errors.New("vcenter gone"))
+	targetOf(t, unread.p, vms)
+	unread.p.SaveDemand(context.Background()) // no write expected: the strict mock fails on one
+}
