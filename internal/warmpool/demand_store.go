@@ -75,16 +75,23 @@ func (p *Pool) loadDemand(ctx context.Context, k Key) {
 	}
 	name := DemandAttribute(p.Hatchery, k)
 	value, ok, err := p.DemandStore.FolderAttribute(ctx, name)
-	var stored poolsize.Demand
-	if err == nil && ok {
-		err = stored.UnmarshalText([]byte(value))
-	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if err != nil {
 		d.records[k] = demandRecord{next: now.Add(demandRetry)}
 		p.logDemandStore(ctx, err, "warm pool learnt demand not read", k, "read again in 5m; until then the pool learns from the queue")
 		return
+	}
+	var stored poolsize.Demand
+	if ok {
+		if derr := stored.UnmarshalText([]byte(value)); derr != nil {
+			// Not this version's record (edited, or written by a later
+			// version): reading it again would not help; the next write
+			// replaces it.
+			ok = false
+			p.Log.Info("warm pool learnt demand unreadable", logkey.Model, k.Model, logkey.Flavor, k.Flavor,
+				logkey.Detail, "vcenter attribute "+name+" replaced at the next write", logkey.Err, derr)
+		}
 	}
 	if ok {
 		d.sizer(k).Demand.Merge(&stored)

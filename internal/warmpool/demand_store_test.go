@@ -167,3 +167,22 @@ func TestSaveDemandAtStopWritesReadPoolsNow(t *testing.T) {
 	targetOf(t, unread.p, vms)
 	unread.p.SaveDemand(context.Background()) // no write expected: the strict mock fails on one
 }
+
+// TestUnreadableDemandRecordReplaced: a record this version cannot decode
+// (edited by hand, or a later version's) is not read again and again: the
+// pool starts learning and replaces it at its next write.
+func TestUnreadableDemandRecordReplaced(t *testing.T) {
+	t.Parallel()
+	now := testNow
+	e, log := storedEnv(t, &now)
+	vms := []inventory.VM{debianTemplate()}
+	e.vs.EXPECT().FolderAttribute(gomock.Any(), smallAttr).Return("not a record", true, nil).Times(1)
+	e.vs.EXPECT().SetFolderAttribute(gomock.Any(), smallAttr, gomock.Any()).Return(nil).Times(1)
+	targetOf(t, e.p, vms)
+	now = now.Add(10 * time.Minute)
+	targetOf(t, e.p, vms) // not read again
+	now = now.Add(time.Hour)
+	targetOf(t, e.p, vms) // written
+	assert.Equal(t, 1, strings.Count(log.String(), `level=INFO msg="warm pool learnt demand unreadable"`), log.String())
+	assert.NotContains(t, log.String(), "level=WARN")
+}
