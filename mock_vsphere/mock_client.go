@@ -141,6 +141,22 @@ func (mr *MockPortMockRecorder) FolderAt(arg0, arg1 interface{}) *gomock.Call {
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "FolderAt", reflect.TypeOf((*MockPort)(nil).FolderAt), arg0, arg1)
 }
 
+// FolderAttribute mocks base method.
+func (m *MockPort) FolderAttribute(arg0 context.Context, arg1 string) (string, bool, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "FolderAttribute", arg0, arg1)
+	ret0, _ := ret[0].(string)
+	ret1, _ := ret[1].(bool)
+	ret2, _ := ret[2].(error)
+	return ret0, ret1, ret2
+}
+
+// FolderAttribute indicates an expected call of FolderAttribute.
+func (mr *MockPortMockRecorder) FolderAttribute(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "FolderAttribute", reflect.TypeOf((*MockPort)(nil).FolderAttribute), arg0, arg1)
+}
+
 // InstantCloneVirtualMachine mocks base method.
 func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
 	m.ctrl.T.Helper()
@@ -426,6 +442,20 @@ func (m *MockPort) RetrieveVirtualMachines(arg0 context.Context, arg1 []types.Ma
 func (mr *MockPortMockRecorder) RetrieveVirtualMachines(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "RetrieveVirtualMachines", reflect.TypeOf((*MockPort)(nil).RetrieveVirtualMachines), arg0, arg1)
+}
+
+// SetFolderAttribute mocks base method.
+func (m *MockPort) SetFolderAttribute(arg0 context.Context, arg1, arg2 string) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "SetFolderAttribute", arg0, arg1, arg2)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// SetFolderAttribute indicates an expected call of SetFolderAttribute.
+func (mr *MockPortMockRecorder) SetFolderAttribute(arg0, arg1, arg2 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "SetFolderAttribute", reflect.TypeOf((*MockPort)(nil).SetFolderAttribute), arg0, arg1, arg2)
 }
 
 // SetupEthernetCard mocks base method.

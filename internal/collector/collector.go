@@ -44,6 +44,10 @@ type Options struct {
 	// each pass (from memory: it reaches no vCenter); nil, or a nil set:
 	// no placement gauges.
 	Placements func() placement.Set
+	// WarmPools, when set, returns the warm pools' sizing of the
+	// provisioning loop's last pass (warm_pool_target,
+	// warm_pool_hit_ratio; provisioned_vm_target is their sum).
+	WarmPools func() []metrics.WarmPool
 	// Log receives the sources that could not be read.
 	Log *slog.Logger
 }
@@ -58,13 +62,14 @@ type Collector struct {
 	port        Port
 	poolRuntime func() *vctypes.PoolRuntime
 	placements  func() placement.Set
+	warmPools   func() []metrics.WarmPool
 	log         *slog.Logger
 	pool        metricsPool
 }
 
 // New returns a Collector.
 func New(o Options) *Collector {
-	return &Collector{name: o.Hatchery, cfg: o.Config, live: o.Live, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, placements: o.Placements, log: o.Log}
+	return &Collector{name: o.Hatchery, cfg: o.Config, live: o.Live, inv: o.Inventory, port: o.Port, poolRuntime: o.PoolRuntime, placements: o.Placements, warmPools: o.WarmPools, log: o.Log}
 }
 
 // Collect is one collection pass: it reads one inventory snapshot,
@@ -134,9 +139,14 @@ func (c *Collector) Collect(ctx context.Context, m *metrics.Metrics) {
 		return // shutting down: keep the last pass
 	}
 
+	var warm []metrics.WarmPool
+	if c.warmPools != nil {
+		warm = c.warmPools()
+	}
 	// Then rebuild the gauges in one step that a scrape cannot split.
 	pass := metrics.Pass{
-		WarmPoolTarget: warmPoolTarget(cfg),
+		WarmPoolTarget: warmPoolTarget(cfg, warm),
+		WarmPools:      warm,
 		Headroom:       headroom,
 		SOAP:           soap,
 		Failed:         failed,
@@ -334,10 +344,17 @@ func ipsInUse(inRange map[netip.Addr]bool, vms []inventory.VM) int64 {
 	return int64(len(used))
 }
 
-// warmPoolTarget is how many pre-provisioned VMs the warm pool is
-// configured to keep: the sum of workerProvisioning[].number.
-func warmPoolTarget(cfg *config.Config) int64 {
+// warmPoolTarget is how many pre-provisioned VMs the warm pools are
+// filled to: the sum of their targets (warm, the last pass's), else of
+// workerProvisioning[].number.
+func warmPoolTarget(cfg *config.Config, warm []metrics.WarmPool) int64 {
 	var n int64
+	if warm != nil {
+		for _, w := range warm {
+			n += w.Target
+		}
+		return n
+	}
 	for _, w := range cfg.WorkerProvisioning {
 		n += int64(w.Number)
 	}

@@ -186,6 +186,16 @@ type WorkerProvisioning struct {
 	// ("" too), IdleStateSuspended or IdleStatePoweredOn
 	// (docs/configuration.md, "Warm pool"). A suspended or powered-on pool needs Flavor.
 	IdleState string `mapstructure:"idleState" toml:"idleState" json:"idleState"`
+	// Min, Max, WarmShare, IdleMinutes, AheadMinutes, TimeZone and
+	// Schedules make the pool follow demand instead of keeping Number
+	// (config_pools.go, docs/warm-pools.md).
+	Min          int            `mapstructure:"min" toml:"min" json:"min"`
+	Max          int            `mapstructure:"max" toml:"max" json:"max"`
+	WarmShare    float64        `mapstructure:"warmShare" toml:"warmShare" json:"warmShare"`
+	IdleMinutes  int            `mapstructure:"idleMinutes" toml:"idleMinutes" json:"idleMinutes"`
+	AheadMinutes int            `mapstructure:"aheadMinutes" toml:"aheadMinutes" json:"aheadMinutes"`
+	TimeZone     string         `mapstructure:"timeZone" toml:"timeZone" json:"timeZone"`
+	Schedules    []PoolSchedule `mapstructure:"schedules" toml:"schedules" json:"schedules"`
 }
 
 // The idle states of a warm-pool entry (WorkerProvisioning.IdleState).

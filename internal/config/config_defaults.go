@@ -12,6 +12,9 @@ const (
 	DefaultWorkerRegistrationTTL       = 10  // minutes
 	DefaultWorkerProvisioningInterval  = 120 // seconds
 	DefaultWorkerProvisioningPoolSize  = 1
+	DefaultPoolWarmShare               = 0.9 // share of a demand-driven pool's jobs that find a ready VM
+	DefaultPoolIdleMinutes             = 30  // minutes a demand-driven pool keeps VMs the demand no longer needs
+	DefaultPoolTimeZone                = "UTC"
 	DefaultKillAwolServersInterval     = 120 // seconds
 	DefaultKillDisabledWorkersInterval = 120 // seconds
 	DefaultInventoryRefreshInterval    = 60  // seconds; the hatchery's own writes refresh sooner

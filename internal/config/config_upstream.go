@@ -413,7 +413,7 @@ func (p *upstreamPass) apply(mdNative toml.MetaData, cfg *Config) {
 	cfg.Models = dropPlaceholders(cfg.Models, func(g GuestCredential) bool { return reflect.ValueOf(g).IsZero() },
 		func(i int) { placeholder(fmt.Sprintf("models[%d]", i), "every key commented out") })
 	cfg.WorkerProvisioning = dropPlaceholders(cfg.WorkerProvisioning, func(w WorkerProvisioning) bool {
-		return w.ModelPath == "" && w.ModelVMWare == "" && w.Number == 0
+		return w.ModelPath == "" && w.ModelVMWare == "" && w.Number == 0 && !w.Scales()
 	}, func(i int) {
 		placeholder(fmt.Sprintf("workerProvisioning[%d]", i), "no model, number 0: provisions nothing")
 	})

@@ -359,6 +359,7 @@ func (c *Config) validateProvisioning(es *Errors) {
 		if w.Number < 0 {
 			es.add(key+".number", "%d: must be >= 0 (VMs kept pre-provisioned)", w.Number)
 		}
+		w.validateScaling(es, key)
 		flavor := FlavorName(w.Flavor)
 		if flavor != "" && !c.hasFlavor(flavor) {
 			es.add(key+".flavor", "%q is not a defined flavor (defined: %s; empty keeps the VMs neutral)", w.Flavor, c.flavorNames())

@@ -59,6 +59,13 @@ type poolData struct {
 	IdleState string `json:"idle_state"`
 	Want      int    `json:"want"`
 	Have      int    `json:"have"`
+	// Reason says why the pool wants Want (fixed: its number; else the
+	// demand's reason, docs/warm-pools.md), with its figures in Detail;
+	// HitRatio is the share of its Starts that took a ready VM.
+	Reason   string  `json:"reason,omitempty"`
+	Detail   string  `json:"detail,omitempty"`
+	HitRatio float64 `json:"hit_ratio"`
+	Starts   int     `json:"starts"`
 }
 
 func noArgs(cmd string, args []string) error {
@@ -80,10 +87,19 @@ func (t *ctlTarget) status(ctx context.Context, _ ctl.Peer, args []string) (ctl.
 		d.Holds = []hatchery.HeldWorker{}
 	}
 	vms, vmErr := t.h.OperatorVMs(ctx)
+	sizing := t.h.PoolStatus()
 	for _, p := range t.cfg().WorkerProvisioning {
 		pd := poolData{Model: p.ModelVMWare, Flavor: p.Flavor, IdleState: p.State(), Want: p.Number}
 		if pd.Model == "" {
 			pd.Model = p.ModelPath
+		}
+		if p.Scales() {
+			pd.Want = p.Min // until the first pass decides
+		}
+		for _, s := range sizing {
+			if s.Key.Model == pd.Model && s.Key.Flavor == config.FlavorName(p.Flavor) && s.Key.V1 == (p.ModelPath != "") {
+				pd.Want, pd.Reason, pd.Detail, pd.HitRatio, pd.Starts = s.Target, string(s.Reason), s.Detail, s.HitRatio, s.Starts
+			}
 		}
 		for _, v := range vms {
 			if v.WarmPool && v.Model == pd.Model && v.Flavor == p.Flavor {
@@ -118,7 +134,14 @@ func (t *ctlTarget) status(ctx context.Context, _ ctl.Peer, args []string) (ctl.
 		if fl == "" {
 			fl = "neutral"
 		}
-		fmt.Fprintf(&b, "  %s (%s, %s): %d/%d\n", p.Model, fl, p.IdleState, p.Have, p.Want)
+		fmt.Fprintf(&b, "  %s (%s, %s): %d/%d", p.Model, fl, p.IdleState, p.Have, p.Want)
+		if p.Reason != "" {
+			fmt.Fprintf(&b, ", %s: %s", p.Reason, p.Detail)
+		}
+		if p.Starts > 0 {
+			fmt.Fprintf(&b, ", warm starts %.0f%% of %d", 100*p.HitRatio, p.Starts)
+		}
+		fmt.Fprintln(&b)
 	}
 	fmt.Fprintln(&b, "debug holds:")
 	if len(d.Holds) == 0 {

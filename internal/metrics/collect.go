@@ -38,6 +38,9 @@ type Pass struct {
 	ResourcePool *ResourcePool
 	// WarmPoolTarget is provisioned_vm_target, always recorded.
 	WarmPoolTarget int64
+	// WarmPools are the warm pools' targets and hit ratios
+	// (warm_pool_target, warm_pool_hit_ratio).
+	WarmPools []WarmPool
 	// Headroom is flavor_headroom by flavor; nil: not recorded.
 	Headroom map[string]int
 	// SOAP is a snapshot of the cumulative SOAP counters (the SOAP hook);
@@ -88,6 +91,19 @@ type IPs struct {
 	Used, Total int64
 }
 
+// WarmPool is one warm pool's sizing (docs/warm-pools.md).
+type WarmPool struct {
+	// Model is the V2 template or V1 model path; Flavor the flavor ("" for
+	// neutral VMs).
+	Model, Flavor string
+	// Reason is the reason of the target (internal/poolsize's Reason).
+	Reason string
+	// Target is the number of VMs the pool is filled to.
+	Target int64
+	// HitRatio is the share of the pool's starts that took a ready VM.
+	HitRatio float64
+}
+
 // ResourcePool is the runtime of the hatchery's resource pool, as vCenter
 // reports it (ResourcePoolRuntimeInfo): CPU in MHz, memory in bytes.
 type ResourcePool struct {
@@ -135,6 +151,11 @@ func (m *Metrics) Collect(p Pass) error {
 			mRPMemMaxBytes.M(rp.MemoryMaxBytes), mRPMemUsageBytes.M(rp.MemoryUsageBytes), mRPMemUnreservedBytes.M(rp.MemoryUnreservedBytes))
 	}
 	rec(nil, mProvisionedVMTarget.M(p.WarmPoolTarget))
+	for _, w := range p.WarmPools {
+		pool := []tag.Mutator{tag.Upsert(keyWorkerModel, tagValue(w.Model)), tag.Upsert(keyFlavor, tagValue(w.Flavor))}
+		rec(append(pool, tag.Upsert(keyReason, tagValue(w.Reason))), mWarmPoolTarget.M(w.Target))
+		rec(pool, mWarmPoolHitRatio.M(w.HitRatio))
+	}
 	for flavor, n := range p.Headroom {
 		rec([]tag.Mutator{tag.Upsert(keyFlavor, tagValue(flavor))}, mFlavorHeadroom.M(int64(n)))
 	}

@@ -186,7 +186,9 @@ var (
 	mCollectionErrors = stats.Int64(metricPrefix+"collection_errors", "Collection passes in which a source could not be read, by source", "1")
 
 	mCapacityRefusals    = stats.Int64(metricPrefix+"capacity_refusals", "Jobs waiting that the hatchery refused for lack of room, by exhausted resource", "1")
-	mProvisionedVMTarget = stats.Int64(metricPrefix+"provisioned_vm_target", "Pre-provisioned (idle) VMs the warm pool is configured to keep", "1")
+	mProvisionedVMTarget = stats.Int64(metricPrefix+"provisioned_vm_target", "Pre-provisioned (idle) VMs the warm pools are filled to, all pools", "1")
+	mWarmPoolTarget      = stats.Int64(metricPrefix+"warm_pool_target", "VMs one warm pool is filled to, by model, flavor and the reason of its target", "1")
+	mWarmPoolHitRatio    = stats.Float64(metricPrefix+"warm_pool_hit_ratio", "Share of one warm pool's job starts that took a ready VM since the process started", "1")
 	mHeartbeatFailures   = stats.Int64(metricPrefix+"heartbeat_failures", "Consecutive failed heartbeats to the CDS API (0 after a success)", "1")
 	mVCenterUp           = stats.Int64(metricPrefix+"vcenter_up", "1 when connected to vCenter and its last request did not fail in transport, else 0", "1")
 	mInventoryStale      = stats.Int64(metricPrefix+"inventory_stale", "1 when the shared VM inventory refuses its snapshot as stale, else 0", "1")
@@ -297,6 +299,8 @@ var viewDefs = []viewDef{
 	{mCollectionErrors, sum, []tag.Key{keySource}, false},
 	{mCapacityRefusals, sum, []tag.Key{keyResource}, false},
 	{mProvisionedVMTarget, lastValue, nil, true},
+	{mWarmPoolTarget, lastValue, []tag.Key{keyWorkerModel, keyFlavor, keyReason}, true},
+	{mWarmPoolHitRatio, lastValue, []tag.Key{keyWorkerModel, keyFlavor}, true},
 	{mHeartbeatFailures, lastValue, nil, false},
 	{mVCenterUp, lastValue, nil, false},
 	{mInventoryStale, lastValue, nil, false},

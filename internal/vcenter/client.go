@@ -10,8 +10,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
-// Port is the hatchery's port to vCenter: the four interfaces below, by
-// use. Locks and Placement speak the project's vocabulary
+// Port is the hatchery's port to vCenter: the five interfaces below, by
+// use. Locks, Placement and Attributes speak the project's vocabulary
 // (internal/vctypes; their errors classified); VMs and InventorySource
 // still take and return references (types.ManagedObjectReference) and
 // plain data (vim25/types, vim25/mo, object.VirtualDeviceList). No method
@@ -30,6 +30,7 @@ type Port interface {
 	Placement
 	InventorySource
 	Locks
+	Attributes
 }
 
 // VMs are the operations on one VM or template, named by reference.
@@ -176,6 +177,23 @@ type Locks interface {
 	// A folder that is not empty is not deleted (an error): destroying
 	// a folder destroys what it holds.
 	DeleteLock(ctx context.Context, lock vctypes.Ref) error
+}
+
+// Attributes are values the hatchery keeps in vCenter, where every
+// instance of it sees them: custom attributes of the folder new VMs go to
+// (LoadFolder), never of a VM. They speak the project's vocabulary
+// (strings); their errors name the attribute and carry their fault kind
+// (Classify). The warm pools keep their learnt demand there
+// (docs/warm-pools.md, "After a restart").
+type Attributes interface {
+	// FolderAttribute reads the folder's custom attribute name: its
+	// value and true, false when it has none.
+	FolderAttribute(ctx context.Context, name string) (value string, ok bool, err error)
+	// SetFolderAttribute sets the folder's custom attribute name to
+	// value (the last writer wins), defining the field for folders when
+	// needed; a value longer than MaxAttributeValue is refused
+	// (ErrAttributeTooLarge) before any request.
+	SetFolderAttribute(ctx context.Context, name, value string) error
 }
 
 // ErrLockTaken is wrapped by CreateLock's error when a lock object of that

@@ -57,6 +57,13 @@ func (h *HatcheryVSphere) CanSpawn(ctx context.Context, model sdk.WorkerStarterW
 		return refusal.Refuse(refusal.ReasonModel, "model has no cmd")
 	}
 	register := isRegisterJob(jobID)
+	if !register {
+		// A queue arrival for the warm pool's demand, whether this
+		// hatchery then takes the job or not (docs/warm-pools.md).
+		if f, err := h.resolveFlavor(model, requirements); err == nil {
+			h.pool.NoteArrival(model, f, jobID)
+		}
+	}
 	if register && !model.IsV1() {
 		return refusal.Refuse(refusal.ReasonModel, "v2 models cannot be registered")
 	}

@@ -166,7 +166,7 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.started = h.now()
 	h.collector = collector.New(collector.Options{Hatchery: h.Name(), Config: o.Config, Live: h.conf, Inventory: h.inv,
 		Port: o.Client, PoolRuntime: func() *vctypes.PoolRuntime { return h.admission().InventoryPoolRuntime() },
-		Placements: h.ShownPlacements, Log: h.log})
+		Placements: h.ShownPlacements, WarmPools: h.warmPoolGauges, Log: h.log})
 	h.life = lifecycle.New(func() time.Time { return h.now() })
 	h.life.OnBug(func(err error) { h.log.Error("lifecycle move refused", logkey.Err, err) })
 	ips, err := ippool.New(o.Config)
@@ -193,8 +193,8 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.pool = &warmpool.Pool{
 		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: vms,
 		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
-		Custody: h.custody, Host: poolHost{h},
-		Log: h.log, Now: func() time.Time { return h.now() },
+		Custody: h.custody, Host: poolHost{h}, Demand: warmpool.NewDemand(),
+		DemandStore: o.Client, Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	return h, nil
 }
@@ -259,7 +259,20 @@ func (h *HatcheryVSphere) Run(ctx context.Context) {
 	// the parents of a model no longer instant are destroyed.
 	loop("instant-parents", h.parentsEvery, h.tendInstantParents)
 	wg.Wait()
+	// A clean stop writes what the demand pools learnt since their last
+	// hourly write; vCenter is closed only after Run returned
+	// (internal/daemon).
+	saveCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), demandSaveAtStop)
+	defer cancel()
+	h.pool.SaveDemand(saveCtx)
 }
+
+// demandSaveAtStop bounds the demand pools' write at a clean stop: one
+// small attribute write per demand pool, which a healthy vCenter answers
+// in well under a second; a vCenter that does not answer must not hold
+// the shutdown (internal/daemon's ShutdownTimeout), and the hourly write
+// before it keeps all but the last hour.
+const demandSaveAtStop = 5 * time.Second
 
 // LoopProgress tells when the loop named name (Run: "provisioning",
 // "kill-awol-servers", "kill-disabled-workers", "instant-parents") started or last ended a

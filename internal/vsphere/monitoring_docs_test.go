@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement/placementtest"
@@ -34,7 +35,10 @@ var (
 // spawns recorded.
 func fullScrape(t *testing.T) map[string]*dto.MetricFamily {
 	t.Helper()
-	e := newTestEnv(t, fixtureConfig(testHatchery))
+	cfg := fixtureConfig(testHatchery)
+	// A warm pool: its target and hit ratio (before any pass: its number).
+	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1}}
+	e := newTestEnv(t, cfg)
 	setInv(e.inv, fixtureVMs(), nil)
 	e.expectPool(fixtureRuntime())
 	var mu sync.Mutex

@@ -196,6 +196,9 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 			h.log.Warn("claim provisioned vm failed, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Err, err)
 			claimed = nil
 		}
+		if attempt == 0 && !isRegisterJob(args.JobID) {
+			h.pool.NoteStart(args.Model, flavor, args.JobID, claimed != nil) // the pool's hit ratio
+		}
 		if claimed == nil {
 			break
 		}

@@ -12,7 +12,8 @@ import (
 // RAM allocated against maxCpus/maxMemoryMB (or "unlimited"), the resource
 // pool's readability (WARN when unreadable) and the spawns in flight; then
 // one line in alert per quarantined template, saying why and until when;
-// one line per placement (placementStatusLines); with static IPs, the address locks held and known taken by another.
+// one line per placement (placementStatusLines); one per warm pool (poolStatusLines: target, reason, hit ratio);
+// with static IPs, the address locks held and known taken by another.
 // The framework adds the workers N/maxWorker line itself.
 //
 // It reaches no vCenter: heartbeats and /mon/status must answer while
@@ -31,9 +32,10 @@ func (h *HatcheryVSphere) Status(ctx context.Context) []sdk.MonitoringStatusLine
 }
 
 // otherStatusLines are the quarantine's lines, the placements' (from the
-// placement set's memory), then the address locks'.
+// placement set's memory), the warm pools', then the address locks'.
 func (h *HatcheryVSphere) otherStatusLines() []sdk.MonitoringStatusLine {
 	lines := append(h.quarantineStatusLines(), placementStatusLines(h.ShownPlacements())...)
+	lines = append(lines, poolStatusLines(h.PoolStatus())...)
 	if h.ips.Enabled() {
 		// From memory, as of the last lock call and cleanup pass
 		// (docs/high-availability.md#static-ips).

@@ -91,6 +91,13 @@ type Pool struct {
 	Custody *custody.Custody
 	// Host does what the hatchery owns: the V1 models' registration.
 	Host Host
+	// Demand learns the jobs of the pools that follow demand and sizes
+	// them (nil: such a pool keeps its min; NewDemand).
+	Demand *Demand
+	// DemandStore keeps the learnt demand of each pool that follows
+	// demand in vCenter, read before the pool's first decision and
+	// written every hour (nil: a restart learns again; demand_store.go).
+	DemandStore DemandStore
 	// Log receives one line per decision.
 	Log *slog.Logger
 	// Now is the hatchery's clock.

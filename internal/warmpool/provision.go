@@ -71,7 +71,7 @@ func (p *Pool) Provision(ctx context.Context) {
 	targets, configured := p.provisioningTargets(ctx, vms)
 	counts := p.Counts(vms)
 
-	p.RemoveSurplus(ctx, vms, counts, configured)
+	p.removeSurplus(ctx, vms, counts, configured, demandIdle(p.conf()))
 
 	var v2, v1 [][]Task
 	for _, t := range targets {
@@ -155,6 +155,18 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 	v1Loaded, v1OK := false, false
 
 	cfg := p.conf() // one snapshot for the pass's targets
+	room := &poolRoom{vms: vms}
+	keys := map[Key]bool{}
+	for _, e := range cfg.WorkerProvisioning {
+		if e.Scales() {
+			room.scaling++
+		}
+	}
+	defer func() {
+		if p.Demand != nil {
+			p.Demand.forget(keys)
+		}
+	}()
 	for i, e := range cfg.WorkerProvisioning {
 		var key Key
 		switch {
@@ -166,10 +178,12 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 			p.Log.Warn("provisioning entry skipped", logkey.Detail, fmt.Sprintf("workerProvisioning[%d] names no model", i))
 			continue
 		}
-		if e.Number <= 0 {
+		keys[key] = true
+		number := p.entryTarget(ctx, cfg, e, key, room) // e.Number, or the demand's target
+		if number <= 0 {
 			continue
 		}
-		configured[key] += e.Number
+		configured[key] += number
 
 		task := Task{Key: key, IdleState: e.State()}
 		if key.Flavor != "" {
@@ -188,7 +202,7 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 				continue
 			}
 			task.Template = tpl
-			targets = append(targets, poolTarget{task: task, number: e.Number})
+			targets = append(targets, poolTarget{task: task, number: number})
 			continue
 		}
 
@@ -218,7 +232,7 @@ func (p *Pool) provisioningTargets(ctx context.Context, vms []inventory.VM) ([]p
 		// The version the template was built from, as its record keeps
 		// it: NeedRegistration just found it equal to the model's.
 		task.LastModified = tpl.Annotation.WorkerModelLastModified
-		targets = append(targets, poolTarget{task: task, number: e.Number})
+		targets = append(targets, poolTarget{task: task, number: number})
 	}
 	return targets, configured
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -22,6 +23,15 @@ import (
 // number until those end. A failed deletion stays marked and is retried
 // by cleanup.
 func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[Key]int) {
+	p.removeSurplus(ctx, vms, counts, configured, nil)
+}
+
+// removeSurplus is RemoveSurplus where the surplus of a pool in idleFor
+// (a pool that follows demand) takes only VMs that have waited idle,
+// since their clone, at least that long: the shrink after an idle period
+// is read from the VMs' records in vCenter, which every instance of the
+// hatchery reads alike (docs/warm-pools.md, "Two instances").
+func (p *Pool) removeSurplus(ctx context.Context, vms []inventory.VM, counts, configured map[Key]int, idleFor map[Key]time.Duration) {
 	idle := map[Key][]inventory.VM{}
 	var old []inventory.VM
 	for _, v := range vms {
@@ -59,6 +69,9 @@ func (p *Pool) RemoveSurplus(ctx context.Context, vms []inventory.VM, counts, co
 		for _, v := range candidates {
 			if excess == 0 || ctx.Err() != nil {
 				break
+			}
+			if !idleLongEnough(v, idleFor, k, p.Now()) {
+				continue
 			}
 			switch p.remove(ctx, v, "deleting surplus provisioned vm", fmt.Sprintf("pool holds %d, configured %d", counts[k], configured[k])) {
 			case removalDone:
