@@ -17,6 +17,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 )
@@ -89,11 +91,11 @@ func (e *specEnv) expectReads(tpl mo.VirtualMachine, network, poolPath, dsName s
 	e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(tpl, nil)
 	e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", network).Return(nil)
 	if poolPath == "" {
-		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(pool, nil)
+		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(pool), nil)
 	} else {
-		e.vs.EXPECT().ResourcePoolAt(gomock.Any(), poolPath).Return(pool, nil)
+		e.vs.EXPECT().ResourcePoolAt(gomock.Any(), poolPath).Return(vcenter.RefOf(pool), nil)
 	}
-	e.vs.EXPECT().LoadDatastore(gomock.Any(), dsName).Return(ds, nil)
+	e.vs.EXPECT().LoadDatastore(gomock.Any(), dsName).Return(vcenter.RefOf(ds), nil)
 }
 
 // TestSpecAtPlacement: a clone sent to a placement goes to its pool,
@@ -247,13 +249,13 @@ func TestSpecRefusals(t *testing.T) {
 		{"pool", &inventory.Annotation{WorkerName: "w"}, func(e *specEnv) {
 			e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil)
 			e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(types.ManagedObjectReference{}, boom)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, boom)
 		}, "load resource pool"},
 		{"datastore", &inventory.Annotation{WorkerName: "w"}, func(e *specEnv) {
 			e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil)
 			e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(specPool, nil)
-			e.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(types.ManagedObjectReference{}, boom)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(specPool), nil)
+			e.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vctypes.Ref{}, boom)
 		}, `load datastore "LocalDS_0"`},
 	}
 	for _, tc := range cases {
@@ -277,8 +279,8 @@ func TestTemplateReadOnceUntilForgotten(t *testing.T) {
 	e := newSpecEnv(t, specConfig())
 	e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil).Times(2)
 	e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil).Times(3)
-	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(specPool, nil).Times(3)
-	e.vs.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).Return(specDS, nil).Times(3)
+	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(specPool), nil).Times(3)
+	e.vs.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).Return(vcenter.RefOf(specDS), nil).Times(3)
 	for i, forget := range []bool{false, true, false} {
 		_, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate, &inventory.Annotation{WorkerName: "w"}, nil, nil)
 		require.NoError(t, err, "spec %d", i)
