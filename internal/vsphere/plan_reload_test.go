@@ -10,6 +10,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,14 +66,13 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-debian12")
 
 			// The admission's pool reads and the clone specification's.
-			f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
-			roomy := &types.ResourcePoolRuntimeInfo{}
-			roomy.Memory.UnreservedForVm, roomy.Cpu.UnreservedForVm = 1<<40, 1<<20
-			f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(roomy, nil).AnyTimes()
+			f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil).AnyTimes()
+			roomy := &vctypes.PoolRuntime{MemoryUnreservedBytes: 1 << 40, CPUUnreservedMHz: 1 << 20}
+			f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), vcenter.RefOf(spPoolRef)).Return(roomy, nil).AnyTimes()
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil).AnyTimes()
 			f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
-			f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil).AnyTimes()
+			f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vcenter.RefOf(spDSRef), nil).AnyTimes()
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil).AnyTimes()
 			// The reload: from inside the first spawn's template read.
 			// The template's devices are cached from then on.
 			f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).DoAndReturn(func(context.Context, types.ManagedObjectReference) (mo.VirtualMachine, error) {
