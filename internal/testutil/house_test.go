@@ -13,16 +13,16 @@ import (
 )
 
 // MaxFuncLines is the longest a production function may be, from its
-// `func` line to its closing brace (issue 43: "no production function
-// over 120 lines").
+// `func` line to its closing brace (docs/architecture.md, the
+// `internal/testutil/` row: no production function over 120 lines).
 const MaxFuncLines = 120
 
 // longFuncsAllowed are the functions still over MaxFuncLines, by
 // "path Recv.Name"; the list only shrinks. internal/vcenter and
 // internal/clonespec are being rewritten as the port moves to the
-// project's own types (issue 43, point 1); internal/vcsimtest is test
-// support (the simulator's environment), linked into no production
-// binary but the demo.
+// project's own types (docs/architecture.md, "Where the port goes
+// next"); internal/vcsimtest is test support (the simulator's
+// environment), linked into no production binary but the demo.
 var longFuncsAllowed = map[string]bool{
 	"internal/vcenter/govmomi_topology.go Client.CheckTopology": true,
 	"internal/vcenter/govmomi_waits.go waitHub.run":             true,
