@@ -113,7 +113,7 @@ func (mr *MockPortMockRecorder) DeleteLock(arg0, arg1 interface{}) *gomock.Call 
 }
 
 // DestroyVirtualMachine mocks base method.
-func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) DestroyVirtualMachine(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "DestroyVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -263,10 +263,10 @@ func (mr *MockPortMockRecorder) LoadTemplate(arg0, arg1 interface{}) *gomock.Cal
 }
 
 // LoadVirtualMachine mocks base method.
-func (m *MockPort) LoadVirtualMachine(arg0 context.Context, arg1 string) (types.ManagedObjectReference, error) {
+func (m *MockPort) LoadVirtualMachine(arg0 context.Context, arg1 string) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadVirtualMachine", arg0, arg1)
-	ret0, _ := ret[0].(types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -293,14 +293,14 @@ func (mr *MockPortMockRecorder) LoadVirtualMachineDevices(arg0, arg1 interface{}
 }
 
 // LoadVirtualMachineEvents mocks base method.
-func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 ...string) ([]types.BaseEvent, error) {
+func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 vctypes.Ref, arg2 ...string) ([]vctypes.Event, error) {
 	m.ctrl.T.Helper()
 	varargs := []interface{}{arg0, arg1}
 	for _, a := range arg2 {
 		varargs = append(varargs, a)
 	}
 	ret := m.ctrl.Call(m, "LoadVirtualMachineEvents", varargs...)
-	ret0, _ := ret[0].([]types.BaseEvent)
+	ret0, _ := ret[0].([]vctypes.Event)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -313,7 +313,7 @@ func (mr *MockPortMockRecorder) LoadVirtualMachineEvents(arg0, arg1 interface{},
 }
 
 // MarkVirtualMachineAsTemplate mocks base method.
-func (m *MockPort) MarkVirtualMachineAsTemplate(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) MarkVirtualMachineAsTemplate(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "MarkVirtualMachineAsTemplate", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -372,7 +372,7 @@ func (mr *MockPortMockRecorder) ReconfigureVirtualMachine(arg0, arg1, arg2 inter
 }
 
 // RenameVirtualMachine mocks base method.
-func (m *MockPort) RenameVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 string) error {
+func (m *MockPort) RenameVirtualMachine(arg0 context.Context, arg1 vctypes.Ref, arg2 string) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "RenameVirtualMachine", arg0, arg1, arg2)
 	ret0, _ := ret[0].(error)
@@ -473,7 +473,7 @@ func (mr *MockPortMockRecorder) SetupEthernetCard(arg0, arg1, arg2, arg3 interfa
 }
 
 // ShutdownVirtualMachine mocks base method.
-func (m *MockPort) ShutdownVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) ShutdownVirtualMachine(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ShutdownVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -487,7 +487,7 @@ func (mr *MockPortMockRecorder) ShutdownVirtualMachine(arg0, arg1 interface{}) *
 }
 
 // StartProgramInGuest mocks base method.
-func (m *MockPort) StartProgramInGuest(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.BaseGuestAuthentication, arg3 *types.GuestProgramSpec) (int64, error) {
+func (m *MockPort) StartProgramInGuest(arg0 context.Context, arg1 vctypes.Ref, arg2 *vctypes.GuestAuth, arg3 vctypes.GuestProgram) (int64, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "StartProgramInGuest", arg0, arg1, arg2, arg3)
 	ret0, _ := ret[0].(int64)
@@ -502,7 +502,7 @@ func (mr *MockPortMockRecorder) StartProgramInGuest(arg0, arg1, arg2, arg3 inter
 }
 
 // StartVirtualMachine mocks base method.
-func (m *MockPort) StartVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) StartVirtualMachine(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "StartVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -516,7 +516,7 @@ func (mr *MockPortMockRecorder) StartVirtualMachine(arg0, arg1 interface{}) *gom
 }
 
 // SuspendVirtualMachine mocks base method.
-func (m *MockPort) SuspendVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) SuspendVirtualMachine(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "SuspendVirtualMachine", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -559,7 +559,7 @@ func (mr *MockPortMockRecorder) VirtualMachineChanges(arg0 interface{}) *gomock.
 }
 
 // WaitForGuestOperationsReady mocks base method.
-func (m *MockPort) WaitForGuestOperationsReady(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) WaitForGuestOperationsReady(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForGuestOperationsReady", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -573,7 +573,7 @@ func (mr *MockPortMockRecorder) WaitForGuestOperationsReady(arg0, arg1 interface
 }
 
 // WaitForVirtualMachineIP mocks base method.
-func (m *MockPort) WaitForVirtualMachineIP(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 string) (string, error) {
+func (m *MockPort) WaitForVirtualMachineIP(arg0 context.Context, arg1 vctypes.Ref, arg2 string) (string, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForVirtualMachineIP", arg0, arg1, arg2)
 	ret0, _ := ret[0].(string)
@@ -588,7 +588,7 @@ func (mr *MockPortMockRecorder) WaitForVirtualMachineIP(arg0, arg1, arg2 interfa
 }
 
 // WaitForVirtualMachineShutdown mocks base method.
-func (m *MockPort) WaitForVirtualMachineShutdown(arg0 context.Context, arg1 types.ManagedObjectReference) error {
+func (m *MockPort) WaitForVirtualMachineShutdown(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WaitForVirtualMachineShutdown", arg0, arg1)
 	ret0, _ := ret[0].(error)

@@ -64,22 +64,22 @@ type VMPort struct {
 
 // StartVirtualMachine powers vm on (resumes a suspended one).
 func (v VMPort) StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.StartVirtualMachine(ctx, vcenter.MORef(vm)))
+	return v.Port.StartVirtualMachine(ctx, vm)
 }
 
 // ShutdownVirtualMachine powers vm off.
 func (v VMPort) ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.ShutdownVirtualMachine(ctx, vcenter.MORef(vm)))
+	return v.Port.ShutdownVirtualMachine(ctx, vm)
 }
 
 // SuspendVirtualMachine suspends a powered-on vm.
 func (v VMPort) SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.SuspendVirtualMachine(ctx, vcenter.MORef(vm)))
+	return v.Port.SuspendVirtualMachine(ctx, vm)
 }
 
 // DestroyVirtualMachine destroys vm, powered off (already gone is success).
 func (v VMPort) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.DestroyVirtualMachine(ctx, vcenter.MORef(vm)))
+	return v.Port.DestroyVirtualMachine(ctx, vm)
 }
 
 // WriteRecord writes annot, vm's ownership record, in its Notes and their
@@ -99,14 +99,13 @@ func (v VMPort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
 // WaitForGuestOperationsReady blocks until the guest of vm runs programs
 // or ctx ends.
 func (v VMPort) WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.WaitForGuestOperationsReady(ctx, vcenter.MORef(vm)))
+	return v.Port.WaitForGuestOperationsReady(ctx, vm)
 }
 
 // WaitForVirtualMachineIP blocks until the guest of vm reports an IPv4
 // address (expectedIP when not empty) or ctx ends.
 func (v VMPort) WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error) {
-	ip, err := v.Port.WaitForVirtualMachineIP(ctx, vcenter.MORef(vm), expectedIP)
-	return ip, vcenter.Classify(err)
+	return v.Port.WaitForVirtualMachineIP(ctx, vm, expectedIP)
 }
 
 // ReconfigureVirtualMachine applies c to vm in one reconfigure task. A

@@ -85,7 +85,8 @@ func (e *StepError) Unwrap() error { return e.Err }
 func StepErr(step string, err error) error { return &StepError{Step: step, Err: err} }
 
 // Port is what a Starter needs of vCenter: the guest's readiness and
-// program starts, in the project's vocabulary. vcenter.Ports implements it.
+// program starts, in the project's vocabulary. vcenter.Port (the adapter,
+// *vcenter.Client, and the mock) implements it.
 type Port interface {
 	IPWaiter
 	// WaitForGuestOperationsReady blocks until the guest runs programs.
@@ -149,7 +150,7 @@ func (s Starter) probe() vctypes.GuestProgram {
 }
 
 // isGuestLoginFault tells whether err is vSphere's InvalidGuestLogin (its
-// kind, attached where the error left the port: vcenter.Ports).
+// kind, attached where the error left the port: vcenter.Classify).
 func isGuestLoginFault(err error) bool { return errors.Is(err, vctypes.FaultInvalidGuestLogin) }
 
 // WaitReady waits for the three readiness stages (docs/design.md#timeouts: guest

@@ -42,7 +42,7 @@ func scopeClone(t *testing.T, ctx context.Context, env *vcsimtest.Env, ops *vcen
 	pool := vcenter.MORef(poolRef)
 	cfg := &types.VirtualMachineConfigSpec{}
 	inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.ApplyTo(cfg)
-	ref, err := ops.CloneVirtualMachine(ctx, tpl, folder.Reference(), name, &types.VirtualMachineCloneSpec{
+	ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder.Reference(), name, &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &pool},
 		Config:   cfg,
 	})

@@ -113,3 +113,81 @@ func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]vctyp
 func (c *Client) DeleteLock(ctx context.Context, lock vctypes.Ref) error {
 	return Classify(c.deleteLock(ctx, MORef(lock)))
 }
+
+// LoadVirtualMachine finds a VM or template by name (or inventory path)
+// and returns its reference.
+func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error) {
+	ref, err := c.loadVirtualMachine(ctx, name)
+	return RefOf(ref), Classify(err)
+}
+
+// StartVirtualMachine powers the VM on; already on is success.
+func (c *Client) StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.startVirtualMachine(ctx, MORef(vm)))
+}
+
+// ShutdownVirtualMachine powers the VM off; already off is success.
+func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.shutdownVirtualMachine(ctx, MORef(vm)))
+}
+
+// SuspendVirtualMachine suspends a powered-on VM; already suspended is
+// success, a powered-off VM is ErrPoweredOff.
+func (c *Client) SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.suspendVirtualMachine(ctx, MORef(vm)))
+}
+
+// DestroyVirtualMachine destroys a powered-off VM; already gone is success.
+func (c *Client) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.destroyVirtualMachine(ctx, MORef(vm)))
+}
+
+// RenameVirtualMachine renames the VM and waits for the task.
+func (c *Client) RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error {
+	return Classify(c.renameVirtualMachine(ctx, MORef(vm), newName))
+}
+
+// MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
+func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.markVirtualMachineAsTemplate(ctx, MORef(vm)))
+}
+
+// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx
+// ends.
+func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.waitForVirtualMachineShutdown(ctx, MORef(vm)))
+}
+
+// WaitForGuestOperationsReady blocks until the guest of vm runs programs
+// or ctx ends.
+func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error {
+	return Classify(c.waitForGuestOperationsReady(ctx, MORef(vm)))
+}
+
+// WaitForVirtualMachineIP blocks until the guest of vm reports an IPv4
+// address (expectedIP when not empty) or ctx ends, and returns it.
+func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error) {
+	ip, err := c.waitForVirtualMachineIP(ctx, MORef(vm), expectedIP)
+	return ip, Classify(err)
+}
+
+// StartProgramInGuest starts prog in the guest of vm with auth and
+// returns its pid; a refused account is a vctypes.FaultInvalidGuestLogin.
+func (c *Client) StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error) {
+	pid, err := c.startProgramInGuest(ctx, MORef(vm), GuestAuthOf(auth), GuestProgramSpec(prog))
+	return pid, Classify(err)
+}
+
+// LoadVirtualMachineEvents returns the VM's events of the given types (all
+// types when none), oldest first, at most the last maxEvents.
+func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error) {
+	events, err := c.loadVirtualMachineEvents(ctx, MORef(vm), eventTypes...)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	out := make([]vctypes.Event, 0, len(events))
+	for _, e := range events {
+		out = append(out, EventOf(e))
+	}
+	return out, nil
+}

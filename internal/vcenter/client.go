@@ -11,10 +11,13 @@ import (
 )
 
 // Port is the hatchery's port to vCenter: the five interfaces below, by
-// use. Locks, Placement and Attributes speak the project's vocabulary
-// (internal/vctypes; their errors classified); VMs and InventorySource
-// still take and return references (types.ManagedObjectReference) and
-// plain data (vim25/types, vim25/mo, object.VirtualDeviceList). No method
+// use. Locks, Placement, Attributes and VMs' power, destroy, rename,
+// guest, wait and event methods speak the project's vocabulary
+// (internal/vctypes; their errors classified, Classify), so that the Port
+// itself is guest.Port. VMs' device, template, clone, reconfigure and
+// instant clone methods and InventorySource still take and return
+// references (types.ManagedObjectReference) and plain data (vim25/types,
+// vim25/mo, object.VirtualDeviceList). No method
 // takes or returns a govmomi object handle: a handle
 // carries the connection it was made with, a reference does not, so a VM
 // read before a re-login is still valid after it (docs/architecture.md,
@@ -38,7 +41,7 @@ type VMs interface {
 	// LoadVirtualMachine finds a VM or template by name (or inventory
 	// path) in the datacenter, or only in the scope when templateFolders
 	// is set, and returns its reference.
-	LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error)
+	LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error)
 	// LoadVirtualMachineDevices returns the VM's device list.
 	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// LoadTemplate reads, in one request, what a clone needs of a
@@ -46,36 +49,37 @@ type VMs interface {
 	// are left unset).
 	LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error)
 	// StartVirtualMachine powers the VM on; already on is success.
-	StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// ShutdownVirtualMachine powers the VM off; already off is success.
-	ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// SuspendVirtualMachine suspends a powered-on VM (its memory is kept
 	// on the datastore; a power on resumes it); already suspended is
 	// success, a powered-off VM is an error.
-	SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// DestroyVirtualMachine destroys a powered-off VM; already gone is success.
-	DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error
+	DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// CloneVirtualMachine clones template into folder under name and
 	// waits for the task; it returns the new VM's reference.
 	CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error)
 	// RenameVirtualMachine renames the VM and waits for the task.
-	RenameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error
+	RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error
 	// ReconfigureVirtualMachine applies spec (annotation, CPU/RAM, devices)
 	// and waits for the task.
 	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
 	// MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
-	MarkVirtualMachineAsTemplate(ctx context.Context, vm types.ManagedObjectReference) error
+	MarkVirtualMachineAsTemplate(ctx context.Context, vm vctypes.Ref) error
 	// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-	WaitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error
+	WaitForVirtualMachineShutdown(ctx context.Context, vm vctypes.Ref) error
 	// WaitForGuestOperationsReady blocks until guest.guestOperationsReady
 	// is true or ctx ends.
-	WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error
+	WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error
 	// WaitForVirtualMachineIP blocks until the guest reports an IPv4
 	// address (expectedIP when not empty, read from guest.net) or ctx ends,
 	// and returns it.
-	WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error)
-	// StartProgramInGuest runs a program in the guest with auth and returns its pid.
-	StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error)
+	WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error)
+	// StartProgramInGuest runs prog in the guest with auth and returns its
+	// pid; a refused account is a vctypes.FaultInvalidGuestLogin.
+	StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error)
 	// InstantCloneVirtualMachine forks a new VM from the running parent
 	// (InstantClone_Task, vSphere 6.7 and later): the child is created
 	// powered on in spec's location with spec's ExtraConfig, named
@@ -83,7 +87,7 @@ type VMs interface {
 	InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error)
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
-	LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error)
+	LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error)
 }
 
 // Placement resolves where new VMs go (the folder, pool, datastore and

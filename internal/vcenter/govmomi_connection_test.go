@@ -37,7 +37,7 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	_, err := c.ListVirtualMachines(ctx)
 	require.ErrorIs(t, err, vcenter.ErrNotConnected)
 	assert.Contains(t, err.Error(), addr+"): still connecting")
-	err = c.StartVirtualMachine(ctx, vmRef("vm-1"))
+	err = c.StartVirtualMachine(ctx, vcenter.RefOf(vmRef("vm-1")))
 	require.ErrorIs(t, err, vcenter.ErrNotConnected)
 	st := c.Status()
 	assert.False(t, st.Connected)

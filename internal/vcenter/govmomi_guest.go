@@ -54,8 +54,8 @@ func notifiedAs(prop, want string) func(map[string]any) bool {
 	}
 }
 
-// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
-func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error {
+// waitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
+func (c *Client) waitForVirtualMachineShutdown(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -64,9 +64,9 @@ func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm types.Man
 	})
 }
 
-// WaitForGuestOperationsReady blocks until guest.guestOperationsReady is
+// waitForGuestOperationsReady blocks until guest.guestOperationsReady is
 // true or ctx ends.
-func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) waitForGuestOperationsReady(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -75,11 +75,11 @@ func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm types.Manag
 	})
 }
 
-// WaitForVirtualMachineIP blocks until the guest reports an IPv4 address
+// waitForVirtualMachineIP blocks until the guest reports an IPv4 address
 // in guest.net or guest.ipAddress — expectedIP when not empty — or ctx
 // ends, and returns it. Link-local and loopback addresses are skipped, so
 // a container bridge or APIPA address is never taken for the VM's address.
-func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error) {
+func (c *Client) waitForVirtualMachineIP(ctx context.Context, vm types.ManagedObjectReference, expectedIP string) (string, error) {
 	if err := c.notConnected(); err != nil {
 		return "", err
 	}
@@ -126,9 +126,9 @@ func pickIP(g *types.GuestInfo, expected string) string {
 	return ""
 }
 
-// StartProgramInGuest runs a program in the guest through the guest
+// startProgramInGuest runs a program in the guest through the guest
 // operations process manager and returns its pid.
-func (c *Client) StartProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
+func (c *Client) startProgramInGuest(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, spec *types.GuestProgramSpec) (int64, error) {
 	if err := c.notConnected(); err != nil {
 		return 0, err
 	}
@@ -147,9 +147,9 @@ func (c *Client) StartProgramInGuest(ctx context.Context, vm types.ManagedObject
 	return pid, nil
 }
 
-// LoadVirtualMachineEvents returns the VM's events of the given types (all
+// loadVirtualMachineEvents returns the VM's events of the given types (all
 // types when none), oldest first, at most the last maxEvents.
-func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error) {
+func (c *Client) loadVirtualMachineEvents(ctx context.Context, vm types.ManagedObjectReference, eventTypes ...string) ([]types.BaseEvent, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

@@ -12,9 +12,10 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
-var guestAuth = &types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}
+var guestAuth = &vctypes.GuestAuth{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}
 
 func TestGuestReadinessAfterDelay(t *testing.T) {
 	t.Parallel()
@@ -27,29 +28,29 @@ func TestGuestReadinessAfterDelay(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.21")
 
 	start := time.Now()
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	readyEarly := env.MustInspect("worker-1").GuestOperationsReady
-	_, err := c.StartProgramInGuest(ctx, vm, guestAuth, &types.GuestProgramSpec{ProgramPath: "/usr/bin/env"})
+	_, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, vctypes.GuestProgram{Path: "/usr/bin/env"})
 	if time.Since(start) < delay {
 		assert.False(t, readyEarly, "not ready before the delay")
 		require.Error(t, err)
 		assert.True(t, fault.Is(err, &types.GuestOperationsUnavailable{}), "%v", err)
 	}
 
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
 	assert.GreaterOrEqual(t, time.Since(start), delay)
 	st := env.MustInspect("worker-1")
 	assert.True(t, st.GuestOperationsReady)
 	assert.Equal(t, string(types.VirtualMachineToolsRunningStatusGuestToolsRunning), st.ToolsRunningStatus)
 
-	ip, err := c.WaitForVirtualMachineIP(ctx, vm, "")
+	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.21", ip)
 
 	// Another expected IP never shows up: the wait ends with ctx.
 	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	defer cancel()
-	_, err = c.WaitForVirtualMachineIP(short, vm, "10.0.0.99")
+	_, err = c.WaitForVirtualMachineIP(short, vcenter.RefOf(vm), "10.0.0.99")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "wait for ip address of")
 }
@@ -62,7 +63,7 @@ func TestGuestReadinessWaitEndsWithContext(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	before := env.Client.Stats().Total().Requests
-	err := env.Client.WaitForGuestOperationsReady(short, vm) // powered off: never ready
+	err := env.Client.WaitForGuestOperationsReady(short, vcenter.RefOf(vm)) // powered off: never ready
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// Polled on a ticker, not in a busy loop.
 	assert.LessOrEqual(t, env.Client.Stats().Total().Requests-before, int64(100*time.Millisecond/vcsimtest.TestPollInterval)+2)
@@ -74,26 +75,26 @@ func TestStartProgramInGuest(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	spec := &types.GuestProgramSpec{ProgramPath: "/bin/echo", Arguments: "-n ;./worker", EnvVariables: []string{"CDS_CONFIG=e30="}}
+	spec := vctypes.GuestProgram{Path: "/bin/echo", Args: "-n ;./worker", Env: []string{"CDS_CONFIG=e30="}}
 
-	_, err := c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	_, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
 	require.Error(t, err, "powered off")
 	assert.True(t, fault.Is(err, &types.InvalidPowerState{}), "%v", err)
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
 
-	_, err = c.StartProgramInGuest(ctx, vm, &types.NamePasswordAuthentication{Username: "root", Password: "wrong"}, spec)
+	_, err = c.StartProgramInGuest(ctx, vcenter.RefOf(vm), &vctypes.GuestAuth{Username: "root", Password: "wrong"}, spec)
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.InvalidGuestLogin{}), "%v", err)
 	assert.NotContains(t, err.Error(), "wrong")
 
 	env.Guest.FailNext(new(types.GuestProcessNotFound))
-	_, err = c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	_, err = c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.GuestProcessNotFound{}), "%v", err)
 
-	pid, err := c.StartProgramInGuest(ctx, vm, guestAuth, spec)
+	pid, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
 	require.NoError(t, err)
 	assert.Positive(t, pid)
 
@@ -138,24 +139,22 @@ func TestLoadVirtualMachineEvents(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	// More than the 10 events vcsim returns without MaxCount.
 	for range 6 {
-		require.NoError(t, c.StartVirtualMachine(ctx, vm))
-		require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
+		require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
 	}
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 
-	on, err := c.LoadVirtualMachineEvents(ctx, vm, "VmPoweredOnEvent")
+	on, err := c.LoadVirtualMachineEvents(ctx, vcenter.RefOf(vm), "VmPoweredOnEvent")
 	require.NoError(t, err)
 	require.Len(t, on, 7)
 	for _, e := range on {
-		_, ok := e.(*types.VmPoweredOnEvent)
-		assert.True(t, ok, "%T", e)
+		assert.Equal(t, "VmPoweredOnEvent", e.Type)
 	}
-	all, err := c.LoadVirtualMachineEvents(ctx, vm)
+	all, err := c.LoadVirtualMachineEvents(ctx, vcenter.RefOf(vm))
 	require.NoError(t, err)
 	assert.Greater(t, len(all), 20)
 	for i := 1; i < len(all); i++ {
-		assert.Less(t, all[i-1].GetEvent().Key, all[i].GetEvent().Key, "oldest first")
+		assert.Less(t, all[i-1].Key, all[i].Key, "oldest first")
 	}
-	_, last := all[len(all)-1].(*types.VmPoweredOnEvent)
-	assert.True(t, last, "newest last: %T", all[len(all)-1])
+	assert.Equal(t, "VmPoweredOnEvent", all[len(all)-1].Type, "newest last")
 }

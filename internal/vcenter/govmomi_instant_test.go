@@ -44,7 +44,7 @@ func TestInstantCloneVirtualMachine(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, parent))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
 
 	child, err := c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
@@ -52,8 +52,8 @@ func TestInstantCloneVirtualMachine(t *testing.T) {
 	st := env.MustInspect("child")
 	assert.Equal(t, st.Ref, *child)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState, "created running: no power-on")
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, *child))
-	ip, err := c.WaitForVirtualMachineIP(ctx, *child, "10.0.0.11")
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(*child)))
+	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(*child), "10.0.0.11")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.11", ip)
 	assert.Equal(t, "10.0.0.10", env.MustInspect("parent").IPAddress, "the parent keeps its address")
@@ -76,7 +76,7 @@ func TestInstantCloneVirtualMachineFaults(t *testing.T) {
 	_, exists := env.Inspect("child")
 	assert.False(t, exists)
 
-	require.NoError(t, c.StartVirtualMachine(ctx, parent))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
 	_, err = c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
 	_, err = c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.12"))
@@ -94,7 +94,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, parent))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
 	spec := instantSpec(t, ctx, c, "child", "10.0.0.11")
 
 	holding, release := make(chan struct{}), make(chan struct{})

@@ -98,7 +98,7 @@ func TestReloginAfterSessionTerminated(t *testing.T) {
 	env.TerminateSession(c)
 	// PowerOn needs an authenticated session (vcsim lets property reads
 	// through without one): the client logs in again and retries.
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	assert.Equal(t, int64(1), c.Relogins())
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, env.MustInspect("worker-1").PowerState)
 

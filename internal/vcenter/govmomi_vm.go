@@ -86,10 +86,10 @@ func (c *Client) dropView(v *vmView) {
 	c.vmsMu.Unlock()
 }
 
-// LoadVirtualMachine finds a VM or template by name (or inventory path) in
+// loadVirtualMachine finds a VM or template by name (or inventory path) in
 // the datacenter; a scoped client (templateFolders) only in its folder and
 // templateFolders (findInScope; ErrOutOfScope when it is not there).
-func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
+func (c *Client) loadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
@@ -148,9 +148,9 @@ func (c *Client) powerState(ctx context.Context, vm types.ManagedObjectReference
 	return o.Runtime.PowerState, nil
 }
 
-// StartVirtualMachine powers the VM on; already on is success (checked
+// startVirtualMachine powers the VM on; already on is success (checked
 // first, and InvalidPowerState with an existing powered-on state too).
-func (c *Client) StartVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) startVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -172,9 +172,9 @@ func (c *Client) StartVirtualMachine(ctx context.Context, vm types.ManagedObject
 	return nil
 }
 
-// ShutdownVirtualMachine powers the VM off (hard power off); already off
+// shutdownVirtualMachine powers the VM off (hard power off); already off
 // is success.
-func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) shutdownVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -196,11 +196,11 @@ func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm types.ManagedObj
 	return nil
 }
 
-// SuspendVirtualMachine suspends a powered-on VM, bounded by
+// suspendVirtualMachine suspends a powered-on VM, bounded by
 // suspendTaskTimeout; already suspended is success (checked first, and
 // InvalidPowerState with an existing suspended state too). A powered-off
 // VM cannot be suspended: that is an error naming the VM.
-func (c *Client) SuspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) suspendVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -225,9 +225,9 @@ func (c *Client) SuspendVirtualMachine(ctx context.Context, vm types.ManagedObje
 	return nil
 }
 
-// DestroyVirtualMachine destroys a powered-off VM; a VM already gone
+// destroyVirtualMachine destroys a powered-off VM; a VM already gone
 // (ManagedObjectNotFound) is success.
-func (c *Client) DestroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) destroyVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -268,8 +268,8 @@ func (c *Client) CloneVirtualMachine(ctx context.Context, vm types.ManagedObject
 	return &ref, nil
 }
 
-// RenameVirtualMachine renames the VM and waits for the task.
-func (c *Client) RenameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error {
+// renameVirtualMachine renames the VM and waits for the task.
+func (c *Client) renameVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, newName string) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -297,9 +297,9 @@ func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm types.Managed
 	return nil
 }
 
-// MarkVirtualMachineAsTemplate turns a powered-off VM into a template (a
+// markVirtualMachineAsTemplate turns a powered-off VM into a template (a
 // single request, not a task).
-func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm types.ManagedObjectReference) error {
+func (c *Client) markVirtualMachineAsTemplate(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}

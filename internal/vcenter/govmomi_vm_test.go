@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // testCtx bounds a test's vCenter calls. It is a liveness bound (a hung
@@ -70,7 +71,7 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
-	ref, err := c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), name, cloneSpec(t, ctx, c, a, 0, 0, ip))
+	ref, err := c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), name, cloneSpec(t, ctx, c, a, 0, 0, ip))
 	require.NoError(t, err)
 	return *ref
 }
@@ -82,15 +83,15 @@ func TestCloneStartGuest(t *testing.T) {
 	c := env.Client
 
 	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
-	ip, err := c.WaitForVirtualMachineIP(ctx, vm, "10.0.0.10")
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "10.0.0.10")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.10", ip)
 
-	pid, err := c.StartProgramInGuest(ctx, vm,
-		&types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword},
-		&types.GuestProgramSpec{ProgramPath: "/bin/echo", Arguments: "-n ;echo hi", EnvVariables: []string{"CDS_CONFIG=abc"}})
+	pid, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm),
+		&vctypes.GuestAuth{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword},
+		vctypes.GuestProgram{Path: "/bin/echo", Args: "-n ;echo hi", Env: []string{"CDS_CONFIG=abc"}})
 	require.NoError(t, err)
 	assert.NotZero(t, pid)
 	calls := env.Guest.CallsFor("worker-1")
@@ -158,7 +159,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
 
-	ref, err := c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
+	ref, err := c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
 	require.NoError(t, err)
 	st := env.MustInspect("big-1")
 	assert.Equal(t, *ref, st.Ref)
@@ -188,7 +189,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	}
 
 	// Cloning to an existing name fails and names both VMs.
-	_, err = c.CloneVirtualMachine(ctx, tpl, vcenter.MORef(folder), "big-1", nil)
+	_, err = c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "big-1", nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `clone "big-1" from template "debian12"`)
 }
@@ -201,7 +202,7 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 
 	for range 2 {
-		require.NoError(t, c.StartVirtualMachine(ctx, vm))
+		require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 		state, err := powerState(ctx, c, vm)
 		require.NoError(t, err)
 		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
@@ -210,13 +211,13 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 
 	// Shutdown wait on a powered-on VM ends with ctx.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	err := c.WaitForVirtualMachineShutdown(short, vm)
+	err := c.WaitForVirtualMachineShutdown(short, vcenter.RefOf(vm))
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	for range 2 {
-		require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
-		require.NoError(t, c.WaitForVirtualMachineShutdown(ctx, vm))
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)))
 	}
 	st := env.MustInspect("worker-1")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, st.PowerState)
@@ -233,21 +234,21 @@ func TestSuspendAndResume(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-s", "")
 
-	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vm), vcenter.ErrPoweredOff)
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)), vcenter.ErrPoweredOff)
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	for range 2 {
-		require.NoError(t, c.SuspendVirtualMachine(ctx, vm))
+		require.NoError(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)))
 		state, err := powerState(ctx, c, vm)
 		require.NoError(t, err)
 		assert.Equal(t, types.VirtualMachinePowerStateSuspended, state)
 	}
 	assert.False(t, env.MustInspect("worker-s").GuestOperationsReady, "a suspended guest runs nothing")
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	state, err := powerState(ctx, c, vm)
 	require.NoError(t, err)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
 }
 
 func TestDestroy(t *testing.T) {
@@ -257,18 +258,18 @@ func TestDestroy(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
-	err := c.DestroyVirtualMachine(ctx, vm)
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	err := c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm))
 	require.Error(t, err, "a powered-on VM is not destroyed")
 	assert.Contains(t, err.Error(), `destroy "`)
 	_, ok := env.Inspect("worker-1")
 	assert.True(t, ok)
 
-	require.NoError(t, c.ShutdownVirtualMachine(ctx, vm))
-	require.NoError(t, c.DestroyVirtualMachine(ctx, vm))
+	require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)))
 	_, ok = env.Inspect("worker-1")
 	assert.False(t, ok)
-	require.NoError(t, c.DestroyVirtualMachine(ctx, vm), "destroying a VM already gone is success")
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)), "destroying a VM already gone is success")
 
 	_, err = c.LoadVirtualMachine(ctx, "worker-1")
 	require.Error(t, err)
@@ -282,14 +283,14 @@ func TestRenameReconfigureAndMarkAsTemplate(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "warmpool-v2-abc", "")
 
-	require.NoError(t, c.RenameVirtualMachine(ctx, vm, "worker-7"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(vm), "worker-7"))
 	_, ok := env.Inspect("warmpool-v2-abc")
 	assert.False(t, ok)
 	loaded, err := c.LoadVirtualMachine(ctx, "worker-7")
 	require.NoError(t, err)
-	assert.Equal(t, vm.Reference(), loaded.Reference())
+	assert.Equal(t, vm.Reference(), vcenter.MORef(loaded))
 
-	require.NoError(t, c.ReconfigureVirtualMachine(ctx, loaded, types.VirtualMachineConfigSpec{NumCPUs: 8, MemoryMB: 16384}))
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vcenter.MORef(loaded), types.VirtualMachineConfigSpec{NumCPUs: 8, MemoryMB: 16384}))
 	st := env.MustInspect("worker-7")
 	assert.Equal(t, int32(8), st.NumCPU)
 	assert.Equal(t, int32(16384), st.MemoryMB)
@@ -308,7 +309,7 @@ func TestLoadVirtualMachineDevicesAndEthernetCard(t *testing.T) {
 	c := env.Client
 	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	devices, err := c.LoadVirtualMachineDevices(ctx, tpl)
+	devices, err := c.LoadVirtualMachineDevices(ctx, vcenter.MORef(tpl))
 	require.NoError(t, err)
 	assert.Len(t, devices.SelectByType((*types.VirtualDisk)(nil)), 1)
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))

@@ -3,6 +3,7 @@ package vcenter
 import (
 	"context"
 	"errors"
+	"reflect"
 
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
@@ -132,4 +133,14 @@ func Classify(err error) error {
 		return err
 	}
 	return &vctypes.Fault{Kind: k, Err: err}
+}
+
+// EventOf is e in the project's terms: its type name (the Go type's, which
+// is vCenter's event type: "VmPoweredOnEvent") and its creation time.
+func EventOf(e types.BaseEvent) vctypes.Event {
+	out := vctypes.Event{Type: reflect.TypeOf(e).Elem().Name()}
+	if ev := e.GetEvent(); ev != nil {
+		out.Key, out.Created = ev.Key, ev.CreatedTime
+	}
+	return out
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -100,4 +101,11 @@ func TestConversions(t *testing.T) {
 	assert.Equal(t, types.NamePasswordAuthentication{Username: "u", Password: "p"}, *auth)
 	assert.Equal(t, types.VirtualMachinePowerStateSuspended, types.VirtualMachinePowerState(PowerStateOf(types.VirtualMachinePowerStateSuspended)))
 	assert.Equal(t, vctypes.Suspended, PowerStateOf(types.VirtualMachinePowerStateSuspended))
+
+	// An event: vCenter's type name, its key and creation time.
+	at := time.Date(2026, 11, 28, 21, 0, 0, 0, time.UTC)
+	on := &types.VmPoweredOnEvent{VmEvent: types.VmEvent{Event: types.Event{Key: 17, CreatedTime: at}}}
+	assert.Equal(t, vctypes.Event{Type: "VmPoweredOnEvent", Key: 17, Created: at}, EventOf(on))
+	cloned := &types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{Key: 3}}}}
+	assert.Equal(t, vctypes.Event{Type: "VmClonedEvent", Key: 3}, EventOf(cloned))
 }

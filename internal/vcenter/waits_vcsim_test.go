@@ -48,15 +48,15 @@ func TestWaitsShareOneCollector(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.StartVirtualMachine(ctx, vm); err != nil {
+			if err := c.StartVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 				errs[i] = err
 				return
 			}
-			if err := c.WaitForGuestOperationsReady(ctx, vm); err != nil {
+			if err := c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)); err != nil {
 				errs[i] = err
 				return
 			}
-			_, errs[i] = c.WaitForVirtualMachineIP(ctx, vm, "")
+			_, errs[i] = c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
 		}()
 	}
 	wg.Wait()
@@ -94,12 +94,12 @@ func TestWaitEndsWithContextAndDropsItsFilter(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 
 	before := c.WaitCollector()
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vm) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vcenter.RefOf(vm)) }()
 	require.Eventually(t, func() bool { return c.WaitCollector().Filters == 1 }, 10*time.Second, 5*time.Millisecond, "the wait's filter is made")
 	cancel()
 	select {
@@ -126,10 +126,10 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vm) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
 	require.Eventually(t, func() bool { return c.WaitCollector().Filters == 1 }, 10*time.Second, 5*time.Millisecond)
 	env.TerminateSession(c)
 	// A call of the client logs in again; the collector's next poll finds
@@ -172,7 +172,7 @@ func TestTaskWaitFailsWithItsFault(t *testing.T) {
 	folder := vcenter.MORef(folderRef)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "worker-1", VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	start := time.Now()
-	_, err = c.CloneVirtualMachine(ctx, tpl, folder, "worker-1", cloneSpec(t, ctx, c, a, 0, 0, ""))
+	_, err = c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, "worker-1", cloneSpec(t, ctx, c, a, 0, 0, ""))
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
 	var terr task.Error
@@ -209,7 +209,7 @@ func TestCutTaskOutcomeIsLearnt(t *testing.T) {
 	require.True(t, ok, "a clone's result is the new VM: %#v", res)
 	got, err := c.LoadVirtualMachine(ctx, "cut-clone")
 	require.NoError(t, err)
-	assert.Equal(t, ref, got)
+	assert.Equal(t, vcenter.RefOf(ref), got)
 
 	// A task that fails after the cut returns its own fault.
 	cut, cancel = context.WithCancel(ctx)
@@ -227,5 +227,5 @@ func mustTemplate(t *testing.T, ctx context.Context, c *vcenter.Client) types.Ma
 	t.Helper()
 	ref, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	return ref
+	return vcenter.MORef(ref)
 }

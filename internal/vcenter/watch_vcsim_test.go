@@ -171,7 +171,7 @@ func TestRetrieveVirtualMachinesByReference(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, listed, got, "the same properties as the listing")
 
-	require.NoError(t, c.DestroyVirtualMachine(ctx, doomed))
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(doomed)))
 	got, err = c.RetrieveVirtualMachines(ctx, refsOf(listed))
 	require.NoError(t, err, "a destroyed vm is left out, not an error")
 	assert.Len(t, got, 5)
@@ -293,7 +293,7 @@ func TestWatchLostWithSession(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
-	require.NoError(t, c.RenameVirtualMachine(ctx, vm, "worker-1b"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(vm), "worker-1b"))
 	var renamed bool
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineChanges(ctx)
@@ -333,9 +333,9 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	assert.Empty(t, c.Stats().Sub(before), "unknown vms cost nothing")
 
 	// Changes of the unwatched vms are not reported; the other filter's are.
-	require.NoError(t, c.RenameVirtualMachine(ctx, a, "worker-a2"))
-	require.NoError(t, c.StartVirtualMachine(ctx, b))
-	require.NoError(t, c.RenameVirtualMachine(ctx, k, "worker-c2"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(a), "worker-a2"))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(b)))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(k), "worker-c2"))
 	var all []types.ObjectUpdate
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineChanges(ctx)
@@ -730,7 +730,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		// Stepped: every operation's change must show up before the next.
 		for i := range stepped {
 			name := fmt.Sprintf("w-%d", i)
-			ref, err := ops.CloneVirtualMachine(ctx, tpl, folder, name, specs[i])
+			ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, name, specs[i])
 			if err != nil {
 				return err
 			}
@@ -753,7 +753,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			}
 
 			m = obs.mark()
-			if err := ops.RenameVirtualMachine(ctx, vm, name+"-renamed"); err != nil {
+			if err := ops.RenameVirtualMachine(ctx, vcenter.RefOf(vm), name+"-renamed"); err != nil {
 				return err
 			}
 			if err := wait(name+" rename", func() bool {
@@ -765,9 +765,9 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			for _, st := range []types.VirtualMachinePowerState{types.VirtualMachinePowerStatePoweredOn, types.VirtualMachinePowerStatePoweredOff} {
 				m = obs.mark()
 				if st == types.VirtualMachinePowerStatePoweredOn {
-					err = ops.StartVirtualMachine(ctx, vm)
+					err = ops.StartVirtualMachine(ctx, vcenter.RefOf(vm))
 				} else {
-					err = ops.ShutdownVirtualMachine(ctx, vm)
+					err = ops.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm))
 				}
 				if err != nil {
 					return err
@@ -781,7 +781,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 			if i%2 == 1 {
 				m = obs.mark()
-				if err := ops.DestroyVirtualMachine(ctx, vm); err != nil {
+				if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 					return err
 				}
 				destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
@@ -793,11 +793,11 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 		// A clone destroyed at once: it may never enter the watch.
 		m := obs.mark()
-		ref, err := ops.CloneVirtualMachine(ctx, tpl, folder, "ephemeral", specs[stepped+burst])
+		ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, "ephemeral", specs[stepped+burst])
 		if err != nil {
 			return err
 		}
-		if err := ops.DestroyVirtualMachine(ctx, *ref); err != nil {
+		if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(*ref)); err != nil {
 			return err
 		}
 		destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
@@ -805,7 +805,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		// Burst: operations back to back, only convergence is checked.
 		var vms []types.ManagedObjectReference
 		for i := stepped; i < stepped+burst; i++ {
-			ref, err := ops.CloneVirtualMachine(ctx, tpl, folder, fmt.Sprintf("b-%d", i), specs[i])
+			ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, fmt.Sprintf("b-%d", i), specs[i])
 			if err != nil {
 				return err
 			}
@@ -813,10 +813,10 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		}
 		for i, ref := range vms {
 			vm := ref
-			if err := ops.RenameVirtualMachine(ctx, vm, fmt.Sprintf("b-%d-renamed", i)); err != nil {
+			if err := ops.RenameVirtualMachine(ctx, vcenter.RefOf(vm), fmt.Sprintf("b-%d-renamed", i)); err != nil {
 				return err
 			}
-			if err := ops.StartVirtualMachine(ctx, vm); err != nil {
+			if err := ops.StartVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 				return err
 			}
 		}
@@ -825,12 +825,12 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			if i == 0 {
 				continue // stays on
 			}
-			if err := ops.ShutdownVirtualMachine(ctx, vm); err != nil {
+			if err := ops.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 				return err
 			}
 			if i == 2 {
 				destroyed, destroyAt = append(destroyed, ref), append(destroyAt, obs.mark())
-				if err := ops.DestroyVirtualMachine(ctx, vm); err != nil {
+				if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 					return err
 				}
 			}
@@ -901,7 +901,7 @@ func TestWatchReportsGuestOperationsReady(t *testing.T) {
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
 
 	// The tools come up after the power-on: only the readiness moves.
-	require.NoError(t, c.StartVirtualMachine(ctx, vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	var on, ready bool
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineChanges(ctx)

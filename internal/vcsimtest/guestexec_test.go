@@ -12,7 +12,9 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // runnerVM starts an Env with a GuestRunner and clones one powered-on VM
@@ -29,8 +31,8 @@ func runnerVM(ctx context.Context, t *testing.T) (*vcsimtest.Env, types.ManagedO
 	return env, info.Result.(types.ManagedObjectReference)
 }
 
-func guestAuth() types.BaseGuestAuthentication {
-	return &types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}
+func guestAuth() *vctypes.GuestAuth {
+	return &vctypes.GuestAuth{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}
 }
 
 // TestGuestRunnerRunsTheLaunchAndPowersOff: the program of a
@@ -44,12 +46,12 @@ func TestGuestRunnerRunsTheLaunchAndPowersOff(t *testing.T) {
 	defer cancel()
 	env, vm := runnerVM(ctx, t)
 
-	_, err := env.Client.StartProgramInGuest(ctx, vm, guestAuth(), &types.GuestProgramSpec{ProgramPath: "/usr/bin/env"})
+	_, err := env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{Path: "/usr/bin/env"})
 	require.NoError(t, err)
-	_, err = env.Client.StartProgramInGuest(ctx, vm, guestAuth(), &types.GuestProgramSpec{
-		ProgramPath:  "/bin/echo",
-		Arguments:    `-n ;echo "cfg=$CDS_CONFIG" > out.txt && pwd >> out.txt && sudo echo as-root >> out.txt && sudo shutdown -h now`,
-		EnvVariables: []string{"CDS_CONFIG=c2VjcmV0"},
+	_, err = env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+		Path: "/bin/echo",
+		Args: `-n ;echo "cfg=$CDS_CONFIG" > out.txt && pwd >> out.txt && sudo echo as-root >> out.txt && sudo shutdown -h now`,
+		Env:  []string{"CDS_CONFIG=c2VjcmV0"},
 	})
 	require.NoError(t, err)
 
@@ -78,8 +80,8 @@ func TestGuestRunnerPowerOffKillsTheGuest(t *testing.T) {
 	defer cancel()
 	env, vm := runnerVM(ctx, t)
 
-	_, err := env.Client.StartProgramInGuest(ctx, vm, guestAuth(), &types.GuestProgramSpec{
-		ProgramPath: "/bin/echo", Arguments: "-n ;nohup sleep 300 >/dev/null 2>&1 &"})
+	_, err := env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+		Path: "/bin/echo", Args: "-n ;nohup sleep 300 >/dev/null 2>&1 &"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"runner-vm"}, env.Runner.Running(), "the detached sleep keeps the guest running")
 

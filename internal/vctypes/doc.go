@@ -4,7 +4,7 @@
 // types rather than govmomi's: a reference to an object (Ref), a VM's
 // power state (PowerState), the figures of a resource pool's runtime
 // (PoolRuntime), a guest account and a program to start in a guest
-// (GuestAuth, GuestProgram), the kinds of faults vCenter answers
+// (GuestAuth, GuestProgram), a VM's event (Event), the kinds of faults vCenter answers
 // (FaultKind, carried by a Fault), the sentinel errors of the port
 // (ErrNotConnected, ErrLockTaken…), and the one port subset two consumers
 // share (PoolReader).
@@ -12,7 +12,7 @@
 // It imports only the standard library. Conversions to and from govmomi,
 // and the classification of govmomi's faults into a FaultKind, live in
 // internal/vcenter (vocabulary.go), whose Port speaks these terms for
-// locks and placement (adapter_port.go) and is adapted to guest.Port
-// (ports.go); see
+// locks, placement and a VM's power, guest, wait and event methods
+// (adapter_port.go), so that it is guest.Port itself; see
 // docs/architecture.md, "The vCenter port".
 package vctypes

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/url"
+	"time"
 )
 
 // Ref names one vCenter object: its managed object type
@@ -232,4 +233,13 @@ func Unanswered(err error) bool {
 	var ue *url.Error
 	var ne net.Error
 	return errors.As(err, &ue) || errors.As(err, &ne)
+}
+
+// Event is one event vCenter kept about a VM: its type ("VmPoweredOnEvent"),
+// its key (vCenter numbers events in the order it logs them) and when
+// vCenter created it.
+type Event struct {
+	Type    string
+	Key     int32
+	Created time.Time
 }

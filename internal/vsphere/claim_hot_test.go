@@ -10,6 +10,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
@@ -79,8 +81,8 @@ func TestProvisionHotSuspended(t *testing.T) {
 	cfg := warmConfig()
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 1, Flavor: "large", IdleState: config.IdleStateSuspended}}
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12")}, nil)
-	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-new"}
-	e.h.pool.Clone = poolClone(func(_ context.Context, _ modelref.Template, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	ref := vctypes.Ref{Type: "VirtualMachine", Value: "vm-new"}
+	e.h.pool.Clone = poolClone(func(_ context.Context, _ modelref.Template, _ string, _ *inventory.Annotation, _ *config.Flavor) (vctypes.Ref, error) {
 		return ref, nil
 	})
 	var written *inventory.Annotation
@@ -88,7 +90,7 @@ func TestProvisionHotSuspended(t *testing.T) {
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), ref).Return(nil),
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), ref, gomock.Any()).
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(ref), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
 				a, err := inventory.ParseAnnotation(spec.Annotation)
 				require.NoError(t, err)

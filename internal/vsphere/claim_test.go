@@ -9,10 +9,10 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 func v2Model(image string) sdk.WorkerStarterWorkerModel {
@@ -67,7 +67,7 @@ func TestClaimsRaceSurplusRemoval(t *testing.T) {
 		destroyed []string
 		wg        sync.WaitGroup
 	)
-	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ref types.ManagedObjectReference) error {
+	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, ref vctypes.Ref) error {
 		mu.Lock()
 		defer mu.Unlock()
 		destroyed = append(destroyed, strings.TrimPrefix(ref.Value, "vm-"))

@@ -14,7 +14,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // apiWorkers is what the CDS API knows of the workers, by name.
@@ -258,7 +257,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 		started = &created
 	}
 	if started == nil {
-		if vm.PowerState == types.VirtualMachinePowerStatePoweredOff && !a.RegisterOnly && !a.Provisioning && created.Before(h.started) {
+		if vm.Power() == vctypes.PoweredOff && !a.RegisterOnly && !a.Provisioning && created.Before(h.started) {
 			// An earlier run's spawn that failed or was cut short by the
 			// shutdown: it powered the VM off and marked it for deletion
 			// in memory only. No spawn of this run owns it (nothing in
@@ -284,7 +283,7 @@ func (h *HatcheryVSphere) awolVerdict(ctx context.Context, vm inventory.VM, work
 	}
 
 	age := now.Sub(*started)
-	poweredOff := vm.PowerState == types.VirtualMachinePowerStatePoweredOff
+	poweredOff := vm.Power() == vctypes.PoweredOff
 	switch {
 	case known && poweredOff && !a.RegisterOnly:
 		// A worker VM is powered off only by its script's end (the
@@ -367,7 +366,7 @@ func (h *HatcheryVSphere) reclaimUnlessJobRan(ctx context.Context, vm inventory.
 	case j.waiting():
 		return awolReclaim(reason)
 	case j.worker == vm.Name || (j.worker == "" && j.status == sdk.StatusBuilding):
-		if j.status == sdk.StatusBuilding && vm.PowerState != types.VirtualMachinePowerStatePoweredOff && age <= ttl {
+		if j.status == sdk.StatusBuilding && vm.Power() != vctypes.PoweredOff && age <= ttl {
 			return awolKeep("its worker runs its job (" + j.describe() + "), the api's worker list lags")
 		}
 		return awolRemove("worker finished: " + j.describe())
@@ -378,13 +377,13 @@ func (h *HatcheryVSphere) reclaimUnlessJobRan(ctx context.Context, vm inventory.
 // firstEventTime is the events fallback for a VM whose annotation carries
 // no timestamp: the time of its oldest retained event.
 func (h *HatcheryVSphere) firstEventTime(ctx context.Context, vm inventory.VM) (time.Time, bool, error) {
-	events, err := h.vs.LoadVirtualMachineEvents(ctx, vm.Ref)
+	events, err := h.vs.LoadVirtualMachineEvents(ctx, vm.ObjectRef())
 	if err != nil {
 		return time.Time{}, false, fmt.Errorf("load events of %q: %w", vm.Name, err)
 	}
 	for _, e := range events {
-		if ev := e.GetEvent(); ev != nil && !ev.CreatedTime.IsZero() {
-			return ev.CreatedTime, true, nil
+		if !e.Created.IsZero() {
+			return e.Created, true, nil
 		}
 	}
 	return time.Time{}, false, nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/vmware/govmomi/task"
 	"log/slog"
 	"strings"
 	"testing"
@@ -14,12 +13,16 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/vmware/govmomi/task"
 )
 
 // TestKillAwolServers covers every branch of the awol cleanup: each case
@@ -47,7 +50,7 @@ func TestKillAwolServers(t *testing.T) {
 		using     []string
 		preparing []string
 		launched  []string // launched by this run, start not recorded (a minute ago)
-		events    []types.BaseEvent
+		events    []vctypes.Event
 		eventsErr error
 		destroyed []string
 	}{
@@ -267,17 +270,17 @@ func TestKillAwolServers(t *testing.T) {
 		{
 			name: "no timestamp in the annotation: oldest event decides (old)",
 			vms:  []inventory.VM{warmVM("w-notime", wAnnot(func(a *inventory.Annotation) { a.Created = time.Time{} }))},
-			events: []types.BaseEvent{
-				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Hour)}}}},
-				&types.VmStartingEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-59 * time.Minute)}}},
+			events: []vctypes.Event{
+				{Type: "VmClonedEvent", Created: warmNow.Add(-time.Hour)},
+				{Type: "VmStartingEvent", Created: warmNow.Add(-59 * time.Minute)},
 			},
 			destroyed: []string{"w-notime"},
 		},
 		{
 			name: "no timestamp in the annotation: oldest event decides (young)",
 			vms:  []inventory.VM{warmVM("w-notime", wAnnot(func(a *inventory.Annotation) { a.Created = time.Time{} }))},
-			events: []types.BaseEvent{
-				&types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{CreatedTime: warmNow.Add(-time.Minute)}}}},
+			events: []vctypes.Event{
+				{Type: "VmClonedEvent", Created: warmNow.Add(-time.Minute)},
 			},
 		},
 		{
@@ -421,7 +424,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 		warmVM("w-ok"),
 		foreign,
 		warmVM("w-tpl", wTemplate),
-		{Ref: warmRef("w-bare"), Name: "w-bare"},
+		{Ref: vcenter.MORef(warmRef("w-bare")), Name: "w-bare"},
 	}
 	cds := &cdsclienttest.Fake{
 		V1Workers: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
@@ -574,7 +577,7 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs("w-1")).DoAndReturn(
-				func(context.Context, types.ManagedObjectReference) error {
+				func(context.Context, vctypes.Ref) error {
 					if tc.stopping {
 						cancel() // shutdown while the destroy task runs
 						return fmt.Errorf("wait for task: %w", context.Canceled)
@@ -612,9 +615,11 @@ func TestKillAwolServersShutdownDuringDeletionIsNoWarning(t *testing.T) {
 // Building while the VM is listed off).
 func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
 	t.Parallel()
-	invalidPower := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+	// The port's errors come classified (vcenter.Classify), as the
+	// adapter's do.
+	invalidPower := vcenter.Classify(task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
 		Fault: &types.InvalidPowerState{ExistingState: types.VirtualMachinePowerStatePoweredOn},
-	}}
+	}})
 	cases := []struct {
 		name string
 		vm   inventory.VM

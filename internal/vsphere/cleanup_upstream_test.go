@@ -16,7 +16,6 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
@@ -262,8 +261,8 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	vms := []inventory.VM{warmVM("w-reg", wStarted(time.Minute)), warmVM("w-boot", wStarted(time.Minute))}
 	cds := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-reg"}}}
 	e := newWarmEnv(t, warmConfig(), vms, cds)
-	e.h.custody.TrackUserdata("w-reg", vcenter.RefOf(warmRef("w-reg")))
-	e.h.custody.TrackUserdata("w-boot", vcenter.RefOf(warmRef("w-boot")))
+	e.h.custody.TrackUserdata("w-reg", warmRef("w-reg"))
+	e.h.custody.TrackUserdata("w-boot", warmRef("w-boot"))
 	var got types.VirtualMachineConfigSpec
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("w-reg"), gomock.Any()).DoAndReturn(
 		func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {

@@ -16,7 +16,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // cloneVM clones template (modelref's rule, docs/design.md#which-template)
@@ -26,15 +25,15 @@ import (
 // started or vCenter answered a fault, and kept until it expires (or the
 // inventory shows the IP) when the clone's outcome is unknown: vCenter may
 // still create the VM holding that IP.
-func (h *HatcheryVSphere) cloneVM(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVM(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error) {
 	return h.cloneVMBoot(ctx, template, vmName, annot, flavor, nil)
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
 // (clonespec.Builder.Spec).
-func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (vctypes.Ref, error) {
 	if annot == nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, tpl.Name)
+		return vctypes.Ref{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, tpl.Name)
 	}
 	cfg := h.conf() // one snapshot: where it goes, its guest OS
 	to := cloneTo{w: h.whereIn(cfg, annot), windows: cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows}
@@ -50,10 +49,10 @@ type cloneTo struct {
 }
 
 // cloneVMTo is cloneVMBoot sent where to says.
-func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (vctypes.Ref, error) {
 	templateName := tpl.Name
 	if annot == nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
+		return vctypes.Ref{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, templateName)
 	}
 	// With [[placements]], where its admission sent it (placements.go):
 	// the record names the placement, and a copy of the template the
@@ -89,12 +88,12 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	}
 	vms, leased, err := h.cloneReads(ctx, tpl, vmName, annot)
 	if err != nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %w", vmName, templateName, err)
+		return vctypes.Ref{}, fmt.Errorf("clone %q from template %q: %w", vmName, templateName, err)
 	}
 	// fail cleans up after a failed step. created: a VM of that name may
 	// exist (marked for deletion when the entry is the clone's own);
 	// unknown: vCenter may still create it, so its IP stays reserved.
-	fail := func(step string, err error, created, unknown bool) (types.ManagedObjectReference, error) {
+	fail := func(step string, err error, created, unknown bool) (vctypes.Ref, error) {
 		switch {
 		case leased != "" && unknown:
 			h.log.Info("ip kept reserved", logkey.VM, vmName, logkey.IP, leased, logkey.Detail, "clone outcome unknown: "+step)
@@ -115,7 +114,7 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 			marked = h.markToDelete(vmName)
 		}
 		h.logCloneFailure(ctx, err, vmName, templateName, step)
-		return types.ManagedObjectReference{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
+		return vctypes.Ref{}, fmt.Errorf("clone %q from template %q: %s: %w", vmName, templateName, step, err)
 	}
 
 	template, err := h.loadTemplate(ctx, vms, tpl)
@@ -132,7 +131,7 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 		return fail("load folder", err, false, false)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, folder, vmName, spec)
+	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, vcenter.MORef(folder), vmName, spec)
 	err = vcenter.Classify(err)
 	h.inv.Invalidate()
 	if err != nil {
@@ -157,7 +156,7 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	}
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
-	return *ref, nil
+	return vcenter.RefOf(*ref), nil
 }
 
 // logCloneFailure is the one line of a clone of vmName from templateName
@@ -223,5 +222,5 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, 
 	if err != nil {
 		return clonespec.Template{}, err
 	}
-	return clonespec.Template{Ref: ref, Name: name}, nil
+	return clonespec.Template{Ref: vcenter.MORef(ref), Name: name}, nil
 }

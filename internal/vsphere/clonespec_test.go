@@ -67,7 +67,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 			f.expectCloneSpecCalls(tmpl, tt.nics)
 			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
 
-			spec, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, annot, nil, nil)
+			spec, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: vcenter.MORef(tmpl), Name: tmpl.Value}, annot, nil, nil)
 			require.NoError(t, err)
 
 			// NIC edit with the configured backing.
@@ -80,8 +80,8 @@ func TestPrepareCloneSpec(t *testing.T) {
 			assert.Equal(t, int32(4000), card.GetVirtualEthernetCard().Key)
 
 			// Placement: linked clone in the configured pool and datastore.
-			assert.Equal(t, spPoolRef, *spec.Location.Pool)
-			assert.Equal(t, spDSRef, *spec.Location.Datastore)
+			assert.Equal(t, vcenter.MORef(spPoolRef), *spec.Location.Pool)
+			assert.Equal(t, vcenter.MORef(spDSRef), *spec.Location.Datastore)
 			assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 			assert.True(t, spec.PowerOn)
 			assert.False(t, spec.Template)
@@ -123,8 +123,8 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
-	_, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil, nil)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).Return(spTemplateMO(spDevices(0), nil), nil)
+	_, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: vcenter.MORef(tmpl), Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")
 }
@@ -157,15 +157,15 @@ func TestCloneVM(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 			newRef := spRef("VirtualMachine", "vm-new")
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), "worker-1", gomock.Any()).
 				DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 					assert.True(t, strings.Contains(spec.Config.Annotation, `"ip_address":"10.0.0.11"`))
 					if tt.cloneErr != nil {
 						return nil, tt.cloneErr
 					}
-					return &newRef, nil
+					return spMOPtr(newRef), nil
 				})
 			if tt.cloneErr == nil {
 			}
@@ -191,7 +191,7 @@ func TestCloneVM(t *testing.T) {
 				return
 			}
 			require.NoError(t, err)
-			assert.Equal(t, newRef, vm.Reference())
+			assert.Equal(t, newRef, vm)
 			assert.Equal(t, "10.0.0.11", annot.IPAddress)
 			assert.Equal(t, 1, used, "ip stays reserved until the inventory shows the vm")
 			assert.False(t, annot.Created.IsZero())
@@ -212,10 +212,10 @@ func TestCloneCutByTheShutdownIsNoWarning(t *testing.T) {
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), "worker-1", gomock.Any()).
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), "worker-1", gomock.Any()).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			cancel() // SIGTERM while the clone task runs
 			return nil, fmt.Errorf("wait for task task-1: %w", context.Canceled)

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -66,7 +67,7 @@ func cloudInitBoot(cloudInit, windows bool, script string, cfg spawn.WorkerConfi
 // (waitIP false), whose VM may be done and off before anyone looks — and
 // records the start in the annotation. No guest operation is made. The
 // VM's userdata is removed once the API lists the worker.
-func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool) error {
+func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm vctypes.Ref, name string, annot *inventory.Annotation, waitIP bool) error {
 	var wait time.Duration
 	if waitIP {
 		wait = h.bootWait(annot)
@@ -76,14 +77,14 @@ func (h *HatcheryVSphere) startCloudInitWorker(ctx context.Context, vm types.Man
 
 // bootCloudInitWorker is startCloudInitWorker with the bound of the wait
 // for the IP given (bootWait; a job's spawn: planBootWait).
-func (h *HatcheryVSphere) bootCloudInitWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, waitIP bool, wait time.Duration) error {
-	h.custody.TrackUserdata(name, vcenter.RefOf(vm))
+func (h *HatcheryVSphere) bootCloudInitWorker(ctx context.Context, vm vctypes.Ref, name string, annot *inventory.Annotation, waitIP bool, wait time.Duration) error {
+	h.custody.TrackUserdata(name, vm)
 	ip := annot.IPAddress
 	if waitIP {
 		// Boot, then cloud-init's network stage: the guest-operations
 		// and IP stages of a guest-operations spawn, in one wait.
 		var err error
-		ip, err = guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(vm), annot.IPAddress, wait)
+		ip, err = guest.WaitIP(ctx, h.vs, vm, annot.IPAddress, wait)
 		if err != nil {
 			return guest.StepErr("wait for ip", err)
 		}
@@ -113,7 +114,7 @@ func (h *HatcheryVSphere) scrubRegistered(ctx context.Context, workers apiWorker
 
 // clearGuestinfo removes all the cloud-init guestinfo (metadata and
 // userdata) from a VM about to become a template, bounded like a scrub.
-func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm types.ManagedObjectReference, name string) error {
+func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm vctypes.Ref, name string) error {
 	defer h.custody.ForgetUserdata(name)
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
@@ -122,7 +123,7 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm types.ManagedOb
 		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
 		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
 	)
-	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, spec); err != nil {
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(vm), spec); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
 	}
 	h.log.Info("cloud-init guestinfo cleared", logkey.VM, name, logkey.Detail, "becomes a model template")

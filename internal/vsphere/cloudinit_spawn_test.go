@@ -57,19 +57,19 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	var spec *types.VirtualMachineCloneSpec
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), args.WorkerName, gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = s
-			return &ref, nil
+			return spMOPtr(ref), nil
 		})
 	vm := spNewRef
 	var written types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
@@ -102,7 +102,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	var scrub types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				scrub = s
 				return nil
@@ -177,12 +177,12 @@ func TestSpawnCloudInitHeldVMHasNoUserdata(t *testing.T) {
 	var scrub, hold types.VirtualMachineConfigSpec
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				scrub = s
 				return nil
 			}),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				hold = s
 				return nil

@@ -13,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -256,7 +257,7 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 	}
 	assert.Contains(t, script, "\n./worker register\nsudo shutdown -h now\n")
 	tmp := env.MustInspect("ci-model-tmp")
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, tmp.Ref))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, vcenter.RefOf(tmp.Ref)))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

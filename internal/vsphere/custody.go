@@ -3,18 +3,16 @@ package vsphere
 import (
 	"context"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 )
 
 // The hatchery's writes on its VMs are internal/custody's, shared with the
 // warm pool; the methods below are the hatchery's calls of it with the
-// govmomi references the spawn path holds.
+// references (vctypes.Ref) the spawn path holds.
 
 // The custody's and the warm pool's port is the clone-spec builder's
 // adapter of vcenter.Port.
@@ -36,13 +34,13 @@ func (h *HatcheryVSphere) deleteServer(ctx context.Context, vm inventory.VM, p c
 
 // writeAnnotation writes annot (Notes and mirror) on vm, a VM of ours
 // (custody.Custody.WriteRecord).
-func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm types.ManagedObjectReference, annot *inventory.Annotation) error {
-	return h.custody.WriteRecord(ctx, vcenter.RefOf(vm), annot)
+func (h *HatcheryVSphere) writeAnnotation(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
+	return h.custody.WriteRecord(ctx, vm, annot)
 }
 
 // scrubUserdata removes the userdata (and the worker token in it) from vm,
 // a VM of ours named name (custody.Custody.ScrubUserdata); why says what
 // triggered it, for the log.
-func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm types.ManagedObjectReference, name, why string) {
-	h.custody.ScrubUserdata(ctx, vcenter.RefOf(vm), name, why)
+func (h *HatcheryVSphere) scrubUserdata(ctx context.Context, vm vctypes.Ref, name, why string) {
+	h.custody.ScrubUserdata(ctx, vm, name, why)
 }

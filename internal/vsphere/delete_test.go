@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
@@ -25,16 +26,18 @@ import (
 func TestDeleteServer(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
-	invalidPower := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+	// The port's errors come classified (vcenter.Classify), as the
+	// adapter's do.
+	invalidPower := vcenter.Classify(task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
 		Fault: &types.InvalidPowerState{ExistingState: types.VirtualMachinePowerStatePoweredOn},
-	}}
+	}})
 	// Two instances clean up one finished VM: the second's power off finds
 	// it destroyed (docs/high-availability.md).
-	gone := fmt.Errorf("read power state of %q: %w", "w-1", soap.WrapSoapFault(&soap.Fault{
+	gone := vcenter.Classify(fmt.Errorf("read power state of %q: %w", "w-1", soap.WrapSoapFault(&soap.Fault{
 		String: "The object has already been deleted or has not been completely created",
 		Detail: struct {
 			Fault types.AnyType `xml:",any,typeattr"`
-		}{Fault: &types.ManagedObjectNotFound{}}}))
+		}{Fault: &types.ManagedObjectNotFound{}}})))
 	cases := []struct {
 		name       string
 		vm         inventory.VM
@@ -209,7 +212,7 @@ func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
 	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
 
 	renamed := vm
-	renamed.Ref = warmRef("mymodel-tmp") // another VM now bears the name
+	renamed.Ref = vcenter.MORef(warmRef("mymodel-tmp")) // another VM now bears the name
 	e.h.dropAbsentDeleteMarks([]inventory.VM{renamed})
 	assert.Equal(t, lifecycle.Gone, e.h.life.Phase("mymodel"))
 }

@@ -6,11 +6,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
-
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Hooks for the external (vcsim) tests of the warm pool and cleanup: the
@@ -28,9 +26,9 @@ func (h *HatcheryVSphere) WarmClaim(ctx context.Context, model sdk.WorkerStarter
 }
 
 // WarmPrepareClaimed is warmpool.Pool.PrepareClaimed without cloud-init.
-func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) WarmPrepareClaimed(ctx context.Context, vm *inventory.VM, annot inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error) {
 	ref, err := h.pool.PrepareClaimed(ctx, vm, annot, flavor, nil)
-	return vcenter.MORef(ref), err
+	return ref, err
 }
 
 // WarmCloneFunc is the signature of cloneVM.

@@ -2,12 +2,13 @@ package vsphere
 
 import (
 	"context"
-	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"testing"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,7 @@ import (
 // an optional ExtraConfig mirror.
 func foreignObject(name, notes, mirror string, template bool, power types.VirtualMachinePowerState) inventory.VM {
 	o := mo.VirtualMachine{
-		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: warmRef(name)}, Name: name},
+		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: vcenter.MORef(warmRef(name))}, Name: name},
 		Config:        &types.VirtualMachineConfigInfo{Template: template, Annotation: notes},
 		Runtime:       types.VirtualMachineRuntimeInfo{PowerState: power},
 	}

@@ -8,14 +8,14 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
 // guest starts workers through guest operations (internal/guest) with the
-// hatchery's vCenter port (adapted: vcenter.Ports) and current logger.
+// hatchery's vCenter port (it speaks guest.Port's vocabulary) and current
+// logger.
 func (h *HatcheryVSphere) guest() guest.Starter {
-	return guest.Starter{Port: vcenter.PortsOf(h.vs), Log: h.log}
+	return guest.Starter{Port: h.vs, Log: h.log}
 }
 
 // guestFor is the starter of a worker whose plan is p: for a Windows

@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -27,8 +28,9 @@ func TestVcsimReconfigureChangeVersionIsCAS(t *testing.T) {
 	h.WarmProvisioningPass(ctx)
 	pool := warmPool(warmVcsimVMs(t, env), "debian12")
 	require.Len(t, pool, 1)
-	vm, err := env.Client.LoadVirtualMachine(ctx, pool[0].Name)
+	ref, err := env.Client.LoadVirtualMachine(ctx, pool[0].Name)
 	require.NoError(t, err)
+	vm := vcenter.MORef(ref)
 	objs, err := env.Client.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
 	require.NoError(t, err)
 	require.Len(t, objs, 1)

@@ -9,9 +9,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // heldVM is one VM of a failed spawn held for inspection.
@@ -30,7 +30,7 @@ type heldVM struct {
 // abandons the VM as usual. annot must be this hatchery's record of the
 // VM (the spawn wrote it); reason is the failed step, never an error text.
 // The hold's keys are the job's plan's (plan).
-func (h *HatcheryVSphere) holdVM(ctx context.Context, plan admission.Plan, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, reason string) bool {
+func (h *HatcheryVSphere) holdVM(ctx context.Context, plan admission.Plan, vm vctypes.Ref, name string, annot *inventory.Annotation, reason string) bool {
 	if plan.KeepFailedWorkers <= 0 || annot == nil || annot.HatcheryName != h.Name() {
 		return false
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -30,7 +31,7 @@ func holdConfig(n int) *config.Config {
 // heldAt is a VM of ours held until until (a failed spawn of job).
 func heldAt(name, job string, until time.Time) inventory.VM {
 	return inventory.VM{
-		Ref: spRef("VirtualMachine", "vm-"+name), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Ref: vcenter.MORef(spRef("VirtualMachine", "vm-"+name)), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOn,
 		NumCPU: 2, MemoryMB: 4096,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: name, JobID: job, HeldUntil: &until, HeldReason: "wait for guest operations ready"},
 	}
@@ -41,7 +42,7 @@ func heldAt(name, job string, until time.Time) inventory.VM {
 func failGuestReady(f *spFixture, written *types.VirtualMachineConfigSpec) {
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 			*written = s
 			return nil
@@ -136,7 +137,7 @@ func TestHoldNotWrittenDeletesTheVM(t *testing.T) {
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(context.DeadlineExceeded)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
 
 	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))
@@ -194,7 +195,7 @@ func TestHoldExpiresOnTime(t *testing.T) {
 	assert.Equal(t, float64(1), heldGauge(t, m))
 
 	lagging := inventory.VM{
-		Ref: spNewRef, Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Ref: vcenter.MORef(spNewRef), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-v2-1", JobID: "run-1", Created: f.clock.Now()},
 	}
 	f.clock.Advance(10*time.Minute - time.Second)

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -29,7 +30,7 @@ func TestSpawnInFlightReadersAgree(t *testing.T) {
 	args := spV2Args()
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 	waiting, release := make(chan struct{}), make(chan struct{})
-	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, vctypes.Ref) error {
 		close(waiting)
 		<-release
 		return errors.New("guest never ready")

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
@@ -18,7 +20,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // instantParentsInterval is the period of the instant-parents loop: a
@@ -238,11 +239,11 @@ func (h *HatcheryVSphere) buildParent(ctx context.Context, cfg *config.Config, w
 		h.warnUnlessShuttingDown(ctx, "instant parent build failed", logkey.VM, name, logkey.Detail, step, logkey.Err, err)
 		h.abandonVM(ctx, ref, name, annot.IPAddress)
 	}
-	if _, err := guest.WaitIP(ctx, vcenter.PortsOf(h.vs), vcenter.RefOf(ref), annot.IPAddress, h.bootWait(&annot)); err != nil {
+	if _, err := guest.WaitIP(ctx, h.vs, ref, annot.IPAddress, h.bootWait(&annot)); err != nil {
 		fail("wait for ip", err)
 		return
 	}
-	if err := h.blankParent(ctx, vcenter.RefOf(ref), name); err != nil {
+	if err := h.blankParent(ctx, ref, name); err != nil {
 		fail("blank record and guestinfo", err)
 		return
 	}

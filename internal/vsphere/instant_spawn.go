@@ -29,7 +29,7 @@ import (
 // the spawn: a child of that name may exist, which a clone of the same
 // name must not meet. The clone mode, the flavor, the placement and the
 // guest OS are the job's plan's.
-func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.Arguments, plan admission.Plan, template modelref.Template, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.Arguments, plan admission.Plan, template modelref.Template, annot *inventory.Annotation, boot *cloudinit.Boot) (vctypes.Ref, error) {
 	flavor := plan.Flavor
 	// The placement the admission chose for the job (planWhere; nil
 	// without [[placements]]): its parent serves the job, else the
@@ -48,7 +48,7 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 	// A flavor's parent stays wanted while its jobs come, served or not
 	// (instantparent.DemandTTL after the last one).
 	h.parents.Want(key, h.now())
-	fallback := func(why string) (types.ManagedObjectReference, error) {
+	fallback := func(why string) (vctypes.Ref, error) {
 		h.log.Info("instant clone not possible, cloning", logkey.VM, annot.WorkerName, logkey.Job, args.JobID, logkey.Model, args.Model.GetName(),
 			logkey.Flavor, annot.Flavor, "parent_key", key.String(), logkey.Reason, why)
 		return h.claimOrClone(ctx, args, template, annot, flavor, boot, to)
@@ -68,7 +68,7 @@ func (h *HatcheryVSphere) instantOrClaimOrClone(ctx context.Context, args spawn.
 	}
 	if !instantFaultOfParent(err) || ctx.Err() != nil {
 		h.placementUnused(w)
-		return types.ManagedObjectReference{}, err
+		return vctypes.Ref{}, err
 	}
 	kind := vcenter.FaultKindOf(err).Error()
 	h.parents.MarkFailed(parent.Name, "fork failed: "+kind)
@@ -103,7 +103,7 @@ func (h *HatcheryVSphere) instantParentFor(template modelref.Template, placement
 // is marked for deletion. w is the job's placement (nil without
 // [[placements]]): the parent's, whose folder the child goes to and which
 // its record names.
-func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent.Parent, w *where, annot *inventory.Annotation, boot *cloudinit.Boot) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent.Parent, w *where, annot *inventory.Annotation, boot *cloudinit.Boot) (vctypes.Ref, error) {
 	name := annot.WorkerName
 	cloning := true
 	if _, err := h.life.MoveFrom(name, []lifecycle.Phase{lifecycle.Gone, lifecycle.Destroyed}, lifecycle.Cloning); err != nil {
@@ -124,16 +124,16 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 	if h.ips.Enabled() && annot.IPAddress == "" {
 		vms, err := h.inv.VMs(ctx)
 		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: list vms: %w", name, parent.Name, err)
+			return vctypes.Ref{}, fmt.Errorf("instant clone %q of parent %q: list vms: %w", name, parent.Name, err)
 		}
 		lease, err := h.ips.Reserve(ctx, h.indexOf(vms).Used, name)
 		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: reserve ip: %w", name, parent.Name, err)
+			return vctypes.Ref{}, fmt.Errorf("instant clone %q of parent %q: reserve ip: %w", name, parent.Name, err)
 		}
 		leased, annot.IPAddress = lease.IP, lease.IP
 		h.log.Info("ip reserved", logkey.VM, name, logkey.IP, lease.IP)
 	}
-	fail := func(step string, err error, unknown bool) (types.ManagedObjectReference, error) {
+	fail := func(step string, err error, unknown bool) (vctypes.Ref, error) {
 		switch {
 		case leased != "" && unknown:
 			h.log.Info("ip kept reserved", logkey.VM, name, logkey.IP, leased, logkey.Detail, "instant clone outcome unknown: "+step)
@@ -150,7 +150,7 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 		} else {
 			h.warnUnlessShuttingDown(ctx, "instant clone failed", logkey.VM, name, "parent", parent.Name, logkey.Detail, step)
 		}
-		return types.ManagedObjectReference{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
+		return vctypes.Ref{}, fmt.Errorf("instant clone %q of parent %q: %s: %w", name, parent.Name, step, err)
 	}
 	// Unset, vCenter puts the child in the datacenter's root VM folder,
 	// outside the inventory the hatchery lists (docs/instant-clones.md):
@@ -175,7 +175,7 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 	}
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm forked from its instant parent", logkey.VM, name, "parent", parent.Name, logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
-	return *ref, nil
+	return vcenter.RefOf(*ref), nil
 }
 
 // instantCloneSpec is the child's specification: its name, its folder
@@ -183,16 +183,17 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 // which are its placement's: the child stays on its parent's host), and
 // its ExtraConfig: the record's mirror and the
 // cloud-init guestinfo keys internal/cloudinit builds for a clone.
-func (h *HatcheryVSphere) instantCloneSpec(name string, folder types.ManagedObjectReference, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
+func (h *HatcheryVSphere) instantCloneSpec(name string, folder vctypes.Ref, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
 	opts, err := h.clones.CloudInitOptions(name, annot.IPAddress, *boot)
 	if err != nil {
 		return types.VirtualMachineInstantCloneSpec{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
 	}
 	var cs types.VirtualMachineConfigSpec
 	annot.ApplyTo(&cs)
+	f := vcenter.MORef(folder)
 	return types.VirtualMachineInstantCloneSpec{
 		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Location: types.VirtualMachineRelocateSpec{Folder: &f},
 		Config:   append(cs.ExtraConfig, opts...),
 	}, nil
 }

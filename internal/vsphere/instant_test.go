@@ -2,7 +2,6 @@ package vsphere
 
 import (
 	"context"
-	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"testing"
 	"time"
 
@@ -12,12 +11,14 @@ import (
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 var (
@@ -35,7 +36,7 @@ func newInstantFixture(t *testing.T, ready bool) *spFixture {
 	cfg.GuestCredentials = []config.GuestCredential{{ModelVMWare: "debian12", CloneMode: config.CloneModeInstant}}
 	f := newSpFixture(t, cfg)
 	parent := instParentVM(f, types.VirtualMachinePowerStatePoweredOn)
-	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048}, parent)
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048}, parent)
 	if ready {
 		ps, _ := f.h.parentsOf([]inventory.VM{parent})
 		f.h.parents.Apply(instantparent.Plan{Ready: map[instantparent.Key]instantparent.Parent{instKey: ps[0]}})
@@ -45,7 +46,7 @@ func newInstantFixture(t *testing.T, ready bool) *spFixture {
 
 func instParentVM(f *spFixture, power types.VirtualMachinePowerState) inventory.VM {
 	return inventory.VM{
-		Ref: instParentRef, Name: "hatch-test-parent-debian12-default-1", PowerState: power, IPAddresses: []string{"10.0.0.10"},
+		Ref: vcenter.MORef(instParentRef), Name: "hatch-test-parent-debian12-default-1", PowerState: power, IPAddresses: []string{"10.0.0.10"},
 		NumCPU: 2, MemoryMB: 2048,
 		Annotation: &inventory.Annotation{
 			HatcheryName: spHatchery, WorkerName: "hatch-test-parent-debian12-default-1", InstantParent: true,
@@ -84,21 +85,21 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	args := spCloudInitArgs()
 	child := spNewRef
 	var spec types.VirtualMachineInstantCloneSpec
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = s
-			return &child, nil
+			return spMOPtr(child), nil
 		})
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), child, "10.0.0.11").Return("10.0.0.11", nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), child, gomock.Any()).Return(nil),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(child), gomock.Any()).Return(nil),
 	)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	assert.Equal(t, args.WorkerName, spec.Name)
 	require.NotNil(t, spec.Location.Folder)
-	assert.Equal(t, spFolderRef, *spec.Location.Folder, "the hatchery's folder, not the datacenter's root")
+	assert.Equal(t, vcenter.MORef(spFolderRef), *spec.Location.Folder, "the hatchery's folder, not the datacenter's root")
 	rec, md, ud := childIdentity(t, spec)
 	assert.Equal(t, args.WorkerName, rec.WorkerName)
 	assert.Equal(t, args.JobID, rec.JobID)
@@ -122,7 +123,7 @@ func TestInstantSpawnFallsBackWithoutParent(t *testing.T) {
 	args := spCloudInitArgs()
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	// A parent of the template's size serves no flavor of another size.
@@ -146,11 +147,11 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	f := newInstantFixture(t, true)
 	args := spCloudInitArgs()
 	fault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidPowerState{}, LocalizedMessage: "powered off"}}
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(nil, fault)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 	_, ok := f.h.parents.Ready(instKey)
 	assert.False(t, ok, "a parent whose fork failed serves no child")
@@ -159,12 +160,12 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 
 // instExpectClone sets the calls of a fresh clone of debian12, whose
 // reference the inventory gives.
-func instExpectClone(f *spFixture, name string) types.ManagedObjectReference {
+func instExpectClone(f *spFixture, name string) vctypes.Ref {
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(&ref, nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(spMOPtr(ref), nil)
 	return spNewRef
 }
 
@@ -176,26 +177,26 @@ func newParentsFixture(t *testing.T) *spFixture {
 	cfg.MaxCPUs = 4
 	cfg.GuestCredentials = []config.GuestCredential{{ModelVMWare: "debian12", CloneMode: config.CloneModeInstant}}
 	f := newSpFixture(t, cfg)
-	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
 	return f
 }
 
 // expectParentBuild sets the calls of a parent's build and returns where
 // its clone specification and its blanking are recorded.
-func expectParentBuild(f *spFixture, ref types.ManagedObjectReference) (*types.VirtualMachineCloneSpec, *types.VirtualMachineConfigSpec) {
+func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineCloneSpec, *types.VirtualMachineConfigSpec) {
 	var spec types.VirtualMachineCloneSpec
 	var blank types.VirtualMachineConfigSpec
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, spFolderRef, gomock.Any(), gomock.Any()).
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), vcenter.MORef(spFolderRef), gomock.Any(), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			spec = *s
-			return &ref, nil
+			return spMOPtr(ref), nil
 		})
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, gomock.Any()).DoAndReturn(
-		func(_ context.Context, _ types.ManagedObjectReference, ip string) (string, error) { return ip, nil })
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), ref, gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ vctypes.Ref, ip string) (string, error) { return ip, nil })
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(ref), gomock.Any()).DoAndReturn(
 		func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 			blank = s
 			return nil
@@ -212,14 +213,14 @@ func expectParentBuild(f *spFixture, ref types.ManagedObjectReference) (*types.V
 func TestInstantParentWaitsForCapacity(t *testing.T) {
 	t.Parallel()
 	f := newParentsFixture(t)
-	busy := inventory.VM{Name: "worker-busy", Ref: spRef("VirtualMachine", "vm-busy"), NumCPU: 3, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOn,
+	busy := inventory.VM{Name: "worker-busy", Ref: vcenter.MORef(spRef("VirtualMachine", "vm-busy")), NumCPU: 3, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-busy", JobID: "run-0", Created: f.clock.Now()}}
 	f.inv.Add(busy)
 	f.h.tendInstantParents(context.Background())
 	assert.Zero(t, f.h.parents.ReadyCount())
 	assert.Empty(t, f.h.parents.Building())
 
-	f.inv.Set(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
+	f.inv.Set(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
 	spec, blank := expectParentBuild(f, instParentRef)
 	f.h.tendInstantParents(context.Background())
 	rec, err := inventory.ParseAnnotation(spec.Config.Annotation)
@@ -259,7 +260,7 @@ func TestInstantParentFailedIsRebuilt(t *testing.T) {
 	// A restart: a new hatchery finds the parent from its record.
 	g := newParentsFixture(t)
 	g.inv.Add(instParentVM(g, types.VirtualMachinePowerStatePoweredOn))
-	g.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(nil).Times(1)
+	g.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil).Times(1)
 	g.h.tendInstantParents(context.Background())
 	p, ok := g.h.parents.Ready(instKey)
 	require.True(t, ok, "adopted")
@@ -308,9 +309,9 @@ func TestInstantSpawnFlavorAsksForItsParent(t *testing.T) {
 	args := spCloudInitArgs()
 	annot := inventory.Annotation{HatcheryName: spHatchery, WorkerName: args.WorkerName, JobID: args.JobID, Flavor: "large"}
 	f.expectCloneSpecCalls(spRef("VirtualMachine", "vm-debian12"), 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spRef("VirtualMachine", "vm-debian12"), gomock.Any(), args.WorkerName, gomock.Any()).Return(&ref, nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), gomock.Any(), args.WorkerName, gomock.Any()).Return(spMOPtr(ref), nil)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "x"}
 	plan := admission.NewPlan(f.h.conf(), args.Model, nil)
 	plan.Flavor = &large

@@ -124,8 +124,8 @@ func ilDestroy(t *testing.T, env *vcsimtest.Env, names []string) {
 	t.Helper()
 	for _, name := range names {
 		ref := env.MustInspect(name).Ref
-		require.NoError(t, env.Client.ShutdownVirtualMachine(env.Context(), ref))
-		require.NoError(t, env.Client.DestroyVirtualMachine(env.Context(), ref))
+		require.NoError(t, env.Client.ShutdownVirtualMachine(env.Context(), vcenter.RefOf(ref)))
+		require.NoError(t, env.Client.DestroyVirtualMachine(env.Context(), vcenter.RefOf(ref)))
 	}
 }
 

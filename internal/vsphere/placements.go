@@ -5,15 +5,13 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
@@ -132,13 +130,13 @@ func (w *where) location() *clonespec.Location {
 
 // folderOf returns the VM folder a clone sent to w goes to: the
 // placement's folder, else the configured one.
-func (h *HatcheryVSphere) folderOf(ctx context.Context, w *where) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) folderOf(ctx context.Context, w *where) (vctypes.Ref, error) {
 	if w == nil || !w.ownFolder {
 		ref, err := h.vs.LoadFolder(ctx)
-		return vcenter.MORef(ref), err
+		return ref, err
 	}
 	ref, err := h.vs.FolderAt(ctx, w.placement.Folder)
-	return vcenter.MORef(ref), err
+	return ref, err
 }
 
 // placementOutcome tells the Book how a clone sent to w ended and

@@ -38,7 +38,7 @@ func planSnapshot(account, os string, cpus int32) *config.Config {
 type planSeen struct {
 	spec     *types.VirtualMachineCloneSpec
 	accounts []string
-	programs []*types.GuestProgramSpec
+	programs []vctypes.GuestProgram
 }
 
 // TestReloadMidSpawnKeepsTheJobsPlan: a job's spawn builds the plan its
@@ -66,16 +66,16 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-debian12")
 
 			// The admission's pool reads and the clone specification's.
-			f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil).AnyTimes()
+			f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
 			roomy := &vctypes.PoolRuntime{MemoryUnreservedBytes: 1 << 40, CPUUnreservedMHz: 1 << 20}
-			f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), vcenter.RefOf(spPoolRef)).Return(roomy, nil).AnyTimes()
+			f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(roomy, nil).AnyTimes()
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil).AnyTimes()
 			f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
-			f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vcenter.RefOf(spDSRef), nil).AnyTimes()
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil).AnyTimes()
+			f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil).AnyTimes()
 			// The reload: from inside the first spawn's template read.
 			// The template's devices are cached from then on.
-			f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).DoAndReturn(func(context.Context, types.ManagedObjectReference) (mo.VirtualMachine, error) {
+			f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).DoAndReturn(func(context.Context, types.ManagedObjectReference) (mo.VirtualMachine, error) {
 				f.h.Reconfigure(second)
 				return spTemplateMO(spDevices(1), nil), nil
 			}).Times(1)
@@ -83,23 +83,23 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 			var mu sync.Mutex
 			seen := map[string]*planSeen{}
 			vmOf := map[string]string{} // VM reference -> worker name
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, spFolderRef, gomock.Any(), gomock.Any()).
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), vcenter.MORef(spFolderRef), gomock.Any(), gomock.Any()).
 				DoAndReturn(func(_ context.Context, _, _ types.ManagedObjectReference, name string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					seen[name] = &planSeen{spec: s}
-					ref := spRef("VirtualMachine", "vm-"+name)
+					ref := vcenter.MORef(spRef("VirtualMachine", "vm-"+name))
 					vmOf[ref.Value] = name
 					return &ref, nil
 				}).Times(2)
 			f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), gomock.Any()).Return(nil).Times(2)
 			f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Return("10.0.0.5", nil).Times(2)
 			f.vs.EXPECT().StartProgramInGuest(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).
-				DoAndReturn(func(_ context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, p *types.GuestProgramSpec) (int64, error) {
+				DoAndReturn(func(_ context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
 					mu.Lock()
 					defer mu.Unlock()
 					s := seen[vmOf[vm.Value]]
-					s.accounts = append(s.accounts, auth.(*types.NamePasswordAuthentication).Username)
+					s.accounts = append(s.accounts, auth.Username)
 					s.programs = append(s.programs, p)
 					return 1, nil
 				}).Times(4)
@@ -129,17 +129,17 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 			assert.EqualValues(t, 2, before.spec.Config.NumCPUs, "the first snapshot's flavor")
 			assert.Equal(t, []string{"alice", "alice"}, before.accounts)
 			require.Len(t, before.programs, 2)
-			assert.Equal(t, guest.EnvProgram, before.programs[0].ProgramPath)
-			assert.Equal(t, guest.LaunchProgram, before.programs[1].ProgramPath)
-			assert.True(t, strings.Contains(before.programs[1].Arguments, "echo snapshot-alice"), "the first entry's preStartScript")
+			assert.Equal(t, guest.EnvProgram, before.programs[0].Path)
+			assert.Equal(t, guest.LaunchProgram, before.programs[1].Path)
+			assert.True(t, strings.Contains(before.programs[1].Args, "echo snapshot-alice"), "the first entry's preStartScript")
 
 			// The next job: the new snapshot throughout.
 			assert.IsType(t, &types.CustomizationSysprep{}, after.spec.Customization.Identity, "windows: sysprep")
 			assert.EqualValues(t, 4, after.spec.Config.NumCPUs, "the new snapshot's flavor")
 			assert.Equal(t, []string{"bob", "bob"}, after.accounts)
 			require.Len(t, after.programs, 2)
-			assert.Equal(t, guest.PowerShellProgram, after.programs[0].ProgramPath)
-			assert.Equal(t, guest.PowerShellProgram, after.programs[1].ProgramPath)
+			assert.Equal(t, guest.PowerShellProgram, after.programs[0].Path)
+			assert.Equal(t, guest.PowerShellProgram, after.programs[1].Path)
 			script, ok := spawnScriptOf(after.programs[1])
 			require.True(t, ok, "the windows launch carries its script in its environment")
 			assert.Contains(t, script, "echo snapshot-bob")
@@ -149,8 +149,8 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 
 // spawnScriptOf is the worker script a Windows launch carries in its
 // environment (guest.ScriptEnv, encoded by guest.EncodeScript).
-func spawnScriptOf(p *types.GuestProgramSpec) (string, bool) {
-	for _, e := range p.EnvVariables {
+func spawnScriptOf(p vctypes.GuestProgram) (string, bool) {
+	for _, e := range p.Env {
 		if v, ok := strings.CutPrefix(e, guest.ScriptEnv+"="); ok {
 			s, err := guest.DecodeScript(v)
 			return s, err == nil

@@ -3,8 +3,6 @@ package vsphere
 import (
 	"context"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
@@ -26,9 +24,9 @@ func (p poolHost) NeedRegistration(ctx context.Context, m *sdk.Model) bool {
 // poolClone is the hatchery's clone as the warm pool takes it
 // (warmpool.CloneFunc): the new VM's reference in the project's
 // vocabulary, the error's fault classified (vcenter.Classify).
-func poolClone(clone func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (types.ManagedObjectReference, error)) warmpool.CloneFunc {
+func poolClone(clone func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error)) warmpool.CloneFunc {
 	return func(ctx context.Context, template modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor) (vctypes.Ref, error) {
 		ref, err := clone(ctx, template, vmName, annot, flavor)
-		return vcenter.RefOf(ref), vcenter.Classify(err)
+		return ref, vcenter.Classify(err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -40,14 +41,14 @@ func TestProvisioningQuarantine(t *testing.T) {
 
 	fixed, taken := false, false
 	clones := map[string]int{}
-	e.h.pool.Clone = poolClone(func(_ context.Context, tpl modelref.Template, name string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+	e.h.pool.Clone = poolClone(func(_ context.Context, tpl modelref.Template, name string, _ *inventory.Annotation, _ *config.Flavor) (vctypes.Ref, error) {
 		template := tpl.Name
 		clones[template]++
 		if taken {
-			return types.ManagedObjectReference{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
+			return vctypes.Ref{}, fmt.Errorf("clone: %w", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.DuplicateName{Name: name}}})
 		}
 		if template == "broken" && !fixed {
-			return types.ManagedObjectReference{}, spawnfault.MarkTemplate(errors.New("guest never ready"))
+			return vctypes.Ref{}, spawnfault.MarkTemplate(errors.New("guest never ready"))
 		}
 		return warmRef(name), nil
 	})

@@ -50,7 +50,7 @@ type cloneRecorder struct {
 	hook  func()
 }
 
-func (r *cloneRecorder) clone(_ context.Context, template modelref.Template, name string, a *inventory.Annotation, f *config.Flavor) (types.ManagedObjectReference, error) {
+func (r *cloneRecorder) clone(_ context.Context, template modelref.Template, name string, a *inventory.Annotation, f *config.Flavor) (vctypes.Ref, error) {
 	if r.hook != nil {
 		r.hook()
 	}
@@ -63,7 +63,7 @@ func (r *cloneRecorder) clone(_ context.Context, template modelref.Template, nam
 	r.mu.Unlock()
 	if r.err != nil {
 		if err := r.err(name); err != nil {
-			return types.ManagedObjectReference{}, err
+			return vctypes.Ref{}, err
 		}
 	}
 	return warmRef(name), nil
@@ -86,10 +86,10 @@ type refRecorder struct {
 	names []string
 }
 
-func (r *refRecorder) add(vm types.ManagedObjectReference) {
+func (r *refRecorder) add(vm vctypes.Ref) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.names = append(r.names, vm.Reference().Value[len("vm-"):])
+	r.names = append(r.names, vm.Value[len("vm-"):])
 }
 
 func (r *refRecorder) sorted() []string {
@@ -105,7 +105,7 @@ func (r *refRecorder) sorted() []string {
 func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 	ip, off = &refRecorder{}, &refRecorder{}
 	e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Times(n).
-		DoAndReturn(func(ctx context.Context, vm types.ManagedObjectReference, _ string) (string, error) {
+		DoAndReturn(func(ctx context.Context, vm vctypes.Ref, _ string) (string, error) {
 			if _, ok := ctx.Deadline(); !ok {
 				return "", errors.New("ip wait must be bounded")
 			}
@@ -113,7 +113,7 @@ func expectProvisionSteps(e *warmEnv, n int) (ip, off *refRecorder) {
 			return "10.0.0.9", nil
 		})
 	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), gomock.Any()).Times(n).
-		DoAndReturn(func(_ context.Context, vm types.ManagedObjectReference) error {
+		DoAndReturn(func(_ context.Context, vm vctypes.Ref) error {
 			off.add(vm)
 			return nil
 		})
@@ -442,7 +442,7 @@ func TestProvisioningRefillsClaimedSlots(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
 	key := warmpool.Key{Model: "debian12"}
 	worker := warmVM("debian12-worker", wOn) // slot 0's VM, renamed and re-annotated by its claim
-	worker.Ref = warmRef(key.SlotName(0))
+	worker.Ref = vcenter.MORef(warmRef(key.SlotName(0)))
 	lagging := warmProvVM(key.SlotName(1), "debian12", "") // slot 1's VM, claimed, still shown idle
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), worker, lagging}, nil)
 	putPhase(e.h, key.SlotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.SlotName(0)).Value), lifecycle.WithPool(key.Pool()))
@@ -594,10 +594,10 @@ func TestProvisioningCloneFailureLeavesProvisioningOnce(t *testing.T) {
 			tmpl := spRef("VirtualMachine", "vm-debian12")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)
-			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), slot, gomock.Any()).
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), slot, gomock.Any()).
 				DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 					if cut {
 						cancel() // SIGTERM while the clone task runs

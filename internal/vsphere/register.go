@@ -11,11 +11,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // tmpSuffix names the VM a V1 model's template is built in.
@@ -61,7 +60,7 @@ type registration struct {
 	h         *HatcheryVSphere
 	m         *sdk.Model
 	tmpName   string
-	vm        types.ManagedObjectReference
+	vm        vctypes.Ref
 	annot     inventory.Annotation
 	vmName    string
 	leasedIP  string
@@ -178,7 +177,7 @@ func (r *registration) promote(ctx context.Context) error {
 		if !v.Template || !v.OwnedBy(h.Name()) || !v.Annotation.Model {
 			return r.fail(ctx, "replace template", fmt.Errorf("vm %q exists and is not this hatchery's template of the model", name))
 		}
-		if err := h.vs.DestroyVirtualMachine(ctx, v.Ref); err != nil {
+		if err := h.vs.DestroyVirtualMachine(ctx, v.ObjectRef()); err != nil {
 			h.inv.Invalidate()
 			return r.fail(ctx, "destroy old template", fmt.Errorf("template %q: %w", name, err))
 		}
@@ -186,11 +185,11 @@ func (r *registration) promote(ctx context.Context) error {
 		h.log.Info("old model template destroyed", logkey.VM, name, logkey.Model, m.Path(), logkey.Detail, "replaced by a new registration")
 	}
 	if err := h.vs.RenameVirtualMachine(ctx, vm, name); err != nil {
-		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
+		h.inv.Invalidate(vm)
 		return r.fail(ctx, "rename", fmt.Errorf("rename %q to %q: %w", tmpName, name, err))
 	}
 	r.vmName = name
-	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
+	h.inv.Invalidate(vm)
 	annot := &r.annot
 	annot.WorkerName = name
 	annot.Model = true
@@ -203,11 +202,11 @@ func (r *registration) promote(ctx context.Context) error {
 		return r.fail(ctx, "write template annotation", err)
 	}
 	if err := h.vs.MarkVirtualMachineAsTemplate(ctx, vm); err != nil {
-		h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
+		h.inv.Invalidate(vm)
 		return r.fail(ctx, "mark as template", fmt.Errorf("template %q: %w", name, err))
 	}
 	// Named: a watch may not report the template flag (vcsim does not).
-	h.inv.Invalidate(vcenter.RefOf(vm.Reference()))
+	h.inv.Invalidate(vm)
 	h.ips.Release(r.leasedIP, tmpName)
 	h.log.Info("model registered", logkey.VM, name, logkey.Model, m.Path())
 	return nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -26,16 +28,16 @@ func spRegisterArgs() spawn.Arguments {
 }
 
 // expectRegisterWorker sets the readiness and launch calls of the tmp VM.
-func (f *spFixture) expectRegisterWorker(vm types.ManagedObjectReference, launched *string) {
+func (f *spFixture) expectRegisterWorker(vm vctypes.Ref, launched *string) {
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.4", nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(1), nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.LaunchProgram}).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
-			*launched = s.Arguments
+		DoAndReturn(func(_ context.Context, _ vctypes.Ref, _ *vctypes.GuestAuth, s vctypes.GuestProgram) (int64, error) {
+			*launched = s.Args
 			return 2, nil
 		})
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil) // worker start
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil) // worker start
 }
 
 func TestRegisterModelReplacesOurTemplate(t *testing.T) {
@@ -47,7 +49,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	oldRef := spRef("VirtualMachine", "vm-old")
 	f.inv.Set([]inventory.VM{
 		{Name: "debian12-base", Template: true},
-		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
+		{Ref: vcenter.MORef(oldRef), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
 	}...)
 	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 	var launched string
@@ -58,7 +60,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 		f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil),
 		f.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), oldVM).Return(nil),
 		f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				final = s
 				return nil
@@ -87,35 +89,35 @@ func TestRegisterModelFailures(t *testing.T) {
 	tests := []struct {
 		name     string
 		vms      []inventory.VM
-		setup    func(f *spFixture, vm types.ManagedObjectReference)
+		setup    func(f *spFixture, vm vctypes.Ref)
 		wantStep string
 	}{
 		{
 			name: "no shutdown",
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(context.DeadlineExceeded)
 			},
 			wantStep: "wait for shutdown",
 		},
 		{
 			name: "foreign template with the model's name is left alone",
-			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}},
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			vms:  []inventory.VM{{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-foreign")), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}},
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
 			wantStep: "replace template",
 		},
 		{
 			name: "unannotated template with the model's name is left alone",
-			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			vms:  []inventory.VM{{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-foreign")), Name: "mymodel", Template: true}},
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
 			wantStep: "replace template",
 		},
 		{
 			name: "rename fails",
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(errors.New("rename task failed"))
 			},

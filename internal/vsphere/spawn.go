@@ -15,14 +15,12 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // SpawnWorker starts one worker (docs/architecture.md): it takes the job's
@@ -187,7 +185,7 @@ func (h *HatcheryVSphere) spawnTemplate(vms []inventory.VM, want modelref.Templa
 // boot, for a cloud-init model, is written in the VM's guestinfo before it
 // powers on. to is where a fresh clone goes and its guest OS, from the
 // job's plan.
-func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (types.ManagedObjectReference, error) {
+func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments, template modelref.Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, to cloneTo) (vctypes.Ref, error) {
 	for attempt := 0; ; attempt++ {
 		// A hot VM whose check fails is discarded: the next candidate
 		// (or a fresh clone) serves the job.
@@ -204,7 +202,7 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 		}
 		if !claimed.OwnedBy(h.Name()) {
 			// Never act on a VM that is not ours, whatever the claim says.
-			return types.ManagedObjectReference{}, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
+			return vctypes.Ref{}, fmt.Errorf("claimed vm %q is not owned by hatchery %q", claimed.Name, h.Name())
 		}
 		annot.IPAddress = claimed.Annotation.IPAddress
 		annot.Created = claimed.Annotation.Created
@@ -227,12 +225,12 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 			h.inv.Invalidate()
 		}
 		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
+			return vctypes.Ref{}, fmt.Errorf("prepare provisioned vm %q: %w", claimed.Name, err)
 		}
 		if vm.Value == "" {
-			return types.ManagedObjectReference{}, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
+			return vctypes.Ref{}, fmt.Errorf("prepare provisioned vm %q: no vm returned", claimed.Name)
 		}
-		return vcenter.MORef(vm), nil
+		return vm, nil
 	}
 	annot.IPAddress, annot.Created, annot.Placement = "", h.now().UTC(), ""
 	return h.cloneVMTo(ctx, template, annot.WorkerName, annot, flavor, boot, to)
@@ -241,19 +239,19 @@ func (h *HatcheryVSphere) claimOrClone(ctx context.Context, args spawn.Arguments
 // startWorker is launchWorker through the starter of the VM recorded by
 // annot, its OS read in the running configuration (guestOf): a
 // registration's; a job's spawn reads its plan (guestFor).
-func (h *HatcheryVSphere) startWorker(ctx context.Context, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
+func (h *HatcheryVSphere) startWorker(ctx context.Context, vm vctypes.Ref, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
 	return h.launchWorker(ctx, h.guestOf(annot), vm, name, annot, ga, script, cfg)
 }
 
 // launchWorker waits for the VM to be ready, launches the worker through
 // starter (guestFor: the plan's OS) and records its start time in the
 // annotation.
-func (h *HatcheryVSphere) launchWorker(ctx context.Context, starter guest.Starter, vm types.ManagedObjectReference, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
-	if _, err := starter.WaitReady(ctx, vcenter.RefOf(vm), name, annot.IPAddress, ga); err != nil {
+func (h *HatcheryVSphere) launchWorker(ctx context.Context, starter guest.Starter, vm vctypes.Ref, name string, annot *inventory.Annotation, ga guest.Access, script string, cfg spawn.WorkerConfig) error {
+	if _, err := starter.WaitReady(ctx, vm, name, annot.IPAddress, ga); err != nil {
 		return err
 	}
 	spawntiming.Mark(ctx, spawntiming.StageGuestReady)
-	if err := starter.Launch(ctx, vcenter.RefOf(vm), ga, script, cfg); err != nil {
+	if err := starter.Launch(ctx, vm, ga, script, cfg); err != nil {
 		return guest.StepErr(stepLaunch, err)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageLaunch)
@@ -274,7 +272,7 @@ func (h *HatcheryVSphere) launchWorker(ctx context.Context, starter guest.Starte
 // power off (on a context detached from a cancelled spawn, bounded), mark
 // for deletion, release the IP reservation made for it under name (the
 // VM, powered off, keeps the address in its annotation until destroyed).
-func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm types.ManagedObjectReference, name, ip string) {
+func (h *HatcheryVSphere) abandonVM(ctx context.Context, vm vctypes.Ref, name, ip string) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), guest.Readiness.Cleanup)
 	defer cancel()
 	if err := h.vs.ShutdownVirtualMachine(cctx, vm); err != nil {

@@ -74,8 +74,8 @@ func expectIPLocks(vs *mock_vsphere.MockPort, cfg *config.Config) {
 	vs.EXPECT().DeleteLock(gomock.Any(), gomock.Any()).Return(nil).AnyTimes()
 }
 
-func spRef(kind, id string) types.ManagedObjectReference {
-	return types.ManagedObjectReference{Type: kind, Value: id}
+func spRef(kind, id string) vctypes.Ref {
+	return vctypes.Ref{Type: kind, Value: id}
 }
 
 // spDevices is a template's device list: a disk and nics vmxnet3 cards.
@@ -89,15 +89,15 @@ var (
 )
 
 // expectCloneSpecCalls sets the reads clonespec.Builder.Spec makes for a template.
-func (f *spFixture) expectCloneSpecCalls(tmpl types.ManagedObjectReference, nics int) {
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
+func (f *spFixture) expectCloneSpecCalls(tmpl vctypes.Ref, nics int) {
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).Return(spTemplateMO(spDevices(nics), nil), nil)
 	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").
 		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ string) error {
 			card.Backing = spWorkerBack
 			return nil
 		})
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil)
-	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vcenter.RefOf(spDSRef), nil)
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
+	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil)
 }
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,
@@ -111,4 +111,11 @@ func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObject
 		}
 	}
 	return o
+}
+
+// spMOPtr is r as the clone methods still return it: a govmomi reference
+// (docs/architecture.md, "Where the port goes next").
+func spMOPtr(r vctypes.Ref) *types.ManagedObjectReference {
+	m := vcenter.MORef(r)
+	return &m
 }

@@ -60,17 +60,17 @@ func spIPConfig() *config.Config {
 var spNewRef = spRef("VirtualMachine", "vm-new")
 
 // expectClone sets the calls of a successful (or failing) fresh clone.
-func (f *spFixture) expectClone(template, name string, cloneErr error) types.ManagedObjectReference {
+func (f *spFixture) expectClone(template, name string, cloneErr error) vctypes.Ref {
 	tmpl := spRef("VirtualMachine", "vm-"+template)
 	f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), template).Return(tmpl, nil)
 	f.expectCloneSpecCalls(tmpl, 1)
-	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(vcenter.RefOf(spFolderRef), nil)
+	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	if cloneErr != nil {
-		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(nil, cloneErr)
-		return types.ManagedObjectReference{}
+		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(nil, cloneErr)
+		return vctypes.Ref{}
 	}
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), name, gomock.Any()).Return(&ref, nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(spMOPtr(ref), nil)
 	vm := spNewRef
 	return vm
 }
@@ -78,8 +78,8 @@ func (f *spFixture) expectClone(template, name string, cloneErr error) types.Man
 type spProgMatcher struct{ path string }
 
 func (m spProgMatcher) Matches(x any) bool {
-	s, ok := x.(*types.GuestProgramSpec)
-	return ok && s.ProgramPath == m.path
+	s, ok := x.(vctypes.GuestProgram)
+	return ok && s.Path == m.path
 }
 func (m spProgMatcher) String() string { return "program " + m.path }
 
@@ -90,19 +90,19 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	args := spV2Args()
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
-	var launched *types.GuestProgramSpec
+	var launched *vctypes.GuestProgram
 	var written types.VirtualMachineConfigSpec
-	auth := &types.NamePasswordAuthentication{Username: "admin", Password: spSecret}
+	auth := &vctypes.GuestAuth{Username: "admin", Password: spSecret}
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil),
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{guest.EnvProgram}).Return(int64(1), nil),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, auth, spProgMatcher{guest.LaunchProgram}).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.BaseGuestAuthentication, s *types.GuestProgramSpec) (int64, error) {
-				launched = s
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, _ *vctypes.GuestAuth, s vctypes.GuestProgram) (int64, error) {
+				launched = &s
 				return 2, nil
 			}),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 				written = s
 				return nil
@@ -112,9 +112,9 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	require.NotNil(t, launched)
-	assert.Equal(t, "-n ;cd /tmp\n./worker --basedir=/var/lib/cds\nsudo shutdown -h now", launched.Arguments)
-	require.Len(t, launched.EnvVariables, 1)
-	env, ok := strings.CutPrefix(launched.EnvVariables[0], "CDS_CONFIG=")
+	assert.Equal(t, "-n ;cd /tmp\n./worker --basedir=/var/lib/cds\nsudo shutdown -h now", launched.Args)
+	require.Len(t, launched.Env, 1)
+	env, ok := strings.CutPrefix(launched.Env[0], "CDS_CONFIG=")
 	require.True(t, ok)
 	got, err := spawn.DecodeWorkerConfig(env)
 	require.NoError(t, err)
@@ -136,11 +136,12 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 
 func TestSpawnWorkerFailures(t *testing.T) {
 	t.Parallel()
-	loginFault := soap.WrapVimFault(&types.InvalidGuestLogin{})
+	// Classified, as the port's errors are (vcenter.Classify).
+	loginFault := vcenter.Classify(soap.WrapVimFault(&types.InvalidGuestLogin{}))
 	tests := []struct {
 		name     string
 		args     func(*spawn.Arguments)
-		setup    func(f *spFixture, vm types.ManagedObjectReference)
+		setup    func(f *spFixture, vm vctypes.Ref)
 		cloneErr error
 		noVM     bool // the failure happens before any vCenter write
 		wantStep string
@@ -174,7 +175,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:   "guest operations never ready",
 			reason: metrics.SpawnFailureGuestNotReady,
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
 			},
 			wantStep: "wait for guest operations ready", wantIs: context.DeadlineExceeded, powerOff: true,
@@ -182,7 +183,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:   "ip timeout",
 			reason: metrics.SpawnFailureGuestNotReady,
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded)
 			},
@@ -191,7 +192,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:   "guest reports another ip",
 			reason: metrics.SpawnFailureGuestNotReady,
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("172.17.0.1", nil)
 			},
@@ -200,7 +201,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:   "bad credentials refused by env",
 			reason: metrics.SpawnFailureGuestNotReady,
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
 				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), loginFault)
@@ -210,7 +211,7 @@ func TestSpawnWorkerFailures(t *testing.T) {
 		{
 			name:   "bad credentials refused at launch",
 			reason: metrics.SpawnFailureLaunch,
-			setup: func(f *spFixture, vm types.ManagedObjectReference) {
+			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 				f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil)
 				f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(1), nil)
@@ -305,16 +306,16 @@ func TestWaitGuestEnvRetries(t *testing.T) {
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(0), notReady),
 		f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).Return(int64(7), nil),
 	)
-	require.NoError(t, f.h.guest().WaitEnv(context.Background(), vcenter.RefOf(vm), guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}}))
+	require.NoError(t, f.h.guest().WaitEnv(context.Background(), vm, guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}}))
 
 	// A context that ends stops the retries with its error.
 	ctx, cancel := context.WithCancel(context.Background())
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, vctypes.Ref, *vctypes.GuestAuth, vctypes.GuestProgram) (int64, error) {
 			cancel()
 			return 0, notReady
 		})
-	err := f.h.guest().WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}})
+	err := f.h.guest().WaitEnv(ctx, vm, guest.Access{Auth: &vctypes.GuestAuth{Username: "u"}})
 	require.ErrorIs(t, err, context.Canceled)
 }
 
@@ -324,8 +325,8 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 		name    string
 		foreign inventory.VM
 	}{
-		{name: "unannotated vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f1"), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
-		{name: "other hatchery's vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f2"), Name: "worker-v2-1", Annotation: &inventory.Annotation{HatcheryName: "other"}}},
+		{name: "unannotated vm with the worker's name", foreign: inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-f1")), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
+		{name: "other hatchery's vm with the worker's name", foreign: inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-f2")), Name: "worker-v2-1", Annotation: &inventory.Annotation{HatcheryName: "other"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -364,8 +365,8 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	var written types.VirtualMachineConfigSpec
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.9", nil)
-	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &types.NamePasswordAuthentication{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &vctypes.GuestAuth{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
 			written = s
 			return nil

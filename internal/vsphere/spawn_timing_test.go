@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -21,7 +22,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -41,34 +41,34 @@ func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 	f.expectCloneSpecCalls(tmpl, 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).DoAndReturn(func(context.Context) (vctypes.Ref, error) {
 		f.clock.Advance(300 * time.Millisecond) // the hatchery's own work before the clone
-		return vcenter.RefOf(spFolderRef), nil
+		return spFolderRef, nil
 	})
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), tmpl, gomock.Any(), args.WorkerName, gomock.Any()).
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), args.WorkerName, gomock.Any()).
 		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 			f.clock.Advance(50 * time.Second)
-			return &ref, nil
+			return spMOPtr(ref), nil
 		})
 	vm := spNewRef
-	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
+	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, vctypes.Ref) error {
 		f.clock.Advance(15 * time.Second)
 		return nil
 	})
-	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").DoAndReturn(func(context.Context, types.ManagedObjectReference, string) (string, error) {
+	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").DoAndReturn(func(context.Context, vctypes.Ref, string) (string, error) {
 		f.clock.Advance(5 * time.Second)
 		return "10.0.0.10", nil
 	})
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.EnvProgram}).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, vctypes.Ref, *vctypes.GuestAuth, vctypes.GuestProgram) (int64, error) {
 			f.clock.Advance(5 * time.Second)
 			return 1, nil
 		})
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, gomock.Any(), spProgMatcher{guest.LaunchProgram}).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.BaseGuestAuthentication, *types.GuestProgramSpec) (int64, error) {
+		DoAndReturn(func(context.Context, vctypes.Ref, *vctypes.GuestAuth, vctypes.GuestProgram) (int64, error) {
 			f.clock.Advance(time.Second)
 			return 2, nil
 		})
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
 }
 
 // histogram returns the histogram of family name whose labels include want.

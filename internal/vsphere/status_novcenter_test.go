@@ -8,7 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -36,8 +35,8 @@ func TestStatusReachesNoVCenter(t *testing.T) {
 
 	// A capacity read takes a reading (once); Status shows it without
 	// another round trip.
-	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(spPoolRef), nil)
-	f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), vcenter.RefOf(spPoolRef)).Return(&vctypes.PoolRuntime{
+	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
+	f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(&vctypes.PoolRuntime{
 		MemoryUnreservedBytes: 2048 << 20, CPUUnreservedMHz: 1000,
 	}, nil)
 	_, err := f.h.CapacityUsage(context.Background())

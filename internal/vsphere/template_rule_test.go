@@ -119,7 +119,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 			var mu sync.Mutex
 			var cloned []string
 			var poolCPUs []int64
-			pe.h.pool.Clone = poolClone(func(ctx context.Context, template modelref.Template, _ string, _ *inventory.Annotation, _ *config.Flavor) (types.ManagedObjectReference, error) {
+			pe.h.pool.Clone = poolClone(func(ctx context.Context, template modelref.Template, _ string, _ *inventory.Annotation, _ *config.Flavor) (vctypes.Ref, error) {
 				ref, err := pe.h.loadTemplate(ctx, vms, template)
 				require.NoError(t, err)
 				_, c, _ := pe.h.ReservedFootprint()
@@ -127,7 +127,7 @@ func TestOneTemplateRuleEveryCaller(t *testing.T) {
 				cloned = append(cloned, ref.Ref.Value)
 				poolCPUs = append(poolCPUs, c)
 				mu.Unlock()
-				return types.ManagedObjectReference{}, errors.New("stop after the clone's template")
+				return vctypes.Ref{}, errors.New("stop after the clone's template")
 			})
 			pe.h.pool.Provision(ctx)
 			mu.Lock()

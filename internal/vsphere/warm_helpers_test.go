@@ -9,6 +9,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -119,16 +121,24 @@ func (claimCASSpec) Matches(x interface{}) bool {
 func (claimCASSpec) String() string { return "a claim's compare-and-swap reconfigure" }
 
 // warmRef is the fake reference of a VM named name.
-func warmRef(name string) types.ManagedObjectReference {
-	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
+func warmRef(name string) vctypes.Ref {
+	return vctypes.Ref{Type: "VirtualMachine", Value: "vm-" + name}
 }
 
 // warmRefIs matches the reference of the VM named name.
 type warmRefIs string
 
+// Matches takes the reference in either of the port's vocabularies: the
+// power, destroy and wait methods take a vctypes.Ref, the reconfigure and
+// clone methods still a govmomi reference.
 func (m warmRefIs) Matches(x interface{}) bool {
-	o, ok := x.(types.ManagedObjectReference)
-	return ok && o == warmRef(string(m))
+	switch o := x.(type) {
+	case vctypes.Ref:
+		return o == warmRef(string(m))
+	case types.ManagedObjectReference:
+		return vcenter.RefOf(o) == warmRef(string(m))
+	}
+	return false
 }
 
 func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
@@ -162,7 +172,7 @@ func wAnnot(f func(*inventory.Annotation)) vmOpt { return func(v *inventory.VM) 
 // warmVM is a VM carrying hatch-a's annotation, powered on, created a minute ago.
 func warmVM(name string, opts ...vmOpt) inventory.VM {
 	v := inventory.VM{
-		Ref:        warmRef(name),
+		Ref:        vcenter.MORef(warmRef(name)),
 		Name:       name,
 		PowerState: types.VirtualMachinePowerStatePoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
@@ -191,7 +201,7 @@ func warmProvVM(name, model, flavor string, opts ...vmOpt) inventory.VM {
 
 // warmTpl is a template without annotation (an operator's template).
 func warmTpl(name string) inventory.VM {
-	return inventory.VM{Ref: warmRef(name), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
+	return inventory.VM{Ref: vcenter.MORef(warmRef(name)), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
 }
 
 // expectDelete expects vm to be powered off (when on) and destroyed once.

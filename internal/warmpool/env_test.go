@@ -19,6 +19,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -115,9 +116,18 @@ func refOf(name string) types.ManagedObjectReference {
 // refIs matches the reference of the VM named name.
 type refIs string
 
+// Matches takes the reference in either of the port's vocabularies: the
+// power, destroy and wait methods take a vctypes.Ref, the reconfigure and
+// device reads still a govmomi reference (docs/architecture.md, "Where the
+// port goes next").
 func (m refIs) Matches(x interface{}) bool {
-	o, ok := x.(types.ManagedObjectReference)
-	return ok && o == refOf(string(m))
+	switch o := x.(type) {
+	case types.ManagedObjectReference:
+		return o == refOf(string(m))
+	case vctypes.Ref:
+		return o == vctypes.Ref{Type: "VirtualMachine", Value: "vm-" + string(m)}
+	}
+	return false
 }
 
 func (m refIs) String() string { return fmt.Sprintf("vm %q", string(m)) }

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -171,14 +172,14 @@ func TestPrepareClaimedVMCanceledStillPoweredOff(t *testing.T) {
 	defer cancel()
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-x"), gomock.Any()).Return(nil)
 	e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference) error {
+		DoAndReturn(func(context.Context, vctypes.Ref) error {
 			cancel()
 			return context.Canceled
 		})
 	var offErr error
 	var offDeadline bool
 	e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).
-		DoAndReturn(func(ctx context.Context, _ types.ManagedObjectReference) error {
+		DoAndReturn(func(ctx context.Context, _ vctypes.Ref) error {
 			_, offDeadline = ctx.Deadline()
 			offErr = ctx.Err()
 			return ctx.Err()
