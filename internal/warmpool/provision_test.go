@@ -360,7 +360,7 @@ func TestProvisionOneDeferred(t *testing.T) {
 			assert.Equal(t, tc.phase, e.p.Life.Phase(task.Name))
 			assert.False(t, e.p.Life.In(task.Name, lifecycle.Marked), "nothing marked")
 			assert.Zero(t, e.counted(t), "no reservation left")
-			lines := logLines(e.log.String(), tc.line)
+			lines := e.log.Lines(tc.line)
 			require.Len(t, lines, 1, e.log.String())
 			assert.Equal(t, tc.warn, strings.Contains(lines[0], "level=WARN"), lines[0])
 			_, _, refused := e.p.Custody.BeginAttempt(task.Key.QuarantineKey())
@@ -422,7 +422,7 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 			assert.Equal(t, tc.calls, verbs)
 			assert.True(t, e.p.Life.In(task.Name, lifecycle.Marked), "marked for deletion")
 			assert.Equal(t, int64(4), e.counted(t), "released: still counted within the grace")
-			lines := append(logLines(e.log.String(), `msg="provisioning failed"`), logLines(e.log.String(), `msg="provisioning cut by the shutdown"`)...)
+			lines := append(e.log.Lines(`msg="provisioning failed"`), e.log.Lines(`msg="provisioning cut by the shutdown"`)...)
 			require.Len(t, lines, 1, e.log.String())
 			assert.Contains(t, lines[0], "level="+tc.level)
 		})
@@ -521,26 +521,11 @@ func TestProvisionPass(t *testing.T) {
 		}
 	}
 	for _, skipped := range []string{"unknown flavor", "no template with that name", "model not enabled on the api"} {
-		assert.Len(t, logLines(e.log.String(), `msg="provisioning entry skipped"`, skipped), 1, skipped)
+		assert.Len(t, e.log.Lines(`msg="provisioning entry skipped"`, skipped), 1, skipped)
 	}
 }
 
 // tplVM is a template of the inventory named name with cpus vCPUs.
 func tplVM(name string, cpus int32) inventory.VM {
 	return inventory.VM{Name: name, Template: true, NumCPU: cpus, MemoryMB: 2048, PowerState: "poweredOff"}
-}
-
-// logLines are the lines of out holding every one of parts.
-func logLines(out string, parts ...string) []string {
-	var lines []string
-	for _, l := range strings.Split(out, "\n") {
-		ok := l != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok {
-			lines = append(lines, l)
-		}
-	}
-	return lines
 }
