@@ -59,6 +59,12 @@ commands:
                               load and validate FILE; list every problem; with --online also
                               connect to vCenter and resolve the datacenter, resource pool,
                               folder, datastore, network and templates, and check privileges
+  vcenter check --config FILE [--json] [--keep] [--clean] [--guest-timeout D]
+                              prove on the configured vCenter, before the first job, every vCenter
+                              capability the hatchery relies on (clone into each placement,
+                              reconfigure, locks, power, guest, instant clone, change notifications)
+                              in a scratch folder it creates and removes; one line each: pass / fail /
+                              unsupported and its time (docs/vcenter-check.md)
   ctl [--socket PATH] [--json] COMMAND
                               talk to the running daemon over its unix socket: status, vms,
                               quarantine lift TEMPLATE, hold release VM, drain, reload,
@@ -94,6 +100,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdConfig(ctx, args[1:])
 	case "ctl":
 		return a.cmdCtl(ctx, args[1:])
+	case "vcenter":
+		return a.cmdVCenter(ctx, args[1:])
 	case "version":
 		return a.cmdVersion(args[1:])
 	case "help", "-h", "-help", "--help":

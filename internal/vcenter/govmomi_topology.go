@@ -34,6 +34,10 @@ type TopologyRequest struct {
 	// GrowsDisks: a flavor grows the template's disk
 	// (VirtualMachine.Config.DiskExtend on the folder).
 	GrowsDisks bool
+	// InstantClones: a model's workers are instant clones of a running
+	// parent cloned in the folder (VirtualMachine.Provisioning.Clone on
+	// the folder, where the parents are).
+	InstantClones bool
 }
 
 // ConfiguredTemplate is a template name and the configuration key that
@@ -52,6 +56,12 @@ type TopologyProblem struct {
 	Key       string
 	Problem   string
 	Placement bool
+	// Missing are the privileges the user lacks on the object of Key,
+	// comma-separated ("" for a problem that is not of privileges; a
+	// string, so that a problem stays comparable); Object names that
+	// object (its inventory path, or "template NAME").
+	Missing string
+	Object  string
 }
 
 // TopologyReport is CheckTopology's answer: the problems, the objects
@@ -192,6 +202,9 @@ func (t *topologyCheck) topLevel(ctx context.Context, req TopologyRequest) error
 	if req.GrowsDisks {
 		t.fprivs = append(t.fprivs, "VirtualMachine.Config.DiskExtend")
 	}
+	if req.InstantClones {
+		t.fprivs = append(t.fprivs, "VirtualMachine.Provisioning.Clone")
+	}
 	if err := t.placement(ctx, "folderString", folder, err, t.fprivs); err != nil {
 		return err
 	}
@@ -330,7 +343,7 @@ func (t *topologyCheck) privileges(ctx context.Context) error {
 			}
 		}
 		if len(missing) > 0 {
-			t.rep.Problems = append(t.rep.Problems, TopologyProblem{Key: e.key,
+			t.rep.Problems = append(t.rep.Problems, TopologyProblem{Key: e.key, Missing: strings.Join(missing, ", "), Object: e.what,
 				Problem: fmt.Sprintf("user %q lacks the privileges %s on %s", t.c.cfg.User, strings.Join(missing, ", "), e.what)})
 		}
 	}
