@@ -14,7 +14,7 @@ import (
 
 // vcenterUsage is printed by `vcenter --help` and on a wrong `vcenter`
 // command line.
-const vcenterUsage = `usage: hatchery-vsphere vcenter check --config FILE [--json] [--keep] [--clean] [--guest-timeout D]
+const vcenterUsage = `usage: hatchery-vsphere vcenter check --config FILE [--json] [--keep] [--clean] [--guest-timeout D] [--latency-model FILE]
 
   vcenter check --config FILE  prove, on the configured vCenter and before the first job, every vCenter
                                capability the hatchery relies on, in a scratch folder of its own that it
@@ -25,6 +25,8 @@ const vcenterUsage = `usage: hatchery-vsphere vcenter check --config FILE [--jso
       --keep                   leave the scratch folder and its VMs (powered off) for inspection
       --clean                  only remove what earlier runs left (their record proves them the check's)
       --guest-timeout D        how long a clone's guest may take to be ready (default 5m)
+      --latency-model FILE     write the measured operation times in the latency model's form, for
+                               make bench-latency LATENCY_MODEL=FILE (docs/vcenter-check.md#latency-model)
 `
 
 // vcenterCheckTimeout bounds a whole `vcenter check`: clones, power
@@ -53,6 +55,7 @@ func (a *app) cmdVCenter(ctx context.Context, args []string) int {
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	keep := fs.Bool("keep", false, "leave the scratch folder and its VMs for inspection")
 	clean := fs.Bool("clean", false, "only remove what earlier runs left")
+	latency := fs.String("latency-model", "", "write the measured operation times to this file in the latency model's form")
 	guestTimeout := fs.Duration("guest-timeout", vcheck.DefaultGuestReadyTimeout, "how long a clone's guest may take to be ready")
 	if fs.Parse(args[1:]) != nil || fs.NArg() > 0 {
 		return exitUsage
@@ -68,7 +71,7 @@ func (a *app) cmdVCenter(ctx context.Context, args []string) int {
 	}
 	ctx, cancel := context.WithTimeout(ctx, vcenterCheckTimeout)
 	defer cancel()
-	rep := vcheck.Run(ctx, cfg, dialer(cfg), vcheck.Options{Keep: *keep, CleanOnly: *clean, GuestReadyTimeout: *guestTimeout})
+	rep := vcheck.Run(ctx, cfg, dialer(cfg), vcheck.Options{Keep: *keep, CleanOnly: *clean, GuestReadyTimeout: *guestTimeout, LatencyModel: *latency})
 	if *asJSON {
 		if err := rep.WriteJSON(a.stdout); err != nil {
 			fmt.Fprintf(a.stderr, "vcenter check: %v\n", err)

@@ -24,11 +24,11 @@ const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 // cloneSpec is the clone of template into the scratch folder at pool and
 // datastore (ds zero: the template's), powered off, linked when the
 // template allows it (clonespec.TemplateCloneMode, the spawn's rule),
-// with the run's record and a guestinfo value.
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, nonce string) (*types.VirtualMachineCloneSpec, string, error) {
+// with the run's record and a guestinfo value; the mode and what to say of it.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
-		return nil, "", vcenter.Classify(err)
+		return nil, "", "", vcenter.Classify(err)
 	}
 	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
 	spec := &types.VirtualMachineCloneSpec{
@@ -54,9 +54,9 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 	if mode == clonespec.ModeLinked {
 		spec.Snapshot = snap
 		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
-		return spec, "linked clone", nil
+		return spec, mode, "linked clone", nil
 	}
-	return spec, reason, nil
+	return spec, mode, reason, nil
 }
 
 // cloneVM clones template under name into the scratch folder.

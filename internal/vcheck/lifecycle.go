@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -51,7 +52,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	}
 	start = time.Now()
 	nonce := fmt.Sprintf("%s-%d", r.o.RunID, i)
-	spec, mode, err := r.cloneSpec(ctx, tref, pool, ds, nonce)
+	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, nonce)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
 		return types.ManagedObjectReference{}, false
@@ -63,7 +64,8 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 			"check that the placement's hosts reach the template's disks and the datastore has room").Needed = true
 		return types.ManagedObjectReference{}, false
 	}
-	r.add("clone", object, start, Pass, mode)
+	res := r.add("clone", object, start, Pass, why)
+	r.measure(mode+" clone", res)
 	return vm, true
 }
 
@@ -74,10 +76,12 @@ func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.Mana
 	r.compareAndSwap(ctx, t, vm)
 	start := time.Now()
 	err := r.powerOn(ctx, vm)
-	r.outcome("power on", t.name, start, err, "").Needed = true
+	res := r.outcome("power on", t.name, start, err, "")
+	res.Needed = true
 	if err != nil {
 		return
 	}
+	r.measure(latencyfile.OpPowerOn, res)
 	r.guest(ctx, t, vm)
 	if t.settings.CloneMode == config.CloneModeInstant {
 		r.instant(ctx, t, vm)
@@ -87,7 +91,12 @@ func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.Mana
 	r.outcome("suspend", t.name, start, err, "grant VirtualMachine.Interact.Suspend on the hatchery's folder").Needed = len(r.cfg.WorkerProvisioning) > 0
 	if err == nil {
 		start = time.Now()
-		r.outcome("resume", t.name, start, r.powerOn(ctx, vm), "").Needed = len(r.cfg.WorkerProvisioning) > 0
+		err = r.powerOn(ctx, vm)
+		res := r.outcome("resume", t.name, start, err, "")
+		res.Needed = len(r.cfg.WorkerProvisioning) > 0
+		if err == nil {
+			r.measure(latencyfile.OpResume, res)
+		}
 	}
 	start = time.Now()
 	r.outcome("power off", t.name, start, r.powerOff(ctx, vm), "grant VirtualMachine.Interact.PowerOff on the hatchery's folder").Needed = true
@@ -130,10 +139,12 @@ func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm types
 	watching := r.watch(ctx, vm)
 	start = time.Now()
 	err = r.reconfigure(ctx, vm, recordOf(r.o.RunID)+" (reconfigured)", old)
-	r.outcome("reconfigure", t.name, start, err, "grant VirtualMachine.Config.Annotation on the hatchery's folder").Needed = true
+	res := r.outcome("reconfigure", t.name, start, err, "grant VirtualMachine.Config.Annotation on the hatchery's folder")
+	res.Needed = true
 	if err != nil {
 		return
 	}
+	r.measure(latencyfile.OpReconfigure, res)
 	if watching {
 		r.notified(ctx, t, vm, start)
 	}
@@ -235,7 +246,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		}
 		return
 	}
-	r.add("guest ready", t.name, start, Pass, "")
+	r.measure(latencyfile.OpGuestReady, r.add("guest ready", t.name, start, Pass, ""))
 	if !guestops {
 		return
 	}
@@ -270,6 +281,7 @@ func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.Manage
 	name := FolderPrefix + r.o.RunID + "-instant-" + t.name
 	nonce := r.o.RunID + "-instant"
 	child, err := r.instantClone(ctx, vm, name, nonce)
+	forked := time.Since(start)
 	if err != nil {
 		r.outcome("instant clone", t.name, start, err,
 			"instant clones need vSphere 6.7+ and a template whose guest allows them: set the model's cloneMode to linked").Needed = true
@@ -284,5 +296,6 @@ func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.Manage
 		res.Needed = true
 	default:
 		r.add("instant clone", t.name, start, Pass, "child "+name+" with its own guestinfo")
+		r.measured[latencyfile.OpInstantCloneTask] = append(r.measured[latencyfile.OpInstantCloneTask], forked)
 	}
 }

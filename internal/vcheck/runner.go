@@ -31,6 +31,9 @@ type runner struct {
 	scratchName string
 	// vms are the VMs this run made, destroyed at its end.
 	vms []vmRef
+	// measured are the passed operations' times, by latency model
+	// operation (internal/latencyfile).
+	measured map[string][]time.Duration
 }
 
 func newRunner(cfg *config.Config, o Options) *runner {
@@ -50,7 +53,7 @@ func newRunner(cfg *config.Config, o Options) *runner {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &runner{cfg: cfg, o: o, log: log, rep: &Report{RunID: o.RunID}}
+	return &runner{cfg: cfg, o: o, log: log, rep: &Report{RunID: o.RunID}, measured: map[string][]time.Duration{}}
 }
 
 // close logs out.

@@ -72,6 +72,9 @@ func (r Result) Failed() bool {
 // Report is a whole check: its results in order and what its clean-up
 // removed.
 type Report struct {
+	// LatencyModel, when set, is a file the measured operation times are
+	// written to in the latency model's form (internal/latencyfile).
+	LatencyModel string
 	// RunID names the run (its scratch folder and record).
 	RunID string `json:"run"`
 	// Results are the lines, in the order tried.
@@ -144,6 +147,9 @@ type Options struct {
 	// NotifyTimeout bounds the wait for a change notification (0:
 	// DefaultNotifyTimeout).
 	NotifyTimeout time.Duration
+	// LatencyModel, when set, is a file the measured operation times are
+	// written to in the latency model's form (internal/latencyfile).
+	LatencyModel string
 	// RunID names the run ("": from the time); tests set it.
 	RunID string
 	// Now is the clock of the run ID ("": time.Now).
@@ -192,5 +198,8 @@ func Run(ctx context.Context, cfg *config.Config, dial Dialer, o Options) *Repor
 		r.template(ctx, t)
 	}
 	r.removeScratch(ctx)
+	if o.LatencyModel != "" {
+		r.writeLatency()
+	}
 	return r.rep
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
@@ -81,7 +83,8 @@ func scratchLeft(t *testing.T, env *vcsimtest.Env) []string {
 func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
-	rep := Run(context.Background(), envConfig(env, true), envDialer(env), Options{RunID: "r1", NotifyTimeout: time.Minute})
+	latency := filepath.Join(t.TempDir(), "latency.toml")
+	rep := Run(context.Background(), envConfig(env, true), envDialer(env), Options{RunID: "r1", NotifyTimeout: time.Minute, LatencyModel: latency})
 	t.Logf("report:\n%s", text(rep))
 	for _, r := range rep.Results {
 		assert.Equal(t, Pass, r.Status, "%s %s: %s", r.Capability, r.Object, r.Detail)
@@ -89,11 +92,18 @@ func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	got := statuses(rep)
 	for _, c := range []string{"session", "clean-up of earlier runs", "topology", "scratch folder", "unique-name lock", "datastore space", "clone",
 		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program",
-		"instant clone", "suspend", "resume", "power off", "clean-up"} {
+		"instant clone", "suspend", "resume", "power off", "clean-up", "latency model"} {
 		assert.Equal(t, Pass, got[c], c)
 	}
 	assert.False(t, rep.Failed())
 	assert.Empty(t, scratchLeft(t, env))
+	measured, err := latencyfile.Read(latency)
+	require.NoError(t, err)
+	for _, op := range []string{latencyfile.OpFullClone, latencyfile.OpPowerOn, latencyfile.OpGuestReady, latencyfile.OpReconfigure,
+		latencyfile.OpResume, latencyfile.OpInstantCloneTask} {
+		assert.Positive(t, measured[op], "%s measured", op)
+	}
+	assert.NotContains(t, measured, latencyfile.OpLinkedClone, "the template has no snapshot: no linked clone was made")
 	assert.NotContains(t, text(rep), vcsimtest.DefaultPassword)
 	assert.NotContains(t, text(rep), vcsimtest.DefaultGuestPassword)
 	var b bytes.Buffer

@@ -1,0 +1,44 @@
+package vcheck
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
+)
+
+// measure keeps the time of a passed result as a figure of the latency
+// model's operation op.
+func (r *runner) measure(op string, res *Result) {
+	if res.Status != Pass {
+		return
+	}
+	r.measured[op] = append(r.measured[op], res.Duration)
+}
+
+// writeLatency writes the measured operations, each its median, to
+// Options.LatencyModel in the latency model's file form
+// (internal/latencyfile): one line.
+func (r *runner) writeLatency() {
+	start := time.Now()
+	f := latencyfile.File{Source: fmt.Sprintf("hatchery-vsphere vcenter check on %s, run %s", r.cfg.Endpoint, r.o.RunID)}
+	for _, op := range latencyfile.Ops {
+		ds := r.measured[op]
+		if len(ds) == 0 {
+			continue
+		}
+		s := slices.Clone(ds)
+		slices.Sort(s)
+		note := fmt.Sprintf("median of %d", len(s))
+		if op == latencyfile.OpResume {
+			note += "; the power-on task of a suspended VM, without the guest's readiness after it"
+		}
+		f.Latency = append(f.Latency, latencyfile.Entry{Op: op, Real: s[len(s)/2].Round(time.Millisecond).String(), Note: note})
+	}
+	err := latencyfile.Write(r.o.LatencyModel, f)
+	res := r.outcome("latency model", r.o.LatencyModel, start, err, "choose a file the command may write")
+	if err == nil {
+		res.Detail = fmt.Sprintf("%d operation(s) measured: make bench-latency LATENCY_MODEL=%s", len(f.Latency), r.o.LatencyModel)
+	}
+}
