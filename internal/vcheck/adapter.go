@@ -127,6 +127,12 @@ func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReferen
 	return pid, vcenter.Classify(err)
 }
 
+// programExit reads whether the guest program pid ended and its exit
+// code.
+func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, pid int64) (int32, bool, error) {
+	return r.vc.GuestProgramExit(ctx, vm, vcenter.GuestAuthOf(auth), pid)
+}
+
 // instantClone forks name from the running parent into the scratch
 // folder with a guestinfo value of its own.
 func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {

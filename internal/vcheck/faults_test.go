@@ -3,6 +3,7 @@ package vcheck
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,6 +65,31 @@ func TestGuestNeverReady(t *testing.T) {
 	assert.Empty(t, lines(rep, "guest program"))
 	assert.True(t, rep.Failed())
 	assert.Equal(t, Pass, lines(rep, "clean-up")[0].Status)
+	assert.Empty(t, scratchLeft(t, env))
+}
+
+// TestGuestCannotReachTheAPI: a guest from which the worker download URL
+// does not answer (the fake guest's fetch exits 7, curl's "failed to
+// connect") fails "api from guest" naming the URL and the network fix;
+// the guest program itself passed.
+func TestGuestCannotReachTheAPI(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	env.Guest.SetExitCode(func(c vcsimtest.GuestCall) int32 {
+		if strings.Contains(c.Arguments, "/download/worker/") {
+			return 7
+		}
+		return 0
+	})
+	rep := Run(context.Background(), envConfig(env, false), envDialer(env), Options{RunID: "nonet"})
+	t.Logf("report:\n%s", text(rep))
+	assert.Equal(t, Pass, lines(rep, "guest program")[0].Status)
+	got := lines(rep, "api from guest")
+	require.Len(t, got, 1)
+	assert.Equal(t, Fail, got[0].Status)
+	assert.Contains(t, got[0].Detail, "could not fetch http://127.0.0.1:8081/download/worker/linux/$(uname -m) (exit code 7)")
+	assert.Contains(t, got[0].Fix, "workerApiHttp")
+	assert.True(t, rep.Failed())
 	assert.Empty(t, scratchLeft(t, env))
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -251,27 +250,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		return
 	}
 	r.program(ctx, t, vm)
-}
-
-// program starts a program that does nothing in the guest with the
-// model's account.
-func (r *runner) program(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
-	start := time.Now()
-	auth := &vctypes.GuestAuth{}
-	if e := t.settings.Entry; e != nil {
-		auth.Username, auth.Password = e.Username, e.Password
-	}
-	p := vctypes.GuestProgram{Path: "/bin/sh", Args: `-c "exit 0"`}
-	if t.settings.OS == config.OSWindows {
-		p = vctypes.GuestProgram{Path: guest.PowerShellProgram, Args: "-NoProfile -NonInteractive -Command exit 0"}
-	}
-	pid, err := r.startProgram(ctx, vm, auth, p)
-	if err != nil {
-		r.outcome("guest program", t.name, start, err,
-			"check the model's guest account (username, password) and that "+p.Path+" exists in the template").Needed = true
-		return
-	}
-	r.add("guest program", t.name, start, Pass, fmt.Sprintf("%s started as pid %d", p.Path, pid))
+	r.apiFromGuest(ctx, t, vm)
 }
 
 // instant forks a child from the running vm and checks the child's own

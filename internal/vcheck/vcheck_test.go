@@ -28,6 +28,8 @@ func envConfig(env *vcsimtest.Env, instant bool) *config.Config {
 		e.CloneMode = config.CloneModeInstant
 	}
 	cfg.Models = []config.GuestCredential{e}
+	// The fake guest fetches nothing: any URL stands for the API's.
+	cfg.CommonConfiguration.API.HTTP.URL = "http://127.0.0.1:8081"
 	return cfg
 }
 
@@ -91,7 +93,7 @@ func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	}
 	got := statuses(rep)
 	for _, c := range []string{"session", "clean-up of earlier runs", "topology", "scratch folder", "unique-name lock", "datastore space", "clone",
-		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program",
+		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program", "api from guest",
 		"instant clone", "suspend", "resume", "power off", "clean-up", "latency model"} {
 		assert.Equal(t, Pass, got[c], c)
 	}
