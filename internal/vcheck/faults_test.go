@@ -2,6 +2,7 @@ package vcheck
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"strings"
 	"testing"
@@ -237,4 +238,55 @@ func failedLines(rep *Report) []Result {
 		}
 	}
 	return out
+}
+
+// killHandler is a log handler that ends a run's context when the run
+// logs the capability it waits for, as a kill at that point would.
+type killHandler struct {
+	slog.Handler
+	at     string
+	cancel context.CancelFunc
+}
+
+func (h killHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h killHandler) Handle(_ context.Context, r slog.Record) error {
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "capability" && a.Value.String() == h.at {
+			h.cancel()
+		}
+		return true
+	})
+	return nil
+}
+
+// TestKilledRunLeftoversRemovedByTheNext: a run stopped right after its
+// VM powered on (its context ended, as a kill) leaves its folder and a
+// powered-on VM; the next run's clean-up removes them by their record
+// and then passes every line.
+func TestKilledRunLeftoversRemovedByTheNext(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	cfg := envConfig(env, false)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	killed := Run(ctx, cfg, envDialer(env), Options{RunID: "killed", Logger: slog.New(killHandler{at: "power on", cancel: cancel})})
+	t.Logf("killed run:\n%s", text(killed))
+	require.True(t, killed.Failed())
+	for _, r := range failedLines(killed) {
+		assert.Contains(t, r.Fix, "the run was stopped", "%s: the fix says why, not a privilege", r.Capability)
+	}
+	st, ok := env.Inspect(FolderPrefix + "killed-0-" + vcsimtest.DefaultTemplate)
+	require.True(t, ok, "the killed run left its clone")
+	assert.Equal(t, "poweredOn", string(st.PowerState))
+	require.Contains(t, scratchLeft(t, env), FolderPrefix+"killed")
+
+	rep := Run(context.Background(), cfg, envDialer(env), Options{RunID: "next"})
+	t.Logf("next run:\n%s", text(rep))
+	first := lines(rep, "clean-up of earlier runs")
+	require.Len(t, first, 1)
+	assert.Equal(t, Pass, first[0].Status)
+	assert.Contains(t, first[0].Detail, "removed 1 vm(s) and "+FolderPrefix+"killed")
+	assert.False(t, rep.Failed())
+	assert.Empty(t, scratchLeft(t, env))
 }

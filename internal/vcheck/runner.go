@@ -92,6 +92,9 @@ func (r *runner) outcome(capability, object string, start time.Time, err error, 
 		res.Fault = kind.Error()
 	}
 	res.Fix = fixOf(kind, fix)
+	if kind == vctypes.NoFault && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		res.Fix = "the run was stopped, or this step outlived its bound, before vCenter answered: run the check again (it removes what this run left)"
+	}
 	r.log.Info("vcenter check failed", "capability", capability, "object", object, logkey.Err, err)
 	return res
 }
