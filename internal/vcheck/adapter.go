@@ -8,6 +8,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -125,6 +126,20 @@ func (r *runner) waitGuestReady(ctx context.Context, vm types.ManagedObjectRefer
 func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
 	pid, err := r.vc.StartProgramInGuest(ctx, vm, vcenter.GuestAuthOf(auth), vcenter.GuestProgramSpec(p))
 	return pid, vcenter.Classify(err)
+}
+
+// waitIP waits for the guest to report an IPv4 address.
+func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference) (string, error) {
+	ip, err := r.vc.WaitForVirtualMachineIP(ctx, vm, "")
+	return ip, vcenter.Classify(err)
+}
+
+// cloudInitOptions are the guestinfo of cloud-init's VMware datasource
+// (internal/cloudinit, the documents a worker's VM is given) for the VM
+// name: its instance id and hostname, DHCP, a userdata whose script does
+// nothing.
+func cloudInitOptions(name string, windows bool) ([]types.BaseOptionValue, error) {
+	return cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
 }
 
 // programExit reads whether the guest program pid ended and its exit

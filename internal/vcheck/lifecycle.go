@@ -57,6 +57,14 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 		return types.ManagedObjectReference{}, false
 	}
 	name := fmt.Sprintf("%s%s-%d-%s", FolderPrefix, r.o.RunID, i, t.name)
+	if t.settings.Bootstrap == config.BootstrapCloudInit {
+		opts, err := cloudInitOptions(name, t.settings.OS == config.OSWindows)
+		if err != nil {
+			r.outcome("clone", object, start, err, "").Needed = true
+			return types.ManagedObjectReference{}, false
+		}
+		spec.Config.ExtraConfig = append(spec.Config.ExtraConfig, opts...)
+	}
 	vm, err := r.cloneVM(ctx, tref, name, spec)
 	if err != nil {
 		r.outcome("clone", object, start, err,
@@ -246,11 +254,33 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		return
 	}
 	r.measure(latencyfile.OpGuestReady, r.add("guest ready", t.name, start, Pass, ""))
+	if t.settings.Bootstrap == config.BootstrapCloudInit {
+		r.cloudInit(ctx, t, vm)
+	}
 	if !guestops {
 		return
 	}
 	r.program(ctx, t, vm)
 	r.apiFromGuest(ctx, t, vm)
+}
+
+// cloudInit waits for the guest of a cloud-init model, booted with the
+// datasource's guestinfo (DHCP), to report the address it took: the
+// metadata applied and the guest reporting back.
+func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+	start := time.Now()
+	wctx, cancel := context.WithTimeout(ctx, r.o.GuestReadyTimeout)
+	ip, err := r.waitIP(wctx, vm)
+	cancel()
+	if err != nil {
+		res := r.outcome("cloud-init", t.name, start, err, "")
+		res.Needed = true
+		if ctx.Err() == nil {
+			res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template, and a DHCP server on its network or ipRange"
+		}
+		return
+	}
+	r.add("cloud-init", t.name, start, Pass, "the guest applied the guestinfo metadata and reported "+ip)
 }
 
 // instant forks a child from the running vm and checks the child's own
