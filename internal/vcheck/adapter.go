@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -126,6 +127,16 @@ func (r *runner) waitGuestReady(ctx context.Context, vm types.ManagedObjectRefer
 func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
 	pid, err := r.vc.StartProgramInGuest(ctx, vm, vcenter.GuestAuthOf(auth), vcenter.GuestProgramSpec(p))
 	return pid, vcenter.Classify(err)
+}
+
+// waitEnv runs the spawn's own probe of process starts in the guest
+// (guest.Starter.WaitEnv: `env`, PowerShell on Windows, retried until it
+// starts; a refused login at once): the readiness rule of every spawn,
+// the quarantine's probe spawn included.
+func (r *runner) waitEnv(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, windows bool) error {
+	to := guest.Readiness
+	s := guest.Starter{Port: vcenter.PortsOf(r.vc), Log: r.log, Windows: windows, Timeouts: &to}
+	return s.WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: auth})
 }
 
 // waitIP waits for the guest to report an IPv4 address.

@@ -290,3 +290,25 @@ func TestKilledRunLeftoversRemovedByTheNext(t *testing.T) {
 	assert.False(t, rep.Failed())
 	assert.Empty(t, scratchLeft(t, env))
 }
+
+// TestGuestRefusesTheAccount: a guest refusing the model's account
+// (InvalidGuestLogin, through the spawn's own probe) fails "guest ready"
+// with the fault and the account's fix at once, neither password shown.
+func TestGuestRefusesTheAccount(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	const accepted = "the-guest-Accepts-this"
+	env.Guest.SetCredentials(vcsimtest.DefaultGuestUser, accepted)
+	rep := Run(context.Background(), envConfig(env, false), envDialer(env), Options{RunID: "login"})
+	out := text(rep)
+	t.Logf("report:\n%s", out)
+	got := lines(rep, "guest ready")
+	require.Len(t, got, 1)
+	assert.Equal(t, Fail, got[0].Status)
+	assert.Equal(t, "invalid guest login", got[0].Fault)
+	assert.Contains(t, got[0].Fix, "guest account")
+	assert.Empty(t, lines(rep, "guest program"))
+	assert.NotContains(t, out, vcsimtest.DefaultGuestPassword)
+	assert.NotContains(t, out, accepted)
+	assert.Empty(t, scratchLeft(t, env))
+}

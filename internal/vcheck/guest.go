@@ -86,10 +86,7 @@ func (r *runner) apiFromGuest(ctx context.Context, t checkedTemplate, vm types.M
 // run starts p in the guest with t's account and waits for its exit
 // code (bounded by programTimeout).
 func (r *runner) run(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, p vctypes.GuestProgram) (int32, error) {
-	auth := &vctypes.GuestAuth{}
-	if e := t.settings.Entry; e != nil {
-		auth.Username, auth.Password = e.Username, e.Password
-	}
+	auth := t.auth()
 	pid, err := r.startProgram(ctx, vm, auth, p)
 	if err != nil {
 		return 0, err
@@ -112,4 +109,13 @@ func (r *runner) run(ctx context.Context, t checkedTemplate, vm types.ManagedObj
 		case <-tick.C:
 		}
 	}
+}
+
+// auth is the guest account of t's model (empty without an entry).
+func (t checkedTemplate) auth() *vctypes.GuestAuth {
+	auth := &vctypes.GuestAuth{}
+	if e := t.settings.Entry; e != nil {
+		auth.Username, auth.Password = e.Username, e.Password
+	}
+	return auth
 }

@@ -253,7 +253,20 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		}
 		return
 	}
-	r.measure(latencyfile.OpGuestReady, r.add("guest ready", t.name, start, Pass, ""))
+	measured := time.Since(start)
+	if guestops {
+		if err := r.waitEnv(ctx, vm, t.auth(), t.settings.OS == config.OSWindows); err != nil {
+			res := r.outcome("guest ready", t.name, start, err,
+				"guest operations are ready but start no program: check the model's guest account (username, password) and VMware Tools")
+			res.Needed = true
+			return
+		}
+	}
+	res := r.add("guest ready", t.name, start, Pass, "")
+	r.measured[latencyfile.OpGuestReady] = append(r.measured[latencyfile.OpGuestReady], measured)
+	if guestops {
+		res.Detail = "guest operations ready and the spawn's probe started in the guest"
+	}
 	if t.settings.Bootstrap == config.BootstrapCloudInit {
 		r.cloudInit(ctx, t, vm)
 	}
