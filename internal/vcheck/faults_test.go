@@ -72,13 +72,17 @@ func TestGuestNeverReady(t *testing.T) {
 // TestGuestCannotReachTheAPI: a guest from which the worker download URL
 // does not answer (the fake guest's fetch exits 7, curl's "failed to
 // connect") fails "api from guest" naming the URL and the network fix;
-// the guest program itself passed.
+// one that reads another guestinfo value than vCenter holds fails
+// "guestinfo in guest"; the guest program itself passed.
 func TestGuestCannotReachTheAPI(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	env.Guest.SetExitCode(func(c vcsimtest.GuestCall) int32 {
-		if strings.Contains(c.Arguments, "/download/worker/") {
+		switch {
+		case strings.Contains(c.Arguments, "/download/worker/"):
 			return 7
+		case strings.Contains(c.Arguments, "vmware-rpctool"):
+			return 1 // the guest reads another guestinfo value
 		}
 		return 0
 	})
@@ -90,6 +94,10 @@ func TestGuestCannotReachTheAPI(t *testing.T) {
 	assert.Equal(t, Fail, got[0].Status)
 	assert.Contains(t, got[0].Detail, "could not fetch http://127.0.0.1:8081/download/worker/linux/$(uname -m) (exit code 7)")
 	assert.Contains(t, got[0].Fix, "workerApiHttp")
+	gi := lines(rep, "guestinfo in guest")
+	require.Len(t, gi, 1)
+	assert.Equal(t, Fail, gi[0].Status)
+	assert.Contains(t, gi[0].Detail, `did not read guestinfo.hatchery-vsphere-check = "nonet-0" (exit code 1)`)
 	assert.True(t, rep.Failed())
 	assert.Empty(t, scratchLeft(t, env))
 }

@@ -119,3 +119,40 @@ func (t checkedTemplate) auth() *vctypes.GuestAuth {
 	}
 	return auth
 }
+
+// rpctoolWindows is VMware Tools' rpctool in a Windows guest.
+const rpctoolWindows = `C:\Program Files\VMware\VMware Tools\rpctool.exe`
+
+// guestinfoInGuest reads, from inside the guest, the guestinfo value
+// given at clone time and compares it with vCenter's (vmware-rpctool,
+// VMware Tools' rpctool on Windows): the exit code says whether the guest
+// sees the worker's guestinfo.
+func (r *runner) guestinfoInGuest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+	start := time.Now()
+	m, err := r.readVM(ctx, vm)
+	if err != nil {
+		r.outcome("guestinfo in guest", t.name, start, err, "").Needed = true
+		return
+	}
+	want := extraConfig(m, guestinfoKey)
+	if want == "" || strings.Trim(want, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
+		res := r.add("guestinfo in guest", t.name, start, Fail, fmt.Sprintf("the clone's %s is %q: not a value the check can compare in the guest", guestinfoKey, want))
+		res.Needed = true
+		return
+	}
+	p := vctypes.GuestProgram{Path: "/bin/sh", Args: `-c '[ "$(vmware-rpctool "info-get ` + guestinfoKey + `")" = "` + want + `" ]'`}
+	if t.settings.OS == config.OSWindows {
+		p = vctypes.GuestProgram{Path: guest.PowerShellProgram, Args: `-NoProfile -NonInteractive -Command "if ((& '` + rpctoolWindows +
+			`' 'info-get ` + guestinfoKey + `') -eq '` + want + `') { exit 0 } else { exit 1 }"`}
+	}
+	code, err := r.run(ctx, t, vm, p)
+	switch {
+	case err != nil:
+		r.outcome("guestinfo in guest", t.name, start, err, "").Needed = true
+	case code != 0:
+		res := r.add("guestinfo in guest", t.name, start, Fail, fmt.Sprintf("the guest did not read %s = %q (exit code %d)", guestinfoKey, want, code))
+		res.Needed, res.Fix = true, "install open-vm-tools (vmware-rpctool) or VMware Tools in the template: the worker's bootstrap reads its guestinfo"
+	default:
+		r.add("guestinfo in guest", t.name, start, Pass, "the guest read "+guestinfoKey+" as vCenter holds it")
+	}
+}

@@ -274,6 +274,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		return
 	}
 	r.program(ctx, t, vm)
+	r.guestinfoInGuest(ctx, t, vm)
 	r.apiFromGuest(ctx, t, vm)
 }
 

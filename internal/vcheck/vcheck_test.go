@@ -93,7 +93,7 @@ func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	}
 	got := statuses(rep)
 	for _, c := range []string{"session", "clean-up of earlier runs", "topology", "scratch folder", "unique-name lock", "datastore space", "clone",
-		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program", "api from guest",
+		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program", "guestinfo in guest", "api from guest",
 		"instant clone", "suspend", "resume", "power off", "clean-up", "latency model"} {
 		assert.Equal(t, Pass, got[c], c)
 	}
