@@ -31,10 +31,9 @@ func (r *runner) writeLatency() {
 		s := slices.Clone(ds)
 		slices.Sort(s)
 		note := fmt.Sprintf("median of %d", len(s))
-		if op == latencyfile.OpResume {
-			note += "; the power-on task of a suspended VM, without the guest's readiness after it"
-		}
-		f.Latency = append(f.Latency, latencyfile.Entry{Op: op, Real: s[len(s)/2].Round(time.Millisecond).String(), Note: note})
+		// At least a millisecond: the file's durations are positive.
+		d := max(s[len(s)/2].Round(time.Millisecond), time.Millisecond)
+		f.Latency = append(f.Latency, latencyfile.Entry{Op: op, Real: d.String(), Note: note})
 	}
 	err := latencyfile.Write(r.o.LatencyModel, f)
 	res := r.outcome("latency model", r.o.LatencyModel, start, err, "choose a file the command may write")

@@ -89,24 +89,38 @@ func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.Mana
 		return
 	}
 	r.measure(latencyfile.OpPowerOn, res)
-	r.guest(ctx, t, vm)
+	ready := r.guest(ctx, t, vm)
 	if t.settings.CloneMode == config.CloneModeInstant {
-		r.instant(ctx, t, vm)
+		r.instant(ctx, t, vm, ready)
 	}
 	start = time.Now()
 	err = r.suspend(ctx, vm)
 	r.outcome("suspend", t.name, start, err, "grant VirtualMachine.Interact.Suspend on the hatchery's folder").Needed = len(r.cfg.WorkerProvisioning) > 0
 	if err == nil {
-		start = time.Now()
-		err = r.powerOn(ctx, vm)
-		res := r.outcome("resume", t.name, start, err, "")
-		res.Needed = len(r.cfg.WorkerProvisioning) > 0
-		if err == nil {
-			r.measure(latencyfile.OpResume, res)
-		}
+		r.resume(ctx, t, vm, ready)
 	}
 	start = time.Now()
 	r.outcome("power off", t.name, start, r.powerOff(ctx, vm), "grant VirtualMachine.Interact.PowerOff on the hatchery's folder").Needed = true
+}
+
+// resume powers the suspended vm on; when its guest was ready before,
+// the resume passes once the guest is ready again (its time is the
+// latency model's resume: power on of a suspended VM to guest ready).
+func (r *runner) resume(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, ready bool) {
+	start := time.Now()
+	needed := len(r.cfg.WorkerProvisioning) > 0
+	err := r.powerOn(ctx, vm)
+	if err == nil && ready {
+		wctx, cancel := context.WithTimeout(ctx, r.o.GuestReadyTimeout)
+		err = r.waitGuestReady(wctx, vm)
+		cancel()
+	}
+	res := r.outcome("resume", t.name, start, err, "a suspended pool VM must resume: check the host's and the datastore's state")
+	res.Needed = needed
+	if err == nil && ready {
+		res.Detail = "the guest is ready again"
+		r.measure(latencyfile.OpResume, res)
+	}
 }
 
 // guestinfo checks that the guestinfo value given at clone time is the
@@ -224,13 +238,13 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 // guest proves the guest side: VMware Tools' readiness for guest
 // operations (learnt by trying: a template without Tools is unsupported)
 // and, for a guestops model, a program started with its account.
-func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) bool {
 	start := time.Now()
 	guestops := t.settings.Bootstrap == config.BootstrapGuestOps
 	status, err := r.toolsStatus(ctx, vm)
 	if err != nil {
 		r.outcome("guest ready", t.name, start, err, "").Needed = guestops
-		return
+		return false
 	}
 	if status == types.VirtualMachineToolsStatusToolsNotInstalled {
 		res := r.add("guest ready", t.name, start, Unsupported, "the template's guest has no VMware Tools (guest.toolsStatus toolsNotInstalled)")
@@ -239,7 +253,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 			res := r.add("guest program", t.name, start, Unsupported, "not tried: the guest has no VMware Tools")
 			res.Needed, res.Fix = true, "install open-vm-tools in the template"
 		}
-		return
+		return false
 	}
 	wctx, cancel := context.WithTimeout(ctx, r.o.GuestReadyTimeout)
 	err = r.waitGuestReady(wctx, vm)
@@ -251,7 +265,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 			res.Detail = fmt.Sprintf("guest operations not ready within %s (tools %s): %v", r.o.GuestReadyTimeout, status, err)
 			res.Fix = "make VMware Tools start at the template's boot (open-vm-tools enabled), and check the guest boots"
 		}
-		return
+		return false
 	}
 	measured := time.Since(start)
 	if guestops {
@@ -259,7 +273,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 			res := r.outcome("guest ready", t.name, start, err,
 				"guest operations are ready but start no program: check the model's guest account (username, password) and VMware Tools")
 			res.Needed = true
-			return
+			return false
 		}
 	}
 	res := r.add("guest ready", t.name, start, Pass, "")
@@ -271,11 +285,12 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		r.cloudInit(ctx, t, vm)
 	}
 	if !guestops {
-		return
+		return true
 	}
 	r.program(ctx, t, vm)
 	r.guestinfoInGuest(ctx, t, vm)
 	r.apiFromGuest(ctx, t, vm)
+	return true
 }
 
 // cloudInit waits for the guest of a cloud-init model, booted with the
@@ -299,7 +314,7 @@ func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.Mana
 
 // instant forks a child from the running vm and checks the child's own
 // identity: its own name and its own guestinfo value.
-func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, ready bool) {
 	start := time.Now()
 	name := FolderPrefix + r.o.RunID + "-instant-" + t.name
 	nonce := r.o.RunID + "-instant"
@@ -317,8 +332,22 @@ func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.Manage
 	case m.Name != name || extraConfig(m, guestinfoKey) != nonce:
 		res := r.add("instant clone", t.name, start, Fail, fmt.Sprintf("the child %q does not carry its own name and guestinfo", m.Name))
 		res.Needed = true
-	default:
+	case !ready:
 		r.add("instant clone", t.name, start, Pass, "child "+name+" with its own guestinfo")
 		r.measured[latencyfile.OpInstantCloneTask] = append(r.measured[latencyfile.OpInstantCloneTask], forked)
+	default:
+		// The parent's guest ran: the child's must take its own identity
+		// and answer (its re-identification).
+		wctx, cancel := context.WithTimeout(ctx, r.o.GuestReadyTimeout)
+		err := r.waitGuestReady(wctx, child)
+		cancel()
+		if err != nil {
+			res := r.outcome("instant clone", t.name, start, err, "the child's guest did not answer after the fork: check the template's guest customization for instant clones")
+			res.Needed = true
+			return
+		}
+		r.add("instant clone", t.name, start, Pass, "child "+name+" with its own guestinfo, its guest ready")
+		r.measured[latencyfile.OpInstantCloneTask] = append(r.measured[latencyfile.OpInstantCloneTask], forked)
+		r.measured[latencyfile.OpInstantReidentify] = append(r.measured[latencyfile.OpInstantReidentify], time.Since(start)-forked)
 	}
 }

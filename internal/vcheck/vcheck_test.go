@@ -102,7 +102,7 @@ func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	measured, err := latencyfile.Read(latency)
 	require.NoError(t, err)
 	for _, op := range []string{latencyfile.OpFullClone, latencyfile.OpPowerOn, latencyfile.OpGuestReady, latencyfile.OpReconfigure,
-		latencyfile.OpResume, latencyfile.OpInstantCloneTask} {
+		latencyfile.OpResume, latencyfile.OpInstantCloneTask, latencyfile.OpInstantReidentify} {
 		assert.Positive(t, measured[op], "%s measured", op)
 	}
 	assert.NotContains(t, measured, latencyfile.OpLinkedClone, "the template has no snapshot: no linked clone was made")
