@@ -38,9 +38,9 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
 	$(GO) test -run '^$$' -bench BenchmarkSpawnPaths -benchtime 1x -timeout 10m ./internal/vsphere/
 
-## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode (instant clones included), then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
+## bench-latency: (LATENCY_MODEL=FILE: the figures `vcenter check --latency-model FILE` measured) job-start latency and the hatchery's overhead per pool strategy and clone mode (instant clones included), then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
 bench-latency:
-	$(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
+	LATENCY_MODEL='$(LATENCY_MODEL)' $(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
 	$(MAKE) bench-pool
 
 ## bench-pool: a synthetic week of job arrivals (internal/poolsize, seed in the code) replayed against the demand-driven warm pool and the best fixed pool, clone times from the latency model (docs/warm-pools.md), ~5 s
