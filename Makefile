@@ -5,7 +5,7 @@ COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 MOCKGEN ?= $(shell $(GO) env GOPATH)/bin/mockgen
 
-.PHONY: build test test-under-load generate lint bench bench-latency bench-pool demo check-generate conformance soak package
+.PHONY: build test test-under-load generate lint bench bench-latency bench-pool bench-records demo check-generate conformance soak package
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/hatchery-vsphere ./cmd/hatchery-vsphere
@@ -38,14 +38,18 @@ bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
 	$(GO) test -run '^$$' -bench BenchmarkSpawnPaths -benchtime 1x -timeout 10m ./internal/vsphere/
 
-## bench-latency: job-start latency and the hatchery's overhead per pool strategy and clone mode (instant clones included), then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
+## bench-latency: (LATENCY_MODEL=FILE: the figures `vcenter check --latency-model FILE` measured) job-start latency and the hatchery's overhead per pool strategy and clone mode (instant clones included), then per spawn path (one job alone) the waiting beyond the modelled operations and the SOAP requests by method, on vcsim taught the latency model (docs/architecture.md), ~2 min
 bench-latency:
-	$(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
+	LATENCY_MODEL='$(LATENCY_MODEL)' $(GO) test -run '^$$' -bench 'BenchmarkJobStartLatency|BenchmarkSpawnPaths' -benchtime 1x -timeout 10m ./internal/vsphere/
 	$(MAKE) bench-pool
 
 ## bench-pool: a synthetic week of job arrivals (internal/poolsize, seed in the code) replayed against the demand-driven warm pool and the best fixed pool, clone times from the latency model (docs/warm-pools.md), ~5 s
 bench-pool:
 	$(GO) test -run '^$$' -bench BenchmarkDemandPool -benchtime 1x ./internal/poolsize/
+
+## bench-records: the heap a day of sdk/hatchery's per-job records holds (spawned-job record and attempt counter, kept 24 h after a job's last attempt), V1 and V2 jobs at 300 and 1,000 jobs an hour, on a fake clock (docs/operations.md#soak), ~30 s
+bench-records:
+	$(GO) test -run '^$$' -bench BenchmarkDayOfJobRecords -benchtime 1x ./sdk/hatchery/
 
 ## conformance: the real daemon against a real CDS API, CDN and worker ($$CDS_REAL, else ../shared/cds-real), one line per scenario (docs/conformance.md), ~5 min
 conformance:

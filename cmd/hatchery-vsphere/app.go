@@ -46,9 +46,11 @@ commands:
   start [hatchery:vsphere] --config FILE
                               run the hatchery (SIGTERM/SIGINT stop it); FILE may be a CDS
                               engine file as upstream's hatchery reads it (docs/coexistence.md)
-  demo [--jobs N] [--once] [--listen ADDR:PORT]
+  demo [--jobs N] [--once] [--listen ADDR:PORT] [--write-config FILE]
                               run the hatchery against in-process vCenter and CDS simulators
-                              (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo)
+                              (built with -tags demo only: go run -tags demo ./cmd/hatchery-vsphere demo);
+                              --write-config FILE: their configuration, for config check --online,
+                              vcenter check and start against them
   config new [--rsa-key FILE] [--rsa-key-inline]
                               print the reference configuration (every key, default, meaning;
                               optional features as "#key = …" examples to enable); --rsa-key
@@ -59,6 +61,12 @@ commands:
                               load and validate FILE; list every problem; with --online also
                               connect to vCenter and resolve the datacenter, resource pool,
                               folder, datastore, network and templates, and check privileges
+  vcenter check --config FILE [--json] [--keep] [--clean] [--guest-timeout D] [--latency-model FILE]
+                              prove on the configured vCenter, before the first job, every vCenter
+                              capability the hatchery relies on (clone into each placement,
+                              reconfigure, locks, power, guest, instant clone, change notifications)
+                              in a scratch folder it creates and removes; one line each: pass / fail /
+                              unsupported and its time (docs/vcenter-check.md)
   ctl [--socket PATH] [--json] COMMAND
                               talk to the running daemon over its unix socket: status, vms,
                               quarantine lift TEMPLATE, hold release VM, drain, reload,
@@ -94,6 +102,8 @@ func (a *app) run(ctx context.Context, args []string) int {
 		return a.cmdConfig(ctx, args[1:])
 	case "ctl":
 		return a.cmdCtl(ctx, args[1:])
+	case "vcenter":
+		return a.cmdVCenter(ctx, args[1:])
 	case "version":
 		return a.cmdVersion(args[1:])
 	case "help", "-h", "-help", "--help":

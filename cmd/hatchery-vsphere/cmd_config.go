@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config/upstream"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -184,7 +185,7 @@ func (a *app) flagSet(name string) *flag.FlagSet {
 // printUpstream writes, for a CDS engine file, what this hatchery does with
 // it: the ignored sections, the placeholders and zeros, then every upstream
 // key the file sets (docs/coexistence.md).
-func printUpstream(w io.Writer, rep *config.UpstreamReport) {
+func printUpstream(w io.Writer, rep *upstream.Report) {
 	if !rep.Engine && len(rep.Notes) == 0 {
 		return
 	}

@@ -24,6 +24,11 @@ type DemoFlags struct {
 	// Soak is --soak: feed jobs for that long, then end as --once does,
 	// with the soak's figures and growth check (`make soak`).
 	Soak time.Duration
+	// WriteConfig is --write-config: a file the configuration of the
+	// demo's simulators is written to (vCenter and CDS API, throwaway
+	// credentials), for `config check --online`, `vcenter check` and
+	// `start` against them.
+	WriteConfig string
 }
 
 // maxDemoInstances is the most instances --instances accepts (the demo's
@@ -48,6 +53,7 @@ func (a *app) cmdDemo(ctx context.Context, args []string) int {
 	fs.StringVar(&f.Listen, "listen", "", "address of /mon (default 127.0.0.1 on a free port; with --instances 2, the first instance's)")
 	fs.IntVar(&f.Instances, "instances", 1, "daemons of one hatchery name against the same simulators: 1 or 2")
 	fs.DurationVar(&f.Soak, "soak", 0, "soak: feed jobs for this long (e.g. 20m), then end as --once does; prints the heap, goroutines and open files, fails on growth that does not level off or on a WARN")
+	fs.StringVar(&f.WriteConfig, "write-config", "", "write the configuration of the running demo's simulators to this file (mode 0600), for config check --online, vcenter check and start")
 	level := fs.String("log-level", "warn", "hatchery logs on stderr: debug, info, warn or error")
 	if fs.Parse(args) != nil || fs.NArg() > 0 {
 		return exitUsage

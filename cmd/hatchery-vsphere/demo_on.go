@@ -15,6 +15,6 @@ import (
 // tag "demo" (`go run -tags demo ./cmd/hatchery-vsphere demo`), so that the
 // production binary carries no simulator and no test code.
 var runDemo DemoFunc = func(ctx context.Context, stdout io.Writer, logger *slog.Logger, f DemoFlags) error {
-	_, err := demo.Run(ctx, demo.Options{Jobs: f.Jobs, Once: f.Once, Checks: f.Once, Listen: f.Listen, Instances: f.Instances, Soak: f.Soak, Stdout: stdout, Logger: logger})
+	_, err := demo.Run(ctx, demo.Options{Jobs: f.Jobs, Once: f.Once, Checks: f.Once, Listen: f.Listen, Instances: f.Instances, Soak: f.Soak, WriteConfig: f.WriteConfig, Stdout: stdout, Logger: logger})
 	return err
 }

@@ -22,7 +22,7 @@ import (
 // the generated file has).
 func engineFile(t *testing.T) string {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "config", "testdata", "upstream-engine-vsphere.toml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "internal", "config", "upstream", "testdata", "upstream-engine-vsphere.toml"))
 	require.NoError(t, err)
 	doc := string(b)
 	for _, r := range [][2]string{

@@ -135,7 +135,7 @@ func TestWorkedExampleLogLine(t *testing.T) {
 	e := newEnv(exampleConfig(64, 131072), nil, worker("w-54", 54, 40960))
 	got, _ := e.admit(t, "4242", "large")
 	require.False(t, got.allowed)
-	lines := e.lines(`msg="capacity decision"`, "job=4242")
+	lines := e.log.Lines(`msg="capacity decision"`, "job=4242")
 	require.Len(t, lines, 1, e.log.String())
 	for _, kv := range []string{
 		"model=debian12-generic", "flavor=large", "allowed=false", "reason=capacity-cpu",
@@ -242,7 +242,7 @@ func TestUnknownFlavorLetThrough(t *testing.T) {
 	assert.Nil(t, res, "nothing handed over")
 	n, _, _ := e.a.ReservedFootprint()
 	assert.Zero(t, n, "nothing reserved")
-	lines := e.lines("level=WARN", `msg="capacity decision"`, "flavor=huge", "allowed=true")
+	lines := e.log.Lines("level=WARN", `msg="capacity decision"`, "flavor=huge", "allowed=true")
 	assert.Len(t, lines, 2)
 	for _, l := range lines {
 		assert.Contains(t, l, capacity.DetailUnknownFlavor)
@@ -283,7 +283,7 @@ func TestInventoryUnreadable(t *testing.T) {
 	res, err := e.a.AllocateResources(context.Background(), job("small"), "job-2", nil)
 	assert.Nil(t, res)
 	assert.Error(t, err)
-	assert.Len(t, e.lines(`msg="capacity decision"`, "allowed=false", "reason=resources", `detail="inventory unreadable"`), 2)
+	assert.Len(t, e.log.Lines(`msg="capacity decision"`, "allowed=false", "reason=resources", `detail="inventory unreadable"`), 2)
 	n, _, _ := e.a.ReservedFootprint()
 	assert.Zero(t, n)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"strings"
 	"sync"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
@@ -186,21 +185,6 @@ func (e *env) withPlacements(places *fakePlaces, ps ...config.Placement) *placem
 	e.a.State.Book = book
 	e.a.Places = places
 	return book
-}
-
-// lines are the log lines holding every one of parts.
-func (e *env) lines(parts ...string) []string {
-	var out []string
-	for _, l := range strings.Split(e.log.String(), "\n") {
-		all := l != ""
-		for _, p := range parts {
-			all = all && strings.Contains(l, p)
-		}
-		if all {
-			out = append(out, l)
-		}
-	}
-	return out
 }
 
 // job is a V2 model on template debian12 whose job asks for flavor ("":

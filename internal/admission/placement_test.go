@@ -68,7 +68,7 @@ func TestPlacementChoice(t *testing.T) {
 	// b 3 against a 2: b; then 2 against 2, a tie to fewer VMs (a); then
 	// b (2 against 1); then a tie again...
 	assert.Equal(t, []string{"b", "a", "b", "a", "b"}, got)
-	line := e.lines(`msg="capacity decision"`, "job=job-1")
+	line := e.log.Lines(`msg="capacity decision"`, "job=job-1")
 	require.Len(t, line, 1)
 	assert.Contains(t, line[0], "placement=b")
 	assert.Contains(t, line[0], "placement_reason=")

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/config/upstream"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
@@ -13,7 +14,7 @@ type Config struct {
 	// workerLog the workers' log configuration and osArch the V2 queue's
 	// os/arch read from them (config_upstream.go); unexported: no key of
 	// their own.
-	upstream  *UpstreamReport
+	upstream  *upstream.Report
 	workerLog spawn.WorkerLogConfig
 	osArch    []string
 

@@ -3,11 +3,14 @@ package config
 import (
 	"fmt"
 	"strings"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config/upstream"
 )
 
 // KeyPrefix is the TOML table holding this hatchery's configuration; every
-// key path in a FieldError starts with it.
-const KeyPrefix = "hatchery.vsphere"
+// key path in a FieldError starts with it. It is upstream's table of a CDS
+// engine file, kept (internal/config/upstream).
+const KeyPrefix = upstream.KeyPrefix
 
 // FieldError is one configuration problem: the full TOML key path
 // ("hatchery.vsphere.networks[1].iprange") and what is wrong with it, with

@@ -150,7 +150,7 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	}
 	cfg := root.Hatchery.VSphere.Config
 	// A CDS engine file: the keys only upstream has, its other sections
-	// and placeholders (config_upstream.go).
+	// and placeholders (internal/config/upstream, config_upstream.go).
 	up, err := decodeUpstream(data, envSecrets)
 	if err != nil {
 		return nil, nil, err
@@ -160,8 +160,8 @@ func decodeConfig(r io.Reader, o LoadOptions) (*Config, Errors, error) {
 	if err != nil {
 		return nil, nil, errors.New(scrubString(err.Error(), envSecrets))
 	}
-	undecoded := up.filterUnknown(md)
-	up.apply(md, &cfg)
+	undecoded := up.FilterUnknown(md)
+	applyUpstream(up, md, &cfg)
 	cfg.Normalize()
 	external.apply(&cfg)
 

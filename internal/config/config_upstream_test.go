@@ -10,14 +10,15 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/BurntSushi/toml"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/config/upstream"
 )
 
 // upstreamFile is `engine config new hatchery:vsphere` of the peer's CDS
 // commit (the file's header says how it was made).
-const upstreamFile = "testdata/upstream-engine-vsphere.toml"
+const upstreamFile = "upstream/testdata/upstream-engine-vsphere.toml"
 
 // filledUpstream is upstreamFile filled as an operator fills it: the
 // vCenter, datacenter, datastore, network, a name, the tokens, the CDS URL
@@ -56,7 +57,7 @@ func writeDoc(t *testing.T, doc string) string {
 }
 
 // notesText is the report's notes, one "key: what" per line.
-func notesText(r *UpstreamReport) string {
+func notesText(r *upstream.Report) string {
 	var b strings.Builder
 	for _, n := range r.Notes {
 		b.WriteString(n.String() + "\n")
@@ -92,28 +93,6 @@ func TestUpstreamGeneratedFileFilledValidates(t *testing.T) {
 	assert.Equal(t, "R", cfg.CommonConfiguration.Provision.Region)
 	assert.NotContains(t, notes, testPassword)
 	assert.NotContains(t, notes, testToken)
-}
-
-// Every key the upstream tool writes under [hatchery.vsphere] is in the
-// table of upstream keys.
-func TestUpstreamKeysCoverTheGeneratedFile(t *testing.T) {
-	t.Parallel()
-	var v map[string]any
-	md, err := toml.DecodeFile(upstreamFile, &v)
-	require.NoError(t, err)
-	n := 0
-	for _, k := range md.Keys() {
-		if len(k) < 3 || k[0] != "hatchery" || k[1] != "vsphere" {
-			continue
-		}
-		if typ := md.Type(k...); typ == "Hash" || typ == "ArrayHash" {
-			continue
-		}
-		_, ok := lookupUpstream(strings.Join(k[2:], "."))
-		assert.True(t, ok, "%s is in upstreamKeys", k)
-		n++
-	}
-	assert.Greater(t, n, 45, "the generated file's leaf keys")
 }
 
 // fieldAt walks v by key path (toml names, else json names; "x[]" is the
@@ -211,13 +190,13 @@ func docFor(rel, lit string, extra ...string) string {
 // unused: accepted and named with why. Every key is listed in the report.
 func TestUpstreamKeyTable(t *testing.T) {
 	t.Parallel()
-	for _, u := range UpstreamKeys() {
+	for _, u := range upstream.Keys() {
 		t.Run(u.Path, func(t *testing.T) {
 			t.Parallel()
 			leaf := u.Path[strings.LastIndexByte(u.Path, '.')+1:]
 			typ, ok := typeAt(reflect.TypeFor[Config](), u.Path)
 			if !ok {
-				typ, ok = typeAt(reflect.TypeOf(upstreamRoot{}.Hatchery.VSphere), u.Path)
+				typ, ok = typeAt(reflect.TypeFor[upstream.VSphere](), u.Path)
 			}
 			require.True(t, ok, "%s is decoded by the native or the upstream pass", u.Path)
 			kind := typ.Kind()
@@ -247,25 +226,25 @@ func TestUpstreamKeyTable(t *testing.T) {
 				return v.Interface()
 			}
 			switch u.Action {
-			case UpstreamKept:
+			case upstream.Kept:
 				assert.Equal(t, want, got(u.Path))
-			case UpstreamZeroDefault:
+			case upstream.ZeroDefault:
 				assert.Equal(t, want, got(u.Path), "a value is kept")
 				zero, err := loadString(t, docFor(u.Path, "0"), noEnv())
 				require.NoError(t, err)
 				v, _ := fieldAt(reflect.ValueOf(*zero), u.Path)
 				d, _ := fieldAt(reflect.ValueOf(Default()), u.Path)
 				assert.Equal(t, d.Interface(), v.Interface(), "0 is this hatchery's default")
-			case UpstreamMapped:
+			case upstream.Mapped:
 				assert.Equal(t, want, got(u.Target), "mapped to %s", u.Target)
-			case UpstreamWorkerLog:
+			case upstream.WorkerLog:
 				b, err := json.Marshal(cfg.WorkerLog())
 				require.NoError(t, err)
 				assert.Contains(t, string(b), strings.Trim(fmt.Sprint(want), "\""), "in the workers' log configuration")
-			case UpstreamHonoured:
+			case upstream.Honoured:
 				require.Equal(t, "commonConfiguration.osArch", u.Path, "the one honoured key")
 				assert.Equal(t, want, cfg.OSArch(), "the V2 queue's os/arch")
-			case UpstreamUnused:
+			case upstream.Unused:
 				assert.Contains(t, notesText(cfg.Upstream()), KeyPrefix+"."+u.Path+": accepted, unused: ", "named with why")
 			default:
 				t.Fatalf("action %q", u.Action)
@@ -277,8 +256,8 @@ func TestUpstreamKeyTable(t *testing.T) {
 				}
 			}
 			wantWhat := strings.Split(string(u.Action), ",")[0]
-			if u.Action == UpstreamZeroDefault {
-				wantWhat = string(UpstreamKept) // a value other than 0
+			if u.Action == upstream.ZeroDefault {
+				wantWhat = string(upstream.Kept) // a value other than 0
 			}
 			assert.True(t, strings.HasPrefix(listed, wantWhat), "the report says what is done with the key: %q", listed)
 		})

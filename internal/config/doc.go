@@ -10,8 +10,12 @@
 //
 // It does not own what the hatchery does with the settings: the IP pool,
 // guest credentials resolution, capacity and the vCenter connection live in
-// the packages that use them. It imports no other internal package; its
-// only project imports are sdk (worker models), sdk/hatchery (the common
-// configuration) and configs (the shipped TOML files). docs/configuration.md
-// documents every key.
+// the packages that use them, nor the table of the upstream hatchery's
+// keys and the reading of a CDS engine file's upstream forms
+// (internal/config/upstream; what they become in a Config is
+// config_upstream.go's). Its project imports are internal/modelref (the
+// key entries are matched on), internal/config/upstream, sdk (worker
+// models), sdk/hatchery (the common configuration), sdk/spawn (the
+// model-command data) and configs (the shipped TOML files).
+// docs/configuration.md documents every key.
 package config

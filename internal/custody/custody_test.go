@@ -1,7 +1,6 @@
 package custody_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -35,34 +34,17 @@ const hatch = testutil.Hatchery
 var now0 = testutil.Epoch
 
 // fakePort records the calls made to it ("verb vm-id") and answers each
-// verb with the next error queued for it (nil when none is left).
+// verb with the next error queued for it (nil when none is left): the
+// fixture kit's CallLog; it keeps the records written and the context
+// state of each scrub besides.
 type fakePort struct {
+	testutil.CallLog
 	mu      sync.Mutex
-	calls   []string
-	errs    map[string][]error
 	records []*inventory.Annotation
 	ctxErr  []error // ctx.Err() of each ScrubUserdata call
 }
 
-func (f *fakePort) call(verb string, vm vctypes.Ref) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, verb+" "+vm.Value)
-	if q := f.errs[verb]; len(q) > 0 {
-		f.errs[verb] = q[1:]
-		return q[0]
-	}
-	return nil
-}
-
-func (f *fakePort) fail(verb string, errs ...error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.errs == nil {
-		f.errs = map[string][]error{}
-	}
-	f.errs[verb] = append(f.errs[verb], errs...)
-}
+func (f *fakePort) call(verb string, vm vctypes.Ref) error { return f.Call(verb, vm.Value) }
 
 func (f *fakePort) ShutdownVirtualMachine(_ context.Context, vm vctypes.Ref) error {
 	return f.call("shutdown", vm)
@@ -86,12 +68,6 @@ func (f *fakePort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
 	return f.call("scrub", vm)
 }
 
-func (f *fakePort) Calls() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return append([]string(nil), f.calls...)
-}
-
 // env is a Custody on a fake port, a fixed inventory, a lifecycle table
 // and an IP pool of 10.0.0.1-10.0.0.2; logs collects its log lines.
 type env struct {
@@ -100,7 +76,7 @@ type env struct {
 	inv  *inventorytest.Fixed
 	life *lifecycle.Table
 	ips  *ippool.Pool
-	logs *bytes.Buffer
+	logs *testutil.SyncBuffer
 }
 
 func newEnv(t *testing.T) *env {
@@ -108,25 +84,13 @@ func newEnv(t *testing.T) *env {
 	clock := func() time.Time { return now0 }
 	ips, err := ippool.New(&config.Config{IPRange: "10.0.0.1/30"})
 	require.NoError(t, err)
-	e := &env{port: &fakePort{}, inv: inventorytest.New(), life: lifecycle.New(clock), ips: ips, logs: &bytes.Buffer{}}
+	e := &env{port: &fakePort{}, inv: inventorytest.New(), life: lifecycle.New(clock), ips: ips, logs: &testutil.SyncBuffer{}}
 	e.c = &custody.Custody{
 		Hatchery: hatch, Port: e.port, Inventory: e.inv, Life: e.life, IPs: ips,
 		Quarantine: quarantine.New(quarantine.Policy{Threshold: 2, BackoffBase: time.Minute, BackoffMax: time.Hour}, clock),
-		Log:        slog.New(slog.NewTextHandler(&syncWriter{w: e.logs}, nil)),
+		Log:        slog.New(slog.NewTextHandler(e.logs, nil)),
 	}
 	return e
-}
-
-// syncWriter serialises writes to w.
-type syncWriter struct {
-	mu sync.Mutex
-	w  *bytes.Buffer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // ours is a powered-on worker VM of hatch (reference vm-<name>) holding ip.
@@ -161,7 +125,7 @@ func TestMarkToDelete(t *testing.T) {
 	require.NoError(t, err)
 	assert.False(t, e.c.MarkToDelete("w-2"), "being deleted")
 	assert.Equal(t, lifecycle.Deleting, phaseOf(t, e.life, "w-2"))
-	assert.Empty(t, e.port.Calls(), "a mark makes no vCenter call")
+	assert.Empty(t, e.port.List(), "a mark makes no vCenter call")
 }
 
 // TestDeleteRefusesWhatIsNotOurs: a VM without this hatchery's record and
@@ -185,7 +149,7 @@ func TestDeleteRefusesWhatIsNotOurs(t *testing.T) {
 			err := e.c.Delete(context.Background(), vm, custody.StopRunning)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), fmt.Sprintf("delete vm %q", vm.Name))
-			assert.Empty(t, e.port.Calls())
+			assert.Empty(t, e.port.List())
 			assert.Equal(t, lifecycle.Marked, phaseOf(t, e.life, vm.Name), "the phase does not move")
 			assert.Contains(t, e.logs.String(), "refusing to delete vm")
 		})
@@ -203,7 +167,7 @@ func TestDeleteDestroysOurs(t *testing.T) {
 	vm := ours("w-1", l.IP)
 	e.c.MarkToDelete("w-1")
 	require.NoError(t, e.c.Delete(context.Background(), vm, custody.StopRunning))
-	assert.Equal(t, []string{"shutdown vm-w-1", "destroy vm-w-1"}, e.port.Calls())
+	assert.Equal(t, []string{"shutdown vm-w-1", "destroy vm-w-1"}, e.port.List())
 	assert.Equal(t, lifecycle.Destroyed, phaseOf(t, e.life, "w-1"))
 	assert.Empty(t, e.ips.Reserved(), "the address is free again")
 	assert.Positive(t, e.inv.Invalidations())
@@ -212,7 +176,7 @@ func TestDeleteDestroysOurs(t *testing.T) {
 	model.Template, model.Annotation.Model = true, true
 	model.PowerState = "poweredOff"
 	require.NoError(t, e.c.Delete(context.Background(), model, custody.StopRunning))
-	assert.Equal(t, "destroy vm-tpl-model", e.port.Calls()[2], "a powered-off vm is destroyed without a power off")
+	assert.Equal(t, "destroy vm-tpl-model", e.port.List()[2], "a powered-off vm is destroyed without a power off")
 }
 
 // TestDeleteFaults: a power off answered "not found" (the other instance
@@ -225,19 +189,19 @@ func TestDeleteFaults(t *testing.T) {
 	boom := errors.New("boom")
 
 	e := newEnv(t)
-	e.port.fail("shutdown", notFound)
+	e.port.Fail("shutdown", notFound)
 	require.NoError(t, e.c.Delete(context.Background(), ours("w-gone", ""), custody.StopRunning))
-	assert.Equal(t, []string{"shutdown vm-w-gone", "destroy vm-w-gone"}, e.port.Calls())
+	assert.Equal(t, []string{"shutdown vm-w-gone", "destroy vm-w-gone"}, e.port.List())
 
 	e = newEnv(t)
 	vm := ours("w-late", "")
 	vm.PowerState = "poweredOff"
-	e.port.fail("destroy", badPower)
+	e.port.Fail("destroy", badPower)
 	require.NoError(t, e.c.Delete(context.Background(), vm, custody.StopRunning))
-	assert.Equal(t, []string{"destroy vm-w-late", "shutdown vm-w-late", "destroy vm-w-late"}, e.port.Calls())
+	assert.Equal(t, []string{"destroy vm-w-late", "shutdown vm-w-late", "destroy vm-w-late"}, e.port.List())
 
 	e = newEnv(t)
-	e.port.fail("destroy", boom)
+	e.port.Fail("destroy", boom)
 	err := e.c.Delete(context.Background(), ours("w-fail", ""), custody.StopRunning)
 	require.ErrorIs(t, err, boom)
 	assert.Contains(t, err.Error(), `delete vm "w-fail": destroy`)
@@ -252,7 +216,7 @@ func TestDeleteInProgress(t *testing.T) {
 	require.NoError(t, err)
 	err = e.c.Delete(context.Background(), ours("w-1", ""), custody.StopRunning)
 	require.ErrorIs(t, err, custody.ErrDeleteInProgress)
-	assert.Empty(t, e.port.Calls())
+	assert.Empty(t, e.port.List())
 	assert.Equal(t, lifecycle.Deleting, phaseOf(t, e.life, "w-1"))
 }
 
@@ -263,7 +227,7 @@ func TestDeleteReportsRegistration(t *testing.T) {
 	e := newEnv(t)
 	var reported []string
 	e.c.ReportRegistration = func(_ context.Context, vm inventory.VM) {
-		reported = append(reported, fmt.Sprintf("%s after %d calls", vm.Name, len(e.port.Calls())))
+		reported = append(reported, fmt.Sprintf("%s after %d calls", vm.Name, len(e.port.List())))
 	}
 	only := ours("w-only", "")
 	only.Annotation.RegisterOnly = true
@@ -282,12 +246,12 @@ func TestWriteRecord(t *testing.T) {
 	annot := &inventory.Annotation{HatcheryName: hatch, WorkerName: "w-1"}
 	ref := vctypes.Ref{Type: "VirtualMachine", Value: "vm-w-1"}
 	require.NoError(t, e.c.WriteRecord(context.Background(), ref, annot))
-	assert.Equal(t, []string{"record vm-w-1"}, e.port.Calls())
+	assert.Equal(t, []string{"record vm-w-1"}, e.port.List())
 	assert.Same(t, annot, e.port.records[0])
 	assert.Equal(t, int64(1), e.inv.Invalidations())
 
 	boom := errors.New("boom")
-	e.port.fail("record", boom)
+	e.port.Fail("record", boom)
 	err := e.c.WriteRecord(context.Background(), ref, annot)
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, `write annotation of vm "w-1": boom`, err.Error())
@@ -312,10 +276,10 @@ func TestScrubUserdata(t *testing.T) {
 	assert.Equal(t, []error{nil}, e.port.ctxErr, "detached from the cancelled spawn")
 	assert.Contains(t, e.logs.String(), `msg="worker userdata removed" vm=a detail="spawn failed"`)
 
-	e.port.fail("scrub", errors.New("boom"))
+	e.port.Fail("scrub", errors.New("boom"))
 	e.c.ScrubUserdata(context.Background(), b, "b", "worker registered")
 	assert.Contains(t, e.logs.String(), `level=WARN msg="remove worker userdata failed" vm=b detail="worker registered" err=boom`)
-	assert.Equal(t, []string{"scrub vm-a", "scrub vm-b"}, e.port.Calls())
+	assert.Equal(t, []string{"scrub vm-a", "scrub vm-b"}, e.port.List())
 	assert.Empty(t, e.c.Userdata(), "a failed scrub is not retried: the vm keeps its token until destroyed")
 
 	e.c.TrackUserdata("c", a)
@@ -400,11 +364,11 @@ func TestDeleteOnlyPoweredOffNeverStopsAWorker(t *testing.T) {
 	require.NoError(t, err)
 	vm := ours("w-late", l.IP)
 	vm.PowerState = "poweredOff" // as the lagging listing showed it
-	e.port.fail("destroy", badPower)
+	e.port.Fail("destroy", badPower)
 	err = e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff)
 	require.ErrorIs(t, err, custody.ErrWithdrawn)
 	assert.Contains(t, err.Error(), `delete vm "w-late"`)
-	assert.Equal(t, []string{"destroy vm-w-late"}, e.port.Calls(), "no power off, no second destroy")
+	assert.Equal(t, []string{"destroy vm-w-late"}, e.port.List(), "no power off, no second destroy")
 	assert.Equal(t, lifecycle.Gone, phaseOf(t, e.life, "w-late"), "not marked: the next pass decides again")
 	assert.NotEmpty(t, e.ips.Reserved(), "the running VM keeps its address")
 
@@ -414,7 +378,7 @@ func TestDeleteOnlyPoweredOffNeverStopsAWorker(t *testing.T) {
 	require.NoError(t, e.life.Move("w-started", lifecycle.Gone, lifecycle.Started, lifecycle.WithLaunched(launched)))
 	vm = ours("w-started", "")
 	vm.PowerState = "poweredOff"
-	e.port.fail("destroy", badPower)
+	e.port.Fail("destroy", badPower)
 	require.ErrorIs(t, e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff), custody.ErrWithdrawn)
 	got, ok := e.life.Get("w-started")
 	require.True(t, ok)
@@ -424,7 +388,7 @@ func TestDeleteOnlyPoweredOffNeverStopsAWorker(t *testing.T) {
 	// Listed running: refused before any call, nothing moves.
 	e = newEnv(t)
 	require.ErrorIs(t, e.c.Delete(context.Background(), ours("w-on", ""), custody.OnlyPoweredOff), custody.ErrWithdrawn)
-	assert.Empty(t, e.port.Calls())
+	assert.Empty(t, e.port.List())
 	assert.Equal(t, lifecycle.Gone, phaseOf(t, e.life, "w-on"))
 
 	// Still powered off: destroyed as usual, without a power off.
@@ -432,6 +396,6 @@ func TestDeleteOnlyPoweredOffNeverStopsAWorker(t *testing.T) {
 	vm = ours("w-off", "")
 	vm.PowerState = "poweredOff"
 	require.NoError(t, e.c.Delete(context.Background(), vm, custody.OnlyPoweredOff))
-	assert.Equal(t, []string{"destroy vm-w-off"}, e.port.Calls())
+	assert.Equal(t, []string{"destroy vm-w-off"}, e.port.List())
 	assert.Equal(t, lifecycle.Destroyed, phaseOf(t, e.life, "w-off"))
 }

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -27,6 +29,15 @@ func runDaemon(t *testing.T, datacenter string) (string, *syncBuffer) {
 	startVCSim(t, vcAddr)
 	cfg := testConfig(t, vcAddr, api)
 	cfg.DatacenterString = datacenter
+	return startDaemon(t, cfg, log).MonAddr, logs
+}
+
+// startDaemon runs the daemon on cfg, logging to log, until the test ends
+// (it must then stop within 15 s, without error), and returns what it
+// handed OnReady; the test fails if the daemon stops at start or is not
+// ready within 10 s.
+func startDaemon(t *testing.T, cfg *config.Config, log *slog.Logger) daemon.Running {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan daemon.Running, 1)
 	o := fastOptions(cfg, log)
@@ -44,13 +55,13 @@ func runDaemon(t *testing.T, datacenter string) (string, *syncBuffer) {
 	})
 	select {
 	case r := <-ready:
-		return r.MonAddr, logs
+		return r
 	case err := <-runErr:
 		t.Fatalf("daemon stopped at start: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("daemon not ready after 10s")
 	}
-	return "", nil
+	return daemon.Running{}
 }
 
 // TestWrongDatacenterIsReportedAsSuch: a datacenterString that does not

@@ -1,7 +1,6 @@
 package daemon_test
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cdssim"
-	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -40,29 +38,7 @@ func TestAmbiguousDefaultPoolAtStart(t *testing.T) {
 			{Name: "win2022", GuestID: vcsimtest.WindowsGuestID}}})
 	cfg := testConfig(t, vc.Endpoint, api)
 	cfg.ResourcePoolString = ""
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan daemon.Running, 1)
-	o := fastOptions(cfg, log)
-	o.OnReady = func(r daemon.Running) { ready <- r }
-	runErr := make(chan error, 1)
-	go func() { runErr <- daemon.Run(ctx, o) }()
-	t.Cleanup(func() {
-		cancel()
-		select {
-		case err := <-runErr:
-			assert.NoError(t, err)
-		case <-time.After(15 * time.Second):
-			t.Error("daemon did not stop within 15s")
-		}
-	})
-	var run daemon.Running
-	select {
-	case run = <-ready:
-	case err := <-runErr:
-		t.Fatalf("daemon stopped at start: %v", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("daemon not ready after 10s")
-	}
+	run := startDaemon(t, cfg, log)
 
 	hc := &http.Client{Timeout: 5 * time.Second}
 	require.EventuallyWithT(t, func(c *assert.CollectT) {

@@ -113,6 +113,11 @@ type Options struct {
 	// the simulators share the machine with the daemon and answer late,
 	// which a healthy run must not log as a WARN.
 	RequestTimeout time.Duration
+	// WriteConfig, when set, is a file the configuration of the
+	// simulators is written to once they run (WriteConfig; `demo
+	// --write-config FILE`), for `config check --online`, `vcenter
+	// check` and `start` against them.
+	WriteConfig string
 	// Soak, when set, feeds a job every JobEvery for that long (Jobs is
 	// not used), then ends as a Once run with Checks, plus the soak's
 	// growth check and summary line (soak.go); the job lines are not
@@ -167,6 +172,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if err := cfg.Validate(); err != nil {
 			return nil, fmt.Errorf("demo: tuned configuration: %w", err)
 		}
+	}
+	if o.WriteConfig != "" {
+		// A daemon started with the file serves /mon on a port of its own.
+		written := *cfg
+		written.CommonConfiguration.HTTP.Port = 0
+		if err := WriteConfig(o.WriteConfig, &written); err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(o.Stdout, "configuration of the simulators written to %s (vcenter check --config %s)\n", o.WriteConfig, o.WriteConfig)
 	}
 
 	runCtx, cancel := context.WithCancel(ctx)

@@ -3,10 +3,7 @@
 package e2e
 
 import (
-	"context"
-	"log/slog"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -22,28 +19,13 @@ import (
 // from there, no guest operation is made on that VM, and the job finishes
 // and its VM is destroyed like the others.
 func TestDemoCloudInitModel(t *testing.T) {
-	var stdout, logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("demo output:\n%s\nlogs:\n%s", stdout.String(), logs.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	var (
 		boots []vcsimtest.CloudInitBoot
 		calls []vcsimtest.GuestCall
 	)
-	rep, err := demo.Run(ctx, demo.Options{
-		Jobs: 6, Once: true, Timeout: 60 * time.Second,
-		JobEvery: 400 * time.Millisecond, WorkerRunTime: 500 * time.Millisecond,
-		Stdout: &stdout, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		OnDone: func(i demo.Info, _ *demo.Report) {
-			boots, calls = i.Env.CloudInit.Boots(), i.Env.Guest.Calls()
-		},
+	rep, stdout := runDemoOnce(t, func(i demo.Info) {
+		boots, calls = i.Env.CloudInit.Boots(), i.Env.Guest.Calls()
 	})
-	require.NoError(t, err)
-	require.NotNil(t, rep)
 
 	cloudInit, guestOps := 0, 0
 	for _, j := range rep.Jobs {
@@ -87,5 +69,5 @@ func TestDemoCloudInitModel(t *testing.T) {
 	}
 	assert.Equal(t, 2, cloudInit, "one cloud-init job and one instant-clone job in the mix of 6")
 	assert.Equal(t, 4, guestOps)
-	assert.Contains(t, stdout.String(), "v2 cloud-init, flavor medium")
+	assert.Contains(t, stdout, "v2 cloud-init, flavor medium")
 }

@@ -3,11 +3,8 @@
 package e2e
 
 import (
-	"context"
-	"log/slog"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,28 +20,13 @@ import (
 // config and a script downloading windows/amd64, and the job finishes and
 // its VM is destroyed like the others.
 func TestDemoWindowsModel(t *testing.T) {
-	var stdout, logs syncBuffer
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("demo output:\n%s\nlogs:\n%s", stdout.String(), logs.String())
-		}
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
-	defer cancel()
 	var (
 		launches []vcsimtest.WindowsLaunch
 		calls    []vcsimtest.GuestCall
 	)
-	rep, err := demo.Run(ctx, demo.Options{
-		Jobs: 6, Once: true, Timeout: 60 * time.Second,
-		JobEvery: 400 * time.Millisecond, WorkerRunTime: 500 * time.Millisecond,
-		Stdout: &stdout, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})),
-		OnDone: func(i demo.Info, _ *demo.Report) {
-			launches, calls = i.Env.Guest.WindowsLaunches(), i.Env.Guest.Calls()
-		},
+	rep, stdout := runDemoOnce(t, func(i demo.Info) {
+		launches, calls = i.Env.Guest.WindowsLaunches(), i.Env.Guest.Calls()
 	})
-	require.NoError(t, err)
-	require.NotNil(t, rep)
 
 	windows := 0
 	for _, j := range rep.Jobs {
@@ -77,6 +59,6 @@ func TestDemoWindowsModel(t *testing.T) {
 		}
 	}
 	assert.Equal(t, 1, windows, "one Windows job in the mix of 6")
-	assert.Contains(t, stdout.String(), "v2 windows, flavor large")
-	assert.Contains(t, stdout.String(), "/download/worker/windows/amd64")
+	assert.Contains(t, stdout, "v2 windows, flavor large")
+	assert.Contains(t, stdout, "/download/worker/windows/amd64")
 }

@@ -3,6 +3,8 @@ package testutil
 import (
 	"io"
 	"log/slog"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -10,7 +12,8 @@ import (
 
 // The fixture kit: what the decision packages' unit tests (admission,
 // warmpool, custody, vsphere) each wrote for themselves — the hatchery's
-// name, a fixed instant, a VM's fake reference, a logger writing nowhere.
+// name, a fixed instant, a VM's fake reference, a logger writing nowhere,
+// the call log of a fake port.
 
 // Hatchery is the name of the hatchery under test: the owner written in
 // the ownership records of the VMs a test makes.
@@ -34,4 +37,43 @@ func VMRef(name string) vctypes.Ref {
 // not read them.
 func DiscardLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// CallLog is what a fake port embeds to record the calls made to it, each
+// as "verb object" in the order made, and to answer each verb with the
+// next error a test queued for it (nil when none is left). Safe for
+// concurrent use; the zero value is ready.
+type CallLog struct {
+	mu    sync.Mutex
+	calls []string
+	errs  map[string][]error
+}
+
+// Call records "verb object" and returns the next error queued for verb.
+func (l *CallLog) Call(verb, object string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.calls = append(l.calls, verb+" "+object)
+	if q := l.errs[verb]; len(q) > 0 {
+		l.errs[verb] = q[1:]
+		return q[0]
+	}
+	return nil
+}
+
+// Fail queues errs as the next answers of verb, one a call.
+func (l *CallLog) Fail(verb string, errs ...error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.errs == nil {
+		l.errs = map[string][]error{}
+	}
+	l.errs[verb] = append(l.errs[verb], errs...)
+}
+
+// List returns the calls recorded so far, in order.
+func (l *CallLog) List() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.calls)
 }

@@ -3,6 +3,7 @@ package testutil
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 )
 
@@ -25,4 +26,20 @@ func (s *SyncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Lines returns the lines written so far that hold every one of parts (a
+// log's lines about one decision, say), in order; none given, every line.
+func (s *SyncBuffer) Lines(parts ...string) []string {
+	var out []string
+	for _, l := range strings.Split(s.String(), "\n") {
+		all := l != ""
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			out = append(out, l)
+		}
+	}
+	return out
 }

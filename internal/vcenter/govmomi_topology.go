@@ -34,6 +34,10 @@ type TopologyRequest struct {
 	// GrowsDisks: a flavor grows the template's disk
 	// (VirtualMachine.Config.DiskExtend on the folder).
 	GrowsDisks bool
+	// InstantClones: a model's workers are instant clones of a running
+	// parent cloned in the folder (VirtualMachine.Provisioning.Clone on
+	// the folder, where the parents are).
+	InstantClones bool
 }
 
 // ConfiguredTemplate is a template name and the configuration key that
@@ -52,6 +56,12 @@ type TopologyProblem struct {
 	Key       string
 	Problem   string
 	Placement bool
+	// Missing are the privileges the user lacks on the object of Key,
+	// comma-separated ("" for a problem that is not of privileges; a
+	// string, so that a problem stays comparable); Object names that
+	// object (its inventory path, or "template NAME").
+	Missing string
+	Object  string
 }
 
 // TopologyReport is CheckTopology's answer: the problems, the objects
@@ -115,119 +125,165 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 	if err := c.notConnected(); err != nil {
 		return TopologyReport{}, err
 	}
-	rep := TopologyReport{Resolved: map[string]string{}}
-	type entity struct {
-		key   string
-		what  string
-		ref   types.ManagedObjectReference
-		privs []string
+	t := &topologyCheck{c: c, rep: TopologyReport{Resolved: map[string]string{}}}
+	if err := t.topLevel(ctx, req); err != nil {
+		return t.rep, err
 	}
-	var entities []entity
-	placement := func(setting string, ref types.ManagedObjectReference, err error, privs []string) error {
-		if err != nil {
-			if pe := placementErrorOf(err); pe != nil {
-				rep.Problems = append(rep.Problems, TopologyProblem{Key: setting, Problem: err.Error(), Placement: true})
-				return nil
-			}
-			return fmt.Errorf("check %s: %w", setting, err)
+	for i, p := range c.cfg.Placements {
+		if err := t.entry(ctx, i, p); err != nil {
+			return t.rep, err
 		}
-		rep.Resolved[setting] = c.pathOf(ctx, ref)
-		entities = append(entities, entity{key: setting, what: rep.Resolved[setting], ref: ref, privs: privs})
-		return nil
 	}
-	// With [[placements]] the clones go to the entries' pools and
-	// datastores: the top-level ones are checked only when set.
+	if err := t.templates(ctx, req); err != nil {
+		return t.rep, err
+	}
+	return t.rep, t.privileges(ctx)
+}
+
+// topologyCheck is one CheckTopology: the report it fills and the
+// objects whose privileges it checks at the end.
+type topologyCheck struct {
+	c        *Client
+	rep      TopologyReport
+	entities []checkedEntity
+	// fprivs are the privileges the hatchery needs on a folder its
+	// VMs go to (folderPrivileges and those of the configured features).
+	fprivs []string
+}
+
+// checkedEntity is an object resolved for a key and the privileges the
+// hatchery needs on it.
+type checkedEntity struct {
+	key   string
+	what  string
+	ref   types.ManagedObjectReference
+	privs []string
+}
+
+// placement records the lookup of setting: a placement error is a
+// problem under its key, another error is the check's error, a resolved
+// object is kept with privs for the privilege check.
+func (t *topologyCheck) placement(ctx context.Context, setting string, ref types.ManagedObjectReference, err error, privs []string) error {
+	if err != nil {
+		if pe := placementErrorOf(err); pe != nil {
+			t.rep.Problems = append(t.rep.Problems, TopologyProblem{Key: setting, Problem: err.Error(), Placement: true})
+			return nil
+		}
+		return fmt.Errorf("check %s: %w", setting, err)
+	}
+	t.rep.Resolved[setting] = t.c.pathOf(ctx, ref)
+	t.entities = append(t.entities, checkedEntity{key: setting, what: t.rep.Resolved[setting], ref: ref, privs: privs})
+	return nil
+}
+
+// topLevel checks the top-level placement keys: the pool and the
+// datastore (only when set, with [[placements]] entries: the clones go
+// to the entries' then), the folder, the network, and that the one
+// placement they make has its datastore mounted.
+func (t *topologyCheck) topLevel(ctx context.Context, req TopologyRequest) error {
+	c := t.c
 	entries := len(c.cfg.Placements) > 0
 	var pool, ds types.ManagedObjectReference
 	var err error
 	if !entries || c.cfg.ResourcePool != "" {
 		pool, err = c.loadResourcePool(ctx)
-		if err := placement("resourcePoolString", pool, err, poolPrivileges); err != nil {
-			return rep, err
+		if err := t.placement(ctx, "resourcePoolString", pool, err, poolPrivileges); err != nil {
+			return err
 		}
 	}
 	folder, err := c.loadFolder(ctx)
-	fprivs := append([]string(nil), folderPrivileges...)
+	t.fprivs = append([]string(nil), folderPrivileges...)
 	if req.StaticIPs {
-		fprivs = append(fprivs, "Folder.Create", "Folder.Delete")
+		t.fprivs = append(t.fprivs, "Folder.Create", "Folder.Delete")
 	}
 	if req.BuildsTemplates {
-		fprivs = append(fprivs, "VirtualMachine.Provisioning.MarkAsTemplate")
+		t.fprivs = append(t.fprivs, "VirtualMachine.Provisioning.MarkAsTemplate")
 	}
 	if req.GrowsDisks {
-		fprivs = append(fprivs, "VirtualMachine.Config.DiskExtend")
+		t.fprivs = append(t.fprivs, "VirtualMachine.Config.DiskExtend")
 	}
-	if err := placement("folderString", folder, err, fprivs); err != nil {
-		return rep, err
+	if req.InstantClones {
+		t.fprivs = append(t.fprivs, "VirtualMachine.Provisioning.Clone")
+	}
+	if err := t.placement(ctx, "folderString", folder, err, t.fprivs); err != nil {
+		return err
 	}
 	if !entries || req.Datastore != "" {
 		ds, err = c.loadDatastore(ctx, req.Datastore)
-		if err := placement("datastoreString", ds, err, datastorePrivileges); err != nil {
-			return rep, err
+		if err := t.placement(ctx, "datastoreString", ds, err, datastorePrivileges); err != nil {
+			return err
 		}
 	}
-	var netRef types.ManagedObjectReference
-	n, err := c.loadNetwork(ctx, req.Network)
-	if err == nil {
-		netRef = n.Reference()
-	}
-	if err := placement("networkString", netRef, err, networkPrivileges); err != nil {
-		return rep, err
+	if err := t.network(ctx, "networkString", req.Network); err != nil {
+		return err
 	}
 	if !entries && pool.Value != "" && ds.Value != "" {
 		// The one placement of the top-level keys.
-		if err := c.checkMounted(ctx, &rep, "resourcePoolString", pool, []mountCheck{{key: "datastoreString", ref: ds}}); err != nil {
-			return rep, err
-		}
+		return c.checkMounted(ctx, &t.rep, "resourcePoolString", pool, []mountCheck{{key: "datastoreString", ref: ds}})
 	}
-	for i, p := range c.cfg.Placements {
-		key := fmt.Sprintf("placements[%d]", i)
-		pool, perr := c.resourcePoolAt(ctx, p.ResourcePool)
-		if err := placement(key+".resourcePool", pool, perr, poolPrivileges); err != nil {
-			return rep, err
-		}
-		var dss []mountCheck
-		for j, name := range p.Datastores {
-			dkey := fmt.Sprintf("%s.datastores[%d]", key, j)
-			d, err := c.loadDatastore(ctx, name)
-			if err := placement(dkey, d, err, datastorePrivileges); err != nil {
-				return rep, err
-			}
-			if err == nil {
-				dss = append(dss, mountCheck{key: dkey, ref: d})
-			}
-		}
-		if p.Folder != "" {
-			f, err := c.folderAt(ctx, p.Folder)
-			if err := placement(key+".folder", f, err, fprivs); err != nil {
-				return rep, err
-			}
-		}
-		if p.Network != "" {
-			var ref types.ManagedObjectReference
-			n, err := c.loadNetwork(ctx, p.Network)
-			if err == nil {
-				ref = n.Reference()
-			}
-			if err := placement(key+".network", ref, err, networkPrivileges); err != nil {
-				return rep, err
-			}
-		}
-		if perr == nil && len(dss) > 0 {
-			if err := c.checkMounted(ctx, &rep, key+".resourcePool", pool, dss); err != nil {
-				return rep, err
-			}
-		}
-	}
+	return nil
+}
 
+// network checks the network named name under key.
+func (t *topologyCheck) network(ctx context.Context, key, name string) error {
+	var ref types.ManagedObjectReference
+	n, err := t.c.loadNetwork(ctx, name)
+	if err == nil {
+		ref = n.Reference()
+	}
+	return t.placement(ctx, key, ref, err, networkPrivileges)
+}
+
+// entry checks the [[placements]] entry i: its pool or cluster, its
+// datastores (and that its pool's hosts mount them), its folder and its
+// network when set.
+func (t *topologyCheck) entry(ctx context.Context, i int, p PlacementKeys) error {
+	c := t.c
+	key := fmt.Sprintf("placements[%d]", i)
+	pool, perr := c.resourcePoolAt(ctx, p.ResourcePool)
+	if err := t.placement(ctx, key+".resourcePool", pool, perr, poolPrivileges); err != nil {
+		return err
+	}
+	var dss []mountCheck
+	for j, name := range p.Datastores {
+		dkey := fmt.Sprintf("%s.datastores[%d]", key, j)
+		d, err := c.loadDatastore(ctx, name)
+		if err := t.placement(ctx, dkey, d, err, datastorePrivileges); err != nil {
+			return err
+		}
+		if err == nil {
+			dss = append(dss, mountCheck{key: dkey, ref: d})
+		}
+	}
+	if p.Folder != "" {
+		f, err := c.folderAt(ctx, p.Folder)
+		if err := t.placement(ctx, key+".folder", f, err, t.fprivs); err != nil {
+			return err
+		}
+	}
+	if p.Network != "" {
+		if err := t.network(ctx, key+".network", p.Network); err != nil {
+			return err
+		}
+	}
+	if perr == nil && len(dss) > 0 {
+		return c.checkMounted(ctx, &t.rep, key+".resourcePool", pool, dss)
+	}
+	return nil
+}
+
+// templates checks the templateFolders entries (with a scope) and every
+// template req names.
+func (t *topologyCheck) templates(ctx context.Context, req TopologyRequest) error {
+	c := t.c
 	if c.Scoped() {
 		problems, resolved, err := c.checkTemplateFolders(ctx)
 		if err != nil {
-			return rep, err
+			return err
 		}
-		rep.Problems = append(rep.Problems, problems...)
+		t.rep.Problems = append(t.rep.Problems, problems...)
 		for k, v := range resolved {
-			rep.Resolved[k] = v
+			t.rep.Resolved[k] = v
 		}
 		if len(problems) > 0 {
 			// The scope cannot be read: the template check would only
@@ -235,27 +291,34 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 			req.Templates = nil
 		}
 	}
-	if len(req.Templates) > 0 {
-		found, problems, err := c.checkTemplates(ctx, req.Templates)
-		if err != nil {
-			return rep, err
-		}
-		rep.Problems = append(rep.Problems, problems...)
-		for _, t := range req.Templates {
-			if ref, ok := found[t.Name]; ok {
-				rep.Resolved[t.Key] = t.Name
-				entities = append(entities, entity{key: t.Key, what: "template " + t.Name, ref: ref, privs: templatePrivileges})
-			}
+	if len(req.Templates) == 0 {
+		return nil
+	}
+	found, problems, err := c.checkTemplates(ctx, req.Templates)
+	if err != nil {
+		return err
+	}
+	t.rep.Problems = append(t.rep.Problems, problems...)
+	for _, tp := range req.Templates {
+		if ref, ok := found[tp.Name]; ok {
+			t.rep.Resolved[tp.Key] = tp.Name
+			t.entities = append(t.entities, checkedEntity{key: tp.Key, what: "template " + tp.Name, ref: ref, privs: templatePrivileges})
 		}
 	}
+	return nil
+}
 
-	if len(entities) == 0 {
-		return rep, nil
+// privileges asks, in one request, for the privileges of every resolved
+// object and adds a problem per object naming those it lacks; a vCenter
+// that does not answer is a note.
+func (t *topologyCheck) privileges(ctx context.Context) error {
+	if len(t.entities) == 0 {
+		return nil
 	}
-	refs := make([]types.ManagedObjectReference, 0, len(entities))
+	refs := make([]types.ManagedObjectReference, 0, len(t.entities))
 	seen := map[string]bool{}
 	var privs []string
-	for _, e := range entities {
+	for _, e := range t.entities {
 		refs = append(refs, e.ref)
 		for _, p := range e.privs {
 			if !seen[p] {
@@ -264,15 +327,15 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 			}
 		}
 	}
-	granted, err := c.privileges(ctx, refs, privs)
+	granted, err := t.c.privileges(ctx, refs, privs)
 	if err != nil {
 		if ctx.Err() != nil {
-			return rep, fmt.Errorf("check privileges: %w", err)
+			return fmt.Errorf("check privileges: %w", err)
 		}
-		rep.Notes = append(rep.Notes, fmt.Sprintf("privileges not checked: %v", err))
-		return rep, nil
+		t.rep.Notes = append(t.rep.Notes, fmt.Sprintf("privileges not checked: %v", err))
+		return nil
 	}
-	for _, e := range entities {
+	for _, e := range t.entities {
 		var missing []string
 		for _, p := range e.privs {
 			if !granted[e.ref][p] {
@@ -280,11 +343,11 @@ func (c *Client) CheckTopology(ctx context.Context, req TopologyRequest) (Topolo
 			}
 		}
 		if len(missing) > 0 {
-			rep.Problems = append(rep.Problems, TopologyProblem{Key: e.key,
-				Problem: fmt.Sprintf("user %q lacks the privileges %s on %s", c.cfg.User, strings.Join(missing, ", "), e.what)})
+			t.rep.Problems = append(t.rep.Problems, TopologyProblem{Key: e.key, Missing: strings.Join(missing, ", "), Object: e.what,
+				Problem: fmt.Sprintf("user %q lacks the privileges %s on %s", t.c.cfg.User, strings.Join(missing, ", "), e.what)})
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // mountCheck is a resolved datastore and the key that names it.

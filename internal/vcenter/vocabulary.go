@@ -91,6 +91,15 @@ func FaultKindOf(err error) vctypes.FaultKind {
 		return vctypes.FaultConcurrentAccess
 	case fault.Is(err, &types.NoDiskSpace{}):
 		return vctypes.FaultNoDiskSpace
+	case fault.Is(err, &types.NoPermission{}):
+		return vctypes.FaultNoPermission
+	case fault.Is(err, &types.MethodNotFound{}) || fault.Is(err, &types.NotImplemented{}) ||
+		fault.Is(err, &types.GuestOperationsUnavailable{}) || fault.Is(err, &types.ToolsUnavailable{}):
+		return vctypes.FaultNotSupported
+	}
+	var ns types.BaseNotSupported
+	if _, ok := fault.As(err, &ns); ok {
+		return vctypes.FaultNotSupported
 	}
 	// Faults that point at where the VM was to go (vctypes.PointsAtPlacement):
 	// an inaccessible or not mounted datastore (InvalidDatastore and its

@@ -50,6 +50,12 @@ func TestFaultKindOf(t *testing.T) {
 		{&types.HostNotConnected{}, vctypes.FaultHostUnavailable},
 		{&types.HostNotReachable{}, vctypes.FaultHostUnavailable},
 		{&types.InvalidHostState{}, vctypes.FaultHostUnavailable},
+		{&types.NotSupported{}, vctypes.FaultNotSupported},
+		{&types.MethodNotFound{Method: "InstantClone_Task"}, vctypes.FaultNotSupported},
+		{&types.NotImplemented{}, vctypes.FaultNotSupported},
+		{&types.GuestOperationsUnavailable{}, vctypes.FaultNotSupported},
+		{&types.ToolsUnavailable{}, vctypes.FaultNotSupported},
+		{&types.NoPermission{PrivilegeId: "VirtualMachine.Interact.PowerOn"}, vctypes.FaultNoPermission},
 		{&types.FileNotFound{}, vctypes.FaultOther},
 	}
 	seen := map[vctypes.FaultKind]bool{}

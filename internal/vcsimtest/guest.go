@@ -49,6 +49,8 @@ type FakeGuest struct {
 	nextPid  int64
 	failures []types.BaseMethodFault
 	runner   *GuestRunner // Options.Runner; nil: nothing runs
+	// exitCode is the exit code of a started program (SetExitCode).
+	exitCode func(GuestCall) int32
 
 	// winLaunches are the worker launches Windows guests accepted.
 	winLaunches record[WindowsLaunch]

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/vmware/govmomi/simulator"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
 )
 
 // The latency model: how long vCenter operations and guest boots take on
@@ -35,26 +37,26 @@ type Latency struct {
 	Task string
 }
 
-// Operations of the model.
+// Operations of the model: the names of its file form (internal/latencyfile).
 const (
-	OpFullClone   = "full clone"
-	OpLinkedClone = "linked clone"
+	OpFullClone   = latencyfile.OpFullClone
+	OpLinkedClone = latencyfile.OpLinkedClone
 	// OpInstantClone is an instant clone to a ready worker: the fork
 	// (OpInstantCloneTask) then the guest's re-identification
 	// (OpInstantReidentify); their sum.
 	OpInstantClone = "instant clone"
 	// OpInstantCloneTask is InstantClone_Task: the fork of a running
 	// parent, no disk copy, no boot (the published figure is 1-2 s).
-	OpInstantCloneTask = "instant clone (task)"
+	OpInstantCloneTask = latencyfile.OpInstantCloneTask
 	// OpInstantReidentify is the child's guest taking its own identity
 	// (hostname, network, worker config) from its guestinfo after the
 	// fork, until guest operations are ready.
-	OpInstantReidentify = "instant clone -> guest ready"
-	OpGuestReady        = "power on -> guest ready"
-	OpResume            = "resume"
-	OpPowerOn           = "power on (task)"
-	OpReconfigure       = "reconfigure"
-	OpRename            = "rename"
+	OpInstantReidentify = latencyfile.OpInstantReidentify
+	OpGuestReady        = latencyfile.OpGuestReady
+	OpResume            = latencyfile.OpResume
+	OpPowerOn           = latencyfile.OpPowerOn
+	OpReconfigure       = latencyfile.OpReconfigure
+	OpRename            = latencyfile.OpRename
 )
 
 // Latencies is the model's table.
@@ -151,4 +153,39 @@ func jittered(d time.Duration, cv float64) time.Duration {
 	}
 	j := time.Duration(float64(d) * (1 + cv*rand.NormFloat64()))
 	return max(j, 0)
+}
+
+// UseLatencyFile replaces the model's real durations by those of the
+// file at path (internal/latencyfile: what `vcenter check
+// --latency-model` measured on an operator's vCenter), operation by
+// operation; the instant clone's total follows its two parts. It changes
+// the process-wide table: call it once, before any benchmark runs
+// (`make bench-latency LATENCY_MODEL=FILE`), never in parallel tests.
+func UseLatencyFile(path string) error {
+	real, err := latencyfile.Read(path)
+	if err != nil {
+		return err
+	}
+	taskDelayMu.Lock()
+	defer taskDelayMu.Unlock()
+	for i, l := range Latencies {
+		if d, ok := real[l.Op]; ok {
+			Latencies[i].Real = d
+		}
+	}
+	var task, reid time.Duration
+	for _, l := range Latencies {
+		switch l.Op {
+		case OpInstantCloneTask:
+			task = l.Real
+		case OpInstantReidentify:
+			reid = l.Real
+		}
+	}
+	for i, l := range Latencies {
+		if l.Op == OpInstantClone {
+			Latencies[i].Real = task + reid
+		}
+	}
+	return nil
 }

@@ -229,6 +229,11 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 		ctx.WithLock(vm, func() { setGuest(ctx, vm, false) })
 		return
 	}
+	// Powered on, the guest's VMware Tools are installed but not yet
+	// running (guest.toolsStatus toolsNotRunning) until its readiness
+	// below, as vCenter reports a booting guest; the simulator's own VM
+	// says toolsNotInstalled, which is a template without Tools.
+	ctx.WithLock(vm, func() { setGuest(ctx, vm, false) })
 	delay := r.delay
 	switch {
 	case resume:

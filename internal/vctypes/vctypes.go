@@ -108,6 +108,14 @@ const (
 	// (disconnected, in maintenance, not responding). It points at the
 	// placement.
 	FaultHostUnavailable
+	// FaultNotSupported: this vCenter, its licence or the object does not
+	// offer the operation (NotSupported, NotImplemented, MethodNotFound,
+	// GuestOperationsUnavailable, ToolsUnavailable…): a capability it
+	// lacks, not a transient failure.
+	FaultNotSupported
+	// FaultNoPermission: the session's user lacks a privilege the
+	// operation needs (NoPermission).
+	FaultNoPermission
 )
 
 var faultNames = map[FaultKind]string{
@@ -124,13 +132,15 @@ var faultNames = map[FaultKind]string{
 	FaultNoDiskSpace:           "no disk space",
 	FaultDatastoreUnavailable:  "datastore unavailable",
 	FaultHostUnavailable:       "host unavailable",
+	FaultNotSupported:          "not supported",
+	FaultNoPermission:          "no permission",
 }
 
 // FaultKinds are every kind but NoFault.
 var FaultKinds = []FaultKind{
 	FaultOther, FaultNotAuthenticated, FaultSystemError, FaultNotFound, FaultInvalidPowerState,
 	FaultDuplicateName, FaultInvalidGuestLogin, FaultInsufficientResources, FaultConcurrentAccess,
-	FaultNoDiskSpace, FaultDatastoreUnavailable, FaultHostUnavailable,
+	FaultNoDiskSpace, FaultDatastoreUnavailable, FaultHostUnavailable, FaultNotSupported, FaultNoPermission,
 }
 
 // PointsAtPlacement tells whether err is a fault of where the VM was to

@@ -69,6 +69,7 @@ type latencyResult struct {
 // clone's p50 over the fresh linked clone's (bursts of 8) and the instant
 // rows' overhead p95.
 func BenchmarkJobStartLatency(b *testing.B) {
+	useLatencyModelFile(b)
 	scenarios := []latencyScenario{
 		{name: "no pool, full clone", pool: "none", jobs: 8, tasks: 8},
 		{name: "no pool, linked clone", pool: "none", linked: true, jobs: 8, tasks: 8},
@@ -99,6 +100,7 @@ func BenchmarkJobStartLatency(b *testing.B) {
 // per path the time spent waiting beyond the modelled operations and the
 // hatchery client's SOAP requests by method.
 func BenchmarkSpawnPaths(b *testing.B) {
+	useLatencyModelFile(b)
 	for i := 0; i < b.N; i++ {
 		paths := runSpawnPaths(b)
 		if i == b.N-1 {
@@ -423,4 +425,23 @@ func printLatency(w io.Writer, results []latencyResult) {
 	}
 	fmt.Fprintf(w, "instant/linked p50 ratio: %.3f\n", iratio)
 	fmt.Fprintf(w, "instant overhead p95: burst 8 %s s, burst 50 %s s\n", sec(instantOver8), sec(instantOver50))
+}
+
+// latencyModelFile loads, once, the latency model file named by
+// $LATENCY_MODEL (`make bench-latency LATENCY_MODEL=FILE`: what `vcenter
+// check --latency-model` measured on an operator's vCenter) in place of
+// the model's own figures; unset, the model is the project's.
+var latencyModelFile = sync.OnceValue(func() error {
+	path := os.Getenv("LATENCY_MODEL")
+	if path == "" {
+		return nil
+	}
+	return vcsimtest.UseLatencyFile(path)
+})
+
+func useLatencyModelFile(b *testing.B) {
+	b.Helper()
+	if err := latencyModelFile(); err != nil {
+		b.Fatal(err)
+	}
 }

@@ -36,6 +36,11 @@ func TopologyRequest(c *config.Config) vcenter.TopologyRequest {
 	for i, g := range c.GuestCredentials {
 		add(fmt.Sprintf("guestCredentials[%d].modelVMWare", i), g.ModelVMWare)
 	}
+	for _, g := range append(append([]config.GuestCredential(nil), c.GuestCredentials...), c.Models...) {
+		if g.IsInstant() {
+			req.InstantClones = true
+		}
+	}
 	for i, g := range c.Models {
 		add(fmt.Sprintf("models[%d].modelVMWare", i), g.ModelVMWare)
 	}

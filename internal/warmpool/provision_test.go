@@ -38,13 +38,12 @@ import (
 // docs/flavors-and-capacity.md, "Warm pools and flavors".
 
 // vmPort is the pool's Port and the custody's: it records each call as
-// "verb name" (the VM named by its testutil.VMRef), answers each verb with
-// the next error queued for it (nil when none is left) and every IP wait
-// with ip.
+// "verb name" (the VM named by its testutil.VMRef) and answers each verb
+// with the next error queued for it (nil when none is left), in the
+// fixture kit's CallLog, and every IP wait with provisionIP.
 type vmPort struct {
+	testutil.CallLog
 	mu      sync.Mutex
-	calls   []string
-	errs    map[string][]error
 	records []inventory.Annotation
 	// unbounded counts the waits called without a deadline.
 	unbounded int
@@ -53,35 +52,12 @@ type vmPort struct {
 const provisionIP = "10.0.0.9"
 
 func (f *vmPort) call(ctx context.Context, verb string, vm vctypes.Ref) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.calls = append(f.calls, verb+" "+strings.TrimPrefix(vm.Value, "vm-"))
-	if strings.HasPrefix(verb, "wait") {
-		if _, ok := ctx.Deadline(); !ok {
-			f.unbounded++
-		}
+	if _, ok := ctx.Deadline(); !ok && strings.HasPrefix(verb, "wait") {
+		f.mu.Lock()
+		f.unbounded++
+		f.mu.Unlock()
 	}
-	if q := f.errs[verb]; len(q) > 0 {
-		f.errs[verb] = q[1:]
-		return q[0]
-	}
-	return nil
-}
-
-// fail queues errs as the next answers of verb.
-func (f *vmPort) fail(verb string, errs ...error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.errs == nil {
-		f.errs = map[string][]error{}
-	}
-	f.errs[verb] = append(f.errs[verb], errs...)
-}
-
-func (f *vmPort) callList() []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.calls)
+	return f.Call(verb, strings.TrimPrefix(vm.Value, "vm-"))
 }
 
 func (f *vmPort) StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
@@ -299,7 +275,7 @@ func TestProvisionOneMakesAnIdleVM(t *testing.T) {
 			assert.Equal(t, task.Name, clones[0].name)
 			assert.Equal(t, tc.annot(task.Name), clones[0].annot)
 			assert.Equal(t, tc.flavor, clones[0].flavor)
-			assert.Equal(t, []string{"wait-ip " + task.Name, "shutdown " + task.Name}, e.port.callList())
+			assert.Equal(t, []string{"wait-ip " + task.Name, "shutdown " + task.Name}, e.port.List())
 			assert.Zero(t, e.port.unbounded, "the ip wait is bounded")
 			assert.Equal(t, lifecycle.Gone, e.p.Life.Phase(task.Name), "listing inventory: the next listing shows it")
 			assert.Zero(t, e.counted(t), "powered off: its reservation ended")
@@ -380,11 +356,11 @@ func TestProvisionOneDeferred(t *testing.T) {
 			}
 			e.p.ProvisionOne(context.Background(), task)
 			assert.Len(t, e.cloneList(), tc.clones)
-			assert.Empty(t, e.port.callList(), "nothing done to a vm")
+			assert.Empty(t, e.port.List(), "nothing done to a vm")
 			assert.Equal(t, tc.phase, e.p.Life.Phase(task.Name))
 			assert.False(t, e.p.Life.In(task.Name, lifecycle.Marked), "nothing marked")
 			assert.Zero(t, e.counted(t), "no reservation left")
-			lines := logLines(e.log.String(), tc.line)
+			lines := e.log.Lines(tc.line)
 			require.Len(t, lines, 1, e.log.String())
 			assert.Equal(t, tc.warn, strings.Contains(lines[0], "level=WARN"), lines[0])
 			_, _, refused := e.p.Custody.BeginAttempt(task.Key.QuarantineKey())
@@ -409,14 +385,14 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 		level string
 	}{
 		{"clone", "", nil, nil, "WARN"},
-		{"ip", "", func(p *vmPort) { p.fail("wait-ip", boom) }, []string{"wait-ip"}, "WARN"},
-		{"power off", "", func(p *vmPort) { p.fail("shutdown", boom) }, []string{"wait-ip", "shutdown"}, "WARN"},
-		{"guest", config.IdleStateSuspended, func(p *vmPort) { p.fail("wait-guest", boom) }, []string{"wait-ip", "wait-guest"}, "WARN"},
-		{"record", config.IdleStateSuspended, func(p *vmPort) { p.fail("record", boom) },
+		{"ip", "", func(p *vmPort) { p.Fail("wait-ip", boom) }, []string{"wait-ip"}, "WARN"},
+		{"power off", "", func(p *vmPort) { p.Fail("shutdown", boom) }, []string{"wait-ip", "shutdown"}, "WARN"},
+		{"guest", config.IdleStateSuspended, func(p *vmPort) { p.Fail("wait-guest", boom) }, []string{"wait-ip", "wait-guest"}, "WARN"},
+		{"record", config.IdleStateSuspended, func(p *vmPort) { p.Fail("record", boom) },
 			[]string{"wait-ip", "wait-guest", "wait-ip", "record"}, "WARN"},
-		{"suspend", config.IdleStateSuspended, func(p *vmPort) { p.fail("suspend", boom) },
+		{"suspend", config.IdleStateSuspended, func(p *vmPort) { p.Fail("suspend", boom) },
 			[]string{"wait-ip", "wait-guest", "wait-ip", "record", "suspend"}, "WARN"},
-		{"cut by the shutdown", "", func(p *vmPort) { p.fail("wait-ip", context.Canceled) }, []string{"wait-ip"}, "INFO"},
+		{"cut by the shutdown", "", func(p *vmPort) { p.Fail("wait-ip", context.Canceled) }, []string{"wait-ip"}, "INFO"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,13 +416,13 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 			e.p.ProvisionOne(ctx, task)
 
 			var verbs []string
-			for _, c := range e.port.callList() {
+			for _, c := range e.port.List() {
 				verbs = append(verbs, strings.Fields(c)[0])
 			}
 			assert.Equal(t, tc.calls, verbs)
 			assert.True(t, e.p.Life.In(task.Name, lifecycle.Marked), "marked for deletion")
 			assert.Equal(t, int64(4), e.counted(t), "released: still counted within the grace")
-			lines := append(logLines(e.log.String(), `msg="provisioning failed"`), logLines(e.log.String(), `msg="provisioning cut by the shutdown"`)...)
+			lines := append(e.log.Lines(`msg="provisioning failed"`), e.log.Lines(`msg="provisioning cut by the shutdown"`)...)
 			require.Len(t, lines, 1, e.log.String())
 			assert.Contains(t, lines[0], "level="+tc.level)
 		})
@@ -459,7 +435,7 @@ func TestProvisionOneFailureMarked(t *testing.T) {
 func TestProvisionOneFailuresQuarantineTheTemplate(t *testing.T) {
 	t.Parallel()
 	e := newProvEnv(t, nil, tplVM("debian12", 2))
-	e.port.fail("wait-ip", context.DeadlineExceeded, context.DeadlineExceeded)
+	e.port.Fail("wait-ip", context.DeadlineExceeded, context.DeadlineExceeded)
 	for slot := 1; slot <= 3; slot++ {
 		task := v2Task(e, "")
 		task.Name = task.Key.SlotName(slot)
@@ -495,7 +471,7 @@ func TestProvisionOneHot(t *testing.T) {
 			e.p.ProvisionOne(context.Background(), task)
 
 			var verbs []string
-			for _, c := range e.port.callList() {
+			for _, c := range e.port.List() {
 				verbs = append(verbs, strings.Fields(c)[0])
 			}
 			assert.Equal(t, tc.calls, verbs)
@@ -545,26 +521,11 @@ func TestProvisionPass(t *testing.T) {
 		}
 	}
 	for _, skipped := range []string{"unknown flavor", "no template with that name", "model not enabled on the api"} {
-		assert.Len(t, logLines(e.log.String(), `msg="provisioning entry skipped"`, skipped), 1, skipped)
+		assert.Len(t, e.log.Lines(`msg="provisioning entry skipped"`, skipped), 1, skipped)
 	}
 }
 
 // tplVM is a template of the inventory named name with cpus vCPUs.
 func tplVM(name string, cpus int32) inventory.VM {
 	return inventory.VM{Name: name, Template: true, NumCPU: cpus, MemoryMB: 2048, PowerState: "poweredOff"}
-}
-
-// logLines are the lines of out holding every one of parts.
-func logLines(out string, parts ...string) []string {
-	var lines []string
-	for _, l := range strings.Split(out, "\n") {
-		ok := l != ""
-		for _, p := range parts {
-			ok = ok && strings.Contains(l, p)
-		}
-		if ok {
-			lines = append(lines, l)
-		}
-	}
-	return lines
 }

@@ -29,10 +29,7 @@ type workerCDN struct {
 // and log address as resolved at start, env vars from
 // provision.injectEnvVars.
 func buildWorkerConfig(cfg CommonConfiguration, cdn workerCDN, logCfg spawn.WorkerLogConfig, in workerConfigInput) spawn.WorkerConfig {
-	api := cfg.API.HTTP
-	if cfg.Provision.WorkerAPIHTTP.URL != "" {
-		api = cfg.Provision.WorkerAPIHTTP
-	}
+	api := WorkerAPI(cfg)
 	wc := spawn.WorkerConfig{
 		Name:                     in.Name,
 		Basedir:                  cfg.Provision.WorkerBasedir,
@@ -68,4 +65,13 @@ func parseEnvVars(kvs []string) map[string]string {
 		m[k] = v
 	}
 	return m
+}
+
+// WorkerAPI is the CDS API endpoint the workers are given: provision's
+// workerApiHttp when set, else api.http (the hatchery's own).
+func WorkerAPI(cfg CommonConfiguration) HTTPClientConfig {
+	if cfg.Provision.WorkerAPIHTTP.URL != "" {
+		return cfg.Provision.WorkerAPIHTTP
+	}
+	return cfg.API.HTTP
 }

@@ -1,0 +1,33 @@
+package vcenter
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmware/govmomi/guest"
+	"github.com/vmware/govmomi/vim25/types"
+)
+
+// GuestProgramExit reads, in one ListProcessesInGuest request, whether
+// the guest program pid started with auth ended and its exit code
+// (vCenter keeps an ended program's exit code for a few minutes). A pid
+// the guest does not list is an error.
+func (c *Client) GuestProgramExit(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, pid int64) (exitCode int32, ended bool, err error) {
+	if err := c.notConnected(); err != nil {
+		return 0, false, err
+	}
+	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
+	if err != nil {
+		return 0, false, Classify(fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err))
+	}
+	procs, err := pm.ListProcesses(ctx, auth, []int64{pid})
+	if err != nil {
+		return 0, false, Classify(fmt.Errorf("list process %d in %q: %w", pid, c.vmName(vm), err))
+	}
+	for _, p := range procs {
+		if p.Pid == pid {
+			return p.ExitCode, p.EndTime != nil, nil
+		}
+	}
+	return 0, false, fmt.Errorf("list process %d in %q: the guest does not list it", pid, c.vmName(vm))
+}

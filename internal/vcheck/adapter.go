@@ -1,0 +1,194 @@
+package vcheck
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
+	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+)
+
+// The check's calls of the vCenter port's VM methods, in one file: the
+// port moves these signatures to internal/vctypes (docs/architecture.md,
+// "Where the port goes next"), and only this file follows. Every error
+// leaves classified (vcenter.Classify).
+
+// guestinfoKey is the guestinfo property a clone is given, read back to
+// prove that guestinfo written at clone time reaches the VM.
+const guestinfoKey = "guestinfo.hatchery-vsphere-check"
+
+// cloneSpec is the clone of template into the scratch folder at pool and
+// datastore (ds zero: the template's), powered off, linked when the
+// template allows it (clonespec.TemplateCloneMode, the spawn's rule),
+// with the run's record and a guestinfo value; the mode and what to say of it.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
+	t, err := r.vc.LoadTemplate(ctx, template)
+	if err != nil {
+		return nil, "", "", vcenter.Classify(err)
+	}
+	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
+	spec := &types.VirtualMachineCloneSpec{
+		Location: types.VirtualMachineRelocateSpec{
+			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveAllDiskBackingsAndDisallowSharing),
+		},
+		Config: &types.VirtualMachineConfigSpec{
+			Annotation: recordOf(r.o.RunID),
+			ExtraConfig: []types.BaseOptionValue{
+				&types.OptionValue{Key: guestinfoKey, Value: nonce},
+				&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
+			},
+		},
+	}
+	if pool.Value != "" {
+		p := vcenter.MORef(pool)
+		spec.Location.Pool = &p
+	}
+	if ds.Value != "" {
+		d := vcenter.MORef(ds)
+		spec.Location.Datastore = &d
+	}
+	if mode == clonespec.ModeLinked {
+		spec.Snapshot = snap
+		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
+		return spec, mode, "linked clone", nil
+	}
+	return spec, mode, reason, nil
+}
+
+// cloneVM clones template under name into the scratch folder.
+func (r *runner) cloneVM(ctx context.Context, template types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (types.ManagedObjectReference, error) {
+	ref, err := r.vc.CloneVirtualMachine(ctx, template, vcenter.MORef(r.scratch), name, spec)
+	if err != nil {
+		return types.ManagedObjectReference{}, vcenter.Classify(err)
+	}
+	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
+	return *ref, nil
+}
+
+// readVM reads the VM's properties (vcenter.VMProperties).
+func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (mo.VirtualMachine, error) {
+	vms, err := r.vc.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+	if err != nil {
+		return mo.VirtualMachine{}, vcenter.Classify(err)
+	}
+	if len(vms) == 0 {
+		return mo.VirtualMachine{}, fmt.Errorf("vm %s: gone", vm.Value)
+	}
+	return vms[0], nil
+}
+
+// reconfigure writes the annotation with the compare-and-swap on
+// changeVersion.
+func (r *runner) reconfigure(ctx context.Context, vm types.ManagedObjectReference, annotation, changeVersion string) error {
+	return vcenter.Classify(r.vc.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{Annotation: annotation, ChangeVersion: changeVersion}))
+}
+
+// powerOn powers the VM on (or resumes it).
+func (r *runner) powerOn(ctx context.Context, vm types.ManagedObjectReference) error {
+	return vcenter.Classify(r.vc.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+}
+
+// suspend suspends the VM.
+func (r *runner) suspend(ctx context.Context, vm types.ManagedObjectReference) error {
+	return vcenter.Classify(r.vc.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)))
+}
+
+// powerOff powers the VM off.
+func (r *runner) powerOff(ctx context.Context, vm types.ManagedObjectReference) error {
+	return vcenter.Classify(r.vc.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
+}
+
+// destroy powers off and destroys vm. The callers read vm's record
+// first (removeFolder): the check destroys no VM without it.
+func (r *runner) destroy(ctx context.Context, vm types.ManagedObjectReference) error {
+	if err := r.powerOff(ctx, vm); err != nil && vctypes.KindOf(err) != vctypes.FaultNotFound {
+		return err
+	}
+	return vcenter.Classify(r.vc.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)))
+}
+
+// toolsStatus reads the guest's tools status.
+func (r *runner) toolsStatus(ctx context.Context, vm types.ManagedObjectReference) (types.VirtualMachineToolsStatus, error) {
+	return r.vc.GuestToolsStatus(ctx, vm)
+}
+
+// waitGuestReady waits for guest operations to be ready.
+func (r *runner) waitGuestReady(ctx context.Context, vm types.ManagedObjectReference) error {
+	return vcenter.Classify(r.vc.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+}
+
+// startProgram starts p in the guest with auth; its pid.
+func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
+	pid, err := r.vc.StartProgramInGuest(ctx, vcenter.RefOf(vm), auth, p)
+	return pid, vcenter.Classify(err)
+}
+
+// waitEnv runs the spawn's own probe of process starts in the guest
+// (guest.Starter.WaitEnv: `env`, PowerShell on Windows, retried until it
+// starts; a refused login at once): the readiness rule of every spawn,
+// the quarantine's probe spawn included.
+func (r *runner) waitEnv(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, windows bool) error {
+	to := guest.Readiness
+	s := guest.Starter{Port: r.vc, Log: r.log, Windows: windows, Timeouts: &to}
+	return s.WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: auth})
+}
+
+// waitIP waits for the guest to report an IPv4 address.
+func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference) (string, error) {
+	ip, err := r.vc.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
+	return ip, vcenter.Classify(err)
+}
+
+// cloudInitOptions are the guestinfo of cloud-init's VMware datasource
+// (internal/cloudinit, the documents a worker's VM is given) for the VM
+// name: its instance id and hostname, DHCP, a userdata whose script does
+// nothing.
+func cloudInitOptions(name string, windows bool) ([]types.BaseOptionValue, error) {
+	return cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
+}
+
+// programExit reads whether the guest program pid ended and its exit
+// code.
+func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, pid int64) (int32, bool, error) {
+	return r.vc.GuestProgramExit(ctx, vm, vcenter.GuestAuthOf(auth), pid)
+}
+
+// instantClone forks name from the running parent into the scratch
+// folder with a guestinfo value of its own.
+func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {
+	folder := vcenter.MORef(r.scratch)
+	spec := types.VirtualMachineInstantCloneSpec{
+		Name:     name,
+		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Config: []types.BaseOptionValue{
+			&types.OptionValue{Key: guestinfoKey, Value: nonce},
+			&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
+		},
+	}
+	ref, err := r.vc.InstantCloneVirtualMachine(ctx, parent, spec)
+	if err != nil {
+		return types.ManagedObjectReference{}, vcenter.Classify(err)
+	}
+	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
+	return *ref, nil
+}
+
+// extraConfig is the value of key in vm's extraConfig.
+func extraConfig(vm mo.VirtualMachine, key string) string {
+	if vm.Config == nil {
+		return ""
+	}
+	for _, o := range vm.Config.ExtraConfig {
+		if v := o.GetOptionValue(); v != nil && v.Key == key {
+			s, _ := v.Value.(string)
+			return s
+		}
+	}
+	return ""
+}
