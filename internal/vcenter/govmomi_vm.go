@@ -2,7 +2,9 @@ package vcenter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
@@ -87,25 +89,22 @@ func (c *Client) dropView(v *vmView) {
 }
 
 // LoadVirtualMachine finds a VM or template by name (or inventory path) in
-// the datacenter; a scoped client (templateFolders) only in its folder and
-// templateFolders (findInScope; ErrOutOfScope when it is not there).
+// the inventory's scope (findInScope); templateFolders unset, one not in
+// it is looked for by name in the datacenter's folders and its folder
+// joins the scope (discoverVM); set, it is ErrOutOfScope.
 func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
-	if c.Scoped() {
-		ref, err := c.findInScope(ctx, name)
-		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
-		}
-		return ref, nil
+	ref, err := c.findInScope(ctx, name)
+	if errors.Is(err, ErrOutOfScope) && !c.TemplateFoldersSet() {
+		ref, err = c.discoverVM(ctx, name)
 	}
-	vm, err := c.find().VirtualMachine(ctx, name)
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
-	c.learnName(vm.Reference(), vm.Name())
-	return vm.Reference(), nil
+	c.learnName(ref, path.Base(name))
+	return ref, nil
 }
 
 // vm binds a reference to this client's connection (no round trip): the
