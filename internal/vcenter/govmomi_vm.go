@@ -20,6 +20,7 @@ import (
 type vmView struct {
 	views []*view.ContainerView
 	gen   int64
+	found int // len(Client.found) when the views were made: the scope they cover
 }
 
 // ListVirtualMachines lists every VM and template of the inventory's scope
@@ -55,18 +56,20 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, 
 func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
 	gen := c.rl.generation()
 	c.vmsMu.Lock()
-	v := c.vmsView
+	v, found := c.vmsView, len(c.found)
 	c.vmsMu.Unlock()
-	if v != nil && v.gen == gen {
+	if v != nil && v.gen == gen && v.found == found {
 		return v, nil
 	}
+	// found before the views: a template folder found meanwhile makes
+	// them stale, and the next call makes them again.
 	views, err := c.newScopeViews(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nv := &vmView{views: views, gen: gen}
+	nv := &vmView{views: views, gen: gen, found: found}
 	c.vmsMu.Lock()
-	if cur := c.vmsView; cur != nil && cur.gen == gen {
+	if cur := c.vmsView; cur != nil && cur.gen == gen && cur.found == found {
 		c.vmsMu.Unlock()
 		// Lost a race with another caller: use its views, which other
 		// callers may be reading through, and destroy ours, which nobody

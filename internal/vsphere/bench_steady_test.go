@@ -64,8 +64,8 @@ var steadyTeams = []string{
 
 // steadyResult is one size and configuration's figure.
 type steadyResult struct {
-	vms int
-	shape                  string // steadyScoped, steadyDefault or steadyWhole
+	vms                    int
+	shape                  string  // steadyScoped, steadyDefault or steadyWhole
 	peakHeapMB             float64 // the hatchery's live heap, largest sample
 	refreshReqs, refreshKB float64 // one steady refresh
 	resyncReqs, resyncKB   float64 // the hourly resync
