@@ -103,8 +103,8 @@ const maxTemplatesListed = maxCandidates
 // under its key (placements[i].datastores[j]), and that each of its
 // datastores is mounted on a host of its pool's cluster (checkMounted;
 // the top-level datastore on the top-level pool's too); every template req names
-// (one read of the names where templates are looked for: the datacenter's
-// VMs, or the scope and each templateFolders entry when set), and checks the
+// (one read of the names of the inventory's scope; templateFolders unset,
+// the others looked for by name in the datacenter's folders), and checks the
 // privileges the hatchery needs on them (HasPrivilegeOnEntities for this
 // session; a vCenter that does not answer it is a note, not a problem).
 // Its error is a failure to ask (not connected, transport, ctx), not a
