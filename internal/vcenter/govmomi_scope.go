@@ -285,7 +285,7 @@ func (c *Client) vmByPath(ctx context.Context, name string) (types.ManagedObject
 // is resolved by vmByPath; a name by one RetrieveProperties listing the VM
 // folder's folders (the traversal passes through VMs but returns Folder
 // objects only), then one SearchIndex.FindChild per folder, whose answer
-// names only a VM of that name. Found, its folder joins the scope (top
+// names only a VM of that name. Found and a template, its folder joins the scope (top
 // level only: found) and the scope's views are made again at the next
 // read, so that the inventory holds the template from then on and this
 // search runs once per template and process. None is ErrNoSuchVM;
@@ -329,6 +329,16 @@ func (c *Client) discoverVM(ctx context.Context, name string) (types.ManagedObje
 		case n > 1:
 			return types.ManagedObjectReference{}, fmt.Errorf("%w: %d vms named %q in datacenter %q; give its inventory path", ErrAmbiguous, n, name, c.dc.Name())
 		}
+	}
+	// Only a template's folder joins the scope: a plain VM of that name
+	// (a model naming the wrong image) is returned, as the finder
+	// returned it, without reading its folder from then on.
+	var o mo.VirtualMachine
+	if err := c.pc.RetrieveOne(ctx, ref, []string{"config.template"}, &o); err != nil {
+		return types.ManagedObjectReference{}, fmt.Errorf("read template flag of vm %q: %w", name, err)
+	}
+	if o.Config == nil || !o.Config.Template {
+		return ref, nil
 	}
 	c.vmsMu.Lock()
 	grown := !slices.Contains(c.found, folder)
