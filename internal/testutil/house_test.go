@@ -25,7 +25,6 @@ const MaxFuncLines = 120
 // environment), linked into no production binary but the demo.
 var longFuncsAllowed = map[string]bool{
 	"internal/vcenter/govmomi_topology.go Client.CheckTopology": true,
-	"internal/vcenter/govmomi_waits.go waitHub.run":             true,
 	"internal/clonespec/spec.go Builder.SpecFor":                true,
 	"internal/vcsimtest/env.go New":                             true,
 }

@@ -53,9 +53,10 @@ func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(
 
 // waitTask waits until a task succeeds or fails, or ctx ends. It learns
 // of the task's info.state from the wait collector (govmomi_waits.go) and
-// reads the task's info when its filter is made and when the state says
-// it ended; until its filter is made (or without the collector) it polls,
-// from taskPollMin doubling to PollInterval. A failed task's error is
+// reads the task's info when the reported state (as the task enters the
+// collector's view, then as it changes) says it ended; until it is in the
+// view (or without the collector) it polls, from taskPollMin doubling to
+// PollInterval. A failed task's error is
 // task.Error carrying its fault.
 func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
 	var (
@@ -88,8 +89,8 @@ func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference)
 		}
 		return false
 	}
-	// A task just started has rarely ended: the first read waits for the
-	// filter (or the first poll).
+	// A task just started has rarely ended: the first read waits for its
+	// reported state (or the first poll).
 	if err := c.awaitObject(ctx, ref, true, taskPollMin, read, ended); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return nil, fmt.Errorf("wait for task %s: %w", ref.Value, err)
