@@ -12,8 +12,9 @@ import (
 )
 
 // awaitObject waits for obj: read tells whether the wait is over (and
-// reads what the caller needs). Unless skipFirstRead, it reads at once and
-// returns without subscribing when already done. Then it subscribes to
+// reads what the caller needs). Unless skipFirstRead, or obj is in the
+// collector's view already, it reads at once and returns without
+// subscribing when already done. Then it subscribes to
 // obj's notifications and reads again when the values the filter reports
 // (as obj enters the collector's view, then as they change) pass worth
 // (nil: every report), when the collector was lost, at least every
@@ -22,7 +23,10 @@ import (
 // replaces). It returns ctx's error when ctx ends.
 func (c *Client) awaitObject(ctx context.Context, obj types.ManagedObjectReference, skipFirstRead bool, pollFirst time.Duration,
 	read func(context.Context) (bool, error), worth func(map[string]any) bool) error {
-	if !skipFirstRead {
+	// An object in the collector's view needs no first read: its values
+	// reported so far, and every change since (the next long poll goes on
+	// from the last one's version), tell the wait when to read.
+	if !skipFirstRead && !c.waits.watched(obj) {
 		if done, err := read(ctx); err != nil || done {
 			return err
 		}

@@ -200,6 +200,15 @@ func (h *waitHub) subscribe(obj types.ManagedObjectReference) *waitSub {
 	return s
 }
 
+// watched tells whether obj is in the view of a live collector with its
+// values reported: a wait on it learns of every change from them on.
+func (h *waitHub) watched(obj types.ManagedObjectReference) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.objs[obj]
+	return h.live && o != nil && o.inView && o.vals != nil
+}
+
 // unsubscribe ends a wait. Its object stays in the view until the next
 // addition takes it out (or a new wait on it keeps it): ending a wait
 // sends no request.
