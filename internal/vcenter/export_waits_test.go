@@ -47,6 +47,10 @@ func (c *Client) SetWaitRebuildBackoff(lo, hi time.Duration) {
 	c.waits.rebuildMin, c.waits.rebuildMax = lo, hi
 }
 
+// SetTaskPollFirst sets a task wait's first poll while its task is not in
+// the wait collector's view (taskPollMin); call it before the first wait.
+func (c *Client) SetTaskPollFirst(d time.Duration) { c.waits.taskPollFirst = d }
+
 // RetiredCollectors is how many abandoned collectors wait to be destroyed
 // (govmomi_watch.go).
 func (c *Client) RetiredCollectors() int {

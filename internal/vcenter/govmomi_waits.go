@@ -75,13 +75,15 @@ const (
 )
 
 // waitProps are the properties the wait filter reports, by object type:
-// scalars only (the simulator hands slices to a queued update live; see
+// scalars, and a task's result and fault, which are set once as it ends
+// and never changed in place (the simulator hands a slice to a queued
+// update live, so a property changed in place would race; see
 // docs/inventory-watch.md). A change of any of them wakes the object's
-// waits. An object of another type is never put in the view: its waits
-// poll.
+// waits; a task's wait takes its outcome from them (taskOutcome). An
+// object of another type is never put in the view: its waits poll.
 var waitProps = map[string][]string{
 	"VirtualMachine": {"runtime.powerState", "guest.ipAddress", "guest.guestOperationsReady"},
-	"Task":           {"info.state"},
+	"Task":           {"info.state", "info.result", "info.error"},
 }
 
 // waitHub owns the wait collector of a Client: its loop goroutine (started
@@ -98,6 +100,9 @@ type waitHub struct {
 	// rebuildMin and rebuildMax: the rebuild back-off (waitRebuildMin,
 	// waitRebuildMax; tests shorten them before the first wait).
 	rebuildMin, rebuildMax time.Duration
+	// taskPollFirst is a task wait's first poll while its task is not in
+	// the view (taskPollMin; tests lengthen it).
+	taskPollFirst time.Duration
 
 	mu      sync.Mutex
 	objs    map[types.ManagedObjectReference]*waitObj
@@ -149,13 +154,14 @@ type waitAnswer struct {
 
 func newWaitHub(c *Client) *waitHub {
 	return &waitHub{
-		c:          c,
-		log:        c.log,
-		kick:       make(chan struct{}, 1),
-		done:       make(chan struct{}),
-		rebuildMin: waitRebuildMin,
-		rebuildMax: waitRebuildMax,
-		objs:       map[types.ManagedObjectReference]*waitObj{},
+		c:             c,
+		log:           c.log,
+		kick:          make(chan struct{}, 1),
+		done:          make(chan struct{}),
+		rebuildMin:    waitRebuildMin,
+		rebuildMax:    waitRebuildMax,
+		taskPollFirst: taskPollMin,
+		objs:          map[types.ManagedObjectReference]*waitObj{},
 	}
 }
 

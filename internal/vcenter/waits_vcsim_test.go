@@ -369,3 +369,47 @@ func mustTemplate(t *testing.T, ctx context.Context, c *vcenter.Client) types.Ma
 	require.NoError(t, err)
 	return ref
 }
+
+// TestTaskOutcomeFromItsNotification: a task's wait takes the result or
+// the fault from the values the collector reported as the task ended (its
+// state, result and fault come in one update), with no read of the task:
+// a clone hands back its VM, a clone onto a taken name its DuplicateName
+// fault, and neither sends a RetrieveProperties (the task is not polled
+// while it is being added to the view: its first poll is slowPolls away).
+// Without the outcome in the notification each wait would read the task
+// once it ended.
+func TestTaskOutcomeFromItsNotification(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetTaskPollFirst(slowPolls)
+	tpl := object.NewVirtualMachine(env.Admin.Client, mustTemplate(t, ctx, c))
+	folderRef, err := c.LoadFolder(ctx)
+	require.NoError(t, err)
+	poolRef, err := c.LoadResourcePool(ctx)
+	require.NoError(t, err)
+	folder, pool := vcenter.MORef(folderRef), vcenter.MORef(poolRef)
+	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
+	clone := func(ctx context.Context) (*object.Task, error) {
+		return tpl.Clone(ctx, object.NewFolder(env.Admin.Client, folder), "notified-clone", spec)
+	}
+
+	before := c.Stats()
+	res, err := c.RunTask(ctx, time.Minute, clone)
+	require.NoError(t, err)
+	assert.Zero(t, c.Stats().Sub(before)["RetrievePropertiesEx"].Requests, "the result came with the notification")
+	ref, ok := res.(types.ManagedObjectReference)
+	require.True(t, ok, "a clone's result is the new VM: %#v", res)
+	got, err := c.LoadVirtualMachine(ctx, "notified-clone")
+	require.NoError(t, err)
+	assert.Equal(t, ref, got)
+
+	before = c.Stats()
+	_, err = c.RunTask(ctx, time.Minute, clone)
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
+	var terr task.Error
+	assert.ErrorAs(t, err, &terr)
+	assert.Zero(t, c.Stats().Sub(before)["RetrievePropertiesEx"].Requests, "the fault came with the notification")
+}
