@@ -32,9 +32,12 @@ import (
 // (govmomi's simulator v0.56.0 deadlocks on it; the tests' simulator is
 // taught it: internal/vcsimtest/listview.go).
 //
-// A notification only wakes a wait: the wait then reads what it needs
-// (the task's result, the guest's addresses) with RetrieveProperties, as
-// before, when the reported values say it may be over. A wait never relies
+// A notification wakes a wait: when the reported values say it may be
+// over, the wait reads what it needs (the guest's addresses) with
+// RetrieveProperties, as before; a task's wait takes its result or fault
+// from the values reported with its final state (govmomi_task.go,
+// taskOutcome). A wait on an object already in the view skips its first
+// read: the values reported, and every change since, tell it when to read. A wait never relies
 // on notifications alone: while its object is in the view it still
 // re-reads every waitFallbackFactor × PollInterval (a missed notification
 // costs at most that), and while it is not (being added, or the collector
