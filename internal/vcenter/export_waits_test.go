@@ -51,6 +51,10 @@ func (c *Client) SetWaitRebuildBackoff(lo, hi time.Duration) {
 // the wait collector's view (taskPollMin); call it before the first wait.
 func (c *Client) SetTaskPollFirst(d time.Duration) { c.waits.taskPollFirst = d }
 
+// SetWaitViewStaleMax sets how many objects no wait needs the wait
+// collector's view keeps (waitViewStaleMax); call it before the first wait.
+func (c *Client) SetWaitViewStaleMax(n int) { c.waits.staleMax = n }
+
 // RetiredCollectors is how many abandoned collectors wait to be destroyed
 // (govmomi_watch.go).
 func (c *Client) RetiredCollectors() int {

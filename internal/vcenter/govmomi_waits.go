@@ -25,9 +25,9 @@ import (
 // ListView of the session (the view, through a traversal of its "view"
 // property). A wait registers its object and the loop adds it to the view
 // (ModifyListView: the filter then reports the object entering, with its
-// values); when no wait needs an object any more, it leaves the view with
-// the next addition (one request for both), so an ended wait costs
-// nothing. No filter is made or destroyed per wait and no long poll is
+// values); objects no wait needs any more leave the view together with
+// an addition once they are waitViewStaleMax (one request for both), so
+// an ended wait costs nothing. No filter is made or destroyed per wait and no long poll is
 // cancelled: the view changes while the poll runs, which vCenter allows
 // (govmomi's simulator v0.56.0 deadlocks on it; the tests' simulator is
 // taught it: internal/vcsimtest/listview.go).
@@ -75,6 +75,14 @@ const (
 	// meanwhile every wait polls.
 	waitRebuildMin = time.Second
 	waitRebuildMax = 30 * time.Second
+
+	// waitViewStaleMax is how many objects no wait needs any more the
+	// view keeps: they leave it with the addition that finds that many.
+	// Taking them out costs no request of its own, but a change of the
+	// view that removes objects makes the pinned simulator report every
+	// object of the view again (vCenter reports the removed ones
+	// leaving), which in a burst of waits it would do at every addition.
+	waitViewStaleMax = 16
 )
 
 // waitProps are the properties the wait filter reports, by object type:
@@ -106,6 +114,8 @@ type waitHub struct {
 	// taskPollFirst is a task wait's first poll while its task is not in
 	// the view (taskPollMin; tests lengthen it).
 	taskPollFirst time.Duration
+	// staleMax: waitViewStaleMax (tests lower it).
+	staleMax int
 
 	mu      sync.Mutex
 	objs    map[types.ManagedObjectReference]*waitObj
@@ -164,6 +174,7 @@ func newWaitHub(c *Client) *waitHub {
 		rebuildMin:    waitRebuildMin,
 		rebuildMax:    waitRebuildMax,
 		taskPollFirst: taskPollMin,
+		staleMax:      waitViewStaleMax,
 		objs:          map[types.ManagedObjectReference]*waitObj{},
 	}
 }
@@ -470,8 +481,9 @@ func waitFilterSpec(view types.ManagedObjectReference) types.PropertyFilterSpec 
 }
 
 // syncView adds the objects waits need to the view, taking out with them
-// those no wait needs any more (one ModifyListView), and forgets objects
-// no wait needs that are not in the view. With nothing to add it sends
+// those no wait needs any more once they are staleMax (one
+// ModifyListView), and forgets objects no wait needs that are not in the
+// view. With nothing to add it sends
 // nothing. An error means the collector is lost.
 func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
 	var add, remove []types.ManagedObjectReference
@@ -491,6 +503,9 @@ func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
 	h.mu.Unlock()
 	if len(add) == 0 {
 		return nil
+	}
+	if len(remove) < h.staleMax {
+		remove = nil
 	}
 	cctx, cancel := context.WithTimeout(ctx, waitControlTimeout)
 	defer cancel()

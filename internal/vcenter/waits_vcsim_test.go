@@ -128,13 +128,15 @@ func TestSameObjectWaitedOnTwice(t *testing.T) {
 
 // TestWaitEndsWithContextAndLeavesTheView: a wait whose ctx ends returns
 // ctx's error and sends nothing more; its VM leaves the view with the next
-// wait's addition (one ModifyListView for both). Without the removal the
-// view would keep every VM ever waited on.
+// wait's addition (one ModifyListView for both) once there are
+// WaitViewStaleMax such VMs (one here). Without the removal the view
+// would keep every VM ever waited on.
 func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetWaitViewStaleMax(1)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	other := cloneWorker(t, ctx, env, "worker-2", "")
 	require.NoError(t, c.StartVirtualMachine(ctx, vm))

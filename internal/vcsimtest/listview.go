@@ -61,12 +61,19 @@ func (v *unlockedListView) ModifyListView(ctx *simulator.Context, req *types.Mod
 	if len(req.Add) == 0 && len(req.Remove) == 0 {
 		return body
 	}
-	// The change is applied to a copy bearing the view's reference: the
-	// registry writes the value into the object it is given, and the
-	// view itself may be read meanwhile; the filters and collectors only
-	// look at the reference and the change.
+	// The change is applied to a copy: the registry writes the value into
+	// the object it is given, and the view itself may be read meanwhile;
+	// the filters and collectors only look at the reference and the
+	// change. With removals, the copy bears the view's reference: the
+	// simulator then reports every object of the view again (vCenter
+	// reports the removed ones leaving). Additions alone bear another
+	// reference: the collectors, which look for new objects at every
+	// change, report only the added ones entering, as vCenter does.
 	shadow := &simulator.ListView{}
 	shadow.Self = v.Self
+	if len(req.Remove) == 0 {
+		shadow.Self.Value += "/additions"
+	}
 	ctx.Update(shadow, []types.PropertyChange{{Name: "view", Val: view}})
 	return body
 }
