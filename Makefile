@@ -33,7 +33,7 @@ lint:
 	$(GO) vet ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || (gofmt -l $$(git ls-files '*.go'); exit 1)
 
-## bench: vCenter cost of the whole-object baseline (test-only), listing, shared and watch inventory modes on vcsim (1,000 and 5,000 VMs; docs/inventory-watch.md), ~7 min
+## bench: vCenter cost of the whole-object baseline (test-only), listing, shared and watch inventory modes on vcsim (1,000 and 5,000 VMs), then the idle cost and peak heap of config new's defaults and of a scoped configuration on a shared vCenter (1,000 and 10,000 VMs: the line `idle default configuration: …`; docs/inventory-watch.md), ~12 min
 bench:
 	$(GO) test -run '^$$' -bench BenchmarkInventoryModes -benchtime 1x -timeout 20m ./internal/vsphere/
 	$(GO) test -run '^$$' -bench BenchmarkSpawnPaths -benchtime 1x -timeout 10m ./internal/vsphere/

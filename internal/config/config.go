@@ -37,10 +37,10 @@ type Config struct {
 	FolderString       string `mapstructure:"folderString" toml:"folderString" json:"folderString"`
 	CardName           string `mapstructure:"cardName" toml:"cardName" json:"cardName"`
 	// TemplateFolders are the VM folders (inventory paths) where templates
-	// are looked for. Set, the hatchery sees only these folders and its
-	// own (folderString), subtrees included: the inventory's scope
-	// (config_scope.go, docs/inventory-watch.md). Empty: the datacenter's
-	// whole VM folder, as before the key existed.
+	// are looked for, subtrees included: with the hatchery's own folder
+	// (folderString), the inventory's scope (config_scope.go,
+	// docs/inventory-watch.md). Empty: derived, the VM folder's top level
+	// and the folder of each template found by name.
 	TemplateFolders []string `mapstructure:"templateFolders" toml:"templateFolders" json:"templateFolders"`
 	// Placements are where clones may go, each chosen by headroom
 	// (config_placements.go, docs/configuration.md "Placements"); empty:

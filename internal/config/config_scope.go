@@ -5,11 +5,16 @@ import (
 	"strings"
 )
 
-// Scoped tells whether the inventory is limited to the hatchery's folder,
-// the [[placements]] entries' folders (their clones live there) and
-// templateFolders; false (templateFolders unset) is the datacenter's whole
-// VM folder.
-func (c *Config) Scoped() bool { return len(c.TemplateFolders) > 0 }
+// TemplateFoldersSet tells whether templateFolders is set. The inventory
+// always has a scope (internal/vcenter/govmomi_scope.go,
+// docs/inventory-watch.md "Scope"): the hatchery's folder (folderString
+// with its subtree; empty, the VM folder's top level, where clones go),
+// the [[placements]] entries' folders, and the template folders: set,
+// these (subtrees included; a template elsewhere is never used); unset,
+// derived: the VM folder's top level and the folder of each template
+// found by name. To read the whole VM folder as before the scope existed,
+// set templateFolders = ["/<datacenter>/vm"].
+func (c *Config) TemplateFoldersSet() bool { return len(c.TemplateFolders) > 0 }
 
 // validateTemplateFolders checks templateFolders: each entry an absolute
 // inventory path of a VM folder of the configured datacenter

@@ -52,7 +52,7 @@ func TestValidateTemplateFolders(t *testing.T) {
 		c := validConfig()
 		c.TemplateFolders = folders
 		assert.NoError(t, c.Validate(), "%q", folders)
-		assert.Equal(t, len(folders) > 0, c.Scoped())
+		assert.Equal(t, len(folders) > 0, c.TemplateFoldersSet())
 	}
 	// A datacenter given as a path: its VM folder is below that path.
 	c := validConfig()

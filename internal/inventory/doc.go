@@ -1,4 +1,5 @@
-// Package inventory owns the hatchery's view of the datacenter's VMs: the VM
+// Package inventory owns the hatchery's view of the VMs of its scope (its
+// folder and its templates', docs/inventory-watch.md): the VM
 // value (VM), the ownership record every VM of the hatchery carries
 // (Annotation: parsing, writing, its ExtraConfig mirror, OwnedBy), and the
 // one source of VM listings every loop and decision reads (Inventory) with

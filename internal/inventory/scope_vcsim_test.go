@@ -12,6 +12,7 @@ import (
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -96,7 +97,7 @@ func TestVcsimScopeNeverReadsForeignFolders(t *testing.T) {
 
 	rec := env.StartRecorder()
 	client := rec.NewClient(nil)
-	require.True(t, client.Scoped())
+	require.True(t, client.TemplateFoldersSet())
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = scopeHatchery
 	inv := env.InventoryOver(cfg, client)
@@ -147,20 +148,134 @@ func TestVcsimScopeNeverReadsForeignFolders(t *testing.T) {
 	t.Logf("%d requests through the recorder, none carrying a foreign vm", len(ex))
 }
 
-// TestVcsimUnscopedSeesTheWholeVMFolder: an old configuration (no
-// templateFolders) keeps the datacenter's whole VM folder: VMs of other
-// folders are listed, a VM of ours cloned anywhere is learnt, and a
-// template of another folder is found by name, as before the key existed.
-func TestVcsimUnscopedSeesTheWholeVMFolder(t *testing.T) {
+// TestVcsimDefaultScopeNeverReadsForeignFolders: with the defaults
+// (folderString the VM folder, no templateFolders), in each of the three
+// inventory modes, the inventory holds the VM folder's top level (the
+// template, our VMs, one another instance clones there), and no request
+// or response through a recording proxy names a VM of other teams'
+// folders (reference or name), not even one carrying our record: the
+// default scope is derived from the configuration
+// (internal/vcenter/govmomi_scope.go), no longer the datacenter's whole
+// VM folder.
+func TestVcsimDefaultScopeNeverReadsForeignFolders(t *testing.T) {
+	t.Parallel()
+	for _, mode := range []string{config.InventoryListing, config.InventoryShared, config.InventoryWatch} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			env := vcsimtest.Start(t, vcsimtest.Options{})
+			ctx := env.Context()
+			foreign := env.AddForeignVMsIn(teamA, "team-a-vm-", 6)
+			foreign = append(foreign, env.AddForeignVMsIn(teamB, "team-b-vm-", 6)...)
+			foreignNames := []string{"team-a-vm-", "team-b-vm-"}
+
+			rec := env.StartRecorder()
+			client := rec.NewClient(nil)
+			require.False(t, client.TemplateFoldersSet())
+			cfg := env.Config()
+			// env.Config writes the VM folder itself: the default, said.
+			require.Equal(t, vcsimtest.FolderPath, cfg.FolderString)
+			require.Empty(t, cfg.TemplateFolders)
+			cfg.CommonConfiguration.Name = scopeHatchery
+			cfg.InventoryMode = mode
+			inv := env.InventoryOver(cfg, client)
+
+			vms, err := inv.VMs(ctx)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate}, names(vms), "the VM folder's top level only")
+			for range 3 { // idle refreshes
+				env.WaitInventory(inv)
+			}
+
+			ops := env.NewClient(nil) // another instance: its clones go around the recorder
+			ours := scopeClone(t, ctx, env, ops, env.Folder, "ours-1")
+			stray := scopeClone(t, ctx, env, ops, teamA, "stray-ours")
+			foreign = append(foreign, stray)
+			foreignNames = append(foreignNames, "stray-ours")
+			waitVM(t, env, inv, "ours-1")
+			env.WaitInventory(inv)
+			vms, err = inv.VMs(ctx)
+			require.NoError(t, err)
+			assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1"}, names(vms))
+			for _, v := range vms {
+				if v.Name == "ours-1" {
+					assert.Equal(t, ours, v.Ref)
+					assert.True(t, v.OwnedBy(scopeHatchery))
+				}
+			}
+			ref, err := client.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+			require.NoError(t, err)
+			assert.NotEmpty(t, ref.Value)
+
+			ex := rec.Exchanges()
+			require.NotEmpty(t, ex)
+			for _, e := range ex {
+				for _, ref := range foreign {
+					needle := []byte(">" + ref.Value + "<")
+					assert.False(t, bytes.Contains(e.Response, needle), "foreign vm %s in a response: %.300s", ref.Value, e.Response)
+					assert.False(t, bytes.Contains(e.Request, needle), "foreign vm %s in a request: %.300s", ref.Value, e.Request)
+				}
+				for _, n := range foreignNames {
+					assert.False(t, bytes.Contains(e.Response, []byte(n)), "foreign vm name %s in a response", n)
+					assert.False(t, bytes.Contains(e.Request, []byte(n)), "foreign vm name %s in a request", n)
+				}
+			}
+			t.Logf("%s: %d requests through the recorder, none carrying a foreign vm", mode, len(ex))
+		})
+	}
+}
+
+// TestVcsimDefaultScopeFindsTemplatesByName: with folderString set and no
+// templateFolders, the inventory holds the hatchery's folder and the VM
+// folder's top level, not other teams' folders; a template of another
+// folder, named, is found without listing any VM (discoverVM) and its
+// folder's top level joins the scope: the inventory holds it from the
+// next refresh on, and a VM of ours cloned by hand into a team's folder
+// stays out of sight (docs/inventory-watch.md, "Scope").
+func TestVcsimDefaultScopeFindsTemplatesByName(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{Folder: scopeFolder})
 	ctx := env.Context()
 	env.AddForeignVMsIn(teamA, "team-a-vm-", 3)
 	env.AddForeignVMsIn(teamB, "team-b-vm-", 2)
+	env.AddTemplate(vcsimtest.Template{Name: "golden", Folder: teamB})
 	cfg := env.Config()
 	require.Empty(t, cfg.TemplateFolders)
 	cfg.CommonConfiguration.Name = scopeHatchery
-	require.False(t, env.Client.Scoped())
+	client := env.NewClient(nil)
+	inv := env.InventoryOver(cfg, client)
+	vms, err := inv.VMs(ctx)
+	require.NoError(t, err)
+	assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate}, names(vms))
+
+	ops := env.NewClient(nil)
+	scopeClone(t, ctx, env, ops, scopeFolder, "ours-1")
+	scopeClone(t, ctx, env, ops, teamA, "ours-elsewhere")
+	vms = waitVM(t, env, inv, "ours-1")
+	assert.NotContains(t, names(vms), "ours-elsewhere")
+
+	ref, err := client.LoadVirtualMachine(ctx, "golden")
+	require.NoError(t, err)
+	assert.NotEmpty(t, ref.Value)
+	vms = waitVM(t, env, inv, "golden")
+	assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1", "golden", "team-b-vm-00003", "team-b-vm-00004"}, names(vms),
+		"the template's folder, top level only, joins the scope")
+	_, err = client.LoadVirtualMachine(ctx, "no-such-template")
+	assert.ErrorIs(t, err, vcenter.ErrNoSuchVM)
+}
+
+// TestVcsimWholeVMFolderByTemplateFolders: templateFolders naming the VM
+// folder itself gives the scope of configurations before the scope
+// existed: every VM of the datacenter is listed, a VM of ours cloned
+// anywhere is learnt.
+func TestVcsimWholeVMFolderByTemplateFolders(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{Folder: scopeFolder, TemplateFolder: vcsimtest.FolderPath})
+	ctx := env.Context()
+	env.AddForeignVMsIn(teamA, "team-a-vm-", 3)
+	env.AddForeignVMsIn(teamB, "team-b-vm-", 2)
+	cfg := env.Config()
+	require.Equal(t, []string{vcsimtest.FolderPath}, cfg.TemplateFolders)
+	cfg.CommonConfiguration.Name = scopeHatchery
 	inv := env.InventoryOver(cfg, env.Client)
 	vms, err := inv.VMs(ctx)
 	require.NoError(t, err)

@@ -39,8 +39,9 @@ type Port interface {
 // VMs are the operations on one VM or template, named by reference.
 type VMs interface {
 	// LoadVirtualMachine finds a VM or template by name (or inventory
-	// path) in the datacenter, or only in the scope when templateFolders
-	// is set, and returns its reference.
+	// path) in the inventory's scope, else, templateFolders unset, in the
+	// datacenter's folders (its folder then joins the scope), and returns
+	// its reference.
 	LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error)
 	// LoadVirtualMachineDevices returns the VM's device list.
 	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)

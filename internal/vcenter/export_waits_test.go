@@ -13,10 +13,14 @@ import (
 
 // WaitCollectorCounts are the wait collector's counters (govmomi_waits.go).
 type WaitCollectorCounts struct {
-	// Collectors made, filters made and destroyed so far; Filters and
-	// Objects in place now; Live: the collector of this session answers.
-	Collectors, FiltersMade, FiltersDestroyed, Filters, Objects int
-	Live                                                        bool
+	// Collectors and Views made, ModifyListView calls so far; Objects
+	// waited on now, InView the objects in the view now (those of ended
+	// waits stay until the next addition); Live: the collector of this
+	// session answers; Retries: the back-off before each retry of a
+	// failed rebuild.
+	Collectors, Views, ViewChanges, Objects, InView int
+	Live                                            bool
+	Retries                                         []time.Duration
 }
 
 // WaitCollector returns the wait collector's counters.
@@ -24,13 +28,39 @@ func (c *Client) WaitCollector() WaitCollectorCounts {
 	h := c.waits
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := WaitCollectorCounts{Collectors: h.collectors, FiltersMade: h.filtersMade, FiltersDestroyed: h.filtersDestroyed, Objects: len(h.objs), Live: h.live}
+	n := WaitCollectorCounts{Collectors: h.collectors, Views: h.views, ViewChanges: h.viewChanges, Live: h.live, Retries: append([]time.Duration(nil), h.retries...)}
 	for _, o := range h.objs {
-		if o.filter.Value != "" {
-			n.Filters++
+		if len(o.subs) > 0 {
+			n.Objects++
+		}
+		if o.inView {
+			n.InView++
 		}
 	}
 	return n
+}
+
+// SetWaitRebuildBackoff sets the wait collector's rebuild back-off
+// (waitRebuildMin doubling to waitRebuildMax); call it before the first
+// wait.
+func (c *Client) SetWaitRebuildBackoff(lo, hi time.Duration) {
+	c.waits.rebuildMin, c.waits.rebuildMax = lo, hi
+}
+
+// SetTaskPollFirst sets a task wait's first poll while its task is not in
+// the wait collector's view (taskPollMin); call it before the first wait.
+func (c *Client) SetTaskPollFirst(d time.Duration) { c.waits.taskPollFirst = d }
+
+// SetWaitViewStaleMax sets how many objects no wait needs the wait
+// collector's view keeps (waitViewStaleMax); call it before the first wait.
+func (c *Client) SetWaitViewStaleMax(n int) { c.waits.staleMax = n }
+
+// RetiredCollectors is how many abandoned collectors wait to be destroyed
+// (govmomi_watch.go).
+func (c *Client) RetiredCollectors() int {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	return len(c.retired)
 }
 
 // RunTask exports runTask.

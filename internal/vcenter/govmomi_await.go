@@ -12,21 +12,26 @@ import (
 )
 
 // awaitObject waits for obj: read tells whether the wait is over (and
-// reads what the caller needs). Unless skipFirstRead, it reads at once and
-// returns without a filter when already done. Then it subscribes to obj's
-// notifications and reads again when its filter is made, when a
-// notification's values pass worth (nil: every notification), at least
-// every waitFallbackFactor × PollInterval, and, while the object has no
-// live filter, every pollFirst doubling to PollInterval (the poll it
+// reads what the caller needs). Unless skipFirstRead, or obj is in the
+// collector's view already, it reads at once and returns without
+// subscribing when already done. Then it subscribes to
+// obj's notifications and reads again when the values the filter reports
+// (as obj enters the collector's view, then as they change) pass worth
+// (nil: every report), when the collector was lost, at least every
+// waitFallbackFactor × PollInterval, and, while obj is not in a live
+// collector's view, every pollFirst doubling to PollInterval (the poll it
 // replaces). It returns ctx's error when ctx ends.
 func (c *Client) awaitObject(ctx context.Context, obj types.ManagedObjectReference, skipFirstRead bool, pollFirst time.Duration,
 	read func(context.Context) (bool, error), worth func(map[string]any) bool) error {
-	if !skipFirstRead {
+	// An object in the collector's view needs no first read: its values
+	// reported so far, and every change since (the next long poll goes on
+	// from the last one's version), tell the wait when to read.
+	if !skipFirstRead && !c.waits.watched(obj) {
 		if done, err := read(ctx); err != nil || done {
 			return err
 		}
 	}
-	sub := c.waits.subscribe(ctx, obj)
+	sub := c.waits.subscribe(obj)
 	defer c.waits.unsubscribe(sub)
 	pollFirst = min(max(pollFirst, time.Millisecond), c.PollInterval)
 	poll := pollFirst
@@ -47,13 +52,19 @@ func (c *Client) awaitObject(ctx context.Context, obj types.ManagedObjectReferen
 			readNow = true
 		case <-wake:
 			isLive, dirty, vals := c.waits.state(sub)
+			entered := isLive && !live
 			if isLive != live {
 				live = isLive
 				poll = pollFirst
 			}
-			readNow = dirty || (live && (worth == nil || worth(vals)))
-			if !readNow && !live {
-				// Lost its filter: poll from now on.
+			readNow = dirty || (live && vals != nil && (worth == nil || worth(vals)))
+			switch {
+			case readNow:
+			case entered:
+				// Notified from now on: only the fallback read.
+				timer.Reset(fallback)
+			case !live:
+				// Out of the view: poll from now on.
 				timer.Reset(poll)
 			}
 		}

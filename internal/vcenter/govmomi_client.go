@@ -105,11 +105,11 @@ type Config struct {
 	// datacenter's default pool.
 	ResourcePool string
 	// Folder is folderString: inventory path or name; "" is the
-	// datacenter's VM folder.
+	// datacenter's VM folder (in the scope: its top level only).
 	Folder string
 	// TemplateFolders is templateFolders: inventory paths of VM folders.
-	// Set, the inventory's scope is Folder and these folders (subtrees
-	// included) instead of the datacenter's VM folder (govmomi_scope.go).
+	// Set, they are the scope's template folders (subtrees included);
+	// empty, the template folders are derived (govmomi_scope.go).
 	TemplateFolders []string
 	// Placements are the [[placements]] entries' own keys, by index (nil
 	// without entries): the lookups of their values report problems
@@ -215,6 +215,10 @@ type Client struct {
 
 	vmsMu   sync.Mutex
 	vmsView *vmView // reused ContainerViews over the inventory's scope
+	// found are the folders of templates found outside the scope by name
+	// (discoverVM; templateFolders unset): part of the scope from then on
+	// (govmomi_scope.go). Guarded by vmsMu.
+	found []types.ManagedObjectReference
 
 	// names are the VMs' names as last seen, by reference: errors and
 	// logs name a VM without a round trip (vmName).

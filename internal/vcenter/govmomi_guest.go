@@ -21,7 +21,7 @@ const maxEvents = 1000
 // them at once, then again when the wait collector (govmomi_waits.go)
 // notifies a change of vm that worth accepts (nil: any change), at least
 // every waitFallbackFactor × PollInterval, and every PollInterval while vm
-// has no live filter. Each read is one small RetrieveProperties.
+// is not in the collector's view. Each read is one small RetrieveProperties.
 func (c *Client) pollVM(ctx context.Context, vm types.ManagedObjectReference, what string, props []string, worth func(map[string]any) bool, done func(*mo.VirtualMachine) bool) error {
 	read := func(ctx context.Context) (bool, error) {
 		var o mo.VirtualMachine

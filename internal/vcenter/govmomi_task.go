@@ -53,16 +53,27 @@ func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(
 
 // waitTask waits until a task succeeds or fails, or ctx ends. It learns
 // of the task's info.state from the wait collector (govmomi_waits.go) and
-// reads the task's info when its filter is made and when the state says
-// it ended; until its filter is made (or without the collector) it polls,
-// from taskPollMin doubling to PollInterval. A failed task's error is
+// takes its outcome from the reported values when the state (as the task
+// enters the collector's view, then as it changes) says it ended and they
+// carry it (taskOutcome), reading the task's info otherwise; until it is in the
+// view (or without the collector) it polls, from taskPollMin doubling to
+// PollInterval. A failed task's error is
 // task.Error carrying its fault.
 func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
 	var (
 		result types.AnyType
 		terr   error
 	)
+	// notified: the reported values that said the task ended, which
+	// carry its outcome when vCenter reported it with the state.
+	var notified map[string]any
 	read := func(ctx context.Context) (bool, error) {
+		if v := notified; v != nil {
+			notified = nil
+			if taskOutcome(v, &result, &terr) {
+				return true, nil
+			}
+		}
 		var t mo.Task
 		if err := c.pc.RetrieveOne(ctx, ref, []string{"info"}, &t); err != nil {
 			return false, fmt.Errorf("read task %s: %w", ref.Value, err)
@@ -84,17 +95,46 @@ func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference)
 	ended := func(vals map[string]any) bool {
 		switch fmt.Sprint(vals["info.state"]) {
 		case string(types.TaskInfoStateSuccess), string(types.TaskInfoStateError):
+			notified = vals
 			return true
 		}
 		return false
 	}
-	// A task just started has rarely ended: the first read waits for the
-	// filter (or the first poll).
-	if err := c.awaitObject(ctx, ref, true, taskPollMin, read, ended); err != nil {
+	// A task just started has rarely ended: the first read waits for its
+	// reported state (or the first poll).
+	if err := c.awaitObject(ctx, ref, true, c.waits.taskPollFirst, read, ended); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
 			return nil, fmt.Errorf("wait for task %s: %w", ref.Value, err)
 		}
 		return nil, err
 	}
 	return result, terr
+}
+
+// taskOutcome takes an ended task's outcome from the values the wait
+// collector reported (waitProps), when they carry it: the state success
+// with the result (nil for a task that has none), or the state error with
+// its fault. vCenter sets the three together as the task ends, in one
+// update; a result or fault not reported (vCenter leaves out a property
+// that stayed unset) means a read. The fault's description is not
+// reported: task.Error's text does not use it.
+func taskOutcome(vals map[string]any, result *types.AnyType, terr *error) bool {
+	switch fmt.Sprint(vals["info.state"]) {
+	case string(types.TaskInfoStateSuccess):
+		r, ok := vals["info.result"]
+		if ok {
+			*result = r
+		}
+		return ok
+	case string(types.TaskInfoStateError):
+		switch f := vals["info.error"].(type) {
+		case types.LocalizedMethodFault:
+			*terr = task.Error{LocalizedMethodFault: &f}
+			return true
+		case *types.LocalizedMethodFault:
+			*terr = task.Error{LocalizedMethodFault: f}
+			return f != nil
+		}
+	}
+	return false
 }

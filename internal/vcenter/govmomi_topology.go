@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -114,8 +113,8 @@ const maxTemplatesListed = maxCandidates
 // under its key (placements[i].datastores[j]), and that each of its
 // datastores is mounted on a host of its pool's cluster (checkMounted;
 // the top-level datastore on the top-level pool's too); every template req names
-// (one read of the names where templates are looked for: the datacenter's
-// VMs, or the scope and each templateFolders entry when set), and checks the
+// (one read of the names of the inventory's scope; templateFolders unset,
+// the others looked for by name in the datacenter's folders), and checks the
 // privileges the hatchery needs on them (HasPrivilegeOnEntities for this
 // session; a vCenter that does not answer it is a note, not a problem).
 // Its error is a failure to ask (not connected, transport, ctx), not a
@@ -276,7 +275,7 @@ func (t *topologyCheck) entry(ctx context.Context, i int, p PlacementKeys) error
 // template req names.
 func (t *topologyCheck) templates(ctx context.Context, req TopologyRequest) error {
 	c := t.c
-	if c.Scoped() {
+	if c.TemplateFoldersSet() {
 		problems, resolved, err := c.checkTemplateFolders(ctx)
 		if err != nil {
 			return err
@@ -406,9 +405,9 @@ func (c *Client) pathOf(ctx context.Context, ref types.ManagedObjectReference) s
 	return e.Path
 }
 
-// checkTemplates reads the names and template flags of the VMs where the
-// hatchery looks for templates (the datacenter's VM folder, or the
-// inventory's scope when templateFolders is set: one read) and returns the
+// checkTemplates reads the names and template flags of the VMs of the
+// inventory's scope (one read), looks for the others by name when
+// templateFolders is unset (discoverVM), and returns the
 // templates found, by name, and a problem per key whose template is
 // missing or is a VM.
 func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) (map[string]types.ManagedObjectReference, []TopologyProblem, error) {
@@ -417,7 +416,7 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 		return nil, nil, err
 	}
 	where := fmt.Sprintf("datacenter %q", c.dc.Name())
-	if c.Scoped() {
+	if c.TemplateFoldersSet() {
 		where = "the hatchery's folder (folderString) or templateFolders"
 	}
 	templates := map[string]types.ManagedObjectReference{}
@@ -427,6 +426,31 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 			templates[vm.Name] = vm.Self
 		} else {
 			plainVMs[vm.Name] = true
+		}
+	}
+	if !c.TemplateFoldersSet() {
+		// A template outside the derived scope is looked for by name, as
+		// a spawn would (LoadVirtualMachine), and its folder joins the scope.
+		for _, t := range want {
+			if _, ok := templates[t.Name]; ok || plainVMs[t.Name] {
+				continue
+			}
+			ref, err := c.discoverVM(ctx, t.Name)
+			if errors.Is(err, ErrNoSuchVM) {
+				continue
+			}
+			if err != nil {
+				return nil, nil, err
+			}
+			var o mo.VirtualMachine
+			if err := c.pc.RetrieveOne(ctx, ref, []string{"config.template"}, &o); err != nil {
+				return nil, nil, fmt.Errorf("read template flag of vm %q: %w", t.Name, err)
+			}
+			if o.Config != nil && o.Config.Template {
+				templates[t.Name] = ref
+			} else {
+				plainVMs[t.Name] = true
+			}
 		}
 	}
 	names := make([]string, 0, len(templates))
@@ -459,35 +483,19 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 	return templates, problems, nil
 }
 
-// templateCandidates lists the name and template flag of every VM where
-// templates are looked for: the scope's views when the client is scoped
-// (the reused views of the inventory), else a view over the datacenter's
-// VM folder made for this one read.
+// templateCandidates lists the name and template flag of every VM of the
+// inventory's scope (its reused views): where templates are looked for
+// first (checkTemplates looks for the others by name when templateFolders
+// is unset).
 func (c *Client) templateCandidates(ctx context.Context) ([]mo.VirtualMachine, error) {
 	props := []string{"name", "config.template"}
-	if c.Scoped() {
-		v, err := c.vmContainerView(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("read the scope for the template check: %w", err)
-		}
-		vms, err := c.retrieveScope(ctx, v, props)
-		if err != nil {
-			return nil, fmt.Errorf("list vm names of the scope for the template check: %w", err)
-		}
-		return vms, nil
-	}
-	folders, err := c.dc.Folders(ctx)
+	v, err := c.vmContainerView(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("read vm folder of datacenter %q: %w", c.dc.Name(), err)
+		return nil, fmt.Errorf("read the scope for the template check: %w", err)
 	}
-	v, err := view.NewManager(c.vim).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, true)
+	vms, err := c.retrieveScope(ctx, v, props)
 	if err != nil {
-		return nil, fmt.Errorf("create vm view for the template check: %w", err)
-	}
-	defer func() { _ = v.Destroy(context.WithoutCancel(ctx)) }()
-	var vms []mo.VirtualMachine
-	if err := v.Retrieve(ctx, []string{"VirtualMachine"}, props, &vms); err != nil {
-		return nil, fmt.Errorf("list vm names for the template check: %w", err)
+		return nil, fmt.Errorf("list vm names of the scope for the template check: %w", err)
 	}
 	return vms, nil
 }

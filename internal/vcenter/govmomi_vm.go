@@ -2,7 +2,9 @@ package vcenter
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"path"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
@@ -18,6 +20,7 @@ import (
 type vmView struct {
 	views []*view.ContainerView
 	gen   int64
+	found int // len(Client.found) when the views were made: the scope they cover
 }
 
 // ListVirtualMachines lists every VM and template of the inventory's scope
@@ -53,18 +56,20 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, 
 func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
 	gen := c.rl.generation()
 	c.vmsMu.Lock()
-	v := c.vmsView
+	v, found := c.vmsView, len(c.found)
 	c.vmsMu.Unlock()
-	if v != nil && v.gen == gen {
+	if v != nil && v.gen == gen && v.found == found {
 		return v, nil
 	}
+	// found before the views: a template folder found meanwhile makes
+	// them stale, and the next call makes them again.
 	views, err := c.newScopeViews(ctx)
 	if err != nil {
 		return nil, err
 	}
-	nv := &vmView{views: views, gen: gen}
+	nv := &vmView{views: views, gen: gen, found: found}
 	c.vmsMu.Lock()
-	if cur := c.vmsView; cur != nil && cur.gen == gen {
+	if cur := c.vmsView; cur != nil && cur.gen == gen && cur.found == found {
 		c.vmsMu.Unlock()
 		// Lost a race with another caller: use its views, which other
 		// callers may be reading through, and destroy ours, which nobody
@@ -87,25 +92,22 @@ func (c *Client) dropView(v *vmView) {
 }
 
 // loadVirtualMachine finds a VM or template by name (or inventory path) in
-// the datacenter; a scoped client (templateFolders) only in its folder and
-// templateFolders (findInScope; ErrOutOfScope when it is not there).
+// the inventory's scope (findInScope); templateFolders unset, one not in
+// it is looked for by name in the datacenter's folders and its folder
+// joins the scope (discoverVM); set, it is ErrOutOfScope.
 func (c *Client) loadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
-	if c.Scoped() {
-		ref, err := c.findInScope(ctx, name)
-		if err != nil {
-			return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
-		}
-		return ref, nil
+	ref, err := c.findInScope(ctx, name)
+	if errors.Is(err, ErrOutOfScope) && !c.TemplateFoldersSet() {
+		ref, err = c.discoverVM(ctx, name)
 	}
-	vm, err := c.find().VirtualMachine(ctx, name)
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
-	c.learnName(vm.Reference(), vm.Name())
-	return vm.Reference(), nil
+	c.learnName(ref, path.Base(name))
+	return ref, nil
 }
 
 // vm binds a reference to this client's connection (no round trip): the

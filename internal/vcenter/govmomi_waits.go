@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -19,23 +20,29 @@ import (
 // the session, long-polled with WaitForUpdatesEx by one goroutine (the
 // hub's loop), instead of re-reading the object every PollInterval.
 //
-// Each waited-on object gets a filter of its own that lists it explicitly
-// (no traversal, no SelectSet: docs/inventory-watch.md, "Filter design"),
-// shared by every wait on that object, with a few scalar properties
-// (waitProps). Filters are created and destroyed only by the loop, between
-// two WaitForUpdatesEx: a new wait wakes the loop, which ends its long
-// poll with CancelWaitForUpdates. Govmomi's simulator v0.56.0 ranges over a
-// collector's filter list, unlocked, while a WaitForUpdatesEx of that
-// collector waits, so a filter made or destroyed meanwhile would be a data
-// race (docs/architecture.md, "Latency model").
+// The collector has one filter, made once per session and never changed:
+// it reports a few scalar properties (waitProps) of every object in a
+// ListView of the session (the view, through a traversal of its "view"
+// property). A wait registers its object and the loop adds it to the view
+// (ModifyListView: the filter then reports the object entering, with its
+// values); objects no wait needs any more leave the view together with
+// an addition once they are waitViewStaleMax (one request for both), so
+// an ended wait costs nothing. No filter is made or destroyed per wait and no long poll is
+// cancelled: the view changes while the poll runs, which vCenter allows
+// (govmomi's simulator v0.56.0 deadlocks on it; the tests' simulator is
+// taught it: internal/vcsimtest/listview.go).
 //
-// A notification only wakes a wait: the wait then reads what it needs
-// (the task's result, the guest's addresses) with RetrieveProperties, as
-// before. A wait never relies on notifications alone: while its filter is
-// in place it still re-reads every waitFallbackFactor × PollInterval (a
-// missed notification costs at most that), and while there is none (being
-// made, or the collector lost with its session and being rebuilt) it polls
-// as it did before the collector existed.
+// A notification wakes a wait: when the reported values say it may be
+// over, the wait reads what it needs (the guest's addresses) with
+// RetrieveProperties, as before; a task's wait takes its result or fault
+// from the values reported with its final state (govmomi_task.go,
+// taskOutcome). A wait on an object already in the view skips its first
+// read: the values reported, and every change since, tell it when to read. A wait never relies
+// on notifications alone: while its object is in the view it still
+// re-reads every waitFallbackFactor × PollInterval (a missed notification
+// costs at most that), and while it is not (being added, or the collector
+// lost with its session and being rebuilt) it polls as it did before the
+// collector existed.
 //
 // The inventory's VM change watch (govmomi_watch.go) has a collector of
 // its own, which never waits on the server; this one is separate.
@@ -45,87 +52,90 @@ const (
 	// (its MaxWaitSeconds; also at most half the request timeout, so the
 	// server's answer always comes inside the request's bound). While
 	// some wait is open and nothing changes, the collector costs one
-	// request per this period; with no wait open, none.
+	// request per this period; with no wait open, none once the poll in
+	// flight ended.
 	waitLongPollMax = 10 * time.Second
 
 	// waitFallbackFactor × PollInterval is how often a wait whose object
-	// has a live filter re-reads it anyway: a notification vCenter never
+	// is in the view re-reads it anyway: a notification vCenter never
 	// sends (or that is lost) delays the wait by at most that. Ten
 	// seconds with the default poll interval: ten times fewer reads than
 	// the poll it replaces.
 	waitFallbackFactor = 10
 
-	// waitControlTimeout bounds CancelWaitForUpdates: it is small and
-	// answered at once; a stuck one must not hold the loop (and so every
-	// new wait's filter) for a whole request timeout.
+	// waitControlTimeout bounds the wait collector's small requests
+	// (making the collector, its view and its filter, ModifyListView,
+	// DestroyView): vCenter answers them at once, and a stuck one must
+	// not hold the loop (and so every new wait's registration) for a
+	// whole request timeout.
 	waitControlTimeout = 5 * time.Second
 
-	// waitCancelRetryMin and waitCancelRetryMax: while a long poll the
-	// loop cancelled has not ended, the cancel is sent again after
-	// waitCancelRetryMin, doubling up to waitCancelRetryMax. A cancel that
-	// reaches vCenter before the poll it means to end (sent just as the
-	// poll is) ends nothing; without the retry the new wait's filter
-	// would wait for the long poll's end.
-	waitCancelRetryMin = 25 * time.Millisecond
-	waitCancelRetryMax = time.Second
-
-	// waitRestartMin is the youngest a long poll is cancelled at: a wait
-	// that starts sooner has its filter made when the poll is that old.
-	// It bounds the collector's restarts in a burst of new waits (each is
-	// a cancel and a new poll: at most two requests per this period), and
-	// it lets every poll deliver what changed: govmomi's simulator v0.56.0
-	// looks at changes only 20 ms after a poll began, so polls cancelled
-	// sooner, one after the other, would never notify anything.
-	waitRestartMin = 40 * time.Millisecond
-
 	// waitRebuildMin and waitRebuildMax bound the back-off between two
-	// failed attempts to create the wait collector (vCenter refusing it):
+	// failed attempts to make the wait collector (vCenter refusing it):
 	// meanwhile every wait polls.
 	waitRebuildMin = time.Second
 	waitRebuildMax = 30 * time.Second
+
+	// waitViewStaleMax is how many objects no wait needs any more the
+	// view keeps: they leave it with the addition that finds that many.
+	// Taking them out costs no request of its own, but a change of the
+	// view that removes objects makes the pinned simulator report every
+	// object of the view again (vCenter reports the removed ones
+	// leaving), which in a burst of waits it would do at every addition.
+	waitViewStaleMax = 16
 )
 
-// waitProps are the properties a wait filter reports, by object type:
-// scalars only (the simulator hands slices to a queued update live; see
+// waitProps are the properties the wait filter reports, by object type:
+// scalars, and a task's result and fault, which are set once as it ends
+// and never changed in place (the simulator hands a slice to a queued
+// update live, so a property changed in place would race; see
 // docs/inventory-watch.md). A change of any of them wakes the object's
-// waits.
+// waits; a task's wait takes its outcome from them (taskOutcome). An
+// object of another type is never put in the view: its waits poll.
 var waitProps = map[string][]string{
 	"VirtualMachine": {"runtime.powerState", "guest.ipAddress", "guest.guestOperationsReady"},
-	"Task":           {"info.state"},
+	"Task":           {"info.state", "info.result", "info.error"},
 }
 
 // waitHub owns the wait collector of a Client: its loop goroutine (started
-// at the first wait, stopped and joined by close), the collector, one
-// filter per waited-on object and the waits subscribed to each.
+// at the first wait, stopped and joined by close), the collector, its view
+// and filter (waitSession, the loop's own), and the waits subscribed to
+// each object.
 type waitHub struct {
 	c   *Client
 	log *slog.Logger
 
-	// kick wakes the loop: a filter to make or destroy, or close.
+	// kick wakes the loop: an object to add to the view, or close.
 	kick chan struct{}
 	done chan struct{} // closed when the loop returned
+	// rebuildMin and rebuildMax: the rebuild back-off (waitRebuildMin,
+	// waitRebuildMax; tests shorten them before the first wait).
+	rebuildMin, rebuildMax time.Duration
+	// taskPollFirst is a task wait's first poll while its task is not in
+	// the view (taskPollMin; tests lengthen it).
+	taskPollFirst time.Duration
+	// staleMax: waitViewStaleMax (tests lower it).
+	staleMax int
 
 	mu      sync.Mutex
 	objs    map[types.ManagedObjectReference]*waitObj
 	started bool
 	closing bool
-	// loopIdle: the loop waits for work with no filter and no poll in
-	// flight; progress is closed (and replaced) at each turn of the loop.
-	loopIdle bool
-	progress chan struct{}
-	stop     context.CancelFunc // cancels the loop's context (last resort at close)
-	// live: the collector of the current session answers; a filter
-	// made on it notifies.
+	stop    context.CancelFunc // cancels the loop's context (last resort at close)
+	// live: the collector of the current session answers; an object in
+	// its view is notified.
 	live bool
-	// stats, for tests: collectors and filters made and destroyed.
-	collectors, filtersMade, filtersDestroyed int
+	// stats, for tests: collectors and views made, ModifyListView calls,
+	// and the back-off before each retry of a failed rebuild.
+	collectors, views, viewChanges int
+	retries                        []time.Duration
 }
 
-// waitObj is one waited-on object: its filter (zero until made), the last
-// values the filter reported and the waits on it.
+// waitObj is one object that a wait waits on, or waited on and that is
+// still in the view.
 type waitObj struct {
-	filter types.ManagedObjectReference
-	failed bool // CreateFilter failed (not a lost collector): its waits poll
+	inView bool // in the session's view: its changes are notified
+	failed bool // vCenter refused it in the view: its waits poll
 	vals   map[string]any
 	subs   map[*waitSub]struct{}
 }
@@ -133,30 +143,40 @@ type waitObj struct {
 // waitSub is one wait's subscription to its object's notifications.
 type waitSub struct {
 	obj types.ManagedObjectReference
-	// wake is signalled (never blocking) when the object changed, its
-	// filter was made, or the collector was lost or rebuilt.
+	// wake is signalled (never blocking) when the object changed, entered
+	// the view, or the collector was lost.
 	wake chan struct{}
 	// dirty (under waitHub.mu): read again whatever the values say: the
-	// filter was just made, the collector rebuilt, or the object left.
+	// collector was lost, or the object left or is missing.
 	dirty bool
+}
+
+// waitSession is the collector of one session: zero when there is none.
+type waitSession struct {
+	pc, view types.ManagedObjectReference
+	gen      int64
+	version  string
+}
+
+// waitAnswer is a long poll's answer, with the collector it polled.
+type waitAnswer struct {
+	pc  types.ManagedObjectReference
+	res *types.WaitForUpdatesExResponse
+	err error
 }
 
 func newWaitHub(c *Client) *waitHub {
 	return &waitHub{
-		c:        c,
-		log:      c.log,
-		kick:     make(chan struct{}, 1),
-		done:     make(chan struct{}),
-		objs:     map[types.ManagedObjectReference]*waitObj{},
-		progress: make(chan struct{}),
+		c:             c,
+		log:           c.log,
+		kick:          make(chan struct{}, 1),
+		done:          make(chan struct{}),
+		rebuildMin:    waitRebuildMin,
+		rebuildMax:    waitRebuildMax,
+		taskPollFirst: taskPollMin,
+		staleMax:      waitViewStaleMax,
+		objs:          map[types.ManagedObjectReference]*waitObj{},
 	}
-}
-
-// broadcastLocked wakes whoever waits for the loop's next turn. The caller
-// holds h.mu.
-func (h *waitHub) broadcastLocked() {
-	close(h.progress)
-	h.progress = make(chan struct{})
 }
 
 // anySubsLocked tells whether some wait is open. The caller holds h.mu.
@@ -170,8 +190,10 @@ func (h *waitHub) anySubsLocked() bool {
 }
 
 // subscribe registers a wait on obj, starts the loop at the first wait and
-// wakes it to make obj's filter. nil after close: the wait polls.
-func (h *waitHub) subscribe(ctx context.Context, obj types.ManagedObjectReference) *waitSub {
+// wakes it (to add obj to the view, and to long-poll). A wait on an object
+// whose values the filter reported already is woken at once to look at
+// them. nil after close: the wait polls.
+func (h *waitHub) subscribe(obj types.ManagedObjectReference) *waitSub {
 	s := &waitSub{obj: obj, wake: make(chan struct{}, 1)}
 	h.mu.Lock()
 	if h.closing {
@@ -190,21 +212,26 @@ func (h *waitHub) subscribe(ctx context.Context, obj types.ManagedObjectReferenc
 		h.objs[obj] = o
 	}
 	o.subs[s] = struct{}{}
-	needFilter := o.filter.Value == "" && !o.failed
-	h.mu.Unlock()
-	if needFilter {
-		h.poke()
+	if o.inView && o.vals != nil {
+		s.signal(false)
 	}
+	h.mu.Unlock()
+	h.poke()
 	return s
 }
 
-// unsubscribe ends a wait. Its object's filter, when no other wait needs
-// it, is destroyed at the loop's next turn (a notification, a new wait or
-// the long poll's end). When no wait is left at all, the loop is woken
-// now and the last wait returns only once the loop is idle (its poll
-// ended, the filters destroyed; bounded by waitControlTimeout): an idle
-// session keeps no filter and no request runs after the waits that caused
-// it returned, which keeps a caller's request accounting its own.
+// watched tells whether obj is in the view of a live collector with its
+// values reported: a wait on it learns of every change from them on.
+func (h *waitHub) watched(obj types.ManagedObjectReference) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.objs[obj]
+	return h.live && o != nil && o.inView && o.vals != nil
+}
+
+// unsubscribe ends a wait. Its object stays in the view until the next
+// addition takes it out (or a new wait on it keeps it): ending a wait
+// sends no request.
 func (h *waitHub) unsubscribe(s *waitSub) {
 	if s == nil {
 		return
@@ -213,32 +240,12 @@ func (h *waitHub) unsubscribe(s *waitSub) {
 	if o := h.objs[s.obj]; o != nil {
 		delete(o.subs, s)
 	}
-	idle := !h.anySubsLocked()
 	h.mu.Unlock()
-	if !idle {
-		return
-	}
-	h.poke()
-	deadline := time.NewTimer(waitControlTimeout)
-	defer deadline.Stop()
-	for {
-		h.mu.Lock()
-		settled := h.loopIdle || h.closing || h.anySubsLocked()
-		ch := h.progress
-		h.mu.Unlock()
-		if settled {
-			return
-		}
-		select {
-		case <-ch:
-		case <-deadline.C:
-			return
-		}
-	}
 }
 
-// state returns whether s's filter is in place on a live collector, takes
-// its dirty flag and copies its object's last reported values.
+// state returns whether s's object is in the view of a live collector,
+// takes its dirty flag and copies its object's last reported values (nil
+// when the filter has not reported it yet).
 func (h *waitHub) state(s *waitSub) (live, dirty bool, vals map[string]any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -247,15 +254,17 @@ func (h *waitHub) state(s *waitSub) (live, dirty bool, vals map[string]any) {
 	if o == nil {
 		return false, dirty, nil
 	}
-	live = h.live && o.filter.Value != ""
-	vals = make(map[string]any, len(o.vals))
-	for k, v := range o.vals {
-		vals[k] = v
+	live = h.live && o.inView
+	if o.vals != nil {
+		vals = make(map[string]any, len(o.vals))
+		for k, v := range o.vals {
+			vals[k] = v
+		}
 	}
 	return live, dirty, vals
 }
 
-// poke wakes the loop; a long poll in flight is cancelled by the loop.
+// poke wakes the loop.
 func (h *waitHub) poke() {
 	select {
 	case h.kick <- struct{}{}:
@@ -263,56 +272,43 @@ func (h *waitHub) poke() {
 	}
 }
 
-// signal wakes every wait on o, marking them dirty when asked. The caller
-// holds h.mu.
-func (o *waitObj) signal(dirty bool) {
-	for s := range o.subs {
-		if dirty {
-			s.dirty = true
-		}
-		select {
-		case s.wake <- struct{}{}:
-		default:
-		}
+// signal wakes the wait, marking it dirty when asked. The caller holds
+// waitHub.mu.
+func (s *waitSub) signal(dirty bool) {
+	if dirty {
+		s.dirty = true
+	}
+	select {
+	case s.wake <- struct{}{}:
+	default:
 	}
 }
 
-// setLive records whether the collector works and wakes every wait when
-// it is lost: they read again and poll until their filter is made on a
-// new collector (a change meanwhile is not notified). A lost collector's
-// filters are gone with it.
+// signal wakes every wait on o. The caller holds waitHub.mu.
+func (o *waitObj) signal(dirty bool) {
+	for s := range o.subs {
+		s.signal(dirty)
+	}
+}
+
+// setLive records whether the collector works. When it is lost every
+// object is out of the view (it went with the collector's session, or is
+// rebuilt) and every wait is woken: they read again and poll until their
+// object is in a new view (a change meanwhile is not notified).
 func (h *waitHub) setLive(live bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !live {
-		for _, o := range h.objs {
-			o.filter = types.ManagedObjectReference{}
-			o.failed = false
-			o.vals = nil
-		}
-	}
-	if h.live == live {
-		return
-	}
+	was := h.live
 	h.live = live
 	if live {
-		return // each wait is woken when its filter is made
+		return // each wait is woken when its object enters the view
 	}
 	for _, o := range h.objs {
-		o.signal(true)
-	}
-}
-
-// wantedLocked tells whether the loop has work: a filter to make for a
-// wait (one whose CreateFilter failed polls instead) or one to destroy.
-// The caller holds h.mu.
-func (h *waitHub) wantedLocked() bool {
-	for _, o := range h.objs {
-		if o.filter.Value != "" || (len(o.subs) > 0 && !o.failed) {
-			return true
+		o.inView, o.vals, o.failed = false, nil, false
+		if was {
+			o.signal(true)
 		}
 	}
-	return false
 }
 
 // longPollSeconds is the long poll's MaxWaitSeconds.
@@ -321,286 +317,236 @@ func (h *waitHub) longPollSeconds() int32 {
 	return int32(max(d/time.Second, 1))
 }
 
-// run is the loop: it makes the collector (again after a loss), makes and
-// destroys filters, long-polls, and hands the updates to the waits. It
-// returns at close (or when ctx ends).
+// run is the loop: while some wait is open it makes the collector (again
+// after a loss, with a back-off when vCenter refuses it), adds the waits'
+// objects to the view, keeps one long poll in flight and hands its
+// updates to the waits. It returns at close (or when ctx ends), after
+// destroying the collector and its view.
 func (h *waitHub) run(ctx context.Context) {
 	defer close(h.done)
 	var (
-		pc      types.ManagedObjectReference // zero: none
-		gen     int64
-		version string
-		backoff = waitRebuildMin
-		lost    bool // a collector was lost and not rebuilt yet (logged once)
+		s        waitSession
+		answers  = make(chan waitAnswer, 1)
+		inflight int  // long polls not answered yet (an old collector's among them)
+		polling  bool // a long poll of s is in flight
+		retry    *time.Timer
+		backoff  = h.rebuildMin
 	)
-	wait := h.longPollSeconds()
-	for ctx.Err() == nil {
+	for {
 		h.mu.Lock()
-		closing := h.closing
-		wanted := h.wantedLocked()
-		h.broadcastLocked()
+		closing, open := h.closing, h.anySubsLocked()
 		h.mu.Unlock()
-		if closing {
-			h.destroyCollector(ctx, pc, gen)
+		if closing || ctx.Err() != nil {
+			h.closeSession(ctx, s, inflight, answers)
 			return
 		}
-		if pc.Value != "" && gen != h.c.rl.generation() {
+		if s.pc.Value != "" && s.gen != h.c.rl.generation() {
 			// The session changed: the collector died with the old one.
-			pc = types.ManagedObjectReference{}
-			h.setLive(false)
-			lost = true
-			h.log.Debug("vcenter wait collector lost with its session: waits poll until it is rebuilt")
+			s, polling = h.lose(ctx, s, nil), false
 		}
-		if !wanted {
-			// Idle: no filter, no poll in flight. The collector is kept
-			// for the next wait (an idle one costs vCenter nothing).
-			h.mu.Lock()
-			h.loopIdle = true
-			h.broadcastLocked()
-			h.mu.Unlock()
-			select {
-			case <-ctx.Done():
-				return
-			case <-h.kick:
-			}
-			h.mu.Lock()
-			h.loopIdle = false
-			h.mu.Unlock()
-			continue
-		}
-		if pc.Value == "" {
-			ref, err := h.createCollector(ctx)
-			if err != nil {
-				h.setLive(false)
+		if open && s.pc.Value == "" && retry == nil {
+			var err error
+			if s, err = h.build(ctx); err != nil {
 				// vCenter not answering is the outage's line
 				// (Client.note), not one per attempt here.
 				level := slog.LevelWarn
 				if isTransport(err) {
 					level = slog.LevelDebug
 				}
-				h.log.Log(ctx, level, "create vcenter wait collector: waits poll meanwhile", "retry_in", backoff, logkey.Err, err)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(backoff*2, waitRebuildMax)
+				h.log.Log(ctx, level, "make vcenter wait collector: waits poll meanwhile", "retry_in", backoff, logkey.Err, err)
+				h.mu.Lock()
+				h.retries = append(h.retries, backoff)
+				h.mu.Unlock()
+				retry = time.NewTimer(backoff)
+				backoff = min(backoff*2, h.rebuildMax)
+			} else {
+				backoff = h.rebuildMin
+			}
+		}
+		if open && s.pc.Value != "" {
+			if err := h.syncView(ctx, s); err != nil {
+				s, polling = h.lose(ctx, s, err), false
 				continue
 			}
-			pc, gen, version, backoff = ref, h.c.rl.generation(), "", waitRebuildMin
-			h.setLive(true)
-			if lost {
-				lost = false
-				h.log.Debug("vcenter wait collector rebuilt", "collector", pc.Value)
+			if !polling {
+				polling, inflight = true, inflight+1
+				go h.poll(ctx, s, answers)
 			}
 		}
-		if err := h.syncFilters(ctx, pc); err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			pc = types.ManagedObjectReference{}
-			h.setLive(false)
-			lost = true
-			h.log.Debug("vcenter wait collector lost: waits poll until it is rebuilt", logkey.Err, err)
-			continue
-		}
-
-		h.mu.Lock()
-		kicked := false
-		select {
-		case <-h.kick:
-			kicked = true
-		default:
-		}
-		filters := false
-		for _, o := range h.objs {
-			if o.filter.Value != "" {
-				filters = true
-				break
-			}
-		}
-		if kicked || h.closing || !filters {
-			h.mu.Unlock()
-			continue // more to do before waiting, or nothing to wait for
-		}
-		h.mu.Unlock()
-		res, err := h.longPoll(ctx, pc, version, wait)
-		if err != nil {
-			if fault.Is(err, &types.RequestCanceled{}) {
-				continue // woken by poke
-			}
-			if ctx.Err() != nil {
-				return
-			}
-			h.dropCollector(ctx, pc, gen, err)
-			h.log.Debug("vcenter wait collector lost: waits poll until it is rebuilt", "collector", pc.Value, logkey.Err, err)
-			pc = types.ManagedObjectReference{}
-			h.setLive(false)
-			lost = true
-			continue
-		}
-		if res.Returnval == nil {
-			continue // the long poll ended with no change
-		}
-		version = res.Returnval.Version
-		h.deliver(res.Returnval)
-	}
-}
-
-// longPoll runs one WaitForUpdatesEx on pc (in a goroutine it joins) and
-// ends it early with CancelWaitForUpdates when the loop is poked (a new
-// wait, a wait ended, close), once the poll is waitRestartMin old, sending
-// the cancel again until the poll ends (waitCancelRetryMin doubling to
-// waitCancelRetryMax).
-func (h *waitHub) longPoll(ctx context.Context, pc types.ManagedObjectReference, version string, wait int32) (*types.WaitForUpdatesExResponse, error) {
-	type answer struct {
-		res *types.WaitForUpdatesExResponse
-		err error
-	}
-	done := make(chan answer, 1)
-	started := time.Now()
-	go func() {
-		res, err := methods.WaitForUpdatesEx(ctx, h.c.vim, &types.WaitForUpdatesEx{
-			This:    pc,
-			Version: version,
-			Options: &types.WaitOptions{MaxWaitSeconds: &wait},
-		})
-		done <- answer{res, err}
-	}()
-	var retry *time.Timer
-	delay := waitCancelRetryMin
-	arm := func(d time.Duration) {
-		if retry == nil {
-			retry = time.NewTimer(d)
-		} else {
-			retry.Reset(d)
-		}
-	}
-	cancel := func() {
-		cctx, stop := context.WithTimeout(ctx, waitControlTimeout)
-		defer stop()
-		if _, err := methods.CancelWaitForUpdates(cctx, h.c.vim, &types.CancelWaitForUpdates{This: pc}); err != nil {
-			h.log.Debug("cancel wait collector poll", "collector", pc.Value, logkey.Err, err)
-		}
-		arm(delay)
-		delay = min(delay*2, waitCancelRetryMax)
-	}
-	kick := h.kick
-	for {
 		var again <-chan time.Time
 		if retry != nil {
 			again = retry.C
 		}
 		select {
-		case a := <-done:
-			if retry != nil {
-				retry.Stop()
-			}
-			// The loop syncs its filters next, whatever woke it.
-			return a.res, a.err
-		case <-kick:
-			kick = nil
-			h.mu.Lock()
-			last := !h.anySubsLocked()
-			h.mu.Unlock()
-			// The last wait ended: its caller waits for the teardown.
-			if young := waitRestartMin - time.Since(started); young > 0 && !last {
-				arm(young) // cancelled when old enough
-				continue
-			}
-			cancel()
+		case <-ctx.Done():
+		case <-h.kick:
 		case <-again:
-			cancel()
+			retry = nil
+		case a := <-answers:
+			inflight--
+			if a.pc != s.pc {
+				continue // a lost collector's last answer
+			}
+			polling = false
+			s = h.answered(ctx, s, a)
 		}
 	}
 }
 
-// createCollector makes the wait collector (one request). Retired
-// collectors of this session due for destruction are destroyed first.
-func (h *waitHub) createCollector(ctx context.Context) (types.ManagedObjectReference, error) {
-	h.c.destroyRetiredWatches(ctx)
-	pc, err := h.c.pc.Create(ctx)
+// poll runs one long poll of s and hands its answer to the loop.
+func (h *waitHub) poll(ctx context.Context, s waitSession, answers chan<- waitAnswer) {
+	wait := h.longPollSeconds()
+	res, err := methods.WaitForUpdatesEx(ctx, h.c.vim, &types.WaitForUpdatesEx{
+		This:    s.pc,
+		Version: s.version,
+		Options: &types.WaitOptions{MaxWaitSeconds: &wait},
+	})
+	answers <- waitAnswer{pc: s.pc, res: res, err: err}
+}
+
+// answered takes a long poll's answer: updates go to the waits; a failed
+// poll loses the collector.
+func (h *waitHub) answered(ctx context.Context, s waitSession, a waitAnswer) waitSession {
+	switch {
+	case a.err == nil:
+		if set := a.res.Returnval; set != nil {
+			s.version = set.Version
+			h.deliver(set)
+		}
+		return s
+	case ctx.Err() != nil, fault.Is(a.err, &types.RequestCanceled{}):
+		return s // closing; or cancelled by someone else: poll again
+	default:
+		return h.lose(ctx, s, a.err)
+	}
+}
+
+// lose forgets the collector s after err (nil: its session ended) and
+// wakes every wait to poll until the loop rebuilds it.
+func (h *waitHub) lose(ctx context.Context, s waitSession, err error) waitSession {
+	h.setLive(false)
 	if err != nil {
-		return types.ManagedObjectReference{}, fmt.Errorf("create wait collector in datacenter %q: %w", h.c.dc.Name(), err)
+		h.dropCollector(ctx, s, err)
+	}
+	h.log.Debug("vcenter wait collector lost: waits poll until it is rebuilt", "collector", s.pc.Value, logkey.Err, err)
+	return waitSession{}
+}
+
+// build makes the session's collector, its (empty) view and the filter
+// over the view: three requests, once per session. Retired collectors of
+// this session due for destruction are destroyed first.
+func (h *waitHub) build(ctx context.Context) (waitSession, error) {
+	h.c.destroyRetiredWatches(ctx)
+	s := waitSession{gen: h.c.rl.generation()}
+	cctx, cancel := context.WithTimeout(ctx, waitControlTimeout)
+	defer cancel()
+	pc, err := h.c.pc.Create(cctx)
+	if err != nil {
+		return waitSession{}, fmt.Errorf("create wait collector in datacenter %q: %w", h.c.dc.Name(), err)
+	}
+	s.pc = pc.Reference()
+	view, err := methods.CreateListView(cctx, h.c.vim, &types.CreateListView{This: *h.c.vim.ServiceContent.ViewManager})
+	if err != nil {
+		h.destroyCollector(ctx, s)
+		return waitSession{}, fmt.Errorf("create wait view in datacenter %q: %w", h.c.dc.Name(), err)
+	}
+	s.view = view.Returnval
+	if _, err := methods.CreateFilter(cctx, h.c.vim, &types.CreateFilter{This: s.pc, Spec: waitFilterSpec(s.view)}); err != nil {
+		h.destroyCollector(ctx, s)
+		return waitSession{}, fmt.Errorf("create wait filter on view %s: %w", s.view.Value, err)
 	}
 	h.mu.Lock()
 	h.collectors++
+	h.views++
 	h.mu.Unlock()
-	return pc.Reference(), nil
+	h.setLive(true)
+	return s, nil
 }
 
-// syncFilters makes the filters waits need and destroys those no wait
-// needs; it runs only between two WaitForUpdatesEx of the loop. An error
-// means the collector is lost.
-func (h *waitHub) syncFilters(ctx context.Context, pc types.ManagedObjectReference) error {
-	var create, destroy []types.ManagedObjectReference
+// waitFilterSpec is the wait filter: waitProps of every object in view,
+// not the view itself; objects that vanish are reported missing.
+func waitFilterSpec(view types.ManagedObjectReference) types.PropertyFilterSpec {
+	spec := types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{
+			Obj:       view,
+			Skip:      types.NewBool(true),
+			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ListView", Path: "view", Skip: types.NewBool(false)}},
+		}},
+		ReportMissingObjectsInResults: types.NewBool(true),
+	}
+	for _, typ := range []string{"Task", "VirtualMachine"} {
+		spec.PropSet = append(spec.PropSet, types.PropertySpec{Type: typ, PathSet: waitProps[typ]})
+	}
+	return spec
+}
+
+// syncView adds the objects waits need to the view, taking out with them
+// those no wait needs any more once they are staleMax (one
+// ModifyListView), and forgets objects no wait needs that are not in the
+// view. With nothing to add it sends
+// nothing. An error means the collector is lost.
+func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
+	var add, remove []types.ManagedObjectReference
 	h.mu.Lock()
 	for ref, o := range h.objs {
 		switch {
-		case len(o.subs) == 0:
-			if o.filter.Value != "" {
-				destroy = append(destroy, o.filter)
+		case len(o.subs) > 0 && !o.inView && !o.failed:
+			if _, ok := waitProps[ref.Type]; ok { // the filter reports no other type: its waits poll
+				add = append(add, ref)
 			}
+		case len(o.subs) == 0 && o.inView:
+			remove = append(remove, ref)
+		case len(o.subs) == 0:
 			delete(h.objs, ref)
-		case o.filter.Value == "" && !o.failed:
-			create = append(create, ref)
 		}
 	}
 	h.mu.Unlock()
-	for _, f := range destroy {
-		_, err := methods.DestroyPropertyFilter(ctx, h.c.vim, &types.DestroyPropertyFilter{This: f})
-		if err != nil {
-			if isNotFound(err) {
-				continue // gone already
-			}
-			return fmt.Errorf("destroy wait filter %s: %w", f.Value, err)
-		}
-		h.mu.Lock()
-		h.filtersDestroyed++
-		h.mu.Unlock()
+	if len(add) == 0 {
+		return nil
 	}
-	for _, ref := range create {
-		props, ok := waitProps[ref.Type]
-		if !ok {
-			props = []string{"name"}
+	if len(remove) < h.staleMax {
+		remove = nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, waitControlTimeout)
+	defer cancel()
+	res, err := methods.ModifyListView(cctx, h.c.vim, &types.ModifyListView{This: s.view, Add: add, Remove: remove})
+	if err != nil {
+		return fmt.Errorf("modify wait view %s: %w", s.view.Value, err)
+	}
+	unresolved := map[types.ManagedObjectReference]bool{}
+	for _, ref := range res.Returnval {
+		unresolved[ref] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.viewChanges++
+	for _, ref := range remove {
+		if o := h.objs[ref]; len(o.subs) == 0 {
+			delete(h.objs, ref)
+		} else {
+			o.inView, o.vals = false, nil // a new wait: added at the next turn
 		}
-		res, err := methods.CreateFilter(ctx, h.c.vim, &types.CreateFilter{
-			This: pc,
-			Spec: types.PropertyFilterSpec{
-				ObjectSet:                     []types.ObjectSpec{{Obj: ref, Skip: types.NewBool(false)}},
-				PropSet:                       []types.PropertySpec{{Type: ref.Type, PathSet: props}},
-				ReportMissingObjectsInResults: types.NewBool(true),
-			},
-		})
-		if err != nil {
-			if isNotFound(err) || isNotAuthenticated(err) {
-				return fmt.Errorf("create wait filter for %s %s: %w", ref.Type, ref.Value, err)
-			}
-			h.log.Debug("create wait filter: its waits poll", "object", ref.Value, logkey.Err, err)
-			h.mu.Lock()
-			if o := h.objs[ref]; o != nil {
-				o.failed = true
-			}
-			h.mu.Unlock()
+	}
+	// Only this loop deletes objects: each added one is still there.
+	for _, ref := range add {
+		o := h.objs[ref]
+		if unresolved[ref] {
+			o.failed = true // its waits read (and learn it is gone) and poll
+			o.signal(true)
 			continue
 		}
-		h.mu.Lock()
-		h.filtersMade++
-		// Only this loop deletes objects: o is still there (with no wait
-		// left, its filter goes at the next turn).
-		o := h.objs[ref]
-		o.filter = res.Returnval
-		// A change between the wait's last read and now was not
-		// notified: its waits read again.
-		o.signal(true)
-		h.mu.Unlock()
+		// Live from now: its waits stop polling; the filter reports its
+		// values as it enters the view.
+		o.inView = true
+		o.signal(false)
 	}
 	return nil
 }
 
-// deliver merges an update set into the objects' values and wakes their
-// waits; an object that left (or is reported missing) marks them dirty, so
-// that their read reports it.
+// deliver merges an update set into the objects' values and wakes the
+// waits of each object whose values changed (or were reported for the
+// first time); an object that left (or is reported missing) marks them
+// dirty, so that their read reports it.
 func (h *waitHub) deliver(set *types.UpdateSet) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -611,21 +557,28 @@ func (h *waitHub) deliver(set *types.UpdateSet) {
 				continue
 			}
 			if ou.Kind == types.ObjectUpdateKindLeave {
+				o.vals = nil
 				o.signal(true)
 				continue
 			}
+			changed := o.vals == nil
 			if o.vals == nil {
 				o.vals = map[string]any{}
 			}
 			for _, ch := range ou.ChangeSet {
+				old, had := o.vals[ch.Name]
 				switch ch.Op {
 				case types.PropertyChangeOpRemove, types.PropertyChangeOpIndirectRemove:
 					delete(o.vals, ch.Name)
+					changed = changed || had
 				default:
 					o.vals[ch.Name] = ch.Val
+					changed = changed || !had || !reflect.DeepEqual(old, ch.Val)
 				}
 			}
-			o.signal(false)
+			if changed {
+				o.signal(false)
+			}
 		}
 		for _, miss := range fu.MissingSet {
 			if o := h.objs[miss.Obj]; o != nil {
@@ -635,37 +588,66 @@ func (h *waitHub) deliver(set *types.UpdateSet) {
 	}
 }
 
-// dropCollector forgets a collector whose WaitForUpdatesEx failed: one
-// that got no answer may still be waited on by the server and is retired
-// (destroyed watchRetireDelay later, as the watch's: govmomi_watch.go);
-// one that answered a fault is destroyed now unless it is gone with its
-// session.
-func (h *waitHub) dropCollector(ctx context.Context, pc types.ManagedObjectReference, gen int64, err error) {
-	if isNotFound(err) || gen != h.c.rl.generation() {
+// dropCollector forgets a collector whose request failed, with its view:
+// one whose poll got no answer may still be waited on by the server and
+// is retired (destroyed watchRetireDelay later, as the watch's:
+// govmomi_watch.go); one that answered a fault is destroyed now unless it
+// is gone with its session.
+func (h *waitHub) dropCollector(ctx context.Context, s waitSession, err error) {
+	if s.gen != h.c.rl.generation() || isNotAuthenticated(err) {
 		return
 	}
 	if at := h.c.abandonedAt(err); !at.IsZero() {
 		h.c.watchMu.Lock()
-		h.c.retired = append(h.c.retired, retiredWatch{ref: pc, gen: gen, at: at})
+		h.c.retired = append(h.c.retired, retiredWatch{ref: s.pc, gen: s.gen, at: at})
 		h.c.watchMu.Unlock()
+		h.destroyView(ctx, s)
 		return
 	}
-	h.destroyCollector(ctx, pc, gen)
+	h.destroyCollector(ctx, s)
 }
 
-// destroyCollector destroys the collector and its filters, best effort,
-// when it belongs to the current session and no wait of it is in flight.
-func (h *waitHub) destroyCollector(ctx context.Context, pc types.ManagedObjectReference, gen int64) {
-	if pc.Value == "" || gen != h.c.rl.generation() {
+// destroyCollector destroys the collector (and so its filter, and any poll
+// of it in flight) and the view, best effort, when they belong to the
+// current session.
+func (h *waitHub) destroyCollector(ctx context.Context, s waitSession) {
+	if s.gen != h.c.rl.generation() {
 		return
 	}
-	h.c.destroyWatchCollector(context.WithoutCancel(ctx), pc)
+	if s.pc.Value != "" {
+		h.c.destroyWatchCollector(context.WithoutCancel(ctx), s.pc)
+	}
+	h.destroyView(ctx, s)
 }
 
-// close stops the loop and joins it, bounded by ctx: the loop cancels its
-// long poll on the server (CancelWaitForUpdates) and destroys its
-// collector with no poll running; past ctx the loop's own request is
-// abandoned instead.
+// destroyView destroys the collector's view, best effort.
+func (h *waitHub) destroyView(ctx context.Context, s waitSession) {
+	if s.view.Value == "" {
+		return
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), waitControlTimeout)
+	defer cancel()
+	if _, err := methods.DestroyView(dctx, h.c.vim, &types.DestroyView{This: s.view}); err != nil {
+		h.log.Debug("destroy wait view", "view", s.view.Value, logkey.Err, err)
+	}
+}
+
+// closeSession destroys the collector (vCenter ends its poll in flight)
+// and the view at close, then waits for the polls in flight to return:
+// at once for the destroyed collector's, at the loop context's end (close's
+// bound) for a retired one's.
+func (h *waitHub) closeSession(ctx context.Context, s waitSession, inflight int, answers <-chan waitAnswer) {
+	if s.pc.Value != "" {
+		h.destroyCollector(ctx, s)
+	}
+	for ; inflight > 0; inflight-- {
+		<-answers
+	}
+}
+
+// close stops the loop and joins it, bounded by ctx: the loop destroys its
+// collector and view, which ends its long poll on the server; past ctx the
+// loop's own request is abandoned instead.
 func (h *waitHub) close(ctx context.Context) {
 	h.mu.Lock()
 	h.closing = true

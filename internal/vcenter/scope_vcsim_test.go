@@ -1,6 +1,7 @@
 package vcenter_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -81,4 +82,42 @@ func TestScopeHoldsPlacementFolders(t *testing.T) {
 	})
 	_, err = missing.ListVirtualMachines(ctx)
 	assert.ErrorContains(t, err, `find folder "/DC0/vm/nowhere" (placements[1].folder): no such inventory path`)
+}
+
+// TestCheckTopologyLooksForTemplatesByName: templateFolders unset, the
+// topology check finds a named template of another team's folder (as a
+// spawn would: discoverVM) and reports only the template that exists
+// nowhere, naming the datacenter; templateFolders set, a template outside
+// them is a problem naming the scope.
+func TestCheckTopologyLooksForTemplatesByName(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{Folder: "/DC0/vm/cds"})
+	ctx := env.Context()
+	env.AddTemplate(vcsimtest.Template{Name: "golden", Folder: "/DC0/vm/team-a"})
+	req := vcenter.TopologyRequest{Templates: []vcenter.ConfiguredTemplate{
+		{Key: "guestCredentials[0].modelVMWare", Name: "golden"},
+		{Key: "guestCredentials[1].modelVMWare", Name: "nowhere"},
+	}}
+	templateProblems := func(rep vcenter.TopologyReport) map[string]string {
+		out := map[string]string{}
+		for _, p := range rep.Problems {
+			if strings.HasPrefix(p.Key, "guestCredentials") {
+				out[p.Key] = p.Problem
+			}
+		}
+		return out
+	}
+
+	rep, err := env.NewClient(nil).CheckTopology(ctx, req)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{
+		"guestCredentials[1].modelVMWare": `no template "nowhere" in datacenter "DC0"; templates: ` + vcsimtest.DefaultTemplate + ", golden",
+	}, templateProblems(rep))
+
+	scoped := env.NewClient(func(cfg *vcenter.Config) { cfg.TemplateFolders = []string{"/DC0/vm/cds"} })
+	rep, err = scoped.CheckTopology(ctx, req)
+	require.NoError(t, err)
+	probs := templateProblems(rep)
+	assert.Contains(t, probs["guestCredentials[0].modelVMWare"], `no template "golden" in the hatchery's folder (folderString) or templateFolders`)
+	assert.Contains(t, probs["guestCredentials[1].modelVMWare"], `no template "nowhere"`)
 }

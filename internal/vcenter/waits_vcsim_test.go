@@ -25,11 +25,13 @@ import (
 const slowPolls = 30 * time.Second
 
 // TestWaitsShareOneCollector: concurrent task and guest waits on many VMs
-// are served by one collector of the session (one filter per object), end
-// on notifications (polls are slowPolls apart), and leave no filter.
-// Without the wait collector the guest waits would each wait out a
-// slowPolls tick; with one collector per wait CreatePropertyCollector would
-// count one per wait.
+// are served by one collector of the session with one filter over one
+// view, end on notifications (polls are slowPolls apart), and make and
+// destroy no filter: each waited-on object is added to the view (a
+// ModifyListView for one or more waits), and none is cancelled. Without
+// the wait collector the guest waits would each wait out a slowPolls tick;
+// with a filter per wait CreateFilter would count one per object and
+// DestroyPropertyFilter as many.
 func TestWaitsShareOneCollector(t *testing.T) {
 	t.Parallel()
 	const n = 6
@@ -65,42 +67,88 @@ func TestWaitsShareOneCollector(t *testing.T) {
 	}
 	took := time.Since(start)
 	assert.Less(t, took, slowPolls/3, "waits end on notifications, not on polls")
-	after := c.Stats()
-	assert.Equal(t, int64(1), after["CreatePropertyCollector"].Requests-before["CreatePropertyCollector"].Requests, "one collector for every wait")
-	created := after["CreateFilter"].Requests - before["CreateFilter"].Requests
-	assert.GreaterOrEqual(t, created, int64(n), "a filter per waited-on VM")
+	d := c.Stats().Sub(before)
+	assert.Equal(t, int64(1), d["CreatePropertyCollector"].Requests, "one collector for every wait")
+	assert.Equal(t, int64(1), d["CreateListView"].Requests, "one view for every wait")
+	assert.Equal(t, int64(1), d["CreateFilter"].Requests, "one filter for every wait")
+	assert.Zero(t, d["DestroyPropertyFilter"].Requests, "no filter per wait")
+	assert.Zero(t, d["CancelWaitForUpdates"].Requests, "no long poll cancelled for a new wait")
+	// n power-on tasks and n VMs entered the view, some of them together.
+	assert.LessOrEqual(t, d["ModifyListView"].Requests, int64(2*n))
 	counts := c.WaitCollector()
 	assert.Equal(t, 1, counts.Collectors)
-	assert.Equal(t, 0, counts.Filters, "the filters go with their waits: %+v", counts)
-	t.Logf("%d waits in %s: %v", 3*n, took, requestsOf(vcenter.SOAPStats(diffStats(after, before))))
+	assert.Equal(t, 0, counts.Objects, "no wait left: %+v", counts)
+	t.Logf("%d waits in %s: %v", 3*n, took, requestsOf(d))
 }
 
-func diffStats(after, before vcenter.SOAPStats) vcenter.SOAPStats {
-	d := vcenter.SOAPStats{}
-	for m, a := range after {
-		if r := a.Requests - before[m].Requests; r > 0 {
-			d[m] = vcenter.SOAPMethodStats{Requests: r}
-		}
-	}
-	return d
-}
-
-// TestWaitEndsWithContextAndDropsItsFilter: a wait whose ctx ends returns
-// ctx's error and its filter is destroyed (no other wait needs it).
-// Without the unsubscribe the filter would stay in place.
-func TestWaitEndsWithContextAndDropsItsFilter(t *testing.T) {
+// TestSameObjectWaitedOnTwice: two waits on one VM share its place in the
+// view (one ModifyListView), both end on its power off, and a wait that
+// ends first leaves the other one notified.
+func TestSameObjectWaitedOnTwice(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 
-	before := c.WaitCollector()
+	before := c.Stats()
+	first, cancelFirst := context.WithCancel(ctx)
+	done := make(chan error, 3)
+	go func() { done <- c.WaitForVirtualMachineShutdown(first, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Objects == 1 && n.InView == 1 && n.Live
+	}, 10*time.Second, 5*time.Millisecond, "the VM is in the view")
+	cancelFirst()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(slowPolls / 3):
+		t.Fatal("the cancelled wait did not end")
+	}
+	start := time.Now()
+	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	for range 2 {
+		select {
+		case err := <-done:
+			require.NoError(t, err)
+		case <-time.After(slowPolls / 3):
+			t.Fatal("a wait did not see the power off")
+		}
+	}
+	assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification")
+	d := c.Stats().Sub(before)
+	assert.Equal(t, int64(1), d["ModifyListView"].Requests, "one place in the view for three waits: %v", requestsOf(d))
+}
+
+// TestWaitEndsWithContextAndLeavesTheView: a wait whose ctx ends returns
+// ctx's error and sends nothing more; its VM leaves the view with the next
+// wait's addition (one ModifyListView for both) once there are
+// WaitViewStaleMax such VMs (one here). Without the removal the view
+// would keep every VM ever waited on.
+func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetWaitViewStaleMax(1)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	other := cloneWorker(t, ctx, env, "worker-2", "")
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(other)))
+
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vcenter.RefOf(vm)) }()
-	require.Eventually(t, func() bool { return c.WaitCollector().Filters == 1 }, 10*time.Second, 5*time.Millisecond, "the wait's filter is made")
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Objects == 1 && n.Live && n.InView >= 1
+	}, 10*time.Second, 5*time.Millisecond, "the wait's VM is in the view")
 	cancel()
 	select {
 	case err := <-done:
@@ -109,17 +157,30 @@ func TestWaitEndsWithContextAndDropsItsFilter(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the wait did not end with its context")
 	}
-	// The last wait returns once its filter is destroyed.
 	n := c.WaitCollector()
-	assert.Equal(t, 0, n.Filters, "%+v", n)
 	assert.Equal(t, 0, n.Objects, "%+v", n)
-	assert.Equal(t, before.FiltersDestroyed+1, n.FiltersDestroyed, "%+v", n)
+	assert.GreaterOrEqual(t, n.InView, 1, "the ended wait's VM stays until the next addition: %+v", n)
+
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(other)) }()
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Objects == 1 && n.InView == 1 && n.ViewChanges > 0
+	}, 10*time.Second, 5*time.Millisecond, "the next wait's addition took the ended one's VM out: %+v", c.WaitCollector())
+	task, err := object.NewVirtualMachine(env.Admin.Client, other).PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(slowPolls / 3):
+		t.Fatal("the second wait did not see the power off")
+	}
 }
 
 // TestWaitSurvivesSessionLoss: the session ends while a wait is open; the
-// collector is rebuilt in the new session and the wait ends on the
-// notification of the change made after the loss. Without the rebuild the
-// wait would end only at its slowPolls poll.
+// collector, its view and its filter are made again in the new session and
+// the wait ends on the notification of the change made after the loss.
+// Without the rebuild the wait would end only at its slowPolls poll.
 func TestWaitSurvivesSessionLoss(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
@@ -130,7 +191,7 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 
 	done := make(chan error, 1)
 	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
-	require.Eventually(t, func() bool { return c.WaitCollector().Filters == 1 }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Objects == 1 && n.InView >= 1 && n.Live }, 10*time.Second, 5*time.Millisecond)
 	env.TerminateSession(c)
 	// A call of the client logs in again; the collector's next poll finds
 	// its collector gone and rebuilds it.
@@ -138,8 +199,8 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		n := c.WaitCollector()
-		return n.Collectors == 2 && n.Filters == 1 && n.Live
-	}, 20*time.Second, 5*time.Millisecond, "the collector is rebuilt: %+v", c.WaitCollector())
+		return n.Collectors == 2 && n.Views == 2 && n.InView == 1 && n.Live
+	}, 20*time.Second, 5*time.Millisecond, "the collector and its view are made again: %+v", c.WaitCollector())
 
 	start := time.Now()
 	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
@@ -153,6 +214,87 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 		t.Fatal("the wait did not see the power off")
 	}
 	assert.GreaterOrEqual(t, c.Relogins(), int64(1))
+}
+
+// TestWaitCollectorRetiredAfterAnUnansweredPoll: a long poll that gets no
+// answer (the simulator holds it past the client's request timeout)
+// retires its collector, which the server may still be answering
+// (destroyed watchRetireDelay later, not now), and
+// the wait carries on with a new collector and view, ending on a
+// notification. Without the rebuild it would end at its slowPolls poll.
+func TestWaitCollectorRetiredAfterAnUnansweredPoll(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	c := env.NewClient(func(cfg *vcenter.Config) {
+		cfg.PollInterval = slowPolls
+		cfg.RequestTimeout = 2 * time.Second // long polls of 1 s
+	})
+
+	env.HoldCalls("WaitForUpdatesEx", 1, 4*time.Second)
+	before := c.Stats()
+	done := make(chan error, 1)
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Collectors == 2 && n.Views == 2 && n.InView == 1 && n.Live
+	}, 20*time.Second, 5*time.Millisecond, "a new collector and view: %+v", c.WaitCollector())
+	assert.Equal(t, 1, c.RetiredCollectors(), "the unanswered collector is retired")
+	d := c.Stats().Sub(before)
+	assert.Zero(t, d["DestroyPropertyCollector"].Requests, "not destroyed under a poll the server may be answering")
+	assert.Equal(t, int64(1), d["DestroyView"].Requests, "its view is destroyed")
+
+	start := time.Now()
+	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification of the new collector")
+	case <-time.After(slowPolls / 3):
+		t.Fatal("the wait did not see the power off")
+	}
+}
+
+// TestWaitCollectorRebuildBacksOff: while vCenter refuses to make the
+// collector, the wait polls and the loop tries again after the back-off,
+// doubling (10 ms, 20 ms here, shortened from 1 s doubling to 30 s); once
+// made, the collector notifies the wait. Without the back-off the retries
+// would be unbounded; without the rebuild the wait would end at its
+// slowPolls poll.
+func TestWaitCollectorRebuildBacksOff(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetWaitRebuildBackoff(10*time.Millisecond, 15*time.Millisecond)
+
+	env.RefuseCalls("CreatePropertyCollector", 3, nil)
+	done := make(chan error, 1)
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Collectors == 1 && n.InView == 1 && n.Live
+	}, 20*time.Second, 5*time.Millisecond, "the collector is made at the fourth attempt: %+v", c.WaitCollector())
+	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 15 * time.Millisecond}, c.WaitCollector().Retries,
+		"one back-off per refusal, doubling to its bound")
+
+	start := time.Now()
+	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification")
+	case <-time.After(slowPolls / 3):
+		t.Fatal("the wait did not see the power off")
+	}
 }
 
 // TestTaskWaitFailsWithItsFault: a failed task's wait returns its fault
@@ -228,4 +370,48 @@ func mustTemplate(t *testing.T, ctx context.Context, c *vcenter.Client) types.Ma
 	ref, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
 	return vcenter.MORef(ref)
+}
+
+// TestTaskOutcomeFromItsNotification: a task's wait takes the result or
+// the fault from the values the collector reported as the task ended (its
+// state, result and fault come in one update), with no read of the task:
+// a clone hands back its VM, a clone onto a taken name its DuplicateName
+// fault, and neither sends a RetrieveProperties (the task is not polled
+// while it is being added to the view: its first poll is slowPolls away).
+// Without the outcome in the notification each wait would read the task
+// once it ended.
+func TestTaskOutcomeFromItsNotification(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetTaskPollFirst(slowPolls)
+	tpl := object.NewVirtualMachine(env.Admin.Client, mustTemplate(t, ctx, c))
+	folderRef, err := c.LoadFolder(ctx)
+	require.NoError(t, err)
+	poolRef, err := c.LoadResourcePool(ctx)
+	require.NoError(t, err)
+	folder, pool := vcenter.MORef(folderRef), vcenter.MORef(poolRef)
+	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
+	clone := func(ctx context.Context) (*object.Task, error) {
+		return tpl.Clone(ctx, object.NewFolder(env.Admin.Client, folder), "notified-clone", spec)
+	}
+
+	before := c.Stats()
+	res, err := c.RunTask(ctx, time.Minute, clone)
+	require.NoError(t, err)
+	assert.Zero(t, c.Stats().Sub(before)["RetrievePropertiesEx"].Requests, "the result came with the notification")
+	ref, ok := res.(types.ManagedObjectReference)
+	require.True(t, ok, "a clone's result is the new VM: %#v", res)
+	got, err := c.LoadVirtualMachine(ctx, "notified-clone")
+	require.NoError(t, err)
+	assert.Equal(t, ref, got)
+
+	before = c.Stats()
+	_, err = c.RunTask(ctx, time.Minute, clone)
+	require.Error(t, err)
+	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
+	var terr task.Error
+	assert.ErrorAs(t, err, &terr)
+	assert.Zero(t, c.Stats().Sub(before)["RetrievePropertiesEx"].Requests, "the fault came with the notification")
 }

@@ -35,9 +35,10 @@ import (
 // once the destroy began finds the collector gone (ManagedObjectNotFound). Filters
 // destroyed one by one (DestroyPropertyFilter) are not guarded: a client
 // destroying a filter while its own long poll runs would need the
-// simulator to lock the range; the hatchery destroys filters only between
-// two polls of the collector (internal/vcenter/govmomi_waits.go,
-// govmomi_watch.go).
+// simulator to lock the range; the hatchery destroys its watch filters
+// only between two polls of their collector (internal/vcenter/
+// govmomi_watch.go), and its wait filter only with its collector
+// (govmomi_waits.go).
 
 // collectorDrainMax bounds how long a destroy waits for the collector's
 // waits to return. A wait the destroy's cancel reaches returns at the end

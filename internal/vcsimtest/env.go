@@ -207,6 +207,7 @@ type Env struct {
 	hostReads  hostReads      // Env.HostReads
 	privileges privileges     // Env.DenyPrivileges
 	placements *placementHook // Env.FillDatastore, Env.FailClonesInto
+	calls      callRules      // Env.RefuseCalls, Env.HoldCalls
 	tempDirs   []string       // datastores of Options.Placements, removed at Close
 
 	closeMu   sync.Mutex
@@ -326,9 +327,11 @@ func New(o Options) (*Env, error) {
 	e.placements = newPlacementHook()
 	// The placement hook comes before those that answer a clone
 	// themselves (placementHook says why).
-	// The collector guard first: it only swaps the session's collector
-	// for one that destroys as vCenter does (collectors.go).
-	hooks := []methodHook{(&collectorGuard{}).handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
+	// The collector and list view guards first: they only swap the
+	// session's collector for one that destroys as vCenter does
+	// (collectors.go), and its list views for ones that change under a
+	// waiting filter as on vCenter (listview.go).
+	hooks := []methodHook{(&collectorGuard{}).handle, (&listViewGuard{}).handle, e.calls.handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)

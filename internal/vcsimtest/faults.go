@@ -1,7 +1,11 @@
 package vcsimtest
 
 import (
+	"sync"
+	"time"
+
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -62,4 +66,68 @@ func (e *Env) InjectFault(f Fault) {
 func (e *Env) InjectedFaults() int64 {
 	n, _ := e.Model.Service.FaultInjector().GetStats()["total_injections"].(int64)
 	return n
+}
+
+// callRules is a method hook that refuses or holds the next calls of a
+// method (Env.RefuseCalls, Env.HoldCalls), for tests whose other calls run
+// meanwhile: the simulator's fault injector counts a rule's matches under
+// a read lock (govmomi v0.56.0, FaultInjector.ShouldInjectFault), a data
+// race once two calls are checked at once.
+type callRules struct {
+	mu    sync.Mutex
+	rules []*callRule
+}
+
+// callRule is one rule: the next left calls of method are held for hold,
+// then answered err (nil: let through to the simulator).
+type callRule struct {
+	method string
+	left   int
+	hold   time.Duration
+	err    types.BaseMethodFault
+}
+
+func (r *callRules) add(c *callRule) {
+	r.mu.Lock()
+	r.rules = append(r.rules, c)
+	r.mu.Unlock()
+}
+
+func (r *callRules) handle(_ *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	var hit *callRule
+	r.mu.Lock()
+	for _, c := range r.rules {
+		if c.method == m.Name && c.left > 0 {
+			c.left--
+			hit = c
+			break
+		}
+	}
+	r.mu.Unlock()
+	if hit == nil {
+		return nil, nil
+	}
+	if hit.hold > 0 {
+		// The server's delay being simulated, not a synchronisation.
+		time.Sleep(hit.hold)
+	}
+	return nil, hit.err
+}
+
+// RefuseCalls makes the next n calls of method (e.g.
+// "CreatePropertyCollector") fail with f, a SystemError naming the method
+// when nil. Unlike InjectFault it is safe while other calls run.
+func (e *Env) RefuseCalls(method string, n int, f types.BaseMethodFault) {
+	if f == nil {
+		f = &types.SystemError{Reason: "refused " + method}
+	}
+	e.calls.add(&callRule{method: method, left: n, err: f})
+}
+
+// HoldCalls holds the next n calls of method for d before the simulator
+// runs them: a client whose request timeout is shorter gets no answer
+// while the server still runs the call, as from a vCenter that answers
+// too late.
+func (e *Env) HoldCalls(method string, n int, d time.Duration) {
+	e.calls.add(&callRule{method: method, left: n, hold: d})
 }

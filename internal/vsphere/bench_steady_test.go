@@ -1,11 +1,15 @@
 package vsphere_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -25,9 +29,16 @@ import (
 //
 //	idle watch steady: 1000 VMs A KB/min; 10000 VMs B KB/min
 //
-// with templateFolders set (the scope), then the same figures of the
-// default configuration (no templateFolders: the whole VM folder). The
-// inventory runs alone on a client of its own, so the SOAP counters hold
+// with folderString and templateFolders set, then the same figures of the
+// default configuration, printed as
+//
+//	idle default configuration: 1000 VMs A KB/min; 10000 VMs B KB/min; peak heap at 10000 VMs H MB
+//
+// (`config new`'s folderString and templateFolders, both empty: our VMs
+// and the template in the VM folder's top level, where clones go by
+// default; the scope is derived, internal/vcenter/govmomi_scope.go), with
+// the peak of the live heap the hatchery's code holds (hatcheryHeapMB)
+// over the run. The inventory runs alone on a client of its own, so the SOAP counters hold
 // its requests only; the hatchery's loops make no idle request in watch
 // mode (the idle passes of BenchmarkInventoryModes). Per minute: one
 // steady refresh (the default inventoryRefreshInterval, 60 s), plus the
@@ -51,10 +62,11 @@ var steadyTeams = []string{
 	"/DC0/vm/team-d", "/DC0/vm/legacy", "/DC0/vm/lab/ci", "/DC0/vm/lab/qa",
 }
 
-// steadyResult is one size and scope's figure.
+// steadyResult is one size and configuration's figure.
 type steadyResult struct {
 	vms                    int
-	scoped                 bool
+	shape                  string  // steadyScoped, steadyDefault or steadyWhole
+	peakHeapMB             float64 // the hatchery's live heap, largest sample
 	refreshReqs, refreshKB float64 // one steady refresh
 	resyncReqs, resyncKB   float64 // the hourly resync
 	startReqs, startKB     float64 // the inventory's start: views, pool lookup, first resync, the refreshes after it
@@ -78,14 +90,32 @@ func steadySizes(b *testing.B) []int {
 	return out
 }
 
+// BenchmarkIdleWatchSteady runs the steady scenario alone (make bench
+// runs it after BenchmarkInventoryModes).
+func BenchmarkIdleWatchSteady(b *testing.B) { benchIdleWatchSteady(b) }
+
+// The configurations measured.
+const (
+	steadyScoped  = "scoped"  // folderString and templateFolders set
+	steadyDefault = "default" // config new's: both empty
+	// steadyWhole is templateFolders = ["/DC0/vm"]: the whole VM folder,
+	// what the default read before it was derived. Measured only with
+	// HATCHERY_VSPHERE_BENCH_STEADY_WHOLE=1 (a listing of every VM).
+	steadyWhole = "whole"
+)
+
 // benchIdleWatchSteady runs the steady scenario for each size, scoped and
-// unscoped, and prints the line and its target.
+// with the default configuration, and prints the lines and their targets.
 func benchIdleWatchSteady(b *testing.B) {
 	var rs []steadyResult
-	for _, scoped := range []bool{true, false} {
+	shapes := []string{steadyScoped, steadyDefault}
+	if os.Getenv("HATCHERY_VSPHERE_BENCH_STEADY_WHOLE") == "1" {
+		shapes = append(shapes, steadyWhole)
+	}
+	for _, shape := range shapes {
 		for _, n := range steadySizes(b) {
-			b.Run(fmt.Sprintf("steady/vms=%d/scoped=%t", n, scoped), func(b *testing.B) {
-				r := runIdleWatchSteady(b, n, scoped)
+			b.Run(fmt.Sprintf("steady/vms=%d/config=%s", n, shape), func(b *testing.B) {
+				r := runIdleWatchSteady(b, n, shape)
 				b.ReportMetric(r.perMinKB, "idle-KB/min")
 				rs = append(rs, r)
 			})
@@ -94,15 +124,22 @@ func benchIdleWatchSteady(b *testing.B) {
 	printSteady(os.Stdout, rs)
 }
 
-func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
-	r := steadyResult{vms: n, scoped: scoped}
+func runIdleWatchSteady(b *testing.B, n int, shape string) steadyResult {
+	r := steadyResult{vms: n, shape: shape}
 	opts := vcsimtest.Options{
 		Folder:         steadyFolder,
 		TemplateFolder: steadyTemplates,
 		ForeignVMs:     n - steadyOurs,
 		ForeignFolders: steadyTeams,
 	}
+	ourFolder := steadyFolder
+	if shape != steadyScoped {
+		// config new's defaults: clones and the template in the VM
+		// folder's top level.
+		opts.Folder, opts.TemplateFolder, ourFolder = "", "", vcsimtest.FolderPath
+	}
 	env := vcsimtest.Start(b, opts)
+	heap := newHeapPeak()
 	ours := make([]vcsimtest.ForeignVM, steadyOurs)
 	for i := range ours {
 		name := fmt.Sprintf("%s-worker-%02d", benchHatchery, i)
@@ -113,17 +150,27 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 			IP: fmt.Sprintf("10.60.1.%d", 10+i),
 		}
 	}
-	env.AddVMsIn(steadyFolder, ours)
+	env.AddVMsIn(ourFolder, ours)
 
 	cfg := env.Config()
 	cfg.CommonConfiguration.Name = benchHatchery
 	cfg.InventoryMode = config.InventoryWatch
 	cfg.InventoryRefreshInterval = config.DefaultInventoryRefreshInterval
-	if !scoped {
-		cfg.TemplateFolders = nil
+	switch shape {
+	case steadyDefault:
+		cfg.FolderString, cfg.TemplateFolders = "", nil
+	case steadyWhole:
+		cfg.FolderString, cfg.TemplateFolders = "", []string{vcsimtest.FolderPath}
 	}
+	// Every allocation of 4 KB on average is sampled from here on (the
+	// default, one in 512 KB, gives no sample at all of a heap of a
+	// megabyte), the hatchery's all included: the simulator's datacenter
+	// is made before.
+	defer func(rate int) { runtime.MemProfileRate = rate }(runtime.MemProfileRate)
+	runtime.MemProfileRate = 4096
 	ic := env.NewClient(func(c *vcenter.Config) {
 		c.PollInterval = vcenter.DefaultPollInterval
+		c.Folder = cfg.FolderString
 		c.TemplateFolders = cfg.TemplateFolders
 	})
 	// The session's start (login, the datacenter) is not the resync's:
@@ -153,13 +200,14 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 		b.Fatal(err)
 	}
 	wantVMs := steadyOurs + 1 // and the template
-	if !scoped {
+	if shape == steadyWhole {
 		wantVMs = n + 1
 	}
 	if len(vms) != wantVMs {
 		b.Fatalf("inventory holds %d vms, want %d", len(vms), wantVMs)
 	}
 	wait()
+	heap.sample()
 	st := ic.Stats().Sub(pre).Total()
 	r.startReqs, r.startKB = float64(st.Requests), float64(st.RequestBytes+st.ResponseBytes)/1e3
 
@@ -170,6 +218,7 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 	// the filters, the leaf listing.
 	rc := env.NewClient(func(c *vcenter.Config) {
 		c.PollInterval = vcenter.DefaultPollInterval
+		c.Folder = cfg.FolderString
 		c.TemplateFolders = cfg.TemplateFolders
 	})
 	poolRef, err := rc.LoadResourcePool(ctx)
@@ -194,10 +243,13 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 	if err := rc.WatchVirtualMachines(ctx, refs); err != nil {
 		b.Fatal(err)
 	}
-	if _, err := rc.ListVirtualMachines(ctx); err != nil {
+	listed, err := rc.ListVirtualMachines(ctx)
+	if err != nil {
 		b.Fatal(err)
 	}
 	rd := rc.Stats().Sub(rpre)
+	heap.sample() // the listing held, as watchResync holds it
+	runtime.KeepAlive(listed)
 	t0 := rd.Total()
 	r.resyncReqs, r.resyncKB = float64(t0.Requests), float64(t0.RequestBytes+t0.ResponseBytes)/1e3
 	var rparts []string
@@ -210,7 +262,9 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 	before, r0 := ic.Stats(), s.Stats().Refreshes
 	for range steadyRounds {
 		wait()
+		heap.sample()
 	}
+	r.peakHeapMB = heap.peak
 	d := ic.Stats().Sub(before)
 	refreshes := float64(s.Stats().Refreshes - r0)
 	t := d.Total()
@@ -231,34 +285,131 @@ func runIdleWatchSteady(b *testing.B, n int, scoped bool) steadyResult {
 }
 
 func printSteady(w io.Writer, rs []steadyResult) {
-	line := func(scoped bool) (string, map[int]float64) {
+	line := func(shape string) (string, map[int]float64, map[int]float64) {
 		var parts []string
-		kb := map[int]float64{}
+		kb, heap := map[int]float64{}, map[int]float64{}
 		for _, r := range rs {
-			if r.scoped == scoped {
+			if r.shape == shape {
 				parts = append(parts, fmt.Sprintf("%d VMs %.1f KB/min", r.vms, r.perMinKB))
-				kb[r.vms] = r.perMinKB
+				kb[r.vms], heap[r.vms] = r.perMinKB, r.peakHeapMB
 			}
 		}
-		return strings.Join(parts, "; "), kb
+		return strings.Join(parts, "; "), kb, heap
 	}
 	fmt.Fprintln(w)
-	scopedLine, kb := line(true)
+	scopedLine, kb, _ := line(steadyScoped)
 	fmt.Fprintf(w, "idle watch steady: %s\n", scopedLine)
-	unscopedLine, _ := line(false)
-	fmt.Fprintf(w, "idle watch steady, default configuration (no templateFolders: the whole VM folder): %s\n", unscopedLine)
-	for _, r := range rs {
-		fmt.Fprintf(w, "  %d VMs scoped=%t: %.2f req/min; %s\n", r.vms, r.scoped, r.perMinReqs, r.detail)
+	defLine, dkb, dheap := line(steadyDefault)
+	if h, ok := dheap[10000]; ok {
+		defLine += fmt.Sprintf("; peak heap at 10000 VMs %.1f MB", h)
 	}
-	fmt.Fprintf(w, "  (%d VMs of ours in %s, the template in %s, the others in %d other teams' folders; the inventory's own session)\n",
-		steadyOurs, steadyFolder, steadyTemplates, len(steadyTeams))
-	a, okA := kb[1000]
-	bb, okB := kb[10000]
-	if okA && okB {
+	fmt.Fprintf(w, "idle default configuration: %s\n", defLine)
+	if wholeLine, _, wheap := line(steadyWhole); wholeLine != "" {
+		if h, ok := wheap[10000]; ok {
+			wholeLine += fmt.Sprintf("; peak heap at 10000 VMs %.1f MB", h)
+		}
+		fmt.Fprintf(w, "idle whole VM folder (templateFolders = [%q], the default before it was derived): %s\n", vcsimtest.FolderPath, wholeLine)
+	}
+	for _, r := range rs {
+		fmt.Fprintf(w, "  %d VMs %s: %.2f req/min, peak heap %.1f MB; %s\n", r.vms, r.shape, r.perMinReqs, r.peakHeapMB, r.detail)
+	}
+	fmt.Fprintf(w, "  (%d VMs of ours, the template, the others in %d other teams' folders; scoped: ours in %s, the template in %s; default and whole: both in %s; the inventory's own session)\n",
+		steadyOurs, len(steadyTeams), steadyFolder, steadyTemplates, vcsimtest.FolderPath)
+	target := func(name string, kb map[int]float64, extra string, ok bool) {
+		a, okA := kb[1000]
+		bb, okB := kb[10000]
+		if !okA || !okB {
+			return
+		}
 		v := "MET"
-		if !(a <= 20 && bb <= 1.5*a) {
+		if !(a <= 20 && bb <= 1.5*a && ok) {
 			v = "MISSED"
 		}
-		fmt.Fprintf(w, "target idle watch steady: 1000 VMs ≤ 20 KB/min and 10000 VMs ≤ 1.5× that   %s %.1f / %.1f KB/min (%.2f×)\n", v, a, bb, bb/a)
+		fmt.Fprintf(w, "target %s: 1000 VMs ≤ 20 KB/min and 10000 VMs ≤ 1.5× that%s   %s %.1f / %.1f KB/min (%.2f×)\n", name, extra, v, a, bb, bb/a)
+	}
+	target("idle watch steady", kb, "", true)
+	h, okH := dheap[10000]
+	target("idle default configuration", dkb, fmt.Sprintf(", peak heap ≤ 64 MB (%.1f MB)", h), !okH || h <= 64)
+}
+
+// heapPeak is the largest live heap the hatchery's code held over a run,
+// sampled after each step (hatcheryHeapMB: the simulator, in the same
+// process, holds every VM of the datacenter and is not counted).
+type heapPeak struct{ peak float64 }
+
+func newHeapPeak() *heapPeak { return &heapPeak{} }
+
+// sample collects twice (the heap profile is the heap as of the last
+// completed collection) and keeps the largest figure.
+func (h *heapPeak) sample() {
+	runtime.GC()
+	runtime.GC()
+	h.peak = max(h.peak, hatcheryHeapMB())
+}
+
+// benchModule is this repository's module path.
+const benchModule = "github.com/cds-contrib/hatchery-vsphere/"
+
+// benchSimulated are the packages of the bench's process that are not the
+// hatchery: the simulator, its fixtures, and this bench's own code.
+var benchSimulated = []string{benchModule + "internal/vcsimtest", benchModule + "internal/vsphere_test", "github.com/vmware/govmomi/simulator"}
+
+// hatcheryHeapMB is the live heap the hatchery's code holds, in MB: the
+// in-use bytes of the heap profile's records whose innermost frame of this
+// repository or of govmomi's simulator is the hatchery's (not one of
+// benchSimulated), scaled as pprof scales the sampled profile (the rule
+// of internal/demo's daemonHeapMB, for the bench's process).
+func hatcheryHeapMB() float64 {
+	var buf bytes.Buffer
+	if err := pprof.Lookup("heap").WriteTo(&buf, 1); err != nil {
+		return 0
+	}
+	rate := float64(runtime.MemProfileRate)
+	total := 0.0
+	for _, line := range strings.Split(buf.String(), "\n") {
+		head, pcs, ok := strings.Cut(line, " @ ")
+		if !ok || strings.HasPrefix(line, "heap profile:") {
+			continue
+		}
+		var inObj, inBytes, allocObj, allocBytes int64
+		if _, err := fmt.Sscanf(head, "%d: %d [%d: %d]", &inObj, &inBytes, &allocObj, &allocBytes); err != nil || inBytes <= 0 {
+			continue
+		}
+		var stk []uintptr
+		for _, f := range strings.Fields(pcs) {
+			if pc, err := strconv.ParseUint(f, 0, 64); err == nil {
+				stk = append(stk, uintptr(pc))
+			}
+		}
+		if !hatcheryStack(stk) {
+			continue
+		}
+		scale := 1.0
+		if rate > 1 && allocObj > 0 {
+			avg := float64(allocBytes) / float64(allocObj)
+			scale = 1 / (1 - math.Exp(-avg/rate))
+		}
+		total += float64(inBytes) * scale
+	}
+	return total / (1 << 20)
+}
+
+// hatcheryStack tells whether an allocation's innermost frame of this
+// repository or of govmomi's simulator is the hatchery's.
+func hatcheryStack(stk []uintptr) bool {
+	frames := runtime.CallersFrames(stk)
+	for {
+		f, more := frames.Next()
+		for _, p := range benchSimulated {
+			if strings.HasPrefix(f.Function, p) {
+				return false
+			}
+		}
+		if strings.HasPrefix(f.Function, benchModule) {
+			return true
+		}
+		if !more {
+			return false
+		}
 	}
 }
