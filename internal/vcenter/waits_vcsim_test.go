@@ -405,7 +405,7 @@ func TestTaskOutcomeFromItsNotification(t *testing.T) {
 	require.True(t, ok, "a clone's result is the new VM: %#v", res)
 	got, err := c.LoadVirtualMachine(ctx, "notified-clone")
 	require.NoError(t, err)
-	assert.Equal(t, ref, got)
+	assert.Equal(t, vcenter.RefOf(ref), got)
 
 	before = c.Stats()
 	_, err = c.RunTask(ctx, time.Minute, clone)
