@@ -24,15 +24,20 @@ import (
 const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 
 // cloneSpec is the clone of template into the scratch folder at pool and
-// datastore (ds zero: the template's), powered off, linked when the
-// template allows it (clonespec.TemplateCloneMode, the spawn's rule),
-// with the run's record and a guestinfo value; the mode and what to say of it.
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
+// datastore ds (named dsName) of placement (ds zero: the template's),
+// powered off, linked when the template allows it and its disks are on ds
+// (clonespec.PlacementCloneMode, the spawn's rule; TemplateCloneMode
+// without a datastore), with the run's record and a guestinfo value; the
+// mode and what to say of it.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
 		return nil, "", "", vcenter.Classify(err)
 	}
 	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
+	if ds.Value != "" {
+		mode, snap, reason = clonespec.PlacementCloneMode(t, r.cfg.LinkedCloneSnapshot, vcenter.MORef(ds), dsName, placement)
+	}
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveAllDiskBackingsAndDisallowSharing),
