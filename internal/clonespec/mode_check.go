@@ -14,3 +14,13 @@ func TemplateCloneMode(o mo.VirtualMachine, snapshotName string) (mode string, s
 	d := decideCloneMode(templateInfoOf(o), nil, snapshotName)
 	return d.Mode, d.Snapshot, d.Reason
 }
+
+// PlacementCloneMode is TemplateCloneMode for a clone onto datastore ds
+// (named dsName) of placement: a linked clone becomes full when the
+// template's disks are not all on ds, the spawn's placement rule
+// (onPlacement, as Builder's spec applies it), for `vcenter check`.
+func PlacementCloneMode(o mo.VirtualMachine, snapshotName string, ds types.ManagedObjectReference, dsName, placement string) (mode string, snapshot *types.ManagedObjectReference, reason string) {
+	ti := templateInfoOf(o)
+	d := onPlacement(decideCloneMode(ti, nil, snapshotName), ti.Devices, ds, dsName, placement)
+	return d.Mode, d.Snapshot, d.Reason
+}

@@ -216,9 +216,8 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 	}
 
 	mode := decideCloneMode(tinfo, flavor, b.cfg.LinkedCloneSnapshot)
-	if at != nil && mode.Mode == ModeLinked && !disksOn(tinfo.Devices, vcenter.MORef(ds)) {
-		mode = cloneDecision{Mode: ModeFull, Placement: at.Placement,
-			Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(at.Placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
+	if at != nil {
+		mode = onPlacement(mode, tinfo.Devices, vcenter.MORef(ds), dsName, at.Placement)
 	}
 	b.logCloneMode(log, template, annot, flavor, mode)
 	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
@@ -297,6 +296,17 @@ func FlavorName(f *config.Flavor) string {
 		return ""
 	}
 	return f.Name
+}
+
+// onPlacement is the placement rule of a clone decision: a linked clone
+// onto datastore ds (named dsName) of placement needs the template's disks
+// (devices) on ds; when they are not there the clone is full.
+func onPlacement(mode cloneDecision, devices object.VirtualDeviceList, ds types.ManagedObjectReference, dsName, placement string) cloneDecision {
+	if mode.Mode != ModeLinked || disksOn(devices, ds) {
+		return mode
+	}
+	return cloneDecision{Mode: ModeFull, Placement: placement,
+		Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
 }
 
 // disksOn tells whether every disk of devices is backed on datastore ds

@@ -2,7 +2,13 @@ package vcheck
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"time"
+
+	govguest "github.com/vmware/govmomi/guest"
+	"github.com/vmware/govmomi/vim25/soap"
 
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -12,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
 // The check's calls of the vCenter port's VM methods, in one file: the
@@ -24,15 +31,20 @@ import (
 const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 
 // cloneSpec is the clone of template into the scratch folder at pool and
-// datastore (ds zero: the template's), powered off, linked when the
-// template allows it (clonespec.TemplateCloneMode, the spawn's rule),
-// with the run's record and a guestinfo value; the mode and what to say of it.
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
+// datastore ds (named dsName) of placement (ds zero: the template's),
+// powered off, linked when the template allows it and its disks are on ds
+// (clonespec.PlacementCloneMode, the spawn's rule; TemplateCloneMode
+// without a datastore), with the run's record and a guestinfo value; the
+// mode and what to say of it.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
 		return nil, "", "", vcenter.Classify(err)
 	}
 	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
+	if ds.Value != "" {
+		mode, snap, reason = clonespec.PlacementCloneMode(t, r.cfg.LinkedCloneSnapshot, vcenter.MORef(ds), dsName, placement)
+	}
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveAllDiskBackingsAndDisallowSharing),
@@ -191,4 +203,57 @@ func extraConfig(vm mo.VirtualMachine, key string) string {
 		}
 	}
 	return ""
+}
+
+// outputTimeout bounds the read of a guest program's output: a file
+// transfer's URL (InitiateFileTransferFromGuest), the download of a few
+// bytes from the VM's host, and the file's deletion.
+const outputTimeout = 30 * time.Second
+
+// maxOutput is the most of a guest file the check reads: its programs
+// write one word.
+const maxOutput = 4096
+
+// readGuestFile reads the file path in vm's guest with auth, the way
+// vCenter hands a guest's files out (InitiateFileTransferFromGuest, then
+// an HTTPS GET of the URL it gives), and deletes it (DeleteFileInGuest;
+// a failed deletion is logged: the file dies with the scratch VM). The
+// port has no guest file methods: the session's govmomi client
+// (vcenter.Client.Vim25) reads it here, in the one file of the check's
+// vCenter calls.
+func (r *runner) readGuestFile(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, path string) (string, error) {
+	vim := r.vc.Vim25()
+	if vim == nil {
+		return "", errors.New("read guest file: not connected")
+	}
+	ctx, cancel := context.WithTimeout(ctx, outputTimeout)
+	defer cancel()
+	fm, err := govguest.NewOperationsManager(vim, vm).FileManager(ctx)
+	if err != nil {
+		return "", vcenter.Classify(fmt.Errorf("find guest file manager of vm %s: %w", vm.Value, err))
+	}
+	a := vcenter.GuestAuthOf(auth)
+	info, err := fm.InitiateFileTransferFromGuest(ctx, a, path)
+	if err != nil {
+		return "", vcenter.Classify(fmt.Errorf("transfer %s from the guest of vm %s: %w", path, vm.Value, err))
+	}
+	defer func() {
+		if err := fm.DeleteFile(context.WithoutCancel(ctx), a, path); err != nil {
+			r.log.Info("vcenter check left a file in a scratch guest", logkey.VM, vm.Value, logkey.Detail, path, logkey.Err, err)
+		}
+	}()
+	u, err := fm.TransferURL(ctx, info.Url)
+	if err != nil {
+		return "", vcenter.Classify(fmt.Errorf("transfer %s from the guest of vm %s: %w", path, vm.Value, err))
+	}
+	body, _, err := vim.Download(ctx, u, &soap.DefaultDownload)
+	if err != nil {
+		return "", fmt.Errorf("download %s from the guest of vm %s: %w", path, vm.Value, err)
+	}
+	defer body.Close()
+	b, err := io.ReadAll(io.LimitReader(body, maxOutput))
+	if err != nil {
+		return "", fmt.Errorf("download %s from the guest of vm %s: %w", path, vm.Value, err)
+	}
+	return string(b), nil
 }

@@ -22,24 +22,62 @@ const programTimeout = 2 * time.Minute
 // programPoll is how often a program's end is read (ListProcessesInGuest).
 const programPoll = 100 * time.Millisecond
 
-// program starts a program that does nothing in the guest with the
-// model's account and reads its exit code.
+// outputFile is the file in the guest the check's program writes its
+// output to, named by the run.
+func outputFile(runID string, windows bool) string {
+	if windows {
+		return `C:\Windows\Temp\` + FolderPrefix + runID + ".out"
+	}
+	return "/tmp/" + FolderPrefix + runID + ".out"
+}
+
+// wordChars are the characters of a word the check's guest programs
+// write or compare: none a shell or PowerShell quotes.
+const wordChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_"
+
+// program starts, with the model's account, a program that writes a word
+// of the run to a file in the guest, reads its exit code, then reads the
+// file back through vCenter (InitiateFileTransferFromGuest) and compares
+// it: the program ran, not only started. A vCenter that hands out no
+// guest file makes the line unsupported, never pass.
 func (r *runner) program(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
 	start := time.Now()
-	p := vctypes.GuestProgram{Path: "/bin/sh", Args: `-c "exit 0"`}
-	if t.settings.OS == config.OSWindows {
-		p = vctypes.GuestProgram{Path: guest.PowerShellProgram, Args: "-NoProfile -NonInteractive -Command exit 0"}
+	windows := t.settings.OS == config.OSWindows
+	word, path := "out-"+r.o.RunID, outputFile(r.o.RunID, windows)
+	if strings.Trim(word, wordChars) != "" {
+		res := r.add("guest program", t.name, start, Fail, fmt.Sprintf("the run id %q gives no word the guest can write", r.o.RunID))
+		res.Needed = true
+		return
+	}
+	p := vctypes.GuestProgram{Path: "/bin/sh", Args: `-c "printf %s ` + word + ` > ` + path + `"`}
+	if windows {
+		p = vctypes.GuestProgram{Path: guest.PowerShellProgram, Args: `-NoProfile -NonInteractive -Command "Set-Content -NoNewline -Path '` + path + `' -Value '` + word + `'"`}
 	}
 	code, err := r.run(ctx, t, vm, p)
 	switch {
 	case err != nil:
 		r.outcome("guest program", t.name, start, err,
 			"check the model's guest account (username, password) and that "+p.Path+" exists in the template").Needed = true
+		return
 	case code != 0:
 		res := r.add("guest program", t.name, start, Fail, fmt.Sprintf("%s %s exited with %d", p.Path, p.Args, code))
-		res.Needed, res.Fix = true, "check that the template's shell runs programs for the model's guest account"
+		res.Needed, res.Fix = true, "check that the template's shell runs programs for the model's guest account and may write "+path
+		return
+	}
+	got, err := r.readGuestFile(ctx, vm, t.auth(), path)
+	switch {
+	case err != nil:
+		res := r.outcome("guest program", t.name, start, err, "")
+		res.Detail = "exit code 0; its output not read back: " + res.Detail
+		if res.Status == Fail {
+			res.Needed = true
+			res.Fix = "check that the model's guest account may read " + path + " and that this machine reaches the VM's host on 443 (guest file transfers)"
+		}
+	case got != word:
+		res := r.add("guest program", t.name, start, Fail, fmt.Sprintf("exit code 0, but %s holds %q, not %q", path, got, word))
+		res.Needed, res.Fix = true, "check that the template's shell runs programs as the model's guest account"
 	default:
-		r.add("guest program", t.name, start, Pass, p.Path+" ran, exit code 0")
+		r.add("guest program", t.name, start, Pass, p.Path+" ran, exit code 0, its output read back from "+path)
 	}
 }
 
@@ -135,7 +173,7 @@ func (r *runner) guestinfoInGuest(ctx context.Context, t checkedTemplate, vm typ
 		return
 	}
 	want := extraConfig(m, guestinfoKey)
-	if want == "" || strings.Trim(want, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") != "" {
+	if want == "" || strings.Trim(want, wordChars) != "" {
 		res := r.add("guestinfo in guest", t.name, start, Fail, fmt.Sprintf("the clone's %s is %q: not a value the check can compare in the guest", guestinfoKey, want))
 		res.Needed = true
 		return

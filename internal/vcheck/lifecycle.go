@@ -39,6 +39,9 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	}
 	sstart := time.Now()
 	space, err := r.vc.DatastoreSpace(ctx, ds)
+	if err == nil && space.Name != "" {
+		dsName = space.Name
+	}
 	if err != nil {
 		r.outcome("datastore space", p.Name+" "+dsName, sstart, err, "grant System.Read on the datastore").Needed = true
 	} else {
@@ -51,7 +54,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	}
 	start = time.Now()
 	nonce := fmt.Sprintf("%s-%d", r.o.RunID, i)
-	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, nonce)
+	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, dsName, p.Name, nonce)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
 		return types.ManagedObjectReference{}, false

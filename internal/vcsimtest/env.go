@@ -323,6 +323,9 @@ func New(o Options) (*Env, error) {
 	if e.Guest, err = installFakeGuest(e, o.GuestUser, o.GuestPassword); err != nil {
 		return fail(err)
 	}
+	if err := installFakeGuestFiles(e, e.Guest); err != nil {
+		return fail(err)
+	}
 	e.privileges.denied = map[string]bool{}
 	e.placements = newPlacementHook()
 	// The placement hook comes before those that answer a clone

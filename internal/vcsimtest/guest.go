@@ -54,6 +54,8 @@ type FakeGuest struct {
 
 	// winLaunches are the worker launches Windows guests accepted.
 	winLaunches record[WindowsLaunch]
+	// files are the files its programs wrote (guest_files.go).
+	files guestFiles
 }
 
 func installFakeGuest(e *Env, user, password string) (*FakeGuest, error) {
@@ -161,6 +163,9 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 	call.Fault = fault
 	f.mu.Unlock()
 	f.calls.add(call)
+	if fault == nil {
+		f.files.write(call)
+	}
 	if winLaunch != nil {
 		f.winLaunches.add(*winLaunch)
 	}
