@@ -13,7 +13,9 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // TestGuestFilesTransferWhatAProgramWrote: the fake guest's program that
@@ -34,8 +36,8 @@ func TestGuestFilesTransferWhatAProgramWrote(t *testing.T) {
 	vm := info.Result.(types.ManagedObjectReference)
 	require.Eventually(t, func() bool { return env.MustInspect("files-vm").GuestOperationsReady }, 30*time.Second, 5*time.Millisecond)
 
-	_, err = env.Client.StartProgramInGuest(ctx, vm, guestAuth(), &types.GuestProgramSpec{
-		ProgramPath: "/bin/sh", Arguments: `-c "printf %s word-1 > /tmp/out"`})
+	_, err = env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+		Path: "/bin/sh", Args: `-c "printf %s word-1 > /tmp/out"`})
 	require.NoError(t, err)
 	got, ok := env.Guest.File("files-vm", "/tmp/out")
 	require.True(t, ok)
@@ -46,7 +48,7 @@ func TestGuestFilesTransferWhatAProgramWrote(t *testing.T) {
 	require.NoError(t, err)
 	_, err = fm.InitiateFileTransferFromGuest(ctx, &types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: "wrong"}, "/tmp/out")
 	assert.True(t, fault.Is(err, &types.InvalidGuestLogin{}), "%v", err)
-	ft, err := fm.InitiateFileTransferFromGuest(ctx, guestAuth(), "/tmp/out")
+	ft, err := fm.InitiateFileTransferFromGuest(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out")
 	require.NoError(t, err)
 	u, err := fm.TransferURL(ctx, ft.Url)
 	require.NoError(t, err)
@@ -57,9 +59,9 @@ func TestGuestFilesTransferWhatAProgramWrote(t *testing.T) {
 	require.NoError(t, body.Close())
 	assert.Equal(t, "word-1", string(b))
 
-	require.NoError(t, fm.DeleteFile(ctx, guestAuth(), "/tmp/out"))
+	require.NoError(t, fm.DeleteFile(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out"))
 	_, ok = env.Guest.File("files-vm", "/tmp/out")
 	assert.False(t, ok)
-	_, err = fm.InitiateFileTransferFromGuest(ctx, guestAuth(), "/tmp/out")
+	_, err = fm.InitiateFileTransferFromGuest(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out")
 	assert.True(t, fault.Is(err, &types.FileNotFound{}), "%v", err)
 }
