@@ -202,17 +202,7 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 		return n.Collectors == 2 && n.Views == 2 && n.InView == 1 && n.Live
 	}, 20*time.Second, 5*time.Millisecond, "the collector and its view are made again: %+v", c.WaitCollector())
 
-	start := time.Now()
-	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
-	require.NoError(t, err)
-	require.NoError(t, task.Wait(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-		assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification of the new collector")
-	case <-time.After(slowPolls / 3):
-		t.Fatal("the wait did not see the power off")
-	}
+	powerOffWakes(t, ctx, env, vm, done, "woken by a notification of the new collector")
 	assert.GreaterOrEqual(t, c.Relogins(), int64(1))
 }
 
@@ -246,17 +236,7 @@ func TestWaitCollectorRetiredAfterAnUnansweredPoll(t *testing.T) {
 	assert.Zero(t, d["DestroyPropertyCollector"].Requests, "not destroyed under a poll the server may be answering")
 	assert.Equal(t, int64(1), d["DestroyView"].Requests, "its view is destroyed")
 
-	start := time.Now()
-	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
-	require.NoError(t, err)
-	require.NoError(t, task.Wait(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-		assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification of the new collector")
-	case <-time.After(slowPolls / 3):
-		t.Fatal("the wait did not see the power off")
-	}
+	powerOffWakes(t, ctx, env, vm, done, "woken by a notification of the new collector")
 }
 
 // TestWaitCollectorRebuildBacksOff: while vCenter refuses to make the
@@ -284,17 +264,7 @@ func TestWaitCollectorRebuildBacksOff(t *testing.T) {
 	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 15 * time.Millisecond}, c.WaitCollector().Retries,
 		"one back-off per refusal, doubling to its bound")
 
-	start := time.Now()
-	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
-	require.NoError(t, err)
-	require.NoError(t, task.Wait(ctx))
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-		assert.Less(t, time.Since(start), slowPolls/3, "woken by a notification")
-	case <-time.After(slowPolls / 3):
-		t.Fatal("the wait did not see the power off")
-	}
+	powerOffWakes(t, ctx, env, vm, done, "woken by a notification")
 }
 
 // TestTaskWaitFailsWithItsFault: a failed task's wait returns its fault
@@ -414,4 +384,23 @@ func TestTaskOutcomeFromItsNotification(t *testing.T) {
 	var terr task.Error
 	assert.ErrorAs(t, err, &terr)
 	assert.Zero(t, c.Stats().Sub(before)["RetrievePropertiesEx"].Requests, "the fault came with the notification")
+}
+
+// powerOffWakes powers vm off from outside the hatchery (the admin
+// session) and fails unless the wait running on done ends without error
+// well before a poll of slowPolls would have ended it: woken by a
+// notification, as why says.
+func powerOffWakes(t *testing.T, ctx context.Context, env *vcsimtest.Env, vm types.ManagedObjectReference, done <-chan error, why string) {
+	t.Helper()
+	start := time.Now()
+	task, err := object.NewVirtualMachine(env.Admin.Client, vm).PowerOff(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+		assert.Less(t, time.Since(start), slowPolls/3, why)
+	case <-time.After(slowPolls / 3):
+		t.Fatal("the wait did not see the power off")
+	}
 }
