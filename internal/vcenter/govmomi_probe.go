@@ -32,8 +32,21 @@ func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectRe
 		if err != nil {
 			return nil, nil, err
 		}
+		if refs, ok := c.watchedMembers(v); ok {
+			// The scope's VMs as the watch reported them: only the
+			// pool is read.
+			if pool == nil {
+				return refs, nil, nil
+			}
+			_, rt, err := c.probe(ctx, &vmView{}, pool)
+			if err != nil {
+				return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+			}
+			return refs, rt, nil
+		}
 		refs, rt, err := c.probe(ctx, v, pool)
 		if err == nil {
+			c.watchMembers(ctx, v)
 			return refs, rt, nil
 		}
 		if attempt == 0 && isNotFound(err) {

@@ -61,6 +61,9 @@ type vmWatch struct {
 	// gone yet; byRef maps each watched VM to its filter.
 	filters map[types.ManagedObjectReference]map[types.ManagedObjectReference]struct{}
 	byRef   map[types.ManagedObjectReference]types.ManagedObjectReference
+	// members is the filter on the scope's views and what they reported
+	// (govmomi_members.go); nil when none.
+	members *vmMembers
 	// abandoned is when a WaitForUpdatesEx on pc got no answer; zero when
 	// every poll was answered. An abandoned collector is never changed
 	// again, only retired (watchRetireDelay).
@@ -329,8 +332,13 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 			break // nothing changed
 		}
 		version = set.Version
+		var members []types.ObjectUpdate
 		for _, fu := range set.FilterSet {
 			for _, ou := range fu.ObjectSet {
+				if ou.Obj.Type == "ContainerView" {
+					members = append(members, ou)
+					continue
+				}
 				if ou.Obj.Type != "VirtualMachine" {
 					continue
 				}
@@ -340,6 +348,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 				}
 			}
 			for _, miss := range fu.MissingSet {
+				if miss.Obj.Type == "ContainerView" {
+					members = append(members, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
+				}
 				if miss.Obj.Type == "VirtualMachine" && objectGone(miss.Fault) {
 					updates = append(updates, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
 					gone = append(gone, miss.Obj)
@@ -349,6 +360,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 		c.watchMu.Lock()
 		if c.watch == w {
 			w.version = version
+			for _, ou := range members {
+				w.applyMemberUpdate(ou)
+			}
 		}
 		c.watchMu.Unlock()
 		if set.Truncated == nil || !*set.Truncated {
