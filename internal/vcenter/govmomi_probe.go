@@ -22,7 +22,10 @@ const retrieveMaxRefs = 1000
 // datacenter's VM folder, or of the hatchery's folder and templateFolders:
 // govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
 // object spec has a SelectSet. Views lost with their session are made
-// again once, as ListVirtualMachines does.
+// again once, as ListVirtualMachines does. With a VM change watch, the
+// first probe also makes the watch's filter on the views
+// (govmomi_members.go); once it has reported every view, the VMs come from
+// its notifications and only the pool is read (nothing without a pool).
 func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, nil, err

@@ -17,9 +17,11 @@ import (
 
 // The VM change watch (docs/inventory-watch.md) is a property
 // collector of its own with filters that list VMs explicitly: no traversal
-// spec, no SelectSet, no ContainerView, no slice-valued property. That is
-// what keeps it free of govmomi simulator v0.56.0's lock-order deadlock and
-// of its live-slice data races (docs/inventory-watch.md, "Filter design").
+// spec, no SelectSet, no slice-valued VM property; and one filter listing
+// the scope's container views for their `view` (govmomi_members.go). That
+// is what keeps it free of govmomi simulator v0.56.0's lock-order deadlock;
+// the views' live-slice race is the tests' simulator's to avoid, as vCenter
+// does (docs/inventory-watch.md, "Filter design").
 
 const (
 	// watchDestroyTimeout bounds a best-effort cleanup request of the
