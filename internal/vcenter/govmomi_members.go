@@ -26,8 +26,9 @@ type vmMembers struct {
 	// view of view has reported.
 	refs map[types.ManagedObjectReference][]types.ManagedObjectReference
 	// broken is set by a report the watch cannot read (a view left the
-	// filter, a change other than a whole `view`): the membership is not
-	// trusted until the next watch.
+	// filter, a change other than an assignment of the whole `view`): the
+	// membership is not trusted until the next watch, and ProbeInventory
+	// reads the views.
 	broken bool
 }
 
