@@ -62,20 +62,54 @@ type guardedCollector struct {
 	// collector gone (ManagedObjectNotFound), as on vCenter, instead of
 	// ranging over filters the destroy is removing.
 	destroyed bool
+	// polling holds a token while one of the collector's long polls
+	// computes: the simulator keeps a poll's state (its pending update
+	// set, its cancel func) on the collector itself, unlocked, so two
+	// polls at once race on it (see serialPoll).
+	polling chan struct{}
 }
 
 func newGuardedCollector(pc *simulator.PropertyCollector) *guardedCollector {
-	return &guardedCollector{PropertyCollector: pc, idle: make(chan struct{})}
+	return &guardedCollector{PropertyCollector: pc, idle: make(chan struct{}), polling: make(chan struct{}, 1)}
 }
 
-// WaitForUpdatesEx is the simulator's, counted in flight; once a destroy
-// began, ManagedObjectNotFound.
+// serialPoll runs poll, one long poll of the collector at a time. A poll
+// that finds an older one still running ends it first (CancelWaitForUpdates,
+// again at each tick: the older may not have set its cancel func yet),
+// then computes: the newer poll is the one its client waits for. An older
+// poll is still running when its client gave up on it (the hatchery's
+// bounded request, under load), and the client polls the same collector
+// again; vCenter answers each poll from the collector's own consistent
+// state, while the simulator v0.56.0 reads and writes the collector's
+// pending update set from both calls unlocked (a data race under -race,
+// seen in internal/vsphere's instant-clone tests on a loaded machine).
+func (g *guardedCollector) serialPoll(this types.ManagedObjectReference, poll func() soap.HasFault) soap.HasFault {
+	select {
+	case g.polling <- struct{}{}:
+	default:
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for taken := false; !taken; {
+			g.PropertyCollector.CancelWaitForUpdates(&types.CancelWaitForUpdates{This: this})
+			select {
+			case g.polling <- struct{}{}:
+				taken = true
+			case <-tick.C:
+			}
+		}
+	}
+	defer func() { <-g.polling }()
+	return poll()
+}
+
+// WaitForUpdatesEx is the simulator's, counted in flight, one at a time
+// (serialPoll); once a destroy began, ManagedObjectNotFound.
 func (g *guardedCollector) WaitForUpdatesEx(ctx *simulator.Context, r *types.WaitForUpdatesEx) soap.HasFault {
 	if !g.begin() {
 		return &methods.WaitForUpdatesExBody{Fault_: simulator.Fault("", &types.ManagedObjectNotFound{Obj: r.This})}
 	}
 	defer g.end()
-	return g.PropertyCollector.WaitForUpdatesEx(ctx, r)
+	return g.serialPoll(r.This, func() soap.HasFault { return g.PropertyCollector.WaitForUpdatesEx(ctx, r) })
 }
 
 // WaitForUpdates is the simulator's (the deprecated long poll), counted
@@ -85,7 +119,7 @@ func (g *guardedCollector) WaitForUpdates(ctx *simulator.Context, r *types.WaitF
 		return &methods.WaitForUpdatesBody{Fault_: simulator.Fault("", &types.ManagedObjectNotFound{Obj: r.This})}
 	}
 	defer g.end()
-	return g.PropertyCollector.WaitForUpdates(ctx, r)
+	return g.serialPoll(r.This, func() soap.HasFault { return g.PropertyCollector.WaitForUpdates(ctx, r) })
 }
 
 // CreateFilter is the simulator's, followed by a change of nothing any

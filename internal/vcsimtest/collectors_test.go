@@ -95,3 +95,70 @@ func TestVcsimCollectorDestroyedUnderItsWait(t *testing.T) {
 		}
 	}
 }
+
+// TestVcsimCollectorPolledTwiceAtOnce: a collector polled again while an
+// older poll of it still runs (a client that gave up on its first poll,
+// as the hatchery does with a bounded request under load) answers the
+// newer poll, and the older ends (RequestCanceled, or its answer); its VM
+// changing all the while, so both polls have update sets to compute. The
+// pinned simulator alone reads and writes the collector's pending update
+// set from both polls unlocked: under -race this test reports the race
+// without the serialisation of vcsimtest's collector guard
+// (collectors.go, serialPoll).
+func TestVcsimCollectorPolledTwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	vmRef := env.MustInspect(vcsimtest.DefaultTemplate).Ref
+
+	changing, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sctx := env.SimContext()
+		vm := env.Model.Map().Get(vmRef).(*simulator.VirtualMachine)
+		tk := time.NewTicker(time.Millisecond)
+		defer tk.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-changing.Done():
+				return
+			case <-tk.C:
+			}
+			sctx.WithLock(vm, func() {
+				sctx.Update(vm, []types.PropertyChange{{Name: "config.annotation", Val: fmt.Sprintf("change %d", i)}})
+			})
+		}
+	}()
+	defer func() { stop(); wg.Wait() }()
+
+	res, err := methods.CreatePropertyCollector(ctx, c, &types.CreatePropertyCollector{This: c.ServiceContent.PropertyCollector})
+	require.NoError(t, err)
+	pc := res.Returnval
+	_, err = methods.CreateFilter(ctx, c, &types.CreateFilter{This: pc, Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: vmRef}},
+		PropSet:   []types.PropertySpec{{Type: "VirtualMachine", PathSet: []string{"config.annotation"}}},
+	}})
+	require.NoError(t, err)
+	maxWait := int32(5)
+	for round := range 30 {
+		polls := make(chan error, 2)
+		var start sync.WaitGroup
+		start.Add(2)
+		for range 2 {
+			go func() {
+				start.Done()
+				start.Wait()
+				_, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc, Options: &types.WaitOptions{MaxWaitSeconds: &maxWait}})
+				polls <- err
+			}()
+		}
+		for range 2 {
+			if err := <-polls; err != nil && !fault.Is(err, &types.RequestCanceled{}) {
+				t.Fatalf("round %d: a poll ended with %v", round, err)
+			}
+		}
+	}
+}
