@@ -35,27 +35,7 @@ func TestVcsimCollectorDestroyedUnderItsWait(t *testing.T) {
 	vmRef := env.MustInspect(vcsimtest.DefaultTemplate).Ref
 
 	// The VM changes every 2 ms until the test ends.
-	changing, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sctx := env.SimContext()
-		vm := env.Model.Map().Get(vmRef).(*simulator.VirtualMachine)
-		tk := time.NewTicker(2 * time.Millisecond)
-		defer tk.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-changing.Done():
-				return
-			case <-tk.C:
-			}
-			sctx.WithLock(vm, func() {
-				sctx.Update(vm, []types.PropertyChange{{Name: "config.annotation", Val: fmt.Sprintf("change %d", i)}})
-			})
-		}
-	}()
-	defer func() { stop(); wg.Wait() }()
+	defer keepChanging(ctx, env, vmRef, 2*time.Millisecond)()
 
 	maxWait := int32(5)
 	for round := range 25 {
@@ -112,27 +92,7 @@ func TestVcsimCollectorPolledTwiceAtOnce(t *testing.T) {
 	c := env.Admin.Client
 	vmRef := env.MustInspect(vcsimtest.DefaultTemplate).Ref
 
-	changing, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		sctx := env.SimContext()
-		vm := env.Model.Map().Get(vmRef).(*simulator.VirtualMachine)
-		tk := time.NewTicker(time.Millisecond)
-		defer tk.Stop()
-		for i := 0; ; i++ {
-			select {
-			case <-changing.Done():
-				return
-			case <-tk.C:
-			}
-			sctx.WithLock(vm, func() {
-				sctx.Update(vm, []types.PropertyChange{{Name: "config.annotation", Val: fmt.Sprintf("change %d", i)}})
-			})
-		}
-	}()
-	defer func() { stop(); wg.Wait() }()
+	defer keepChanging(ctx, env, vmRef, time.Millisecond)()
 
 	res, err := methods.CreatePropertyCollector(ctx, c, &types.CreatePropertyCollector{This: c.ServiceContent.PropertyCollector})
 	require.NoError(t, err)
@@ -161,4 +121,30 @@ func TestVcsimCollectorPolledTwiceAtOnce(t *testing.T) {
 			}
 		}
 	}
+}
+
+// keepChanging changes vm's annotation in the simulator every period
+// until the returned stop is called, which waits for the changes to end.
+func keepChanging(ctx context.Context, env *vcsimtest.Env, vmRef types.ManagedObjectReference, period time.Duration) (stop func()) {
+	changing, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		sctx := env.SimContext()
+		vm := env.Model.Map().Get(vmRef).(*simulator.VirtualMachine)
+		tk := time.NewTicker(period)
+		defer tk.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-changing.Done():
+				return
+			case <-tk.C:
+			}
+			sctx.WithLock(vm, func() {
+				sctx.Update(vm, []types.PropertyChange{{Name: "config.annotation", Val: fmt.Sprintf("change %d", i)}})
+			})
+		}
+	}()
+	return func() { cancel(); wg.Wait() }
 }
