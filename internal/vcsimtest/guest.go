@@ -136,12 +136,7 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 			ready = vm.Guest != nil && vm.Guest.GuestOperationsReady != nil && *vm.Guest.GuestOperationsReady
 			call.Windows = vm.Guest != nil && vm.Guest.GuestFamily == WindowsGuestFamily
 		})
-		switch {
-		case state != types.VirtualMachinePowerStatePoweredOn:
-			fault = &types.InvalidPowerState{RequestedState: types.VirtualMachinePowerStatePoweredOn, ExistingState: state}
-		case !ready:
-			fault = new(types.GuestOperationsUnavailable)
-		}
+		fault = guestOpsFault(state, ready)
 	}
 
 	f.mu.Lock()
@@ -188,3 +183,18 @@ func (f *FakeGuest) StartProgramInGuest(ctx *simulator.Context, req *types.Start
 
 // newFinder is a finder over every object of c's inventory.
 func newFinder(c *vim25.Client) *find.Finder { return find.NewFinder(c, true) }
+
+// guestOpsFault is vCenter's answer to a guest operation on a VM in state
+// whose guest operations are ready or not: InvalidPowerState when it is
+// not powered on, GuestOperationsUnavailable when its Tools are not
+// ready, nil when the operation may run. The fake guest's processes and
+// files answer by it.
+func guestOpsFault(state types.VirtualMachinePowerState, ready bool) types.BaseMethodFault {
+	switch {
+	case state != types.VirtualMachinePowerStatePoweredOn:
+		return &types.InvalidPowerState{RequestedState: types.VirtualMachinePowerStatePoweredOn, ExistingState: state}
+	case !ready:
+		return new(types.GuestOperationsUnavailable)
+	}
+	return nil
+}

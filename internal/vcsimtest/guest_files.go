@@ -146,11 +146,8 @@ func (m *FakeGuestFiles) access(ctx *simulator.Context, ref types.ManagedObjectR
 		state = vm.Runtime.PowerState
 		ready = vm.Guest != nil && vm.Guest.GuestOperationsReady != nil && *vm.Guest.GuestOperationsReady
 	})
-	switch {
-	case state != types.VirtualMachinePowerStatePoweredOn:
-		return "", &types.InvalidPowerState{RequestedState: types.VirtualMachinePowerStatePoweredOn, ExistingState: state}
-	case !ready:
-		return "", new(types.GuestOperationsUnavailable)
+	if fault := guestOpsFault(state, ready); fault != nil {
+		return "", fault
 	}
 	a, _ := auth.(*types.NamePasswordAuthentication)
 	m.guest.mu.Lock()

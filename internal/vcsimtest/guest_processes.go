@@ -39,12 +39,7 @@ func (f *FakeGuest) ListProcessesInGuest(ctx *simulator.Context, req *types.List
 			state = vm.Runtime.PowerState
 			ready = vm.Guest != nil && vm.Guest.GuestOperationsReady != nil && *vm.Guest.GuestOperationsReady
 		})
-		switch {
-		case state != types.VirtualMachinePowerStatePoweredOn:
-			fault = &types.InvalidPowerState{RequestedState: types.VirtualMachinePowerStatePoweredOn, ExistingState: state}
-		case !ready:
-			fault = new(types.GuestOperationsUnavailable)
-		}
+		fault = guestOpsFault(state, ready)
 	}
 	f.mu.Lock()
 	auth, _ := req.Auth.(*types.NamePasswordAuthentication)
