@@ -108,3 +108,19 @@ func TestCloudInitStaticAddress(t *testing.T) {
 	assert.False(t, rep.Failed())
 	assert.Empty(t, scratchLeft(t, env))
 }
+
+// TestCustomizationWindowsSysprep: a Windows model's clone is customized
+// by sysprep with DHCP, as a spawn's, and its guest reports its lease.
+func TestCustomizationWindowsSysprep(t *testing.T) {
+	t.Parallel()
+	const win = "win2022"
+	env := vcsimtest.Start(t, vcsimtest.Options{Templates: []vcsimtest.Template{{Name: win, GuestID: vcsimtest.WindowsGuestID}}})
+	cfg := env.Config()
+	cfg.Models = []config.GuestCredential{{ModelVMWare: win, OS: config.OSWindows, Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword}}
+	cfg.CommonConfiguration.API.HTTP.URL = "http://127.0.0.1:8081"
+	rep := Run(context.Background(), cfg, envDialer(env), Options{RunID: "win"})
+	t.Logf("report:\n%s", text(rep))
+	c := one(t, rep, "customization")
+	assert.Equal(t, Pass, c.Status, c.Detail)
+	assert.Contains(t, c.Detail, "sysprep with DHCP: the guest reported 10.253.")
+}
