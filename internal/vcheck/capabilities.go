@@ -85,7 +85,7 @@ func (r *runner) locks(ctx context.Context) {
 	case err == nil:
 		res := r.add("unique-name lock", name, start, Unsupported, "vCenter accepted a second folder of the same name")
 		res.Needed = r.staticIPs()
-		res.Fix = "static IPs (ipRange, networks) need vCenter's unique folder names: remove them or use DHCP"
+		res.Fix = "static IPs (iprange, networks) need vCenter's unique folder names: remove them or use DHCP"
 	default:
 		r.outcome("unique-name lock", name, start, err, "")
 	}

@@ -44,7 +44,7 @@ func (a address) how() string {
 }
 
 // takeAddress takes, for t's first clone, an address of the configured
-// ranges (ipRange, networks) the way a spawn does (ippool.Pool.Reserve:
+// ranges (iprange, networks) the way a spawn does (ippool.Pool.Reserve:
 // not used by a VM of the inventory, and taken through its lock, so that
 // no hatchery instance hands it out meanwhile): one "static address"
 // line. Without static IPs the clone uses DHCP and there is no line.
@@ -58,7 +58,7 @@ func (r *runner) takeAddress(ctx context.Context, t checkedTemplate) (address, b
 		pool, err := ippool.New(r.cfg)
 		if err != nil {
 			res := r.add("static address", t.name, start, Fail, err.Error())
-			res.Needed, res.Fix = true, "correct ipRange (or networks[].ipRange): `config check` names the problem"
+			res.Needed, res.Fix = true, "correct iprange (or networks[].iprange): `config check` names the problem"
 			return address{}, false
 		}
 		pool.UseLocks(r.vc, r.cfg.CommonConfiguration.Name, r.log)
@@ -75,7 +75,7 @@ func (r *runner) takeAddress(ctx context.Context, t checkedTemplate) (address, b
 		res := r.outcome("static address", t.name, start, err, "")
 		res.Needed = true
 		if errors.Is(err, ippool.ErrNoIPAvailable) {
-			res.Fix = "every address of ipRange is used by a VM or locked by a hatchery instance: run the check when one is free, or widen the range"
+			res.Fix = "every address of iprange is used by a VM or locked by a hatchery instance: run the check when one is free, or widen the range"
 		}
 		return address{}, false
 	}
@@ -145,8 +145,8 @@ func (r *runner) customization(ctx context.Context, t checkedTemplate, vm types.
 		if ctx.Err() == nil {
 			res.Detail = fmt.Sprintf("%s with %s: the guest reported no address within %s: %v", kind, addr.how(), r.o.GuestReadyTimeout, err)
 			res.Fix = "the template must allow guest customization (open-vm-tools, and perl for LinuxPrep; sysprep on Windows); " +
-				"with DHCP, a DHCP server on the VMs' network (networkString, placements[].network), else set ipRange; " +
-				"with ipRange, its gateway, mask and network must be the VMs' network's"
+				"with DHCP, a DHCP server on the VMs' network (networkString, placements[].network), else set iprange; " +
+				"with iprange, its gateway, mask and network must be the VMs' network's"
 		}
 		return
 	}

@@ -329,9 +329,9 @@ func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.Mana
 		res := r.outcome("cloud-init", t.name, start, err, "")
 		res.Needed = true
 		if ctx.Err() == nil {
-			res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template, and a DHCP server on its network or ipRange"
+			res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template, and a DHCP server on its network or iprange"
 			if addr.lease != nil {
-				res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template; ipRange's gateway, mask and network must be the VMs' network's"
+				res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template; iprange's gateway, mask and network must be the VMs' network's"
 			}
 		}
 		return
