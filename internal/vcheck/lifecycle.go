@@ -24,10 +24,15 @@ const notifyPoll = 50 * time.Millisecond
 // addr, for the clone the lifecycle runs on, is its guest's network: a
 // guestops model's clone is customized as a spawn's, a cloud-init one's
 // metadata carries the static address (nil: no customization, DHCP
-// metadata).
+// metadata). A placement naming a copy of the template (templateCopies)
+// is cloned from its copy, as a spawn's clone is.
 func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, addr *address) (types.ManagedObjectReference, bool) {
 	object := t.name + " -> " + p.Name
 	start := time.Now()
+	tref, from, ok := r.copyIn(ctx, t, tref, i, p, start)
+	if !ok {
+		return types.ManagedObjectReference{}, false
+	}
 	pool, err := r.vc.ResourcePoolAt(ctx, p.ResourcePool)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
@@ -89,9 +94,34 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 			"check that the placement's hosts reach the template's disks and the datastore has room").Needed = true
 		return types.ManagedObjectReference{}, false
 	}
-	res := r.add("clone", object, start, Pass, why)
+	res := r.add("clone", object, start, Pass, from+why)
 	r.measure(mode+" clone", res)
 	return vm, true
+}
+
+// copyIn is the template a clone of t into placement p (the i-th) is
+// made from: the copy p names in its templateCopies (config.Placement.
+// CopyOf, the spawn's rule), else tref; from says which ("" for t
+// itself). false: the copy is not found (a failed clone line naming its
+// key).
+func (r *runner) copyIn(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, start time.Time) (types.ManagedObjectReference, string, bool) {
+	c := p.CopyOf(t.name)
+	if c == t.name {
+		return tref, "", true
+	}
+	ref, err := r.vc.LoadVirtualMachine(ctx, c)
+	if err != nil {
+		key := fmt.Sprintf("%s.placements[%d].templateCopies", config.KeyPrefix, i)
+		for j, tc := range p.TemplateCopies {
+			if tc.Template == t.name {
+				key = fmt.Sprintf("%s[%d].copy", key, j)
+				break
+			}
+		}
+		r.outcome("clone", t.name+" -> "+p.Name, start, err, "set "+key+" to a template of this vCenter (the copy of "+t.name+" on the placement's datastore)").Needed = true
+		return types.ManagedObjectReference{}, "", false
+	}
+	return vcenter.MORef(ref), "from the placement's copy " + c + ": ", true
 }
 
 // lifecycle tries, on vm (a clone of t), what the hatchery does to a
