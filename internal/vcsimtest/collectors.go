@@ -122,6 +122,20 @@ func (g *guardedCollector) WaitForUpdates(ctx *simulator.Context, r *types.WaitF
 	return g.serialPoll(r.This, func() soap.HasFault { return g.PropertyCollector.WaitForUpdates(ctx, r) })
 }
 
+// CreateFilter is the simulator's, followed by a change of nothing any
+// filter lists, queued on the collector: vCenter reports a new filter's
+// objects at the collector's next poll, while the simulator v0.56.0
+// computes them only when some inventory change reaches the collector (a
+// quiet inventory never reports them). The queued change is such a change;
+// no filter reports it (it names the new filter, which no filter lists).
+func (g *guardedCollector) CreateFilter(ctx *simulator.Context, r *types.CreateFilter) soap.HasFault {
+	body := g.PropertyCollector.CreateFilter(ctx, r)
+	if res, ok := body.(*methods.CreateFilterBody); ok && res.Res != nil {
+		g.PropertyCollector.UpdateObject(ctx, res.Res.Returnval, nil)
+	}
+	return body
+}
+
 // DestroyPropertyCollector cancels the collector's running waits and
 // waits for them to return (collectorDrainMax at most), then destroys it
 // as the simulator does.
