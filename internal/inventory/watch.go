@@ -30,14 +30,16 @@ const WatchResyncInterval = time.Hour
 //
 //   - the changes of the watched VMs since the last refresh
 //     (VirtualMachineChanges: one request, nothing waited for);
-//   - one probe: every VM reference and the resource pool's runtime
-//     (ProbeInventory: one request). New references are added to the watch
-//     and read; references gone are dropped;
+//   - one probe: every VM reference of the scope and the resource pool's
+//     runtime (ProbeInventory: one request; the references come from the
+//     watch's notifications once its filter on the scope's views has
+//     reported, and only the pool is read). New references are added to
+//     the watch and read; references gone are dropped;
 //   - one read of only the VMs whose watched properties moved, the new ones
 //     and those named to Invalidate (RetrieveVirtualMachines), when any.
 //
-// An idle refresh therefore costs two requests, the larger carrying one
-// reference per VM. The first refresh, any error, a lost watch (new
+// An idle refresh therefore costs two requests, carrying a reference per
+// VM of the scope only until the views have reported. The first refresh, any error, a lost watch (new
 // session) and every WatchResyncInterval start again from a full leaf
 // listing under a new watch. interval and minGap as in NewShared.
 func NewWatch(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {

@@ -22,7 +22,10 @@ const retrieveMaxRefs = 1000
 // datacenter's VM folder, or of the hatchery's folder and templateFolders:
 // govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
 // object spec has a SelectSet. Views lost with their session are made
-// again once, as ListVirtualMachines does.
+// again once, as ListVirtualMachines does. With a VM change watch, the
+// first probe also makes the watch's filter on the views
+// (govmomi_members.go); once it has reported every view, the VMs come from
+// its notifications and only the pool is read (nothing without a pool).
 func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, nil, err
@@ -32,8 +35,21 @@ func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectRe
 		if err != nil {
 			return nil, nil, err
 		}
+		if refs, ok := c.watchedMembers(v); ok {
+			// The scope's VMs as the watch reported them: only the
+			// pool is read.
+			if pool == nil {
+				return refs, nil, nil
+			}
+			_, rt, err := c.probe(ctx, &vmView{}, pool)
+			if err != nil {
+				return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+			}
+			return refs, rt, nil
+		}
 		refs, rt, err := c.probe(ctx, v, pool)
 		if err == nil {
+			c.watchMembers(ctx, v)
 			return refs, rt, nil
 		}
 		if attempt == 0 && isNotFound(err) {

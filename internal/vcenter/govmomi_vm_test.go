@@ -142,6 +142,11 @@ func TestListVirtualMachinesLeafPropertiesAndTemplates(t *testing.T) {
 	_, err = c.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	delta := c.Stats().Sub(before)
+	// The session's wait collector (the clone's wait above made it) polls
+	// on its own goroutine: an answer to a poll sent before the window
+	// may land in it (seen: WaitForUpdatesEx {0 requests, 434 response
+	// bytes}). Every other method counts.
+	delete(delta, "WaitForUpdatesEx")
 	require.Len(t, delta, 1, "%v", delta)
 	assert.Equal(t, int64(1), delta["RetrievePropertiesEx"].Requests)
 	assert.Positive(t, delta["RetrievePropertiesEx"].RequestBytes)

@@ -17,9 +17,11 @@ import (
 
 // The VM change watch (docs/inventory-watch.md) is a property
 // collector of its own with filters that list VMs explicitly: no traversal
-// spec, no SelectSet, no ContainerView, no slice-valued property. That is
-// what keeps it free of govmomi simulator v0.56.0's lock-order deadlock and
-// of its live-slice data races (docs/inventory-watch.md, "Filter design").
+// spec, no SelectSet, no slice-valued VM property; and one filter listing
+// the scope's container views for their `view` (govmomi_members.go). That
+// is what keeps it free of govmomi simulator v0.56.0's lock-order deadlock;
+// the views' live-slice race is the tests' simulator's to avoid, as vCenter
+// does (docs/inventory-watch.md, "Filter design").
 
 const (
 	// watchDestroyTimeout bounds a best-effort cleanup request of the
@@ -61,6 +63,9 @@ type vmWatch struct {
 	// gone yet; byRef maps each watched VM to its filter.
 	filters map[types.ManagedObjectReference]map[types.ManagedObjectReference]struct{}
 	byRef   map[types.ManagedObjectReference]types.ManagedObjectReference
+	// members is the filter on the scope's views and what they reported
+	// (govmomi_members.go); nil when none.
+	members *vmMembers
 	// abandoned is when a WaitForUpdatesEx on pc got no answer; zero when
 	// every poll was answered. An abandoned collector is never changed
 	// again, only retired (watchRetireDelay).
@@ -329,8 +334,13 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 			break // nothing changed
 		}
 		version = set.Version
+		var members []types.ObjectUpdate
 		for _, fu := range set.FilterSet {
 			for _, ou := range fu.ObjectSet {
+				if ou.Obj.Type == "ContainerView" {
+					members = append(members, ou)
+					continue
+				}
 				if ou.Obj.Type != "VirtualMachine" {
 					continue
 				}
@@ -340,6 +350,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 				}
 			}
 			for _, miss := range fu.MissingSet {
+				if miss.Obj.Type == "ContainerView" {
+					members = append(members, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
+				}
 				if miss.Obj.Type == "VirtualMachine" && objectGone(miss.Fault) {
 					updates = append(updates, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
 					gone = append(gone, miss.Obj)
@@ -349,6 +362,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 		c.watchMu.Lock()
 		if c.watch == w {
 			w.version = version
+			for _, ou := range members {
+				w.applyMemberUpdate(ou)
+			}
 		}
 		c.watchMu.Unlock()
 		if set.Truncated == nil || !*set.Truncated {

@@ -54,7 +54,11 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 // the "enter" updates of a filter only when some inventory update reaches
 // the collector after the filter was made (a quiet simulator never
 // reports them; vCenter does at the next WaitForUpdatesEx). Rewriting the
-// pool's runtime unchanged is such an update.
+// pool's runtime unchanged is such an update. The tests' simulator already
+// reports a new filter's objects at the next poll (vcsimtest's
+// collectors.go) and passes a collector only the changes its filters can
+// report (pollscope.go), so this update no longer reaches a watch's
+// collector there; it is kept for the pinned simulator's behaviour.
 func nudge(env *vcsimtest.Env) {
 	env.SetResourcePoolRuntime(func(*types.ResourcePoolRuntimeInfo) {})
 }
