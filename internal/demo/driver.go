@@ -20,6 +20,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcheck"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -187,6 +188,9 @@ func (d *driver) cloudInitWorkers(ctx context.Context) {
 		if d.parentBoot(b) {
 			return // an instant parent's boot runs no worker (instant.go)
 		}
+		if d.checkBoot(b) {
+			return // a `vcenter check` VM's boot runs no worker
+		}
 		d.noteFork(b)
 		if b.Err != "" || b.CDSConfig == "" {
 			d.log.Warn("demo: cloud-init boot without a worker config", logkey.VM, b.VM, logkey.Err, b.Err)
@@ -197,6 +201,19 @@ func (d *driver) cloudInitWorkers(ctx context.Context) {
 			d.runWorker(ctx, c, wc)
 		}
 	})
+}
+
+// checkBoot tells whether b is the boot of a VM `vcenter check` made (its
+// record, internal/vcheck, in the annotation or its extraConfig mirror):
+// the check's userdata holds no worker config on purpose, so the boot is
+// told at INFO, not as a worker that could not start.
+func (d *driver) checkBoot(b vcsimtest.CloudInitBoot) bool {
+	st, ok := d.env.Inspect(b.VM)
+	if !ok || !(strings.HasPrefix(st.Annotation, vcheck.RecordPrefix) || strings.HasPrefix(st.ExtraConfig[vcheck.RecordKey], vcheck.RecordPrefix)) {
+		return false
+	}
+	d.log.Info("demo: a vcenter check VM booted from its cloud-init userdata; it runs no worker", logkey.VM, b.VM)
+	return true
 }
 
 // follow hands every item wait reports, once and in its own goroutine, to
