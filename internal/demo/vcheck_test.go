@@ -87,6 +87,6 @@ func TestVCenterCheckBesideTheRunningDemo(t *testing.T) {
 	require.NoError(t, <-done)
 	t.Logf("report:\n%s", out.String())
 	assert.False(t, rep.Failed())
-	require.NotEmpty(t, logs.Lines("a vcenter check VM booted"), "the check's cloud-init VMs booted beside the demo")
+	assert.NotEmpty(t, logs.Lines("a vcenter check VM booted"), "the check's cloud-init VMs booted beside the demo")
 	assert.Empty(t, logs.Lines("level=WARN"), "the demo warned while the check ran beside it")
 }
