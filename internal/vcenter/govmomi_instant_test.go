@@ -31,7 +31,7 @@ func instantSpec(t *testing.T, ctx context.Context, c *vcenter.Client, name, ip 
 	return types.VirtualMachineInstantCloneSpec{
 		Name:     name,
 		Location: types.VirtualMachineRelocateSpec{Folder: &folder, Pool: &poolRef},
-		Config:   opts,
+		Config:   vcenter.OptionValues(opts),
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	govguest "github.com/vmware/govmomi/guest"
 	"github.com/vmware/govmomi/vim25/soap"
 
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
@@ -84,13 +83,13 @@ func (r *runner) cloneVM(ctx context.Context, template types.ManagedObjectRefere
 }
 
 // readVM reads the VM's properties (vcenter.VMProperties).
-func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (mo.VirtualMachine, error) {
-	vms, err := r.vc.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (vctypes.VMInfo, error) {
+	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
 	if err != nil {
-		return mo.VirtualMachine{}, vcenter.Classify(err)
+		return vctypes.VMInfo{}, vcenter.Classify(err)
 	}
 	if len(vms) == 0 {
-		return mo.VirtualMachine{}, fmt.Errorf("vm %s: gone", vm.Value)
+		return vctypes.VMInfo{}, fmt.Errorf("vm %s: gone", vm.Value)
 	}
 	return vms[0], nil
 }
@@ -162,7 +161,8 @@ func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference) (s
 // name: its instance id and hostname, DHCP, a userdata whose script does
 // nothing.
 func cloudInitOptions(name string, windows bool) ([]types.BaseOptionValue, error) {
-	return cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
+	opts, err := cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
+	return vcenter.OptionValues(opts), err
 }
 
 // programExit reads whether the guest program pid ended and its exit
@@ -192,17 +192,9 @@ func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectRef
 }
 
 // extraConfig is the value of key in vm's extraConfig.
-func extraConfig(vm mo.VirtualMachine, key string) string {
-	if vm.Config == nil {
-		return ""
-	}
-	for _, o := range vm.Config.ExtraConfig {
-		if v := o.GetOptionValue(); v != nil && v.Key == key {
-			s, _ := v.Value.(string)
-			return s
-		}
-	}
-	return ""
+func extraConfig(vm vctypes.VMInfo, key string) string {
+	s, _ := vctypes.OptionValue(vm.Options, key)
+	return s
 }
 
 // outputTimeout bounds the read of a guest program's output: a file

@@ -118,11 +118,7 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm vctypes.Ref, na
 	defer h.custody.ForgetUserdata(name)
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
-	spec := cloudinit.ScrubSpec()
-	spec.ExtraConfig = append(spec.ExtraConfig,
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
-	)
+	spec := types.VirtualMachineConfigSpec{ExtraConfig: vcenter.OptionValues(cloudinit.BlankOptions())}
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(vm), spec); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
 	}

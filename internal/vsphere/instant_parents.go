@@ -141,12 +141,7 @@ func (h *HatcheryVSphere) adoptParents(ctx context.Context, plan instantparent.P
 func (h *HatcheryVSphere) blankParent(ctx context.Context, ref vctypes.Ref, name string) error {
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
-	spec := cloudinit.ScrubSpec()
-	spec.Annotation = parentNotes
-	spec.ExtraConfig = append(spec.ExtraConfig,
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
-	)
+	spec := types.VirtualMachineConfigSpec{Annotation: parentNotes, ExtraConfig: vcenter.OptionValues(cloudinit.BlankOptions())}
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(ref), spec); err != nil {
 		return fmt.Errorf("blank instant parent %q: %w", name, err)
 	}

@@ -189,12 +189,12 @@ func (h *HatcheryVSphere) instantCloneSpec(name string, folder vctypes.Ref, anno
 		return types.VirtualMachineInstantCloneSpec{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
 	}
 	var cs types.VirtualMachineConfigSpec
-	annot.ApplyTo(&cs)
+	vcenter.ApplyRecord(&cs, annot.Record())
 	f := vcenter.MORef(folder)
 	return types.VirtualMachineInstantCloneSpec{
 		Name:     name,
 		Location: types.VirtualMachineRelocateSpec{Folder: &f},
-		Config:   append(cs.ExtraConfig, opts...),
+		Config:   append(cs.ExtraConfig, vcenter.OptionValues(opts)...),
 	}, nil
 }
 
