@@ -158,10 +158,10 @@ func (mr *MockPortMockRecorder) FolderAttribute(arg0, arg1 interface{}) *gomock.
 }
 
 // InstantCloneVirtualMachine mocks base method.
-func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
+func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 vctypes.Ref, arg2 vctypes.InstantClone) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "InstantCloneVirtualMachine", arg0, arg1, arg2)
-	ret0, _ := ret[0].(*types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }

@@ -252,3 +252,14 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]vctypes.VMUpdate,
 	}
 	return out, nil
 }
+
+// InstantCloneVirtualMachine forks req.Name from the running parent into
+// req.Folder with req.Options and returns the child's reference (zero when
+// vCenter's task named none).
+func (c *Client) InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error) {
+	ref, err := c.instantCloneVirtualMachine(ctx, MORef(parent), InstantCloneSpecOf(req))
+	if err != nil || ref == nil {
+		return vctypes.Ref{}, Classify(err)
+	}
+	return RefOf(*ref), nil
+}

@@ -83,9 +83,10 @@ type VMs interface {
 	StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error)
 	// InstantCloneVirtualMachine forks a new VM from the running parent
 	// (InstantClone_Task, vSphere 6.7 and later): the child is created
-	// powered on in spec's location with spec's ExtraConfig, named
-	// spec.Name; it waits for the task and returns the child's reference.
-	InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error)
+	// powered on in req.Folder with req.Options as its ExtraConfig, named
+	// req.Name; it waits for the task and returns the child's reference
+	// (zero when the task named none).
+	InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error)
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error)

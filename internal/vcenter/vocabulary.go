@@ -277,3 +277,23 @@ func VMUpdateOf(u types.ObjectUpdate) vctypes.VMUpdate {
 	}
 	return out
 }
+
+// InstantCloneSpecOf is req as InstantClone_Task takes it: the child's
+// name, its folder, its options as ExtraConfig.
+func InstantCloneSpecOf(req vctypes.InstantClone) types.VirtualMachineInstantCloneSpec {
+	folder := MORef(req.Folder)
+	return types.VirtualMachineInstantCloneSpec{
+		Name:     req.Name,
+		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Config:   SetOptions(nil, req.Options),
+	}
+}
+
+// ConfigSpecOf is c as a reconfigure's config specification.
+func ConfigSpecOf(c vctypes.ConfigChange) types.VirtualMachineConfigSpec {
+	spec := types.VirtualMachineConfigSpec{Name: c.Name, ChangeVersion: c.ChangeVersion, ExtraConfig: SetOptions(nil, c.Options)}
+	if c.Notes != nil {
+		spec.Annotation = *c.Notes
+	}
+	return spec
+}

@@ -174,21 +174,16 @@ func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReferenc
 // instantClone forks name from the running parent into the scratch
 // folder with a guestinfo value of its own.
 func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {
-	folder := vcenter.MORef(r.scratch)
-	spec := types.VirtualMachineInstantCloneSpec{
-		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
-		Config: []types.BaseOptionValue{
-			&types.OptionValue{Key: guestinfoKey, Value: nonce},
-			&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
-		},
-	}
-	ref, err := r.vc.InstantCloneVirtualMachine(ctx, parent, spec)
+	req := vctypes.InstantClone{Name: name, Folder: r.scratch, Options: []vctypes.Option{
+		{Key: guestinfoKey, Value: nonce},
+		{Key: RecordKey, Value: recordOf(r.o.RunID)},
+	}}
+	ref, err := r.vc.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), req)
 	if err != nil {
 		return types.ManagedObjectReference{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
-	return *ref, nil
+	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
+	return vcenter.MORef(ref), nil
 }
 
 // extraConfig is the value of key in vm's extraConfig.

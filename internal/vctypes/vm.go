@@ -78,3 +78,24 @@ type VMUpdate struct {
 	Kind    UpdateKind
 	Changes []PropertyChange
 }
+
+// InstantClone is an instant clone's request: the child's name, the
+// folder it goes to (the parent's pool and datastore are its: the child
+// stays on its parent's host) and its advanced settings (the ownership
+// record's mirror, cloud-init's guestinfo, in order).
+type InstantClone struct {
+	Name    string
+	Folder  Ref
+	Options []Option
+}
+
+// ConfigChange is a reconfigure of a VM's name, Notes and advanced
+// settings: a new name ("" keeps it), the compare-and-swap on the VM's
+// change version ("" none), the Notes (nil keeps them) and the options to
+// set (an empty value removes a key).
+type ConfigChange struct {
+	Name          string
+	ChangeVersion string
+	Notes         *string
+	Options       []Option
+}

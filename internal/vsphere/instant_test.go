@@ -86,10 +86,10 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	child := spNewRef
 	var spec types.VirtualMachineInstantCloneSpec
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
-			spec = s
-			return spMOPtr(child), nil
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ vctypes.Ref, r vctypes.InstantClone) (vctypes.Ref, error) {
+			spec = vcenter.InstantCloneSpecOf(r) // as the adapter sends it
+			return child, nil
 		})
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), child, "10.0.0.11").Return("10.0.0.11", nil),
@@ -148,7 +148,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	args := spCloudInitArgs()
 	fault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidPowerState{}, LocalizedMessage: "powered off"}}
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil, fault)
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(vctypes.Ref{}, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
 	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
