@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	govguest "github.com/vmware/govmomi/guest"
@@ -15,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -34,8 +36,10 @@ const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 // powered off, linked when the template allows it and its disks are on ds
 // (clonespec.PlacementCloneMode, the spawn's rule; TemplateCloneMode
 // without a datastore), with the run's record and a guestinfo value; the
-// mode and what to say of it.
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
+// mode and what to say of it. custom, when set, gives the clone's guest
+// customization from the template's devices.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string,
+	custom func([]types.BaseVirtualDevice) (*types.CustomizationSpec, error)) (*types.VirtualMachineCloneSpec, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
 		return nil, "", "", vcenter.Classify(err)
@@ -55,6 +59,11 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 				&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
 			},
 		},
+	}
+	if custom != nil && t.Config != nil {
+		if spec.Customization, err = custom(t.Config.Hardware.Device); err != nil {
+			return nil, "", "", err
+		}
 	}
 	if pool.Value != "" {
 		p := vcenter.MORef(pool)
@@ -150,18 +159,34 @@ func (r *runner) waitEnv(ctx context.Context, vm types.ManagedObjectReference, a
 	return s.WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: auth})
 }
 
-// waitIP waits for the guest to report an IPv4 address.
-func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference) (string, error) {
-	ip, err := r.vc.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
+// waitIP waits at most timeout for the guest to report an IPv4 address
+// (expected when set), the spawn's own wait (guest.WaitIP).
+func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference, expected string, timeout time.Duration) (string, error) {
+	ip, err := guest.WaitIP(ctx, r.vc, vcenter.RefOf(vm), expected, timeout)
 	return ip, vcenter.Classify(err)
+}
+
+// usedAddresses are the addresses the inventory's VMs hold (recorded or
+// reported by their guests: inventory.UsedBy, what a spawn's pick
+// skips).
+func (r *runner) usedAddresses(ctx context.Context) (map[netip.Addr]bool, error) {
+	listed, err := r.vc.ListVirtualMachines(ctx)
+	if err != nil {
+		return nil, vcenter.Classify(err)
+	}
+	vms := make([]inventory.VM, 0, len(listed))
+	for _, o := range listed {
+		vms = append(vms, inventory.VMFromInfo(o))
+	}
+	return inventory.UsedBy(vms), nil
 }
 
 // cloudInitOptions are the guestinfo of cloud-init's VMware datasource
 // (internal/cloudinit, the documents a worker's VM is given) for the VM
-// name: its instance id and hostname, DHCP, a userdata whose script does
-// nothing.
-func cloudInitOptions(name string, windows bool) ([]types.BaseOptionValue, error) {
-	opts, err := cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
+// name: its instance id and hostname, addr's static address (nil: DHCP),
+// a userdata whose script does nothing.
+func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]types.BaseOptionValue, error) {
+	opts, err := cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
 	return vcenter.OptionValues(opts), err
 }
 
