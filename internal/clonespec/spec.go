@@ -197,7 +197,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		},
 		Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)},
 	}
-	annot.ApplyTo(config)
+	vcenter.ApplyRecord(config, annot.Record())
 	if err := ApplyFlavor(config, flavor, devices); err != nil {
 		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", FlavorName(flavor), tname, err)
 	}
@@ -229,7 +229,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		if err != nil {
 			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
 		}
-		config.ExtraConfig = append(config.ExtraConfig, opts...)
+		config.ExtraConfig = append(config.ExtraConfig, vcenter.OptionValues(opts)...)
 		// cloud-init configures hostname and network from the metadata;
 		// a customization would race it.
 		spec.Customization = nil

@@ -164,12 +164,12 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 	return w, nil
 }
 
-// WatchVirtualMachines adds VMs to the change watch, in filters of at most
+// watchVirtualMachines adds VMs to the change watch, in filters of at most
 // watchFilterMaxRefs VMs each; VMs already watched are skipped. Cost: one
 // CreateFilter per started watchFilterMaxRefs new VMs, none when every VM
 // is already watched. ErrWatchLost (wrapped) when there is no watch of the
 // current session.
-func (c *Client) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -233,10 +233,10 @@ func vmWatchFilterSpec(refs []types.ManagedObjectReference) types.PropertyFilter
 	}
 }
 
-// UnwatchVirtualMachines takes VMs out of the change watch; a filter left
+// unwatchVirtualMachines takes VMs out of the change watch; a filter left
 // with no VM is destroyed (best effort). Unknown VMs cost nothing: no
 // request is made unless a filter empties.
-func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) unwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -272,7 +272,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 	return empty
 }
 
-// VirtualMachineChanges reads the watch's updates since the previous call
+// virtualMachineChanges reads the watch's updates since the previous call
 // with WaitForUpdatesEx and MaxWaitSeconds 0, so it never waits for a
 // change: one request when nothing changed, one more per page of a
 // truncated update set. It returns every VM update in order; a VM that
@@ -281,7 +281,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // there is no watch of the current session, the collector is gone, or a
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
-func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

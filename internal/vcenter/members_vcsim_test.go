@@ -29,7 +29,7 @@ func TestWatchLearnsScopeMembersFromNotifications(t *testing.T) {
 
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	before := c.Stats()
-	listed, _, err := c.ProbeInventory(ctx, nil)
+	listed, _, err := c.ProbeInventoryRefs(ctx, nil)
 	require.NoError(t, err)
 	d := c.Stats().Sub(before)
 	assert.Equal(t, int64(1), d["CreateFilter"].Requests, "the first probe reads the views and watches them")
@@ -41,7 +41,7 @@ func TestWatchLearnsScopeMembersFromNotifications(t *testing.T) {
 		_, err := c.VirtualMachineChanges(ctx)
 		require.NoError(t, err)
 		before := c.Stats()
-		refs, _, err := c.ProbeInventory(ctx, nil)
+		refs, _, err := c.ProbeInventoryRefs(ctx, nil)
 		require.NoError(t, err)
 		return refs, requestsOf(c.Stats().Sub(before))
 	}
@@ -95,7 +95,7 @@ func TestWatchLearnsScopeMembersFromNotifications(t *testing.T) {
 	// A new watch reads the views again before it trusts its own filter.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	before = c.Stats()
-	_, _, err = c.ProbeInventory(ctx, nil)
+	_, _, err = c.ProbeInventoryRefs(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), c.Stats().Sub(before)["RetrievePropertiesEx"].Requests)
 }

@@ -11,7 +11,6 @@ import (
 	govguest "github.com/vmware/govmomi/guest"
 	"github.com/vmware/govmomi/vim25/soap"
 
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
@@ -93,13 +92,13 @@ func (r *runner) cloneVM(ctx context.Context, template types.ManagedObjectRefere
 }
 
 // readVM reads the VM's properties (vcenter.VMProperties).
-func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (mo.VirtualMachine, error) {
-	vms, err := r.vc.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (vctypes.VMInfo, error) {
+	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
 	if err != nil {
-		return mo.VirtualMachine{}, vcenter.Classify(err)
+		return vctypes.VMInfo{}, vcenter.Classify(err)
 	}
 	if len(vms) == 0 {
-		return mo.VirtualMachine{}, fmt.Errorf("vm %s: gone", vm.Value)
+		return vctypes.VMInfo{}, fmt.Errorf("vm %s: gone", vm.Value)
 	}
 	return vms[0], nil
 }
@@ -177,7 +176,7 @@ func (r *runner) usedAddresses(ctx context.Context) (map[netip.Addr]bool, error)
 	}
 	vms := make([]inventory.VM, 0, len(listed))
 	for _, o := range listed {
-		vms = append(vms, inventory.VMFromObject(o))
+		vms = append(vms, inventory.VMFromInfo(o))
 	}
 	return inventory.UsedBy(vms), nil
 }
@@ -187,7 +186,8 @@ func (r *runner) usedAddresses(ctx context.Context) (map[netip.Addr]bool, error)
 // name: its instance id and hostname, addr's static address (nil: DHCP),
 // a userdata whose script does nothing.
 func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]types.BaseOptionValue, error) {
-	return cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
+	opts, err := cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
+	return vcenter.OptionValues(opts), err
 }
 
 // programExit reads whether the guest program pid ended and its exit
@@ -199,35 +199,22 @@ func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReferenc
 // instantClone forks name from the running parent into the scratch
 // folder with a guestinfo value of its own.
 func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {
-	folder := vcenter.MORef(r.scratch)
-	spec := types.VirtualMachineInstantCloneSpec{
-		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
-		Config: []types.BaseOptionValue{
-			&types.OptionValue{Key: guestinfoKey, Value: nonce},
-			&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
-		},
-	}
-	ref, err := r.vc.InstantCloneVirtualMachine(ctx, parent, spec)
+	req := vctypes.InstantClone{Name: name, Folder: r.scratch, Options: []vctypes.Option{
+		{Key: guestinfoKey, Value: nonce},
+		{Key: RecordKey, Value: recordOf(r.o.RunID)},
+	}}
+	ref, err := r.vc.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), req)
 	if err != nil {
 		return types.ManagedObjectReference{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
-	return *ref, nil
+	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
+	return vcenter.MORef(ref), nil
 }
 
 // extraConfig is the value of key in vm's extraConfig.
-func extraConfig(vm mo.VirtualMachine, key string) string {
-	if vm.Config == nil {
-		return ""
-	}
-	for _, o := range vm.Config.ExtraConfig {
-		if v := o.GetOptionValue(); v != nil && v.Key == key {
-			s, _ := v.Value.(string)
-			return s
-		}
-	}
-	return ""
+func extraConfig(vm vctypes.VMInfo, key string) string {
+	s, _ := vctypes.OptionValue(vm.Options, key)
+	return s
 }
 
 // outputTimeout bounds the read of a guest program's output: a file

@@ -201,10 +201,7 @@ func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm types
 		r.outcome("reconfigure", t.name, start, err, "").Needed = true
 		return
 	}
-	old := ""
-	if m.Config != nil {
-		old = m.Config.ChangeVersion
-	}
+	old := m.ChangeVersion
 	watching := r.watch(ctx, vm)
 	start = time.Now()
 	err = r.reconfigure(ctx, vm, recordOf(r.o.RunID)+" (reconfigured)", old)
@@ -237,7 +234,7 @@ func (r *runner) watch(ctx context.Context, vm types.ManagedObjectReference) boo
 	start := time.Now()
 	err := r.vc.ResetVirtualMachineWatch(ctx)
 	if err == nil {
-		err = r.vc.WatchVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+		err = r.vc.WatchVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
 	}
 	if err == nil {
 		_, err = r.vc.VirtualMachineChanges(ctx)
@@ -263,10 +260,10 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 			return
 		}
 		for _, u := range ups {
-			if u.Obj != vm {
+			if u.Ref != vcenter.RefOf(vm) {
 				continue
 			}
-			for _, c := range u.ChangeSet {
+			for _, c := range u.Changes {
 				if c.Name == "config.changeVersion" {
 					r.add("change notification", t.name, since, Pass, fmt.Sprintf("config.changeVersion seen %s after the write began", time.Since(since).Round(time.Millisecond)))
 					return

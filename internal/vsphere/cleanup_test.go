@@ -424,7 +424,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 		warmVM("w-ok"),
 		foreign,
 		warmVM("w-tpl", wTemplate),
-		{Ref: vcenter.MORef(warmRef("w-bare")), Name: "w-bare"},
+		{Ref: warmRef("w-bare"), Name: "w-bare"},
 	}
 	cds := &cdsclienttest.Fake{
 		V1Workers: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
@@ -649,7 +649,7 @@ func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
 
 			// The next listing shows it running: kept, no vCenter call.
 			on := tc.vm
-			on.PowerState = types.VirtualMachinePowerStatePoweredOn
+			on.PowerState = vctypes.PoweredOn
 			e.inv.Set(on)
 			e.h.killAwolServers(context.Background())
 		})
