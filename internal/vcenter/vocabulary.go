@@ -158,19 +158,17 @@ func EventOf(e types.BaseEvent) vctypes.Event {
 }
 
 // RefsOf is refs in the project's terms.
-func RefsOf(refs []types.ManagedObjectReference) []vctypes.Ref {
-	out := make([]vctypes.Ref, len(refs))
-	for i, r := range refs {
-		out[i] = RefOf(r)
-	}
-	return out
-}
+func RefsOf(refs []types.ManagedObjectReference) []vctypes.Ref { return each(refs, RefOf) }
 
 // MORefs is refs as govmomi names them.
-func MORefs(refs []vctypes.Ref) []types.ManagedObjectReference {
-	out := make([]types.ManagedObjectReference, len(refs))
-	for i, r := range refs {
-		out[i] = MORef(r)
+func MORefs(refs []vctypes.Ref) []types.ManagedObjectReference { return each(refs, MORef) }
+
+// each is conv of every element of in, in order (an empty, non-nil slice
+// for none): the one loop of the slice conversions above and below.
+func each[T, U any](in []T, conv func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = conv(v)
 	}
 	return out
 }
@@ -253,13 +251,7 @@ func VMInfoOf(o mo.VirtualMachine) vctypes.VMInfo {
 }
 
 // VMInfosOf is VMInfoOf of each of objs.
-func VMInfosOf(objs []mo.VirtualMachine) []vctypes.VMInfo {
-	out := make([]vctypes.VMInfo, len(objs))
-	for i, o := range objs {
-		out[i] = VMInfoOf(o)
-	}
-	return out
-}
+func VMInfosOf(objs []mo.VirtualMachine) []vctypes.VMInfo { return each(objs, VMInfoOf) }
 
 // VMUpdateOf is u in the project's terms: a removed property's value is
 // nil, a power state a vctypes.PowerState, another value as reported.
