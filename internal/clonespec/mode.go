@@ -7,28 +7,22 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// TemplateInfo is what a clone needs of a template (vcenter.Port.LoadTemplate).
+// TemplateInfo is what a clone needs of a template (vcenter.Port.LoadTemplate):
+// its device list, for the specification, and what the clone-mode
+// decision reads of it, in the project's terms.
 type TemplateInfo struct {
 	// Devices is the template's device list.
 	Devices object.VirtualDeviceList
-	// CurrentSnapshot is the template's current snapshot; nil without one.
-	CurrentSnapshot *types.ManagedObjectReference
-	// Snapshots are every snapshot of the template, depth first.
-	Snapshots []TemplateSnapshot
-}
-
-// TemplateSnapshot is one snapshot of a template.
-type TemplateSnapshot struct {
-	// Name is the snapshot's name.
-	Name string
-	// Ref is the snapshot's reference.
-	Ref types.ManagedObjectReference
+	// Template is its cards, disks and snapshots (vcenter.TemplateOf).
+	Template vctypes.Template
 }
 
 // loadTemplateInfo reads a template's devices and snapshots.
@@ -37,28 +31,17 @@ func (b *Builder) loadTemplateInfo(ctx context.Context, template types.ManagedOb
 	if err != nil {
 		return TemplateInfo{}, err
 	}
-	return templateInfoOf(o), nil
+	return templateInfoOf(template, o), nil
 }
 
 // templateInfoOf builds a TemplateInfo from a VM read with
 // config.hardware.device and snapshot.
-func templateInfoOf(o mo.VirtualMachine) TemplateInfo {
+func templateInfoOf(ref types.ManagedObjectReference, o mo.VirtualMachine) TemplateInfo {
 	var ti TemplateInfo
 	if o.Config != nil {
 		ti.Devices = object.VirtualDeviceList(o.Config.Hardware.Device)
 	}
-	if o.Snapshot == nil {
-		return ti
-	}
-	ti.CurrentSnapshot = o.Snapshot.CurrentSnapshot
-	var walk func([]types.VirtualMachineSnapshotTree)
-	walk = func(nodes []types.VirtualMachineSnapshotTree) {
-		for _, n := range nodes {
-			ti.Snapshots = append(ti.Snapshots, TemplateSnapshot{Name: n.Name, Ref: n.Snapshot})
-			walk(n.ChildSnapshotList)
-		}
-	}
-	walk(o.Snapshot.RootSnapshotList)
+	ti.Template = vcenter.TemplateOf(ref, o)
 	return ti
 }
 
@@ -76,8 +59,8 @@ const (
 // cloneDecision is the clone mode of one clone and why.
 type cloneDecision struct {
 	Mode string
-	// Snapshot is the snapshot of a linked clone.
-	Snapshot *types.ManagedObjectReference
+	// Snapshot is the snapshot of a linked clone (zero for a full one).
+	Snapshot vctypes.Ref
 	// Reason says why a clone is full, for the log; "" for a linked clone.
 	Reason string
 	// FlavorFallback: the template has a snapshot but the flavor grows the
@@ -88,33 +71,31 @@ type cloneDecision struct {
 	Placement string
 }
 
-// decideCloneMode picks the clone mode of a clone of a template whose
-// info is ti, for flavor (nil: the template's size), with snapshotName the
-// configured linkedCloneSnapshot ("" : the template's current snapshot).
-// A linked clone needs a snapshot, and a flavor that grows the first disk
-// beyond the template's cannot use one: a delta disk on a snapshot is
-// never extended.
-func decideCloneMode(ti TemplateInfo, flavor *config.Flavor, snapshotName string) cloneDecision {
-	var snap *types.ManagedObjectReference
+// decideCloneMode picks the clone mode of a clone of template t, for
+// flavor (nil: the template's size), with snapshotName the configured
+// linkedCloneSnapshot ("" : the template's current snapshot). A linked
+// clone needs a snapshot, and a flavor that grows the first disk beyond
+// the template's cannot use one: a delta disk on a snapshot is never
+// extended.
+func decideCloneMode(t vctypes.Template, flavor *config.Flavor, snapshotName string) cloneDecision {
+	var snap vctypes.Ref
 	if snapshotName != "" {
-		for _, s := range ti.Snapshots {
+		for _, s := range t.Snapshots {
 			if s.Name == snapshotName {
-				ref := s.Ref
-				snap = &ref
+				snap = s.Ref
 				break
 			}
 		}
-		if snap == nil {
+		if snap.IsZero() {
 			return cloneDecision{Mode: ModeFull, Reason: "template has no snapshot named " + strconv.Quote(snapshotName) + " (linkedCloneSnapshot): full clone"}
 		}
-	} else if ti.CurrentSnapshot != nil {
-		ref := *ti.CurrentSnapshot
-		snap = &ref
+	} else {
+		snap = t.CurrentSnapshot
 	}
-	if snap == nil {
+	if snap.IsZero() {
 		return cloneDecision{Mode: ModeFull, Reason: "template has no snapshot: full clone (take a snapshot of the template for linked clones)"}
 	}
-	if growsDisk(flavor, ti.Devices) {
+	if growsDisk(flavor, t) {
 		return cloneDecision{Mode: ModeFull, FlavorFallback: true,
 			Reason: "flavor " + strconv.Quote(flavor.Name) + " grows the disk beyond the template's, a linked clone cannot: full clone"}
 	}
@@ -122,13 +103,36 @@ func decideCloneMode(ti TemplateInfo, flavor *config.Flavor, snapshotName string
 }
 
 // growsDisk tells whether flavor asks for a first disk larger than the
-// template's.
-func growsDisk(flavor *config.Flavor, devices object.VirtualDeviceList) bool {
-	if flavor == nil || flavor.DiskSizeGB <= 0 {
+// template's (a template without disk: no; the flavor is refused when
+// the clone is built).
+func growsDisk(flavor *config.Flavor, t vctypes.Template) bool {
+	if flavor == nil || flavor.DiskSizeGB <= 0 || len(t.Disks) == 0 {
 		return false
 	}
-	change, err := growFirstDisk(flavor, devices)
-	return err == nil && change != nil
+	return flavor.DiskSizeGB<<30 > t.Disks[0].CapacityBytes
+}
+
+// onPlacement is the placement rule of a clone decision: a linked clone
+// onto datastore ds (named dsName) of placement needs the template's disks
+// on ds; when they are not there the clone is full.
+func onPlacement(mode cloneDecision, t vctypes.Template, ds vctypes.Ref, dsName, placement string) cloneDecision {
+	if mode.Mode != ModeLinked || disksOn(t, ds) {
+		return mode
+	}
+	return cloneDecision{Mode: ModeFull, Placement: placement,
+		Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
+}
+
+// disksOn tells whether every disk of t is backed on datastore ds (a
+// template without disks: true). A backing that names no datastore is
+// taken as on it.
+func disksOn(t vctypes.Template, ds vctypes.Ref) bool {
+	for _, d := range t.Disks {
+		if !d.Datastore.IsZero() && d.Datastore.Value != ds.Value {
+			return false
+		}
+	}
+	return true
 }
 
 // logCloneMode logs the clone mode of a template once per template and

@@ -15,7 +15,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -202,9 +201,9 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", FlavorName(flavor), tname, err)
 	}
 
-	mode := decideCloneMode(tinfo, flavor, b.cfg.LinkedCloneSnapshot)
+	mode := decideCloneMode(tinfo.Template, flavor, b.cfg.LinkedCloneSnapshot)
 	if at != nil {
-		mode = onPlacement(mode, tinfo.Devices, vcenter.MORef(ds), dsName, at.Placement)
+		mode = onPlacement(mode, tinfo.Template, ds, dsName, at.Placement)
 	}
 	b.logCloneMode(log, template, annot, flavor, mode)
 	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
@@ -212,13 +211,18 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
 	}
 	poolRef, dsRef := vcenter.MORef(pool), vcenter.MORef(ds)
+	var snapshot *types.ManagedObjectReference
+	if !mode.Snapshot.IsZero() {
+		s := vcenter.MORef(mode.Snapshot)
+		snapshot = &s
+	}
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
 			Pool:         &poolRef,
 			Datastore:    &dsRef,
 			DiskMoveType: string(diskMove),
 		},
-		Snapshot:      mode.Snapshot,
+		Snapshot:      snapshot,
 		Customization: custom,
 		Config:        config,
 		PowerOn:       true,
@@ -272,35 +276,4 @@ func FlavorName(f *config.Flavor) string {
 		return ""
 	}
 	return f.Name
-}
-
-// onPlacement is the placement rule of a clone decision: a linked clone
-// onto datastore ds (named dsName) of placement needs the template's disks
-// (devices) on ds; when they are not there the clone is full.
-func onPlacement(mode cloneDecision, devices object.VirtualDeviceList, ds types.ManagedObjectReference, dsName, placement string) cloneDecision {
-	if mode.Mode != ModeLinked || disksOn(devices, ds) {
-		return mode
-	}
-	return cloneDecision{Mode: ModeFull, Placement: placement,
-		Reason: "template's disks are not on datastore " + strconv.Quote(dsName) + " of placement " + strconv.Quote(placement) + ": full clone (name a copy in its templateCopies for linked clones)"}
-}
-
-// disksOn tells whether every disk of devices is backed on datastore ds
-// (a template without disks: true). A backing that names no datastore is
-// taken as on it.
-func disksOn(devices object.VirtualDeviceList, ds types.ManagedObjectReference) bool {
-	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
-		disk, ok := d.(*types.VirtualDisk)
-		if !ok {
-			continue
-		}
-		fb, ok := disk.Backing.(types.BaseVirtualDeviceFileBackingInfo)
-		if !ok {
-			continue
-		}
-		if ref := fb.GetVirtualDeviceFileBackingInfo().Datastore; ref != nil && ref.Value != ds.Value {
-			return false
-		}
-	}
-	return true
 }

@@ -44,9 +44,10 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 	if err != nil {
 		return nil, "", "", vcenter.Classify(err)
 	}
-	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
+	tpl := vcenter.TemplateOf(template, t)
+	mode, snap, reason := clonespec.TemplateCloneMode(tpl, r.cfg.LinkedCloneSnapshot)
 	if ds.Value != "" {
-		mode, snap, reason = clonespec.PlacementCloneMode(t, r.cfg.LinkedCloneSnapshot, vcenter.MORef(ds), dsName, placement)
+		mode, snap, reason = clonespec.PlacementCloneMode(tpl, r.cfg.LinkedCloneSnapshot, ds, dsName, placement)
 	}
 	spec := &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{
@@ -74,7 +75,8 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 		spec.Location.Datastore = &d
 	}
 	if mode == clonespec.ModeLinked {
-		spec.Snapshot = snap
+		s := vcenter.MORef(snap)
+		spec.Snapshot = &s
 		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
 		return spec, mode, "linked clone", nil
 	}
