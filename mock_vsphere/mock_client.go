@@ -11,7 +11,6 @@ import (
 	vctypes "github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	gomock "github.com/golang/mock/gomock"
 	object "github.com/vmware/govmomi/object"
-	mo "github.com/vmware/govmomi/vim25/mo"
 	types "github.com/vmware/govmomi/vim25/types"
 )
 
@@ -39,18 +38,18 @@ func (m *MockPort) EXPECT() *MockPortMockRecorder {
 }
 
 // CloneVirtualMachine mocks base method.
-func (m *MockPort) CloneVirtualMachine(arg0 context.Context, arg1, arg2 types.ManagedObjectReference, arg3 string, arg4 *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (m *MockPort) CloneVirtualMachine(arg0 context.Context, arg1 vctypes.Clone) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "CloneVirtualMachine", arg0, arg1, arg2, arg3, arg4)
-	ret0, _ := ret[0].(*types.ManagedObjectReference)
+	ret := m.ctrl.Call(m, "CloneVirtualMachine", arg0, arg1)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
 
 // CloneVirtualMachine indicates an expected call of CloneVirtualMachine.
-func (mr *MockPortMockRecorder) CloneVirtualMachine(arg0, arg1, arg2, arg3, arg4 interface{}) *gomock.Call {
+func (mr *MockPortMockRecorder) CloneVirtualMachine(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CloneVirtualMachine", reflect.TypeOf((*MockPort)(nil).CloneVirtualMachine), arg0, arg1, arg2, arg3, arg4)
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "CloneVirtualMachine", reflect.TypeOf((*MockPort)(nil).CloneVirtualMachine), arg0, arg1)
 }
 
 // CreateLock mocks base method.
@@ -248,10 +247,10 @@ func (mr *MockPortMockRecorder) LoadResourcePool(arg0 interface{}) *gomock.Call 
 }
 
 // LoadTemplate mocks base method.
-func (m *MockPort) LoadTemplate(arg0 context.Context, arg1 types.ManagedObjectReference) (mo.VirtualMachine, error) {
+func (m *MockPort) LoadTemplate(arg0 context.Context, arg1 vctypes.Ref) (vctypes.Template, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "LoadTemplate", arg0, arg1)
-	ret0, _ := ret[0].(mo.VirtualMachine)
+	ret0, _ := ret[0].(vctypes.Template)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -456,20 +455,6 @@ func (m *MockPort) SetFolderAttribute(arg0 context.Context, arg1, arg2 string) e
 func (mr *MockPortMockRecorder) SetFolderAttribute(arg0, arg1, arg2 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "SetFolderAttribute", reflect.TypeOf((*MockPort)(nil).SetFolderAttribute), arg0, arg1, arg2)
-}
-
-// SetupEthernetCard mocks base method.
-func (m *MockPort) SetupEthernetCard(arg0 context.Context, arg1 *types.VirtualEthernetCard, arg2, arg3 string) error {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "SetupEthernetCard", arg0, arg1, arg2, arg3)
-	ret0, _ := ret[0].(error)
-	return ret0
-}
-
-// SetupEthernetCard indicates an expected call of SetupEthernetCard.
-func (mr *MockPortMockRecorder) SetupEthernetCard(arg0, arg1, arg2, arg3 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "SetupEthernetCard", reflect.TypeOf((*MockPort)(nil).SetupEthernetCard), arg0, arg1, arg2, arg3)
 }
 
 // ShutdownVirtualMachine mocks base method.

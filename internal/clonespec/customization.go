@@ -4,20 +4,21 @@ import (
 	"fmt"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Customization is the guest customization vCenter applies to a clone
-// whose guest is started by guest operations (docs/architecture.md): the
-// identity of the VM named name (Linux: LinuxPrep with its hostname,
-// SanitizeHostname; windows: sysprep with its computer name,
-// WindowsComputerName, a new SID and a reboot) and one adapter mapping per
-// network card of the template (nics: vSphere refuses a mismatch), the
-// first with lease's fixed address and its network settings when lease is
-// set, every other card, and the first without a lease, DHCP. The spawn
-// (Builder.SpecFor) and `vcenter check` (internal/vcheck) both customize
-// with it. A name that gives no hostname is an error.
-func Customization(name string, nics int, lease *ippool.Lease, windows bool) (*types.CustomizationSpec, error) {
+// whose guest is started by guest operations (docs/architecture.md), in
+// the project's terms (the adapter makes it vCenter's,
+// vcenter.CustomizationSpecOf): the identity of the VM named name (Linux:
+// its hostname, SanitizeHostname; windows: sysprep with its computer
+// name, WindowsComputerName) and one address per network card of the
+// template (nics: vSphere refuses a mismatch), the first with lease's
+// fixed address and its network settings when lease is set, every other
+// card, and the first without a lease, DHCP. The spawn (Builder.CloneFor)
+// and `vcenter check` (internal/vcheck) both customize with it. A name
+// that gives no hostname is an error.
+func Customization(name string, nics int, lease *ippool.Lease, windows bool) (*vctypes.Customization, error) {
 	hostname := SanitizeHostname(name)
 	if hostname == "" {
 		return nil, fmt.Errorf("worker name %q gives no valid hostname", name)
@@ -25,31 +26,12 @@ func Customization(name string, nics int, lease *ippool.Lease, windows bool) (*t
 	if nics < 1 {
 		return nil, fmt.Errorf("vm %q: no network card to customize", name)
 	}
-	maps := make([]types.CustomizationAdapterMapping, nics)
-	global := types.CustomizationGlobalIPSettings{}
-	for i := range maps {
-		maps[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
+	c := &vctypes.Customization{Windows: windows, Name: hostname, NICs: make([]vctypes.NICAddress, nics)}
+	if windows {
+		c.Name = WindowsComputerName(name)
 	}
 	if lease != nil {
-		maps[0].Adapter = types.CustomizationIPSettings{
-			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
-			SubnetMask:    lease.SubnetMask,
-			DnsServerList: lease.DNS,
-		}
-		if lease.Gateway != "" {
-			maps[0].Adapter.Gateway = []string{lease.Gateway}
-		}
-		global.DnsServerList = lease.DNS
+		c.NICs[0] = vctypes.NICAddress{IP: lease.IP, SubnetMask: lease.SubnetMask, Gateway: lease.Gateway, DNS: lease.DNS}
 	}
-	spec := &types.CustomizationSpec{
-		Identity:         &types.CustomizationLinuxPrep{HostName: &types.CustomizationFixedName{Name: hostname}},
-		GlobalIPSettings: global,
-		NicSettingMap:    maps,
-	}
-	if windows {
-		// Windows: sysprep (computer name, the same network settings).
-		spec.Identity = sysprepIdentity(WindowsComputerName(name))
-		spec.Options = windowsOptions()
-	}
-	return spec, nil
+	return c, nil
 }

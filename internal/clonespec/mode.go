@@ -1,49 +1,14 @@
 package clonespec
 
 import (
-	"context"
 	"log/slog"
 	"strconv"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 )
-
-// TemplateInfo is what a clone needs of a template (vcenter.Port.LoadTemplate):
-// its device list, for the specification, and what the clone-mode
-// decision reads of it, in the project's terms.
-type TemplateInfo struct {
-	// Devices is the template's device list.
-	Devices object.VirtualDeviceList
-	// Template is its cards, disks and snapshots (vcenter.TemplateOf).
-	Template vctypes.Template
-}
-
-// loadTemplateInfo reads a template's devices and snapshots.
-func (b *Builder) loadTemplateInfo(ctx context.Context, template types.ManagedObjectReference) (TemplateInfo, error) {
-	o, err := b.port.LoadTemplate(ctx, template)
-	if err != nil {
-		return TemplateInfo{}, err
-	}
-	return templateInfoOf(template, o), nil
-}
-
-// templateInfoOf builds a TemplateInfo from a VM read with
-// config.hardware.device and snapshot.
-func templateInfoOf(ref types.ManagedObjectReference, o mo.VirtualMachine) TemplateInfo {
-	var ti TemplateInfo
-	if o.Config != nil {
-		ti.Devices = object.VirtualDeviceList(o.Config.Hardware.Device)
-	}
-	ti.Template = vcenter.TemplateOf(ref, o)
-	return ti
-}
 
 // Clone modes: how a worker's disks are made from its template
 // (docs/flavors-and-capacity.md, "Clone mode").

@@ -6,12 +6,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
-	"github.com/vmware/govmomi/vim25/types"
 )
-
-func ref(kind, id string) types.ManagedObjectReference {
-	return types.ManagedObjectReference{Type: kind, Value: id}
-}
 
 // tref is a reference in the project's terms.
 func tref(kind, id string) vctypes.Ref { return vctypes.Ref{Type: kind, Value: id} }

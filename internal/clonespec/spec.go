@@ -13,20 +13,16 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
-// Port is what a Builder reads of vCenter: the template's devices and
-// snapshots, the network, pool and datastore a clone is placed on.
+// Port is what a Builder reads of vCenter: the template's cards, disks
+// and snapshots, the pool and datastore a clone is placed on.
 // vcenter.Port implements it.
 type Port interface {
-	// LoadTemplate reads a template's device list and snapshots.
-	LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error)
-	// SetupEthernetCard points card at the configured network.
-	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
+	// LoadTemplate reads a template's cards, disks and snapshots (the
+	// adapter keeps the read for the template's clones).
+	LoadTemplate(ctx context.Context, template vctypes.Ref) (vctypes.Template, error)
 	// LoadResourcePool returns the configured resource pool.
 	LoadResourcePool(ctx context.Context) (vctypes.Ref, error)
 	// LoadDatastore returns the datastore named name.
@@ -66,15 +62,14 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Builder builds clone specifications. Create it with New; it is safe for
+// Builder builds clone requests. Create it with New; it is safe for
 // concurrent use.
 type Builder struct {
-	port    Port
-	cfg     *config.Config
-	live    func() *config.Config
-	ips     *ippool.Pool
-	now     func() time.Time
-	devices *templateDevices
+	port Port
+	cfg  *config.Config
+	live func() *config.Config
+	ips  *ippool.Pool
+	now  func() time.Time
 
 	mu sync.Mutex
 	// modeLogged holds the template/mode pairs whose clone mode was
@@ -82,84 +77,69 @@ type Builder struct {
 	modeLogged map[string]bool
 }
 
-// New returns a Builder with an empty template cache.
+// New returns a Builder.
 func New(o Options) *Builder {
 	now := o.Now
 	if now == nil {
 		now = time.Now
 	}
-	return &Builder{port: o.Port, cfg: o.Config, live: o.Live, ips: o.IPs, now: now,
-		devices: newTemplateDevices(now), modeLogged: map[string]bool{}}
+	return &Builder{port: o.Port, cfg: o.Config, live: o.Live, ips: o.IPs, now: now, modeLogged: map[string]bool{}}
 }
 
 // Template is a template's reference and the name errors and logs give it
 // (a reference carries no name).
 type Template struct {
 	// Ref is the template's reference.
-	Ref types.ManagedObjectReference
+	Ref vctypes.Ref
 	// Name is the template's name.
 	Name string
 }
 
-// Forget drops what the Builder cached of template: a clone from it
-// failed, the template may have changed.
-func (b *Builder) Forget(template types.ManagedObjectReference) {
-	b.devices.forget(template)
-}
-
-// Spec builds the clone specification (docs/architecture.md,
+// Request builds the clone request (docs/architecture.md,
 // docs/flavors-and-capacity.md): the template's first NIC moved to the
 // configured network, placement in the configured pool and datastore as a
 // linked clone when the template allows it, Linux customization (hostname,
 // fixed IP or DHCP; for a Windows model's VM, config.Config.OSOfRecord,
 // sysprep with the computer name and the same network settings,
-// sysprep.go), the annotation and its mirror, the flavor's
-// CPU/RAM/disk, tools after power on, powered on. With a non-nil boot the
-// clone has no guest customization: its guestinfo carries the cloud-init
-// metadata (hostname, static IP plan) and userdata (docs/cloud-init.md).
-// The clone mode is logged on log.
-func (b *Builder) Spec(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (*types.VirtualMachineCloneSpec, error) {
-	return b.SpecAt(ctx, log, template, annot, flavor, boot, nil)
+// sysprep.go), the record and its mirror, the flavor's CPU/RAM/disk,
+// powered on. With a non-nil boot the clone has no guest customization:
+// its guestinfo carries the cloud-init metadata (hostname, static IP
+// plan) and userdata (docs/cloud-init.md). The clone mode is logged on
+// log. The caller sets the request's folder (and may its name: the
+// record's worker name).
+func (b *Builder) Request(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (vctypes.Clone, error) {
+	return b.RequestAt(ctx, log, template, annot, flavor, boot, nil)
 }
 
-// SpecAt is Spec for a clone sent to at (nil: the top-level keys, as
-// Spec): its pool, datastore and network. A linked clone needs its
+// RequestAt is Request for a clone sent to at (nil: the top-level keys,
+// as Request): its pool, datastore and network. A linked clone needs its
 // template's disks on the target datastore: when at's datastore holds
 // none of them, the clone is full (said once per template and placement).
-func (b *Builder) SpecAt(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location) (*types.VirtualMachineCloneSpec, error) {
+func (b *Builder) RequestAt(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location) (vctypes.Clone, error) {
 	if annot == nil {
-		return nil, fmt.Errorf("clone spec from template %q: no annotation", template.Name)
+		return vctypes.Clone{}, fmt.Errorf("clone request from template %q: no annotation", template.Name)
 	}
-	return b.SpecFor(ctx, log, template, annot, flavor, boot, at, b.isWindows(annot))
+	return b.RequestFor(ctx, log, template, annot, flavor, boot, at, b.isWindows(annot))
 }
 
-// SpecFor is SpecAt for a VM whose guest OS the caller knows: windows
-// true customizes it with sysprep. A job's spawn takes it from its plan
-// (internal/admission.Plan), not from the running configuration.
-func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location, windows bool) (*types.VirtualMachineCloneSpec, error) {
+// RequestFor is RequestAt for a VM whose guest OS the caller knows:
+// windows true customizes it with sysprep. A job's spawn takes it from
+// its plan (internal/admission.Plan), not from the running configuration.
+func (b *Builder) RequestFor(ctx context.Context, log *slog.Logger, template Template, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot, at *Location, windows bool) (vctypes.Clone, error) {
 	tname := template.Name
 	if annot == nil {
-		return nil, fmt.Errorf("clone spec from template %q: no annotation", tname)
+		return vctypes.Clone{}, fmt.Errorf("clone request from template %q: no annotation", tname)
 	}
-	tinfo, err := b.devices.load(ctx, template.Ref, b.loadTemplateInfo)
+	tpl, err := b.port.LoadTemplate(ctx, template.Ref)
 	if err != nil {
-		return nil, fmt.Errorf("load devices of template %q: %w", tname, err)
+		return vctypes.Clone{}, fmt.Errorf("load devices of template %q: %w", tname, err)
 	}
-	devices := tinfo.Devices
-	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
-	if len(cards) == 0 {
-		return nil, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
-	}
-	first, ok := cards[0].(types.BaseVirtualEthernetCard)
-	if !ok {
-		return nil, fmt.Errorf("template %q: first network card is not an ethernet card", tname)
+	if tpl.NICs == 0 {
+		return vctypes.Clone{}, fmt.Errorf("template %q has no network card: a worker template needs one", tname)
 	}
 	network, poolPath, dsName := b.cfg.NetworkString, b.cfg.ResourcePoolString, b.cfg.DatastoreString
 	if at != nil {
 		network, poolPath, dsName = at.Network, at.ResourcePool, at.Datastore
-	}
-	if err := b.port.SetupEthernetCard(ctx, first.GetVirtualEthernetCard(), b.cfg.CardName, network); err != nil {
-		return nil, fmt.Errorf("set up network card of template %q on network %q: %w", tname, network, err)
 	}
 	var pool vctypes.Ref
 	if at != nil && poolPath != "" {
@@ -168,11 +148,11 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		pool, err = b.port.LoadResourcePool(ctx)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("load resource pool %q: %w", poolPath, err)
+		return vctypes.Clone{}, fmt.Errorf("load resource pool %q: %w", poolPath, err)
 	}
 	ds, err := b.port.LoadDatastore(ctx, dsName)
 	if err != nil {
-		return nil, fmt.Errorf("load datastore %q: %w", dsName, err)
+		return vctypes.Clone{}, fmt.Errorf("load datastore %q: %w", dsName, err)
 	}
 
 	// The first NIC gets the static IP when one was allocated
@@ -181,64 +161,52 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 	if annot.IPAddress != "" {
 		l, ok := b.ips.Lookup(annot.IPAddress)
 		if !ok {
-			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
+			return vctypes.Clone{}, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
 		}
 		lease = &l
 	}
-	custom, err := Customization(annot.WorkerName, len(cards), lease, windows)
+	custom, err := Customization(annot.WorkerName, tpl.NICs, lease, windows)
 	if err != nil {
-		return nil, fmt.Errorf("clone spec from template %q: %w", tname, err)
+		return vctypes.Clone{}, fmt.Errorf("clone request from template %q: %w", tname, err)
 	}
 
-	config := &types.VirtualMachineConfigSpec{
-		DeviceChange: []types.BaseVirtualDeviceConfigSpec{
-			&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: cards[0]},
-		},
-		Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)},
-	}
-	vcenter.ApplyRecord(config, annot.Record())
-	if err := ApplyFlavor(config, flavor, devices); err != nil {
-		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", FlavorName(flavor), tname, err)
-	}
-
-	mode := decideCloneMode(tinfo.Template, flavor, b.cfg.LinkedCloneSnapshot)
+	mode := decideCloneMode(tpl, flavor, b.cfg.LinkedCloneSnapshot)
 	if at != nil {
-		mode = onPlacement(mode, tinfo.Template, ds, dsName, at.Placement)
+		mode = onPlacement(mode, tpl, ds, dsName, at.Placement)
 	}
 	b.logCloneMode(log, template, annot, flavor, mode)
-	diskMove := types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking
-	if mode.Mode == ModeLinked {
-		diskMove = types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking
-	}
-	poolRef, dsRef := vcenter.MORef(pool), vcenter.MORef(ds)
-	var snapshot *types.ManagedObjectReference
-	if !mode.Snapshot.IsZero() {
-		s := vcenter.MORef(mode.Snapshot)
-		snapshot = &s
-	}
-	spec := &types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{
-			Pool:         &poolRef,
-			Datastore:    &dsRef,
-			DiskMoveType: string(diskMove),
-		},
-		Snapshot:      snapshot,
+	req := vctypes.Clone{
+		Template:      template.Ref,
+		Name:          annot.WorkerName,
+		Pool:          pool,
+		Datastore:     ds,
+		Snapshot:      mode.Snapshot,
+		Hardware:      HardwareOf(flavor),
+		Network:       &vctypes.CloneNetwork{Name: network, CardType: b.cfg.CardName},
+		Record:        annot.Record(),
 		Customization: custom,
-		Config:        config,
 		PowerOn:       true,
-		Template:      false,
 	}
 	if boot != nil {
 		opts, err := b.CloudInitOptions(annot.WorkerName, annot.IPAddress, *boot)
 		if err != nil {
-			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
+			return vctypes.Clone{}, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
 		}
-		config.ExtraConfig = append(config.ExtraConfig, vcenter.OptionValues(opts)...)
+		req.Options = opts
 		// cloud-init configures hostname and network from the metadata;
 		// a customization would race it.
-		spec.Customization = nil
+		req.Customization = nil
 	}
-	return spec, nil
+	return req, nil
+}
+
+// HardwareOf is flavor's size as a clone request carries it (nil: the
+// template's size).
+func HardwareOf(flavor *config.Flavor) *vctypes.Hardware {
+	if flavor == nil {
+		return nil
+	}
+	return &vctypes.Hardware{Flavor: flavor.Name, CPUs: flavor.CPUs, MemoryMB: flavor.MemoryMB, DiskSizeGB: flavor.DiskSizeGB}
 }
 
 // instanceID is a cloud-init instance id new for every worker: the VM name

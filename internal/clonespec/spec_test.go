@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
@@ -30,12 +29,12 @@ import (
 // docs/windows.md.
 
 var (
-	specTemplate = Template{Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-tmpl"}, Name: "debian12"}
-	specPool     = types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-1"}
-	specPoolB    = types.ManagedObjectReference{Type: "ResourcePool", Value: "resgroup-b"}
-	specDS       = types.ManagedObjectReference{Type: "Datastore", Value: "datastore-1"}
-	specDSB      = types.ManagedObjectReference{Type: "Datastore", Value: "datastore-b"}
-	specSnapshot = types.ManagedObjectReference{Type: "VirtualMachineSnapshot", Value: "snapshot-1"}
+	specTemplate = Template{Ref: vctypes.Ref{Type: "VirtualMachine", Value: "vm-tmpl"}, Name: "debian12"}
+	specPool     = vctypes.Ref{Type: "ResourcePool", Value: "resgroup-1"}
+	specPoolB    = vctypes.Ref{Type: "ResourcePool", Value: "resgroup-b"}
+	specDS       = vctypes.Ref{Type: "Datastore", Value: "datastore-1"}
+	specDSB      = vctypes.Ref{Type: "Datastore", Value: "datastore-b"}
+	specSnapshot = vctypes.Ref{Type: "VirtualMachineSnapshot", Value: "snapshot-1"}
 )
 
 // specConfig is a hatchery on LocalDS_0 and "VM Network", with a static
@@ -65,37 +64,28 @@ func newSpecEnv(t *testing.T, cfg *config.Config) *specEnv {
 	return &specEnv{vs: vs, b: New(Options{Port: vs, Config: cfg, IPs: ips, Now: testutil.FixedNow})}
 }
 
-// templateOn is the template read: its devices (a disk on datastore ds,
-// nics network cards) and, with snap, a current snapshot.
-func templateOn(ds types.ManagedObjectReference, nics int, snap bool) mo.VirtualMachine {
-	devices := testutil.TemplateDevices(nics)
-	for _, d := range devices.SelectByType((*types.VirtualDisk)(nil)) {
-		d.(*types.VirtualDisk).Backing = &types.VirtualDiskFlatVer2BackingInfo{
-			VirtualDeviceFileBackingInfo: types.VirtualDeviceFileBackingInfo{FileName: "[ds] debian12/debian12.vmdk", Datastore: &ds},
-		}
-	}
-	o := mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Hardware: types.VirtualHardware{Device: devices}}}
+// templateOn is the template read: a 10 GB disk on datastore ds, nics
+// network cards and, with snap, a current snapshot.
+func templateOn(ds vctypes.Ref, nics int, snap bool) vctypes.Template {
+	t := vctypes.Template{Ref: specTemplate.Ref, NICs: nics, Disks: []vctypes.Disk{{CapacityBytes: 10 << 30, Datastore: ds}}}
 	if snap {
-		o.Snapshot = &types.VirtualMachineSnapshotInfo{
-			CurrentSnapshot:  &specSnapshot,
-			RootSnapshotList: []types.VirtualMachineSnapshotTree{{Name: "base", Snapshot: specSnapshot}},
-		}
+		t.CurrentSnapshot = specSnapshot
+		t.Snapshots = []vctypes.Snapshot{{Name: "base", Ref: specSnapshot}}
 	}
-	return o
+	return t
 }
 
-// expectReads expects the reads of one spec: the template, its first NIC
-// pointed at network, the pool (the configured one when poolPath is "",
-// else the one at poolPath) and the datastore dsName.
-func (e *specEnv) expectReads(tpl mo.VirtualMachine, network, poolPath, dsName string, pool, ds types.ManagedObjectReference) {
+// expectReads expects the reads of one request: the template, the pool
+// (the configured one when poolPath is "", else the one at poolPath) and
+// the datastore dsName.
+func (e *specEnv) expectReads(tpl vctypes.Template, poolPath, dsName string, pool, ds vctypes.Ref) {
 	e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(tpl, nil)
-	e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", network).Return(nil)
 	if poolPath == "" {
-		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(pool), nil)
+		e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(pool, nil)
 	} else {
-		e.vs.EXPECT().ResourcePoolAt(gomock.Any(), poolPath).Return(vcenter.RefOf(pool), nil)
+		e.vs.EXPECT().ResourcePoolAt(gomock.Any(), poolPath).Return(pool, nil)
 	}
-	e.vs.EXPECT().LoadDatastore(gomock.Any(), dsName).Return(vcenter.RefOf(ds), nil)
+	e.vs.EXPECT().LoadDatastore(gomock.Any(), dsName).Return(ds, nil)
 }
 
 // TestSpecAtPlacement: a clone sent to a placement goes to its pool,
@@ -106,26 +96,26 @@ func TestSpecAtPlacement(t *testing.T) {
 	at := &Location{Placement: "b", ResourcePool: "/dc/host/cluster-b", Datastore: "ds-b", Network: "net-b"}
 	cases := []struct {
 		name     string
-		disksOn  types.ManagedObjectReference
-		wantMove types.VirtualMachineRelocateDiskMoveOptions
-		wantSnap *types.ManagedObjectReference
+		disksOn  vctypes.Ref
+		wantSnap vctypes.Ref
 	}{
-		{"disks on the placement's datastore: linked", specDSB, types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking, &specSnapshot},
-		{"disks elsewhere: full", specDS, types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking, nil},
+		{"disks on the placement's datastore: linked", specDSB, specSnapshot},
+		{"disks elsewhere: full", specDS, vctypes.Ref{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newSpecEnv(t, specConfig())
-			e.expectReads(templateOn(tc.disksOn, 1, true), "net-b", "/dc/host/cluster-b", "ds-b", specPoolB, specDSB)
+			e.expectReads(templateOn(tc.disksOn, 1, true), "/dc/host/cluster-b", "ds-b", specPoolB, specDSB)
 			annot := &inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "w-1", Placement: "b"}
-			spec, err := e.b.SpecAt(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, nil, at)
+			req, err := e.b.RequestAt(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, nil, at)
 			require.NoError(t, err)
-			assert.Equal(t, specPoolB, *spec.Location.Pool)
-			assert.Equal(t, specDSB, *spec.Location.Datastore)
-			assert.Equal(t, string(tc.wantMove), spec.Location.DiskMoveType)
-			assert.Equal(t, tc.wantSnap, spec.Snapshot)
-			got, err := inventory.AnnotationFromVM(spec.Config.Annotation, nil)
+			assert.Equal(t, specTemplate.Ref, req.Template)
+			assert.Equal(t, specPoolB, req.Pool)
+			assert.Equal(t, specDSB, req.Datastore)
+			assert.Equal(t, &vctypes.CloneNetwork{Name: "net-b", CardType: "vmxnet3"}, req.Network, "the first card on the placement's network")
+			assert.Equal(t, tc.wantSnap, req.Snapshot, "linked on the snapshot, or full")
+			got, err := inventory.AnnotationFromVM(req.Record.Notes, nil)
 			require.NoError(t, err)
 			assert.Equal(t, "b", got.Placement, "the record says where it went")
 		})
@@ -139,30 +129,36 @@ func TestSpecCloneMode(t *testing.T) {
 	t.Parallel()
 	big := &config.Flavor{Name: "large", CPUs: 8, MemoryMB: 16384, DiskSizeGB: 80}
 	cases := []struct {
-		name     string
-		snap     bool
-		flavor   *config.Flavor
-		wantMove types.VirtualMachineRelocateDiskMoveOptions
+		name       string
+		snap       bool
+		flavor     *config.Flavor
+		wantLinked bool
 	}{
-		{"snapshot: linked", true, nil, types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking},
-		{"no snapshot: full", false, nil, types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking},
-		{"flavor grows the disk: full", true, big, types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking},
+		{"snapshot: linked", true, nil, true},
+		{"no snapshot: full", false, nil, false},
+		{"flavor grows the disk: full", true, big, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newSpecEnv(t, specConfig())
-			e.expectReads(templateOn(specDS, 1, tc.snap), "VM Network", "", "LocalDS_0", specPool, specDS)
-			spec, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate,
+			e.expectReads(templateOn(specDS, 1, tc.snap), "", "LocalDS_0", specPool, specDS)
+			req, err := e.b.Request(context.Background(), testutil.DiscardLogger(), specTemplate,
 				&inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "w-1"}, tc.flavor, nil)
 			require.NoError(t, err)
-			assert.Equal(t, string(tc.wantMove), spec.Location.DiskMoveType)
-			assert.Equal(t, tc.wantMove == types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking, spec.Snapshot != nil,
-				"a linked clone names the snapshot")
+			assert.Equal(t, tc.wantLinked, !req.Snapshot.IsZero(), "a linked clone names the snapshot")
+			if tc.wantLinked {
+				assert.Equal(t, specSnapshot, req.Snapshot)
+			}
+			assert.Equal(t, specPool, req.Pool)
+			assert.Equal(t, specDS, req.Datastore)
+			assert.Equal(t, &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"}, req.Network)
+			assert.True(t, req.PowerOn)
 			if tc.flavor != nil {
-				assert.Equal(t, tc.flavor.CPUs, spec.Config.NumCPUs)
-				assert.Equal(t, tc.flavor.MemoryMB, spec.Config.MemoryMB)
-				assert.Len(t, spec.Config.DeviceChange, 2, "the NIC edit and the disk grown")
+				assert.Equal(t, &vctypes.Hardware{Flavor: "large", CPUs: 8, MemoryMB: 16384, DiskSizeGB: 80}, req.Hardware,
+					"the flavor's size, the disk grown by the adapter")
+			} else {
+				assert.Nil(t, req.Hardware, "the template's size")
 			}
 		})
 	}
@@ -175,13 +171,13 @@ func TestSpecCloneMode(t *testing.T) {
 func TestSpecCloudInit(t *testing.T) {
 	t.Parallel()
 	e := newSpecEnv(t, specConfig())
-	e.expectReads(templateOn(specDS, 1, false), "VM Network", "", "LocalDS_0", specPool, specDS)
+	e.expectReads(templateOn(specDS, 1, false), "", "LocalDS_0", specPool, specDS)
 	annot := &inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "Worker_1", IPAddress: "10.0.0.11"}
-	spec, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, &cloudinit.Boot{Script: "echo hello"})
+	req, err := e.b.Request(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, &cloudinit.Boot{Script: "echo hello"})
 	require.NoError(t, err)
-	assert.Nil(t, spec.Customization)
+	assert.Nil(t, req.Customization)
 
-	gi := cloudinit.Guestinfo(vcenter.OptionsOf(spec.Config.ExtraConfig))
+	gi := cloudinit.Guestinfo(req.Options)
 	raw, err := cloudinit.DecodeGuestinfo(gi[cloudinit.GuestinfoMetadata], gi[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
 	md, err := cloudinit.ParseMetadata(raw)
@@ -199,34 +195,31 @@ func TestSpecCloudInit(t *testing.T) {
 	require.NoError(t, err)
 	testutil.CheckCloudConfig(t, raw)
 	assert.Contains(t, string(raw), "echo hello")
-	_, err = inventory.AnnotationFromVM("", vcenter.OptionsOf(spec.Config.ExtraConfig))
-	assert.NoError(t, err, "the record's mirror stays beside the guestinfo")
+	_, err = inventory.AnnotationFromVM("", req.Record.Options)
+	assert.NoError(t, err, "the record's mirror goes beside the guestinfo (the adapter writes both, vcenter.CloneSpecOf)")
 }
 
 // TestSpecWindows: a Windows model's clone is customized by sysprep with
-// its computer name and a new SID, and carries no password
-// (docs/windows.md).
+// its computer name; the request has no place for a password
+// (docs/windows.md; the adapter's sysprep: vcenter.CustomizationSpecOf).
 func TestSpecWindows(t *testing.T) {
 	t.Parallel()
 	e := newSpecEnv(t, specConfig())
-	e.expectReads(templateOn(specDS, 1, false), "VM Network", "", "LocalDS_0", specPool, specDS)
+	e.expectReads(templateOn(specDS, 1, false), "", "LocalDS_0", specPool, specDS)
 	annot := &inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "worker-windows-with-a-long-name", VMwareModelPath: "win2022"}
-	spec, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, nil)
+	req, err := e.b.Request(context.Background(), testutil.DiscardLogger(), specTemplate, annot, nil, nil)
 	require.NoError(t, err)
-	sp, ok := spec.Customization.Identity.(*types.CustomizationSysprep)
-	require.True(t, ok, "sysprep, not the Linux prep")
-	name := sp.UserData.ComputerName.(*types.CustomizationFixedName).Name
-	assert.Equal(t, WindowsComputerName(annot.WorkerName), name)
-	assert.LessOrEqual(t, len(name), 15, "a NetBIOS name")
-	assert.Nil(t, sp.GuiUnattended.Password, "no secret in the spec")
-	require.NotNil(t, spec.Customization.Options)
-	assert.True(t, spec.Customization.Options.(*types.CustomizationWinOptions).ChangeSID)
+	require.NotNil(t, req.Customization)
+	assert.True(t, req.Customization.Windows, "sysprep, not the Linux prep")
+	assert.Equal(t, WindowsComputerName(annot.WorkerName), req.Customization.Name)
+	assert.LessOrEqual(t, len(req.Customization.Name), 15, "a NetBIOS name")
+	assert.Len(t, req.Customization.NICs, 1, "one address per card")
 }
 
-// TestSpecRefusals: a spec that cannot be right is an error naming what
-// is wrong, and nothing is cloned: no record, no network card, an address
-// in no range, a name that gives no hostname, a pool or datastore that
-// cannot be found.
+// TestSpecRefusals: a request that cannot be right is an error naming
+// what is wrong, and nothing is cloned: no record, no network card, an
+// address in no range, a name that gives no hostname, a pool or datastore
+// that cannot be found.
 func TestSpecRefusals(t *testing.T) {
 	t.Parallel()
 	boom := errors.New("boom")
@@ -241,20 +234,18 @@ func TestSpecRefusals(t *testing.T) {
 			e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 0, false), nil)
 		}, `template "debian12" has no network card`},
 		{"address in no range", &inventory.Annotation{WorkerName: "w", IPAddress: "192.168.1.1"}, func(e *specEnv) {
-			e.expectReads(templateOn(specDS, 1, false), "VM Network", "", "LocalDS_0", specPool, specDS)
+			e.expectReads(templateOn(specDS, 1, false), "", "LocalDS_0", specPool, specDS)
 		}, `ip 192.168.1.1 of vm "w" is in no configured range`},
 		{"no hostname", &inventory.Annotation{WorkerName: "___"}, func(e *specEnv) {
-			e.expectReads(templateOn(specDS, 1, false), "VM Network", "", "LocalDS_0", specPool, specDS)
+			e.expectReads(templateOn(specDS, 1, false), "", "LocalDS_0", specPool, specDS)
 		}, `worker name "___" gives no valid hostname`},
 		{"pool", &inventory.Annotation{WorkerName: "w"}, func(e *specEnv) {
 			e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil)
-			e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
 			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vctypes.Ref{}, boom)
 		}, "load resource pool"},
 		{"datastore", &inventory.Annotation{WorkerName: "w"}, func(e *specEnv) {
 			e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil)
-			e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
-			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(specPool), nil)
+			e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(specPool, nil)
 			e.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(vctypes.Ref{}, boom)
 		}, `load datastore "LocalDS_0"`},
 	}
@@ -263,30 +254,11 @@ func TestSpecRefusals(t *testing.T) {
 			t.Parallel()
 			e := newSpecEnv(t, specConfig())
 			tc.expect(e)
-			spec, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate, tc.annot, nil, nil)
+			req, err := e.b.Request(context.Background(), testutil.DiscardLogger(), specTemplate, tc.annot, nil, nil)
 			require.Error(t, err)
-			assert.Nil(t, spec)
+			assert.Zero(t, req)
 			assert.Contains(t, err.Error(), tc.want)
 		})
-	}
-}
-
-// TestTemplateReadOnceUntilForgotten: a template's devices and snapshots
-// are read once for many specs, and again once Forget drops them (a clone
-// from it failed).
-func TestTemplateReadOnceUntilForgotten(t *testing.T) {
-	t.Parallel()
-	e := newSpecEnv(t, specConfig())
-	e.vs.EXPECT().LoadTemplate(gomock.Any(), specTemplate.Ref).Return(templateOn(specDS, 1, false), nil).Times(2)
-	e.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), gomock.Any(), gomock.Any()).Return(nil).Times(3)
-	e.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(vcenter.RefOf(specPool), nil).Times(3)
-	e.vs.EXPECT().LoadDatastore(gomock.Any(), gomock.Any()).Return(vcenter.RefOf(specDS), nil).Times(3)
-	for i, forget := range []bool{false, true, false} {
-		_, err := e.b.Spec(context.Background(), testutil.DiscardLogger(), specTemplate, &inventory.Annotation{WorkerName: "w"}, nil, nil)
-		require.NoError(t, err, "spec %d", i)
-		if forget {
-			e.b.Forget(specTemplate.Ref)
-		}
 	}
 }
 

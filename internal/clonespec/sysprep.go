@@ -6,7 +6,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // maxComputerNameLen is the NetBIOS limit of a Windows computer name.
@@ -39,37 +38,4 @@ func (b *Builder) isWindows(annot *inventory.Annotation) bool {
 		cfg = b.live()
 	}
 	return cfg.OSOfRecord(annot.WorkerModelPath, annot.VMwareModelPath) == config.OSWindows
-}
-
-// sysprepIdentity is the Windows customization of a worker: the computer
-// name, a workgroup, a new SID. It sets no product key (the template's
-// licence stays) and no password: the Administrator account is left as
-// sysprep leaves it, the hatchery signs in with the model's guest account
-// (docs/windows.md), so the clone specification holds no secret.
-func sysprepIdentity(computerName string) *types.CustomizationSysprep {
-	return &types.CustomizationSysprep{
-		GuiUnattended: types.CustomizationGuiUnattended{
-			// 85: (GMT) Greenwich Mean Time, the Windows time zone index
-			// vSphere documents for CustomizationGuiUnattended.TimeZone.
-			TimeZone:       85,
-			AutoLogon:      false,
-			AutoLogonCount: 1,
-		},
-		UserData: types.CustomizationUserData{
-			FullName:     "CDS worker",
-			OrgName:      "CDS",
-			ComputerName: &types.CustomizationFixedName{Name: computerName},
-		},
-		Identification: types.CustomizationIdentification{JoinWorkgroup: "WORKGROUP"},
-	}
-}
-
-// windowsOptions are sysprep's options: a new SID, the guest rebooted
-// into its new identity, no account deleted.
-func windowsOptions() *types.CustomizationWinOptions {
-	return &types.CustomizationWinOptions{
-		ChangeSID:      true,
-		DeleteAccounts: false,
-		Reboot:         types.CustomizationSysprepRebootOptionReboot,
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"testing"
 	"time"
 
@@ -40,15 +41,10 @@ func scopeClone(t *testing.T, ctx context.Context, env *vcsimtest.Env, ops *vcen
 	require.NoError(t, err)
 	poolRef, err := ops.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	pool := vcenter.MORef(poolRef)
-	cfg := &types.VirtualMachineConfigSpec{}
-	vcenter.ApplyRecord(cfg, inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.Record())
-	ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder.Reference(), name, &types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{Pool: &pool},
-		Config:   cfg,
-	})
+	ref, err := ops.CloneVirtualMachine(ctx, vctypes.Clone{Template: tpl, Folder: vcenter.RefOf(folder.Reference()), Name: name, Pool: poolRef,
+		Record: inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.Record()})
 	require.NoError(t, err)
-	return *ref
+	return vcenter.MORef(ref)
 }
 
 // waitVM refreshes inv until a VM named name is in it (or the deadline).

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -14,10 +13,11 @@ import (
 // use. Locks, Placement, Attributes and VMs' power, destroy, rename,
 // guest, wait and event methods speak the project's vocabulary
 // (internal/vctypes; their errors classified, Classify), so that the Port
-// itself is guest.Port. VMs' device, template, clone, reconfigure and
-// instant clone methods and InventorySource still take and return
+// itself is guest.Port; so do InventorySource, the template read, the
+// clone (a vctypes.Clone request: the adapter builds the specification)
+// and the instant clone. VMs' device read and reconfigure still take
 // references (types.ManagedObjectReference) and plain data (vim25/types,
-// vim25/mo, object.VirtualDeviceList). No method
+// object.VirtualDeviceList). No method
 // takes or returns a govmomi object handle: a handle
 // carries the connection it was made with, a reference does not, so a VM
 // read before a re-login is still valid after it (docs/architecture.md,
@@ -46,9 +46,11 @@ type VMs interface {
 	// LoadVirtualMachineDevices returns the VM's device list.
 	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// LoadTemplate reads, in one request, what a clone needs of a
-	// template: config.hardware.device and snapshot (the other properties
-	// are left unset).
-	LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error)
+	// template (config.hardware.device and snapshot): its cards, disks
+	// and snapshots. The read is kept for the template's clones
+	// (CloneVirtualMachine) for ten minutes, and dropped when a clone
+	// from it fails.
+	LoadTemplate(ctx context.Context, template vctypes.Ref) (vctypes.Template, error)
 	// StartVirtualMachine powers the VM on; already on is success.
 	StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// ShutdownVirtualMachine powers the VM off; already off is success.
@@ -59,9 +61,13 @@ type VMs interface {
 	SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// DestroyVirtualMachine destroys a powered-off VM; already gone is success.
 	DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error
-	// CloneVirtualMachine clones template into folder under name and
-	// waits for the task; it returns the new VM's reference.
-	CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error)
+	// CloneVirtualMachine makes the clone req asks for (its
+	// specification built from req and the template's devices: the
+	// first card's network, the flavor's size, the record and options,
+	// the customization, linked or full) and waits for the task; it
+	// returns the new VM's reference. A *vctypes.NotSentError when the
+	// request could not be made into a specification: nothing was sent.
+	CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error)
 	// RenameVirtualMachine renames the VM and waits for the task.
 	RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error
 	// ReconfigureVirtualMachine applies spec (annotation, CPU/RAM, devices)
@@ -124,10 +130,6 @@ type Placement interface {
 	// DatastoreSpaceOf reads the space of the datastore named name
 	// (LoadDatastore, then DatastoreSpace; admission.PlacementPort).
 	DatastoreSpaceOf(ctx context.Context, name string) (*vctypes.DatastoreSpace, error)
-	// SetupEthernetCard sets card's backing to the network named
-	// networkName ("" = the default network), built as a card of type
-	// ethernetCardName.
-	SetupEthernetCard(ctx context.Context, card *types.VirtualEthernetCard, ethernetCardName, networkName string) error
 }
 
 // InventorySource reads the VMs of the inventory's scope: the datacenter's

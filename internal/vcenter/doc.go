@@ -12,8 +12,10 @@
 // (Status), runs the VM change watch and the wait collector (task, power
 // and guest waits woken by change notifications on one property collector
 // per session: govmomi_waits.go); the inventory's scope (the folders its
-// listing, probe and template lookup read: govmomi_scope.go); and the
-// placement cache.
+// listing, probe and template lookup read: govmomi_scope.go); the
+// placement cache; and the clone's specification, built from a
+// vctypes.Clone request and the template's device list, which it keeps
+// per template (govmomi_clone.go, govmomi_templates.go).
 //
 // It does not own: the configuration file (the caller maps it to Config),
 // the VM ownership record, the inventory built from its listings, or any

@@ -206,6 +206,9 @@ type Client struct {
 	// placement memoises LoadFolder, LoadResourcePool, LoadDatastore and
 	// LoadNetwork (placementCacheTTL): resolving them walks the inventory.
 	placement *placementCache
+	// templates memoises what clones read of their templates (devices
+	// and snapshots, templateDevicesTTL): LoadTemplate, CloneVirtualMachine.
+	templates *templateDevices
 
 	// PollInterval is the period of property polls in waits. Tests may
 	// shorten it before use; it is not changed concurrently.
@@ -275,6 +278,7 @@ func New(cfg Config) *Client {
 		PollInterval: cfg.PollInterval,
 		taskScale:    cfg.TaskTimeoutScale,
 		placement:    newPlacementCache(log),
+		templates:    newTemplateDevices(time.Now),
 		names:        map[types.ManagedObjectReference]string{},
 	}
 	if cfg.MaxConcurrentTasks > 0 {

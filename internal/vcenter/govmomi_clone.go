@@ -1,12 +1,227 @@
 package vcenter
 
 import (
+	"context"
+	"errors"
+	"fmt"
+
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
+	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
+
+// LoadTemplate reads what a clone needs of template (devices and
+// snapshots, one RetrievePropertiesEx) in the project's terms; the read
+// is kept (templateDevicesTTL) for the template's clones.
+func (c *Client) LoadTemplate(ctx context.Context, template vctypes.Ref) (vctypes.Template, error) {
+	info, err := c.templates.load(ctx, MORef(template), c.readTemplateInfo)
+	if err != nil {
+		return vctypes.Template{}, Classify(err)
+	}
+	return info.Template, nil
+}
+
+// readTemplateInfo reads a template's devices and snapshots.
+func (c *Client) readTemplateInfo(ctx context.Context, template types.ManagedObjectReference) (TemplateInfo, error) {
+	o, err := c.readTemplate(ctx, template)
+	if err != nil {
+		return TemplateInfo{}, err
+	}
+	info := TemplateInfo{Template: TemplateOf(template, o)}
+	if o.Config != nil {
+		info.Devices = object.VirtualDeviceList(o.Config.Hardware.Device)
+	}
+	return info, nil
+}
+
+// CloneVirtualMachine makes req's clone: its specification built from
+// req and the template's devices (cloneSpec; a failure there is a
+// *vctypes.NotSentError, nothing sent), then the clone task
+// (cloneTaskTimeout). A failed clone drops what was kept of the template
+// (it may have changed). Errors are classified.
+func (c *Client) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+	if err := c.notConnected(); err != nil {
+		return vctypes.Ref{}, err
+	}
+	template := MORef(req.Template)
+	spec, err := c.cloneSpec(ctx, req)
+	if err != nil {
+		c.templates.forget(template)
+		return vctypes.Ref{}, Classify(err)
+	}
+	ref, err := c.cloneVirtualMachine(ctx, template, MORef(req.Folder), req.Name, spec)
+	if err != nil {
+		c.templates.forget(template)
+		return vctypes.Ref{}, Classify(err)
+	}
+	return RefOf(*ref), nil
+}
+
+// cloneSpec builds req's specification: the template's devices (kept, or
+// read), its first card moved to req's network (the backing read,
+// SetupEthernetCard), the rest from req (CloneSpecOf). Every failure is a
+// *vctypes.NotSentError naming its step.
+func (c *Client) cloneSpec(ctx context.Context, req vctypes.Clone) (*types.VirtualMachineCloneSpec, error) {
+	info, err := c.templates.load(ctx, MORef(req.Template), c.readTemplateInfo)
+	if err != nil {
+		return nil, &vctypes.NotSentError{Step: "load template", Err: Classify(err)}
+	}
+	spec, card, err := CloneSpecOf(req, info.Devices)
+	if err != nil {
+		return nil, &vctypes.NotSentError{Step: "prepare clone spec", Err: err}
+	}
+	if req.Network != nil {
+		if err := c.SetupEthernetCard(ctx, card, req.Network.CardType, req.Network.Name); err != nil {
+			return nil, &vctypes.NotSentError{Step: fmt.Sprintf("set up network card on network %q", req.Network.Name), Err: Classify(err)}
+		}
+	}
+	c.log.Debug("clone spec", logkey.VM, req.Name, "linked", !req.Snapshot.IsZero())
+	return spec, nil
+}
+
+// CloneSpecOf is vCenter's clone specification of req for a template of
+// devices (a private copy: its first card is edited): placed in req's
+// pool and datastore (unset: the template's), linked on req.Snapshot
+// (createNewChildDiskBacking) or full (moveChildMostDiskBacking), the
+// record and the options in ExtraConfig in that order, the hardware
+// (CloneHardware), the guest customization (CustomizationSpecOf), tools
+// after power on, powered on when req says. With req.Network the first
+// card is edited and returned for its backing to be set; no card then is
+// an error.
+func CloneSpecOf(req vctypes.Clone, devices object.VirtualDeviceList) (*types.VirtualMachineCloneSpec, *types.VirtualEthernetCard, error) {
+	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
+	config := &types.VirtualMachineConfigSpec{Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)}}
+	var card *types.VirtualEthernetCard
+	if req.Network != nil {
+		if len(cards) == 0 {
+			return nil, nil, errors.New("the template has no network card: a worker template needs one")
+		}
+		first, ok := cards[0].(types.BaseVirtualEthernetCard)
+		if !ok {
+			return nil, nil, errors.New("the template's first network card is not an ethernet card")
+		}
+		card = first.GetVirtualEthernetCard()
+		config.DeviceChange = append(config.DeviceChange,
+			&types.VirtualDeviceConfigSpec{Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: cards[0]})
+	}
+	if req.Record.Notes != "" || len(req.Record.Options) > 0 {
+		ApplyRecord(config, req.Record)
+	}
+	config.ExtraConfig = append(config.ExtraConfig, OptionValues(req.Options)...)
+	if err := CloneHardware(config, req.Hardware, devices); err != nil {
+		return nil, nil, err
+	}
+	spec := &types.VirtualMachineCloneSpec{Config: config, PowerOn: req.PowerOn}
+	if req.Customization != nil {
+		custom, err := CustomizationSpecOf(*req.Customization, len(cards))
+		if err != nil {
+			return nil, nil, err
+		}
+		spec.Customization = custom
+	}
+	spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking)
+	if !req.Snapshot.IsZero() {
+		snap := MORef(req.Snapshot)
+		spec.Snapshot = &snap
+		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
+	}
+	if !req.Pool.IsZero() {
+		pool := MORef(req.Pool)
+		spec.Location.Pool = &pool
+	}
+	if !req.Datastore.IsZero() {
+		ds := MORef(req.Datastore)
+		spec.Location.Datastore = &ds
+	}
+	return spec, card, nil
+}
+
+// CloneHardware writes hw's CPUs and memory into spec and, with a
+// DiskSizeGB larger than the first disk of devices, an Edit growing it;
+// an equal size changes nothing, a smaller one is an error (a disk is
+// never shrunk), as is a DiskSizeGB with no disk. A nil hw changes
+// nothing. It is the flavor's growth rule at clone time
+// (clonespec.ApplyFlavor's, docs/flavors-and-capacity.md).
+func CloneHardware(spec *types.VirtualMachineConfigSpec, hw *vctypes.Hardware, devices object.VirtualDeviceList) error {
+	if hw == nil {
+		return nil
+	}
+	if hw.CPUs <= 0 || hw.MemoryMB <= 0 {
+		return fmt.Errorf("apply flavor %q: cpus (%d) and memoryMB (%d) must be positive", hw.Flavor, hw.CPUs, hw.MemoryMB)
+	}
+	if hw.DiskSizeGB > 0 {
+		disks := devices.SelectByType((*types.VirtualDisk)(nil))
+		if len(disks) == 0 {
+			return fmt.Errorf("apply flavor %q: diskSizeGB is %d but the template has no virtual disk", hw.Flavor, hw.DiskSizeGB)
+		}
+		disk, ok := disks[0].(*types.VirtualDisk)
+		if !ok {
+			return fmt.Errorf("apply flavor %q: first disk has unexpected type %T", hw.Flavor, disks[0])
+		}
+		current, want := diskOf(disk).CapacityBytes, hw.DiskSizeGB<<30
+		switch {
+		case want < current:
+			return fmt.Errorf("apply flavor %q: diskSizeGB %d is smaller than the template's first disk (%d bytes): a disk is never shrunk", hw.Flavor, hw.DiskSizeGB, current)
+		case want > current:
+			// A copy: the template's device list is left as it was.
+			grown := *disk
+			grown.CapacityInBytes = want
+			grown.CapacityInKB = want / 1024
+			spec.DeviceChange = append(spec.DeviceChange, &types.VirtualDeviceConfigSpec{
+				Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: &grown})
+		}
+	}
+	spec.NumCPUs = hw.CPUs
+	spec.MemoryMB = hw.MemoryMB
+	return nil
+}
+
+// CustomizationSpecOf is vCenter's guest customization of c for a
+// template of nics network cards: LinuxPrep with the hostname, or, for
+// Windows, sysprep with the computer name, a workgroup, a new SID and a
+// reboot; one adapter mapping per card (vSphere refuses a mismatch), a
+// static address with its mask, gateway and DNS or DHCP, the first static
+// card's DNS global too.
+func CustomizationSpecOf(c vctypes.Customization, nics int) (*types.CustomizationSpec, error) {
+	if nics < 1 {
+		return nil, fmt.Errorf("vm %q: no network card to customize", c.Name)
+	}
+	if len(c.NICs) != nics {
+		return nil, fmt.Errorf("vm %q: customization maps %d network cards, the template has %d", c.Name, len(c.NICs), nics)
+	}
+	maps := make([]types.CustomizationAdapterMapping, nics)
+	var global types.CustomizationGlobalIPSettings
+	for i, a := range c.NICs {
+		if a.IP == "" {
+			maps[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
+			continue
+		}
+		maps[i].Adapter = types.CustomizationIPSettings{
+			Ip:            &types.CustomizationFixedIp{IpAddress: a.IP},
+			SubnetMask:    a.SubnetMask,
+			DnsServerList: a.DNS,
+		}
+		if a.Gateway != "" {
+			maps[i].Adapter.Gateway = []string{a.Gateway}
+		}
+		if global.DnsServerList == nil {
+			global.DnsServerList = a.DNS
+		}
+	}
+	spec := &types.CustomizationSpec{
+		Identity:         &types.CustomizationLinuxPrep{HostName: &types.CustomizationFixedName{Name: c.Name}},
+		GlobalIPSettings: global,
+		NicSettingMap:    maps,
+	}
+	if c.Windows {
+		spec.Identity = sysprepIdentity(c.Name)
+		spec.Options = windowsOptions()
+	}
+	return spec, nil
+}
 
 // TemplateOf is what a clone needs of the template o (read with
 // config.hardware.device and snapshot, LoadTemplate) in the project's
@@ -53,4 +268,37 @@ func diskOf(disk *types.VirtualDisk) vctypes.Disk {
 		}
 	}
 	return d
+}
+
+// sysprepIdentity is the Windows customization of a worker: the computer
+// name, a workgroup, a new SID. It sets no product key (the template's
+// licence stays) and no password: the Administrator account is left as
+// sysprep leaves it, the hatchery signs in with the model's guest account
+// (docs/windows.md), so the clone specification holds no secret.
+func sysprepIdentity(computerName string) *types.CustomizationSysprep {
+	return &types.CustomizationSysprep{
+		GuiUnattended: types.CustomizationGuiUnattended{
+			// 85: (GMT) Greenwich Mean Time, the Windows time zone index
+			// vSphere documents for CustomizationGuiUnattended.TimeZone.
+			TimeZone:       85,
+			AutoLogon:      false,
+			AutoLogonCount: 1,
+		},
+		UserData: types.CustomizationUserData{
+			FullName:     "CDS worker",
+			OrgName:      "CDS",
+			ComputerName: &types.CustomizationFixedName{Name: computerName},
+		},
+		Identification: types.CustomizationIdentification{JoinWorkgroup: "WORKGROUP"},
+	}
+}
+
+// windowsOptions are sysprep's options: a new SID, the guest rebooted
+// into its new identity, no account deleted.
+func windowsOptions() *types.CustomizationWinOptions {
+	return &types.CustomizationWinOptions{
+		ChangeSID:      true,
+		DeleteAccounts: false,
+		Reboot:         types.CustomizationSysprepRebootOptionReboot,
+	}
 }

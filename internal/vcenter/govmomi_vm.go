@@ -128,9 +128,9 @@ func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm types.Managed
 	return devices, nil
 }
 
-// LoadTemplate reads config.hardware.device and snapshot of a template in
+// readTemplate reads config.hardware.device and snapshot of a template in
 // one RetrievePropertiesEx.
-func (c *Client) LoadTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error) {
+func (c *Client) readTemplate(ctx context.Context, template types.ManagedObjectReference) (mo.VirtualMachine, error) {
 	if err := c.notConnected(); err != nil {
 		return mo.VirtualMachine{}, err
 	}
@@ -246,9 +246,9 @@ func (c *Client) destroyVirtualMachine(ctx context.Context, vm types.ManagedObje
 	return nil
 }
 
-// CloneVirtualMachine clones vm into folder under name and waits for the
+// cloneVirtualMachine clones vm into folder under name and waits for the
 // task (cloneTaskTimeout); it returns the new VM's reference.
-func (c *Client) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *Client) cloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

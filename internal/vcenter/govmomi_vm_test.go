@@ -30,36 +30,28 @@ func testCtx(t *testing.T) context.Context {
 // cloneSpec is a worker clone spec: placement, the annotation and its
 // mirror, optional CPU/RAM override and a Linux customization with a fixed
 // IP when ip is set.
-func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory.Annotation, cpus int32, memMB int64, ip string) *types.VirtualMachineCloneSpec {
+func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory.Annotation, cpus int32, memMB int64, ip string) vctypes.Clone {
 	t.Helper()
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
 	ds, err := c.LoadDatastore(ctx, vcsimtest.DatastoreName)
 	require.NoError(t, err)
-	poolRef, dsRef := vcenter.MORef(pool), vcenter.MORef(ds)
-	cfg := &types.VirtualMachineConfigSpec{NumCPUs: cpus, MemoryMB: memMB}
-	vcenter.ApplyRecord(cfg, a.Record())
-	spec := &types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{Pool: &poolRef, Datastore: &dsRef},
-		Config:   cfg,
+	req := vctypes.Clone{Pool: pool, Datastore: ds, Record: a.Record()}
+	if cpus > 0 || memMB > 0 {
+		req.Hardware = &vctypes.Hardware{CPUs: cpus, MemoryMB: memMB}
 	}
 	if ip != "" {
-		spec.Customization = &types.CustomizationSpec{
-			Identity: &types.CustomizationLinuxPrep{
-				HostName: &types.CustomizationFixedName{Name: "worker"},
-				Domain:   "local",
-			},
-			GlobalIPSettings: types.CustomizationGlobalIPSettings{DnsServerList: []string{"10.0.0.53"}},
-			NicSettingMap: []types.CustomizationAdapterMapping{{
-				Adapter: types.CustomizationIPSettings{
-					Ip:         &types.CustomizationFixedIp{IpAddress: ip},
-					SubnetMask: "255.255.255.0",
-					Gateway:    []string{"10.0.0.1"},
-				},
-			}},
-		}
+		req.Customization = &vctypes.Customization{Name: "worker", NICs: []vctypes.NICAddress{
+			{IP: ip, SubnetMask: "255.255.255.0", Gateway: "10.0.0.1", DNS: []string{"10.0.0.53"}},
+		}}
 	}
-	return spec
+	return req
+}
+
+// cloneOf is req cloning template tpl into folder under name.
+func cloneOf(req vctypes.Clone, tpl, folder vctypes.Ref, name string) vctypes.Clone {
+	req.Template, req.Folder, req.Name = tpl, folder, name
+	return req
 }
 
 // cloneWorker clones the default template into name and returns the VM.
@@ -71,9 +63,9 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
-	ref, err := c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), name, cloneSpec(t, ctx, c, a, 0, 0, ip))
+	ref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ip), tpl, folder, name))
 	require.NoError(t, err)
-	return *ref
+	return vcenter.MORef(ref)
 }
 
 func TestCloneStartGuest(t *testing.T) {
@@ -164,16 +156,17 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, err)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
 
-	ref, err := c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "big-1", cloneSpec(t, ctx, c, a, 4, 8192, ""))
+	cref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 4, 8192, ""), tpl, folder, "big-1"))
 	require.NoError(t, err)
+	ref := vcenter.MORef(cref)
 	st := env.MustInspect("big-1")
-	assert.Equal(t, *ref, st.Ref)
+	assert.Equal(t, ref, st.Ref)
 	assert.Equal(t, int32(4), st.NumCPU)
 	assert.Equal(t, int32(8192), st.MemoryMB)
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
 	// vcsim drops config.annotation on clone; the annotation
 	// path is exercised by a reconfigure, as when a VM is claimed.
-	vm := *ref
+	vm := ref
 	a.JobID = "42"
 	spec := types.VirtualMachineConfigSpec{}
 	vcenter.ApplyRecord(&spec, a.Record())
@@ -194,7 +187,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	}
 
 	// Cloning to an existing name fails and names both VMs.
-	_, err = c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "big-1", nil)
+	_, err = c.CloneVirtualMachine(ctx, vctypes.Clone{Template: tpl, Folder: folder, Name: "big-1"})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `clone "big-1" from template "debian12"`)
 }

@@ -284,7 +284,7 @@ func TestTaskWaitFailsWithItsFault(t *testing.T) {
 	folder := vcenter.MORef(folderRef)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "worker-1", VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	start := time.Now()
-	_, err = c.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, "worker-1", cloneSpec(t, ctx, c, a, 0, 0, ""))
+	_, err = c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ""), tpl, vcenter.RefOf(folder), "worker-1"))
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
 	var terr task.Error

@@ -8,6 +8,7 @@ package vcenter_test
 import (
 	"context"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"slices"
 	"sync"
 	"testing"
@@ -676,7 +677,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	folderRef, err := ops.LoadFolder(ctx)
 	require.NoError(t, err)
 	folder := vcenter.MORef(folderRef)
-	specs := make([]*types.VirtualMachineCloneSpec, stepped+burst+1)
+	specs := make([]vctypes.Clone, stepped+burst+1)
 	for i := range specs {
 		a := inventory.Annotation{HatcheryName: "hatch", WorkerName: fmt.Sprintf("w-%d", i), Created: time.Now().UTC().Truncate(time.Second)}
 		specs[i] = cloneSpec(t, ctx, ops, a, 0, 0, "")
@@ -734,14 +735,15 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		// Stepped: every operation's change must show up before the next.
 		for i := range stepped {
 			name := fmt.Sprintf("w-%d", i)
-			ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, name, specs[i])
+			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vcenter.RefOf(folder), name))
+			ref := vcenter.MORef(cref)
 			if err != nil {
 				return err
 			}
-			if err := wait(name+" watched after its clone", func() bool { return obs.isWatched(*ref) }); err != nil {
+			if err := wait(name+" watched after its clone", func() bool { return obs.isWatched(ref) }); err != nil {
 				return err
 			}
-			vm := *ref
+			vm := ref
 
 			m := obs.mark()
 			a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
@@ -751,7 +753,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 				return err
 			}
 			if err := wait(name+" reconfigure", func() bool {
-				return obs.seen(m, *ref, types.ObjectUpdateKindModify, "config.changeVersion", nil)
+				return obs.seen(m, ref, types.ObjectUpdateKindModify, "config.changeVersion", nil)
 			}); err != nil {
 				return err
 			}
@@ -761,7 +763,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 				return err
 			}
 			if err := wait(name+" rename", func() bool {
-				return obs.seen(m, *ref, types.ObjectUpdateKindModify, "name", name+"-renamed")
+				return obs.seen(m, ref, types.ObjectUpdateKindModify, "name", name+"-renamed")
 			}); err != nil {
 				return err
 			}
@@ -777,7 +779,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 					return err
 				}
 				if err := wait(fmt.Sprintf("%s %s", name, st), func() bool {
-					return obs.seen(m, *ref, types.ObjectUpdateKindModify, "runtime.powerState", st)
+					return obs.seen(m, ref, types.ObjectUpdateKindModify, "runtime.powerState", st)
 				}); err != nil {
 					return err
 				}
@@ -788,8 +790,8 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 				if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
 					return err
 				}
-				destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
-				if err := wait(name+" destroy", func() bool { return obs.goneOrLeft(m, *ref) }); err != nil {
+				destroyed, destroyAt = append(destroyed, ref), append(destroyAt, m)
+				if err := wait(name+" destroy", func() bool { return obs.goneOrLeft(m, ref) }); err != nil {
 					return err
 				}
 			}
@@ -797,23 +799,25 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 		// A clone destroyed at once: it may never enter the watch.
 		m := obs.mark()
-		ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, "ephemeral", specs[stepped+burst])
+		cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[stepped+burst], tpl, vcenter.RefOf(folder), "ephemeral"))
+		ref := vcenter.MORef(cref)
 		if err != nil {
 			return err
 		}
-		if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(*ref)); err != nil {
+		if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(ref)); err != nil {
 			return err
 		}
-		destroyed, destroyAt = append(destroyed, *ref), append(destroyAt, m)
+		destroyed, destroyAt = append(destroyed, ref), append(destroyAt, m)
 
 		// Burst: operations back to back, only convergence is checked.
 		var vms []types.ManagedObjectReference
 		for i := stepped; i < stepped+burst; i++ {
-			ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder, fmt.Sprintf("b-%d", i), specs[i])
+			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vcenter.RefOf(folder), fmt.Sprintf("b-%d", i)))
+			ref := vcenter.MORef(cref)
 			if err != nil {
 				return err
 			}
-			vms = append(vms, *ref)
+			vms = append(vms, ref)
 		}
 		for i, ref := range vms {
 			vm := ref

@@ -31,66 +31,57 @@ import (
 // prove that guestinfo written at clone time reaches the VM.
 const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 
-// cloneSpec is the clone of template into the scratch folder at pool and
-// datastore ds (named dsName) of placement (ds zero: the template's),
-// powered off, linked when the template allows it and its disks are on ds
-// (clonespec.PlacementCloneMode, the spawn's rule; TemplateCloneMode
-// without a datastore), with the run's record and a guestinfo value; the
-// mode and what to say of it. custom, when set, gives the clone's guest
-// customization from the template's devices.
+// cloneSpec is the clone request of template into the scratch folder at
+// pool and datastore ds (named dsName) of placement (ds zero: the
+// template's), powered off, linked when the template allows it and its
+// disks are on ds (clonespec.PlacementCloneMode, the spawn's rule;
+// TemplateCloneMode without a datastore), with the run's record and a
+// guestinfo value; the mode and what to say of it. custom, when set,
+// gives the clone's guest customization from the template's number of
+// network cards. The adapter builds the specification
+// (vcenter.Port.CloneVirtualMachine).
 func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string,
-	custom func([]types.BaseVirtualDevice) (*types.CustomizationSpec, error)) (*types.VirtualMachineCloneSpec, string, string, error) {
-	t, err := r.vc.LoadTemplate(ctx, template)
+	custom func(nics int) (*vctypes.Customization, error)) (vctypes.Clone, string, string, error) {
+	t, err := r.vc.LoadTemplate(ctx, vcenter.RefOf(template))
 	if err != nil {
-		return nil, "", "", vcenter.Classify(err)
+		return vctypes.Clone{}, "", "", vcenter.Classify(err)
 	}
-	tpl := vcenter.TemplateOf(template, t)
-	mode, snap, reason := clonespec.TemplateCloneMode(tpl, r.cfg.LinkedCloneSnapshot)
+	mode, snap, reason := clonespec.TemplateCloneMode(t, r.cfg.LinkedCloneSnapshot)
 	if ds.Value != "" {
-		mode, snap, reason = clonespec.PlacementCloneMode(tpl, r.cfg.LinkedCloneSnapshot, ds, dsName, placement)
+		mode, snap, reason = clonespec.PlacementCloneMode(t, r.cfg.LinkedCloneSnapshot, ds, dsName, placement)
 	}
-	spec := &types.VirtualMachineCloneSpec{
-		Location: types.VirtualMachineRelocateSpec{
-			DiskMoveType: string(types.VirtualMachineRelocateDiskMoveOptionsMoveAllDiskBackingsAndDisallowSharing),
-		},
-		Config: &types.VirtualMachineConfigSpec{
-			Annotation: recordOf(r.o.RunID),
-			ExtraConfig: []types.BaseOptionValue{
-				&types.OptionValue{Key: guestinfoKey, Value: nonce},
-				&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
-			},
+	req := vctypes.Clone{
+		Template:  vcenter.RefOf(template),
+		Folder:    r.scratch,
+		Pool:      pool,
+		Datastore: ds,
+		Record:    vctypes.Record{Notes: recordOf(r.o.RunID)},
+		Options: []vctypes.Option{
+			{Key: guestinfoKey, Value: nonce},
+			{Key: RecordKey, Value: recordOf(r.o.RunID)},
 		},
 	}
-	if custom != nil && t.Config != nil {
-		if spec.Customization, err = custom(t.Config.Hardware.Device); err != nil {
-			return nil, "", "", err
+	if custom != nil {
+		if req.Customization, err = custom(t.NICs); err != nil {
+			return vctypes.Clone{}, "", "", err
 		}
 	}
-	if pool.Value != "" {
-		p := vcenter.MORef(pool)
-		spec.Location.Pool = &p
-	}
-	if ds.Value != "" {
-		d := vcenter.MORef(ds)
-		spec.Location.Datastore = &d
-	}
 	if mode == clonespec.ModeLinked {
-		s := vcenter.MORef(snap)
-		spec.Snapshot = &s
-		spec.Location.DiskMoveType = string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
-		return spec, mode, "linked clone", nil
+		req.Snapshot = snap
+		return req, mode, "linked clone", nil
 	}
-	return spec, mode, reason, nil
+	return req, mode, reason, nil
 }
 
-// cloneVM clones template under name into the scratch folder.
-func (r *runner) cloneVM(ctx context.Context, template types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (types.ManagedObjectReference, error) {
-	ref, err := r.vc.CloneVirtualMachine(ctx, template, vcenter.MORef(r.scratch), name, spec)
+// cloneVM clones req's template under name into the scratch folder.
+func (r *runner) cloneVM(ctx context.Context, name string, req vctypes.Clone) (types.ManagedObjectReference, error) {
+	req.Name = name
+	ref, err := r.vc.CloneVirtualMachine(ctx, req)
 	if err != nil {
 		return types.ManagedObjectReference{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
-	return *ref, nil
+	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
+	return vcenter.MORef(ref), nil
 }
 
 // readVM reads the VM's properties (vcenter.VMProperties).
@@ -187,9 +178,8 @@ func (r *runner) usedAddresses(ctx context.Context) (map[netip.Addr]bool, error)
 // (internal/cloudinit, the documents a worker's VM is given) for the VM
 // name: its instance id and hostname, addr's static address (nil: DHCP),
 // a userdata whose script does nothing.
-func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]types.BaseOptionValue, error) {
-	opts, err := cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
-	return vcenter.OptionValues(opts), err
+func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]vctypes.Option, error) {
+	return cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
 }
 
 // programExit reads whether the guest program pid ended and its exit

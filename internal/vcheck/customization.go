@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
@@ -14,6 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // releaseTimeout bounds the release of the run's address locks at its
@@ -109,12 +109,11 @@ func (r *runner) releaseAddresses(ctx context.Context) {
 	}
 }
 
-// customization is the guest customization a spawn gives a guestops
+// customizationOf is the guest customization a spawn gives a guestops
 // model's clone named name (clonespec.Customization: LinuxPrep or
 // sysprep, addr's static address on the first card, else DHCP), for a
-// template of devices.
-func customizationOf(devices []types.BaseVirtualDevice, name string, t checkedTemplate, addr address) (*types.CustomizationSpec, error) {
-	nics := len(object.VirtualDeviceList(devices).SelectByType((*types.VirtualEthernetCard)(nil)))
+// template of nics network cards.
+func customizationOf(nics int, name string, t checkedTemplate, addr address) (*vctypes.Customization, error) {
 	return clonespec.Customization(name, nics, addr.lease, t.settings.OS == config.OSWindows)
 }
 

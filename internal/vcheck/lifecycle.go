@@ -65,10 +65,10 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	start = time.Now()
 	nonce := fmt.Sprintf("%s-%d", r.o.RunID, i)
 	name := fmt.Sprintf("%s%s-%d-%s", FolderPrefix, r.o.RunID, i, t.name)
-	var custom func([]types.BaseVirtualDevice) (*types.CustomizationSpec, error)
+	var custom func(nics int) (*vctypes.Customization, error)
 	if addr != nil && t.settings.Bootstrap == config.BootstrapGuestOps {
-		custom = func(devices []types.BaseVirtualDevice) (*types.CustomizationSpec, error) {
-			return customizationOf(devices, name, t, *addr)
+		custom = func(nics int) (*vctypes.Customization, error) {
+			return customizationOf(nics, name, t, *addr)
 		}
 	}
 	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, dsName, p.Name, nonce, custom)
@@ -86,9 +86,9 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 			r.outcome("clone", object, start, err, "").Needed = true
 			return types.ManagedObjectReference{}, false
 		}
-		spec.Config.ExtraConfig = append(spec.Config.ExtraConfig, opts...)
+		spec.Options = append(spec.Options, opts...)
 	}
-	vm, err := r.cloneVM(ctx, tref, name, spec)
+	vm, err := r.cloneVM(ctx, name, spec)
 	if err != nil {
 		r.outcome("clone", object, start, err,
 			"check that the placement's hosts reach the template's disks and the datastore has room").Needed = true

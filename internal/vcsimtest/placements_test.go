@@ -57,8 +57,8 @@ func (f *placementFixture) datastore(ctx context.Context, t *testing.T, name str
 func (f *placementFixture) clone(ctx context.Context, t *testing.T, name, poolPath, ds string) error {
 	t.Helper()
 	pool, dsRef := f.pool(ctx, t, poolPath), f.datastore(ctx, t, ds)
-	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool, Datastore: &dsRef}}
-	_, err := f.env.Client.CloneVirtualMachine(ctx, f.tpl, f.folder, name, &spec)
+	_, err := f.env.Client.CloneVirtualMachine(ctx, vctypes.Clone{Template: vcenter.RefOf(f.tpl), Folder: vcenter.RefOf(f.folder), Name: name,
+		Pool: vcenter.RefOf(pool), Datastore: vcenter.RefOf(dsRef)})
 	return err
 }
 

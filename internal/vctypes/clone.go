@@ -30,3 +30,92 @@ type Snapshot struct {
 	Name string
 	Ref  Ref
 }
+
+// Clone is a clone's request (vcenter.Port.CloneVirtualMachine): the
+// template and what the new VM is, in the project's terms; the adapter
+// builds vCenter's clone specification from it and the template's device
+// list (docs/architecture.md, "The vCenter port").
+type Clone struct {
+	// Template is the template cloned.
+	Template Ref
+	// Name is the new VM's name.
+	Name string
+	// Folder is the folder it goes to.
+	Folder Ref
+	// Pool and Datastore are where it runs and its disks go (zero: the
+	// template's).
+	Pool, Datastore Ref
+	// Snapshot makes a linked clone: a delta disk on this snapshot of the
+	// template. Zero: a full clone, the template's disks copied.
+	Snapshot Ref
+	// Hardware is the flavor's size (nil: the template's).
+	Hardware *Hardware
+	// Network moves the template's first network card to a network (nil:
+	// the cards are left as the template has them).
+	Network *CloneNetwork
+	// Record is the ownership record written at clone time (Notes and
+	// their mirror; zero: none).
+	Record Record
+	// Options are advanced settings set after the record's (cloud-init's
+	// guestinfo, a check's value).
+	Options []Option
+	// Customization is the guest customization (nil: none, as for a
+	// cloud-init worker, whose guestinfo configures it).
+	Customization *Customization
+	// PowerOn powers the new VM on once made.
+	PowerOn bool
+}
+
+// Hardware is a flavor's size applied to a clone: its CPUs and memory,
+// and the first disk grown to DiskSizeGB (0 keeps it; a smaller size
+// than the template's is refused: a disk is never shrunk). Flavor names
+// it in errors.
+type Hardware struct {
+	Flavor     string
+	CPUs       int32
+	MemoryMB   int64
+	DiskSizeGB int64
+}
+
+// CloneNetwork is the network a clone's first card is moved to: its name
+// ("" the default network) and the card's type (configuration's
+// ethernetCardName: "vmxnet3", "e1000"…).
+type CloneNetwork struct {
+	Name     string
+	CardType string
+}
+
+// Customization is a clone's guest customization: its identity (Linux:
+// the hostname Name; Windows: sysprep with the computer name Name, a new
+// SID and a reboot) and one address per network card of the template,
+// in the cards' order (vCenter refuses a mismatch). It holds no secret:
+// sysprep is given no password (docs/windows.md).
+type Customization struct {
+	Windows bool
+	Name    string
+	NICs    []NICAddress
+}
+
+// NICAddress is one card's guest address: a static IP with its mask,
+// gateway ("" none) and DNS servers, or DHCP when IP is "".
+type NICAddress struct {
+	IP         string
+	SubnetMask string
+	Gateway    string
+	DNS        []string
+}
+
+// NotSentError is a clone request the adapter could not make into
+// vCenter's (the template unreadable, its network card not found, a
+// flavor that would shrink its disk, a customization that does not map
+// its cards): nothing was sent, no VM can exist. Step names what failed.
+type NotSentError struct {
+	Step string
+	Err  error
+}
+
+// Error is "step: cause".
+func (e *NotSentError) Error() string { return e.Step + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *NotSentError) Unwrap() error { return e.Err }

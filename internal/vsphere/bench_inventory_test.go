@@ -66,11 +66,11 @@ func (c *benchClient) ListVirtualMachines(ctx context.Context) ([]vctypes.VMInfo
 	return c.Port.ListVirtualMachines(ctx)
 }
 
-func (c *benchClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *benchClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
 	c.mu.Lock()
-	c.clones[name] = time.Now()
+	c.clones[req.Name] = time.Now()
 	c.mu.Unlock()
-	return c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
+	return c.Port.CloneVirtualMachine(ctx, req)
 }
 
 func (c *benchClient) cloneAt(name string) (time.Time, bool) {

@@ -32,9 +32,10 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	snap := vcenter.MORef(spRef("VirtualMachineSnapshot", "snapshot-7"))
 	linked := spRef("VirtualMachine", "vm-linked")
 	plain := spRef("VirtualMachine", "vm-plain")
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(linked)).Return(spTemplateMO(spDevices(1), &snap), nil)
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(plain)).Return(spTemplateMO(spDevices(1), nil), nil)
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
+	// Each request reads its template (the adapter keeps the read:
+	// vcenter's TestCloneRequestOnVcsim).
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), linked).Return(spTemplateMO(spDevices(1), &snap), nil).Times(2)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), plain).Return(spTemplateMO(spDevices(1), nil), nil).Times(2)
 	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil).AnyTimes()
 	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
 	ctx := context.Background()
@@ -42,15 +43,17 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 		return &inventory.Annotation{HatcheryName: spHatchery, WorkerName: n}
 	}
 
-	spec, err := f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: vcenter.MORef(linked), Name: linked.Value}, annot("w1"), nil, nil)
+	req, err := f.h.clones.Request(ctx, f.h.log, clonespec.Template{Ref: linked, Name: linked.Value}, annot("w1"), nil, nil)
 	require.NoError(t, err)
+	spec := spSpec(t, req, 1)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), spec.Location.DiskMoveType)
 	require.NotNil(t, spec.Snapshot)
 	assert.Equal(t, snap, *spec.Snapshot)
 
 	big := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 50}
-	spec, err = f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: vcenter.MORef(linked), Name: linked.Value}, annot("w2"), big, nil)
+	req, err = f.h.clones.Request(ctx, f.h.log, clonespec.Template{Ref: linked, Name: linked.Value}, annot("w2"), big, nil)
 	require.NoError(t, err)
+	spec = spSpec(t, req, 1)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 	assert.Nil(t, spec.Snapshot)
 	grown := false
@@ -62,8 +65,9 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	assert.True(t, grown, "the full clone grows the disk")
 
 	for _, n := range []string{"w3", "w4"} {
-		spec, err = f.h.clones.Spec(ctx, f.h.log, clonespec.Template{Ref: vcenter.MORef(plain), Name: plain.Value}, annot(n), nil, nil)
+		req, err = f.h.clones.Request(ctx, f.h.log, clonespec.Template{Ref: plain, Name: plain.Value}, annot(n), nil, nil)
 		require.NoError(t, err)
+		spec = spSpec(t, req, 1)
 		assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 		assert.Nil(t, spec.Snapshot)
 	}

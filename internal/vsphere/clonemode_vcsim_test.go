@@ -1,6 +1,7 @@
 package vsphere_test
 
 import (
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"log/slog"
 	"strings"
 	"testing"
@@ -9,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -59,15 +59,12 @@ func TestVcsimLinkedCloneFromTemplateSnapshot(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(ctx, viV2Args(hatch, "vi-linked-1", "run-linked-1", "")))
 	rec := client.clone(t, "vi-linked-1")
 	require.NoError(t, rec.Err)
-	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), rec.Spec.Location.DiskMoveType)
-	require.NotNil(t, rec.Spec.Snapshot, "linked clone names the snapshot")
-	assert.Equal(t, snap, *rec.Spec.Snapshot)
+	assert.Equal(t, vcenter.RefOf(snap), rec.Req.Snapshot, "linked clone names the snapshot (createNewChildDiskBacking: vcenter.CloneSpecOf)")
 
 	require.NoError(t, h.SpawnWorker(ctx, viV2Args(hatch, "vi-linked-2", "run-linked-2", "big-disk")))
 	rec = client.clone(t, "vi-linked-2")
 	require.NoError(t, rec.Err)
-	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), rec.Spec.Location.DiskMoveType)
-	assert.Nil(t, rec.Spec.Snapshot, "a full clone names no snapshot")
+	assert.True(t, rec.Req.Snapshot.IsZero(), "a full clone names no snapshot (moveChildMostDiskBacking: vcenter.CloneSpecOf)")
 	out := logs.String()
 	assert.Contains(t, out, `detail="flavor \"big-disk\" grows the disk beyond the template's, a linked clone cannot: full clone"`)
 	assert.Equal(t, 1, strings.Count(out, "mode=linked"), "the template's linked mode logged once:\n%s", out)

@@ -30,7 +30,7 @@ func (h *HatcheryVSphere) cloneVM(ctx context.Context, template modelref.Templat
 }
 
 // cloneVMBoot is cloneVM; a non-nil boot makes a cloud-init clone
-// (clonespec.Builder.Spec).
+// (clonespec.Builder.Request).
 func (h *HatcheryVSphere) cloneVMBoot(ctx context.Context, tpl modelref.Template, vmName string, annot *inventory.Annotation, flavor *config.Flavor, boot *cloudinit.Boot) (vctypes.Ref, error) {
 	if annot == nil {
 		return vctypes.Ref{}, fmt.Errorf("clone %q from template %q: no annotation", vmName, tpl.Name)
@@ -121,22 +121,26 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	if err != nil {
 		return fail("load template", spawnfault.MarkTemplate(err), false, false)
 	}
-	spec, err := h.clones.SpecFor(ctx, h.log, template, annot, flavor, boot, w.location(), to.windows)
+	req, err := h.clones.RequestFor(ctx, h.log, template, annot, flavor, boot, w.location(), to.windows)
 	if err != nil {
-		h.clones.Forget(template.Ref)
 		return fail("prepare clone spec", err, false, false)
 	}
 	folder, err := h.folderOf(ctx, w)
 	if err != nil {
 		return fail("load folder", err, false, false)
 	}
+	req.Name, req.Folder = vmName, folder
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	ref, err := h.vs.CloneVirtualMachine(ctx, template.Ref, vcenter.MORef(folder), vmName, spec)
+	ref, err := h.vs.CloneVirtualMachine(ctx, req)
 	err = vcenter.Classify(err)
 	h.inv.Invalidate()
+	var notSent *vctypes.NotSentError
+	if errors.As(err, &notSent) {
+		// The adapter could not make the request into a specification
+		// (the template's devices or network): nothing reached vCenter.
+		return fail("prepare clone spec", err, false, false)
+	}
 	if err != nil {
-		// The template may have changed under its cached device list.
-		h.clones.Forget(template.Ref)
 		// A fault that points at the placement (a host or datastore
 		// down, no space) backs it off and is not the template's: the
 		// quarantine does not count it.
@@ -150,13 +154,13 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 		return fail("clone", marked, vctypes.KindOf(err) != vctypes.FaultDuplicateName, !spawnfault.IsVCenterFault(err))
 	}
 	h.placementOutcome(w, vmName, nil)
-	if ref == nil {
+	if ref.IsZero() {
 		// vCenter reported success: the VM probably exists with its IP.
 		return fail("clone", errors.New("no reference returned"), true, true)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm cloned", logkey.VM, vmName, logkey.Model, templateName, logkey.Flavor, clonespec.FlavorName(flavor), logkey.IP, annot.IPAddress)
-	return vcenter.RefOf(*ref), nil
+	return ref, nil
 }
 
 // logCloneFailure is the one line of a clone of vmName from templateName
@@ -213,7 +217,7 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, 
 	v, ok := inventory.FindTemplate(vms, h.Name(), t)
 	switch {
 	case ok && v.Ref.Value != "":
-		return clonespec.Template{Ref: vcenter.MORef(v.Ref), Name: name}, nil
+		return clonespec.Template{Ref: v.Ref, Name: name}, nil
 	case !ok && t.Built:
 		// Another hatchery's template of that name is never cloned.
 		return clonespec.Template{}, fmt.Errorf("template %q: not this hatchery's template of the model", name)
@@ -222,5 +226,5 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, 
 	if err != nil {
 		return clonespec.Template{}, err
 	}
-	return clonespec.Template{Ref: vcenter.MORef(ref), Name: name}, nil
+	return clonespec.Template{Ref: ref, Name: name}, nil
 }

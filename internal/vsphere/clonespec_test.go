@@ -68,16 +68,18 @@ func TestPrepareCloneSpec(t *testing.T) {
 			f.expectCloneSpecCalls(tmpl, tt.nics)
 			annot := &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "Worker_One.x", JobID: "42", IPAddress: tt.ip}
 
-			spec, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: vcenter.MORef(tmpl), Name: tmpl.Value}, annot, nil, nil)
+			req, err := f.h.clones.Request(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, annot, nil, nil)
 			require.NoError(t, err)
+			spec := spSpec(t, req, tt.nics)
 
-			// NIC edit with the configured backing.
+			// NIC edit on the configured network (the adapter sets its
+			// backing: vcenter's TestCloneRequestOnVcsim).
+			assert.Equal(t, &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"}, req.Network)
 			require.Len(t, spec.Config.DeviceChange, 1)
 			dc := spec.Config.DeviceChange[0].GetVirtualDeviceConfigSpec()
 			assert.Equal(t, types.VirtualDeviceConfigSpecOperationEdit, dc.Operation)
 			card, ok := dc.Device.(types.BaseVirtualEthernetCard)
 			require.True(t, ok, "edited device is an ethernet card")
-			assert.Equal(t, spWorkerBack, card.GetVirtualEthernetCard().Backing)
 			assert.Equal(t, int32(4000), card.GetVirtualEthernetCard().Key)
 
 			// Placement: linked clone in the configured pool and datastore.
@@ -124,8 +126,8 @@ func TestPrepareCloneSpecTemplateWithoutNIC(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, spConfig())
 	tmpl := spRef("VirtualMachine", "vm-tmpl")
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).Return(spTemplateMO(spDevices(0), nil), nil)
-	_, err := f.h.clones.Spec(context.Background(), f.h.log, clonespec.Template{Ref: vcenter.MORef(tmpl), Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil, nil)
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(0), nil), nil)
+	_, err := f.h.clones.Request(context.Background(), f.h.log, clonespec.Template{Ref: tmpl, Name: tmpl.Value}, &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "w"}, nil, nil)
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "has no network card")
 }
@@ -160,13 +162,13 @@ func TestCloneVM(t *testing.T) {
 			f.expectCloneSpecCalls(tmpl, 1)
 			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 			newRef := spRef("VirtualMachine", "vm-new")
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), "worker-1", gomock.Any()).
-				DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-					assert.True(t, strings.Contains(spec.Config.Annotation, `"ip_address":"10.0.0.11"`))
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: "worker-1"}).
+				DoAndReturn(func(_ context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+					assert.True(t, strings.Contains(req.Record.Notes, `"ip_address":"10.0.0.11"`))
 					if tt.cloneErr != nil {
-						return nil, tt.cloneErr
+						return vctypes.Ref{}, tt.cloneErr
 					}
-					return spMOPtr(newRef), nil
+					return newRef, nil
 				})
 			if tt.cloneErr == nil {
 			}
@@ -216,10 +218,10 @@ func TestCloneCutByTheShutdownIsNoWarning(t *testing.T) {
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), "worker-1", gomock.Any()).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: "worker-1"}).
+		DoAndReturn(func(context.Context, vctypes.Clone) (vctypes.Ref, error) {
 			cancel() // SIGTERM while the clone task runs
-			return nil, fmt.Errorf("wait for task task-1: %w", context.Canceled)
+			return vctypes.Ref{}, fmt.Errorf("wait for task task-1: %w", context.Canceled)
 		})
 
 	_, err := f.h.cloneVM(ctx, modelref.Template{Name: "debian12"}, "worker-1", &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1"}, nil)

@@ -3,6 +3,7 @@ package vsphere
 import (
 	"context"
 	"errors"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"testing"
 
 	"github.com/golang/mock/gomock"
@@ -60,10 +61,10 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	var spec *types.VirtualMachineCloneSpec
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), args.WorkerName, gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-			spec = s
-			return spMOPtr(ref), nil
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: args.WorkerName}).
+		DoAndReturn(func(_ context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+			spec = spSpec(t, req, 1)
+			return ref, nil
 		})
 	vm := spNewRef
 	var written types.VirtualMachineConfigSpec

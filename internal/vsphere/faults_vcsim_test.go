@@ -11,6 +11,7 @@ package vsphere_test
 import (
 	"context"
 	"errors"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"testing"
 	"time"
 
@@ -280,10 +281,10 @@ type slowCloneClient struct {
 	bound time.Duration
 }
 
-func (c slowCloneClient) CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c slowCloneClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.bound)
 	defer cancel()
-	return c.Port.CloneVirtualMachine(ctx, template, folder, name, spec)
+	return c.Port.CloneVirtualMachine(ctx, req)
 }
 
 // TestFaultsSessionTerminatedMidSpawn: the hatchery's vCenter session is

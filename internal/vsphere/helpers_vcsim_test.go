@@ -5,6 +5,7 @@ package vsphere_test
 
 import (
 	"context"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"slices"
 	"strings"
 	"sync"
@@ -30,12 +31,14 @@ type viClone struct {
 	Source types.ManagedObjectReference
 	Folder types.ManagedObjectReference
 	Name   string
-	Spec   types.VirtualMachineCloneSpec
-	Err    error
+	// Req is the request as sent (the adapter builds the specification
+	// from it: vcenter.CloneSpecOf, tested on its own).
+	Req vctypes.Clone
+	Err error
 }
 
 // viRecordingClient is the real adapter with CloneVirtualMachine recorded:
-// vcsim does not keep what a clone spec asked for (the disk move type).
+// vcsim does not keep what a clone asked for (linked or full).
 type viRecordingClient struct {
 	vcenter.Port
 
@@ -43,12 +46,9 @@ type viRecordingClient struct {
 	clones []viClone
 }
 
-func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-	ref, err := c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
-	rec := viClone{Source: vm.Reference(), Folder: folder.Reference(), Name: name, Err: err}
-	if spec != nil {
-		rec.Spec = *spec
-	}
+func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+	ref, err := c.Port.CloneVirtualMachine(ctx, req)
+	rec := viClone{Source: vcenter.MORef(req.Template), Folder: vcenter.MORef(req.Folder), Name: req.Name, Req: req, Err: err}
 	c.mu.Lock()
 	c.clones = append(c.clones, rec)
 	c.mu.Unlock()
@@ -287,3 +287,17 @@ func viSampleCPUs(env *vcsimtest.Env, sctx *simulator.Context, hatch string) int
 
 // viContains tells whether s holds v.
 func viContains[T comparable](s []T, v T) bool { return slices.Contains(s, v) }
+
+// customization is the specification's part the request's customization
+// becomes in the adapter (vcenter.CustomizationSpecOf), for the tests that
+// read it as vCenter is sent it; no customization: none.
+func (c viClone) customization(t *testing.T) types.VirtualMachineCloneSpec {
+	t.Helper()
+	var s types.VirtualMachineCloneSpec
+	if cu := c.Req.Customization; cu != nil {
+		spec, err := vcenter.CustomizationSpecOf(*cu, len(cu.NICs))
+		require.NoError(t, err)
+		s.Customization = spec
+	}
+	return s
+}

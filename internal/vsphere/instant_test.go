@@ -165,7 +165,7 @@ func instExpectClone(f *spFixture, name string) vctypes.Ref {
 	f.expectCloneSpecCalls(tmpl, 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(spMOPtr(ref), nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: name}).Return(ref, nil)
 	return spNewRef
 }
 
@@ -189,10 +189,10 @@ func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineClon
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), vcenter.MORef(spFolderRef), gomock.Any(), gomock.Any()).
-		DoAndReturn(func(_ context.Context, _, _ types.ManagedObjectReference, _ string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-			spec = *s
-			return spMOPtr(ref), nil
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, folder: spFolderRef}).
+		DoAndReturn(func(_ context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+			spec = *spSpec(f.t, req, 1)
+			return ref, nil
 		})
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, gomock.Any()).DoAndReturn(
 		func(_ context.Context, _ vctypes.Ref, ip string) (string, error) { return ip, nil })
@@ -311,7 +311,7 @@ func TestInstantSpawnFlavorAsksForItsParent(t *testing.T) {
 	f.expectCloneSpecCalls(spRef("VirtualMachine", "vm-debian12"), 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), gomock.Any(), args.WorkerName, gomock.Any()).Return(spMOPtr(ref), nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: spRef("VirtualMachine", "vm-debian12"), name: args.WorkerName}).Return(ref, nil)
 	boot := &cloudinit.Boot{Script: "./worker", CDSConfig: "x"}
 	plan := admission.NewPlan(f.h.conf(), args.Model, nil)
 	plan.Flavor = &large

@@ -49,11 +49,11 @@ func (c *icClient) InstantCloneVirtualMachine(ctx context.Context, parent vctype
 	return ref, err
 }
 
-func (c *icClient) CloneVirtualMachine(ctx context.Context, vm, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
-	ref, err := c.Port.CloneVirtualMachine(ctx, vm, folder, name, spec)
+func (c *icClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
+	ref, err := c.Port.CloneVirtualMachine(ctx, req)
 	if err == nil {
 		c.mu.Lock()
-		c.clones = append(c.clones, name)
+		c.clones = append(c.clones, req.Name)
 		c.mu.Unlock()
 	}
 	return ref, err

@@ -354,15 +354,11 @@ func TestVcsimPlacementLinkedFullAndCopy(t *testing.T) {
 			}
 		}
 	}
-	linked := string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking)
-	full := string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking)
-
 	only("a")
 	_, err := plSpawn(ctx, t, h, hatch, "linked-a")
 	require.NoError(t, err)
 	rec := client.clone(t, "w-linked-a")
-	assert.Equal(t, linked, rec.Spec.Location.DiskMoveType, "the template's disks are on LocalDS_0")
-	assert.NotNil(t, rec.Spec.Snapshot)
+	assert.False(t, rec.Req.Snapshot.IsZero(), "linked: the template's disks are on LocalDS_0")
 	assert.Equal(t, env.MustInspect(vcsimtest.DefaultTemplate).Ref, rec.Source)
 
 	only("b")
@@ -370,9 +366,8 @@ func TestVcsimPlacementLinkedFullAndCopy(t *testing.T) {
 		_, err = plSpawn(ctx, t, h, hatch, job)
 		require.NoError(t, err)
 		rec = client.clone(t, "w-"+job)
-		assert.Equal(t, full, rec.Spec.Location.DiskMoveType, "%s: LocalDS_2 does not hold the template's disks", job)
-		assert.Nil(t, rec.Spec.Snapshot)
-		require.NotNil(t, rec.Spec.Location.Datastore)
+		assert.True(t, rec.Req.Snapshot.IsZero(), "%s: full, LocalDS_2 does not hold the template's disks", job)
+		assert.False(t, rec.Req.Datastore.IsZero())
 	}
 	assert.Equal(t, 1, strings.Count(logs.String(), `placement=b mode=full`), "said once per template and placement:\n%s", logs.String())
 

@@ -10,12 +10,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
@@ -70,27 +68,28 @@ func TestReloadMidSpawnKeepsTheJobsPlan(t *testing.T) {
 			roomy := &vctypes.PoolRuntime{MemoryUnreservedBytes: 1 << 40, CPUUnreservedMHz: 1 << 20}
 			f.vs.EXPECT().ResourcePoolRuntime(gomock.Any(), spPoolRef).Return(roomy, nil).AnyTimes()
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil).AnyTimes()
-			f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").Return(nil).AnyTimes()
 			f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil).AnyTimes()
 			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil).AnyTimes()
-			// The reload: from inside the first spawn's template read.
-			// The template's devices are cached from then on.
-			f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).DoAndReturn(func(context.Context, types.ManagedObjectReference) (mo.VirtualMachine, error) {
-				f.h.Reconfigure(second)
+			// The reload: from inside the first spawn's template read
+			// (the adapter keeps the read for the next: here each spawn
+			// asks the mock).
+			var reloaded sync.Once
+			f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).DoAndReturn(func(context.Context, vctypes.Ref) (vctypes.Template, error) {
+				reloaded.Do(func() { f.h.Reconfigure(second) })
 				return spTemplateMO(spDevices(1), nil), nil
-			}).Times(1)
+			}).Times(2)
 
 			var mu sync.Mutex
 			seen := map[string]*planSeen{}
 			vmOf := map[string]string{} // VM reference -> worker name
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), vcenter.MORef(spFolderRef), gomock.Any(), gomock.Any()).
-				DoAndReturn(func(_ context.Context, _, _ types.ManagedObjectReference, name string, s *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, folder: spFolderRef}).
+				DoAndReturn(func(_ context.Context, req vctypes.Clone) (vctypes.Ref, error) {
 					mu.Lock()
 					defer mu.Unlock()
-					seen[name] = &planSeen{spec: s}
-					ref := vcenter.MORef(spRef("VirtualMachine", "vm-"+name))
-					vmOf[ref.Value] = name
-					return &ref, nil
+					seen[req.Name] = &planSeen{spec: spSpec(t, req, 1)}
+					ref := spRef("VirtualMachine", "vm-"+req.Name)
+					vmOf[ref.Value] = req.Name
+					return ref, nil
 				}).Times(2)
 			f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), gomock.Any()).Return(nil).Times(2)
 			f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), gomock.Any(), "").Return("10.0.0.5", nil).Times(2)

@@ -22,7 +22,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -597,13 +596,13 @@ func TestProvisioningCloneFailureLeavesProvisioningOnce(t *testing.T) {
 			f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), slot, gomock.Any()).
-				DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+			f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: slot}).
+				DoAndReturn(func(context.Context, vctypes.Clone) (vctypes.Ref, error) {
 					if cut {
 						cancel() // SIGTERM while the clone task runs
-						return nil, fmt.Errorf("wait for task: %w", context.Canceled)
+						return vctypes.Ref{}, fmt.Errorf("wait for task: %w", context.Canceled)
 					}
-					return nil, errors.New("boom")
+					return vctypes.Ref{}, errors.New("boom")
 				})
 
 			f.h.pool.ProvisionOne(ctx, warmpool.Task{Key: key, Name: slot, Template: modelref.OfEntry("", "debian12")})

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -24,7 +25,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -196,12 +196,12 @@ type outageClient struct {
 	calls atomic.Int32
 }
 
-func (c *outageClient) CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *outageClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
 	if c.down.Load() {
 		c.calls.Add(1)
-		return nil, &url.Error{Op: "Post", URL: "https://127.0.0.1/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
+		return vctypes.Ref{}, &url.Error{Op: "Post", URL: "https://127.0.0.1/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
 	}
-	return c.Port.CloneVirtualMachine(ctx, template, folder, name, spec)
+	return c.Port.CloneVirtualMachine(ctx, req)
 }
 
 // TestQuarantineVCenterOutage: while vCenter does not answer, every spawn

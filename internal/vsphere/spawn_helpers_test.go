@@ -1,7 +1,8 @@
 package vsphere
 
 import (
-	"context"
+	"fmt"
+	"github.com/stretchr/testify/require"
 	"testing"
 	"time"
 
@@ -37,6 +38,9 @@ type spFixture struct {
 	vs    *mock_vsphere.MockPort
 	inv   *inventorytest.Fixed
 	clock *testutil.Clock
+	// t is the test the fixture was made for (the clone expectations'
+	// checks fail it).
+	t *testing.T
 }
 
 func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
@@ -58,7 +62,7 @@ func newSpFixture(t *testing.T, cfg *config.Config) *spFixture {
 	}
 	h.ips.SetClock(clock.Now)
 	checkLifeBugs(t, h)
-	return &spFixture{h: h, vs: vs, inv: inv, clock: clock}
+	return &spFixture{h: h, vs: vs, inv: inv, clock: clock, t: t}
 }
 
 // expectIPLocks lets a hatchery with static IPs take, list and delete its
@@ -88,21 +92,18 @@ var (
 	spWorkerBack = &types.VirtualEthernetCardNetworkBackingInfo{VirtualDeviceDeviceBackingInfo: types.VirtualDeviceDeviceBackingInfo{DeviceName: "VM Network"}}
 )
 
-// expectCloneSpecCalls sets the reads clonespec.Builder.Spec makes for a template.
+// expectCloneSpecCalls sets the reads clonespec.Builder.Request makes for
+// a template (its first card's network is the request's: spClone).
 func (f *spFixture) expectCloneSpecCalls(tmpl vctypes.Ref, nics int) {
-	f.vs.EXPECT().LoadTemplate(gomock.Any(), vcenter.MORef(tmpl)).Return(spTemplateMO(spDevices(nics), nil), nil)
-	f.vs.EXPECT().SetupEthernetCard(gomock.Any(), gomock.Any(), "vmxnet3", "VM Network").
-		DoAndReturn(func(_ context.Context, card *types.VirtualEthernetCard, _ string, _ string) error {
-			card.Backing = spWorkerBack
-			return nil
-		})
+	f.vs.EXPECT().LoadTemplate(gomock.Any(), tmpl).Return(spTemplateMO(spDevices(nics), nil), nil)
 	f.vs.EXPECT().LoadResourcePool(gomock.Any()).Return(spPoolRef, nil)
 	f.vs.EXPECT().LoadDatastore(gomock.Any(), "LocalDS_0").Return(spDSRef, nil)
 }
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,
-// when current is set, a snapshot of that reference named "base".
-func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObjectReference) mo.VirtualMachine {
+// when current is set, a snapshot of that reference named "base"
+// (vcenter.TemplateOf, the adapter's reading).
+func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObjectReference) vctypes.Template {
 	o := mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Hardware: types.VirtualHardware{Device: devices}}}
 	if current != nil {
 		o.Snapshot = &types.VirtualMachineSnapshotInfo{
@@ -110,12 +111,35 @@ func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObject
 			RootSnapshotList: []types.VirtualMachineSnapshotTree{{Name: "base", Snapshot: *current}},
 		}
 	}
-	return o
+	return vcenter.TemplateOf(types.ManagedObjectReference{}, o)
 }
 
-// spMOPtr is r as the clone methods still return it: a govmomi reference
-// (docs/architecture.md, "Where the port goes next").
-func spMOPtr(r vctypes.Ref) *types.ManagedObjectReference {
-	m := vcenter.MORef(r)
-	return &m
+// spSpec is the adapter's clone specification of req for a template of
+// nics cards (vcenter.CloneSpecOf, what CloneVirtualMachine sends): the
+// tests read what the hatchery asked in the specification's fields.
+func spSpec(t *testing.T, req vctypes.Clone, nics int) *types.VirtualMachineCloneSpec {
+	t.Helper()
+	spec, _, err := vcenter.CloneSpecOf(req, spDevices(nics))
+	require.NoError(t, err)
+	return spec
+}
+
+// spClone matches a clone request of template tmpl into folder (zero:
+// any) under name ("": any), its first card moved to the configured
+// network ("VM Network", a vmxnet3 card).
+type spClone struct {
+	tmpl, folder vctypes.Ref
+	name         string
+}
+
+// Matches is gomock's test of a CloneVirtualMachine argument.
+func (m spClone) Matches(x any) bool {
+	req, ok := x.(vctypes.Clone)
+	return ok && req.Template == m.tmpl && (m.folder.IsZero() || req.Folder == m.folder) && (m.name == "" || req.Name == m.name) &&
+		req.Network != nil && *req.Network == vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"}
+}
+
+// String says what spClone matches.
+func (m spClone) String() string {
+	return fmt.Sprintf("a clone of %s into %q named %q on VM Network", m.tmpl, m.folder.Value, m.name)
 }

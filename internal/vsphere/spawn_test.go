@@ -66,11 +66,11 @@ func (f *spFixture) expectClone(template, name string, cloneErr error) vctypes.R
 	f.expectCloneSpecCalls(tmpl, 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	if cloneErr != nil {
-		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(nil, cloneErr)
+		f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: name}).Return(vctypes.Ref{}, cloneErr)
 		return vctypes.Ref{}
 	}
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), name, gomock.Any()).Return(spMOPtr(ref), nil)
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: name}).Return(ref, nil)
 	vm := spNewRef
 	return vm
 }

@@ -20,7 +20,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -44,10 +43,10 @@ func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 		return spFolderRef, nil
 	})
 	ref := spNewRef
-	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), vcenter.MORef(tmpl), gomock.Any(), args.WorkerName, gomock.Any()).
-		DoAndReturn(func(context.Context, types.ManagedObjectReference, types.ManagedObjectReference, string, *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error) {
+	f.vs.EXPECT().CloneVirtualMachine(gomock.Any(), spClone{tmpl: tmpl, name: args.WorkerName}).
+		DoAndReturn(func(context.Context, vctypes.Clone) (vctypes.Ref, error) {
 			f.clock.Advance(50 * time.Second)
-			return spMOPtr(ref), nil
+			return ref, nil
 		})
 	vm := spNewRef
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).DoAndReturn(func(context.Context, vctypes.Ref) error {

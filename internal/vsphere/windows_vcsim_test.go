@@ -90,7 +90,7 @@ func TestVcsimWindowsGuestOps(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
 	// The clone: sysprep with the name and the static IP.
-	spec := client.clone(t, "worker-win-1").Spec
+	spec := client.clone(t, "worker-win-1").customization(t)
 	require.NotNil(t, spec.Customization)
 	sp, ok := spec.Customization.Identity.(*types.CustomizationSysprep)
 	require.True(t, ok, "a Windows clone is customized by sysprep, not %T", spec.Customization.Identity)
@@ -155,7 +155,7 @@ func TestVcsimLinuxModelBesideWindows(t *testing.T) {
 	args := viV2Args("hatch-win", "worker-lin-1", "run-lin-1", "")
 	args.Model.VSphereSpec.Username, args.Model.VSphereSpec.Password = winGuestUser, winGuestPassword
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
-	spec := client.clone(t, "worker-lin-1").Spec
+	spec := client.clone(t, "worker-lin-1").customization(t)
 	_, ok := spec.Customization.Identity.(*types.CustomizationLinuxPrep)
 	assert.True(t, ok, "a Linux model keeps Linux prep")
 	c := viLaunch(t, env, "worker-lin-1")
@@ -187,7 +187,7 @@ func TestVcsimWindowsCloudbaseInit(t *testing.T) {
 	args := winArgs(cfg, "worker-wci-1", "run-wci-1")
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
-	assert.Nil(t, client.clone(t, "worker-wci-1").Spec.Customization, "cloudbase-init names the guest: no sysprep")
+	assert.Nil(t, client.clone(t, "worker-wci-1").customization(t).Customization, "cloudbase-init names the guest: no sysprep")
 	st := env.MustInspect("worker-wci-1")
 	assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, st.ExtraConfig[cloudinit.GuestinfoMetadataEncoding])
 	assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, st.ExtraConfig[cloudinit.GuestinfoUserdataEncoding])

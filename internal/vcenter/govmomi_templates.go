@@ -1,4 +1,4 @@
-package clonespec
+package vcenter
 
 import (
 	"context"
@@ -7,9 +7,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // templateDevicesTTL bounds how long a template's device list is reused.
@@ -23,14 +24,25 @@ const templateDevicesTTL = 10 * time.Minute
 // reference (a new snapshot is seen within templateDevicesTTL), so
 // that a spawn decision does not read a device list that never changes
 // (one RetrievePropertiesEx of config.hardware.device per clone without
-// it). Its mutex never spans a round trip.
+// it): the template read (LoadTemplate) and the clone's specification
+// (CloneVirtualMachine) share one read. Its mutex never spans a round
+// trip.
 type templateDevices struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[types.ManagedObjectReference]templateDevicesEntry
 	// loading coalesces concurrent misses of one template (a burst of
 	// clones of a template not read yet reads it once).
-	loading vcenter.Coalescer[types.ManagedObjectReference]
+	loading Coalescer[types.ManagedObjectReference]
+}
+
+// TemplateInfo is one read of a template: its device list, for a clone's
+// specification, and what the hatchery reads of it (TemplateOf).
+type TemplateInfo struct {
+	// Devices is the template's device list.
+	Devices object.VirtualDeviceList
+	// Template is its cards, disks and snapshots in the project's terms.
+	Template vctypes.Template
 }
 
 // templateDevicesEntry is one cached template and when it expires.

@@ -1,4 +1,4 @@
-package clonespec
+package vcenter
 
 import (
 	"context"
@@ -20,7 +20,7 @@ import (
 func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 	t.Parallel()
 	td := newTemplateDevices(time.Now)
-	tmpl := ref("VirtualMachine", "vm-tmpl")
+	tmpl := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-tmpl"}
 	release := make(chan struct{})
 	var reads atomic.Int32
 	read := func(context.Context, types.ManagedObjectReference) (TemplateInfo, error) {
