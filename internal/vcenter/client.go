@@ -12,7 +12,8 @@ import (
 
 // Port is the hatchery's port to vCenter: the five interfaces below, by
 // use. Locks, Placement, Attributes and VMs' power, destroy, rename,
-// guest, wait and event methods speak the project's vocabulary
+// guest (programs, their exit, files, Tools' status), wait and event
+// methods speak the project's vocabulary
 // (internal/vctypes; their errors classified, Classify), so that the Port
 // itself is guest.Port. VMs' device, template, clone, reconfigure and
 // instant clone methods and InventorySource still take and return
@@ -90,6 +91,20 @@ type VMs interface {
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error)
+	// GuestToolsStatus reads the VM's guest.toolsStatus ("" when vCenter
+	// reports none), one request: whether its guest has VMware Tools.
+	GuestToolsStatus(ctx context.Context, vm vctypes.Ref) (vctypes.ToolsStatus, error)
+	// GuestProgramExit reads whether the guest program pid, started with
+	// auth (StartProgramInGuest), ended and its exit code
+	// (ListProcessesInGuest); a pid the guest does not list is an error.
+	GuestProgramExit(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, pid int64) (exitCode int32, ended bool, err error)
+	// ReadGuestFile reads at most maxBytes of the file path in the guest
+	// with auth (InitiateFileTransferFromGuest, then an HTTPS GET on the
+	// VM's host); vctypes.FaultNotSupported when vCenter hands out no
+	// guest file. The file stays.
+	ReadGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string, maxBytes int64) ([]byte, error)
+	// DeleteGuestFile deletes the file path in the guest with auth.
+	DeleteGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string) error
 }
 
 // Placement resolves where new VMs go (the folder, pool, datastore and

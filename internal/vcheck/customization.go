@@ -14,6 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // releaseTimeout bounds the release of the run's address locks at its
@@ -133,7 +134,7 @@ func cloudInitAddress(addr address) *cloudinit.Address {
 // (guest.WaitIP, the spawn's wait; the static one when addr has it): the
 // customization applied and the guest on the network. since is the power
 // on: the line's time is the boot's to an address.
-func (r *runner) customization(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address, since time.Time) {
+func (r *runner) customization(ctx context.Context, t checkedTemplate, vm vctypes.Ref, addr address, since time.Time) {
 	kind := "LinuxPrep"
 	if t.settings.OS == config.OSWindows {
 		kind = "sysprep"
