@@ -106,7 +106,7 @@ func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (v
 // reconfigure writes the annotation with the compare-and-swap on
 // changeVersion.
 func (r *runner) reconfigure(ctx context.Context, vm types.ManagedObjectReference, annotation, changeVersion string) error {
-	return vcenter.Classify(r.vc.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{Annotation: annotation, ChangeVersion: changeVersion}))
+	return r.vc.ReconfigureVirtualMachine(ctx, vcenter.RefOf(vm), vctypes.ConfigChange{Notes: &annotation, ChangeVersion: changeVersion})
 }
 
 // powerOn powers the VM on (or resumes it).
