@@ -10,7 +10,6 @@ import (
 
 	vctypes "github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	gomock "github.com/golang/mock/gomock"
-	object "github.com/vmware/govmomi/object"
 	mo "github.com/vmware/govmomi/vim25/mo"
 	types "github.com/vmware/govmomi/vim25/types"
 )
@@ -322,21 +321,6 @@ func (mr *MockPortMockRecorder) LoadVirtualMachine(arg0, arg1 interface{}) *gomo
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadVirtualMachine", reflect.TypeOf((*MockPort)(nil).LoadVirtualMachine), arg0, arg1)
 }
 
-// LoadVirtualMachineDevices mocks base method.
-func (m *MockPort) LoadVirtualMachineDevices(arg0 context.Context, arg1 types.ManagedObjectReference) (object.VirtualDeviceList, error) {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "LoadVirtualMachineDevices", arg0, arg1)
-	ret0, _ := ret[0].(object.VirtualDeviceList)
-	ret1, _ := ret[1].(error)
-	return ret0, ret1
-}
-
-// LoadVirtualMachineDevices indicates an expected call of LoadVirtualMachineDevices.
-func (mr *MockPortMockRecorder) LoadVirtualMachineDevices(arg0, arg1 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadVirtualMachineDevices", reflect.TypeOf((*MockPort)(nil).LoadVirtualMachineDevices), arg0, arg1)
-}
-
 // LoadVirtualMachineEvents mocks base method.
 func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 vctypes.Ref, arg2 ...string) ([]vctypes.Event, error) {
 	m.ctrl.T.Helper()
@@ -418,7 +402,7 @@ func (mr *MockPortMockRecorder) ReadGuestFile(arg0, arg1, arg2, arg3, arg4 inter
 }
 
 // ReconfigureVirtualMachine mocks base method.
-func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineConfigSpec) error {
+func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 vctypes.Ref, arg2 vctypes.ConfigChange) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ReconfigureVirtualMachine", arg0, arg1, arg2)
 	ret0, _ := ret[0].(error)

@@ -3,7 +3,6 @@ package vcenter
 import (
 	"context"
 
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -11,14 +10,12 @@ import (
 )
 
 // Port is the hatchery's port to vCenter: the five interfaces below, by
-// use. Locks, Placement, Attributes and VMs' power, destroy, rename,
-// guest (programs, their exit, files, Tools' status), wait and event
-// methods speak the project's vocabulary
+// use. Every method but three speaks the project's vocabulary
 // (internal/vctypes; their errors classified, Classify), so that the Port
-// itself is guest.Port. VMs' device, template, clone, reconfigure and
-// instant clone methods and InventorySource still take and return
+// itself is guest.Port, warmpool.Port and custody.Port. VMs' template read
+// and clone and Placement's SetupEthernetCard still take and return
 // references (types.ManagedObjectReference) and plain data (vim25/types,
-// vim25/mo, object.VirtualDeviceList). No method
+// vim25/mo). No method
 // takes or returns a govmomi object handle: a handle
 // carries the connection it was made with, a reference does not, so a VM
 // read before a re-login is still valid after it (docs/architecture.md,
@@ -44,8 +41,6 @@ type VMs interface {
 	// datacenter's folders (its folder then joins the scope), and returns
 	// its reference.
 	LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error)
-	// LoadVirtualMachineDevices returns the VM's device list.
-	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// LoadTemplate reads, in one request, what a clone needs of a
 	// template: config.hardware.device and snapshot (the other properties
 	// are left unset).
@@ -65,9 +60,14 @@ type VMs interface {
 	CloneVirtualMachine(ctx context.Context, template, folder types.ManagedObjectReference, name string, spec *types.VirtualMachineCloneSpec) (*types.ManagedObjectReference, error)
 	// RenameVirtualMachine renames the VM and waits for the task.
 	RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error
-	// ReconfigureVirtualMachine applies spec (annotation, CPU/RAM, devices)
-	// and waits for the task.
-	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
+	// ReconfigureVirtualMachine applies change to the VM in one task (its
+	// name, Notes, ownership record, options, growth to a flavor: the
+	// adapter reads the VM's devices itself when the growth sets a disk
+	// size) and waits for it. A change carrying a ChangeVersion is refused
+	// with vctypes.FaultConcurrentAccess when the VM changed since; a
+	// *vctypes.PrepError when the specification could not be built
+	// (nothing sent).
+	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error
 	// MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
 	MarkVirtualMachineAsTemplate(ctx context.Context, vm vctypes.Ref) error
 	// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.

@@ -100,12 +100,9 @@ func (r *runner) readVM(ctx context.Context, vm vctypes.Ref) (vctypes.VMInfo, er
 
 // reconfigure writes the annotation with the compare-and-swap on
 // changeVersion, a change in the project's terms (vctypes.ConfigChange):
-// the compare-and-swap a warm pool's claim relies on. Until the port's
-// reconfigure takes the change itself, vcenter.ConfigSpecOf builds its
-// specification here (internal/vctypes/boundary_test.go, VCheckGovmomi).
+// the compare-and-swap a warm pool's claim relies on.
 func (r *runner) reconfigure(ctx context.Context, vm vctypes.Ref, annotation, changeVersion string) error {
-	change := vctypes.ConfigChange{ChangeVersion: changeVersion, Notes: &annotation}
-	return vcenter.Classify(r.vc.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), vcenter.ConfigSpecOf(change)))
+	return r.vc.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{ChangeVersion: changeVersion, Notes: &annotation})
 }
 
 // powerOn powers the VM on (or resumes it).

@@ -36,8 +36,8 @@ var DecisionPackages = []string{
 
 // VCheckGovmomi are the functions of internal/vcheck (`vcenter check`)
 // that still speak govmomi, with why (docs/architecture.md, "Where the
-// port goes next"): its clone, and the reconfigure's call while the
-// port's reconfigure takes a govmomi specification. The rest of vcheck
+// port goes next"): its clone, while the port's clone takes a govmomi
+// specification. The rest of vcheck
 // holds VMs as vctypes.Ref and reads vCenter through the port's methods
 // in the project's terms. A function leaves the list when its call moves
 // behind the port.
@@ -47,7 +47,6 @@ var VCheckGovmomi = map[string]string{
 	"cloneInto":        "hands cloneSpec the customization closure, converts the clone's reference",
 	"cloudInitOptions": "cloud-init's guestinfo as the clone specification's extraConfig",
 	"cloneVM":          "calls the port's govmomi-typed clone",
-	"reconfigure":      "hands the port's reconfigure vcenter.ConfigSpecOf's specification (a vctypes.ConfigChange)",
 }
 
 // imports returns the imports of the non-test Go files of the package in

@@ -68,7 +68,7 @@ func (f *spFixture) expectTimedSpawn(args spawn.Arguments) {
 			f.clock.Advance(time.Second)
 			return 2, nil
 		})
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
 }
 
 // histogram returns the histogram of family name whose labels include want.
