@@ -10,8 +10,6 @@ import (
 
 	vctypes "github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	gomock "github.com/golang/mock/gomock"
-	object "github.com/vmware/govmomi/object"
-	types "github.com/vmware/govmomi/vim25/types"
 )
 
 // MockPort is a mock of Port interface.
@@ -97,6 +95,20 @@ func (mr *MockPortMockRecorder) DatastoreSpaceOf(arg0, arg1 interface{}) *gomock
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DatastoreSpaceOf", reflect.TypeOf((*MockPort)(nil).DatastoreSpaceOf), arg0, arg1)
 }
 
+// DeleteGuestFile mocks base method.
+func (m *MockPort) DeleteGuestFile(arg0 context.Context, arg1 vctypes.Ref, arg2 *vctypes.GuestAuth, arg3 string) error {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "DeleteGuestFile", arg0, arg1, arg2, arg3)
+	ret0, _ := ret[0].(error)
+	return ret0
+}
+
+// DeleteGuestFile indicates an expected call of DeleteGuestFile.
+func (mr *MockPortMockRecorder) DeleteGuestFile(arg0, arg1, arg2, arg3 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "DeleteGuestFile", reflect.TypeOf((*MockPort)(nil).DeleteGuestFile), arg0, arg1, arg2, arg3)
+}
+
 // DeleteLock mocks base method.
 func (m *MockPort) DeleteLock(arg0 context.Context, arg1 vctypes.Ref) error {
 	m.ctrl.T.Helper()
@@ -154,6 +166,37 @@ func (m *MockPort) FolderAttribute(arg0 context.Context, arg1 string) (string, b
 func (mr *MockPortMockRecorder) FolderAttribute(arg0, arg1 interface{}) *gomock.Call {
 	mr.mock.ctrl.T.Helper()
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "FolderAttribute", reflect.TypeOf((*MockPort)(nil).FolderAttribute), arg0, arg1)
+}
+
+// GuestProgramExit mocks base method.
+func (m *MockPort) GuestProgramExit(arg0 context.Context, arg1 vctypes.Ref, arg2 *vctypes.GuestAuth, arg3 int64) (int32, bool, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "GuestProgramExit", arg0, arg1, arg2, arg3)
+	ret0, _ := ret[0].(int32)
+	ret1, _ := ret[1].(bool)
+	ret2, _ := ret[2].(error)
+	return ret0, ret1, ret2
+}
+
+// GuestProgramExit indicates an expected call of GuestProgramExit.
+func (mr *MockPortMockRecorder) GuestProgramExit(arg0, arg1, arg2, arg3 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "GuestProgramExit", reflect.TypeOf((*MockPort)(nil).GuestProgramExit), arg0, arg1, arg2, arg3)
+}
+
+// GuestToolsStatus mocks base method.
+func (m *MockPort) GuestToolsStatus(arg0 context.Context, arg1 vctypes.Ref) (vctypes.ToolsStatus, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "GuestToolsStatus", arg0, arg1)
+	ret0, _ := ret[0].(vctypes.ToolsStatus)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// GuestToolsStatus indicates an expected call of GuestToolsStatus.
+func (mr *MockPortMockRecorder) GuestToolsStatus(arg0, arg1 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "GuestToolsStatus", reflect.TypeOf((*MockPort)(nil).GuestToolsStatus), arg0, arg1)
 }
 
 // InstantCloneVirtualMachine mocks base method.
@@ -276,21 +319,6 @@ func (mr *MockPortMockRecorder) LoadVirtualMachine(arg0, arg1 interface{}) *gomo
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadVirtualMachine", reflect.TypeOf((*MockPort)(nil).LoadVirtualMachine), arg0, arg1)
 }
 
-// LoadVirtualMachineDevices mocks base method.
-func (m *MockPort) LoadVirtualMachineDevices(arg0 context.Context, arg1 types.ManagedObjectReference) (object.VirtualDeviceList, error) {
-	m.ctrl.T.Helper()
-	ret := m.ctrl.Call(m, "LoadVirtualMachineDevices", arg0, arg1)
-	ret0, _ := ret[0].(object.VirtualDeviceList)
-	ret1, _ := ret[1].(error)
-	return ret0, ret1
-}
-
-// LoadVirtualMachineDevices indicates an expected call of LoadVirtualMachineDevices.
-func (mr *MockPortMockRecorder) LoadVirtualMachineDevices(arg0, arg1 interface{}) *gomock.Call {
-	mr.mock.ctrl.T.Helper()
-	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "LoadVirtualMachineDevices", reflect.TypeOf((*MockPort)(nil).LoadVirtualMachineDevices), arg0, arg1)
-}
-
 // LoadVirtualMachineEvents mocks base method.
 func (m *MockPort) LoadVirtualMachineEvents(arg0 context.Context, arg1 vctypes.Ref, arg2 ...string) ([]vctypes.Event, error) {
 	m.ctrl.T.Helper()
@@ -356,8 +384,23 @@ func (mr *MockPortMockRecorder) ProbeInventory(arg0, arg1 interface{}) *gomock.C
 	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ProbeInventory", reflect.TypeOf((*MockPort)(nil).ProbeInventory), arg0, arg1)
 }
 
+// ReadGuestFile mocks base method.
+func (m *MockPort) ReadGuestFile(arg0 context.Context, arg1 vctypes.Ref, arg2 *vctypes.GuestAuth, arg3 string, arg4 int64) ([]byte, error) {
+	m.ctrl.T.Helper()
+	ret := m.ctrl.Call(m, "ReadGuestFile", arg0, arg1, arg2, arg3, arg4)
+	ret0, _ := ret[0].([]byte)
+	ret1, _ := ret[1].(error)
+	return ret0, ret1
+}
+
+// ReadGuestFile indicates an expected call of ReadGuestFile.
+func (mr *MockPortMockRecorder) ReadGuestFile(arg0, arg1, arg2, arg3, arg4 interface{}) *gomock.Call {
+	mr.mock.ctrl.T.Helper()
+	return mr.mock.ctrl.RecordCallWithMethodType(mr.mock, "ReadGuestFile", reflect.TypeOf((*MockPort)(nil).ReadGuestFile), arg0, arg1, arg2, arg3, arg4)
+}
+
 // ReconfigureVirtualMachine mocks base method.
-func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineConfigSpec) error {
+func (m *MockPort) ReconfigureVirtualMachine(arg0 context.Context, arg1 vctypes.Ref, arg2 vctypes.ConfigChange) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ReconfigureVirtualMachine", arg0, arg1, arg2)
 	ret0, _ := ret[0].(error)

@@ -181,7 +181,7 @@ func (b *Builder) RequestFor(ctx context.Context, log *slog.Logger, template Tem
 		Pool:          pool,
 		Datastore:     ds,
 		Snapshot:      mode.Snapshot,
-		Hardware:      HardwareOf(flavor),
+		Growth:        flavor.Growth(),
 		Network:       &vctypes.CloneNetwork{Name: network, CardType: b.cfg.CardName},
 		Record:        annot.Record(),
 		Customization: custom,
@@ -198,15 +198,6 @@ func (b *Builder) RequestFor(ctx context.Context, log *slog.Logger, template Tem
 		req.Customization = nil
 	}
 	return req, nil
-}
-
-// HardwareOf is flavor's size as a clone request carries it (nil: the
-// template's size).
-func HardwareOf(flavor *config.Flavor) *vctypes.Hardware {
-	if flavor == nil {
-		return nil
-	}
-	return &vctypes.Hardware{Flavor: flavor.Name, CPUs: flavor.CPUs, MemoryMB: flavor.MemoryMB, DiskSizeGB: flavor.DiskSizeGB}
 }
 
 // instanceID is a cloud-init instance id new for every worker: the VM name

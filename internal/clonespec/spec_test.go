@@ -8,15 +8,12 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -155,10 +152,10 @@ func TestSpecCloneMode(t *testing.T) {
 			assert.Equal(t, &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"}, req.Network)
 			assert.True(t, req.PowerOn)
 			if tc.flavor != nil {
-				assert.Equal(t, &vctypes.Hardware{Flavor: "large", CPUs: 8, MemoryMB: 16384, DiskSizeGB: 80}, req.Hardware,
+				assert.Equal(t, &vctypes.Growth{Flavor: "large", CPUs: 8, MemoryMB: 16384, DiskSizeGB: 80}, req.Growth,
 					"the flavor's size, the disk grown by the adapter")
 			} else {
-				assert.Nil(t, req.Hardware, "the template's size")
+				assert.Nil(t, req.Growth, "the template's size")
 			}
 		})
 	}
@@ -260,87 +257,4 @@ func TestSpecRefusals(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.want)
 		})
 	}
-}
-
-// TestVMPortReconfigure: a Change becomes one reconfigure carrying its
-// compare-and-swap version, the new name, the record and its mirror, the
-// flavor (after reading the VM's devices) and the cloud-init guestinfo;
-// a Change that cannot be built sends nothing (*PrepError).
-func TestVMPortReconfigure(t *testing.T) {
-	t.Parallel()
-	vm := testutil.VMRef("w-1")
-	ctx := context.Background()
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-
-	e := newSpecEnv(t, specConfig())
-	port := VMPort{Port: e.vs, Builder: e.b}
-	var got types.VirtualMachineConfigSpec
-	gomock.InOrder(
-		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-w-1"}).
-			Return(object.VirtualDeviceList(testutil.TemplateDevices(1)), nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-w-1"}, gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-				got = s
-				return nil
-			}),
-	)
-	rec := &inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "worker-1", JobID: "42", IPAddress: "10.0.0.12"}
-	require.NoError(t, port.ReconfigureVirtualMachine(ctx, vm, Change{ChangeVersion: "cv-7", Name: "worker-1", Record: rec, Resize: large, Boot: &cloudinit.Boot{Script: "run"}}))
-	assert.Equal(t, "cv-7", got.ChangeVersion)
-	assert.Equal(t, "worker-1", got.Name)
-	assert.Equal(t, int32(4), got.NumCPUs)
-	assert.Equal(t, int64(8192), got.MemoryMB)
-	a, err := inventory.AnnotationFromVM(got.Annotation, nil)
-	require.NoError(t, err)
-	assert.Equal(t, *rec, *a)
-	gi := cloudinit.Guestinfo(vcenter.OptionsOf(got.ExtraConfig))
-	raw, err := cloudinit.DecodeGuestinfo(gi[cloudinit.GuestinfoMetadata], gi[cloudinit.GuestinfoMetadataEncoding])
-	require.NoError(t, err)
-	md, err := cloudinit.ParseMetadata(raw)
-	require.NoError(t, err)
-	assert.Equal(t, "worker-1", md.LocalHostname, "the new name's hostname")
-
-	// Nothing sent when the change cannot be built.
-	e = newSpecEnv(t, specConfig())
-	port = VMPort{Port: e.vs}
-	var prep *PrepError
-	err = port.ReconfigureVirtualMachine(ctx, vm, Change{Boot: &cloudinit.Boot{}})
-	require.True(t, errors.As(err, &prep), "%v", err)
-	assert.Equal(t, "cloud-init guestinfo", prep.Step)
-	e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), gomock.Any()).Return(nil, errors.New("boom"))
-	err = port.ReconfigureVirtualMachine(ctx, vm, Change{Resize: large})
-	require.True(t, errors.As(err, &prep), "%v", err)
-	assert.Equal(t, "load devices", prep.Step)
-	assert.Contains(t, err.Error(), "boom")
-	port = VMPort{Port: e.vs, Builder: e.b}
-	err = port.ReconfigureVirtualMachine(ctx, vm, Change{Name: "w", Record: &inventory.Annotation{IPAddress: "192.168.9.9"}, Boot: &cloudinit.Boot{}})
-	require.True(t, errors.As(err, &prep), "%v", err)
-	assert.Contains(t, err.Error(), "is in no configured range")
-}
-
-// TestVMPortRecordAndScrub: the record is written in the Notes and their
-// mirror in one reconfigure; the scrub empties every guestinfo key of the
-// userdata.
-func TestVMPortRecordAndScrub(t *testing.T) {
-	t.Parallel()
-	e := newSpecEnv(t, specConfig())
-	port := VMPort{Port: e.vs}
-	var specs []types.VirtualMachineConfigSpec
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-w-1"}, gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-			specs = append(specs, s)
-			return nil
-		}).Times(2)
-	rec := &inventory.Annotation{HatcheryName: testutil.Hatchery, WorkerName: "w-1", IdleState: config.IdleStateSuspended}
-	require.NoError(t, port.WriteRecord(context.Background(), testutil.VMRef("w-1"), rec))
-	require.NoError(t, port.ScrubUserdata(context.Background(), testutil.VMRef("w-1")))
-	require.Len(t, specs, 2)
-	notes, err := inventory.AnnotationFromVM(specs[0].Annotation, nil)
-	require.NoError(t, err)
-	mirror, err := inventory.AnnotationFromVM("", vcenter.OptionsOf(specs[0].ExtraConfig))
-	require.NoError(t, err)
-	assert.Equal(t, *rec, *notes)
-	assert.Equal(t, *rec, *mirror)
-	assert.Equal(t, types.VirtualMachineConfigSpec{ExtraConfig: vcenter.OptionValues(cloudinit.ScrubOptions())}, specs[1])
-	assert.NotEmpty(t, specs[1].ExtraConfig)
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config/upstream"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
@@ -265,6 +266,16 @@ type Flavor struct {
 	CPUs       int32  `mapstructure:"cpus" toml:"cpus" json:"cpus"`
 	MemoryMB   int64  `mapstructure:"memoryMB" toml:"memoryMB" json:"memoryMB"`
 	DiskSizeGB int64  `mapstructure:"diskSizeGB" toml:"diskSizeGB" json:"diskSizeGB,omitempty"`
+}
+
+// Growth is the flavor as a reconfigure's or a clone's growth of a VM's
+// hardware (vctypes.Growth: CPUs, memory, the first disk's size); nil for
+// a nil flavor.
+func (f *Flavor) Growth() *vctypes.Growth {
+	if f == nil {
+		return nil
+	}
+	return &vctypes.Growth{Flavor: f.Name, CPUs: f.CPUs, MemoryMB: f.MemoryMB, DiskSizeGB: f.DiskSizeGB}
 }
 
 // Inventory modes (inventoryMode).

@@ -14,8 +14,7 @@
 // Custody the hatchery builds in its New. The VM's phases are the
 // lifecycle table's (internal/lifecycle); this package only moves them.
 // It reaches vCenter through its Port, in the project's vocabulary
-// (internal/vctypes), which clonespec.VMPort implements on top of
-// vcenter.Port; it imports no govmomi package and never imports
+// (internal/vctypes), which vcenter.Port implements; it imports no govmomi package and never imports
 // internal/vsphere or internal/warmpool.
 package custody
 
@@ -39,18 +38,16 @@ import (
 
 // Port is what the custody does to a VM in vCenter, in the project's
 // vocabulary: every error carries its fault kind (vctypes.KindOf).
-// clonespec.VMPort implements it on top of vcenter.Port.
+// vcenter.Port implements it.
 type Port interface {
 	// ShutdownVirtualMachine powers vm off; already off is success.
 	ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// DestroyVirtualMachine destroys vm; already gone is success.
 	DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error
-	// WriteRecord writes annot, the VM's ownership record, in its Notes
-	// and their ExtraConfig mirror, in one reconfigure.
-	WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error
-	// ScrubUserdata removes the cloud-init userdata from vm's guestinfo
-	// in one reconfigure.
-	ScrubUserdata(ctx context.Context, vm vctypes.Ref) error
+	// ReconfigureVirtualMachine applies change to vm in one task: the
+	// record write (its Record) and the userdata scrub (its Options,
+	// cloudinit.ScrubOptions).
+	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error
 }
 
 // ErrDeleteInProgress means another loop is deleting the same VM now.
@@ -223,7 +220,8 @@ func withdrawnPhase(prev lifecycle.Phase) lifecycle.Phase {
 // the caller holds (cloned, claimed or being registered by this process),
 // and invalidates the inventory's view of it.
 func (c *Custody) WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
-	err := c.Port.WriteRecord(ctx, vm, annot)
+	rec := annot.Record()
+	err := c.Port.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{Record: &rec})
 	c.Inventory.Invalidate(vm)
 	if err != nil {
 		return fmt.Errorf("write annotation of vm %q: %w", annot.WorkerName, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -40,8 +41,9 @@ var now0 = testutil.Epoch
 type fakePort struct {
 	testutil.CallLog
 	mu      sync.Mutex
-	records []*inventory.Annotation
-	ctxErr  []error // ctx.Err() of each ScrubUserdata call
+	records []vctypes.ConfigChange // the record writes' changes
+	scrubs  []vctypes.ConfigChange // the userdata scrubs' changes
+	ctxErr  []error                // ctx.Err() of each scrub
 }
 
 func (f *fakePort) call(verb string, vm vctypes.Ref) error { return f.Call(verb, vm.Value) }
@@ -54,17 +56,17 @@ func (f *fakePort) DestroyVirtualMachine(_ context.Context, vm vctypes.Ref) erro
 	return f.call("destroy", vm)
 }
 
-func (f *fakePort) WriteRecord(_ context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
+// ReconfigureVirtualMachine logs a change carrying a record as "record",
+// another as "scrub" (the custody's two reconfigures).
+func (f *fakePort) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error {
 	f.mu.Lock()
-	f.records = append(f.records, annot)
-	f.mu.Unlock()
-	return f.call("record", vm)
-}
-
-func (f *fakePort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
-	f.mu.Lock()
+	defer f.mu.Unlock()
+	if change.Record != nil {
+		f.records = append(f.records, change)
+		return f.call("record", vm)
+	}
+	f.scrubs = append(f.scrubs, change)
 	f.ctxErr = append(f.ctxErr, ctx.Err())
-	f.mu.Unlock()
 	return f.call("scrub", vm)
 }
 
@@ -237,30 +239,40 @@ func TestDeleteReportsRegistration(t *testing.T) {
 	assert.Equal(t, []string{"register-m1 after 0 calls", "w-only after 2 calls"}, reported)
 }
 
-// TestWriteRecord: the record goes to the VM's reference, the inventory
-// is invalidated even when the write fails, and a failure names the
-// worker and wraps the cause.
+// TestWriteRecord: the record goes to the VM's reference in one
+// reconfigure carrying only the record (its Notes and their mirror read
+// back as annot), the inventory is invalidated even when the write fails,
+// and a failure names the worker and wraps the cause.
 func TestWriteRecord(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	annot := &inventory.Annotation{HatcheryName: hatch, WorkerName: "w-1"}
+	annot := &inventory.Annotation{HatcheryName: hatch, WorkerName: "w-1", IdleState: config.IdleStateSuspended}
 	ref := vctypes.Ref{Type: "VirtualMachine", Value: "vm-w-1"}
 	require.NoError(t, e.c.WriteRecord(context.Background(), ref, annot))
 	assert.Equal(t, []string{"record vm-w-1"}, e.port.List())
-	assert.Same(t, annot, e.port.records[0])
+	rec := annot.Record()
+	assert.Equal(t, vctypes.ConfigChange{Record: &rec}, e.port.records[0])
+	notes, err := inventory.AnnotationFromVM(e.port.records[0].Record.Notes, nil)
+	require.NoError(t, err)
+	mirror, err := inventory.AnnotationFromVM("", e.port.records[0].Record.Options)
+	require.NoError(t, err)
+	assert.Equal(t, *annot, *notes)
+	assert.Equal(t, *annot, *mirror)
 	assert.Equal(t, int64(1), e.inv.Invalidations())
 
 	boom := errors.New("boom")
 	e.port.Fail("record", boom)
-	err := e.c.WriteRecord(context.Background(), ref, annot)
+	err = e.c.WriteRecord(context.Background(), ref, annot)
 	require.ErrorIs(t, err, boom)
 	assert.Equal(t, `write annotation of vm "w-1": boom`, err.Error())
 	assert.Equal(t, int64(2), e.inv.Invalidations())
 }
 
 // TestScrubUserdata: a tracked VM is scrubbed on a context that survives
-// the caller's cancellation and is no longer tracked, whether the scrub
-// worked or not; each outcome has its log line.
+// the caller's cancellation, in one reconfigure emptying every guestinfo
+// key of the userdata (cloudinit.ScrubOptions) and nothing else, and is no
+// longer tracked, whether the scrub worked or not; each outcome has its
+// log line.
 func TestScrubUserdata(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -274,6 +286,8 @@ func TestScrubUserdata(t *testing.T) {
 	cancel()
 	e.c.ScrubUserdata(ctx, a, "a", "spawn failed")
 	assert.Equal(t, []error{nil}, e.port.ctxErr, "detached from the cancelled spawn")
+	assert.Equal(t, []vctypes.ConfigChange{{Options: cloudinit.ScrubOptions()}}, e.port.scrubs)
+	assert.NotEmpty(t, e.port.scrubs[0].Options)
 	assert.Contains(t, e.logs.String(), `msg="worker userdata removed" vm=a detail="spawn failed"`)
 
 	e.port.Fail("scrub", errors.New("boom"))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -57,7 +58,7 @@ func (c *Custody) ScrubUserdata(ctx context.Context, vm vctypes.Ref, name, why s
 	defer c.ForgetUserdata(name)
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ScrubTimeout)
 	defer cancel()
-	if err := c.Port.ScrubUserdata(sctx, vm); err != nil {
+	if err := c.Port.ReconfigureVirtualMachine(sctx, vm, vctypes.ConfigChange{Options: cloudinit.ScrubOptions()}); err != nil {
 		c.Log.Warn("remove worker userdata failed", logkey.VM, name, logkey.Detail, why, logkey.Err, err)
 		return
 	}

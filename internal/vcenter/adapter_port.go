@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -262,4 +263,26 @@ func (c *Client) InstantCloneVirtualMachine(ctx context.Context, parent vctypes.
 		return vctypes.Ref{}, Classify(err)
 	}
 	return RefOf(*ref), nil
+}
+
+// ReconfigureVirtualMachine applies change to vm in one task: the
+// specification is ConfigSpecOf's, with the growth to a flavor
+// (ApplyGrowth) after reading vm's devices when the growth sets a disk
+// size. A *vctypes.PrepError when the specification could not be built
+// (nothing sent); otherwise vCenter's answer, classified.
+func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error {
+	spec := ConfigSpecOf(change)
+	if g := change.Growth; g != nil {
+		var devices object.VirtualDeviceList
+		if g.DiskSizeGB > 0 {
+			var err error
+			if devices, err = c.loadVirtualMachineDevices(ctx, MORef(vm)); err != nil {
+				return &vctypes.PrepError{Step: "load devices", Err: Classify(err)}
+			}
+		}
+		if err := ApplyGrowth(&spec, g, devices); err != nil {
+			return &vctypes.PrepError{Step: fmt.Sprintf("apply flavor %q", g.Flavor), Err: err}
+		}
+	}
+	return Classify(c.reconfigureVirtualMachine(ctx, MORef(vm), spec))
 }

@@ -3,27 +3,20 @@ package vcenter
 import (
 	"context"
 
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Port is the hatchery's port to vCenter: the five interfaces below, by
-// use. Locks, Placement, Attributes and VMs' power, destroy, rename,
-// guest, wait and event methods speak the project's vocabulary
-// (internal/vctypes; their errors classified, Classify), so that the Port
-// itself is guest.Port; so do InventorySource, the template read, the
-// clone (a vctypes.Clone request: the adapter builds the specification)
-// and the instant clone. VMs' device read and reconfigure still take
-// references (types.ManagedObjectReference) and plain data (vim25/types,
-// object.VirtualDeviceList). No method
-// takes or returns a govmomi object handle: a handle
-// carries the connection it was made with, a reference does not, so a VM
-// read before a re-login is still valid after it (docs/architecture.md,
-// "The vCenter port"). The signatures use govmomi, vctypes and standard library
-// types only, so that mock_vsphere is generated without importing this
-// package. Every method is bounded: each SOAP request by the client's
+// use. Every method speaks the project's vocabulary (internal/vctypes;
+// their errors classified, Classify), so that the Port itself is
+// guest.Port, warmpool.Port and custody.Port; the clone is a request
+// (vctypes.Clone) whose specification the adapter builds. No method
+// takes or returns a govmomi type, an object handle least of all: a
+// handle carries the connection it was made with, a reference does not,
+// so a VM read before a re-login is still valid after it
+// (docs/architecture.md, "The vCenter port"). The signatures use vctypes
+// and standard library types only, so that mock_vsphere is generated
+// without importing this package. Every method is bounded: each SOAP request by the client's
 // request timeout (15 s), each task by a named task timeout, each wait by
 // ctx (callers set the readiness deadlines, docs/design.md#timeouts).
 //
@@ -43,8 +36,6 @@ type VMs interface {
 	// datacenter's folders (its folder then joins the scope), and returns
 	// its reference.
 	LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error)
-	// LoadVirtualMachineDevices returns the VM's device list.
-	LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error)
 	// LoadTemplate reads, in one request, what a clone needs of a
 	// template (config.hardware.device and snapshot): its cards, disks
 	// and snapshots. The read is kept for the template's clones
@@ -65,14 +56,19 @@ type VMs interface {
 	// specification built from req and the template's devices: the
 	// first card's network, the flavor's size, the record and options,
 	// the customization, linked or full) and waits for the task; it
-	// returns the new VM's reference. A *vctypes.NotSentError when the
+	// returns the new VM's reference. A *vctypes.PrepError when the
 	// request could not be made into a specification: nothing was sent.
 	CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error)
 	// RenameVirtualMachine renames the VM and waits for the task.
 	RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error
-	// ReconfigureVirtualMachine applies spec (annotation, CPU/RAM, devices)
-	// and waits for the task.
-	ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error
+	// ReconfigureVirtualMachine applies change to the VM in one task (its
+	// name, Notes, ownership record, options, growth to a flavor: the
+	// adapter reads the VM's devices itself when the growth sets a disk
+	// size) and waits for it. A change carrying a ChangeVersion is refused
+	// with vctypes.FaultConcurrentAccess when the VM changed since; a
+	// *vctypes.PrepError when the specification could not be built
+	// (nothing sent).
+	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error
 	// MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
 	MarkVirtualMachineAsTemplate(ctx context.Context, vm vctypes.Ref) error
 	// WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx ends.
@@ -96,6 +92,20 @@ type VMs interface {
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error)
+	// GuestToolsStatus reads the VM's guest.toolsStatus ("" when vCenter
+	// reports none), one request: whether its guest has VMware Tools.
+	GuestToolsStatus(ctx context.Context, vm vctypes.Ref) (vctypes.ToolsStatus, error)
+	// GuestProgramExit reads whether the guest program pid, started with
+	// auth (StartProgramInGuest), ended and its exit code
+	// (ListProcessesInGuest); a pid the guest does not list is an error.
+	GuestProgramExit(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, pid int64) (exitCode int32, ended bool, err error)
+	// ReadGuestFile reads at most maxBytes of the file path in the guest
+	// with auth (InitiateFileTransferFromGuest, then an HTTPS GET on the
+	// VM's host); vctypes.FaultNotSupported when vCenter hands out no
+	// guest file. The file stays.
+	ReadGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string, maxBytes int64) ([]byte, error)
+	// DeleteGuestFile deletes the file path in the guest with auth.
+	DeleteGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string) error
 }
 
 // Placement resolves where new VMs go (the folder, pool, datastore and

@@ -39,7 +39,7 @@ func (c *Client) readTemplateInfo(ctx context.Context, template types.ManagedObj
 
 // CloneVirtualMachine makes req's clone: its specification built from
 // req and the template's devices (cloneSpec; a failure there is a
-// *vctypes.NotSentError, nothing sent), then the clone task
+// *vctypes.PrepError, nothing sent), then the clone task
 // (cloneTaskTimeout). A failed clone drops what was kept of the template
 // (it may have changed). Errors are classified.
 func (c *Client) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
@@ -63,19 +63,19 @@ func (c *Client) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vc
 // cloneSpec builds req's specification: the template's devices (kept, or
 // read), its first card moved to req's network (the backing read,
 // SetupEthernetCard), the rest from req (CloneSpecOf). Every failure is a
-// *vctypes.NotSentError naming its step.
+// *vctypes.PrepError naming its step.
 func (c *Client) cloneSpec(ctx context.Context, req vctypes.Clone) (*types.VirtualMachineCloneSpec, error) {
 	info, err := c.templates.load(ctx, MORef(req.Template), c.readTemplateInfo)
 	if err != nil {
-		return nil, &vctypes.NotSentError{Step: "load template", Err: Classify(err)}
+		return nil, &vctypes.PrepError{Step: "load template", Err: Classify(err)}
 	}
 	spec, card, err := CloneSpecOf(req, info.Devices)
 	if err != nil {
-		return nil, &vctypes.NotSentError{Step: "prepare clone spec", Err: err}
+		return nil, &vctypes.PrepError{Step: "prepare clone spec", Err: err}
 	}
 	if req.Network != nil {
 		if err := c.SetupEthernetCard(ctx, card, req.Network.CardType, req.Network.Name); err != nil {
-			return nil, &vctypes.NotSentError{Step: fmt.Sprintf("set up network card on network %q", req.Network.Name), Err: Classify(err)}
+			return nil, &vctypes.PrepError{Step: fmt.Sprintf("set up network card on network %q", req.Network.Name), Err: Classify(err)}
 		}
 	}
 	c.log.Debug("clone spec", logkey.VM, req.Name, "linked", !req.Snapshot.IsZero())
@@ -86,8 +86,8 @@ func (c *Client) cloneSpec(ctx context.Context, req vctypes.Clone) (*types.Virtu
 // devices (a private copy: its first card is edited): placed in req's
 // pool and datastore (unset: the template's), linked on req.Snapshot
 // (createNewChildDiskBacking) or full (moveChildMostDiskBacking), the
-// record and the options in ExtraConfig in that order, the hardware
-// (CloneHardware), the guest customization (CustomizationSpecOf), tools
+// record and the options in ExtraConfig in that order, the flavor's
+// growth (ApplyGrowth, the reconfigure's rule), the guest customization (CustomizationSpecOf), tools
 // after power on, powered on when req says. With req.Network the first
 // card is edited and returned for its backing to be set; no card then is
 // an error.
@@ -111,7 +111,7 @@ func CloneSpecOf(req vctypes.Clone, devices object.VirtualDeviceList) (*types.Vi
 		ApplyRecord(config, req.Record)
 	}
 	config.ExtraConfig = append(config.ExtraConfig, OptionValues(req.Options)...)
-	if err := CloneHardware(config, req.Hardware, devices); err != nil {
+	if err := ApplyGrowth(config, req.Growth, devices); err != nil {
 		return nil, nil, err
 	}
 	spec := &types.VirtualMachineCloneSpec{Config: config, PowerOn: req.PowerOn}
@@ -137,46 +137,6 @@ func CloneSpecOf(req vctypes.Clone, devices object.VirtualDeviceList) (*types.Vi
 		spec.Location.Datastore = &ds
 	}
 	return spec, card, nil
-}
-
-// CloneHardware writes hw's CPUs and memory into spec and, with a
-// DiskSizeGB larger than the first disk of devices, an Edit growing it;
-// an equal size changes nothing, a smaller one is an error (a disk is
-// never shrunk), as is a DiskSizeGB with no disk. A nil hw changes
-// nothing. It is the flavor's growth rule at clone time
-// (clonespec.ApplyFlavor's, docs/flavors-and-capacity.md).
-func CloneHardware(spec *types.VirtualMachineConfigSpec, hw *vctypes.Hardware, devices object.VirtualDeviceList) error {
-	if hw == nil {
-		return nil
-	}
-	if hw.CPUs <= 0 || hw.MemoryMB <= 0 {
-		return fmt.Errorf("apply flavor %q: cpus (%d) and memoryMB (%d) must be positive", hw.Flavor, hw.CPUs, hw.MemoryMB)
-	}
-	if hw.DiskSizeGB > 0 {
-		disks := devices.SelectByType((*types.VirtualDisk)(nil))
-		if len(disks) == 0 {
-			return fmt.Errorf("apply flavor %q: diskSizeGB is %d but the template has no virtual disk", hw.Flavor, hw.DiskSizeGB)
-		}
-		disk, ok := disks[0].(*types.VirtualDisk)
-		if !ok {
-			return fmt.Errorf("apply flavor %q: first disk has unexpected type %T", hw.Flavor, disks[0])
-		}
-		current, want := diskOf(disk).CapacityBytes, hw.DiskSizeGB<<30
-		switch {
-		case want < current:
-			return fmt.Errorf("apply flavor %q: diskSizeGB %d is smaller than the template's first disk (%d bytes): a disk is never shrunk", hw.Flavor, hw.DiskSizeGB, current)
-		case want > current:
-			// A copy: the template's device list is left as it was.
-			grown := *disk
-			grown.CapacityInBytes = want
-			grown.CapacityInKB = want / 1024
-			spec.DeviceChange = append(spec.DeviceChange, &types.VirtualDeviceConfigSpec{
-				Operation: types.VirtualDeviceConfigSpecOperationEdit, Device: &grown})
-		}
-	}
-	spec.NumCPUs = hw.CPUs
-	spec.MemoryMB = hw.MemoryMB
-	return nil
 }
 
 // CustomizationSpecOf is vCenter's guest customization of c for a

@@ -77,9 +77,9 @@ func TestCloneSpecOf(t *testing.T) {
 	snap := vctypes.Ref{Type: "VirtualMachineSnapshot", Value: "snapshot-1"}
 	rec := vctypes.Record{Notes: "record", Options: []vctypes.Option{{Key: "mirror", Value: "record"}}}
 	req := vctypes.Clone{Pool: pool, Datastore: ds, Snapshot: snap, Record: rec, PowerOn: true,
-		Options:  []vctypes.Option{{Key: "guestinfo.metadata", Value: "md"}},
-		Network:  &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"},
-		Hardware: &vctypes.Hardware{Flavor: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20}}
+		Options: []vctypes.Option{{Key: "guestinfo.metadata", Value: "md"}},
+		Network: &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"},
+		Growth:  &vctypes.Growth{Flavor: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20}}
 	devices := cloneDevices(2)
 	spec, card, err := vcenter.CloneSpecOf(req, devices)
 	require.NoError(t, err)
@@ -124,25 +124,8 @@ func TestCloneSpecOf(t *testing.T) {
 	assert.ErrorContains(t, err, "the template has no network card")
 	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Customization: &vctypes.Customization{Name: "w", NICs: make([]vctypes.NICAddress, 1)}}, cloneDevices(2))
 	assert.ErrorContains(t, err, `vm "w": customization maps 1 network cards, the template has 2`)
-	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Hardware: &vctypes.Hardware{Flavor: "tiny", CPUs: 1, MemoryMB: 512, DiskSizeGB: 5}}, cloneDevices(1))
+	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Growth: &vctypes.Growth{Flavor: "tiny", CPUs: 1, MemoryMB: 512, DiskSizeGB: 5}}, cloneDevices(1))
 	assert.ErrorContains(t, err, `apply flavor "tiny": diskSizeGB 5 is smaller than the template's first disk`)
-}
-
-// TestCloneHardware: the flavor's size at clone time: CPUs and memory,
-// the first disk grown (equal: no change; smaller, or a size with no
-// disk: an error, a disk is never shrunk); nil changes nothing.
-func TestCloneHardware(t *testing.T) {
-	t.Parallel()
-	var spec types.VirtualMachineConfigSpec
-	require.NoError(t, vcenter.CloneHardware(&spec, nil, cloneDevices(1)))
-	assert.Equal(t, types.VirtualMachineConfigSpec{}, spec)
-	require.NoError(t, vcenter.CloneHardware(&spec, &vctypes.Hardware{Flavor: "same", CPUs: 2, MemoryMB: 2048, DiskSizeGB: 10}, cloneDevices(1)))
-	assert.Empty(t, spec.DeviceChange, "equal size: no edit")
-	assert.Equal(t, int32(2), spec.NumCPUs)
-	assert.ErrorContains(t, vcenter.CloneHardware(&spec, &vctypes.Hardware{Flavor: "d", CPUs: 1, MemoryMB: 1, DiskSizeGB: 20}, object.VirtualDeviceList{}),
-		"diskSizeGB is 20 but the template has no virtual disk")
-	assert.ErrorContains(t, vcenter.CloneHardware(&spec, &vctypes.Hardware{Flavor: "z", MemoryMB: 1}, cloneDevices(1)),
-		`apply flavor "z": cpus (0) and memoryMB (1) must be positive`)
 }
 
 // TestCustomizationSpecOf: LinuxPrep with the hostname, one mapping per
@@ -198,7 +181,7 @@ func TestCustomizationSpecOf(t *testing.T) {
 // TestCloneRequestOnVcsim: the request's clone on the simulator: the
 // template is read once for its read and its clones, again after a
 // failed clone (it may have changed); a network that cannot be found
-// fails before anything is sent (*vctypes.NotSentError, no VM); the
+// fails before anything is sent (*vctypes.PrepError, no VM); the
 // clone lands on the network asked, sized and recorded.
 func TestCloneRequestOnVcsim(t *testing.T) {
 	t.Parallel()
@@ -224,7 +207,7 @@ func TestCloneRequestOnVcsim(t *testing.T) {
 	req := cloneOf(cloneSpec(t, ctx, c, a, 2, 2048, ""), tpl, folder, "req-1")
 	req.Network = &vctypes.CloneNetwork{Name: "nope", CardType: "vmxnet3"}
 	_, err = c.CloneVirtualMachine(ctx, req)
-	var notSent *vctypes.NotSentError
+	var notSent *vctypes.PrepError
 	require.True(t, errors.As(err, &notSent), "%v", err)
 	assert.Contains(t, notSent.Step, `network "nope"`)
 	_, ok := env.Inspect("req-1")

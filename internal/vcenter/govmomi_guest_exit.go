@@ -6,23 +6,32 @@ import (
 
 	"github.com/vmware/govmomi/guest"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
-// GuestProgramExit reads, in one ListProcessesInGuest request, whether
-// the guest program pid started with auth ended and its exit code
-// (vCenter keeps an ended program's exit code for a few minutes). A pid
-// the guest does not list is an error.
-func (c *Client) GuestProgramExit(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, pid int64) (exitCode int32, ended bool, err error) {
+// GuestProgramExit reads, in one ListProcessesInGuest request (and the
+// lookup of the guest's process manager), whether the guest program pid
+// started with auth ended and its exit code (vCenter keeps an ended
+// program's exit code for a few minutes). A pid the guest does not list
+// is an error; a refused account is a vctypes.FaultInvalidGuestLogin.
+// Each request is bounded by the client's request timeout.
+func (c *Client) GuestProgramExit(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, pid int64) (exitCode int32, ended bool, err error) {
+	code, ended, err := c.guestProgramExit(ctx, MORef(vm), GuestAuthOf(auth), pid)
+	return code, ended, Classify(err)
+}
+
+func (c *Client) guestProgramExit(ctx context.Context, vm types.ManagedObjectReference, auth types.BaseGuestAuthentication, pid int64) (int32, bool, error) {
 	if err := c.notConnected(); err != nil {
 		return 0, false, err
 	}
 	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
 	if err != nil {
-		return 0, false, Classify(fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err))
+		return 0, false, fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err)
 	}
 	procs, err := pm.ListProcesses(ctx, auth, []int64{pid})
 	if err != nil {
-		return 0, false, Classify(fmt.Errorf("list process %d in %q: %w", pid, c.vmName(vm), err))
+		return 0, false, fmt.Errorf("list process %d in %q: %w", pid, c.vmName(vm), err)
 	}
 	for _, p := range procs {
 		if p.Pid == pid {

@@ -108,17 +108,17 @@ func (c *Client) DeleteEmptyFolder(ctx context.Context, folder vctypes.Ref) erro
 
 // GuestToolsStatus reads the VM's guest.toolsStatus (toolsNotInstalled,
 // toolsNotRunning, toolsOld, toolsOk; "" when vCenter reports none). One
-// request.
-func (c *Client) GuestToolsStatus(ctx context.Context, vm types.ManagedObjectReference) (types.VirtualMachineToolsStatus, error) {
+// request, bounded by the client's request timeout.
+func (c *Client) GuestToolsStatus(ctx context.Context, vm vctypes.Ref) (vctypes.ToolsStatus, error) {
 	if err := c.notConnected(); err != nil {
 		return "", err
 	}
 	var m mo.VirtualMachine
-	if err := c.pc.RetrieveOne(ctx, vm, []string{"guest.toolsStatus"}, &m); err != nil {
-		return "", Classify(fmt.Errorf("read tools status of vm %s: %w", vm.Value, err))
+	if err := c.pc.RetrieveOne(ctx, MORef(vm), []string{"guest.toolsStatus"}, &m); err != nil {
+		return "", Classify(fmt.Errorf("read tools status of vm %s: %w", c.vmName(MORef(vm)), err))
 	}
 	if m.Guest == nil {
 		return "", nil
 	}
-	return m.Guest.ToolsStatus, nil
+	return vctypes.ToolsStatus(m.Guest.ToolsStatus), nil
 }

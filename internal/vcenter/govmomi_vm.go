@@ -116,8 +116,9 @@ func (c *Client) vm(ref types.ManagedObjectReference) *object.VirtualMachine {
 	return object.NewVirtualMachine(c.vim, ref)
 }
 
-// LoadVirtualMachineDevices returns the VM's device list.
-func (c *Client) LoadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error) {
+// loadVirtualMachineDevices returns the VM's device list (a reconfigure's
+// growth of the first disk reads it).
+func (c *Client) loadVirtualMachineDevices(ctx context.Context, vm types.ManagedObjectReference) (object.VirtualDeviceList, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}
@@ -285,8 +286,8 @@ func (c *Client) renameVirtualMachine(ctx context.Context, vm types.ManagedObjec
 	return nil
 }
 
-// ReconfigureVirtualMachine applies spec and waits for the task.
-func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
+// reconfigureVirtualMachine applies spec and waits for the task.
+func (c *Client) reconfigureVirtualMachine(ctx context.Context, vm types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package vcenter_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -38,7 +39,7 @@ func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory
 	require.NoError(t, err)
 	req := vctypes.Clone{Pool: pool, Datastore: ds, Record: a.Record()}
 	if cpus > 0 || memMB > 0 {
-		req.Hardware = &vctypes.Hardware{CPUs: cpus, MemoryMB: memMB}
+		req.Growth = &vctypes.Growth{CPUs: cpus, MemoryMB: memMB}
 	}
 	if ip != "" {
 		req.Customization = &vctypes.Customization{Name: "worker", NICs: []vctypes.NICAddress{
@@ -168,9 +169,8 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	// path is exercised by a reconfigure, as when a VM is claimed.
 	vm := ref
 	a.JobID = "42"
-	spec := types.VirtualMachineConfigSpec{}
-	vcenter.ApplyRecord(&spec, a.Record())
-	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vm, spec))
+	rec := a.Record()
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vcenter.RefOf(vm), vctypes.ConfigChange{Record: &rec}))
 	st = env.MustInspect("big-1")
 	assert.Equal(t, a.Marshal(), st.Annotation)
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
@@ -288,7 +288,7 @@ func TestRenameReconfigureAndMarkAsTemplate(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, vm.Reference(), vcenter.MORef(loaded))
 
-	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vcenter.MORef(loaded), types.VirtualMachineConfigSpec{NumCPUs: 8, MemoryMB: 16384}))
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, loaded, vctypes.ConfigChange{Growth: &vctypes.Growth{Flavor: "large", CPUs: 8, MemoryMB: 16384}}))
 	st := env.MustInspect("worker-7")
 	assert.Equal(t, int32(8), st.NumCPU)
 	assert.Equal(t, int32(16384), st.MemoryMB)
@@ -307,7 +307,7 @@ func TestLoadVirtualMachineDevicesAndEthernetCard(t *testing.T) {
 	c := env.Client
 	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	devices, err := c.LoadVirtualMachineDevices(ctx, vcenter.MORef(tpl))
+	devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vcenter.MORef(tpl))
 	require.NoError(t, err)
 	assert.Len(t, devices.SelectByType((*types.VirtualDisk)(nil)), 1)
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
@@ -336,4 +336,65 @@ func powerState(ctx context.Context, c *vcenter.Client, vm types.ManagedObjectRe
 		return "", fmt.Errorf("vm %s: %d answers", vm.Value, len(vms))
 	}
 	return vms[0].Runtime.PowerState, nil
+}
+
+// TestReconfigureRequest: a vctypes.ConfigChange is one reconfigure on
+// vCenter: the compare-and-swap on the change version, the new name, the
+// record (Notes and mirror), the options and the growth to a flavor, whose
+// first disk the adapter grows after reading the VM's devices itself. A
+// change it cannot build sends nothing (*vctypes.PrepError: a disk is
+// never shrunk; a VM whose devices cannot be read); a stale change
+// version is refused, classified.
+func TestReconfigureRequest(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	c := env.Client
+	vm := vcenter.RefOf(cloneWorker(t, ctx, env, "warmpool-v2-r", ""))
+	firstDisk := func() int64 {
+		devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vcenter.MORef(vm))
+		require.NoError(t, err)
+		disks := devices.SelectByType((*types.VirtualDisk)(nil))
+		require.NotEmpty(t, disks)
+		return disks[0].(*types.VirtualDisk).CapacityInKB
+	}
+	before := firstDisk()
+	grownGB := before>>20 + 2
+	infos, err := c.RetrieveVirtualMachines(ctx, []vctypes.Ref{vm})
+	require.NoError(t, err)
+	require.Len(t, infos, 1)
+	read := infos[0].ChangeVersion
+
+	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "worker-r", JobID: "42", Flavor: "big"}
+	rec := a.Record()
+	change := vctypes.ConfigChange{ChangeVersion: read, Name: "worker-r", Record: &rec,
+		Options: []vctypes.Option{{Key: "guestinfo.test", Value: "x"}},
+		Growth:  &vctypes.Growth{Flavor: "big", CPUs: 4, MemoryMB: 8192, DiskSizeGB: grownGB}}
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vm, change))
+	st := env.MustInspect("worker-r")
+	assert.Equal(t, a.Marshal(), st.Annotation)
+	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
+	assert.Equal(t, "x", st.ExtraConfig["guestinfo.test"])
+	assert.Equal(t, int32(4), st.NumCPU)
+	assert.Equal(t, int32(8192), st.MemoryMB)
+	assert.Equal(t, grownGB<<20, firstDisk(), "the first disk grew to the flavor's size")
+
+	err = c.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{ChangeVersion: read, Name: "worker-again"})
+	assert.ErrorIs(t, err, vctypes.FaultConcurrentAccess, "the version read before the first change is stale: %v", err)
+	var prep *vctypes.PrepError
+	assert.False(t, errors.As(err, &prep), "vCenter answered: not a preparation error")
+
+	err = c.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{Name: "worker-shrunk", Growth: &vctypes.Growth{Flavor: "tiny", CPUs: 1, MemoryMB: 1024, DiskSizeGB: 1}})
+	require.True(t, errors.As(err, &prep), "%v", err)
+	assert.Equal(t, `apply flavor "tiny"`, prep.Step)
+	assert.Contains(t, err.Error(), "a disk is never shrunk")
+	_, renamed := env.Inspect("worker-shrunk")
+	assert.False(t, renamed, "nothing sent")
+	assert.Equal(t, grownGB<<20, firstDisk())
+
+	gone := vctypes.Ref{Type: "VirtualMachine", Value: "vm-gone"}
+	err = c.ReconfigureVirtualMachine(ctx, gone, vctypes.ConfigChange{Growth: &vctypes.Growth{Flavor: "big", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 40}})
+	require.True(t, errors.As(err, &prep), "%v", err)
+	assert.Equal(t, "load devices", prep.Step)
+	assert.ErrorIs(t, err, vctypes.FaultNotFound, "the device read's fault, classified")
 }

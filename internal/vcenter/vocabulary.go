@@ -281,11 +281,18 @@ func InstantCloneSpecOf(req vctypes.InstantClone) types.VirtualMachineInstantClo
 	}
 }
 
-// ConfigSpecOf is c as a reconfigure's config specification.
+// ConfigSpecOf is c as a reconfigure's config specification, but for its
+// growth (which needs the VM's devices: ApplyGrowth): the name, the
+// change version, the Notes, then the record (ApplyRecord), then the
+// options (SetOptions).
 func ConfigSpecOf(c vctypes.ConfigChange) types.VirtualMachineConfigSpec {
-	spec := types.VirtualMachineConfigSpec{Name: c.Name, ChangeVersion: c.ChangeVersion, ExtraConfig: SetOptions(nil, c.Options)}
+	spec := types.VirtualMachineConfigSpec{Name: c.Name, ChangeVersion: c.ChangeVersion}
 	if c.Notes != nil {
 		spec.Annotation = *c.Notes
 	}
+	if c.Record != nil {
+		ApplyRecord(&spec, *c.Record)
+	}
+	spec.ExtraConfig = SetOptions(spec.ExtraConfig, c.Options)
 	return spec
 }

@@ -142,6 +142,14 @@ func TestRequestConversions(t *testing.T) {
 	assert.Equal(t, "parent", cs.Annotation)
 	assert.Equal(t, []vctypes.Option{{Key: "guestinfo.userdata"}}, OptionsOf(cs.ExtraConfig), "an empty value, which removes the key")
 	assert.Empty(t, ConfigSpecOf(vctypes.ConfigChange{}).Annotation, "nil Notes: not written")
+	// The record (Notes and mirror) after the Notes, the options after the
+	// record's; no hardware: the growth needs the VM's devices.
+	cs = ConfigSpecOf(vctypes.ConfigChange{Notes: &notes, Record: &vctypes.Record{Notes: "{rec}", Options: []vctypes.Option{mirror}},
+		Options: []vctypes.Option{{Key: "guestinfo.x", Value: "y"}}, Growth: &vctypes.Growth{CPUs: 4, MemoryMB: 8192}})
+	assert.Equal(t, "{rec}", cs.Annotation)
+	assert.Equal(t, []vctypes.Option{mirror, {Key: "guestinfo.x", Value: "y"}}, OptionsOf(cs.ExtraConfig))
+	assert.Zero(t, cs.NumCPUs)
+	assert.Empty(t, cs.DeviceChange)
 
 	folder := vctypes.Ref{Type: "Folder", Value: "group-v3"}
 	ic := InstantCloneSpecOf(vctypes.InstantClone{Name: "child", Folder: folder, Options: []vctypes.Option{mirror}})

@@ -8,7 +8,6 @@ package vcenter_test
 import (
 	"context"
 	"fmt"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"slices"
 	"sync"
 	"testing"
@@ -23,6 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // watchTick is the poll period of the tests' waits.
@@ -747,9 +747,8 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 			m := obs.mark()
 			a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
-			spec := types.VirtualMachineConfigSpec{NumCPUs: 3}
-			vcenter.ApplyRecord(&spec, a.Record())
-			if err := ops.ReconfigureVirtualMachine(ctx, vm, spec); err != nil {
+			rec := a.Record()
+			if err := ops.ReconfigureVirtualMachine(ctx, vcenter.RefOf(vm), vctypes.ConfigChange{Record: &rec, Growth: &vctypes.Growth{Flavor: "three", CPUs: 3, MemoryMB: 32}}); err != nil {
 				return err
 			}
 			if err := wait(name+" reconfigure", func() bool {

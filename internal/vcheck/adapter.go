@@ -2,16 +2,9 @@ package vcheck
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"net/netip"
 	"time"
-
-	govguest "github.com/vmware/govmomi/guest"
-	"github.com/vmware/govmomi/vim25/soap"
-
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
@@ -40,9 +33,9 @@ const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 // gives the clone's guest customization from the template's number of
 // network cards. The adapter builds the specification
 // (vcenter.Port.CloneVirtualMachine).
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string,
+func (r *runner) cloneSpec(ctx context.Context, template vctypes.Ref, pool, ds vctypes.Ref, dsName, placement, nonce string,
 	custom func(nics int) (*vctypes.Customization, error)) (vctypes.Clone, string, string, error) {
-	t, err := r.vc.LoadTemplate(ctx, vcenter.RefOf(template))
+	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
 		return vctypes.Clone{}, "", "", vcenter.Classify(err)
 	}
@@ -51,7 +44,7 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 		mode, snap, reason = clonespec.PlacementCloneMode(t, r.cfg.LinkedCloneSnapshot, ds, dsName, placement)
 	}
 	req := vctypes.Clone{
-		Template:  vcenter.RefOf(template),
+		Template:  template,
 		Folder:    r.scratch,
 		Pool:      pool,
 		Datastore: ds,
@@ -74,19 +67,19 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 }
 
 // cloneVM clones req's template under name into the scratch folder.
-func (r *runner) cloneVM(ctx context.Context, name string, req vctypes.Clone) (types.ManagedObjectReference, error) {
+func (r *runner) cloneVM(ctx context.Context, name string, req vctypes.Clone) (vctypes.Ref, error) {
 	req.Name = name
 	ref, err := r.vc.CloneVirtualMachine(ctx, req)
 	if err != nil {
-		return types.ManagedObjectReference{}, vcenter.Classify(err)
+		return vctypes.Ref{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
-	return vcenter.MORef(ref), nil
+	r.vms = append(r.vms, vmRef{ref: ref, name: name})
+	return ref, nil
 }
 
 // readVM reads the VM's properties (vcenter.VMProperties).
-func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (vctypes.VMInfo, error) {
-	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
+func (r *runner) readVM(ctx context.Context, vm vctypes.Ref) (vctypes.VMInfo, error) {
+	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vm})
 	if err != nil {
 		return vctypes.VMInfo{}, vcenter.Classify(err)
 	}
@@ -97,48 +90,49 @@ func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (v
 }
 
 // reconfigure writes the annotation with the compare-and-swap on
-// changeVersion.
-func (r *runner) reconfigure(ctx context.Context, vm types.ManagedObjectReference, annotation, changeVersion string) error {
-	return vcenter.Classify(r.vc.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{Annotation: annotation, ChangeVersion: changeVersion}))
+// changeVersion, a change in the project's terms (vctypes.ConfigChange):
+// the compare-and-swap a warm pool's claim relies on.
+func (r *runner) reconfigure(ctx context.Context, vm vctypes.Ref, annotation, changeVersion string) error {
+	return r.vc.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{ChangeVersion: changeVersion, Notes: &annotation})
 }
 
 // powerOn powers the VM on (or resumes it).
-func (r *runner) powerOn(ctx context.Context, vm types.ManagedObjectReference) error {
-	return vcenter.Classify(r.vc.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+func (r *runner) powerOn(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(r.vc.StartVirtualMachine(ctx, vm))
 }
 
 // suspend suspends the VM.
-func (r *runner) suspend(ctx context.Context, vm types.ManagedObjectReference) error {
-	return vcenter.Classify(r.vc.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)))
+func (r *runner) suspend(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(r.vc.SuspendVirtualMachine(ctx, vm))
 }
 
 // powerOff powers the VM off.
-func (r *runner) powerOff(ctx context.Context, vm types.ManagedObjectReference) error {
-	return vcenter.Classify(r.vc.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
+func (r *runner) powerOff(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(r.vc.ShutdownVirtualMachine(ctx, vm))
 }
 
 // destroy powers off and destroys vm. The callers read vm's record
 // first (removeFolder): the check destroys no VM without it.
-func (r *runner) destroy(ctx context.Context, vm types.ManagedObjectReference) error {
+func (r *runner) destroy(ctx context.Context, vm vctypes.Ref) error {
 	if err := r.powerOff(ctx, vm); err != nil && vctypes.KindOf(err) != vctypes.FaultNotFound {
 		return err
 	}
-	return vcenter.Classify(r.vc.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)))
+	return vcenter.Classify(r.vc.DestroyVirtualMachine(ctx, vm))
 }
 
 // toolsStatus reads the guest's tools status.
-func (r *runner) toolsStatus(ctx context.Context, vm types.ManagedObjectReference) (types.VirtualMachineToolsStatus, error) {
+func (r *runner) toolsStatus(ctx context.Context, vm vctypes.Ref) (vctypes.ToolsStatus, error) {
 	return r.vc.GuestToolsStatus(ctx, vm)
 }
 
 // waitGuestReady waits for guest operations to be ready.
-func (r *runner) waitGuestReady(ctx context.Context, vm types.ManagedObjectReference) error {
-	return vcenter.Classify(r.vc.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+func (r *runner) waitGuestReady(ctx context.Context, vm vctypes.Ref) error {
+	return vcenter.Classify(r.vc.WaitForGuestOperationsReady(ctx, vm))
 }
 
 // startProgram starts p in the guest with auth; its pid.
-func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
-	pid, err := r.vc.StartProgramInGuest(ctx, vcenter.RefOf(vm), auth, p)
+func (r *runner) startProgram(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, p vctypes.GuestProgram) (int64, error) {
+	pid, err := r.vc.StartProgramInGuest(ctx, vm, auth, p)
 	return pid, vcenter.Classify(err)
 }
 
@@ -146,16 +140,16 @@ func (r *runner) startProgram(ctx context.Context, vm types.ManagedObjectReferen
 // (guest.Starter.WaitEnv: `env`, PowerShell on Windows, retried until it
 // starts; a refused login at once): the readiness rule of every spawn,
 // the quarantine's probe spawn included.
-func (r *runner) waitEnv(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, windows bool) error {
+func (r *runner) waitEnv(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, windows bool) error {
 	to := guest.Readiness
 	s := guest.Starter{Port: r.vc, Log: r.log, Windows: windows, Timeouts: &to}
-	return s.WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: auth})
+	return s.WaitEnv(ctx, vm, guest.Access{Auth: auth})
 }
 
 // waitIP waits at most timeout for the guest to report an IPv4 address
 // (expected when set), the spawn's own wait (guest.WaitIP).
-func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference, expected string, timeout time.Duration) (string, error) {
-	ip, err := guest.WaitIP(ctx, r.vc, vcenter.RefOf(vm), expected, timeout)
+func (r *runner) waitIP(ctx context.Context, vm vctypes.Ref, expected string, timeout time.Duration) (string, error) {
+	ip, err := guest.WaitIP(ctx, r.vc, vm, expected, timeout)
 	return ip, vcenter.Classify(err)
 }
 
@@ -184,23 +178,23 @@ func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]vct
 
 // programExit reads whether the guest program pid ended and its exit
 // code.
-func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, pid int64) (int32, bool, error) {
-	return r.vc.GuestProgramExit(ctx, vm, vcenter.GuestAuthOf(auth), pid)
+func (r *runner) programExit(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, pid int64) (int32, bool, error) {
+	return r.vc.GuestProgramExit(ctx, vm, auth, pid)
 }
 
 // instantClone forks name from the running parent into the scratch
 // folder with a guestinfo value of its own.
-func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {
+func (r *runner) instantClone(ctx context.Context, parent vctypes.Ref, name, nonce string) (vctypes.Ref, error) {
 	req := vctypes.InstantClone{Name: name, Folder: r.scratch, Options: []vctypes.Option{
 		{Key: guestinfoKey, Value: nonce},
 		{Key: RecordKey, Value: recordOf(r.o.RunID)},
 	}}
-	ref, err := r.vc.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), req)
+	ref, err := r.vc.InstantCloneVirtualMachine(ctx, parent, req)
 	if err != nil {
-		return types.ManagedObjectReference{}, vcenter.Classify(err)
+		return vctypes.Ref{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
-	return vcenter.MORef(ref), nil
+	r.vms = append(r.vms, vmRef{ref: ref, name: name})
+	return ref, nil
 }
 
 // extraConfig is the value of key in vm's extraConfig.
@@ -209,55 +203,19 @@ func extraConfig(vm vctypes.VMInfo, key string) string {
 	return s
 }
 
-// outputTimeout bounds the read of a guest program's output: a file
-// transfer's URL (InitiateFileTransferFromGuest), the download of a few
-// bytes from the VM's host, and the file's deletion.
-const outputTimeout = 30 * time.Second
-
 // maxOutput is the most of a guest file the check reads: its programs
 // write one word.
 const maxOutput = 4096
 
 // readGuestFile reads the file path in vm's guest with auth, the way
-// vCenter hands a guest's files out (InitiateFileTransferFromGuest, then
-// an HTTPS GET of the URL it gives), and deletes it (DeleteFileInGuest;
-// a failed deletion is logged: the file dies with the scratch VM). The
-// port has no guest file methods: the session's govmomi client
-// (vcenter.Client.Vim25) reads it here, in the one file of the check's
-// vCenter calls.
-func (r *runner) readGuestFile(ctx context.Context, vm types.ManagedObjectReference, auth *vctypes.GuestAuth, path string) (string, error) {
-	vim := r.vc.Vim25()
-	if vim == nil {
-		return "", errors.New("read guest file: not connected")
+// vCenter hands a guest's files out (vcenter.Client.ReadGuestFile:
+// InitiateFileTransferFromGuest, then an HTTPS GET of the URL it gives),
+// then deletes it (DeleteGuestFile; a failed deletion is logged: the file
+// dies with the scratch VM). Both are bounded by the adapter.
+func (r *runner) readGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string) (string, error) {
+	b, err := r.vc.ReadGuestFile(ctx, vm, auth, path, maxOutput)
+	if derr := r.vc.DeleteGuestFile(context.WithoutCancel(ctx), vm, auth, path); derr != nil {
+		r.log.Info("vcenter check could not delete a file in a scratch guest", logkey.VM, vm.Value, logkey.Detail, path, logkey.Err, derr)
 	}
-	ctx, cancel := context.WithTimeout(ctx, outputTimeout)
-	defer cancel()
-	fm, err := govguest.NewOperationsManager(vim, vm).FileManager(ctx)
-	if err != nil {
-		return "", vcenter.Classify(fmt.Errorf("find guest file manager of vm %s: %w", vm.Value, err))
-	}
-	a := vcenter.GuestAuthOf(auth)
-	info, err := fm.InitiateFileTransferFromGuest(ctx, a, path)
-	if err != nil {
-		return "", vcenter.Classify(fmt.Errorf("transfer %s from the guest of vm %s: %w", path, vm.Value, err))
-	}
-	defer func() {
-		if err := fm.DeleteFile(context.WithoutCancel(ctx), a, path); err != nil {
-			r.log.Info("vcenter check left a file in a scratch guest", logkey.VM, vm.Value, logkey.Detail, path, logkey.Err, err)
-		}
-	}()
-	u, err := fm.TransferURL(ctx, info.Url)
-	if err != nil {
-		return "", vcenter.Classify(fmt.Errorf("transfer %s from the guest of vm %s: %w", path, vm.Value, err))
-	}
-	body, _, err := vim.Download(ctx, u, &soap.DefaultDownload)
-	if err != nil {
-		return "", fmt.Errorf("download %s from the guest of vm %s: %w", path, vm.Value, err)
-	}
-	defer body.Close()
-	b, err := io.ReadAll(io.LimitReader(body, maxOutput))
-	if err != nil {
-		return "", fmt.Errorf("download %s from the guest of vm %s: %w", path, vm.Value, err)
-	}
-	return string(b), nil
+	return string(b), err
 }

@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -113,13 +110,13 @@ func (r *runner) template(ctx context.Context, t checkedTemplate) {
 	if !ok {
 		return
 	}
-	var first *types.ManagedObjectReference
+	var first *vctypes.Ref
 	for i, p := range r.cfg.EffectivePlacements() {
 		var use *address
 		if first == nil {
 			use = &addr // the clone the lifecycle runs on
 		}
-		vm, ok := r.cloneInto(ctx, t, vcenter.MORef(tref), i, p, use)
+		vm, ok := r.cloneInto(ctx, t, tref, i, p, use)
 		if ok && first == nil {
 			first = &vm
 		}

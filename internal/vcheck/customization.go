@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -132,7 +130,7 @@ func cloudInitAddress(addr address) *cloudinit.Address {
 // (guest.WaitIP, the spawn's wait; the static one when addr has it): the
 // customization applied and the guest on the network. since is the power
 // on: the line's time is the boot's to an address.
-func (r *runner) customization(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address, since time.Time) {
+func (r *runner) customization(ctx context.Context, t checkedTemplate, vm vctypes.Ref, addr address, since time.Time) {
 	kind := "LinuxPrep"
 	if t.settings.OS == config.OSWindows {
 		kind = "sysprep"

@@ -6,8 +6,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -40,7 +38,7 @@ const wordChars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345678
 // file back through vCenter (InitiateFileTransferFromGuest) and compares
 // it: the program ran, not only started. A vCenter that hands out no
 // guest file makes the line unsupported, never pass.
-func (r *runner) program(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) program(ctx context.Context, t checkedTemplate, vm vctypes.Ref) {
 	start := time.Now()
 	windows := t.settings.OS == config.OSWindows
 	word, path := "out-"+r.o.RunID, outputFile(r.o.RunID, windows)
@@ -84,7 +82,7 @@ func (r *runner) program(ctx context.Context, t checkedTemplate, vm types.Manage
 // apiFromGuest fetches the CDS API's worker download URL, the one the
 // worker is given (hatchery.WorkerAPI), from inside the guest: the
 // network from the VM to CDS.
-func (r *runner) apiFromGuest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) apiFromGuest(ctx context.Context, t checkedTemplate, vm vctypes.Ref) {
 	start := time.Now()
 	api := hatchery.WorkerAPI(r.cfg.CommonConfiguration)
 	if api.URL == "" || strings.ContainsAny(api.URL, `'"`+"`$\\ ") {
@@ -123,7 +121,7 @@ func (r *runner) apiFromGuest(ctx context.Context, t checkedTemplate, vm types.M
 
 // run starts p in the guest with t's account and waits for its exit
 // code (bounded by programTimeout).
-func (r *runner) run(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, p vctypes.GuestProgram) (int32, error) {
+func (r *runner) run(ctx context.Context, t checkedTemplate, vm vctypes.Ref, p vctypes.GuestProgram) (int32, error) {
 	auth := t.auth()
 	pid, err := r.startProgram(ctx, vm, auth, p)
 	if err != nil {
@@ -165,7 +163,7 @@ const rpctoolWindows = `C:\Program Files\VMware\VMware Tools\rpctool.exe`
 // given at clone time and compares it with vCenter's (vmware-rpctool,
 // VMware Tools' rpctool on Windows): the exit code says whether the guest
 // sees the worker's guestinfo.
-func (r *runner) guestinfoInGuest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) guestinfoInGuest(ctx context.Context, t checkedTemplate, vm vctypes.Ref) {
 	start := time.Now()
 	m, err := r.readVM(ctx, vm)
 	if err != nil {

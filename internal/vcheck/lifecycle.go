@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
@@ -26,17 +24,17 @@ const notifyPoll = 50 * time.Millisecond
 // metadata carries the static address (nil: no customization, DHCP
 // metadata). A placement naming a copy of the template (templateCopies)
 // is cloned from its copy, as a spawn's clone is.
-func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, addr *address) (types.ManagedObjectReference, bool) {
+func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref vctypes.Ref, i int, p config.Placement, addr *address) (vctypes.Ref, bool) {
 	object := t.name + " -> " + p.Name
 	start := time.Now()
 	tref, from, ok := r.copyIn(ctx, t, tref, i, p, start)
 	if !ok {
-		return types.ManagedObjectReference{}, false
+		return vctypes.Ref{}, false
 	}
 	pool, err := r.vc.ResourcePoolAt(ctx, p.ResourcePool)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
-		return types.ManagedObjectReference{}, false
+		return vctypes.Ref{}, false
 	}
 	dsName := ""
 	if len(p.Datastores) > 0 {
@@ -45,7 +43,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	ds, err := r.vc.LoadDatastore(ctx, dsName)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
-		return types.ManagedObjectReference{}, false
+		return vctypes.Ref{}, false
 	}
 	sstart := time.Now()
 	space, err := r.vc.DatastoreSpace(ctx, ds)
@@ -74,7 +72,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, dsName, p.Name, nonce, custom)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
-		return types.ManagedObjectReference{}, false
+		return vctypes.Ref{}, false
 	}
 	if t.settings.Bootstrap == config.BootstrapCloudInit {
 		var static *cloudinit.Address
@@ -84,7 +82,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 		opts, err := cloudInitOptions(name, t.settings.OS == config.OSWindows, static)
 		if err != nil {
 			r.outcome("clone", object, start, err, "").Needed = true
-			return types.ManagedObjectReference{}, false
+			return vctypes.Ref{}, false
 		}
 		spec.Options = append(spec.Options, opts...)
 	}
@@ -92,7 +90,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	if err != nil {
 		r.outcome("clone", object, start, err,
 			"check that the placement's hosts reach the template's disks and the datastore has room").Needed = true
-		return types.ManagedObjectReference{}, false
+		return vctypes.Ref{}, false
 	}
 	res := r.add("clone", object, start, Pass, from+why)
 	r.measure(mode+" clone", res)
@@ -104,7 +102,7 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 // CopyOf, the spawn's rule), else tref; from says which ("" for t
 // itself). false: the copy is not found (a failed clone line naming its
 // key).
-func (r *runner) copyIn(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, start time.Time) (types.ManagedObjectReference, string, bool) {
+func (r *runner) copyIn(ctx context.Context, t checkedTemplate, tref vctypes.Ref, i int, p config.Placement, start time.Time) (vctypes.Ref, string, bool) {
 	c := p.CopyOf(t.name)
 	if c == t.name {
 		return tref, "", true
@@ -119,14 +117,14 @@ func (r *runner) copyIn(ctx context.Context, t checkedTemplate, tref types.Manag
 			}
 		}
 		r.outcome("clone", t.name+" -> "+p.Name, start, err, "set "+key+" to a template of this vCenter (the copy of "+t.name+" on the placement's datastore)").Needed = true
-		return types.ManagedObjectReference{}, "", false
+		return vctypes.Ref{}, "", false
 	}
-	return vcenter.MORef(ref), "from the placement's copy " + c + ": ", true
+	return ref, "from the placement's copy " + c + ": ", true
 }
 
 // lifecycle tries, on vm (a clone of t), what the hatchery does to a
 // worker's VM, in its order; addr is the network its guest was given.
-func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address) {
+func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm vctypes.Ref, addr address) {
 	r.guestinfo(ctx, t, vm)
 	r.compareAndSwap(ctx, t, vm)
 	start := time.Now()
@@ -154,7 +152,7 @@ func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.Mana
 // resume powers the suspended vm on; when its guest was ready before,
 // the resume passes once the guest is ready again (its time is the
 // latency model's resume: power on of a suspended VM to guest ready).
-func (r *runner) resume(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, ready bool) {
+func (r *runner) resume(ctx context.Context, t checkedTemplate, vm vctypes.Ref, ready bool) {
 	start := time.Now()
 	needed := len(r.cfg.WorkerProvisioning) > 0
 	err := r.powerOn(ctx, vm)
@@ -173,7 +171,7 @@ func (r *runner) resume(ctx context.Context, t checkedTemplate, vm types.Managed
 
 // guestinfo checks that the guestinfo value given at clone time is the
 // VM's.
-func (r *runner) guestinfo(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) guestinfo(ctx context.Context, t checkedTemplate, vm vctypes.Ref) {
 	start := time.Now()
 	m, err := r.readVM(ctx, vm)
 	if err != nil {
@@ -194,7 +192,7 @@ func (r *runner) guestinfo(ctx context.Context, t checkedTemplate, vm types.Mana
 // the line's detail), then writes again with the old changeVersion: a
 // vCenter that refuses the second (ConcurrentAccess) arbitrates two
 // writers, as a warm pool's claim needs.
-func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm vctypes.Ref) {
 	start := time.Now()
 	m, err := r.readVM(ctx, vm)
 	if err != nil {
@@ -230,11 +228,11 @@ func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm types
 
 // watch starts the change watch on vm and reads its first report; false
 // (with a line) when it cannot.
-func (r *runner) watch(ctx context.Context, vm types.ManagedObjectReference) bool {
+func (r *runner) watch(ctx context.Context, vm vctypes.Ref) bool {
 	start := time.Now()
 	err := r.vc.ResetVirtualMachineWatch(ctx)
 	if err == nil {
-		err = r.vc.WatchVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
+		err = r.vc.WatchVirtualMachines(ctx, []vctypes.Ref{vm})
 	}
 	if err == nil {
 		_, err = r.vc.VirtualMachineChanges(ctx)
@@ -248,7 +246,7 @@ func (r *runner) watch(ctx context.Context, vm types.ManagedObjectReference) boo
 
 // notified waits for the watch to report vm's changeVersion moved,
 // since the write that started at since.
-func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, since time.Time) {
+func (r *runner) notified(ctx context.Context, t checkedTemplate, vm vctypes.Ref, since time.Time) {
 	ctx, cancel := context.WithTimeout(ctx, r.o.NotifyTimeout)
 	defer cancel()
 	tick := time.NewTicker(notifyPoll)
@@ -260,7 +258,7 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 			return
 		}
 		for _, u := range ups {
-			if u.Ref != vcenter.RefOf(vm) {
+			if u.Ref != vm {
 				continue
 			}
 			for _, c := range u.Changes {
@@ -285,7 +283,7 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 // the guest's address (its customization's, or cloud-init's, addr) since
 // its power on at poweredOn and, for a guestops model, a program started
 // with its account.
-func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address, poweredOn time.Time) bool {
+func (r *runner) guest(ctx context.Context, t checkedTemplate, vm vctypes.Ref, addr address, poweredOn time.Time) bool {
 	start := time.Now()
 	guestops := t.settings.Bootstrap == config.BootstrapGuestOps
 	status, err := r.toolsStatus(ctx, vm)
@@ -293,7 +291,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		r.outcome("guest ready", t.name, start, err, "").Needed = guestops
 		return false
 	}
-	if status == types.VirtualMachineToolsStatusToolsNotInstalled {
+	if status == vctypes.ToolsNotInstalled {
 		res := r.add("guest ready", t.name, start, Unsupported, "the template's guest has no VMware Tools (guest.toolsStatus toolsNotInstalled)")
 		res.Needed, res.Fix = true, "install open-vm-tools (or VMware Tools) in the template and start it at boot"
 		if guestops {
@@ -349,7 +347,7 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 // datasource's guestinfo (addr's static address in its network config,
 // else DHCP), to report the address it took (guest.WaitIP, the spawn's
 // wait): the metadata applied and the guest reporting back.
-func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address) {
+func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm vctypes.Ref, addr address) {
 	start := time.Now()
 	ip, err := r.waitIP(ctx, vm, addr.ip(), r.o.GuestReadyTimeout)
 	if err != nil {
@@ -368,7 +366,7 @@ func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.Mana
 
 // instant forks a child from the running vm and checks the child's own
 // identity: its own name and its own guestinfo value.
-func (r *runner) instant(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, ready bool) {
+func (r *runner) instant(ctx context.Context, t checkedTemplate, vm vctypes.Ref, ready bool) {
 	start := time.Now()
 	name := FolderPrefix + r.o.RunID + "-instant-" + t.name
 	nonce := r.o.RunID + "-instant"

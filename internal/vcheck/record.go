@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -40,7 +38,7 @@ func hasRecord(vm vctypes.VMInfo) bool {
 
 // vmRef is a VM the run made, by reference and name.
 type vmRef struct {
-	ref  types.ManagedObjectReference
+	ref  vctypes.Ref
 	name string
 }
 
@@ -142,7 +140,7 @@ func (r *runner) removeFolder(ctx context.Context, f vcenter.ScratchFolder) (int
 			foreign = append(foreign, vm.Name)
 			continue
 		}
-		if err := r.destroy(ctx, vcenter.MORef(vm.Ref)); err != nil {
+		if err := r.destroy(ctx, vm.Ref); err != nil {
 			return removed, err
 		}
 		removed++

@@ -48,8 +48,9 @@ type Clone struct {
 	// Snapshot makes a linked clone: a delta disk on this snapshot of the
 	// template. Zero: a full clone, the template's disks copied.
 	Snapshot Ref
-	// Hardware is the flavor's size (nil: the template's).
-	Hardware *Hardware
+	// Growth is the flavor's size: CPUs, memory, the first disk grown
+	// (nil: the template's; a disk is never shrunk).
+	Growth *Growth
 	// Network moves the template's first network card to a network (nil:
 	// the cards are left as the template has them).
 	Network *CloneNetwork
@@ -64,17 +65,6 @@ type Clone struct {
 	Customization *Customization
 	// PowerOn powers the new VM on once made.
 	PowerOn bool
-}
-
-// Hardware is a flavor's size applied to a clone: its CPUs and memory,
-// and the first disk grown to DiskSizeGB (0 keeps it; a smaller size
-// than the template's is refused: a disk is never shrunk). Flavor names
-// it in errors.
-type Hardware struct {
-	Flavor     string
-	CPUs       int32
-	MemoryMB   int64
-	DiskSizeGB int64
 }
 
 // CloneNetwork is the network a clone's first card is moved to: its name
@@ -104,18 +94,3 @@ type NICAddress struct {
 	Gateway    string
 	DNS        []string
 }
-
-// NotSentError is a clone request the adapter could not make into
-// vCenter's (the template unreadable, its network card not found, a
-// flavor that would shrink its disk, a customization that does not map
-// its cards): nothing was sent, no VM can exist. Step names what failed.
-type NotSentError struct {
-	Step string
-	Err  error
-}
-
-// Error is "step: cause".
-func (e *NotSentError) Error() string { return e.Step + ": " + e.Err.Error() }
-
-// Unwrap returns the cause.
-func (e *NotSentError) Unwrap() error { return e.Err }

@@ -4,8 +4,9 @@
 // types rather than govmomi's: a reference to an object (Ref), a VM's
 // power state (PowerState), the figures of a resource pool's runtime
 // (PoolRuntime), a guest account and a program to start in a guest
-// (GuestAuth, GuestProgram), a VM's event (Event), a clone's request and
-// what it reads of its template (Clone, Template), the kinds of faults vCenter answers
+// (GuestAuth, GuestProgram), the status of a guest's VMware Tools
+// (ToolsStatus), a VM's event (Event), a clone's request and what it
+// reads of its template (Clone, Template), the kinds of faults vCenter answers
 // (FaultKind, carried by a Fault), the sentinel errors of the port
 // (ErrNotConnected, ErrLockTaken…), and the one port subset two consumers
 // share (PoolReader).

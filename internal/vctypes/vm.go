@@ -89,13 +89,46 @@ type InstantClone struct {
 	Options []Option
 }
 
-// ConfigChange is a reconfigure of a VM's name, Notes and advanced
-// settings: a new name ("" keeps it), the compare-and-swap on the VM's
-// change version ("" none), the Notes (nil keeps them) and the options to
-// set (an empty value removes a key).
+// ConfigChange is a reconfigure of a VM in one task, in the project's
+// terms: a new name ("" keeps it; vCenter renames on reconfigure), the
+// compare-and-swap on the VM's change version ("" none: with one, vCenter
+// refuses the change, FaultConcurrentAccess, when the VM changed since that
+// version was read), the Notes (nil keeps them), the ownership record (its
+// Notes and mirror options, written after Notes; nil leaves it), the
+// options to set (an empty value removes a key; after the record's) and
+// the growth of the hardware (nil leaves it). The zero value changes
+// nothing.
 type ConfigChange struct {
 	Name          string
 	ChangeVersion string
 	Notes         *string
+	Record        *Record
 	Options       []Option
+	Growth        *Growth
 }
+
+// Growth is a reconfigure's growth of a VM's hardware to a flavor: its
+// CPUs and memory are set, and its first virtual disk grows to DiskSizeGB
+// (0 leaves the disks). A disk is grown, never shrunk: a size below the
+// disk's, or a size for a VM with no disk, is refused before anything is
+// sent. Flavor names the flavor in errors.
+type Growth struct {
+	Flavor     string
+	CPUs       int32
+	MemoryMB   int64
+	DiskSizeGB int64
+}
+
+// PrepError is a request the adapter could not make into vCenter's
+// specification: nothing was sent, the VM is as it was. Step names what
+// failed ("load devices", "apply flavor \"large\"").
+type PrepError struct {
+	Step string
+	Err  error
+}
+
+// Error is "step: cause".
+func (e *PrepError) Error() string { return e.Step + ": " + e.Err.Error() }
+
+// Unwrap returns the cause.
+func (e *PrepError) Unwrap() error { return e.Err }

@@ -68,9 +68,9 @@ func TestVcsimFlavorLargeSpawn(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "large", a.Flavor)
 	rec := client.clone(t, "vi-large-1")
-	require.NotNil(t, rec.Req.Hardware)
-	assert.Equal(t, int32(8), rec.Req.Hardware.CPUs, "applied at clone time")
-	assert.Equal(t, int64(16384), rec.Req.Hardware.MemoryMB)
+	require.NotNil(t, rec.Req.Growth)
+	assert.Equal(t, int32(8), rec.Req.Growth.CPUs, "applied at clone time")
+	assert.Equal(t, int64(16384), rec.Req.Growth.MemoryMB)
 
 	// Without a flavor the template's resources are kept.
 	require.NoError(t, h.SpawnWorker(ctx, viV2Args(hatch, "vi-plain-1", "run-plain-1", "")))

@@ -10,14 +10,12 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // wIdle records a hot idle state on a pool VM and puts the VM in the power
@@ -51,10 +49,10 @@ func TestClaimOrCloneHotCheckFails(t *testing.T) {
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), warmRefIs("warmpool-v2-good")).Return(nil),
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), warmRefIs("warmpool-v2-good"), "10.0.0.6").Return("10.0.0.6", nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-good"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, spec vctypes.ConfigChange) error {
 				assert.Equal(t, "worker-1", spec.Name, "renamed by the reconfigure that writes the record")
-				assert.Zero(t, spec.NumCPUs, "a hot vm is never resized")
-				a, err := inventory.ParseAnnotation(spec.Annotation)
+				assert.Nil(t, spec.Growth, "a hot vm is never resized")
+				a, err := inventory.ParseAnnotation(writtenNotes(spec))
 				require.NoError(t, err)
 				written = *a
 				return nil
@@ -90,9 +88,9 @@ func TestProvisionHotSuspended(t *testing.T) {
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
 		e.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), ref).Return(nil),
 		e.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, "").Return("10.0.0.9", nil),
-		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(ref), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
-				a, err := inventory.ParseAnnotation(spec.Annotation)
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), ref, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, spec vctypes.ConfigChange) error {
+				a, err := inventory.ParseAnnotation(writtenNotes(spec))
 				require.NoError(t, err)
 				written = a
 				return nil

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -263,19 +263,15 @@ func TestScrubRegisteredRemovesUserdata(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), vms, cds)
 	e.h.custody.TrackUserdata("w-reg", warmRef("w-reg"))
 	e.h.custody.TrackUserdata("w-boot", warmRef("w-boot"))
-	var got types.VirtualMachineConfigSpec
+	var got vctypes.ConfigChange
 	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("w-reg"), gomock.Any()).DoAndReturn(
-		func(_ context.Context, _ types.ManagedObjectReference, spec types.VirtualMachineConfigSpec) error {
+		func(_ context.Context, _ vctypes.Ref, spec vctypes.ConfigChange) error {
 			got = spec
 			return nil
 		})
 	e.h.killAwolServers(context.Background())
 
-	keys := map[string]string{}
-	for _, o := range got.ExtraConfig {
-		ov := o.GetOptionValue()
-		keys[ov.Key], _ = ov.Value.(string)
-	}
+	keys := optionMap(writtenOptions(got))
 	require.Contains(t, keys, cloudinit.GuestinfoUserdata)
 	require.Contains(t, keys, cloudinit.GuestinfoUserdataEncoding)
 	assert.Empty(t, keys[cloudinit.GuestinfoUserdata])

@@ -134,7 +134,7 @@ func (h *HatcheryVSphere) cloneVMTo(ctx context.Context, tpl modelref.Template, 
 	ref, err := h.vs.CloneVirtualMachine(ctx, req)
 	err = vcenter.Classify(err)
 	h.inv.Invalidate()
-	var notSent *vctypes.NotSentError
+	var notSent *vctypes.PrepError
 	if errors.As(err, &notSent) {
 		// The adapter could not make the request into a specification
 		// (the template's devices or network): nothing reached vCenter.

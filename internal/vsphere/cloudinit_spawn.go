@@ -11,7 +11,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -117,8 +116,7 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm vctypes.Ref, na
 	defer h.custody.ForgetUserdata(name)
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
-	spec := vcenter.ConfigSpecOf(vctypes.ConfigChange{Options: cloudinit.BlankOptions()})
-	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(vm), spec); err != nil {
+	if err := h.vs.ReconfigureVirtualMachine(sctx, vm, vctypes.ConfigChange{Options: cloudinit.BlankOptions()}); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
 	}
 	h.log.Info("cloud-init guestinfo cleared", logkey.VM, name, logkey.Detail, "becomes a model template")

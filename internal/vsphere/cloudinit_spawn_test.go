@@ -3,7 +3,6 @@ package vsphere
 import (
 	"context"
 	"errors"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"testing"
 
 	"github.com/golang/mock/gomock"
@@ -15,7 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
@@ -67,11 +66,11 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 			return ref, nil
 		})
 	vm := spNewRef
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("10.0.0.10", nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				written = s
 				return nil
 			}),
@@ -85,10 +84,10 @@ func TestSpawnCloudInitSuccess(t *testing.T) {
 		assert.NotEmpty(t, opts[k], k)
 		assert.Equal(t, cloudinit.GuestinfoEncodingGzipBase64, opts[k+".encoding"])
 	}
-	a, err := inventory.ParseAnnotation(written.Annotation)
+	a, err := inventory.ParseAnnotation(writtenNotes(written))
 	require.NoError(t, err)
 	assert.NotNil(t, a.WorkerStarted)
-	assert.NotContains(t, written.Annotation, "jwt-token")
+	assert.NotContains(t, writtenNotes(written), "jwt-token")
 	assert.Contains(t, f.h.custody.Userdata(), args.WorkerName, "token to remove once registered")
 }
 
@@ -100,11 +99,11 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	f, args := newCloudInitFixture(t)
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
-	var scrub types.VirtualMachineConfigSpec
+	var scrub vctypes.ConfigChange
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				scrub = s
 				return nil
 			}),
@@ -116,7 +115,7 @@ func TestSpawnCloudInitFailureRemovesUserdata(t *testing.T) {
 	assert.True(t, errors.Is(err, context.DeadlineExceeded))
 	assert.Contains(t, err.Error(), "wait for ip")
 	assert.NotContains(t, err.Error(), "jwt-token")
-	opts := optionValues(scrub.ExtraConfig)
+	opts := optionMap(writtenOptions(scrub))
 	require.Contains(t, opts, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdataEncoding])
@@ -131,16 +130,16 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	t.Parallel()
 	vm := warmProvVM("warmpool-v2-c", "debian12", "")
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{vm}, nil)
-	var written, scrub types.VirtualMachineConfigSpec
+	var written, scrub vctypes.ConfigChange
 	gomock.InOrder(
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				written = s
 				return nil
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c")).Return(errors.New("host busy")),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), warmRefIs("warmpool-v2-c"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				scrub = s
 				return nil
 			}),
@@ -152,14 +151,14 @@ func TestPrepareClaimedVMCloudInitPowerOnFails(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "power on")
 	assert.Equal(t, "worker-c", written.Name, "the same reconfigure renames the vm")
-	w := optionValues(written.ExtraConfig)
+	w := optionMap(writtenOptions(written))
 	assert.NotEmpty(t, w[cloudinit.GuestinfoUserdata], "the claim wrote the userdata before power on")
 	md, err := cloudinit.DecodeGuestinfo(w[cloudinit.GuestinfoMetadata], w[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
 	meta, err := cloudinit.ParseMetadata(md)
 	require.NoError(t, err)
 	assert.Equal(t, "worker-c", meta.LocalHostname)
-	s := optionValues(scrub.ExtraConfig)
+	s := optionMap(writtenOptions(scrub))
 	require.Contains(t, s, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, s[cloudinit.GuestinfoUserdata])
 	assert.True(t, isMarked(e.h, "worker-c"))
@@ -175,34 +174,32 @@ func TestSpawnCloudInitHeldVMHasNoUserdata(t *testing.T) {
 	f.h.conf().KeepFailedWorkers, f.h.conf().KeepFailedWorkersFor = 1, 600
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
-	var scrub, hold types.VirtualMachineConfigSpec
+	var scrub, hold vctypes.ConfigChange
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.10").Return("", context.DeadlineExceeded),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				scrub = s
 				return nil
 			}),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				hold = s
 				return nil
 			}),
 	)
 
 	require.Error(t, f.h.SpawnWorker(context.Background(), args))
-	opts := optionValues(scrub.ExtraConfig)
+	opts := optionMap(writtenOptions(scrub))
 	require.Contains(t, opts, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, opts[cloudinit.GuestinfoUserdata])
-	a, err := inventory.ParseAnnotation(hold.Annotation)
+	a, err := inventory.ParseAnnotation(writtenNotes(hold))
 	require.NoError(t, err)
 	require.True(t, a.Held())
 	assert.Equal(t, "wait for ip", a.HeldReason)
-	assert.NotContains(t, hold.Annotation, "jwt-token")
-	for _, o := range hold.ExtraConfig {
-		if ov := o.GetOptionValue(); ov != nil {
-			assert.NotEqual(t, cloudinit.GuestinfoUserdata, ov.Key, "the hold writes no userdata back")
-		}
+	assert.NotContains(t, writtenNotes(hold), "jwt-token")
+	for _, o := range writtenOptions(hold) {
+		assert.NotEqual(t, cloudinit.GuestinfoUserdata, o.Key, "the hold writes no userdata back")
 	}
 	assert.False(t, isMarked(f.h, args.WorkerName))
 	assert.Empty(t, f.h.custody.Userdata())

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
 
@@ -190,9 +190,9 @@ func TestVcsimOldPoolVMsAdoptedOrRetired(t *testing.T) {
 	oldNames := []string{"provision-v2-8k2m4x", "provision-v2-debian12-1f0c3a-1"} // random, then slot names
 	for i, v := range made {
 		old := legacyRecord(t, *v.Annotation)
-		spec := types.VirtualMachineConfigSpec{Name: oldNames[i], Annotation: old,
-			ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: inventory.AnnotationMirrorKey, Value: old}}}
-		require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vcenter.MORef(v.Ref), spec))
+		change := vctypes.ConfigChange{Name: oldNames[i], Notes: &old,
+			Options: []vctypes.Option{{Key: inventory.AnnotationMirrorKey, Value: old}}}
+		require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, v.Ref, change))
 	}
 	upstreamNotes := `{"hatchery_name":"upstream-vsphere","worker_name":"provision-v2-up","provisioning":true,"vmware_model_path":"debian12","created":"2026-01-01T00:00:00Z"}`
 	unownedNotes := `{"worker_name":"provision-v2-anon","provisioning":true,"vmware_model_path":"debian12"}`

@@ -3,9 +3,9 @@ package vsphere
 import (
 	"context"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 )
@@ -14,11 +14,10 @@ import (
 // warm pool; the methods below are the hatchery's calls of it with the
 // references (vctypes.Ref) the spawn path holds.
 
-// The custody's and the warm pool's port is the clone-spec builder's
-// adapter of vcenter.Port.
+// The custody's and the warm pool's port is vcenter.Port itself.
 var (
-	_ custody.Port  = clonespec.VMPort{}
-	_ warmpool.Port = clonespec.VMPort{}
+	_ custody.Port  = vcenter.Port(nil)
+	_ warmpool.Port = vcenter.Port(nil)
 )
 
 // markToDelete marks the VM named name for deletion

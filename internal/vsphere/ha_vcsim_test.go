@@ -11,7 +11,6 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -31,19 +30,21 @@ func TestVcsimReconfigureChangeVersionIsCAS(t *testing.T) {
 	require.Len(t, pool, 1)
 	ref, err := env.Client.LoadVirtualMachine(ctx, pool[0].Name)
 	require.NoError(t, err)
-	vm := vcenter.MORef(ref)
+	vm := ref
 	objs, err := env.Client.RetrieveVirtualMachines(ctx, []vctypes.Ref{ref})
 	require.NoError(t, err)
 	require.Len(t, objs, 1)
 	read := objs[0].ChangeVersion
 	require.NotEmpty(t, read)
 
-	require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{ChangeVersion: read, Annotation: "first"}))
-	err = env.Client.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{ChangeVersion: read, Annotation: "second"})
+	notes := func(s string) *string { return &s }
+	require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{ChangeVersion: read, Notes: notes("first")}))
+	err = env.Client.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{ChangeVersion: read, Notes: notes("second")})
 	require.Error(t, err, "a reconfigure carrying the version read before the first must be refused")
 	assert.True(t, fault.Is(err, &types.ConcurrentAccess{}), "refused with ConcurrentAccess: %v", err)
+	assert.ErrorIs(t, err, vctypes.FaultConcurrentAccess, "classified by the adapter")
 	// Without a ChangeVersion nothing is checked.
-	require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{Annotation: "third"}))
+	require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vm, vctypes.ConfigChange{Notes: notes("third")}))
 }
 
 // TestVcsimTwoInstancesNeverClaimOneVMTwice: two instances of one

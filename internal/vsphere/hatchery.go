@@ -184,16 +184,16 @@ func New(o Options) (*HatcheryVSphere, error) {
 	h.capacity.Book = newPlacementBook(o.Config, h.log, func() time.Time { return h.now() })
 	h.placements = h.capacity.Book
 	h.clones = clonespec.New(clonespec.Options{Port: o.Client, Config: o.Config, Live: h.conf, IPs: ips, Now: func() time.Time { return h.now() }})
-	vms := clonespec.VMPort{Port: o.Client, Builder: h.clones}
 	h.custody = &custody.Custody{
-		Hatchery: h.Name(), Port: vms, Inventory: h.inv, Life: h.life, IPs: ips,
+		Hatchery: h.Name(), Port: o.Client, Inventory: h.inv, Life: h.life, IPs: ips,
 		Quarantine: quarantine.New(quarantinePolicy(o.Config), h.now), Metrics: h.metrics, Log: h.log,
 		ReportRegistration: h.reportRegistrationFailure,
 	}
 	h.pool = &warmpool.Pool{
-		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: vms,
+		Hatchery: h.Name(), Config: o.Config, Live: h.conf, Port: o.Client,
 		Inventory: h.inv, Life: h.life, CDS: o.CDS, IPs: ips, Admission: h.admission, Clone: poolClone(h.cloneVM),
-		Custody: h.custody, Host: poolHost{h}, Demand: warmpool.NewDemand(),
+		CloudInit: h.clones.CloudInitOptions,
+		Custody:   h.custody, Host: poolHost{h}, Demand: warmpool.NewDemand(),
 		DemandStore: o.Client, Log: h.log, Now: func() time.Time { return h.now() },
 	}
 	return h, nil

@@ -14,12 +14,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // holdConfig turns the debug hold on: n VMs held at most, for 10 minutes.
@@ -40,11 +38,11 @@ func heldAt(name, job string, until time.Time) inventory.VM {
 
 // failGuestReady makes the fresh clone's guest never ready; it returns the
 // spec the hold writes on the VM, filled when the spawn returns.
-func failGuestReady(f *spFixture, written *types.VirtualMachineConfigSpec) {
+func failGuestReady(f *spFixture, written *vctypes.ConfigChange) {
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 			*written = s
 			return nil
 		})
@@ -60,20 +58,20 @@ func TestSpawnFailureHoldsTheVM(t *testing.T) {
 	t.Parallel()
 	f := newSpFixture(t, holdConfig(2))
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	failGuestReady(f, &written)
 
 	err := f.h.SpawnWorker(context.Background(), spV2Args())
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	annot, perr := inventory.AnnotationFromVM(written.Annotation, vcenter.OptionsOf(written.ExtraConfig))
+	annot, perr := inventory.AnnotationFromVM(writtenNotes(written), writtenOptions(written))
 	require.NoError(t, perr)
 	require.True(t, annot.Held())
 	assert.Equal(t, f.clock.Now().Add(10*time.Minute), *annot.HeldUntil)
 	assert.Equal(t, "wait for guest operations ready", annot.HeldReason)
 	assert.Equal(t, "run-1", annot.JobID)
-	assert.NotContains(t, written.Annotation, spSecret)
-	assert.NotContains(t, written.Annotation, "jwt-token")
+	assert.NotContains(t, writtenNotes(written), spSecret)
+	assert.NotContains(t, writtenNotes(written), "jwt-token")
 	assert.Equal(t, lifecycle.Held, f.h.life.Phase("worker-v2-1"))
 	assert.False(t, isMarked(f.h, "worker-v2-1"))
 	used, _ := f.h.ips.Counts(nil)
@@ -116,7 +114,7 @@ func TestHoldEvictsTheOldest(t *testing.T) {
 	foreign := heldAt("foreign", "run-c", now.Add(-time.Hour))
 	foreign.Annotation.HatcheryName = "other-hatchery"
 	f.inv.Add(foreign)
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	failGuestReady(f, &written)
 
 	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))
@@ -138,7 +136,7 @@ func TestHoldNotWrittenDeletesTheVM(t *testing.T) {
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	vm := f.expectClone("debian12", "worker-v2-1", nil)
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(context.DeadlineExceeded)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(context.DeadlineExceeded)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(context.DeadlineExceeded)
 	f.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), vm).Return(nil)
 
 	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))
@@ -190,7 +188,7 @@ func TestHoldExpiresOnTime(t *testing.T) {
 	f.h.metrics = m
 	assert.Zero(t, heldGauge(t, m), "exported at 0 before any hold")
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	failGuestReady(f, &written)
 	require.Error(t, f.h.SpawnWorker(context.Background(), spV2Args()))
 	assert.Equal(t, float64(1), heldGauge(t, m))

@@ -15,7 +15,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -140,8 +139,7 @@ func (h *HatcheryVSphere) blankParent(ctx context.Context, ref vctypes.Ref, name
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
 	notes := parentNotes
-	spec := vcenter.ConfigSpecOf(vctypes.ConfigChange{Notes: &notes, Options: cloudinit.BlankOptions()})
-	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(ref), spec); err != nil {
+	if err := h.vs.ReconfigureVirtualMachine(sctx, ref, vctypes.ConfigChange{Notes: &notes, Options: cloudinit.BlankOptions()}); err != nil {
 		return fmt.Errorf("blank instant parent %q: %w", name, err)
 	}
 	h.parentsBlanked.Store(name, true)

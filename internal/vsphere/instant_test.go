@@ -93,7 +93,7 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 		})
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), child, "10.0.0.11").Return("10.0.0.11", nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(child), gomock.Any()).Return(nil),
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), child, gomock.Any()).Return(nil),
 	)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
@@ -123,7 +123,7 @@ func TestInstantSpawnFallsBackWithoutParent(t *testing.T) {
 	args := spCloudInitArgs()
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 
 	// A parent of the template's size serves no flavor of another size.
@@ -151,7 +151,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(vctypes.Ref{}, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil)
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
 	_, ok := f.h.parents.Ready(instKey)
 	assert.False(t, ok, "a parent whose fork failed serves no child")
@@ -183,9 +183,9 @@ func newParentsFixture(t *testing.T) *spFixture {
 
 // expectParentBuild sets the calls of a parent's build and returns where
 // its clone specification and its blanking are recorded.
-func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineCloneSpec, *types.VirtualMachineConfigSpec) {
+func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineCloneSpec, *vctypes.ConfigChange) {
 	var spec types.VirtualMachineCloneSpec
-	var blank types.VirtualMachineConfigSpec
+	var blank vctypes.ConfigChange
 	tmpl := spRef("VirtualMachine", "vm-debian12")
 	f.expectCloneSpecCalls(tmpl, 1)
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
@@ -196,8 +196,8 @@ func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineClon
 		})
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), ref, gomock.Any()).DoAndReturn(
 		func(_ context.Context, _ vctypes.Ref, ip string) (string, error) { return ip, nil })
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(ref), gomock.Any()).DoAndReturn(
-		func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), ref, gomock.Any()).DoAndReturn(
+		func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 			blank = s
 			return nil
 		})
@@ -231,10 +231,10 @@ func TestInstantParentWaitsForCapacity(t *testing.T) {
 	assert.True(t, spec.PowerOn)
 	assert.Nil(t, spec.Customization, "booted through cloud-init, as the model's workers")
 	assert.Contains(t, optionValues(spec.Config.ExtraConfig), cloudinit.GuestinfoMetadata)
-	assert.Equal(t, parentNotes, blank.Annotation)
-	_, err = inventory.ParseAnnotation(blank.Annotation)
+	assert.Equal(t, parentNotes, writtenNotes(*blank))
+	_, err = inventory.ParseAnnotation(writtenNotes(*blank))
 	assert.ErrorIs(t, err, inventory.ErrNoAnnotation, "a child inheriting the Notes finds no record there")
-	v := optionValues(blank.ExtraConfig)
+	v := optionMap(writtenOptions(*blank))
 	assert.Contains(t, v, cloudinit.GuestinfoMetadata)
 	assert.Contains(t, v, cloudinit.GuestinfoUserdata)
 	assert.Empty(t, v[cloudinit.GuestinfoMetadata])
@@ -260,7 +260,7 @@ func TestInstantParentFailedIsRebuilt(t *testing.T) {
 	// A restart: a new hatchery finds the parent from its record.
 	g := newParentsFixture(t)
 	g.inv.Add(instParentVM(g, vctypes.PoweredOn))
-	g.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil).Times(1)
+	g.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(nil).Times(1)
 	g.h.tendInstantParents(context.Background())
 	p, ok := g.h.parents.Ready(instKey)
 	require.True(t, ok, "adopted")

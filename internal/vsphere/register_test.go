@@ -8,13 +8,11 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 func spRegisterArgs() spawn.Arguments {
@@ -37,7 +35,7 @@ func (f *spFixture) expectRegisterWorker(vm vctypes.Ref, launched *string) {
 			*launched = s.Args
 			return 2, nil
 		})
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil) // worker start
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).Return(nil) // worker start
 }
 
 func TestRegisterModelReplacesOurTemplate(t *testing.T) {
@@ -55,13 +53,13 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	var launched string
 	f.expectRegisterWorker(vm, &launched)
 	oldVM := oldRef
-	var final types.VirtualMachineConfigSpec
+	var final vctypes.ConfigChange
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil),
 		f.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), oldVM).Return(nil),
 		f.vs.EXPECT().RenameVirtualMachine(gomock.Any(), vm, "mymodel").Return(nil),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				final = s
 				return nil
 			}),
@@ -71,7 +69,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), spRegisterArgs()))
 
 	assert.Equal(t, "-n ;./worker register\nsudo shutdown -h now", launched)
-	a, err := inventory.AnnotationFromVM(final.Annotation, vcenter.OptionsOf(final.ExtraConfig))
+	a, err := inventory.AnnotationFromVM(writtenNotes(final), writtenOptions(final))
 	require.NoError(t, err)
 	assert.True(t, a.Model)
 	assert.False(t, a.RegisterOnly)

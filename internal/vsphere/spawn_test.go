@@ -91,7 +91,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	vm := f.expectClone("debian12", args.WorkerName, nil)
 
 	var launched *vctypes.GuestProgram
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	auth := &vctypes.GuestAuth{Username: "admin", Password: spSecret}
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil),
@@ -102,8 +102,8 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 				launched = &s
 				return 2, nil
 			}),
-		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+		f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 				written = s
 				return nil
 			}),
@@ -120,7 +120,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got)
 
-	annot, err := inventory.AnnotationFromVM(written.Annotation, vcenter.OptionsOf(written.ExtraConfig))
+	annot, err := inventory.AnnotationFromVM(writtenNotes(written), writtenOptions(written))
 	require.NoError(t, err)
 	require.NotNil(t, annot.WorkerStarted, "worker start recorded")
 	assert.Equal(t, f.clock.Now(), *annot.WorkerStarted)
@@ -130,8 +130,8 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	assert.Equal(t, spHatchery, annot.HatcheryName)
 	assert.False(t, f.h.life.SpawnInFlight("run-1"), "job no longer pending")
 	assert.Zero(t, len(markedNames(f.h)))
-	assert.NotContains(t, written.Annotation, spSecret)
-	assert.NotContains(t, written.Annotation, "jwt-token")
+	assert.NotContains(t, writtenNotes(written), spSecret)
+	assert.NotContains(t, writtenNotes(written), "jwt-token")
 }
 
 func TestSpawnWorkerFailures(t *testing.T) {
@@ -362,18 +362,18 @@ func TestSpawnWorkerV1UsesOurModelTemplate(t *testing.T) {
 	}...)
 	args := spawn.Arguments{WorkerName: "worker-v1-1", JobID: "12", Model: spV1Model(), WorkerConfig: spawn.WorkerConfig{Name: "worker-v1-1", BookedJobID: 12}}
 	vm := f.expectClone("mymodel", "worker-v1-1", nil)
-	var written types.VirtualMachineConfigSpec
+	var written vctypes.ConfigChange
 	f.vs.EXPECT().WaitForGuestOperationsReady(gomock.Any(), vm).Return(nil)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "").Return("192.168.0.9", nil)
 	f.vs.EXPECT().StartProgramInGuest(gomock.Any(), vm, &vctypes.GuestAuth{Username: "root", Password: spSecret}, gomock.Any()).Return(int64(1), nil).Times(2)
-	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
+	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vm, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ vctypes.Ref, s vctypes.ConfigChange) error {
 			written = s
 			return nil
 		})
 
 	require.NoError(t, f.h.SpawnWorker(context.Background(), args))
-	a, err := inventory.AnnotationFromVM(written.Annotation, nil)
+	a, err := inventory.AnnotationFromVM(writtenNotes(written), nil)
 	require.NoError(t, err)
 	assert.Equal(t, "shared.infra/mymodel", a.WorkerModelPath)
 	assert.Equal(t, "12", a.JobID)

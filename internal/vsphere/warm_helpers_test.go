@@ -74,7 +74,7 @@ func newWarmEnv(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *cdscl
 	// other instance here, it always wins. Registered first, it matches
 	// only a spec carrying a changeVersion, so the tests' own reconfigure
 	// expectations still see every other reconfigure.
-	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), claimCASSpec{}).Return(nil).AnyTimes()
+	e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), claimCAS{}).Return(nil).AnyTimes()
 	return e
 }
 
@@ -104,21 +104,21 @@ func newWarmEnvNoCAS(t *testing.T, cfg *config.Config, vms []inventory.VM, cds *
 	return &warmEnv{h: h, vs: vs, inv: inv, cds: cds, ctrl: ctrl}
 }
 
-// claimCASSpec matches the reconfigure of a claim's compare-and-swap: a
-// spec carrying a changeVersion and an annotation that is no longer a
+// claimCAS matches the reconfigure of a claim's compare-and-swap: a
+// change carrying a changeVersion and a record that is no longer a
 // provisioning one.
-type claimCASSpec struct{}
+type claimCAS struct{}
 
-func (claimCASSpec) Matches(x interface{}) bool {
-	spec, ok := x.(types.VirtualMachineConfigSpec)
-	if !ok || spec.ChangeVersion == "" {
+func (claimCAS) Matches(x interface{}) bool {
+	c, ok := x.(vctypes.ConfigChange)
+	if !ok || c.ChangeVersion == "" || c.Record == nil {
 		return false
 	}
-	a, err := inventory.ParseAnnotation(spec.Annotation)
+	a, err := inventory.ParseAnnotation(c.Record.Notes)
 	return err == nil && !a.Provisioning
 }
 
-func (claimCASSpec) String() string { return "a claim's compare-and-swap reconfigure" }
+func (claimCAS) String() string { return "a claim's compare-and-swap reconfigure" }
 
 // warmRef is the fake reference of a VM named name.
 func warmRef(name string) vctypes.Ref {
@@ -129,8 +129,8 @@ func warmRef(name string) vctypes.Ref {
 type warmRefIs string
 
 // Matches takes the reference in either of the port's vocabularies: the
-// power, destroy and wait methods take a vctypes.Ref, the reconfigure and
-// clone methods still a govmomi reference.
+// power, destroy, wait and reconfigure methods take a vctypes.Ref, the
+// clone still a govmomi reference.
 func (m warmRefIs) Matches(x interface{}) bool {
 	switch o := x.(type) {
 	case vctypes.Ref:
@@ -177,7 +177,7 @@ func warmVM(name string, opts ...vmOpt) inventory.VM {
 		PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
 		// vCenter's config.changeVersion: a claim's compare-and-swap
-		// carries it (claimCASSpec).
+		// carries it (claimCAS).
 		ChangeVersion: "cv-" + name,
 	}
 	for _, o := range opts {

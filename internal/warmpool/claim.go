@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
@@ -48,7 +47,8 @@ func (p *Pool) takeInVCenter(ctx context.Context, v inventory.VM) error {
 	a := *v.Annotation
 	a.Provisioning = false
 	a.Created = p.Now().UTC()
-	err := p.Port.ReconfigureVirtualMachine(ctx, v.ObjectRef(), clonespec.Change{ChangeVersion: v.ChangeVersion, Record: &a})
+	rec := a.Record()
+	err := p.Port.ReconfigureVirtualMachine(ctx, v.ObjectRef(), vctypes.ConfigChange{ChangeVersion: v.ChangeVersion, Record: &rec})
 	switch {
 	case err == nil:
 		return nil
@@ -242,12 +242,21 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
 	// The rename rides on the reconfigure (one task, not two), with the
 	// record, the growth to the flavor and the cloud-init guestinfo.
-	change := clonespec.Change{Name: newName, Record: &annot, Boot: boot}
+	rec := annot.Record()
+	change := vctypes.ConfigChange{Name: newName, Record: &rec}
 	if resize {
-		change.Resize = flavor
+		change.Growth = flavor.Growth()
+	}
+	if boot != nil {
+		opts, err := p.cloudInitOptions(newName, annot.IPAddress, *boot)
+		if err != nil {
+			// Nothing was sent: the VM is as it was.
+			return fail("cloud-init guestinfo", err)
+		}
+		change.Options = opts
 	}
 	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, change); err != nil {
-		var prep *clonespec.PrepError
+		var prep *vctypes.PrepError
 		if errors.As(err, &prep) {
 			// Nothing was sent: the VM is as it was.
 			return fail(prep.Step, prep.Err)
@@ -268,6 +277,14 @@ func (p *Pool) PrepareClaimed(ctx context.Context, vm *inventory.VM, annot inven
 	p.Inventory.Invalidate()
 	log.Info("claimed vm prepared", logkey.Flavor, annot.Flavor, logkey.Detail, fmt.Sprintf("renamed to %q and powered on", newName))
 	return obj, nil
+}
+
+// cloudInitOptions is CloudInit's guestinfo for the worker name at ip.
+func (p *Pool) cloudInitOptions(name, ip string, boot cloudinit.Boot) ([]vctypes.Option, error) {
+	if p.CloudInit == nil {
+		return nil, errors.New("no clone spec builder")
+	}
+	return p.CloudInit(name, ip, boot)
 }
 
 // abandonClaim ends a claimed VM whose preparation failed: it powers the

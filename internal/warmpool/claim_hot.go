@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -66,7 +65,8 @@ func (p *Pool) PrepareHot(ctx context.Context, vm *inventory.VM, annot inventory
 	spawntiming.Mark(ctx, spawntiming.StagePowerOn)
 
 	// One task renames (the spec's Name) and writes the record.
-	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, clonespec.Change{Name: newName, Record: &annot}); err != nil {
+	rec := annot.Record()
+	if err := p.Port.ReconfigureVirtualMachine(ctx, obj, vctypes.ConfigChange{Name: newName, Record: &rec}); err != nil {
 		// A fault vCenter answered applied nothing: the VM keeps its
 		// pool name. Otherwise it may carry either name.
 		renameUnknown = !spawnfault.IsVCenterFault(err)

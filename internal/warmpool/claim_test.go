@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -209,10 +210,11 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 
 // concurrentAccessFault is the error the adapter returns when vCenter
 // refuses a reconfigure whose changeVersion is stale: a task fault wrapped
-// with the VM's name.
+// with the VM's name, classified (vcenter.Classify) as the adapter's face
+// returns it.
 func concurrentAccessFault(name string) error {
-	return fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
-		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}})
+	return vcenter.Classify(fmt.Errorf("reconfigure %q: %w", name, task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+		Fault: &types.ConcurrentAccess{}, LocalizedMessage: "The object has already been modified."}}))
 }
 
 // TestClaimLostCASMovesOnToNextVM: another instance claimed the oldest
@@ -247,10 +249,10 @@ func TestClaimVMGoneMovesOnToNextVM(t *testing.T) {
 	first := poolVM("warmpool-v2-first", "debian12", "", 2*time.Hour)
 	second := poolVM("warmpool-v2-second", "debian12", "", time.Hour)
 	e := newPoolEnv(t, []inventory.VM{second, first}, false)
-	gone := fmt.Errorf("reconfigure %q: %w", "warmpool-v2-first", soap.WrapSoapFault(&soap.Fault{
+	gone := vcenter.Classify(fmt.Errorf("reconfigure %q: %w", "warmpool-v2-first", soap.WrapSoapFault(&soap.Fault{
 		String: "managed object not found", Detail: struct {
 			Fault types.AnyType `xml:",any,typeattr"`
-		}{Fault: &types.ManagedObjectNotFound{Obj: types.ManagedObjectReference{Type: first.Ref.Type, Value: first.Ref.Value}}}}))
+		}{Fault: &types.ManagedObjectNotFound{Obj: types.ManagedObjectReference{Type: first.Ref.Type, Value: first.Ref.Value}}}})))
 	gomock.InOrder(
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-first"), casAt("cv-warmpool-v2-first")).
 			Return(gone),

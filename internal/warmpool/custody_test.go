@@ -18,6 +18,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawnfault"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -99,8 +100,8 @@ func TestSurplusLeavesAVMAnotherInstanceClaimed(t *testing.T) {
 		err  error
 	}{
 		{"claimed by another instance", concurrentAccessFault("warmpool-v2-old")},
-		{"gone since the listing", fmt.Errorf("reconfigure %q: %w", "warmpool-v2-old", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
-			Fault: &types.ManagedObjectNotFound{}, LocalizedMessage: "The object has already been deleted."}})},
+		{"gone since the listing", vcenter.Classify(fmt.Errorf("reconfigure %q: %w", "warmpool-v2-old", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{
+			Fault: &types.ManagedObjectNotFound{}, LocalizedMessage: "The object has already been deleted."}}))},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -7,10 +7,8 @@ import (
 	"time"
 
 	"github.com/golang/mock/gomock"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -74,10 +72,10 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cust := &custody.Custody{Hatchery: testHatchery, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life, IPs: ips,
+	cust := &custody.Custody{Hatchery: testHatchery, Port: vs, Inventory: inv, Life: life, IPs: ips,
 		Quarantine: quarantine.New(quarantine.Policy{Threshold: 3, BackoffBase: time.Minute, BackoffMax: time.Hour}, now), Log: log}
 	p := &Pool{
-		Hatchery: testHatchery, Config: cfg, Port: clonespec.VMPort{Port: vs}, Inventory: inv, Life: life, Custody: cust,
+		Hatchery: testHatchery, Config: cfg, Port: vs, Inventory: inv, Life: life, Custody: cust,
 		Admission: func() admission.Admission {
 			return admission.Admission{State: admission.NewState(), Hatchery: testHatchery, Config: cfg, Inventory: inv, Port: vs, Now: now}
 		},
@@ -98,11 +96,11 @@ func newPoolEnv(t *testing.T, vms []inventory.VM, cas bool) *poolEnv {
 type casAt string
 
 func (m casAt) Matches(x interface{}) bool {
-	spec, ok := x.(types.VirtualMachineConfigSpec)
-	if !ok || spec.ChangeVersion == "" || (m != "" && spec.ChangeVersion != string(m)) {
+	c, ok := x.(vctypes.ConfigChange)
+	if !ok || c.ChangeVersion == "" || (m != "" && c.ChangeVersion != string(m)) || c.Record == nil {
 		return false
 	}
-	a, err := inventory.ParseAnnotation(spec.Annotation)
+	a, err := inventory.ParseAnnotation(c.Record.Notes)
 	return err == nil && !a.Provisioning
 }
 
@@ -116,18 +114,11 @@ func refOf(name string) vctypes.Ref {
 // refIs matches the reference of the VM named name.
 type refIs string
 
-// Matches takes the reference in either of the port's vocabularies: the
-// power, destroy and wait methods take a vctypes.Ref, the reconfigure and
-// device reads still a govmomi reference (docs/architecture.md, "Where the
-// port goes next").
+// Matches takes the reference as every method of the pool's port does:
+// a vctypes.Ref.
 func (m refIs) Matches(x interface{}) bool {
-	switch o := x.(type) {
-	case types.ManagedObjectReference:
-		return vctypes.Ref{Type: o.Type, Value: o.Value} == refOf(string(m))
-	case vctypes.Ref:
-		return o == refOf(string(m))
-	}
-	return false
+	o, ok := x.(vctypes.Ref)
+	return ok && o == refOf(string(m))
 }
 
 func (m refIs) String() string { return fmt.Sprintf("vm %q", string(m)) }

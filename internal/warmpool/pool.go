@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -20,7 +20,7 @@ import (
 
 // Port is what the pool does to its VMs in vCenter, in the project's
 // vocabulary (internal/vctypes): its errors carry their fault kind.
-// clonespec.VMPort implements it on top of vcenter.Port.
+// vcenter.Port implements it.
 type Port interface {
 	// StartVirtualMachine powers the VM on (resumes a suspended one).
 	StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error
@@ -29,10 +29,10 @@ type Port interface {
 	// SuspendVirtualMachine suspends a powered-on VM.
 	SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 	// ReconfigureVirtualMachine applies change in one task (a Name
-	// renames the VM); a change carrying a ChangeVersion is refused with
-	// vctypes.FaultConcurrentAccess when the VM changed. A
-	// *clonespec.PrepError when nothing was sent.
-	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change clonespec.Change) error
+	// renames the VM, a Growth grows it to a flavor); a change carrying a
+	// ChangeVersion is refused with vctypes.FaultConcurrentAccess when the
+	// VM changed. A *vctypes.PrepError when nothing was sent.
+	ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error
 	// WaitForGuestOperationsReady blocks until guest operations are ready
 	// or ctx ends.
 	WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error
@@ -85,6 +85,12 @@ type Pool struct {
 	Admission func() admission.Admission
 	// Clone clones a pool VM (the hatchery's clone; tests replace it).
 	Clone CloneFunc
+	// CloudInit gives the cloud-init guestinfo a claim with a boot writes
+	// for the worker name at the static address ip ("" none): metadata
+	// with a new instance id, the userdata (the hatchery's
+	// clonespec.Builder.CloudInitOptions). Nil: such a claim fails before
+	// any reconfigure.
+	CloudInit func(name, ip string, boot cloudinit.Boot) ([]vctypes.Option, error)
 	// Custody makes the writes on the pool's VMs (deletion marks,
 	// deletions, records, userdata scrubs) and counts the quarantine's
 	// attempts; the hatchery holds the same one.

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -33,28 +32,28 @@ func claimInTable(e *poolEnv, vm inventory.VM) {
 func isMarked(p *Pool, name string) bool { return p.Life.In(name, lifecycle.Marked) }
 
 // TestPrepareClaimedVMNeutralResized: a neutral VM is renamed and
-// reconfigured with the new annotation and the flavor by one reconfigure
-// while powered off (no rename task), then powered on.
+// reconfigured with the new annotation and the growth to the flavor by
+// one reconfigure while powered off (no rename task), then powered on.
+// (The growth's device read and disk rule are the adapter's:
+// internal/vcenter's TestApplyGrowth and TestReconfigureRequest.)
 func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 	t.Parallel()
 	vm := poolVM("warmpool-v2-n", "debian12", "", time.Minute, func(v *inventory.VM) { v.Annotation.IPAddress = "10.0.0.7" })
 	e := newPoolEnv(t, []inventory.VM{vm}, true)
-	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192}
-	devices := object.VirtualDeviceList{&types.VirtualDisk{CapacityInKB: 10 << 20}}
+	large := &config.Flavor{Name: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 30}
 	want := inventory.Annotation{
 		HatcheryName: testHatchery, WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12",
 		Created: testNow, IPAddress: "10.0.0.7", Flavor: "large",
 	}
-	wantSpec := types.VirtualMachineConfigSpec{Name: "worker-1"}
-	vcenter.ApplyRecord(&wantSpec, want.Record())
-	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
+	wantRec := want.Record()
+	wantChange := vctypes.ConfigChange{Name: "worker-1", Record: &wantRec,
+		Growth: &vctypes.Growth{Flavor: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 30}}
 
-	var gotSpec types.VirtualMachineConfigSpec
+	var gotChange vctypes.ConfigChange
 	gomock.InOrder(
-		e.vs.EXPECT().LoadVirtualMachineDevices(gomock.Any(), refIs("warmpool-v2-n")).Return(devices, nil),
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-n"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-				gotSpec = s
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, c vctypes.ConfigChange) error {
+				gotChange = c
 				return nil
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-n")).Return(nil),
@@ -65,11 +64,14 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		inventory.Annotation{WorkerName: "worker-1", JobID: "42", VMwareModelPath: "debian12", Created: testNow.Add(-5 * time.Hour), Provisioning: true}, large, nil)
 	require.NoError(t, err)
 	require.NotNil(t, obj)
-	assert.Equal(t, wantSpec, gotSpec)
-	assert.Equal(t, "worker-1", gotSpec.Name, "the reconfigure renames the vm")
-	assert.Equal(t, int32(4), gotSpec.NumCPUs, "the flavor's cpus")
-	assert.Equal(t, int64(8192), gotSpec.MemoryMB, "the flavor's memory")
-	a, err := inventory.ParseAnnotation(gotSpec.Annotation)
+	assert.Equal(t, wantChange, gotChange)
+	assert.Equal(t, "worker-1", gotChange.Name, "the reconfigure renames the vm")
+	require.NotNil(t, gotChange.Growth)
+	assert.Equal(t, int32(4), gotChange.Growth.CPUs, "the flavor's cpus")
+	assert.Equal(t, int64(8192), gotChange.Growth.MemoryMB, "the flavor's memory")
+	assert.Equal(t, int64(30), gotChange.Growth.DiskSizeGB, "the flavor's disk")
+	assert.Empty(t, gotChange.ChangeVersion, "the claim's compare-and-swap came before")
+	a, err := inventory.ParseAnnotation(gotChange.Record.Notes)
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning, "a claimed vm is no longer a provisioning vm")
 	assert.Equal(t, "10.0.0.7", a.IPAddress, "the static ip stays recorded")
@@ -80,18 +82,18 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 }
 
 // TestPrepareClaimedVMExactNotResized: an exact-flavor VM is already sized:
-// no device load, the reconfigure carries the annotation only.
+// no growth, the reconfigure carries the name and the annotation only.
 func TestPrepareClaimedVMExactNotResized(t *testing.T) {
 	t.Parallel()
 	vm := poolVM("warmpool-v2-l", "debian12", "large", time.Minute)
 	e := newPoolEnv(t, []inventory.VM{vm}, true)
 	gomock.InOrder(
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-l"), gomock.Any()).
-			DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineConfigSpec) error {
-				assert.Equal(t, "worker-2", s.Name)
-				assert.Zero(t, s.NumCPUs)
-				assert.Zero(t, s.MemoryMB)
-				assert.Empty(t, s.DeviceChange)
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, c vctypes.ConfigChange) error {
+				assert.Equal(t, "worker-2", c.Name)
+				assert.Nil(t, c.Growth, "no cpus, memory or disk change")
+				assert.NotNil(t, c.Record)
+				assert.Empty(t, c.Options)
 				return nil
 			}),
 		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-l")).Return(nil),
@@ -118,11 +120,15 @@ func TestPrepareClaimedVMFailures(t *testing.T) {
 	}{
 		{"rename and reconfigure refused", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
-				Return(fmt.Errorf("reconfigure %q: %w", "warmpool-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}}))
+				Return(vcenter.Classify(fmt.Errorf("reconfigure %q: %w", "warmpool-v2-x", task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidState{}}})))
 		}, `rename "warmpool-v2-x" to "worker-3" and reconfigure`, "warmpool-v2-x", nil, &types.InvalidState{}},
 		{"rename and reconfigure unknown", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(boom)
 		}, `rename "warmpool-v2-x" to "worker-3" and reconfigure`, "warmpool-v2-x", []string{"worker-3"}, boom},
+		{"specification not built", func(e *poolEnv) {
+			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).
+				Return(&vctypes.PrepError{Step: "load devices", Err: boom})
+		}, "load devices: boom", "warmpool-v2-x", nil, boom},
 		{"power on", func(e *poolEnv) {
 			e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), gomock.Any(), gomock.Any()).Return(nil)
 			e.vs.EXPECT().StartVirtualMachine(gomock.Any(), gomock.Any()).Return(boom)
@@ -257,4 +263,67 @@ func TestPreparedVMKeepsItsPhaseUnderItsPoolName(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, again, "never claimed twice")
 	assert.Len(t, e.p.Life.Snapshot(), 1, "one entry for the VM")
+}
+
+// TestPrepareClaimedVMCloudInit: a claim with a boot asks CloudInit for
+// the new worker's guestinfo at the VM's recorded address and sets it in
+// the same reconfigure as the rename and the record; without CloudInit,
+// or when it fails, nothing is sent (the strict mock refuses a
+// reconfigure), the VM is powered off and marked under its pool name, and
+// the error names the step.
+func TestPrepareClaimedVMCloudInit(t *testing.T) {
+	t.Parallel()
+	boot := &cloudinit.Boot{Script: "./worker"}
+	opts := []vctypes.Option{{Key: cloudinit.GuestinfoMetadata, Value: "md"}, {Key: cloudinit.GuestinfoUserdata, Value: "ud"}}
+	withIP := func(v *inventory.VM) { v.Annotation.IPAddress = "10.0.0.7" }
+
+	vm := poolVM("warmpool-v2-c", "debian12", "", time.Minute, withIP)
+	e := newPoolEnv(t, []inventory.VM{vm}, true)
+	var asked []string
+	e.p.CloudInit = func(name, ip string, b cloudinit.Boot) ([]vctypes.Option, error) {
+		asked = append(asked, name, ip, b.Script)
+		return opts, nil
+	}
+	var got vctypes.ConfigChange
+	gomock.InOrder(
+		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-c"), gomock.Any()).
+			DoAndReturn(func(_ context.Context, _ vctypes.Ref, c vctypes.ConfigChange) error {
+				got = c
+				return nil
+			}),
+		e.vs.EXPECT().StartVirtualMachine(gomock.Any(), refIs("warmpool-v2-c")).Return(nil),
+	)
+	claimInTable(e, vm)
+	_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-c", Created: testNow}, nil, boot)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"worker-c", "10.0.0.7", "./worker"}, asked, "the new name, the recorded address, the boot")
+	assert.Equal(t, "worker-c", got.Name)
+	assert.Equal(t, opts, got.Options)
+	require.NotNil(t, got.Record)
+	assert.Contains(t, got.Record.Notes, `"worker_name":"worker-c"`)
+
+	for _, tc := range []struct {
+		name      string
+		cloudInit func(string, string, cloudinit.Boot) ([]vctypes.Option, error)
+		want      string
+	}{
+		{"no builder", nil, "cloud-init guestinfo: no clone spec builder"},
+		{"builder fails", func(string, string, cloudinit.Boot) ([]vctypes.Option, error) {
+			return nil, errors.New("ip 10.0.0.7 is in no configured range")
+		}, "cloud-init guestinfo: ip 10.0.0.7 is in no configured range"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			vm := poolVM("warmpool-v2-x", "debian12", "", time.Minute, withIP)
+			e := newPoolEnv(t, []inventory.VM{vm}, true)
+			e.p.CloudInit = tc.cloudInit
+			e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), refIs("warmpool-v2-x")).Return(nil)
+			claimInTable(e, vm)
+			_, err := e.p.PrepareClaimed(context.Background(), &vm, inventory.Annotation{WorkerName: "worker-3"}, nil, boot)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, isMarked(e.p, "warmpool-v2-x"))
+			assert.False(t, isMarked(e.p, "worker-3"), "never renamed: the worker name is free")
+		})
+	}
 }

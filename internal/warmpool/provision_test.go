@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
-	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
@@ -76,19 +77,25 @@ func (f *vmPort) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) erro
 	return f.call(ctx, "destroy", vm)
 }
 
-func (f *vmPort) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, _ clonespec.Change) error {
+// ReconfigureVirtualMachine records the custody's record write (a change
+// of the record alone) as "record", its userdata scrub (the scrub's
+// options alone) as "scrub", any other change (a claim's) as
+// "reconfigure".
+func (f *vmPort) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error {
+	switch {
+	case change.Record != nil && change.Name == "" && change.ChangeVersion == "" && change.Growth == nil && change.Options == nil:
+		annot, err := inventory.ParseAnnotation(change.Record.Notes)
+		if err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.records = append(f.records, *annot)
+		f.mu.Unlock()
+		return f.call(ctx, "record", vm)
+	case reflect.DeepEqual(change, vctypes.ConfigChange{Options: cloudinit.ScrubOptions()}):
+		return f.call(ctx, "scrub", vm)
+	}
 	return f.call(ctx, "reconfigure", vm)
-}
-
-func (f *vmPort) WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
-	f.mu.Lock()
-	f.records = append(f.records, *annot)
-	f.mu.Unlock()
-	return f.call(ctx, "record", vm)
-}
-
-func (f *vmPort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
-	return f.call(ctx, "scrub", vm)
 }
 
 func (f *vmPort) WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error {
