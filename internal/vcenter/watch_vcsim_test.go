@@ -442,7 +442,8 @@ type watchObserver struct {
 	entered map[types.ManagedObjectReference]bool
 	probed  map[types.ManagedObjectReference]bool // the last probe
 	absent  map[types.ManagedObjectReference]int  // watched, absent from that many probes in a row
-	polls   int
+	begun   int                                   // refreshes (step) begun
+	steps   int                                   // refreshes done: their changes read, their probe recorded
 	err     error
 }
 
@@ -455,85 +456,104 @@ func newWatchObserver() *watchObserver {
 	}
 }
 
-// run polls until stop is closed, ctx ends or a call fails.
+// run steps every watchTick until stop is closed, ctx ends or a step
+// fails.
 func (o *watchObserver) run(ctx context.Context, c *vcenter.Client, stop <-chan struct{}) {
 	tick := time.NewTicker(watchTick)
 	defer tick.Stop()
-	fail := func(err error) {
-		o.mu.Lock()
-		o.err = err
-		o.mu.Unlock()
-	}
 	for {
 		select {
 		case <-stop:
 			return
 		case <-ctx.Done():
-			fail(ctx.Err())
+			o.fail(ctx.Err())
 			return
 		case <-tick.C:
 		}
-		refs, _, err := c.ProbeInventoryRefs(ctx, nil)
-		if err != nil {
-			fail(err)
+		if err := o.step(ctx, c); err != nil {
+			o.fail(err)
 			return
 		}
-		ups, err := c.VirtualMachineObjectUpdates(ctx)
-		if err != nil {
-			fail(err)
-			return
-		}
-		probed := map[types.ManagedObjectReference]bool{}
-		var add, gone []types.ManagedObjectReference
-		o.mu.Lock()
-		o.polls++
-		o.log = append(o.log, ups...)
-		for _, u := range ups {
-			if u.Kind == types.ObjectUpdateKindEnter {
-				o.entered[u.Obj] = true
-			}
-		}
-		for _, ref := range refs {
-			probed[ref] = true
-			if !o.watched[ref] {
-				add = append(add, ref)
-			}
-		}
-		for ref := range o.watched {
-			if probed[ref] {
-				delete(o.absent, ref)
-				continue
-			}
-			// Two probes in a row: the changes read between them
-			// hold its leave if it had entered (the simulator's
-			// container view and collector hear of a removal in
-			// either order, microseconds apart).
-			if o.absent[ref]++; o.absent[ref] >= 2 {
-				gone = append(gone, ref)
-			}
-		}
-		o.mu.Unlock()
-		// As the inventory does: new vms are watched, vms the probe
-		// no longer shows are unwatched.
-		if err := c.WatchVirtualMachineRefs(ctx, add); err != nil {
-			fail(err)
-			return
-		}
-		if err := c.UnwatchVirtualMachineRefs(ctx, gone); err != nil {
-			fail(err)
-			return
-		}
-		o.mu.Lock()
-		o.probed = probed
-		for _, ref := range add {
-			o.watched[ref] = true
-		}
-		for _, ref := range gone {
-			delete(o.watched, ref)
-			delete(o.absent, ref)
-		}
-		o.mu.Unlock()
 	}
+}
+
+// fail records the error that ended the observer.
+func (o *watchObserver) fail(err error) {
+	o.mu.Lock()
+	o.err = err
+	o.mu.Unlock()
+}
+
+// step is one refresh of the observer, in the inventory's order
+// (internal/inventory's watchStep): it reads the changes, then probes,
+// watches new vms and unwatches gone ones. The order matters: once the
+// watch's filter on the scope's views has reported, the probe answers from
+// the views' changes the watch read (govmomi_members.go), so a probe made
+// before the read answered what the previous refresh read, and a vm that
+// left the views meanwhile stayed in the observer's last probe while its
+// log already held its removal (TestWatchObserverLastProbeFollowsItsLog).
+func (o *watchObserver) step(ctx context.Context, c *vcenter.Client) error {
+	o.mu.Lock()
+	o.begun++
+	o.mu.Unlock()
+	ups, err := c.VirtualMachineObjectUpdates(ctx)
+	if err != nil {
+		return err
+	}
+	refs, _, err := c.ProbeInventoryRefs(ctx, nil)
+	if err != nil {
+		return err
+	}
+	probed := map[types.ManagedObjectReference]bool{}
+	var add, gone []types.ManagedObjectReference
+	o.mu.Lock()
+	o.log = append(o.log, ups...)
+	for _, u := range ups {
+		if u.Kind == types.ObjectUpdateKindEnter {
+			o.entered[u.Obj] = true
+		}
+	}
+	for _, ref := range refs {
+		probed[ref] = true
+		if !o.watched[ref] {
+			add = append(add, ref)
+		}
+	}
+	for ref := range o.watched {
+		if probed[ref] {
+			delete(o.absent, ref)
+			continue
+		}
+		// Two probes in a row: the changes read between them
+		// hold its leave if it had entered (the simulator's
+		// container view and collector hear of a removal in
+		// either order, microseconds apart, so the read before
+		// the first may hold the view's change alone).
+		if o.absent[ref]++; o.absent[ref] >= 2 {
+			gone = append(gone, ref)
+		}
+	}
+	o.mu.Unlock()
+	// As the inventory does: new vms are watched, vms the probe
+	// no longer shows are unwatched.
+	if err := c.WatchVirtualMachineRefs(ctx, add); err != nil {
+		return err
+	}
+	if err := c.UnwatchVirtualMachineRefs(ctx, gone); err != nil {
+		return err
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.probed = probed
+	for _, ref := range add {
+		o.watched[ref] = true
+	}
+	for _, ref := range gone {
+		delete(o.watched, ref)
+		delete(o.absent, ref)
+	}
+	o.steps++
+	return nil
 }
 
 func (o *watchObserver) mark() int {
@@ -542,11 +562,18 @@ func (o *watchObserver) mark() int {
 	return len(o.log)
 }
 
-// pollCount is how many polls the observer has completed.
-func (o *watchObserver) pollCount() int {
+// begunCount is how many refreshes the observer has begun.
+func (o *watchObserver) begunCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.polls
+	return o.begun
+}
+
+// stepCount is how many refreshes the observer has done.
+func (o *watchObserver) stepCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.steps
 }
 
 func (o *watchObserver) failed() error {
@@ -581,7 +608,8 @@ func (o *watchObserver) seen(mark int, ref types.ManagedObjectReference, kind ty
 }
 
 // goneOrLeft: a destroyed vm left the watch, or it never entered and the
-// last probe no longer shows it.
+// last probe no longer shows it (the probe follows the changes read with
+// it: see step).
 func (o *watchObserver) goneOrLeft(mark int, ref types.ManagedObjectReference) bool {
 	if o.seen(mark, ref, types.ObjectUpdateKindLeave, "", nil) {
 		return true
@@ -857,17 +885,21 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	// Convergence: the watch's replayed model equals the simulator. The
 	// last clones may be watched after the last registry update: each
 	// round nudges the simulator so that their enters come (see nudge).
-	// A round waits for a poll of the observer: the model changes only
+	// A round waits for a refresh of the observer: the model changes only
 	// then, and comparing again meanwhile only takes the simulator from
-	// the watch it waits for.
+	// the watch it waits for. The first round waits for a refresh begun
+	// after the last operation returned: one begun before may have read
+	// the changes and probed before the last destroy, and the assertions
+	// below read the observer's last probe.
 	var last, mismatch error
+	from := obs.begunCount()
 	round := -1
 	err = pollUntil(ctx, func() bool {
 		if last = obs.failed(); last != nil {
 			return true
 		}
-		n := obs.pollCount()
-		if n == round {
+		n := obs.stepCount()
+		if n <= from || n == round {
 			return false
 		}
 		round = n
@@ -889,7 +921,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		assert.True(t, obs.goneOrLeft(destroyAt[i], ref), "destroyed %s left or never entered", ref.Value)
 	}
 	obs.mu.Lock()
-	t.Logf("converged after %d polls, %d updates read; convergence took %v", obs.polls, len(obs.log), time.Since(mutated).Round(time.Millisecond))
+	t.Logf("converged after %d refreshes, %d updates read; convergence took %v", obs.steps, len(obs.log), time.Since(mutated).Round(time.Millisecond))
 	obs.mu.Unlock()
 	st := c.Stats()
 	t.Logf("watch client: %d WaitForUpdatesEx, %d CreateFilter, %d DestroyPropertyFilter, %d RetrievePropertiesEx",
@@ -923,4 +955,50 @@ func TestWatchReportsGuestOperationsReady(t *testing.T) {
 		}
 		return on && ready
 	}))
+}
+
+// TestWatchObserverLastProbeFollowsItsLog drives the convergence test's
+// observer step by step through the ordering that test must survive: a vm
+// made, seen by one refresh, and destroyed before the next, never entering
+// the watch. Once the observer's model matches the simulator, its last
+// probe must not show the vm: the probe's references come from the scope
+// views' changes the watch read (govmomi_members.go), so a probe made
+// before the poll of the same refresh answers what the previous poll read.
+func TestWatchObserverLastProbeFollowsItsLog(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 2})
+	ctx := watchCtx(t)
+	c, ops := env.Client, env.NewClient(nil)
+	tpl, err := ops.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	folder, err := ops.LoadFolder(ctx)
+	require.NoError(t, err)
+	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "brief", Created: time.Now().UTC().Truncate(time.Second)}
+	spec := cloneSpec(t, ctx, ops, a, 0, 0, "")
+
+	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
+	refs, _, err := c.ProbeInventoryRefs(ctx, nil)
+	require.NoError(t, err)
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
+	obs := newWatchObserver()
+	for _, ref := range refs {
+		obs.watched[ref] = true
+	}
+	// The first refreshes read the enters and the views' contents: from
+	// then on the probe answers from the views' changes.
+	for range 2 {
+		require.NoError(t, obs.step(ctx, c))
+	}
+
+	m := obs.mark()
+	ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "brief", spec)
+	require.NoError(t, err)
+	require.NoError(t, obs.step(ctx, c)) // the views report the clone
+	require.NoError(t, ops.DestroyVirtualMachine(ctx, vcenter.RefOf(*ref)))
+	require.NoError(t, obs.step(ctx, c)) // the views report it gone
+
+	truth, err := watchTruth(ctx, ops)
+	require.NoError(t, err)
+	require.NoError(t, modelMatches(obs.model(), truth), "the model is converged")
+	assert.True(t, obs.goneOrLeft(m, *ref), "destroyed %s left or never entered", ref.Value)
 }

@@ -3,6 +3,7 @@ package vcsimtest
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vmware/govmomi/simulator"
@@ -33,11 +34,23 @@ import (
 // the session's registry, where the property collection reads it). It
 // changes `view` under the view's lock, always into a new slice (a slice
 // once published is never written again), and tells the filters after
-// releasing the lock, with a copy. Only views of a folder or a datacenter
+// releasing the lock, with a copy, one change at a time (reports). Only views of a folder or a datacenter
 // whose types include the object's are handled so; any other object or
 // view is left to the simulator's own code.
 type reportingContainerView struct {
 	*simulator.ContainerView
+
+	// reports makes each change and its report one step: the simulator's
+	// collector reports the values in the order the reports reach it,
+	// and vCenter reports a property's changes in the order they were
+	// made. The simulator removes a destroyed VM from the registry
+	// without its folder's lock (a VM made is put holding it), so two
+	// removals, or a removal and a VM made, change a view at once; with
+	// the lock released between the change and the report, the older
+	// value could be reported last and a filter keep a destroyed VM in
+	// the view, or miss a new one, until the view's next change
+	// (TestVcsimContainerViewReportsConcurrentRemovalsInOrder).
+	reports sync.Mutex
 }
 
 // handles tells whether v reports ref itself (see the type).
@@ -114,10 +127,13 @@ func (v *reportingContainerView) RemoveObject(ctx *simulator.Context, ref types.
 
 // change sets `view` to what next returns from it (nil: unchanged) under
 // the view's lock, then reports the new contents to the property
-// collectors, holding no lock. The report is applied to a copy of the view
+// collectors, holding only v.reports (one change of the view at a time,
+// reported in order). The report is applied to a copy of the view
 // bearing its reference: the registry writes the value into the object it
 // is given, and the filters look only at the reference and the change.
 func (v *reportingContainerView) change(ctx *simulator.Context, next func([]types.ManagedObjectReference) []types.ManagedObjectReference) {
+	v.reports.Lock() // taken before the view's lock, never after it
+	defer v.reports.Unlock()
 	var sent []types.ManagedObjectReference
 	ctx.WithLock(v.ContainerView, func() {
 		if view := next(v.View); view != nil {

@@ -1,6 +1,8 @@
 package vcsimtest_test
 
 import (
+	"fmt"
+	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -9,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -102,4 +105,84 @@ func TestVcsimContainerViewReportsVMsEnteringAndLeaving(t *testing.T) {
 	got = next()
 	require.NotContains(t, got, ref, "a VM destroyed leaves the view")
 	require.ElementsMatch(t, before, got)
+}
+
+// TestVcsimContainerViewReportsConcurrentRemovalsInOrder: VMs of one
+// folder removed at once leave its view, and once they are all gone the
+// last `view` a filter reported is the view's contents, as on vCenter,
+// whose collector reports a property's changes in the order they were
+// made (containerview.go's reports lock). The simulator's destroy removes
+// the VM from the registry without its folder's lock (folderRemoveChild),
+// so the views hear of removals at once; the test removes them from the
+// registry so, straight from goroutines, because destroy tasks at once
+// race inside the pinned simulator itself (serialtasks.go).
+func TestVcsimContainerViewReportsConcurrentRemovalsInOrder(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{NoTemplates: true})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	finder := find.NewFinder(c, true)
+	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
+	require.NoError(t, err)
+	folders, err := dc.Folders(ctx)
+	require.NoError(t, err)
+
+	cv, err := view.NewManager(c).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, false)
+	require.NoError(t, err)
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	require.NoError(t, err)
+	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference()}},
+		PropSet:   []types.PropertySpec{{Type: "ContainerView", PathSet: []string{"view"}}},
+	}})
+	require.NoError(t, err)
+
+	version := ""
+	var last []types.ManagedObjectReference
+	noWait := int32(0)
+	// drain reads the filter's updates until none is left, keeping the
+	// last view reported.
+	drain := func() {
+		t.Helper()
+		for {
+			res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
+			require.NoError(t, err)
+			if res.Returnval == nil {
+				return
+			}
+			version = res.Returnval.Version
+			for _, fu := range res.Returnval.FilterSet {
+				for _, ou := range fu.ObjectSet {
+					for _, ch := range ou.ChangeSet {
+						if ou.Obj == cv.Reference() && ch.Name == "view" {
+							refs, _ := ch.Val.(types.ArrayOfManagedObjectReference)
+							last = refs.ManagedObjectReference
+						}
+					}
+				}
+			}
+		}
+	}
+	drain()
+
+	const rounds, vms = 20, 16
+	for r := range rounds {
+		refs := env.AddForeignVMs(fmt.Sprintf("cv-removed-%d-", r), vms)
+		var wg sync.WaitGroup
+		for _, ref := range refs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				env.Model.Map().Remove(env.SimContext(), ref)
+			}()
+		}
+		wg.Wait()
+		drain()
+		var now mo.ContainerView
+		require.NoError(t, property.DefaultCollector(c).RetrieveOne(ctx, cv.Reference(), []string{"view"}, &now))
+		require.ElementsMatch(t, now.View, last, "round %d: the last view reported is the view's contents", r)
+		for _, ref := range refs {
+			require.NotContains(t, last, ref, "round %d: a removed VM left the view", r)
+		}
+	}
 }
