@@ -311,7 +311,12 @@ func (a Admission) allocate(ctx context.Context, model sdk.WorkerStarterWorkerMo
 	vms, err := a.Inventory.VMs(ctx)
 	if err != nil {
 		d := capacity.Refuse(refusal.ReasonResources, capacity.DetailInventoryUnusable)
-		a.Log.Warn("capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
+		level := slog.LevelWarn
+		if ctx.Err() != nil {
+			// A decision cut by the shutdown is not a fault.
+			level = slog.LevelInfo
+		}
+		a.Log.Log(ctx, level, "capacity decision", logkey.Model, model.GetName(), logkey.Flavor, flavorName, logkey.Job, jobID,
 			"allowed", false, logkey.Reason, d.Reason, logkey.Detail, d.Detail, logkey.Err, err)
 		return d, nil, resolved, fmt.Errorf("can allocate resources for job %q: list vms: %w", jobID, err)
 	}

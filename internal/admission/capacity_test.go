@@ -288,6 +288,22 @@ func TestInventoryUnreadable(t *testing.T) {
 	assert.Zero(t, n)
 }
 
+// TestInventoryUnreadableAtShutdown: a decision cut by the shutdown (its
+// ctx ended while it read the inventory) is refused at INFO, not WARN: a
+// healthy run that stops logs no WARN.
+func TestInventoryUnreadableAtShutdown(t *testing.T) {
+	t.Parallel()
+	e := newEnv(exampleConfig(64, 0), nil)
+	e.inv.SetErr(fmt.Errorf("wait for first vm inventory: %w", context.Canceled))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	ok, err := e.a.CanAllocateResources(ctx, job("small"), "job-1", nil)
+	assert.False(t, ok)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Len(t, e.log.Lines(`msg="capacity decision"`, "level=INFO", `detail="inventory unreadable"`), 1)
+	assert.Empty(t, e.log.Lines("level=WARN"))
+}
+
 // TestHeadroomIsWhatPasses: a flavor's headroom is how many more workers
 // of it pass one after the other (Per-flavor headroom): that many are
 // admitted, the next is refused.

@@ -229,8 +229,14 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 func (s *Shared) VMs(ctx context.Context) ([]VM, error) {
 	select {
 	case <-s.ready:
-	case <-ctx.Done():
-		return nil, fmt.Errorf("wait for first vm inventory: %w", ctx.Err())
+	default:
+		// Waits only before the first refresh: once it came, an ended
+		// ctx does not fail a call the snapshot can answer.
+		select {
+		case <-s.ready:
+		case <-ctx.Done():
+			return nil, fmt.Errorf("wait for first vm inventory: %w", ctx.Err())
+		}
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()

@@ -238,6 +238,28 @@ func TestSharedInventoryFirstReadHonoursContext(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
+// TestSharedInventoryEndedContextAfterTheFirstRefresh: once the first
+// refresh came, a read with an ended ctx (a decision under way at the
+// shutdown) gets the snapshot, every time: the wait for the first refresh
+// is no race with ctx.
+func TestSharedInventoryEndedContextAfterTheFirstRefresh(t *testing.T) {
+	t.Parallel()
+	ctrl := gomock.NewController(t)
+	vs := mock_vsphere.NewMockPort(ctrl)
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return([]vctypes.VMInfo{listedVM("a")}, nil).AnyTimes()
+	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
+	ctx := runInventory(t, inv)
+	_, err := inv.VMs(ctx) // the first refresh came
+	require.NoError(t, err)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	for range 100 {
+		vms, err := inv.VMs(ended)
+		require.NoError(t, err)
+		require.Len(t, vms, 1)
+	}
+}
+
 func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
 	t.Parallel()
 	ctrl := gomock.NewController(t)
