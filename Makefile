@@ -21,9 +21,9 @@ test-under-load:
 $(MOCKGEN):
 	$(GO) install github.com/golang/mock/mockgen@v1.6.0
 
-## generate: regenerate mock_vsphere from the vcenter port interfaces
+## generate: regenerate mock_vsphere from the port interfaces (internal/vctypes)
 generate: $(MOCKGEN)
-	PATH="$(dir $(MOCKGEN)):$$PATH" $(GO) generate ./internal/vcenter/...
+	PATH="$(dir $(MOCKGEN)):$$PATH" $(GO) generate ./internal/vctypes/...
 
 ## check-generate: fail when mock_vsphere is not what `make generate` writes
 check-generate: generate

@@ -26,7 +26,7 @@ const HeadroomUnlimited = capacity.HeadroomUnlimited
 
 // Port is what admission reads of vCenter: the hatchery's resource pool
 // and its runtime, the reader the metrics collector shares
-// (vctypes.PoolReader). vcenter.Port implements it.
+// (vctypes.PoolReader). vctypes.Port implements it.
 type Port = vctypes.PoolReader
 
 // Admission decides for one hatchery. It is a value made per use over the

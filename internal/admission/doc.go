@@ -11,6 +11,6 @@
 // internal/capacity's; which flavor a job gets is the hatchery's (its
 // Resolve); the framework's calls (CanAllocateResources,
 // AllocateResources) reach it through the hatchery. It reads vCenter only
-// through its Port (vctypes.PoolReader, which vcenter.Port implements);
+// through its Port (vctypes.PoolReader, which vctypes.Port implements);
 // it imports no govmomi package.
 package admission

@@ -23,7 +23,7 @@ import (
 const FiguresTTL = 5 * time.Second
 
 // PlacementPort reads what a placement decision needs of vCenter: a
-// placement's pool runtime and a datastore's space. vcenter.Port
+// placement's pool runtime and a datastore's space. vctypes.Port
 // implements it.
 type PlacementPort interface {
 	// PoolRuntimeAt reads the runtime of the resource pool (or the

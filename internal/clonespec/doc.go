@@ -12,7 +12,7 @@
 // It does not clone, reserve IP addresses, name VMs or decide which jobs
 // are served: the hatchery (internal/vsphere) does, and calls a Builder
 // for the request. It reaches vCenter only through its Port, a subset of
-// vcenter.Port, and only to read. A reconfigure (the warm pool's claims,
+// vctypes.Port, and only to read. A reconfigure (the warm pool's claims,
 // the custody's writes) is a vctypes.ConfigChange the adapter builds
 // itself.
 package clonespec

@@ -5,7 +5,7 @@ import (
 )
 
 // TemplateCloneMode is the clone mode a worker of template t (read by
-// vcenter.Port.LoadTemplate) at the template's own size gets, with
+// vctypes.Port.LoadTemplate) at the template's own size gets, with
 // snapshotName the configured linkedCloneSnapshot: ModeLinked and the
 // snapshot, or ModeFull (snapshot zero) and why. It is the spawn's own
 // rule (decideCloneMode), for `vcenter check`.

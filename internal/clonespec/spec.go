@@ -18,7 +18,7 @@ import (
 
 // Port is what a Builder reads of vCenter: the template's cards, disks
 // and snapshots, the pool and datastore a clone is placed on.
-// vcenter.Port implements it.
+// vctypes.Port implements it.
 type Port interface {
 	// LoadTemplate reads a template's cards, disks and snapshots (the
 	// adapter keeps the read for the template's clones).

@@ -19,7 +19,7 @@ import (
 
 // Port is what a Collector reads of vCenter: the hatchery's resource
 // pool and its runtime, the reader admission shares (vctypes.PoolReader).
-// vcenter.Port implements it.
+// vctypes.Port implements it.
 type Port = vctypes.PoolReader
 
 // Options are what New needs.

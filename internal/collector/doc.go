@@ -7,5 +7,5 @@
 // It owns no metric definition (internal/metrics does) and no loop: the
 // hatchery (internal/vsphere) runs Collect on its metrics ticker. It reads
 // vCenter only through its Port (vctypes.PoolReader, shared with
-// internal/admission; vcenter.Port implements it).
+// internal/admission; vctypes.Port implements it).
 package collector

@@ -14,7 +14,7 @@
 // Custody the hatchery builds in its New. The VM's phases are the
 // lifecycle table's (internal/lifecycle); this package only moves them.
 // It reaches vCenter through its Port, in the project's vocabulary
-// (internal/vctypes), which vcenter.Port implements; it imports no govmomi package and never imports
+// (internal/vctypes), which vctypes.Port implements; it imports no govmomi package and never imports
 // internal/vsphere or internal/warmpool.
 package custody
 
@@ -38,7 +38,7 @@ import (
 
 // Port is what the custody does to a VM in vCenter, in the project's
 // vocabulary: every error carries its fault kind (vctypes.KindOf).
-// vcenter.Port implements it.
+// vctypes.Port implements it.
 type Port interface {
 	// ShutdownVirtualMachine powers vm off; already off is success.
 	ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error

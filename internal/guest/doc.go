@@ -11,6 +11,6 @@
 // workers (their boot is in the clone's guestinfo, internal/clonespec and
 // internal/cloudinit): the hatchery (internal/vsphere) calls a Starter
 // once the VM is powered on. It reaches vCenter only through its Port, in
-// the project's vocabulary (internal/vctypes), which vcenter.Port
+// the project's vocabulary (internal/vctypes), which vctypes.Port
 // implements itself; it imports no govmomi package.
 package guest

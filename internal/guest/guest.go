@@ -85,7 +85,7 @@ func (e *StepError) Unwrap() error { return e.Err }
 func StepErr(step string, err error) error { return &StepError{Step: step, Err: err} }
 
 // Port is what a Starter needs of vCenter: the guest's readiness and
-// program starts, in the project's vocabulary. vcenter.Port (the adapter,
+// program starts, in the project's vocabulary. vctypes.Port (the adapter,
 // *vcenter.Client, and the mock) implements it.
 type Port interface {
 	IPWaiter

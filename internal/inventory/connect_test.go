@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
 
@@ -26,7 +26,7 @@ func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
 	inv := NewShared(vs, time.Minute, 0, slog.New(slog.NewTextHandler(&logs, nil)))
 	ctx := context.Background()
 
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected))
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): still connecting", vctypes.ErrNotConnected))
 	inv.refresh(ctx)
 	assert.NotContains(t, logs.String(), "level=WARN")
 	assert.Contains(t, logs.String(), "vm inventory waits for the first vcenter connection")
@@ -39,7 +39,7 @@ func TestInventoryWaitsQuietlyForFirstConnection(t *testing.T) {
 
 	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, nil)
 	inv.refresh(ctx)
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", vcenter.ErrNotConnected))
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).Return(nil, fmt.Errorf("%w (vc): connection refused", vctypes.ErrNotConnected))
 	inv.refresh(ctx)
 	assert.Contains(t, logs.String(), "level=WARN msg=\"vm inventory refresh failed; keeping the last snapshot\" err=\"vcenter not connected (vc): connection refused\"", "losing vCenter after the start is a real problem")
 }

@@ -8,7 +8,7 @@
 // kept incrementally from vCenter's change reports), plus the per-snapshot
 // Index of addresses and jobs (docs/inventory-watch.md).
 //
-// It reads vCenter only through Source (vcenter.InventorySource and the
+// It reads vCenter only through Source (vctypes.InventorySource and the
 // resource pool lookup). It does not decide anything: spawn, cleanup,
 // capacity and the IP pool (internal/ippool) take what it returns.
 package inventory

@@ -6,17 +6,16 @@ import (
 	"log/slog"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // Source is what the inventory reads of vCenter: the listing, probe, read
-// by reference and change watch of vcenter.InventorySource, and the lookup
+// by reference and change watch of vctypes.InventorySource, and the lookup
 // of the resource pool whose runtime the watch mode's probe reads with the
-// VMs. vcenter.Port satisfies it.
+// VMs. vctypes.Port satisfies it.
 type Source interface {
-	vcenter.InventorySource
-	// LoadResourcePool returns the pool new VMs go to (vcenter.Placement).
+	vctypes.InventorySource
+	// LoadResourcePool returns the pool new VMs go to (vctypes.Placement).
 	LoadResourcePool(ctx context.Context) (vctypes.Ref, error)
 }
 

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -178,9 +177,9 @@ func (s *Shared) store(vms []VM, idx *Index, err error) {
 		// change to the streak of failures.
 		s.log.Debug("vm inventory refresh cut by shutdown", logkey.Err, err)
 	case err != nil:
-		quiet := s.lastErr != nil && errors.Is(s.lastErr, vcenter.ErrNotConnected) && s.generation == 0
+		quiet := s.lastErr != nil && errors.Is(s.lastErr, vctypes.ErrNotConnected) && s.generation == 0
 		switch {
-		case s.generation == 0 && errors.Is(err, vcenter.ErrNotConnected):
+		case s.generation == 0 && errors.Is(err, vctypes.ErrNotConnected):
 			if s.lastErr == nil {
 				// Starting before vCenter answers is no fault: the dialer
 				// reports a vCenter that does not answer.

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
@@ -139,7 +138,7 @@ func (s *Shared) watchRefresh(ctx context.Context) {
 		return
 	}
 	err := s.watchStep(ctx)
-	if errors.Is(err, vcenter.ErrWatchLost) {
+	if errors.Is(err, vctypes.ErrWatchLost) {
 		// A consequence of a session vCenter ended or of its restart,
 		// which the client logs (docs/operations.md#when-vcenter-restarts):
 		// DEBUG here.

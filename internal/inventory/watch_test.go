@@ -30,7 +30,7 @@ type watchVC struct {
 	changes  []types.ObjectUpdate
 	calls    []string
 	reads    [][]types.ManagedObjectReference // RetrieveVirtualMachines arguments
-	lost     bool                             // VirtualMachineChanges fails with vcenter.ErrWatchLost
+	lost     bool                             // VirtualMachineChanges fails with vctypes.ErrWatchLost
 	probeErr error
 	pool     types.ResourcePoolRuntimeInfo
 }
@@ -107,7 +107,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.lost {
-			return nil, fmt.Errorf("wait for updates: %w", vcenter.ErrWatchLost)
+			return nil, fmt.Errorf("wait for updates: %w", vctypes.ErrWatchLost)
 		}
 		var out []vctypes.VMUpdate
 		for _, u := range f.changes {
@@ -192,7 +192,7 @@ func (f *watchVC) remove(name string, leave bool) {
 }
 
 // newTestWatchInventory is a watch inventory refreshed by hand (no Run).
-func newTestWatchInventory(vs vcenter.Port) *Shared {
+func newTestWatchInventory(vs vctypes.Port) *Shared {
 	return NewWatch(vs, time.Minute, time.Millisecond, nil)
 }
 

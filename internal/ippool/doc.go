@@ -8,7 +8,7 @@
 // It takes the addresses VMs hold as plain input (a set of addresses, for
 // example inventory.UsedBy or an inventory.Index) and never reads the
 // inventory itself; it reaches vCenter only through the Locker it is
-// given (vcenter.Locks, in vctypes terms), never with its mutex
+// given (vctypes.Locks, in vctypes terms), never with its mutex
 // held. It speaks the project's vCenter vocabulary (internal/vctypes) and
 // imports no govmomi package.
 package ippool

@@ -14,7 +14,7 @@ import (
 )
 
 // Locker is where the address locks live: lock objects whose names the
-// store keeps unique (vcenter.Locks: empty folders in vCenter, in the
+// store keeps unique (vctypes.Locks: empty folders in vCenter, in the
 // project's terms). CreateLock answers an error wrapping vctypes.ErrLockTaken
 // when the name exists.
 type Locker interface {

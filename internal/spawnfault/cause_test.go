@@ -15,6 +15,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // taskFault is a failed task's error carrying f, as the adapter returns it.
@@ -36,7 +37,7 @@ func TestSpawnCause(t *testing.T) {
 		want Cause
 	}{
 		{"success", context.Background(), nil, None},
-		{"not connected", context.Background(), wrap(fmt.Errorf("%w (vc): still connecting", vcenter.ErrNotConnected)), VCenter},
+		{"not connected", context.Background(), wrap(fmt.Errorf("%w (vc): still connecting", vctypes.ErrNotConnected)), VCenter},
 		{"inventory stale", context.Background(), wrap(inventory.ErrStale), VCenter},
 		{"session lost", context.Background(), wrap(taskFault(&types.NotAuthenticated{})), VCenter},
 		{"vcenter internal error", context.Background(), wrap(taskFault(&types.SystemError{Reason: "x"})), VCenter},

@@ -130,8 +130,9 @@ func TestLongFuncsCountsFromFuncToBrace(t *testing.T) {
 const MaxPackageLines = 4000
 
 // largePackagesAllowed are the packages still over MaxPackageLines, by
-// path; the list only shrinks. internal/vcenter holds the port and its
-// adapter, being split as the port moves to the project's own types
+// path; the list only shrinks. internal/vcenter is the govmomi adapter
+// (the port's interfaces moved to internal/vctypes), with the clone's
+// specification building: still over, its split is the next step
 // (docs/architecture.md, "Where the port goes next"); internal/vcsimtest
 // is test support (the simulator's environment), linked into no
 // production binary but the demo.

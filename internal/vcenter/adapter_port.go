@@ -135,7 +135,7 @@ func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) err
 }
 
 // SuspendVirtualMachine suspends a powered-on VM; already suspended is
-// success, a powered-off VM is ErrPoweredOff.
+// success, a powered-off VM is vctypes.ErrPoweredOff.
 func (c *Client) SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
 	return Classify(c.suspendVirtualMachine(ctx, MORef(vm)))
 }

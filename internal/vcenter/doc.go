@@ -1,10 +1,11 @@
-// Package vcenter is the hatchery's port to vCenter and its govmomi
-// adapter.
+// Package vcenter is the govmomi adapter behind the hatchery's port to
+// vCenter.
 //
-// It owns: the port (Port, split by use into VMs, Placement,
-// InventorySource and Locks), which names VMs, folders, pools and datastores by
-// reference (vctypes.Ref for locks and placement, types.ManagedObjectReference
-// for the rest) and passes plain data, never a govmomi object handle; the
+// It owns: the implementation of the port (vctypes.Port, declared in
+// internal/vctypes with the vocabulary it speaks, split by use into VMs,
+// Placement, InventorySource, Locks and Attributes), which names VMs,
+// folders, pools and datastores by reference (vctypes.Ref) and passes
+// plain data, never a govmomi object handle; the
 // adapter Client, which exists before vCenter answers
 // and connects in the background (New, Run, Ready), keeps its one session
 // alive and logs in again at the transport level, bounds every request and
@@ -20,8 +21,9 @@
 // It does not own: the configuration file (the caller maps it to Config),
 // the VM ownership record, the inventory built from its listings, or any
 // decision about what to clone, claim or destroy: those belong to
-// internal/vsphere. It imports no other internal package but the
-// vocabulary (internal/vctypes).
+// internal/vsphere. Of the project's packages it imports only the
+// vocabulary and the port (internal/vctypes) and the log keys
+// (sdk/logkey).
 //
 // docs/architecture.md ("The vCenter port", "The one vCenter client")
 // describes it.

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
@@ -169,7 +170,7 @@ const DefaultLoginRefusedRetry = 15 * time.Minute
 // Client implements Port with govmomi. It is safe for concurrent use. It
 // exists before vCenter answers (New): until it first connected (Connect,
 // or Run in the background) every Port call fails at once with
-// ErrNotConnected. Once connected it keeps its one session alive
+// vctypes.ErrNotConnected. Once connected it keeps its one session alive
 // (keep-alive every KeepAliveInterval, re-login once on NotAuthenticated),
 // so it never needs a second connection; it bounds every SOAP request by
 // RequestTimeout and every task by a named timeout, counts SOAP requests
@@ -242,7 +243,7 @@ type Client struct {
 }
 
 // New returns a client that is not connected yet: every Port call fails
-// with ErrNotConnected until Connect (or Run) succeeds. It does no I/O.
+// with vctypes.ErrNotConnected until Connect (or Run) succeeds. It does no I/O.
 func New(cfg Config) *Client {
 	if cfg.RequestTimeout <= 0 {
 		cfg.RequestTimeout = DefaultRequestTimeout
@@ -309,11 +310,11 @@ func (c *Client) Connect(ctx context.Context) error {
 	}
 	if c.closed.Load() {
 		c.stateMu.Unlock()
-		return fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+		return fmt.Errorf("%w (%s): closed", vctypes.ErrNotConnected, c.host)
 	}
 	if c.connecting {
 		c.stateMu.Unlock()
-		return fmt.Errorf("%w (%s): still connecting", ErrNotConnected, c.host)
+		return fmt.Errorf("%w (%s): still connecting", vctypes.ErrNotConnected, c.host)
 	}
 	c.connecting = true
 	c.stateMu.Unlock()
@@ -329,7 +330,7 @@ func (c *Client) Connect(ctx context.Context) error {
 		c.stateMu.Unlock()
 		s.close(ctx, c.log)
 		c.stateMu.Lock()
-		err = fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+		err = fmt.Errorf("%w (%s): closed", vctypes.ErrNotConnected, c.host)
 	}
 	if err != nil {
 		c.dialErr = err
@@ -492,7 +493,7 @@ func (c *Client) Relogins() int64 {
 // and destroys that collector, the VM change watch's collector and the
 // container view (best effort), stops the keep-alive and logs out; it is bounded by ctx
 // and by the request timeout. Calls after the first do nothing; Port calls
-// after it fail with ErrNotConnected. Call it after every user stopped.
+// after it fail with vctypes.ErrNotConnected. Call it after every user stopped.
 func (c *Client) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {
 		c.stateMu.Lock()
@@ -536,5 +537,3 @@ func (c *Client) acquire(ctx context.Context) (func(), error) {
 		return nil, fmt.Errorf("wait for a vcenter task slot: %w", ctx.Err())
 	}
 }
-
-var _ Port = (*Client)(nil)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -75,7 +76,7 @@ func IsLoginRefused(err error) bool {
 	return err != nil && fault.Is(err, &types.InvalidLogin{})
 }
 
-// notConnected is nil once the client connected, else ErrNotConnected
+// notConnected is nil once the client connected, else vctypes.ErrNotConnected
 // (wrapped, with the last connection error): every Port call starts with
 // it, so that a call before the connection fails at once.
 func (c *Client) notConnected() error {
@@ -83,15 +84,15 @@ func (c *Client) notConnected() error {
 		return nil
 	}
 	if c.closed.Load() {
-		return fmt.Errorf("%w (%s): closed", ErrNotConnected, c.host)
+		return fmt.Errorf("%w (%s): closed", vctypes.ErrNotConnected, c.host)
 	}
 	c.stateMu.Lock()
 	err := c.dialErr
 	c.stateMu.Unlock()
 	if err != nil {
-		return fmt.Errorf("%w (%s): %w", ErrNotConnected, c.host, err)
+		return fmt.Errorf("%w (%s): %w", vctypes.ErrNotConnected, c.host, err)
 	}
-	return fmt.Errorf("%w (%s): still connecting", ErrNotConnected, c.host)
+	return fmt.Errorf("%w (%s): still connecting", vctypes.ErrNotConnected, c.host)
 }
 
 // Run connects the client: it tries until it succeeds or ctx ends, waiting

@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 const (
@@ -35,10 +36,10 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	ctx := testCtx(t)
 
 	_, err := c.ListVirtualMachines(ctx)
-	require.ErrorIs(t, err, vcenter.ErrNotConnected)
+	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	assert.Contains(t, err.Error(), addr+"): still connecting")
 	err = c.StartVirtualMachine(ctx, vcenter.RefOf(vmRef("vm-1")))
-	require.ErrorIs(t, err, vcenter.ErrNotConnected)
+	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	st := c.Status()
 	assert.False(t, st.Connected)
 	assert.Zero(t, st.Attempts)
@@ -49,7 +50,7 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	dialErr := c.Connect(ctx)
 	require.Error(t, dialErr)
 	_, _, err = c.ProbeInventory(ctx, nil)
-	require.ErrorIs(t, err, vcenter.ErrNotConnected)
+	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	assert.Contains(t, err.Error(), dialErr.Error(), "the last connection error")
 	assert.NotContains(t, err.Error(), connPassword)
 	st = c.Status()
@@ -63,9 +64,9 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 
 	// Closed before it ever connected: it stays so.
 	c.Close(ctx)
-	require.ErrorIs(t, c.Connect(ctx), vcenter.ErrNotConnected)
+	require.ErrorIs(t, c.Connect(ctx), vctypes.ErrNotConnected)
 	_, err = c.ListVirtualMachines(ctx)
-	require.ErrorIs(t, err, vcenter.ErrNotConnected)
+	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	assert.Contains(t, err.Error(), "closed")
 }
 

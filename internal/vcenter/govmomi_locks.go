@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -30,7 +31,7 @@ const LockFolderName = "hatchery-vsphere-locks"
 // createLock creates an empty folder named name in the lock folder
 // (LockFolderName). vCenter keeps the names of a folder's children
 // unique: a second create of one name is refused with DuplicateName,
-// classified here as ErrLockTaken. It is one CreateFolder request (after
+// classified here as vctypes.ErrLockTaken. It is one CreateFolder request (after
 // the lock folder's lookup, cached), not a task: it takes no task slot.
 func (c *Client) createLock(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
@@ -45,7 +46,7 @@ func (c *Client) createLock(ctx context.Context, name string) (types.ManagedObje
 	f, err := object.NewFolder(c.vim, parent).CreateFolder(ctx, name)
 	if err != nil {
 		if fault.Is(err, &types.DuplicateName{}) {
-			return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w: %w", name, ErrLockTaken, err)
+			return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w: %w", name, vctypes.ErrLockTaken, err)
 		}
 		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, err)
 	}

@@ -36,7 +36,7 @@ func TestVcsimLocksCreateTwiceListDelete(t *testing.T) {
 	require.NoError(t, err)
 	_, err = b.CreateLock(ctx, "hatch-ip-10.0.0.1")
 	require.Error(t, err)
-	assert.ErrorIs(t, err, vcenter.ErrLockTaken, "the second create of one name is taken: %v", err)
+	assert.ErrorIs(t, err, vctypes.ErrLockTaken, "the second create of one name is taken: %v", err)
 	assert.Contains(t, err.Error(), "hatch-ip-10.0.0.1", "the error names the lock")
 	_, err = a.CreateLock(ctx, "hatch-ip-10.0.0.2")
 	require.NoError(t, err)
@@ -89,7 +89,7 @@ func TestVcsimLocksConcurrentCreateOneWins(t *testing.T) {
 			won++
 			continue
 		}
-		assert.ErrorIs(t, err, vcenter.ErrLockTaken)
+		assert.ErrorIs(t, err, vctypes.ErrLockTaken)
 	}
 	assert.Equal(t, 1, won, "one create wins: %v", errs)
 }
@@ -111,7 +111,7 @@ func TestVcsimDeleteLockLeavesAFolderThatHoldsSomething(t *testing.T) {
 
 	err = c.DeleteLock(ctx, lock)
 	require.Error(t, err)
-	assert.False(t, errors.Is(err, vcenter.ErrLockTaken))
+	assert.False(t, errors.Is(err, vctypes.ErrLockTaken))
 	objs, err := c.RetrieveVirtualMachineObjects(ctx, []types.ManagedObjectReference{vm})
 	require.NoError(t, err)
 	assert.Len(t, objs, 1, "the vm in the folder is still there")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/view"
@@ -215,7 +216,7 @@ func (c *Client) suspendVirtualMachine(ctx context.Context, vm types.ManagedObje
 	case types.VirtualMachinePowerStateSuspended:
 		return nil
 	case types.VirtualMachinePowerStatePoweredOff:
-		return fmt.Errorf("suspend %q: %w", c.vmName(vm), ErrPoweredOff)
+		return fmt.Errorf("suspend %q: %w", c.vmName(vm), vctypes.ErrPoweredOff)
 	}
 	_, err = c.runTask(ctx, suspendTaskTimeout, c.vm(vm).Suspend)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStateSuspended {

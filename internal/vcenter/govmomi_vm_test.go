@@ -232,7 +232,7 @@ func TestSuspendAndResume(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-s", "")
 
-	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)), vcenter.ErrPoweredOff)
+	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)), vctypes.ErrPoweredOff)
 	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	for range 2 {
 		require.NoError(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)))

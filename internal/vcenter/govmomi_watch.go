@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/property"
@@ -130,7 +131,7 @@ func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
 		}
 		c.destroyWatchCollector(ctx, w.pc.Reference())
 		if attempt > 0 {
-			return fmt.Errorf("start vm change watch in datacenter %q: session changed twice: %w", c.dc.Name(), ErrWatchLost)
+			return fmt.Errorf("start vm change watch in datacenter %q: session changed twice: %w", c.dc.Name(), vctypes.ErrWatchLost)
 		}
 	}
 }
@@ -167,7 +168,7 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 // watchVirtualMachines adds VMs to the change watch, in filters of at most
 // watchFilterMaxRefs VMs each; VMs already watched are skipped. Cost: one
 // CreateFilter per started watchFilterMaxRefs new VMs, none when every VM
-// is already watched. ErrWatchLost (wrapped) when there is no watch of the
+// is already watched. vctypes.ErrWatchLost (wrapped) when there is no watch of the
 // current session.
 func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
@@ -177,7 +178,7 @@ func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedO
 	w := c.watch
 	if w == nil || w.gen != c.rl.generation() {
 		c.watchMu.Unlock()
-		return fmt.Errorf("watch virtual machines of datacenter %q: %w", c.dc.Name(), ErrWatchLost)
+		return fmt.Errorf("watch virtual machines of datacenter %q: %w", c.dc.Name(), vctypes.ErrWatchLost)
 	}
 	var todo []types.ManagedObjectReference
 	seen := map[types.ManagedObjectReference]struct{}{}
@@ -198,14 +199,14 @@ func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedO
 		if err != nil {
 			if isNotFound(err) || w.gen != c.rl.generation() {
 				c.forgetWatch(w)
-				return fmt.Errorf("watch %d virtual machines of datacenter %q: %w: %w", len(chunk), c.dc.Name(), ErrWatchLost, err)
+				return fmt.Errorf("watch %d virtual machines of datacenter %q: %w: %w", len(chunk), c.dc.Name(), vctypes.ErrWatchLost, err)
 			}
 			return fmt.Errorf("watch %d virtual machines of datacenter %q: %w", len(chunk), c.dc.Name(), err)
 		}
 		c.watchMu.Lock()
 		if c.watch != w {
 			c.watchMu.Unlock()
-			return fmt.Errorf("watch virtual machines of datacenter %q: watch reset meanwhile: %w", c.dc.Name(), ErrWatchLost)
+			return fmt.Errorf("watch virtual machines of datacenter %q: watch reset meanwhile: %w", c.dc.Name(), vctypes.ErrWatchLost)
 		}
 		live := make(map[types.ManagedObjectReference]struct{}, len(chunk))
 		for _, ref := range chunk {
@@ -277,7 +278,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // change: one request when nothing changed, one more per page of a
 // truncated update set. It returns every VM update in order; a VM that
 // left (or that vCenter reports missing from its filter) comes as
-// "leave" and is taken out of the watch. ErrWatchLost (wrapped) when
+// "leave" and is taken out of the watch. vctypes.ErrWatchLost (wrapped) when
 // there is no watch of the current session, the collector is gone, or a
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
@@ -293,7 +294,7 @@ func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 	}
 	if w == nil {
 		c.watchMu.Unlock()
-		return nil, fmt.Errorf("read vm changes of datacenter %q: %w", c.dc.Name(), ErrWatchLost)
+		return nil, fmt.Errorf("read vm changes of datacenter %q: %w", c.dc.Name(), vctypes.ErrWatchLost)
 	}
 	version := w.version
 	c.watchMu.Unlock()
@@ -321,13 +322,13 @@ func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 					// The collector still exists: nothing else will destroy it.
 					c.dropWatchCollector(ctx, w)
 				}
-				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc.Name(), w.pc.Reference().Value, ErrWatchLost, err)
+				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc.Name(), w.pc.Reference().Value, vctypes.ErrWatchLost, err)
 			}
 			return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w", c.dc.Name(), w.pc.Reference().Value, err)
 		}
 		if lost {
 			c.forgetWatch(w)
-			return nil, fmt.Errorf("read vm changes of datacenter %q: session changed: %w", c.dc.Name(), ErrWatchLost)
+			return nil, fmt.Errorf("read vm changes of datacenter %q: session changed: %w", c.dc.Name(), vctypes.ErrWatchLost)
 		}
 		set := res.Returnval
 		if set == nil {

@@ -82,7 +82,7 @@ func TestFaultKindOf(t *testing.T) {
 		assert.True(t, seen[k], "kind %v is produced by FaultKindOf", k)
 	}
 	refused := &url.Error{Op: "Post", URL: "https://vc/sdk", Err: &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}}
-	for _, err := range []error{nil, refused, context.DeadlineExceeded, fmt.Errorf("wait: %w", context.Canceled), errors.New("other"), ErrNotConnected} {
+	for _, err := range []error{nil, refused, context.DeadlineExceeded, fmt.Errorf("wait: %w", context.Canceled), errors.New("other"), vctypes.ErrNotConnected} {
 		assert.Equal(t, vctypes.NoFault, FaultKindOf(err), "%v", err)
 		assert.Equal(t, err, Classify(err), "%v: unchanged", err)
 	}

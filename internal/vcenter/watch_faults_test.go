@@ -14,8 +14,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // watchFault makes the WaitForUpdatesEx calls after the next skip answer f,
@@ -37,7 +37,7 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	watchFault(env, 0, &types.SystemError{Reason: "injected"})
 	_, err := c.VirtualMachineObjectUpdates(ctx)
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, vcenter.ErrWatchLost)
+	assert.NotErrorIs(t, err, vctypes.ErrWatchLost)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	nudge(env)
 	ups, err := c.VirtualMachineObjectUpdates(ctx)
@@ -52,7 +52,7 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	watchFault(env, 1, &types.SystemError{Reason: "injected"})
 	before := c.Stats()
 	_, err = c.VirtualMachineObjectUpdates(ctx)
-	require.ErrorIs(t, err, vcenter.ErrWatchLost)
+	require.ErrorIs(t, err, vctypes.ErrWatchLost)
 	d := c.Stats().Sub(before)
 	assert.Equal(t, int64(2), d["WaitForUpdatesEx"].Requests)
 	assert.Equal(t, int64(1), d["DestroyPropertyCollector"].Requests)
@@ -61,9 +61,9 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	watchFault(env, 0, &types.InvalidCollectorVersion{})
 	_, err = c.VirtualMachineObjectUpdates(ctx)
-	require.ErrorIs(t, err, vcenter.ErrWatchLost)
+	require.ErrorIs(t, err, vctypes.ErrWatchLost)
 	_, err = c.VirtualMachineObjectUpdates(ctx)
-	require.ErrorIs(t, err, vcenter.ErrWatchLost, "until reset")
+	require.ErrorIs(t, err, vctypes.ErrWatchLost, "until reset")
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	ups, err = c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err)

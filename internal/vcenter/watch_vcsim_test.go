@@ -207,8 +207,8 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	c := env.Client
 
 	_, err := c.VirtualMachineObjectUpdates(ctx)
-	require.ErrorIs(t, err, vcenter.ErrWatchLost, "no watch yet")
-	require.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, nil), vcenter.ErrWatchLost)
+	require.ErrorIs(t, err, vctypes.ErrWatchLost, "no watch yet")
+	require.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, nil), vctypes.ErrWatchLost)
 
 	before := c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -287,12 +287,12 @@ func TestWatchLostWithSession(t *testing.T) {
 	env.TerminateSession(c)
 	_, err := c.VirtualMachineObjectUpdates(ctx)
 	require.Error(t, err)
-	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "%v", err)
+	assert.ErrorIs(t, err, vctypes.ErrWatchLost, "%v", err)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	assert.Equal(t, int64(1), c.Relogins())
 	_, err = c.VirtualMachineObjectUpdates(ctx)
-	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "the lost watch stays lost")
-	assert.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}), vcenter.ErrWatchLost)
+	assert.ErrorIs(t, err, vctypes.ErrWatchLost, "the lost watch stays lost")
+	assert.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}), vctypes.ErrWatchLost)
 
 	// Reset, watch again: it works in the new session.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -381,7 +381,7 @@ func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
 	_, err := c.VirtualMachineObjectUpdates(short)
 	cancel()
 	require.Error(t, err)
-	assert.NotErrorIs(t, err, vcenter.ErrWatchLost, "a poll without an answer keeps the watch")
+	assert.NotErrorIs(t, err, vctypes.ErrWatchLost, "a poll without an answer keeps the watch")
 
 	before := c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))

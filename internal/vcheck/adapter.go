@@ -32,7 +32,7 @@ const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 // guestinfo value; the mode and what to say of it. custom, when set,
 // gives the clone's guest customization from the template's number of
 // network cards. The adapter builds the specification
-// (vcenter.Port.CloneVirtualMachine).
+// (vctypes.Port.CloneVirtualMachine).
 func (r *runner) cloneSpec(ctx context.Context, template vctypes.Ref, pool, ds vctypes.Ref, dsName, placement, nonce string,
 	custom func(nics int) (*vctypes.Customization, error)) (vctypes.Clone, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)

@@ -13,7 +13,7 @@ import (
 
 // FolderPrefix starts the name of every scratch folder of the check,
 // made directly in the hatchery's folder (folderString): the run ID
-// follows. The check's lock objects (vcenter.Locks) start with it too.
+// follows. The check's lock objects (vctypes.Locks) start with it too.
 const FolderPrefix = "hatchery-vsphere-check-"
 
 // RecordPrefix starts the annotation (Notes) of every VM the check

@@ -10,7 +10,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // InventoryModeEnv names the environment variable choosing the inventory
@@ -53,7 +53,7 @@ func (e *Env) Inventory(cfg *config.Config) inventory.Inventory {
 
 // InventoryOver is Inventory over another client (a counting decorator,
 // a second session).
-func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) inventory.Inventory {
+func (e *Env) InventoryOver(cfg *config.Config, client vctypes.Port) inventory.Inventory {
 	e.t.Helper()
 	if cfg.InventoryMode == "" {
 		cfg.InventoryMode = InventoryMode()
@@ -74,8 +74,8 @@ func (e *Env) InventoryOver(cfg *config.Config, client vcenter.Port) inventory.I
 	}
 	inv := inventory.NewShared(client, cfg.InventoryRefreshIntervalDuration(), TestInventoryMinGap, log)
 	if cfg.InventoryMode == config.InventoryWatch {
-		if client == vcenter.Port(e.Client) {
-			// A client has one change watch (vcenter.Port): a watch
+		if client == vctypes.Port(e.Client) {
+			// A client has one change watch (vctypes.Port): a watch
 			// inventory gets a session of its own, as the inventory of a
 			// hatchery process does, so that two hatcheries of one test
 			// (a restart) do not reset each other's watch.

@@ -26,8 +26,8 @@ const module = "github.com/cds-contrib/hatchery-vsphere"
 // DecisionPackages are the packages that decide (docs/architecture.md,
 // "The vCenter port"), and internal/custody, which makes the writes the
 // hatchery and the warm pool share: they speak the project's vCenter
-// vocabulary (internal/vctypes) and import no govmomi package, nor
-// internal/vcenter, whose port is govmomi's.
+// vocabulary (internal/vctypes, which holds the port, Port, too) and
+// import no govmomi package, nor internal/vcenter, the govmomi adapter.
 var DecisionPackages = []string{
 	"internal/admission", "internal/capacity", "internal/warmpool", "internal/quarantine",
 	"internal/lifecycle", "internal/ippool", "internal/spawnfault", "internal/guest",
@@ -52,19 +52,32 @@ func imports(t *testing.T, dir string) []string {
 	return p.Imports
 }
 
-// TestDecisionPackagesImportNoGovmomi: no decision package imports a
-// govmomi package or internal/vcenter. It fails when one does (as
-// admission, guest, ippool, spawnfault and warmpool did); the check of
-// internal/vcenter and internal/vctypes shows it reads real imports.
+// PortConsumers are the packages that are no decision packages but take
+// the port (Port, this package's) or speak only its vocabulary, and the
+// mock generated from it: since the port's interfaces moved here from
+// internal/vcenter, none of them imports internal/vcenter or govmomi
+// (internal/inventory did, for vcenter.InventorySource and the sentinel
+// errors).
+var PortConsumers = []string{
+	"internal/inventory", "internal/cloudinit", "internal/clonespec", "internal/collector", "mock_vsphere",
+}
+
+// TestDecisionPackagesImportNoGovmomi: no decision package, nor any of
+// PortConsumers, imports a govmomi package or internal/vcenter. It fails
+// when one does (as admission, guest, ippool, spawnfault and warmpool
+// did, and inventory until the port moved here); the check of
+// internal/vcenter, internal/vctypes and mock_vsphere shows it reads real
+// imports.
 func TestDecisionPackagesImportNoGovmomi(t *testing.T) {
 	t.Parallel()
-	for _, dir := range DecisionPackages {
+	for _, dir := range append(append([]string{}, DecisionPackages...), PortConsumers...) {
 		for _, imp := range imports(t, dir) {
 			assert.False(t, strings.HasPrefix(imp, "github.com/vmware/govmomi"), "%s imports %s", dir, imp)
 			assert.NotEqual(t, module+"/internal/vcenter", imp, "%s imports internal/vcenter: use the vocabulary (internal/vctypes)", dir)
 		}
 	}
 	assert.Contains(t, imports(t, "internal/vcenter"), "github.com/vmware/govmomi/vim25/types", "the check reads the imports")
+	assert.Contains(t, imports(t, "mock_vsphere"), module+"/internal/vctypes", "the mock is generated from the port here")
 	for _, imp := range imports(t, "internal/vctypes") {
 		assert.NotContains(t, imp, ".", "internal/vctypes imports only the standard library: %s", imp)
 	}
@@ -110,8 +123,8 @@ func TestFaultsClassifiedInOnePlace(t *testing.T) {
 // package's code has a govmomi type, even one reached through another
 // package (a result of a function of internal/clonespec): they speak the
 // vocabulary, not govmomi smuggled. The packages are type-checked from the
-// compiler's export data (go list -export). internal/inventory (which
-// imports internal/vcenter, so is no decision package) and
+// compiler's export data (go list -export). internal/inventory (no
+// decision package: it holds the hatchery's view of the VMs) and
 // internal/cloudinit are held to it too: inventory.VM, the ownership
 // record and the guestinfo are in the vocabulary; internal/vcheck too,
 // but for the functions of VCheckGovmomi; internal/clonespec too, whose

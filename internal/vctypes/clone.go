@@ -1,7 +1,7 @@
 package vctypes
 
 // Template is what a clone needs to know of its template, read in one
-// request (vcenter.Port.LoadTemplate): how many network cards it has (a
+// request (Port.LoadTemplate): how many network cards it has (a
 // guest customization maps each), its virtual disks (a flavor's growth,
 // a linked clone's datastore) and its snapshots (a linked clone's). The
 // hatchery decides the clone mode from it (internal/clonespec).
@@ -31,7 +31,7 @@ type Snapshot struct {
 	Ref  Ref
 }
 
-// Clone is a clone's request (vcenter.Port.CloneVirtualMachine): the
+// Clone is a clone's request (Port.CloneVirtualMachine): the
 // template and what the new VM is, in the project's terms; the adapter
 // builds vCenter's clone specification from it and the template's device
 // list (docs/architecture.md, "The vCenter port").

@@ -1,4 +1,8 @@
-// Package vctypes is the project's own vCenter vocabulary: what the
+// Package vctypes is the project's own vCenter vocabulary and the port
+// to vCenter that speaks it (Port = VMs + Placement + InventorySource +
+// Locks + Attributes: port.go; the mock, mock_vsphere, is generated from
+// it), so that a decision package, the mock and the port's consumers
+// share one import that holds no govmomi. The vocabulary is what the
 // decision packages (admission, capacity, warmpool, quarantine, lifecycle,
 // ippool, spawnfault, guest) say about vCenter objects, in the project's
 // types rather than govmomi's: a reference to an object (Ref), a VM's
@@ -13,8 +17,8 @@
 //
 // It imports only the standard library. Conversions to and from govmomi,
 // and the classification of govmomi's faults into a FaultKind, live in
-// internal/vcenter (vocabulary.go), whose Port speaks these terms for
-// locks, placement and a VM's power, guest, wait and event methods
-// (adapter_port.go), so that it is guest.Port itself; see
+// internal/vcenter (vocabulary.go), the govmomi adapter whose Client
+// implements Port (adapter_port.go converts and classifies), so that it
+// is guest.Port, warmpool.Port and custody.Port itself; see
 // docs/architecture.md, "The vCenter port".
 package vctypes

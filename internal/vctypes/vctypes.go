@@ -43,7 +43,7 @@ type PoolRuntime struct {
 
 // PoolReader reads the hatchery's resource pool: the capacity decisions
 // (internal/admission) and the metrics collector (internal/collector)
-// both use it. vcenter.Port implements it.
+// both use it. Port implements it.
 type PoolReader interface {
 	// LoadResourcePool returns the configured resource pool.
 	LoadResourcePool(ctx context.Context) (Ref, error)

@@ -38,7 +38,7 @@ import (
 //
 // Every figure comes from counters: the adapter's SOAP counters (requests
 // and bytes by method, vcenter.Client.Stats) and a decorator over the
-// vcenter.Port that counts ListVirtualMachines calls and timestamps
+// vctypes.Port that counts ListVirtualMachines calls and timestamps
 // CloneVirtualMachine submissions. One scenario runs per sub-benchmark
 // whatever b.N is, so -benchtime 1x is the intended setting.
 //
@@ -46,18 +46,18 @@ import (
 // [1000,5000], HATCHERY_VSPHERE_BENCH_BURST [200],
 // HATCHERY_VSPHERE_BENCH_MODES [spec,listing,shared,watch].
 
-// benchClient decorates the hatchery's vcenter.Port: it counts listings
+// benchClient decorates the hatchery's vctypes.Port: it counts listings
 // and records when each clone is submitted (before the task-slot wait, so a
 // bounded MaxConcurrentTasks shows in the burst time, not in the decision).
 type benchClient struct {
-	vcenter.Port
+	vctypes.Port
 	lists atomic.Int64
 
 	mu     sync.Mutex
 	clones map[string]time.Time
 }
 
-func newBenchClient(c vcenter.Port) *benchClient {
+func newBenchClient(c vctypes.Port) *benchClient {
 	return &benchClient{Port: c, clones: map[string]time.Time{}}
 }
 

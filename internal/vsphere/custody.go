@@ -5,7 +5,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 )
@@ -14,10 +13,10 @@ import (
 // warm pool; the methods below are the hatchery's calls of it with the
 // references (vctypes.Ref) the spawn path holds.
 
-// The custody's and the warm pool's port is vcenter.Port itself.
+// The custody's and the warm pool's port is vctypes.Port itself.
 var (
-	_ custody.Port  = vcenter.Port(nil)
-	_ warmpool.Port = vcenter.Port(nil)
+	_ custody.Port  = vctypes.Port(nil)
+	_ warmpool.Port = vctypes.Port(nil)
 )
 
 // markToDelete marks the VM named name for deletion

@@ -27,6 +27,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
@@ -91,7 +92,7 @@ type ftOpts struct {
 	metrics *metrics.Metrics
 	// wrap, when set, wraps the client the hatchery calls (the inventory
 	// keeps the plain one).
-	wrap func(vcenter.Port) vcenter.Port
+	wrap func(vctypes.Port) vctypes.Port
 }
 
 // ftRig is one simulator, one hatchery and its inventory.
@@ -165,7 +166,7 @@ func ftStart(t *testing.T, o ftOpts) *ftRig {
 			<-done
 		})
 	}
-	var hc vcenter.Port = client
+	var hc vctypes.Port = client
 	if o.wrap != nil {
 		hc = o.wrap(client)
 	}

@@ -24,7 +24,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -251,7 +250,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 					// Set before anything of ours calls the simulator.
 					env.Model.DelayConfig.MethodDelay = map[string]int{"CloneVM_Task": 3000}
 				},
-				wrap: func(c vcenter.Port) vcenter.Port { return slowCloneClient{Port: c, bound: 2 * time.Second} },
+				wrap: func(c vctypes.Port) vctypes.Port { return slowCloneClient{Port: c, bound: 2 * time.Second} },
 			})
 			r.ftSpawnFails("worker-slow-1", "job-7", "", "create vm", "clone")
 			reserved := r.h.FaultsReservedIPs()
@@ -277,7 +276,7 @@ func TestFaultsCloneSlowerThanTaskTimeout(t *testing.T) {
 // the clone task timeout would (the adapter's runTask takes the earlier
 // deadline); every other call keeps its own bound.
 type slowCloneClient struct {
-	vcenter.Port
+	vctypes.Port
 	bound time.Duration
 }
 

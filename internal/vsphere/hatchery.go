@@ -1,7 +1,7 @@
 // Package vsphere is the vSphere hatchery: it decides which CDS jobs it can
 // serve, clones or claims worker VMs, launches the worker through guest
 // operations, keeps a warm pool, cleans up, checks capacity and flavors and
-// exports metrics. It reaches vCenter only through vcenter.Port. The
+// exports metrics. It reaches vCenter only through vctypes.Port. The
 // writes on its VMs that the warm pool shares (deletion marks, deletions,
 // records, userdata scrubs, the quarantine's attempts) are
 // internal/custody's, which it builds and hands to the pool.
@@ -28,7 +28,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
 	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/warmpool"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient"
@@ -43,7 +42,7 @@ type HatcheryVSphere struct {
 	// a whole by Reconfigure; each decision reads it once (conf).
 	cfg   atomic.Pointer[config.Config]
 	ready <-chan struct{}
-	vs    vcenter.Port
+	vs    vctypes.Port
 	cds   cdsclient.Interface
 	inv   inventory.Inventory
 	log   *slog.Logger
@@ -108,7 +107,7 @@ type HatcheryVSphere struct {
 // over Client; Logger to slog.Default(); Now to time.Now.
 type Options struct {
 	Config    *config.Config
-	Client    vcenter.Port
+	Client    vctypes.Port
 	CDS       cdsclient.Interface
 	Inventory inventory.Inventory
 	Logger    *slog.Logger

@@ -40,7 +40,7 @@ type viClone struct {
 // viRecordingClient is the real adapter with CloneVirtualMachine recorded:
 // vcsim does not keep what a clone asked for (linked or full).
 type viRecordingClient struct {
-	vcenter.Port
+	vctypes.Port
 
 	mu     sync.Mutex
 	clones []viClone

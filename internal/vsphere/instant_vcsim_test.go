@@ -26,7 +26,7 @@ import (
 // icClient is the real adapter with the forks and the clones counted, and
 // a hook run after each successful fork (the test kills the parent).
 type icClient struct {
-	vcenter.Port
+	vctypes.Port
 
 	mu        sync.Mutex
 	forks     []string // children forked

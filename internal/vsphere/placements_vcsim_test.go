@@ -21,8 +21,8 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/placement"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 )
@@ -90,7 +90,7 @@ func plHatchery(t *testing.T, env *vcsimtest.Env, cfg *config.Config, clock *plC
 }
 
 // plHatcheryOver is plHatchery over client.
-func plHatcheryOver(t *testing.T, env *vcsimtest.Env, client vcenter.Port, cfg *config.Config, clock *plClock, logs *testutil.SyncBuffer) *vsphere.HatcheryVSphere {
+func plHatcheryOver(t *testing.T, env *vcsimtest.Env, client vctypes.Port, cfg *config.Config, clock *plClock, logs *testutil.SyncBuffer) *vsphere.HatcheryVSphere {
 	t.Helper()
 	now := time.Now
 	if clock != nil {

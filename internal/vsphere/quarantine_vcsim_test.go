@@ -27,7 +27,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -191,7 +190,7 @@ func TestQuarantineBrokenTemplate(t *testing.T) {
 // failure" injection answers a SystemError fault, which is an answer of
 // vCenter, not an outage.)
 type outageClient struct {
-	vcenter.Port
+	vctypes.Port
 	down  atomic.Bool
 	calls atomic.Int32
 }
@@ -210,7 +209,7 @@ func (c *outageClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clon
 // failures past the threshold; once vCenter answers, the next spawn starts.
 func TestQuarantineVCenterOutage(t *testing.T) {
 	var oc *outageClient
-	r := ftStart(t, ftOpts{mode: ftListing, wrap: func(c vcenter.Port) vcenter.Port {
+	r := ftStart(t, ftOpts{mode: ftListing, wrap: func(c vctypes.Port) vctypes.Port {
 		oc = &outageClient{Port: c}
 		return oc
 	}})

@@ -55,7 +55,7 @@ func warmConfig() *config.Config {
 	}
 }
 
-// warmEnv is a hatchery on a strict gomock vcenter.Port and a fixed inventory.
+// warmEnv is a hatchery on a strict gomock vctypes.Port and a fixed inventory.
 type warmEnv struct {
 	h    *HatcheryVSphere
 	vs   *mock_vsphere.MockPort

@@ -15,7 +15,7 @@ import (
 
 // DemandStore keeps what the pools learnt where every instance of the
 // hatchery sees it: custom attributes of the hatchery's VM folder in
-// vCenter (vcenter.Attributes implements it), never a local file
+// vCenter (vctypes.Attributes implements it), never a local file
 // (docs/warm-pools.md, "After a restart"). Its errors carry their fault
 // kind.
 type DemandStore interface {

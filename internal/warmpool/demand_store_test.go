@@ -21,7 +21,7 @@ import (
 )
 
 // The learnt demand kept in vCenter (demand_store.go): the store is the
-// env's mock_vsphere.MockPort (vcenter.Attributes), the clock a variable
+// env's mock_vsphere.MockPort (vctypes.Attributes), the clock a variable
 // moved by hand.
 
 // peakEntry is debian12 small following demand, looking 30 minutes ahead.

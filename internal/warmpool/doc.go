@@ -26,7 +26,7 @@
 // hatchery's, Pool.Clone), or the registration of V1 models (the
 // hatchery's, Pool.Host). It reaches vCenter through its Port, in the project's vocabulary
 // (internal/vctypes: a VM is a vctypes.Ref, a reconfigure a
-// vctypes.ConfigChange, a fault a vctypes.FaultKind), which vcenter.Port
+// vctypes.ConfigChange, a fault a vctypes.FaultKind), which vctypes.Port
 // implements; it imports no govmomi package and
 // never imports internal/vsphere.
 package warmpool

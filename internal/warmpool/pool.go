@@ -20,7 +20,7 @@ import (
 
 // Port is what the pool does to its VMs in vCenter, in the project's
 // vocabulary (internal/vctypes): its errors carry their fault kind.
-// vcenter.Port implements it.
+// vctypes.Port implements it.
 type Port interface {
 	// StartVirtualMachine powers the VM on (resumes a suspended one).
 	StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error
