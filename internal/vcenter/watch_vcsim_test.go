@@ -991,14 +991,15 @@ func TestWatchObserverLastProbeFollowsItsLog(t *testing.T) {
 	}
 
 	m := obs.mark()
-	ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), vcenter.MORef(folder), "brief", spec)
+	cref, err := ops.CloneVirtualMachine(ctx, cloneOf(spec, tpl, folder, "brief"))
 	require.NoError(t, err)
+	ref := vcenter.MORef(cref)
 	require.NoError(t, obs.step(ctx, c)) // the views report the clone
-	require.NoError(t, ops.DestroyVirtualMachine(ctx, vcenter.RefOf(*ref)))
+	require.NoError(t, ops.DestroyVirtualMachine(ctx, cref))
 	require.NoError(t, obs.step(ctx, c)) // the views report it gone
 
 	truth, err := watchTruth(ctx, ops)
 	require.NoError(t, err)
 	require.NoError(t, modelMatches(obs.model(), truth), "the model is converged")
-	assert.True(t, obs.goneOrLeft(m, *ref), "destroyed %s left or never entered", ref.Value)
+	assert.True(t, obs.goneOrLeft(m, ref), "destroyed %s left or never entered", ref.Value)
 }
