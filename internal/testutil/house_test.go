@@ -20,11 +20,9 @@ import (
 const MaxFuncLines = 120
 
 // longFuncsAllowed are the functions still over MaxFuncLines, by
-// "path Recv.Name"; the list only shrinks. internal/vcenter and
-// internal/clonespec are being rewritten as the port moves to the
-// project's own types (docs/architecture.md, "Where the port goes
-// next"); internal/vcsimtest is test support (the simulator's
-// environment), linked into no production binary but the demo.
+// "path Recv.Name"; the list only shrinks. No production function is on
+// it: internal/vcsimtest is test support (the simulator's environment),
+// linked into no production binary but the demo.
 var longFuncsAllowed = map[string]bool{
 	"internal/vcsimtest/env.go New": true,
 }
@@ -133,7 +131,7 @@ const MaxPackageLines = 4000
 // path; the list only shrinks. internal/vcenter is the govmomi adapter
 // (the port's interfaces moved to internal/vctypes), with the clone's
 // specification building: still over, its split is the next step
-// (docs/architecture.md, "Where the port goes next"); internal/vcsimtest
+// (docs/architecture.md, "The port's layout, and what is left of it"); internal/vcsimtest
 // is test support (the simulator's environment), linked into no
 // production binary but the demo.
 var largePackagesAllowed = map[string]bool{

@@ -17,7 +17,7 @@ import (
 
 // The check's calls of the vCenter port's VM methods, in one file: the
 // port moves these signatures to internal/vctypes (docs/architecture.md,
-// "Where the port goes next"), and only this file follows. Every error
+// "The port's layout, and what is left of it"), and only this file follows. Every error
 // leaves classified (vcenter.Classify).
 
 // guestinfoKey is the guestinfo property a clone is given, read back to

@@ -35,8 +35,8 @@ var DecisionPackages = []string{
 }
 
 // VCheckGovmomi are the functions of internal/vcheck (`vcenter check`)
-// that still speak govmomi, with why (docs/architecture.md, "Where the
-// port goes next"). None since its clone became a request
+// that still speak govmomi, with why (docs/architecture.md, "The port's
+// layout, and what is left of it"). None since its clone became a request
 // (vctypes.Clone): vcheck holds VMs as vctypes.Ref and reads and writes
 // vCenter through the port's methods in the project's terms. A function
 // the port's next change makes speak govmomi again joins the list with
