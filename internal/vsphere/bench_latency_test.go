@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -80,6 +81,13 @@ func BenchmarkJobStartLatency(b *testing.B) {
 		{name: "burst 50, no pool, linked clone", pool: "none", linked: true, jobs: 50, tasks: 8},
 		{name: "instant clone", pool: "instant", linked: true, jobs: 8, tasks: 8},
 		{name: "burst 50, instant clone", pool: "instant", linked: true, jobs: 50, tasks: 8},
+	}
+	// LATENCY_SCENARIOS=REGEXP runs only the scenarios whose name it
+	// matches (an A/B of two builds on a busy machine: the burst and the
+	// rows of the hot/fresh ratio, back to back).
+	if only := os.Getenv("LATENCY_SCENARIOS"); only != "" {
+		re := regexp.MustCompile(only)
+		scenarios = slices.DeleteFunc(scenarios, func(sc latencyScenario) bool { return !re.MatchString(sc.name) })
 	}
 	out := io.Writer(os.Stdout)
 	for i := 0; i < b.N; i++ {
