@@ -39,9 +39,10 @@ import (
 // RetrieveProperties, as before; a task's wait takes its result or fault
 // from the values reported with its final state (govmomi_task.go,
 // taskOutcome). A VM a task of the client changes joins the view with the
-// task (runTaskOn, keep), so the waits on it that follow find it watched. A wait on an object already in the view skips its first
-// read: the values reported, and every change since, tell it when to read. A wait never relies
-// on notifications alone: while its object is in the view it still
+// task (runTaskOn, keep), so the waits on it that follow find it watched.
+// A wait on an object already in the view skips its first read: the
+// values reported, and every change since, tell it when to read. A wait
+// never relies on notifications alone: while its object is in the view it still
 // re-reads every waitFallbackFactor × PollInterval (a missed notification
 // costs at most that), and while it is not (being added, or the collector
 // lost with its session and being rebuilt) it polls as it did before the
