@@ -158,10 +158,10 @@ func (mr *MockPortMockRecorder) FolderAttribute(arg0, arg1 interface{}) *gomock.
 }
 
 // InstantCloneVirtualMachine mocks base method.
-func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 types.ManagedObjectReference, arg2 types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
+func (m *MockPort) InstantCloneVirtualMachine(arg0 context.Context, arg1 vctypes.Ref, arg2 vctypes.InstantClone) (vctypes.Ref, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "InstantCloneVirtualMachine", arg0, arg1, arg2)
-	ret0, _ := ret[0].(*types.ManagedObjectReference)
+	ret0, _ := ret[0].(vctypes.Ref)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -188,10 +188,10 @@ func (mr *MockPortMockRecorder) ListLocks(arg0, arg1 interface{}) *gomock.Call {
 }
 
 // ListVirtualMachines mocks base method.
-func (m *MockPort) ListVirtualMachines(arg0 context.Context) ([]mo.VirtualMachine, error) {
+func (m *MockPort) ListVirtualMachines(arg0 context.Context) ([]vctypes.VMInfo, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ListVirtualMachines", arg0)
-	ret0, _ := ret[0].([]mo.VirtualMachine)
+	ret0, _ := ret[0].([]vctypes.VMInfo)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -342,11 +342,11 @@ func (mr *MockPortMockRecorder) PoolRuntimeAt(arg0, arg1 interface{}) *gomock.Ca
 }
 
 // ProbeInventory mocks base method.
-func (m *MockPort) ProbeInventory(arg0 context.Context, arg1 *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (m *MockPort) ProbeInventory(arg0 context.Context, arg1 *vctypes.Ref) ([]vctypes.Ref, *vctypes.PoolRuntime, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "ProbeInventory", arg0, arg1)
-	ret0, _ := ret[0].([]types.ManagedObjectReference)
-	ret1, _ := ret[1].(*types.ResourcePoolRuntimeInfo)
+	ret0, _ := ret[0].([]vctypes.Ref)
+	ret1, _ := ret[1].(*vctypes.PoolRuntime)
 	ret2, _ := ret[2].(error)
 	return ret0, ret1, ret2
 }
@@ -430,10 +430,10 @@ func (mr *MockPortMockRecorder) ResourcePoolRuntime(arg0, arg1 interface{}) *gom
 }
 
 // RetrieveVirtualMachines mocks base method.
-func (m *MockPort) RetrieveVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+func (m *MockPort) RetrieveVirtualMachines(arg0 context.Context, arg1 []vctypes.Ref) ([]vctypes.VMInfo, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "RetrieveVirtualMachines", arg0, arg1)
-	ret0, _ := ret[0].([]mo.VirtualMachine)
+	ret0, _ := ret[0].([]vctypes.VMInfo)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -530,7 +530,7 @@ func (mr *MockPortMockRecorder) SuspendVirtualMachine(arg0, arg1 interface{}) *g
 }
 
 // UnwatchVirtualMachines mocks base method.
-func (m *MockPort) UnwatchVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) error {
+func (m *MockPort) UnwatchVirtualMachines(arg0 context.Context, arg1 []vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "UnwatchVirtualMachines", arg0, arg1)
 	ret0, _ := ret[0].(error)
@@ -544,10 +544,10 @@ func (mr *MockPortMockRecorder) UnwatchVirtualMachines(arg0, arg1 interface{}) *
 }
 
 // VirtualMachineChanges mocks base method.
-func (m *MockPort) VirtualMachineChanges(arg0 context.Context) ([]types.ObjectUpdate, error) {
+func (m *MockPort) VirtualMachineChanges(arg0 context.Context) ([]vctypes.VMUpdate, error) {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "VirtualMachineChanges", arg0)
-	ret0, _ := ret[0].([]types.ObjectUpdate)
+	ret0, _ := ret[0].([]vctypes.VMUpdate)
 	ret1, _ := ret[1].(error)
 	return ret0, ret1
 }
@@ -602,7 +602,7 @@ func (mr *MockPortMockRecorder) WaitForVirtualMachineShutdown(arg0, arg1 interfa
 }
 
 // WatchVirtualMachines mocks base method.
-func (m *MockPort) WatchVirtualMachines(arg0 context.Context, arg1 []types.ManagedObjectReference) error {
+func (m *MockPort) WatchVirtualMachines(arg0 context.Context, arg1 []vctypes.Ref) error {
 	m.ctrl.T.Helper()
 	ret := m.ctrl.Call(m, "WatchVirtualMachines", arg0, arg1)
 	ret0, _ := ret[0].(error)

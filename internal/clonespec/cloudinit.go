@@ -5,7 +5,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // CloudInitOptions returns the guestinfo entries that boot the VM named
@@ -14,7 +14,7 @@ import (
 // boot's userdata (a Windows boot: cloudbase-init's, the computer name
 // WindowsComputerName). A clone gets them in its clone specification (Spec), a
 // claimed warm VM in its reconfiguration.
-func (b *Builder) CloudInitOptions(name, ip string, boot cloudinit.Boot) ([]types.BaseOptionValue, error) {
+func (b *Builder) CloudInitOptions(name, ip string, boot cloudinit.Boot) ([]vctypes.Option, error) {
 	var lease *ippool.Lease
 	if ip != "" {
 		l, ok := b.ips.Lookup(ip)

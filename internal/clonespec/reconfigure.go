@@ -83,17 +83,18 @@ func (v VMPort) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error
 }
 
 // WriteRecord writes annot, vm's ownership record, in its Notes and their
-// ExtraConfig mirror (inventory.Annotation.ApplyTo), in one reconfigure.
+// ExtraConfig mirror (inventory.Annotation.Record), in one reconfigure.
 func (v VMPort) WriteRecord(ctx context.Context, vm vctypes.Ref, annot *inventory.Annotation) error {
 	var spec types.VirtualMachineConfigSpec
-	annot.ApplyTo(&spec)
+	vcenter.ApplyRecord(&spec, annot.Record())
 	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), spec))
 }
 
 // ScrubUserdata removes the cloud-init userdata from vm's guestinfo
-// (cloudinit.ScrubSpec), in one reconfigure.
+// (cloudinit.ScrubOptions), in one reconfigure.
 func (v VMPort) ScrubUserdata(ctx context.Context, vm vctypes.Ref) error {
-	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), cloudinit.ScrubSpec()))
+	spec := types.VirtualMachineConfigSpec{ExtraConfig: vcenter.OptionValues(cloudinit.ScrubOptions())}
+	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), spec))
 }
 
 // WaitForGuestOperationsReady blocks until the guest of vm runs programs
@@ -114,7 +115,7 @@ func (v VMPort) WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, exp
 func (v VMPort) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, c Change) error {
 	spec := types.VirtualMachineConfigSpec{ChangeVersion: c.ChangeVersion, Name: c.Name}
 	if c.Record != nil {
-		c.Record.ApplyTo(&spec)
+		vcenter.ApplyRecord(&spec, c.Record.Record())
 	}
 	if c.Resize != nil {
 		devices, err := v.Port.LoadVirtualMachineDevices(ctx, vcenter.MORef(vm))
@@ -137,7 +138,7 @@ func (v VMPort) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, c
 		if err != nil {
 			return &PrepError{Step: "cloud-init guestinfo", Err: err}
 		}
-		spec.ExtraConfig = append(spec.ExtraConfig, opts...)
+		spec.ExtraConfig = append(spec.ExtraConfig, vcenter.OptionValues(opts)...)
 	}
 	return vcenter.Classify(v.Port.ReconfigureVirtualMachine(ctx, vcenter.MORef(vm), spec))
 }

@@ -176,32 +176,19 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		return nil, fmt.Errorf("load datastore %q: %w", dsName, err)
 	}
 
-	// One adapter mapping per NIC of the template (vSphere refuses a
-	// mismatch): the first gets the static IP when one was allocated, every
-	// other NIC, and the first without an IP range, DHCP.
-	nics := make([]types.CustomizationAdapterMapping, len(cards))
-	global := types.CustomizationGlobalIPSettings{}
-	for i := range nics {
-		nics[i].Adapter.Ip = &types.CustomizationDhcpIpGenerator{}
-	}
+	// The first NIC gets the static IP when one was allocated
+	// (Customization).
+	var lease *ippool.Lease
 	if annot.IPAddress != "" {
-		lease, ok := b.ips.Lookup(annot.IPAddress)
+		l, ok := b.ips.Lookup(annot.IPAddress)
 		if !ok {
 			return nil, fmt.Errorf("ip %s of vm %q is in no configured range", annot.IPAddress, annot.WorkerName)
 		}
-		nics[0].Adapter = types.CustomizationIPSettings{
-			Ip:            &types.CustomizationFixedIp{IpAddress: lease.IP},
-			SubnetMask:    lease.SubnetMask,
-			DnsServerList: lease.DNS,
-		}
-		if lease.Gateway != "" {
-			nics[0].Adapter.Gateway = []string{lease.Gateway}
-		}
-		global.DnsServerList = lease.DNS
+		lease = &l
 	}
-	hostname := SanitizeHostname(annot.WorkerName)
-	if hostname == "" {
-		return nil, fmt.Errorf("clone spec from template %q: worker name %q gives no valid hostname", tname, annot.WorkerName)
+	custom, err := Customization(annot.WorkerName, len(cards), lease, windows)
+	if err != nil {
+		return nil, fmt.Errorf("clone spec from template %q: %w", tname, err)
 	}
 
 	config := &types.VirtualMachineConfigSpec{
@@ -210,7 +197,7 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 		},
 		Tools: &types.ToolsConfigInfo{AfterPowerOn: types.NewBool(true)},
 	}
-	annot.ApplyTo(config)
+	vcenter.ApplyRecord(config, annot.Record())
 	if err := ApplyFlavor(config, flavor, devices); err != nil {
 		return nil, fmt.Errorf("apply flavor %q to clone of template %q: %w", FlavorName(flavor), tname, err)
 	}
@@ -231,29 +218,18 @@ func (b *Builder) SpecFor(ctx context.Context, log *slog.Logger, template Templa
 			Datastore:    &dsRef,
 			DiskMoveType: string(diskMove),
 		},
-		Snapshot: mode.Snapshot,
-		Customization: &types.CustomizationSpec{
-			Identity: &types.CustomizationLinuxPrep{
-				HostName: &types.CustomizationFixedName{Name: hostname},
-			},
-			GlobalIPSettings: global,
-			NicSettingMap:    nics,
-		},
-		Config:   config,
-		PowerOn:  true,
-		Template: false,
-	}
-	if windows {
-		// Windows: sysprep (computer name, the same network settings).
-		spec.Customization.Identity = sysprepIdentity(WindowsComputerName(annot.WorkerName))
-		spec.Customization.Options = windowsOptions()
+		Snapshot:      mode.Snapshot,
+		Customization: custom,
+		Config:        config,
+		PowerOn:       true,
+		Template:      false,
 	}
 	if boot != nil {
 		opts, err := b.CloudInitOptions(annot.WorkerName, annot.IPAddress, *boot)
 		if err != nil {
 			return nil, fmt.Errorf("cloud-init guestinfo of clone %q of template %q: %w", annot.WorkerName, tname, err)
 		}
-		config.ExtraConfig = append(config.ExtraConfig, opts...)
+		config.ExtraConfig = append(config.ExtraConfig, vcenter.OptionValues(opts)...)
 		// cloud-init configures hostname and network from the metadata;
 		// a customization would race it.
 		spec.Customization = nil

@@ -181,7 +181,7 @@ func TestSpecCloudInit(t *testing.T) {
 	require.NoError(t, err)
 	assert.Nil(t, spec.Customization)
 
-	gi := cloudinit.Guestinfo(spec.Config.ExtraConfig)
+	gi := cloudinit.Guestinfo(vcenter.OptionsOf(spec.Config.ExtraConfig))
 	raw, err := cloudinit.DecodeGuestinfo(gi[cloudinit.GuestinfoMetadata], gi[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
 	md, err := cloudinit.ParseMetadata(raw)
@@ -199,7 +199,7 @@ func TestSpecCloudInit(t *testing.T) {
 	require.NoError(t, err)
 	testutil.CheckCloudConfig(t, raw)
 	assert.Contains(t, string(raw), "echo hello")
-	_, err = inventory.AnnotationFromVM("", spec.Config.ExtraConfig)
+	_, err = inventory.AnnotationFromVM("", vcenter.OptionsOf(spec.Config.ExtraConfig))
 	assert.NoError(t, err, "the record's mirror stays beside the guestinfo")
 }
 
@@ -321,7 +321,7 @@ func TestVMPortReconfigure(t *testing.T) {
 	a, err := inventory.AnnotationFromVM(got.Annotation, nil)
 	require.NoError(t, err)
 	assert.Equal(t, *rec, *a)
-	gi := cloudinit.Guestinfo(got.ExtraConfig)
+	gi := cloudinit.Guestinfo(vcenter.OptionsOf(got.ExtraConfig))
 	raw, err := cloudinit.DecodeGuestinfo(gi[cloudinit.GuestinfoMetadata], gi[cloudinit.GuestinfoMetadataEncoding])
 	require.NoError(t, err)
 	md, err := cloudinit.ParseMetadata(raw)
@@ -365,10 +365,10 @@ func TestVMPortRecordAndScrub(t *testing.T) {
 	require.Len(t, specs, 2)
 	notes, err := inventory.AnnotationFromVM(specs[0].Annotation, nil)
 	require.NoError(t, err)
-	mirror, err := inventory.AnnotationFromVM("", specs[0].ExtraConfig)
+	mirror, err := inventory.AnnotationFromVM("", vcenter.OptionsOf(specs[0].ExtraConfig))
 	require.NoError(t, err)
 	assert.Equal(t, *rec, *notes)
 	assert.Equal(t, *rec, *mirror)
-	assert.Equal(t, cloudinit.ScrubSpec(), specs[1])
+	assert.Equal(t, types.VirtualMachineConfigSpec{ExtraConfig: vcenter.OptionValues(cloudinit.ScrubOptions())}, specs[1])
 	assert.NotEmpty(t, specs[1].ExtraConfig)
 }

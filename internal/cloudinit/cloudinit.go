@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // VM properties cloud-init's VMware datasource reads (docs/cloud-init.md).
@@ -180,7 +180,7 @@ func UserdataDocument(b Boot) ([]byte, error) {
 // metadata (instance id, hostname, network of addr) and userdata,
 // gzip+base64; for a Windows boot (b.Windows) cloudbase-init's: metadata
 // without network, a PowerShell userdata setting addr itself.
-func Options(instanceID, hostname string, addr *Address, b Boot) ([]types.BaseOptionValue, error) {
+func Options(instanceID, hostname string, addr *Address, b Boot) ([]vctypes.Option, error) {
 	var nw *Network
 	var err error
 	if !b.Windows {
@@ -202,33 +202,34 @@ func Options(instanceID, hostname string, addr *Address, b Boot) ([]types.BaseOp
 	if err != nil {
 		return nil, fmt.Errorf("cloud-init userdata of %q: %w", hostname, err)
 	}
-	return []types.BaseOptionValue{
-		&types.OptionValue{Key: GuestinfoMetadata, Value: gzipBase64(md)},
-		&types.OptionValue{Key: GuestinfoMetadataEncoding, Value: GuestinfoEncodingGzipBase64},
-		&types.OptionValue{Key: GuestinfoUserdata, Value: gzipBase64(ud)},
-		&types.OptionValue{Key: GuestinfoUserdataEncoding, Value: GuestinfoEncodingGzipBase64},
+	return []vctypes.Option{
+		{Key: GuestinfoMetadata, Value: gzipBase64(md)},
+		{Key: GuestinfoMetadataEncoding, Value: GuestinfoEncodingGzipBase64},
+		{Key: GuestinfoUserdata, Value: gzipBase64(ud)},
+		{Key: GuestinfoUserdataEncoding, Value: GuestinfoEncodingGzipBase64},
 	}, nil
 }
 
-// ScrubSpec is the reconfigure that removes the userdata (and with it the
-// worker token) from a VM: vSphere deletes an extraConfig key set to the
-// empty string.
-func ScrubSpec() types.VirtualMachineConfigSpec {
-	return types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
-		&types.OptionValue{Key: GuestinfoUserdata, Value: ""},
-		&types.OptionValue{Key: GuestinfoUserdataEncoding, Value: ""},
-	}}
+// ScrubOptions are the options whose write removes the userdata (and with
+// it the worker token) from a VM: vSphere deletes an extraConfig key set
+// to the empty string.
+func ScrubOptions() []vctypes.Option {
+	return []vctypes.Option{{Key: GuestinfoUserdata, Value: ""}, {Key: GuestinfoUserdataEncoding, Value: ""}}
 }
 
-// Guestinfo is the guestinfo.* string values of the extraConfig opts, by
-// key: what cloud-init's VMware datasource reads.
-func Guestinfo(opts []types.BaseOptionValue) map[string]string {
+// BlankOptions are ScrubOptions and the metadata's keys, empty: their
+// write removes all of cloud-init's guestinfo from a VM.
+func BlankOptions() []vctypes.Option {
+	return append(ScrubOptions(), vctypes.Option{Key: GuestinfoMetadata, Value: ""}, vctypes.Option{Key: GuestinfoMetadataEncoding, Value: ""})
+}
+
+// Guestinfo is the guestinfo.* values of the extraConfig opts, by key:
+// what cloud-init's VMware datasource reads.
+func Guestinfo(opts []vctypes.Option) map[string]string {
 	out := map[string]string{}
 	for _, o := range opts {
-		if ov := o.GetOptionValue(); ov != nil && strings.HasPrefix(ov.Key, "guestinfo.") {
-			if s, ok := ov.Value.(string); ok {
-				out[ov.Key] = s
-			}
+		if strings.HasPrefix(o.Key, "guestinfo.") {
+			out[o.Key] = o.Value
 		}
 	}
 	return out

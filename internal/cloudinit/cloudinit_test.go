@@ -6,9 +6,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 func TestCloudInitNetwork(t *testing.T) {
@@ -34,7 +34,7 @@ func TestCloudInitNetwork(t *testing.T) {
 
 // decodeOptions reads back the metadata and the raw userdata of the
 // guestinfo options opts, as cloud-init does.
-func decodeOptions(t *testing.T, opts []types.BaseOptionValue) (Metadata, []byte) {
+func decodeOptions(t *testing.T, opts []vctypes.Option) (Metadata, []byte) {
 	t.Helper()
 	v := Guestinfo(opts)
 	md, err := DecodeGuestinfo(v[GuestinfoMetadata], v[GuestinfoMetadataEncoding])

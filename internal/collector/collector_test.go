@@ -19,7 +19,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 const testHatchery = testutil.Hatchery
@@ -36,7 +35,7 @@ func TestSummarizeVMsEdgeCases(t *testing.T) {
 			[]inventory.VM{{Name: "t", Template: true, NumCPU: 2, MemoryMB: 2, Annotation: &inventory.Annotation{HatcheryName: testHatchery}}},
 			vmSummary{}},
 		{"model VM not yet marked as template counts as a template and in the pool",
-			[]inventory.VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, Model: true}}},
+			[]inventory.VM{{Name: "reg", NumCPU: 2, MemoryMB: 1024, PowerState: vctypes.PoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, Model: true}}},
 			vmSummary{templateVCPUs: 2, templateMemoryMB: 1024, templateCount: 1, poolVCPUs: 2, poolMemoryMB: 1024, poolVMCount: 1}},
 		{"empty hatchery name owns nothing",
 			[]inventory.VM{{Name: "x", NumCPU: 1, MemoryMB: 1, Annotation: &inventory.Annotation{}}},
@@ -54,16 +53,16 @@ func TestSummarizeVMsEdgeCases(t *testing.T) {
 // pool VM's power state; workers are not pool VMs.
 func TestProvisionedCountByState(t *testing.T) {
 	t.Parallel()
-	pool := func(name, flavor string, idle string, state types.VirtualMachinePowerState) inventory.VM {
+	pool := func(name, flavor string, idle string, state vctypes.PowerState) inventory.VM {
 		return inventory.VM{Name: name, PowerState: state, Annotation: &inventory.Annotation{
 			HatcheryName: testHatchery, WorkerName: name, Provisioning: true, VMwareModelPath: "debian12", Flavor: flavor, IdleState: idle}}
 	}
 	vms := []inventory.VM{
-		pool("warmpool-v2-off", "", "", types.VirtualMachinePowerStatePoweredOff),
-		pool("warmpool-v2-susp-1", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
-		pool("warmpool-v2-susp-2", "large", config.IdleStateSuspended, types.VirtualMachinePowerStateSuspended),
-		pool("warmpool-v2-run", "large", config.IdleStatePoweredOn, types.VirtualMachinePowerStatePoweredOn),
-		{Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1"}},
+		pool("warmpool-v2-off", "", "", vctypes.PoweredOff),
+		pool("warmpool-v2-susp-1", "large", config.IdleStateSuspended, vctypes.Suspended),
+		pool("warmpool-v2-susp-2", "large", config.IdleStateSuspended, vctypes.Suspended),
+		pool("warmpool-v2-run", "large", config.IdleStatePoweredOn, vctypes.PoweredOn),
+		{Name: "worker-1", PowerState: vctypes.PoweredOn, Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1"}},
 	}
 	got := summarizeVMs(testHatchery, vms).gauges().ProvisionedVMs
 	assert.Equal(t, map[string]int64{"poweredOff": 1, "suspended": 2, "poweredOn": 1}, got)

@@ -20,6 +20,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcheck"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -184,8 +185,15 @@ func (d *driver) workers(ctx context.Context) {
 // userdata wrote goes to the same worker life as a guest-operations launch.
 func (d *driver) cloudInitWorkers(ctx context.Context) {
 	follow(ctx, d.env.CloudInit.WaitForBoots, func(ctx context.Context, b vcsimtest.CloudInitBoot) {
-		if d.parentBoot(b) {
-			return // an instant parent's boot runs no worker (instant.go)
+		// The VM's state, read once (Inspect walks the simulator's VMs),
+		// tells the boots that run no worker by the record on the VM.
+		if st, ok := d.env.Inspect(b.VM); ok {
+			if d.parentBoot(b, st) {
+				return // an instant parent's boot runs no worker (instant.go)
+			}
+			if d.checkBoot(b, st) {
+				return // a `vcenter check` VM's boot runs no worker
+			}
 		}
 		d.noteFork(b)
 		if b.Err != "" || b.CDSConfig == "" {
@@ -197,6 +205,18 @@ func (d *driver) cloudInitWorkers(ctx context.Context) {
 			d.runWorker(ctx, c, wc)
 		}
 	})
+}
+
+// checkBoot tells whether b is the boot of a VM `vcenter check` made (its
+// record, internal/vcheck, in st's annotation or its extraConfig mirror):
+// the check's userdata holds no worker config on purpose, so the boot is
+// told at INFO, not as a worker that could not start.
+func (d *driver) checkBoot(b vcsimtest.CloudInitBoot, st vcsimtest.VMState) bool {
+	if !strings.HasPrefix(st.Annotation, vcheck.RecordPrefix) && !strings.HasPrefix(st.ExtraConfig[vcheck.RecordKey], vcheck.RecordPrefix) {
+		return false
+	}
+	d.log.Info("demo: a vcenter check VM booted from its cloud-init userdata; it runs no worker", logkey.VM, b.VM)
+	return true
 }
 
 // follow hands every item wait reports, once and in its own goroutine, to

@@ -97,13 +97,10 @@ func parentsLeft(cfg *config.Config, parents []SimVM, flavors []string) (string,
 }
 
 // parentBoot tells whether a cloud-init boot is an instant parent's, by
-// the VM's record (the hatchery marks its parents with instant_parent; a
-// parent's userdata starts no worker), and prints a line for it.
-func (d *driver) parentBoot(b vcsimtest.CloudInitBoot) bool {
-	st, ok := d.env.Inspect(b.VM)
-	if !ok {
-		return false
-	}
+// the record on its VM (st: the hatchery marks its parents with
+// instant_parent; a parent's userdata starts no worker), and prints a line
+// for it.
+func (d *driver) parentBoot(b vcsimtest.CloudInitBoot, st vcsimtest.VMState) bool {
 	a := recordOf(st)
 	if !isParentRecord(a, d.cfg.CommonConfiguration.Name, b.VM) {
 		return false

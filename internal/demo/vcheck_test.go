@@ -3,13 +3,18 @@ package demo
 import (
 	"bytes"
 	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcheck"
 )
@@ -41,4 +46,47 @@ func TestVCenterCheckPassesOnTheDemoSimulators(t *testing.T) {
 	for _, vm := range sims.Env.VMs() {
 		assert.NotContains(t, vm.Name, vcheck.FolderPrefix, "left behind")
 	}
+}
+
+// TestVCenterCheckBesideTheRunningDemo: the way docs/vcenter-check.md
+// shows it, `vcenter check` run with the file `demo --write-config`
+// wrote while the demo runs its jobs passes every line, and the demo's
+// log has no WARN: the check's cloud-init VMs boot userdata without a
+// worker config on purpose, which the demo tells at INFO (checkBoot).
+func TestVCenterCheckBesideTheRunningDemo(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var logs testutil.SyncBuffer
+	path := filepath.Join(t.TempDir(), "demo.toml")
+	ready := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := Run(ctx, Options{WriteConfig: path, Stdout: io.Discard,
+			Logger:      slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
+			OnReady:     func(Info) { close(ready) },
+			SerialTasks: true})
+		done <- err
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("the demo ended before it was ready: %v", err)
+	}
+
+	noEnv := func(string) (string, bool) { return "", false }
+	cfg, err := config.LoadAndValidate(path, config.LoadOptions{LookupEnv: noEnv})
+	require.NoError(t, err)
+	dial := func(ctx context.Context) (*vcenter.Client, error) {
+		return vcenter.Dial(ctx, daemon.VCenterConfig(cfg))
+	}
+	rep := vcheck.Run(ctx, cfg, dial, vcheck.Options{RunID: "beside", GuestReadyTimeout: time.Minute})
+	var out bytes.Buffer
+	rep.WriteText(&out)
+	cancel()
+	require.NoError(t, <-done)
+	t.Logf("report:\n%s", out.String())
+	assert.False(t, rep.Failed())
+	assert.NotEmpty(t, logs.Lines("a vcenter check VM booted"), "the check's cloud-init VMs booted beside the demo")
+	assert.Empty(t, logs.Lines("level=WARN"), "the demo warned while the check ran beside it")
 }

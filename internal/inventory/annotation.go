@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // AnnotationMirrorKey is the ExtraConfig key that mirrors the annotation, so
@@ -127,41 +127,28 @@ func ParseAnnotation(s string) (*Annotation, error) {
 }
 
 // AnnotationFromVM reads the record of a VM: the Notes field first, the
-// ExtraConfig mirror when the Notes field is empty, foreign or corrupt.
-func AnnotationFromVM(notes string, extra []types.BaseOptionValue) (*Annotation, error) {
+// mirror among its options (extraConfig) when the Notes field is empty,
+// foreign or corrupt.
+func AnnotationFromVM(notes string, extra []vctypes.Option) (*Annotation, error) {
 	a, err := ParseAnnotation(notes)
 	if err == nil {
 		return a, nil
 	}
 	for _, o := range extra {
-		if o == nil {
+		if o.Key != AnnotationMirrorKey {
 			continue
 		}
-		ov := o.GetOptionValue()
-		if ov == nil || ov.Key != AnnotationMirrorKey {
-			continue
-		}
-		if s, ok := ov.Value.(string); ok {
-			if m, merr := ParseAnnotation(s); merr == nil {
-				return m, nil
-			}
+		if m, merr := ParseAnnotation(o.Value); merr == nil {
+			return m, nil
 		}
 	}
 	return nil, err
 }
 
-// ApplyTo writes the record to a config spec: Notes field and mirror.
-func (a Annotation) ApplyTo(spec *types.VirtualMachineConfigSpec) {
+// Record is the record as a write sets it on a VM: the Notes field and
+// its mirror (the adapter turns it into a config specification's,
+// vcenter.ApplyRecord, which replaces a mirror already there).
+func (a Annotation) Record() vctypes.Record {
 	s := a.Marshal()
-	spec.Annotation = s
-	for _, o := range spec.ExtraConfig {
-		if o == nil {
-			continue
-		}
-		if ov := o.GetOptionValue(); ov != nil && ov.Key == AnnotationMirrorKey {
-			ov.Value = s
-			return
-		}
-	}
-	spec.ExtraConfig = append(spec.ExtraConfig, &types.OptionValue{Key: AnnotationMirrorKey, Value: s})
+	return vctypes.Record{Notes: s, Options: []vctypes.Option{{Key: AnnotationMirrorKey, Value: s}}}
 }

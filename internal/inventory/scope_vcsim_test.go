@@ -42,7 +42,7 @@ func scopeClone(t *testing.T, ctx context.Context, env *vcsimtest.Env, ops *vcen
 	require.NoError(t, err)
 	pool := vcenter.MORef(poolRef)
 	cfg := &types.VirtualMachineConfigSpec{}
-	inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.ApplyTo(cfg)
+	vcenter.ApplyRecord(cfg, inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.Record())
 	ref, err := ops.CloneVirtualMachine(ctx, vcenter.MORef(tpl), folder.Reference(), name, &types.VirtualMachineCloneSpec{
 		Location: types.VirtualMachineRelocateSpec{Pool: &pool},
 		Config:   cfg,
@@ -121,7 +121,7 @@ func TestVcsimScopeNeverReadsForeignFolders(t *testing.T) {
 	assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1"}, names(vms))
 	for _, v := range vms {
 		if v.Name == "ours-1" {
-			assert.Equal(t, ours, v.Ref)
+			assert.Equal(t, vcenter.RefOf(ours), v.Ref)
 			assert.True(t, v.OwnedBy(scopeHatchery))
 		}
 	}
@@ -198,7 +198,7 @@ func TestVcsimDefaultScopeNeverReadsForeignFolders(t *testing.T) {
 			assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1"}, names(vms))
 			for _, v := range vms {
 				if v.Name == "ours-1" {
-					assert.Equal(t, ours, v.Ref)
+					assert.Equal(t, vcenter.RefOf(ours), v.Ref)
 					assert.True(t, v.OwnedBy(scopeHatchery))
 				}
 			}

@@ -12,7 +12,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Bounds of the shared inventory.
@@ -83,8 +82,8 @@ type Shared struct {
 	running     time.Time     // start of the refresh in flight; zero when none
 
 	watch       *watchState // non-nil in watch mode (NewWatch)
-	invalidated map[types.ManagedObjectReference]bool
-	poolRT      *types.ResourcePoolRuntimeInfo // watch mode: the last probe's reading
+	invalidated map[vctypes.Ref]bool
+	poolRT      *vctypes.PoolRuntime // watch mode: the last probe's reading
 	poolAt      time.Time
 }
 
@@ -112,7 +111,7 @@ func NewShared(client Source, interval, minGap time.Duration, log *slog.Logger) 
 		firstOK:  make(chan struct{}),
 		changed:  make(chan struct{}),
 
-		invalidated: map[types.ManagedObjectReference]bool{},
+		invalidated: map[vctypes.Ref]bool{},
 	}
 }
 
@@ -159,7 +158,7 @@ func (s *Shared) refresh(ctx context.Context) {
 	if err == nil {
 		vms = make([]VM, 0, len(objs))
 		for _, o := range objs {
-			vms = append(vms, VMFromObject(o))
+			vms = append(vms, VMFromInfo(o))
 		}
 		idx = newIndex(vms)
 	}
@@ -294,7 +293,7 @@ func (s *Shared) Invalidate(vms ...vctypes.Ref) {
 	if len(vms) > 0 {
 		s.mu.Lock()
 		for _, r := range vms {
-			s.invalidated[vcenter.MORef(r)] = true
+			s.invalidated[r] = true
 		}
 		s.mu.Unlock()
 	}

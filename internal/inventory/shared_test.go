@@ -9,17 +9,14 @@ import (
 
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
-func listedVM(name string) mo.VirtualMachine {
-	o := mo.VirtualMachine{}
-	o.Self = types.ManagedObjectReference{Type: "VirtualMachine", Value: name}
-	o.Name = name
-	return o
+func listedVM(name string) vctypes.VMInfo {
+	return vctypes.VMInfo{Ref: vctypes.Ref{Type: "VirtualMachine", Value: name}, Name: name}
 }
 
 // runInventory runs inv's owner loop until the test ends (joined at
@@ -38,9 +35,9 @@ func TestSharedInventoryServesSnapshotWithoutListingPerRead(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
 	var lists atomic.Int64
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMInfo, error) {
 		lists.Add(1)
-		return []mo.VirtualMachine{listedVM("a"), listedVM("b")}, nil
+		return []vctypes.VMInfo{listedVM("a"), listedVM("b")}, nil
 	}).AnyTimes()
 
 	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
@@ -61,9 +58,9 @@ func TestSharedInventoryInvalidateRefreshesAndCoalesces(t *testing.T) {
 	var names atomic.Value
 	names.Store([]string{"a"})
 	var lists atomic.Int64
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMInfo, error) {
 		lists.Add(1)
-		var out []mo.VirtualMachine
+		var out []vctypes.VMInfo
 		for _, n := range names.Load().([]string) {
 			out = append(out, listedVM(n))
 		}
@@ -92,11 +89,11 @@ func TestSharedInventoryStaleSnapshotIsRefused(t *testing.T) {
 	ctrl := gomock.NewController(t)
 	vs := mock_vsphere.NewMockPort(ctrl)
 	var fail atomic.Bool
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMInfo, error) {
 		if fail.Load() {
 			return nil, errors.New("vcenter down")
 		}
-		return []mo.VirtualMachine{listedVM("a")}, nil
+		return []vctypes.VMInfo{listedVM("a")}, nil
 	}).AnyTimes()
 
 	inv := NewShared(vs, time.Minute, time.Millisecond, nil)
@@ -135,7 +132,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 	var calls atomic.Int64
 	entered := make(chan struct{})
 	release := make(chan struct{})
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]vctypes.VMInfo, error) {
 		if calls.Add(1) == 2 { // the second refresh hangs until released
 			close(entered)
 			select {
@@ -144,7 +141,7 @@ func TestSharedInventorySlowRefreshExtendsTheLimitByTheGraceOnly(t *testing.T) {
 				return nil, ctx.Err()
 			}
 		}
-		return []mo.VirtualMachine{listedVM("a")}, nil
+		return []vctypes.VMInfo{listedVM("a")}, nil
 	}).AnyTimes()
 
 	inv := NewShared(vs, time.Minute, time.Millisecond, nil)
@@ -190,10 +187,10 @@ func TestSharedInventoryRetryAfterAFailureGetsNoGrace(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var inv *Shared
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(ctx context.Context) ([]vctypes.VMInfo, error) {
 		switch calls.Add(1) {
 		case 1:
-			return []mo.VirtualMachine{listedVM("a")}, nil
+			return []vctypes.VMInfo{listedVM("a")}, nil
 		case 2: // fails, and the retry is asked for at once
 			inv.Invalidate()
 		case 3: // the retry after the failure hangs until released
@@ -247,11 +244,11 @@ func TestSharedInventorySyncedOnlyAfterASuccess(t *testing.T) {
 	vs := mock_vsphere.NewMockPort(ctrl)
 	var fail atomic.Bool
 	fail.Store(true)
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMInfo, error) {
 		if fail.Load() {
 			return nil, errors.New("not connected")
 		}
-		return []mo.VirtualMachine{listedVM("a")}, nil
+		return []vctypes.VMInfo{listedVM("a")}, nil
 	}).AnyTimes()
 	inv := NewShared(vs, time.Hour, time.Millisecond, nil)
 	ctx := runInventory(t, inv)

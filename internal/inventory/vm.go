@@ -4,17 +4,14 @@ import (
 	"context"
 	"strings"
 
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
-
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // VM is the hatchery's view of one VM or template, built from the leaf
-// properties of vcenter.VMProperties. It is a value: safe to copy and to share.
+// properties of vcenter.VMProperties (vctypes.VMInfo). It is a value: safe
+// to copy and to share. It holds the project's types only.
 type VM struct {
-	Ref      types.ManagedObjectReference
+	Ref      vctypes.Ref
 	Name     string
 	Template bool
 	// Annotation is the parsed ownership record (Notes, else its ExtraConfig
@@ -22,7 +19,7 @@ type VM struct {
 	Annotation *Annotation
 	NumCPU     int32
 	MemoryMB   int32
-	PowerState types.VirtualMachinePowerState
+	PowerState vctypes.PowerState
 	// IPAddresses holds guest.ipAddress and every guest.net[].ipAddress.
 	IPAddresses          []string
 	GuestOperationsReady bool
@@ -39,46 +36,39 @@ func (v VM) OwnedBy(hatcheryName string) bool {
 	return hatcheryName != "" && v.Annotation != nil && v.Annotation.HatcheryName == hatcheryName
 }
 
-// ObjectRef is the VM's reference in the project's vocabulary: what the
-// decision packages, which import no govmomi package, name a VM by.
-func (v VM) ObjectRef() vctypes.Ref { return vcenter.RefOf(v.Ref) }
+// ObjectRef is the VM's reference (Ref).
+func (v VM) ObjectRef() vctypes.Ref { return v.Ref }
 
-// Power is the VM's power state in the project's vocabulary.
-func (v VM) Power() vctypes.PowerState { return vcenter.PowerStateOf(v.PowerState) }
+// Power is the VM's power state (PowerState).
+func (v VM) Power() vctypes.PowerState { return v.PowerState }
 
 // PoweredOn tells whether the VM is powered on.
-func (v VM) PoweredOn() bool { return v.PowerState == types.VirtualMachinePowerStatePoweredOn }
+func (v VM) PoweredOn() bool { return v.PowerState == vctypes.PoweredOn }
 
 // HasPrefix tells whether the VM's name starts with prefix.
 func (v VM) HasPrefix(prefix string) bool { return strings.HasPrefix(v.Name, prefix) }
 
-// VMFromObject builds the view from a listed managed object.
-func VMFromObject(o mo.VirtualMachine) VM {
-	v := VM{Ref: o.Reference(), Name: o.Name, PowerState: o.Runtime.PowerState}
-	if o.Config != nil {
-		v.Template = o.Config.Template
-		v.NumCPU = o.Config.Hardware.NumCPU
-		v.MemoryMB = o.Config.Hardware.MemoryMB
-		v.ChangeVersion = o.Config.ChangeVersion
-		if a, err := AnnotationFromVM(o.Config.Annotation, o.Config.ExtraConfig); err == nil {
-			v.Annotation = a
+// VMFromInfo builds the view from a VM's properties as the port reads
+// them.
+func VMFromInfo(o vctypes.VMInfo) VM {
+	v := VM{
+		Ref: o.Ref, Name: o.Name, PowerState: o.PowerState, Template: o.Template,
+		NumCPU: o.NumCPU, MemoryMB: o.MemoryMB, ChangeVersion: o.ChangeVersion,
+		GuestOperationsReady: o.GuestOperationsReady,
+	}
+	if a, err := AnnotationFromVM(o.Notes, o.Options); err == nil {
+		v.Annotation = a
+	}
+	seen := map[string]bool{}
+	add := func(ip string) {
+		if ip != "" && !seen[ip] {
+			seen[ip] = true
+			v.IPAddresses = append(v.IPAddresses, ip)
 		}
 	}
-	if o.Guest != nil {
-		v.GuestOperationsReady = o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
-		seen := map[string]bool{}
-		add := func(ip string) {
-			if ip != "" && !seen[ip] {
-				seen[ip] = true
-				v.IPAddresses = append(v.IPAddresses, ip)
-			}
-		}
-		add(o.Guest.IpAddress)
-		for _, n := range o.Guest.Net {
-			for _, ip := range n.IpAddress {
-				add(ip)
-			}
-		}
+	add(o.IPAddress)
+	for _, ip := range o.NetIPAddresses {
+		add(ip)
 	}
 	return v
 }
@@ -112,7 +102,7 @@ func (l Listing) VMs(ctx context.Context) ([]VM, error) {
 	}
 	out := make([]VM, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, VMFromObject(o))
+		out = append(out, VMFromInfo(o))
 	}
 	return out, nil
 }

@@ -12,8 +12,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // WatchResyncInterval is the period of the full resync that backs the
@@ -30,14 +28,16 @@ const WatchResyncInterval = time.Hour
 //
 //   - the changes of the watched VMs since the last refresh
 //     (VirtualMachineChanges: one request, nothing waited for);
-//   - one probe: every VM reference and the resource pool's runtime
-//     (ProbeInventory: one request). New references are added to the watch
-//     and read; references gone are dropped;
+//   - one probe: every VM reference of the scope and the resource pool's
+//     runtime (ProbeInventory: one request; the references come from the
+//     watch's notifications once its filter on the scope's views has
+//     reported, and only the pool is read). New references are added to
+//     the watch and read; references gone are dropped;
 //   - one read of only the VMs whose watched properties moved, the new ones
 //     and those named to Invalidate (RetrieveVirtualMachines), when any.
 //
-// An idle refresh therefore costs two requests, the larger carrying one
-// reference per VM. The first refresh, any error, a lost watch (new
+// An idle refresh therefore costs two requests, carrying a reference per
+// VM of the scope only until the views have reported. The first refresh, any error, a lost watch (new
 // session) and every WatchResyncInterval start again from a full leaf
 // listing under a new watch. interval and minGap as in NewShared.
 func NewWatch(client Source, interval, minGap time.Duration, log *slog.Logger) *Shared {
@@ -51,12 +51,12 @@ func NewWatch(client Source, interval, minGap time.Duration, log *slog.Logger) *
 type watchState struct {
 	synced   bool      // a resync succeeded and the watch has not failed since
 	resyncAt time.Time // next periodic resync
-	vms      map[types.ManagedObjectReference]VM
-	signals  map[types.ManagedObjectReference]vmSignals // as last read
-	watched  map[types.ManagedObjectReference]bool
-	toRead   map[types.ManagedObjectReference]bool // seen moving, not read yet
-	fresh    map[types.ManagedObjectReference]bool // found by the last probe, read by the next refresh
-	pool     *types.ManagedObjectReference
+	vms      map[vctypes.Ref]VM
+	signals  map[vctypes.Ref]vmSignals // as last read
+	watched  map[vctypes.Ref]bool
+	toRead   map[vctypes.Ref]bool // seen moving, not read yet
+	fresh    map[vctypes.Ref]bool // found by the last probe, read by the next refresh
+	pool     *vctypes.Ref
 	dirty    bool // vms changed since the last publication
 }
 
@@ -65,35 +65,27 @@ type vmSignals struct {
 	name          string
 	template      bool
 	changeVersion string
-	powerState    types.VirtualMachinePowerState
+	powerState    vctypes.PowerState
 	ipAddress     string
 	opsReady      bool
 }
 
 // signalsOf reads the watched properties from a VM read with vcenter.VMProperties.
-func signalsOf(o mo.VirtualMachine) vmSignals {
-	s := vmSignals{name: o.Name, powerState: o.Runtime.PowerState}
-	if o.Config != nil {
-		s.template = o.Config.Template
-		s.changeVersion = o.Config.ChangeVersion
+func signalsOf(o vctypes.VMInfo) vmSignals {
+	return vmSignals{
+		name: o.Name, powerState: o.PowerState, template: o.Template, changeVersion: o.ChangeVersion,
+		ipAddress: o.IPAddress, opsReady: o.GuestOperationsReady,
 	}
-	if o.Guest != nil {
-		s.ipAddress = o.Guest.IpAddress
-		s.opsReady = o.Guest.GuestOperationsReady != nil && *o.Guest.GuestOperationsReady
-	}
-	return s
 }
 
-// apply returns s with the reported changes applied. A value of an
-// unexpected type, or a property the watch does not know, yields ok false:
-// the caller reads the VM again rather than guess.
-func (s vmSignals) apply(changes []types.PropertyChange) (out vmSignals, ok bool) {
+// apply returns s with the reported changes applied (a removed property's
+// value is nil). A value of an unexpected type, or a property the watch
+// does not know, yields ok false: the caller reads the VM again rather
+// than guess.
+func (s vmSignals) apply(changes []vctypes.PropertyChange) (out vmSignals, ok bool) {
 	out = s
 	for _, c := range changes {
-		val := c.Val
-		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
-			val = nil
-		}
+		val := c.Value
 		switch c.Name {
 		case "name":
 			v, good := stringOf(val)
@@ -106,10 +98,10 @@ func (s vmSignals) apply(changes []types.PropertyChange) (out vmSignals, ok bool
 			out.changeVersion, ok = v, good
 		case "runtime.powerState":
 			switch v := val.(type) {
-			case types.VirtualMachinePowerState:
+			case vctypes.PowerState:
 				out.powerState, ok = v, true
 			case string:
-				out.powerState, ok = types.VirtualMachinePowerState(v), true
+				out.powerState, ok = vctypes.PowerState(v), true
 			case nil:
 				out.powerState, ok = "", true
 			}
@@ -202,17 +194,17 @@ func (s *Shared) watchResync(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	w.vms = make(map[types.ManagedObjectReference]VM, len(objs))
-	w.signals = make(map[types.ManagedObjectReference]vmSignals, len(objs))
-	w.watched = make(map[types.ManagedObjectReference]bool, len(refs))
-	w.toRead = map[types.ManagedObjectReference]bool{}
-	w.fresh = map[types.ManagedObjectReference]bool{}
+	w.vms = make(map[vctypes.Ref]VM, len(objs))
+	w.signals = make(map[vctypes.Ref]vmSignals, len(objs))
+	w.watched = make(map[vctypes.Ref]bool, len(refs))
+	w.toRead = map[vctypes.Ref]bool{}
+	w.fresh = map[vctypes.Ref]bool{}
 	for _, r := range refs {
 		w.watched[r] = true
 	}
 	for _, o := range objs {
-		w.vms[o.Self] = VMFromObject(o)
-		w.signals[o.Self] = signalsOf(o)
+		w.vms[o.Ref] = VMFromInfo(o)
+		w.signals[o.Ref] = signalsOf(o)
 	}
 	s.takeInvalidated() // the listing is fresher than any of them
 	w.synced, w.dirty, w.resyncAt = true, true, s.now().Add(WatchResyncInterval)
@@ -230,8 +222,8 @@ func (s *Shared) watchStep(ctx context.Context) error {
 		return fmt.Errorf("read vm changes: %w", err)
 	}
 	for _, u := range ups {
-		ref := u.Obj
-		if u.Kind == types.ObjectUpdateKindLeave {
+		ref := u.Ref
+		if u.Kind == vctypes.UpdateLeave {
 			s.forgetVM(ref)
 			delete(w.watched, ref)
 			continue
@@ -241,7 +233,7 @@ func (s *Shared) watchStep(ctx context.Context) error {
 			w.toRead[ref] = true
 			continue
 		}
-		if next, ok := old.apply(u.ChangeSet); !ok || next != old {
+		if next, ok := old.apply(u.Changes); !ok || next != old {
 			w.toRead[ref] = true
 		}
 	}
@@ -252,15 +244,15 @@ func (s *Shared) watchStep(ctx context.Context) error {
 		return fmt.Errorf("probe inventory: %w", err)
 	}
 	s.setPoolRuntime(rt)
-	present := make(map[types.ManagedObjectReference]bool, len(refs))
-	var added []types.ManagedObjectReference
+	present := make(map[vctypes.Ref]bool, len(refs))
+	var added []vctypes.Ref
 	for _, r := range refs {
 		present[r] = true
 		if !w.watched[r] {
 			added = append(added, r)
 		}
 	}
-	var gone []types.ManagedObjectReference
+	var gone []vctypes.Ref
 	for r := range w.watched {
 		if !present[r] {
 			gone = append(gone, r)
@@ -313,7 +305,7 @@ func (s *Shared) watchStep(ctx context.Context) error {
 	if len(w.toRead) == 0 {
 		return nil
 	}
-	read := make([]types.ManagedObjectReference, 0, len(w.toRead))
+	read := make([]vctypes.Ref, 0, len(w.toRead))
 	for r := range w.toRead {
 		read = append(read, r)
 	}
@@ -322,9 +314,9 @@ func (s *Shared) watchStep(ctx context.Context) error {
 		return fmt.Errorf("read %d changed vms: %w", len(read), err)
 	}
 	for _, o := range objs {
-		w.vms[o.Self] = VMFromObject(o)
-		w.signals[o.Self] = signalsOf(o)
-		delete(w.toRead, o.Self)
+		w.vms[o.Ref] = VMFromInfo(o)
+		w.signals[o.Ref] = signalsOf(o)
+		delete(w.toRead, o.Ref)
 	}
 	for r := range w.toRead { // not returned: gone since the probe
 		s.forgetVM(r)
@@ -335,7 +327,7 @@ func (s *Shared) watchStep(ctx context.Context) error {
 }
 
 // forgetVM drops a VM from the watch state.
-func (s *Shared) forgetVM(ref types.ManagedObjectReference) {
+func (s *Shared) forgetVM(ref vctypes.Ref) {
 	w := s.watch
 	if _, ok := w.vms[ref]; ok {
 		delete(w.vms, ref)
@@ -349,7 +341,7 @@ func (s *Shared) forgetVM(ref types.ManagedObjectReference) {
 // watchPool returns the pool the probe reads, looking it up when not known
 // yet. A pool that cannot be found is not an inventory failure: the probe
 // reads the VMs only and reports use live reads.
-func (s *Shared) watchPool(ctx context.Context) *types.ManagedObjectReference {
+func (s *Shared) watchPool(ctx context.Context) *vctypes.Ref {
 	w := s.watch
 	if w.pool != nil {
 		return w.pool
@@ -359,13 +351,12 @@ func (s *Shared) watchPool(ctx context.Context) *types.ManagedObjectReference {
 		s.log.Debug("inventory: resource pool not probed", logkey.Err, err)
 		return nil
 	}
-	ref := vcenter.MORef(p)
-	w.pool = &ref
+	w.pool = &p
 	return w.pool
 }
 
 // setPoolRuntime records the pool runtime of the last probe.
-func (s *Shared) setPoolRuntime(rt *types.ResourcePoolRuntimeInfo) {
+func (s *Shared) setPoolRuntime(rt *vctypes.PoolRuntime) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rt == nil {
@@ -386,14 +377,15 @@ func (s *Shared) PoolRuntime() (*vctypes.PoolRuntime, time.Time) {
 	if s.poolRT == nil {
 		return nil, time.Time{}
 	}
-	return vcenter.PoolRuntimeOf(s.poolRT), s.poolAt
+	cp := *s.poolRT
+	return &cp, s.poolAt
 }
 
 // takeInvalidated returns and clears the VMs named to Invalidate.
-func (s *Shared) takeInvalidated() []types.ManagedObjectReference {
+func (s *Shared) takeInvalidated() []vctypes.Ref {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]types.ManagedObjectReference, 0, len(s.invalidated))
+	out := make([]vctypes.Ref, 0, len(s.invalidated))
 	for r := range s.invalidated {
 		out = append(out, r)
 	}

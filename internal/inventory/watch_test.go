@@ -40,7 +40,8 @@ func wref(name string) types.ManagedObjectReference {
 }
 
 func watchedObj(name string, power types.VirtualMachinePowerState, changeVersion string) mo.VirtualMachine {
-	o := listedVM(name)
+	o := mo.VirtualMachine{}
+	o.Self, o.Name = wref(name), name
 	o.Runtime.PowerState = power
 	o.Config = &types.VirtualMachineConfigInfo{ChangeVersion: changeVersion}
 	return o
@@ -65,7 +66,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		f.watched, f.changes, f.lost = map[types.ManagedObjectReference]bool{}, nil, false
 		return nil
 	}).AnyTimes()
-	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+	vs.EXPECT().ProbeInventory(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, pool *vctypes.Ref) ([]vctypes.Ref, *vctypes.PoolRuntime, error) {
 		f.call("Probe")
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -81,38 +82,41 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 			cp := f.pool
 			rt = &cp
 		}
-		return refs, rt, nil
+		return vcenter.RefsOf(refs), vcenter.PoolRuntimeOf(rt), nil
 	}).AnyTimes()
-	vs.EXPECT().WatchVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []types.ManagedObjectReference) error {
+	vs.EXPECT().WatchVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []vctypes.Ref) error {
 		f.call(fmt.Sprintf("Watch %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, r := range refs {
+		for _, r := range vcenter.MORefs(refs) {
 			f.watched[r] = true
 		}
 		return nil
 	}).AnyTimes()
-	vs.EXPECT().UnwatchVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []types.ManagedObjectReference) error {
+	vs.EXPECT().UnwatchVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []vctypes.Ref) error {
 		f.call(fmt.Sprintf("Unwatch %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, r := range refs {
+		for _, r := range vcenter.MORefs(refs) {
 			delete(f.watched, r)
 		}
 		return nil
 	}).AnyTimes()
-	vs.EXPECT().VirtualMachineChanges(gomock.Any()).DoAndReturn(func(context.Context) ([]types.ObjectUpdate, error) {
+	vs.EXPECT().VirtualMachineChanges(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMUpdate, error) {
 		f.call("Changes")
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		if f.lost {
 			return nil, fmt.Errorf("wait for updates: %w", vcenter.ErrWatchLost)
 		}
-		out := f.changes
+		var out []vctypes.VMUpdate
+		for _, u := range f.changes {
+			out = append(out, vcenter.VMUpdateOf(u))
+		}
 		f.changes = nil
 		return out, nil
 	}).AnyTimes()
-	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().ListVirtualMachines(gomock.Any()).DoAndReturn(func(context.Context) ([]vctypes.VMInfo, error) {
 		f.call("List")
 		f.mu.Lock()
 		defer f.mu.Unlock()
@@ -120,20 +124,20 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		for _, o := range f.vms {
 			out = append(out, o)
 		}
-		return out, nil
+		return vcenter.VMInfosOf(out), nil
 	}).AnyTimes()
-	vs.EXPECT().RetrieveVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+	vs.EXPECT().RetrieveVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []vctypes.Ref) ([]vctypes.VMInfo, error) {
 		f.call(fmt.Sprintf("Retrieve %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.reads = append(f.reads, slices.Clone(refs))
+		f.reads = append(f.reads, slices.Clone(vcenter.MORefs(refs)))
 		var out []mo.VirtualMachine
-		for _, r := range refs {
+		for _, r := range vcenter.MORefs(refs) {
 			if o, ok := f.vms[r]; ok {
 				out = append(out, o)
 			}
 		}
-		return out, nil
+		return vcenter.VMInfosOf(out), nil
 	}).AnyTimes()
 	return f, vs
 }
@@ -396,21 +400,31 @@ func TestWatchInventoryPeriodicResync(t *testing.T) {
 
 func TestVMSignalsApply(t *testing.T) {
 	t.Parallel()
-	base := vmSignals{name: "a", changeVersion: "1", powerState: types.VirtualMachinePowerStatePoweredOff}
-	got, ok := base.apply([]types.PropertyChange{
-		{Name: "name", Val: "b"},
-		{Name: "guest.ipAddress", Val: "10.0.0.5"},
-		{Name: "guest.guestOperationsReady", Val: true},
-		{Name: "runtime.powerState", Val: "poweredOn"},
-		{Name: "config.template", Val: false},
-	})
+	base := vmSignals{name: "a", changeVersion: "1", powerState: vctypes.PoweredOff}
+	got, ok := base.apply(changesOf(
+		types.PropertyChange{Name: "name", Val: "b"},
+		types.PropertyChange{Name: "guest.ipAddress", Val: "10.0.0.5"},
+		types.PropertyChange{Name: "guest.guestOperationsReady", Val: true},
+		types.PropertyChange{Name: "runtime.powerState", Val: "poweredOn"},
+		types.PropertyChange{Name: "config.template", Val: false},
+	))
 	require.True(t, ok)
-	assert.Equal(t, vmSignals{name: "b", changeVersion: "1", powerState: types.VirtualMachinePowerStatePoweredOn, ipAddress: "10.0.0.5", opsReady: true}, got)
+	assert.Equal(t, vmSignals{name: "b", changeVersion: "1", powerState: vctypes.PoweredOn, ipAddress: "10.0.0.5", opsReady: true}, got)
 
-	got, ok = got.apply([]types.PropertyChange{{Name: "guest.ipAddress", Op: types.PropertyChangeOpRemove}})
+	got, ok = got.apply(changesOf(types.PropertyChange{Name: "guest.ipAddress", Op: types.PropertyChangeOpRemove}))
 	require.True(t, ok)
 	assert.Empty(t, got.ipAddress)
 
-	_, ok = base.apply([]types.PropertyChange{{Name: "config.changeVersion", Val: 7}})
+	_, ok = base.apply(changesOf(types.PropertyChange{Name: "config.changeVersion", Val: 7}))
 	assert.False(t, ok, "a value of the wrong type is not guessed")
+
+	got, ok = base.apply(changesOf(types.PropertyChange{Name: "runtime.powerState", Val: types.VirtualMachinePowerStateSuspended}))
+	require.True(t, ok)
+	assert.Equal(t, vctypes.Suspended, got.powerState, "govmomi's power state comes as the project's")
+}
+
+// changesOf is a change set as the adapter hands it to the inventory
+// (vcenter.VMUpdateOf).
+func changesOf(cs ...types.PropertyChange) []vctypes.PropertyChange {
+	return vcenter.VMUpdateOf(types.ObjectUpdate{ChangeSet: cs}).Changes
 }

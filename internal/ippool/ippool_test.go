@@ -9,9 +9,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 func spPool(t *testing.T, cfg *config.Config) (*Pool, *testutil.Clock) {
@@ -33,7 +33,7 @@ func TestIPPoolReserveSkipsUsedAddresses(t *testing.T) {
 		{name: "empty datacenter", want: "10.0.0.10"},
 		{
 			name: "powered-off vm holds its annotation ip",
-			vms:  []inventory.VM{{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: "x", IPAddress: "10.0.0.10"}}},
+			vms:  []inventory.VM{{Name: "a", PowerState: vctypes.PoweredOff, Annotation: &inventory.Annotation{HatcheryName: "x", IPAddress: "10.0.0.10"}}},
 			want: "10.0.0.11",
 		},
 		{

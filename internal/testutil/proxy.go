@@ -1,9 +1,11 @@
 package testutil
 
 import (
+	"errors"
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,10 +18,21 @@ import (
 // while), Cut also stops listening (the client's process is gone, as after
 // kill -9: nothing it sends reaches the target any more). It is stopped
 // and its goroutines joined at the test's end.
+//
+// Pause and Cut take effect at one instant on every connection: from the
+// moment they are called no byte is forwarded either way, even on a
+// connection that is not closed yet. A target that stops answering does so
+// for every client at once; closing the connections one after the other
+// would otherwise let a request sent on one still open be answered after
+// another's failure, a flap no real outage shows.
 type Proxy struct {
 	ln     net.Listener
 	target string
 	wg     sync.WaitGroup
+
+	// down is set by Pause and Cut, cleared by Resume: no byte is
+	// forwarded while it is set (gate).
+	down atomic.Bool
 
 	mu     sync.Mutex
 	cut    bool
@@ -104,12 +117,29 @@ func (p *Proxy) pipe(c net.Conn) {
 		return
 	}
 	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, c); done <- struct{}{} }() // joined below
-	go func() { _, _ = io.Copy(c, up); done <- struct{}{} }() // joined below
+	go func() { _, _ = io.Copy(gate{p, up}, c); done <- struct{}{} }() // joined below
+	go func() { _, _ = io.Copy(gate{p, c}, up); done <- struct{}{} }() // joined below
 	<-done
 	_ = c.Close()
 	_ = up.Close()
 	<-done
+}
+
+// errProxyDown ends a connection's copy once the proxy is paused or cut.
+var errProxyDown = errors.New("proxy paused or cut")
+
+// gate writes to w only while the proxy is neither paused nor cut.
+type gate struct {
+	p *Proxy
+	w io.Writer
+}
+
+// Write implements io.Writer.
+func (g gate) Write(b []byte) (int, error) {
+	if g.p.down.Load() {
+		return 0, errProxyDown
+	}
+	return g.w.Write(b)
 }
 
 // DropAll closes every connection open now; new ones are forwarded.
@@ -128,6 +158,7 @@ func (p *Proxy) DropAll() {
 // Pause closes every connection open now, and every new one at once,
 // until Resume.
 func (p *Proxy) Pause() {
+	p.down.Store(true)
 	p.mu.Lock()
 	p.paused = true
 	p.mu.Unlock()
@@ -138,12 +169,14 @@ func (p *Proxy) Pause() {
 func (p *Proxy) Resume() {
 	p.mu.Lock()
 	p.paused = false
+	p.down.Store(p.cut)
 	p.mu.Unlock()
 }
 
 // Cut stops the proxy: the listener and every open connection close now,
 // and no connection is forwarded afterwards.
 func (p *Proxy) Cut() {
+	p.down.Store(true)
 	p.mu.Lock()
 	p.cut = true
 	p.mu.Unlock()

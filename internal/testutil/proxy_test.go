@@ -105,3 +105,18 @@ func TestProxyPauseResume(t *testing.T) {
 	p.Resume()
 	echoes(t, dial(t, p), "four", "a new connection after Resume")
 }
+
+// TestProxyPauseStopsEveryConnectionAtOnce: from the moment the proxy is
+// down no byte goes through, even on a connection Pause has not closed yet
+// (played by setting the flag alone, as Pause does first): a request on
+// it gets no answer. Resume forwards new connections again.
+func TestProxyPauseStopsEveryConnectionAtOnce(t *testing.T) {
+	p := StartProxy(t, echoServer(t))
+	c := dial(t, p)
+	echoes(t, c, "before", "before the pause")
+	p.down.Store(true) // Pause's first step; its closing of c not yet done
+	silent(t, c, "during", "a connection not yet closed, after the pause began")
+	p.Pause()
+	p.Resume()
+	echoes(t, dial(t, p), "after", "a new connection after Resume")
+}

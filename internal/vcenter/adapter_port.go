@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -190,4 +192,74 @@ func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, e
 		out = append(out, EventOf(e))
 	}
 	return out, nil
+}
+
+// ListVirtualMachines returns every VM and template of the inventory's
+// scope, VMProperties read.
+func (c *Client) ListVirtualMachines(ctx context.Context) ([]vctypes.VMInfo, error) {
+	objs, err := c.listVirtualMachines(ctx)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	return VMInfosOf(objs), nil
+}
+
+// ProbeInventory reads the references of every VM and template of the
+// scope and, when pool is not nil, the pool's runtime, in one request.
+func (c *Client) ProbeInventory(ctx context.Context, pool *vctypes.Ref) ([]vctypes.Ref, *vctypes.PoolRuntime, error) {
+	var p *types.ManagedObjectReference
+	if pool != nil {
+		ref := MORef(*pool)
+		p = &ref
+	}
+	refs, rt, err := c.probeInventory(ctx, p)
+	if err != nil {
+		return nil, nil, Classify(err)
+	}
+	return RefsOf(refs), PoolRuntimeOf(rt), nil
+}
+
+// RetrieveVirtualMachines reads VMProperties of the given VMs; VMs that no
+// longer exist are left out.
+func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []vctypes.Ref) ([]vctypes.VMInfo, error) {
+	objs, err := c.retrieveVirtualMachines(ctx, MORefs(refs))
+	if err != nil {
+		return nil, Classify(err)
+	}
+	return VMInfosOf(objs), nil
+}
+
+// WatchVirtualMachines adds VMs to the change watch.
+func (c *Client) WatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error {
+	return Classify(c.watchVirtualMachines(ctx, MORefs(refs)))
+}
+
+// UnwatchVirtualMachines takes VMs out of the change watch.
+func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error {
+	return Classify(c.unwatchVirtualMachines(ctx, MORefs(refs)))
+}
+
+// VirtualMachineChanges returns the watched VMs' updates since the
+// previous call, at once.
+func (c *Client) VirtualMachineChanges(ctx context.Context) ([]vctypes.VMUpdate, error) {
+	ups, err := c.virtualMachineChanges(ctx)
+	if err != nil {
+		return nil, Classify(err)
+	}
+	out := make([]vctypes.VMUpdate, len(ups))
+	for i, u := range ups {
+		out[i] = VMUpdateOf(u)
+	}
+	return out, nil
+}
+
+// InstantCloneVirtualMachine forks req.Name from the running parent into
+// req.Folder with req.Options and returns the child's reference (zero when
+// vCenter's task named none).
+func (c *Client) InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error) {
+	ref, err := c.instantCloneVirtualMachine(ctx, MORef(parent), InstantCloneSpecOf(req))
+	if err != nil || ref == nil {
+		return vctypes.Ref{}, Classify(err)
+	}
+	return RefOf(*ref), nil
 }

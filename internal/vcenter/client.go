@@ -83,9 +83,10 @@ type VMs interface {
 	StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error)
 	// InstantCloneVirtualMachine forks a new VM from the running parent
 	// (InstantClone_Task, vSphere 6.7 and later): the child is created
-	// powered on in spec's location with spec's ExtraConfig, named
-	// spec.Name; it waits for the task and returns the child's reference.
-	InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error)
+	// powered on in req.Folder with req.Options as its ExtraConfig, named
+	// req.Name; it waits for the task and returns the child's reference
+	// (zero when the task named none).
+	InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error)
 	// LoadVirtualMachineEvents returns the VM's events of the given types
 	// (all types when none), newest last, at most the last 1000.
 	LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error)
@@ -135,16 +136,16 @@ type Placement interface {
 // and the incremental inventory (inventoryMode = "watch").
 type InventorySource interface {
 	// ListVirtualMachines returns every VM and template of the scope
-	// with only the leaf properties in VMProperties set.
-	ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error)
+	// with the leaf properties in VMProperties read.
+	ListVirtualMachines(ctx context.Context) ([]vctypes.VMInfo, error)
 	// ProbeInventory reads, in one round trip, the references of every VM
 	// and template of the scope (the `view` of its folders' container
 	// views) and, when pool is not nil, the pool's runtime (nil when pool
 	// is nil).
-	ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error)
+	ProbeInventory(ctx context.Context, pool *vctypes.Ref) ([]vctypes.Ref, *vctypes.PoolRuntime, error)
 	// RetrieveVirtualMachines reads VMProperties of the given VMs by
 	// reference, no listing; VMs that no longer exist are left out.
-	RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error)
+	RetrieveVirtualMachines(ctx context.Context, refs []vctypes.Ref) ([]vctypes.VMInfo, error)
 	// ResetVirtualMachineWatch drops the VM change watch (best effort) and
 	// starts an empty one in the current session. A client has one watch,
 	// for one owner (one watch inventory): two owners would reset each
@@ -154,15 +155,15 @@ type InventorySource interface {
 	// change of one of their VMWatchProperties is reported by
 	// VirtualMachineChanges. ErrWatchLost when the watch is not one of the
 	// current session (reset it).
-	WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error
+	WatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error
 	// UnwatchVirtualMachines takes VMs that are gone out of the watch.
-	UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error
+	UnwatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error
 	// VirtualMachineChanges returns at once (it never waits for a change)
 	// the updates of watched VMs since the previous call: "enter" (a VM's
 	// first report: every watched property), "modify" (the properties that
 	// changed) and "leave" (gone). ErrWatchLost (wrapped) when the watch is
 	// gone (a new session): reset it and read everything again.
-	VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error)
+	VirtualMachineChanges(ctx context.Context) ([]vctypes.VMUpdate, error)
 }
 
 // Locks are lock objects whose names vCenter keeps unique: empty folders

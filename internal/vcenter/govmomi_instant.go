@@ -18,7 +18,7 @@ import (
 // clone's bound would.
 const instantCloneTaskTimeout = 2 * time.Minute
 
-// InstantCloneVirtualMachine forks spec.Name from the running parent
+// instantCloneVirtualMachine forks spec.Name from the running parent
 // (InstantClone_Task, vSphere 6.7 and later) and waits for the task
 // (instantCloneTaskTimeout) under a task slot, as CloneVirtualMachine does;
 // it returns the child's reference. The child exists powered on when the
@@ -26,7 +26,7 @@ const instantCloneTaskTimeout = 2 * time.Minute
 // parent that is not powered on fails with InvalidPowerState, a taken name
 // with DuplicateName (Classify: vctypes.FaultInvalidPowerState,
 // FaultDuplicateName).
-func (c *Client) InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
+func (c *Client) instantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

@@ -17,22 +17,15 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
-// instantSpec is a child's spec in the hatchery's folder and pool, with
-// the cloud-init guestinfo of a static ip.
-func instantSpec(t *testing.T, ctx context.Context, c *vcenter.Client, name, ip string) types.VirtualMachineInstantCloneSpec {
+// instantSpec is a child's request in the hatchery's folder (the parent's
+// pool), with the cloud-init guestinfo of a static ip.
+func instantSpec(t *testing.T, ctx context.Context, c *vcenter.Client, name, ip string) vctypes.InstantClone {
 	t.Helper()
-	pool, err := c.LoadResourcePool(ctx)
+	folder, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	folderRef, err := c.LoadFolder(ctx)
-	require.NoError(t, err)
-	poolRef, folder := vcenter.MORef(pool), vcenter.MORef(folderRef)
 	opts, err := cloudinit.Options(name+"-instance", name, &cloudinit.Address{IP: ip, SubnetMask: "255.255.255.0"}, cloudinit.Boot{Script: "true", CDSConfig: name})
 	require.NoError(t, err)
-	return types.VirtualMachineInstantCloneSpec{
-		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &folder, Pool: &poolRef},
-		Config:   opts,
-	}
+	return vctypes.InstantClone{Name: name, Folder: folder, Options: opts}
 }
 
 // TestInstantCloneVirtualMachine: the child of a running parent is
@@ -46,14 +39,14 @@ func TestInstantCloneVirtualMachine(t *testing.T) {
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
 	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
 
-	child, err := c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	child, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
-	require.NotNil(t, child)
+	require.False(t, child.IsZero())
 	st := env.MustInspect("child")
-	assert.Equal(t, st.Ref, *child)
+	assert.Equal(t, vcenter.RefOf(st.Ref), child)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState, "created running: no power-on")
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(*child)))
-	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(*child), "10.0.0.11")
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, child))
+	ip, err := c.WaitForVirtualMachineIP(ctx, child, "10.0.0.11")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.11", ip)
 	assert.Equal(t, "10.0.0.10", env.MustInspect("parent").IPAddress, "the parent keeps its address")
@@ -69,7 +62,7 @@ func TestInstantCloneVirtualMachineFaults(t *testing.T) {
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
 
-	_, err := c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	_, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `instant clone "child" from parent "parent"`)
 	assert.True(t, errors.Is(vcenter.Classify(err), vctypes.FaultInvalidPowerState), "got %v", err)
@@ -77,9 +70,9 @@ func TestInstantCloneVirtualMachineFaults(t *testing.T) {
 	assert.False(t, exists)
 
 	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
-	_, err = c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	_, err = c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
-	_, err = c.InstantCloneVirtualMachine(ctx, parent, instantSpec(t, ctx, c, "child", "10.0.0.12"))
+	_, err = c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.12"))
 	assert.True(t, errors.Is(vcenter.Classify(err), vctypes.FaultDuplicateName), "got %v", err)
 }
 
@@ -109,7 +102,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 	}()
 	<-holding
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err := c.InstantCloneVirtualMachine(short, parent, spec)
+	_, err := c.InstantCloneVirtualMachine(short, vcenter.RefOf(parent), spec)
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "task slot")
@@ -118,7 +111,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 
 	close(release)
 	require.Error(t, <-done)
-	child, err := c.InstantCloneVirtualMachine(ctx, parent, spec)
+	child, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), spec)
 	require.NoError(t, err)
-	assert.Equal(t, env.MustInspect("child").Ref, *child)
+	assert.Equal(t, vcenter.RefOf(env.MustInspect("child").Ref), child)
 }

@@ -112,7 +112,7 @@ func TestVcsimDeleteLockLeavesAFolderThatHoldsSomething(t *testing.T) {
 	err = c.DeleteLock(ctx, lock)
 	require.Error(t, err)
 	assert.False(t, errors.Is(err, vcenter.ErrLockTaken))
-	objs, err := c.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+	objs, err := c.RetrieveVirtualMachineObjects(ctx, []types.ManagedObjectReference{vm})
 	require.NoError(t, err)
 	assert.Len(t, objs, 1, "the vm in the folder is still there")
 }

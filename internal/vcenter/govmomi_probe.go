@@ -17,13 +17,16 @@ import (
 // well inside the request timeout; more VMs take more requests.
 const retrieveMaxRefs = 1000
 
-// ProbeInventory reads, in one RetrievePropertiesEx, the `view` of each
+// probeInventory reads, in one RetrievePropertiesEx, the `view` of each
 // container view of the inventory's scope (every VM and template of the
 // datacenter's VM folder, or of the hatchery's folder and templateFolders:
 // govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
 // object spec has a SelectSet. Views lost with their session are made
-// again once, as ListVirtualMachines does.
-func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+// again once, as ListVirtualMachines does. With a VM change watch, the
+// first probe also makes the watch's filter on the views
+// (govmomi_members.go); once it has reported every view, the VMs come from
+// its notifications and only the pool is read (nothing without a pool).
+func (c *Client) probeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, nil, err
 	}
@@ -32,8 +35,21 @@ func (c *Client) ProbeInventory(ctx context.Context, pool *types.ManagedObjectRe
 		if err != nil {
 			return nil, nil, err
 		}
+		if refs, ok := c.watchedMembers(v); ok {
+			// The scope's VMs as the watch reported them: only the
+			// pool is read.
+			if pool == nil {
+				return refs, nil, nil
+			}
+			_, rt, err := c.probe(ctx, &vmView{}, pool)
+			if err != nil {
+				return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+			}
+			return refs, rt, nil
+		}
 		refs, rt, err := c.probe(ctx, v, pool)
 		if err == nil {
+			c.watchMembers(ctx, v)
 			return refs, rt, nil
 		}
 		if attempt == 0 && isNotFound(err) {
@@ -119,10 +135,10 @@ func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObject
 	return refs, rt, nil
 }
 
-// RetrieveVirtualMachines reads VMProperties of the given VMs by reference
+// retrieveVirtualMachines reads VMProperties of the given VMs by reference
 // (explicit object specs, no SelectSet, retrieveMaxRefs per request). VMs
 // that no longer exist are left out. No refs, no request.
-func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
+func (c *Client) retrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ const scratchTimeout = 30 * time.Second
 type ScratchFolder struct {
 	Name   string
 	Ref    vctypes.Ref
-	VMs    []mo.VirtualMachine
+	VMs    []vctypes.VMInfo
 	Others int
 }
 
@@ -88,7 +88,8 @@ func (c *Client) ScratchFolders(ctx context.Context, prefix string) ([]ScratchFo
 			}
 		}
 		if len(vms) > 0 {
-			sf.VMs, err = c.RetrieveVirtualMachines(ctx, vms)
+			objs, err := c.retrieveVirtualMachines(ctx, vms)
+			sf.VMs = VMInfosOf(objs)
 			if err != nil {
 				return nil, Classify(fmt.Errorf("read the vms of folder %q: %w", name, err))
 			}

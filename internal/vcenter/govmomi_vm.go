@@ -23,12 +23,12 @@ type vmView struct {
 	found int // len(Client.found) when the views were made: the scope they cover
 }
 
-// ListVirtualMachines lists every VM and template of the inventory's scope
+// listVirtualMachines lists every VM and template of the inventory's scope
 // (the datacenter's VM folder unless templateFolders is set) through the
 // reused ContainerViews, retrieving only VMProperties. Cost: one
 // RetrieveProperties per call (plus a CreateContainerView per scope folder
 // after a login).
-func (c *Client) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
+func (c *Client) listVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}

@@ -17,9 +17,11 @@ import (
 
 // The VM change watch (docs/inventory-watch.md) is a property
 // collector of its own with filters that list VMs explicitly: no traversal
-// spec, no SelectSet, no ContainerView, no slice-valued property. That is
-// what keeps it free of govmomi simulator v0.56.0's lock-order deadlock and
-// of its live-slice data races (docs/inventory-watch.md, "Filter design").
+// spec, no SelectSet, no slice-valued VM property; and one filter listing
+// the scope's container views for their `view` (govmomi_members.go). That
+// is what keeps it free of govmomi simulator v0.56.0's lock-order deadlock;
+// the views' live-slice race is the tests' simulator's to avoid, as vCenter
+// does (docs/inventory-watch.md, "Filter design").
 
 const (
 	// watchDestroyTimeout bounds a best-effort cleanup request of the
@@ -61,6 +63,9 @@ type vmWatch struct {
 	// gone yet; byRef maps each watched VM to its filter.
 	filters map[types.ManagedObjectReference]map[types.ManagedObjectReference]struct{}
 	byRef   map[types.ManagedObjectReference]types.ManagedObjectReference
+	// members is the filter on the scope's views and what they reported
+	// (govmomi_members.go); nil when none.
+	members *vmMembers
 	// abandoned is when a WaitForUpdatesEx on pc got no answer; zero when
 	// every poll was answered. An abandoned collector is never changed
 	// again, only retired (watchRetireDelay).
@@ -159,12 +164,12 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 	return w, nil
 }
 
-// WatchVirtualMachines adds VMs to the change watch, in filters of at most
+// watchVirtualMachines adds VMs to the change watch, in filters of at most
 // watchFilterMaxRefs VMs each; VMs already watched are skipped. Cost: one
 // CreateFilter per started watchFilterMaxRefs new VMs, none when every VM
 // is already watched. ErrWatchLost (wrapped) when there is no watch of the
 // current session.
-func (c *Client) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -228,10 +233,10 @@ func vmWatchFilterSpec(refs []types.ManagedObjectReference) types.PropertyFilter
 	}
 }
 
-// UnwatchVirtualMachines takes VMs out of the change watch; a filter left
+// unwatchVirtualMachines takes VMs out of the change watch; a filter left
 // with no VM is destroyed (best effort). Unknown VMs cost nothing: no
 // request is made unless a filter empties.
-func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
+func (c *Client) unwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
@@ -267,7 +272,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 	return empty
 }
 
-// VirtualMachineChanges reads the watch's updates since the previous call
+// virtualMachineChanges reads the watch's updates since the previous call
 // with WaitForUpdatesEx and MaxWaitSeconds 0, so it never waits for a
 // change: one request when nothing changed, one more per page of a
 // truncated update set. It returns every VM update in order; a VM that
@@ -276,7 +281,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // there is no watch of the current session, the collector is gone, or a
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
-func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
+func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
 	if err := c.notConnected(); err != nil {
 		return nil, err
 	}
@@ -329,8 +334,13 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 			break // nothing changed
 		}
 		version = set.Version
+		var members []types.ObjectUpdate
 		for _, fu := range set.FilterSet {
 			for _, ou := range fu.ObjectSet {
+				if ou.Obj.Type == "ContainerView" {
+					members = append(members, ou)
+					continue
+				}
 				if ou.Obj.Type != "VirtualMachine" {
 					continue
 				}
@@ -340,6 +350,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 				}
 			}
 			for _, miss := range fu.MissingSet {
+				if miss.Obj.Type == "ContainerView" {
+					members = append(members, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
+				}
 				if miss.Obj.Type == "VirtualMachine" && objectGone(miss.Fault) {
 					updates = append(updates, types.ObjectUpdate{Obj: miss.Obj, Kind: types.ObjectUpdateKindLeave})
 					gone = append(gone, miss.Obj)
@@ -349,6 +362,9 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 		c.watchMu.Lock()
 		if c.watch == w {
 			w.version = version
+			for _, ou := range members {
+				w.applyMemberUpdate(ou)
+			}
 		}
 		c.watchMu.Unlock()
 		if set.Truncated == nil || !*set.Truncated {

@@ -6,6 +6,7 @@ import (
 	"reflect"
 
 	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -13,7 +14,9 @@ import (
 
 // This file is the one place that translates between govmomi's types and
 // the project's vCenter vocabulary (internal/vctypes): references, power
-// states, pool runtimes, guest accounts and programs, and faults.
+// states, pool runtimes, guest accounts and programs, a VM's properties
+// and the change watch's reports, advanced settings (options, the
+// ownership record), and faults.
 
 // RefOf is r in the project's terms.
 func RefOf(r types.ManagedObjectReference) vctypes.Ref {
@@ -152,4 +155,137 @@ func EventOf(e types.BaseEvent) vctypes.Event {
 		out.Key, out.Created = ev.Key, ev.CreatedTime
 	}
 	return out
+}
+
+// RefsOf is refs in the project's terms.
+func RefsOf(refs []types.ManagedObjectReference) []vctypes.Ref { return each(refs, RefOf) }
+
+// MORefs is refs as govmomi names them.
+func MORefs(refs []vctypes.Ref) []types.ManagedObjectReference { return each(refs, MORef) }
+
+// each is conv of every element of in, in order (an empty, non-nil slice
+// for none): the one loop of the slice conversions above and below.
+func each[T, U any](in []T, conv func(T) U) []U {
+	out := make([]U, len(in))
+	for i, v := range in {
+		out[i] = conv(v)
+	}
+	return out
+}
+
+// OptionsOf is extra's string-valued settings in the project's terms (in
+// order; a nil entry or a value of another type is left out).
+func OptionsOf(extra []types.BaseOptionValue) []vctypes.Option {
+	var out []vctypes.Option
+	for _, o := range extra {
+		if o == nil {
+			continue
+		}
+		ov := o.GetOptionValue()
+		if ov == nil {
+			continue
+		}
+		if s, ok := ov.Value.(string); ok {
+			out = append(out, vctypes.Option{Key: ov.Key, Value: s})
+		}
+	}
+	return out
+}
+
+// OptionValues is opts as a config specification's ExtraConfig takes
+// them (nil for none).
+func OptionValues(opts []vctypes.Option) []types.BaseOptionValue {
+	if len(opts) == 0 {
+		return nil
+	}
+	out := make([]types.BaseOptionValue, len(opts))
+	for i, o := range opts {
+		out[i] = &types.OptionValue{Key: o.Key, Value: o.Value}
+	}
+	return out
+}
+
+// SetOptions returns extra with every option of opts set: an entry of the
+// same key already there takes the new value (so that writing a setting
+// twice leaves one), another is appended.
+func SetOptions(extra []types.BaseOptionValue, opts []vctypes.Option) []types.BaseOptionValue {
+next:
+	for _, o := range opts {
+		for _, e := range extra {
+			if e == nil {
+				continue
+			}
+			if ov := e.GetOptionValue(); ov != nil && ov.Key == o.Key {
+				ov.Value = o.Value
+				continue next
+			}
+		}
+		extra = append(extra, &types.OptionValue{Key: o.Key, Value: o.Value})
+	}
+	return extra
+}
+
+// ApplyRecord writes r to a config specification: its Notes field
+// (Annotation) and its options (SetOptions).
+func ApplyRecord(spec *types.VirtualMachineConfigSpec, r vctypes.Record) {
+	spec.Annotation = r.Notes
+	spec.ExtraConfig = SetOptions(spec.ExtraConfig, r.Options)
+}
+
+// VMInfoOf is what the inventory reads of o (read with VMProperties) in
+// the project's terms.
+func VMInfoOf(o mo.VirtualMachine) vctypes.VMInfo {
+	v := vctypes.VMInfo{Ref: RefOf(o.Reference()), Name: o.Name, PowerState: PowerStateOf(o.Runtime.PowerState)}
+	if c := o.Config; c != nil {
+		v.Template, v.Notes, v.Options = c.Template, c.Annotation, OptionsOf(c.ExtraConfig)
+		v.NumCPU, v.MemoryMB, v.ChangeVersion = c.Hardware.NumCPU, c.Hardware.MemoryMB, c.ChangeVersion
+	}
+	if g := o.Guest; g != nil {
+		v.IPAddress = g.IpAddress
+		v.GuestOperationsReady = g.GuestOperationsReady != nil && *g.GuestOperationsReady
+		for _, n := range g.Net {
+			v.NetIPAddresses = append(v.NetIPAddresses, n.IpAddress...)
+		}
+	}
+	return v
+}
+
+// VMInfosOf is VMInfoOf of each of objs.
+func VMInfosOf(objs []mo.VirtualMachine) []vctypes.VMInfo { return each(objs, VMInfoOf) }
+
+// VMUpdateOf is u in the project's terms: a removed property's value is
+// nil, a power state a vctypes.PowerState, another value as reported.
+func VMUpdateOf(u types.ObjectUpdate) vctypes.VMUpdate {
+	out := vctypes.VMUpdate{Ref: RefOf(u.Obj), Kind: vctypes.UpdateKind(u.Kind)}
+	for _, c := range u.ChangeSet {
+		val := c.Val
+		if c.Op == types.PropertyChangeOpRemove || c.Op == types.PropertyChangeOpIndirectRemove {
+			val = nil
+		}
+		if ps, ok := val.(types.VirtualMachinePowerState); ok {
+			val = PowerStateOf(ps)
+		}
+		out.Changes = append(out.Changes, vctypes.PropertyChange{Name: c.Name, Value: val})
+	}
+	return out
+}
+
+// InstantCloneSpecOf is req as InstantClone_Task takes it: the child's
+// name, its folder, its options as ExtraConfig.
+func InstantCloneSpecOf(req vctypes.InstantClone) types.VirtualMachineInstantCloneSpec {
+	folder := MORef(req.Folder)
+	return types.VirtualMachineInstantCloneSpec{
+		Name:     req.Name,
+		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
+		Config:   SetOptions(nil, req.Options),
+	}
+}
+
+// ConfigSpecOf is c as a reconfigure's config specification.
+func ConfigSpecOf(c vctypes.ConfigChange) types.VirtualMachineConfigSpec {
+	spec := types.VirtualMachineConfigSpec{Name: c.Name, ChangeVersion: c.ChangeVersion, ExtraConfig: SetOptions(nil, c.Options)}
+	if c.Notes != nil {
+		spec.Annotation = *c.Notes
+	}
+	return spec
 }

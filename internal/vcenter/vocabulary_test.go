@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/task"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -114,4 +115,66 @@ func TestConversions(t *testing.T) {
 	assert.Equal(t, vctypes.Event{Type: "VmPoweredOnEvent", Key: 17, Created: at}, EventOf(on))
 	cloned := &types.VmClonedEvent{VmCloneEvent: types.VmCloneEvent{VmEvent: types.VmEvent{Event: types.Event{Key: 3}}}}
 	assert.Equal(t, vctypes.Event{Type: "VmClonedEvent", Key: 3}, EventOf(cloned))
+}
+
+// TestRequestConversions: the options, the record, a reconfigure's and an
+// instant clone's request as govmomi's specifications take them, and a
+// listed VM and a change watch's report in the project's terms.
+func TestRequestConversions(t *testing.T) {
+	t.Parallel()
+	mirror := vctypes.Option{Key: "cds.hatchery.annotation", Value: "{new}"}
+	extra := []types.BaseOptionValue{nil, &types.OptionValue{Key: mirror.Key, Value: "{old}"}, &types.OptionValue{Key: "n", Value: int32(3)}}
+	extra = SetOptions(extra, []vctypes.Option{mirror, {Key: "guestinfo.x", Value: "y"}})
+	assert.Equal(t, []vctypes.Option{mirror, {Key: "guestinfo.x", Value: "y"}}, OptionsOf(extra),
+		"a key already there takes the new value, another is appended; only string values are read")
+	assert.Len(t, extra, 4)
+
+	var spec types.VirtualMachineConfigSpec
+	ApplyRecord(&spec, vctypes.Record{Notes: "{new}", Options: []vctypes.Option{mirror}})
+	ApplyRecord(&spec, vctypes.Record{Notes: "{new}", Options: []vctypes.Option{mirror}})
+	assert.Equal(t, "{new}", spec.Annotation)
+	assert.Equal(t, []vctypes.Option{mirror}, OptionsOf(spec.ExtraConfig), "written twice: one mirror")
+
+	notes := "parent"
+	cs := ConfigSpecOf(vctypes.ConfigChange{Name: "w-2", ChangeVersion: "cv", Notes: &notes, Options: []vctypes.Option{{Key: "guestinfo.userdata"}}})
+	assert.Equal(t, "w-2", cs.Name)
+	assert.Equal(t, "cv", cs.ChangeVersion)
+	assert.Equal(t, "parent", cs.Annotation)
+	assert.Equal(t, []vctypes.Option{{Key: "guestinfo.userdata"}}, OptionsOf(cs.ExtraConfig), "an empty value, which removes the key")
+	assert.Empty(t, ConfigSpecOf(vctypes.ConfigChange{}).Annotation, "nil Notes: not written")
+
+	folder := vctypes.Ref{Type: "Folder", Value: "group-v3"}
+	ic := InstantCloneSpecOf(vctypes.InstantClone{Name: "child", Folder: folder, Options: []vctypes.Option{mirror}})
+	assert.Equal(t, "child", ic.Name)
+	require.NotNil(t, ic.Location.Folder)
+	assert.Equal(t, MORef(folder), *ic.Location.Folder)
+	assert.Nil(t, ic.Location.Pool, "the parent's pool")
+	assert.Equal(t, []vctypes.Option{mirror}, OptionsOf(ic.Config))
+
+	ready := true
+	var o mo.VirtualMachine
+	o.Self, o.Name = types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-1"}, "w-1"
+	o.Runtime.PowerState = types.VirtualMachinePowerStateSuspended
+	o.Config = &types.VirtualMachineConfigInfo{Template: true, Annotation: "notes", ChangeVersion: "cv1",
+		ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: mirror.Key, Value: mirror.Value}},
+		Hardware:    types.VirtualHardware{NumCPU: 2, MemoryMB: 2048}}
+	o.Guest = &types.GuestInfo{IpAddress: "10.0.0.5", GuestOperationsReady: &ready,
+		Net: []types.GuestNicInfo{{IpAddress: []string{"10.0.0.5", "fe80::1"}}}}
+	assert.Equal(t, vctypes.VMInfo{
+		Ref: vctypes.Ref{Type: "VirtualMachine", Value: "vm-1"}, Name: "w-1", Template: true, Notes: "notes",
+		Options: []vctypes.Option{mirror}, NumCPU: 2, MemoryMB: 2048, PowerState: vctypes.Suspended, ChangeVersion: "cv1",
+		IPAddress: "10.0.0.5", NetIPAddresses: []string{"10.0.0.5", "fe80::1"}, GuestOperationsReady: true,
+	}, VMInfoOf(o))
+	assert.Equal(t, vctypes.VMInfo{Ref: vctypes.Ref{Type: "VirtualMachine", Value: "vm-2"}}, VMInfoOf(mo.VirtualMachine{
+		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-2"}}}}),
+		"no config, no guest: zero values")
+
+	u := VMUpdateOf(types.ObjectUpdate{Obj: o.Self, Kind: types.ObjectUpdateKindModify, ChangeSet: []types.PropertyChange{
+		{Name: "runtime.powerState", Op: types.PropertyChangeOpAssign, Val: types.VirtualMachinePowerStatePoweredOn},
+		{Name: "guest.ipAddress", Op: types.PropertyChangeOpRemove, Val: "10.0.0.5"},
+		{Name: "name", Op: types.PropertyChangeOpAssign, Val: "w-1b"},
+	}})
+	assert.Equal(t, vctypes.VMUpdate{Ref: vctypes.Ref{Type: "VirtualMachine", Value: "vm-1"}, Kind: vctypes.UpdateModify, Changes: []vctypes.PropertyChange{
+		{Name: "runtime.powerState", Value: vctypes.PoweredOn}, {Name: "guest.ipAddress", Value: nil}, {Name: "name", Value: "w-1b"},
+	}}, u)
 }

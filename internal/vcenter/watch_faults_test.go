@@ -31,27 +31,27 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	c := env.Client
 	refs := env.AddForeignVMs("many-", 250)
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
 
 	// A failing poll keeps the watch: nothing was read.
 	watchFault(env, 0, &types.SystemError{Reason: "injected"})
-	_, err := c.VirtualMachineChanges(ctx)
+	_, err := c.VirtualMachineObjectUpdates(ctx)
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, vcenter.ErrWatchLost)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	nudge(env)
-	ups, err := c.VirtualMachineChanges(ctx)
+	ups, err := c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err, "the watch is kept")
 	assert.Len(t, ups, 250)
 
 	// A failure after a first page would lose updates: the watch is lost
 	// and its collector destroyed.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
 	nudge(env)
 	watchFault(env, 1, &types.SystemError{Reason: "injected"})
 	before := c.Stats()
-	_, err = c.VirtualMachineChanges(ctx)
+	_, err = c.VirtualMachineObjectUpdates(ctx)
 	require.ErrorIs(t, err, vcenter.ErrWatchLost)
 	d := c.Stats().Sub(before)
 	assert.Equal(t, int64(2), d["WaitForUpdatesEx"].Requests)
@@ -60,12 +60,12 @@ func TestFaultsWatchPollKeepsOrLosesTheWatch(t *testing.T) {
 	// An invalid version loses the watch too.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	watchFault(env, 0, &types.InvalidCollectorVersion{})
-	_, err = c.VirtualMachineChanges(ctx)
+	_, err = c.VirtualMachineObjectUpdates(ctx)
 	require.ErrorIs(t, err, vcenter.ErrWatchLost)
-	_, err = c.VirtualMachineChanges(ctx)
+	_, err = c.VirtualMachineObjectUpdates(ctx)
 	require.ErrorIs(t, err, vcenter.ErrWatchLost, "until reset")
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	ups, err = c.VirtualMachineChanges(ctx)
+	ups, err = c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ups)
 }

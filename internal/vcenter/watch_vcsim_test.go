@@ -54,7 +54,11 @@ func pollUntil(ctx context.Context, cond func() bool) error {
 // the "enter" updates of a filter only when some inventory update reaches
 // the collector after the filter was made (a quiet simulator never
 // reports them; vCenter does at the next WaitForUpdatesEx). Rewriting the
-// pool's runtime unchanged is such an update.
+// pool's runtime unchanged is such an update. The tests' simulator already
+// reports a new filter's objects at the next poll (vcsimtest's
+// collectors.go) and passes a collector only the changes its filters can
+// report (pollscope.go), so this update no longer reaches a watch's
+// collector there; it is kept for the pinned simulator's behaviour.
 func nudge(env *vcsimtest.Env) {
 	env.SetResourcePoolRuntime(func(*types.ResourcePoolRuntimeInfo) {})
 }
@@ -88,7 +92,7 @@ func drainEnters(t *testing.T, ctx context.Context, env *vcsimtest.Env, c *vcent
 	var err error
 	perr := pollUntil(ctx, func() bool {
 		var ups []types.ObjectUpdate
-		ups, err = c.VirtualMachineChanges(ctx)
+		ups, err = c.VirtualMachineObjectUpdates(ctx)
 		if err != nil {
 			return true
 		}
@@ -128,12 +132,12 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 		want = *rt
 	})
 
-	vms, err := c.ListVirtualMachines(ctx)
+	vms, err := c.ListVirtualMachineObjects(ctx)
 	require.NoError(t, err)
 	require.Len(t, vms, 252, "250 foreign vms, the template and the worker")
 
 	before := c.Stats()
-	refs, rt, err := c.ProbeInventory(ctx, &pool)
+	refs, rt, err := c.ProbeInventoryRefs(ctx, &pool)
 	require.NoError(t, err)
 	delta := c.Stats().Sub(before)
 	assert.ElementsMatch(t, refsOf(vms), refs, "the probe sees every vm and template the listing does")
@@ -144,14 +148,14 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 	t.Logf("ProbeInventory at %d vms: 1 request, %d bytes sent, %d bytes received",
 		len(refs), delta["RetrievePropertiesEx"].RequestBytes, delta["RetrievePropertiesEx"].ResponseBytes)
 
-	refs, rt, err = c.ProbeInventory(ctx, nil)
+	refs, rt, err = c.ProbeInventoryRefs(ctx, nil)
 	require.NoError(t, err)
 	assert.Nil(t, rt, "no pool, no runtime")
 	assert.ElementsMatch(t, refsOf(vms), refs)
 
 	// After a session loss the view is made again, once.
 	env.TerminateSession(c)
-	refs, _, err = c.ProbeInventory(ctx, &pool)
+	refs, _, err = c.ProbeInventoryRefs(ctx, &pool)
 	require.NoError(t, err)
 	assert.Len(t, refs, 252)
 }
@@ -164,32 +168,32 @@ func TestRetrieveVirtualMachinesByReference(t *testing.T) {
 	cloneWorker(t, ctx, env, "worker-1", "")
 	doomed := cloneWorker(t, ctx, env, "worker-2", "")
 
-	listed, err := c.ListVirtualMachines(ctx)
+	listed, err := c.ListVirtualMachineObjects(ctx)
 	require.NoError(t, err)
 	require.Len(t, listed, 6)
-	got, err := c.RetrieveVirtualMachines(ctx, refsOf(listed))
+	got, err := c.RetrieveVirtualMachineObjects(ctx, refsOf(listed))
 	require.NoError(t, err)
 	assert.ElementsMatch(t, listed, got, "the same properties as the listing")
 
 	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(doomed)))
-	got, err = c.RetrieveVirtualMachines(ctx, refsOf(listed))
+	got, err = c.RetrieveVirtualMachineObjects(ctx, refsOf(listed))
 	require.NoError(t, err, "a destroyed vm is left out, not an error")
 	assert.Len(t, got, 5)
 	assert.NotContains(t, refsOf(got), doomed.Reference())
 	for _, vm := range got {
 		if vm.Name == "worker-1" {
-			v := inventory.VMFromObject(vm)
+			v := inventory.VMFromInfo(vcenter.VMInfoOf(vm))
 			require.NotNil(t, v.Annotation)
 			assert.Equal(t, "worker-1", v.Annotation.WorkerName)
 		}
 	}
 
-	got, err = c.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{doomed.Reference()})
+	got, err = c.RetrieveVirtualMachineObjects(ctx, []types.ManagedObjectReference{doomed.Reference()})
 	require.NoError(t, err)
 	assert.Empty(t, got)
 
 	before := c.Stats()
-	got, err = c.RetrieveVirtualMachines(ctx, nil)
+	got, err = c.RetrieveVirtualMachineObjects(ctx, nil)
 	require.NoError(t, err)
 	assert.Nil(t, got)
 	assert.Empty(t, c.Stats().Sub(before), "no refs, no request")
@@ -201,9 +205,9 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	ctx := watchCtx(t)
 	c := env.Client
 
-	_, err := c.VirtualMachineChanges(ctx)
+	_, err := c.VirtualMachineObjectUpdates(ctx)
 	require.ErrorIs(t, err, vcenter.ErrWatchLost, "no watch yet")
-	require.ErrorIs(t, c.WatchVirtualMachines(ctx, nil), vcenter.ErrWatchLost)
+	require.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, nil), vcenter.ErrWatchLost)
 
 	before := c.Stats()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
@@ -211,12 +215,12 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	assert.Equal(t, int64(1), d["CreatePropertyCollector"].Requests)
 	assert.Equal(t, int64(1), d["WaitForUpdatesEx"].Requests)
 
-	refs, _, err := c.ProbeInventory(ctx, nil)
+	refs, _, err := c.ProbeInventoryRefs(ctx, nil)
 	require.NoError(t, err)
 	require.Len(t, refs, 6)
 	before = c.Stats()
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs), "watched vms are skipped")
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs), "watched vms are skipped")
 	d = c.Stats().Sub(before)
 	assert.Equal(t, soapOnly("CreateFilter", 1), requestsOf(d), "one filter, none for vms already watched")
 
@@ -234,7 +238,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 
 	for range 3 {
 		before = c.Stats()
-		ups, err := c.VirtualMachineChanges(ctx)
+		ups, err := c.VirtualMachineObjectUpdates(ctx)
 		require.NoError(t, err)
 		assert.Empty(t, ups, "nothing changed")
 		d = c.Stats().Sub(before)
@@ -248,7 +252,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	d = c.Stats().Sub(before)
 	assert.Equal(t, int64(1), d["DestroyPropertyCollector"].Requests)
-	ups, err := c.VirtualMachineChanges(ctx)
+	ups, err := c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ups, "a new watch is empty")
 }
@@ -276,27 +280,27 @@ func TestWatchLostWithSession(t *testing.T) {
 	ref := vm.Reference()
 
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}))
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
 
 	env.TerminateSession(c)
-	_, err := c.VirtualMachineChanges(ctx)
+	_, err := c.VirtualMachineObjectUpdates(ctx)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "%v", err)
 	assert.Contains(t, err.Error(), `datacenter "DC0"`)
 	assert.Equal(t, int64(1), c.Relogins())
-	_, err = c.VirtualMachineChanges(ctx)
+	_, err = c.VirtualMachineObjectUpdates(ctx)
 	assert.ErrorIs(t, err, vcenter.ErrWatchLost, "the lost watch stays lost")
-	assert.ErrorIs(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}), vcenter.ErrWatchLost)
+	assert.ErrorIs(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}), vcenter.ErrWatchLost)
 
 	// Reset, watch again: it works in the new session.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}))
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
 	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(vm), "worker-1b"))
 	var renamed bool
 	require.NoError(t, pollUntil(ctx, func() bool {
-		ups, err := c.VirtualMachineChanges(ctx)
+		ups, err := c.VirtualMachineObjectUpdates(ctx)
 		require.NoError(t, err)
 		for _, u := range ups {
 			if v, ok := changeOf(u, "name"); ok && u.Obj == ref && u.Kind == types.ObjectUpdateKindModify && v == "worker-1b" {
@@ -318,18 +322,18 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	ra, rb, rc := a.Reference(), b.Reference(), k.Reference()
 
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ra, rb})) // filter 1
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{rc}))     // filter 2
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ra, rb})) // filter 1
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{rc}))     // filter 2
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ra, rb, rc})
 
 	unknown := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-nope"}
 	before := c.Stats()
-	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{ra, unknown}))
+	require.NoError(t, c.UnwatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ra, unknown}))
 	assert.Empty(t, c.Stats().Sub(before), "filter 1 still lists worker-b: no request")
-	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{rb}))
+	require.NoError(t, c.UnwatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{rb}))
 	assert.Equal(t, soapOnly("DestroyPropertyFilter", 1), requestsOf(c.Stats().Sub(before)), "filter 1 is empty: destroyed")
 	before = c.Stats()
-	require.NoError(t, c.UnwatchVirtualMachines(ctx, []types.ManagedObjectReference{ra, rb, unknown}))
+	require.NoError(t, c.UnwatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ra, rb, unknown}))
 	assert.Empty(t, c.Stats().Sub(before), "unknown vms cost nothing")
 
 	// Changes of the unwatched vms are not reported; the other filter's are.
@@ -338,7 +342,7 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(k), "worker-c2"))
 	var all []types.ObjectUpdate
 	require.NoError(t, pollUntil(ctx, func() bool {
-		ups, err := c.VirtualMachineChanges(ctx)
+		ups, err := c.VirtualMachineObjectUpdates(ctx)
 		require.NoError(t, err)
 		all = append(all, ups...)
 		return slices.ContainsFunc(ups, func(u types.ObjectUpdate) bool {
@@ -351,7 +355,7 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	}
 
 	// Watching a vm again after an unwatch works.
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ra}))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ra}))
 	all = drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ra})
 	require.NotEmpty(t, all)
 	v, _ := changeOf(all[0], "name")
@@ -368,12 +372,12 @@ func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
 	c.SetWatchClock(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	refs := env.AddForeignVMs("abandon-", 3)
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
 
 	// A poll with a version takes at least one 20 ms simulator tick: a
 	// 1 ms deadline gets no answer while the simulator still computes it.
 	short, cancel := context.WithTimeout(ctx, time.Millisecond)
-	_, err := c.VirtualMachineChanges(short)
+	_, err := c.VirtualMachineObjectUpdates(short)
 	cancel()
 	require.Error(t, err)
 	assert.NotErrorIs(t, err, vcenter.ErrWatchLost, "a poll without an answer keeps the watch")
@@ -382,7 +386,7 @@ func TestWatchAbandonedPollRetiresTheCollector(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	assert.Zero(t, c.Stats().Sub(before)["DestroyPropertyCollector"].Requests,
 		"a collector whose poll got no answer is not destroyed under the simulator")
-	_, err = c.VirtualMachineChanges(ctx)
+	_, err = c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err, "the new watch works")
 
 	mu.Lock()
@@ -406,10 +410,10 @@ func TestWatchPagesTruncatedUpdates(t *testing.T) {
 	refs := env.AddForeignVMs("many-", 250)
 
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
 	nudge(env)
 	before := c.Stats()
-	ups, err := c.VirtualMachineChanges(ctx)
+	ups, err := c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err)
 	d := c.Stats().Sub(before)
 	require.Len(t, ups, 250, "every enter in one call")
@@ -422,7 +426,7 @@ func TestWatchPagesTruncatedUpdates(t *testing.T) {
 	assert.Equal(t, soapOnly("WaitForUpdatesEx", 3), requestsOf(d), "vcsim pages at 100 object updates: 100+100+50")
 	t.Logf("250 enters: %d requests, %d bytes received", d["WaitForUpdatesEx"].Requests, d["WaitForUpdatesEx"].ResponseBytes)
 
-	ups, err = c.VirtualMachineChanges(ctx)
+	ups, err = c.VirtualMachineObjectUpdates(ctx)
 	require.NoError(t, err)
 	assert.Empty(t, ups)
 }
@@ -468,12 +472,12 @@ func (o *watchObserver) run(ctx context.Context, c *vcenter.Client, stop <-chan 
 			return
 		case <-tick.C:
 		}
-		refs, _, err := c.ProbeInventory(ctx, nil)
+		refs, _, err := c.ProbeInventoryRefs(ctx, nil)
 		if err != nil {
 			fail(err)
 			return
 		}
-		ups, err := c.VirtualMachineChanges(ctx)
+		ups, err := c.VirtualMachineObjectUpdates(ctx)
 		if err != nil {
 			fail(err)
 			return
@@ -510,11 +514,11 @@ func (o *watchObserver) run(ctx context.Context, c *vcenter.Client, stop <-chan 
 		o.mu.Unlock()
 		// As the inventory does: new vms are watched, vms the probe
 		// no longer shows are unwatched.
-		if err := c.WatchVirtualMachines(ctx, add); err != nil {
+		if err := c.WatchVirtualMachineRefs(ctx, add); err != nil {
 			fail(err)
 			return
 		}
-		if err := c.UnwatchVirtualMachines(ctx, gone); err != nil {
+		if err := c.UnwatchVirtualMachineRefs(ctx, gone); err != nil {
 			fail(err)
 			return
 		}
@@ -613,7 +617,7 @@ func (o *watchObserver) model() map[types.ManagedObjectReference]map[string]any 
 // watchTruth is the simulator's state of the watched properties, read
 // through a listing.
 func watchTruth(ctx context.Context, c *vcenter.Client) (map[types.ManagedObjectReference]map[string]any, error) {
-	vms, err := c.ListVirtualMachines(ctx)
+	vms, err := c.ListVirtualMachineObjects(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -682,9 +686,9 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	// their container view now: vcsim v0.56.0's CreateContainerView walks
 	// the VM folder unlocked, a data race with a clone adding to it.
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	refs, _, err := c.ProbeInventory(ctx, nil)
+	refs, _, err := c.ProbeInventoryRefs(ctx, nil)
 	require.NoError(t, err)
-	require.NoError(t, c.WatchVirtualMachines(ctx, refs))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, refs))
 	_, err = watchTruth(ctx, ops)
 	require.NoError(t, err)
 	obs := newWatchObserver()
@@ -742,7 +746,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			m := obs.mark()
 			a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
 			spec := types.VirtualMachineConfigSpec{NumCPUs: 3}
-			a.ApplyTo(&spec)
+			vcenter.ApplyRecord(&spec, a.Record())
 			if err := ops.ReconfigureVirtualMachine(ctx, vm, spec); err != nil {
 				return err
 			}
@@ -897,14 +901,14 @@ func TestWatchReportsGuestOperationsReady(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	ref := vm.Reference()
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
-	require.NoError(t, c.WatchVirtualMachines(ctx, []types.ManagedObjectReference{ref}))
+	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}))
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
 
 	// The tools come up after the power-on: only the readiness moves.
 	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
 	var on, ready bool
 	require.NoError(t, pollUntil(ctx, func() bool {
-		ups, err := c.VirtualMachineChanges(ctx)
+		ups, err := c.VirtualMachineObjectUpdates(ctx)
 		require.NoError(t, err)
 		for _, u := range ups {
 			if v, ok := changeOf(u, "runtime.powerState"); ok && v == types.VirtualMachinePowerStatePoweredOn {

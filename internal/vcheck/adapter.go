@@ -5,17 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"time"
 
 	govguest "github.com/vmware/govmomi/guest"
 	"github.com/vmware/govmomi/vim25/soap"
 
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/clonespec"
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/guest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -35,8 +36,10 @@ const guestinfoKey = "guestinfo.hatchery-vsphere-check"
 // powered off, linked when the template allows it and its disks are on ds
 // (clonespec.PlacementCloneMode, the spawn's rule; TemplateCloneMode
 // without a datastore), with the run's record and a guestinfo value; the
-// mode and what to say of it.
-func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string) (*types.VirtualMachineCloneSpec, string, string, error) {
+// mode and what to say of it. custom, when set, gives the clone's guest
+// customization from the template's devices.
+func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectReference, pool, ds vctypes.Ref, dsName, placement, nonce string,
+	custom func([]types.BaseVirtualDevice) (*types.CustomizationSpec, error)) (*types.VirtualMachineCloneSpec, string, string, error) {
 	t, err := r.vc.LoadTemplate(ctx, template)
 	if err != nil {
 		return nil, "", "", vcenter.Classify(err)
@@ -56,6 +59,11 @@ func (r *runner) cloneSpec(ctx context.Context, template types.ManagedObjectRefe
 				&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
 			},
 		},
+	}
+	if custom != nil && t.Config != nil {
+		if spec.Customization, err = custom(t.Config.Hardware.Device); err != nil {
+			return nil, "", "", err
+		}
 	}
 	if pool.Value != "" {
 		p := vcenter.MORef(pool)
@@ -84,13 +92,13 @@ func (r *runner) cloneVM(ctx context.Context, template types.ManagedObjectRefere
 }
 
 // readVM reads the VM's properties (vcenter.VMProperties).
-func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (mo.VirtualMachine, error) {
-	vms, err := r.vc.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+func (r *runner) readVM(ctx context.Context, vm types.ManagedObjectReference) (vctypes.VMInfo, error) {
+	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
 	if err != nil {
-		return mo.VirtualMachine{}, vcenter.Classify(err)
+		return vctypes.VMInfo{}, vcenter.Classify(err)
 	}
 	if len(vms) == 0 {
-		return mo.VirtualMachine{}, fmt.Errorf("vm %s: gone", vm.Value)
+		return vctypes.VMInfo{}, fmt.Errorf("vm %s: gone", vm.Value)
 	}
 	return vms[0], nil
 }
@@ -151,18 +159,35 @@ func (r *runner) waitEnv(ctx context.Context, vm types.ManagedObjectReference, a
 	return s.WaitEnv(ctx, vcenter.RefOf(vm), guest.Access{Auth: auth})
 }
 
-// waitIP waits for the guest to report an IPv4 address.
-func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference) (string, error) {
-	ip, err := r.vc.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
+// waitIP waits at most timeout for the guest to report an IPv4 address
+// (expected when set), the spawn's own wait (guest.WaitIP).
+func (r *runner) waitIP(ctx context.Context, vm types.ManagedObjectReference, expected string, timeout time.Duration) (string, error) {
+	ip, err := guest.WaitIP(ctx, r.vc, vcenter.RefOf(vm), expected, timeout)
 	return ip, vcenter.Classify(err)
+}
+
+// usedAddresses are the addresses the inventory's VMs hold (recorded or
+// reported by their guests: inventory.UsedBy, what a spawn's pick
+// skips).
+func (r *runner) usedAddresses(ctx context.Context) (map[netip.Addr]bool, error) {
+	listed, err := r.vc.ListVirtualMachines(ctx)
+	if err != nil {
+		return nil, vcenter.Classify(err)
+	}
+	vms := make([]inventory.VM, 0, len(listed))
+	for _, o := range listed {
+		vms = append(vms, inventory.VMFromInfo(o))
+	}
+	return inventory.UsedBy(vms), nil
 }
 
 // cloudInitOptions are the guestinfo of cloud-init's VMware datasource
 // (internal/cloudinit, the documents a worker's VM is given) for the VM
-// name: its instance id and hostname, DHCP, a userdata whose script does
-// nothing.
-func cloudInitOptions(name string, windows bool) ([]types.BaseOptionValue, error) {
-	return cloudinit.Options(name, name, nil, cloudinit.Boot{Script: "exit 0", Windows: windows})
+// name: its instance id and hostname, addr's static address (nil: DHCP),
+// a userdata whose script does nothing.
+func cloudInitOptions(name string, windows bool, addr *cloudinit.Address) ([]types.BaseOptionValue, error) {
+	opts, err := cloudinit.Options(name, name, addr, cloudinit.Boot{Script: "exit 0", Windows: windows})
+	return vcenter.OptionValues(opts), err
 }
 
 // programExit reads whether the guest program pid ended and its exit
@@ -174,35 +199,22 @@ func (r *runner) programExit(ctx context.Context, vm types.ManagedObjectReferenc
 // instantClone forks name from the running parent into the scratch
 // folder with a guestinfo value of its own.
 func (r *runner) instantClone(ctx context.Context, parent types.ManagedObjectReference, name, nonce string) (types.ManagedObjectReference, error) {
-	folder := vcenter.MORef(r.scratch)
-	spec := types.VirtualMachineInstantCloneSpec{
-		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &folder},
-		Config: []types.BaseOptionValue{
-			&types.OptionValue{Key: guestinfoKey, Value: nonce},
-			&types.OptionValue{Key: RecordKey, Value: recordOf(r.o.RunID)},
-		},
-	}
-	ref, err := r.vc.InstantCloneVirtualMachine(ctx, parent, spec)
+	req := vctypes.InstantClone{Name: name, Folder: r.scratch, Options: []vctypes.Option{
+		{Key: guestinfoKey, Value: nonce},
+		{Key: RecordKey, Value: recordOf(r.o.RunID)},
+	}}
+	ref, err := r.vc.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), req)
 	if err != nil {
 		return types.ManagedObjectReference{}, vcenter.Classify(err)
 	}
-	r.vms = append(r.vms, vmRef{ref: *ref, name: name})
-	return *ref, nil
+	r.vms = append(r.vms, vmRef{ref: vcenter.MORef(ref), name: name})
+	return vcenter.MORef(ref), nil
 }
 
 // extraConfig is the value of key in vm's extraConfig.
-func extraConfig(vm mo.VirtualMachine, key string) string {
-	if vm.Config == nil {
-		return ""
-	}
-	for _, o := range vm.Config.ExtraConfig {
-		if v := o.GetOptionValue(); v != nil && v.Key == key {
-			s, _ := v.Value.(string)
-			return s
-		}
-	}
-	return ""
+func extraConfig(vm vctypes.VMInfo, key string) string {
+	s, _ := vctypes.OptionValue(vm.Options, key)
+	return s
 }
 
 // outputTimeout bounds the read of a guest program's output: a file

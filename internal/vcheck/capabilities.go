@@ -85,7 +85,7 @@ func (r *runner) locks(ctx context.Context) {
 	case err == nil:
 		res := r.add("unique-name lock", name, start, Unsupported, "vCenter accepted a second folder of the same name")
 		res.Needed = r.staticIPs()
-		res.Fix = "static IPs (ipRange, networks) need vCenter's unique folder names: remove them or use DHCP"
+		res.Fix = "static IPs (iprange, networks) need vCenter's unique folder names: remove them or use DHCP"
 	default:
 		r.outcome("unique-name lock", name, start, err, "")
 	}
@@ -95,8 +95,10 @@ func (r *runner) locks(ctx context.Context) {
 // locks.
 func (r *runner) staticIPs() bool { return vsphere.TopologyRequest(r.cfg).StaticIPs }
 
-// template tries the capabilities of one template: a clone into each
-// placement (and its datastore's space), then on the first clone the
+// template tries the capabilities of one template: with static IPs an
+// address taken as a spawn takes it, a clone into each placement (and its
+// datastore's space; the first customized as a spawn's), then on the
+// first clone the
 // reconfigure's compare-and-swap and its change notification, the power
 // cycle, the guestinfo, the bootstrap's guest side and the instant clone.
 func (r *runner) template(ctx context.Context, t checkedTemplate) {
@@ -107,9 +109,17 @@ func (r *runner) template(ctx context.Context, t checkedTemplate) {
 		res.Needed = true
 		return
 	}
+	addr, ok := r.takeAddress(ctx, t)
+	if !ok {
+		return
+	}
 	var first *types.ManagedObjectReference
 	for i, p := range r.cfg.EffectivePlacements() {
-		vm, ok := r.cloneInto(ctx, t, vcenter.MORef(tref), i, p)
+		var use *address
+		if first == nil {
+			use = &addr // the clone the lifecycle runs on
+		}
+		vm, ok := r.cloneInto(ctx, t, vcenter.MORef(tref), i, p, use)
 		if ok && first == nil {
 			first = &vm
 		}
@@ -117,5 +127,5 @@ func (r *runner) template(ctx context.Context, t checkedTemplate) {
 	if first == nil {
 		return
 	}
-	r.lifecycle(ctx, t, *first)
+	r.lifecycle(ctx, t, *first, addr)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/latencyfile"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
@@ -20,9 +21,18 @@ const notifyPoll = 50 * time.Millisecond
 
 // cloneInto clones t into placement p (its pool and first datastore)
 // after reading that datastore's space: two lines. It returns the clone.
-func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement) (types.ManagedObjectReference, bool) {
+// addr, for the clone the lifecycle runs on, is its guest's network: a
+// guestops model's clone is customized as a spawn's, a cloud-init one's
+// metadata carries the static address (nil: no customization, DHCP
+// metadata). A placement naming a copy of the template (templateCopies)
+// is cloned from its copy, as a spawn's clone is.
+func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, addr *address) (types.ManagedObjectReference, bool) {
 	object := t.name + " -> " + p.Name
 	start := time.Now()
+	tref, from, ok := r.copyIn(ctx, t, tref, i, p, start)
+	if !ok {
+		return types.ManagedObjectReference{}, false
+	}
 	pool, err := r.vc.ResourcePoolAt(ctx, p.ResourcePool)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
@@ -54,14 +64,24 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 	}
 	start = time.Now()
 	nonce := fmt.Sprintf("%s-%d", r.o.RunID, i)
-	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, dsName, p.Name, nonce)
+	name := fmt.Sprintf("%s%s-%d-%s", FolderPrefix, r.o.RunID, i, t.name)
+	var custom func([]types.BaseVirtualDevice) (*types.CustomizationSpec, error)
+	if addr != nil && t.settings.Bootstrap == config.BootstrapGuestOps {
+		custom = func(devices []types.BaseVirtualDevice) (*types.CustomizationSpec, error) {
+			return customizationOf(devices, name, t, *addr)
+		}
+	}
+	spec, mode, why, err := r.cloneSpec(ctx, tref, pool, ds, dsName, p.Name, nonce, custom)
 	if err != nil {
 		r.outcome("clone", object, start, err, "").Needed = true
 		return types.ManagedObjectReference{}, false
 	}
-	name := fmt.Sprintf("%s%s-%d-%s", FolderPrefix, r.o.RunID, i, t.name)
 	if t.settings.Bootstrap == config.BootstrapCloudInit {
-		opts, err := cloudInitOptions(name, t.settings.OS == config.OSWindows)
+		var static *cloudinit.Address
+		if addr != nil {
+			static = cloudInitAddress(*addr)
+		}
+		opts, err := cloudInitOptions(name, t.settings.OS == config.OSWindows, static)
 		if err != nil {
 			r.outcome("clone", object, start, err, "").Needed = true
 			return types.ManagedObjectReference{}, false
@@ -74,14 +94,39 @@ func (r *runner) cloneInto(ctx context.Context, t checkedTemplate, tref types.Ma
 			"check that the placement's hosts reach the template's disks and the datastore has room").Needed = true
 		return types.ManagedObjectReference{}, false
 	}
-	res := r.add("clone", object, start, Pass, why)
+	res := r.add("clone", object, start, Pass, from+why)
 	r.measure(mode+" clone", res)
 	return vm, true
 }
 
+// copyIn is the template a clone of t into placement p (the i-th) is
+// made from: the copy p names in its templateCopies (config.Placement.
+// CopyOf, the spawn's rule), else tref; from says which ("" for t
+// itself). false: the copy is not found (a failed clone line naming its
+// key).
+func (r *runner) copyIn(ctx context.Context, t checkedTemplate, tref types.ManagedObjectReference, i int, p config.Placement, start time.Time) (types.ManagedObjectReference, string, bool) {
+	c := p.CopyOf(t.name)
+	if c == t.name {
+		return tref, "", true
+	}
+	ref, err := r.vc.LoadVirtualMachine(ctx, c)
+	if err != nil {
+		key := fmt.Sprintf("%s.placements[%d].templateCopies", config.KeyPrefix, i)
+		for j, tc := range p.TemplateCopies {
+			if tc.Template == t.name {
+				key = fmt.Sprintf("%s[%d].copy", key, j)
+				break
+			}
+		}
+		r.outcome("clone", t.name+" -> "+p.Name, start, err, "set "+key+" to a template of this vCenter (the copy of "+t.name+" on the placement's datastore)").Needed = true
+		return types.ManagedObjectReference{}, "", false
+	}
+	return vcenter.MORef(ref), "from the placement's copy " + c + ": ", true
+}
+
 // lifecycle tries, on vm (a clone of t), what the hatchery does to a
-// worker's VM, in its order.
-func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+// worker's VM, in its order; addr is the network its guest was given.
+func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address) {
 	r.guestinfo(ctx, t, vm)
 	r.compareAndSwap(ctx, t, vm)
 	start := time.Now()
@@ -92,7 +137,7 @@ func (r *runner) lifecycle(ctx context.Context, t checkedTemplate, vm types.Mana
 		return
 	}
 	r.measure(latencyfile.OpPowerOn, res)
-	ready := r.guest(ctx, t, vm)
+	ready := r.guest(ctx, t, vm, addr, start)
 	if t.settings.CloneMode == config.CloneModeInstant {
 		r.instant(ctx, t, vm, ready)
 	}
@@ -156,10 +201,7 @@ func (r *runner) compareAndSwap(ctx context.Context, t checkedTemplate, vm types
 		r.outcome("reconfigure", t.name, start, err, "").Needed = true
 		return
 	}
-	old := ""
-	if m.Config != nil {
-		old = m.Config.ChangeVersion
-	}
+	old := m.ChangeVersion
 	watching := r.watch(ctx, vm)
 	start = time.Now()
 	err = r.reconfigure(ctx, vm, recordOf(r.o.RunID)+" (reconfigured)", old)
@@ -192,7 +234,7 @@ func (r *runner) watch(ctx context.Context, vm types.ManagedObjectReference) boo
 	start := time.Now()
 	err := r.vc.ResetVirtualMachineWatch(ctx)
 	if err == nil {
-		err = r.vc.WatchVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+		err = r.vc.WatchVirtualMachines(ctx, []vctypes.Ref{vcenter.RefOf(vm)})
 	}
 	if err == nil {
 		_, err = r.vc.VirtualMachineChanges(ctx)
@@ -218,10 +260,10 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 			return
 		}
 		for _, u := range ups {
-			if u.Obj != vm {
+			if u.Ref != vcenter.RefOf(vm) {
 				continue
 			}
-			for _, c := range u.ChangeSet {
+			for _, c := range u.Changes {
 				if c.Name == "config.changeVersion" {
 					r.add("change notification", t.name, since, Pass, fmt.Sprintf("config.changeVersion seen %s after the write began", time.Since(since).Round(time.Millisecond)))
 					return
@@ -239,9 +281,11 @@ func (r *runner) notified(ctx context.Context, t checkedTemplate, vm types.Manag
 }
 
 // guest proves the guest side: VMware Tools' readiness for guest
-// operations (learnt by trying: a template without Tools is unsupported)
-// and, for a guestops model, a program started with its account.
-func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) bool {
+// operations (learnt by trying: a template without Tools is unsupported),
+// the guest's address (its customization's, or cloud-init's, addr) since
+// its power on at poweredOn and, for a guestops model, a program started
+// with its account.
+func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address, poweredOn time.Time) bool {
 	start := time.Now()
 	guestops := t.settings.Bootstrap == config.BootstrapGuestOps
 	status, err := r.toolsStatus(ctx, vm)
@@ -253,7 +297,11 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		res := r.add("guest ready", t.name, start, Unsupported, "the template's guest has no VMware Tools (guest.toolsStatus toolsNotInstalled)")
 		res.Needed, res.Fix = true, "install open-vm-tools (or VMware Tools) in the template and start it at boot"
 		if guestops {
-			res := r.add("guest program", t.name, start, Unsupported, "not tried: the guest has no VMware Tools")
+			// vCenter customizes a guest, and learns its address, through
+			// VMware Tools: without them neither can happen.
+			res := r.add("customization", t.name, start, Unsupported, "not tried: the guest has no VMware Tools, through which vCenter customizes it and reads its address")
+			res.Needed, res.Fix = true, "install open-vm-tools (or VMware Tools) in the template"
+			res = r.add("guest program", t.name, start, Unsupported, "not tried: the guest has no VMware Tools")
 			res.Needed, res.Fix = true, "install open-vm-tools in the template"
 		}
 		return false
@@ -285,11 +333,12 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 		res.Detail = "guest operations ready and the spawn's probe started in the guest"
 	}
 	if t.settings.Bootstrap == config.BootstrapCloudInit {
-		r.cloudInit(ctx, t, vm)
+		r.cloudInit(ctx, t, vm, addr)
 	}
 	if !guestops {
 		return true
 	}
+	r.customization(ctx, t, vm, addr, poweredOn)
 	r.program(ctx, t, vm)
 	r.guestinfoInGuest(ctx, t, vm)
 	r.apiFromGuest(ctx, t, vm)
@@ -297,22 +346,24 @@ func (r *runner) guest(ctx context.Context, t checkedTemplate, vm types.ManagedO
 }
 
 // cloudInit waits for the guest of a cloud-init model, booted with the
-// datasource's guestinfo (DHCP), to report the address it took: the
-// metadata applied and the guest reporting back.
-func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference) {
+// datasource's guestinfo (addr's static address in its network config,
+// else DHCP), to report the address it took (guest.WaitIP, the spawn's
+// wait): the metadata applied and the guest reporting back.
+func (r *runner) cloudInit(ctx context.Context, t checkedTemplate, vm types.ManagedObjectReference, addr address) {
 	start := time.Now()
-	wctx, cancel := context.WithTimeout(ctx, r.o.GuestReadyTimeout)
-	ip, err := r.waitIP(wctx, vm)
-	cancel()
+	ip, err := r.waitIP(ctx, vm, addr.ip(), r.o.GuestReadyTimeout)
 	if err != nil {
 		res := r.outcome("cloud-init", t.name, start, err, "")
 		res.Needed = true
 		if ctx.Err() == nil {
-			res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template, and a DHCP server on its network or ipRange"
+			res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template, and a DHCP server on its network or iprange"
+			if addr.lease != nil {
+				res.Fix = "install cloud-init with its VMware datasource (guestinfo) in the template; iprange's gateway, mask and network must be the VMs' network's"
+			}
 		}
 		return
 	}
-	r.add("cloud-init", t.name, start, Pass, "the guest applied the guestinfo metadata and reported "+ip)
+	r.add("cloud-init", t.name, start, Pass, "the guest applied the guestinfo metadata ("+addr.how()+") and reported "+ip)
 }
 
 // instant forks a child from the running vm and checks the child's own

@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // FolderPrefix starts the name of every scratch folder of the check,
@@ -34,9 +34,8 @@ func recordOf(run string) string { return RecordPrefix + run }
 
 // hasRecord tells whether vm carries a record of the check, in its
 // annotation or its mirror.
-func hasRecord(vm mo.VirtualMachine) bool {
-	return vm.Config != nil && (strings.HasPrefix(vm.Config.Annotation, RecordPrefix) ||
-		strings.HasPrefix(extraConfig(vm, RecordKey), RecordPrefix))
+func hasRecord(vm vctypes.VMInfo) bool {
+	return strings.HasPrefix(vm.Notes, RecordPrefix) || strings.HasPrefix(extraConfig(vm, RecordKey), RecordPrefix)
 }
 
 // vmRef is a VM the run made, by reference and name.
@@ -143,7 +142,7 @@ func (r *runner) removeFolder(ctx context.Context, f vcenter.ScratchFolder) (int
 			foreign = append(foreign, vm.Name)
 			continue
 		}
-		if err := r.destroy(ctx, vm.Self); err != nil {
+		if err := r.destroy(ctx, vcenter.MORef(vm.Ref)); err != nil {
 			return removed, err
 		}
 		removed++

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
+	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
@@ -34,6 +35,11 @@ type runner struct {
 	// measured are the passed operations' times, by latency model
 	// operation (internal/latencyfile).
 	measured map[string][]time.Duration
+	// ips takes the static addresses of the run's clones (nil until the
+	// first is taken; only with static IPs); owners are the reservations
+	// it holds, released at the end (releaseAddresses).
+	ips    *ippool.Pool
+	owners []string
 }
 
 func newRunner(cfg *config.Config, o Options) *runner {

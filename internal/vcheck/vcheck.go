@@ -198,6 +198,7 @@ func Run(ctx context.Context, cfg *config.Config, dial Dialer, o Options) *Repor
 		r.template(ctx, t)
 	}
 	r.removeScratch(ctx)
+	r.releaseAddresses(ctx)
 	if o.LatencyModel != "" {
 		r.writeLatency()
 	}

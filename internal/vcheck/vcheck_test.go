@@ -93,7 +93,7 @@ func TestEveryCapabilityPassesOnTheExtendedSimulator(t *testing.T) {
 	}
 	got := statuses(rep)
 	for _, c := range []string{"session", "clean-up of earlier runs", "topology", "scratch folder", "unique-name lock", "datastore space", "clone",
-		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "guest program", "guestinfo in guest", "api from guest",
+		"guestinfo at clone", "reconfigure", "change notification", "changeVersion swap", "power on", "guest ready", "customization", "guest program", "guestinfo in guest", "api from guest",
 		"instant clone", "suspend", "resume", "power off", "clean-up", "latency model"} {
 		assert.Equal(t, Pass, got[c], c)
 	}
@@ -138,6 +138,7 @@ func TestPlainSimulatorIsUnsupportedNeverPass(t *testing.T) {
 	got := statuses(rep)
 	assert.Equal(t, Unsupported, got["guest ready"])
 	assert.Equal(t, Unsupported, got["guest program"])
+	assert.Equal(t, Unsupported, got["customization"], "no Tools: no customization, no address reported")
 	assert.Equal(t, Unsupported, got["instant clone"])
 	assert.Equal(t, Unsupported, got["changeVersion swap"])
 	assert.Equal(t, Pass, got["clone"])

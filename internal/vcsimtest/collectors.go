@@ -67,10 +67,18 @@ type guardedCollector struct {
 	// set, its cancel func) on the collector itself, unlocked, so two
 	// polls at once race on it (see serialPoll).
 	polling chan struct{}
+	// scope is what the collector's filters list, which changes its polls
+	// hear of (pollscope.go); nil for a collector of the service instance,
+	// which sessions share.
+	scope *pollScope
 }
 
-func newGuardedCollector(pc *simulator.PropertyCollector) *guardedCollector {
-	return &guardedCollector{PropertyCollector: pc, idle: make(chan struct{}), polling: make(chan struct{}, 1)}
+func newGuardedCollector(pc *simulator.PropertyCollector, scoped bool) *guardedCollector {
+	g := &guardedCollector{PropertyCollector: pc, idle: make(chan struct{}), polling: make(chan struct{}, 1)}
+	if scoped {
+		g.scope = &pollScope{objs: map[types.ManagedObjectReference]bool{}}
+	}
+	return g
 }
 
 // serialPoll runs poll, one long poll of the collector at a time. A poll
@@ -109,6 +117,9 @@ func (g *guardedCollector) WaitForUpdatesEx(ctx *simulator.Context, r *types.Wai
 		return &methods.WaitForUpdatesExBody{Fault_: simulator.Fault("", &types.ManagedObjectNotFound{Obj: r.This})}
 	}
 	defer g.end()
+	if r.Version == "" {
+		defer g.listen(ctx)
+	}
 	return g.serialPoll(r.This, func() soap.HasFault { return g.PropertyCollector.WaitForUpdatesEx(ctx, r) })
 }
 
@@ -119,7 +130,28 @@ func (g *guardedCollector) WaitForUpdates(ctx *simulator.Context, r *types.WaitF
 		return &methods.WaitForUpdatesBody{Fault_: simulator.Fault("", &types.ManagedObjectNotFound{Obj: r.This})}
 	}
 	defer g.end()
+	if r.Version == "" {
+		defer g.listen(ctx)
+	}
 	return g.serialPoll(r.This, func() soap.HasFault { return g.PropertyCollector.WaitForUpdates(ctx, r) })
+}
+
+// CreateFilter is the simulator's, followed by a change of nothing any
+// filter lists, queued on the collector: vCenter reports a new filter's
+// objects at the collector's next poll, while the simulator v0.56.0
+// computes them only when some inventory change reaches the collector (a
+// quiet inventory never reports them). The queued change is such a change;
+// no filter reports it (it names the new filter, which no filter lists).
+// The filter's objects join the collector's scope first (pollscope.go).
+func (g *guardedCollector) CreateFilter(ctx *simulator.Context, r *types.CreateFilter) soap.HasFault {
+	if g.scope != nil {
+		g.scope.add(r.Spec)
+	}
+	body := g.PropertyCollector.CreateFilter(ctx, r)
+	if res, ok := body.(*methods.CreateFilterBody); ok && res.Res != nil {
+		g.PropertyCollector.UpdateObject(ctx, res.Res.Returnval, nil)
+	}
+	return body
 }
 
 // DestroyPropertyCollector cancels the collector's running waits and
@@ -187,7 +219,10 @@ func (cg *collectorGuard) handle(ctx *simulator.Context, m *simulator.Method) (m
 	cg.mu.Lock()
 	defer cg.mu.Unlock()
 	if pc, ok := ctx.Session.Get(m.This).(*simulator.PropertyCollector); ok {
-		ctx.Session.Registry.Put(newGuardedCollector(pc))
+		// A collector the session made lives in its registry only; the
+		// service instance's, in the model's, is shared by the sessions
+		// (each wraps it): its polls hear of every change, as before.
+		ctx.Session.Registry.Put(newGuardedCollector(pc, ctx.Map.Get(m.This) == nil))
 	}
 	return nil, nil
 }

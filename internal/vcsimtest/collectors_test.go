@@ -4,13 +4,17 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
+	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
 	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -147,4 +151,87 @@ func keepChanging(ctx context.Context, env *vcsimtest.Env, vmRef types.ManagedOb
 		}
 	}()
 	return func() { cancel(); wg.Wait() }
+}
+
+// TestVcsimCollectorPollReadsOnlyItsOwnObjects: a poll of a collector
+// whose filter lists one object reads that object for its own changes
+// only, not for each change of every other object of the inventory, and
+// still reports its own changes. The pinned simulator queues every change
+// of the model on every collector and collects the collector's filters
+// again for each one (fifty changes of another folder: fifty reads of the
+// watched one); the tests' simulator passes a collector only the changes
+// its filters may report (pollscope.go). The folders count the reads of
+// the property collection (the simulator's lookup through Get).
+func TestVcsimCollectorPollReadsOnlyItsOwnObjects(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	watched, other := newCountedFolder("counted-watched"), newCountedFolder("counted-other")
+	env.Model.Map().Put(watched)
+	env.Model.Map().Put(other)
+
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	require.NoError(t, err)
+	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: watched.Self}},
+		PropSet:   []types.PropertySpec{{Type: "Folder", PathSet: []string{"name"}}},
+	}})
+	require.NoError(t, err)
+	noWait := int32(0)
+	version := ""
+	// poll reads the changes once, as the hatchery's watch does.
+	poll := func() []types.PropertyFilterUpdate {
+		t.Helper()
+		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
+		require.NoError(t, err)
+		if res.Returnval == nil {
+			return nil
+		}
+		version = res.Returnval.Version
+		return res.Returnval.FilterSet
+	}
+	rename := func(f *countedFolder, name string) {
+		sim := env.SimContext()
+		sim.WithLock(f, func() { sim.Update(f, []types.PropertyChange{{Name: "name", Val: name}}) })
+	}
+
+	require.Len(t, poll(), 1, "the first poll reports the watched folder")
+	// The queued change CreateFilter left (collectors.go) is read now.
+	require.Empty(t, poll())
+	before := watched.reads.Load()
+	for i := range 50 {
+		rename(other, fmt.Sprintf("other-%d", i))
+	}
+	assert.Empty(t, poll(), "no change of the watched folder")
+	assert.Zero(t, watched.reads.Load()-before, "reads of the watched folder for another folder's changes")
+
+	rename(watched, "watched-renamed")
+	fs := poll()
+	require.Len(t, fs, 1)
+	require.Len(t, fs[0].ObjectSet, 1)
+	ou := fs[0].ObjectSet[0]
+	assert.Equal(t, watched.Self, ou.Obj)
+	require.Len(t, ou.ChangeSet, 1)
+	assert.Equal(t, "watched-renamed", ou.ChangeSet[0].Val)
+}
+
+// countedFolder is a folder whose reads by the simulator's property
+// collection are counted.
+type countedFolder struct {
+	mo.Folder
+	reads *atomic.Int64
+}
+
+func newCountedFolder(value string) *countedFolder {
+	f := &countedFolder{reads: &atomic.Int64{}}
+	f.Self = types.ManagedObjectReference{Type: "Folder", Value: value}
+	f.Name = value
+	return f
+}
+
+// Get is how the simulator's property collection reads the object.
+func (f *countedFolder) Get() mo.Reference {
+	f.reads.Add(1)
+	return &f.Folder
 }

@@ -342,7 +342,9 @@ func New(o Options) (*Env, error) {
 	if o.ClonePowerOnUnlocked {
 		hooks = append(hooks, (&clonePowerOn{env: e}).handle)
 	}
-	hooks = append(hooks, (&instantClone{env: e}).handle)
+	// Container views last: they answer CreateContainerView only after
+	// the hooks that may refuse it (containerview.go).
+	hooks = append(hooks, (&instantClone{env: e}).handle, (&containerViews{}).handle)
 	installHooks(m, hooks...)
 	e.CloudInit = newFakeCloudInit()
 	if o.Runner != nil {

@@ -101,7 +101,7 @@ func TestForeignVMsAreListed(t *testing.T) {
 	vms, err := env.Client.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	require.Len(t, vms, 300)
-	v := inventory.VMFromObject(vms[0])
+	v := inventory.VMFromInfo(vms[0])
 	assert.True(t, v.PoweredOn())
 	assert.Nil(t, v.Annotation)
 	assert.Len(t, v.IPAddresses, 1)

@@ -31,7 +31,7 @@ func guestinfo(t *testing.T, name, ip string) []types.BaseOptionValue {
 	}
 	opts, err := cloudinit.Options(name+"-instance", name, addr, cloudinit.Boot{Script: "true", CDSConfig: name + "-config"})
 	require.NoError(t, err)
-	return opts
+	return vcenter.OptionValues(opts)
 }
 
 // instantFixture is a running parent (a clone of the default template with

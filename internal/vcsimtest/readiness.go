@@ -15,10 +15,11 @@ import (
 // Tools running and guest operations ready (at once, or after delay counted
 // from that power-on: a VM powered off and on again meanwhile waits for the
 // delay of its last power-on); when it powers off, not running and not
-// ready. The simulator never does this for VMs without a container. The IP
-// of a customized clone is already set by the simulator itself
-// (guest.ipAddress, guest.net); a VM booting with cloud-init guestinfo is
-// handed to FakeCloudInit.
+// ready. The simulator never does this for VMs without a container. The
+// fixed IP of a customized clone is set by the simulator itself
+// (guest.ipAddress, guest.net), a DHCP card's lease by customLeases when
+// the guest is ready (customization.go); a VM booting with cloud-init
+// guestinfo is handed to FakeCloudInit.
 //
 // Resume: the simulator suspends and powers on a suspended VM (SuspendVM,
 // PowerOnVM) but models no guest: it would report tools running at once,
@@ -64,6 +65,9 @@ type readiness struct {
 	// guests never become ready (SetGuestNeverReady).
 	neverMu sync.Mutex
 	never   map[string]bool
+
+	// leases gives a customized clone's DHCP card its address.
+	leases customLeases
 }
 
 // FailResume makes the next resume of the VM named name (a power on from
@@ -195,6 +199,7 @@ func (r *readiness) PutObject(*simulator.Context, mo.Reference) {}
 func (r *readiness) RemoveObject(_ *simulator.Context, ref types.ManagedObjectReference) {
 	if ref.Type == "VirtualMachine" {
 		r.env.runnerVMStopped(ref)
+		r.leases.forget(ref)
 	}
 }
 
@@ -204,6 +209,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 	if obj.Reference().Type != "VirtualMachine" {
 		return
 	}
+	r.leases.note(obj.Reference(), changes)
 	var state types.VirtualMachinePowerState
 	found := false
 	for _, ch := range changes {
@@ -248,6 +254,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 			}
 			setGuest(ctx, vm, true)
 			if !resume {
+				r.leases.ready(ctx, vm)
 				r.env.CloudInit.powerOn(ctx, vm, fork)
 			}
 		})
@@ -277,6 +284,7 @@ func (r *readiness) UpdateObject(ctx *simulator.Context, obj mo.Reference, chang
 			if vm.Runtime.PowerState == types.VirtualMachinePowerStatePoweredOn && !r.neverReady(vm) {
 				setGuest(sctx, vm, true)
 				if !resume {
+					r.leases.ready(sctx, vm)
 					r.env.CloudInit.powerOn(sctx, vm, fork)
 				}
 			}

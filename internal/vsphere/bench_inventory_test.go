@@ -16,7 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
@@ -25,6 +24,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -61,7 +61,7 @@ func newBenchClient(c vcenter.Port) *benchClient {
 	return &benchClient{Port: c, clones: map[string]time.Time{}}
 }
 
-func (c *benchClient) ListVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
+func (c *benchClient) ListVirtualMachines(ctx context.Context) ([]vctypes.VMInfo, error) {
 	c.lists.Add(1)
 	return c.Port.ListVirtualMachines(ctx)
 }

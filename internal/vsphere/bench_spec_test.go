@@ -58,7 +58,7 @@ func (s *specListingInventory) VMs(ctx context.Context) ([]inventory.VM, error) 
 	}
 	out := make([]inventory.VM, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, inventory.VMFromObject(o))
+		out = append(out, inventory.VMFromInfo(vcenter.VMInfoOf(o)))
 	}
 	return out, nil
 }

@@ -225,7 +225,7 @@ func runIdleWatchSteady(b *testing.B, n int, shape string) steadyResult {
 	if err != nil {
 		b.Fatal(err)
 	}
-	pool := vcenter.MORef(poolRef)
+	pool := poolRef
 	if err := rc.ResetVirtualMachineWatch(ctx); err != nil {
 		b.Fatal(err)
 	}

@@ -8,10 +8,10 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/stretchr/testify/assert"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 func spV1Model() sdk.WorkerStarterWorkerModel {
@@ -59,7 +59,7 @@ func TestCanSpawn(t *testing.T) {
 			name: "no ip left", model: v2, jobID: "run-1", want: refusal.ReasonIP,
 			cfg: func(c *config.Config) { c.IPRange = "10.0.0.1/30" },
 			vms: []inventory.VM{
-				{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
+				{Name: "a", PowerState: vctypes.PoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 				{Name: "b", IPAddresses: []string{"10.0.0.2"}},
 			},
 		},
@@ -101,7 +101,7 @@ func TestWorkersStarted(t *testing.T) {
 	ours := &inventory.Annotation{HatcheryName: spHatchery}
 	f.inv.Set([]inventory.VM{
 		{Name: "worker-1", Annotation: ours},
-		{Name: "worker-off", Annotation: ours, PowerState: types.VirtualMachinePowerStatePoweredOff},
+		{Name: "worker-off", Annotation: ours, PowerState: vctypes.PoweredOff},
 		{Name: "warmpool-v2-abc", Annotation: ours},
 		{Name: "mymodel-tmp", Annotation: &inventory.Annotation{HatcheryName: spHatchery, RegisterOnly: true, WorkerName: "register-mymodel-x1"}},
 		{Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true}},

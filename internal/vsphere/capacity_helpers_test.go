@@ -19,7 +19,6 @@ import (
 
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
@@ -158,7 +157,7 @@ const errCapPoolLoad = capError("pool not found")
 func capVM(name, jobID string, cpus, memMB int32) inventory.VM {
 	return inventory.VM{
 		Name: name, NumCPU: cpus, MemoryMB: memMB,
-		PowerState: types.VirtualMachinePowerStatePoweredOn,
+		PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: capHatcheryName, WorkerName: name, JobID: jobID},
 	}
 }

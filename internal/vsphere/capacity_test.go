@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/cds-contrib/hatchery-vsphere/internal/capacity"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +15,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // capUsedVMs returns n powered-on owned VMs of cpus/memMB each.
@@ -189,14 +189,14 @@ func TestCanAllocateResourcesFootprint(t *testing.T) {
 func TestCountAllocatedResources(t *testing.T) {
 	t.Parallel()
 	off := capVM("off", "j-off", 8, 8192)
-	off.PowerState = types.VirtualMachinePowerStatePoweredOff
+	off.PowerState = vctypes.PoweredOff
 	foreign := capVM("foreign", "j-f", 8, 8192)
 	foreign.Annotation = &inventory.Annotation{HatcheryName: "other-hatchery", JobID: "j-f"}
-	unannotated := inventory.VM{Name: "someone", NumCPU: 32, MemoryMB: 65536, PowerState: types.VirtualMachinePowerStatePoweredOn}
+	unannotated := inventory.VM{Name: "someone", NumCPU: 32, MemoryMB: 65536, PowerState: vctypes.PoweredOn}
 	tmpl := capVM("tmpl", "", 4, 4096)
 	tmpl.Template = true
 	suspended := capVM("susp", "j-s", 8, 8192)
-	suspended.PowerState = types.VirtualMachinePowerStateSuspended
+	suspended.PowerState = vctypes.Suspended
 	vms := []inventory.VM{capVM("a", "j-a", 2, 4096), capVM("b", "j-b", 4, 8192), off, foreign, unannotated, tmpl, suspended}
 
 	env := newCapEnv(t, config.Config{MaxCPUs: 8, Flavors: capFlavors()})
@@ -356,12 +356,12 @@ func TestReservationLifecycle(t *testing.T) {
 		require.True(t, can(t, env, "large", "j1"))
 		// j1's VM is cloned but powered off: its reservation still counts.
 		vm := capVM("worker-j1", "j1", 8, 16384)
-		vm.PowerState = types.VirtualMachinePowerStatePoweredOff
+		vm.PowerState = vctypes.PoweredOff
 		env.inv.Set(vm)
 		require.True(t, can(t, env, "large", "j2"))
 		require.False(t, can(t, env, "small", "j3"), "8 (j1 reserved) + 8 (j2)")
 		// Powered on and visible, not yet released: counted once.
-		vm.PowerState = types.VirtualMachinePowerStatePoweredOn
+		vm.PowerState = vctypes.PoweredOn
 		env.inv.Set(vm)
 		u, err := env.h.CapacityUsage(ctx)
 		require.NoError(t, err)

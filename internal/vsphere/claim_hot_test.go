@@ -25,7 +25,7 @@ import (
 func wIdle(state string) vmOpt {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = types.VirtualMachinePowerState(warmpool.IdlePowerState(v.Annotation))
+		v.PowerState = vctypes.PowerState(warmpool.IdlePowerState(v.Annotation))
 	}
 }
 

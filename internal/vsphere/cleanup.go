@@ -97,13 +97,7 @@ func awolReclaim(reason string) awolVerdict {
 func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		if vctypes.Unanswered(err) {
-			// vCenter down: the vCenter client logs the outage's start
-			// and end, not a line per pass (docs/operations.md#when-vcenter-restarts).
-			h.log.Debug("awol cleanup skipped: cannot list vms", logkey.Err, err)
-		} else {
-			h.log.Warn("awol cleanup skipped: cannot list vms", logkey.Err, err)
-		}
+		h.passFailed(ctx, "awol cleanup skipped: cannot list vms", err)
 		return
 	}
 	if len(h.conf().WorkerProvisioning) == 0 {
@@ -114,13 +108,7 @@ func (h *HatcheryVSphere) killAwolServers(ctx context.Context) {
 	h.dropAbsentDeleteMarks(vms)
 	h.tendHolds(vms)
 	if err := h.ips.Reconcile(ctx, h.indexOf(vms).Used); err != nil {
-		if vctypes.Unanswered(err) && ctx.Err() == nil {
-			// vCenter down: the vCenter client logged the outage once,
-			// not a line per pass (docs/operations.md#when-vcenter-restarts).
-			h.log.Debug("ip locks not reconciled, retried next pass", logkey.Err, err)
-		} else {
-			h.warnUnlessShuttingDown(ctx, "ip locks not reconciled, retried next pass", logkey.Err, err)
-		}
+		h.passFailed(ctx, "ip locks not reconciled, retried next pass", err)
 	}
 	h.forgetOthersFinished(vms)
 	workers, apiErr := h.loadAPIWorkers(ctx)
@@ -404,7 +392,7 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 	}
 	vms, err := h.inv.VMs(ctx)
 	if err != nil {
-		h.log.Warn("disabled workers cleanup skipped: cannot list vms", logkey.Err, err)
+		h.passFailed(ctx, "disabled workers cleanup skipped: cannot list vms", err)
 		return
 	}
 	for _, vm := range vms {
@@ -421,6 +409,21 @@ func (h *HatcheryVSphere) killDisabledWorkers(ctx context.Context) {
 			h.log.Info("vm marked for deletion", logkey.VM, vm.Name, logkey.Detail, "worker disabled on the api")
 		}
 	}
+}
+
+// passFailed logs a cleanup pass (or a step of one) that vCenter cut
+// short. When vCenter did not answer (vctypes.Unanswered), the inventory's
+// stale error after an outage included, the line is DEBUG: the vCenter
+// client logs the outage's start and end, not a line per pass
+// (docs/operations.md#when-vcenter-restarts), and a pass may run between
+// vCenter's return and the inventory's first good refresh. Any other
+// failure is a WARN (INFO during a shutdown).
+func (h *HatcheryVSphere) passFailed(ctx context.Context, msg string, err error) {
+	if vctypes.Unanswered(err) && ctx.Err() == nil {
+		h.log.Debug(msg, logkey.Err, err)
+		return
+	}
+	h.warnUnlessShuttingDown(ctx, msg, logkey.Err, err)
 }
 
 // warnUnlessShuttingDown logs msg at WARN, or at INFO once ctx has ended:

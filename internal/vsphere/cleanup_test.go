@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -424,7 +426,7 @@ func TestKillDisabledWorkers(t *testing.T) {
 		warmVM("w-ok"),
 		foreign,
 		warmVM("w-tpl", wTemplate),
-		{Ref: vcenter.MORef(warmRef("w-bare")), Name: "w-bare"},
+		{Ref: warmRef("w-bare"), Name: "w-bare"},
 	}
 	cds := &cdsclienttest.Fake{
 		V1Workers: []sdk.Worker{{Name: "w-dis-v1", Status: sdk.StatusDisabled}, {Name: "w-ok", Status: sdk.StatusBuilding}, {Name: "w-foreign", Status: sdk.StatusDisabled}},
@@ -467,6 +469,41 @@ func TestKillDisabledWorkersAPIError(t *testing.T) {
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1")}, cds)
 	e.h.killDisabledWorkers(context.Background())
 	assert.Zero(t, len(markedNames(e.h)))
+}
+
+// TestCleanupPassesQuietWhileVCenterDoesNotAnswer: a cleanup pass whose
+// inventory is stale because vCenter did not answer (the pass that runs
+// between vCenter's return and the inventory's first good refresh
+// included) logs at DEBUG, the vCenter client having logged the outage; a
+// stale inventory for another reason stays a WARN.
+func TestCleanupPassesQuietWhileVCenterDoesNotAnswer(t *testing.T) {
+	t.Parallel()
+	reset := &url.Error{Op: "Post", URL: "https://vc/sdk", Err: errors.New("connection reset by peer")}
+	cases := []struct {
+		name  string
+		err   error
+		level string
+	}{
+		{"stale after vcenter did not answer", fmt.Errorf("%w: last successful refresh 10s ago (limit 8s): last refresh failed: %w", inventory.ErrStale, reset), "level=DEBUG"},
+		{"stale for another reason", fmt.Errorf("%w: last successful refresh 10s ago (limit 8s): last refresh failed: %w", inventory.ErrStale, errors.New("permission denied")), "level=WARN"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cds := &cdsclienttest.Fake{V1Workers: []sdk.Worker{{Name: "w-1", Status: sdk.StatusDisabled}}}
+			e := newWarmEnv(t, warmConfig(), []inventory.VM{warmVM("w-1")}, cds)
+			var logs bytes.Buffer
+			e.h.log = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			e.inv.SetErr(tc.err)
+			e.h.killDisabledWorkers(context.Background())
+			e.h.killAwolServers(context.Background())
+			assert.Empty(t, markedNames(e.h), "nothing decided on a stale inventory")
+			for _, msg := range []string{"disabled workers cleanup skipped: cannot list vms", "awol cleanup skipped: cannot list vms"} {
+				line := regexp.MustCompile(`(?m)^.*msg="` + regexp.QuoteMeta(msg) + `".*$`).FindString(logs.String())
+				assert.Contains(t, line, tc.level, "%s:\n%s", msg, logs.String())
+			}
+		})
+	}
 }
 
 // TestKillAwolServersEmptiesUnconfiguredPools: with no workerProvisioning
@@ -649,7 +686,7 @@ func TestKillAwolServersNeverStopsAWorkerOnAStaleListing(t *testing.T) {
 
 			// The next listing shows it running: kept, no vCenter call.
 			on := tc.vm
-			on.PowerState = types.VirtualMachinePowerStatePoweredOn
+			on.PowerState = vctypes.PoweredOn
 			e.inv.Set(on)
 			e.h.killAwolServers(context.Background())
 		})

@@ -213,7 +213,7 @@ func (h *HatcheryVSphere) loadTemplate(ctx context.Context, vms []inventory.VM, 
 	v, ok := inventory.FindTemplate(vms, h.Name(), t)
 	switch {
 	case ok && v.Ref.Value != "":
-		return clonespec.Template{Ref: v.Ref, Name: name}, nil
+		return clonespec.Template{Ref: vcenter.MORef(v.Ref), Name: name}, nil
 	case !ok && t.Built:
 		// Another hatchery's template of that name is never cloned.
 		return clonespec.Template{}, fmt.Errorf("template %q: not this hatchery's template of the model", name)

@@ -23,6 +23,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 func TestPrepareCloneSpec(t *testing.T) {
@@ -92,7 +93,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 			got, err := inventory.AnnotationFromVM(spec.Config.Annotation, nil)
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *got)
-			mirror, err := inventory.AnnotationFromVM("", spec.Config.ExtraConfig)
+			mirror, err := inventory.AnnotationFromVM("", vcenter.OptionsOf(spec.Config.ExtraConfig))
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *mirror)
 
@@ -153,7 +154,7 @@ func TestCloneVM(t *testing.T) {
 			cfg.IPRange, cfg.Gateway, cfg.SubnetMask = "10.0.0.10/24", "10.0.0.1", "255.255.255.0"
 			f := newSpFixture(t, cfg)
 			// 10.0.0.10 is held by a powered-off VM's annotation.
-			f.inv.Add(inventory.VM{Name: "off", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
+			f.inv.Add(inventory.VM{Name: "off", PowerState: vctypes.PoweredOff, Annotation: &inventory.Annotation{HatcheryName: "other", IPAddress: "10.0.0.10"}})
 			tmpl := spRef("VirtualMachine", "vm-tmpl")
 			f.vs.EXPECT().LoadVirtualMachine(gomock.Any(), "debian12").Return(tmpl, nil)
 			f.expectCloneSpecCalls(tmpl, 1)

@@ -16,7 +16,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // bootstrapAccess resolves how a worker of model starts (accessOf) from
@@ -118,11 +117,7 @@ func (h *HatcheryVSphere) clearGuestinfo(ctx context.Context, vm vctypes.Ref, na
 	defer h.custody.ForgetUserdata(name)
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
-	spec := cloudinit.ScrubSpec()
-	spec.ExtraConfig = append(spec.ExtraConfig,
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
-	)
+	spec := vcenter.ConfigSpecOf(vctypes.ConfigChange{Options: cloudinit.BlankOptions()})
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(vm), spec); err != nil {
 		return fmt.Errorf("clear guestinfo of vm %q: %w", name, err)
 	}

@@ -197,7 +197,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
 	st := env.MustInspect("worker-ci-2")
-	require.Equal(t, pool[0].Ref, st.Ref, "the worker is the claimed pool VM, renamed")
+	require.Equal(t, pool[0].Ref, vcenter.RefOf(st.Ref), "the worker is the claimed pool VM, renamed")
 	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning)

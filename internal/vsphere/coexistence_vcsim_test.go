@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
 )
@@ -58,11 +59,7 @@ func rawVMs(t *testing.T, env *vcsimtest.Env) []rawVM {
 	require.NoError(t, err)
 	out := make([]rawVM, 0, len(objs))
 	for _, o := range objs {
-		v := rawVM{ref: o.Self.Value, name: o.Name, power: o.Runtime.PowerState}
-		if o.Config != nil {
-			v.notes, v.template = o.Config.Annotation, o.Config.Template
-		}
-		out = append(out, v)
+		out = append(out, rawVM{ref: o.Ref.Value, name: o.Name, power: types.VirtualMachinePowerState(o.PowerState), notes: o.Notes, template: o.Template})
 	}
 	return out
 }
@@ -195,7 +192,7 @@ func TestVcsimOldPoolVMsAdoptedOrRetired(t *testing.T) {
 		old := legacyRecord(t, *v.Annotation)
 		spec := types.VirtualMachineConfigSpec{Name: oldNames[i], Annotation: old,
 			ExtraConfig: []types.BaseOptionValue{&types.OptionValue{Key: inventory.AnnotationMirrorKey, Value: old}}}
-		require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, v.Ref, spec))
+		require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vcenter.MORef(v.Ref), spec))
 	}
 	upstreamNotes := `{"hatchery_name":"upstream-vsphere","worker_name":"provision-v2-up","provisioning":true,"vmware_model_path":"debian12","created":"2026-01-01T00:00:00Z"}`
 	unownedNotes := `{"worker_name":"provision-v2-anon","provisioning":true,"vmware_model_path":"debian12"}`

@@ -212,7 +212,7 @@ func TestDestroyedVMLeavesWhenNoListingShowsIt(t *testing.T) {
 	assert.Equal(t, lifecycle.Destroyed, e.h.life.Phase("mymodel"))
 
 	renamed := vm
-	renamed.Ref = vcenter.MORef(warmRef("mymodel-tmp")) // another VM now bears the name
+	renamed.Ref = warmRef("mymodel-tmp") // another VM now bears the name
 	e.h.dropAbsentDeleteMarks([]inventory.VM{renamed})
 	assert.Equal(t, lifecycle.Gone, e.h.life.Phase("mymodel"))
 }

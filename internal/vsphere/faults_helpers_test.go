@@ -391,7 +391,7 @@ func (r *ftRig) ftCheckInvariants(allowed ...string) {
 	require.NoError(t, err)
 	var views []inventory.VM
 	for _, o := range listed {
-		views = append(views, inventory.VMFromObject(o))
+		views = append(views, inventory.VMFromInfo(o))
 	}
 	used, _ := r.h.FaultsIPCounts(views)
 	assert.Equal(t, len(held), used, "ip pool: used addresses are exactly those vms hold: %v, reserved %v", held, r.h.FaultsReservedIPs())

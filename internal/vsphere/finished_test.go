@@ -8,10 +8,10 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 )
@@ -83,7 +83,7 @@ func TestOthersGraceStartsAgainAfterAKeep(t *testing.T) {
 	finished := warmVM("w-other", wOff, wCreated(-time.Second), wStarted(-2*time.Second))
 	finished.Annotation.SpawnedBy = "an-other-process"
 	running := finished
-	running.PowerState = types.VirtualMachinePowerStatePoweredOn
+	running.PowerState = vctypes.PoweredOn
 	cds := &cdsclienttest.Fake{V2Workers: []sdk.V2Worker{{Name: "w-other"}}}
 	e := newWarmEnv(t, warmConfig(), []inventory.VM{finished}, cds)
 	clock := testutil.NewClock(warmNow)

@@ -9,6 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/stretchr/testify/assert"
@@ -19,16 +20,16 @@ import (
 
 // foreignObject is a listed VM as vCenter returns it, with raw Notes and
 // an optional ExtraConfig mirror.
-func foreignObject(name, notes, mirror string, template bool, power types.VirtualMachinePowerState) inventory.VM {
+func foreignObject(name, notes, mirror string, template bool, power vctypes.PowerState) inventory.VM {
 	o := mo.VirtualMachine{
 		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: vcenter.MORef(warmRef(name))}, Name: name},
 		Config:        &types.VirtualMachineConfigInfo{Template: template, Annotation: notes},
-		Runtime:       types.VirtualMachineRuntimeInfo{PowerState: power},
+		Runtime:       types.VirtualMachineRuntimeInfo{PowerState: types.VirtualMachinePowerState(power)},
 	}
 	if mirror != "" {
 		o.Config.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: inventory.AnnotationMirrorKey, Value: mirror}}
 	}
-	return inventory.VMFromObject(o)
+	return inventory.VMFromInfo(vcenter.VMInfoOf(o))
 }
 
 // TestForeignVMsNeverTouched: a datacenter full of VMs and templates that
@@ -41,7 +42,7 @@ func foreignObject(name, notes, mirror string, template bool, power types.Virtua
 func TestForeignVMsNeverTouched(t *testing.T) {
 	t.Parallel()
 	old := warmNow.Add(-72 * time.Hour)
-	on, off := types.VirtualMachinePowerStatePoweredOn, types.VirtualMachinePowerStatePoweredOff
+	on, off := vctypes.PoweredOn, vctypes.PoweredOff
 	otherProv := inventory.Annotation{HatcheryName: "hatch-b", WorkerName: "provision-v2-b1", Provisioning: true, VMwareModelPath: "debian12", Created: old}
 	otherWorker := inventory.Annotation{HatcheryName: "hatch-b", WorkerName: "worker-b", Created: old, WorkerStarted: &old}
 	otherModel := inventory.Annotation{HatcheryName: "hatch-b", Model: true, WorkerModelPath: "grp/m1", Created: old}

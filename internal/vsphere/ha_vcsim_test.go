@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
@@ -31,10 +32,10 @@ func TestVcsimReconfigureChangeVersionIsCAS(t *testing.T) {
 	ref, err := env.Client.LoadVirtualMachine(ctx, pool[0].Name)
 	require.NoError(t, err)
 	vm := vcenter.MORef(ref)
-	objs, err := env.Client.RetrieveVirtualMachines(ctx, []types.ManagedObjectReference{vm})
+	objs, err := env.Client.RetrieveVirtualMachines(ctx, []vctypes.Ref{ref})
 	require.NoError(t, err)
 	require.Len(t, objs, 1)
-	read := objs[0].Config.ChangeVersion
+	read := objs[0].ChangeVersion
 	require.NotEmpty(t, read)
 
 	require.NoError(t, env.Client.ReconfigureVirtualMachine(ctx, vm, types.VirtualMachineConfigSpec{ChangeVersion: read, Annotation: "first"}))

@@ -223,7 +223,7 @@ func (p *viPowerTracker) UpdateObject(ctx *simulator.Context, obj mo.Reference, 
 			return
 		}
 		cpus = vm.Config.Hardware.NumCPU
-		a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig)
+		a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vcenter.OptionsOf(vm.Config.ExtraConfig))
 		owned = err == nil && a.HatcheryName == p.hatch && !vm.Config.Template
 	})
 	if !owned {
@@ -277,7 +277,7 @@ func viSampleCPUs(env *vcsimtest.Env, sctx *simulator.Context, hatch string) int
 			if vm.Config == nil || vm.Config.Template || vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
 				return
 			}
-			if a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vm.Config.ExtraConfig); err == nil && a.HatcheryName == hatch {
+			if a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vcenter.OptionsOf(vm.Config.ExtraConfig)); err == nil && a.HatcheryName == hatch {
 				sum += int64(vm.Config.Hardware.NumCPU)
 			}
 		})

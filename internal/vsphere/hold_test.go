@@ -15,6 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -31,7 +32,7 @@ func holdConfig(n int) *config.Config {
 // heldAt is a VM of ours held until until (a failed spawn of job).
 func heldAt(name, job string, until time.Time) inventory.VM {
 	return inventory.VM{
-		Ref: vcenter.MORef(spRef("VirtualMachine", "vm-"+name)), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Ref: spRef("VirtualMachine", "vm-"+name), Name: name, PowerState: vctypes.PoweredOn,
 		NumCPU: 2, MemoryMB: 4096,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: name, JobID: job, HeldUntil: &until, HeldReason: "wait for guest operations ready"},
 	}
@@ -65,7 +66,7 @@ func TestSpawnFailureHoldsTheVM(t *testing.T) {
 	err := f.h.SpawnWorker(context.Background(), spV2Args())
 
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	annot, perr := inventory.AnnotationFromVM(written.Annotation, written.ExtraConfig)
+	annot, perr := inventory.AnnotationFromVM(written.Annotation, vcenter.OptionsOf(written.ExtraConfig))
 	require.NoError(t, perr)
 	require.True(t, annot.Held())
 	assert.Equal(t, f.clock.Now().Add(10*time.Minute), *annot.HeldUntil)
@@ -195,7 +196,7 @@ func TestHoldExpiresOnTime(t *testing.T) {
 	assert.Equal(t, float64(1), heldGauge(t, m))
 
 	lagging := inventory.VM{
-		Ref: vcenter.MORef(spNewRef), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+		Ref: spNewRef, Name: "worker-v2-1", PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-v2-1", JobID: "run-1", Created: f.clock.Now()},
 	}
 	f.clock.Advance(10*time.Minute - time.Second)

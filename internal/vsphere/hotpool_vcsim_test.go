@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -83,7 +84,7 @@ func TestVcsimHotPoolSuspendedClaim(t *testing.T) {
 	pool := warmPool(warmVcsimVMs(t, env), "debian12")
 	require.Len(t, pool, 1)
 	hot := pool[0]
-	assert.Equal(t, types.VirtualMachinePowerStateSuspended, hot.PowerState)
+	assert.Equal(t, vctypes.Suspended, hot.PowerState)
 	assert.Equal(t, config.IdleStateSuspended, hot.Annotation.IdleState)
 	assert.Equal(t, "large", hot.Annotation.Flavor)
 	require.NotEmpty(t, hot.Annotation.IPAddress)

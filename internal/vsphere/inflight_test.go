@@ -12,7 +12,6 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // TestSpawnInFlightReadersAgree: "a spawn is in flight for job J" has one
@@ -43,7 +42,7 @@ func TestSpawnInFlightReadersAgree(t *testing.T) {
 
 	// A VM of an earlier attempt of the same job, never started, old
 	// enough for the cleanup to take it were no spawn of its job in flight.
-	old := inventory.VM{Name: "worker-v2-old", PowerState: types.VirtualMachinePowerStatePoweredOff,
+	old := inventory.VM{Name: "worker-v2-old", PowerState: vctypes.PoweredOff,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-v2-old", JobID: "run-1",
 			Created: f.clock.Now().Add(-24 * time.Hour)}}
 	ctx := context.Background()

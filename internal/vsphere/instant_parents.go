@@ -7,8 +7,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/vmware/govmomi/vim25/types"
-
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
@@ -141,12 +139,8 @@ func (h *HatcheryVSphere) adoptParents(ctx context.Context, plan instantparent.P
 func (h *HatcheryVSphere) blankParent(ctx context.Context, ref vctypes.Ref, name string) error {
 	sctx, cancel := context.WithTimeout(ctx, custody.ScrubTimeout)
 	defer cancel()
-	spec := cloudinit.ScrubSpec()
-	spec.Annotation = parentNotes
-	spec.ExtraConfig = append(spec.ExtraConfig,
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadata, Value: ""},
-		&types.OptionValue{Key: cloudinit.GuestinfoMetadataEncoding, Value: ""},
-	)
+	notes := parentNotes
+	spec := vcenter.ConfigSpecOf(vctypes.ConfigChange{Notes: &notes, Options: cloudinit.BlankOptions()})
 	if err := h.vs.ReconfigureVirtualMachine(sctx, vcenter.MORef(ref), spec); err != nil {
 		return fmt.Errorf("blank instant parent %q: %w", name, err)
 	}

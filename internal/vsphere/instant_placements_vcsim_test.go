@@ -14,7 +14,9 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
 
@@ -33,12 +35,12 @@ func ipConfig(env *vcsimtest.Env) *config.Config {
 // instant-parents passes until both placements have their ready parent
 // (at most 3: build, then seen ready); it returns the parents by
 // placement.
-func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, logs *testutil.SyncBuffer, before func(*vsphere.HatcheryVSphere, *icClient)) (*vsphere.HatcheryVSphere, *icClient, map[string]types.ManagedObjectReference, map[string]string) {
+func ipStart(t *testing.T, env *vcsimtest.Env, cfg *config.Config, logs *testutil.SyncBuffer, before func(*vsphere.HatcheryVSphere, *icClient)) (*vsphere.HatcheryVSphere, *icClient, map[string]vctypes.Ref, map[string]string) {
 	t.Helper()
 	c := &icClient{Port: env.Client}
 	var mu sync.Mutex
-	parentOf := map[string]types.ManagedObjectReference{}
-	c.afterFork = func(n int, parent types.ManagedObjectReference) {
+	parentOf := map[string]vctypes.Ref{}
+	c.afterFork = func(n int, parent vctypes.Ref) {
 		forks, _ := c.counts()
 		mu.Lock()
 		parentOf[forks[n-1]] = parent
@@ -123,7 +125,7 @@ func TestVcsimInstantPlacements(t *testing.T) {
 		t.Helper()
 		child := env.MustInspect(worker)
 		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, child.PowerState)
-		assert.Equal(t, env.MustInspect(parents[placementName]).Ref, parentOf[worker], "%s: forked from the parent of %s", worker, placementName)
+		assert.Equal(t, vcenter.RefOf(env.MustInspect(parents[placementName]).Ref), parentOf[worker], "%s: forked from the parent of %s", worker, placementName)
 		on, ok := env.PlacedOn(worker)
 		require.True(t, ok)
 		assert.Equal(t, plCluster[placementName], on.Cluster, "%s: on its parent's cluster", worker)

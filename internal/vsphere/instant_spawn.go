@@ -18,7 +18,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // instantOrClaimOrClone returns the worker's VM, powered on and carrying
@@ -159,43 +158,36 @@ func (h *HatcheryVSphere) instantClone(ctx context.Context, parent instantparent
 	if err != nil {
 		return fail("load folder", err, false)
 	}
-	spec, err := h.instantCloneSpec(name, folder, annot, boot)
+	req, err := h.instantCloneRequest(name, folder, annot, boot)
 	if err != nil {
 		return fail("prepare instant clone spec", err, false)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageBookToClone)
-	ref, err := h.vs.InstantCloneVirtualMachine(ctx, vcenter.MORef(parent.Ref), spec)
+	ref, err := h.vs.InstantCloneVirtualMachine(ctx, parent.Ref, req)
 	err = vcenter.Classify(err)
 	h.inv.Invalidate()
 	switch {
 	case err != nil:
 		return fail("instant clone", err, !spawnfault.IsVCenterFault(err))
-	case ref == nil:
+	case ref.IsZero():
 		return fail("instant clone", errors.New("no reference returned"), true)
 	}
 	spawntiming.Mark(ctx, spawntiming.StageClone)
 	h.log.Info("vm forked from its instant parent", logkey.VM, name, "parent", parent.Name, logkey.Flavor, annot.Flavor, logkey.IP, annot.IPAddress)
-	return vcenter.RefOf(*ref), nil
+	return ref, nil
 }
 
-// instantCloneSpec is the child's specification: its name, its folder
-// (its placement's, else the hatchery's; the parent's pool and datastore,
+// instantCloneRequest is the child's request: its name, its folder (its
+// placement's, else the hatchery's; the parent's pool and datastore,
 // which are its placement's: the child stays on its parent's host), and
-// its ExtraConfig: the record's mirror and the
-// cloud-init guestinfo keys internal/cloudinit builds for a clone.
-func (h *HatcheryVSphere) instantCloneSpec(name string, folder vctypes.Ref, annot *inventory.Annotation, boot *cloudinit.Boot) (types.VirtualMachineInstantCloneSpec, error) {
+// its options: the record's mirror and the cloud-init guestinfo keys
+// internal/cloudinit builds for a clone.
+func (h *HatcheryVSphere) instantCloneRequest(name string, folder vctypes.Ref, annot *inventory.Annotation, boot *cloudinit.Boot) (vctypes.InstantClone, error) {
 	opts, err := h.clones.CloudInitOptions(name, annot.IPAddress, *boot)
 	if err != nil {
-		return types.VirtualMachineInstantCloneSpec{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
+		return vctypes.InstantClone{}, fmt.Errorf("cloud-init guestinfo of %q: %w", name, err)
 	}
-	var cs types.VirtualMachineConfigSpec
-	annot.ApplyTo(&cs)
-	f := vcenter.MORef(folder)
-	return types.VirtualMachineInstantCloneSpec{
-		Name:     name,
-		Location: types.VirtualMachineRelocateSpec{Folder: &f},
-		Config:   append(cs.ExtraConfig, opts...),
-	}, nil
+	return vctypes.InstantClone{Name: name, Folder: folder, Options: append(annot.Record().Options, opts...)}, nil
 }
 
 // instantFaultOfParent tells whether a fork's fault is the parent's

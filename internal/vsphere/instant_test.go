@@ -35,8 +35,8 @@ func newInstantFixture(t *testing.T, ready bool) *spFixture {
 	cfg.DefaultBootstrap = config.BootstrapCloudInit
 	cfg.GuestCredentials = []config.GuestCredential{{ModelVMWare: "debian12", CloneMode: config.CloneModeInstant}}
 	f := newSpFixture(t, cfg)
-	parent := instParentVM(f, types.VirtualMachinePowerStatePoweredOn)
-	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048}, parent)
+	parent := instParentVM(f, vctypes.PoweredOn)
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048}, parent)
 	if ready {
 		ps, _ := f.h.parentsOf([]inventory.VM{parent})
 		f.h.parents.Apply(instantparent.Plan{Ready: map[instantparent.Key]instantparent.Parent{instKey: ps[0]}})
@@ -44,9 +44,9 @@ func newInstantFixture(t *testing.T, ready bool) *spFixture {
 	return f
 }
 
-func instParentVM(f *spFixture, power types.VirtualMachinePowerState) inventory.VM {
+func instParentVM(f *spFixture, power vctypes.PowerState) inventory.VM {
 	return inventory.VM{
-		Ref: vcenter.MORef(instParentRef), Name: "hatch-test-parent-debian12-default-1", PowerState: power, IPAddresses: []string{"10.0.0.10"},
+		Ref: instParentRef, Name: "hatch-test-parent-debian12-default-1", PowerState: power, IPAddresses: []string{"10.0.0.10"},
 		NumCPU: 2, MemoryMB: 2048,
 		Annotation: &inventory.Annotation{
 			HatcheryName: spHatchery, WorkerName: "hatch-test-parent-debian12-default-1", InstantParent: true,
@@ -86,10 +86,10 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	child := spNewRef
 	var spec types.VirtualMachineInstantCloneSpec
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).
-		DoAndReturn(func(_ context.Context, _ types.ManagedObjectReference, s types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
-			spec = s
-			return spMOPtr(child), nil
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
+		DoAndReturn(func(_ context.Context, _ vctypes.Ref, r vctypes.InstantClone) (vctypes.Ref, error) {
+			spec = vcenter.InstantCloneSpecOf(r) // as the adapter sends it
+			return child, nil
 		})
 	gomock.InOrder(
 		f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), child, "10.0.0.11").Return("10.0.0.11", nil),
@@ -148,7 +148,7 @@ func TestInstantSpawnForkFaultFallsBack(t *testing.T) {
 	args := spCloudInitArgs()
 	fault := task.Error{LocalizedMethodFault: &types.LocalizedMethodFault{Fault: &types.InvalidPowerState{}, LocalizedMessage: "powered off"}}
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
-	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil, fault)
+	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).Return(vctypes.Ref{}, fault)
 	vm := instExpectClone(f, args.WorkerName)
 	f.vs.EXPECT().WaitForVirtualMachineIP(gomock.Any(), vm, "10.0.0.11").Return("10.0.0.11", nil)
 	f.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(vm), gomock.Any()).Return(nil)
@@ -177,7 +177,7 @@ func newParentsFixture(t *testing.T) *spFixture {
 	cfg.MaxCPUs = 4
 	cfg.GuestCredentials = []config.GuestCredential{{ModelVMWare: "debian12", CloneMode: config.CloneModeInstant}}
 	f := newSpFixture(t, cfg)
-	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
+	f.inv.Add(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
 	return f
 }
 
@@ -213,14 +213,14 @@ func expectParentBuild(f *spFixture, ref vctypes.Ref) (*types.VirtualMachineClon
 func TestInstantParentWaitsForCapacity(t *testing.T) {
 	t.Parallel()
 	f := newParentsFixture(t)
-	busy := inventory.VM{Name: "worker-busy", Ref: vcenter.MORef(spRef("VirtualMachine", "vm-busy")), NumCPU: 3, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOn,
+	busy := inventory.VM{Name: "worker-busy", Ref: spRef("VirtualMachine", "vm-busy"), NumCPU: 3, MemoryMB: 1024, PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-busy", JobID: "run-0", Created: f.clock.Now()}}
 	f.inv.Add(busy)
 	f.h.tendInstantParents(context.Background())
 	assert.Zero(t, f.h.parents.ReadyCount())
 	assert.Empty(t, f.h.parents.Building())
 
-	f.inv.Set(inventory.VM{Name: "debian12", Template: true, Ref: vcenter.MORef(spRef("VirtualMachine", "vm-debian12")), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
+	f.inv.Set(inventory.VM{Name: "debian12", Template: true, Ref: spRef("VirtualMachine", "vm-debian12"), ChangeVersion: "cv1", NumCPU: 2, MemoryMB: 2048})
 	spec, blank := expectParentBuild(f, instParentRef)
 	f.h.tendInstantParents(context.Background())
 	rec, err := inventory.ParseAnnotation(spec.Config.Annotation)
@@ -249,7 +249,7 @@ func TestInstantParentWaitsForCapacity(t *testing.T) {
 func TestInstantParentFailedIsRebuilt(t *testing.T) {
 	t.Parallel()
 	f := newParentsFixture(t)
-	off := instParentVM(f, types.VirtualMachinePowerStatePoweredOff)
+	off := instParentVM(f, vctypes.PoweredOff)
 	f.inv.Add(off)
 	f.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), instParentRef).Return(nil)
 	newRef := spRef("VirtualMachine", "vm-parent-2")
@@ -259,7 +259,7 @@ func TestInstantParentFailedIsRebuilt(t *testing.T) {
 
 	// A restart: a new hatchery finds the parent from its record.
 	g := newParentsFixture(t)
-	g.inv.Add(instParentVM(g, types.VirtualMachinePowerStatePoweredOn))
+	g.inv.Add(instParentVM(g, vctypes.PoweredOn))
 	g.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), vcenter.MORef(instParentRef), gomock.Any()).Return(nil).Times(1)
 	g.h.tendInstantParents(context.Background())
 	p, ok := g.h.parents.Ready(instKey)
@@ -274,7 +274,7 @@ func TestInstantParentFailedIsRebuilt(t *testing.T) {
 func TestInstantParentCleanupVerdict(t *testing.T) {
 	t.Parallel()
 	f := newParentsFixture(t)
-	parent := instParentVM(f, types.VirtualMachinePowerStatePoweredOn)
+	parent := instParentVM(f, vctypes.PoweredOn)
 	f.clock.Advance(24 * time.Hour)
 	v := f.h.awolVerdict(context.Background(), parent, apiWorkers{known: map[string]bool{}})
 	assert.False(t, v.del, v.reason)

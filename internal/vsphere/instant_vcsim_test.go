@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -30,16 +31,16 @@ type icClient struct {
 	mu        sync.Mutex
 	forks     []string // children forked
 	clones    []string // VMs cloned from a template
-	afterFork func(n int, parent types.ManagedObjectReference)
+	afterFork func(n int, parent vctypes.Ref)
 }
 
-func (c *icClient) InstantCloneVirtualMachine(ctx context.Context, parent types.ManagedObjectReference, spec types.VirtualMachineInstantCloneSpec) (*types.ManagedObjectReference, error) {
-	ref, err := c.Port.InstantCloneVirtualMachine(ctx, parent, spec)
+func (c *icClient) InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error) {
+	ref, err := c.Port.InstantCloneVirtualMachine(ctx, parent, req)
 	if err != nil {
 		return ref, err
 	}
 	c.mu.Lock()
-	c.forks = append(c.forks, spec.Name)
+	c.forks = append(c.forks, req.Name)
 	n, hook := len(c.forks), c.afterFork
 	c.mu.Unlock()
 	if hook != nil {
@@ -201,10 +202,10 @@ func TestVcsimInstantParentKilledMidBurst(t *testing.T) {
 	h, c, parentName := icStart(t, env, cfg, ciAPI())
 	var killOnce sync.Once
 	c.mu.Lock()
-	c.afterFork = func(n int, parent types.ManagedObjectReference) {
+	c.afterFork = func(n int, parent vctypes.Ref) {
 		if n == 2 {
 			killOnce.Do(func() {
-				_, err := object.NewVirtualMachine(env.Admin.Client, parent).PowerOff(env.Context())
+				_, err := object.NewVirtualMachine(env.Admin.Client, vcenter.MORef(parent)).PowerOff(env.Context())
 				require.NoError(t, err)
 			})
 		}

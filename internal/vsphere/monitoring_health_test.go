@@ -7,10 +7,10 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/refusal"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // refusals returns capacity_refusals by resource from a scrape of m.
@@ -94,7 +94,7 @@ func TestCapacityRefusalsNoFreeIP(t *testing.T) {
 	t.Cleanup(m.Close)
 	f.h.metrics = m
 	f.inv.Set([]inventory.VM{
-		{Name: "a", PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
+		{Name: "a", PowerState: vctypes.PoweredOff, Annotation: &inventory.Annotation{HatcheryName: spHatchery, IPAddress: "10.0.0.1"}},
 		{Name: "b", IPAddresses: []string{"10.0.0.2"}},
 	}...)
 	require.Equal(t, refusal.ReasonIP, f.h.CanSpawn(context.Background(), spV2Args().Model, "run-1", nil).Reason)

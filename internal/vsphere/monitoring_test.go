@@ -20,7 +20,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	hatcherysdk "github.com/cds-contrib/hatchery-vsphere/sdk/hatchery"
@@ -37,8 +36,8 @@ type syncBuffer = testutil.SyncBuffer
 
 const testHatchery = testutil.Hatchery
 
-func poweredOn() types.VirtualMachinePowerState  { return types.VirtualMachinePowerStatePoweredOn }
-func poweredOff() types.VirtualMachinePowerState { return types.VirtualMachinePowerStatePoweredOff }
+func poweredOn() vctypes.PowerState  { return vctypes.PoweredOn }
+func poweredOff() vctypes.PowerState { return vctypes.PoweredOff }
 
 // fixtureVMs is a datacenter: this hatchery's workers, a pre-provisioned
 // VM and a model template; another hatchery's worker; foreign VMs and a

@@ -7,12 +7,11 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/quarantine"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 )
 
@@ -57,7 +56,7 @@ func TestReleaseHoldMarksTheVM(t *testing.T) {
 	f := newSpFixture(t, holdConfig(2))
 	now := f.clock.Now()
 	f.inv.Add(heldAt("held-1", "run-a", now.Add(time.Minute)))
-	f.inv.Add(inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-w")), Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+	f.inv.Add(inventory.VM{Ref: spRef("VirtualMachine", "vm-w"), Name: "worker-1", PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1", JobID: "run-b"}})
 	ctx := context.Background()
 
@@ -79,12 +78,12 @@ func TestOperatorVMs(t *testing.T) {
 	started := now.Add(-time.Minute)
 	f.inv.Add(inventory.VM{Name: "debian12", Template: true})
 	f.inv.Add(heldAt("held-1", "run-a", now.Add(time.Minute)))
-	f.inv.Add(inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-p")), Name: "warmpool-v2-debian12-0",
+	f.inv.Add(inventory.VM{Ref: spRef("VirtualMachine", "vm-p"), Name: "warmpool-v2-debian12-0",
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, Provisioning: true, VMwareModelPath: "debian12"}})
-	f.inv.Add(inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-w")), Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+	f.inv.Add(inventory.VM{Ref: spRef("VirtualMachine", "vm-w"), Name: "worker-1", PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-1", JobID: "run-b", VMwareModelPath: "debian12", Flavor: "small", WorkerStarted: &started, IPAddress: "10.0.0.5"}})
-	f.inv.Add(inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-x")), Name: "theirs", Annotation: &inventory.Annotation{HatcheryName: "other"}})
-	f.inv.Add(inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-m")), Name: "worker-2",
+	f.inv.Add(inventory.VM{Ref: spRef("VirtualMachine", "vm-x"), Name: "theirs", Annotation: &inventory.Annotation{HatcheryName: "other"}})
+	f.inv.Add(inventory.VM{Ref: spRef("VirtualMachine", "vm-m"), Name: "worker-2",
 		Annotation: &inventory.Annotation{HatcheryName: spHatchery, WorkerName: "worker-2", JobID: "run-c"}})
 	require.True(t, f.h.markToDelete("worker-2"))
 

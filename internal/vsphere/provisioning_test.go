@@ -442,7 +442,7 @@ func TestProvisioningRefillsClaimedSlots(t *testing.T) {
 	cfg.WorkerProvisioning = []config.WorkerProvisioning{{ModelVMWare: "debian12", Number: 2}}
 	key := warmpool.Key{Model: "debian12"}
 	worker := warmVM("debian12-worker", wOn) // slot 0's VM, renamed and re-annotated by its claim
-	worker.Ref = vcenter.MORef(warmRef(key.SlotName(0)))
+	worker.Ref = warmRef(key.SlotName(0))
 	lagging := warmProvVM(key.SlotName(1), "debian12", "") // slot 1's VM, claimed, still shown idle
 	e := newWarmEnv(t, cfg, []inventory.VM{warmTpl("debian12"), worker, lagging}, nil)
 	putPhase(e.h, key.SlotName(0), lifecycle.Claimed, lifecycle.WithRef(warmRef(key.SlotName(0)).Value), lifecycle.WithPool(key.Pool()))

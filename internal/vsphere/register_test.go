@@ -49,7 +49,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	oldRef := spRef("VirtualMachine", "vm-old")
 	f.inv.Set([]inventory.VM{
 		{Name: "debian12-base", Template: true},
-		{Ref: vcenter.MORef(oldRef), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
+		{Ref: oldRef, Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: spHatchery, Model: true, WorkerModelLastModified: "1600000000"}},
 	}...)
 	vm := f.expectClone("debian12-base", "mymodel-tmp", nil)
 	var launched string
@@ -71,7 +71,7 @@ func TestRegisterModelReplacesOurTemplate(t *testing.T) {
 	require.NoError(t, f.h.SpawnWorker(context.Background(), spRegisterArgs()))
 
 	assert.Equal(t, "-n ;./worker register\nsudo shutdown -h now", launched)
-	a, err := inventory.AnnotationFromVM(final.Annotation, final.ExtraConfig)
+	a, err := inventory.AnnotationFromVM(final.Annotation, vcenter.OptionsOf(final.ExtraConfig))
 	require.NoError(t, err)
 	assert.True(t, a.Model)
 	assert.False(t, a.RegisterOnly)
@@ -101,7 +101,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		},
 		{
 			name: "foreign template with the model's name is left alone",
-			vms:  []inventory.VM{{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-foreign")), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}},
+			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true, Annotation: &inventory.Annotation{HatcheryName: "other", Model: true}}},
 			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
@@ -109,7 +109,7 @@ func TestRegisterModelFailures(t *testing.T) {
 		},
 		{
 			name: "unannotated template with the model's name is left alone",
-			vms:  []inventory.VM{{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-foreign")), Name: "mymodel", Template: true}},
+			vms:  []inventory.VM{{Ref: spRef("VirtualMachine", "vm-foreign"), Name: "mymodel", Template: true}},
 			setup: func(f *spFixture, vm vctypes.Ref) {
 				f.vs.EXPECT().WaitForVirtualMachineShutdown(gomock.Any(), vm).Return(nil)
 			},
@@ -158,7 +158,7 @@ func TestRegisterModelForeignTmpNameIsNotTouched(t *testing.T) {
 	cds := spAPI()
 	f.h.cds = cds
 	f.h.pool.CDS = f.h.cds
-	f.inv.Set([]inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: types.VirtualMachinePowerStatePoweredOn}}...)
+	f.inv.Set([]inventory.VM{{Name: "debian12-base", Template: true}, {Name: "mymodel-tmp", PowerState: vctypes.PoweredOn}}...)
 	err := f.h.SpawnWorker(context.Background(), spRegisterArgs())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "check name")

@@ -120,7 +120,7 @@ func TestSpawnWorkerV2Success(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, args.WorkerConfig, got)
 
-	annot, err := inventory.AnnotationFromVM(written.Annotation, written.ExtraConfig)
+	annot, err := inventory.AnnotationFromVM(written.Annotation, vcenter.OptionsOf(written.ExtraConfig))
 	require.NoError(t, err)
 	require.NotNil(t, annot.WorkerStarted, "worker start recorded")
 	assert.Equal(t, f.clock.Now(), *annot.WorkerStarted)
@@ -325,8 +325,8 @@ func TestSpawnWorkerNeverTouchesForeignVMs(t *testing.T) {
 		name    string
 		foreign inventory.VM
 	}{
-		{name: "unannotated vm with the worker's name", foreign: inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-f1")), Name: "worker-v2-1", PowerState: types.VirtualMachinePowerStatePoweredOn}},
-		{name: "other hatchery's vm with the worker's name", foreign: inventory.VM{Ref: vcenter.MORef(spRef("VirtualMachine", "vm-f2")), Name: "worker-v2-1", Annotation: &inventory.Annotation{HatcheryName: "other"}}},
+		{name: "unannotated vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f1"), Name: "worker-v2-1", PowerState: vctypes.PoweredOn}},
+		{name: "other hatchery's vm with the worker's name", foreign: inventory.VM{Ref: spRef("VirtualMachine", "vm-f2"), Name: "worker-v2-1", Annotation: &inventory.Annotation{HatcheryName: "other"}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

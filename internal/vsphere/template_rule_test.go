@@ -14,7 +14,6 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -37,8 +36,8 @@ func ruleV1Model() sdk.Model {
 // V1 model and the image's template.
 func ruleVMs(m sdk.Model) []inventory.VM {
 	tpl := func(ref, name string, cpus int32, a *inventory.Annotation) inventory.VM {
-		return inventory.VM{Ref: types.ManagedObjectReference{Type: "VirtualMachine", Value: ref}, Name: name, Template: true,
-			NumCPU: cpus, MemoryMB: 1024, PowerState: types.VirtualMachinePowerStatePoweredOff, Annotation: a}
+		return inventory.VM{Ref: vctypes.Ref{Type: "VirtualMachine", Value: ref}, Name: name, Template: true,
+			NumCPU: cpus, MemoryMB: 1024, PowerState: vctypes.PoweredOff, Annotation: a}
 	}
 	ours := func(lastModified string) *inventory.Annotation {
 		return &inventory.Annotation{HatcheryName: warmHatcheryName, Model: true, WorkerModelPath: m.Path(), WorkerModelLastModified: lastModified}

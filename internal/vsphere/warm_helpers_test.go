@@ -146,8 +146,8 @@ func (m warmRefIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
 // vmOpt changes a test VM.
 type vmOpt func(*inventory.VM)
 
-func wOn(v *inventory.VM)       { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
-func wOff(v *inventory.VM)      { v.PowerState = types.VirtualMachinePowerStatePoweredOff }
+func wOn(v *inventory.VM)       { v.PowerState = vctypes.PoweredOn }
+func wOff(v *inventory.VM)      { v.PowerState = vctypes.PoweredOff }
 func wTemplate(v *inventory.VM) { v.Template = true }
 
 func wCreated(ago time.Duration) vmOpt {
@@ -172,9 +172,9 @@ func wAnnot(f func(*inventory.Annotation)) vmOpt { return func(v *inventory.VM) 
 // warmVM is a VM carrying hatch-a's annotation, powered on, created a minute ago.
 func warmVM(name string, opts ...vmOpt) inventory.VM {
 	v := inventory.VM{
-		Ref:        vcenter.MORef(warmRef(name)),
+		Ref:        warmRef(name),
 		Name:       name,
-		PowerState: types.VirtualMachinePowerStatePoweredOn,
+		PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: warmHatcheryName, WorkerName: name, Created: warmNow.Add(-time.Minute)},
 		// vCenter's config.changeVersion: a claim's compare-and-swap
 		// carries it (claimCASSpec).
@@ -201,12 +201,12 @@ func warmProvVM(name, model, flavor string, opts ...vmOpt) inventory.VM {
 
 // warmTpl is a template without annotation (an operator's template).
 func warmTpl(name string) inventory.VM {
-	return inventory.VM{Ref: vcenter.MORef(warmRef(name)), Name: name, Template: true, PowerState: types.VirtualMachinePowerStatePoweredOff}
+	return inventory.VM{Ref: warmRef(name), Name: name, Template: true, PowerState: vctypes.PoweredOff}
 }
 
 // expectDelete expects vm to be powered off (when on) and destroyed once.
 func (e *warmEnv) expectDelete(v inventory.VM) {
-	if v.PowerState != types.VirtualMachinePowerStatePoweredOff {
+	if v.PowerState != vctypes.PoweredOff {
 		e.vs.EXPECT().ShutdownVirtualMachine(gomock.Any(), warmRefIs(v.Name)).Return(nil)
 	}
 	e.vs.EXPECT().DestroyVirtualMachine(gomock.Any(), warmRefIs(v.Name)).Return(nil)

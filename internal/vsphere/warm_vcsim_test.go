@@ -76,7 +76,7 @@ func warmVcsimVMs(t *testing.T, env *vcsimtest.Env) []inventory.VM {
 	require.NoError(t, err)
 	var out []inventory.VM
 	for _, o := range objs {
-		out = append(out, inventory.VMFromObject(o))
+		out = append(out, inventory.VMFromInfo(o))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
@@ -123,7 +123,7 @@ func TestVcsimProvisioningFillsTwoPools(t *testing.T) {
 	require.Len(t, debian, 2, "debian12 pool: %v", warmNames(vms))
 	require.Len(t, ubuntu, 3, "ubuntu pool: %v", warmNames(vms))
 	for _, v := range append(debian, ubuntu...) {
-		assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, v.PowerState, v.Name)
+		assert.Equal(t, vctypes.PoweredOff, v.PowerState, v.Name)
 		assert.NotEmpty(t, v.Annotation.IPAddress, "%s keeps its static ip", v.Name)
 	}
 	for _, v := range debian {

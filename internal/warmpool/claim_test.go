@@ -11,6 +11,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -35,7 +36,7 @@ func putPhase(l *lifecycle.Table, name string, p lifecycle.Phase, opts ...lifecy
 	}
 }
 
-func poweredOn(v *inventory.VM) { v.PowerState = types.VirtualMachinePowerStatePoweredOn }
+func poweredOn(v *inventory.VM) { v.PowerState = vctypes.PoweredOn }
 func template(v *inventory.VM)  { v.Template = true }
 
 // idleIn records a hot idle state on a pool VM and puts the VM in the
@@ -43,7 +44,7 @@ func template(v *inventory.VM)  { v.Template = true }
 func idleIn(state string) func(*inventory.VM) {
 	return func(v *inventory.VM) {
 		v.Annotation.IdleState = state
-		v.PowerState = types.VirtualMachinePowerState(IdlePowerState(v.Annotation))
+		v.PowerState = vctypes.PowerState(IdlePowerState(v.Annotation))
 	}
 }
 
@@ -194,7 +195,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 
 	// The inventory catches up: the VM is a worker now. The mark is dropped,
 	// and a new provisioned VM with a new reference is claimable.
-	worker := inventory.VM{Ref: idle.Ref, Name: "worker-1", PowerState: types.VirtualMachinePowerStatePoweredOn,
+	worker := inventory.VM{Ref: idle.Ref, Name: "worker-1", PowerState: vctypes.PoweredOn,
 		Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: "worker-1", Created: testNow.Add(-time.Minute)}}
 	fresh := poolVM("warmpool-v2-b", "debian12", "", time.Minute)
 	e.inv.Set(worker, fresh)
@@ -203,7 +204,7 @@ func TestClaimedVMIsNeverOfferedAgainFromAStaleSnapshot(t *testing.T) {
 	require.NotNil(t, next)
 	require.Equal(t, "warmpool-v2-b", next.Name)
 	require.False(t, e.p.Life.RefIn(idle.Ref.Value, lifecycle.Claimed), "the mark of a VM shown as a worker is forgotten")
-	require.Equal(t, types.VirtualMachinePowerStatePoweredOff, next.PowerState)
+	require.Equal(t, vctypes.PoweredOff, next.PowerState)
 }
 
 // concurrentAccessFault is the error the adapter returns when vCenter
@@ -249,7 +250,7 @@ func TestClaimVMGoneMovesOnToNextVM(t *testing.T) {
 	gone := fmt.Errorf("reconfigure %q: %w", "warmpool-v2-first", soap.WrapSoapFault(&soap.Fault{
 		String: "managed object not found", Detail: struct {
 			Fault types.AnyType `xml:",any,typeattr"`
-		}{Fault: &types.ManagedObjectNotFound{Obj: first.Ref}}}))
+		}{Fault: &types.ManagedObjectNotFound{Obj: types.ManagedObjectReference{Type: first.Ref.Type, Value: first.Ref.Value}}}}))
 	gomock.InOrder(
 		e.vs.EXPECT().ReconfigureVirtualMachine(gomock.Any(), refIs("warmpool-v2-first"), casAt("cv-warmpool-v2-first")).
 			Return(gone),

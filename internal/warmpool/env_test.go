@@ -109,8 +109,8 @@ func (m casAt) Matches(x interface{}) bool {
 func (m casAt) String() string { return "a claim's compare-and-swap at changeVersion " + string(m) }
 
 // refOf is the fake reference of the VM named name.
-func refOf(name string) types.ManagedObjectReference {
-	return types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-" + name}
+func refOf(name string) vctypes.Ref {
+	return vctypes.Ref{Type: "VirtualMachine", Value: "vm-" + name}
 }
 
 // refIs matches the reference of the VM named name.
@@ -123,9 +123,9 @@ type refIs string
 func (m refIs) Matches(x interface{}) bool {
 	switch o := x.(type) {
 	case types.ManagedObjectReference:
-		return o == refOf(string(m))
+		return vctypes.Ref{Type: o.Type, Value: o.Value} == refOf(string(m))
 	case vctypes.Ref:
-		return o == vctypes.Ref{Type: "VirtualMachine", Value: "vm-" + string(m)}
+		return o == refOf(string(m))
 	}
 	return false
 }
@@ -136,7 +136,7 @@ func (m refIs) String() string { return fmt.Sprintf("vm %q", string(m)) }
 // for flavor, powered off, created age ago; change edits it further.
 func poolVM(name, model, flavor string, age time.Duration, change ...func(*inventory.VM)) inventory.VM {
 	v := inventory.VM{
-		Ref: refOf(name), Name: name, PowerState: types.VirtualMachinePowerStatePoweredOff, ChangeVersion: "cv-" + name,
+		Ref: refOf(name), Name: name, PowerState: vctypes.PoweredOff, ChangeVersion: "cv-" + name,
 		Annotation: &inventory.Annotation{HatcheryName: testHatchery, WorkerName: name, Created: testNow.Add(-age),
 			Provisioning: true, VMwareModelPath: model, Flavor: flavor},
 	}

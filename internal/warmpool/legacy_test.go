@@ -9,10 +9,10 @@ import (
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // No pool slot name, V1 or V2, with or without a flavor, starts the way
@@ -54,7 +54,7 @@ func TestLegacyPoolVMsLeaveThePool(t *testing.T) {
 		v.Annotation.VMwareModelPath, v.Annotation.WorkerModelPath = "", "shared.infra/debian12"
 	})
 	upstream := legacyVM("provision-v2-up", func(v *inventory.VM) { v.Annotation.HatcheryName = "upstream-vsphere" })
-	halfMade := legacyVM("provision-v2-half", func(v *inventory.VM) { v.PowerState = types.VirtualMachinePowerStatePoweredOn })
+	halfMade := legacyVM("provision-v2-half", func(v *inventory.VM) { v.PowerState = vctypes.PoweredOn })
 	fresh := poolVM(Key{Model: "debian12"}.SlotName(0), "debian12", "", time.Minute)
 	vms := []inventory.VM{oldV2, oldV1, upstream, halfMade, fresh}
 	e := newPoolEnv(t, vms, false)

@@ -12,6 +12,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/metrics"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/golang/mock/gomock"
 	"github.com/stretchr/testify/assert"
@@ -45,7 +46,7 @@ func TestPrepareClaimedVMNeutralResized(t *testing.T) {
 		Created: testNow, IPAddress: "10.0.0.7", Flavor: "large",
 	}
 	wantSpec := types.VirtualMachineConfigSpec{Name: "worker-1"}
-	want.ApplyTo(&wantSpec)
+	vcenter.ApplyRecord(&wantSpec, want.Record())
 	require.NoError(t, clonespec.ApplyFlavor(&wantSpec, large, devices))
 
 	var gotSpec types.VirtualMachineConfigSpec

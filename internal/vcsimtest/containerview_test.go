@@ -1,0 +1,105 @@
+package vcsimtest_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25/methods"
+	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
+)
+
+// TestVcsimContainerViewReportsVMsEnteringAndLeaving: a property filter on
+// a folder's ContainerView `view` hears of a VM made in the folder, moved
+// out of it, moved back and destroyed, as on vCenter. The pinned simulator
+// reports only the first of these; the tests' simulator is extended to the
+// documented behaviour (containerview.go).
+func TestVcsimContainerViewReportsVMsEnteringAndLeaving(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	finder := find.NewFinder(c, true)
+	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
+	require.NoError(t, err)
+	finder.SetDatacenter(dc)
+	folder, err := finder.Folder(ctx, vcsimtest.FolderPath)
+	require.NoError(t, err)
+	pool, err := finder.ResourcePool(ctx, vcsimtest.ResourcePoolPath)
+	require.NoError(t, err)
+	other, err := folder.CreateFolder(ctx, "cv-other")
+	require.NoError(t, err)
+
+	cv, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, false)
+	require.NoError(t, err)
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	require.NoError(t, err)
+	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference()}},
+		PropSet:   []types.PropertySpec{{Type: "ContainerView", PathSet: []string{"view"}}},
+	}})
+	require.NoError(t, err)
+
+	version := ""
+	maxWait := int32(30)
+	// next waits for the filter's next update and returns the view it
+	// reports.
+	next := func() []types.ManagedObjectReference {
+		t.Helper()
+		for {
+			res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &maxWait}})
+			require.NoError(t, err)
+			if res.Returnval == nil {
+				continue
+			}
+			version = res.Returnval.Version
+			for _, fu := range res.Returnval.FilterSet {
+				for _, ou := range fu.ObjectSet {
+					for _, ch := range ou.ChangeSet {
+						if ou.Obj == cv.Reference() && ch.Name == "view" {
+							refs, _ := ch.Val.(types.ArrayOfManagedObjectReference)
+							return refs.ManagedObjectReference
+						}
+					}
+				}
+			}
+		}
+	}
+	before := next()
+
+	task, err := folder.CreateVM(ctx, types.VirtualMachineConfigSpec{
+		Name: "cv-enter", GuestId: "otherGuest64",
+		Files: &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"},
+	}, pool, nil)
+	require.NoError(t, err)
+	info, err := task.WaitForResult(ctx, nil)
+	require.NoError(t, err)
+	ref := info.Result.(types.ManagedObjectReference)
+	require.Contains(t, next(), ref, "a VM made in the folder enters its view")
+
+	task, err = other.MoveInto(ctx, []types.ManagedObjectReference{ref})
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	got := next()
+	require.NotContains(t, got, ref, "a VM moved out of the folder leaves its view")
+	require.ElementsMatch(t, before, got)
+
+	task, err = folder.MoveInto(ctx, []types.ManagedObjectReference{ref})
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	require.Contains(t, next(), ref, "a VM moved back enters the view again")
+
+	vm := object.NewVirtualMachine(c, ref)
+	task, err = vm.Destroy(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
+	got = next()
+	require.NotContains(t, got, ref, "a VM destroyed leaves the view")
+	require.ElementsMatch(t, before, got)
+}
