@@ -295,7 +295,7 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	require.Len(b, timings, sc.jobs)
 	requests := statsDelta(client.Stats(), before)
 	if rec != nil {
-		traceExchanges(os.Stdout, sc.name, rec.Exchanges()[nrec:])
+		traceExchanges(os.Stdout, sc.name, rec.Exchanges()[nrec:], queued, timings)
 	}
 	// Stop this scenario's simulator, inventory and clients now, not at
 	// the end of the benchmark: left running, the simulator keeps

@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"strings"
+	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/spawntiming"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -25,9 +28,12 @@ var (
 	tracePath   = regexp.MustCompile(`<pathSet>([^<]*)<`)
 )
 
-// traceExchanges prints one line per recorded request of a scenario.
-func traceExchanges(w io.Writer, name string, ex []vcsimtest.Exchange) {
+// traceExchanges prints one line per recorded request of a scenario: when
+// it was sent and answered (ms since the burst was queued), then what it
+// was; then each job's stage boundaries on the same clock.
+func traceExchanges(w io.Writer, name string, ex []vcsimtest.Exchange, queued time.Time, timings []spawntiming.Timing) {
 	fmt.Fprintln(w, "trace", name, len(ex), "requests answered")
+	ms := func(t time.Time) string { return fmt.Sprintf("%6.1f", float64(t.Sub(queued).Microseconds())/1000) }
 	for _, e := range ex {
 		req := string(e.Request)
 		line := "?"
@@ -57,6 +63,14 @@ func traceExchanges(w io.Writer, name string, ex []vcsimtest.Exchange) {
 				line += " =" + o[1]
 			}
 		}
-		fmt.Fprintln(w, "  ", line)
+		fmt.Fprintln(w, "  ", ms(e.Sent), ms(e.Answered), line)
+	}
+	for j, t := range timings {
+		at, line := queued, fmt.Sprintf("   job %d:", j)
+		for _, s := range t.Stages {
+			at = at.Add(s.D)
+			line += fmt.Sprintf(" %s@%s", s.Stage, strings.TrimSpace(ms(at)))
+		}
+		fmt.Fprintln(w, line)
 	}
 }
