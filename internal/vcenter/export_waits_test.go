@@ -17,9 +17,10 @@ type WaitCollectorCounts struct {
 	// waited on now, InView the objects in the view now (those of ended
 	// waits stay until the next addition); Live: the collector of this
 	// session answers; Retries: the back-off before each retry of a
-	// failed rebuild.
+	// failed rebuild; Frozen: no poll in flight nor to come until a wait
+	// opens.
 	Collectors, Views, ViewChanges, Objects, InView int
-	Live                                            bool
+	Live, Frozen                                    bool
 	Retries                                         []time.Duration
 }
 
@@ -28,7 +29,7 @@ func (c *Client) WaitCollector() WaitCollectorCounts {
 	h := c.waits
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	n := WaitCollectorCounts{Collectors: h.collectors, Views: h.views, ViewChanges: h.viewChanges, Live: h.live, Retries: append([]time.Duration(nil), h.retries...)}
+	n := WaitCollectorCounts{Collectors: h.collectors, Views: h.views, ViewChanges: h.viewChanges, Live: h.live, Frozen: h.frozen, Retries: append([]time.Duration(nil), h.retries...)}
 	for _, o := range h.objs {
 		if len(o.subs) > 0 {
 			n.Objects++

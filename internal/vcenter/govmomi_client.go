@@ -233,6 +233,12 @@ type Client struct {
 	// changes from it (govmomi_waits.go).
 	waits *waitHub
 
+	// guestPM is the guest operations process manager of the session
+	// guestPMGen (zero until read): guestProcessManager.
+	guestPMMu  sync.Mutex
+	guestPM    types.ManagedObjectReference
+	guestPMGen int64
+
 	watchMu sync.Mutex
 	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
 	retired []retiredWatch // abandoned watch collectors not destroyed yet

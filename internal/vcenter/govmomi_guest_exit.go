@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/vmware/govmomi/guest"
+	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
@@ -25,15 +25,15 @@ func (c *Client) guestProgramExit(ctx context.Context, vm types.ManagedObjectRef
 	if err := c.notConnected(); err != nil {
 		return 0, false, err
 	}
-	pm, err := guest.NewOperationsManager(c.vim, vm).ProcessManager(ctx)
+	pm, err := c.guestProcessManager(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("find guest process manager for %q: %w", c.vmName(vm), err)
 	}
-	procs, err := pm.ListProcesses(ctx, auth, []int64{pid})
+	res, err := methods.ListProcessesInGuest(ctx, c.vim, &types.ListProcessesInGuest{This: pm, Vm: vm, Auth: auth, Pids: []int64{pid}})
 	if err != nil {
 		return 0, false, fmt.Errorf("list process %d in %q: %w", pid, c.vmName(vm), err)
 	}
-	for _, p := range procs {
+	for _, p := range res.Returnval {
 		if p.Pid == pid {
 			return p.ExitCode, p.EndTime != nil, nil
 		}

@@ -28,27 +28,53 @@ const taskOutcomeGrace = 5 * time.Second
 // ctx, cleans up as any VM of a failed spawn), one that fails returns its
 // fault; an outcome still unknown returns ctx's error.
 func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
+	res, _, err := c.runTaskNotified(ctx, timeout, start)
+	return res, err
+}
+
+// runTaskNotified is runTask, also telling whether the task's outcome
+// came from the notification of its end (waitTask).
+func (c *Client) runTaskNotified(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, bool, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.scaled(timeout))
 	defer cancel()
 	release, err := c.acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer release()
 	t, err := start(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	res, err := c.waitTask(ctx, t.Reference())
+	res, notified, err := c.waitTask(ctx, t.Reference())
 	if err == nil || ctx.Err() == nil {
-		return res, err
+		return res, notified, err
 	}
 	octx, ocancel := context.WithTimeout(context.WithoutCancel(ctx), c.scaled(taskOutcomeGrace))
 	defer ocancel()
-	if ores, oerr := c.waitTask(octx, t.Reference()); octx.Err() == nil {
-		return ores, oerr
+	if ores, onotified, oerr := c.waitTask(octx, t.Reference()); octx.Err() == nil {
+		return ores, onotified, oerr
 	}
-	return nil, err
+	return nil, false, err
+}
+
+// runTaskOn is runTask for a task that changes vm. The wait collector
+// learns of it (touch, then settle: a wait on vm takes the values
+// reported after the end of a task whose end was notified as they are).
+// With keep (a claim's reconfigure, a power-on: the guest's waits
+// follow), vm joins the collector's view with the task, in the same
+// ModifyListView and long poll, so that those waits find it watched.
+func (c *Client) runTaskOn(ctx context.Context, timeout time.Duration, vm types.ManagedObjectReference, keep bool, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
+	c.waits.touch(vm)
+	res, notified, err := c.runTaskNotified(ctx, timeout, func(ctx context.Context) (*object.Task, error) {
+		t, err := start(ctx)
+		if err == nil && keep {
+			c.waits.keep(vm)
+		}
+		return t, err
+	})
+	c.waits.settle(vm, notified)
+	return res, err
 }
 
 // waitTask waits until a task succeeds or fails, or ctx ends. It learns
@@ -58,19 +84,21 @@ func (c *Client) runTask(ctx context.Context, timeout time.Duration, start func(
 // carry it (taskOutcome), reading the task's info otherwise; until it is in the
 // view (or without the collector) it polls, from taskPollMin doubling to
 // PollInterval. A failed task's error is
-// task.Error carrying its fault.
-func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (types.AnyType, error) {
+// task.Error carrying its fault. notified: the outcome came from the
+// notification of the task's end, not from a read.
+func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference) (_ types.AnyType, notified bool, _ error) {
 	var (
 		result types.AnyType
 		terr   error
 	)
 	// notified: the reported values that said the task ended, which
 	// carry its outcome when vCenter reported it with the state.
-	var notified map[string]any
+	var ended map[string]any
 	read := func(ctx context.Context) (bool, error) {
-		if v := notified; v != nil {
-			notified = nil
+		if v := ended; v != nil {
+			ended = nil
 			if taskOutcome(v, &result, &terr) {
+				notified = true
 				return true, nil
 			}
 		}
@@ -92,23 +120,23 @@ func (c *Client) waitTask(ctx context.Context, ref types.ManagedObjectReference)
 		}
 		return false, nil
 	}
-	ended := func(vals map[string]any) bool {
+	worth := func(vals map[string]any, _ bool) bool {
 		switch fmt.Sprint(vals["info.state"]) {
 		case string(types.TaskInfoStateSuccess), string(types.TaskInfoStateError):
-			notified = vals
+			ended = vals
 			return true
 		}
 		return false
 	}
 	// A task just started has rarely ended: the first read waits for its
 	// reported state (or the first poll).
-	if err := c.awaitObject(ctx, ref, true, c.waits.taskPollFirst, read, ended); err != nil {
+	if err := c.awaitObject(ctx, ref, skipFirst, c.waits.taskPollFirst, read, worth); err != nil {
 		if ctx.Err() != nil && err == ctx.Err() {
-			return nil, fmt.Errorf("wait for task %s: %w", ref.Value, err)
+			return nil, false, fmt.Errorf("wait for task %s: %w", ref.Value, err)
 		}
-		return nil, err
+		return nil, false, err
 	}
-	return result, terr
+	return result, notified, terr
 }
 
 // taskOutcome takes an ended task's outcome from the values the wait

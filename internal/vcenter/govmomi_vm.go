@@ -154,18 +154,25 @@ func (c *Client) powerState(ctx context.Context, vm types.ManagedObjectReference
 
 // startVirtualMachine powers the VM on; already on is success (checked
 // first, and InvalidPowerState with an existing powered-on state too).
+// The check is the state the wait collector reported when the VM is in
+// its view and that state is not on (a claimed VM: its claim's
+// reconfigure put it there): if it is on after all, the power-on's
+// InvalidPowerState says so. A reported "on" is read again, as a VM
+// outside the view is: a notification's delay could hide a power-off.
 func (c *Client) startVirtualMachine(ctx context.Context, vm types.ManagedObjectReference) error {
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	state, err := c.powerState(ctx, vm)
-	if err != nil {
-		return err
+	if v, ok := c.waits.reported(vm, "runtime.powerState"); !ok || fmt.Sprint(v) == string(types.VirtualMachinePowerStatePoweredOn) {
+		state, err := c.powerState(ctx, vm)
+		if err != nil {
+			return err
+		}
+		if state == types.VirtualMachinePowerStatePoweredOn {
+			return nil
+		}
 	}
-	if state == types.VirtualMachinePowerStatePoweredOn {
-		return nil
-	}
-	_, err = c.runTask(ctx, powerTaskTimeout, c.vm(vm).PowerOn)
+	_, err := c.runTaskOn(ctx, powerTaskTimeout, vm, true, c.vm(vm).PowerOn)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOn {
 		return nil
 	}
@@ -189,7 +196,7 @@ func (c *Client) shutdownVirtualMachine(ctx context.Context, vm types.ManagedObj
 	if state == types.VirtualMachinePowerStatePoweredOff {
 		return nil
 	}
-	_, err = c.runTask(ctx, powerTaskTimeout, c.vm(vm).PowerOff)
+	_, err = c.runTaskOn(ctx, powerTaskTimeout, vm, false, c.vm(vm).PowerOff)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOff {
 		return nil
 	}
@@ -218,7 +225,7 @@ func (c *Client) suspendVirtualMachine(ctx context.Context, vm types.ManagedObje
 	case types.VirtualMachinePowerStatePoweredOff:
 		return fmt.Errorf("suspend %q: %w", c.vmName(vm), vctypes.ErrPoweredOff)
 	}
-	_, err = c.runTask(ctx, suspendTaskTimeout, c.vm(vm).Suspend)
+	_, err = c.runTaskOn(ctx, suspendTaskTimeout, vm, false, c.vm(vm).Suspend)
 	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStateSuspended {
 		return nil
 	}
@@ -277,7 +284,7 @@ func (c *Client) renameVirtualMachine(ctx context.Context, vm types.ManagedObjec
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
+	_, err := c.runTaskOn(ctx, reconfigureTaskTimeout, vm, false, func(ctx context.Context) (*object.Task, error) {
 		return c.vm(vm).Rename(ctx, newName)
 	})
 	if err != nil {
@@ -292,7 +299,7 @@ func (c *Client) reconfigureVirtualMachine(ctx context.Context, vm types.Managed
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	_, err := c.runTask(ctx, reconfigureTaskTimeout, func(ctx context.Context) (*object.Task, error) {
+	_, err := c.runTaskOn(ctx, reconfigureTaskTimeout, vm, true, func(ctx context.Context) (*object.Task, error) {
 		return c.vm(vm).Reconfigure(ctx, spec)
 	})
 	if err != nil {

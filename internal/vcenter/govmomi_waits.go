@@ -33,12 +33,16 @@ import (
 // taught it: internal/vcsimtest/listview.go).
 //
 // A notification wakes a wait: when the reported values say it may be
-// over, the wait reads what it needs (the guest's addresses) with
+// over, the wait ends on them if they are fresh (as new as this client's
+// last change of the object: waitHub.state), and reads what it needs
+// otherwise (the guest's addresses, or a confirmation), with
 // RetrieveProperties, as before; a task's wait takes its result or fault
 // from the values reported with its final state (govmomi_task.go,
-// taskOutcome). A wait on an object already in the view skips its first
-// read: the values reported, and every change since, tell it when to read. A wait never relies
-// on notifications alone: while its object is in the view it still
+// taskOutcome). A VM a task of the client changes joins the view with the
+// task (runTaskOn, keep), so the waits on it that follow find it watched.
+// A wait on an object already in the view skips its first read: the
+// values reported, and every change since, tell it when to read. A wait
+// never relies on notifications alone: while its object is in the view it still
 // re-reads every waitFallbackFactor × PollInterval (a missed notification
 // costs at most that), and while it is not (being added, or the collector
 // lost with its session and being rebuilt) it polls as it did before the
@@ -125,6 +129,11 @@ type waitHub struct {
 	// live: the collector of the current session answers; an object in
 	// its view is notified.
 	live bool
+	// freezes counts the times the loop stopped polling (no wait open, the
+	// last poll answered): the values reported before may miss any change
+	// since (waitObj.known).
+	freezes int
+	frozen  bool // the loop polls no more (for tests)
 	// stats, for tests: collectors and views made, ModifyListView calls,
 	// and the back-off before each retry of a failed rebuild.
 	collectors, views, viewChanges int
@@ -136,8 +145,23 @@ type waitHub struct {
 type waitObj struct {
 	inView bool // in the session's view: its changes are notified
 	failed bool // vCenter refused it in the view: its waits poll
-	vals   map[string]any
-	subs   map[*waitSub]struct{}
+	// kept: to be added to the view with the next addition although no
+	// wait needs it yet (keep): a VM a task of the spawn is about to
+	// change, which its next waits then find watched.
+	kept bool
+	// acting: tasks of this client on the object under way (touch);
+	// known: the values reported are at least as new as the effects of
+	// the last of them: its outcome came from a notification (settle;
+	// vCenter reports an object's changes no later than the end of the
+	// task that made them), or the object entered the view after it
+	// ended. Then a wait may take them as they are (state's fresh).
+	acting int
+	known  bool
+	// touchedAt, knownAt: waitHub.freezes when the last task began and
+	// when known was set; known holds only while no freeze came since.
+	touchedAt, knownAt int
+	vals               map[string]any
+	subs               map[*waitSub]struct{}
 }
 
 // waitSub is one wait's subscription to its object's notifications.
@@ -149,6 +173,14 @@ type waitSub struct {
 	// dirty (under waitHub.mu): read again whatever the values say: the
 	// collector was lost, or the object left or is missing.
 	dirty bool
+	// adding (under waitHub.mu): the object is being added to the view
+	// for this wait (it subscribed before the ModifyListView was sent);
+	// entered: it entered the view so, and its values were reported
+	// since. Every value reported from then on was read by vCenter after
+	// the wait began: the wait may take them as they are (state's
+	// fresh). The values of an object already in the view when the wait
+	// began may predate it (no poll runs while no wait is open).
+	adding, entered bool
 }
 
 // waitSession is the collector of one session: zero when there is none.
@@ -220,6 +252,84 @@ func (h *waitHub) subscribe(obj types.ManagedObjectReference) *waitSub {
 	return s
 }
 
+// keep asks for obj to join the view with the next addition, without a
+// wait on it: the caller is about to start a task that changes it and
+// then to wait on it (a VM about to be claimed or powered on), and its
+// entering the view then shares the task's ModifyListView and long
+// poll. Until a wait needs it, it counts as one no wait needs (it leaves
+// the view with the stale ones). Nothing after close.
+func (h *waitHub) keep(obj types.ManagedObjectReference) {
+	if _, ok := waitProps[obj.Type]; !ok {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closing {
+		return
+	}
+	o := h.objs[obj]
+	if o == nil {
+		o = &waitObj{subs: map[*waitSub]struct{}{}}
+		h.objs[obj] = o
+	}
+	if !o.inView {
+		o.kept = true
+	}
+}
+
+// touch records that a task of this client that changes obj starts: until
+// it ended (settle), obj's reported values may predate its effects.
+func (h *waitHub) touch(obj types.ManagedObjectReference) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.objs[obj]
+	if o == nil {
+		o = &waitObj{subs: map[*waitSub]struct{}{}}
+		h.objs[obj] = o
+	}
+	o.acting++
+	o.known, o.touchedAt = false, h.freezes
+}
+
+// settle records that a task touch announced ended; notified: its outcome
+// came from the notification of its end, so obj's values, reported in
+// the same or an earlier update, are as new as its effects.
+func (h *waitHub) settle(obj types.ManagedObjectReference, notified bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.objs[obj]
+	if o == nil || o.acting == 0 {
+		return
+	}
+	o.acting--
+	// A freeze since the task began: its end may have been reported
+	// before changes that no poll reported since.
+	o.known, o.knownAt = notified && o.acting == 0 && o.touchedAt == h.freezes, h.freezes
+}
+
+// isLive tells whether the collector of the current session answers: an
+// object added to its view is reported with its current values.
+func (h *waitHub) isLive() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.live && !h.closing
+}
+
+// reported returns obj's last reported value of prop when obj is in the
+// view of a live collector and the value was reported. It may predate the
+// caller's last change of obj by a notification's delay: a hint, never
+// the proof that something happened.
+func (h *waitHub) reported(obj types.ManagedObjectReference, prop string) (any, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	o := h.objs[obj]
+	if !h.live || o == nil || !o.inView || o.vals == nil {
+		return nil, false
+	}
+	v, ok := o.vals[prop]
+	return v, ok
+}
+
 // watched tells whether obj is in the view of a live collector with its
 // values reported: a wait on it learns of every change from them on.
 func (h *waitHub) watched(obj types.ManagedObjectReference) bool {
@@ -245,23 +355,29 @@ func (h *waitHub) unsubscribe(s *waitSub) {
 
 // state returns whether s's object is in the view of a live collector,
 // takes its dirty flag and copies its object's last reported values (nil
-// when the filter has not reported it yet).
-func (h *waitHub) state(s *waitSub) (live, dirty bool, vals map[string]any) {
+// when the filter has not reported it yet); fresh: the values are as new
+// as this client's last change of the object, so a wait may take them as
+// they are: the object entered the view for this wait, so every value
+// reported was read after it began (waitSub.entered), or no task of the
+// client on it is under way and the last one's end was notified
+// (waitObj.known).
+func (h *waitHub) state(s *waitSub) (live, dirty, fresh bool, vals map[string]any) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	dirty, s.dirty = s.dirty, false
 	o := h.objs[s.obj]
 	if o == nil {
-		return false, dirty, nil
+		return false, dirty, false, nil
 	}
 	live = h.live && o.inView
+	fresh = live && o.vals != nil && (s.entered || (o.acting == 0 && o.known && o.knownAt == h.freezes))
 	if o.vals != nil {
 		vals = make(map[string]any, len(o.vals))
 		for k, v := range o.vals {
 			vals[k] = v
 		}
 	}
-	return live, dirty, vals
+	return live, dirty, fresh, vals
 }
 
 // poke wakes the loop.
@@ -304,7 +420,10 @@ func (h *waitHub) setLive(live bool) {
 		return // each wait is woken when its object enters the view
 	}
 	for _, o := range h.objs {
-		o.inView, o.vals, o.failed = false, nil, false
+		o.inView, o.vals, o.failed, o.kept = false, nil, false, false
+		for s := range o.subs {
+			s.adding, s.entered = false, false
+		}
 		if was {
 			o.signal(true)
 		}
@@ -329,6 +448,7 @@ func (h *waitHub) run(ctx context.Context) {
 		answers  = make(chan waitAnswer, 1)
 		inflight int  // long polls not answered yet (an old collector's among them)
 		polling  bool // a long poll of s is in flight
+		frozen   bool // no poll since the last one answered (waitHub.freezes)
 		retry    *time.Timer
 		backoff  = h.rebuildMin
 	)
@@ -370,8 +490,21 @@ func (h *waitHub) run(ctx context.Context) {
 			}
 			if !polling {
 				polling, inflight = true, inflight+1
+				frozen = false
+				h.mu.Lock()
+				h.frozen = false
+				h.mu.Unlock()
 				go h.poll(ctx, s, answers)
 			}
+		}
+		if !polling && !frozen {
+			// No poll from now on until a wait opens: the values
+			// reported so far may go stale.
+			frozen = true
+			h.mu.Lock()
+			h.freezes++
+			h.frozen = true
+			h.mu.Unlock()
 		}
 		var again <-chan time.Time
 		if retry != nil {
@@ -489,14 +622,19 @@ func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
 	var add, remove []types.ManagedObjectReference
 	h.mu.Lock()
 	for ref, o := range h.objs {
+		needed := len(o.subs) > 0 || o.kept
 		switch {
-		case len(o.subs) > 0 && !o.inView && !o.failed:
+		case needed && !o.inView && !o.failed:
 			if _, ok := waitProps[ref.Type]; ok { // the filter reports no other type: its waits poll
 				add = append(add, ref)
+				for s := range o.subs {
+					s.adding = true
+				}
 			}
-		case len(o.subs) == 0 && o.inView:
+		case needed || o.acting > 0:
+		case o.inView:
 			remove = append(remove, ref)
-		case len(o.subs) == 0:
+		default:
 			delete(h.objs, ref)
 		}
 	}
@@ -521,7 +659,7 @@ func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
 	defer h.mu.Unlock()
 	h.viewChanges++
 	for _, ref := range remove {
-		if o := h.objs[ref]; len(o.subs) == 0 {
+		if o := h.objs[ref]; len(o.subs) == 0 && !o.kept && o.acting == 0 {
 			delete(h.objs, ref)
 		} else {
 			o.inView, o.vals = false, nil // a new wait: added at the next turn
@@ -530,14 +668,22 @@ func (h *waitHub) syncView(ctx context.Context, s waitSession) error {
 	// Only this loop deletes objects: each added one is still there.
 	for _, ref := range add {
 		o := h.objs[ref]
+		o.kept = false
 		if unresolved[ref] {
 			o.failed = true // its waits read (and learn it is gone) and poll
 			o.signal(true)
 			continue
 		}
 		// Live from now: its waits stop polling; the filter reports its
-		// values as it enters the view.
+		// values as it enters the view. Those that asked for it take
+		// them as they are.
 		o.inView = true
+		// The values it enters with are read after this addition: as
+		// new as any change of the client that ended before it.
+		o.known, o.knownAt = o.acting == 0, h.freezes
+		for s := range o.subs {
+			s.entered, s.adding = s.adding, false
+		}
 		o.signal(false)
 	}
 	return nil

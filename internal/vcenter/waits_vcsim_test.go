@@ -3,7 +3,9 @@ package vcenter_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,18 +243,21 @@ func TestWaitCollectorRetiredAfterAnUnansweredPoll(t *testing.T) {
 
 // TestWaitCollectorRebuildBacksOff: while vCenter refuses to make the
 // collector, the wait polls and the loop tries again after the back-off,
-// doubling (10 ms, 20 ms here, shortened from 1 s doubling to 30 s); once
-// made, the collector notifies the wait. Without the back-off the retries
-// would be unbounded; without the rebuild the wait would end at its
-// slowPolls poll.
+// doubling to its bound (40 ms, 70 ms, 70 ms here, shortened from 1 s
+// doubling to 30 s); once made, the collector notifies the wait. The
+// attempts, timed by a recording proxy, are at least their back-off apart
+// (a lower bound: a slow machine only spaces them more). Without the
+// back-off the retries would follow each other at once; without the
+// rebuild the wait would end at its slowPolls poll.
 func TestWaitCollectorRebuildBacksOff(t *testing.T) {
 	t.Parallel()
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
-	c.SetWaitRebuildBackoff(10*time.Millisecond, 15*time.Millisecond)
+	rec := env.StartRecorder()
+	c := rec.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
+	c.SetWaitRebuildBackoff(40*time.Millisecond, 70*time.Millisecond)
 
 	env.RefuseCalls("CreatePropertyCollector", 3, nil)
 	done := make(chan error, 1)
@@ -261,10 +266,60 @@ func TestWaitCollectorRebuildBacksOff(t *testing.T) {
 		n := c.WaitCollector()
 		return n.Collectors == 1 && n.InView == 1 && n.Live
 	}, 20*time.Second, 5*time.Millisecond, "the collector is made at the fourth attempt: %+v", c.WaitCollector())
-	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 15 * time.Millisecond}, c.WaitCollector().Retries,
-		"one back-off per refusal, doubling to its bound")
+	backoffs := []time.Duration{40 * time.Millisecond, 70 * time.Millisecond, 70 * time.Millisecond}
+	assert.Equal(t, backoffs, c.WaitCollector().Retries, "one back-off per refusal, doubling to its bound")
+	var attempts []time.Time
+	for _, e := range rec.Exchanges() {
+		if strings.Contains(string(e.Request), "<CreatePropertyCollector") {
+			attempts = append(attempts, e.Sent)
+		}
+	}
+	require.Len(t, attempts, 4, "three refused attempts, then the one that made it")
+	for i, b := range backoffs {
+		assert.GreaterOrEqual(t, attempts[i+1].Sub(attempts[i]), b, "attempt %d came before its back-off", i+2)
+	}
 
 	powerOffWakes(t, ctx, env, vm, done, "woken by a notification")
+}
+
+// TestRetiredWaitCollectorDestroyedLater: a wait collector retired after
+// a poll that got no answer is not destroyed at once (the server may
+// still be answering it) but once WatchRetireDelay has passed, by the
+// next rebuild of the collector (the watch's clock, moved forward here,
+// says when). Without the delayed destroy the server would keep every
+// retired collector for the session's life.
+func TestRetiredWaitCollectorDestroyedLater(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	c := env.NewClient(func(cfg *vcenter.Config) {
+		cfg.PollInterval = slowPolls
+		cfg.RequestTimeout = 2 * time.Second // long polls of 1 s
+	})
+	var ahead atomic.Int64 // how far the watch's clock is ahead of the wall clock
+	c.SetWatchClock(func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) })
+
+	before := c.Stats()
+	env.HoldCalls("WaitForUpdatesEx", 1, 4*time.Second)
+	done := make(chan error, 1)
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 2 && n.Live }, 20*time.Second, 5*time.Millisecond,
+		"a new collector after the unanswered poll: %+v", c.WaitCollector())
+	require.Equal(t, 1, c.RetiredCollectors())
+	assert.Zero(t, c.Stats().Sub(before)["DestroyPropertyCollector"].Requests, "not destroyed while the server may answer it")
+
+	// The delay passes; the next rebuild (after another unanswered poll)
+	// destroys the first retired collector and retires the second.
+	ahead.Store(int64(vcenter.WatchRetireDelay))
+	env.HoldCalls("WaitForUpdatesEx", 1, 4*time.Second)
+	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 3 && n.Live }, 20*time.Second, 5*time.Millisecond,
+		"a third collector: %+v", c.WaitCollector())
+	assert.Equal(t, int64(1), c.Stats().Sub(before)["DestroyPropertyCollector"].Requests, "the first retired collector is destroyed")
+	assert.Equal(t, 1, c.RetiredCollectors(), "the second waits for its own delay")
+
+	powerOffWakes(t, ctx, env, vm, done, "woken by a notification of the third collector")
 }
 
 // TestTaskWaitFailsWithItsFault: a failed task's wait returns its fault

@@ -73,10 +73,10 @@ type guardedCollector struct {
 	scope *pollScope
 }
 
-func newGuardedCollector(pc *simulator.PropertyCollector, scoped bool) *guardedCollector {
+func newGuardedCollector(pc *simulator.PropertyCollector, scoped bool, listed *listedRefs) *guardedCollector {
 	g := &guardedCollector{PropertyCollector: pc, idle: make(chan struct{}), polling: make(chan struct{}, 1)}
 	if scoped {
-		g.scope = &pollScope{objs: map[types.ManagedObjectReference]bool{}}
+		g.scope = &pollScope{objs: map[types.ManagedObjectReference]bool{}, listed: listed}
 	}
 	return g
 }
@@ -210,7 +210,10 @@ func (g *guardedCollector) end() {
 // of a session's property collector before the call reaches it (the
 // session's registry is where the simulator looks the collector up). It
 // never answers a call itself.
-type collectorGuard struct{ mu sync.Mutex }
+type collectorGuard struct {
+	mu     sync.Mutex
+	listed *listedRefs // the list views' objects (pollscope.go)
+}
 
 func (cg *collectorGuard) handle(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
 	if ctx.Session == nil || m.This.Type != "PropertyCollector" {
@@ -222,7 +225,7 @@ func (cg *collectorGuard) handle(ctx *simulator.Context, m *simulator.Method) (m
 		// A collector the session made lives in its registry only; the
 		// service instance's, in the model's, is shared by the sessions
 		// (each wraps it): its polls hear of every change, as before.
-		ctx.Session.Registry.Put(newGuardedCollector(pc, ctx.Map.Get(m.This) == nil))
+		ctx.Session.Registry.Put(newGuardedCollector(pc, ctx.Map.Get(m.This) == nil, cg.listed))
 	}
 	return nil, nil
 }

@@ -235,3 +235,83 @@ func (f *countedFolder) Get() mo.Reference {
 	f.reads.Add(1)
 	return &f.Folder
 }
+
+// TestVcsimListViewCollectorPollReadsOnlyItsViewsObjects: a collector
+// whose filter traverses a list view's contents (the hatchery's wait
+// collector, internal/vcenter/govmomi_waits.go) hears only of the changes
+// of the view and of the objects added to it: fifty changes of a folder
+// outside the view read none of the view's objects, where the pinned
+// simulator (every change reaching a collector whose filter traverses)
+// collected the whole view again for each. What a poll reports is
+// unchanged: the watched folder's change, then an object entering with
+// the view's addition and its own change after that.
+func TestVcsimListViewCollectorPollReadsOnlyItsViewsObjects(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testutil.PatienceContext(t)
+	c := env.Admin.Client
+	watched, other := newCountedFolder("counted-in-view"), newCountedFolder("counted-outside")
+	env.Model.Map().Put(watched)
+	env.Model.Map().Put(other)
+
+	lv, err := methods.CreateListView(ctx, c, &types.CreateListView{This: *c.ServiceContent.ViewManager, Obj: []types.ManagedObjectReference{watched.Self}})
+	require.NoError(t, err)
+	view := lv.Returnval
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	require.NoError(t, err)
+	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{
+			Obj:       view,
+			Skip:      types.NewBool(true),
+			SelectSet: []types.BaseSelectionSpec{&types.TraversalSpec{Type: "ListView", Path: "view"}},
+		}},
+		PropSet: []types.PropertySpec{{Type: "Folder", PathSet: []string{"name"}}},
+	}})
+	require.NoError(t, err)
+	noWait := int32(0)
+	version := ""
+	poll := func() []types.PropertyFilterUpdate {
+		t.Helper()
+		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
+		require.NoError(t, err)
+		if res.Returnval == nil {
+			return nil
+		}
+		version = res.Returnval.Version
+		return res.Returnval.FilterSet
+	}
+	rename := func(f *countedFolder, name string) {
+		sim := env.SimContext()
+		sim.WithLock(f, func() { sim.Update(f, []types.PropertyChange{{Name: "name", Val: name}}) })
+	}
+	// changed returns the objects a poll reported and their new names.
+	changed := func(fs []types.PropertyFilterUpdate) map[string]string {
+		out := map[string]string{}
+		for _, f := range fs {
+			for _, ou := range f.ObjectSet {
+				for _, ch := range ou.ChangeSet {
+					out[ou.Obj.Value] = fmt.Sprint(ch.Val)
+				}
+			}
+		}
+		return out
+	}
+
+	require.Equal(t, map[string]string{watched.Self.Value: "counted-in-view"}, changed(poll()), "the first poll reports the view's folder")
+	require.Empty(t, poll()) // the queued change CreateFilter left (collectors.go)
+	before := watched.reads.Load()
+	for i := range 50 {
+		rename(other, fmt.Sprintf("outside-%d", i))
+	}
+	assert.Empty(t, poll(), "no change of the view's folder")
+	assert.Zero(t, watched.reads.Load()-before, "reads of the view's folder for another folder's changes")
+
+	rename(watched, "in-view-renamed")
+	assert.Equal(t, map[string]string{watched.Self.Value: "in-view-renamed"}, changed(poll()))
+
+	_, err = methods.ModifyListView(ctx, c, &types.ModifyListView{This: view, Add: []types.ManagedObjectReference{other.Self}})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{other.Self.Value: "outside-49"}, changed(poll()), "the added folder enters with its name")
+	rename(other, "added-renamed")
+	assert.Equal(t, map[string]string{other.Self.Value: "added-renamed"}, changed(poll()), "the added folder's change is reported")
+}

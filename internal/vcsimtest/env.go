@@ -334,7 +334,8 @@ func New(o Options) (*Env, error) {
 	// session's collector for one that destroys as vCenter does
 	// (collectors.go), and its list views for ones that change under a
 	// waiting filter as on vCenter (listview.go).
-	hooks := []methodHook{(&collectorGuard{}).handle, (&listViewGuard{}).handle, e.calls.handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
+	listed := newListedRefs()
+	hooks := []methodHook{(&collectorGuard{listed: listed}).handle, (&listViewGuard{listed: listed}).handle, e.calls.handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)

@@ -32,7 +32,12 @@ import (
 // so the call holds nothing when it begins.
 type unlockedListView struct {
 	*simulator.ListView
+	listed *listedRefs // the simulator's objects ever listed (pollscope.go)
 }
+
+// listViewAdditions suffixes the view's reference in the change that
+// reports an addition alone (ModifyListView).
+const listViewAdditions = "/additions"
 
 // Lock opts the view out of the simulator's dispatch lock.
 func (*unlockedListView) Lock() {}
@@ -46,6 +51,9 @@ func (*unlockedListView) Unlock() {}
 func (v *unlockedListView) ModifyListView(ctx *simulator.Context, req *types.ModifyListView) soap.HasFault {
 	body := &methods.ModifyListViewBody{Res: new(types.ModifyListViewResponse)}
 	var view []types.ManagedObjectReference
+	// Listed before they are in the view: the collectors hear of their
+	// changes from then on (pollscope.go).
+	v.listed.add(req.Add)
 	ctx.Map.WithLock(ctx, v.Self, func() {
 		for _, ref := range req.Add {
 			if ctx.Session.Get(ref) == nil {
@@ -72,7 +80,7 @@ func (v *unlockedListView) ModifyListView(ctx *simulator.Context, req *types.Mod
 	shadow := &simulator.ListView{}
 	shadow.Self = v.Self
 	if len(req.Remove) == 0 {
-		shadow.Self.Value += "/additions"
+		shadow.Self.Value += listViewAdditions
 	}
 	ctx.Update(shadow, []types.PropertyChange{{Name: "view", Val: view}})
 	return body
@@ -80,18 +88,27 @@ func (v *unlockedListView) ModifyListView(ctx *simulator.Context, req *types.Mod
 
 // listViewGuard is the method hook that puts an unlockedListView in place
 // of a session's list view before a call reaches it (the session's
-// registry is where the simulator looks the view up). It never answers a
-// call itself.
-type listViewGuard struct{ mu sync.Mutex }
+// registry is where the simulator looks the view up), and lists the
+// objects a new view is made with. It never answers a call itself.
+type listViewGuard struct {
+	mu     sync.Mutex
+	listed *listedRefs
+}
 
 func (g *listViewGuard) handle(ctx *simulator.Context, m *simulator.Method) (mo.Reference, types.BaseMethodFault) {
+	if req, ok := m.Body.(*types.CreateListView); ok {
+		// A new view's objects are listed as ModifyListView's additions
+		// are (pollscope.go).
+		g.listed.add(req.Obj)
+		return nil, nil
+	}
 	if ctx.Session == nil || m.This.Type != "ListView" {
 		return nil, nil
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if lv, ok := ctx.Session.Get(m.This).(*simulator.ListView); ok {
-		ctx.Session.Registry.Put(&unlockedListView{ListView: lv})
+		ctx.Session.Registry.Put(&unlockedListView{ListView: lv, listed: g.listed})
 	}
 	return nil, nil
 }

@@ -36,7 +36,17 @@ import (
 // under the collector's reference): a change reaches the collector only
 // when some filter lists the object and asks a property the change
 // touches, or when a filter traverses (a SelectSet: every change may
-// matter) or asks every property of a type. What a poll reports is
+// matter) or asks every property of a type. A filter whose only traversal
+// is a ListView's contents (the hatchery's wait collector,
+// internal/vcenter/govmomi_waits.go) lists the view and the objects that
+// went into it: a change reaches the collector when it is the view's own
+// (its contents changed: the simulator computes the objects entering) or
+// when it is one of an object ever added to a list view of the simulator
+// (listedRefs, a superset of the view's contents) and touches a property
+// a filter asks. Without it, every change of the simulator reached the
+// wait collector, and each made its next poll collect the whole view
+// again (the simulator's collection per queued change): in a burst of
+// spawns, the clones' and claims' every change. What a poll reports is
 // unchanged: a change dropped so is one no filter of the collector
 // reports, and the simulator's own re-collection, which only ever adds
 // objects a filter lists and has not reported yet, sees them at the next
@@ -50,9 +60,53 @@ type pollScope struct {
 	mu    sync.Mutex
 	objs  map[types.ManagedObjectReference]bool // objects some filter lists
 	paths map[string]bool                       // properties some filter asks
-	// every: a filter traverses or asks every property: every change
-	// reaches the collector.
+	// every: a filter traverses (otherwise than a list view's contents)
+	// or asks every property: every change reaches the collector.
 	every bool
+	// views: list views whose contents a filter traverses; listed: the
+	// objects ever added to a list view of the simulator (nil: none is
+	// traversed).
+	views  map[types.ManagedObjectReference]bool
+	listed *listedRefs
+}
+
+// listedRefs are the objects ever added to a list view of one simulator
+// (ModifyListView, listview.go): a superset of any view's contents, which
+// only lets more changes through.
+type listedRefs struct {
+	mu   sync.Mutex
+	refs map[types.ManagedObjectReference]bool
+}
+
+func newListedRefs() *listedRefs {
+	return &listedRefs{refs: map[types.ManagedObjectReference]bool{}}
+}
+
+// add records refs as listed.
+func (l *listedRefs) add(refs []types.ManagedObjectReference) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range refs {
+		l.refs[r] = true
+	}
+}
+
+// has tells whether ref was ever added to a list view.
+func (l *listedRefs) has(ref types.ManagedObjectReference) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refs[ref]
+}
+
+// listViewContents tells whether o traverses exactly a list view's
+// contents: its object is a ListView and its only selection is the
+// "view" property, with no further traversal.
+func listViewContents(o types.ObjectSpec) bool {
+	if o.Obj.Type != "ListView" || len(o.SelectSet) != 1 {
+		return false
+	}
+	t, ok := o.SelectSet[0].(*types.TraversalSpec)
+	return ok && t.Type == "ListView" && t.Path == "view" && len(t.SelectSet) == 0
 }
 
 // add records the objects and properties of a new filter's spec.
@@ -61,7 +115,13 @@ func (s *pollScope) add(spec types.PropertyFilterSpec) {
 	defer s.mu.Unlock()
 	for _, o := range spec.ObjectSet {
 		s.objs[o.Obj] = true
-		if len(o.SelectSet) != 0 {
+		switch {
+		case s.listed != nil && listViewContents(o):
+			if s.views == nil {
+				s.views = map[types.ManagedObjectReference]bool{}
+			}
+			s.views[o.Obj] = true
+		case len(o.SelectSet) != 0:
 			s.every = true
 		}
 	}
@@ -83,7 +143,24 @@ func (s *pollScope) add(spec types.PropertyFilterSpec) {
 func (s *pollScope) lists(ref types.ManagedObjectReference) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.every || s.objs[ref]
+	return s.every || s.objs[ref] || s.inViewLocked(ref)
+}
+
+// inViewLocked tells whether ref may be in a list view a filter
+// traverses: ever listed, while some filter traverses one. s.mu is held.
+func (s *pollScope) inViewLocked(ref types.ManagedObjectReference) bool {
+	return len(s.views) > 0 && s.listed.has(ref)
+}
+
+// isViewLocked tells whether ref is a traversed list view, or the
+// reference its ModifyListView reports an addition under (listview.go).
+// s.mu is held.
+func (s *pollScope) isViewLocked(ref types.ManagedObjectReference) bool {
+	if ref.Type != "ListView" {
+		return false
+	}
+	ref.Value = strings.TrimSuffix(ref.Value, listViewAdditions)
+	return s.views[ref]
 }
 
 // touches tells whether changes of ref may be reported: ref is listed and
@@ -93,10 +170,10 @@ func (s *pollScope) lists(ref types.ManagedObjectReference) bool {
 func (s *pollScope) touches(ref types.ManagedObjectReference, changes []types.PropertyChange) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.every {
+	if s.every || s.isViewLocked(ref) {
 		return true
 	}
-	if !s.objs[ref] {
+	if !s.objs[ref] && !s.inViewLocked(ref) {
 		return false
 	}
 	if len(changes) == 0 {

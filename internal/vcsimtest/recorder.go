@@ -10,6 +10,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"sync"
+	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 )
@@ -30,6 +31,9 @@ type Recorder struct {
 // Exchange is one SOAP call seen by a Recorder.
 type Exchange struct {
 	Request, Response []byte
+	// Sent and Answered: when the request reached the recorder and when
+	// its answer came back from the simulator (a trace's timeline).
+	Sent, Answered time.Time
 }
 
 // StartRecorder starts a Recorder in front of e's simulator.
@@ -49,20 +53,21 @@ func (e *Env) StartRecorder() *Recorder {
 			return err
 		}
 		res.Body = io.NopCloser(bytes.NewReader(body))
-		req, _ := res.Request.Context().Value(recordedRequestKey{}).([]byte)
+		rr, _ := res.Request.Context().Value(recordedRequestKey{}).(recordedRequest)
 		r.mu.Lock()
-		r.exchanges = append(r.exchanges, Exchange{Request: req, Response: body})
+		r.exchanges = append(r.exchanges, Exchange{Request: rr.body, Response: body, Sent: rr.sent, Answered: time.Now()})
 		r.mu.Unlock()
 		return nil
 	}
 	r.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		sent := time.Now()
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
-		rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), recordedRequestKey{}, body)))
+		rp.ServeHTTP(w, req.WithContext(context.WithValue(req.Context(), recordedRequestKey{}, recordedRequest{body: body, sent: sent})))
 	}))
 	r.srv.StartTLS()
 	e.closeMu.Lock()
@@ -71,8 +76,14 @@ func (e *Env) StartRecorder() *Recorder {
 	return r
 }
 
-// recordedRequestKey carries a request's body to ModifyResponse.
+// recordedRequestKey carries a request's body and arrival
+// (recordedRequest) to ModifyResponse.
 type recordedRequestKey struct{}
+
+type recordedRequest struct {
+	body []byte
+	sent time.Time
+}
 
 // NewClient builds a client of the simulator that goes through the
 // recorder (TLS verification off: the recorder's certificate is

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -81,6 +82,13 @@ func BenchmarkJobStartLatency(b *testing.B) {
 		{name: "instant clone", pool: "instant", linked: true, jobs: 8, tasks: 8},
 		{name: "burst 50, instant clone", pool: "instant", linked: true, jobs: 50, tasks: 8},
 	}
+	// LATENCY_SCENARIOS=REGEXP runs only the scenarios whose name it
+	// matches (an A/B of two builds on a busy machine: the burst and the
+	// rows of the hot/fresh ratio, back to back).
+	if only := os.Getenv("LATENCY_SCENARIOS"); only != "" {
+		re := regexp.MustCompile(only)
+		scenarios = slices.DeleteFunc(scenarios, func(sc latencyScenario) bool { return !re.MatchString(sc.name) })
+	}
 	out := io.Writer(os.Stdout)
 	for i := 0; i < b.N; i++ {
 		var results []latencyResult
@@ -98,7 +106,9 @@ func BenchmarkJobStartLatency(b *testing.B) {
 // on vcsim taught the latency model, once with the simulator's scaled
 // wait settings and once with the daemon's production ones, and prints
 // per path the time spent waiting beyond the modelled operations and the
-// hatchery client's SOAP requests by method.
+// hatchery client's SOAP requests by method (each path on a client of its
+// own: the requests made once per session are counted, and said so).
+// SPAWN_TRACE=1 prints every request (bench_trace_test.go).
 func BenchmarkSpawnPaths(b *testing.B) {
 	useLatencyModelFile(b)
 	for i := 0; i < b.N; i++ {
@@ -156,9 +166,26 @@ func printSpawnPaths(w io.Writer, results []latencyResult) {
 		for _, m := range methods {
 			reqs = append(reqs, fmt.Sprintf("%s=%d", m, r.requests[m].Requests))
 		}
-		fmt.Fprintf(w, "  %-22s poll %-6s beyond %s s (%s)\n    requests %d: %s\n", r.scenario.name, r.scenario.pollInterval,
-			sec(pct(r.overhead, 0.5)), strings.Join(parts, " "), r.requests.Total().Requests, strings.Join(reqs, " "))
+		fmt.Fprintf(w, "  %-22s poll %-6s beyond %s s (%s)\n    requests %d%s: %s\n", r.scenario.name, r.scenario.pollInterval,
+			sec(pct(r.overhead, 0.5)), strings.Join(parts, " "), r.requests.Total().Requests, sessionShare(r.requests), strings.Join(reqs, " "))
 	}
+}
+
+// sessionSetUp are the requests the client makes once per session, at its
+// first wait: the wait collector, its view and its filter.
+var sessionSetUp = []string{"CreatePropertyCollector", "CreateListView", "CreateFilter"}
+
+// sessionShare says how many of a path's requests are the session's
+// set-up (counted: a fresh clone is its client's first wait).
+func sessionShare(reqs vcenter.SOAPStats) string {
+	var n int64
+	for _, m := range sessionSetUp {
+		n += reqs[m].Requests
+	}
+	if n == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d once per session, counted: the wait collector's set-up)", n)
 }
 
 func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
@@ -178,7 +205,13 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 		require.NoError(b, err)
 		require.NoError(b, task.Wait(ctx))
 	}
-	client := env.NewClient(func(c *vcenter.Config) {
+	newClient := env.NewClient
+	var rec *vcsimtest.Recorder
+	if os.Getenv("SPAWN_TRACE") != "" { // bench_trace_test.go
+		rec = env.StartRecorder()
+		newClient = rec.NewClient
+	}
+	client := newClient(func(c *vcenter.Config) {
 		c.MaxConcurrentTasks = sc.tasks
 		if sc.pollInterval > 0 {
 			c.PollInterval = sc.pollInterval
@@ -239,6 +272,10 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	})
 
 	before := client.Stats()
+	nrec := 0
+	if rec != nil {
+		nrec = len(rec.Exchanges())
+	}
 	queued := time.Now()
 	var wg sync.WaitGroup
 	errs := make([]error, sc.jobs)
@@ -257,6 +294,9 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	}
 	require.Len(b, timings, sc.jobs)
 	requests := statsDelta(client.Stats(), before)
+	if rec != nil {
+		traceExchanges(os.Stdout, sc.name, rec.Exchanges()[nrec:], queued, timings)
+	}
 	// Stop this scenario's simulator, inventory and clients now, not at
 	// the end of the benchmark: left running, the simulator keeps
 	// computing the change-watch updates of the burst (its property
