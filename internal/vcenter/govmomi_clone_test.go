@@ -188,16 +188,16 @@ func TestCloneRequestOnVcsim(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.Client
-	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
-	require.NoError(t, err)
+	tpl, folder := cloneSource(t, ctx, c)
 	reads := func(f func()) int64 {
 		before := c.Stats()
 		f()
 		return c.Stats().Sub(before)["RetrievePropertiesEx"].Requests
 	}
-	var read vctypes.Template
+	var (
+		read vctypes.Template
+		err  error
+	)
 	assert.Equal(t, int64(1), reads(func() { read, err = c.LoadTemplate(ctx, tpl) }))
 	require.NoError(t, err)
 	assert.Equal(t, 1, read.NICs)

@@ -49,6 +49,17 @@ func cloneSpec(t *testing.T, ctx context.Context, c *vcenter.Client, a inventory
 	return req
 }
 
+// cloneSource returns the simulator's default template and the folder
+// new VMs go to, as c reads them: what a clone request starts from.
+func cloneSource(t *testing.T, ctx context.Context, c *vcenter.Client) (tpl, folder vctypes.Ref) {
+	t.Helper()
+	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
+	require.NoError(t, err)
+	folder, err = c.LoadFolder(ctx)
+	require.NoError(t, err)
+	return tpl, folder
+}
+
 // cloneOf is req cloning template tpl into folder under name.
 func cloneOf(req vctypes.Clone, tpl, folder vctypes.Ref, name string) vctypes.Clone {
 	req.Template, req.Folder, req.Name = tpl, folder, name
@@ -59,10 +70,7 @@ func cloneOf(req vctypes.Clone, tpl, folder vctypes.Ref, name string) vctypes.Cl
 func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name string, ip string) types.ManagedObjectReference {
 	t.Helper()
 	c := env.Client
-	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
-	require.NoError(t, err)
+	tpl, folder := cloneSource(t, ctx, c)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	ref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ip), tpl, folder, name))
 	require.NoError(t, err)
@@ -151,10 +159,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.Client
-	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
-	require.NoError(t, err)
+	tpl, folder := cloneSource(t, ctx, c)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "big-1", Flavor: "large", Created: time.Now().UTC().Truncate(time.Second)}
 
 	cref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 4, 8192, ""), tpl, folder, "big-1"))

@@ -20,10 +20,7 @@ func readyGuest(t *testing.T, env *vcsimtest.Env, name string) vctypes.Ref {
 	t.Helper()
 	ctx := testCtx(t)
 	c := env.Client
-	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := c.LoadFolder(ctx)
-	require.NoError(t, err)
+	tpl, folder := cloneSource(t, ctx, c)
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
 	p := vcenter.MORef(pool)

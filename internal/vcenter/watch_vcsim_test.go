@@ -969,10 +969,7 @@ func TestWatchObserverLastProbeFollowsItsLog(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 2})
 	ctx := watchCtx(t)
 	c, ops := env.Client, env.NewClient(nil)
-	tpl, err := ops.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
-	require.NoError(t, err)
-	folder, err := ops.LoadFolder(ctx)
-	require.NoError(t, err)
+	tpl, folder := cloneSource(t, ctx, ops)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "brief", Created: time.Now().UTC().Truncate(time.Second)}
 	spec := cloneSpec(t, ctx, ops, a, 0, 0, "")
 

@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -178,23 +179,8 @@ func TestVcsimCollectorPollReadsOnlyItsOwnObjects(t *testing.T) {
 		PropSet:   []types.PropertySpec{{Type: "Folder", PathSet: []string{"name"}}},
 	}})
 	require.NoError(t, err)
-	noWait := int32(0)
-	version := ""
-	// poll reads the changes once, as the hatchery's watch does.
-	poll := func() []types.PropertyFilterUpdate {
-		t.Helper()
-		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
-		require.NoError(t, err)
-		if res.Returnval == nil {
-			return nil
-		}
-		version = res.Returnval.Version
-		return res.Returnval.FilterSet
-	}
-	rename := func(f *countedFolder, name string) {
-		sim := env.SimContext()
-		sim.WithLock(f, func() { sim.Update(f, []types.PropertyChange{{Name: "name", Val: name}}) })
-	}
+	poll := changesPoller(t, ctx, c, pc.Reference())
+	rename := func(f *countedFolder, name string) { renameFolder(env, f, name) }
 
 	require.Len(t, poll(), 1, "the first poll reports the watched folder")
 	// The queued change CreateFilter left (collectors.go) is read now.
@@ -221,6 +207,30 @@ func TestVcsimCollectorPollReadsOnlyItsOwnObjects(t *testing.T) {
 type countedFolder struct {
 	mo.Folder
 	reads *atomic.Int64
+}
+
+// changesPoller returns a poll of the collector pc: it reads the changes
+// once, without waiting, from the version the previous poll left, as the
+// hatchery's watch does.
+func changesPoller(t *testing.T, ctx context.Context, c *vim25.Client, pc types.ManagedObjectReference) func() []types.PropertyFilterUpdate {
+	noWait := int32(0)
+	version := ""
+	return func() []types.PropertyFilterUpdate {
+		t.Helper()
+		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc, Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
+		require.NoError(t, err)
+		if res.Returnval == nil {
+			return nil
+		}
+		version = res.Returnval.Version
+		return res.Returnval.FilterSet
+	}
+}
+
+// renameFolder renames f in the simulator, telling the collectors.
+func renameFolder(env *vcsimtest.Env, f *countedFolder, name string) {
+	sim := env.SimContext()
+	sim.WithLock(f, func() { sim.Update(f, []types.PropertyChange{{Name: "name", Val: name}}) })
 }
 
 func newCountedFolder(value string) *countedFolder {
@@ -268,22 +278,8 @@ func TestVcsimListViewCollectorPollReadsOnlyItsViewsObjects(t *testing.T) {
 		PropSet: []types.PropertySpec{{Type: "Folder", PathSet: []string{"name"}}},
 	}})
 	require.NoError(t, err)
-	noWait := int32(0)
-	version := ""
-	poll := func() []types.PropertyFilterUpdate {
-		t.Helper()
-		res, err := methods.WaitForUpdatesEx(ctx, c, &types.WaitForUpdatesEx{This: pc.Reference(), Version: version, Options: &types.WaitOptions{MaxWaitSeconds: &noWait}})
-		require.NoError(t, err)
-		if res.Returnval == nil {
-			return nil
-		}
-		version = res.Returnval.Version
-		return res.Returnval.FilterSet
-	}
-	rename := func(f *countedFolder, name string) {
-		sim := env.SimContext()
-		sim.WithLock(f, func() { sim.Update(f, []types.PropertyChange{{Name: "name", Val: name}}) })
-	}
+	poll := changesPoller(t, ctx, c, pc.Reference())
+	rename := func(f *countedFolder, name string) { renameFolder(env, f, name) }
 	// changed returns the objects a poll reported and their new names.
 	changed := func(fs []types.PropertyFilterUpdate) map[string]string {
 		out := map[string]string{}

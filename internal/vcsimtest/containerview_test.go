@@ -62,15 +62,8 @@ func TestVcsimContainerViewReportsVMsEnteringAndLeaving(t *testing.T) {
 				continue
 			}
 			version = res.Returnval.Version
-			for _, fu := range res.Returnval.FilterSet {
-				for _, ou := range fu.ObjectSet {
-					for _, ch := range ou.ChangeSet {
-						if ou.Obj == cv.Reference() && ch.Name == "view" {
-							refs, _ := ch.Val.(types.ArrayOfManagedObjectReference)
-							return refs.ManagedObjectReference
-						}
-					}
-				}
+			if view, ok := viewReported(res.Returnval.FilterSet, cv.Reference()); ok {
+				return view
 			}
 		}
 	}
@@ -151,15 +144,8 @@ func TestVcsimContainerViewReportsConcurrentRemovalsInOrder(t *testing.T) {
 				return
 			}
 			version = res.Returnval.Version
-			for _, fu := range res.Returnval.FilterSet {
-				for _, ou := range fu.ObjectSet {
-					for _, ch := range ou.ChangeSet {
-						if ou.Obj == cv.Reference() && ch.Name == "view" {
-							refs, _ := ch.Val.(types.ArrayOfManagedObjectReference)
-							last = refs.ManagedObjectReference
-						}
-					}
-				}
+			if view, ok := viewReported(res.Returnval.FilterSet, cv.Reference()); ok {
+				last = view
 			}
 		}
 	}
@@ -185,4 +171,20 @@ func TestVcsimContainerViewReportsConcurrentRemovalsInOrder(t *testing.T) {
 			require.NotContains(t, last, ref, "round %d: a removed VM left the view", r)
 		}
 	}
+}
+
+// viewReported returns the last contents of the container view cv that
+// the updates fs report, and whether they report any.
+func viewReported(fs []types.PropertyFilterUpdate, cv types.ManagedObjectReference) (view []types.ManagedObjectReference, ok bool) {
+	for _, fu := range fs {
+		for _, ou := range fu.ObjectSet {
+			for _, ch := range ou.ChangeSet {
+				if ou.Obj == cv && ch.Name == "view" {
+					refs, _ := ch.Val.(types.ArrayOfManagedObjectReference)
+					view, ok = refs.ManagedObjectReference, true
+				}
+			}
+		}
+	}
+	return view, ok
 }
