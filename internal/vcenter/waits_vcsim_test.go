@@ -142,7 +142,15 @@ func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	other := cloneWorker(t, ctx, env, "worker-2", "")
 	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(other)))
+	// other is started by another client: this one's view never had it
+	// (a task of this client joins its VM to the view, runTaskOn's keep),
+	// so the second wait below adds it, and the ended wait's VM leaves
+	// with that addition. Started by this client, other could still be
+	// in the view, its task's bookkeeping not yet done when vm's wait
+	// added vm, and then no addition would come.
+	task, err := object.NewVirtualMachine(env.Admin.Client, other).PowerOn(ctx)
+	require.NoError(t, err)
+	require.NoError(t, task.Wait(ctx))
 
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
@@ -163,12 +171,16 @@ func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 	assert.Equal(t, 0, n.Objects, "%+v", n)
 	assert.GreaterOrEqual(t, n.InView, 1, "the ended wait's VM stays until the next addition: %+v", n)
 
+	changes := n.ViewChanges
 	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(other)) }()
-	require.Eventually(t, func() bool {
-		n := c.WaitCollector()
-		return n.Objects == 1 && n.InView == 1 && n.ViewChanges > 0
-	}, 10*time.Second, 5*time.Millisecond, "the next wait's addition took the ended one's VM out: %+v", c.WaitCollector())
-	task, err := object.NewVirtualMachine(env.Admin.Client, other).PowerOff(ctx)
+	var last vcenter.WaitCollectorCounts
+	if !assert.Eventually(t, func() bool {
+		last = c.WaitCollector()
+		return last.Objects == 1 && last.InView == 1 && last.ViewChanges == changes+1
+	}, 10*time.Second, 5*time.Millisecond) {
+		t.Fatalf("the next wait's addition (one ModifyListView) did not take the ended one's VM out: %+v", last)
+	}
+	task, err = object.NewVirtualMachine(env.Admin.Client, other).PowerOff(ctx)
 	require.NoError(t, err)
 	require.NoError(t, task.Wait(ctx))
 	select {
