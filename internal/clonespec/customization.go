@@ -10,7 +10,7 @@ import (
 // Customization is the guest customization vCenter applies to a clone
 // whose guest is started by guest operations (docs/architecture.md), in
 // the project's terms (the adapter makes it vCenter's,
-// vcenter.CustomizationSpecOf): the identity of the VM named name (Linux:
+// vim.CustomizationSpecOf): the identity of the VM named name (Linux:
 // its hostname, SanitizeHostname; windows: sysprep with its computer
 // name, WindowsComputerName) and one address per network card of the
 // template (nics: vSphere refuses a mismatch), the first with lease's

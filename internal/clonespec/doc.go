@@ -7,7 +7,7 @@
 // clone-mode decision from the template read (vctypes.Template)
 // (docs/architecture.md, docs/flavors-and-capacity.md, docs/cloud-init.md).
 // The adapter (internal/vcenter) makes the request vCenter's
-// specification, the flavor's growth included (vcenter.ApplyGrowth).
+// specification, the flavor's growth included (vim.ApplyGrowth).
 //
 // It does not clone, reserve IP addresses, name VMs or decide which jobs
 // are served: the hatchery (internal/vsphere) does, and calls a Builder

@@ -193,12 +193,12 @@ func TestSpecCloudInit(t *testing.T) {
 	testutil.CheckCloudConfig(t, raw)
 	assert.Contains(t, string(raw), "echo hello")
 	_, err = inventory.AnnotationFromVM("", req.Record.Options)
-	assert.NoError(t, err, "the record's mirror goes beside the guestinfo (the adapter writes both, vcenter.CloneSpecOf)")
+	assert.NoError(t, err, "the record's mirror goes beside the guestinfo (the adapter writes both, vim.CloneSpecOf)")
 }
 
 // TestSpecWindows: a Windows model's clone is customized by sysprep with
 // its computer name; the request has no place for a password
-// (docs/windows.md; the adapter's sysprep: vcenter.CustomizationSpecOf).
+// (docs/windows.md; the adapter's sysprep: vim.CustomizationSpecOf).
 func TestSpecWindows(t *testing.T) {
 	t.Parallel()
 	e := newSpecEnv(t, specConfig())

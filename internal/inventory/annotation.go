@@ -147,7 +147,7 @@ func AnnotationFromVM(notes string, extra []vctypes.Option) (*Annotation, error)
 
 // Record is the record as a write sets it on a VM: the Notes field and
 // its mirror (the adapter turns it into a config specification's,
-// vcenter.ApplyRecord, which replaces a mirror already there).
+// vim.ApplyRecord, which replaces a mirror already there).
 func (a Annotation) Record() vctypes.Record {
 	s := a.Marshal()
 	return vctypes.Record{Notes: s, Options: []vctypes.Option{{Key: AnnotationMirrorKey, Value: s}}}

@@ -10,7 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 )
 
 // fuzzOurs is the hatchery name the ownership fuzzers test against.
@@ -171,7 +171,7 @@ func FuzzAnnotationFromVM(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, notes, mirror string, mode uint8) {
 		extra := fuzzExtraConfig(mode, mirror)
-		got, err := AnnotationFromVM(notes, vcenter.OptionsOf(extra))
+		got, err := AnnotationFromVM(notes, vim.OptionsOf(extra))
 		if (err == nil) == (got == nil) {
 			t.Fatalf("record %+v with error %v", got, err)
 		}
@@ -196,7 +196,7 @@ func FuzzAnnotationFromVM(f *testing.F) {
 		// Ownership through the VM view: ours only when the chosen record
 		// names us; a foreign record in Notes wins over our mirror, a
 		// corrupt record never makes a VM ours.
-		vm := VMFromInfo(vcenter.VMInfoOf(mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Annotation: notes, ExtraConfig: extra}}))
+		vm := VMFromInfo(vim.VMInfoOf(mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Annotation: notes, ExtraConfig: extra}}))
 		wantOurs := want != nil && want.HatcheryName == fuzzOurs
 		if vm.OwnedBy(fuzzOurs) != wantOurs {
 			t.Fatalf("OwnedBy(ours) = %v for notes %q, mirror %q (mode %d)", !wantOurs, notes, mirror, mode%mirrorModes)
@@ -211,7 +211,7 @@ func FuzzAnnotationFromVM(f *testing.F) {
 }
 
 // FuzzAnnotationRoundTrip builds records from fuzzed fields: Marshal ->
-// Parse is the identity, and the Record (vcenter.ApplyRecord) writes Notes and exactly one mirror
+// Parse is the identity, and the Record (vim.ApplyRecord) writes Notes and exactly one mirror
 // that AnnotationFromVM reads back, even when Notes is lost afterwards.
 func FuzzAnnotationRoundTrip(f *testing.F) {
 	f.Add("ours", "ours-w-1", "shared.infra/debian", "tpl", "2026-11-22", "123", "10.0.0.5", "large", int64(1795346541), int64(147007000), true, false, int64(-1))
@@ -254,8 +254,8 @@ func FuzzAnnotationRoundTrip(f *testing.F) {
 		spec := &types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{
 			&types.OptionValue{Key: AnnotationMirrorKey, Value: "stale"},
 		}}
-		vcenter.ApplyRecord(spec, a.Record())
-		vcenter.ApplyRecord(spec, a.Record()) // idempotent: still one mirror
+		vim.ApplyRecord(spec, a.Record())
+		vim.ApplyRecord(spec, a.Record()) // idempotent: still one mirror
 		mirrors := 0
 		for _, o := range spec.ExtraConfig {
 			if ov := o.GetOptionValue(); ov.Key == AnnotationMirrorKey {
@@ -269,7 +269,7 @@ func FuzzAnnotationRoundTrip(f *testing.F) {
 			t.Fatalf("ApplyRecord wrote %d mirrors, notes %q", mirrors, spec.Annotation)
 		}
 		for _, notes := range []string{spec.Annotation, "", "edited by an operator"} {
-			got, err := AnnotationFromVM(notes, vcenter.OptionsOf(spec.ExtraConfig))
+			got, err := AnnotationFromVM(notes, vim.OptionsOf(spec.ExtraConfig))
 			if err != nil || !annotationEqual(&a, got) {
 				t.Fatalf("read back with notes %q: %+v, %v", notes, got, err)
 			}
@@ -281,12 +281,12 @@ func TestAnnotationIgnoresNilExtraConfigEntries(t *testing.T) {
 	t.Parallel()
 	mirror := Annotation{HatcheryName: "ours", WorkerName: "w"}.Marshal()
 	extra := []types.BaseOptionValue{nil, &types.OptionValue{Key: AnnotationMirrorKey, Value: mirror}}
-	a, err := AnnotationFromVM("", vcenter.OptionsOf(extra))
+	a, err := AnnotationFromVM("", vim.OptionsOf(extra))
 	if err != nil || a.HatcheryName != "ours" {
 		t.Fatalf("mirror after a nil entry: got %v, %v", a, err)
 	}
 	spec := types.VirtualMachineConfigSpec{ExtraConfig: []types.BaseOptionValue{nil}}
-	vcenter.ApplyRecord(&spec, Annotation{HatcheryName: "ours"}.Record())
+	vim.ApplyRecord(&spec, Annotation{HatcheryName: "ours"}.Record())
 	if len(spec.ExtraConfig) != 2 || spec.Annotation == "" {
 		t.Fatalf("ApplyRecord over a nil entry: %+v", spec)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -41,10 +42,10 @@ func scopeClone(t *testing.T, ctx context.Context, env *vcsimtest.Env, ops *vcen
 	require.NoError(t, err)
 	poolRef, err := ops.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	ref, err := ops.CloneVirtualMachine(ctx, vctypes.Clone{Template: tpl, Folder: vcenter.RefOf(folder.Reference()), Name: name, Pool: poolRef,
+	ref, err := ops.CloneVirtualMachine(ctx, vctypes.Clone{Template: tpl, Folder: vim.RefOf(folder.Reference()), Name: name, Pool: poolRef,
 		Record: inventory.Annotation{HatcheryName: scopeHatchery, WorkerName: name, Created: time.Now().UTC().Truncate(time.Second)}.Record()})
 	require.NoError(t, err)
-	return vcenter.MORef(ref)
+	return vim.MORef(ref)
 }
 
 // waitVM refreshes inv until a VM named name is in it (or the deadline).
@@ -117,7 +118,7 @@ func TestVcsimScopeNeverReadsForeignFolders(t *testing.T) {
 	assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1"}, names(vms))
 	for _, v := range vms {
 		if v.Name == "ours-1" {
-			assert.Equal(t, vcenter.RefOf(ours), v.Ref)
+			assert.Equal(t, vim.RefOf(ours), v.Ref)
 			assert.True(t, v.OwnedBy(scopeHatchery))
 		}
 	}
@@ -194,7 +195,7 @@ func TestVcsimDefaultScopeNeverReadsForeignFolders(t *testing.T) {
 			assert.ElementsMatch(t, []string{vcsimtest.DefaultTemplate, "ours-1"}, names(vms))
 			for _, v := range vms {
 				if v.Name == "ours-1" {
-					assert.Equal(t, vcenter.RefOf(ours), v.Ref)
+					assert.Equal(t, vim.RefOf(ours), v.Ref)
 					assert.True(t, v.OwnedBy(scopeHatchery))
 				}
 			}

@@ -48,7 +48,7 @@ func MaxSnapshotAge(interval time.Duration) time.Duration {
 var ErrStale = errors.New("vm inventory is stale")
 
 // Shared keeps one snapshot of the datacenter's VMs, built from the
-// leaf properties of vcenter.VMProperties, refreshed by one owner (Run): every
+// leaf properties of vim.VMProperties, refreshed by one owner (Run): every
 // interval, and soon after Invalidate (coalesced, at most one refresh per
 // MinGap). Readers get the last snapshot without a vCenter round trip; only
 // the very first read waits for the first refresh. A reader must not rely on

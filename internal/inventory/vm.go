@@ -8,7 +8,7 @@ import (
 )
 
 // VM is the hatchery's view of one VM or template, built from the leaf
-// properties of vcenter.VMProperties (vctypes.VMInfo). It is a value: safe
+// properties of vim.VMProperties (vctypes.VMInfo). It is a value: safe
 // to copy and to share. It holds the project's types only.
 type VM struct {
 	Ref      vctypes.Ref

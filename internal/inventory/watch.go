@@ -59,7 +59,7 @@ type watchState struct {
 	dirty    bool // vms changed since the last publication
 }
 
-// vmSignals are the values of vcenter.VMWatchProperties of one VM.
+// vmSignals are the values of vim.VMWatchProperties of one VM.
 type vmSignals struct {
 	name          string
 	template      bool
@@ -69,7 +69,7 @@ type vmSignals struct {
 	opsReady      bool
 }
 
-// signalsOf reads the watched properties from a VM read with vcenter.VMProperties.
+// signalsOf reads the watched properties from a VM read with vim.VMProperties.
 func signalsOf(o vctypes.VMInfo) vmSignals {
 	return vmSignals{
 		name: o.Name, powerState: o.PowerState, template: o.Template, changeVersion: o.ChangeVersion,

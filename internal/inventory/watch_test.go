@@ -15,7 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
@@ -82,13 +82,13 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 			cp := f.pool
 			rt = &cp
 		}
-		return vcenter.RefsOf(refs), vcenter.PoolRuntimeOf(rt), nil
+		return vim.RefsOf(refs), vim.PoolRuntimeOf(rt), nil
 	}).AnyTimes()
 	vs.EXPECT().WatchVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []vctypes.Ref) error {
 		f.call(fmt.Sprintf("Watch %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, r := range vcenter.MORefs(refs) {
+		for _, r := range vim.MORefs(refs) {
 			f.watched[r] = true
 		}
 		return nil
@@ -97,7 +97,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		f.call(fmt.Sprintf("Unwatch %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		for _, r := range vcenter.MORefs(refs) {
+		for _, r := range vim.MORefs(refs) {
 			delete(f.watched, r)
 		}
 		return nil
@@ -111,7 +111,7 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		}
 		var out []vctypes.VMUpdate
 		for _, u := range f.changes {
-			out = append(out, vcenter.VMUpdateOf(u))
+			out = append(out, vim.VMUpdateOf(u))
 		}
 		f.changes = nil
 		return out, nil
@@ -124,20 +124,20 @@ func newWatchVC(t *testing.T, names ...string) (*watchVC, *mock_vsphere.MockPort
 		for _, o := range f.vms {
 			out = append(out, o)
 		}
-		return vcenter.VMInfosOf(out), nil
+		return vim.VMInfosOf(out), nil
 	}).AnyTimes()
 	vs.EXPECT().RetrieveVirtualMachines(gomock.Any(), gomock.Any()).DoAndReturn(func(_ context.Context, refs []vctypes.Ref) ([]vctypes.VMInfo, error) {
 		f.call(fmt.Sprintf("Retrieve %d", len(refs)))
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.reads = append(f.reads, slices.Clone(vcenter.MORefs(refs)))
+		f.reads = append(f.reads, slices.Clone(vim.MORefs(refs)))
 		var out []mo.VirtualMachine
-		for _, r := range vcenter.MORefs(refs) {
+		for _, r := range vim.MORefs(refs) {
 			if o, ok := f.vms[r]; ok {
 				out = append(out, o)
 			}
 		}
-		return vcenter.VMInfosOf(out), nil
+		return vim.VMInfosOf(out), nil
 	}).AnyTimes()
 	return f, vs
 }
@@ -324,7 +324,7 @@ func TestWatchInventoryInvalidatedVMIsReadAgain(t *testing.T) {
 	f.mu.Lock()
 	f.changes = nil
 	f.mu.Unlock()
-	inv.Invalidate(vcenter.RefOf(wref("b")))
+	inv.Invalidate(vim.RefOf(wref("b")))
 	inv.refresh(ctx)
 	assert.Equal(t, [][]types.ManagedObjectReference{{wref("b")}}, f.takeReads())
 	assert.True(t, snapshotNames(t, inv)["b"].Template)
@@ -424,7 +424,7 @@ func TestVMSignalsApply(t *testing.T) {
 }
 
 // changesOf is a change set as the adapter hands it to the inventory
-// (vcenter.VMUpdateOf).
+// (vim.VMUpdateOf).
 func changesOf(cs ...types.PropertyChange) []vctypes.PropertyChange {
-	return vcenter.VMUpdateOf(types.ObjectUpdate{ChangeSet: cs}).Changes
+	return vim.VMUpdateOf(types.ObjectUpdate{ChangeSet: cs}).Changes
 }

@@ -128,14 +128,12 @@ func TestLongFuncsCountsFromFuncToBrace(t *testing.T) {
 const MaxPackageLines = 4000
 
 // largePackagesAllowed are the packages still over MaxPackageLines, by
-// path; the list only shrinks. internal/vcenter is the govmomi adapter
-// (the port's interfaces moved to internal/vctypes), with the clone's
-// specification building: still over, its split is the next step
-// (docs/architecture.md, "The port's layout, and what is left of it"); internal/vcsimtest
-// is test support (the simulator's environment), linked into no
-// production binary but the demo.
+// path; the list only shrinks. internal/vcsimtest is test support (the
+// simulator's environment), linked into no production binary but the
+// demo. (internal/vcenter left it when its property-collector side and
+// its pure translation went to internal/vcenter/vim: docs/architecture.md,
+// "The port's layout".)
 var largePackagesAllowed = map[string]bool{
-	"internal/vcenter":   true,
 	"internal/vcsimtest": true,
 }
 

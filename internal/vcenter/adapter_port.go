@@ -7,6 +7,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -20,44 +21,44 @@ import (
 // datacenter's VM folder).
 func (c *Client) LoadFolder(ctx context.Context) (vctypes.Ref, error) {
 	ref, err := c.loadFolder(ctx)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // LoadResourcePool returns the pool new VMs go to.
 func (c *Client) LoadResourcePool(ctx context.Context) (vctypes.Ref, error) {
 	ref, err := c.loadResourcePool(ctx)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // ResourcePoolRuntime reads the figures of pool's runtime.
 func (c *Client) ResourcePoolRuntime(ctx context.Context, pool vctypes.Ref) (*vctypes.PoolRuntime, error) {
-	rt, err := c.resourcePoolRuntime(ctx, MORef(pool))
-	return PoolRuntimeOf(rt), Classify(err)
+	rt, err := c.resourcePoolRuntime(ctx, vim.MORef(pool))
+	return vim.PoolRuntimeOf(rt), Classify(err)
 }
 
 // LoadDatastore finds a datastore by name ("" = the default datastore).
 func (c *Client) LoadDatastore(ctx context.Context, name string) (vctypes.Ref, error) {
 	ref, err := c.loadDatastore(ctx, name)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // FolderAt returns the VM folder at path ("" is LoadFolder's).
 func (c *Client) FolderAt(ctx context.Context, path string) (vctypes.Ref, error) {
 	ref, err := c.folderAt(ctx, path)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // ResourcePoolAt returns the resource pool at path, a pool's or a
 // cluster's ("" is LoadResourcePool's).
 func (c *Client) ResourcePoolAt(ctx context.Context, path string) (vctypes.Ref, error) {
 	ref, err := c.resourcePoolAt(ctx, path)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // DatastoreSpace reads a datastore's name, free space, capacity and
 // accessibility in one request.
 func (c *Client) DatastoreSpace(ctx context.Context, ds vctypes.Ref) (*vctypes.DatastoreSpace, error) {
-	sum, err := c.datastoreSpace(ctx, MORef(ds))
+	sum, err := c.datastoreSpace(ctx, vim.MORef(ds))
 	if err != nil {
 		return nil, Classify(err)
 	}
@@ -96,7 +97,7 @@ func (c *Client) DatastoreSpaceOf(ctx context.Context, name string) (*vctypes.Da
 // when it exists.
 func (c *Client) CreateLock(ctx context.Context, name string) (vctypes.Ref, error) {
 	ref, err := c.createLock(ctx, name)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // ListLocks returns the lock objects whose name starts with prefix, by name.
@@ -107,90 +108,99 @@ func (c *Client) ListLocks(ctx context.Context, prefix string) (map[string]vctyp
 	}
 	out := make(map[string]vctypes.Ref, len(locks))
 	for name, ref := range locks {
-		out[name] = RefOf(ref)
+		out[name] = vim.RefOf(ref)
 	}
 	return out, nil
 }
 
 // DeleteLock deletes the lock object lock; already gone is success.
 func (c *Client) DeleteLock(ctx context.Context, lock vctypes.Ref) error {
-	return Classify(c.deleteLock(ctx, MORef(lock)))
+	return Classify(c.deleteLock(ctx, vim.MORef(lock)))
 }
 
 // LoadVirtualMachine finds a VM or template by name (or inventory path)
 // and returns its reference.
 func (c *Client) LoadVirtualMachine(ctx context.Context, name string) (vctypes.Ref, error) {
 	ref, err := c.loadVirtualMachine(ctx, name)
-	return RefOf(ref), Classify(err)
+	return vim.RefOf(ref), Classify(err)
 }
 
 // StartVirtualMachine powers the VM on; already on is success.
 func (c *Client) StartVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.startVirtualMachine(ctx, MORef(vm)))
+	return Classify(c.startVirtualMachine(ctx, vim.MORef(vm)))
 }
 
 // ShutdownVirtualMachine powers the VM off; already off is success.
 func (c *Client) ShutdownVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.shutdownVirtualMachine(ctx, MORef(vm)))
+	return Classify(c.shutdownVirtualMachine(ctx, vim.MORef(vm)))
 }
 
 // SuspendVirtualMachine suspends a powered-on VM; already suspended is
 // success, a powered-off VM is vctypes.ErrPoweredOff.
 func (c *Client) SuspendVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.suspendVirtualMachine(ctx, MORef(vm)))
+	return Classify(c.suspendVirtualMachine(ctx, vim.MORef(vm)))
 }
 
 // DestroyVirtualMachine destroys a powered-off VM; already gone is success.
 func (c *Client) DestroyVirtualMachine(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.destroyVirtualMachine(ctx, MORef(vm)))
+	return Classify(c.destroyVirtualMachine(ctx, vim.MORef(vm)))
 }
 
 // RenameVirtualMachine renames the VM and waits for the task.
 func (c *Client) RenameVirtualMachine(ctx context.Context, vm vctypes.Ref, newName string) error {
-	return Classify(c.renameVirtualMachine(ctx, MORef(vm), newName))
+	return Classify(c.renameVirtualMachine(ctx, vim.MORef(vm), newName))
 }
 
 // MarkVirtualMachineAsTemplate turns a powered-off VM into a template.
 func (c *Client) MarkVirtualMachineAsTemplate(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.markVirtualMachineAsTemplate(ctx, MORef(vm)))
+	return Classify(c.markVirtualMachineAsTemplate(ctx, vim.MORef(vm)))
 }
 
 // WaitForVirtualMachineShutdown blocks until the VM is powered off or ctx
 // ends.
 func (c *Client) WaitForVirtualMachineShutdown(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.waitForVirtualMachineShutdown(ctx, MORef(vm)))
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	return Classify(c.col.WaitForShutdown(ctx, vim.MORef(vm)))
 }
 
 // WaitForGuestOperationsReady blocks until the guest of vm runs programs
 // or ctx ends.
 func (c *Client) WaitForGuestOperationsReady(ctx context.Context, vm vctypes.Ref) error {
-	return Classify(c.waitForGuestOperationsReady(ctx, MORef(vm)))
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	return Classify(c.col.WaitForGuestOperations(ctx, vim.MORef(vm)))
 }
 
 // WaitForVirtualMachineIP blocks until the guest of vm reports an IPv4
 // address (expectedIP when not empty) or ctx ends, and returns it.
 func (c *Client) WaitForVirtualMachineIP(ctx context.Context, vm vctypes.Ref, expectedIP string) (string, error) {
-	ip, err := c.waitForVirtualMachineIP(ctx, MORef(vm), expectedIP)
+	if err := c.notConnected(); err != nil {
+		return "", err
+	}
+	ip, err := c.col.WaitForIP(ctx, vim.MORef(vm), expectedIP)
 	return ip, Classify(err)
 }
 
 // StartProgramInGuest starts prog in the guest of vm with auth and
 // returns its pid; a refused account is a vctypes.FaultInvalidGuestLogin.
 func (c *Client) StartProgramInGuest(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, prog vctypes.GuestProgram) (int64, error) {
-	pid, err := c.startProgramInGuest(ctx, MORef(vm), GuestAuthOf(auth), GuestProgramSpec(prog))
+	pid, err := c.startProgramInGuest(ctx, vim.MORef(vm), vim.GuestAuthOf(auth), vim.GuestProgramSpec(prog))
 	return pid, Classify(err)
 }
 
 // LoadVirtualMachineEvents returns the VM's events of the given types (all
 // types when none), oldest first, at most the last maxEvents.
 func (c *Client) LoadVirtualMachineEvents(ctx context.Context, vm vctypes.Ref, eventTypes ...string) ([]vctypes.Event, error) {
-	events, err := c.loadVirtualMachineEvents(ctx, MORef(vm), eventTypes...)
+	events, err := c.loadVirtualMachineEvents(ctx, vim.MORef(vm), eventTypes...)
 	if err != nil {
 		return nil, Classify(err)
 	}
 	out := make([]vctypes.Event, 0, len(events))
 	for _, e := range events {
-		out = append(out, EventOf(e))
+		out = append(out, vim.EventOf(e))
 	}
 	return out, nil
 }
@@ -202,54 +212,66 @@ func (c *Client) ListVirtualMachines(ctx context.Context) ([]vctypes.VMInfo, err
 	if err != nil {
 		return nil, Classify(err)
 	}
-	return VMInfosOf(objs), nil
+	return vim.VMInfosOf(objs), nil
 }
 
 // ProbeInventory reads the references of every VM and template of the
 // scope and, when pool is not nil, the pool's runtime, in one request.
 func (c *Client) ProbeInventory(ctx context.Context, pool *vctypes.Ref) ([]vctypes.Ref, *vctypes.PoolRuntime, error) {
+	if err := c.notConnected(); err != nil {
+		return nil, nil, err
+	}
 	var p *types.ManagedObjectReference
 	if pool != nil {
-		ref := MORef(*pool)
+		ref := vim.MORef(*pool)
 		p = &ref
 	}
-	refs, rt, err := c.probeInventory(ctx, p)
+	refs, rt, err := c.col.ProbeInventory(ctx, p)
 	if err != nil {
 		return nil, nil, Classify(err)
 	}
-	return RefsOf(refs), PoolRuntimeOf(rt), nil
+	return vim.RefsOf(refs), vim.PoolRuntimeOf(rt), nil
 }
 
 // RetrieveVirtualMachines reads VMProperties of the given VMs; VMs that no
 // longer exist are left out.
 func (c *Client) RetrieveVirtualMachines(ctx context.Context, refs []vctypes.Ref) ([]vctypes.VMInfo, error) {
-	objs, err := c.retrieveVirtualMachines(ctx, MORefs(refs))
+	objs, err := c.retrieveVirtualMachines(ctx, vim.MORefs(refs))
 	if err != nil {
 		return nil, Classify(err)
 	}
-	return VMInfosOf(objs), nil
+	return vim.VMInfosOf(objs), nil
 }
 
 // WatchVirtualMachines adds VMs to the change watch.
 func (c *Client) WatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error {
-	return Classify(c.watchVirtualMachines(ctx, MORefs(refs)))
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	return Classify(c.col.WatchVirtualMachines(ctx, vim.MORefs(refs)))
 }
 
 // UnwatchVirtualMachines takes VMs out of the change watch.
 func (c *Client) UnwatchVirtualMachines(ctx context.Context, refs []vctypes.Ref) error {
-	return Classify(c.unwatchVirtualMachines(ctx, MORefs(refs)))
+	if err := c.notConnected(); err != nil {
+		return err
+	}
+	return Classify(c.col.UnwatchVirtualMachines(ctx, vim.MORefs(refs)))
 }
 
 // VirtualMachineChanges returns the watched VMs' updates since the
 // previous call, at once.
 func (c *Client) VirtualMachineChanges(ctx context.Context) ([]vctypes.VMUpdate, error) {
-	ups, err := c.virtualMachineChanges(ctx)
+	if err := c.notConnected(); err != nil {
+		return nil, err
+	}
+	ups, err := c.col.VirtualMachineChanges(ctx)
 	if err != nil {
 		return nil, Classify(err)
 	}
 	out := make([]vctypes.VMUpdate, len(ups))
 	for i, u := range ups {
-		out[i] = VMUpdateOf(u)
+		out[i] = vim.VMUpdateOf(u)
 	}
 	return out, nil
 }
@@ -258,31 +280,31 @@ func (c *Client) VirtualMachineChanges(ctx context.Context) ([]vctypes.VMUpdate,
 // req.Folder with req.Options and returns the child's reference (zero when
 // vCenter's task named none).
 func (c *Client) InstantCloneVirtualMachine(ctx context.Context, parent vctypes.Ref, req vctypes.InstantClone) (vctypes.Ref, error) {
-	ref, err := c.instantCloneVirtualMachine(ctx, MORef(parent), InstantCloneSpecOf(req))
+	ref, err := c.instantCloneVirtualMachine(ctx, vim.MORef(parent), vim.InstantCloneSpecOf(req))
 	if err != nil || ref == nil {
 		return vctypes.Ref{}, Classify(err)
 	}
-	return RefOf(*ref), nil
+	return vim.RefOf(*ref), nil
 }
 
 // ReconfigureVirtualMachine applies change to vm in one task: the
-// specification is ConfigSpecOf's, with the growth to a flavor
-// (ApplyGrowth) after reading vm's devices when the growth sets a disk
+// specification is vim.ConfigSpecOf's, with the growth to a flavor
+// (vim.ApplyGrowth) after reading vm's devices when the growth sets a disk
 // size. A *vctypes.PrepError when the specification could not be built
 // (nothing sent); otherwise vCenter's answer, classified.
 func (c *Client) ReconfigureVirtualMachine(ctx context.Context, vm vctypes.Ref, change vctypes.ConfigChange) error {
-	spec := ConfigSpecOf(change)
+	spec := vim.ConfigSpecOf(change)
 	if g := change.Growth; g != nil {
 		var devices object.VirtualDeviceList
 		if g.DiskSizeGB > 0 {
 			var err error
-			if devices, err = c.loadVirtualMachineDevices(ctx, MORef(vm)); err != nil {
+			if devices, err = c.loadVirtualMachineDevices(ctx, vim.MORef(vm)); err != nil {
 				return &vctypes.PrepError{Step: "load devices", Err: Classify(err)}
 			}
 		}
-		if err := ApplyGrowth(&spec, g, devices); err != nil {
+		if err := vim.ApplyGrowth(&spec, g, devices); err != nil {
 			return &vctypes.PrepError{Step: fmt.Sprintf("apply flavor %q", g.Flavor), Err: err}
 		}
 	}
-	return Classify(c.reconfigureVirtualMachine(ctx, MORef(vm), spec))
+	return Classify(c.reconfigureVirtualMachine(ctx, vim.MORef(vm), spec))
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -63,7 +64,7 @@ func TestVcsimFolderAttributeWriteReadBack(t *testing.T) {
 	folder, err := a.LoadFolder(ctx)
 	require.NoError(t, err)
 	var f mo.Folder
-	require.NoError(t, object.NewCommon(env.Admin.Client, vcenter.MORef(folder)).Properties(ctx, vcenter.MORef(folder), []string{"customValue"}, &f))
+	require.NoError(t, object.NewCommon(env.Admin.Client, vim.MORef(folder)).Properties(ctx, vim.MORef(folder), []string{"customValue"}, &f))
 	assert.Len(t, f.CustomValue, 1, "the folder holds the one value")
 }
 

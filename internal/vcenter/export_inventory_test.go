@@ -20,7 +20,7 @@ func (c *Client) ListVirtualMachineObjects(ctx context.Context) ([]mo.VirtualMac
 
 // ProbeInventoryRefs is ProbeInventory before conversion.
 func (c *Client) ProbeInventoryRefs(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
-	return c.probeInventory(ctx, pool)
+	return c.col.ProbeInventory(ctx, pool)
 }
 
 // RetrieveVirtualMachineObjects is RetrieveVirtualMachines before conversion.
@@ -30,15 +30,15 @@ func (c *Client) RetrieveVirtualMachineObjects(ctx context.Context, refs []types
 
 // WatchVirtualMachineRefs is WatchVirtualMachines before conversion.
 func (c *Client) WatchVirtualMachineRefs(ctx context.Context, refs []types.ManagedObjectReference) error {
-	return c.watchVirtualMachines(ctx, refs)
+	return c.col.WatchVirtualMachines(ctx, refs)
 }
 
 // UnwatchVirtualMachineRefs is UnwatchVirtualMachines before conversion.
 func (c *Client) UnwatchVirtualMachineRefs(ctx context.Context, refs []types.ManagedObjectReference) error {
-	return c.unwatchVirtualMachines(ctx, refs)
+	return c.col.UnwatchVirtualMachines(ctx, refs)
 }
 
 // VirtualMachineObjectUpdates is VirtualMachineChanges before conversion.
 func (c *Client) VirtualMachineObjectUpdates(ctx context.Context) ([]types.ObjectUpdate, error) {
-	return c.virtualMachineChanges(ctx)
+	return c.col.VirtualMachineChanges(ctx)
 }

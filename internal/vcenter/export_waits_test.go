@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 )
@@ -11,63 +12,31 @@ import (
 // Hooks for the external (vcsim) wait collector tests, compiled into tests
 // only.
 
-// WaitCollectorCounts are the wait collector's counters (govmomi_waits.go).
-type WaitCollectorCounts struct {
-	// Collectors and Views made, ModifyListView calls so far; Objects
-	// waited on now, InView the objects in the view now (those of ended
-	// waits stay until the next addition); Live: the collector of this
-	// session answers; Retries: the back-off before each retry of a
-	// failed rebuild; Frozen: no poll in flight nor to come until a wait
-	// opens.
-	Collectors, Views, ViewChanges, Objects, InView int
-	Live, Frozen                                    bool
-	Retries                                         []time.Duration
-}
+// WaitCollectorCounts are the wait collector's counters (vim.WaitCounts).
+type WaitCollectorCounts = vim.WaitCounts
 
 // WaitCollector returns the wait collector's counters.
-func (c *Client) WaitCollector() WaitCollectorCounts {
-	h := c.waits
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := WaitCollectorCounts{Collectors: h.collectors, Views: h.views, ViewChanges: h.viewChanges, Live: h.live, Frozen: h.frozen, Retries: append([]time.Duration(nil), h.retries...)}
-	for _, o := range h.objs {
-		if len(o.subs) > 0 {
-			n.Objects++
-		}
-		if o.inView {
-			n.InView++
-		}
-	}
-	return n
-}
+func (c *Client) WaitCollector() WaitCollectorCounts { return c.col.WaitCounts() }
 
-// SetWaitRebuildBackoff sets the wait collector's rebuild back-off
-// (waitRebuildMin doubling to waitRebuildMax); call it before the first
-// wait.
-func (c *Client) SetWaitRebuildBackoff(lo, hi time.Duration) {
-	c.waits.rebuildMin, c.waits.rebuildMax = lo, hi
-}
+// SetWaitRebuildBackoff sets the wait collector's rebuild back-off; call
+// it before the first wait.
+func (c *Client) SetWaitRebuildBackoff(lo, hi time.Duration) { c.col.SetWaitTuning(lo, hi, 0, 0) }
 
 // SetTaskPollFirst sets a task wait's first poll while its task is not in
-// the wait collector's view (taskPollMin); call it before the first wait.
-func (c *Client) SetTaskPollFirst(d time.Duration) { c.waits.taskPollFirst = d }
+// the wait collector's view; call it before the first wait.
+func (c *Client) SetTaskPollFirst(d time.Duration) { c.col.SetWaitTuning(0, 0, d, 0) }
 
 // SetWaitViewStaleMax sets how many objects no wait needs the wait
-// collector's view keeps (waitViewStaleMax); call it before the first wait.
-func (c *Client) SetWaitViewStaleMax(n int) { c.waits.staleMax = n }
+// collector's view keeps; call it before the first wait.
+func (c *Client) SetWaitViewStaleMax(n int) { c.col.SetWaitTuning(0, 0, 0, n) }
 
-// RetiredCollectors is how many abandoned collectors wait to be destroyed
-// (govmomi_watch.go).
-func (c *Client) RetiredCollectors() int {
-	c.watchMu.Lock()
-	defer c.watchMu.Unlock()
-	return len(c.retired)
-}
+// RetiredCollectors is how many abandoned collectors wait to be destroyed.
+func (c *Client) RetiredCollectors() int { return c.col.RetiredCollectors() }
 
 // RunTask exports runTask.
 func (c *Client) RunTask(ctx context.Context, timeout time.Duration, start func(context.Context) (*object.Task, error)) (types.AnyType, error) {
 	return c.runTask(ctx, timeout, start)
 }
 
-// WaitFallbackFactor exports waitFallbackFactor.
-const WaitFallbackFactor = waitFallbackFactor
+// WaitFallbackFactor exports vim.WaitFallbackFactor.
+const WaitFallbackFactor = vim.WaitFallbackFactor

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // attributeTimeout bounds one attribute call (the folder's lookup, the
@@ -59,7 +61,7 @@ func (c *Client) FolderAttribute(ctx context.Context, name string) (string, bool
 		return "", false, err
 	}
 	var f mo.Folder
-	if err := c.pc.RetrieveOne(ctx, MORef(folder), []string{"customValue"}, &f); err != nil {
+	if err := c.pc.RetrieveOne(ctx, vim.MORef(folder), []string{"customValue"}, &f); err != nil {
 		return "", false, fmt.Errorf("read folder attribute %q of %s: %w", name, folder.Value, Classify(err))
 	}
 	for _, v := range f.CustomValue {
@@ -102,7 +104,7 @@ func (c *Client) SetFolderAttribute(ctx context.Context, name, value string) err
 		switch {
 		case err == nil:
 			key = def.Key
-		case fault.Is(err, &types.DuplicateName{}):
+		case vim.FaultKindOf(err) == vctypes.FaultDuplicateName:
 			// Another process defined it since our read.
 			if key, ok, err = folderFieldKey(ctx, m, name); err != nil {
 				return err
@@ -114,7 +116,7 @@ func (c *Client) SetFolderAttribute(ctx context.Context, name, value string) err
 			return fmt.Errorf("define folder attribute %q: %w", name, Classify(err))
 		}
 	}
-	if err := m.Set(ctx, MORef(folder), key, value); err != nil {
+	if err := m.Set(ctx, vim.MORef(folder), key, value); err != nil {
 		return fmt.Errorf("set folder attribute %q of %s: %w", name, folder.Value, Classify(err))
 	}
 	return nil

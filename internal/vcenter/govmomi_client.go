@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/find"
@@ -59,12 +60,6 @@ const (
 	// DefaultKeepAliveInterval is the idle time between session keep-alive
 	// requests; vCenter expires idle sessions after ~30 minutes.
 	DefaultKeepAliveInterval = 5 * time.Minute
-
-	// taskPollMin is the first delay when a task is polled (before its
-	// filter is made, or without the wait collector); it doubles up to
-	// the poll interval, so quick tasks finish quickly and long ones cost
-	// one request per interval.
-	taskPollMin = 25 * time.Millisecond
 
 	// maxIdleConnsPerHost is how many idle connections to vCenter the
 	// client keeps for reuse. Go's default keeps 2 and closes the others,
@@ -209,41 +204,24 @@ type Client struct {
 	placement *placementCache
 	// templates memoises what clones read of their templates (devices
 	// and snapshots, templateDevicesTTL): LoadTemplate, CloneVirtualMachine.
-	templates *templateDevices
+	templates *vim.TemplateDevices
 
 	// PollInterval is the period of property polls in waits. Tests may
-	// shorten it before use; it is not changed concurrently.
+	// shorten it before Connect, which hands it to the collector.
 	PollInterval time.Duration
 
 	taskScale float64
 
-	vmsMu   sync.Mutex
-	vmsView *vmView // reused ContainerViews over the inventory's scope
-	// found are the folders of templates found outside the scope by name
-	// (discoverVM; templateFolders unset): part of the scope from then on
-	// (govmomi_scope.go). Guarded by vmsMu.
-	found []types.ManagedObjectReference
-
-	// names are the VMs' names as last seen, by reference: errors and
-	// logs name a VM without a round trip (vmName).
-	namesMu sync.Mutex
-	names   map[types.ManagedObjectReference]string
-
-	// waits is the wait collector: task, power and guest waits learn of
-	// changes from it (govmomi_waits.go).
-	waits *waitHub
+	// col is the property-collector side (internal/vcenter/vim's
+	// Collector: the scope's views and listing, the VM change watch, the
+	// probe, the wait collector), made once connected.
+	col *vim.Collector
 
 	// guestPM is the guest operations process manager of the session
 	// guestPMGen (zero until read): guestProcessManager.
 	guestPMMu  sync.Mutex
 	guestPM    types.ManagedObjectReference
 	guestPMGen int64
-
-	watchMu sync.Mutex
-	watch   *vmWatch       // the VM change watch (govmomi_watch.go); nil when none
-	retired []retiredWatch // abandoned watch collectors not destroyed yet
-	// watchNow is the watch's clock (time.Now when nil; tests set it).
-	watchNow func() time.Time
 
 	closeOnce sync.Once
 }
@@ -285,13 +263,11 @@ func New(cfg Config) *Client {
 		PollInterval: cfg.PollInterval,
 		taskScale:    cfg.TaskTimeoutScale,
 		placement:    newPlacementCache(log),
-		templates:    newTemplateDevices(time.Now),
-		names:        map[types.ManagedObjectReference]string{},
+		templates:    vim.NewTemplateDevices(time.Now),
 	}
 	if cfg.MaxConcurrentTasks > 0 {
 		c.sem = make(chan struct{}, cfg.MaxConcurrentTasks)
 	}
-	c.waits = newWaitHub(c)
 	return c
 }
 
@@ -343,6 +319,16 @@ func (c *Client) Connect(ctx context.Context) error {
 		return err
 	}
 	c.vim, c.sm, c.pc, c.dc, c.ka, c.rl = s.vim, s.sm, s.pc, s.dc, s.ka, s.rl
+	c.col = vim.NewCollector(vim.CollectorConfig{
+		Vim:            s.vim,
+		PC:             s.pc,
+		Datacenter:     s.dc,
+		Generation:     s.rl.generation,
+		Roots:          c.scopeRoots,
+		PollInterval:   c.PollInterval,
+		RequestTimeout: c.cfg.RequestTimeout,
+		Log:            c.log,
+	})
 	c.dialErr = nil
 	c.up.Store(true)
 	close(c.ready)
@@ -411,7 +397,7 @@ func (c *Client) connect(ctx context.Context) (*conn, error) {
 		ka.Stop()
 		return nil, fmt.Errorf("log in to vcenter %s as %q: %w", u.Host, cfg.User, err)
 	}
-	dc, err := c.findDatacenter(ctx, vc, u.Host, cfg.Datacenter)
+	dc, err := vim.FindDatacenter(ctx, vc, u.Host, cfg.Datacenter, c.log)
 	if err != nil {
 		s.close(context.WithoutCancel(ctx), c.log)
 		return nil, err
@@ -509,19 +495,7 @@ func (c *Client) Close(ctx context.Context) {
 		if !up {
 			return
 		}
-		c.waits.close(ctx)
-		c.closeWatch(ctx)
-		c.vmsMu.Lock()
-		v := c.vmsView
-		c.vmsView = nil
-		c.vmsMu.Unlock()
-		if v != nil {
-			for _, cv := range v.views {
-				if err := cv.Destroy(ctx); err != nil {
-					c.log.Debug("destroy vm container view", logkey.Err, err)
-				}
-			}
-		}
+		c.col.Close(ctx)
 		(&conn{vim: c.vim, sm: c.sm, ka: c.ka, rl: c.rl}).close(ctx, c.log)
 	})
 }

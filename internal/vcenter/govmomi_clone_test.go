@@ -13,7 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -42,14 +42,14 @@ func TestTemplateOf(t *testing.T) {
 		}},
 	}
 	ref := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-7"}
-	got := vcenter.TemplateOf(ref, o)
+	got := vim.TemplateOf(ref, o)
 	assert.Equal(t, vctypes.Ref{Type: "VirtualMachine", Value: "vm-7"}, got.Ref)
 	assert.Equal(t, 2, got.NICs)
 	assert.Equal(t, []vctypes.Disk{
 		{CapacityBytes: 10 << 30, Datastore: vctypes.Ref{Type: "Datastore", Value: "datastore-1"}},
 		{CapacityBytes: 1 << 30},
 	}, got.Disks)
-	assert.Equal(t, vcenter.RefOf(cur), got.CurrentSnapshot)
+	assert.Equal(t, vim.RefOf(cur), got.CurrentSnapshot)
 	var names []string
 	for _, s := range got.Snapshots {
 		names = append(names, s.Name)
@@ -57,7 +57,7 @@ func TestTemplateOf(t *testing.T) {
 	assert.Equal(t, []string{"base", "child", "golden"}, names, "depth first")
 	assert.Equal(t, vctypes.Ref{Type: "VirtualMachineSnapshot", Value: "snapshot-2"}, got.Snapshots[1].Ref)
 
-	empty := vcenter.TemplateOf(ref, mo.VirtualMachine{})
+	empty := vim.TemplateOf(ref, mo.VirtualMachine{})
 	assert.Zero(t, empty.NICs)
 	assert.True(t, empty.CurrentSnapshot.IsZero())
 }
@@ -81,18 +81,18 @@ func TestCloneSpecOf(t *testing.T) {
 		Network: &vctypes.CloneNetwork{Name: "VM Network", CardType: "vmxnet3"},
 		Growth:  &vctypes.Growth{Flavor: "large", CPUs: 4, MemoryMB: 8192, DiskSizeGB: 20}}
 	devices := cloneDevices(2)
-	spec, card, err := vcenter.CloneSpecOf(req, devices)
+	spec, card, err := vim.CloneSpecOf(req, devices)
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsCreateNewChildDiskBacking), spec.Location.DiskMoveType)
-	assert.Equal(t, vcenter.MORef(snap), *spec.Snapshot)
-	assert.Equal(t, vcenter.MORef(pool), *spec.Location.Pool)
-	assert.Equal(t, vcenter.MORef(ds), *spec.Location.Datastore)
+	assert.Equal(t, vim.MORef(snap), *spec.Snapshot)
+	assert.Equal(t, vim.MORef(pool), *spec.Location.Pool)
+	assert.Equal(t, vim.MORef(ds), *spec.Location.Datastore)
 	assert.True(t, spec.PowerOn)
 	assert.False(t, spec.Template)
 	assert.True(t, *spec.Config.Tools.AfterPowerOn)
 	assert.Equal(t, "record", spec.Config.Annotation)
 	assert.Equal(t, []vctypes.Option{{Key: "mirror", Value: "record"}, {Key: "guestinfo.metadata", Value: "md"}},
-		vcenter.OptionsOf(spec.Config.ExtraConfig), "the record's mirror, then the options")
+		vim.OptionsOf(spec.Config.ExtraConfig), "the record's mirror, then the options")
 	assert.Equal(t, int32(4), spec.Config.NumCPUs)
 	assert.Equal(t, int64(8192), spec.Config.MemoryMB)
 	require.Len(t, spec.Config.DeviceChange, 2, "the first card's edit and the disk grown")
@@ -107,7 +107,7 @@ func TestCloneSpecOf(t *testing.T) {
 	assert.Nil(t, spec.Customization)
 
 	// Full, where the template is, no network change, powered off.
-	spec, card, err = vcenter.CloneSpecOf(vctypes.Clone{}, cloneDevices(1))
+	spec, card, err = vim.CloneSpecOf(vctypes.Clone{}, cloneDevices(1))
 	require.NoError(t, err)
 	assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 	assert.Nil(t, spec.Snapshot)
@@ -120,11 +120,11 @@ func TestCloneSpecOf(t *testing.T) {
 
 	// A network asked of a template without a card, a customization that
 	// does not map its cards, a flavor that would shrink its disk.
-	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Network: &vctypes.CloneNetwork{}}, cloneDevices(0))
+	_, _, err = vim.CloneSpecOf(vctypes.Clone{Network: &vctypes.CloneNetwork{}}, cloneDevices(0))
 	assert.ErrorContains(t, err, "the template has no network card")
-	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Customization: &vctypes.Customization{Name: "w", NICs: make([]vctypes.NICAddress, 1)}}, cloneDevices(2))
+	_, _, err = vim.CloneSpecOf(vctypes.Clone{Customization: &vctypes.Customization{Name: "w", NICs: make([]vctypes.NICAddress, 1)}}, cloneDevices(2))
 	assert.ErrorContains(t, err, `vm "w": customization maps 1 network cards, the template has 2`)
-	_, _, err = vcenter.CloneSpecOf(vctypes.Clone{Growth: &vctypes.Growth{Flavor: "tiny", CPUs: 1, MemoryMB: 512, DiskSizeGB: 5}}, cloneDevices(1))
+	_, _, err = vim.CloneSpecOf(vctypes.Clone{Growth: &vctypes.Growth{Flavor: "tiny", CPUs: 1, MemoryMB: 512, DiskSizeGB: 5}}, cloneDevices(1))
 	assert.ErrorContains(t, err, `apply flavor "tiny": diskSizeGB 5 is smaller than the template's first disk`)
 }
 
@@ -134,7 +134,7 @@ func TestCloneSpecOf(t *testing.T) {
 // with the computer name, a new SID, a reboot and no password.
 func TestCustomizationSpecOf(t *testing.T) {
 	t.Parallel()
-	c, err := vcenter.CustomizationSpecOf(vctypes.Customization{Name: "worker-1-job", NICs: make([]vctypes.NICAddress, 2)}, 2)
+	c, err := vim.CustomizationSpecOf(vctypes.Customization{Name: "worker-1-job", NICs: make([]vctypes.NICAddress, 2)}, 2)
 	require.NoError(t, err)
 	prep, ok := c.Identity.(*types.CustomizationLinuxPrep)
 	require.True(t, ok, "%T", c.Identity)
@@ -147,7 +147,7 @@ func TestCustomizationSpecOf(t *testing.T) {
 	assert.Nil(t, c.Options)
 
 	static := vctypes.NICAddress{IP: "10.0.0.12", Gateway: "10.0.0.1", SubnetMask: "255.255.255.0", DNS: []string{"10.0.0.2"}}
-	c, err = vcenter.CustomizationSpecOf(vctypes.Customization{Name: "w", NICs: []vctypes.NICAddress{static, {}}}, 2)
+	c, err = vim.CustomizationSpecOf(vctypes.Customization{Name: "w", NICs: []vctypes.NICAddress{static, {}}}, 2)
 	require.NoError(t, err)
 	first := c.NicSettingMap[0].Adapter
 	assert.Equal(t, &types.CustomizationFixedIp{IpAddress: "10.0.0.12"}, first.Ip)
@@ -158,11 +158,11 @@ func TestCustomizationSpecOf(t *testing.T) {
 	assert.IsType(t, &types.CustomizationDhcpIpGenerator{}, c.NicSettingMap[1].Adapter.Ip)
 	noGateway := static
 	noGateway.Gateway = ""
-	c, err = vcenter.CustomizationSpecOf(vctypes.Customization{Name: "w", NICs: []vctypes.NICAddress{noGateway}}, 1)
+	c, err = vim.CustomizationSpecOf(vctypes.Customization{Name: "w", NICs: []vctypes.NICAddress{noGateway}}, 1)
 	require.NoError(t, err)
 	assert.Empty(t, c.NicSettingMap[0].Adapter.Gateway, "no gateway configured: none set")
 
-	c, err = vcenter.CustomizationSpecOf(vctypes.Customization{Windows: true, Name: "win2022-wo-1a2b", NICs: []vctypes.NICAddress{{IP: "10.0.0.13", SubnetMask: "255.255.255.0"}}}, 1)
+	c, err = vim.CustomizationSpecOf(vctypes.Customization{Windows: true, Name: "win2022-wo-1a2b", NICs: []vctypes.NICAddress{{IP: "10.0.0.13", SubnetMask: "255.255.255.0"}}}, 1)
 	require.NoError(t, err)
 	sp, ok := c.Identity.(*types.CustomizationSysprep)
 	require.True(t, ok, "%T", c.Identity)
@@ -174,7 +174,7 @@ func TestCustomizationSpecOf(t *testing.T) {
 	assert.Equal(t, string(types.CustomizationSysprepRebootOptionReboot), string(opts.Reboot))
 	assert.Equal(t, &types.CustomizationFixedIp{IpAddress: "10.0.0.13"}, c.NicSettingMap[0].Adapter.Ip)
 
-	_, err = vcenter.CustomizationSpecOf(vctypes.Customization{Name: "w"}, 0)
+	_, err = vim.CustomizationSpecOf(vctypes.Customization{Name: "w"}, 0)
 	assert.ErrorContains(t, err, `vm "w": no network card`)
 }
 
@@ -219,7 +219,7 @@ func TestCloneRequestOnVcsim(t *testing.T) {
 	ref, err := c.CloneVirtualMachine(ctx, req)
 	require.NoError(t, err)
 	st := env.MustInspect("req-1")
-	assert.Equal(t, vcenter.MORef(ref), st.Ref)
+	assert.Equal(t, vim.MORef(ref), st.Ref)
 	assert.Equal(t, int32(2), st.NumCPU)
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
 	assert.Zero(t, reads(func() { _, err = c.LoadTemplate(ctx, tpl) }), "kept since the clone's read")

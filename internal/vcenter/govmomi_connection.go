@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/soap"
-	"github.com/vmware/govmomi/vim25/types"
 )
 
 // Ready is closed once the client first connected.
@@ -70,11 +68,8 @@ func (c *Client) Status() Status {
 }
 
 // IsLoginRefused tells whether err is vCenter refusing the login for its
-// credentials (the InvalidLogin fault: a wrong user or password, or an
-// account locked or disabled), by the fault, never by its text.
-func IsLoginRefused(err error) bool {
-	return err != nil && fault.Is(err, &types.InvalidLogin{})
-}
+// credentials (vim.IsLoginRefused: the InvalidLogin fault).
+func IsLoginRefused(err error) bool { return vim.IsLoginRefused(err) }
 
 // notConnected is nil once the client connected, else vctypes.ErrNotConnected
 // (wrapped, with the last connection error): every Port call starts with
@@ -167,14 +162,6 @@ func (r *reachabilityRoundTripper) RoundTrip(ctx context.Context, req, res soap.
 	return err
 }
 
-// isTransport tells whether err is a transport failure: vCenter did not
-// answer (a fault is an answer).
-func isTransport(err error) bool {
-	var ue *url.Error
-	var ne net.Error
-	return err != nil && (errors.As(err, &ue) || errors.As(err, &ne))
-}
-
 // note records the outcome of a call: a transport error starts (or
 // continues) the unreachable state, anything else ends it. These are the
 // two lines of an outage, a vCenter restart included
@@ -188,7 +175,7 @@ func isTransport(err error) bool {
 // the connections broke, noted after a failure), which would otherwise
 // log a flap of both lines.
 func (c *Client) note(err error, sent time.Time) {
-	transport := isTransport(err)
+	transport := vim.IsTransport(err)
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	switch {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -38,7 +39,7 @@ func TestCallsBeforeConnectionFailAtOnce(t *testing.T) {
 	_, err := c.ListVirtualMachines(ctx)
 	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	assert.Contains(t, err.Error(), addr+"): still connecting")
-	err = c.StartVirtualMachine(ctx, vcenter.RefOf(vmRef("vm-1")))
+	err = c.StartVirtualMachine(ctx, vim.RefOf(vmRef("vm-1")))
 	require.ErrorIs(t, err, vctypes.ErrNotConnected)
 	st := c.Status()
 	assert.False(t, st.Connected)

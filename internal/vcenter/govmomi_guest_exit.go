@@ -7,6 +7,7 @@ import (
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -17,7 +18,7 @@ import (
 // is an error; a refused account is a vctypes.FaultInvalidGuestLogin.
 // Each request is bounded by the client's request timeout.
 func (c *Client) GuestProgramExit(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, pid int64) (exitCode int32, ended bool, err error) {
-	code, ended, err := c.guestProgramExit(ctx, MORef(vm), GuestAuthOf(auth), pid)
+	code, ended, err := c.guestProgramExit(ctx, vim.MORef(vm), vim.GuestAuthOf(auth), pid)
 	return code, ended, Classify(err)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -35,7 +36,7 @@ const guestFileTimeout = 30 * time.Second
 func (c *Client) ReadGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string, maxBytes int64) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, guestFileTimeout)
 	defer cancel()
-	b, err := c.readGuestFile(ctx, MORef(vm), GuestAuthOf(auth), path, maxBytes)
+	b, err := c.readGuestFile(ctx, vim.MORef(vm), vim.GuestAuthOf(auth), path, maxBytes)
 	return b, Classify(err)
 }
 
@@ -44,12 +45,12 @@ func (c *Client) ReadGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctype
 func (c *Client) DeleteGuestFile(ctx context.Context, vm vctypes.Ref, auth *vctypes.GuestAuth, path string) error {
 	ctx, cancel := context.WithTimeout(ctx, guestFileTimeout)
 	defer cancel()
-	ref := MORef(vm)
+	ref := vim.MORef(vm)
 	fm, err := c.guestFileManager(ctx, ref)
 	if err != nil {
 		return Classify(err)
 	}
-	if err := fm.DeleteFile(ctx, GuestAuthOf(auth), path); err != nil {
+	if err := fm.DeleteFile(ctx, vim.GuestAuthOf(auth), path); err != nil {
 		return Classify(fmt.Errorf("delete %s in the guest of %q: %w", path, c.vmName(ref), err))
 	}
 	return nil

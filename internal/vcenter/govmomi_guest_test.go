@@ -10,7 +10,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -28,29 +28,29 @@ func TestGuestReadinessAfterDelay(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.21")
 
 	start := time.Now()
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	readyEarly := env.MustInspect("worker-1").GuestOperationsReady
-	_, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, vctypes.GuestProgram{Path: "/usr/bin/env"})
+	_, err := c.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth, vctypes.GuestProgram{Path: "/usr/bin/env"})
 	if time.Since(start) < delay {
 		assert.False(t, readyEarly, "not ready before the delay")
 		require.Error(t, err)
 		assert.True(t, fault.Is(err, &types.GuestOperationsUnavailable{}), "%v", err)
 	}
 
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
 	assert.GreaterOrEqual(t, time.Since(start), delay)
 	st := env.MustInspect("worker-1")
 	assert.True(t, st.GuestOperationsReady)
 	assert.Equal(t, string(types.VirtualMachineToolsRunningStatusGuestToolsRunning), st.ToolsRunningStatus)
 
-	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
+	ip, err := c.WaitForVirtualMachineIP(ctx, vim.RefOf(vm), "")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.21", ip)
 
 	// Another expected IP never shows up: the wait ends with ctx.
 	short, cancel := context.WithTimeout(ctx, 150*time.Millisecond)
 	defer cancel()
-	_, err = c.WaitForVirtualMachineIP(short, vcenter.RefOf(vm), "10.0.0.99")
+	_, err = c.WaitForVirtualMachineIP(short, vim.RefOf(vm), "10.0.0.99")
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "wait for ip address of")
 }
@@ -63,7 +63,7 @@ func TestGuestReadinessWaitEndsWithContext(t *testing.T) {
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	before := env.Client.Stats()
-	err := env.Client.WaitForGuestOperationsReady(short, vcenter.RefOf(vm)) // powered off: never ready
+	err := env.Client.WaitForGuestOperationsReady(short, vim.RefOf(vm)) // powered off: never ready
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	// Read on a timer, not in a busy loop: a first read, then at most one
 	// per poll interval. Only the reads are counted: the session's wait
@@ -90,24 +90,24 @@ func TestStartProgramInGuest(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	spec := vctypes.GuestProgram{Path: "/bin/echo", Args: "-n ;./worker", Env: []string{"CDS_CONFIG=e30="}}
 
-	_, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
+	_, err := c.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth, spec)
 	require.Error(t, err, "powered off")
 	assert.True(t, fault.Is(err, &types.InvalidPowerState{}), "%v", err)
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
 
-	_, err = c.StartProgramInGuest(ctx, vcenter.RefOf(vm), &vctypes.GuestAuth{Username: "root", Password: "wrong"}, spec)
+	_, err = c.StartProgramInGuest(ctx, vim.RefOf(vm), &vctypes.GuestAuth{Username: "root", Password: "wrong"}, spec)
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.InvalidGuestLogin{}), "%v", err)
 	assert.NotContains(t, err.Error(), "wrong")
 
 	env.Guest.FailNext(new(types.GuestProcessNotFound))
-	_, err = c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
+	_, err = c.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth, spec)
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.GuestProcessNotFound{}), "%v", err)
 
-	pid, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth, spec)
+	pid, err := c.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth, spec)
 	require.NoError(t, err)
 	assert.Positive(t, pid)
 
@@ -130,7 +130,7 @@ func TestResourcePoolRuntime(t *testing.T) {
 	c := env.Client
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, env.ResourcePoolRef(), vcenter.MORef(pool))
+	assert.Equal(t, env.ResourcePoolRef(), vim.MORef(pool))
 
 	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
 		rt.Memory.UnreservedForVm = 8 << 30
@@ -152,18 +152,18 @@ func TestLoadVirtualMachineEvents(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	// More than the 10 events vcsim returns without MaxCount.
 	for range 6 {
-		require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-		require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vim.RefOf(vm)))
 	}
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 
-	on, err := c.LoadVirtualMachineEvents(ctx, vcenter.RefOf(vm), "VmPoweredOnEvent")
+	on, err := c.LoadVirtualMachineEvents(ctx, vim.RefOf(vm), "VmPoweredOnEvent")
 	require.NoError(t, err)
 	require.Len(t, on, 7)
 	for _, e := range on {
 		assert.Equal(t, "VmPoweredOnEvent", e.Type)
 	}
-	all, err := c.LoadVirtualMachineEvents(ctx, vcenter.RefOf(vm))
+	all, err := c.LoadVirtualMachineEvents(ctx, vim.RefOf(vm))
 	require.NoError(t, err)
 	assert.Greater(t, len(all), 20)
 	for i := 1; i < len(all); i++ {

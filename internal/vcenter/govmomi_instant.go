@@ -40,7 +40,7 @@ func (c *Client) instantCloneVirtualMachine(ctx context.Context, parent types.Ma
 	if !ok {
 		return nil, fmt.Errorf("instant clone %q from parent %q: task result is %T, not a reference", spec.Name, c.vmName(parent), res)
 	}
-	c.learnName(ref, spec.Name)
+	c.col.LearnName(ref, spec.Name)
 	c.log.Debug("instant cloned", logkey.VM, spec.Name, "parent", c.vmName(parent))
 	return &ref, nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -37,13 +38,13 @@ func TestInstantCloneVirtualMachine(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(parent)))
 
-	child, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	child, err := c.InstantCloneVirtualMachine(ctx, vim.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
 	require.False(t, child.IsZero())
 	st := env.MustInspect("child")
-	assert.Equal(t, vcenter.RefOf(st.Ref), child)
+	assert.Equal(t, vim.RefOf(st.Ref), child)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, st.PowerState, "created running: no power-on")
 	require.NoError(t, c.WaitForGuestOperationsReady(ctx, child))
 	ip, err := c.WaitForVirtualMachineIP(ctx, child, "10.0.0.11")
@@ -62,17 +63,17 @@ func TestInstantCloneVirtualMachineFaults(t *testing.T) {
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
 
-	_, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	_, err := c.InstantCloneVirtualMachine(ctx, vim.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `instant clone "child" from parent "parent"`)
 	assert.True(t, errors.Is(vcenter.Classify(err), vctypes.FaultInvalidPowerState), "got %v", err)
 	_, exists := env.Inspect("child")
 	assert.False(t, exists)
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
-	_, err = c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(parent)))
+	_, err = c.InstantCloneVirtualMachine(ctx, vim.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.11"))
 	require.NoError(t, err)
-	_, err = c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.12"))
+	_, err = c.InstantCloneVirtualMachine(ctx, vim.RefOf(parent), instantSpec(t, ctx, c, "child", "10.0.0.12"))
 	assert.True(t, errors.Is(vcenter.Classify(err), vctypes.FaultDuplicateName), "got %v", err)
 }
 
@@ -87,7 +88,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.Client
 	parent := cloneWorker(t, ctx, env, "parent", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(parent)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(parent)))
 	spec := instantSpec(t, ctx, c, "child", "10.0.0.11")
 
 	holding, release := make(chan struct{}), make(chan struct{})
@@ -102,7 +103,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 	}()
 	<-holding
 	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	_, err := c.InstantCloneVirtualMachine(short, vcenter.RefOf(parent), spec)
+	_, err := c.InstantCloneVirtualMachine(short, vim.RefOf(parent), spec)
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.Contains(t, err.Error(), "task slot")
@@ -111,7 +112,7 @@ func TestInstantCloneVirtualMachineWaitsForATaskSlot(t *testing.T) {
 
 	close(release)
 	require.Error(t, <-done)
-	child, err := c.InstantCloneVirtualMachine(ctx, vcenter.RefOf(parent), spec)
+	child, err := c.InstantCloneVirtualMachine(ctx, vim.RefOf(parent), spec)
 	require.NoError(t, err)
-	assert.Equal(t, vcenter.RefOf(env.MustInspect("child").Ref), child)
+	assert.Equal(t, vim.RefOf(env.MustInspect("child").Ref), child)
 }

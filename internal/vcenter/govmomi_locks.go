@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -45,7 +45,7 @@ func (c *Client) createLock(ctx context.Context, name string) (types.ManagedObje
 	}
 	f, err := object.NewFolder(c.vim, parent).CreateFolder(ctx, name)
 	if err != nil {
-		if fault.Is(err, &types.DuplicateName{}) {
+		if vim.FaultKindOf(err) == vctypes.FaultDuplicateName {
 			return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w: %w", name, vctypes.ErrLockTaken, err)
 		}
 		return types.ManagedObjectReference{}, fmt.Errorf("create lock %q: %w", name, err)
@@ -104,7 +104,7 @@ func (c *Client) lockFolder(ctx context.Context) (types.ManagedObjectReference, 
 		if err == nil {
 			return f.Reference(), nil
 		}
-		if !fault.Is(err, &types.DuplicateName{}) {
+		if vim.FaultKindOf(err) != vctypes.FaultDuplicateName {
 			return types.ManagedObjectReference{}, fmt.Errorf("create lock folder %q: %w", LockFolderName, err)
 		}
 		// Another process created it since our read.
@@ -167,7 +167,7 @@ func (c *Client) deleteLock(ctx context.Context, lock types.ManagedObjectReferen
 	defer cancel()
 	var f mo.Folder
 	if err := c.pc.RetrieveOne(ctx, lock, []string{"name", "childEntity"}, &f); err != nil {
-		if isNotFound(err) {
+		if vim.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("delete lock %s: %w", lock.Value, err)
@@ -176,7 +176,7 @@ func (c *Client) deleteLock(ctx context.Context, lock types.ManagedObjectReferen
 		return fmt.Errorf("delete lock %q: the folder holds %d objects: not a lock, left alone", f.Name, len(f.ChildEntity))
 	}
 	_, err := c.runTask(ctx, lockTimeout, object.NewFolder(c.vim, lock).Destroy)
-	if err != nil && !isNotFound(err) {
+	if err != nil && !vim.IsNotFound(err) {
 		return fmt.Errorf("delete lock %q: %w", f.Name, err)
 	}
 	return nil

@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -105,7 +106,7 @@ func TestVcsimDeleteLockLeavesAFolderThatHoldsSomething(t *testing.T) {
 	lock, err := c.CreateLock(ctx, "hatch-ip-10.0.0.7")
 	require.NoError(t, err)
 	vm := cloneWorker(t, ctx, env, "worker-in-lock", "")
-	task, err := object.NewFolder(c.Vim25(), vcenter.MORef(lock)).MoveInto(ctx, []types.ManagedObjectReference{vm})
+	task, err := object.NewFolder(c.Vim25(), vim.MORef(lock)).MoveInto(ctx, []types.ManagedObjectReference{vm})
 	require.NoError(t, err)
 	require.NoError(t, task.Wait(ctx))
 
@@ -173,7 +174,7 @@ func TestVcsimLockFolderCreatedOnce(t *testing.T) {
 	}
 	for i, l := range locks {
 		var f mo.Folder
-		require.NoError(t, env.Admin.PropertyCollector().RetrieveOne(ctx, vcenter.MORef(l), []string{"parent"}, &f))
+		require.NoError(t, env.Admin.PropertyCollector().RetrieveOne(ctx, vim.MORef(l), []string{"parent"}, &f))
 		require.NotNil(t, f.Parent)
 		assert.Equal(t, lockFolder, *f.Parent, "lock %d is in the lock folder", i)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 
 	"github.com/vmware/govmomi/find"
@@ -119,14 +120,14 @@ func (c *Client) resourcePoolRuntime(ctx context.Context, pool types.ManagedObje
 }
 
 // ErrAmbiguous marks a placement setting that resolves to several objects
-// (or none was set and the datacenter has several); the *PlacementError
-// saying so wraps it.
-var ErrAmbiguous = errors.New("ambiguous vsphere placement")
+// (or none was set and the datacenter has several; the *PlacementError
+// saying so wraps it), or a VM name several VMs bear: vim.ErrAmbiguous.
+var ErrAmbiguous = vim.ErrAmbiguous
 
 // unresolved turns a finder's answer that no object, or several, match
 // value into a *PlacementError of setting, listing the candidates: the
 // matches when several matched, else what paths lists (the objects of that
-// kind), each bounded by maxCandidates. Other errors (transport, context)
+// kind), each bounded by vim.MaxCandidates. Other errors (transport, context)
 // are returned as they are. The listing is one more walk of the
 // inventory's names; the error it builds is cached with a back-off.
 func (c *Client) unresolved(ctx context.Context, err error, what, setting, value string, paths func(ctx context.Context, pattern string) ([]string, error)) error {
@@ -152,7 +153,7 @@ func (c *Client) unresolved(ctx context.Context, err error, what, setting, value
 		c.log.Debug("list candidates of a placement setting", "setting", setting, logkey.Err, lerr)
 	}
 	sort.Strings(listed)
-	pe.Candidates, pe.More = bounded(listed)
+	pe.Candidates, pe.More = vim.Bounded(listed)
 	return pe
 }
 

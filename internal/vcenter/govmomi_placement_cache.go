@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 )
 
@@ -46,7 +47,7 @@ type placementCache struct {
 	log      *slog.Logger
 	entries  map[placementKey]placementEntry
 	failures map[placementKey]*placementFailure
-	inflight Coalescer[placementKey]
+	inflight vim.Coalescer[placementKey]
 }
 
 type placementKey struct{ kind, name string }
@@ -104,7 +105,7 @@ func (p *placementCache) put(kind, name string, obj any) {
 // fail records a lookup's error: a *PlacementError is cached until a
 // retry time that backs off; others (transport, context) are not.
 func (p *placementCache) fail(kind, name string, err error) {
-	pe := placementErrorOf(err)
+	pe := vim.PlacementErrorOf(err)
 	if pe == nil {
 		return
 	}

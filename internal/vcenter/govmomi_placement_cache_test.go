@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
 // TestCachedLookupCoalescesConcurrentMisses: a burst of lookups of a key
@@ -106,7 +108,7 @@ func TestCachedLookupFailureBackoffAndRecovery(t *testing.T) {
 		_, err := cachedLookup(context.Background(), p, "pool", "", resolve)
 		return err
 	}
-	require.ErrorIs(t, lookup(), ErrPlacementUnresolved)
+	require.ErrorIs(t, lookup(), vctypes.ErrPlacementUnresolved)
 	require.ErrorIs(t, lookup(), ErrAmbiguous)
 	assert.Equal(t, 1, calls, "answered from the cache")
 	require.Len(t, p.problems(), 1)

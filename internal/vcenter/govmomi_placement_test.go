@@ -12,6 +12,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/daemon"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -24,13 +25,13 @@ func TestPlacement(t *testing.T) {
 		c := env.Client
 		pool, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, vcenter.MORef(pool)))
+		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, vim.MORef(pool)))
 		folder, err := c.LoadFolder(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, vcenter.MORef(folder)))
+		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, vim.MORef(folder)))
 		ds, err := c.LoadDatastore(ctx, vcsimtest.DatastoreName)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, vcenter.MORef(ds))))
+		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, vim.MORef(ds))))
 		card := &types.VirtualEthernetCard{}
 		require.NoError(t, c.SetupEthernetCard(ctx, card, "vmxnet3", vcsimtest.NetworkName))
 		backing, ok := card.Backing.(*types.VirtualEthernetCardNetworkBackingInfo)
@@ -42,10 +43,10 @@ func TestPlacement(t *testing.T) {
 		c := env.NewClient(func(c *vcenter.Config) { c.ResourcePool, c.Folder, c.Datacenter = "", "", "" })
 		folder, err := c.LoadFolder(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, vcenter.MORef(folder)))
+		assert.Equal(t, vcsimtest.FolderPath, inventoryPath(t, ctx, c, vim.MORef(folder)))
 		ds, err := c.LoadDatastore(ctx, "")
 		require.NoError(t, err, "one datastore: the default")
-		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, vcenter.MORef(ds))))
+		assert.Equal(t, vcsimtest.DatastoreName, path.Base(inventoryPath(t, ctx, c, vim.MORef(ds))))
 		// The VPX model has a standalone host and a cluster: two pools.
 		_, err = c.LoadResourcePool(ctx)
 		require.ErrorIs(t, err, vcenter.ErrAmbiguous)
@@ -84,7 +85,7 @@ func TestPlacement(t *testing.T) {
 		defer c.Close(ctx)
 		pool, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, vcenter.MORef(pool)))
+		assert.Equal(t, vcsimtest.ResourcePoolPath, inventoryPath(t, ctx, c, vim.MORef(pool)))
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -46,7 +47,7 @@ func (c *Client) CreateScratchFolder(ctx context.Context, name string) (vctypes.
 	if err != nil {
 		return vctypes.Ref{}, Classify(fmt.Errorf("create folder %q: %w", name, err))
 	}
-	return RefOf(f.Reference()), nil
+	return vim.RefOf(f.Reference()), nil
 }
 
 // ScratchFolders lists the folders directly in the folder new VMs go to
@@ -73,12 +74,12 @@ func (c *Client) ScratchFolders(ctx context.Context, prefix string) ([]ScratchFo
 		}
 		var f mo.Folder
 		if err := c.pc.RetrieveOne(ctx, ref, []string{"childEntity"}, &f); err != nil {
-			if isNotFound(err) {
+			if vim.IsNotFound(err) {
 				continue
 			}
 			return nil, Classify(fmt.Errorf("read folder %q: %w", name, err))
 		}
-		sf := ScratchFolder{Name: name, Ref: RefOf(ref)}
+		sf := ScratchFolder{Name: name, Ref: vim.RefOf(ref)}
 		var vms []types.ManagedObjectReference
 		for _, ch := range f.ChildEntity {
 			if ch.Type == "VirtualMachine" {
@@ -89,7 +90,7 @@ func (c *Client) ScratchFolders(ctx context.Context, prefix string) ([]ScratchFo
 		}
 		if len(vms) > 0 {
 			objs, err := c.retrieveVirtualMachines(ctx, vms)
-			sf.VMs = VMInfosOf(objs)
+			sf.VMs = vim.VMInfosOf(objs)
 			if err != nil {
 				return nil, Classify(fmt.Errorf("read the vms of folder %q: %w", name, err))
 			}
@@ -103,7 +104,7 @@ func (c *Client) ScratchFolders(ctx context.Context, prefix string) ([]ScratchFo
 // destroy destroys what it holds: a folder that is not empty is an error
 // and is left alone); already gone is success.
 func (c *Client) DeleteEmptyFolder(ctx context.Context, folder vctypes.Ref) error {
-	return Classify(c.deleteLock(ctx, MORef(folder)))
+	return Classify(c.deleteLock(ctx, vim.MORef(folder)))
 }
 
 // GuestToolsStatus reads the VM's guest.toolsStatus (toolsNotInstalled,
@@ -114,8 +115,8 @@ func (c *Client) GuestToolsStatus(ctx context.Context, vm vctypes.Ref) (vctypes.
 		return "", err
 	}
 	var m mo.VirtualMachine
-	if err := c.pc.RetrieveOne(ctx, MORef(vm), []string{"guest.toolsStatus"}, &m); err != nil {
-		return "", Classify(fmt.Errorf("read tools status of vm %s: %w", c.vmName(MORef(vm)), err))
+	if err := c.pc.RetrieveOne(ctx, vim.MORef(vm), []string{"guest.toolsStatus"}, &m); err != nil {
+		return "", Classify(fmt.Errorf("read tools status of vm %s: %w", c.vmName(vim.MORef(vm)), err))
 	}
 	if m.Guest == nil {
 		return "", nil

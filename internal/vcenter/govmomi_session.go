@@ -10,10 +10,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 )
 
 // meteredRoundTripper is the innermost SOAP layer: it bounds each request by
@@ -85,7 +86,7 @@ func (r *reloginRoundTripper) RoundTrip(ctx context.Context, req, res soap.HasFa
 	if err == nil && !missingNotAuthenticated(res) {
 		return nil
 	}
-	if err != nil && !isNotAuthenticated(err) {
+	if err != nil && !vim.IsNotAuthenticated(err) {
 		return err
 	}
 	switch req.(type) {
@@ -157,30 +158,3 @@ func (r *reloginRoundTripper) relogin(ctx context.Context, gen int64) error {
 // generation is the session generation; session-scoped objects (views)
 // created under another generation are gone.
 func (r *reloginRoundTripper) generation() int64 { return r.gen.Load() }
-
-// isNotAuthenticated tells whether err is vCenter's NotAuthenticated fault.
-func isNotAuthenticated(err error) bool {
-	return err != nil && fault.Is(err, &types.NotAuthenticated{})
-}
-
-// isNotFound tells whether err is ManagedObjectNotFound (the object is gone).
-func isNotFound(err error) bool {
-	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
-}
-
-// invalidPowerState returns the existing state of an InvalidPowerState fault.
-func invalidPowerState(err error) (types.VirtualMachinePowerState, bool) {
-	var existing types.VirtualMachinePowerState
-	found := false
-	if err == nil {
-		return existing, false // fault.In panics on nil
-	}
-	fault.In(err, func(f types.BaseMethodFault, _ string, _ []types.LocalizableMessage) bool {
-		if ips, ok := f.(*types.InvalidPowerState); ok {
-			existing, found = ips.ExistingState, true
-			return true
-		}
-		return false
-	})
-	return existing, found
-}

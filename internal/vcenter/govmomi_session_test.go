@@ -15,6 +15,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -98,7 +99,7 @@ func TestReloginAfterSessionTerminated(t *testing.T) {
 	env.TerminateSession(c)
 	// PowerOn needs an authenticated session (vcsim lets property reads
 	// through without one): the client logs in again and retries.
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	assert.Equal(t, int64(1), c.Relogins())
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, env.MustInspect("worker-1").PowerState)
 

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -103,7 +104,7 @@ var (
 
 // maxTemplatesListed bounds the template names a missing template's
 // problem lists.
-const maxTemplatesListed = maxCandidates
+const maxTemplatesListed = vim.MaxCandidates
 
 // CheckTopology resolves, for an operator before the first job, what the
 // hatchery will use: the resource pool, the folder, the datastore and the
@@ -164,7 +165,7 @@ type checkedEntity struct {
 // object is kept with privs for the privilege check.
 func (t *topologyCheck) placement(ctx context.Context, setting string, ref types.ManagedObjectReference, err error, privs []string) error {
 	if err != nil {
-		if pe := placementErrorOf(err); pe != nil {
+		if pe := vim.PlacementErrorOf(err); pe != nil {
 			t.rep.Problems = append(t.rep.Problems, TopologyProblem{Key: setting, Problem: err.Error(), Placement: true})
 			return nil
 		}
@@ -407,7 +408,7 @@ func (c *Client) pathOf(ctx context.Context, ref types.ManagedObjectReference) s
 
 // checkTemplates reads the names and template flags of the VMs of the
 // inventory's scope (one read), looks for the others by name when
-// templateFolders is unset (discoverVM), and returns the
+// templateFolders is unset (vim.Collector.Discover), and returns the
 // templates found, by name, and a problem per key whose template is
 // missing or is a VM.
 func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) (map[string]types.ManagedObjectReference, []TopologyProblem, error) {
@@ -435,7 +436,7 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 			if _, ok := templates[t.Name]; ok || plainVMs[t.Name] {
 				continue
 			}
-			ref, err := c.discoverVM(ctx, t.Name)
+			ref, err := c.col.Discover(ctx, t.Name)
 			if errors.Is(err, ErrNoSuchVM) {
 				continue
 			}
@@ -489,11 +490,11 @@ func (c *Client) checkTemplates(ctx context.Context, want []ConfiguredTemplate) 
 // is unset).
 func (c *Client) templateCandidates(ctx context.Context) ([]mo.VirtualMachine, error) {
 	props := []string{"name", "config.template"}
-	v, err := c.vmContainerView(ctx)
+	v, err := c.col.View(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the scope for the template check: %w", err)
 	}
-	vms, err := c.retrieveScope(ctx, v, props)
+	vms, err := c.col.RetrieveScope(ctx, v, props)
 	if err != nil {
 		return nil, fmt.Errorf("list vm names of the scope for the template check: %w", err)
 	}

@@ -6,108 +6,30 @@ import (
 	"fmt"
 	"path"
 
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
-// vmView is the reused set of ContainerViews over the inventory's scope
-// (govmomi_scope.go: the datacenter's VM folder, or the hatchery's folder
-// and templateFolders), valid for the session generation it was created in
-// (views are session-scoped: a re-login loses them).
-type vmView struct {
-	views []*view.ContainerView
-	gen   int64
-	found int // len(Client.found) when the views were made: the scope they cover
-}
-
-// listVirtualMachines lists every VM and template of the inventory's scope
-// (the datacenter's VM folder unless templateFolders is set) through the
-// reused ContainerViews, retrieving only VMProperties. Cost: one
-// RetrieveProperties per call (plus a CreateContainerView per scope folder
-// after a login).
-func (c *Client) listVirtualMachines(ctx context.Context) ([]mo.VirtualMachine, error) {
-	if err := c.notConnected(); err != nil {
-		return nil, err
-	}
-	for attempt := 0; ; attempt++ {
-		v, err := c.vmContainerView(ctx)
-		if err != nil {
-			return nil, err
-		}
-		vms, err := c.retrieveScope(ctx, v, VMProperties)
-		if err == nil {
-			c.learnNames(vms)
-			return vms, nil
-		}
-		if attempt == 0 && isNotFound(err) {
-			// The view vanished with its session: build a new one once.
-			c.dropView(v)
-			continue
-		}
-		return nil, fmt.Errorf("list virtual machines of datacenter %q: %w", c.dc.Name(), err)
-	}
-}
-
-// vmContainerView returns the current views, creating them when none exist
-// for this session. The mutex is never held across a round trip.
-func (c *Client) vmContainerView(ctx context.Context) (*vmView, error) {
-	gen := c.rl.generation()
-	c.vmsMu.Lock()
-	v, found := c.vmsView, len(c.found)
-	c.vmsMu.Unlock()
-	if v != nil && v.gen == gen && v.found == found {
-		return v, nil
-	}
-	// found before the views: a template folder found meanwhile makes
-	// them stale, and the next call makes them again.
-	views, err := c.newScopeViews(ctx)
-	if err != nil {
-		return nil, err
-	}
-	nv := &vmView{views: views, gen: gen, found: found}
-	c.vmsMu.Lock()
-	if cur := c.vmsView; cur != nil && cur.gen == gen && cur.found == found {
-		c.vmsMu.Unlock()
-		// Lost a race with another caller: use its views, which other
-		// callers may be reading through, and destroy ours, which nobody
-		// else has seen.
-		destroyViews(ctx, views)
-		return cur, nil
-	}
-	c.vmsView = nv
-	c.vmsMu.Unlock()
-	return nv, nil
-}
-
-// dropView forgets v if it is still the current view.
-func (c *Client) dropView(v *vmView) {
-	c.vmsMu.Lock()
-	if c.vmsView == v {
-		c.vmsView = nil
-	}
-	c.vmsMu.Unlock()
-}
-
 // loadVirtualMachine finds a VM or template by name (or inventory path) in
-// the inventory's scope (findInScope); templateFolders unset, one not in
+// the inventory's scope (vim.Collector.FindInScope); templateFolders unset, one not in
 // it is looked for by name in the datacenter's folders and its folder
-// joins the scope (discoverVM); set, it is ErrOutOfScope.
+// joins the scope (vim.Collector.Discover); set, it is ErrOutOfScope.
 func (c *Client) loadVirtualMachine(ctx context.Context, name string) (types.ManagedObjectReference, error) {
 	if err := c.notConnected(); err != nil {
 		return types.ManagedObjectReference{}, err
 	}
-	ref, err := c.findInScope(ctx, name)
+	ref, err := c.col.FindInScope(ctx, name)
 	if errors.Is(err, ErrOutOfScope) && !c.TemplateFoldersSet() {
-		ref, err = c.discoverVM(ctx, name)
+		ref, err = c.col.Discover(ctx, name)
 	}
 	if err != nil {
 		return types.ManagedObjectReference{}, fmt.Errorf("find virtual machine %q: %w", name, err)
 	}
-	c.learnName(ref, path.Base(name))
+	c.col.LearnName(ref, path.Base(name))
 	return ref, nil
 }
 
@@ -163,7 +85,7 @@ func (c *Client) startVirtualMachine(ctx context.Context, vm types.ManagedObject
 	if err := c.notConnected(); err != nil {
 		return err
 	}
-	if v, ok := c.waits.reported(vm, "runtime.powerState"); !ok || fmt.Sprint(v) == string(types.VirtualMachinePowerStatePoweredOn) {
+	if v, ok := c.col.Reported(vm, "runtime.powerState"); !ok || fmt.Sprint(v) == string(types.VirtualMachinePowerStatePoweredOn) {
 		state, err := c.powerState(ctx, vm)
 		if err != nil {
 			return err
@@ -173,7 +95,7 @@ func (c *Client) startVirtualMachine(ctx context.Context, vm types.ManagedObject
 		}
 	}
 	_, err := c.runTaskOn(ctx, powerTaskTimeout, vm, true, c.vm(vm).PowerOn)
-	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOn {
+	if existing, ok := vim.InvalidPowerStateOf(err); ok && existing == types.VirtualMachinePowerStatePoweredOn {
 		return nil
 	}
 	if err != nil {
@@ -197,7 +119,7 @@ func (c *Client) shutdownVirtualMachine(ctx context.Context, vm types.ManagedObj
 		return nil
 	}
 	_, err = c.runTaskOn(ctx, powerTaskTimeout, vm, false, c.vm(vm).PowerOff)
-	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStatePoweredOff {
+	if existing, ok := vim.InvalidPowerStateOf(err); ok && existing == types.VirtualMachinePowerStatePoweredOff {
 		return nil
 	}
 	if err != nil {
@@ -226,7 +148,7 @@ func (c *Client) suspendVirtualMachine(ctx context.Context, vm types.ManagedObje
 		return fmt.Errorf("suspend %q: %w", c.vmName(vm), vctypes.ErrPoweredOff)
 	}
 	_, err = c.runTaskOn(ctx, suspendTaskTimeout, vm, false, c.vm(vm).Suspend)
-	if existing, ok := invalidPowerState(err); ok && existing == types.VirtualMachinePowerStateSuspended {
+	if existing, ok := vim.InvalidPowerStateOf(err); ok && existing == types.VirtualMachinePowerStateSuspended {
 		return nil
 	}
 	if err != nil {
@@ -243,15 +165,15 @@ func (c *Client) destroyVirtualMachine(ctx context.Context, vm types.ManagedObje
 		return err
 	}
 	_, err := c.runTask(ctx, destroyTaskTimeout, c.vm(vm).Destroy)
-	if err != nil && isNotFound(err) {
-		c.learnName(vm, "")
+	if err != nil && vim.IsNotFound(err) {
+		c.col.LearnName(vm, "")
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("destroy %q: %w", c.vmName(vm), err)
 	}
 	c.log.Debug("destroyed", logkey.VM, c.vmName(vm))
-	c.learnName(vm, "")
+	c.col.LearnName(vm, "")
 	return nil
 }
 
@@ -274,7 +196,7 @@ func (c *Client) cloneVirtualMachine(ctx context.Context, vm types.ManagedObject
 	if !ok {
 		return nil, fmt.Errorf("clone %q from template %q: task result is %T, not a reference", name, c.vmName(vm), res)
 	}
-	c.learnName(ref, name)
+	c.col.LearnName(ref, name)
 	c.log.Debug("cloned", logkey.VM, name, "template", c.vmName(vm))
 	return &ref, nil
 }
@@ -290,7 +212,7 @@ func (c *Client) renameVirtualMachine(ctx context.Context, vm types.ManagedObjec
 	if err != nil {
 		return fmt.Errorf("rename %q to %q: %w", c.vmName(vm), newName, err)
 	}
-	c.learnName(vm, newName)
+	c.col.LearnName(vm, newName)
 	return nil
 }
 
@@ -325,37 +247,6 @@ func (c *Client) markVirtualMachineAsTemplate(ctx context.Context, vm types.Mana
 	return nil
 }
 
-// vmName names a VM in errors and logs without a round trip: the name
-// this client last saw it under (loaded by name, cloned, renamed, listed,
-// retrieved), else its reference.
-func (c *Client) vmName(vm types.ManagedObjectReference) string {
-	c.namesMu.Lock()
-	n, ok := c.names[vm]
-	c.namesMu.Unlock()
-	if ok {
-		return n
-	}
-	return vm.Value
-}
-
-// learnNames records the names of VMs read from vCenter, for vmName.
-func (c *Client) learnNames(vms []mo.VirtualMachine) {
-	c.namesMu.Lock()
-	defer c.namesMu.Unlock()
-	for _, o := range vms {
-		if o.Name != "" {
-			c.names[o.Self] = o.Name
-		}
-	}
-}
-
-// learnName records one VM's name (empty: forget it), for vmName.
-func (c *Client) learnName(vm types.ManagedObjectReference, name string) {
-	c.namesMu.Lock()
-	defer c.namesMu.Unlock()
-	if name == "" {
-		delete(c.names, vm)
-		return
-	}
-	c.names[vm] = name
-}
+// vmName names a VM in errors and logs without a round trip
+// (vim.Collector.Name); only called once connected.
+func (c *Client) vmName(vm types.ManagedObjectReference) string { return c.col.Name(vm) }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -74,7 +75,7 @@ func cloneWorker(t *testing.T, ctx context.Context, env *vcsimtest.Env, name str
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	ref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ip), tpl, folder, name))
 	require.NoError(t, err)
-	return vcenter.MORef(ref)
+	return vim.MORef(ref)
 }
 
 func TestCloneStartGuest(t *testing.T) {
@@ -84,13 +85,13 @@ func TestCloneStartGuest(t *testing.T) {
 	c := env.Client
 
 	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.10")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
-	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "10.0.0.10")
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
+	ip, err := c.WaitForVirtualMachineIP(ctx, vim.RefOf(vm), "10.0.0.10")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.10", ip)
 
-	pid, err := c.StartProgramInGuest(ctx, vcenter.RefOf(vm),
+	pid, err := c.StartProgramInGuest(ctx, vim.RefOf(vm),
 		&vctypes.GuestAuth{Username: vcsimtest.DefaultGuestUser, Password: vcsimtest.DefaultGuestPassword},
 		vctypes.GuestProgram{Path: "/bin/echo", Args: "-n ;echo hi", Env: []string{"CDS_CONFIG=abc"}})
 	require.NoError(t, err)
@@ -114,7 +115,7 @@ func TestListVirtualMachinesLeafPropertiesAndTemplates(t *testing.T) {
 	require.NoError(t, err)
 	byName := map[string]inventory.VM{}
 	for _, o := range vms {
-		v := inventory.VMFromInfo(vcenter.VMInfoOf(o))
+		v := inventory.VMFromInfo(vim.VMInfoOf(o))
 		byName[v.Name] = v
 		// Only the leaf properties of VMProperties are retrieved.
 		require.NotNil(t, o.Config, o.Name)
@@ -164,7 +165,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 
 	cref, err := c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 4, 8192, ""), tpl, folder, "big-1"))
 	require.NoError(t, err)
-	ref := vcenter.MORef(cref)
+	ref := vim.MORef(cref)
 	st := env.MustInspect("big-1")
 	assert.Equal(t, ref, st.Ref)
 	assert.Equal(t, int32(4), st.NumCPU)
@@ -175,7 +176,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	vm := ref
 	a.JobID = "42"
 	rec := a.Record()
-	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vcenter.RefOf(vm), vctypes.ConfigChange{Record: &rec}))
+	require.NoError(t, c.ReconfigureVirtualMachine(ctx, vim.RefOf(vm), vctypes.ConfigChange{Record: &rec}))
 	st = env.MustInspect("big-1")
 	assert.Equal(t, a.Marshal(), st.Annotation)
 	assert.Equal(t, a.Marshal(), st.ExtraConfig[inventory.AnnotationMirrorKey])
@@ -184,7 +185,7 @@ func TestCloneMirrorsAnnotationAndOverridesSize(t *testing.T) {
 	require.NoError(t, err)
 	for _, o := range vms {
 		if o.Name == "big-1" {
-			v := inventory.VMFromInfo(vcenter.VMInfoOf(o))
+			v := inventory.VMFromInfo(vim.VMInfoOf(o))
 			require.NotNil(t, v.Annotation)
 			assert.Equal(t, "42", v.Annotation.JobID)
 			assert.Equal(t, int32(4), v.NumCPU)
@@ -205,7 +206,7 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 
 	for range 2 {
-		require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 		state, err := powerState(ctx, c, vm)
 		require.NoError(t, err)
 		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
@@ -214,13 +215,13 @@ func TestPowerOperationsAreIdempotent(t *testing.T) {
 
 	// Shutdown wait on a powered-on VM ends with ctx.
 	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
-	err := c.WaitForVirtualMachineShutdown(short, vcenter.RefOf(vm))
+	err := c.WaitForVirtualMachineShutdown(short, vim.RefOf(vm))
 	cancel()
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 
 	for range 2 {
-		require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
-		require.NoError(t, c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.ShutdownVirtualMachine(ctx, vim.RefOf(vm)))
+		require.NoError(t, c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)))
 	}
 	st := env.MustInspect("worker-1")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOff, st.PowerState)
@@ -237,21 +238,21 @@ func TestSuspendAndResume(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-s", "")
 
-	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)), vctypes.ErrPoweredOff)
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.ErrorIs(t, c.SuspendVirtualMachine(ctx, vim.RefOf(vm)), vctypes.ErrPoweredOff)
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	for range 2 {
-		require.NoError(t, c.SuspendVirtualMachine(ctx, vcenter.RefOf(vm)))
+		require.NoError(t, c.SuspendVirtualMachine(ctx, vim.RefOf(vm)))
 		state, err := powerState(ctx, c, vm)
 		require.NoError(t, err)
 		assert.Equal(t, types.VirtualMachinePowerStateSuspended, state)
 	}
 	assert.False(t, env.MustInspect("worker-s").GuestOperationsReady, "a suspended guest runs nothing")
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	state, err := powerState(ctx, c, vm)
 	require.NoError(t, err)
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, state)
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
 }
 
 func TestDestroy(t *testing.T) {
@@ -261,18 +262,18 @@ func TestDestroy(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	err := c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	err := c.DestroyVirtualMachine(ctx, vim.RefOf(vm))
 	require.Error(t, err, "a powered-on VM is not destroyed")
 	assert.Contains(t, err.Error(), `destroy "`)
 	_, ok := env.Inspect("worker-1")
 	assert.True(t, ok)
 
-	require.NoError(t, c.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)))
-	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.ShutdownVirtualMachine(ctx, vim.RefOf(vm)))
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vim.RefOf(vm)))
 	_, ok = env.Inspect("worker-1")
 	assert.False(t, ok)
-	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)), "destroying a VM already gone is success")
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vim.RefOf(vm)), "destroying a VM already gone is success")
 
 	_, err = c.LoadVirtualMachine(ctx, "worker-1")
 	require.Error(t, err)
@@ -286,12 +287,12 @@ func TestRenameReconfigureAndMarkAsTemplate(t *testing.T) {
 	c := env.Client
 	vm := cloneWorker(t, ctx, env, "warmpool-v2-abc", "")
 
-	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(vm), "worker-7"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vim.RefOf(vm), "worker-7"))
 	_, ok := env.Inspect("warmpool-v2-abc")
 	assert.False(t, ok)
 	loaded, err := c.LoadVirtualMachine(ctx, "worker-7")
 	require.NoError(t, err)
-	assert.Equal(t, vm.Reference(), vcenter.MORef(loaded))
+	assert.Equal(t, vm.Reference(), vim.MORef(loaded))
 
 	require.NoError(t, c.ReconfigureVirtualMachine(ctx, loaded, vctypes.ConfigChange{Growth: &vctypes.Growth{Flavor: "large", CPUs: 8, MemoryMB: 16384}}))
 	st := env.MustInspect("worker-7")
@@ -312,7 +313,7 @@ func TestLoadVirtualMachineDevicesAndEthernetCard(t *testing.T) {
 	c := env.Client
 	tpl, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vcenter.MORef(tpl))
+	devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vim.MORef(tpl))
 	require.NoError(t, err)
 	assert.Len(t, devices.SelectByType((*types.VirtualDisk)(nil)), 1)
 	cards := devices.SelectByType((*types.VirtualEthernetCard)(nil))
@@ -355,9 +356,9 @@ func TestReconfigureRequest(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	c := env.Client
-	vm := vcenter.RefOf(cloneWorker(t, ctx, env, "warmpool-v2-r", ""))
+	vm := vim.RefOf(cloneWorker(t, ctx, env, "warmpool-v2-r", ""))
 	firstDisk := func() int64 {
-		devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vcenter.MORef(vm))
+		devices, err := vcenter.LoadVirtualMachineDevices(c, ctx, vim.MORef(vm))
 		require.NoError(t, err)
 		disks := devices.SelectByType((*types.VirtualDisk)(nil))
 		require.NotEmpty(t, disks)

@@ -8,7 +8,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -23,13 +23,13 @@ func readyGuest(t *testing.T, env *vcsimtest.Env, name string) vctypes.Ref {
 	tpl, folder := cloneSource(t, ctx, c)
 	pool, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	p := vcenter.MORef(pool)
-	task, err := object.NewVirtualMachine(c.Vim25(), vcenter.MORef(tpl)).Clone(ctx, object.NewFolder(c.Vim25(), vcenter.MORef(folder)), name,
+	p := vim.MORef(pool)
+	task, err := object.NewVirtualMachine(c.Vim25(), vim.MORef(tpl)).Clone(ctx, object.NewFolder(c.Vim25(), vim.MORef(folder)), name,
 		types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &p}, PowerOn: true})
 	require.NoError(t, err)
 	info, err := task.WaitForResult(ctx)
 	require.NoError(t, err)
-	vm := vcenter.RefOf(info.Result.(types.ManagedObjectReference))
+	vm := vim.RefOf(info.Result.(types.ManagedObjectReference))
 	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vm))
 	return vm
 }

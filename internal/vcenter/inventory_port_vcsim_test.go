@@ -8,7 +8,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -22,13 +22,13 @@ func TestInventorySourceSpeaksVocabulary(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{ForeignVMs: 2})
 	ctx := watchCtx(t)
 	c := env.Client
-	worker := vcenter.RefOf(cloneWorker(t, ctx, env, "worker-1", ""))
+	worker := vim.RefOf(cloneWorker(t, ctx, env, "worker-1", ""))
 
 	listed, err := c.ListVirtualMachines(ctx)
 	require.NoError(t, err)
 	raw, err := c.ListVirtualMachineObjects(ctx)
 	require.NoError(t, err)
-	assert.ElementsMatch(t, vcenter.VMInfosOf(raw), listed)
+	assert.ElementsMatch(t, vim.VMInfosOf(raw), listed)
 	var refs []vctypes.Ref
 	found := false
 	for _, v := range listed {
@@ -62,7 +62,7 @@ func TestInventorySourceSpeaksVocabulary(t *testing.T) {
 
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	require.NoError(t, c.WatchVirtualMachines(ctx, []vctypes.Ref{worker}))
-	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{vcenter.MORef(worker)})
+	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{vim.MORef(worker)})
 	require.NoError(t, c.StartVirtualMachine(ctx, worker))
 	var power any
 	require.NoError(t, pollUntil(ctx, func() bool {

@@ -10,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -52,11 +53,11 @@ func TestPlacementLookupsAt(t *testing.T) {
 		} {
 			got, err := c.ResourcePoolAt(ctx, path)
 			require.NoError(t, err, path)
-			assert.Equal(t, vcenter.RefOf(want), got, path)
+			assert.Equal(t, vim.RefOf(want), got, path)
 		}
 		def, err := c.ResourcePoolAt(ctx, "")
 		require.NoError(t, err)
-		assert.Equal(t, vcenter.RefOf(env.ResourcePoolRef()), def, `"" is resourcePoolString's pool`)
+		assert.Equal(t, vim.RefOf(env.ResourcePoolRef()), def, `"" is resourcePoolString's pool`)
 		load, err := c.LoadResourcePool(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, def, load)

@@ -9,6 +9,7 @@ import (
 	"github.com/vmware/govmomi/find"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -36,7 +37,7 @@ func TestDefaultPoolWithPlacements(t *testing.T) {
 	})
 	got, err := placed.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, vcenter.RefOf(rootB.Reference()), got, "the first entry's pool")
+	assert.Equal(t, vim.RefOf(rootB.Reference()), got, "the first entry's pool")
 	assert.Empty(t, placed.PlacementProblems(), "no topology problem")
 
 	bare := env.NewClient(func(c *vcenter.Config) { c.ResourcePool = "" })

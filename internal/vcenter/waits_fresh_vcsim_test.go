@@ -11,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -32,19 +33,19 @@ func TestWaitsEndOnFreshValuesWithoutReads(t *testing.T) {
 	c.SetTaskPollFirst(slowPolls) // a task's outcome can only come from its notification
 	auth := guestAuth
 	first := cloneWorker(t, ctx, env, "worker-0", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(first)))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(first)))
-	_, err := c.StartProgramInGuest(ctx, vcenter.RefOf(first), auth, echoProgram())
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(first)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(first)))
+	_, err := c.StartProgramInGuest(ctx, vim.RefOf(first), auth, echoProgram())
 	require.NoError(t, err)
 
 	vm := cloneWorker(t, ctx, env, "worker-1", "10.0.0.41")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	before := c.Stats()
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
-	ip, err := c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "10.0.0.41")
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
+	ip, err := c.WaitForVirtualMachineIP(ctx, vim.RefOf(vm), "10.0.0.41")
 	require.NoError(t, err)
 	assert.Equal(t, "10.0.0.41", ip)
-	_, err = c.StartProgramInGuest(ctx, vcenter.RefOf(vm), auth, echoProgram())
+	_, err = c.StartProgramInGuest(ctx, vim.RefOf(vm), auth, echoProgram())
 	require.NoError(t, err)
 	d := c.Stats().Sub(before)
 	assert.Zero(t, d["RetrievePropertiesEx"].Requests, "no read: %v", requestsOf(d))
@@ -68,8 +69,8 @@ func TestStaleValuesAreReadAgain(t *testing.T) {
 		cfg.RequestTimeout = 4 * time.Second // long polls of 2 s: the collector soon stops
 	})
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
 	require.Eventually(t, func() bool { return c.WaitCollector().Frozen }, 30*time.Second, 10*time.Millisecond,
 		"the collector stops polling once no wait is open")
 
@@ -81,7 +82,7 @@ func TestStaleValuesAreReadAgain(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, task.Wait(ctx))
 
-	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)))
 	var o mo.VirtualMachine
 	require.NoError(t, property.DefaultCollector(env.Admin.Client).RetrieveOne(ctx, vm, []string{"guest.guestOperationsReady"}, &o))
 	require.NotNil(t, o.Guest)

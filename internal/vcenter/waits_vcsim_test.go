@@ -18,6 +18,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
@@ -52,15 +53,15 @@ func TestWaitsShareOneCollector(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := c.StartVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+			if err := c.StartVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 				errs[i] = err
 				return
 			}
-			if err := c.WaitForGuestOperationsReady(ctx, vcenter.RefOf(vm)); err != nil {
+			if err := c.WaitForGuestOperationsReady(ctx, vim.RefOf(vm)); err != nil {
 				errs[i] = err
 				return
 			}
-			_, errs[i] = c.WaitForVirtualMachineIP(ctx, vcenter.RefOf(vm), "")
+			_, errs[i] = c.WaitForVirtualMachineIP(ctx, vim.RefOf(vm), "")
 		}()
 	}
 	wg.Wait()
@@ -92,14 +93,14 @@ func TestSameObjectWaitedOnTwice(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
 
 	before := c.Stats()
 	first, cancelFirst := context.WithCancel(ctx)
 	done := make(chan error, 3)
-	go func() { done <- c.WaitForVirtualMachineShutdown(first, vcenter.RefOf(vm)) }()
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(first, vim.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool {
 		n := c.WaitCollector()
 		return n.Objects == 1 && n.InView == 1 && n.Live
@@ -141,7 +142,7 @@ func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 	c.SetWaitViewStaleMax(1)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
 	other := cloneWorker(t, ctx, env, "worker-2", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	// other is started by another client: this one's view never had it
 	// (a task of this client joins its VM to the view, runTaskOn's keep),
 	// so the second wait below adds it, and the ended wait's VM leaves
@@ -154,7 +155,7 @@ func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 
 	wctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool {
 		n := c.WaitCollector()
 		return n.Objects == 1 && n.Live && n.InView >= 1
@@ -172,7 +173,7 @@ func TestWaitEndsWithContextAndLeavesTheView(t *testing.T) {
 	assert.GreaterOrEqual(t, n.InView, 1, "the ended wait's VM stays until the next addition: %+v", n)
 
 	changes := n.ViewChanges
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(other)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(other)) }()
 	var last vcenter.WaitCollectorCounts
 	if !assert.Eventually(t, func() bool {
 		last = c.WaitCollector()
@@ -201,10 +202,10 @@ func TestWaitSurvivesSessionLoss(t *testing.T) {
 	ctx := testCtx(t)
 	c := env.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Objects == 1 && n.InView >= 1 && n.Live }, 10*time.Second, 5*time.Millisecond)
 	env.TerminateSession(c)
 	// A call of the client logs in again; the collector's next poll finds
@@ -231,7 +232,7 @@ func TestWaitCollectorRetiredAfterAnUnansweredPoll(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	c := env.NewClient(func(cfg *vcenter.Config) {
 		cfg.PollInterval = slowPolls
 		cfg.RequestTimeout = 2 * time.Second // long polls of 1 s
@@ -240,7 +241,7 @@ func TestWaitCollectorRetiredAfterAnUnansweredPoll(t *testing.T) {
 	env.HoldCalls("WaitForUpdatesEx", 1, 4*time.Second)
 	before := c.Stats()
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool {
 		n := c.WaitCollector()
 		return n.Collectors == 2 && n.Views == 2 && n.InView == 1 && n.Live
@@ -266,14 +267,14 @@ func TestWaitCollectorRebuildBacksOff(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	rec := env.StartRecorder()
 	c := rec.NewClient(func(cfg *vcenter.Config) { cfg.PollInterval = slowPolls })
 	c.SetWaitRebuildBackoff(40*time.Millisecond, 70*time.Millisecond)
 
 	env.RefuseCalls("CreatePropertyCollector", 3, nil)
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool {
 		n := c.WaitCollector()
 		return n.Collectors == 1 && n.InView == 1 && n.Live
@@ -305,7 +306,7 @@ func TestRetiredWaitCollectorDestroyedLater(t *testing.T) {
 	env := vcsimtest.Start(t, vcsimtest.Options{})
 	ctx := testCtx(t)
 	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, env.Client.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	c := env.NewClient(func(cfg *vcenter.Config) {
 		cfg.PollInterval = slowPolls
 		cfg.RequestTimeout = 2 * time.Second // long polls of 1 s
@@ -316,7 +317,7 @@ func TestRetiredWaitCollectorDestroyedLater(t *testing.T) {
 	before := c.Stats()
 	env.HoldCalls("WaitForUpdatesEx", 1, 4*time.Second)
 	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vcenter.RefOf(vm)) }()
+	go func() { done <- c.WaitForVirtualMachineShutdown(ctx, vim.RefOf(vm)) }()
 	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 2 && n.Live }, 20*time.Second, 5*time.Millisecond,
 		"a new collector after the unanswered poll: %+v", c.WaitCollector())
 	require.Equal(t, 1, c.RetiredCollectors())
@@ -348,10 +349,10 @@ func TestTaskWaitFailsWithItsFault(t *testing.T) {
 	require.NoError(t, err)
 	folderRef, err := c.LoadFolder(ctx)
 	require.NoError(t, err)
-	folder := vcenter.MORef(folderRef)
+	folder := vim.MORef(folderRef)
 	a := inventory.Annotation{HatcheryName: "hatch", WorkerName: "worker-1", VMwareModelPath: vcsimtest.DefaultTemplate, Created: time.Now().UTC().Truncate(time.Second)}
 	start := time.Now()
-	_, err = c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ""), tpl, vcenter.RefOf(folder), "worker-1"))
+	_, err = c.CloneVirtualMachine(ctx, cloneOf(cloneSpec(t, ctx, c, a, 0, 0, ""), tpl, vim.RefOf(folder), "worker-1"))
 	require.Error(t, err)
 	assert.True(t, fault.Is(err, &types.DuplicateName{}), "%v", err)
 	var terr task.Error
@@ -375,7 +376,7 @@ func TestCutTaskOutcomeIsLearnt(t *testing.T) {
 	require.NoError(t, err)
 	poolRef, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	folder, pool := vcenter.MORef(folderRef), vcenter.MORef(poolRef)
+	folder, pool := vim.MORef(folderRef), vim.MORef(poolRef)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
 	cut, cancel := context.WithCancel(ctx)
 	res, err := c.RunTask(cut, time.Minute, func(ctx context.Context) (*object.Task, error) {
@@ -388,7 +389,7 @@ func TestCutTaskOutcomeIsLearnt(t *testing.T) {
 	require.True(t, ok, "a clone's result is the new VM: %#v", res)
 	got, err := c.LoadVirtualMachine(ctx, "cut-clone")
 	require.NoError(t, err)
-	assert.Equal(t, vcenter.RefOf(ref), got)
+	assert.Equal(t, vim.RefOf(ref), got)
 
 	// A task that fails after the cut returns its own fault.
 	cut, cancel = context.WithCancel(ctx)
@@ -406,7 +407,7 @@ func mustTemplate(t *testing.T, ctx context.Context, c *vcenter.Client) types.Ma
 	t.Helper()
 	ref, err := c.LoadVirtualMachine(ctx, vcsimtest.DefaultTemplate)
 	require.NoError(t, err)
-	return vcenter.MORef(ref)
+	return vim.MORef(ref)
 }
 
 // TestTaskOutcomeFromItsNotification: a task's wait takes the result or
@@ -428,7 +429,7 @@ func TestTaskOutcomeFromItsNotification(t *testing.T) {
 	require.NoError(t, err)
 	poolRef, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	folder, pool := vcenter.MORef(folderRef), vcenter.MORef(poolRef)
+	folder, pool := vim.MORef(folderRef), vim.MORef(poolRef)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
 	clone := func(ctx context.Context) (*object.Task, error) {
 		return tpl.Clone(ctx, object.NewFolder(env.Admin.Client, folder), "notified-clone", spec)
@@ -442,7 +443,7 @@ func TestTaskOutcomeFromItsNotification(t *testing.T) {
 	require.True(t, ok, "a clone's result is the new VM: %#v", res)
 	got, err := c.LoadVirtualMachine(ctx, "notified-clone")
 	require.NoError(t, err)
-	assert.Equal(t, vcenter.RefOf(ref), got)
+	assert.Equal(t, vim.RefOf(ref), got)
 
 	before = c.Stats()
 	_, err = c.RunTask(ctx, time.Minute, clone)

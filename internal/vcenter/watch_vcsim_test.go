@@ -21,6 +21,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -123,7 +124,7 @@ func TestProbeInventoryMatchesListing(t *testing.T) {
 	cloneWorker(t, ctx, env, "worker-1", "")
 	poolRef, err := c.LoadResourcePool(ctx)
 	require.NoError(t, err)
-	pool := vcenter.MORef(poolRef)
+	pool := vim.MORef(poolRef)
 
 	var want types.ResourcePoolRuntimeInfo
 	env.SetResourcePoolRuntime(func(rt *types.ResourcePoolRuntimeInfo) {
@@ -176,14 +177,14 @@ func TestRetrieveVirtualMachinesByReference(t *testing.T) {
 	require.NoError(t, err)
 	assert.ElementsMatch(t, listed, got, "the same properties as the listing")
 
-	require.NoError(t, c.DestroyVirtualMachine(ctx, vcenter.RefOf(doomed)))
+	require.NoError(t, c.DestroyVirtualMachine(ctx, vim.RefOf(doomed)))
 	got, err = c.RetrieveVirtualMachineObjects(ctx, refsOf(listed))
 	require.NoError(t, err, "a destroyed vm is left out, not an error")
 	assert.Len(t, got, 5)
 	assert.NotContains(t, refsOf(got), doomed.Reference())
 	for _, vm := range got {
 		if vm.Name == "worker-1" {
-			v := inventory.VMFromInfo(vcenter.VMInfoOf(vm))
+			v := inventory.VMFromInfo(vim.VMInfoOf(vm))
 			require.NotNil(t, v.Annotation)
 			assert.Equal(t, "worker-1", v.Annotation.WorkerName)
 		}
@@ -228,7 +229,7 @@ func TestWatchIdleChangesNeverBlock(t *testing.T) {
 	all := drainEnters(t, ctx, env, c, refs)
 	assert.Len(t, all, 6)
 	for _, u := range all {
-		for _, p := range vcenter.VMWatchProperties {
+		for _, p := range vim.VMWatchProperties {
 			if p == "config.changeVersion" {
 				continue // the fixture vms have none
 			}
@@ -298,7 +299,7 @@ func TestWatchLostWithSession(t *testing.T) {
 	require.NoError(t, c.ResetVirtualMachineWatch(ctx))
 	require.NoError(t, c.WatchVirtualMachineRefs(ctx, []types.ManagedObjectReference{ref}))
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
-	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(vm), "worker-1b"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vim.RefOf(vm), "worker-1b"))
 	var renamed bool
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineObjectUpdates(ctx)
@@ -338,9 +339,9 @@ func TestWatchUnwatchDestroysFilter(t *testing.T) {
 	assert.Empty(t, c.Stats().Sub(before), "unknown vms cost nothing")
 
 	// Changes of the unwatched vms are not reported; the other filter's are.
-	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(a), "worker-a2"))
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(b)))
-	require.NoError(t, c.RenameVirtualMachine(ctx, vcenter.RefOf(k), "worker-c2"))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vim.RefOf(a), "worker-a2"))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(b)))
+	require.NoError(t, c.RenameVirtualMachine(ctx, vim.RefOf(k), "worker-c2"))
 	var all []types.ObjectUpdate
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineObjectUpdates(ctx)
@@ -704,7 +705,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 	require.NoError(t, err)
 	folderRef, err := ops.LoadFolder(ctx)
 	require.NoError(t, err)
-	folder := vcenter.MORef(folderRef)
+	folder := vim.MORef(folderRef)
 	specs := make([]vctypes.Clone, stepped+burst+1)
 	for i := range specs {
 		a := inventory.Annotation{HatcheryName: "hatch", WorkerName: fmt.Sprintf("w-%d", i), Created: time.Now().UTC().Truncate(time.Second)}
@@ -763,8 +764,8 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		// Stepped: every operation's change must show up before the next.
 		for i := range stepped {
 			name := fmt.Sprintf("w-%d", i)
-			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vcenter.RefOf(folder), name))
-			ref := vcenter.MORef(cref)
+			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vim.RefOf(folder), name))
+			ref := vim.MORef(cref)
 			if err != nil {
 				return err
 			}
@@ -776,7 +777,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			m := obs.mark()
 			a := inventory.Annotation{HatcheryName: "hatch", WorkerName: name, JobID: fmt.Sprint(100 + i)}
 			rec := a.Record()
-			if err := ops.ReconfigureVirtualMachine(ctx, vcenter.RefOf(vm), vctypes.ConfigChange{Record: &rec, Growth: &vctypes.Growth{Flavor: "three", CPUs: 3, MemoryMB: 32}}); err != nil {
+			if err := ops.ReconfigureVirtualMachine(ctx, vim.RefOf(vm), vctypes.ConfigChange{Record: &rec, Growth: &vctypes.Growth{Flavor: "three", CPUs: 3, MemoryMB: 32}}); err != nil {
 				return err
 			}
 			if err := wait(name+" reconfigure", func() bool {
@@ -786,7 +787,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			}
 
 			m = obs.mark()
-			if err := ops.RenameVirtualMachine(ctx, vcenter.RefOf(vm), name+"-renamed"); err != nil {
+			if err := ops.RenameVirtualMachine(ctx, vim.RefOf(vm), name+"-renamed"); err != nil {
 				return err
 			}
 			if err := wait(name+" rename", func() bool {
@@ -798,9 +799,9 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			for _, st := range []types.VirtualMachinePowerState{types.VirtualMachinePowerStatePoweredOn, types.VirtualMachinePowerStatePoweredOff} {
 				m = obs.mark()
 				if st == types.VirtualMachinePowerStatePoweredOn {
-					err = ops.StartVirtualMachine(ctx, vcenter.RefOf(vm))
+					err = ops.StartVirtualMachine(ctx, vim.RefOf(vm))
 				} else {
-					err = ops.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm))
+					err = ops.ShutdownVirtualMachine(ctx, vim.RefOf(vm))
 				}
 				if err != nil {
 					return err
@@ -814,7 +815,7 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 			if i%2 == 1 {
 				m = obs.mark()
-				if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+				if err := ops.DestroyVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 					return err
 				}
 				destroyed, destroyAt = append(destroyed, ref), append(destroyAt, m)
@@ -826,12 +827,12 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 
 		// A clone destroyed at once: it may never enter the watch.
 		m := obs.mark()
-		cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[stepped+burst], tpl, vcenter.RefOf(folder), "ephemeral"))
-		ref := vcenter.MORef(cref)
+		cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[stepped+burst], tpl, vim.RefOf(folder), "ephemeral"))
+		ref := vim.MORef(cref)
 		if err != nil {
 			return err
 		}
-		if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(ref)); err != nil {
+		if err := ops.DestroyVirtualMachine(ctx, vim.RefOf(ref)); err != nil {
 			return err
 		}
 		destroyed, destroyAt = append(destroyed, ref), append(destroyAt, m)
@@ -839,8 +840,8 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		// Burst: operations back to back, only convergence is checked.
 		var vms []types.ManagedObjectReference
 		for i := stepped; i < stepped+burst; i++ {
-			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vcenter.RefOf(folder), fmt.Sprintf("b-%d", i)))
-			ref := vcenter.MORef(cref)
+			cref, err := ops.CloneVirtualMachine(ctx, cloneOf(specs[i], tpl, vim.RefOf(folder), fmt.Sprintf("b-%d", i)))
+			ref := vim.MORef(cref)
 			if err != nil {
 				return err
 			}
@@ -848,10 +849,10 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 		}
 		for i, ref := range vms {
 			vm := ref
-			if err := ops.RenameVirtualMachine(ctx, vcenter.RefOf(vm), fmt.Sprintf("b-%d-renamed", i)); err != nil {
+			if err := ops.RenameVirtualMachine(ctx, vim.RefOf(vm), fmt.Sprintf("b-%d-renamed", i)); err != nil {
 				return err
 			}
-			if err := ops.StartVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+			if err := ops.StartVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 				return err
 			}
 		}
@@ -860,12 +861,12 @@ func TestWatchConvergesUnderConcurrentChanges(t *testing.T) {
 			if i == 0 {
 				continue // stays on
 			}
-			if err := ops.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+			if err := ops.ShutdownVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 				return err
 			}
 			if i == 2 {
 				destroyed, destroyAt = append(destroyed, ref), append(destroyAt, obs.mark())
-				if err := ops.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+				if err := ops.DestroyVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 					return err
 				}
 			}
@@ -940,7 +941,7 @@ func TestWatchReportsGuestOperationsReady(t *testing.T) {
 	drainEnters(t, ctx, env, c, []types.ManagedObjectReference{ref})
 
 	// The tools come up after the power-on: only the readiness moves.
-	require.NoError(t, c.StartVirtualMachine(ctx, vcenter.RefOf(vm)))
+	require.NoError(t, c.StartVirtualMachine(ctx, vim.RefOf(vm)))
 	var on, ready bool
 	require.NoError(t, pollUntil(ctx, func() bool {
 		ups, err := c.VirtualMachineObjectUpdates(ctx)
@@ -990,7 +991,7 @@ func TestWatchObserverLastProbeFollowsItsLog(t *testing.T) {
 	m := obs.mark()
 	cref, err := ops.CloneVirtualMachine(ctx, cloneOf(spec, tpl, folder, "brief"))
 	require.NoError(t, err)
-	ref := vcenter.MORef(cref)
+	ref := vim.MORef(cref)
 	require.NoError(t, obs.step(ctx, c)) // the views report the clone
 	require.NoError(t, ops.DestroyVirtualMachine(ctx, cref))
 	require.NoError(t, obs.step(ctx, c)) // the views report it gone

@@ -17,7 +17,7 @@ import (
 
 // The check's calls of the vCenter port's VM methods, in one file: the
 // port moves these signatures to internal/vctypes (docs/architecture.md,
-// "The port's layout, and what is left of it"), and only this file follows. Every error
+// "The port's layout"), and only this file follows. Every error
 // leaves classified (vcenter.Classify).
 
 // guestinfoKey is the guestinfo property a clone is given, read back to
@@ -77,7 +77,7 @@ func (r *runner) cloneVM(ctx context.Context, name string, req vctypes.Clone) (v
 	return ref, nil
 }
 
-// readVM reads the VM's properties (vcenter.VMProperties).
+// readVM reads the VM's properties (vim.VMProperties).
 func (r *runner) readVM(ctx context.Context, vm vctypes.Ref) (vctypes.VMInfo, error) {
 	vms, err := r.vc.RetrieveVirtualMachines(ctx, []vctypes.Ref{vm})
 	if err != nil {

@@ -11,7 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 )
 
 // CloudInitBoot is one boot of a VM whose guestinfo carried cloud-init
@@ -76,7 +76,7 @@ func (f *FakeCloudInit) powerOn(ctx *simulator.Context, vm *simulator.VirtualMac
 	if vm.Config == nil {
 		return
 	}
-	opts := cloudinit.Guestinfo(vcenter.OptionsOf(vm.Config.ExtraConfig))
+	opts := cloudinit.Guestinfo(vim.OptionsOf(vm.Config.ExtraConfig))
 	if opts[cloudinit.GuestinfoMetadata] == "" {
 		return // no cloud-init datasource: nothing to play
 	}

@@ -37,8 +37,8 @@ import (
 // destroying a filter while its own long poll runs would need the
 // simulator to lock the range; the hatchery destroys its watch filters
 // only between two polls of their collector (internal/vcenter/
-// govmomi_watch.go), and its wait filter only with its collector
-// (govmomi_waits.go).
+// internal/vcenter/vim/watch.go), and its wait filter only with its collector
+// (internal/vcenter/vim/waits.go).
 
 // collectorDrainMax bounds how long a destroy waits for the collector's
 // waits to return. A wait the destroy's cancel reaches returns at the end

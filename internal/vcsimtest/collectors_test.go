@@ -248,7 +248,7 @@ func (f *countedFolder) Get() mo.Reference {
 
 // TestVcsimListViewCollectorPollReadsOnlyItsViewsObjects: a collector
 // whose filter traverses a list view's contents (the hatchery's wait
-// collector, internal/vcenter/govmomi_waits.go) hears only of the changes
+// collector, internal/vcenter/vim/waits.go) hears only of the changes
 // of the view and of the objects added to it: fifty changes of a folder
 // outside the view read none of the view's objects, where the pinned
 // simulator (every change reaching a collector whose filter traverses)

@@ -13,7 +13,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -36,32 +36,32 @@ func TestGuestFilesTransferWhatAProgramWrote(t *testing.T) {
 	vm := info.Result.(types.ManagedObjectReference)
 	require.Eventually(t, func() bool { return env.MustInspect("files-vm").GuestOperationsReady }, 30*time.Second, 5*time.Millisecond)
 
-	_, err = env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+	_, err = env.Client.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth(), vctypes.GuestProgram{
 		Path: "/bin/sh", Args: `-c "printf %s word-1 > /tmp/out"`})
 	require.NoError(t, err)
 	got, ok := env.Guest.File("files-vm", "/tmp/out")
 	require.True(t, ok)
 	assert.Equal(t, "word-1", got)
 
-	vim := env.Client.Vim25()
-	fm, err := guest.NewOperationsManager(vim, vm).FileManager(ctx)
+	vc := env.Client.Vim25()
+	fm, err := guest.NewOperationsManager(vc, vm).FileManager(ctx)
 	require.NoError(t, err)
 	_, err = fm.InitiateFileTransferFromGuest(ctx, &types.NamePasswordAuthentication{Username: vcsimtest.DefaultGuestUser, Password: "wrong"}, "/tmp/out")
 	assert.True(t, fault.Is(err, &types.InvalidGuestLogin{}), "%v", err)
-	ft, err := fm.InitiateFileTransferFromGuest(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out")
+	ft, err := fm.InitiateFileTransferFromGuest(ctx, vim.GuestAuthOf(guestAuth()), "/tmp/out")
 	require.NoError(t, err)
 	u, err := fm.TransferURL(ctx, ft.Url)
 	require.NoError(t, err)
-	body, _, err := vim.Download(ctx, u, &soap.DefaultDownload)
+	body, _, err := vc.Download(ctx, u, &soap.DefaultDownload)
 	require.NoError(t, err)
 	b, err := io.ReadAll(body)
 	require.NoError(t, err)
 	require.NoError(t, body.Close())
 	assert.Equal(t, "word-1", string(b))
 
-	require.NoError(t, fm.DeleteFile(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out"))
+	require.NoError(t, fm.DeleteFile(ctx, vim.GuestAuthOf(guestAuth()), "/tmp/out"))
 	_, ok = env.Guest.File("files-vm", "/tmp/out")
 	assert.False(t, ok)
-	_, err = fm.InitiateFileTransferFromGuest(ctx, vcenter.GuestAuthOf(guestAuth()), "/tmp/out")
+	_, err = fm.InitiateFileTransferFromGuest(ctx, vim.GuestAuthOf(guestAuth()), "/tmp/out")
 	assert.True(t, fault.Is(err, &types.FileNotFound{}), "%v", err)
 }

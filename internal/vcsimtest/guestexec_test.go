@@ -12,7 +12,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -46,9 +46,9 @@ func TestGuestRunnerRunsTheLaunchAndPowersOff(t *testing.T) {
 	defer cancel()
 	env, vm := runnerVM(ctx, t)
 
-	_, err := env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{Path: "/usr/bin/env"})
+	_, err := env.Client.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth(), vctypes.GuestProgram{Path: "/usr/bin/env"})
 	require.NoError(t, err)
-	_, err = env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+	_, err = env.Client.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth(), vctypes.GuestProgram{
 		Path: "/bin/echo",
 		Args: `-n ;echo "cfg=$CDS_CONFIG" > out.txt && pwd >> out.txt && sudo echo as-root >> out.txt && sudo shutdown -h now`,
 		Env:  []string{"CDS_CONFIG=c2VjcmV0"},
@@ -80,7 +80,7 @@ func TestGuestRunnerPowerOffKillsTheGuest(t *testing.T) {
 	defer cancel()
 	env, vm := runnerVM(ctx, t)
 
-	_, err := env.Client.StartProgramInGuest(ctx, vcenter.RefOf(vm), guestAuth(), vctypes.GuestProgram{
+	_, err := env.Client.StartProgramInGuest(ctx, vim.RefOf(vm), guestAuth(), vctypes.GuestProgram{
 		Path: "/bin/echo", Args: "-n ;nohup sleep 300 >/dev/null 2>&1 &"})
 	require.NoError(t, err)
 	require.Equal(t, []string{"runner-vm"}, env.Runner.Running(), "the detached sleep keeps the guest running")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -31,7 +32,7 @@ func guestinfo(t *testing.T, name, ip string) []types.BaseOptionValue {
 	}
 	opts, err := cloudinit.Options(name+"-instance", name, addr, cloudinit.Boot{Script: "true", CDSConfig: name + "-config"})
 	require.NoError(t, err)
-	return vcenter.OptionValues(opts)
+	return vim.OptionValues(opts)
 }
 
 // instantFixture is a running parent (a clone of the default template with

@@ -16,7 +16,7 @@ import (
 // describes a ListView whose contents the client adds to and removes from
 // (ModifyListView) under one long-lived filter, which reports the objects
 // entering and leaving; the hatchery's wait collector works so
-// (internal/vcenter/govmomi_waits.go).
+// (internal/vcenter/vim/waits.go).
 //
 // Govmomi's simulator v0.56.0 deadlocks on it: ModifyListView runs holding
 // the view's lock and, to tell the filters, takes each filter's lock,

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
@@ -57,8 +58,8 @@ func (f *placementFixture) datastore(ctx context.Context, t *testing.T, name str
 func (f *placementFixture) clone(ctx context.Context, t *testing.T, name, poolPath, ds string) error {
 	t.Helper()
 	pool, dsRef := f.pool(ctx, t, poolPath), f.datastore(ctx, t, ds)
-	_, err := f.env.Client.CloneVirtualMachine(ctx, vctypes.Clone{Template: vcenter.RefOf(f.tpl), Folder: vcenter.RefOf(f.folder), Name: name,
-		Pool: vcenter.RefOf(pool), Datastore: vcenter.RefOf(dsRef)})
+	_, err := f.env.Client.CloneVirtualMachine(ctx, vctypes.Clone{Template: vim.RefOf(f.tpl), Folder: vim.RefOf(f.folder), Name: name,
+		Pool: vim.RefOf(pool), Datastore: vim.RefOf(dsRef)})
 	return err
 }
 
@@ -169,7 +170,7 @@ func TestPlacementsFilledDatastore(t *testing.T) {
 	f := newPlacementFixture(ctx, t, env)
 
 	env.FillDatastore(vcsimtest.DatastoreA, 1<<30)
-	space, err := env.Client.DatastoreSpace(ctx, vcenter.RefOf(f.datastore(ctx, t, vcsimtest.DatastoreA)))
+	space, err := env.Client.DatastoreSpace(ctx, vim.RefOf(f.datastore(ctx, t, vcsimtest.DatastoreA)))
 	require.NoError(t, err)
 	assert.Equal(t, int64(1<<30), space.FreeBytes, "the hatchery's client reads the filled figure")
 	ds := object.NewDatastore(env.Admin.Client, f.datastore(ctx, t, vcsimtest.DatastoreA))

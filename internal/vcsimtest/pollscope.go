@@ -21,7 +21,7 @@ import (
 // through XML): a poll's cost grows as filters × filters × changes ×
 // objects, every clone's tasks, events and folder changes included.
 // Under the race detector on two shared cores, a poll of the hatchery's
-// VM change watch (internal/vcenter/govmomi_watch.go: its VM filter and
+// VM change watch (internal/vcenter/vim/watch.go: its VM filter and
 // its filter on the scope's views, two filters) with a few hundred changes
 // queued took 13 s to 67 s (measured in internal/e2e's
 // TestTwoInstancesOneStoppedHard, docs/inventory-watch.md); the next poll
@@ -38,7 +38,7 @@ import (
 // touches, or when a filter traverses (a SelectSet: every change may
 // matter) or asks every property of a type. A filter whose only traversal
 // is a ListView's contents (the hatchery's wait collector,
-// internal/vcenter/govmomi_waits.go) lists the view and the objects that
+// internal/vcenter/vim/waits.go) lists the view and the objects that
 // went into it: a change reaches the collector when it is the view's own
 // (its contents changed: the simulator computes the objects entering) or
 // when it is one of an object ever added to a list view of the simulator

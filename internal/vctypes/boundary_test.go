@@ -36,7 +36,7 @@ var DecisionPackages = []string{
 
 // VCheckGovmomi are the functions of internal/vcheck (`vcenter check`)
 // that still speak govmomi, with why (docs/architecture.md, "The port's
-// layout, and what is left of it"). None since its clone became a request
+// layout"). None since its clone became a request
 // (vctypes.Clone): vcheck holds VMs as vctypes.Ref and reads and writes
 // vCenter through the port's methods in the project's terms. A function
 // the port's next change makes speak govmomi again joins the list with
@@ -84,9 +84,10 @@ func TestDecisionPackagesImportNoGovmomi(t *testing.T) {
 }
 
 // TestFaultsClassifiedInOnePlace: govmomi's fault package (fault.Is,
-// fault.As) is imported by internal/vcenter only, whose FaultKindOf is the
-// one rule that tells vCenter's faults apart (vocabulary.go); every other
-// package tests a vctypes.FaultKind. It fails when a second copy of the
+// fault.As) is imported by internal/vcenter/vim only, whose FaultKindOf is
+// the one rule that tells vCenter's faults apart (vocabulary.go, with the
+// predicates the adapter acts on); every other package, internal/vcenter
+// included, tests a vctypes.FaultKind or calls those. It fails when a second copy of the
 // rule appears in another package's production code.
 func TestFaultsClassifiedInOnePlace(t *testing.T) {
 	t.Parallel()
@@ -116,7 +117,7 @@ func TestFaultsClassifiedInOnePlace(t *testing.T) {
 		return nil
 	})
 	require.NoError(t, err)
-	assert.Equal(t, []string{"internal/vcenter"}, users, "packages importing %s", faultPkg)
+	assert.Equal(t, []string{"internal/vcenter/vim"}, users, "packages importing %s", faultPkg)
 }
 
 // TestDecisionPackagesUseNoGovmomiType: no expression of a decision

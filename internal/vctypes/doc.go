@@ -17,8 +17,9 @@
 //
 // It imports only the standard library. Conversions to and from govmomi,
 // and the classification of govmomi's faults into a FaultKind, live in
-// internal/vcenter (vocabulary.go), the govmomi adapter whose Client
-// implements Port (adapter_port.go converts and classifies), so that it
-// is guest.Port, warmpool.Port and custody.Port itself; see
-// docs/architecture.md, "The vCenter port".
+// internal/vcenter/vim (vocabulary.go), the half of the govmomi adapter
+// that holds no Client; internal/vcenter's Client implements Port
+// (adapter_port.go converts and classifies), so that it is guest.Port,
+// warmpool.Port and custody.Port itself; see docs/architecture.md, "The
+// vCenter port".
 package vctypes

@@ -146,14 +146,14 @@ type Placement interface {
 // and the incremental inventory (inventoryMode = "watch").
 type InventorySource interface {
 	// ListVirtualMachines returns every VM and template of the scope
-	// with the leaf properties in vcenter.VMProperties read.
+	// with the leaf properties in vim.VMProperties read.
 	ListVirtualMachines(ctx context.Context) ([]VMInfo, error)
 	// ProbeInventory reads, in one round trip, the references of every VM
 	// and template of the scope (the `view` of its folders' container
 	// views) and, when pool is not nil, the pool's runtime (nil when pool
 	// is nil).
 	ProbeInventory(ctx context.Context, pool *Ref) ([]Ref, *PoolRuntime, error)
-	// RetrieveVirtualMachines reads vcenter.VMProperties of the given VMs by
+	// RetrieveVirtualMachines reads vim.VMProperties of the given VMs by
 	// reference, no listing; VMs that no longer exist are left out.
 	RetrieveVirtualMachines(ctx context.Context, refs []Ref) ([]VMInfo, error)
 	// ResetVirtualMachineWatch drops the VM change watch (best effort) and
@@ -162,7 +162,7 @@ type InventorySource interface {
 	// other's watch and poll one collector at once.
 	ResetVirtualMachineWatch(ctx context.Context) error
 	// WatchVirtualMachines adds VMs to the change watch: from now on a
-	// change of one of their vcenter.VMWatchProperties is reported by
+	// change of one of their vim.VMWatchProperties is reported by
 	// VirtualMachineChanges. ErrWatchLost when the watch is not one of the
 	// current session (reset it).
 	WatchVirtualMachines(ctx context.Context, refs []Ref) error

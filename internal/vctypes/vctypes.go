@@ -73,7 +73,7 @@ type GuestProgram struct {
 // not vCenter's.
 type FaultKind int
 
-// The fault kinds. internal/vcenter (vocabulary.go, FaultKindOf) maps
+// The fault kinds. internal/vcenter/vim (vocabulary.go, FaultKindOf) maps
 // govmomi's faults on them.
 const (
 	// NoFault: no fault vCenter answered.

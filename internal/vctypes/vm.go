@@ -29,7 +29,7 @@ type Record struct {
 }
 
 // VMInfo is what the inventory reads of one VM or template: the leaf
-// properties of vcenter.VMProperties, in the project's terms. A property
+// properties of vim.VMProperties, in the project's terms. A property
 // vCenter did not report is the zero value.
 type VMInfo struct {
 	Ref      Ref

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -58,7 +59,7 @@ func (s *specListingInventory) VMs(ctx context.Context) ([]inventory.VM, error) 
 	}
 	out := make([]inventory.VM, 0, len(objs))
 	for _, o := range objs {
-		out = append(out, inventory.VMFromInfo(vcenter.VMInfoOf(o)))
+		out = append(out, inventory.VMFromInfo(vim.VMInfoOf(o)))
 	}
 	return out, nil
 }

@@ -16,7 +16,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -364,9 +364,9 @@ func viRunConcurrentLarge(t *testing.T, mode string) {
 			// detector reports against the test. The hatchery's own calls
 			// stay concurrent.
 			viDestroyMu.Lock()
-			if err := env.Client.ShutdownVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+			if err := env.Client.ShutdownVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 				fail(err)
-			} else if err := env.Client.DestroyVirtualMachine(ctx, vcenter.RefOf(vm)); err != nil {
+			} else if err := env.Client.DestroyVirtualMachine(ctx, vim.RefOf(vm)); err != nil {
 				fail(err)
 			}
 			viDestroyMu.Unlock()

@@ -15,7 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 )
 
 // TestPrepareCloneSpecCloneModes: through the mock client, a template with
@@ -29,7 +29,7 @@ func TestPrepareCloneSpecCloneModes(t *testing.T) {
 	var logs testutil.SyncBuffer
 	f.h.log = slog.New(slog.NewTextHandler(&logs, nil))
 	f.h.pool.Log = f.h.log
-	snap := vcenter.MORef(spRef("VirtualMachineSnapshot", "snapshot-7"))
+	snap := vim.MORef(spRef("VirtualMachineSnapshot", "snapshot-7"))
 	linked := spRef("VirtualMachine", "vm-linked")
 	plain := spRef("VirtualMachine", "vm-plain")
 	// Each request reads its template (the adapter keeps the read:

@@ -1,7 +1,7 @@
 package vsphere_test
 
 import (
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"log/slog"
 	"strings"
 	"testing"
@@ -59,12 +59,12 @@ func TestVcsimLinkedCloneFromTemplateSnapshot(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(ctx, viV2Args(hatch, "vi-linked-1", "run-linked-1", "")))
 	rec := client.clone(t, "vi-linked-1")
 	require.NoError(t, rec.Err)
-	assert.Equal(t, vcenter.RefOf(snap), rec.Req.Snapshot, "linked clone names the snapshot (createNewChildDiskBacking: vcenter.CloneSpecOf)")
+	assert.Equal(t, vim.RefOf(snap), rec.Req.Snapshot, "linked clone names the snapshot (createNewChildDiskBacking: vim.CloneSpecOf)")
 
 	require.NoError(t, h.SpawnWorker(ctx, viV2Args(hatch, "vi-linked-2", "run-linked-2", "big-disk")))
 	rec = client.clone(t, "vi-linked-2")
 	require.NoError(t, rec.Err)
-	assert.True(t, rec.Req.Snapshot.IsZero(), "a full clone names no snapshot (moveChildMostDiskBacking: vcenter.CloneSpecOf)")
+	assert.True(t, rec.Req.Snapshot.IsZero(), "a full clone names no snapshot (moveChildMostDiskBacking: vim.CloneSpecOf)")
 	out := logs.String()
 	assert.Contains(t, out, `detail="flavor \"big-disk\" grows the disk beyond the template's, a linked clone cannot: full clone"`)
 	assert.Equal(t, 1, strings.Count(out, "mode=linked"), "the template's linked mode logged once:\n%s", out)

@@ -22,7 +22,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/lifecycle"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -83,8 +83,8 @@ func TestPrepareCloneSpec(t *testing.T) {
 			assert.Equal(t, int32(4000), card.GetVirtualEthernetCard().Key)
 
 			// Placement: linked clone in the configured pool and datastore.
-			assert.Equal(t, vcenter.MORef(spPoolRef), *spec.Location.Pool)
-			assert.Equal(t, vcenter.MORef(spDSRef), *spec.Location.Datastore)
+			assert.Equal(t, vim.MORef(spPoolRef), *spec.Location.Pool)
+			assert.Equal(t, vim.MORef(spDSRef), *spec.Location.Datastore)
 			assert.Equal(t, string(types.VirtualMachineRelocateDiskMoveOptionsMoveChildMostDiskBacking), spec.Location.DiskMoveType)
 			assert.True(t, spec.PowerOn)
 			assert.False(t, spec.Template)
@@ -95,7 +95,7 @@ func TestPrepareCloneSpec(t *testing.T) {
 			got, err := inventory.AnnotationFromVM(spec.Config.Annotation, nil)
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *got)
-			mirror, err := inventory.AnnotationFromVM("", vcenter.OptionsOf(spec.Config.ExtraConfig))
+			mirror, err := inventory.AnnotationFromVM("", vim.OptionsOf(spec.Config.ExtraConfig))
 			require.NoError(t, err)
 			assert.Equal(t, *annot, *mirror)
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -68,8 +69,8 @@ func TestVcsimSpawnV2Placement(t *testing.T) {
 	require.NoError(t, rec.Err)
 	tpl := env.MustInspect(vcsimtest.DefaultTemplate)
 	assert.Equal(t, tpl.Ref, rec.Source, "cloned from the model's image")
-	assert.Equal(t, vcenter.RefOf(workersPool.Reference()), rec.Req.Pool)
-	assert.Equal(t, vcenter.RefOf(ds.Reference()), rec.Req.Datastore)
+	assert.Equal(t, vim.RefOf(workersPool.Reference()), rec.Req.Pool)
+	assert.Equal(t, vim.RefOf(ds.Reference()), rec.Req.Datastore)
 	assert.True(t, rec.Req.Snapshot.IsZero(), "full: the template has no snapshot")
 	assert.True(t, rec.Req.PowerOn)
 	require.NotNil(t, rec.Req.Customization)

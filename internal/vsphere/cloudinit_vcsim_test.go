@@ -13,7 +13,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -197,7 +197,7 @@ func TestVcsimCloudInitClaimedPoolVM(t *testing.T) {
 	require.NoError(t, h.SpawnWorker(env.Context(), args))
 
 	st := env.MustInspect("worker-ci-2")
-	require.Equal(t, pool[0].Ref, vcenter.RefOf(st.Ref), "the worker is the claimed pool VM, renamed")
+	require.Equal(t, pool[0].Ref, vim.RefOf(st.Ref), "the worker is the claimed pool VM, renamed")
 	a, err := inventory.ParseAnnotation(st.ExtraConfig[inventory.AnnotationMirrorKey])
 	require.NoError(t, err)
 	assert.False(t, a.Provisioning)
@@ -257,7 +257,7 @@ func TestVcsimCloudInitRegisterV1Model(t *testing.T) {
 	}
 	assert.Contains(t, script, "\n./worker register\nsudo shutdown -h now\n")
 	tmp := env.MustInspect("ci-model-tmp")
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, vcenter.RefOf(tmp.Ref)))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, vim.RefOf(tmp.Ref)))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

@@ -8,7 +8,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/custody"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
@@ -22,14 +22,14 @@ import (
 // an optional ExtraConfig mirror.
 func foreignObject(name, notes, mirror string, template bool, power vctypes.PowerState) inventory.VM {
 	o := mo.VirtualMachine{
-		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: vcenter.MORef(warmRef(name))}, Name: name},
+		ManagedEntity: mo.ManagedEntity{ExtensibleManagedObject: mo.ExtensibleManagedObject{Self: vim.MORef(warmRef(name))}, Name: name},
 		Config:        &types.VirtualMachineConfigInfo{Template: template, Annotation: notes},
 		Runtime:       types.VirtualMachineRuntimeInfo{PowerState: types.VirtualMachinePowerState(power)},
 	}
 	if mirror != "" {
 		o.Config.ExtraConfig = []types.BaseOptionValue{&types.OptionValue{Key: inventory.AnnotationMirrorKey, Value: mirror}}
 	}
-	return inventory.VMFromInfo(vcenter.VMInfoOf(o))
+	return inventory.VMFromInfo(vim.VMInfoOf(o))
 }
 
 // TestForeignVMsNeverTouched: a datacenter full of VMs and templates that

@@ -20,7 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/spawn"
@@ -32,7 +32,7 @@ type viClone struct {
 	Folder types.ManagedObjectReference
 	Name   string
 	// Req is the request as sent (the adapter builds the specification
-	// from it: vcenter.CloneSpecOf, tested on its own).
+	// from it: vim.CloneSpecOf, tested on its own).
 	Req vctypes.Clone
 	Err error
 }
@@ -48,7 +48,7 @@ type viRecordingClient struct {
 
 func (c *viRecordingClient) CloneVirtualMachine(ctx context.Context, req vctypes.Clone) (vctypes.Ref, error) {
 	ref, err := c.Port.CloneVirtualMachine(ctx, req)
-	rec := viClone{Source: vcenter.MORef(req.Template), Folder: vcenter.MORef(req.Folder), Name: req.Name, Req: req, Err: err}
+	rec := viClone{Source: vim.MORef(req.Template), Folder: vim.MORef(req.Folder), Name: req.Name, Req: req, Err: err}
 	c.mu.Lock()
 	c.clones = append(c.clones, rec)
 	c.mu.Unlock()
@@ -223,7 +223,7 @@ func (p *viPowerTracker) UpdateObject(ctx *simulator.Context, obj mo.Reference, 
 			return
 		}
 		cpus = vm.Config.Hardware.NumCPU
-		a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vcenter.OptionsOf(vm.Config.ExtraConfig))
+		a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vim.OptionsOf(vm.Config.ExtraConfig))
 		owned = err == nil && a.HatcheryName == p.hatch && !vm.Config.Template
 	})
 	if !owned {
@@ -277,7 +277,7 @@ func viSampleCPUs(env *vcsimtest.Env, sctx *simulator.Context, hatch string) int
 			if vm.Config == nil || vm.Config.Template || vm.Runtime.PowerState != types.VirtualMachinePowerStatePoweredOn {
 				return
 			}
-			if a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vcenter.OptionsOf(vm.Config.ExtraConfig)); err == nil && a.HatcheryName == hatch {
+			if a, err := inventory.AnnotationFromVM(vm.Config.Annotation, vim.OptionsOf(vm.Config.ExtraConfig)); err == nil && a.HatcheryName == hatch {
 				sum += int64(vm.Config.Hardware.NumCPU)
 			}
 		})
@@ -289,13 +289,13 @@ func viSampleCPUs(env *vcsimtest.Env, sctx *simulator.Context, hatch string) int
 func viContains[T comparable](s []T, v T) bool { return slices.Contains(s, v) }
 
 // customization is the specification's part the request's customization
-// becomes in the adapter (vcenter.CustomizationSpecOf), for the tests that
+// becomes in the adapter (vim.CustomizationSpecOf), for the tests that
 // read it as vCenter is sent it; no customization: none.
 func (c viClone) customization(t *testing.T) types.VirtualMachineCloneSpec {
 	t.Helper()
 	var s types.VirtualMachineCloneSpec
 	if cu := c.Req.Customization; cu != nil {
-		spec, err := vcenter.CustomizationSpecOf(*cu, len(cu.NICs))
+		spec, err := vim.CustomizationSpecOf(*cu, len(cu.NICs))
 		require.NoError(t, err)
 		s.Customization = spec
 	}

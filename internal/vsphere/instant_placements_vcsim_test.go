@@ -14,7 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/admission"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -125,7 +125,7 @@ func TestVcsimInstantPlacements(t *testing.T) {
 		t.Helper()
 		child := env.MustInspect(worker)
 		assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, child.PowerState)
-		assert.Equal(t, vcenter.RefOf(env.MustInspect(parents[placementName]).Ref), parentOf[worker], "%s: forked from the parent of %s", worker, placementName)
+		assert.Equal(t, vim.RefOf(env.MustInspect(parents[placementName]).Ref), parentOf[worker], "%s: forked from the parent of %s", worker, placementName)
 		on, ok := env.PlacedOn(worker)
 		require.True(t, ok)
 		assert.Equal(t, plCluster[placementName], on.Cluster, "%s: on its parent's cluster", worker)

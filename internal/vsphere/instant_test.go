@@ -17,7 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/instantparent"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/modelref"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 )
 
@@ -88,7 +88,7 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 	f.vs.EXPECT().LoadFolder(gomock.Any()).Return(spFolderRef, nil)
 	f.vs.EXPECT().InstantCloneVirtualMachine(gomock.Any(), instParentRef, gomock.Any()).
 		DoAndReturn(func(_ context.Context, _ vctypes.Ref, r vctypes.InstantClone) (vctypes.Ref, error) {
-			spec = vcenter.InstantCloneSpecOf(r) // as the adapter sends it
+			spec = vim.InstantCloneSpecOf(r) // as the adapter sends it
 			return child, nil
 		})
 	gomock.InOrder(
@@ -99,7 +99,7 @@ func TestInstantSpawnForksFromReadyParent(t *testing.T) {
 
 	assert.Equal(t, args.WorkerName, spec.Name)
 	require.NotNil(t, spec.Location.Folder)
-	assert.Equal(t, vcenter.MORef(spFolderRef), *spec.Location.Folder, "the hatchery's folder, not the datacenter's root")
+	assert.Equal(t, vim.MORef(spFolderRef), *spec.Location.Folder, "the hatchery's folder, not the datacenter's root")
 	rec, md, ud := childIdentity(t, spec)
 	assert.Equal(t, args.WorkerName, rec.WorkerName)
 	assert.Equal(t, args.JobID, rec.JobID)

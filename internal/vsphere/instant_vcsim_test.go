@@ -15,7 +15,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/cloudinit"
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
@@ -205,7 +205,7 @@ func TestVcsimInstantParentKilledMidBurst(t *testing.T) {
 	c.afterFork = func(n int, parent vctypes.Ref) {
 		if n == 2 {
 			killOnce.Do(func() {
-				_, err := object.NewVirtualMachine(env.Admin.Client, vcenter.MORef(parent)).PowerOff(env.Context())
+				_, err := object.NewVirtualMachine(env.Admin.Client, vim.MORef(parent)).PowerOff(env.Context())
 				require.NoError(t, err)
 			})
 		}

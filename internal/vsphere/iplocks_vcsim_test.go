@@ -17,6 +17,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/ippool"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -124,8 +125,8 @@ func ilDestroy(t *testing.T, env *vcsimtest.Env, names []string) {
 	t.Helper()
 	for _, name := range names {
 		ref := env.MustInspect(name).Ref
-		require.NoError(t, env.Client.ShutdownVirtualMachine(env.Context(), vcenter.RefOf(ref)))
-		require.NoError(t, env.Client.DestroyVirtualMachine(env.Context(), vcenter.RefOf(ref)))
+		require.NoError(t, env.Client.ShutdownVirtualMachine(env.Context(), vim.RefOf(ref)))
+		require.NoError(t, env.Client.DestroyVirtualMachine(env.Context(), vim.RefOf(ref)))
 	}
 }
 

@@ -3,7 +3,7 @@ package vsphere
 import "github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 
 // writtenNotes is the Notes a reconfigure writes, in the order the
-// adapter builds it (vcenter.ConfigSpecOf): its Notes, overwritten by its
+// adapter builds it (vim.ConfigSpecOf): its Notes, overwritten by its
 // ownership record's ("" when it writes none).
 func writtenNotes(c vctypes.ConfigChange) string {
 	notes := ""

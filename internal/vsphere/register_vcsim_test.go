@@ -11,7 +11,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk"
@@ -81,7 +81,7 @@ func TestVcsimRegisterV1ModelThenSpawn(t *testing.T) {
 	launch := viWaitLaunch(t, ctx, env, "vi-model-tmp")
 	tmp := env.MustInspect("vi-model-tmp")
 	assert.Equal(t, types.VirtualMachinePowerStatePoweredOn, tmp.PowerState)
-	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, vcenter.RefOf(tmp.Ref)))
+	require.NoError(t, env.Client.ShutdownVirtualMachine(ctx, vim.RefOf(tmp.Ref)))
 	select {
 	case err := <-done:
 		require.NoError(t, err, "registration")

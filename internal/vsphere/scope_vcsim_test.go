@@ -9,7 +9,7 @@ import (
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vsphere"
 )
@@ -72,7 +72,7 @@ func adminCloneOurs(t *testing.T, env *vcsimtest.Env, path, name string, created
 	require.NoError(t, err)
 	poolRef := pool.Reference()
 	cfg := &types.VirtualMachineConfigSpec{}
-	vcenter.ApplyRecord(cfg, inventory.Annotation{HatcheryName: warmVcsimHatchery, WorkerName: name, Created: created.UTC().Truncate(time.Second)}.Record())
+	vim.ApplyRecord(cfg, inventory.Annotation{HatcheryName: warmVcsimHatchery, WorkerName: name, Created: created.UTC().Truncate(time.Second)}.Record())
 	task, err := tpl.Clone(ctx, folder, name, types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}, Config: cfg})
 	require.NoError(t, err)
 	require.NoError(t, task.Wait(ctx))

@@ -14,7 +14,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/config"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 )
@@ -102,7 +102,7 @@ func (f *spFixture) expectCloneSpecCalls(tmpl vctypes.Ref, nics int) {
 
 // spTemplateMO is what LoadTemplate reads of a template with devices and,
 // when current is set, a snapshot of that reference named "base"
-// (vcenter.TemplateOf, the adapter's reading).
+// (vim.TemplateOf, the adapter's reading).
 func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObjectReference) vctypes.Template {
 	o := mo.VirtualMachine{Config: &types.VirtualMachineConfigInfo{Hardware: types.VirtualHardware{Device: devices}}}
 	if current != nil {
@@ -111,15 +111,15 @@ func spTemplateMO(devices object.VirtualDeviceList, current *types.ManagedObject
 			RootSnapshotList: []types.VirtualMachineSnapshotTree{{Name: "base", Snapshot: *current}},
 		}
 	}
-	return vcenter.TemplateOf(types.ManagedObjectReference{}, o)
+	return vim.TemplateOf(types.ManagedObjectReference{}, o)
 }
 
 // spSpec is the adapter's clone specification of req for a template of
-// nics cards (vcenter.CloneSpecOf, what CloneVirtualMachine sends): the
+// nics cards (vim.CloneSpecOf, what CloneVirtualMachine sends): the
 // tests read what the hatchery asked in the specification's fields.
 func spSpec(t *testing.T, req vctypes.Clone, nics int) *types.VirtualMachineCloneSpec {
 	t.Helper()
-	spec, _, err := vcenter.CloneSpecOf(req, spDevices(nics))
+	spec, _, err := vim.CloneSpecOf(req, spDevices(nics))
 	require.NoError(t, err)
 	return spec
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory/inventorytest"
 	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
-	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/mock_vsphere"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/cdsclient/cdsclienttest"
@@ -136,7 +136,7 @@ func (m warmRefIs) Matches(x interface{}) bool {
 	case vctypes.Ref:
 		return o == warmRef(string(m))
 	case types.ManagedObjectReference:
-		return vcenter.RefOf(o) == warmRef(string(m))
+		return vim.RefOf(o) == warmRef(string(m))
 	}
 	return false
 }

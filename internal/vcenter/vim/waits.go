@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -9,14 +9,13 @@ import (
 	"time"
 
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/types"
 )
 
 // The wait collector (docs/architecture.md, "Waits from change
 // notifications"): every task, power, guest IP and guest readiness wait of
-// a Client learns of its object's changes from one property collector of
+// a Collector learns of its object's changes from one property collector of
 // the session, long-polled with WaitForUpdatesEx by one goroutine (the
 // hub's loop), instead of re-reading the object every PollInterval.
 //
@@ -37,18 +36,18 @@ import (
 // last change of the object: waitHub.state), and reads what it needs
 // otherwise (the guest's addresses, or a confirmation), with
 // RetrieveProperties, as before; a task's wait takes its result or fault
-// from the values reported with its final state (govmomi_task.go,
+// from the values reported with its final state (await.go,
 // taskOutcome). A VM a task of the client changes joins the view with the
 // task (runTaskOn, keep), so the waits on it that follow find it watched.
 // A wait on an object already in the view skips its first read: the
 // values reported, and every change since, tell it when to read. A wait
 // never relies on notifications alone: while its object is in the view it still
-// re-reads every waitFallbackFactor × PollInterval (a missed notification
+// re-reads every WaitFallbackFactor × PollInterval (a missed notification
 // costs at most that), and while it is not (being added, or the collector
 // lost with its session and being rebuilt) it polls as it did before the
 // collector existed.
 //
-// The inventory's VM change watch (govmomi_watch.go) has a collector of
+// The inventory's VM change watch (watch.go) has a collector of
 // its own, which never waits on the server; this one is separate.
 
 const (
@@ -60,12 +59,12 @@ const (
 	// flight ended.
 	waitLongPollMax = 10 * time.Second
 
-	// waitFallbackFactor × PollInterval is how often a wait whose object
+	// WaitFallbackFactor × PollInterval is how often a wait whose object
 	// is in the view re-reads it anyway: a notification vCenter never
 	// sends (or that is lost) delays the wait by at most that. Ten
 	// seconds with the default poll interval: ten times fewer reads than
 	// the poll it replaces.
-	waitFallbackFactor = 10
+	WaitFallbackFactor = 10
 
 	// waitControlTimeout bounds the wait collector's small requests
 	// (making the collector, its view and its filter, ModifyListView,
@@ -87,6 +86,12 @@ const (
 	// object of the view again (vCenter reports the removed ones
 	// leaving), which in a burst of waits it would do at every addition.
 	waitViewStaleMax = 16
+
+	// taskPollMin is the first delay when a task is polled (before it is
+	// in the wait collector's view, or without the collector); it doubles
+	// up to the poll interval, so quick tasks finish quickly and long ones
+	// cost one request per interval.
+	taskPollMin = 25 * time.Millisecond
 )
 
 // waitProps are the properties the wait filter reports, by object type:
@@ -101,12 +106,12 @@ var waitProps = map[string][]string{
 	"Task":           {"info.state", "info.result", "info.error"},
 }
 
-// waitHub owns the wait collector of a Client: its loop goroutine (started
+// waitHub owns the wait collector of a Collector: its loop goroutine (started
 // at the first wait, stopped and joined by close), the collector, its view
 // and filter (waitSession, the loop's own), and the waits subscribed to
 // each object.
 type waitHub struct {
-	c   *Client
+	c   *Collector
 	log *slog.Logger
 
 	// kick wakes the loop: an object to add to the view, or close.
@@ -197,7 +202,7 @@ type waitAnswer struct {
 	err error
 }
 
-func newWaitHub(c *Client) *waitHub {
+func newWaitHub(c *Collector) *waitHub {
 	return &waitHub{
 		c:             c,
 		log:           c.log,
@@ -432,7 +437,7 @@ func (h *waitHub) setLive(live bool) {
 
 // longPollSeconds is the long poll's MaxWaitSeconds.
 func (h *waitHub) longPollSeconds() int32 {
-	d := min(waitLongPollMax, h.c.cfg.RequestTimeout/2)
+	d := min(waitLongPollMax, h.c.requestTimeout/2)
 	return int32(max(d/time.Second, 1))
 }
 
@@ -460,7 +465,7 @@ func (h *waitHub) run(ctx context.Context) {
 			h.closeSession(ctx, s, inflight, answers)
 			return
 		}
-		if s.pc.Value != "" && s.gen != h.c.rl.generation() {
+		if s.pc.Value != "" && s.gen != h.c.gen() {
 			// The session changed: the collector died with the old one.
 			s, polling = h.lose(ctx, s, nil), false
 		}
@@ -468,9 +473,9 @@ func (h *waitHub) run(ctx context.Context) {
 			var err error
 			if s, err = h.build(ctx); err != nil {
 				// vCenter not answering is the outage's line
-				// (Client.note), not one per attempt here.
+				// (internal/vcenter's Client.note), not one per attempt here.
 				level := slog.LevelWarn
-				if isTransport(err) {
+				if IsTransport(err) {
 					level = slog.LevelDebug
 				}
 				h.log.Log(ctx, level, "make vcenter wait collector: waits poll meanwhile", "retry_in", backoff, logkey.Err, err)
@@ -547,7 +552,7 @@ func (h *waitHub) answered(ctx context.Context, s waitSession, a waitAnswer) wai
 			h.deliver(set)
 		}
 		return s
-	case ctx.Err() != nil, fault.Is(a.err, &types.RequestCanceled{}):
+	case ctx.Err() != nil, IsRequestCanceled(a.err):
 		return s // closing; or cancelled by someone else: poll again
 	default:
 		return h.lose(ctx, s, a.err)
@@ -570,18 +575,18 @@ func (h *waitHub) lose(ctx context.Context, s waitSession, err error) waitSessio
 // this session due for destruction are destroyed first.
 func (h *waitHub) build(ctx context.Context) (waitSession, error) {
 	h.c.destroyRetiredWatches(ctx)
-	s := waitSession{gen: h.c.rl.generation()}
+	s := waitSession{gen: h.c.gen()}
 	cctx, cancel := context.WithTimeout(ctx, waitControlTimeout)
 	defer cancel()
 	pc, err := h.c.pc.Create(cctx)
 	if err != nil {
-		return waitSession{}, fmt.Errorf("create wait collector in datacenter %q: %w", h.c.dc.Name(), err)
+		return waitSession{}, fmt.Errorf("create wait collector in datacenter %q: %w", h.c.dc, err)
 	}
 	s.pc = pc.Reference()
 	view, err := methods.CreateListView(cctx, h.c.vim, &types.CreateListView{This: *h.c.vim.ServiceContent.ViewManager})
 	if err != nil {
 		h.destroyCollector(ctx, s)
-		return waitSession{}, fmt.Errorf("create wait view in datacenter %q: %w", h.c.dc.Name(), err)
+		return waitSession{}, fmt.Errorf("create wait view in datacenter %q: %w", h.c.dc, err)
 	}
 	s.view = view.Returnval
 	if _, err := methods.CreateFilter(cctx, h.c.vim, &types.CreateFilter{This: s.pc, Spec: waitFilterSpec(s.view)}); err != nil {
@@ -736,11 +741,11 @@ func (h *waitHub) deliver(set *types.UpdateSet) {
 
 // dropCollector forgets a collector whose request failed, with its view:
 // one whose poll got no answer may still be waited on by the server and
-// is retired (destroyed watchRetireDelay later, as the watch's:
-// govmomi_watch.go); one that answered a fault is destroyed now unless it
+// is retired (destroyed WatchRetireDelay later, as the watch's:
+// watch.go); one that answered a fault is destroyed now unless it
 // is gone with its session.
 func (h *waitHub) dropCollector(ctx context.Context, s waitSession, err error) {
-	if s.gen != h.c.rl.generation() || isNotAuthenticated(err) {
+	if s.gen != h.c.gen() || IsNotAuthenticated(err) {
 		return
 	}
 	if at := h.c.abandonedAt(err); !at.IsZero() {
@@ -757,7 +762,7 @@ func (h *waitHub) dropCollector(ctx context.Context, s waitSession, err error) {
 // of it in flight) and the view, best effort, when they belong to the
 // current session.
 func (h *waitHub) destroyCollector(ctx context.Context, s waitSession) {
-	if s.gen != h.c.rl.generation() {
+	if s.gen != h.c.gen() {
 		return
 	}
 	if s.pc.Value != "" {
@@ -810,4 +815,57 @@ func (h *waitHub) close(ctx context.Context) {
 		<-h.done
 	}
 	h.stop()
+}
+
+// WaitCounts are the wait collector's counters, for tests and
+// diagnostics: Collectors and Views made, ModifyListView calls so far;
+// Objects waited on now, InView the objects in the view now (those of
+// ended waits stay until the next addition); Live: the collector of the
+// current session answers; Frozen: no poll in flight nor to come until a
+// wait opens; Retries: the back-off before each retry of a failed
+// rebuild.
+type WaitCounts struct {
+	Collectors, Views, ViewChanges, Objects, InView int
+	Live, Frozen                                    bool
+	Retries                                         []time.Duration
+}
+
+// WaitCounts returns the wait collector's counters.
+func (c *Collector) WaitCounts() WaitCounts {
+	h := c.waits
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := WaitCounts{Collectors: h.collectors, Views: h.views, ViewChanges: h.viewChanges, Live: h.live, Frozen: h.frozen, Retries: append([]time.Duration(nil), h.retries...)}
+	for _, o := range h.objs {
+		if len(o.subs) > 0 {
+			n.Objects++
+		}
+		if o.inView {
+			n.InView++
+		}
+	}
+	return n
+}
+
+// SetWaitTuning replaces the wait collector's rebuild back-off
+// (waitRebuildMin doubling to waitRebuildMax), a task wait's first poll
+// while its task is not in the view (taskPollMin) and how many objects no
+// wait needs the view keeps (waitViewStaleMax); a zero value keeps the
+// current one. Tests use it, before the first wait.
+func (c *Collector) SetWaitTuning(rebuildMin, rebuildMax, taskPollFirst time.Duration, staleMax int) {
+	h := c.waits
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if rebuildMin > 0 {
+		h.rebuildMin = rebuildMin
+	}
+	if rebuildMax > 0 {
+		h.rebuildMax = rebuildMax
+	}
+	if taskPollFirst > 0 {
+		h.taskPollFirst = taskPollFirst
+	}
+	if staleMax > 0 {
+		h.staleMax = staleMax
+	}
 }

@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -17,21 +17,18 @@ import (
 // well inside the request timeout; more VMs take more requests.
 const retrieveMaxRefs = 1000
 
-// probeInventory reads, in one RetrievePropertiesEx, the `view` of each
+// ProbeInventory reads, in one RetrievePropertiesEx, the `view` of each
 // container view of the inventory's scope (every VM and template of the
 // datacenter's VM folder, or of the hatchery's folder and templateFolders:
-// govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
+// internal/vcenter's govmomi_scope.go) and, when pool is not nil, the pool's runtime. No
 // object spec has a SelectSet. Views lost with their session are made
 // again once, as ListVirtualMachines does. With a VM change watch, the
 // first probe also makes the watch's filter on the views
-// (govmomi_members.go); once it has reported every view, the VMs come from
+// (members.go); once it has reported every view, the VMs come from
 // its notifications and only the pool is read (nothing without a pool).
-func (c *Client) probeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
-	if err := c.notConnected(); err != nil {
-		return nil, nil, err
-	}
+func (c *Collector) ProbeInventory(ctx context.Context, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	for attempt := 0; ; attempt++ {
-		v, err := c.vmContainerView(ctx)
+		v, err := c.View(ctx)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -41,9 +38,9 @@ func (c *Client) probeInventory(ctx context.Context, pool *types.ManagedObjectRe
 			if pool == nil {
 				return refs, nil, nil
 			}
-			_, rt, err := c.probe(ctx, &vmView{}, pool)
+			_, rt, err := c.probe(ctx, &ScopeView{}, pool)
 			if err != nil {
-				return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+				return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc, poolName(pool), err)
 			}
 			return refs, rt, nil
 		}
@@ -52,19 +49,19 @@ func (c *Client) probeInventory(ctx context.Context, pool *types.ManagedObjectRe
 			c.watchMembers(ctx, v)
 			return refs, rt, nil
 		}
-		if attempt == 0 && isNotFound(err) {
+		if attempt == 0 && IsNotFound(err) {
 			// The view vanished with its session: build a new one once.
-			c.dropView(v)
+			c.DropView(v)
 			continue
 		}
 		if pool != nil {
-			return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc.Name(), poolName(pool), err)
+			return nil, nil, fmt.Errorf("probe inventory of datacenter %q and resource pool %q: %w", c.dc, poolName(pool), err)
 		}
-		return nil, nil, fmt.Errorf("probe inventory of datacenter %q: %w", c.dc.Name(), err)
+		return nil, nil, fmt.Errorf("probe inventory of datacenter %q: %w", c.dc, err)
 	}
 }
 
-func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
+func (c *Collector) probe(ctx context.Context, v *ScopeView, pool *types.ManagedObjectReference) ([]types.ManagedObjectReference, *types.ResourcePoolRuntimeInfo, error) {
 	var spec types.PropertyFilterSpec
 	isView := make(map[types.ManagedObjectReference]bool, len(v.views))
 	for _, cv := range v.views {
@@ -135,13 +132,10 @@ func (c *Client) probe(ctx context.Context, v *vmView, pool *types.ManagedObject
 	return refs, rt, nil
 }
 
-// retrieveVirtualMachines reads VMProperties of the given VMs by reference
+// RetrieveVirtualMachines reads VMProperties of the given VMs by reference
 // (explicit object specs, no SelectSet, retrieveMaxRefs per request). VMs
 // that no longer exist are left out. No refs, no request.
-func (c *Client) retrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
-	if err := c.notConnected(); err != nil {
-		return nil, err
-	}
+func (c *Collector) RetrieveVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) ([]mo.VirtualMachine, error) {
 	if len(refs) == 0 {
 		return nil, nil
 	}
@@ -157,14 +151,14 @@ func (c *Client) retrieveVirtualMachines(ctx context.Context, refs []types.Manag
 			ReportMissingObjectsInResults: types.NewBool(true),
 		}}})
 		if err != nil {
-			return nil, fmt.Errorf("retrieve %d virtual machines of datacenter %q: %w", len(chunk), c.dc.Name(), err)
+			return nil, fmt.Errorf("retrieve %d virtual machines of datacenter %q: %w", len(chunk), c.dc, err)
 		}
 		content := slices.DeleteFunc(res.Returnval, func(oc types.ObjectContent) bool {
 			return slices.ContainsFunc(oc.MissingSet, func(m types.MissingProperty) bool { return objectGone(m.Fault) })
 		})
 		var part []mo.VirtualMachine
 		if err := mo.LoadObjectContent(content, &part); err != nil {
-			return nil, fmt.Errorf("decode %d virtual machines of datacenter %q: %w", len(content), c.dc.Name(), err)
+			return nil, fmt.Errorf("decode %d virtual machines of datacenter %q: %w", len(content), c.dc, err)
 		}
 		c.learnNames(part)
 		vms = append(vms, part...)

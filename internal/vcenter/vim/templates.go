@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -20,14 +20,14 @@ import (
 // this time, or at once when a clone from it fails (forget).
 const templateDevicesTTL = 10 * time.Minute
 
-// templateDevices memoises the device list and snapshots of templates by
+// TemplateDevices memoises the device list and snapshots of templates by
 // reference (a new snapshot is seen within templateDevicesTTL), so
 // that a spawn decision does not read a device list that never changes
 // (one RetrievePropertiesEx of config.hardware.device per clone without
 // it): the template read (LoadTemplate) and the clone's specification
 // (CloneVirtualMachine) share one read. Its mutex never spans a round
 // trip.
-type templateDevices struct {
+type TemplateDevices struct {
 	mu      sync.Mutex
 	now     func() time.Time
 	entries map[types.ManagedObjectReference]templateDevicesEntry
@@ -51,19 +51,19 @@ type templateDevicesEntry struct {
 	expires time.Time
 }
 
-// newTemplateDevices returns an empty cache reading the time from now.
-func newTemplateDevices(now func() time.Time) *templateDevices {
+// NewTemplateDevices returns an empty cache reading the time from now.
+func NewTemplateDevices(now func() time.Time) *TemplateDevices {
 	if now == nil {
 		now = time.Now
 	}
-	return &templateDevices{now: now, entries: map[types.ManagedObjectReference]templateDevicesEntry{}}
+	return &TemplateDevices{now: now, entries: map[types.ManagedObjectReference]templateDevicesEntry{}}
 }
 
-// load returns the template's info (devices and snapshots) with a private
+// Load returns the template's info (devices and snapshots) with a private
 // copy of its device list: from the cache, else read through load and
 // stored. The copy's devices are fresh shallow copies, so a caller that
 // edits a device (a NIC's backing) never changes the cached list.
-func (t *templateDevices) load(ctx context.Context, template types.ManagedObjectReference, read func(context.Context, types.ManagedObjectReference) (TemplateInfo, error)) (TemplateInfo, error) {
+func (t *TemplateDevices) Load(ctx context.Context, template types.ManagedObjectReference, read func(context.Context, types.ManagedObjectReference) (TemplateInfo, error)) (TemplateInfo, error) {
 	if t == nil {
 		return read(ctx, template)
 	}
@@ -101,7 +101,7 @@ func (t *templateDevices) load(ctx context.Context, template types.ManagedObject
 }
 
 // cached returns a live entry of ref with a private copy of its devices.
-func (t *templateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo, bool) {
+func (t *TemplateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo, bool) {
 	t.mu.Lock()
 	e, ok := t.entries[ref]
 	t.mu.Unlock()
@@ -113,8 +113,8 @@ func (t *templateDevices) cached(ref types.ManagedObjectReference) (TemplateInfo
 	return info, true
 }
 
-// forget drops the template's cached devices (a clone from it failed).
-func (t *templateDevices) forget(template types.ManagedObjectReference) {
+// Forget drops the template's cached devices (a clone from it failed).
+func (t *TemplateDevices) Forget(template types.ManagedObjectReference) {
 	if t == nil || template.Value == "" {
 		return
 	}

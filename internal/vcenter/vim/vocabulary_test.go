@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"

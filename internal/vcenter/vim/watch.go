@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -9,7 +9,6 @@ import (
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/vctypes"
 	"github.com/cds-contrib/hatchery-vsphere/sdk/logkey"
-	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/soap"
@@ -19,7 +18,7 @@ import (
 // The VM change watch (docs/inventory-watch.md) is a property
 // collector of its own with filters that list VMs explicitly: no traversal
 // spec, no SelectSet, no slice-valued VM property; and one filter listing
-// the scope's container views for their `view` (govmomi_members.go). That
+// the scope's container views for their `view` (members.go). That
 // is what keeps it free of govmomi simulator v0.56.0's lock-order deadlock;
 // the views' live-slice race is the tests' simulator's to avoid, as vCenter
 // does (docs/inventory-watch.md, "Filter design").
@@ -38,14 +37,14 @@ const (
 	// gone, so smaller filters are freed sooner.
 	watchFilterMaxRefs = 1000
 
-	// watchRetireDelay is how long a collector whose WaitForUpdatesEx was
+	// WatchRetireDelay is how long a collector whose WaitForUpdatesEx was
 	// abandoned (a timeout or a broken connection: no answer came) is kept
 	// before it is destroyed. The server may still be computing that
 	// answer, and destroying the collector under it is at best wasted and,
 	// in govmomi's simulator v0.56.0, a panic (it looks the collector's
 	// filters up while it iterates them). Two minutes is eight request
 	// bounds; a collector still running then is destroyed anyway.
-	watchRetireDelay = 2 * time.Minute
+	WatchRetireDelay = 2 * time.Minute
 )
 
 // watchNoWait is WaitOptions.MaxWaitSeconds = 0: "compute the updates once
@@ -53,7 +52,7 @@ const (
 var watchNoWait int32
 
 // vmWatch is the change watch of one session generation. Its fields are
-// guarded by Client.watchMu; pc and gen never change.
+// guarded by Collector.watchMu; pc and gen never change.
 type vmWatch struct {
 	pc  *property.Collector
 	gen int64
@@ -65,11 +64,11 @@ type vmWatch struct {
 	filters map[types.ManagedObjectReference]map[types.ManagedObjectReference]struct{}
 	byRef   map[types.ManagedObjectReference]types.ManagedObjectReference
 	// members is the filter on the scope's views and what they reported
-	// (govmomi_members.go); nil when none.
+	// (members.go); nil when none.
 	members *vmMembers
 	// abandoned is when a WaitForUpdatesEx on pc got no answer; zero when
 	// every poll was answered. An abandoned collector is never changed
-	// again, only retired (watchRetireDelay).
+	// again, only retired (WatchRetireDelay).
 	abandoned time.Time
 }
 
@@ -83,7 +82,7 @@ type retiredWatch struct {
 // abandonedAt returns now when err is a poll that got no answer (timeout,
 // cancel, broken connection: the server may still be running it), zero
 // when err carries the server's answer (a SOAP or vim fault).
-func (c *Client) abandonedAt(err error) time.Time {
+func (c *Collector) abandonedAt(err error) time.Time {
 	for e := err; e != nil; e = errors.Unwrap(e) {
 		if soap.IsSoapFault(e) || soap.IsVimFault(e) {
 			return time.Time{}
@@ -93,7 +92,7 @@ func (c *Client) abandonedAt(err error) time.Time {
 }
 
 // watchClock returns the watch's current time.
-func (c *Client) watchClock() time.Time {
+func (c *Collector) watchClock() time.Time {
 	if c.watchNow != nil {
 		return c.watchNow()
 	}
@@ -104,15 +103,12 @@ func (c *Client) watchClock() time.Time {
 // destroyed, best effort, when it belongs to the current session) and
 // starts an empty one: a new property collector and its baseline version.
 // Cost: 2 requests (3 when an old collector is destroyed).
-func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
-	if err := c.notConnected(); err != nil {
-		return err
-	}
+func (c *Collector) ResetVirtualMachineWatch(ctx context.Context) error {
 	c.watchMu.Lock()
 	old := c.watch
 	c.watch = nil
 	c.watchMu.Unlock()
-	if old != nil && old.gen == c.rl.generation() {
+	if old != nil && old.gen == c.gen() {
 		c.dropWatchCollector(ctx, old)
 	}
 	c.destroyRetiredWatches(ctx)
@@ -123,7 +119,7 @@ func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if w.gen == c.rl.generation() {
+		if w.gen == c.gen() {
 			c.watchMu.Lock()
 			c.watch = w
 			c.watchMu.Unlock()
@@ -131,7 +127,7 @@ func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
 		}
 		c.destroyWatchCollector(ctx, w.pc.Reference())
 		if attempt > 0 {
-			return fmt.Errorf("start vm change watch in datacenter %q: session changed twice: %w", c.dc.Name(), vctypes.ErrWatchLost)
+			return fmt.Errorf("start vm change watch in datacenter %q: session changed twice: %w", c.dc, vctypes.ErrWatchLost)
 		}
 	}
 }
@@ -139,11 +135,11 @@ func (c *Client) ResetVirtualMachineWatch(ctx context.Context) error {
 // newVMWatch creates a collector and reads its baseline version (in the
 // simulator this first WaitForUpdatesEx also makes the collector listen
 // to inventory changes).
-func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
-	gen := c.rl.generation()
+func (c *Collector) newVMWatch(ctx context.Context) (*vmWatch, error) {
+	gen := c.gen()
 	pc, err := c.pc.Create(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("create vm change watch collector in datacenter %q: %w", c.dc.Name(), err)
+		return nil, fmt.Errorf("create vm change watch collector in datacenter %q: %w", c.dc, err)
 	}
 	res, err := methods.WaitForUpdatesEx(ctx, c.vim, &types.WaitForUpdatesEx{
 		This:    pc.Reference(),
@@ -151,7 +147,7 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 	})
 	if err != nil {
 		c.dropWatchCollector(ctx, &vmWatch{pc: pc, gen: gen, abandoned: c.abandonedAt(err)})
-		return nil, fmt.Errorf("read baseline version of vm change watch collector %s in datacenter %q: %w", pc.Reference().Value, c.dc.Name(), err)
+		return nil, fmt.Errorf("read baseline version of vm change watch collector %s in datacenter %q: %w", pc.Reference().Value, c.dc, err)
 	}
 	w := &vmWatch{
 		pc:      pc,
@@ -165,20 +161,17 @@ func (c *Client) newVMWatch(ctx context.Context) (*vmWatch, error) {
 	return w, nil
 }
 
-// watchVirtualMachines adds VMs to the change watch, in filters of at most
+// WatchVirtualMachines adds VMs to the change watch, in filters of at most
 // watchFilterMaxRefs VMs each; VMs already watched are skipped. Cost: one
 // CreateFilter per started watchFilterMaxRefs new VMs, none when every VM
 // is already watched. vctypes.ErrWatchLost (wrapped) when there is no watch of the
 // current session.
-func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
-	if err := c.notConnected(); err != nil {
-		return err
-	}
+func (c *Collector) WatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	c.watchMu.Lock()
 	w := c.watch
-	if w == nil || w.gen != c.rl.generation() {
+	if w == nil || w.gen != c.gen() {
 		c.watchMu.Unlock()
-		return fmt.Errorf("watch virtual machines of datacenter %q: %w", c.dc.Name(), vctypes.ErrWatchLost)
+		return fmt.Errorf("watch virtual machines of datacenter %q: %w", c.dc, vctypes.ErrWatchLost)
 	}
 	var todo []types.ManagedObjectReference
 	seen := map[types.ManagedObjectReference]struct{}{}
@@ -197,16 +190,16 @@ func (c *Client) watchVirtualMachines(ctx context.Context, refs []types.ManagedO
 	for chunk := range slices.Chunk(todo, watchFilterMaxRefs) {
 		f, err := w.pc.CreateFilter(ctx, types.CreateFilter{Spec: vmWatchFilterSpec(chunk), PartialUpdates: false})
 		if err != nil {
-			if isNotFound(err) || w.gen != c.rl.generation() {
+			if IsNotFound(err) || w.gen != c.gen() {
 				c.forgetWatch(w)
-				return fmt.Errorf("watch %d virtual machines of datacenter %q: %w: %w", len(chunk), c.dc.Name(), vctypes.ErrWatchLost, err)
+				return fmt.Errorf("watch %d virtual machines of datacenter %q: %w: %w", len(chunk), c.dc, vctypes.ErrWatchLost, err)
 			}
-			return fmt.Errorf("watch %d virtual machines of datacenter %q: %w", len(chunk), c.dc.Name(), err)
+			return fmt.Errorf("watch %d virtual machines of datacenter %q: %w", len(chunk), c.dc, err)
 		}
 		c.watchMu.Lock()
 		if c.watch != w {
 			c.watchMu.Unlock()
-			return fmt.Errorf("watch virtual machines of datacenter %q: watch reset meanwhile: %w", c.dc.Name(), vctypes.ErrWatchLost)
+			return fmt.Errorf("watch virtual machines of datacenter %q: watch reset meanwhile: %w", c.dc, vctypes.ErrWatchLost)
 		}
 		live := make(map[types.ManagedObjectReference]struct{}, len(chunk))
 		for _, ref := range chunk {
@@ -234,13 +227,10 @@ func vmWatchFilterSpec(refs []types.ManagedObjectReference) types.PropertyFilter
 	}
 }
 
-// unwatchVirtualMachines takes VMs out of the change watch; a filter left
+// UnwatchVirtualMachines takes VMs out of the change watch; a filter left
 // with no VM is destroyed (best effort). Unknown VMs cost nothing: no
 // request is made unless a filter empties.
-func (c *Client) unwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
-	if err := c.notConnected(); err != nil {
-		return err
-	}
+func (c *Collector) UnwatchVirtualMachines(ctx context.Context, refs []types.ManagedObjectReference) error {
 	c.watchMu.Lock()
 	w := c.watch
 	if w == nil {
@@ -273,7 +263,7 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 	return empty
 }
 
-// virtualMachineChanges reads the watch's updates since the previous call
+// VirtualMachineChanges reads the watch's updates since the previous call
 // with WaitForUpdatesEx and MaxWaitSeconds 0, so it never waits for a
 // change: one request when nothing changed, one more per page of a
 // truncated update set. It returns every VM update in order; a VM that
@@ -282,19 +272,16 @@ func (w *vmWatch) forget(refs []types.ManagedObjectReference) []types.ManagedObj
 // there is no watch of the current session, the collector is gone, or a
 // failure after a first page would lose updates; the watch is then
 // forgotten. Other errors keep it.
-func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
-	if err := c.notConnected(); err != nil {
-		return nil, err
-	}
+func (c *Collector) VirtualMachineChanges(ctx context.Context) ([]types.ObjectUpdate, error) {
 	c.watchMu.Lock()
 	w := c.watch
-	if w != nil && w.gen != c.rl.generation() {
+	if w != nil && w.gen != c.gen() {
 		c.watch = nil
 		w = nil
 	}
 	if w == nil {
 		c.watchMu.Unlock()
-		return nil, fmt.Errorf("read vm changes of datacenter %q: %w", c.dc.Name(), vctypes.ErrWatchLost)
+		return nil, fmt.Errorf("read vm changes of datacenter %q: %w", c.dc, vctypes.ErrWatchLost)
 	}
 	version := w.version
 	c.watchMu.Unlock()
@@ -309,26 +296,26 @@ func (c *Client) virtualMachineChanges(ctx context.Context) ([]types.ObjectUpdat
 			Version: version,
 			Options: &types.WaitOptions{MaxWaitSeconds: &watchNoWait},
 		})
-		lost := w.gen != c.rl.generation()
+		lost := w.gen != c.gen()
 		if err != nil {
 			if at := c.abandonedAt(err); !at.IsZero() {
 				c.watchMu.Lock()
 				w.abandoned = at
 				c.watchMu.Unlock()
 			}
-			if lost || page > 0 || isNotFound(err) || fault.Is(err, &types.InvalidCollectorVersion{}) {
+			if lost || page > 0 || IsNotFound(err) || IsStaleCollectorVersion(err) {
 				c.forgetWatch(w)
-				if !lost && !isNotFound(err) {
+				if !lost && !IsNotFound(err) {
 					// The collector still exists: nothing else will destroy it.
 					c.dropWatchCollector(ctx, w)
 				}
-				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc.Name(), w.pc.Reference().Value, vctypes.ErrWatchLost, err)
+				return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w: %w", c.dc, w.pc.Reference().Value, vctypes.ErrWatchLost, err)
 			}
-			return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w", c.dc.Name(), w.pc.Reference().Value, err)
+			return nil, fmt.Errorf("read vm changes of datacenter %q (collector %s): %w", c.dc, w.pc.Reference().Value, err)
 		}
 		if lost {
 			c.forgetWatch(w)
-			return nil, fmt.Errorf("read vm changes of datacenter %q: session changed: %w", c.dc.Name(), vctypes.ErrWatchLost)
+			return nil, fmt.Errorf("read vm changes of datacenter %q: session changed: %w", c.dc, vctypes.ErrWatchLost)
 		}
 		set := res.Returnval
 		if set == nil {
@@ -392,7 +379,7 @@ func objectGone(f types.LocalizedMethodFault) bool {
 }
 
 // forgetWatch drops w if it is still the current watch.
-func (c *Client) forgetWatch(w *vmWatch) {
+func (c *Collector) forgetWatch(w *vmWatch) {
 	c.watchMu.Lock()
 	if c.watch == w {
 		c.watch = nil
@@ -402,11 +389,11 @@ func (c *Client) forgetWatch(w *vmWatch) {
 
 // destroyWatchFilters destroys w's filters, best effort, when w belongs to
 // the current session (others died with theirs).
-func (c *Client) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []types.ManagedObjectReference) {
+func (c *Collector) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []types.ManagedObjectReference) {
 	c.watchMu.Lock()
 	abandoned := !w.abandoned.IsZero()
 	c.watchMu.Unlock()
-	if len(filters) == 0 || w.gen != c.rl.generation() || abandoned {
+	if len(filters) == 0 || w.gen != c.gen() || abandoned {
 		return // an abandoned collector's filters go with it
 	}
 	for _, f := range filters {
@@ -420,9 +407,9 @@ func (c *Client) destroyWatchFilters(ctx context.Context, w *vmWatch, filters []
 }
 
 // dropWatchCollector destroys w's collector now, or retires it when a poll
-// of it was abandoned (watchRetireDelay). The caller has made w not
+// of it was abandoned (WatchRetireDelay). The caller has made w not
 // current.
-func (c *Client) dropWatchCollector(ctx context.Context, w *vmWatch) {
+func (c *Collector) dropWatchCollector(ctx context.Context, w *vmWatch) {
 	c.watchMu.Lock()
 	abandoned := w.abandoned
 	if !abandoned.IsZero() {
@@ -433,21 +420,21 @@ func (c *Client) dropWatchCollector(ctx context.Context, w *vmWatch) {
 		c.destroyWatchCollector(ctx, w.pc.Reference())
 		return
 	}
-	c.log.Debug("vm change watch collector retired: a poll of it got no answer", "collector", w.pc.Reference().Value, "destroyed_after", watchRetireDelay)
+	c.log.Debug("vm change watch collector retired: a poll of it got no answer", "collector", w.pc.Reference().Value, "destroyed_after", WatchRetireDelay)
 }
 
 // destroyRetiredWatches destroys the retired collectors of the current
-// session that were abandoned at least watchRetireDelay ago and forgets
+// session that were abandoned at least WatchRetireDelay ago and forgets
 // those of older sessions (they died with them).
-func (c *Client) destroyRetiredWatches(ctx context.Context) {
-	gen := c.rl.generation()
+func (c *Collector) destroyRetiredWatches(ctx context.Context) {
+	gen := c.gen()
 	var due []types.ManagedObjectReference
 	c.watchMu.Lock()
 	keep := c.retired[:0]
 	for _, r := range c.retired {
 		switch {
 		case r.gen != gen:
-		case c.watchClock().Sub(r.at) >= watchRetireDelay:
+		case c.watchClock().Sub(r.at) >= WatchRetireDelay:
 			due = append(due, r.ref)
 		default:
 			keep = append(keep, r)
@@ -463,7 +450,7 @@ func (c *Client) destroyRetiredWatches(ctx context.Context) {
 // destroyWatchCollector destroys a watch collector (and so its filters),
 // best effort. It calls the method by reference: property.Collector.Destroy
 // would clear the shared Collector's reference under other readers.
-func (c *Client) destroyWatchCollector(ctx context.Context, ref types.ManagedObjectReference) {
+func (c *Collector) destroyWatchCollector(ctx context.Context, ref types.ManagedObjectReference) {
 	dctx, cancel := context.WithTimeout(ctx, watchDestroyTimeout)
 	defer cancel()
 	if _, err := methods.DestroyPropertyCollector(dctx, c.vim, &types.DestroyPropertyCollector{This: ref}); err != nil {
@@ -473,14 +460,26 @@ func (c *Client) destroyWatchCollector(ctx context.Context, ref types.ManagedObj
 
 // closeWatch destroys the watch's collector at Close, best effort; an
 // abandoned or retired one is left to the session's logout.
-func (c *Client) closeWatch(ctx context.Context) {
+func (c *Collector) closeWatch(ctx context.Context) {
 	c.watchMu.Lock()
 	w := c.watch
 	c.watch = nil
 	c.retired = nil
 	abandoned := w != nil && !w.abandoned.IsZero()
 	c.watchMu.Unlock()
-	if w != nil && w.gen == c.rl.generation() && !abandoned {
+	if w != nil && w.gen == c.gen() && !abandoned {
 		c.destroyWatchCollector(ctx, w.pc.Reference())
 	}
+}
+
+// SetClock replaces the clock of the retirement of abandoned collectors
+// (WatchRetireDelay). Tests use it, before the watch or the waits are.
+func (c *Collector) SetClock(now func() time.Time) { c.watchNow = now }
+
+// RetiredCollectors is how many abandoned collectors (the watch's, the
+// wait collector's) wait to be destroyed.
+func (c *Collector) RetiredCollectors() int {
+	c.watchMu.Lock()
+	defer c.watchMu.Unlock()
+	return len(c.retired)
 }

@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -18,9 +18,9 @@ import (
 // each refresh.
 
 // vmMembers is the membership filter of one watch. Guarded by
-// Client.watchMu.
+// Collector.watchMu.
 type vmMembers struct {
-	view   *vmView // the views the filter lists
+	view   *ScopeView // the views the filter lists
 	filter types.ManagedObjectReference
 	// refs is each view's contents as last reported; complete once every
 	// view of view has reported.
@@ -35,11 +35,11 @@ type vmMembers struct {
 // watchedMembers returns the scope's VMs as the watch's membership filter
 // reported them for the views v, and true; false when there is no such
 // filter, it has not reported every view yet, or cannot be trusted.
-func (c *Client) watchedMembers(v *vmView) ([]types.ManagedObjectReference, bool) {
+func (c *Collector) watchedMembers(v *ScopeView) ([]types.ManagedObjectReference, bool) {
 	c.watchMu.Lock()
 	defer c.watchMu.Unlock()
 	w := c.watch
-	if w == nil || w.gen != c.rl.generation() || !w.abandoned.IsZero() || w.members == nil {
+	if w == nil || w.gen != c.gen() || !w.abandoned.IsZero() || w.members == nil {
 		return nil, false
 	}
 	m := w.members
@@ -64,10 +64,10 @@ func (c *Client) watchedMembers(v *vmView) ([]types.ManagedObjectReference, bool
 // template folder joined the scope), destroying the previous one. Best
 // effort: without it, ProbeInventory keeps reading the views. Cost: one
 // CreateFilter (and one DestroyPropertyFilter), once per watch and views.
-func (c *Client) watchMembers(ctx context.Context, v *vmView) {
+func (c *Collector) watchMembers(ctx context.Context, v *ScopeView) {
 	c.watchMu.Lock()
 	w := c.watch
-	if w == nil || w.gen != c.rl.generation() || !w.abandoned.IsZero() || len(v.views) == 0 ||
+	if w == nil || w.gen != c.gen() || !w.abandoned.IsZero() || len(v.views) == 0 ||
 		(w.members != nil && w.members.view == v) {
 		c.watchMu.Unlock()
 		return

@@ -1,9 +1,10 @@
-package vcenter
+package vim
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 
@@ -38,9 +39,11 @@ func (e *DatacenterNotFoundError) Error() string {
 // Unwrap returns the finder's error.
 func (e *DatacenterNotFoundError) Unwrap() error { return e.Err }
 
-// findDatacenter resolves datacenterString ("" : the only datacenter). A
-// name that does not exist is a *DatacenterNotFoundError.
-func (c *Client) findDatacenter(ctx context.Context, vim *vim25.Client, host, name string) (*object.Datacenter, error) {
+// FindDatacenter resolves datacenterString ("" : the only datacenter) at
+// the connection, host naming vCenter in errors. A name that does not
+// exist is a *DatacenterNotFoundError (listing the existing ones; a
+// failure to list them is logged to log at DEBUG).
+func FindDatacenter(ctx context.Context, vim *vim25.Client, host, name string, log *slog.Logger) (*object.Datacenter, error) {
 	if name == "" {
 		dc, err := find.NewFinder(vim, true).DefaultDatacenter(ctx)
 		if err != nil {
@@ -56,7 +59,7 @@ func (c *Client) findDatacenter(ctx context.Context, vim *vim25.Client, host, na
 	case errors.As(err, &nf):
 		existing, lerr := datacenterNames(ctx, vim)
 		if lerr != nil {
-			c.log.Debug("list datacenters for the error message", logkey.Err, lerr)
+			log.Debug("list datacenters for the error message", logkey.Err, lerr)
 		}
 		return nil, &DatacenterNotFoundError{Host: host, Name: name, Existing: existing, Err: err}
 	default:

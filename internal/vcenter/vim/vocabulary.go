@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -295,4 +295,52 @@ func ConfigSpecOf(c vctypes.ConfigChange) types.VirtualMachineConfigSpec {
 	}
 	spec.ExtraConfig = SetOptions(spec.ExtraConfig, c.Options)
 	return spec
+}
+
+// IsNotAuthenticated tells whether err is vCenter's NotAuthenticated fault
+// (the session ended).
+func IsNotAuthenticated(err error) bool {
+	return err != nil && fault.Is(err, &types.NotAuthenticated{})
+}
+
+// IsNotFound tells whether err is ManagedObjectNotFound (the object is gone).
+func IsNotFound(err error) bool {
+	return err != nil && fault.Is(err, &types.ManagedObjectNotFound{})
+}
+
+// IsLoginRefused tells whether err is vCenter refusing the login for its
+// credentials (the InvalidLogin fault: a wrong user or password, or an
+// account locked or disabled), by the fault, never by its text.
+func IsLoginRefused(err error) bool {
+	return err != nil && fault.Is(err, &types.InvalidLogin{})
+}
+
+// IsStaleCollectorVersion tells whether err is InvalidCollectorVersion: a
+// property collector asked for a data version it no longer knows.
+func IsStaleCollectorVersion(err error) bool {
+	return err != nil && fault.Is(err, &types.InvalidCollectorVersion{})
+}
+
+// IsRequestCanceled tells whether err is RequestCanceled: the request was
+// cancelled on the server (a long poll by CancelWaitForUpdates).
+func IsRequestCanceled(err error) bool {
+	return err != nil && fault.Is(err, &types.RequestCanceled{})
+}
+
+// InvalidPowerStateOf returns the existing state of an InvalidPowerState
+// fault err carries, and whether it carries one.
+func InvalidPowerStateOf(err error) (types.VirtualMachinePowerState, bool) {
+	var existing types.VirtualMachinePowerState
+	found := false
+	if err == nil {
+		return existing, false // fault.In panics on nil
+	}
+	fault.In(err, func(f types.BaseMethodFault, _ string, _ []types.LocalizableMessage) bool {
+		if ips, ok := f.(*types.InvalidPowerState); ok {
+			existing, found = ips.ExistingState, true
+			return true
+		}
+		return false
+	})
+	return existing, found
 }

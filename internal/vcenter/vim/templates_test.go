@@ -1,4 +1,4 @@
-package vcenter
+package vim
 
 import (
 	"context"
@@ -19,7 +19,7 @@ import (
 // the device list.
 func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 	t.Parallel()
-	td := newTemplateDevices(time.Now)
+	td := NewTemplateDevices(time.Now)
 	tmpl := types.ManagedObjectReference{Type: "VirtualMachine", Value: "vm-tmpl"}
 	release := make(chan struct{})
 	var reads atomic.Int32
@@ -35,7 +35,7 @@ func TestTemplateDevicesCoalesceConcurrentMisses(t *testing.T) {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			info, err := td.load(context.Background(), tmpl, read)
+			info, err := td.Load(context.Background(), tmpl, read)
 			assert.NoError(t, err)
 			got[i] = info
 		}(i)
