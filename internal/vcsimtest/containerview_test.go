@@ -1,6 +1,7 @@
 package vcsimtest_test
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/view"
+	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
@@ -39,15 +41,7 @@ func TestVcsimContainerViewReportsVMsEnteringAndLeaving(t *testing.T) {
 	other, err := folder.CreateFolder(ctx, "cv-other")
 	require.NoError(t, err)
 
-	cv, err := view.NewManager(c).CreateContainerView(ctx, folder.Reference(), []string{"VirtualMachine"}, false)
-	require.NoError(t, err)
-	pc, err := property.DefaultCollector(c).Create(ctx)
-	require.NoError(t, err)
-	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference()}},
-		PropSet:   []types.PropertySpec{{Type: "ContainerView", PathSet: []string{"view"}}},
-	}})
-	require.NoError(t, err)
+	cv, pc := watchedVMView(t, ctx, c, folder.Reference())
 
 	version := ""
 	maxWait := int32(30)
@@ -120,15 +114,7 @@ func TestVcsimContainerViewReportsConcurrentRemovalsInOrder(t *testing.T) {
 	folders, err := dc.Folders(ctx)
 	require.NoError(t, err)
 
-	cv, err := view.NewManager(c).CreateContainerView(ctx, folders.VmFolder.Reference(), []string{"VirtualMachine"}, false)
-	require.NoError(t, err)
-	pc, err := property.DefaultCollector(c).Create(ctx)
-	require.NoError(t, err)
-	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
-		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference()}},
-		PropSet:   []types.PropertySpec{{Type: "ContainerView", PathSet: []string{"view"}}},
-	}})
-	require.NoError(t, err)
+	cv, pc := watchedVMView(t, ctx, c, folders.VmFolder.Reference())
 
 	version := ""
 	var last []types.ManagedObjectReference
@@ -187,4 +173,20 @@ func viewReported(fs []types.PropertyFilterUpdate, cv types.ManagedObjectReferen
 		}
 	}
 	return view, ok
+}
+
+// watchedVMView makes a container view of the VMs directly in container
+// and a property collector with one filter on the view's contents.
+func watchedVMView(t *testing.T, ctx context.Context, c *vim25.Client, container types.ManagedObjectReference) (*view.ContainerView, *property.Collector) {
+	t.Helper()
+	cv, err := view.NewManager(c).CreateContainerView(ctx, container, []string{"VirtualMachine"}, false)
+	require.NoError(t, err)
+	pc, err := property.DefaultCollector(c).Create(ctx)
+	require.NoError(t, err)
+	_, err = pc.CreateFilter(ctx, types.CreateFilter{Spec: types.PropertyFilterSpec{
+		ObjectSet: []types.ObjectSpec{{Obj: cv.Reference()}},
+		PropSet:   []types.PropertySpec{{Type: "ContainerView", PathSet: []string{"view"}}},
+	}})
+	require.NoError(t, err)
+	return cv, pc
 }
