@@ -53,7 +53,7 @@ const (
 
 	// DefaultPollInterval is how often a wait re-reads its object while
 	// the wait collector gives it no notification (its filter being made,
-	// the collector lost; govmomi_waits.go); with notifications it
+	// the collector lost; vim/waits_loop.go); with notifications it
 	// re-reads every waitFallbackFactor intervals. One second keeps a
 	// polling wait's load at one small request per second per object.
 	DefaultPollInterval = time.Second

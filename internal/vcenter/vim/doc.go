@@ -9,7 +9,7 @@
 //     the lookups by name through them, the template folders found by name
 //     (scope.go); the VM change watch (watch.go) and its filter on the
 //     scope's membership (members.go); the probe and the reads by reference
-//     (probe.go); the wait collector (waits.go) and the waits that learn
+//     (probe.go); the wait collector (waits.go, its loop waits_loop.go) and the waits that learn
 //     from it, a task's and a VM's (await.go); the VMs' names as last seen;
 //   - the one translation between govmomi's types and the project's
 //     vCenter vocabulary (internal/vctypes), fault classification included
