@@ -15,7 +15,10 @@
 // (vcsimtest.Options.SerialTasks), and .ci/test runs it under -race. Our
 // code's concurrency is also checked under -race by the other packages
 // (the capacity-overshoot, concurrent-IP, claim and fault tests); .ci/test
-// runs the rest of this package in a separate run without -race.
+// runs the rest of this package in a separate run without -race. One of
+// those races could also crash the simulator (a clone's check finding a
+// VM not yet named); every simulator runs clone bodies one at a time
+// against it (internal/vcsimtest/clonebodies.go).
 package e2e
 
 import (

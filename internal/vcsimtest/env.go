@@ -201,6 +201,7 @@ type Env struct {
 	ready  *readiness
 	wg     sync.WaitGroup
 	gate   *taskGate // Options.SerialTasks; nil otherwise
+	bodies *cloneBodies
 	fastMu sync.Mutex
 	fastN  int
 
@@ -336,6 +337,7 @@ func New(o Options) (*Env, error) {
 	// waiting filter as on vCenter (listview.go).
 	listed := newListedRefs()
 	hooks := []methodHook{(&collectorGuard{listed: listed}).handle, (&listViewGuard{listed: listed}).handle, e.calls.handle, e.hostReads.handle, e.privileges.handle, e.placements.handle, (&changeVersions{}).handle}
+	e.bodies = newCloneBodies(m)
 	if o.SerialTasks {
 		e.gate = newTaskGate(m)
 		hooks = append(hooks, e.gate.handle)

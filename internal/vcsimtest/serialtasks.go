@@ -23,8 +23,8 @@ import (
 //     destination folder's children, reading each child's name) runs
 //     without the folder's lock, while another clone or a destroy changes
 //     that folder's children, and a reconfigure or a rename changes a
-//     child's name; it once panicked the simulator ("does not have a
-//     Name": a child registered, not yet named);
+//     child's name (the panic it can cause, a child registered and not
+//     yet named, is prevented on every Env by cloneBodies, clonebodies.go);
 //   - (*Datastore).resolve copies the datastore without its lock, from a
 //     clone, a reconfigure and a destroy, and from the file removal a
 //     destroy starts and does not wait for, while another of those tasks
