@@ -1,4 +1,4 @@
-package vcsimtest
+package vcsimtest_test
 
 import (
 	"context"
@@ -9,52 +9,73 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"github.com/vmware/govmomi/find"
+	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
+
+	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
 )
 
-// TestCloneBodiesOneAtATime: clones of two templates into one folder,
-// called all at once, each end with their VM named as asked, and the
-// simulator ran their bodies one at a time (cloneBodies, the workaround
-// for the pinned simulator's duplicate-name check that panics on a
-// child registered without its name yet). Every body went through the
-// gate: as many ran as clones were called.
-func TestCloneBodiesOneAtATime(t *testing.T) {
+// TestCloneBodiesNeverBesideAClone: clones of two templates and instant
+// clones of two running parents, all called at once into one folder, each
+// end with their VM named as asked, and the simulator never ran a clone's
+// body beside another clone body (cloneBodies, clonebodies.go: the
+// workaround for the pinned simulator's duplicate-name check, which
+// panics on a child registered without its name yet). Every body went
+// through the gate: as many ran as clones were called. Without the gate's
+// lock the bodies overlap (checked: overlaps > 0).
+func TestCloneBodiesNeverBesideAClone(t *testing.T) {
 	t.Parallel()
-	env := Start(t, Options{Templates: []Template{{Name: "bodies-a"}, {Name: "bodies-b"}}})
+	env := vcsimtest.Start(t, vcsimtest.Options{Templates: []vcsimtest.Template{{Name: vcsimtest.DefaultTemplate}, {Name: "bodies-b"}}})
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	finder := newFinder(env.Admin.Client)
-	dc, err := finder.Datacenter(ctx, DatacenterName)
+	parents := []instantFixture{startParent(ctx, t, env, "parent-a", "", true), startParent(ctx, t, env, "parent-b", "", true)}
+	ranBefore, _ := env.CloneBodies()
+	tplA, folder, pool := cloneFixture(ctx, t, env)
+	finder := find.NewFinder(env.Admin.Client, true)
+	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
 	require.NoError(t, err)
 	finder.SetDatacenter(dc)
-	folder, err := finder.Folder(ctx, FolderPath)
+	tplB, err := finder.VirtualMachine(ctx, "bodies-b")
 	require.NoError(t, err)
-	pool, err := finder.ResourcePool(ctx, ResourcePoolPath)
-	require.NoError(t, err)
-	poolRef := pool.Reference()
-	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &poolRef}}
+	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}
 
-	const perTemplate = 6
+	const each = 5
 	var wg sync.WaitGroup
-	errs := make(chan error, 2*perTemplate)
+	errs := make(chan error, 4*each)
 	var names []string
-	for _, tplName := range []string{"bodies-a", "bodies-b"} {
-		tpl, err := finder.VirtualMachine(ctx, tplName)
-		require.NoError(t, err)
-		for i := range perTemplate {
-			name := fmt.Sprintf("%s-clone-%d", tplName, i)
-			names = append(names, name)
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				task, err := tpl.Clone(ctx, folder, name, spec)
+	call := func(name string, clone func() error) {
+		names = append(names, name)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := clone(); err != nil {
+				errs <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
+	}
+	for i := range each {
+		for _, tpl := range []struct {
+			name string
+			vm   interface {
+				Clone(context.Context, *object.Folder, string, types.VirtualMachineCloneSpec) (*object.Task, error)
+			}
+		}{{"a", tplA}, {"b", tplB}} {
+			name := fmt.Sprintf("clone-%s-%d", tpl.name, i)
+			call(name, func() error {
+				task, err := tpl.vm.Clone(ctx, folder, name, spec)
 				if err == nil {
 					_, err = task.WaitForResult(ctx)
 				}
-				if err != nil {
-					errs <- fmt.Errorf("clone %q from %q: %w", name, tplName, err)
-				}
-			}()
+				return err
+			})
+		}
+		for j, p := range parents {
+			name := fmt.Sprintf("instant-%d-%d", j, i)
+			call(name, func() error {
+				_, err := instantClone(ctx, p.parent, types.VirtualMachineInstantCloneSpec{Name: name, Location: types.VirtualMachineRelocateSpec{Pool: &p.pool, Folder: types.NewReference(folder.Reference())}, Config: guestinfo(t, name, "")})
+				return err
+			})
 		}
 	}
 	wg.Wait()
@@ -65,7 +86,7 @@ func TestCloneBodiesOneAtATime(t *testing.T) {
 	for _, name := range names {
 		env.MustInspect(name)
 	}
-	ran, most := env.bodies.counts()
-	assert.Equal(t, len(names), ran, "every clone's body went through the gate")
-	assert.Equal(t, 1, most, "clone bodies ran one at a time")
+	ran, overlaps := env.CloneBodies()
+	assert.Equal(t, len(names), ran-ranBefore, "every clone's body went through the gate")
+	assert.Zero(t, overlaps, "no clone body ran beside another clone body")
 }

@@ -147,9 +147,15 @@ func (h *instantCloneHandler) fork(ctx *simulator.Context, spec types.VirtualMac
 		vmx.Datastore = ds.Name
 	}
 	// The folder's children are read under its lock (the simulator's own
-	// clone reads them without, see serialtasks.go).
+	// clone reads them without, see serialtasks.go), passing over a child
+	// another instant clone has registered and not yet named: instant
+	// clones run beside each other (cloneBodies, clonebodies.go).
 	var taken mo.Reference
-	ctx.WithLock(folder, func() { taken = ctx.Map.FindByName(spec.Name, folder.ChildEntity) })
+	ctx.WithLock(folder, func() {
+		if e := childNamed(ctx, folder, spec.Name); e != nil {
+			taken = e
+		}
+	})
 	if taken != nil {
 		return nil, &types.DuplicateName{Name: spec.Name, Object: taken.Reference()}
 	}
