@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/vim25/types"
 
@@ -32,10 +31,7 @@ func TestCloneBodiesNeverBesideAClone(t *testing.T) {
 	parents := []instantFixture{startParent(ctx, t, env, "parent-a", "", true), startParent(ctx, t, env, "parent-b", "", true)}
 	ranBefore, _ := env.CloneBodies()
 	tplA, folder, pool := cloneFixture(ctx, t, env)
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
+	finder := dcFinder(ctx, t, env)
 	tplB, err := finder.VirtualMachine(ctx, "bodies-b")
 	require.NoError(t, err)
 	spec := types.VirtualMachineCloneSpec{Location: types.VirtualMachineRelocateSpec{Pool: &pool}}

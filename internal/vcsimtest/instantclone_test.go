@@ -9,7 +9,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
-	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/object"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -273,10 +272,7 @@ func TestInstantCloneEditsOnlyNetworkCards(t *testing.T) {
 	})
 	assert.True(t, fault.Is(err, &types.InvalidArgument{}), "InvalidArgument, got %v", err)
 
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
+	finder := dcFinder(ctx, t, env)
 	net, err := finder.Network(ctx, "DC0_DVPG0")
 	require.NoError(t, err)
 	backing, err := net.EthernetCardBackingInfo(ctx)

@@ -32,10 +32,7 @@ type placementFixture struct {
 func newPlacementFixture(ctx context.Context, t *testing.T, env *vcsimtest.Env) *placementFixture {
 	t.Helper()
 	tpl, folder, _ := cloneFixture(ctx, t, env)
-	finder := find.NewFinder(env.Admin.Client, true)
-	dc, err := finder.Datacenter(ctx, vcsimtest.DatacenterName)
-	require.NoError(t, err)
-	finder.SetDatacenter(dc)
+	finder := dcFinder(ctx, t, env)
 	return &placementFixture{env: env, finder: finder, tpl: tpl.Reference(), folder: folder.Reference()}
 }
 
