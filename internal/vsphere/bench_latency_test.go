@@ -297,6 +297,16 @@ func runLatencyScenario(b testing.TB, sc latencyScenario) latencyResult {
 	if rec != nil {
 		traceExchanges(os.Stdout, sc.name, rec.Exchanges()[nrec:], queued, timings)
 	}
+	// The hatchery's inventory reads the burst's last changes before it
+	// is stopped: at the end of a burst its change watch is still
+	// catching up (one poll of the burst's updates takes the simulator
+	// up to a few seconds on a busy machine), and Close's cancel cut that
+	// poll on the client only. The simulator cannot end a poll's
+	// computation, so its server went on answering a client that had
+	// gone, and the server's Close waited for it ("httptest.Server
+	// blocked in Close after 5 seconds"). Stopped idle, the inventory
+	// leaves nothing running. After the measurement: no figure changes.
+	env.WaitInventory(inv)
 	// Stop this scenario's simulator, inventory and clients now, not at
 	// the end of the benchmark: left running, the simulator keeps
 	// computing the change-watch updates of the burst (its property
