@@ -3,6 +3,7 @@ package vcenter_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -471,4 +474,71 @@ func powerOffWakes(t *testing.T, ctx context.Context, env *vcsimtest.Env, vm typ
 	case <-time.After(slowPolls / 3):
 		t.Fatal("the wait did not see the power off")
 	}
+}
+
+// TestCloseEndsARetiredCollectorsPoll: Close while a retired wait
+// collector's long poll is still in flight returns without waiting out
+// its bound and logs out with it. The vCenter modelled: the connection of
+// a ModifyListView breaks (no answer: the collector is retired, not
+// destroyed, WatchRetireDelay) while the server keeps the collector's
+// poll running (held here until the test ends, as vCenter holds a poll
+// within its wait); destroying the current collector ends that one's
+// poll only. Without cancelling the retired collector's poll, Close
+// would wait for it until its ctx ended and then log out with the ended
+// ctx: a WARN and the session left on vCenter until it expires.
+func TestCloseEndsARetiredCollectorsPoll(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vms := []types.ManagedObjectReference{cloneWorker(t, ctx, env, "worker-1", ""), cloneWorker(t, ctx, env, "worker-2", "")}
+	for _, vm := range vms {
+		require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	}
+	var logs testutil.SyncBuffer
+	c := env.NewClient(func(cfg *vcenter.Config) {
+		cfg.PollInterval = slowPolls
+		cfg.RequestTimeout = time.Minute // long polls of 10 s; no request of the test times out
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the Env closes
+	env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
+
+	wctx, stopWaits := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wait := func(vm types.ManagedObjectReference) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = c.WaitForVirtualMachineShutdown(wctx, vim.RefOf(vm)) // ended by stopWaits
+		}()
+	}
+	wait(vms[0])
+	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
+		20*time.Second, 5*time.Millisecond, "the first collector polls: %+v", c.WaitCollector())
+	// The second wait's addition to the view gets no answer.
+	env.DropCalls("ModifyListView", 1)
+	wait(vms[1])
+	require.Eventually(t, func() bool {
+		n := c.WaitCollector()
+		return n.Collectors == 2 && n.InView == 2 && n.Live && c.RetiredCollectors() == 1
+	}, 20*time.Second, 5*time.Millisecond, "the first collector retired, a second one made: %+v", c.WaitCollector())
+	stopWaits()
+	wg.Wait()
+
+	us, err := session.NewManager(c.Vim25()).UserSession(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, us)
+	mark := len(logs.String())
+	// Far above what Close needs (three requests); the retired
+	// collector's poll is held until the test ends, past any bound.
+	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c.Close(cctx)
+	assert.NoError(t, cctx.Err(), "Close's ctx was still live when it logged out")
+	closing := logs.String()[mark:]
+	assert.NotContains(t, closing, "level=WARN", "a clean close logs no WARN")
+	keys, err := env.Sessions(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, keys, us.Key, "the session is logged out")
 }
