@@ -526,18 +526,61 @@ func TestCloseEndsARetiredCollectorsPoll(t *testing.T) {
 	stopWaits()
 	wg.Wait()
 
+	closeCleanly(t, ctx, env, c, &logs)
+}
+
+// TestCloseEndsALostSessionsPoll: the session ends (terminated on the
+// server) while the wait collector's poll is in flight and unanswered
+// (held by the server until the test ends); the client logs in again.
+// The collector went with the old session, so no destroy ends its poll:
+// Close cancels it and logs the new session out within its bound, with
+// no WARN.
+func TestCloseEndsALostSessionsPoll(t *testing.T) {
+	t.Parallel()
+	env := vcsimtest.Start(t, vcsimtest.Options{})
+	ctx := testCtx(t)
+	vm := cloneWorker(t, ctx, env, "worker-1", "")
+	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
+	var logs testutil.SyncBuffer
+	c := env.NewClient(func(cfg *vcenter.Config) {
+		cfg.PollInterval = slowPolls
+		cfg.RequestTimeout = time.Minute // long polls of 10 s; no request of the test times out
+		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // before the Env closes
+	env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
+
+	wctx, stopWait := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vim.RefOf(vm)) }()
+	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
+		20*time.Second, 5*time.Millisecond, "the collector polls: %+v", c.WaitCollector())
+	env.TerminateSession(c)
+	_, err := c.ListVirtualMachines(ctx) // logs in again
+	require.NoError(t, err)
+	require.Equal(t, int64(1), c.Relogins())
+	stopWait()
+	<-done
+
+	closeCleanly(t, ctx, env, c, &logs)
+}
+
+// closeCleanly closes c with a bound far above what Close needs (a few
+// requests; the tests' held polls are held past any bound) and asserts
+// that Close returned before its ctx ended (so its logout ran with a live
+// ctx), logged no WARN and logged the session out.
+func closeCleanly(t *testing.T, ctx context.Context, env *vcsimtest.Env, c *vcenter.Client, logs *testutil.SyncBuffer) {
+	t.Helper()
 	us, err := session.NewManager(c.Vim25()).UserSession(ctx)
 	require.NoError(t, err)
 	require.NotNil(t, us)
 	mark := len(logs.String())
-	// Far above what Close needs (three requests); the retired
-	// collector's poll is held until the test ends, past any bound.
 	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	c.Close(cctx)
 	assert.NoError(t, cctx.Err(), "Close's ctx was still live when it logged out")
-	closing := logs.String()[mark:]
-	assert.NotContains(t, closing, "level=WARN", "a clean close logs no WARN")
+	assert.NotContains(t, logs.String()[mark:], "level=WARN", "a clean close logs no WARN")
 	keys, err := env.Sessions(ctx)
 	require.NoError(t, err)
 	assert.NotContains(t, keys, us.Key, "the session is logged out")
