@@ -488,45 +488,17 @@ func powerOffWakes(t *testing.T, ctx context.Context, env *vcsimtest.Env, vm typ
 // ctx: a WARN and the session left on vCenter until it expires.
 func TestCloseEndsARetiredCollectorsPoll(t *testing.T) {
 	t.Parallel()
-	env := vcsimtest.Start(t, vcsimtest.Options{})
-	ctx := testCtx(t)
-	vms := []types.ManagedObjectReference{cloneWorker(t, ctx, env, "worker-1", ""), cloneWorker(t, ctx, env, "worker-2", "")}
-	for _, vm := range vms {
-		require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
-	}
-	var logs testutil.SyncBuffer
-	c := env.NewClient(func(cfg *vcenter.Config) {
-		cfg.PollInterval = slowPolls
-		cfg.RequestTimeout = time.Minute // long polls of 10 s; no request of the test times out
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
-	})
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before the Env closes
-	env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
-
-	wctx, stopWaits := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wait := func(vm types.ManagedObjectReference) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = c.WaitForVirtualMachineShutdown(wctx, vim.RefOf(vm)) // ended by stopWaits
-		}()
-	}
-	wait(vms[0])
-	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
-		20*time.Second, 5*time.Millisecond, "the first collector polls: %+v", c.WaitCollector())
+	f := startHeldPoll(t, 2)
 	// The second wait's addition to the view gets no answer.
-	env.DropCalls("ModifyListView", 1)
-	wait(vms[1])
+	f.env.DropCalls("ModifyListView", 1)
+	f.waits.add(f.vms[1])
 	require.Eventually(t, func() bool {
-		n := c.WaitCollector()
-		return n.Collectors == 2 && n.InView == 2 && n.Live && c.RetiredCollectors() == 1
-	}, 20*time.Second, 5*time.Millisecond, "the first collector retired, a second one made: %+v", c.WaitCollector())
-	stopWaits()
-	wg.Wait()
+		n := f.c.WaitCollector()
+		return n.Collectors == 2 && n.InView == 2 && n.Live && f.c.RetiredCollectors() == 1
+	}, 20*time.Second, 5*time.Millisecond, "the first collector retired, a second one made: %+v", f.c.WaitCollector())
+	f.waits.stop()
 
-	closeCleanly(t, ctx, env, c, &logs)
+	closeCleanly(t, f.ctx, f.env, f.c, f.logs)
 }
 
 // TestCloseEndsALostSessionsPoll: the session ends (terminated on the
@@ -537,33 +509,82 @@ func TestCloseEndsARetiredCollectorsPoll(t *testing.T) {
 // no WARN.
 func TestCloseEndsALostSessionsPoll(t *testing.T) {
 	t.Parallel()
-	env := vcsimtest.Start(t, vcsimtest.Options{})
-	ctx := testCtx(t)
-	vm := cloneWorker(t, ctx, env, "worker-1", "")
-	require.NoError(t, env.Client.StartVirtualMachine(ctx, vim.RefOf(vm)))
-	var logs testutil.SyncBuffer
-	c := env.NewClient(func(cfg *vcenter.Config) {
+	f := startHeldPoll(t, 1)
+	f.env.TerminateSession(f.c)
+	_, err := f.c.ListVirtualMachines(f.ctx) // logs in again
+	require.NoError(t, err)
+	require.Equal(t, int64(1), f.c.Relogins())
+	f.waits.stop()
+
+	closeCleanly(t, f.ctx, f.env, f.c, f.logs)
+}
+
+// heldPoll is a simulator with powered-on workers and a client whose log
+// is kept, whose wait collector's first long poll the server holds until
+// the test ends.
+type heldPoll struct {
+	ctx   context.Context
+	env   *vcsimtest.Env
+	vms   []types.ManagedObjectReference
+	c     *vcenter.Client
+	logs  *testutil.SyncBuffer
+	waits *shutdownWaits
+}
+
+// startHeldPoll starts a heldPoll with n workers, a wait on the first one
+// and the collector polling for it (that poll held, released before the
+// Env closes).
+func startHeldPoll(t *testing.T, n int) *heldPoll {
+	t.Helper()
+	f := &heldPoll{env: vcsimtest.Start(t, vcsimtest.Options{}), ctx: testCtx(t), logs: &testutil.SyncBuffer{}}
+	f.vms = make([]types.ManagedObjectReference, n)
+	for i := range f.vms {
+		f.vms[i] = cloneWorker(t, f.ctx, f.env, fmt.Sprintf("worker-%d", i), "")
+		require.NoError(t, f.env.Client.StartVirtualMachine(f.ctx, vim.RefOf(f.vms[i])))
+	}
+	f.c = f.env.NewClient(func(cfg *vcenter.Config) {
 		cfg.PollInterval = slowPolls
 		cfg.RequestTimeout = time.Minute // long polls of 10 s; no request of the test times out
-		cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+		cfg.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
 	})
 	release := make(chan struct{})
-	t.Cleanup(func() { close(release) }) // before the Env closes
-	env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
+	t.Cleanup(func() { close(release) }) // runs before the Env's own cleanup
+	f.env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
+	f.waits = startShutdownWaits(f.ctx, f.c)
+	f.waits.add(f.vms[0])
+	require.Eventually(t, func() bool { n := f.c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
+		20*time.Second, 5*time.Millisecond, "the collector polls: %+v", f.c.WaitCollector())
+	return f
+}
 
-	wctx, stopWait := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.WaitForVirtualMachineShutdown(wctx, vim.RefOf(vm)) }()
-	require.Eventually(t, func() bool { n := c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
-		20*time.Second, 5*time.Millisecond, "the collector polls: %+v", c.WaitCollector())
-	env.TerminateSession(c)
-	_, err := c.ListVirtualMachines(ctx) // logs in again
-	require.NoError(t, err)
-	require.Equal(t, int64(1), c.Relogins())
-	stopWait()
-	<-done
+// shutdownWaits are WaitForVirtualMachineShutdown calls that the test
+// ends itself (stop) before it closes the client.
+type shutdownWaits struct {
+	c      *vcenter.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
 
-	closeCleanly(t, ctx, env, c, &logs)
+// startShutdownWaits returns an empty set of waits of c under ctx.
+func startShutdownWaits(ctx context.Context, c *vcenter.Client) *shutdownWaits {
+	wctx, cancel := context.WithCancel(ctx)
+	return &shutdownWaits{c: c, ctx: wctx, cancel: cancel}
+}
+
+// add starts a wait on vm.
+func (w *shutdownWaits) add(vm types.ManagedObjectReference) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		_ = w.c.WaitForVirtualMachineShutdown(w.ctx, vim.RefOf(vm)) // ended by stop
+	}()
+}
+
+// stop cancels the waits and joins them.
+func (w *shutdownWaits) stop() {
+	w.cancel()
+	w.wg.Wait()
 }
 
 // closeCleanly closes c with a bound far above what Close needs (a few
