@@ -481,10 +481,11 @@ func (c *Client) Relogins() int64 {
 	return c.rl.relogins.Load()
 }
 
-// Close stops the wait collector's goroutine (cancelling its long poll)
-// and destroys that collector, the VM change watch's collector and the
-// container view (best effort), stops the keep-alive and logs out; it is bounded by ctx
-// and by the request timeout. Calls after the first do nothing; Port calls
+// Close stops the wait collector's goroutine (destroying its collector,
+// which ends its long poll, and cancelling the requests of its polls in
+// flight: vim.Collector.Close), destroys the VM change watch's collector
+// and the container view (best effort), stops the keep-alive and logs
+// out; it is bounded by ctx and by the request timeout. Calls after the first do nothing; Port calls
 // after it fail with vctypes.ErrNotConnected. Call it after every user stopped.
 func (c *Client) Close(ctx context.Context) {
 	c.closeOnce.Do(func() {

@@ -3,6 +3,7 @@ package vcenter_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,10 +14,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/task"
 	"github.com/vmware/govmomi/vim25/types"
 
 	"github.com/cds-contrib/hatchery-vsphere/internal/inventory"
+	"github.com/cds-contrib/hatchery-vsphere/internal/testutil"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcenter/vim"
 	"github.com/cds-contrib/hatchery-vsphere/internal/vcsimtest"
@@ -471,4 +474,135 @@ func powerOffWakes(t *testing.T, ctx context.Context, env *vcsimtest.Env, vm typ
 	case <-time.After(slowPolls / 3):
 		t.Fatal("the wait did not see the power off")
 	}
+}
+
+// TestCloseEndsARetiredCollectorsPoll: Close while a retired wait
+// collector's long poll is still in flight returns without waiting out
+// its bound and logs out with it. The vCenter modelled: the connection of
+// a ModifyListView breaks (no answer: the collector is retired, not
+// destroyed, WatchRetireDelay) while the server keeps the collector's
+// poll running (held here until the test ends, as vCenter holds a poll
+// within its wait); destroying the current collector ends that one's
+// poll only. Without cancelling the retired collector's poll, Close
+// would wait for it until its ctx ended and then log out with the ended
+// ctx: a WARN and the session left on vCenter until it expires.
+func TestCloseEndsARetiredCollectorsPoll(t *testing.T) {
+	t.Parallel()
+	f := startHeldPoll(t, 2)
+	// The second wait's addition to the view gets no answer.
+	f.env.DropCalls("ModifyListView", 1)
+	f.waits.add(f.vms[1])
+	require.Eventually(t, func() bool {
+		n := f.c.WaitCollector()
+		return n.Collectors == 2 && n.InView == 2 && n.Live && f.c.RetiredCollectors() == 1
+	}, 20*time.Second, 5*time.Millisecond, "the first collector retired, a second one made: %+v", f.c.WaitCollector())
+	f.waits.stop()
+
+	closeCleanly(t, f.ctx, f.env, f.c, f.logs)
+}
+
+// TestCloseEndsALostSessionsPoll: the session ends (terminated on the
+// server) while the wait collector's poll is in flight and unanswered
+// (held by the server until the test ends); the client logs in again.
+// The collector went with the old session, so no destroy ends its poll:
+// Close cancels it and logs the new session out within its bound, with
+// no WARN.
+func TestCloseEndsALostSessionsPoll(t *testing.T) {
+	t.Parallel()
+	f := startHeldPoll(t, 1)
+	f.env.TerminateSession(f.c)
+	_, err := f.c.ListVirtualMachines(f.ctx) // logs in again
+	require.NoError(t, err)
+	require.Equal(t, int64(1), f.c.Relogins())
+	f.waits.stop()
+
+	closeCleanly(t, f.ctx, f.env, f.c, f.logs)
+}
+
+// heldPoll is a simulator with powered-on workers and a client whose log
+// is kept, whose wait collector's first long poll the server holds until
+// the test ends.
+type heldPoll struct {
+	ctx   context.Context
+	env   *vcsimtest.Env
+	vms   []types.ManagedObjectReference
+	c     *vcenter.Client
+	logs  *testutil.SyncBuffer
+	waits *shutdownWaits
+}
+
+// startHeldPoll starts a heldPoll with n workers, a wait on the first one
+// and the collector polling for it (that poll held, released before the
+// Env closes).
+func startHeldPoll(t *testing.T, n int) *heldPoll {
+	t.Helper()
+	f := &heldPoll{env: vcsimtest.Start(t, vcsimtest.Options{}), ctx: testCtx(t), logs: &testutil.SyncBuffer{}}
+	f.vms = make([]types.ManagedObjectReference, n)
+	for i := range f.vms {
+		f.vms[i] = cloneWorker(t, f.ctx, f.env, fmt.Sprintf("worker-%d", i), "")
+		require.NoError(t, f.env.Client.StartVirtualMachine(f.ctx, vim.RefOf(f.vms[i])))
+	}
+	f.c = f.env.NewClient(func(cfg *vcenter.Config) {
+		cfg.PollInterval = slowPolls
+		cfg.RequestTimeout = time.Minute // long polls of 10 s; no request of the test times out
+		cfg.Logger = slog.New(slog.NewTextHandler(f.logs, nil))
+	})
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) }) // runs before the Env's own cleanup
+	f.env.HoldCallsUntil("WaitForUpdatesEx", 1, release)
+	f.waits = startShutdownWaits(f.ctx, f.c)
+	f.waits.add(f.vms[0])
+	require.Eventually(t, func() bool { n := f.c.WaitCollector(); return n.Collectors == 1 && n.InView == 1 && n.Live },
+		20*time.Second, 5*time.Millisecond, "the collector polls: %+v", f.c.WaitCollector())
+	return f
+}
+
+// shutdownWaits are WaitForVirtualMachineShutdown calls that the test
+// ends itself (stop) before it closes the client.
+type shutdownWaits struct {
+	c      *vcenter.Client
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startShutdownWaits returns an empty set of waits of c under ctx.
+func startShutdownWaits(ctx context.Context, c *vcenter.Client) *shutdownWaits {
+	wctx, cancel := context.WithCancel(ctx)
+	return &shutdownWaits{c: c, ctx: wctx, cancel: cancel}
+}
+
+// add starts a wait on vm.
+func (w *shutdownWaits) add(vm types.ManagedObjectReference) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		_ = w.c.WaitForVirtualMachineShutdown(w.ctx, vim.RefOf(vm)) // ended by stop
+	}()
+}
+
+// stop cancels the waits and joins them.
+func (w *shutdownWaits) stop() {
+	w.cancel()
+	w.wg.Wait()
+}
+
+// closeCleanly closes c with a bound far above what Close needs (a few
+// requests; the tests' held polls are held past any bound) and asserts
+// that Close returned before its ctx ended (so its logout ran with a live
+// ctx), logged no WARN and logged the session out.
+func closeCleanly(t *testing.T, ctx context.Context, env *vcsimtest.Env, c *vcenter.Client, logs *testutil.SyncBuffer) {
+	t.Helper()
+	us, err := session.NewManager(c.Vim25()).UserSession(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, us)
+	mark := len(logs.String())
+	cctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	c.Close(cctx)
+	assert.NoError(t, cctx.Err(), "Close's ctx was still live when it logged out")
+	assert.NotContains(t, logs.String()[mark:], "level=WARN", "a clean close logs no WARN")
+	keys, err := env.Sessions(ctx)
+	require.NoError(t, err)
+	assert.NotContains(t, keys, us.Key, "the session is logged out")
 }

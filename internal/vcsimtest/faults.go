@@ -1,6 +1,7 @@
 package vcsimtest
 
 import (
+	"net/http"
 	"sync"
 	"time"
 
@@ -78,13 +79,16 @@ type callRules struct {
 	rules []*callRule
 }
 
-// callRule is one rule: the next left calls of method are held for hold,
-// then answered err (nil: let through to the simulator).
+// callRule is one rule: the next left calls of method are held for hold
+// (or until release is closed), then answered err (nil: let through to
+// the simulator), or have their connection dropped (drop).
 type callRule struct {
-	method string
-	left   int
-	hold   time.Duration
-	err    types.BaseMethodFault
+	method  string
+	left    int
+	hold    time.Duration
+	release <-chan struct{}
+	err     types.BaseMethodFault
+	drop    bool
 }
 
 func (r *callRules) add(c *callRule) {
@@ -111,6 +115,15 @@ func (r *callRules) handle(_ *simulator.Context, m *simulator.Method) (mo.Refere
 		// The server's delay being simulated, not a synchronisation.
 		time.Sleep(hit.hold)
 	}
+	if hit.release != nil {
+		<-hit.release
+	}
+	if hit.drop {
+		// net/http closes the connection without a response; nothing of
+		// the call ran and no lock is held here (installHooks runs the
+		// hooks before the simulator's method).
+		panic(http.ErrAbortHandler)
+	}
 	return nil, hit.err
 }
 
@@ -130,4 +143,21 @@ func (e *Env) RefuseCalls(method string, n int, f types.BaseMethodFault) {
 // too late.
 func (e *Env) HoldCalls(method string, n int, d time.Duration) {
 	e.calls.add(&callRule{method: method, left: n, hold: d})
+}
+
+// HoldCallsUntil holds the next n calls of method until release is
+// closed, then answers them ManagedObjectNotFound: a call vCenter
+// keeps running (a long poll within its wait) until its
+// object is gone (its session logged out). Close release before the Env
+// closes (a t.Cleanup registered after Start runs first).
+func (e *Env) HoldCallsUntil(method string, n int, release <-chan struct{}) {
+	e.calls.add(&callRule{method: method, left: n, release: release, err: &types.ManagedObjectNotFound{}})
+}
+
+// DropCalls closes the connection of the next n calls of method without
+// an answer, before the simulator runs them: a connection broken in the
+// middle of a call (a proxy or firewall resetting it), which the client
+// sees as a transport failure while its other connections carry on.
+func (e *Env) DropCalls(method string, n int) {
+	e.calls.add(&callRule{method: method, left: n, drop: true})
 }

@@ -110,9 +110,11 @@ func NewCollector(cfg CollectorConfig) *Collector {
 	return c
 }
 
-// Close stops the wait collector's goroutine (cancelling its long poll)
-// and destroys that collector, the VM change watch's collector and the
-// scope's views, best effort, bounded by ctx.
+// Close stops the wait collector's goroutine and joins it (it destroys
+// its collector, which ends its long poll, and cancels the requests of
+// its polls still in flight, a retired collector's included: waitHub.close)
+// and destroys the VM change watch's collector and the scope's views,
+// best effort, bounded by ctx.
 func (c *Collector) Close(ctx context.Context) {
 	c.waits.close(ctx)
 	c.closeWatch(ctx)

@@ -189,6 +189,18 @@ type waitSession struct {
 	pc, view types.ManagedObjectReference
 	gen      int64
 	version  string
+	// endPoll cancels the request of pc's long poll in flight; nil when
+	// none is.
+	endPoll context.CancelFunc
+}
+
+// stopPoll cancels s's long poll in flight, if any: once the collector is
+// lost, or at close, its answer no longer matters.
+func (s *waitSession) stopPoll() {
+	if s.endPoll != nil {
+		s.endPoll()
+		s.endPoll = nil
+	}
 }
 
 // waitAnswer is a long poll's answer, with the collector it polled.

@@ -81,7 +81,9 @@ func (h *waitHub) run(ctx context.Context) {
 				h.mu.Lock()
 				h.frozen = false
 				h.mu.Unlock()
-				go h.poll(ctx, s, answers)
+				pctx, cancel := context.WithCancel(ctx)
+				s.endPoll = cancel
+				go h.poll(pctx, s, answers)
 			}
 		}
 		if !polling && !frozen {
@@ -108,6 +110,7 @@ func (h *waitHub) run(ctx context.Context) {
 				continue // a lost collector's last answer
 			}
 			polling = false
+			s.stopPoll() // answered: release its context
 			s = h.answered(ctx, s, a)
 		}
 	}
@@ -142,8 +145,13 @@ func (h *waitHub) answered(ctx context.Context, s waitSession, a waitAnswer) wai
 }
 
 // lose forgets the collector s after err (nil: its session ended) and
-// wakes every wait to poll until the loop rebuilds it.
+// wakes every wait to poll until the loop rebuilds it. A poll of s still
+// in flight is cancelled: the loop ignores its answer, and nothing else
+// would end it before the request timeout (vCenter ends a poll when its
+// collector is destroyed, and a retired one is destroyed only
+// WatchRetireDelay later).
 func (h *waitHub) lose(ctx context.Context, s waitSession, err error) waitSession {
+	s.stopPoll()
 	h.setLive(false)
 	if err != nil {
 		h.dropCollector(ctx, s, err)
@@ -366,21 +374,24 @@ func (h *waitHub) destroyView(ctx context.Context, s waitSession) {
 }
 
 // closeSession destroys the collector (vCenter ends its poll in flight)
-// and the view at close, then waits for the polls in flight to return:
-// at once for the destroyed collector's, at the loop context's end (close's
-// bound) for a retired one's.
+// and the view at close, cancels that poll's request (it is still in
+// flight when the destroy failed or the collector went with an older
+// session), then joins the polls in flight: each returns at once, as a
+// lost or retired collector's poll was cancelled when it was lost (lose).
 func (h *waitHub) closeSession(ctx context.Context, s waitSession, inflight int, answers <-chan waitAnswer) {
 	if s.pc.Value != "" {
 		h.destroyCollector(ctx, s)
 	}
+	s.stopPoll()
 	for ; inflight > 0; inflight-- {
 		<-answers
 	}
 }
 
 // close stops the loop and joins it, bounded by ctx: the loop destroys its
-// collector and view, which ends its long poll on the server; past ctx the
-// loop's own request is abandoned instead.
+// collector and view, which ends its long poll on the server, and cancels
+// the requests of its polls still in flight; past ctx the loop's own
+// request is abandoned instead.
 func (h *waitHub) close(ctx context.Context) {
 	h.mu.Lock()
 	h.closing = true
